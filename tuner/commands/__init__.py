@@ -1,0 +1,1 @@
+"""CLI commands, one module per area; imports of heavy packages stay inside functions."""

@@ -1,0 +1,1 @@
+"""Workloads: datasets, arrival schedule and the streaming client."""
