@@ -40,16 +40,14 @@ class SloLimit:
     value: float
 
     def violation(self, metrics: dict[str, float]) -> float:
-        """Optuna-style constraint: <= 0 when met; otherwise how far off, relative."""
+        """How far off the limit a value is, relative to it (> 0 means broken)."""
         got = metrics.get(self.metric)
         if got is None:
             return float("inf")
         scale = abs(self.value) or 1.0
         if self.op in ("<=", "<"):
-            over = (got - self.value) / scale
-            return over if (over > 0 or (self.op == "<" and got == self.value)) else over
-        over = (self.value - got) / scale
-        return over
+            return (got - self.value) / scale
+        return (self.value - got) / scale
 
     def met(self, metrics: dict[str, float]) -> bool:
         got = metrics.get(self.metric)

@@ -1,0 +1,98 @@
+"""The objective: weighted log-ratios against the baseline trial, SLO constraints, noise checks.
+
+Pure functions: metrics in, numbers out. docs/objective.md has the formula and an example.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from tuner.config import ObjectiveSpec
+from tuner.slo import metric_direction, parse_slo
+
+HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
+# A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
+# worse than the baseline on a weight-1 metric, far beyond any measured trial.
+PENALTY_SCORE = 10.0
+_FLOOR = 1e-9
+
+
+def score(
+    metrics: Mapping[str, float], reference: Mapping[str, float], weights: Mapping[str, float]
+) -> float:
+    """Σ w·s·ln(m / m_ref), with s = +1 for metrics to minimise and −1 to maximise.
+
+    Lower is better; the reference (baseline) scores 0; a score of −0.1 is roughly "10 %
+    better on a weight-1 metric". Log-ratios make ms and tokens/s commensurable.
+    """
+    total = 0.0
+    for name, weight in weights.items():
+        if weight == 0:
+            continue
+        sign = 1.0 if metric_direction(name) == "minimize" else -1.0
+        ratio = max(metrics[name], _FLOOR) / max(reference[name], _FLOOR)
+        total += weight * sign * math.log(ratio)
+    return total
+
+
+def objective_values(
+    spec: ObjectiveSpec, metrics: Mapping[str, float], reference: Mapping[str, float]
+) -> list[float]:
+    """What Optuna is told: [score] in scalar mode, the raw objectives in multi mode."""
+    if spec.mode == "scalar":
+        return [score(metrics, reference, spec.weights)]
+    return [float(metrics[name]) for name in spec.objectives]
+
+
+def penalty_values(spec: ObjectiveSpec) -> list[float]:
+    """Values for a trial with no measurement; its constraints make it infeasible anyway."""
+    if spec.mode == "scalar":
+        return [PENALTY_SCORE]
+    return [1e12 if metric_direction(n) == "minimize" else 0.0 for n in spec.objectives]
+
+
+def directions(spec: ObjectiveSpec) -> list[str]:
+    if spec.mode == "scalar":
+        return ["minimize"]
+    return [metric_direction(name) for name in spec.objectives]
+
+
+def metric_names(spec: ObjectiveSpec) -> list[str]:
+    return ["score"] if spec.mode == "scalar" else list(spec.objectives)
+
+
+def constraints(
+    spec: ObjectiveSpec, metrics: Mapping[str, float] | None, *, failed_fraction: float = 0.0
+) -> dict[str, float]:
+    """Optuna constraints (≤ 0 feasible): the engine produced a healthy run, and every SLO.
+
+    A missing measurement violates everything by 1; an SLO miss is its relative distance.
+    """
+    out = {"measured": 0.0 if metrics is not None else 1.0}
+    out["failed_requests"] = failed_fraction - spec.max_failed_fraction
+    for text in spec.slo:
+        for limit in parse_slo(text):
+            if metrics is None:
+                out[str(limit)] = 1.0
+            else:
+                out[str(limit)] = 0.0 if limit.met(metrics) else max(limit.violation(metrics), 1e-6)
+    return out
+
+
+def clearly_better(
+    a_ci: Mapping[str, tuple[float, float]],
+    b_ci: Mapping[str, tuple[float, float]],
+    weights: Mapping[str, float],
+) -> bool:
+    """True when, on some weighted metric, a's confidence interval lies wholly on the better
+    side of b's. Overlapping intervals everywhere mean the difference may be luck."""
+    for name, weight in weights.items():
+        if weight <= 0 or name not in a_ci or name not in b_ci:
+            continue
+        (a_lo, a_hi), (b_lo, b_hi) = a_ci[name], b_ci[name]
+        if metric_direction(name) == "minimize" and a_hi < b_lo:
+            return True
+        if metric_direction(name) == "maximize" and a_lo > b_hi:
+            return True
+    return False

@@ -1,0 +1,294 @@
+"""Storage: Optuna's own RDB storage for the study, plus our tables in the same database.
+
+Optuna keeps params, values, constraints and metric attrs, so `optuna-dashboard` and the
+`optuna` CLI work on the file. Our tables keep what Optuna has no place for: the exact argv and
+environment, the engine's identity (to stop it after a tuner crash), the per-request records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import optuna
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from tuner.config import StudySpec
+from tuner.errors import UserError
+from tuner.workload.records import RequestRecord
+
+DEFAULT_STORAGE = "sqlite:///tuner.db"
+SQLITE_BUSY_TIMEOUT_S = 60
+
+_meta = sa.MetaData()
+trials_table = sa.Table(
+    "tuner_trials",
+    _meta,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("trial_number", sa.Integer, primary_key=True),
+    sa.Column("outcome", sa.String(32), nullable=False),
+    sa.Column("argv", sa.JSON),
+    sa.Column("env", sa.JSON),
+    sa.Column("vllm_version", sa.String(128)),
+    sa.Column("log_path", sa.Text),
+    sa.Column("startup_s", sa.Float),
+    sa.Column("workload_s", sa.Float),
+    sa.Column("result", sa.JSON),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+requests_table = sa.Table(
+    "tuner_requests",
+    _meta,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("trial_number", sa.Integer, primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("prompt_len", sa.Integer),
+    sa.Column("output_tokens", sa.Integer),
+    sa.Column("success", sa.Boolean),
+    sa.Column("ttft_s", sa.Float),
+    sa.Column("latency_s", sa.Float),
+    sa.Column("start_s", sa.Float),
+    sa.Column("itl_s", sa.JSON),
+    sa.Column("error", sa.Text),
+)
+engines_table = sa.Table(
+    "tuner_engines",
+    _meta,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("trial_number", sa.Integer, primary_key=True),
+    sa.Column("identity", sa.JSON, nullable=False),
+    sa.Column("log_path", sa.Text),
+    sa.Column("running", sa.Boolean, nullable=False),
+)
+
+
+def resolve_storage(url: str | None = None) -> str:
+    """`--storage`, else `TUNER_STORAGE`, else `sqlite:///tuner.db` in the working directory."""
+    return url or os.environ.get("TUNER_STORAGE") or DEFAULT_STORAGE
+
+
+def _check_sqlite_path(url: str) -> None:
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return
+    path = Path(parsed.database)
+    if not path.parent.is_dir():
+        raise UserError(f"cannot open storage {url}: directory {path.parent} does not exist")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"cannot open storage {url}: the database file is read-only")
+    if not os.access(path.parent, os.W_OK):
+        raise UserError(f"cannot open storage {url}: directory {path.parent} is not writable")
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    return {"pool_pre_ping": True}
+
+
+def _enable_wal(engine: sa.Engine) -> None:
+    """WAL lets readers (dashboard, `tuner trials`) work during a run without locking it out."""
+    if engine.dialect.name != "sqlite":
+        return
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+
+
+class Store:
+    """One database: the Optuna storage and the tuner's own tables."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = resolve_storage(url)
+        try:
+            make_url(self.url)
+        except sa.exc.ArgumentError:
+            raise UserError(f"cannot open storage {self.url!r}: not a SQLAlchemy URL") from None
+        _check_sqlite_path(self.url)
+        try:
+            self.engine = sa.create_engine(self.url, **_engine_kwargs(self.url))
+            _enable_wal(self.engine)
+            self.optuna = optuna.storages.RDBStorage(
+                self.url, engine_kwargs=_engine_kwargs(self.url)
+            )
+            _meta.create_all(self.engine)
+        except (sa.exc.SQLAlchemyError, ImportError, ValueError) as exc:
+            reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            raise UserError(f"cannot open storage {self.url}: {reason}") from None
+
+    # Studies -----------------------------------------------------------------------------
+
+    def study_names(self) -> list[str]:
+        return [s.study_name for s in optuna.get_all_study_summaries(self.optuna)]
+
+    def load_study(self, name: str) -> optuna.Study:
+        if name not in self.study_names():
+            raise UserError(f"no study named {name!r} in {self.url}")
+        return optuna.load_study(study_name=name, storage=self.optuna)
+
+    def create_study(
+        self,
+        spec: StudySpec,
+        name: str,
+        sampler: optuna.samplers.BaseSampler,
+        directions: list[str],
+        metric_names: list[str],
+        simulated: bool,
+    ) -> optuna.Study:
+        """Load the study if it exists (a re-run continues it), else create it with its spec."""
+        study = optuna.create_study(
+            study_name=name,
+            storage=self.optuna,
+            sampler=sampler,
+            directions=directions,
+            load_if_exists=True,
+        )
+        if "tuner_spec" not in study.user_attrs:
+            study.set_metric_names(metric_names)
+            study.set_user_attr("tuner_spec", json.loads(spec.model_dump_json()))
+            study.set_user_attr("simulated", simulated)
+        return study
+
+    # Engines (for recovery after a tuner crash) -------------------------------------------
+
+    def engine_started(self, study: str, trial: int, identity: dict, log_path: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.delete(engines_table).where(
+                    engines_table.c.study_name == study, engines_table.c.trial_number == trial
+                )
+            )
+            conn.execute(
+                sa.insert(engines_table).values(
+                    study_name=study,
+                    trial_number=trial,
+                    identity=identity,
+                    log_path=log_path,
+                    running=True,
+                )
+            )
+
+    def engine_stopped(self, study: str, trial: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(engines_table)
+                .where(
+                    engines_table.c.study_name == study,
+                    engines_table.c.trial_number == trial,
+                )
+                .values(running=False)
+            )
+
+    def running_engines(self, study: str) -> list[tuple[int, dict]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(engines_table.c.trial_number, engines_table.c.identity).where(
+                    engines_table.c.study_name == study, engines_table.c.running.is_(True)
+                )
+            ).all()
+        return [(r[0], r[1]) for r in rows]
+
+    # Trials -------------------------------------------------------------------------------
+
+    def save_trial(
+        self,
+        study: str,
+        trial: int,
+        outcome: str,
+        *,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        vllm_version: str | None = None,
+        log_path: str | None = None,
+        startup_s: float | None = None,
+        workload_s: float | None = None,
+        result: dict | None = None,
+        records: list[RequestRecord] = (),
+    ) -> None:
+        """The trial's row and its per-request records, in one transaction: all or nothing."""
+        keys = {"study_name": study, "trial_number": trial}
+        with self.engine.begin() as conn:
+            self._delete_rows(conn, study, trial)
+            conn.execute(
+                sa.insert(trials_table).values(
+                    **keys,
+                    outcome=outcome,
+                    argv=argv,
+                    env=env,
+                    vllm_version=vllm_version,
+                    log_path=log_path,
+                    startup_s=startup_s,
+                    workload_s=workload_s,
+                    result=result,
+                    created_at=time.time(),
+                )
+            )
+            if records:
+                conn.execute(
+                    sa.insert(requests_table),
+                    [{**keys, "idx": i, **_record_row(r)} for i, r in enumerate(records)],
+                )
+
+    def delete_trial(self, study: str, trial: int) -> None:
+        with self.engine.begin() as conn:
+            self._delete_rows(conn, study, trial)
+
+    @staticmethod
+    def _delete_rows(conn: sa.Connection, study: str, trial: int) -> None:
+        for table in (trials_table, requests_table):
+            conn.execute(
+                sa.delete(table).where(table.c.study_name == study, table.c.trial_number == trial)
+            )
+
+    def trial_row(self, study: str, trial: int) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(
+                    sa.select(trials_table).where(
+                        trials_table.c.study_name == study,
+                        trials_table.c.trial_number == trial,
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return dict(row) if row else None
+
+    def request_records(self, study: str, trial: int) -> list[RequestRecord]:
+        with self.engine.connect() as conn:
+            rows = (
+                conn.execute(
+                    sa.select(requests_table)
+                    .where(
+                        requests_table.c.study_name == study,
+                        requests_table.c.trial_number == trial,
+                    )
+                    .order_by(requests_table.c.idx)
+                )
+                .mappings()
+                .all()
+            )
+        fields = RequestRecord.__dataclass_fields__
+        return [RequestRecord(**{k: v for k, v in r.items() if k in fields}) for r in rows]
+
+    def close(self) -> None:
+        self.engine.dispose()
+        self.optuna.engine.dispose()
+
+
+def _record_row(r: RequestRecord) -> dict[str, Any]:
+    row = asdict(r)
+    row.pop("generated_text")
+    return row
+
+
+def spec_of(study: optuna.Study) -> StudySpec:
+    """The spec a study was created with (results never need the study file to match)."""
+    data = study.user_attrs.get("tuner_spec")
+    if data is None:
+        raise UserError(f"study {study.study_name!r} was not created by tuner")
+    return StudySpec.model_validate(data)
