@@ -1,0 +1,146 @@
+"""Pareto front: exactly the non-dominated set, with ties, directions and unusable points."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from tuner.errors import UserError
+from tuner.pareto import (
+    check_stored,
+    front_of,
+    is_metric,
+    pareto_front,
+    parse_objectives,
+    trial_point,
+)
+
+MIN2 = [("p99_ttft_ms", "minimize"), ("mean_tpot_ms", "minimize")]
+
+
+def pts(*pairs: tuple[float, float]) -> list[dict[str, float]]:
+    return [{"p99_ttft_ms": a, "mean_tpot_ms": b} for a, b in pairs]
+
+
+def test_hand_built_front_both_minimised() -> None:
+    points = pts((100, 50), (200, 40), (150, 45), (300, 30), (250, 45), (100, 60), (400, 30))
+    # (250,45) is dominated by (150,45); (100,60) by (100,50); (400,30) by (300,30).
+    assert pareto_front(points, MIN2) == [0, 1, 2, 3]
+
+
+def test_equal_points_are_all_on_the_front() -> None:
+    points = pts((100, 50), (100, 50), (200, 40), (200, 40), (200, 41))
+    assert pareto_front(points, MIN2) == [0, 1, 2, 3]
+
+
+def test_tie_on_one_objective_better_on_other_dominates() -> None:
+    assert pareto_front(pts((100, 50), (100, 49)), MIN2) == [1]
+
+
+def test_throughput_is_maximised() -> None:
+    objectives = parse_objectives("p99_ttft_ms,output_throughput")
+    assert objectives == [("p99_ttft_ms", "minimize"), ("output_throughput", "maximize")]
+    points = [
+        {"p99_ttft_ms": 100, "output_throughput": 500},
+        {"p99_ttft_ms": 100, "output_throughput": 900},  # dominates the first
+        {"p99_ttft_ms": 80, "output_throughput": 300},
+        {"p99_ttft_ms": 120, "output_throughput": 800},  # dominated by the second
+    ]
+    assert pareto_front(points, objectives) == [1, 2]
+
+
+def test_points_without_the_metric_are_left_out() -> None:
+    points = [{"p99_ttft_ms": 1.0}, {"p99_ttft_ms": 5.0, "mean_tpot_ms": 9.0}]
+    points.append({"p99_ttft_ms": float("nan"), "mean_tpot_ms": 1.0})
+    assert pareto_front(points, MIN2) == [1]
+    assert pareto_front([], MIN2) == []
+
+
+def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_matches_definition_on_random_points_with_many_ties(seed: int) -> None:
+    rng = random.Random(seed)
+    n, k = rng.randint(1, 40), rng.randint(1, 3)
+    names = ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"][:k]
+    objectives = [(m, "maximize" if m == "output_throughput" else "minimize") for m in names]
+    points = [{m: float(rng.randint(0, 4)) for m in names} for _ in range(n)]
+    cost = [tuple(p[m] * (-1 if d == "maximize" else 1) for m, d in objectives) for p in points]
+    expected = [
+        i for i in range(n) if not any(_dominates(cost[j], cost[i]) for j in range(n) if j != i)
+    ]
+    got = pareto_front(points, objectives)
+    assert got == expected
+    # Every point off the front is dominated by one on it; no two front points dominate.
+    for i, j in itertools.permutations(got, 2):
+        assert not _dominates(cost[i], cost[j])
+
+
+def test_parse_objectives_rejects_unknown_empty_and_repeated() -> None:
+    with pytest.raises(UserError, match="unknown metric 'p99_tft_ms'"):
+        parse_objectives("p99_tft_ms,mean_tpot_ms")
+    with pytest.raises(UserError, match="no objectives"):
+        parse_objectives(" , ")
+    with pytest.raises(UserError, match="twice"):
+        parse_objectives("mean_tpot_ms,mean_tpot_ms")
+
+
+class _State:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def frozen(number: int, state: str = "COMPLETE", constraints=None, **attrs) -> SimpleNamespace:
+    """A FrozenTrial look-alike; the storage-backed path is covered in test_results_cli."""
+    return SimpleNamespace(
+        number=number,
+        state=_State(state),
+        params={"max-num-seqs": 8 * (number + 1)},
+        user_attrs=attrs,
+        constraints=constraints or {},
+        values=[attrs.get("score", 0.0)] if state == "COMPLETE" else None,
+    )
+
+
+def test_trial_point_classifies_feasible_infeasible_failed() -> None:
+    ok = trial_point(frozen(0, score=0.0, baseline=True, p99_ttft_ms=10.0, note="x"))
+    assert ok.status == "feasible" and ok.baseline and ok.metrics == {"p99_ttft_ms": 10.0}
+    slo = trial_point(frozen(1, constraints={"slo": 0.5}, score=-1.0, p99_ttft_ms=3.0))
+    assert slo.status == "infeasible" and slo.failure is None
+    kv = trial_point(
+        frozen(2, constraints={"0": 1.0}, failure_kind="kv_cache", failure_reason="too small")
+    )
+    assert kv.status == "failed" and kv.failure == "kv_cache: too small"
+    crashed = trial_point(frozen(3, state="FAIL"))
+    assert crashed.status == "failed" and "interrupted" in (crashed.failure or "")
+    assert trial_point(frozen(4, state="RUNNING")).status == "running"
+
+
+def test_front_of_keeps_only_feasible_and_sorts_by_first_objective() -> None:
+    trials = [
+        frozen(0, p99_ttft_ms=300.0, mean_tpot_ms=30.0),
+        frozen(1, p99_ttft_ms=100.0, mean_tpot_ms=50.0),
+        # Infeasible and failed trials would dominate everything if they were counted.
+        frozen(2, constraints={"slo": 1.0}, p99_ttft_ms=1.0, mean_tpot_ms=1.0),
+        frozen(3, failure_kind="oom", p99_ttft_ms=1.0, mean_tpot_ms=1.0),
+        frozen(4, p99_ttft_ms=200.0, mean_tpot_ms=60.0),
+    ]
+    front = front_of([trial_point(t) for t in trials], MIN2)
+    assert [p.number for p in front] == [1, 0]
+
+
+def test_check_stored_names_what_is_there() -> None:
+    points = [trial_point(frozen(0, p99_ttft_ms=1.0, mean_tpot_ms=2.0))]
+    check_stored(points, ["p99_ttft_ms"], "s")
+    with pytest.raises(UserError, match=r"'p95_ttft_ms' is not stored in study 's'.*mean_tpot_ms"):
+        check_stored(points, ["p95_ttft_ms"], "s")
+
+
+def test_is_metric() -> None:
+    assert is_metric("p99.9_e2el_ms") and is_metric("output_throughput")
+    assert not is_metric("score") and not is_metric("vllm_version")
