@@ -1,0 +1,148 @@
+"""`tuner run`, `tuner plan`, `tuner trials`, `tuner best`: a study from its file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+StudyFile = Annotated[Path, typer.Argument(help="The study file (YAML).")]
+Storage = Annotated[
+    str | None,
+    typer.Option(
+        "--storage", help="SQLAlchemy URL (default: $TUNER_STORAGE or sqlite:///tuner.db)."
+    ),
+]
+Simulated = Annotated[
+    bool, typer.Option("--simulated", help="Read the planner's simulated study instead.")
+]
+
+
+def _open(study_file: Path, storage: str | None):
+    from tuner.config import load_study_spec
+    from tuner.store import Store
+
+    spec = load_study_spec(study_file)
+    return spec, Store(storage or spec.storage)
+
+
+def run(
+    study_file: StudyFile,
+    n_trials: Annotated[
+        int | None, typer.Option("--n-trials", min=1, help="Run N more trials.")
+    ] = None,
+    timeout: Annotated[
+        str | None, typer.Option("--timeout", help="Stop after this long (8h, 90m).")
+    ] = None,
+    storage: Storage = None,
+    no_precheck: Annotated[
+        bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
+    ] = False,
+    confirm: Annotated[
+        int, typer.Option("--confirm", min=0, help="Re-measure the best K configs at the end.")
+    ] = 0,
+    log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
+) -> None:
+    """Run (or continue) a study: restart the engine for every trial, score it, store it."""
+    from tuner.config import parse_duration_s
+    from tuner.errors import UserError
+    from tuner.runner import EngineRunner
+
+    spec, store = _open(study_file, storage)
+    timeout_s = None
+    if timeout is not None:
+        try:
+            timeout_s = parse_duration_s(timeout)
+        except ValueError as exc:
+            raise UserError(f"--timeout: {exc}") from None
+    _check_engine_command(spec)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    _loop(spec, store, EngineRunner(spec, log_dir), n_trials, timeout_s, not no_precheck, confirm)
+
+
+def plan(
+    study_file: StudyFile,
+    n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Trials to simulate.")] = 50,
+    storage: Storage = None,
+) -> None:
+    """Run the same study in virtual time on the simulator (no engine, no waiting)."""
+    from tuner.runner import PlanRunner
+
+    spec, store = _open(study_file, storage)
+    _loop(spec, store, PlanRunner(spec), n_trials, None, True, 0)
+
+
+def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
+    from rich.console import Console
+
+    from tuner.progress import RichProgress
+    from tuner.study import StudyLoop
+
+    console = Console(stderr=True)
+    loop = StudyLoop(spec, store, runner, precheck=precheck, progress=RichProgress(console))
+    summary = loop.run(n_trials=n_trials, timeout_s=timeout_s)
+    if summary.interrupted_recovered:
+        console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
+    if summary.orphans_stopped:
+        console.print(f"stopped {summary.orphans_stopped} engine(s) left by a previous run")
+    console.print(
+        f"{summary.ran} trial(s) run; {summary.launches_saved} launch(es) saved "
+        "by rule checks, memory prediction and reuse"
+    )
+    if confirm:
+        from tuner.confirm import confirm_best
+
+        confirm_best(loop, confirm, console)
+    _print_best(loop.study, spec)
+
+
+def _check_engine_command(spec) -> None:
+    """A missing engine executable is the user's mistake: say so before creating anything."""
+    import shutil
+    import sys
+
+    from tuner.errors import UserError
+
+    exe = spec.engine.command[0].format(model=spec.engine.model, python=sys.executable)
+    if shutil.which(exe) is None:
+        raise UserError(f"engine command {exe!r} not found (engine.command in the study file)")
+
+
+def trials(
+    study_file: StudyFile,
+    storage: Storage = None,
+    simulated: Simulated = False,
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+) -> None:
+    """List every trial: state, parameters, headline metrics, score and failure reason."""
+    from tuner.errors import UserError
+    from tuner.study import study_name
+    from tuner.views import trials_frame
+
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format must be table, csv or json, not {fmt!r}")
+    spec, store = _open(study_file, storage)
+    frame = trials_frame(store.load_study(study_name(spec, simulated)))
+    if fmt == "csv":
+        typer.echo(frame.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        typer.echo(frame.to_json(orient="records", indent=2))
+    else:
+        from tuner.views import print_trials_table
+
+        print_trials_table(frame)
+
+
+def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = False) -> None:
+    """Print the best feasible trial as a ready-to-run `vllm serve` command."""
+    from tuner.study import study_name
+
+    spec, store = _open(study_file, storage)
+    _print_best(store.load_study(study_name(spec, simulated)), spec)
+
+
+def _print_best(study, spec) -> None:
+    from tuner.views import best_report
+
+    typer.echo(best_report(study, spec))

@@ -1,0 +1,76 @@
+"""What a study reports while it runs; a rich live display for people, silence for tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+
+class StudyProgress(Protocol):
+    def start(self, total: int) -> None: ...
+    def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def done(self, number: int, summary: str, best: float | None) -> None: ...
+    def stop(self) -> None: ...
+
+
+class SilentProgress:
+    def start(self, total: int) -> None: ...
+    def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def done(self, number: int, summary: str, best: float | None) -> None: ...
+    def stop(self) -> None: ...
+
+
+class RichProgress:
+    """Trial i of N, the phase, the best score so far, elapsed time and an ETA."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta {task.fields[eta]}"),
+            TextColumn("best {task.fields[best]}"),
+            TextColumn("{task.fields[phase]}"),
+            console=self.console,
+            transient=False,
+        )
+        self._task = None
+        self._t0 = time.monotonic()
+        self._finished = 0
+        self._best = "-"
+
+    def start(self, total: int) -> None:
+        self._progress.start()
+        self._t0 = time.monotonic()
+        self._task = self._progress.add_task("", total=total, phase="", best="-", eta="-")
+
+    def trial(self, index: int, number: int, params: dict[str, Any]) -> None:
+        shown = " ".join(f"{k}={v}" for k, v in params.items())
+        self.console.print(f"[dim]trial {number}: {shown}[/dim]")
+        self.phase("validating")
+
+    def phase(self, text: str) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, phase=text)
+
+    def done(self, number: int, summary: str, best: float | None) -> None:
+        self._finished += 1
+        if best is not None:
+            self._best = f"{best:+.3f}"
+        self.console.print(f"trial {number}: {summary}")
+        if self._task is not None:
+            task = self._progress.tasks[0]
+            remaining = max((task.total or 0) - self._finished, 0)
+            per_trial = (time.monotonic() - self._t0) / self._finished
+            eta = time.strftime("%H:%M:%S", time.gmtime(per_trial * remaining))
+            self._progress.update(self._task, advance=1, best=self._best, eta=eta, phase="")
+
+    def stop(self) -> None:
+        self._progress.stop()

@@ -1,0 +1,257 @@
+"""Measure one configuration. Two runners, one interface: the study loop never asks which.
+
+`EngineRunner` starts an engine process (real vLLM or `tuner sim serve`: both are just argv),
+waits for it, drives the workload over HTTP and stops it. `PlanRunner` asks the simulation
+core directly, in virtual time, for `tuner plan`.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuner.config import StudySpec
+from tuner.space import effective_flags, engine_argv, engine_env
+from tuner.workload.records import RequestRecord
+
+PhaseFn = Callable[[str], None]
+
+
+@dataclass
+class Measurement:
+    """What one trial produced: metrics, or the reason there are none."""
+
+    metrics: dict[str, float] | None = None
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    records: list[RequestRecord] = field(default_factory=list)
+    failure_kind: str | None = None
+    failure_reason: str | None = None
+    log_tail: str = ""
+    argv: list[str] | None = None
+    env: dict[str, str] | None = None
+    vllm_version: str | None = None
+    log_path: str | None = None
+    startup_s: float | None = None
+    workload_s: float | None = None
+
+
+@dataclass
+class TrialContext:
+    study_name: str
+    number: int
+    params: dict[str, Any]
+    phase: PhaseFn
+    # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
+    on_engine_started: Callable[[dict, str], None] = lambda identity, log_path: None
+    on_engine_stopped: Callable[[], None] = lambda: None
+
+
+class TrialRunner(abc.ABC):
+    """Measures one parameter set of a study."""
+
+    simulated: bool = False
+
+    def __init__(self, spec: StudySpec) -> None:
+        self.spec = spec
+
+    @abc.abstractmethod
+    def measure(self, ctx: TrialContext) -> Measurement: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Stop anything still running (called on Ctrl-C and at the end)."""
+
+    def kill(self) -> None:  # noqa: B027 - optional hook
+        """Kill anything still running at once (a second Ctrl-C)."""
+
+
+def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[list[str], dict]:
+    """The argv and env as stored and logged: the API key never leaves memory."""
+    if not secret:
+        return list(argv), dict(env)
+    return (
+        ["***" if a == secret else a for a in argv],
+        {k: ("***" if v == secret else v) for k, v in env.items()},
+    )
+
+
+def workload_requests(spec: StudySpec) -> list:
+    """The study's fixed requests, built once: same seed, same requests, same order."""
+    from tuner.workload.datasets import build_requests
+    from tuner.workload.tokenizer import load_tokenizer
+
+    tokenizer_dir = spec.workload.tokenizer or spec.engine.model
+    return build_requests(spec.workload, load_tokenizer(tokenizer_dir))
+
+
+class EngineRunner(TrialRunner):
+    """Start the engine as a child process, measure it over HTTP, stop it."""
+
+    def __init__(self, spec: StudySpec, log_dir: Path) -> None:
+        super().__init__(spec)
+        self.log_dir = log_dir
+        self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
+        self._requests: list | None = None
+        self._engine = None
+
+    def measure(self, ctx: TrialContext) -> Measurement:
+        from tuner.engine.ports import free_port, wait_port_free
+        from tuner.engine.process import EngineProcess, EngineStartFailed
+        from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
+
+        spec = self.spec
+        if self._requests is None:
+            self._requests = workload_requests(spec)
+        host = spec.engine.host
+        port = free_port(host)
+        argv = engine_argv(spec, ctx.params, port=port, api_key=self.api_key)
+        env = engine_env(spec, ctx.params)
+        shown_argv, shown_env = redact(argv, env, self.api_key)
+        log_path = self.log_dir / f"{ctx.study_name}-trial-{ctx.number:04d}.log"
+        m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))
+        base_url = f"http://{host}:{port}"
+
+        ctx.phase("starting engine")
+        engine = EngineProcess.start(
+            argv, {**os.environ, **env}, log_path, cpu_affinity=spec.engine.cpu_affinity
+        )
+        self._engine = engine
+        ctx.on_engine_started(engine.identity(), str(log_path))
+        try:
+            try:
+                ready = engine.wait_ready(
+                    base_url, spec.engine.startup_timeout_s, api_key=self.api_key
+                )
+            except EngineStartFailed as exc:
+                return _failed(m, exc.failure.kind, exc.failure.reason, exc.failure.log_tail)
+            m.startup_s, m.vllm_version = ready.startup_s, ready.version
+
+            def crashed() -> str | None:
+                code = engine.poll()
+                return None if code is None else f"engine crashed during measurement (exit {code})"
+
+            def progress(done: int, total: int) -> None:
+                ctx.phase(f"measuring {done} of {total} requests")
+
+            ctx.phase("warming up" if spec.workload.num_warmups else "measuring")
+            t0 = time.monotonic()
+            with _client_cores(spec.engine.cpu_affinity):
+                try:
+                    result = run_benchmark(
+                        spec.workload,
+                        base_url,
+                        spec.engine.served_model_name or spec.engine.model,
+                        self._requests,
+                        api_key=self.api_key,
+                        on_progress=progress,
+                        should_abort=crashed,
+                        stall_timeout_s=spec.trial.stall_timeout_s,
+                    )
+                except BenchmarkAborted as exc:
+                    reason = str(exc)
+                    kind = "engine_hung" if "hung" in reason else "engine_crashed"
+                    return _failed(m, kind, reason, engine.log_tail())
+            m.workload_s = time.monotonic() - t0
+            m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
+            if not result.metrics.get("completed"):
+                errors = {r.error for r in result.records if r.error}
+                return _failed(
+                    m,
+                    "requests_failed",
+                    "every request failed: " + "; ".join(sorted(errors))[:500],
+                    engine.log_tail(),
+                )
+            return m
+        finally:
+            ctx.phase("stopping")
+            engine.stop()
+            self._engine = None
+            ctx.on_engine_stopped()
+            wait_port_free(host, port, timeout_s=30)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.stop()
+
+    def kill(self) -> None:
+        if self._engine is not None:
+            self._engine.kill()
+
+
+def _failed(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:
+    m.metrics, m.failure_kind, m.failure_reason, m.log_tail = None, kind, reason, log_tail
+    return m
+
+
+class _client_cores:
+    """Pin the tuner (the client) off the engine's cores while measuring: less noise."""
+
+    def __init__(self, engine_cores: list[int] | None) -> None:
+        self.engine_cores = set(engine_cores or [])
+        self.saved: set[int] | None = None
+
+    def __enter__(self) -> None:
+        if not self.engine_cores or not hasattr(os, "sched_setaffinity"):
+            return
+        mine = os.sched_getaffinity(0)
+        rest = mine - self.engine_cores
+        if rest:
+            self.saved = mine
+            os.sched_setaffinity(0, rest)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is not None:
+            os.sched_setaffinity(0, self.saved)
+
+
+class PlanRunner(TrialRunner):
+    """The simulation core in virtual time: no server, no waiting. Figures are predictions."""
+
+    simulated = True
+
+    def __init__(self, spec: StudySpec) -> None:
+        super().__init__(spec)
+        self._requests: list | None = None
+
+    def measure(self, ctx: TrialContext) -> Measurement:
+        import numpy as np
+
+        from tuner.metrics import bootstrap_ci, compute_metrics
+        from tuner.sim.planner import plan_config
+        from tuner.workload.schedule import arrival_times
+
+        spec, w = self.spec, self.spec.workload
+        if self._requests is None:
+            self._requests = workload_requests(spec)
+        flags = effective_flags(spec, ctx.params)
+        ctx.phase("simulating")
+        arrivals = arrival_times(len(self._requests), w.request_rate, w.burstiness, w.seed)
+        outcome = plan_config(
+            spec.engine.model,
+            spec.hardware.gpu or flags.get("gpu"),
+            flags,
+            prompt_lens=[r.prompt_len for r in self._requests],
+            output_lens=[r.output_len or w.random_output_len for r in self._requests],
+            arrival_s=np.asarray(arrivals).tolist(),
+            max_concurrency=w.max_concurrency,
+        )
+        m = Measurement(vllm_version="simulated")
+        if outcome.refusal is not None:
+            return _failed(m, outcome.refusal_kind, outcome.refusal, "")
+        metrics = compute_metrics(
+            outcome.records,
+            outcome.duration_s,
+            selected_metrics=w.selected_metrics,
+            percentiles=w.percentiles,
+            goodput_ms=w.goodput,
+        )
+        m.metrics, m.records, m.workload_s = metrics, outcome.records, outcome.duration_s
+        m.ci = {k: bootstrap_ci(outcome.records, outcome.duration_s, k) for k in _CI_KEYS}
+        return m
+
+
+_CI_KEYS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")

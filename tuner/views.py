@@ -1,0 +1,131 @@
+"""Read-only views of a stored study: the trial table and the best command."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import optuna
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from tuner.config import StudySpec
+from tuner.errors import UserError
+from tuner.objective import HEADLINE_METRICS, clearly_better
+from tuner.space import serve_argv, serve_env
+
+
+def is_feasible(t: optuna.trial.FrozenTrial) -> bool:
+    return (
+        t.state == optuna.trial.TrialState.COMPLETE
+        and "failure_kind" not in t.user_attrs
+        and all(v <= 0 for v in t.constraints.values())
+    )
+
+
+def ranked_feasible(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Feasible measured trials, best score first (the score exists in both objective modes)."""
+    trials = [
+        t for t in study.get_trials(deepcopy=False) if is_feasible(t) and "score" in t.user_attrs
+    ]
+    return sorted(trials, key=lambda t: (t.user_attrs["score"], t.number))
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial: number, state, parameters, headline metrics, score, failure."""
+    rows: list[dict[str, Any]] = []
+    for t in study.get_trials(deepcopy=False):
+        a = t.user_attrs
+        state = t.state.name
+        if t.state == optuna.trial.TrialState.COMPLETE and not is_feasible(t):
+            state = "INFEASIBLE"
+        row: dict[str, Any] = {"number": t.number, "state": state}
+        row.update({f"param_{k}": v for k, v in t.params.items()})
+        row.update({m: a.get(m) for m in HEADLINE_METRICS})
+        row["score"] = a.get("score")
+        row["baseline"] = bool(a.get("baseline"))
+        row["reused_from"] = a.get("reused_from")
+        row["failure"] = (
+            f"{a['failure_kind']}: {a.get('failure_reason', '')}" if "failure_kind" in a else ""
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> None:
+    console = console or Console(width=200)
+    table = Table(show_lines=False)
+    for col in frame.columns:
+        if col in ("baseline", "reused_from"):
+            continue
+        table.add_column(col.removeprefix("param_"), overflow="fold")
+    for _, row in frame.iterrows():
+        cells = []
+        for col in frame.columns:
+            if col in ("baseline", "reused_from"):
+                continue
+            v = row[col]
+            if col == "number" and row["baseline"]:
+                cells.append(f"{v} (baseline)")
+            elif isinstance(v, float):
+                cells.append("" if pd.isna(v) else f"{v:.4g}")
+            else:
+                cells.append("" if v is None else str(v))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
+    """`VAR=value vllm serve MODEL --flag value ...`, every word shell-quoted."""
+    env = serve_env(spec, params)
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    command = shlex.join(serve_argv(spec, params))
+    return f"{prefix} {command}" if prefix else command
+
+
+def best_report(study: optuna.Study, spec: StudySpec) -> str:
+    """The best feasible trial as a serve command, with a plain word on how sure we are."""
+    ranked = ranked_feasible(study)
+    if not ranked:
+        raise UserError(f"study {study.study_name!r} has no complete feasible trial yet")
+    top = ranked[0]
+    a = top.user_attrs
+    simulated = bool(a.get("simulated"))
+    lines = [
+        f"# best trial {top.number} of study {study.study_name}"
+        + (" (SIMULATED: figures are predictions, not measurements)" if simulated else ""),
+        f"# score {a['score']:+.3f} (baseline = 0, lower is better); "
+        f"p99 TTFT {a.get('p99_ttft_ms', float('nan')):.1f} ms, "
+        f"mean TPOT {a.get('mean_tpot_ms', float('nan')):.2f} ms, "
+        f"output {a.get('output_throughput', float('nan')):.1f} tok/s",
+    ]
+    lines += [f"# {line}" for line in _confidence(study, top, ranked, spec)]
+    lines.append(shell_command(spec, top.params))
+    return "\n".join(lines)
+
+
+def _ci(t: optuna.trial.FrozenTrial) -> dict[str, tuple[float, float]]:
+    return {
+        m: tuple(t.user_attrs[f"{m}_ci"]) for m in HEADLINE_METRICS if f"{m}_ci" in t.user_attrs
+    }
+
+
+def _confidence(study, top, ranked, spec) -> list[str]:
+    weights = spec.objective.weights
+    out = []
+    base = [t for t in ranked if t.user_attrs.get("baseline")]
+    if top.user_attrs.get("baseline"):
+        out.append("the baseline (vLLM's defaults) is the best trial: no tuned config beat it")
+    elif base and not clearly_better(_ci(top), _ci(base[0]), weights):
+        out.append(
+            f"NOT clearly better than the baseline (trial {base[0].number}): "
+            "the 95% confidence intervals overlap on every weighted metric"
+        )
+    runner_up = next((t for t in ranked if t.number != top.number), None)
+    if runner_up is not None and not clearly_better(_ci(top), _ci(runner_up), weights):
+        out.append(
+            f"not clearly better than the runner-up (trial {runner_up.number}): "
+            "re-measure both (tuner run --confirm K) before trusting the order"
+        )
+    return out
