@@ -9,8 +9,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tuner import slo
 from tuner.errors import UserError
-from tuner.slo import metric_direction, parse_slo
 from tuner.workload.spec import WorkloadSpec
 
 Scalar = str | int | float | bool
@@ -110,6 +110,14 @@ class EngineSpec(_Strict):
         return v
 
 
+def _checked(check: Any, value: str) -> None:
+    """Run a shared check inside a validator, so the error names the file and field."""
+    try:
+        check(value)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class ObjectiveSpec(_Strict):
     """Scalar mode: weighted log-ratios against the baseline. Multi: a Pareto search."""
 
@@ -123,7 +131,7 @@ class ObjectiveSpec(_Strict):
     @classmethod
     def _weights(cls, v: dict[str, float]) -> dict[str, float]:
         for name, w in v.items():
-            metric_direction(name)
+            _checked(slo.metric_direction, name)
             if w < 0:
                 raise ValueError(f"weight of {name} is negative")
         if not any(w > 0 for w in v.values()):
@@ -134,14 +142,14 @@ class ObjectiveSpec(_Strict):
     @classmethod
     def _objectives(cls, v: list[str]) -> list[str]:
         for name in v:
-            metric_direction(name)
+            _checked(slo.metric_direction, name)
         return v
 
     @field_validator("slo")
     @classmethod
     def _slo(cls, v: list[str]) -> list[str]:
         for text in v:
-            parse_slo(text)
+            _checked(slo.parse_slo, text)
         return v
 
 
