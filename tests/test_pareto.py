@@ -102,7 +102,7 @@ def frozen(number: int, state: str = "COMPLETE", constraints=None, **attrs) -> S
         state=_State(state),
         params={"max-num-seqs": 8 * (number + 1)},
         user_attrs=attrs,
-        constraints=constraints or {},
+        system_attrs={f"constraints:{k}": v for k, v in (constraints or {}).items()},
         values=[attrs.get("score", 0.0)] if state == "COMPLETE" else None,
     )
 
@@ -113,9 +113,15 @@ def test_trial_point_classifies_feasible_infeasible_failed() -> None:
     slo = trial_point(frozen(1, constraints={"slo": 0.5}, score=-1.0, p99_ttft_ms=3.0))
     assert slo.status == "infeasible" and slo.failure is None
     kv = trial_point(
-        frozen(2, constraints={"0": 1.0}, failure_kind="kv_cache", failure_reason="too small")
+        frozen(
+            2, constraints={"measured": 1.0}, failure_kind="kv_cache", failure_reason="too small"
+        )
     )
     assert kv.status == "failed" and kv.failure == "kv_cache: too small"
+    legacy = frozen(5, score=1.0)
+    legacy.system_attrs = {"constraints": [0.0, 0.25]}  # the list optuna-dashboard reads
+    assert trial_point(legacy).status == "infeasible"
+    assert trial_point(legacy).constraints == {"0": 0.0, "1": 0.25}
     crashed = trial_point(frozen(3, state="FAIL"))
     assert crashed.status == "failed" and "interrupted" in (crashed.failure or "")
     assert trial_point(frozen(4, state="RUNNING")).status == "running"

@@ -64,7 +64,7 @@ def trial_point(trial: Any) -> TrialPoint:
     """Read an Optuna `FrozenTrial` (duck-typed, so this module needs no optuna import)."""
     attrs = dict(trial.user_attrs)
     state = trial.state.name
-    constraints = {str(k): float(v) for k, v in dict(getattr(trial, "constraints", {})).items()}
+    constraints, any_broken = _constraints(trial.system_attrs)
     metrics = {k: float(v) for k, v in attrs.items() if _finite(v) and is_metric(k)}
     kind, reason = attrs.get("failure_kind"), attrs.get("failure_reason")
     failure = ": ".join(str(x) for x in (kind, reason) if x) or None
@@ -72,7 +72,7 @@ def trial_point(trial: Any) -> TrialPoint:
     if state == "COMPLETE":
         if kind:
             status = "failed"
-        elif any(v > 0 for v in constraints.values()):
+        elif any_broken:
             status = "infeasible"
         else:
             status = "feasible"
@@ -99,6 +99,20 @@ def trial_point(trial: Any) -> TrialPoint:
         constraints=constraints,
         attrs=attrs,
     )
+
+
+def _constraints(system_attrs: dict[str, Any]) -> tuple[dict[str, float], bool]:
+    """Named constraints (`set_constraint`: system attrs `constraints:<key>`), else the legacy
+    list under `constraints` (what optuna-dashboard reads); infeasible if either has a value > 0.
+    """
+    named = {
+        k.split(":", 1)[1]: float(v)
+        for k, v in system_attrs.items()
+        if k.startswith("constraints:")
+    }
+    legacy = {str(i): float(v) for i, v in enumerate(system_attrs.get("constraints") or [])}
+    broken = any(v > 0 for v in [*named.values(), *legacy.values()])
+    return (named or legacy), broken
 
 
 def parse_objectives(text: str) -> list[Objective]:

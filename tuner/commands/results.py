@@ -1,0 +1,221 @@
+"""`tuner pareto`, `tuner export`, `tuner report`: what people take out of a stored study.
+
+Heavy imports (optuna, plotly, matplotlib) stay inside the functions so `tuner --help` is fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tuner.errors import UserError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tuner.config import StudySpec
+    from tuner.pareto import TrialPoint
+
+StudyFile = Annotated[Path, typer.Argument(help="The study file (YAML).", show_default=False)]
+Storage = Annotated[
+    str | None,
+    typer.Option("--storage", help="SQLAlchemy URL; default $TUNER_STORAGE or sqlite:///tuner.db."),
+]
+Simulated = Annotated[
+    bool, typer.Option("--simulated", help="Read the planner's simulated study (`tuner plan`).")
+]
+
+
+def _open(study_file: Path, storage: str | None, simulated: bool) -> tuple[optuna.Study, StudySpec]:
+    """The stored study for a study file, and the spec it was run with (stored in the study)."""
+    from sqlalchemy.engine import make_url
+
+    from tuner.config import load_study_spec
+    from tuner.store import Store, resolve_storage, spec_of
+
+    spec = load_study_spec(study_file)
+    url = resolve_storage(storage or spec.storage)
+    try:
+        db = make_url(url).database if url.startswith("sqlite") else None
+    except Exception:
+        db = None  # Store names the bad URL
+    if db and db != ":memory:" and not Path(db).is_file():
+        raise UserError(f"no database at {db}: run the study first, or pass --storage")
+    name = f"{spec.name}-simulated" if simulated else spec.name
+    study = Store(url).load_study(name)
+    return study, spec_of(study)
+
+
+def _points(study: optuna.Study) -> list[TrialPoint]:
+    from tuner.pareto import trial_point
+
+    return [trial_point(t) for t in study.get_trials(deepcopy=False)]
+
+
+def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
+    return bool(study.user_attrs.get("simulated")) or any(p.simulated for p in points)
+
+
+def _choose(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise UserError(f"unknown {what} {value!r}: choose one of {', '.join(allowed)}")
+    return value
+
+
+def pareto(
+    study_file: StudyFile,
+    storage: Storage = None,
+    simulated: Simulated = False,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    objectives: Annotated[
+        str,
+        typer.Option(help="Comma-separated stored metrics; throughput is maximised."),
+    ] = "p99_ttft_ms,mean_tpot_ms",
+) -> None:
+    """List the non-dominated feasible trials (default: P99 TTFT against mean TPOT)."""
+    from tuner.pareto import check_stored, front_of, parse_objectives
+
+    _choose(fmt, ("table", "json", "csv"), "format")
+    objs = parse_objectives(objectives)
+    study, _ = _open(study_file, storage, simulated)
+    points = _points(study)
+    if not any(p.state == "COMPLETE" for p in points):
+        raise UserError(f"study {study.study_name!r} has no complete trial yet")
+    check_stored(points, [name for name, _ in objs], study.study_name)
+    front = front_of(points, objs)
+    if not front:
+        raise UserError(f"study {study.study_name!r} has no feasible measured trial")
+    if fmt == "table":
+        feasible = sum(p.feasible for p in points)
+        _print_front(front, objs, study.study_name, feasible, _is_simulated(study, points))
+    else:
+        typer.echo(_front_text(front, fmt), nl=False)
+
+
+def _front_text(front: list[TrialPoint], fmt: str) -> str:
+    """JSON: a list of {trial, params, metrics}. CSV: one row per trial, params then metrics."""
+    import csv
+    import io
+    import json
+
+    rows = [{"trial": p.number, "params": p.params, "metrics": p.metrics} for p in front]
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    params = list(dict.fromkeys(k for p in front for k in p.params))
+    metrics = sorted({k for p in front for k in p.metrics})
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["trial", *params, *metrics])
+    for p in front:
+        writer.writerow(
+            [
+                p.number,
+                *(p.params.get(k, "") for k in params),
+                *(p.metrics.get(k, "") for k in metrics),
+            ]
+        )
+    return buf.getvalue()
+
+
+def _print_front(
+    front: list[TrialPoint],
+    objs: list[tuple[str, str]],
+    study_name: str,
+    n_feasible: int,
+    simulated: bool,
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tuner.pareto import HEADLINE_METRICS
+
+    axes = " vs ".join(f"{n} ({d[:3]})" for n, d in objs)
+    title = f"Pareto front of {study_name}: {axes} — {len(front)} of {n_feasible} feasible trials"
+    if simulated:
+        title += "\n(simulated study: figures are predictions, not measurements)"
+    table = Table(title=title)
+    params = list(dict.fromkeys(k for p in front for k in p.params))
+    metrics = list(dict.fromkeys([*(n for n, _ in objs), *HEADLINE_METRICS]))
+    for col in ["trial", *params, *metrics, "score"]:
+        table.add_column(col, justify="right")
+    for p in front:
+        cells = [str(p.number) + (" (baseline)" if p.baseline else "")]
+        cells += [str(p.params.get(k, "")) for k in params]
+        cells += [f"{p.metrics[m]:.4g}" if m in p.metrics else "" for m in metrics]
+        cells.append("" if p.score is None else f"{p.score:.3f}")
+        table.add_row(*cells)
+    Console(width=max(120, 14 * (len(params) + len(metrics) + 2))).print(table)
+
+
+def export(
+    study_file: StudyFile,
+    storage: Storage = None,
+    simulated: Simulated = False,
+    trial: Annotated[int | None, typer.Option(help="Export this trial number.")] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(help='Limits the trial must meet, e.g. "p99_ttft_ms<=2000,mean_tpot_ms<=80".'),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="shell, yaml or json.")] = "shell",
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write to this file.")
+    ] = None,
+) -> None:
+    """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
+    from tuner.export import FORMATS, render, select_trial
+    from tuner.slo import parse_slo
+
+    _choose(fmt, FORMATS, "format")
+    limits = parse_slo(slo) if slo is not None else []
+    if output is not None and fmt == "yaml" and output.suffix not in (".yaml", ".yml"):
+        raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
+    study, spec = _open(study_file, storage, simulated)
+    points = _points(study)
+    choice = select_trial(points, study.study_name, trial=trial, limits=limits)
+    baseline = next((p for p in points if p.baseline and p.metrics), None)
+    text = render(
+        fmt,
+        spec,
+        choice,
+        study.study_name,
+        simulated=_is_simulated(study, points),
+        baseline=baseline,
+        config_path=str(output) if output is not None else "FILE",
+    )
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise UserError(f"cannot write {output}: {exc.strerror}") from None
+    typer.echo(f"wrote {output} (trial {choice.point.number}: {choice.why})", err=True)
+
+
+def report(
+    study_file: StudyFile,
+    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")],
+    storage: Storage = None,
+    simulated: Simulated = False,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Also write the Pareto plot as a PNG.")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML report (opens offline), optionally the front as PNG."""
+    from tuner.report import build_report, write_png
+
+    study, spec = _open(study_file, storage, simulated)
+    points = _points(study)
+    if not any(p.state == "COMPLETE" for p in points):
+        raise UserError(f"study {study.study_name!r} has no complete trial yet")
+    sim = _is_simulated(study, points)
+    html = build_report(study, spec, points, simulated=sim)
+    try:
+        output.write_text(html, encoding="utf-8")
+        if png is not None:
+            write_png(points, png, study.study_name, simulated=sim)
+    except OSError as exc:
+        raise UserError(f"cannot write {exc.filename}: {exc.strerror}") from None
+    typer.echo(f"wrote {output}" + (f" and {png}" if png else ""), err=True)

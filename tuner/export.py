@@ -1,0 +1,254 @@
+"""Pick the trial to ship and write it for production `vllm serve` (shell, `--config` YAML, JSON).
+
+Selection is pure (trial points in, a `Choice` out). Rendering always targets production's
+`vllm serve MODEL ...` through `tuner.space`, whichever way the study launched its engine,
+and carries the figures that justify the choice so whoever deploys it knows what to expect.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tuner.config import StudySpec
+from tuner.errors import UserError
+from tuner.pareto import HEADLINE_METRICS, TrialPoint, check_stored
+from tuner.slo import SloLimit
+from tuner.space import serve_argv, serve_config, serve_env
+
+FORMATS = ("shell", "yaml", "json")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The trial to export and, in words, why it was picked."""
+
+    point: TrialPoint
+    why: str
+    limits: tuple[SloLimit, ...] = ()
+
+
+def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
+    """Total relative distance from the limits (0 when all are met); for "closest trial"."""
+    return sum(
+        max(limit.violation(point.metrics), 0.0) for limit in limits if not limit.met(point.metrics)
+    )
+
+
+def _rank(point: TrialPoint) -> tuple[float, int]:
+    return (point.score if point.score is not None else float("inf"), point.number)
+
+
+def _figures(point: TrialPoint, names: Sequence[str]) -> str:
+    return ", ".join(f"{n}={point.metrics[n]:.4g}" for n in names if n in point.metrics)
+
+
+def select_trial(
+    points: Sequence[TrialPoint],
+    study_name: str,
+    *,
+    trial: int | None = None,
+    limits: Sequence[SloLimit] = (),
+) -> Choice:
+    """`--trial N`; else the best-scoring feasible trial that meets every limit given (limits
+    add to the study's own SLO, they never loosen it). Lowest `score` wins (it is stored in
+    multi-objective studies too), ties go to the earlier trial. When no trial qualifies, the
+    UserError names the closest: smallest total relative SLO violation."""
+    limits = tuple(limits)
+    if not any(p.state == "COMPLETE" for p in points):
+        raise UserError(f"study {study_name!r} has no complete trial yet")
+    check_stored(points, [limit.metric for limit in limits], study_name)
+    if trial is not None:
+        return _given(points, study_name, trial, limits)
+    feasible = [p for p in points if p.feasible]
+    ok = [p for p in feasible if all(limit.met(p.metrics) for limit in limits)]
+    text = ",".join(str(limit) for limit in limits)
+    if ok:
+        best = min(ok, key=_rank)
+        if limits:
+            why = (
+                f"best score among the {len(ok)} of {len(feasible)} feasible trials meeting {text}"
+            )
+        else:
+            why = f"best score among the {len(feasible)} feasible trials"
+        return Choice(best, why, limits)
+    if feasible:
+        near = min(feasible, key=lambda p: (slo_violation(p, limits), p.number))
+        figures = _figures(near, [limit.metric for limit in limits])
+        raise UserError(
+            f"no feasible trial of study {study_name!r} meets {text}; "
+            f"closest is trial {near.number} ({figures})"
+        )
+    measured = [p for p in points if p.status == "infeasible"]
+    if not measured:
+        raise UserError(f"no trial of study {study_name!r} was measured: nothing to export")
+    near = min(measured, key=lambda p: (sum(max(v, 0) for v in p.constraints.values()), p.number))
+    broken = ", ".join(k for k, v in near.constraints.items() if v > 0)
+    raise UserError(
+        f"no feasible trial in study {study_name!r}; closest is trial {near.number} "
+        f"(breaks {broken})"
+    )
+
+
+def _given(
+    points: Sequence[TrialPoint], study_name: str, number: int, limits: tuple[SloLimit, ...]
+) -> Choice:
+    by_number = {p.number: p for p in points}
+    point = by_number.get(number)
+    if point is None:
+        span = f"0–{max(by_number)}" if by_number else "none"
+        raise UserError(f"study {study_name!r} has no trial {number} (trials: {span})")
+    if point.status == "failed":
+        raise UserError(f"trial {number} failed ({point.failure}): there is no config to export")
+    if point.state != "COMPLETE" or not point.metrics:
+        raise UserError(f"trial {number} is {point.state.lower()}: it has no measurement")
+    missed = [limit for limit in limits if not limit.met(point.metrics)]
+    if missed:
+        text = ", ".join(f"{_figures(point, [m.metric])} vs {m}" for m in missed)
+        raise UserError(f"trial {number} does not meet the SLO: {text}")
+    why = f"trial {number}, as asked"
+    if point.status == "infeasible":
+        broken = ", ".join(k for k, v in point.constraints.items() if v > 0)
+        why += f" (WARNING: it breaks the study's constraints: {broken})"
+    return Choice(point, why, limits)
+
+
+# Rendering ------------------------------------------------------------------------------
+
+
+def _provenance(simulated: bool, version: str | None) -> str:
+    if simulated:
+        return "PREDICTED by the tuner's simulator, not measured on a real engine: verify them"
+    return f"measured on vLLM {version or '(version not recorded)'}"
+
+
+def justification(
+    spec: StudySpec, choice: Choice, study_name: str, simulated: bool, baseline: TrialPoint | None
+) -> list[str]:
+    """The lines that say what this config is and what to expect from it."""
+    p = choice.point
+    names = list(dict.fromkeys([*HEADLINE_METRICS, *(limit.metric for limit in choice.limits)]))
+    lines = [
+        f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
+        f"figures {_provenance(simulated, p.attrs.get('vllm_version'))}",
+        f"hardware: {_hardware(spec)}; workload: {_workload(spec)}",
+    ]
+    for name in names:
+        if name in p.metrics:
+            ci = p.attrs.get(f"{name}_ci")
+            ci_text = (
+                f" (CI {ci[0]:.4g}–{ci[1]:.4g})" if isinstance(ci, list) and len(ci) == 2 else ""
+            )
+            base = ""
+            if baseline is not None and name in baseline.metrics and baseline.number != p.number:
+                base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
+            lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
+    if p.score is not None:
+        lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
+    return lines
+
+
+def _hardware(spec: StudySpec) -> str:
+    hw = spec.hardware
+    return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
+
+
+def _workload(spec: StudySpec) -> str:
+    w = spec.workload
+    if w.dataset_name == "random":
+        data = f"random {w.random_input_len} in / {w.random_output_len} out"
+    else:
+        data = f"{w.dataset_name} {w.dataset_path}"
+        if w.sharegpt_output_len:
+            data += f" (output {w.sharegpt_output_len})"
+    rate = "all at once" if w.request_rate == float("inf") else f"{w.request_rate:g} req/s"
+    conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
+    return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
+
+
+def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
+    """`VAR=value vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
+    env = [f"{k}={shlex.quote(v)}" for k, v in serve_env(spec, params).items()]
+    argv = serve_argv(spec, params)
+    words = [*env, *(shlex.quote(a) for a in argv[:3])]
+    lines = [" ".join(words)]
+    for arg in argv[3:]:
+        if arg.startswith("--") or len(lines) == 1:
+            lines.append(shlex.quote(arg))
+        else:
+            lines[-1] += " " + shlex.quote(arg)
+    return " \\\n  ".join(lines)
+
+
+def vllm_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """The `--config` mapping. A false bool is written `no-<flag>: true`: vLLM's config loader
+    looks `--no-<flag>` up on the top-level parser, where serve's flags are missing, and
+    silently drops `<flag>: false` (checked on vLLM 0.32)."""
+    out: dict[str, Any] = {}
+    for key, value in serve_config(spec, params).items():
+        if value is False:
+            out[f"no-{key}"] = True
+        else:
+            out[key] = value
+    return out
+
+
+def _comment(lines: Sequence[str]) -> str:
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+def render(
+    fmt: str,
+    spec: StudySpec,
+    choice: Choice,
+    study_name: str,
+    *,
+    simulated: bool,
+    baseline: TrialPoint | None = None,
+    config_path: str = "FILE",
+) -> str:
+    """The export as text, in one of FORMATS; a YAML's comment names `config_path` to run it."""
+    p = choice.point
+    notes = justification(spec, choice, study_name, simulated, baseline)
+    if fmt == "shell":
+        return _comment(notes) + shell_command(spec, p.params) + "\n"
+    if fmt == "yaml":
+        env = serve_env(spec, p.params)
+        run = " ".join(
+            [
+                *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                f"vllm serve --config {shlex.quote(config_path)}",
+            ]
+        )
+        head = [*notes, f"run with: {run}"]
+        body = yaml.safe_dump(vllm_config(spec, p.params), sort_keys=False, allow_unicode=True)
+        return _comment(head) + body
+    if fmt == "json":
+        doc = {
+            "study": study_name,
+            "trial": p.number,
+            "selection": choice.why,
+            "slo": [str(limit) for limit in choice.limits],
+            "simulated": simulated,
+            "figures": "predicted by the simulator" if simulated else "measured",
+            "vllm_version": p.attrs.get("vllm_version"),
+            "params": p.params,
+            "metrics": p.metrics,
+            "metric_ci": {
+                k.removesuffix("_ci"): v for k, v in p.attrs.items() if k.endswith("_ci")
+            },
+            "score": p.score,
+            "baseline_metrics": baseline.metrics if baseline is not None else None,
+            "command": serve_argv(spec, p.params),
+            "env": serve_env(spec, p.params),
+            "config": vllm_config(spec, p.params),
+            "hardware": spec.hardware.model_dump(),
+            "workload": json.loads(spec.workload.model_dump_json()),
+        }
+        return json.dumps(doc, indent=2) + "\n"
+    raise UserError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
