@@ -20,7 +20,14 @@ from tuner import objective as obj
 from tuner.config import StudySpec
 from tuner.progress import SilentProgress, StudyProgress
 from tuner.runner import Measurement, TrialContext, TrialRunner
-from tuner.space import baseline_params, check_rules, distributions, effective_flags, max_model_len
+from tuner.space import (
+    baseline_params,
+    check_rules,
+    distributions,
+    effective_flags,
+    engine_env,
+    max_model_len,
+)
 from tuner.store import Store
 
 OWNER_ATTR = "tuner:owner"
@@ -228,7 +235,7 @@ class StudyLoop:
             self.summary.launches_saved += 1
             return self._infeasible(trial, "invalid_argument", refusal, predicted=True)
         if self.precheck:
-            predicted = self._predict_refusal(flags)
+            predicted = self._predict_refusal(flags, params)
             if predicted is not None:
                 self.summary.launches_saved += 1
                 return self._infeasible(trial, predicted[0], predicted[1], predicted=True)
@@ -247,13 +254,13 @@ class StudyLoop:
             return self._failed(trial, m)
         return self._complete(trial, m)
 
-    def _predict_refusal(self, flags: dict[str, Any]) -> tuple[str, str] | None:
-        from tuner.sim.memory import predict_refusal
+    def _predict_refusal(
+        self, flags: dict[str, Any], params: dict[str, Any]
+    ) -> tuple[str, str] | None:
+        from tuner.precheck import predict_refusal
 
-        hw = self.spec.hardware
-        return predict_refusal(
-            self.spec.engine.model, hw.gpu, flags, gpu_memory_gib=hw.gpu_memory_gib
-        )
+        env = engine_env(self.spec, params)
+        return predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env)
 
     # Ending a trial -------------------------------------------------------------------------
 

@@ -1,0 +1,68 @@
+"""Predict, before launching, configs that vLLM would refuse for lack of memory or support.
+
+An engine start costs minutes on a GPU box; the simulator's memory model answers in
+microseconds. The prediction uses the same code as `tuner sim serve`'s own refusals.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.config import HardwareSpec
+from tuner.errors import UserError
+
+GiB = 1024**3
+
+# Failure kinds, matched on vLLM's own messages (the same table classifies real engine logs).
+_KINDS = (
+    ("No common block size", "unsupported_block_size"),
+    ("not supported on CUDA", "unsupported_block_size"),
+    ("--block-size: invalid choice", "unsupported_block_size"),
+    ("No available memory for the cache blocks", "kv_cache_too_small"),
+    ("KV cache is needed", "kv_cache_too_small"),
+)
+
+
+def gpu_memory_gib_from_nvml() -> float | None:
+    """The first GPU's memory via nvidia-ml-py, where it is installed and a GPU exists."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return pynvml.nvmlDeviceGetMemoryInfo(handle).total / GiB
+    except Exception:  # no driver, no device: no reading
+        return None
+
+
+def predict_refusal(
+    model: str, hardware: HardwareSpec, flags: dict[str, Any], env: dict[str, str]
+) -> tuple[str, str] | None:
+    """(failure kind, vLLM's message) when the config is predicted not to start, else None.
+
+    Without a known GPU (or a model config the simulator can read) there is no prediction.
+    """
+    from dataclasses import replace
+
+    from tuner.sim.memory import check_config
+    from tuner.sim.profiles import get_gpu, load_model
+
+    if hardware.gpu is None:
+        return None
+    try:
+        profile = load_model(model)
+    except UserError:
+        return None
+    gpu = get_gpu(hardware.gpu)
+    memory_gib = hardware.gpu_memory_gib or (
+        gpu_memory_gib_from_nvml() if gpu.platform == "cuda" else None
+    )
+    if memory_gib:
+        gpu = replace(gpu, memory_bytes=int(memory_gib * GiB))
+    message = check_config(profile, gpu, {**flags, **env})
+    if message is None:
+        return None
+    kind = next((k for needle, k in _KINDS if needle in message), "invalid_argument")
+    return kind, message
