@@ -1,0 +1,205 @@
+"""The simulated engine: scheduler + step-time model + a clock. No I/O, no asyncio.
+
+Two drivers use it. The server (`tuner sim serve`) adds requests as they arrive and calls
+`step()` in real time; the planner (`tuner.sim.planner.simulate`) runs in virtual time and
+also calls `run_decodes()`, which books a whole run of identical pure-decode steps in
+closed form.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tuner.sim.memory import (
+    EngineConfig,
+    MemoryBreakdown,
+    config_error,
+    memory_breakdown,
+    resolve_flags,
+    startup_error,
+)
+from tuner.sim.profiles import GpuProfile, ModelProfile
+from tuner.sim.scheduler import Scheduler, SimRequest
+from tuner.sim.steptime import StepCostModel
+
+
+class EngineRefused(ValueError):
+    """vLLM would refuse to start with these flags; the message is vLLM's."""
+
+
+class StepResult(NamedTuple):
+    duration_s: float
+    emitted: dict[str, int]  # request id -> tokens emitted at the end of this step
+    finished: list[str]
+
+
+class Engine:
+    """One simulated vLLM engine (all TP ranks together)."""
+
+    def __init__(
+        self,
+        model: ModelProfile,
+        gpu: GpuProfile,
+        flags: dict[str, Any],
+        *,
+        record_times: bool = False,
+    ) -> None:
+        self.config: EngineConfig = resolve_flags(model, gpu, flags)
+        error = config_error(model, gpu, self.config) or startup_error(model, gpu, self.config)
+        if error:
+            raise EngineRefused(error)
+        self.model = model
+        self.gpu = gpu
+        self.memory: MemoryBreakdown = memory_breakdown(model, gpu, self.config)
+        self.scheduler = Scheduler(self.config, self.memory.num_blocks)
+        self.cost = StepCostModel(model, gpu, self.config.tensor_parallel_size)
+        self.record_times = record_times
+        self.clock = 0.0
+        self.steps = 0
+        self.requests: dict[str, SimRequest] = {}
+
+    # ---- online API --------------------------------------------------------------------
+
+    def request_error(self, prompt_len: int, max_tokens: int) -> str | None:
+        """vLLM's 400 for a request that cannot fit max-model-len, else None."""
+        limit = self.config.max_model_len
+        if prompt_len < 1:
+            return "The prompt is empty: at least one token is needed."
+        if prompt_len + max_tokens > limit:
+            return (
+                f"This model's maximum context length is {limit} tokens. However, you "
+                f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages "
+                "or completion."
+            )
+        return None
+
+    def add_request(self, request_id: str, prompt_len: int, max_tokens: int, now: float) -> None:
+        """Queue a request that arrived at `now` (seconds on the engine's clock)."""
+        error = self.request_error(prompt_len, max_tokens)
+        if error:
+            raise ValueError(error)
+        if request_id in self.requests:
+            raise ValueError(f"duplicate request id {request_id!r}")
+        req = SimRequest(request_id, prompt_len, max(1, max_tokens), now)
+        self.requests[request_id] = req
+        self.scheduler.add(req)
+        if not self.scheduler.running and len(self.scheduler.waiting) == 1:
+            self.clock = max(self.clock, now)  # an idle engine waits for work
+
+    def abort_request(self, request_id: str) -> None:
+        req = self.requests.pop(request_id, None)
+        if req is not None:
+            self.scheduler.abort(req)
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def step(self, now: float | None = None) -> StepResult:
+        """Run one engine step starting at max(clock, now); the clock moves to its end."""
+        duration, emitted, finished = self.advance(now)
+        return StepResult(duration, {r.id: 1 for r in emitted}, [r.id for r in finished])
+
+    def advance(self, now: float | None = None) -> tuple[float, list[SimRequest], list[SimRequest]]:
+        """`step()` returning the request objects: (duration, emitted, finished)."""
+        start = self.clock if now is None else max(self.clock, now)
+        batch = self.scheduler.schedule()
+        if not batch.items:
+            self.clock = start
+            return 0.0, [], []
+        sampled = 0
+        pairs = 0.0
+        kv_tokens = 0
+        for req, q in batch.items:
+            c = req.num_computed
+            pairs += q * (c + (q + 1) / 2)
+            kv_tokens += c + q
+            if c + q >= req.num_tokens:
+                sampled += 1
+        duration = self.cost.step_time(
+            batch.num_tokens, len(batch.items), sampled, pairs, kv_tokens
+        )
+        self.clock = end = start + duration
+        self.steps += 1
+        emitted, finished = self.scheduler.finish_step(batch)
+        if self.record_times:
+            for req in emitted:
+                req.pending.append(end)
+        for req in finished:
+            del self.requests[req.id]
+        return duration, emitted, finished
+
+    # ---- virtual-time fast path -------------------------------------------------------
+
+    def run_decodes(self, until_s: float = math.inf) -> tuple[int, list[SimRequest]]:
+        """Book the run of pure-decode steps that starts now, in closed form.
+
+        It applies only when every running request is decoding and no waiting request
+        could be admitted (none waits, or max-num-seqs are running). The run stops at the
+        step where the first request finishes, before the blocks run out, or at the step
+        in progress at `until_s` (the next arrival). Returns the finished requests; an
+        empty list with `steps` unchanged means "take a normal step instead".
+        """
+        sched = self.scheduler
+        running = sched.running
+        cfg = self.config
+        if not running or (sched.waiting and len(running) < cfg.max_num_seqs):
+            return 0, []
+        context = 0
+        steps = math.inf
+        for req in running:
+            if req.num_tokens - req.num_computed != 1:
+                return 0, []
+            context += req.num_computed
+            steps = min(
+                steps,
+                req.max_tokens - req.num_output,
+                cfg.max_model_len - req.num_tokens,
+            )
+        steps = sched.decode_block_limit(int(steps))
+        if steps < 2:
+            return 0, []
+        ends = self.clock + np.cumsum(self.cost.decode_run_times(steps, len(running), context))
+        if until_s < ends[-1]:
+            steps = min(steps, int(np.searchsorted(ends, until_s, side="left")) + 1)
+            ends = ends[:steps]
+        self.clock = float(ends[-1])
+        self.steps += steps
+        if self.record_times:
+            for req in running:
+                if req.pending:
+                    req.segments.append(np.array(req.pending))
+                    req.pending = []
+                req.segments.append(ends)
+        finished = sched.advance_decodes(steps)
+        for req in finished:
+            del self.requests[req.id]
+        return steps, finished
+
+    # ---- what /metrics shows -------------------------------------------------------------
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    @property
+    def kv_cache_usage(self) -> float:
+        return self.scheduler.kv_usage
+
+    @property
+    def num_preemptions(self) -> int:
+        return self.scheduler.preemptions
+
+
+def token_times(req: SimRequest) -> np.ndarray:
+    """All emission times of a recorded request, in order."""
+    parts = [*req.segments, np.array(req.pending)] if req.pending else req.segments
+    return np.concatenate(parts) if parts else np.empty(0)

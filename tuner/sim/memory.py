@@ -1,0 +1,271 @@
+"""Engine flags, the memory plan, and where vLLM refuses to start (with vLLM's messages).
+
+The memory plan follows vLLM V1's start-up: load the weights, profile one forward pass of
+max-num-batched-tokens tokens (the activation peak), and give the KV cache what is left
+of `gpu-memory-utilization` x device memory. `check_config` is also the tuner's
+pre-launch infeasibility check for real studies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
+
+CUDA_BLOCK_CHOICES = (1, 8, 16, 32, 64, 128)  # vLLM 0.10's `--block-size` choices
+CUDA_MAX_BLOCK_SIZE = 32  # "On CUDA devices, only block sizes up to 32 are supported."
+CPU_BLOCK_MULTIPLE = 32  # CPU_ATTN: [MultipleOf(32)]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConstants:
+    """Constants of the memory plan (per device)."""
+
+    # Activation peak per batched token, in units of dtype bytes: residual + normed hidden
+    # states (2 x hidden) and the MLP's gate/up output plus activation (3 x intermediate/TP).
+    activation_hidden_factor: float = 2.0
+    activation_intermediate_factor: float = 3.0
+    # The sampler's profiling run: max-num-seqs rows of fp32 logits over the vocab.
+    logits_bytes: int = 4
+    # Memory outside PyTorch's allocator: CUDA context, NCCL buffers, CUDA graphs.
+    non_torch_bytes: int = GiB
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Resolved engine flags (vLLM V1 defaults filled in for the platform)."""
+
+    max_num_seqs: int
+    block_size: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    enable_chunked_prefill: bool
+    max_model_len: int
+    tensor_parallel_size: int
+    kv_cache_space_gib: int | None = None  # VLLM_CPU_KVCACHE_SPACE on the CPU platform
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """Where one device's memory goes, bytes. `num_blocks` <= 0 means no room for a cache."""
+
+    total_bytes: int
+    budget_bytes: int  # gpu-memory-utilization x total (or the explicit CPU KV space)
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    kv_cache_bytes: int
+    kv_bytes_per_token: int
+    block_size: int
+    num_blocks: int
+    max_model_len_bytes: int  # KV one max-model-len request needs
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return max(0, self.num_blocks) * self.block_size
+
+
+_INT_FLAGS = (
+    "max-num-seqs",
+    "block-size",
+    "max-num-batched-tokens",
+    "max-model-len",
+    "tensor-parallel-size",
+)
+
+
+def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -> EngineConfig:
+    """Fill vLLM V1's defaults (API server usage context) for the flags not given.
+
+    Defaults: chunked prefill on; gpu-memory-utilization 0.92; max-model-len from the
+    config; block size 16 (CUDA) or 128 (CPU); max-num-seqs 256 and max-num-batched-tokens
+    2048 (CUDA below 70 GiB or A100), 1024 and 8192 (H100/H200 class), 128*TP and 2048*TP
+    (CPU). With chunked prefill off the default token budget is raised to max-model-len.
+    Keys are vLLM long names (`max-num-seqs` or `max_num_seqs`); others are ignored.
+    """
+    f = {str(k).lstrip("-").replace("_", "-"): v for k, v in flags.items()}
+    ints = {k: _as_int(k, f[k]) for k in _INT_FLAGS if f.get(k) is not None}
+    tp = ints.get("tensor-parallel-size", 1)
+    chunked = _as_bool("enable-chunked-prefill", f.get("enable-chunked-prefill", True))
+    util = _as_float("gpu-memory-utilization", f.get("gpu-memory-utilization", 0.92))
+    max_model_len = ints.get("max-model-len", model.max_position_embeddings)
+    if gpu.platform == "cpu":
+        seqs_default, tokens_default, block_default = 128 * tp, 2048 * tp, 128
+    elif gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.name:
+        seqs_default, tokens_default, block_default = 1024, 8192, 16
+    else:
+        seqs_default, tokens_default, block_default = 256, 2048, 16
+    tokens = ints.get("max-num-batched-tokens")
+    if tokens is None:
+        tokens = tokens_default if chunked else max(max_model_len, tokens_default)
+        tokens = min(tokens, ints.get("max-num-seqs", seqs_default) * max_model_len)
+    seqs = ints.get("max-num-seqs", min(seqs_default, tokens))
+    space = f.get("VLLM-CPU-KVCACHE-SPACE")
+    return EngineConfig(
+        max_num_seqs=seqs,
+        block_size=ints.get("block-size", block_default),
+        max_num_batched_tokens=tokens,
+        gpu_memory_utilization=util,
+        enable_chunked_prefill=chunked,
+        max_model_len=max_model_len,
+        tensor_parallel_size=tp,
+        kv_cache_space_gib=_as_int("VLLM_CPU_KVCACHE_SPACE", space) if space else None,
+    )
+
+
+def memory_breakdown(
+    model: ModelProfile,
+    gpu: GpuProfile,
+    cfg: EngineConfig,
+    constants: MemoryConstants = MemoryConstants(),
+) -> MemoryBreakdown:
+    """The memory plan of one device (one TP rank)."""
+    tp = cfg.tensor_parallel_size
+    weights = model.weight_bytes_per_gpu(tp)
+    per_token = model.dtype_bytes * (
+        constants.activation_hidden_factor * model.hidden_size
+        + constants.activation_intermediate_factor * model.intermediate_size / tp
+    )
+    logits = cfg.max_num_seqs * model.vocab_size * constants.logits_bytes
+    activations = int(per_token * cfg.max_num_batched_tokens + logits)
+    kv_per_token = model.kv_bytes_per_token(tp)
+    if gpu.platform == "cpu" and cfg.kv_cache_space_gib is not None:
+        budget, non_torch = cfg.kv_cache_space_gib * GiB, 0
+        kv_bytes = budget
+    else:
+        budget = int(cfg.gpu_memory_utilization * gpu.memory_bytes)
+        non_torch = constants.non_torch_bytes if gpu.platform == "cuda" else 0
+        kv_bytes = budget - weights - activations - non_torch
+    block_bytes = kv_per_token * cfg.block_size
+    return MemoryBreakdown(
+        total_bytes=gpu.memory_bytes,
+        budget_bytes=budget,
+        weights_bytes=weights,
+        activation_bytes=activations,
+        non_torch_bytes=non_torch,
+        kv_cache_bytes=kv_bytes,
+        kv_bytes_per_token=kv_per_token,
+        block_size=cfg.block_size,
+        num_blocks=kv_bytes // block_bytes if kv_bytes > 0 else 0,
+        max_model_len_bytes=math.ceil(cfg.max_model_len / cfg.block_size) * block_bytes,
+    )
+
+
+def config_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str | None:
+    """Errors vLLM raises while building its config, before loading the model."""
+    tp = cfg.tensor_parallel_size
+    if not 0 < cfg.gpu_memory_utilization <= 1:
+        return f"gpu_memory_utilization must be in (0, 1], got {cfg.gpu_memory_utilization}"
+    if min(cfg.max_num_seqs, cfg.block_size, cfg.max_num_batched_tokens, tp) < 1:
+        return (
+            "max_num_seqs, block_size, max_num_batched_tokens and tensor_parallel_size must be >= 1"
+        )
+    if gpu.platform == "cuda" and cfg.block_size not in CUDA_BLOCK_CHOICES:
+        choices = ", ".join(map(str, CUDA_BLOCK_CHOICES))
+        return f"argument --block-size: invalid choice: {cfg.block_size} (choose from {choices})"
+    if model.num_heads % tp:
+        return (
+            f"Total number of attention heads ({model.num_heads}) must be divisible by "
+            f"tensor parallel size ({tp})."
+        )
+    if cfg.max_model_len > model.max_position_embeddings:
+        return (
+            f"User-specified max_model_len ({cfg.max_model_len}) is greater than the derived "
+            f"max_model_len (max_position_embeddings={model.max_position_embeddings} in "
+            "model's config.json)."
+        )
+    if cfg.max_num_batched_tokens < cfg.max_model_len and not cfg.enable_chunked_prefill:
+        return (
+            f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) is smaller than "
+            f"max_model_len ({cfg.max_model_len}). This effectively limits the maximum "
+            "sequence length to max_num_batched_tokens and makes vLLM reject longer "
+            "sequences. Please increase max_num_batched_tokens or decrease max_model_len."
+        )
+    if cfg.max_num_batched_tokens < cfg.max_num_seqs:
+        return (
+            f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be greater than "
+            f"or equal to max_num_seqs ({cfg.max_num_seqs})."
+        )
+    return None
+
+
+def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str | None:
+    """Errors vLLM raises after loading the weights: attention backend, then KV cache."""
+    if gpu.platform == "cpu" and cfg.block_size % CPU_BLOCK_MULTIPLE:
+        return (
+            f"No common block size for {cfg.block_size} "
+            f"(CPU_ATTN: [MultipleOf({CPU_BLOCK_MULTIPLE})])."
+        )
+    if gpu.platform == "cuda" and cfg.block_size > CUDA_MAX_BLOCK_SIZE:
+        return (
+            f"Block size {cfg.block_size} is not supported on CUDA: only block sizes up to "
+            f"{CUDA_MAX_BLOCK_SIZE} are supported."
+        )
+    mem = memory_breakdown(model, gpu, cfg)
+    if mem.kv_cache_bytes <= 0:
+        return (
+            "No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine (this flag also "
+            "controls CPU memory reservation on the CPU backend, despite its name). See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+        )
+    if mem.max_model_len_bytes > mem.kv_cache_bytes:
+        estimate = mem.kv_cache_bytes // (mem.kv_bytes_per_token * cfg.block_size)
+        estimate *= cfg.block_size
+        hint = (
+            f"Based on the available memory, the estimated maximum model length is {estimate}. "
+            if estimate > 0
+            else ""
+        )
+        return (
+            f"To serve at least one request with the model's max seq len ({cfg.max_model_len}), "
+            f"({_gib(mem.max_model_len_bytes)} GiB KV cache is needed, which is larger than "
+            f"the available KV cache memory ({_gib(mem.kv_cache_bytes)} GiB). {hint}"
+            "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
+            "CPU backend) or decreasing `max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+        )
+    return None
+
+
+def check_config(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -> str | None:
+    """vLLM's refusal message for these flags on this hardware, or None if it would start."""
+    cfg = resolve_flags(model, gpu, flags)
+    return config_error(model, gpu, cfg) or startup_error(model, gpu, cfg)
+
+
+def _gib(n: int) -> str:
+    return f"{round(n / GiB, 2)}"
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise UserError(f"flag {name}: expected an integer, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"flag {name}: expected an integer, got {value!r}") from None
+    if not number.is_integer():
+        raise UserError(f"flag {name}: expected an integer, got {value!r}")
+    return int(number)
+
+
+def _as_float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"flag {name}: expected a number, got {value!r}") from None
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise UserError(f"flag {name}: expected true or false, got {value!r}")

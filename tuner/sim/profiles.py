@@ -1,0 +1,226 @@
+"""Model and accelerator profiles: the shapes and datasheet figures the simulator runs on.
+
+A model profile comes from a Hugging Face `config.json` or a built-in name; an
+accelerator profile from a built-in table whose sources are listed in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tuner.errors import UserError
+from tuner.sim.steptime import StepTimeConstants
+
+GiB = 1024**3
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """The shape of a decoder-only transformer (Llama/Qwen2 family), as vLLM sees it."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    dtype_bytes: int = 2
+    max_position_embeddings: int = 32768
+    tie_word_embeddings: bool = False
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of one layer: q, k, v, o projections and the gated MLP."""
+        attn = self.hidden_size * self.head_dim * (2 * self.num_heads + 2 * self.num_kv_heads)
+        return attn + 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus LM head (one matrix when they are tied)."""
+        copies = 1 if self.tie_word_embeddings else 2
+        return copies * self.vocab_size * self.hidden_size
+
+    @property
+    def param_count(self) -> int:
+        return self.num_layers * self.layer_params + self.embedding_params
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.param_count * self.dtype_bytes
+
+    def weight_bytes_per_gpu(self, tp: int) -> int:
+        """Linear layers and the vocab are split across TP ranks; norms are negligible."""
+        return -(-self.weight_bytes // tp)
+
+    def kv_heads_per_gpu(self, tp: int) -> int:
+        """vLLM replicates KV heads when there are fewer of them than TP ranks."""
+        return max(1, self.num_kv_heads // tp)
+
+    def kv_bytes_per_token(self, tp: int) -> int:
+        """K and V, every layer, this rank's KV heads: 2*layers*kv_heads/TP*head_dim*dtype."""
+        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.dtype_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProfile:
+    """One accelerator's datasheet figures, per device. `platform` picks vLLM's rules."""
+
+    name: str
+    memory_bytes: int
+    bandwidth_bytes_s: float  # peak memory bandwidth
+    flops: float  # dense bf16 tensor FLOP/s (no sparsity)
+    interconnect_bytes_s: float  # per-direction bandwidth between devices for all-reduce
+    allreduce_latency_s: float  # fixed cost of one all-reduce call at TP > 1
+    platform: str = "cuda"  # "cuda" or "cpu": block-size rules and flag defaults
+    description: str = ""
+    constants: StepTimeConstants = field(default_factory=StepTimeConstants)
+
+    def with_constants(self, **changes: float) -> GpuProfile:
+        """A copy with some step-time constants replaced (for fitting and what-ifs)."""
+        return replace(self, constants=replace(self.constants, **changes))
+
+
+BUILTIN_MODELS: dict[str, ModelProfile] = {
+    "deepseek-r1-distill-qwen-32b": ModelProfile(
+        name="deepseek-r1-distill-qwen-32b",
+        num_layers=64,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        intermediate_size=27648,
+        vocab_size=152064,
+        max_position_embeddings=131072,
+    ),
+    "deepseek-r1-0528-qwen3-8b": ModelProfile(
+        name="deepseek-r1-0528-qwen3-8b",
+        num_layers=36,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        intermediate_size=12288,
+        vocab_size=151936,
+        max_position_embeddings=131072,
+    ),
+    "tiny-qwen2": ModelProfile(
+        name="tiny-qwen2",
+        num_layers=2,
+        hidden_size=128,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        intermediate_size=256,
+        vocab_size=1024,
+        max_position_embeddings=4096,
+    ),
+}
+
+# Figures per device from the vendors' datasheets; sources in docs/simulator.md.
+# Memory is what the driver reports (nvidia-smi MiB), not the marketing GB.
+GPUS: dict[str, GpuProfile] = {
+    "a6000": GpuProfile(
+        "a6000", 49140 * 2**20, 768e9, 154.8e12, 32e9, 30e-6, description="RTX A6000, PCIe 4.0"
+    ),
+    "a100-80g": GpuProfile(
+        "a100-80g", 81920 * 2**20, 2039e9, 312e12, 300e9, 10e-6, description="A100 80GB SXM"
+    ),
+    "h100": GpuProfile(
+        "h100", 81559 * 2**20, 3350e9, 989e12, 450e9, 8e-6, description="H100 SXM5 80GB"
+    ),
+    "h200": GpuProfile(
+        "h200", 143771 * 2**20, 4800e9, 989e12, 450e9, 8e-6, description="H200 SXM 141GB"
+    ),
+    "l40s": GpuProfile(
+        "l40s", 46068 * 2**20, 864e9, 362e12, 32e9, 30e-6, description="L40S, PCIe 4.0"
+    ),
+    "t4": GpuProfile(
+        "t4", 15360 * 2**20, 320e9, 65e12, 16e9, 40e-6, description="T4 (fp16), PCIe 3.0"
+    ),
+    # The CPU build of vLLM on one core of this project's CI machines: effective figures
+    # fitted from a measured run (benchmarks/sim_fidelity.py), not a datasheet.
+    "cpu": GpuProfile(
+        "cpu",
+        16 * GiB,
+        5e9,
+        40e9,
+        10e9,
+        50e-6,
+        platform="cpu",
+        description="vLLM CPU build, 1 pinned core (fitted)",
+        constants=StepTimeConstants(
+            flops_efficiency=1.0,
+            bandwidth_efficiency=1.0,
+            step_overhead_s=4.0e-3,
+            per_seq_overhead_s=0.35e-3,
+            per_token_overhead_s=10e-6,
+        ),
+    ),
+}
+
+
+def get_gpu(name: str) -> GpuProfile:
+    """The built-in accelerator profile `name` (case-insensitive)."""
+    key = name.strip().lower()
+    if key not in GPUS:
+        raise UserError(f"unknown GPU {name!r}; known: {', '.join(sorted(GPUS))}")
+    return GPUS[key]
+
+
+def load_model(name_or_dir: str | Path) -> ModelProfile:
+    """A built-in model name, or a directory (or file) holding a HF config.json."""
+    key = str(name_or_dir).strip()
+    if key.lower() in BUILTIN_MODELS:
+        return BUILTIN_MODELS[key.lower()]
+    path = Path(key)
+    config = path / "config.json" if path.is_dir() else path
+    if not config.is_file():
+        raise UserError(
+            f"model {key!r} is neither a built-in name ({', '.join(sorted(BUILTIN_MODELS))}) "
+            "nor a directory with config.json"
+        )
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{config}: cannot read config.json: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{config}: config.json is not a JSON object")
+    return model_from_config(data, name=path.name if path.is_dir() else path.parent.name)
+
+
+def model_from_config(data: dict, name: str = "model") -> ModelProfile:
+    """Read the fields vLLM uses from a HF config dict; missing ones are named."""
+    data = {**data.get("text_config", {}), **data}
+    required = [
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "vocab_size",
+    ]
+    missing = [k for k in required if not isinstance(data.get(k), int) or data[k] <= 0]
+    if missing:
+        raise UserError(f"config.json of {name} lacks needed fields: {', '.join(missing)}")
+    heads = data["num_attention_heads"]
+    head_dim = data.get("head_dim") or data["hidden_size"] // heads
+    dtype = str(data.get("torch_dtype") or data.get("dtype") or "bfloat16")
+    if dtype not in _DTYPE_BYTES:
+        raise UserError(f"config.json of {name}: unsupported dtype {dtype!r}")
+    return ModelProfile(
+        name=name,
+        num_layers=data["num_hidden_layers"],
+        hidden_size=data["hidden_size"],
+        num_heads=heads,
+        num_kv_heads=data.get("num_key_value_heads") or heads,
+        head_dim=int(head_dim),
+        intermediate_size=data["intermediate_size"],
+        vocab_size=data["vocab_size"],
+        dtype_bytes=_DTYPE_BYTES[dtype],
+        max_position_embeddings=int(data.get("max_position_embeddings") or 32768),
+        tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
+    )

@@ -1,0 +1,199 @@
+"""vLLM V1's scheduling rules: token budget, max-num-seqs, paged KV blocks, preemption.
+
+One call of `Scheduler.schedule` is one engine step, following vllm/v1/core/sched/
+scheduler.py: running requests first, in order (decodes and ongoing prefill chunks),
+each given min(its new tokens, the budget left); when blocks run out the newest
+running request is preempted (recompute: its blocks are freed and it goes back to the
+front of the queue). Waiting requests are admitted only when nothing was preempted,
+while fewer than max-num-seqs run; with chunked prefill off a prompt that does not fit
+the budget left waits for the next step.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from tuner.sim.memory import EngineConfig
+
+
+@dataclass(slots=True, eq=False)
+class SimRequest:
+    """A request inside the engine. Tokens = prompt + generated; computed = in the KV cache."""
+
+    id: str
+    prompt_len: int
+    max_tokens: int
+    arrival_s: float
+    num_computed: int = 0
+    num_output: int = 0
+    num_blocks: int = 0
+    # Emission times (seconds) of the generated tokens, kept only when the engine records:
+    # closed-form decode runs append arrays to `segments`, single steps floats to `pending`.
+    segments: list = field(default_factory=list)
+    pending: list = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt_len + self.num_output
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one step computes: (request, new tokens) pairs, in scheduling order."""
+
+    items: list[tuple[SimRequest, int]]
+    num_tokens: int
+    preempted: int
+
+
+class Scheduler:
+    """Queues and the block pool. Pure bookkeeping: no clock, no step times."""
+
+    def __init__(self, cfg: EngineConfig, num_blocks: int) -> None:
+        self.cfg = cfg
+        self.block_size = cfg.block_size
+        self.total_blocks = num_blocks
+        self.free_blocks = num_blocks
+        self.running: list[SimRequest] = []
+        self.waiting: deque[SimRequest] = deque()
+        self.preemptions = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        """Share of KV blocks in use, as vllm:kv_cache_usage_perc (0..1)."""
+        return 1.0 - self.free_blocks / self.total_blocks if self.total_blocks else 0.0
+
+    def add(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+
+    def abort(self, req: SimRequest) -> None:
+        """Drop a request (client went away) and free its blocks."""
+        if req in self.running:
+            self.running.remove(req)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        self._free(req)
+
+    def schedule(self) -> Batch:
+        budget = self.cfg.max_num_batched_tokens
+        items: list[tuple[SimRequest, int]] = []
+        preempted = 0
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            q = min(req.num_tokens - req.num_computed, budget)
+            if q <= 0:
+                i += 1
+                continue
+            while not self._allocate(req, q):
+                victim = self.running.pop()
+                self._preempt(victim)
+                preempted += 1
+                if victim is req:
+                    break
+            else:
+                items.append((req, q))
+                budget -= q
+                i += 1
+                continue
+            break  # the request preempted itself: nothing more fits this step
+        if not preempted:
+            budget = self._admit(items, budget)
+        return Batch(items, self.cfg.max_num_batched_tokens - budget, preempted)
+
+    def _admit(self, items: list[tuple[SimRequest, int]], budget: int) -> int:
+        chunked = self.cfg.enable_chunked_prefill
+        while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+            req = self.waiting[0]
+            q = req.num_tokens - req.num_computed
+            if not chunked and q > budget:
+                break
+            q = min(q, budget)
+            if not self._allocate(req, q):
+                break
+            self.waiting.popleft()
+            self.running.append(req)
+            items.append((req, q))
+            budget -= q
+        return budget
+
+    def finish_step(self, batch: Batch) -> tuple[list[SimRequest], list[SimRequest]]:
+        """Apply a computed step: returns (requests that emitted a token, finished ones)."""
+        emitted: list[SimRequest] = []
+        finished: list[SimRequest] = []
+        max_len = self.cfg.max_model_len
+        for req, q in batch.items:
+            req.num_computed += q
+            if req.num_computed < req.num_tokens:
+                continue  # a prefill chunk: nothing sampled yet
+            req.num_output += 1
+            emitted.append(req)
+            if req.num_output >= req.max_tokens or req.num_tokens >= max_len:
+                finished.append(req)
+        for req in finished:
+            self.running.remove(req)
+            self._free(req)
+        return emitted, finished
+
+    def decode_block_limit(self, steps: int) -> int:
+        """How many of the next `steps` pure-decode steps fit in the free blocks (0..steps)."""
+        bs = self.block_size
+        # Tokens each running request can still add before it needs a new block.
+        slack = [r.num_blocks * bs - r.num_computed for r in self.running]
+
+        def needed(k: int) -> int:  # new blocks for k steps
+            return sum(-(-(k - s) // bs) for s in slack if k > s)
+
+        if needed(steps) <= self.free_blocks:
+            return steps
+        lo, hi = 0, steps  # needed(lo) fits, needed(hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if needed(mid) <= self.free_blocks:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def advance_decodes(self, steps: int) -> list[SimRequest]:
+        """Book `steps` pure-decode steps for every running request; returns the finished."""
+        bs = self.block_size
+        max_len = self.cfg.max_model_len
+        finished = []
+        for req in self.running:
+            req.num_computed += steps
+            req.num_output += steps
+            blocks = -(-req.num_computed // bs)
+            self.free_blocks -= blocks - req.num_blocks
+            req.num_blocks = blocks
+            if req.num_output >= req.max_tokens or req.num_tokens >= max_len:
+                finished.append(req)
+        for req in finished:
+            self.running.remove(req)
+            self._free(req)
+        return finished
+
+    def _allocate(self, req: SimRequest, new_tokens: int) -> bool:
+        blocks = -(-(req.num_computed + new_tokens) // self.block_size)
+        extra = blocks - req.num_blocks
+        if extra > self.free_blocks:
+            return False
+        if extra > 0:
+            self.free_blocks -= extra
+            req.num_blocks = blocks
+        return True
+
+    def _preempt(self, req: SimRequest) -> None:
+        self._free(req)
+        req.num_computed = 0
+        self.waiting.appendleft(req)
+        self.preemptions += 1
+
+    def _free(self, req: SimRequest) -> None:
+        self.free_blocks += req.num_blocks
+        req.num_blocks = 0

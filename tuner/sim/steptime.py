@@ -1,0 +1,109 @@
+"""How long one engine step takes: a roofline plus all-reduce plus per-step overhead.
+
+    t = max(FLOPs / (peak * flops_efficiency), bytes / (bandwidth * bandwidth_efficiency))
+        + all-reduce(tokens) + step_overhead + per_seq * seqs + per_token * tokens
+
+FLOPs are the linear layers (2 * params * tokens), the LM head for sampled rows and
+attention (4 * layers * heads/TP * head_dim per query-key pair). Bytes are the weights
+read once per step plus the KV cache read by attention. The all-reduce is two per layer,
+ring algorithm, over the interconnect. Constants are documented in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tuner.sim.profiles import GpuProfile, ModelProfile
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeConstants:
+    """Every tunable constant of the step-time model, with the reason for its default."""
+
+    # Share of peak tensor FLOP/s that large prefill GEMMs reach (MFU of vLLM prefill).
+    flops_efficiency: float = 0.6
+    # Share of peak memory bandwidth that decode GEMVs reach.
+    bandwidth_efficiency: float = 0.8
+    # Fixed cost of a step: scheduler, input preparation, kernel launches (CUDA graphs).
+    step_overhead_s: float = 2.5e-3
+    # Per request in the batch: sampling, output processing, detokenising, streaming.
+    per_seq_overhead_s: float = 25e-6
+    # Per scheduled token: input preparation and non-GEMM kernels (norms, rotary, copy).
+    per_token_overhead_s: float = 0.0
+
+
+class StepCostModel:
+    """Step times of one model on one accelerator at one tensor-parallel size."""
+
+    def __init__(self, model: ModelProfile, gpu: GpuProfile, tp: int) -> None:
+        c = gpu.constants
+        self.constants = c
+        self.tp = tp
+        linear_params = model.num_layers * model.layer_params // tp
+        lm_head_params = model.vocab_size * model.hidden_size // tp
+        self._flops_per_token = 2.0 * linear_params
+        self._flops_per_sample = 2.0 * lm_head_params
+        self._flops_per_pair = 4.0 * model.num_layers * (model.num_heads / tp) * model.head_dim
+        self._peak_flops = gpu.flops * c.flops_efficiency
+        self._bandwidth = gpu.bandwidth_bytes_s * c.bandwidth_efficiency
+        self._weight_bytes = float(model.weight_bytes_per_gpu(tp))
+        self._kv_bytes_per_token = float(model.kv_bytes_per_token(tp))
+        if tp > 1:
+            calls = 2 * model.num_layers
+            ring = 2.0 * (tp - 1) / tp
+            self._ar_fixed_s = calls * gpu.allreduce_latency_s
+            self._ar_per_token_s = (
+                calls * ring * model.hidden_size * model.dtype_bytes / gpu.interconnect_bytes_s
+            )
+        else:
+            self._ar_fixed_s = self._ar_per_token_s = 0.0
+
+    def step_time(
+        self, num_tokens: int, num_seqs: int, num_sampled: int, attn_pairs: float, kv_tokens: int
+    ) -> float:
+        """Seconds for one step.
+
+        `attn_pairs` is the number of query-key pairs attention computes (for a request
+        with c cached tokens and q new ones: q * (c + (q + 1) / 2)); `kv_tokens` the KV
+        entries attention reads (c + q per request).
+        """
+        c = self.constants
+        flops = (
+            self._flops_per_token * num_tokens
+            + self._flops_per_sample * num_sampled
+            + self._flops_per_pair * attn_pairs
+        )
+        mem = self._weight_bytes + self._kv_bytes_per_token * kv_tokens
+        return (
+            max(flops / self._peak_flops, mem / self._bandwidth)
+            + self._ar_fixed_s
+            + self._ar_per_token_s * num_tokens
+            + c.step_overhead_s
+            + c.per_seq_overhead_s * num_seqs
+            + c.per_token_overhead_s * num_tokens
+        )
+
+    def decode_run_times(self, num_steps: int, batch: int, context_sum: int) -> np.ndarray:
+        """Durations of `num_steps` pure-decode steps of `batch` requests, in closed form.
+
+        Step k (from 0) has every request at its context plus k, so attention work grows
+        linearly; `context_sum` is the sum of the requests' cached tokens before step 0.
+        """
+        c = self.constants
+        k = np.arange(num_steps, dtype=np.float64)
+        kv_tokens = context_sum + batch * (k + 1.0)  # each reads its cache plus the new token
+        flops = (
+            self._flops_per_token + self._flops_per_sample
+        ) * batch + self._flops_per_pair * kv_tokens
+        mem = self._weight_bytes + self._kv_bytes_per_token * kv_tokens
+        fixed = (
+            self._ar_fixed_s
+            + self._ar_per_token_s * batch
+            + c.step_overhead_s
+            + (c.per_seq_overhead_s + c.per_token_overhead_s) * batch
+        )
+        return np.maximum(flops / self._peak_flops, mem / self._bandwidth) + fixed
