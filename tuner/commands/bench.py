@@ -1,0 +1,339 @@
+"""`tuner bench`: one workload against a running server, reported like `vllm bench serve`.
+
+Flag names are vLLM's, so switching is one word. Heavy imports stay inside `bench()`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from tuner.errors import UserError
+
+if TYPE_CHECKING:
+    from tuner.workload.benchmark import BenchmarkResult
+    from tuner.workload.spec import WorkloadSpec
+
+BACKEND_ENDPOINTS = {
+    "vllm": "/v1/completions",
+    "openai": "/v1/completions",
+    "openai-chat": "/v1/chat/completions",
+}
+_HEADERS = {
+    "ttft": ("TTFT", "Time to First Token"),
+    "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
+    "itl": ("ITL", "Inter-token Latency"),
+    "e2el": ("E2EL", "End-to-end Latency"),
+}
+_CI_LABELS = {
+    "request_throughput": "Request throughput (req/s):",
+    "output_throughput": "Output token throughput (tok/s):",
+}
+# vLLM drops these per-request lists from the saved JSON unless --save-detailed.
+_DETAILED = (
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "start_times",
+    "generated_texts",
+    "errors",
+)
+
+Opt = typer.Option
+
+
+def bench(
+    base_url: Annotated[
+        str | None, Opt("--base-url", "--base_url", help="Server URL, e.g. http://127.0.0.1:8000.")
+    ] = None,
+    host: Annotated[str, Opt(help="Used when --base-url is not given.")] = "127.0.0.1",
+    port: Annotated[int, Opt(help="Used when --base-url is not given.")] = 8000,
+    backend: Annotated[
+        str, Opt("--backend", "--endpoint-type", help="vllm, openai or openai-chat.")
+    ] = "vllm",
+    endpoint: Annotated[
+        str | None, Opt(help="/v1/completions or /v1/chat/completions (default: by backend).")
+    ] = None,
+    model: Annotated[
+        str | None, Opt(help="Model name to request (default: the server's first).")
+    ] = None,
+    tokenizer: Annotated[
+        str | None, Opt(help="Local tokenizer directory (default: --model, if a directory).")
+    ] = None,
+    dataset_name: Annotated[str, Opt(help="random, sharegpt or jsonl.")] = "random",
+    dataset_path: Annotated[str | None, Opt(help="ShareGPT JSON or JSONL file.")] = None,
+    random_input_len: Annotated[int, Opt(help="Prompt tokens of the random dataset.")] = 1024,
+    random_output_len: Annotated[int, Opt(help="Output tokens of the random dataset.")] = 128,
+    random_range_ratio: Annotated[float, Opt(help="Length range: len*(1±r).")] = 0.0,
+    sharegpt_output_len: Annotated[int | None, Opt(help="Fixed ShareGPT output length.")] = None,
+    num_prompts: Annotated[int, Opt(help="Requests to measure.")] = 1000,
+    request_rate: Annotated[float, Opt(help="Requests/s, or inf for all at once.")] = math.inf,
+    burstiness: Annotated[float, Opt(help="Gamma shape of arrivals; 1 = Poisson.")] = 1.0,
+    max_concurrency: Annotated[int | None, Opt(help="Most requests in flight.")] = None,
+    seed: Annotated[int, Opt(help="Seed of the dataset and the arrival times.")] = 0,
+    percentile_metrics: Annotated[
+        str, Opt(help="Comma list of ttft,tpot,itl,e2el to report.")
+    ] = "ttft,tpot,itl",
+    metric_percentiles: Annotated[str, Opt(help="Comma list of percentiles, e.g. 95,99.")] = "99",
+    goodput: Annotated[
+        list[str] | None, Opt(help="SLOs for goodput: ttft:MS tpot:MS e2el:MS.")
+    ] = None,
+    num_warmups: Annotated[int, Opt(help="Unmeasured warm-up requests.")] = 0,
+    ignore_eos: Annotated[bool, Opt(help="Ask for ignore_eos (always on for random).")] = False,
+    request_timeout: Annotated[float, Opt(help="Seconds before one request fails.")] = 600.0,
+    save_result: Annotated[
+        Path | None, Opt(help="Write the result JSON (vLLM's keys) here.")
+    ] = None,
+    save_detailed: Annotated[bool, Opt(help="Also save per-request lists.")] = False,
+    api_key: Annotated[
+        str | None, Opt(envvar="OPENAI_API_KEY", show_envvar=False, help="Bearer token.")
+    ] = None,
+    extra: Annotated[list[str] | None, typer.Argument(hidden=True)] = None,
+) -> None:
+    """Run one fixed workload against a running server and print vLLM's result table."""
+    if backend not in BACKEND_ENDPOINTS:
+        raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
+    goodput_ms = parse_goodput((goodput or []) + _goodput_extras(extra, bool(goodput)))
+    if dataset_name == "random" and dataset_path:
+        raise UserError("--dataset-path cannot be used with --dataset-name random")
+    spec = workload_spec(
+        endpoint=endpoint or BACKEND_ENDPOINTS[backend],
+        dataset_name=dataset_name,
+        dataset_path=dataset_path,
+        random_input_len=random_input_len,
+        random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio,
+        sharegpt_output_len=sharegpt_output_len,
+        num_prompts=num_prompts,
+        request_rate=request_rate,
+        burstiness=burstiness,
+        max_concurrency=max_concurrency,
+        seed=seed,
+        num_warmups=num_warmups,
+        percentile_metrics=percentile_metrics,
+        metric_percentiles=metric_percentiles,
+        goodput=goodput_ms,
+        ignore_eos=ignore_eos,
+        request_timeout_s=request_timeout,
+    )
+    from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
+    from tuner.workload.client import server_models
+    from tuner.workload.datasets import build_requests
+    from tuner.workload.tokenizer import load_tokenizer
+
+    url = (base_url or f"http://{host}:{port}").rstrip("/")
+    tokenizer_id = tokenizer or (model if model and Path(model).is_dir() else None)
+    if tokenizer_id is None:
+        raise UserError("--tokenizer DIR is required (a local tokenizer directory)")
+    tok = load_tokenizer(tokenizer_id)
+    requests = build_requests(spec, tok)
+    served = server_models(url, api_key)
+    if model is None:
+        if not served:
+            raise UserError(f"{url} serves no model")
+        model = served[0]
+    elif model not in served:
+        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
+
+    distribution = "Poisson process" if burstiness == 1.0 else "Gamma distribution"
+    print(f"Traffic request rate: {spec.request_rate}")
+    print(f"Burstiness factor: {spec.burstiness} ({distribution})")
+    print(f"Maximum request concurrency: {spec.max_concurrency}")
+    try:
+        result = run_benchmark(
+            spec, url, model, requests, api_key=api_key, on_progress=_progress(), tokenizer=tok
+        )
+    except BenchmarkAborted as exc:
+        print(f"tuner: error: benchmark aborted: {exc.reason}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    print(format_result(result, spec))
+    if save_result is not None:
+        data = result_json(
+            result, spec, model=model, tokenizer_id=tokenizer_id, detailed=save_detailed
+        )
+        try:
+            save_result.write_text(json.dumps(data, indent=2) + "\n")
+        except OSError as exc:
+            raise UserError(f"cannot write {save_result}: {exc.strerror or exc}") from None
+    if result.metrics["completed"] == 0:
+        first_error = next((r.error for r in result.records if r.error), "")
+        print(f"tuner: error: all requests failed; first error: {first_error}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+def workload_spec(**fields: Any) -> WorkloadSpec:
+    """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
+    from pydantic import ValidationError
+
+    from tuner.workload.spec import WorkloadSpec
+
+    try:
+        spec = WorkloadSpec(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["loc"]:
+            msg = f"--{str(err['loc'][0]).replace('_', '-')}: {msg}"
+        raise UserError(msg) from None
+    unknown = set(spec.selected_metrics) - set(_HEADERS)
+    if unknown or not spec.selected_metrics:
+        raise UserError(
+            f"--percentile-metrics: unknown metric {', '.join(sorted(unknown))!r}; "
+            "use ttft, tpot, itl, e2el"
+        )
+    try:
+        percentiles = spec.percentiles
+    except ValueError:
+        raise UserError(
+            f"--metric-percentiles: not a list of numbers: {spec.metric_percentiles!r}"
+        ) from None
+    if not percentiles or any(not 0 <= p <= 100 for p in percentiles):
+        raise UserError("--metric-percentiles: each percentile must be between 0 and 100")
+    return spec
+
+
+def parse_goodput(pairs: list[str]) -> dict[str, float] | None:
+    """`ttft:500 tpot:50` (separate or in one value) -> {"ttft": 500.0, "tpot": 50.0}."""
+    out: dict[str, float] = {}
+    for item in (p for value in pairs for p in value.replace(",", " ").split()):
+        name, sep, raw = item.partition(":")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not sep or name not in ("ttft", "tpot", "e2el") or not value >= 0:
+            raise UserError(
+                f"--goodput: bad SLO {item!r}: use ttft:MS, tpot:MS or e2el:MS (ms, >= 0)"
+            )
+        out[name] = value
+    return out or None
+
+
+def _goodput_extras(extra: list[str] | None, goodput_given: bool) -> list[str]:
+    """vLLM takes `--goodput ttft:500 tpot:50`; click leaves `tpot:50` as a stray argument."""
+    for arg in extra or []:
+        if not goodput_given or not arg.startswith(("ttft:", "tpot:", "e2el:")):
+            raise UserError(f"unexpected argument {arg!r}")
+    return list(extra or [])
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\r{done}/{total} requests", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _line(label: str, value: Any, fmt: str = "") -> str:
+    return f"{label:<40} {value:<10{fmt}}"
+
+
+def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
+    """The table `vllm bench serve` prints, then the bootstrap confidence intervals."""
+    from tuner.metrics import percentile_word
+
+    m = result.metrics
+    lines = []
+    failed = [r.error for r in result.records if not r.success]
+    if failed:
+        lines.append("Failed requests during benchmark run detected (capping to 10):")
+        lines += [f"Error {i}: {err}" for i, err in enumerate(failed[:10])]
+    lines.append(f"{' Serving Benchmark Result ':=^50}")
+    lines.append(_line("Successful requests:", m["completed"]))
+    lines.append(_line("Failed requests:", m["failed"]))
+    if spec.max_concurrency is not None:
+        lines.append(_line("Maximum request concurrency:", spec.max_concurrency))
+    if not math.isinf(spec.request_rate):
+        lines.append(_line("Request rate configured (RPS):", spec.request_rate, ".2f"))
+    lines.append(_line("Benchmark duration (s):", m["duration"], ".2f"))
+    lines.append(_line("Total input tokens:", m["total_input_tokens"]))
+    lines.append(_line("Total generated tokens:", m["total_output_tokens"]))
+    lines.append(_line("Request throughput (req/s):", m["request_throughput"], ".2f"))
+    if "request_goodput" in m:
+        lines.append(_line("Request goodput (req/s):", m["request_goodput"], ".2f"))
+    lines.append(_line("Output token throughput (tok/s):", m["output_throughput"], ".2f"))
+    lines.append(
+        _line("Peak output token throughput (tok/s):", m["max_output_tokens_per_s"], ".2f")
+    )
+    lines.append(_line("Peak concurrent requests:", m["max_concurrent_requests"], ".2f"))
+    lines.append(_line("Total token throughput (tok/s):", m["total_token_throughput"], ".2f"))
+    for name, (short, header) in _HEADERS.items():
+        if name not in spec.selected_metrics:
+            continue
+        lines.append(f"{header:-^50}")
+        lines.append(_line(f"Mean {short} (ms):", m[f"mean_{name}_ms"], ".2f"))
+        lines.append(_line(f"Median {short} (ms):", m[f"median_{name}_ms"], ".2f"))
+        for p in spec.percentiles:
+            word = percentile_word(p)
+            lines.append(_line(f"P{word} {short} (ms):", m[f"p{word}_{name}_ms"], ".2f"))
+    if result.ci:
+        lines.append(f"{' Bootstrap 95% CI (requests resampled) ':-^50}")
+        for key, (lo, hi) in result.ci.items():
+            lines.append(_line(_ci_label(key), f"[{lo:.2f}, {hi:.2f}]"))
+    lines.append("=" * 50)
+    return "\n".join(lines)
+
+
+def _ci_label(key: str) -> str:
+    if key in _CI_LABELS:
+        return _CI_LABELS[key]
+    stat, name, _ = key.split("_")
+    stat = stat.capitalize() if stat in ("mean", "median", "std") else stat.upper()
+    return f"{stat} {_HEADERS[name][0]} (ms):"
+
+
+def result_json(
+    result: BenchmarkResult,
+    spec: WorkloadSpec,
+    *,
+    model: str,
+    tokenizer_id: str,
+    detailed: bool = False,
+) -> dict[str, Any]:
+    """vLLM's saved result (same keys and order), plus `<metric>_ci: [lo, hi]`."""
+    backend = "openai-chat" if spec.endpoint == "/v1/chat/completions" else "openai"
+    m = result.metrics
+    head_keys = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens")
+    data: dict[str, Any] = {
+        "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": backend,
+        "backend": backend,
+        "label": None,
+        "model_id": model,
+        "tokenizer_id": tokenizer_id,
+        "num_prompts": spec.num_prompts,
+        "request_rate": "inf" if math.isinf(spec.request_rate) else spec.request_rate,
+        "burstiness": spec.burstiness,
+        "max_concurrency": spec.max_concurrency,
+        **{k: m[k] for k in head_keys},
+        "request_throughput": m["request_throughput"],
+        "request_goodput": m.get("request_goodput"),
+        "output_throughput": m["output_throughput"],
+        "total_token_throughput": m["total_token_throughput"],
+    }
+    recs = result.records
+    if detailed:
+        per_request = (
+            [r.prompt_len for r in recs],
+            [r.output_tokens if r.success else 0 for r in recs],
+            [r.ttft_s for r in recs],
+            [r.itl_s for r in recs],
+            [r.start_s for r in recs],
+            [r.generated_text for r in recs],
+            [r.error for r in recs],
+        )
+        data.update(zip(_DETAILED, per_request, strict=True))
+    data.update({k: v for k, v in m.items() if k not in data})
+    data.update({f"{k}_ci": [lo, hi] for k, (lo, hi) in result.ci.items()})
+    return data

@@ -1,0 +1,216 @@
+"""The metrics of `vllm bench serve`, computed from per-request records (pure numpy).
+
+Definitions and key names follow vllm/benchmarks/serve.py (`calculate_metrics` and the
+result dict); docs/metrics.md states them. Times in records are seconds, results in ms.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from tuner.workload.records import RequestRecord
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+HEADLINE_METRICS = (
+    "p99_ttft_ms",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    "mean_itl_ms",
+    "output_throughput",
+    "request_throughput",
+)
+
+
+def percentile_word(p: float) -> str:
+    """`99` -> "99", `99.9` -> "99.9": how vLLM names the `p<N>_..._ms` keys."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def _stats(values: Sequence[float], name: str, percentiles: Sequence[float]) -> dict[str, float]:
+    # vLLM uses `values or 0`: an empty list gives 0 for every statistic.
+    arr = np.asarray(values if len(values) else [0.0], dtype=float) * 1000.0
+    out = {
+        f"mean_{name}_ms": float(np.mean(arr)),
+        f"median_{name}_ms": float(np.median(arr)),
+        f"std_{name}_ms": float(np.std(arr)),
+    }
+    for p in percentiles:
+        out[f"p{percentile_word(p)}_{name}_ms"] = float(np.percentile(arr, p))
+    return out
+
+
+def _tpot_s(rec: RequestRecord) -> float | None:
+    """(E2EL - TTFT) / (output_tokens - 1); undefined for one output token or fewer."""
+    if rec.output_tokens > 1:
+        return (rec.latency_s - rec.ttft_s) / (rec.output_tokens - 1)
+    return None
+
+
+def _peaks(ok: list[RequestRecord]) -> tuple[float, int]:
+    """vLLM's peak output tokens/s and peak concurrent requests, in 1-second buckets."""
+    if not ok:
+        return 0.0, 0
+    t0 = min(r.start_s for r in ok)
+    t_end = max(r.start_s + r.latency_s for r in ok)
+    n_buckets = int(np.ceil(t_end - t0)) + 1
+    tokens = np.zeros(n_buckets)
+    concurrent = np.zeros(n_buckets)
+    for r in ok:
+        times = r.start_s + r.ttft_s + np.concatenate(([0.0], np.cumsum(r.itl_s)))
+        buckets = (times - t0).astype(int)
+        buckets = buckets[(buckets >= 0) & (buckets < n_buckets)]
+        np.add.at(tokens, buckets, 1)
+        first = int(r.start_s - t0)
+        last = int(r.start_s + r.latency_s - t0)
+        concurrent[first : last + 1] += 1
+    return float(tokens.max()), int(concurrent.max())
+
+
+def compute_metrics(
+    records: list[RequestRecord],
+    duration_s: float,
+    *,
+    selected_metrics: list[str],
+    percentiles: list[float],
+    goodput_ms: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """vLLM's result keys for one run.
+
+    Throughputs divide by `duration_s` (first dispatch to last completion). Only successful
+    requests count toward tokens and latencies. `request_goodput` is present only when
+    `goodput_ms` limits are given: a request is good when it meets every limit, a request
+    with one output token or fewer counting TPOT as 0 (as vLLM does).
+    """
+    ok = [r for r in records if r.success]
+    ttfts = [r.ttft_s for r in ok]
+    e2els = [r.latency_s for r in ok]
+    tpots_all = [_tpot_s(r) for r in ok]
+    tpots = [t for t in tpots_all if t is not None]
+    itls = [gap for r in ok for gap in r.itl_s]
+    total_input = sum(r.prompt_len for r in ok)
+    total_output = sum(r.output_tokens for r in ok)
+    peak_tokens_s, peak_concurrent = _peaks(ok)
+
+    result: dict[str, float] = {
+        "duration": duration_s,
+        "completed": len(ok),
+        "failed": len(records) - len(ok),
+        "total_input_tokens": total_input,
+        "total_output_tokens": total_output,
+        "request_throughput": len(ok) / duration_s,
+        "output_throughput": total_output / duration_s,
+        "total_token_throughput": (total_input + total_output) / duration_s,
+        "max_output_tokens_per_s": peak_tokens_s,
+        "max_concurrent_requests": peak_concurrent,
+    }
+    if goodput_ms:
+        per_request = {"ttft": ttfts, "tpot": [t or 0.0 for t in tpots_all], "e2el": e2els}
+        limits_s = [
+            (per_request[m], goodput_ms[m] / 1000.0) for m in GOODPUT_METRICS if m in goodput_ms
+        ]
+        good = sum(all(values[i] <= limit for values, limit in limits_s) for i in range(len(ok)))
+        result["request_goodput"] = good / duration_s
+    values = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": e2els}
+    for name in LATENCY_METRICS:  # vLLM's order, whatever the order asked
+        if name in selected_metrics:
+            result.update(_stats(values[name], name, percentiles))
+    return result
+
+
+# ---- bootstrap confidence intervals -------------------------------------------------------
+
+_LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+_THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+
+
+def _statistic(stat: str, pct: str | None, arr: np.ndarray) -> float:
+    if arr.size == 0:
+        return 0.0
+    if stat == "mean":
+        return float(arr.mean())
+    if stat == "median":
+        return float(np.median(arr))
+    if stat == "std":
+        return float(arr.std())
+    return float(np.percentile(arr, float(pct)))  # type: ignore[arg-type]
+
+
+def bootstrap_ci(
+    records: list[RequestRecord],
+    duration_s: float,
+    key: str,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of one metric, resampling requests with replacement.
+
+    Supports the throughputs (duration held fixed) and every `{stat}_{metric}_ms` key.
+    ITL resamples whole requests, keeping each request's gaps together. Deterministic for
+    a given seed. With no successful request the interval is (0, 0).
+    """
+    if key not in _THROUGHPUTS and not _LATENCY_KEY.match(key):
+        raise ValueError(f"no bootstrap for metric {key!r}")
+    rng = np.random.default_rng(seed)
+    n = len(records)
+    if n == 0:
+        return (0.0, 0.0)
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    success = np.array([r.success for r in records], dtype=float)
+    if key in _THROUGHPUTS:
+        out_tok = np.array([r.output_tokens for r in records], dtype=float) * success
+        in_tok = np.array([r.prompt_len for r in records], dtype=float) * success
+        per_request = {
+            "request_throughput": success,
+            "output_throughput": out_tok,
+            "total_token_throughput": out_tok + in_tok,
+        }[key]
+        samples = per_request[idx].sum(axis=1) / duration_s
+    else:
+        m = _LATENCY_KEY.match(key)
+        assert m is not None
+        stat, pct, metric = m.group(1), m.group(2), m.group(3)
+        stat = "p" if pct else stat
+        samples = _latency_samples(records, idx, stat, pct, metric)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(samples, [alpha, 1.0 - alpha])
+    return (float(lo), float(hi))
+
+
+def _latency_samples(
+    records: list[RequestRecord], idx: np.ndarray, stat: str, pct: str | None, metric: str
+) -> np.ndarray:
+    if metric == "itl":
+        gaps = [np.asarray(r.itl_s if r.success else [], dtype=float) * 1000.0 for r in records]
+        if stat == "mean":  # vectorised: pooled mean = sum of sums / sum of counts
+            sums = np.array([g.sum() for g in gaps])
+            counts = np.array([g.size for g in gaps], dtype=float)
+            total = counts[idx].sum(axis=1)
+            return np.where(total > 0, sums[idx].sum(axis=1) / np.maximum(total, 1), 0.0)
+        return np.array(
+            [_statistic(stat, pct, np.concatenate([gaps[i] for i in row])) for row in idx]
+        )
+    values = np.full(len(records), math.nan)
+    for i, r in enumerate(records):
+        if not r.success:
+            continue
+        if metric == "ttft":
+            values[i] = r.ttft_s
+        elif metric == "e2el":
+            values[i] = r.latency_s
+        else:
+            tpot = _tpot_s(r)
+            values[i] = math.nan if tpot is None else tpot
+    values *= 1000.0
+    valid = ~np.isnan(values)
+    if stat == "mean":
+        filled = np.where(valid, values, 0.0)
+        counts = valid[idx].sum(axis=1)
+        return np.where(counts > 0, filled[idx].sum(axis=1) / np.maximum(counts, 1), 0.0)
+    return np.array([_statistic(stat, pct, values[row][valid[row]]) for row in idx])

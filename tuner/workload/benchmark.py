@@ -1,0 +1,209 @@
+"""Run one workload against a server: warm-up, paced dispatch, metrics and their uncertainty.
+
+The order of events mirrors `vllm bench serve`: one initial test request, then
+`num_warmups` warm-up requests (both unmeasured), then the measured requests dispatched at
+their arrival times under the `max_concurrency` semaphore. A watchdog stops the run early
+when the caller says the engine died, or when no stream made progress for too long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.metrics import HEADLINE_METRICS, bootstrap_ci, compute_metrics
+from tuner.workload.client import (
+    CHAT_ENDPOINT,
+    StreamActivity,
+    make_http_client,
+    request_body,
+    request_headers,
+    stream_request,
+)
+from tuner.workload.datasets import BenchRequest
+from tuner.workload.records import RequestRecord
+from tuner.workload.schedule import arrival_times
+from tuner.workload.spec import WorkloadSpec
+
+WATCHDOG_POLL_S = 0.25
+
+
+class BenchmarkAborted(RuntimeError):
+    """The run was stopped before its end (engine died or hung); `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class BenchmarkResult:
+    """Per-request records, the run's duration, vLLM's metrics and bootstrap CIs (key ->
+    (lo, hi)). `start_perf_s` is the perf_counter of the first dispatch: records'
+    `start_s` count from it."""
+
+    records: list[RequestRecord]
+    duration_s: float
+    metrics: dict[str, float]
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    start_perf_s: float = 0.0
+
+
+def run_benchmark(
+    spec: WorkloadSpec,
+    base_url: str,
+    model: str,
+    requests: list[BenchRequest],
+    *,
+    api_key: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    should_abort: Callable[[], str | None] | None = None,
+    stall_timeout_s: float | None = None,
+    tokenizer: Any = None,
+) -> BenchmarkResult:
+    """Measure `requests` against `base_url` (synchronous; runs its own event loop).
+
+    Failed requests become failed records, never exceptions. `should_abort` is polled every
+    0.25 s; a reason it returns, or `stall_timeout_s` without any stream progress while
+    requests are in flight, cancels everything and raises BenchmarkAborted. `tokenizer`
+    re-counts output tokens only when the server sent no usage (as vLLM does).
+    """
+    if not requests:
+        raise ValueError("no requests to run")
+    run = _Run(spec, base_url, model, requests, api_key, on_progress)
+    gc.collect()
+    gc.freeze()  # as vLLM does: fewer GC pauses while streaming
+    try:
+        records, duration_s = asyncio.run(run.supervised(should_abort, stall_timeout_s))
+    finally:
+        gc.unfreeze()
+    for rec in records:
+        if rec.success and not rec.output_tokens:
+            rec.output_tokens = (
+                len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
+                if tokenizer is not None
+                else 1
+            )
+    metrics = compute_metrics(
+        records,
+        duration_s,
+        selected_metrics=spec.selected_metrics,
+        percentiles=spec.percentiles,
+        goodput_ms=spec.goodput,
+    )
+    ci = {
+        key: bootstrap_ci(records, duration_s, key, seed=spec.seed)
+        for key in HEADLINE_METRICS
+        if key in metrics
+    }
+    return BenchmarkResult(records, duration_s, metrics, ci, run.t0)
+
+
+class _Run:
+    """The state of one run inside its event loop."""
+
+    def __init__(
+        self,
+        spec: WorkloadSpec,
+        base_url: str,
+        model: str,
+        requests: list[BenchRequest],
+        api_key: str | None,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.spec = spec
+        self.url = base_url.rstrip("/") + spec.endpoint
+        self.chat = spec.endpoint == CHAT_ENDPOINT
+        self.requests = requests
+        self.bodies = [request_body(spec.endpoint, model, r) for r in requests]
+        self.headers = request_headers(api_key)
+        self.on_progress = on_progress
+        self.activity = StreamActivity()
+        self.t0 = time.perf_counter()
+
+    async def supervised(
+        self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
+    ) -> tuple[list[RequestRecord], float]:
+        work = asyncio.create_task(self._work())
+        watch = asyncio.create_task(self._watch(should_abort, stall_timeout_s))
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if work.done():
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+            return work.result()
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        raise BenchmarkAborted(watch.result())
+
+    async def _watch(
+        self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
+    ) -> str:
+        while True:
+            await asyncio.sleep(WATCHDOG_POLL_S)
+            reason = should_abort() if should_abort else None
+            if reason:
+                return reason
+            idle_s = time.perf_counter() - self.activity.last_s
+            if stall_timeout_s and self.activity.in_flight and idle_s > stall_timeout_s:
+                return f"engine hung: no tokens for {stall_timeout_s:g} s"
+
+    async def _send(self, client: Any, i: int, t0: float) -> RequestRecord:
+        async with asyncio.timeout(self.spec.request_timeout_s):
+            return await stream_request(
+                client,
+                self.url,
+                self.bodies[i],
+                self.headers,
+                prompt_len=self.requests[i].prompt_len,
+                chat=self.chat,
+                t0=t0,
+                activity=self.activity,
+            )
+
+    async def _send_timed(self, client: Any, i: int, t0: float) -> RequestRecord:
+        try:
+            return await self._send(client, i, t0)
+        except TimeoutError:
+            return RequestRecord(
+                prompt_len=self.requests[i].prompt_len,
+                error=f"request timed out after {self.spec.request_timeout_s:g} s",
+            )
+
+    async def _work(self) -> tuple[list[RequestRecord], float]:
+        spec = self.spec
+        limit = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
+        offsets = arrival_times(len(self.requests), spec.request_rate, spec.burstiness, spec.seed)
+        done = 0
+
+        async def limited(i: int, t0: float, measured: bool) -> RequestRecord:
+            nonlocal done
+            async with limit or contextlib.nullcontext():
+                rec = await self._send_timed(client, i, t0)
+            if measured:
+                done += 1
+                if self.on_progress:
+                    self.on_progress(done, len(self.requests))
+            return rec
+
+        async with make_http_client(spec.max_concurrency, spec.request_timeout_s) as client:
+            first = await self._send_timed(client, 0, time.perf_counter())
+            if not first.success:
+                raise BenchmarkAborted(f"initial test request failed: {first.error}")
+            warm_t0 = time.perf_counter()
+            await asyncio.gather(*(limited(0, warm_t0, False) for _ in range(spec.num_warmups)))
+            self.t0 = t0 = time.perf_counter()
+            tasks = []
+            for i, offset in enumerate(offsets):
+                delay = t0 + offset - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(limited(i, t0, True)))
+            records = list(await asyncio.gather(*tasks))
+            return records, time.perf_counter() - t0

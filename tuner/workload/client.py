@@ -1,0 +1,169 @@
+"""The streaming HTTP client: one request in, one `RequestRecord` out, timed like vLLM.
+
+httpx's API over the `httpx-aiohttp` transport: httpx's default transport collapses at a
+few hundred concurrent streams (brief §5), aiohttp's does not. Timestamps follow
+`vllm bench serve` (docs/metrics.md): `st` just before the POST, TTFT at the first message
+with non-empty `choices`, one ITL per such message, E2EL at the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from tuner.errors import UserError
+from tuner.workload.datasets import BenchRequest
+from tuner.workload.records import RequestRecord
+from tuner.workload.sse import SseDecoder, interpret
+
+CHAT_ENDPOINT = "/v1/chat/completions"
+ERROR_BODY_CHARS = 300
+
+
+class StreamActivity:
+    """Shared by the streams of one run, for hang detection: requests in flight and the
+    last time any of them made progress (sent, or received bytes)."""
+
+    __slots__ = ("in_flight", "last_s")
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.last_s = time.perf_counter()
+
+
+def make_http_client(max_concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
+    """An httpx client on aiohttp with as many connections as streams (0 = unlimited), like
+    vLLM's TCPConnector. Call inside the event loop that will use it."""
+    connector = aiohttp.TCPConnector(
+        limit=max_concurrency or 0,
+        limit_per_host=max_concurrency or 0,
+        keepalive_timeout=60,
+        force_close=False,
+    )
+    session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+    return httpx.AsyncClient(transport=AiohttpTransport(client=session), timeout=timeout_s)
+
+
+def request_body(endpoint: str, model: str, req: BenchRequest) -> bytes:
+    """The JSON body vLLM's request functions send (`openai` and `openai-chat` backends)."""
+    body: dict[str, Any] = {"model": model}
+    if endpoint == CHAT_ENDPOINT:
+        messages = (
+            req.prompt
+            if isinstance(req.prompt, list)
+            else [{"role": "user", "content": req.prompt}]
+        )
+        body["messages"] = messages
+        if req.output_len is not None:
+            body["max_completion_tokens"] = req.output_len
+    else:
+        body["prompt"] = req.prompt
+        body["repetition_penalty"] = 1.0
+        if req.output_len is not None:
+            body["max_tokens"] = req.output_len
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if req.ignore_eos:
+        body["ignore_eos"] = True
+    return json.dumps(body).encode()
+
+
+def request_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    prompt_len: int,
+    chat: bool,
+    t0: float,
+    activity: StreamActivity | None = None,
+) -> RequestRecord:
+    """Send one streaming request; never raises for a failed request (the record says why).
+
+    `t0` is the run's first dispatch (perf_counter), so `start_s = st - t0`. Success needs
+    a token message and `[DONE]`, with no in-stream error.
+    """
+    activity = activity or StreamActivity()
+    rec = RequestRecord(prompt_len=prompt_len)
+    text: list[str] = []
+    activity.in_flight += 1
+    st = time.perf_counter()
+    activity.last_s = st
+    rec.start_s = st - t0
+    last_token_t = st
+    got_token = done = False
+    try:
+        async with client.stream("POST", url, content=body, headers=headers) as resp:
+            if resp.status_code != 200:
+                raw = (await resp.aread())[:ERROR_BODY_CHARS].decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status_code}: {' '.join(raw.split())}"
+                return rec
+            decoder = SseDecoder()
+            async for chunk in resp.aiter_raw():
+                activity.last_s = time.perf_counter()
+                for payload in decoder.feed(chunk):
+                    now = time.perf_counter()
+                    ev = interpret(payload, chat)
+                    if ev.kind == "token":
+                        if got_token:
+                            rec.itl_s.append(now - last_token_t)
+                        else:
+                            got_token = True
+                            rec.ttft_s = now - st
+                        last_token_t = now
+                        text.append(ev.text)
+                    elif ev.kind == "done":
+                        done = True
+                    elif ev.kind == "error":
+                        rec.error = f"server error in stream: {ev.error}"
+                    if ev.completion_tokens is not None:
+                        rec.output_tokens = ev.completion_tokens
+                    if ev.prompt_tokens is not None:
+                        rec.prompt_len = ev.prompt_tokens
+            for payload in decoder.flush():
+                done = done or interpret(payload, chat).kind == "done"
+    except (httpx.HTTPError, aiohttp.ClientError, ValueError, OSError) as exc:
+        rec.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except TimeoutError:
+        rec.error = "request timed out"
+    finally:
+        activity.in_flight -= 1
+    rec.generated_text = "".join(text)
+    rec.latency_s = last_token_t - st
+    if not rec.error:
+        if not got_token:
+            rec.error = "no token received: the stream had no message with choices"
+        elif not done:
+            rec.error = "stream ended before [DONE]"
+    rec.success = not rec.error
+    return rec
+
+
+def server_models(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> list[str]:
+    """The model ids of `GET /v1/models`; an unreachable or non-OpenAI server is a UserError."""
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        resp = httpx.get(url, headers=request_headers(api_key), timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise UserError(
+            f"cannot reach the server at {base_url}: {exc or type(exc).__name__}"
+        ) from None
+    if resp.status_code != 200:
+        raise UserError(f"{url} answered HTTP {resp.status_code}: {resp.text[:200]}")
+    try:
+        return [m["id"] for m in resp.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{url} did not return an OpenAI model list") from None

@@ -1,0 +1,279 @@
+"""Build the fixed list of requests of a workload: same seed and dataset, same requests.
+
+The random and ShareGPT datasets follow `vllm bench serve`'s RandomDataset and
+ShareGPTDataset (vllm/benchmarks/datasets), so a given seed gives the same prompts as vLLM
+with the same tokenizer. The jsonl dataset is ours: one request per line, in file order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuner.errors import UserError
+from tuner.workload.spec import WorkloadSpec
+
+ChatMessages = list[dict[str, Any]]
+
+# vLLM's ShareGPT filter (`is_valid_sequence`): both sides >= 4 tokens, prompt <= 1024,
+# prompt + output <= 2048. The output minimum is skipped when the output length is fixed.
+SHAREGPT_MIN_LEN = 4
+SHAREGPT_MAX_PROMPT_LEN = 1024
+SHAREGPT_MAX_TOTAL_LEN = 2048
+# Decode/re-encode rounds allowed to hit an exact random prompt length (vLLM's max_retry).
+RANDOM_PROMPT_MAX_RETRY = 10
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRequest:
+    """One request of the workload: a prompt (text, or chat messages), its length in tokens,
+    the output length to ask for (`max_tokens`; None leaves it to the server)."""
+
+    prompt: str | ChatMessages
+    prompt_len: int
+    output_len: int | None
+    ignore_eos: bool = False
+
+
+def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
+    """The spec's `num_prompts` requests, deterministic for a given seed and dataset."""
+    if spec.dataset_name == "random":
+        return random_requests(
+            tokenizer,
+            spec.num_prompts,
+            input_len=spec.random_input_len,
+            output_len=spec.random_output_len,
+            range_ratio=spec.random_range_ratio,
+            seed=spec.seed,
+        )
+    assert spec.dataset_path is not None  # the spec's validator requires it
+    if spec.dataset_name == "sharegpt":
+        return sharegpt_requests(
+            spec.dataset_path,
+            tokenizer,
+            spec.num_prompts,
+            output_len=spec.sharegpt_output_len,
+            seed=spec.seed,
+            ignore_eos=spec.ignore_eos,
+        )
+    return jsonl_requests(
+        spec.dataset_path,
+        tokenizer,
+        spec.num_prompts,
+        chat=spec.endpoint == "/v1/chat/completions",
+        ignore_eos=spec.ignore_eos,
+    )
+
+
+# ---- random ---------------------------------------------------------------------------------
+
+
+def random_requests(
+    tokenizer: Any,
+    num_prompts: int,
+    *,
+    input_len: int,
+    output_len: int,
+    range_ratio: float,
+    seed: int,
+) -> list[BenchRequest]:
+    """Prompts of exact token length, lengths uniform in [len*(1-r), len*(1+r)], ignore_eos.
+
+    Token i of prompt k is allowed_tokens[(offset_k + k + i) % n_allowed] (special tokens
+    excluded); the text is decoded, re-encoded and adjusted until it is exactly the drawn
+    length, as vLLM's RandomDataset does, with the same numpy generator draws.
+    """
+    num_special = int(tokenizer.num_special_tokens_to_add())
+    real_input_len = max(0, input_len - num_special)
+    in_low = math.floor(real_input_len * (1 - range_ratio))
+    in_high = math.ceil(real_input_len * (1 + range_ratio))
+    out_low = max(math.floor(output_len * (1 - range_ratio)), 1)
+    out_high = max(math.ceil(output_len * (1 + range_ratio)), 1)
+    if in_low < 1:
+        raise UserError(
+            f"--random-input-len {input_len} is too small: with {num_special} special tokens "
+            f"and range ratio {range_ratio} a prompt could have no tokens"
+        )
+    rng = np.random.default_rng(seed)
+    input_lens = rng.integers(in_low, in_high + 1, size=num_prompts)
+    output_lens = rng.integers(out_low, out_high + 1, size=num_prompts)
+    vocab_size = int(tokenizer.vocab_size)
+    offsets = rng.integers(0, vocab_size, size=num_prompts)
+    allowed = np.setdiff1d(np.arange(vocab_size), np.asarray(tokenizer.all_special_ids))
+    requests = []
+    for k in range(num_prompts):
+        target = int(input_lens[k])
+        ids = allowed[(int(offsets[k]) + k + np.arange(target)) % len(allowed)].tolist()
+        prompt, ids = _exact_length_prompt(tokenizer, ids, target, rng)
+        requests.append(BenchRequest(prompt, len(ids), int(output_lens[k]), ignore_eos=True))
+    return requests
+
+
+def _exact_length_prompt(
+    tokenizer: Any, ids: list[int], target: int, rng: np.random.Generator
+) -> tuple[str, list[int]]:
+    """Decode, re-encode, pad with random ids or truncate, until `target` tokens (or retries
+    run out: some token sequences do not survive a decode/encode round trip)."""
+    retries = RANDOM_PROMPT_MAX_RETRY
+    while True:
+        prompt = tokenizer.decode(ids)
+        ids = tokenizer.encode(prompt, add_special_tokens=False)
+        if retries <= 0 or len(ids) == target:
+            return prompt, ids
+        if len(ids) < target:
+            ids.extend(rng.integers(0, tokenizer.vocab_size, size=target - len(ids)).tolist())
+        else:
+            ids = ids[:target]
+        retries -= 1
+
+
+# ---- sharegpt -------------------------------------------------------------------------------
+
+
+def sharegpt_requests(
+    path: str,
+    tokenizer: Any,
+    num_prompts: int,
+    *,
+    output_len: int | None,
+    seed: int,
+    ignore_eos: bool = False,
+) -> list[BenchRequest]:
+    """First human turn as prompt, first reply's length as output (unless fixed), with
+    vLLM's shuffle (Python `random` seeded with `seed`), filter and oversampling."""
+    data = _read_json(path)
+    if not isinstance(data, list):
+        raise UserError(f"{path}: a ShareGPT file must hold a JSON list of conversations")
+    entries = [
+        (i, e)
+        for i, e in enumerate(data)
+        if isinstance(e, dict)
+        and isinstance(e.get("conversations"), list)
+        and len(e["conversations"]) >= 2
+    ]
+    random.Random(seed).shuffle(entries)
+    requests: list[BenchRequest] = []
+    for index, entry in entries:
+        if len(requests) >= num_prompts:
+            break
+        try:
+            prompt = entry["conversations"][0]["value"]
+            completion = entry["conversations"][1]["value"]
+            if not isinstance(prompt, str) or not isinstance(completion, str):
+                raise TypeError("value is not a string")
+        except (KeyError, TypeError) as exc:
+            raise UserError(
+                f"{path}: conversation {index}: its first two turns need a string 'value' ({exc})"
+            ) from None
+        prompt_len = len(tokenizer(prompt).input_ids)
+        out_len = len(tokenizer(completion).input_ids) if output_len is None else output_len
+        too_short = prompt_len < SHAREGPT_MIN_LEN or (
+            output_len is None and out_len < SHAREGPT_MIN_LEN
+        )
+        too_long = (
+            prompt_len > SHAREGPT_MAX_PROMPT_LEN or prompt_len + out_len > SHAREGPT_MAX_TOTAL_LEN
+        )
+        if not (too_short or too_long):
+            requests.append(BenchRequest(prompt, prompt_len, out_len, ignore_eos))
+    if not requests:
+        raise UserError(f"{path}: no conversation passes vLLM's ShareGPT length filter")
+    if len(requests) < num_prompts:  # vLLM oversamples with `random` reseeded
+        rng = random.Random(seed)
+        requests += [rng.choice(requests) for _ in range(num_prompts - len(requests))]
+    return requests
+
+
+def _read_json(path: str) -> Any:
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: line {exc.lineno}: malformed JSON: {exc.msg}") from None
+
+
+def _read_text(path: str) -> str:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"dataset file not found: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read dataset file {path}: {exc}") from None
+
+
+# ---- jsonl ----------------------------------------------------------------------------------
+
+
+def jsonl_requests(
+    path: str, tokenizer: Any, num_prompts: int, *, chat: bool, ignore_eos: bool = False
+) -> list[BenchRequest]:
+    """One request per non-blank line: {"prompt": str} or {"messages": [{role, content}]},
+    with an optional "output_len" (vLLM's custom dataset name "output_tokens" also works).
+
+    Requests keep file order and repeat from the top when `num_prompts` exceeds the lines.
+    Messages sent to /v1/completions are rendered with the tokenizer's chat template.
+    """
+    lines = [(n, line) for n, line in enumerate(_read_text(path).splitlines(), 1) if line.strip()]
+    if not lines:
+        raise UserError(f"{path}: the dataset has no requests")
+    items = [(f"{path}:{n}", _jsonl_item(f"{path}:{n}", line)) for n, line in lines]
+    parsed = [
+        _jsonl_request(where, item, tokenizer, chat, ignore_eos)
+        for where, item in items[:num_prompts]
+    ]
+    return [parsed[i % len(parsed)] for i in range(num_prompts)]
+
+
+def _jsonl_item(where: str, line: str) -> dict[str, Any]:
+    """Parse and check one line (every line is checked, even beyond `num_prompts`)."""
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where}: malformed JSON: {exc.msg}") from None
+    if not isinstance(item, dict):
+        raise UserError(f"{where}: each line must be a JSON object")
+    output_len = item.get("output_len", item.get("output_tokens"))
+    if output_len is not None and (
+        isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 1
+    ):
+        raise UserError(f"{where}: output_len must be a positive integer, got {output_len!r}")
+    if not isinstance(item.get("prompt"), str) and not _is_chat(item.get("messages")):
+        raise UserError(
+            f"{where}: needs a string 'prompt' or 'messages' (a list of {{role, content}})"
+        )
+    return item
+
+
+def _jsonl_request(
+    where: str, item: dict[str, Any], tokenizer: Any, chat: bool, ignore_eos: bool
+) -> BenchRequest:
+    output_len = item.get("output_len", item.get("output_tokens"))
+    if isinstance(item.get("prompt"), str):
+        prompt: str | ChatMessages = item["prompt"]
+        prompt_len = len(tokenizer(prompt).input_ids)
+        return BenchRequest(prompt, prompt_len, output_len, ignore_eos)
+    messages = item["messages"]
+    if not getattr(tokenizer, "chat_template", None):
+        raise UserError(f"{where}: chat 'messages' need a tokenizer with a chat template")
+    rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    prompt_len = len(tokenizer(rendered, add_special_tokens=False).input_ids)
+    return BenchRequest(messages if chat else rendered, prompt_len, output_len, ignore_eos)
+
+
+def _is_chat(messages: Any) -> bool:
+    return (
+        isinstance(messages, list)
+        and bool(messages)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and isinstance(m.get("content"), str)
+            for m in messages
+        )
+    )
