@@ -13,15 +13,6 @@ from tuner.errors import UserError
 
 GiB = 1024**3
 
-# Failure kinds, matched on vLLM's own messages (the same table classifies real engine logs).
-_KINDS = (
-    ("No common block size", "unsupported_block_size"),
-    ("not supported on CUDA", "unsupported_block_size"),
-    ("--block-size: invalid choice", "unsupported_block_size"),
-    ("No available memory for the cache blocks", "kv_cache_too_small"),
-    ("KV cache is needed", "kv_cache_too_small"),
-)
-
 
 def gpu_memory_gib_from_nvml() -> float | None:
     """The first GPU's memory via nvidia-ml-py, where it is installed and a GPU exists."""
@@ -62,7 +53,12 @@ def predict_refusal(
     if memory_gib:
         gpu = replace(gpu, memory_bytes=int(memory_gib * GiB))
     message = check_config(profile, gpu, {**flags, **env})
-    if message is None:
-        return None
-    kind = next((k for needle, k in _KINDS if needle in message), "invalid_argument")
-    return kind, message
+    return None if message is None else (refusal_kind(message), message)
+
+
+def refusal_kind(message: str) -> str:
+    """The failure kind of one of vLLM's start-up refusals: the engine logs' own table."""
+    from tuner.engine.failures import CRASHED, INVALID_ARGUMENT, classify_failure
+
+    kind = classify_failure(message, exit_code=1).kind
+    return INVALID_ARGUMENT if kind == CRASHED else kind

@@ -218,39 +218,40 @@ class PlanRunner(TrialRunner):
         self._requests: list | None = None
 
     def measure(self, ctx: TrialContext) -> Measurement:
-        import numpy as np
-
         from tuner.metrics import bootstrap_ci, compute_metrics
-        from tuner.sim.planner import plan_config
+        from tuner.precheck import refusal_kind
+        from tuner.sim.engine import EngineRefused
+        from tuner.sim.planner import simulate
         from tuner.workload.schedule import arrival_times
 
         spec, w = self.spec, self.spec.workload
         if self._requests is None:
             self._requests = workload_requests(spec)
-        flags = effective_flags(spec, ctx.params)
+        reqs = self._requests
+        flags = {**effective_flags(spec, ctx.params), **engine_env(spec, ctx.params)}
         ctx.phase("simulating")
-        arrivals = arrival_times(len(self._requests), w.request_rate, w.burstiness, w.seed)
-        outcome = plan_config(
-            spec.engine.model,
-            spec.hardware.gpu or flags.get("gpu"),
-            flags,
-            prompt_lens=[r.prompt_len for r in self._requests],
-            output_lens=[r.output_len or w.random_output_len for r in self._requests],
-            arrival_s=np.asarray(arrivals).tolist(),
-            max_concurrency=w.max_concurrency,
-        )
         m = Measurement(vllm_version="simulated")
-        if outcome.refusal is not None:
-            return _failed(m, outcome.refusal_kind, outcome.refusal, "")
-        metrics = compute_metrics(
-            outcome.records,
-            outcome.duration_s,
+        try:
+            sim = simulate(
+                spec.engine.model,
+                spec.hardware.gpu or str(flags.get("gpu", "")),
+                flags,
+                [r.prompt_len for r in reqs],
+                [r.output_len or w.random_output_len for r in reqs],
+                [float(t) for t in arrival_times(len(reqs), w.request_rate, w.burstiness, w.seed)],
+                max_concurrency=w.max_concurrency,
+            )
+        except EngineRefused as exc:
+            return _failed(m, refusal_kind(str(exc)), str(exc), "")
+        m.metrics = compute_metrics(
+            sim.records,
+            sim.duration_s,
             selected_metrics=w.selected_metrics,
             percentiles=w.percentiles,
             goodput_ms=w.goodput,
         )
-        m.metrics, m.records, m.workload_s = metrics, outcome.records, outcome.duration_s
-        m.ci = {k: bootstrap_ci(outcome.records, outcome.duration_s, k) for k in _CI_KEYS}
+        m.records, m.workload_s = sim.records, sim.duration_s
+        m.ci = {k: bootstrap_ci(sim.records, sim.duration_s, k) for k in _CI_KEYS}
         return m
 
 
