@@ -57,24 +57,27 @@ def _key(params: dict[str, Any]) -> tuple:
 
 
 def _this_process_id() -> dict[str, Any]:
-    from tuner.engine.process import process_start_ticks
+    from tuner.engine.process import boot_id, start_ticks
 
     return {
         "host": socket.gethostname(),
+        "boot_id": boot_id(),
         "pid": os.getpid(),
-        "start_ticks": process_start_ticks(os.getpid()),
+        "start_ticks": start_ticks(os.getpid()),
     }
 
 
 def _owner_alive(owner: dict[str, Any] | None) -> bool:
     """A RUNNING trial is stale when the tuner that owns it (same host) no longer exists."""
-    from tuner.engine.process import process_start_ticks
+    from tuner.engine.process import boot_id, start_ticks
 
     if not owner:
         return False
     if owner.get("host") != socket.gethostname():
         return True  # another machine's worker: not ours to judge
-    return process_start_ticks(int(owner["pid"])) == owner.get("start_ticks")
+    if owner.get("boot_id") != boot_id():
+        return False  # rebooted since
+    return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
 
 
 @dataclass
