@@ -76,7 +76,7 @@ def _check_sqlite_path(url: str) -> None:
     parsed = make_url(url)
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return
-    path = Path(parsed.database)
+    path = Path(parsed.database.removeprefix("file:"))
     if not path.parent.is_dir():
         raise UserError(f"cannot open storage {url}: directory {path.parent} does not exist")
     if path.exists() and not os.access(path, os.W_OK):
@@ -91,12 +91,16 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
-def _enable_wal(engine: sa.Engine) -> None:
-    """WAL lets readers (dashboard, `tuner trials`) work during a run without locking it out."""
+def _prepare_sqlite(engine: sa.Engine) -> None:
+    """WAL lets readers (dashboard, `tuner trials`) work during a run without locking it out;
+    a write probe turns a read-only database into an error now, not after the first trial."""
     if engine.dialect.name != "sqlite":
         return
     with engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("CREATE TABLE tuner_write_probe (x INTEGER)")
+        conn.exec_driver_sql("ROLLBACK")
 
 
 class Store:
@@ -111,13 +115,15 @@ class Store:
         _check_sqlite_path(self.url)
         try:
             self.engine = sa.create_engine(self.url, **_engine_kwargs(self.url))
-            _enable_wal(self.engine)
+            _prepare_sqlite(self.engine)
             self.optuna = optuna.storages.RDBStorage(
                 self.url, engine_kwargs=_engine_kwargs(self.url)
             )
             _meta.create_all(self.engine)
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            if "readonly" in reason or "read-only" in reason:
+                reason = f"the database is read-only ({reason})"
             raise UserError(f"cannot open storage {self.url}: {reason}") from None
 
     # Studies -----------------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""The trial loop on the planner runner (the simulator in virtual time) and a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tuner.config import StudySpec
+from tuner.runner import PlanRunner
+from tuner.store import Store
+from tuner.study import OWNER_ATTR, StudyLoop, study_name
+
+
+def _spec(tokenizer: Path, **over) -> StudySpec:
+    data = {
+        "name": "loop",
+        "engine": {
+            "command": ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"],
+            "model": "deepseek-r1-distill-qwen-32b",
+            "flags": {"tensor-parallel-size": 4, "max-model-len": 8192, "gpu": "a6000"},
+        },
+        "hardware": {"gpu": "a6000", "count": 4},
+        "search_space": {
+            "parameters": {
+                "max-num-seqs": {"type": "int", "low": 4, "high": 256, "log": True, "default": 256},
+                "max-num-batched-tokens": {
+                    "type": "int",
+                    "low": 256,
+                    "high": 16384,
+                    "log": True,
+                    "default": 2048,
+                },
+                "gpu-memory-utilization": {
+                    "type": "float",
+                    "low": 0.5,
+                    "high": 0.95,
+                    "step": 0.05,
+                    "default": 0.9,
+                },
+                "enable-chunked-prefill": {"type": "bool", "default": True},
+            }
+        },
+        "workload": {
+            "tokenizer": str(tokenizer),
+            "random_input_len": 256,
+            "random_output_len": 32,
+            "num_prompts": 40,
+            "request_rate": 8,
+        },
+        "budget": {"n_trials": 5},
+    }
+    data.update(over)
+    return StudySpec.model_validate(data)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(f"sqlite:///{tmp_path}/t.db")
+    yield s
+    s.close()
+
+
+def _loop(spec: StudySpec, store: Store) -> StudyLoop:
+    return StudyLoop(spec, store, PlanRunner(spec))
+
+
+def test_plan_study_stores_every_trial_with_metrics(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    summary = _loop(spec, store).run(n_trials=3)
+    assert summary.ran == 3
+    study = store.load_study(study_name(spec, simulated=True))
+    assert study.study_name == "loop-simulated"
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    base = trials[0]
+    assert base.user_attrs["baseline"] is True
+    assert base.params["max-num-seqs"] == 256
+    assert base.user_attrs["score"] == 0.0
+    assert base.user_attrs["simulated"] is True
+    for t in trials:
+        if "failure_kind" in t.user_attrs:
+            continue
+        for key in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput", "p99_ttft_ms_ci"):
+            assert key in t.user_attrs
+        assert store.trial_row(study.study_name, t.number)["outcome"] == "measured"
+        assert len(store.request_records(study.study_name, t.number)) == 40
+    assert study.metric_names == ["score"]
+
+
+def test_rerun_continues_toward_the_budget(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    _loop(spec, store).run(n_trials=2)
+    summary = _loop(spec, store).run()  # no --n-trials: finish the study file's budget of 5
+    assert summary.ran == 3
+    assert len(store.load_study("loop-simulated").trials) == 5
+    assert _loop(spec, store).run().ran == 0
+
+
+def test_refused_configs_are_recorded_not_launched(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    loop = _loop(spec, store)
+    loop.study.enqueue_trial(
+        {
+            "max-num-seqs": 256,
+            "max-num-batched-tokens": 300,
+            "gpu-memory-utilization": 0.9,
+            "enable-chunked-prefill": True,
+        }
+    )
+    loop.study.enqueue_trial(
+        {
+            "max-num-seqs": 8,
+            "max-num-batched-tokens": 2048,
+            "gpu-memory-utilization": 0.5,
+            "enable-chunked-prefill": True,
+        }
+    )
+    summary = loop.run(n_trials=2)
+    assert summary.launches_saved == 2
+    rule, memory = loop.study.get_trials()
+    assert rule.user_attrs["failure_kind"] == "invalid_argument"
+    assert (
+        "must be greater than or equal to max_num_seqs (256)" in rule.user_attrs["failure_reason"]
+    )
+    assert memory.user_attrs["failure_kind"] == "kv_cache_too_small"
+    for t in (rule, memory):
+        assert t.state == optuna.trial.TrialState.COMPLETE
+        assert t.constraints["measured"] == 1.0
+        assert t.system_attrs["constraints"][0] == 1.0  # what optuna-dashboard reads
+        assert t.user_attrs["predicted"] is True
+
+
+def test_repeated_parameters_reuse_the_result(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    loop = _loop(spec, store)
+    params = {
+        "max-num-seqs": 32,
+        "max-num-batched-tokens": 4096,
+        "gpu-memory-utilization": 0.9,
+        "enable-chunked-prefill": True,
+    }
+    loop.study.enqueue_trial(params)
+    loop.study.enqueue_trial(params)
+    loop.run(n_trials=2)
+    first, second = loop.study.get_trials()
+    assert second.user_attrs["reused_from"] == first.number
+    assert second.values == first.values
+    assert store.trial_row("loop-simulated", second.number) is None
+
+
+def test_stale_running_trial_is_marked_interrupted(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    loop = _loop(spec, store)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    from tuner.study import _this_process_id
+
+    owner = {**_this_process_id(), "pid": int(dead.stdout), "start_ticks": 1}
+    stale = loop.study.ask()
+    loop.study._storage.set_trial_system_attr(stale._trial_id, OWNER_ATTR, owner)
+    alive = loop.study.ask()
+    loop.study._storage.set_trial_system_attr(alive._trial_id, OWNER_ATTR, _this_process_id())
+
+    _loop(spec, store).recover()
+    states = {t.number: t for t in loop.study.get_trials()}
+    assert states[stale.number].state == optuna.trial.TrialState.FAIL
+    assert states[stale.number].user_attrs["failure_kind"] == "interrupted"
+    assert states[alive.number].state == optuna.trial.TrialState.RUNNING
+    assert os.getpid() == _this_process_id()["pid"]
+
+
+def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir, objective={"mode": "multi"})
+    loop = _loop(spec, store)
+    loop.run(n_trials=2)
+    assert loop.study.directions == [
+        optuna.study.StudyDirection.MINIMIZE,
+        optuna.study.StudyDirection.MINIMIZE,
+        optuna.study.StudyDirection.MAXIMIZE,
+    ]
+    assert loop.study.metric_names == ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
+    t = loop.study.get_trials()[1]
+    assert t.values[0] == t.user_attrs["p99_ttft_ms"]
+    assert "score" in t.user_attrs
