@@ -41,14 +41,18 @@ def test_no_slo_picks_best_scoring_feasible_trial(stored) -> None:
     assert "5 feasible" in choice.why
 
 
-def test_slo_adds_to_the_study_limits(stored) -> None:
+def test_slo_given_replaces_the_study_slo(stored) -> None:
     _, _, points = stored
     assert select_trial(points, "s", limits=parse_slo("p99_ttft_ms<=1000")).point.number == 1
     choice = select_trial(points, "s", limits=parse_slo("p99_ttft_ms<=1600,mean_tpot_ms<=72"))
     assert choice.point.number == 0
-    assert "1 of 5 feasible trials meeting p99_ttft_ms<=1600,mean_tpot_ms<=72" in choice.why
+    assert "1 of 6 measured trials meeting p99_ttft_ms<=1600,mean_tpot_ms<=72" in choice.why
     # Throughput limits are lower bounds.
-    assert select_trial(points, "s", limits=parse_slo("output_throughput>=1250")).point.number == 6
+    both = parse_slo("output_throughput>=1250,p99_ttft_ms<=2000")
+    assert select_trial(points, "s", limits=both).point.number == 6
+    # Trial 3 breaks only the study file's p99 TTFT limit: under a TPOT-only SLO it is the
+    # best-scoring trial. The failed trial 4 (best "metrics" of all: none) never counts.
+    assert select_trial(points, "s", limits=parse_slo("mean_tpot_ms<=80")).point.number == 3
 
 
 def test_none_qualify_names_the_closest_trial(stored) -> None:

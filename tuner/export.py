@@ -55,33 +55,33 @@ def select_trial(
     trial: int | None = None,
     limits: Sequence[SloLimit] = (),
 ) -> Choice:
-    """`--trial N`; else the best-scoring feasible trial that meets every limit given (limits
-    add to the study's own SLO, they never loosen it). Lowest `score` wins (it is stored in
-    multi-objective studies too), ties go to the earlier trial. When no trial qualifies, the
-    UserError names the closest: smallest total relative SLO violation."""
+    """`--trial N`; else the best-scoring healthy trial that meets every limit given (they
+    replace the study file's SLO); else, with no limits, the best feasible trial. Lowest
+    `score` wins (it is stored in multi-objective studies too), ties go to the earlier trial.
+    When no trial qualifies, the UserError names the closest: the smallest total relative
+    SLO violation."""
     limits = tuple(limits)
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study_name!r} has no complete trial yet")
     check_stored(points, [limit.metric for limit in limits], study_name)
     if trial is not None:
         return _given(points, study_name, trial, limits)
-    feasible = [p for p in points if p.feasible]
-    ok = [p for p in feasible if all(limit.met(p.metrics) for limit in limits)]
+    # With limits given, they replace the study's SLO; health constraints still hold.
+    pool = [p for p in points if (p.healthy if limits else p.feasible)]
+    ok = [p for p in pool if all(limit.met(p.metrics) for limit in limits)]
     text = ",".join(str(limit) for limit in limits)
+    kind = "measured" if limits else "feasible"
     if ok:
         best = min(ok, key=_rank)
+        why = f"best score among the {len(pool)} {kind} trials"
         if limits:
-            why = (
-                f"best score among the {len(ok)} of {len(feasible)} feasible trials meeting {text}"
-            )
-        else:
-            why = f"best score among the {len(feasible)} feasible trials"
+            why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
         return Choice(best, why, limits)
-    if feasible:
-        near = min(feasible, key=lambda p: (slo_violation(p, limits), p.number))
+    if pool:
+        near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
         figures = _figures(near, [limit.metric for limit in limits])
         raise UserError(
-            f"no feasible trial of study {study_name!r} meets {text}; "
+            f"no {kind} trial of study {study_name!r} meets {text}; "
             f"closest is trial {near.number} ({figures})"
         )
     measured = [p for p in points if p.status == "infeasible"]

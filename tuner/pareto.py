@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tuner.errors import UserError
-from tuner.slo import Direction, metric_direction
+from tuner.slo import Direction, metric_direction, parse_slo
 
 Objective = tuple[str, Direction]
 Status = Literal["feasible", "infeasible", "failed", "pruned", "running"]
@@ -59,6 +59,14 @@ class TrialPoint:
     def feasible(self) -> bool:
         return self.status == "feasible"
 
+    @property
+    def healthy(self) -> bool:
+        """Measured without trouble: only SLO constraints (named `metric<=value`) may be broken.
+        An SLO given at export time replaces the study's own, so these trials are candidates."""
+        if self.status not in ("feasible", "infeasible") or not self.metrics:
+            return False
+        return all(v <= 0 or _is_slo_key(k) for k, v in self.constraints.items())
+
 
 def trial_point(trial: Any) -> TrialPoint:
     """Read an Optuna `FrozenTrial` (duck-typed, so this module needs no optuna import)."""
@@ -99,6 +107,14 @@ def trial_point(trial: Any) -> TrialPoint:
         constraints=constraints,
         attrs=attrs,
     )
+
+
+def _is_slo_key(key: str) -> bool:
+    try:
+        parse_slo(key)
+    except UserError:
+        return False
+    return True
 
 
 def _constraints(system_attrs: dict[str, Any]) -> tuple[dict[str, float], bool]:

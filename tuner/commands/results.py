@@ -34,6 +34,7 @@ def _open(study_file: Path, storage: str | None, simulated: bool) -> tuple[optun
 
     from tuner.config import load_study_spec
     from tuner.store import Store, resolve_storage, spec_of
+    from tuner.study import study_name
 
     spec = load_study_spec(study_file)
     url = resolve_storage(storage or spec.storage)
@@ -43,8 +44,7 @@ def _open(study_file: Path, storage: str | None, simulated: bool) -> tuple[optun
         db = None  # Store names the bad URL
     if db and db != ":memory:" and not Path(db).is_file():
         raise UserError(f"no database at {db}: run the study first, or pass --storage")
-    name = f"{spec.name}-simulated" if simulated else spec.name
-    study = Store(url).load_study(name)
+    study = Store(url).load_study(study_name(spec, simulated))
     return study, spec_of(study)
 
 
@@ -204,7 +204,8 @@ def report(
     ] = None,
 ) -> None:
     """Write one self-contained HTML report (opens offline), optionally the front as PNG."""
-    from tuner.report import build_report, write_png
+    from tuner.report import build_report
+    from tuner.report_plots import write_png
 
     study, spec = _open(study_file, storage, simulated)
     points = _points(study)
