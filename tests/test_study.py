@@ -191,3 +191,20 @@ def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
     t = loop.study.get_trials()[0]  # the baseline: measured
     assert t.values[0] == t.user_attrs["p99_ttft_ms"]
     assert "score" in t.user_attrs
+
+
+def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> None:
+    from tuner.views import best_report, confirmation_scores, ranked_feasible
+
+    spec = _spec(tiny_model_dir, trial={"confirm_repeats": 2})
+    loop = _loop(spec, store)
+    summary = loop.run(n_trials=3, confirm=1)
+    assert summary.ran == 5
+    trials = loop.study.get_trials()
+    repeats = [t for t in trials if "confirm_of" in t.user_attrs]
+    assert len(repeats) == 2
+    top = repeats[0].user_attrs["confirm_of"]
+    assert all("reused_from" not in t.user_attrs for t in repeats)
+    assert len(confirmation_scores(loop.study)[top]) == 3
+    assert all("confirm_of" not in t.user_attrs for t in ranked_feasible(loop.study))
+    assert "confirmed over 3 runs" in best_report(loop.study, spec)

@@ -6,11 +6,13 @@ left RUNNING, no engine is left alive. The loop never asks whether the engine is
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,7 +170,10 @@ class StudyLoop:
 
     # The loop ------------------------------------------------------------------------------
 
-    def run(self, n_trials: int | None = None, timeout_s: float | None = None) -> RunSummary:
+    def run(
+        self, n_trials: int | None = None, timeout_s: float | None = None, confirm: int = 0
+    ) -> RunSummary:
+        """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`."""
         self.recover()
         if not self.study.trials:
             base = baseline_params(self.spec.search_space)
@@ -177,10 +182,7 @@ class StudyLoop:
         todo = self.trials_left(n_trials)
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
-        self.progress.start(todo)
-        self._interrupted = False
-        old_handler = _install_sigint(self._on_sigint)
-        try:
+        with self._session(todo + confirm * self.spec.trial.confirm_repeats):
             for i in range(todo):
                 if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
                     break
@@ -188,11 +190,34 @@ class StudyLoop:
                     break
                 self._one_trial(i)
                 self.summary.ran += 1
+            if confirm:
+                self._confirm(confirm, first_index=todo)
+        return self.summary
+
+    def _confirm(self, k: int, first_index: int) -> None:
+        """Re-measure the best k configs; rankings then use the mean over all their runs."""
+        from tuner.views import ranked_feasible
+
+        top = ranked_feasible(self.study)[:k]
+        for t in top:
+            for _ in range(self.spec.trial.confirm_repeats):
+                self.study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
+        for i in range(len(top) * self.spec.trial.confirm_repeats):
+            self._one_trial(first_index + i)
+            self.summary.ran += 1
+
+    @contextlib.contextmanager
+    def _session(self, total: int) -> Iterator[None]:
+        """Progress display and Ctrl-C handling around a run; the engine is always stopped."""
+        self.progress.start(total)
+        self._interrupted = False
+        old_handler = _install_sigint(self._on_sigint)
+        try:
+            yield
         finally:
             _install_sigint(old_handler)
             self.progress.stop()
             self.runner.close()
-        return self.summary
 
     def _on_sigint(self, signum: int, frame: object) -> None:
         """First Ctrl-C: end the current trial cleanly, then exit. Second: kill the engine's
@@ -228,7 +253,7 @@ class StudyLoop:
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _evaluate(self, trial: optuna.Trial, params: dict[str, Any]) -> str:
-        if not self.spec.trial.repeat_measured:
+        if not self.spec.trial.repeat_measured and "confirm_of" not in trial.user_attrs:
             prev = self._measured_before(params, trial.number)
             if prev is not None:
                 return self._reuse(trial, prev)

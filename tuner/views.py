@@ -24,12 +24,33 @@ def is_feasible(t: optuna.trial.FrozenTrial) -> bool:
     )
 
 
+def confirmation_scores(study: optuna.Study) -> dict[int, list[float]]:
+    """Every measured score of each config that `--confirm` re-measured, the original first."""
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    runs: dict[int, list[float]] = {}
+    for t in trials.values():
+        origin = t.user_attrs.get("confirm_of")
+        if origin is not None and origin in trials and is_feasible(t):
+            runs.setdefault(origin, [trials[origin].user_attrs["score"]])
+            runs[origin].append(t.user_attrs["score"])
+    return runs
+
+
 def ranked_feasible(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """Feasible measured trials, best score first (the score exists in both objective modes)."""
+    """Feasible measured configs, best first: by the mean score over confirmation runs where
+    there are some, else by the single score (which exists in both objective modes)."""
+    runs = confirmation_scores(study)
     trials = [
-        t for t in study.get_trials(deepcopy=False) if is_feasible(t) and "score" in t.user_attrs
+        t
+        for t in study.get_trials(deepcopy=False)
+        if is_feasible(t) and "score" in t.user_attrs and "confirm_of" not in t.user_attrs
     ]
-    return sorted(trials, key=lambda t: (t.user_attrs["score"], t.number))
+
+    def key(t: optuna.trial.FrozenTrial) -> tuple[float, int]:
+        scores = runs.get(t.number, [t.user_attrs["score"]])
+        return (sum(scores) / len(scores), t.number)
+
+    return sorted(trials, key=key)
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
@@ -100,6 +121,11 @@ def best_report(study: optuna.Study, spec: StudySpec) -> str:
         f"mean TPOT {a.get('mean_tpot_ms', float('nan')):.2f} ms, "
         f"output {a.get('output_throughput', float('nan')):.1f} tok/s",
     ]
+    runs = confirmation_scores(study).get(top.number)
+    if runs:
+        mean = sum(runs) / len(runs)
+        spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
+        lines.append(f"# confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)")
     lines += [f"# {line}" for line in _confidence(study, top, ranked, spec)]
     lines.append(shell_command(spec, top.params))
     return "\n".join(lines)

@@ -81,7 +81,7 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
 
     console = Console(stderr=True)
     loop = StudyLoop(spec, store, runner, precheck=precheck, progress=RichProgress(console))
-    summary = loop.run(n_trials=n_trials, timeout_s=timeout_s)
+    summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
     if summary.interrupted_recovered:
         console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
     if summary.orphans_stopped:
@@ -90,10 +90,6 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
         f"{summary.ran} trial(s) run; {summary.launches_saved} launch(es) saved "
         "by rule checks, memory prediction and reuse"
     )
-    if confirm:
-        from tuner.confirm import confirm_best
-
-        confirm_best(loop, confirm, console)
     _print_best(loop.study, spec)
 
 
