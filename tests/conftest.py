@@ -1,0 +1,122 @@
+"""Shared fixtures: the tiny model, the vLLM CPU environment, and one real vLLM per session.
+
+A real vLLM start costs ~20–40 s on these 2-core machines, so `vllm_server` starts one for the
+whole session. Tests that need their own engine (other flags) build it with `vllm_command`.
+Any test that uses the vLLM fixtures is marked `vllm` automatically (`make test-fast` skips
+them with `-m "not vllm"`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tuner.engine.ports import free_port
+from tuner.engine.process import EngineProcess
+from tuner.tinymodel import make_tiny_model
+
+REPO = Path(__file__).resolve().parent.parent
+VLLM_VENV = REPO / ".venv-vllm"
+SERVED_MODEL = "tiny"
+VLLM_STARTUP_TIMEOUT_S = 300.0
+
+# Brief §5: the configuration that serves the tiny model on the CPU build.
+VLLM_CPU_FLAGS = [
+    "--load-format", "dummy",
+    "--dtype", "bfloat16",
+    "--max-model-len", "1024",
+    "--max-num-batched-tokens", "1024",
+    "--max-num-seqs", "8",
+    "--block-size", "32",
+    "--enforce-eager",
+]  # fmt: skip
+
+_VLLM_FIXTURES = {"vllm_python", "vllm_server", "vllm_command"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.vllm)
+
+
+def server_core() -> int:
+    """The core the engine is pinned to (1 on the 2-core machines); clients use the others."""
+    return max(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """A running vLLM: where to reach it and the process (for its log and pid)."""
+
+    base_url: str
+    model: str  # the served model name to send in requests
+    port: int
+    model_dir: Path  # also the tokenizer directory
+    process: EngineProcess
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Qwen2 model (config + trained tokenizer), built fresh for the session."""
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The Python of the vLLM CPU environment. Missing is a failure, never a skip."""
+    python = VLLM_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run `make vllm-env` (the real-vLLM tests need it)")
+    site = next(VLLM_VENV.glob("lib/python3*/site-packages"), None)
+    if site is None or not (site / "_tuner_amx_permission.pth").exists():
+        pytest.fail(f"{VLLM_VENV} lacks the tuner's fixes: run `make vllm-env`")
+    return python
+
+
+@pytest.fixture(scope="session")
+def vllm_command(
+    vllm_python: Path, tiny_model_dir: Path
+) -> Callable[..., tuple[list[str], dict[str, str]]]:
+    """Build (argv, env) for a vLLM on `port`: brief §5 flags, then `extra` flags (last wins)."""
+
+    def build(port: int, *extra: str, kv_cache_gib: int = 1) -> tuple[list[str], dict[str, str]]:
+        argv = [
+            str(vllm_python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(tiny_model_dir),
+            "--served-model-name", SERVED_MODEL,
+            "--host", "127.0.0.1", "--port", str(port),
+            *VLLM_CPU_FLAGS, *extra,
+        ]  # fmt: skip
+        env = {
+            "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+            "VLLM_CPU_OMP_THREADS_BIND": str(server_core()),
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+        }
+        return argv, env
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def vllm_server(
+    vllm_command: Callable[..., tuple[list[str], dict[str, str]]],
+    tiny_model_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[VllmServer]:
+    """One real vLLM (brief §5 config) pinned to `server_core()`, ready, for the whole session."""
+    port = free_port()
+    argv, env = vllm_command(port)
+    log_path = tmp_path_factory.mktemp("vllm-server") / "engine.log"
+    process = EngineProcess.start(argv, env, log_path, cpu_affinity=[server_core()])
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        process.wait_ready(base_url, VLLM_STARTUP_TIMEOUT_S)
+        yield VllmServer(base_url, SERVED_MODEL, port, tiny_model_dir, process)
+    finally:
+        process.stop()

@@ -1,0 +1,95 @@
+"""Why an engine failed to start, read from its log with a table of real vLLM messages.
+
+The kind is what the study records (`failure_kind`) and what the sampler learns to avoid;
+the reason is the log line that showed it. The patterns come from logs of the CPU build
+(tests/data/vllm_logs/) and from vLLM's source for the CUDA-only messages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KV_CACHE_TOO_SMALL = "kv_cache_too_small"
+OUT_OF_MEMORY = "out_of_memory"
+INVALID_ARGUMENT = "invalid_argument"
+UNSUPPORTED_BLOCK_SIZE = "unsupported_block_size"
+STARTUP_TIMEOUT = "startup_timeout"
+CRASHED = "crashed"
+
+# First match wins, so the specific kinds come before the broad ones. The number is how many
+# following lines belong to the reason (pydantic puts the field and message below its header).
+FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
+    (kind, re.compile(pattern), extra_lines)
+    for kind, pattern, extra_lines in (
+        (UNSUPPORTED_BLOCK_SIZE, r"No common block size for", 0),
+        (KV_CACHE_TOO_SMALL, r"No available memory for the cache blocks", 0),
+        (KV_CACHE_TOO_SMALL, r"KV cache is needed, which is larger than the available KV cache", 0),
+        (OUT_OF_MEMORY, r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError", 0),
+        (OUT_OF_MEMORY, r"[Cc]annot allocate memory|std::bad_alloc|MemoryError", 0),
+        (OUT_OF_MEMORY, r"is less than requested memory for kv", 0),
+        (INVALID_ARGUMENT, r"error: unrecognized arguments|error: argument ", 0),
+        (INVALID_ARGUMENT, r"must be greater than or equal to max_num_seqs", 0),
+        (INVALID_ARGUMENT, r"is smaller than max_model_len", 0),
+        (INVALID_ARGUMENT, r"\d+ validation errors? for \w+", 2),
+    )
+)
+
+# vLLM's log prefix, e.g. "(EngineCore pid=42) ERROR 12-02 10:32:24 [core.py:1512] ".
+_LOG_PREFIX = re.compile(
+    r"^(?:\(\w[\w-]* pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
+    r"\d\d-\d\d \d\d:\d\d:\d\d\s+\[[^\]]*\]\s+"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PYDANTIC_DETAIL = re.compile(r"\s\[type=.*$")
+MAX_REASON_CHARS = 400
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified engine failure: `kind` (one of the constants above), `reason`, `log_tail`."""
+
+    kind: str
+    reason: str
+    log_tail: str
+
+
+class EngineStartFailed(Exception):
+    """The engine exited or timed out before it was ready; `failure` says why."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(f"{failure.kind}: {failure.reason}")
+        self.failure = failure
+
+
+def tail_lines(text: str, max_lines: int = 40) -> str:
+    """The last `max_lines` lines of `text`."""
+    return "\n".join(text.splitlines()[-max_lines:])
+
+
+def clean_line(line: str) -> str:
+    """A log line without colour codes or vLLM's logger prefix, trimmed to a readable length."""
+    line = _PYDANTIC_DETAIL.sub("", _LOG_PREFIX.sub("", _ANSI.sub("", line))).strip()
+    return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 1] + "…"
+
+
+def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = False) -> Failure:
+    """Classify a failed start from the engine's log, its exit code and whether it timed out.
+
+    A known message wins over a timeout (an engine that logged "No common block size" and then
+    hung failed for that reason). Without one, a timeout is `startup_timeout` and anything else
+    is `crashed`, with the last non-empty log line as the reason.
+    """
+    lines = log_text.splitlines()
+    tail = tail_lines(log_text)
+    for kind, pattern, extra_lines in FAILURE_PATTERNS:
+        for i, line in enumerate(lines):
+            if pattern.search(line):
+                parts = [clean_line(x) for x in lines[i : i + 1 + extra_lines]]
+                return Failure(kind, clean_line(": ".join(p for p in parts if p)), tail)
+    if timed_out:
+        return Failure(STARTUP_TIMEOUT, "engine not ready before the startup timeout", tail)
+    last = next((clean_line(x) for x in reversed(lines) if x.strip()), "")
+    how = "killed by a signal" if exit_code is not None and exit_code < 0 else "exited"
+    reason = f"engine {how} (exit code {exit_code}) before it was ready"
+    return Failure(CRASHED, f"{reason}: {last}" if last else reason, tail)

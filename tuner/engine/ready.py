@@ -1,0 +1,95 @@
+"""Readiness of an OpenAI-compatible engine: `/health` answers 200 and `/v1/models` lists models.
+
+vLLM answers `/health` only once the engine is up (connection refused before, 503 when the
+engine died), and `/v1/models` gives the served names the client must send. `/version` is
+read once at the end; engines without it (or with a different shape) give `version=None`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+POLL_S = 0.25
+PROBE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class ReadyInfo:
+    """What a ready engine told us: seconds from launch to ready, its version and model names."""
+
+    startup_s: float
+    version: str | None
+    models: list[str] = field(default_factory=list)
+
+
+class NotReady(Exception):
+    """Waiting ended without a ready engine: the process exited, or the timeout passed."""
+
+    def __init__(self, *, exited: bool) -> None:
+        super().__init__("engine exited before it was ready" if exited else "startup timed out")
+        self.exited = exited
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def probe_models(client: httpx.Client, base_url: str) -> list[str] | None:
+    """The served model names once `/health` is 200 and `/v1/models` lists some; else None."""
+    try:
+        if client.get(f"{base_url}/health").status_code != 200:
+            return None
+        resp = client.get(f"{base_url}/v1/models")
+        if resp.status_code != 200:
+            return None
+        models = [m["id"] for m in resp.json().get("data", []) if "id" in m]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return models or None
+
+
+def read_version(client: httpx.Client, base_url: str) -> str | None:
+    """`/version`'s `version` field, or None when the engine has no such endpoint."""
+    try:
+        resp = client.get(f"{base_url}/version")
+        version = resp.json().get("version") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(version) if version is not None else None
+
+
+def wait_ready(
+    base_url: str,
+    timeout_s: float,
+    *,
+    alive: Callable[[], bool],
+    started_at: float,
+    api_key: str | None = None,
+    on_tick: Callable[[float], None] | None = None,
+) -> ReadyInfo:
+    """Poll until the engine at `base_url` is ready, measuring from `started_at` (monotonic).
+
+    `alive()` is checked every poll so an engine that died is noticed at once, not at the
+    timeout. `on_tick(elapsed_s)` lets a progress display follow. Raises NotReady.
+    """
+    base_url = base_url.rstrip("/")
+    deadline = time.monotonic() + timeout_s
+    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
+    with httpx.Client(timeout=timeout, headers=_headers(api_key), trust_env=False) as client:
+        while True:
+            models = probe_models(client, base_url)
+            if models is not None:
+                startup_s = time.monotonic() - started_at
+                return ReadyInfo(startup_s, read_version(client, base_url), models)
+            if not alive():
+                raise NotReady(exited=True)
+            now = time.monotonic()
+            if now >= deadline:
+                raise NotReady(exited=False)
+            if on_tick is not None:
+                on_tick(now - started_at)
+            time.sleep(min(POLL_S, max(0.0, deadline - now)))
