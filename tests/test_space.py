@@ -79,11 +79,11 @@ def test_engine_argv_places_fixed_tuned_and_managed_flags() -> None:
         command=["{python}", "-m", "api", "--model", "{model}"],
         flags={"dtype": "bfloat16", "enforce-eager": True},
     )
-    argv = engine_argv(spec, PARAMS, port=4321, api_key="sekret")
+    argv = engine_argv(spec, PARAMS, port=4321)
     assert argv[1:5] == ["-m", "api", "--model", "/models/My Model"]
     assert argv[argv.index("--max-num-seqs") + 1] == "64"
     assert "--no-enable-chunked-prefill" in argv and "--enforce-eager" in argv
-    assert argv[-6:] == ["--host", "127.0.0.1", "--port", "4321", "--api-key", "sekret"]
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "4321"]
     assert engine_env(spec, PARAMS) == {"VLLM_CPU_KVCACHE_SPACE": "3"}
     assert "kv" not in " ".join(argv)
 

@@ -20,6 +20,7 @@ from tuner.space import effective_flags, engine_argv, engine_env
 from tuner.workload.records import RequestRecord
 
 PhaseFn = Callable[[str], None]
+API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
 
 
 @dataclass
@@ -108,8 +109,10 @@ class EngineRunner(TrialRunner):
             self._requests = workload_requests(spec)
         host = spec.engine.host
         port = free_port(host)
-        argv = engine_argv(spec, ctx.params, port=port, api_key=self.api_key)
+        argv = engine_argv(spec, ctx.params, port=port)
         env = engine_env(spec, ctx.params)
+        if self.api_key:
+            env[API_KEY_ENV] = self.api_key
         shown_argv, shown_env = redact(argv, env, self.api_key)
         log_path = self.log_dir / f"{ctx.study_name}-trial-{ctx.number:04d}.log"
         m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))

@@ -77,10 +77,12 @@ def effective_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar
     return {**spec.engine.flags, **tuned_flags(spec.search_space, params)}
 
 
-def engine_argv(
-    spec: StudySpec, params: dict[str, Any], *, port: int, api_key: str | None = None
-) -> list[str]:
-    """The argv that starts this trial's engine (real vLLM or `tuner sim serve`)."""
+def engine_argv(spec: StudySpec, params: dict[str, Any], *, port: int) -> list[str]:
+    """The argv that starts this trial's engine (real vLLM or `tuner sim serve`).
+
+    An API key never goes on the command line (vLLM logs its arguments, and `ps` shows them):
+    the runner passes it in the environment as VLLM_API_KEY, which vLLM reads.
+    """
     eng = spec.engine
     argv = [part.format(model=eng.model, python=sys.executable) for part in eng.command]
     if eng.served_model_name:
@@ -88,8 +90,6 @@ def engine_argv(
     for name, value in effective_flags(spec, params).items():
         argv += flag_args(name, value)
     argv += ["--host", eng.host, "--port", str(port)]
-    if api_key:
-        argv += ["--api-key", api_key]
     return argv
 
 
