@@ -1,0 +1,150 @@
+"""`tuner sim serve`: a simulated `vllm serve` (same flags, same endpoints, no GPU)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    help="The simulated vLLM engine: a stand-in for `vllm serve` that needs no GPU.",
+    no_args_is_help=True,
+)
+
+_VLLM = "vLLM flags"
+_IGNORED = "Accepted for compatibility with vllm serve; no effect"
+_FAULTS = "Fault injection"
+
+
+@app.command()
+def serve(
+    model_arg: Annotated[
+        str | None, typer.Argument(metavar="[MODEL]", help="As `vllm serve MODEL`.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Directory with config.json, or a built-in name.", rich_help_panel=_VLLM),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Tokenizer directory (default: the model directory).", rich_help_panel=_VLLM
+        ),
+    ] = None,
+    served_model_name: Annotated[str | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    max_model_len: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    block_size: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    enable_chunked_prefill: Annotated[
+        bool | None,
+        typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", rich_help_panel=_VLLM),
+    ] = None,
+    host: Annotated[str, typer.Option(rich_help_panel=_VLLM)] = "127.0.0.1",
+    port: Annotated[int, typer.Option(rich_help_panel=_VLLM)] = 8000,
+    api_key: Annotated[str | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    gpu: Annotated[
+        str, typer.Option(help="Accelerator profile (a6000, h100, cpu, ...).")
+    ] = "a6000",
+    load_delay_s: Annotated[
+        float, typer.Option(min=0, help="Simulated model-load time before the port opens.")
+    ] = 0.0,
+    fault_refuse_start: Annotated[
+        bool, typer.Option(help="Fail at start-up after the load delay.", rich_help_panel=_FAULTS)
+    ] = False,
+    fault_crash_after: Annotated[
+        int | None,
+        typer.Option(min=0, help="Exit abruptly once N requests started.", rich_help_panel=_FAULTS),
+    ] = None,
+    fault_hang_after: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Stop streaming once N requests started.", rich_help_panel=_FAULTS
+        ),
+    ] = None,
+    fault_slow_start_s: Annotated[
+        float,
+        typer.Option(min=0, help="Extra seconds before the port opens.", rich_help_panel=_FAULTS),
+    ] = 0.0,
+    dtype: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
+    load_format: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
+    seed: Annotated[int | None, typer.Option(rich_help_panel=_IGNORED)] = None,
+    chat_template: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
+    chat_template_content_format: Annotated[
+        str | None, typer.Option(rich_help_panel=_IGNORED)
+    ] = None,
+    enforce_eager: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
+    disable_log_requests: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
+    disable_log_stats: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
+    trust_remote_code: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
+) -> None:
+    """Serve the OpenAI API from a simulated vLLM engine, in real time.
+
+    Refused configurations print vLLM's message and exit 1, as vLLM does; unknown flags
+    and bad values exit 2. The environment variable VLLM_CPU_KVCACHE_SPACE (GiB) sizes the
+    KV cache of the `cpu` profile, as in vLLM's CPU build.
+    """
+    from tuner.errors import UserError
+    from tuner.sim.faults import FaultPlan
+    from tuner.sim.memory import resolve_flags
+    from tuner.sim.profiles import get_gpu, load_model
+    from tuner.sim.server import ServeOptions, serve
+    from tuner.sim.text import TokenText
+
+    model_path = model or model_arg
+    if model_path is None:
+        raise UserError("tuner sim serve: give the model (--model DIR or a built-in name)")
+    if model and model_arg and model != model_arg:
+        raise UserError(f"two different models given: {model_arg!r} and --model {model!r}")
+    profile = load_model(model_path)
+    accelerator = get_gpu(gpu)
+    flags = {
+        "tensor-parallel-size": tensor_parallel_size,
+        "max-model-len": max_model_len,
+        "max-num-seqs": max_num_seqs,
+        "block-size": block_size,
+        "max-num-batched-tokens": max_num_batched_tokens,
+        "gpu-memory-utilization": gpu_memory_utilization,
+        "enable-chunked-prefill": enable_chunked_prefill,
+        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
+    }
+    flags = {k: v for k, v in flags.items() if v is not None}
+    resolve_flags(profile, accelerator, flags)  # bad values are a UserError here
+    text = TokenText(_tokenizer(tokenizer, model_path))
+    options = ServeOptions(
+        model=profile,
+        gpu=accelerator,
+        flags=flags,
+        model_path=model_path,
+        served_model_names=[served_model_name or model_path],
+        text=text,
+        host=host,
+        port=port,
+        api_key=api_key,
+        load_delay_s=load_delay_s,
+        faults=FaultPlan(
+            refuse_start=fault_refuse_start,
+            crash_after=fault_crash_after,
+            hang_after=fault_hang_after,
+            slow_start_s=fault_slow_start_s,
+        ),
+    )
+    code = serve(options)
+    if code:
+        raise typer.Exit(code)
+
+
+def _tokenizer(tokenizer: str | None, model_path: str):
+    """The given tokenizer dir, else the model dir when it has one, else none (word counts)."""
+    from pathlib import Path
+
+    from tuner.workload.tokenizer import load_tokenizer
+
+    if tokenizer:
+        return load_tokenizer(tokenizer)
+    if (Path(model_path) / "tokenizer.json").is_file():
+        return load_tokenizer(model_path)
+    return None

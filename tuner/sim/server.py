@@ -1,0 +1,339 @@
+"""`tuner sim serve`: an OpenAI-compatible HTTP server around the simulated engine.
+
+It behaves like `vllm serve` from the outside: refused configs exit 1 with vLLM's message,
+the port opens only after the (simulated) model load, tokens stream over SSE at the
+times the simulation gives, and /metrics carries vLLM's metric names. One asyncio task
+drives the engine in real time; each request handler waits on its own queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tuner import __version__
+from tuner.sim.engine import Engine
+from tuner.sim.faults import REFUSE_START_MESSAGE, FaultPlan, FaultState
+from tuner.sim.memory import config_error, memory_breakdown, resolve_flags, startup_error
+from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
+from tuner.sim.text import TokenText
+
+
+@dataclass(slots=True)
+class ServeOptions:
+    model: ModelProfile
+    gpu: GpuProfile
+    flags: dict[str, Any]
+    model_path: str
+    served_model_names: list[str]
+    text: TokenText = field(default_factory=TokenText)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    load_delay_s: float = 0.0
+    faults: FaultPlan = field(default_factory=FaultPlan)
+
+
+class SimServer:
+    """Routes and the real-time engine loop."""
+
+    def __init__(self, engine: Engine, opts: ServeOptions) -> None:
+        self.engine = engine
+        self.opts = opts
+        self.faults = FaultState(opts.faults)
+        self.streams: dict[str, asyncio.Queue[bool]] = {}
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.finished_total = 0
+        self._wake = asyncio.Event()
+        self._t0 = 0.0
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.on_startup.append(self._start_engine)
+        return app
+
+    async def _start_engine(self, app: web.Application) -> None:
+        self._t0 = asyncio.get_running_loop().time()
+        app["engine_task"] = asyncio.create_task(self._run_engine())
+
+    async def _run_engine(self) -> None:
+        loop = asyncio.get_running_loop()
+        engine = self.engine
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while engine.has_work and not self.faults.hung:
+                duration, emitted, finished = engine.advance(loop.time() - self._t0)
+                if not duration:
+                    break
+                await asyncio.sleep(max(0.0, self._t0 + engine.clock - loop.time()))
+                done = {r.id for r in finished}
+                self.generation_tokens_total += len(emitted)
+                self.finished_total += len(done)
+                for req in emitted:
+                    queue = self.streams.get(req.id)
+                    if queue is not None:
+                        queue.put_nowait(req.id in done)
+                self.faults.after_step()
+
+    # ---- plain endpoints -------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": f"sim-{__version__}"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        if denied := self._unauthorized(request):
+            return denied
+        created = int(time.time())
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": self.opts.model_path,
+                "parent": None,
+                "max_model_len": self.engine.config.max_model_len,
+            }
+            for name in self.opts.served_model_names
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        labels = f'{{engine="0",model_name="{self.opts.served_model_names[0]}"}}'
+        e = self.engine
+        rows = [
+            ("num_requests_running", "gauge", "Number of requests in model execution batches.",
+             e.num_running),
+            ("num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+             e.num_waiting),
+            ("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+             e.kv_cache_usage),
+            ("num_preemptions_total", "counter", "Cumulative number of preemption from the "
+             "engine.", e.num_preemptions),
+            ("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+             self.prompt_tokens_total),
+            ("generation_tokens_total", "counter", "Number of generation tokens processed.",
+             self.generation_tokens_total),
+            ("request_success_total", "counter", "Count of successfully processed requests.",
+             self.finished_total),
+        ]  # fmt: skip
+        lines = []
+        for name, kind, help_text, value in rows:
+            lines += [
+                f"# HELP vllm:{name} {help_text}",
+                f"# TYPE vllm:{name} {kind}",
+                f"vllm:{name}{labels} {float(value)}",
+            ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    # ---- generation ------------------------------------------------------------------------
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        if denied := self._unauthorized(request):
+            return denied
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("the request body must be a JSON object")
+            model = body.get("model") or self.opts.served_model_names[0]
+            if model not in self.opts.served_model_names:
+                return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+            text = self.opts.text
+            if chat:
+                prompt_len = text.count_chat(body.get("messages") or [])
+                limit = body.get("max_completion_tokens") or body.get("max_tokens")
+            else:
+                prompt_len = text.count_prompt(body.get("prompt", ""))
+                limit = body.get("max_tokens", 16)
+            max_tokens = int(limit) if limit else self.engine.config.max_model_len - prompt_len
+        except (ValueError, TypeError) as exc:
+            return _error(400, str(exc))
+        if message := self.engine.request_error(prompt_len, max_tokens):
+            return _error(400, message)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        queue: asyncio.Queue[bool] = asyncio.Queue()
+        self.streams[rid] = queue
+        self.engine.add_request(rid, prompt_len, max_tokens, self._now())
+        self.prompt_tokens_total += prompt_len
+        self.faults.request_started()
+        self._wake.set()
+        chunks = _Chunks(rid, model, chat)
+        finished = False
+        try:
+            if body.get("stream"):
+                usage = (body.get("stream_options") or {}).get("include_usage", False)
+                return await self._stream(request, queue, chunks, prompt_len, usage)
+            count = 0
+            while not finished:
+                finished = await queue.get()
+                count += 1
+            out = "".join(text.token(i) for i in range(count))
+            return web.json_response(chunks.full(out, _usage(prompt_len, count)))
+        finally:
+            self.streams.pop(rid, None)
+            self.engine.abort_request(rid)  # a no-op once the request finished
+
+    async def _stream(self, request, queue, chunks, prompt_len: int, usage: bool):
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        count = 0
+        finished = False
+        try:
+            while not finished:
+                finished = await queue.get()
+                parts = []
+                if count == 0 and chunks.chat:
+                    parts.append(chunks.role())
+                parts.append(chunks.token(self.opts.text.token(count), finished))
+                count += 1
+                await resp.write(b"".join(_sse(p) for p in parts))
+            if usage:
+                await resp.write(_sse(chunks.usage(_usage(prompt_len, count))))
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except ConnectionError:  # the client went away; the caller aborts the request
+            pass
+        return resp
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time() - self._t0
+
+    def _unauthorized(self, request: web.Request) -> web.Response | None:
+        key = self.opts.api_key
+        if key and request.headers.get("Authorization") != f"Bearer {key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return None
+
+
+class _Chunks:
+    """OpenAI response objects, shaped as vLLM writes them."""
+
+    def __init__(self, rid: str, model: str, chat: bool) -> None:
+        self.chat = chat
+        self.head = {
+            "id": rid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+    def role(self) -> dict:
+        delta = {"role": "assistant", "content": ""}
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        return {**self.head, "choices": [choice]}
+
+    def token(self, text: str, last: bool) -> dict:
+        reason = "length" if last else None
+        if self.chat:
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "stop_reason": None}
+        return {**self.head, "choices": [{**choice, "finish_reason": reason}]}
+
+    def usage(self, usage: dict) -> dict:
+        return {**self.head, "choices": [], "usage": usage}
+
+    def full(self, text: str, usage: dict) -> dict:
+        if self.chat:
+            message = {"role": "assistant", "content": text}
+            choice = {"index": 0, "message": message, "finish_reason": "length"}
+            head = {**self.head, "object": "chat.completion"}
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": "length", "stop_reason": None}
+            head = self.head
+        return {**head, "choices": [{**choice, "logprobs": None}], "usage": usage}
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
+
+
+def _sse(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
+    info = {"message": message, "type": kind, "param": None, "code": status}
+    return web.json_response({"error": info}, status=status)
+
+
+def serve(opts: ServeOptions) -> int:
+    """Start like vLLM: validate, "load" the model, size the KV cache, then open the port.
+
+    Returns the process exit code: 1 for a refused config or a port in use (as vLLM).
+    """
+    cfg = resolve_flags(opts.model, opts.gpu, opts.flags)
+    if message := config_error(opts.model, opts.gpu, cfg):
+        return _refuse(f"ValueError: {message}")
+    _log(
+        f"simulated vLLM engine (tuner {__version__}): model={opts.model_path} gpu={opts.gpu.name}"
+    )
+    _log(f"non-default args: {cfg}")
+    time.sleep(opts.load_delay_s + opts.faults.slow_start_s)
+    if opts.faults.refuse_start:
+        return _refuse(REFUSE_START_MESSAGE.format("{'EngineCore_DP0': 1}"))
+    if message := startup_error(opts.model, opts.gpu, cfg):
+        return _refuse(f"ValueError: {message}")
+    mem = memory_breakdown(opts.model, opts.gpu, cfg)
+    _log(
+        f"Model loading took {mem.weights_bytes / GiB:.4f} GiB memory (simulated); "
+        f"Available KV cache memory: {mem.kv_cache_bytes / GiB:.2f} GiB"
+    )
+    _log(f"GPU KV cache size: {mem.kv_cache_tokens:,} tokens (# blocks: {mem.num_blocks})")
+    _log(
+        f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
+        f"{mem.kv_cache_tokens / cfg.max_model_len:.2f}x"
+    )
+    server = SimServer(Engine(opts.model, opts.gpu, opts.flags), opts)
+    _log(f"Starting vLLM API server on http://{opts.host}:{opts.port}")
+    try:
+        web.run_app(
+            server.app(),
+            host=opts.host,
+            port=opts.port,
+            print=lambda _: _log("Application startup complete."),
+            access_log=None,
+            shutdown_timeout=1.0,
+        )
+    except OSError as exc:
+        return _refuse(f"OSError: {exc}")
+    return 0
+
+
+def _log(line: str) -> None:
+    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [sim] {line}", flush=True)
+
+
+def _refuse(line: str) -> int:
+    print(line, file=sys.stderr, flush=True)
+    return 1
