@@ -75,7 +75,7 @@ def trial_point(trial: Any) -> TrialPoint:
     constraints, any_broken = _constraints(trial.system_attrs)
     metrics = {k: float(v) for k, v in attrs.items() if _finite(v) and is_metric(k)}
     kind, reason = attrs.get("failure_kind"), attrs.get("failure_reason")
-    failure = ": ".join(str(x) for x in (kind, reason) if x) or None
+    failure = ": ".join(dict.fromkeys(str(x) for x in (kind, reason) if x)) or None
     status: Status
     if state == "COMPLETE":
         if kind:

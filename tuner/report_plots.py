@@ -34,6 +34,18 @@ def _plotted(points: Sequence[TrialPoint], status: str) -> list[TrialPoint]:
     return [p for p in points if p.status == status and x in p.metrics and y in p.metrics]
 
 
+def _labels(points: Sequence[TrialPoint], x: str, y: str) -> list[str]:
+    """Trial numbers as point labels; trials at the same spot share one label ("1,2")."""
+    at: dict[tuple[float, float], list[int]] = {}
+    for p in points:
+        at.setdefault((p.metrics[x], p.metrics[y]), []).append(p.number)
+    first = {numbers[0] for numbers in at.values()}
+    return [
+        ",".join(map(str, at[(p.metrics[x], p.metrics[y])])) if p.number in first else ""
+        for p in points
+    ]
+
+
 def _hover(p: TrialPoint) -> str:
     lines = [f"<b>trial {p.number}</b>" + (" (baseline)" if p.baseline else "")]
     lines += [f"{k} = {v}" for k, v in p.params.items()]
@@ -70,7 +82,7 @@ def pareto_figure(
             x=[p.metrics[x] for p in feasible],
             y=[p.metrics[y] for p in feasible],
             mode="markers+text",
-            text=[str(p.number) for p in feasible],
+            text=_labels(feasible, x, y),
             textposition="top right",
             textfont={"size": 11, "color": "#333"},
             marker={
@@ -96,7 +108,7 @@ def pareto_figure(
                 x=[p.metrics[x] for p in infeasible],
                 y=[p.metrics[y] for p in infeasible],
                 mode="markers+text",
-                text=[str(p.number) for p in infeasible],
+                text=_labels(infeasible, x, y),
                 textposition="top right",
                 textfont={"size": 11, "color": COLORS["infeasible"]},
                 marker={"symbol": "x", "size": 11, "color": COLORS["infeasible"]},
@@ -126,6 +138,7 @@ def pareto_figure(
                     limit.value,
                     line={"dash": "dash", "color": "#e377c2", "width": 1.5},
                     annotation_text=f"SLO {limit}",
+                    annotation_position="bottom right" if limit.metric == x else "top left",
                     annotation_font_color="#c0399a",
                 )
     failed = [p for p in points if p.status == "failed"]
@@ -196,8 +209,8 @@ def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
 
 
 def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, float] | str:
-    """fANOVA importance of each parameter for the score, over measured trials; or the reason
-    there is none (too few trials, nothing varied)."""
+    """PED-ANOVA importance (Optuna's default) of each parameter for the score, over measured
+    trials; or the reason there is none (too few trials, nothing varied)."""
     scored = [p for p in points if p.score is not None and p.status in ("feasible", "infeasible")]
     if len(scored) < MIN_TRIALS_FOR_IMPORTANCE:
         return (
@@ -212,9 +225,7 @@ def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, 
             optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=p.score)
         )
     try:
-        return optuna.importance.get_param_importances(
-            proxy, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0)
-        )
+        return optuna.importance.get_param_importances(proxy)  # PED-ANOVA: no sklearn needed
     except (ValueError, RuntimeError) as exc:
         return f"cannot be computed: {exc}"
 
@@ -231,7 +242,7 @@ def importance_figure(values: dict[str, float]) -> go.Figure:
         )
     )
     fig.update_layout(
-        title="Parameter importance for the score (fANOVA over measured trials)",
+        title="Parameter importance for the score (Optuna PED-ANOVA over measured trials)",
         xaxis_title="importance (sums to 1)",
         template="plotly_white",
         height=120 + 40 * len(names),
@@ -241,7 +252,12 @@ def importance_figure(values: dict[str, float]) -> go.Figure:
 
 
 def write_png(
-    points: Sequence[TrialPoint], path: Path, study_name: str, *, simulated: bool = False
+    points: Sequence[TrialPoint],
+    path: Path,
+    study_name: str,
+    *,
+    slo_lines: Sequence[str] = (),
+    simulated: bool = False,
 ) -> None:
     """The Pareto plot as a static image, for tickets and chat."""
     import matplotlib
@@ -283,12 +299,19 @@ def write_png(
             color=COLORS["infeasible"],
             label="infeasible (breaks an SLO)",
         )
-    for p in (*feasible, *infeasible):
-        xy = (p.metrics[x], p.metrics[y])
-        ax.annotate(str(p.number), xy, xytext=(4, 4), textcoords="offset points", fontsize=8)
-        if p.baseline:
-            ax.scatter(*xy, marker="*", s=320, facecolors="none", edgecolors="black", zorder=4,
-                       label=f"baseline (trial {p.number})")  # fmt: skip
+    for group in (feasible, infeasible):
+        for p, label in zip(group, _labels(group, x, y), strict=True):
+            xy = (p.metrics[x], p.metrics[y])
+            ax.annotate(label, xy, xytext=(5, 5), textcoords="offset points", fontsize=9)
+            if p.baseline:
+                ax.scatter(*xy, marker="*", s=320, facecolors="none", edgecolors="black",
+                           zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
+    for text in slo_lines:
+        for limit in parse_slo(text):
+            if limit.metric in (x, y):
+                line = ax.axvline if limit.metric == x else ax.axhline
+                line(limit.value, color="#e377c2", linestyle="--", linewidth=1.2,
+                     label=f"SLO {limit}")  # fmt: skip
     failed = sum(p.status == "failed" for p in points)
     title = f"{study_name}: {x} vs {y}" + (f" — {failed} failed trials not shown" if failed else "")
     if simulated:

@@ -204,8 +204,12 @@ def report(
     ] = None,
 ) -> None:
     """Write one self-contained HTML report (opens offline), optionally the front as PNG."""
+    import optuna
+
     from tuner.report import build_report
     from tuner.report_plots import write_png
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
 
     study, spec = _open(study_file, storage, simulated)
     points = _points(study)
@@ -216,7 +220,7 @@ def report(
     try:
         output.write_text(html, encoding="utf-8")
         if png is not None:
-            write_png(points, png, study.study_name, simulated=sim)
+            write_png(points, png, study.study_name, slo_lines=spec.objective.slo, simulated=sim)
     except OSError as exc:
         raise UserError(f"cannot write {exc.filename}: {exc.strerror}") from None
     typer.echo(f"wrote {output}" + (f" and {png}" if png else ""), err=True)
