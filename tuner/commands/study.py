@@ -90,7 +90,12 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
         f"{summary.ran} trial(s) run; {summary.launches_saved} launch(es) saved "
         "by rule checks, memory prediction and reuse"
     )
-    _print_best(loop.study, spec)
+    from tuner.views import ranked_feasible
+
+    if ranked_feasible(loop.study):
+        _print_best(loop.study, spec)
+    else:
+        console.print("no feasible trial yet: see `tuner trials` for the failure reasons")
 
 
 def _check_engine_command(spec) -> None:
