@@ -193,7 +193,7 @@ def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
     best, xs, ys = math.inf, [], []
     for p in scored:
         if p.status == "feasible":
-            best = min(best, p.score or math.inf)
+            best = min(best, p.score if p.score is not None else math.inf)
         if math.isfinite(best):
             xs.append(p.number)
             ys.append(best)

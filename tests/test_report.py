@@ -1,0 +1,137 @@
+"""The HTML report and its figures, on a hand-built study in a real SQLite file."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+from results_fixtures import build_study
+
+from tuner.pareto import trial_point
+from tuner.report import build_report, trials_table
+from tuner.report_plots import history_figure, importances, pareto_figure, write_png
+from tuner.store import Store, spec_of
+
+
+def _load(url: str, name: str = "handbuilt"):
+    store = Store(url)
+    study = store.load_study(name)
+    points = [trial_point(t) for t in study.get_trials()]
+    return store, study, spec_of(study), points
+
+
+@pytest.fixture
+def stored(tmp_path: Path):
+    _, url = build_study(tmp_path)
+    store, study, spec, points = _load(url)
+    yield study, spec, points
+    store.close()
+
+
+def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> None:
+    _, spec, points = stored
+    fig = pareto_figure(points, spec.objective.slo)
+    traces = {t.name.split(" (")[0]: t for t in fig.data}
+    front = traces["Pareto front"]
+    assert list(front.x) == [900.0, 900.0, 1500.0, 1800.0] and list(front.y) == [75, 75, 70, 50]
+    feasible = traces["feasible trial"]
+    assert list(feasible.marker.color) == [1000.0, 1200.0, 1100.0, 1300.0, 900.0]  # throughput
+    assert list(feasible.text) == ["0", "1,2", "", "6", "7"]  # tied trials share a label
+    assert list(traces["infeasible"].x) == [2500.0]
+    assert "baseline" in traces and list(traces["baseline"].x) == [1500.0]
+    notes = [a.text for a in fig.layout.annotations]
+    assert any("#4 kv_cache_too_small" in n and "#5 interrupted" in n for n in notes)
+    assert any("SLO p99_ttft_ms<=2000" in n for n in notes)
+    assert any("SLO mean_tpot_ms<=80" in n for n in notes)
+
+
+def test_history_leaves_failed_trials_out_and_tracks_best_feasible(stored) -> None:
+    _, _, points = stored
+    fig = history_figure(points)
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name["feasible trial"].x) == [0, 1, 2, 6, 7]
+    assert list(by_name["infeasible trial"].x) == [3]
+    assert list(by_name["best so far"].y) == [0.0, -0.3, -0.3, -0.3, -0.4, -0.4]
+
+
+def test_importance_needs_enough_trials(stored) -> None:
+    study, _, points = stored
+    values = importances(study, points)
+    assert isinstance(values, dict)
+    assert set(values) == set(points[0].params)
+    assert sum(values.values()) == pytest.approx(1.0)
+    few = importances(study, points[:3])
+    assert isinstance(few, str) and "at least 4 measured trials" in few
+
+
+def test_report_is_one_offline_file_with_every_section(stored) -> None:
+    study, spec, points = stored
+    html = build_report(study, spec, points, simulated=False)
+    assert "<script src=" not in html  # plotly.js is inlined, not fetched
+    assert html.count("Plotly.newPlot") == 3 and len(html) > 3_000_000
+    for section in ("What to deploy", "Trade-off", "Search", "Every trial", "Measured on"):
+        assert f"{section}" in html
+    # Best command under each SLO of the study file, and all of them together.
+    rows = re.findall(r'<tr><td class="l">(Under[^<]*|Best[^<]*)</td><td>(\d+)</td>', html)
+    assert [(unescape(t).split(":")[0], int(n)) for t, n in rows] == [
+        ("Best feasible trial (the study's own constraints)", 6),
+        ("Under SLO p99_ttft_ms<=2000", 6),
+        ("Under SLO mean_tpot_ms<=80", 3),
+        ("Under all SLOs", 6),
+    ]
+    assert "vllm serve &#x27;/mnt/My Models/Qwen 32B&#x27;" in html  # escaped in HTML
+    assert "kv_cache_too_small: No available memory for the cache blocks." in html
+    assert "4× a6000" in html and "random 512 in / 128 out" in html
+    assert "PREDICTED" not in html and "SIMULATED" not in html
+
+
+def test_trials_table_rows_classify_every_trial(stored) -> None:
+    _, _, points = stored
+    table = trials_table(points, {0, 1, 2, 6})
+    classes = re.findall(r'<tr class="(\w+)"><td>(\d+)', table)
+    assert classes == [
+        ("front", "0"),
+        ("front", "1"),
+        ("front", "2"),
+        ("infeasible", "3"),
+        ("failed", "4"),
+        ("failed", "5"),
+        ("front", "6"),
+        ("feasible", "7"),
+    ]
+    assert "0 ★ baseline" in table
+    assert "interrupted: interrupted" not in table  # kind and reason said once
+
+
+def test_simulated_report_says_so(tmp_path: Path) -> None:
+    _, url = build_study(tmp_path, simulated=True)
+    store, study, spec, points = _load(url, "handbuilt-simulated")
+    html = build_report(study, spec, points, simulated=True)
+    store.close()
+    assert "SIMULATED study: every figure in this report is a prediction" in html
+    assert "PREDICTED by the tuner&#x27;s simulator" in html
+
+
+def test_multi_objective_and_all_failed_studies_still_report(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "f").mkdir()
+    _, url = build_study(tmp_path / "m", mode="multi")
+    store, study, spec, points = _load(url)
+    assert "Plotly.newPlot" in build_report(study, spec, points, simulated=False)
+    store.close()
+    _, url = build_study(tmp_path / "f", trials={4: (0, 0, 0, 10.0, "failed")})
+    store, study, spec, points = _load(url)
+    html = build_report(study, spec, points, simulated=False)
+    store.close()
+    assert "no trial of study &#x27;handbuilt&#x27; was measured" in html
+    assert "needs at least 4 measured trials; this study has 0" in html
+
+
+def test_png_is_written(stored, tmp_path: Path) -> None:
+    _, spec, points = stored
+    out = tmp_path / "front.png"
+    write_png(points, out, "handbuilt", slo_lines=spec.objective.slo)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
