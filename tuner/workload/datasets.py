@@ -11,6 +11,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ SHAREGPT_MAX_PROMPT_LEN = 1024
 SHAREGPT_MAX_TOTAL_LEN = 2048
 # Decode/re-encode rounds allowed to hit an exact random prompt length (vLLM's max_retry).
 RANDOM_PROMPT_MAX_RETRY = 10
+RANDOM_PROMPT_FILLER = " the"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +126,33 @@ def _exact_length_prompt(
     while True:
         prompt = tokenizer.decode(ids)
         ids = tokenizer.encode(prompt, add_special_tokens=False)
-        if retries <= 0 or len(ids) == target:
+        if len(ids) == target:
             return prompt, ids
+        if retries <= 0:
+            return _force_length(tokenizer, prompt, target)
         if len(ids) < target:
             ids.extend(rng.integers(0, tokenizer.vocab_size, size=target - len(ids)).tolist())
         else:
             ids = ids[:target]
         retries -= 1
+
+
+def _force_length(tokenizer: Any, prompt: str, target: int) -> tuple[str, list[int]]:
+    """Where vLLM gives up (and sends a prompt a few tokens off), cut the text to the longest
+    prefix within `target` tokens, then pad with a one-token word until exact."""
+    encode = partial(tokenizer.encode, add_special_tokens=False)
+    lo, hi = 0, len(prompt)
+    while lo < hi:  # longest character prefix with at most `target` tokens
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if len(encode(prompt[:mid])) <= target else (lo, mid - 1)
+    prompt = prompt[:lo]
+    ids = encode(prompt)
+    while len(ids) < target:
+        padded = encode(prompt + RANDOM_PROMPT_FILLER)
+        if len(padded) != len(ids) + 1:
+            break
+        prompt, ids = prompt + RANDOM_PROMPT_FILLER, padded
+    return prompt, ids
 
 
 # ---- sharegpt -------------------------------------------------------------------------------
