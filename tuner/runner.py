@@ -39,6 +39,7 @@ class Measurement:
     log_path: str | None = None
     startup_s: float | None = None
     workload_s: float | None = None
+    simulated: bool = False  # the figures are the simulator's predictions
 
 
 @dataclass
@@ -68,6 +69,11 @@ class TrialRunner(abc.ABC):
 
     def kill(self) -> None:  # noqa: B027 - optional hook
         """Kill anything still running at once (a second Ctrl-C)."""
+
+
+def is_simulated_version(version: str | None) -> bool:
+    """`tuner sim serve` answers /version with "sim-<tuner version>"."""
+    return bool(version) and version.startswith("sim-")
 
 
 def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[list[str], dict]:
@@ -132,6 +138,7 @@ class EngineRunner(TrialRunner):
             except EngineStartFailed as exc:
                 return _failed(m, exc.failure.kind, exc.failure.reason, exc.failure.log_tail)
             m.startup_s, m.vllm_version = ready.startup_s, ready.version
+            m.simulated = is_simulated_version(ready.version)
 
             def crashed() -> str | None:
                 code = engine.poll()
@@ -233,7 +240,7 @@ class PlanRunner(TrialRunner):
         reqs = self._requests
         flags = {**effective_flags(spec, ctx.params), **engine_env(spec, ctx.params)}
         ctx.phase("simulating")
-        m = Measurement(vllm_version="simulated")
+        m = Measurement(vllm_version="simulated", simulated=True)
         try:
             sim = simulate(
                 spec.engine.model,

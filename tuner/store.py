@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,9 @@ class Store:
             load_if_exists=True,
         )
         if "tuner_spec" not in study.user_attrs:
-            study.set_metric_names(metric_names)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names(metric_names)
             study.set_user_attr("tuner_spec", json.loads(spec.model_dump_json()))
             study.set_user_attr("simulated", simulated)
         return study

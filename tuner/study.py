@@ -351,7 +351,7 @@ class StudyLoop:
             "failure_kind": m.failure_kind,
             "failure_reason": m.failure_reason,
             "log_path": m.log_path,
-            "simulated": self.runner.simulated,
+            "simulated": self._simulated(m),
             "predicted": False,
         }
         if m.vllm_version:
@@ -380,7 +380,7 @@ class StudyLoop:
         attrs.update({f"{k}_ci": [float(lo), float(hi)] for k, (lo, hi) in m.ci.items()})
         attrs.update(
             score=score,
-            simulated=self.runner.simulated,
+            simulated=self._simulated(m),
             vllm_version=m.vllm_version or "unknown",
             log_path=m.log_path,
             startup_s=m.startup_s,
@@ -421,6 +421,12 @@ class StudyLoop:
         named = {k: v for k, v in prev.constraints.items() if not k.isdigit()}
         self._tell(trial, list(prev.values), named, attrs)
         return f"same parameters as trial {prev.number}: result reused, not launched"
+
+    def _simulated(self, m: Measurement) -> bool:
+        """A study that measured the simulated engine is labelled simulated, trial and study."""
+        if m.simulated and not self.study.user_attrs.get("simulated"):
+            self.study.set_user_attr("simulated", True)
+        return m.simulated or self.runner.simulated
 
     # Lookups --------------------------------------------------------------------------------
 

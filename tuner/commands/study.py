@@ -20,8 +20,12 @@ Simulated = Annotated[
 
 
 def _open(study_file: Path, storage: str | None):
+    import optuna
+
     from tuner.config import load_study_spec
     from tuner.store import Store
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
 
     spec = load_study_spec(study_file)
     return spec, Store(storage or spec.storage)
