@@ -125,9 +125,7 @@ class EngineRunner(TrialRunner):
         base_url = f"http://{host}:{port}"
 
         ctx.phase("starting engine")
-        engine = EngineProcess.start(
-            argv, {**os.environ, **env}, log_path, cpu_affinity=spec.engine.cpu_affinity
-        )
+        engine = EngineProcess.start(argv, env, log_path, cpu_affinity=spec.engine.cpu_affinity)
         self._engine = engine
         ctx.on_engine_started(engine.identity(), str(log_path))
         try:
@@ -189,7 +187,7 @@ class EngineRunner(TrialRunner):
 
     def kill(self) -> None:
         if self._engine is not None:
-            self._engine.kill()
+            self._engine.stop(grace_s=0)  # straight through SIGINT and SIGTERM to SIGKILL
 
 
 def _failed(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:
