@@ -144,6 +144,15 @@ def test_bootstrap_identical_requests_gives_point_interval():
     assert lo == pytest.approx(20.0) and hi == pytest.approx(20.0)
 
 
+def test_bootstrap_throughput_reflects_slow_requests():
+    # Same tokens everywhere, but E2EL varies: the interval must not collapse to a point.
+    recs = [_rec(10, 5, 0.1, [0.02 * (1 + i % 4)] * 4) for i in range(100)]
+    point = compute_metrics(recs, 2.0, selected_metrics=[], percentiles=[])["output_throughput"]
+    lo, hi = bootstrap_ci(recs, 2.0, "output_throughput")
+    assert lo < point < hi
+    assert (hi - lo) / point < 0.2
+
+
 def test_bootstrap_rejects_unknown_key():
     with pytest.raises(ValueError):
         bootstrap_ci(RECORDS, 1.0, "nonsense")

@@ -151,9 +151,11 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile-bootstrap interval of one metric, resampling requests with replacement.
 
-    Supports the throughputs (duration held fixed) and every `{stat}_{metric}_ms` key.
-    ITL resamples whole requests, keeping each request's gaps together. Deterministic for
-    a given seed. With no successful request the interval is (0, 0).
+    Supports the throughputs and every `{stat}_{metric}_ms` key. ITL resamples whole
+    requests, keeping each request's gaps together. A throughput is written as
+    (tokens per request-second of E2EL) x (mean requests in flight); the first factor is
+    resampled, the second held at the run's value, so slow requests drawn more often lower
+    it. Deterministic for a given seed. With no request the interval is (0, 0).
     """
     if key not in _THROUGHPUTS and not _LATENCY_KEY.match(key):
         raise ValueError(f"no bootstrap for metric {key!r}")
@@ -162,16 +164,8 @@ def bootstrap_ci(
     if n == 0:
         return (0.0, 0.0)
     idx = rng.integers(0, n, size=(n_resamples, n))
-    success = np.array([r.success for r in records], dtype=float)
     if key in _THROUGHPUTS:
-        out_tok = np.array([r.output_tokens for r in records], dtype=float) * success
-        in_tok = np.array([r.prompt_len for r in records], dtype=float) * success
-        per_request = {
-            "request_throughput": success,
-            "output_throughput": out_tok,
-            "total_token_throughput": out_tok + in_tok,
-        }[key]
-        samples = per_request[idx].sum(axis=1) / duration_s
+        samples = _throughput_samples(records, idx, key, duration_s)
     else:
         m = _LATENCY_KEY.match(key)
         assert m is not None
@@ -181,6 +175,25 @@ def bootstrap_ci(
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(samples, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
+
+
+def _throughput_samples(
+    records: list[RequestRecord], idx: np.ndarray, key: str, duration_s: float
+) -> np.ndarray:
+    success = np.array([r.success for r in records], dtype=float)
+    out_tok = np.array([r.output_tokens for r in records], dtype=float) * success
+    in_tok = np.array([r.prompt_len for r in records], dtype=float) * success
+    per_request = {
+        "request_throughput": success,
+        "output_throughput": out_tok,
+        "total_token_throughput": out_tok + in_tok,
+    }[key]
+    e2el = np.array([r.latency_s for r in records], dtype=float) * success
+    if e2el.sum() <= 0:  # nothing timed: hold the duration fixed
+        return per_request[idx].sum(axis=1) / duration_s
+    # duration_b = duration * (sum of resampled E2EL / sum of E2EL): concurrency held fixed.
+    resampled_e2el = np.maximum(e2el[idx].sum(axis=1), 1e-12)
+    return per_request[idx].sum(axis=1) * e2el.sum() / (duration_s * resampled_e2el)
 
 
 def _latency_samples(

@@ -1,0 +1,191 @@
+"""`tuner bench` as users run it: the real console script in a subprocess.
+
+The server is benchmarks/instant_server.py on a loopback port (real HTTP, real SSE).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tuner.engine.ports import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+TUNER = REPO / ".venv" / "bin" / "tuner"
+
+
+@pytest.fixture(scope="module")
+def instant_url():
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "benchmarks" / "instant_server.py"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/health", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _tuner(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(TUNER), "bench", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_bench_prints_vllm_table_and_saves_vllm_keys(instant_url, tiny_model_dir, tmp_path):
+    out = tmp_path / "result.json"
+    proc = _tuner(
+        "--base-url", instant_url,
+        "--tokenizer", str(tiny_model_dir),
+        "--num-prompts", "20",
+        "--random-input-len", "40",
+        "--random-output-len", "7",
+        "--max-concurrency", "4",
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "90,99.9",
+        "--goodput", "ttft:10000", "tpot:1000",
+        "--save-result", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for line in (
+        "============ Serving Benchmark Result ============",
+        "Successful requests:                     20",
+        "Failed requests:                         0",
+        "Maximum request concurrency:             4",
+        "Total generated tokens:                  140",
+        "Request goodput (req/s):",
+        "---------------Time to First Token----------------",
+        "P99.9 TPOT (ms):",
+        "P90 E2EL (ms):",
+        "Bootstrap 95% CI",
+    ):
+        assert line in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["completed"] == 20 and data["failed"] == 0
+    assert data["total_output_tokens"] == 140
+    assert data["request_throughput"] == pytest.approx(data["completed"] / data["duration"])
+    assert data["request_goodput"] == pytest.approx(data["request_throughput"])
+    assert data["max_concurrency"] == 4 and data["request_rate"] == "inf"
+    for key in ("mean_ttft_ms", "median_itl_ms", "std_e2el_ms", "p99.9_tpot_ms", "p90_ttft_ms"):
+        assert isinstance(data[key], float)
+    for key in ("mean_tpot_ms_ci", "output_throughput_ci"):
+        lo, hi = data[key]
+        assert lo <= data[key.removesuffix("_ci")] <= hi
+    assert "p99_ttft_ms_ci" not in data  # 99 was not among the percentiles asked
+    assert "ttfts" not in data  # per-request lists only with --save-detailed
+
+
+def test_bench_chat_endpoint_and_vllm_flag_spelling(instant_url, tiny_model_dir, tmp_path):
+    out = tmp_path / "chat.json"
+    proc = _tuner(
+        "--base_url", instant_url,
+        "--backend", "openai-chat",
+        "--tokenizer", str(tiny_model_dir),
+        "--num-prompts", "5",
+        "--random-input-len", "16",
+        "--random-output-len", "3",
+        "--request-rate", "50",
+        "--save-result", str(out),
+        "--save-detailed",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["backend"] == "openai-chat" and data["completed"] == 5
+    assert data["request_rate"] == 50.0
+    assert data["output_lens"] == [3] * 5 and len(data["itls"]) == 5
+
+
+def _assert_user_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("tuner: error: ") and fragment in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_request_rate_zero(tiny_model_dir):
+    proc = _tuner("--tokenizer", str(tiny_model_dir), "--request-rate", "0")
+    _assert_user_error(proc, "--request-rate")
+
+
+def test_missing_dataset_file(tiny_model_dir, tmp_path):
+    proc = _tuner(
+        "--tokenizer", str(tiny_model_dir),
+        "--dataset-name", "sharegpt",
+        "--dataset-path", str(tmp_path / "missing.json"),
+    )  # fmt: skip
+    _assert_user_error(proc, "dataset file not found")
+
+
+def test_malformed_json(tiny_model_dir, tmp_path):
+    bad = tmp_path / "sharegpt.json"
+    bad.write_text('[{"conversations": [\n  {"from": "human", "value": "hi"},,\n]}]')
+    proc = _tuner(
+        "--tokenizer", str(tiny_model_dir), "--dataset-name", "sharegpt", "--dataset-path", str(bad)
+    )
+    _assert_user_error(proc, "sharegpt.json: line 2: malformed JSON")
+
+
+def test_malformed_jsonl_line(tiny_model_dir, tmp_path):
+    bad = tmp_path / "docs.jsonl"
+    bad.write_text('{"prompt": "one"}\n{"prompt": "two"}\n{"prompt": \n')
+    proc = _tuner(
+        "--tokenizer", str(tiny_model_dir), "--dataset-name", "jsonl", "--dataset-path", str(bad)
+    )
+    _assert_user_error(proc, "docs.jsonl:3: malformed JSON")
+
+
+def test_missing_tokenizer_dir(tmp_path):
+    proc = _tuner("--tokenizer", str(tmp_path / "no-such-dir"))
+    _assert_user_error(proc, "tokenizer directory not found")
+
+
+def test_unreachable_server(tiny_model_dir):
+    proc = _tuner(
+        "--base-url", f"http://127.0.0.1:{free_port()}",
+        "--tokenizer", str(tiny_model_dir),
+        "--num-prompts", "2",
+        "--random-input-len", "8",
+    )  # fmt: skip
+    _assert_user_error(proc, "cannot reach the server")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--goodput", "ttft=5"], "--goodput: bad SLO"),
+        (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
+        (["--metric-percentiles", "99,abc"], "--metric-percentiles"),
+        (["--dataset-name", "alpaca"], "--dataset-name"),
+        (["--endpoint", "/v1/embeddings"], "--endpoint"),
+    ],
+)
+def test_bad_flags(tiny_model_dir, args, fragment):
+    _assert_user_error(_tuner("--tokenizer", str(tiny_model_dir), *args), fragment)
+
+
+def test_unknown_model_name(instant_url, tiny_model_dir):
+    proc = _tuner(
+        "--base-url", instant_url, "--tokenizer", str(tiny_model_dir), "--model", "gpt-9",
+        "--num-prompts", "1", "--random-input-len", "8",
+    )  # fmt: skip
+    _assert_user_error(proc, "model 'gpt-9' is not served")
