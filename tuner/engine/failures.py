@@ -41,6 +41,8 @@ _LOG_PREFIX = re.compile(
     r"\d\d-\d\d \d\d:\d\d:\d\d\s+\[[^\]]*\]\s+"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EXCEPTION_LINE = re.compile(r"(?:^|\] )\s*[A-Za-z_][\w.]*(?:Error|Exception): ")
+_ERROR_RECORD = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
 _PYDANTIC_DETAIL = re.compile(r"\s\[type=.*$")
 MAX_REASON_CHARS = 400
 
@@ -78,7 +80,7 @@ def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = 
 
     A known message wins over a timeout (an engine that logged "No common block size" and then
     hung failed for that reason). Without one, a timeout is `startup_timeout` and anything else
-    is `crashed`, with the last non-empty log line as the reason.
+    is `crashed`, with the exit code and the first error line of the log as the reason.
     """
     lines = log_text.splitlines()
     tail = tail_lines(log_text)
@@ -89,7 +91,18 @@ def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = 
                 return Failure(kind, clean_line(": ".join(p for p in parts if p)), tail)
     if timed_out:
         return Failure(STARTUP_TIMEOUT, "engine not ready before the startup timeout", tail)
-    last = next((clean_line(x) for x in reversed(lines) if x.strip()), "")
-    how = "killed by a signal" if exit_code is not None and exit_code < 0 else "exited"
-    reason = f"engine {how} (exit code {exit_code}) before it was ready"
-    return Failure(CRASHED, f"{reason}: {last}" if last else reason, tail)
+    how = "was killed by a signal" if exit_code is not None and exit_code < 0 else "exited"
+    reason = f"engine {how} (exit code {exit_code})"
+    line = _first_error_line(lines)
+    return Failure(CRASHED, clean_line(f"{reason}: {line}") if line else reason, tail)
+
+
+def _first_error_line(lines: list[str]) -> str:
+    """The root cause as far as a log shows it: the first exception line or ERROR record,
+    else the last non-empty line. (vLLM logs the root cause first, then re-raises generic
+    errors such as "Engine core initialization failed".)"""
+    for raw in lines:
+        line = clean_line(raw)
+        if line and (_EXCEPTION_LINE.search(raw) or _ERROR_RECORD.search(raw)):
+            return line
+    return next((clean_line(x) for x in reversed(lines) if x.strip()), "")

@@ -1,0 +1,129 @@
+"""The engine layer against real vLLM (CPU build): serving, a refused start, timeout, stop.
+
+Each test here starts at most one engine (~20–60 s each); the session server is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tuner.engine.failures import STARTUP_TIMEOUT, UNSUPPORTED_BLOCK_SIZE, EngineStartFailed
+from tuner.engine.ports import free_port, port_is_free
+from tuner.engine.process import EngineProcess, group_members
+
+pytestmark = pytest.mark.vllm
+SERVER_CORE = max(os.sched_getaffinity(0))  # as conftest.server_core()
+
+
+def stream(base_url: str, endpoint: str, body: dict) -> list[dict]:
+    """POST with `stream: true` and return the SSE data messages, parsed."""
+    payload = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    messages = []
+    with (
+        httpx.Client(timeout=60, trust_env=False) as client,
+        client.stream("POST", f"{base_url}{endpoint}", json=payload) as resp,
+    ):
+        assert resp.status_code == 200, resp.read()
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                messages.append(json.loads(line[len("data: ") :]))
+    return messages
+
+
+def assert_group_gone(pgid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body"),
+    [
+        ("/v1/completions", {"prompt": "The quick brown fox"}),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16},
+        ),
+    ],
+)
+def test_tiny_model_streams_on_both_endpoints(vllm_server, endpoint: str, body: dict) -> None:
+    body = {**body, "model": vllm_server.model, "max_tokens": 16, "ignore_eos": True}
+    messages = stream(vllm_server.base_url, endpoint, body)
+    with_choices = [m for m in messages if m.get("choices")]
+    assert len(with_choices) >= 16 - 1  # one chunk per token (chat adds a role-only first chunk)
+    assert messages[-1]["usage"]["completion_tokens"] == 16
+    assert messages[-1]["choices"] == []
+
+
+def test_session_server_is_pinned_and_reports_its_version(vllm_server) -> None:
+    info = vllm_server.process.ready_info
+    assert info is not None
+    assert info.version is not None and info.version.startswith("0.32")
+    assert info.models == [vllm_server.model]
+    members = group_members(vllm_server.process.pgid)
+    assert len(members) >= 2, "API server and EngineCore share the engine's process group"
+    for pid in members:
+        assert os.sched_getaffinity(pid) == {SERVER_CORE}
+
+
+def test_block_size_16_is_refused_and_classified(vllm_command, tmp_path: Path) -> None:
+    port = free_port()
+    argv, env = vllm_command(port, "--block-size", "16")
+    proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(EngineStartFailed) as err:
+            proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=240)
+    finally:
+        proc.stop()
+    print(f"block-size 16 refused after {time.monotonic() - t0:.1f} s")
+    failure = err.value.failure
+    assert failure.kind == UNSUPPORTED_BLOCK_SIZE
+    assert "No common block size for 16" in failure.reason
+    assert_group_gone(proc.pgid)
+
+
+def test_startup_timeout_kills_the_whole_group_and_frees_the_port(
+    vllm_command, tmp_path: Path
+) -> None:
+    port = free_port()
+    argv, env = vllm_command(port)
+    proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
+    sizes: list[int] = []
+    with pytest.raises(EngineStartFailed) as err:
+        # Long enough for vLLM to have spawned EngineCore, short of being ready.
+        proc.wait_ready(
+            f"http://127.0.0.1:{port}",
+            timeout_s=12,
+            on_tick=lambda _: sizes.append(len(group_members(proc.pgid))),
+        )
+    assert err.value.failure.kind == STARTUP_TIMEOUT
+    assert max(sizes) >= 2, "the timeout must have hit a multi-process engine"
+    assert_group_gone(proc.pgid)
+    assert port_is_free("127.0.0.1", port)
+
+
+def test_stop_of_a_ready_server_leaves_nothing_and_frees_the_port(
+    vllm_command, tmp_path: Path
+) -> None:
+    port = free_port()
+    argv, env = vllm_command(port)
+    proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
+    try:
+        info = proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=240)
+        print(f"ready after {info.startup_s:.1f} s")
+        assert not port_is_free("127.0.0.1", port)
+        members = group_members(proc.pgid)
+        assert len(members) >= 2
+    finally:
+        t0 = time.monotonic()
+        code = proc.stop()
+        print(f"stopped in {time.monotonic() - t0:.1f} s, exit code {code}")
+    assert_group_gone(proc.pgid)
+    assert all(not Path(f"/proc/{pid}").exists() for pid in members)
+    assert port_is_free("127.0.0.1", port)
