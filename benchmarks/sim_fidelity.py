@@ -1,0 +1,176 @@
+"""Fidelity of the simulator against the real vLLM CPU build (the tiny Qwen2 model).
+
+1. Calibrate: one real engine (brief §5 flags), two short workloads (1 and 8 concurrent
+   streams). Fit the `cpu` profile's step constants from them: the median ITL at batch 1
+   and 8 gives the fixed and per-sequence step cost; the single-stream TTFT gives the
+   effective FLOP/s of prefill.
+2. Evaluate: several engine configs x workloads, each measured on the real engine and
+   simulated with the fitted profile; report the relative errors of mean TTFT, mean TPOT
+   and output throughput.
+
+Server pinned to the last core (VLLM_CPU_OMP_THREADS_BIND), client (`tuner bench`) to
+core 0, as brief §5 asks. Takes ~6-8 minutes.
+
+    .venv/bin/python benchmarks/sim_fidelity.py [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from tuner.engine.ports import free_port
+from tuner.engine.process import EngineProcess
+from tuner.metrics import compute_metrics
+from tuner.sim.planner import simulate
+from tuner.sim.profiles import get_gpu, load_model
+from tuner.tinymodel import make_tiny_model
+from tuner.workload.schedule import arrival_times
+
+REPO = Path(__file__).resolve().parent.parent
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
+BASE_FLAGS = {"max-model-len": 1024, "block-size": 32}
+SERVER_CORE = max(os.sched_getaffinity(0))
+
+# (engine flags, [workloads]); a workload is (input len, output len, prompts, concurrency, rate)
+CALIBRATION = ({"max-num-seqs": 8, "max-num-batched-tokens": 1024},
+               [(256, 64, 6, 1, "inf"), (256, 64, 32, 8, "inf")])  # fmt: skip
+EVALUATION = [
+    ({"max-num-seqs": 8, "max-num-batched-tokens": 1024},
+     [(512, 64, 48, 16, "inf"), (128, 128, 32, 4, "inf")]),
+    ({"max-num-seqs": 32, "max-num-batched-tokens": 2048},
+     [(512, 64, 48, 16, "inf"), (256, 64, 40, None, "8")]),
+    ({"max-num-seqs": 4, "max-num-batched-tokens": 512},
+     [(512, 64, 48, 16, "inf"), (256, 32, 24, 2, "inf")]),
+    ({"max-num-seqs": 16, "max-num-batched-tokens": 1024, "enable-chunked-prefill": False},
+     [(768, 32, 32, 16, "inf"), (128, 128, 24, 8, "inf")]),
+]  # fmt: skip
+
+
+def engine_argv(model_dir: Path, port: int, flags: dict) -> list[str]:
+    argv = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model_dir), "--served-model-name", "tiny",
+            "--host", "127.0.0.1", "--port", str(port), "--load-format", "dummy",
+            "--dtype", "bfloat16", "--enforce-eager"]  # fmt: skip
+    for key, value in {**BASE_FLAGS, **flags}.items():
+        if isinstance(value, bool):
+            argv.append(f"--{key}" if value else f"--no-{key}")
+        else:
+            argv += [f"--{key}", str(value)]
+    return argv
+
+
+def measure(base_url: str, model_dir: Path, workload: tuple, out: Path) -> dict:
+    in_len, out_len, n, conc, rate = workload
+    argv = ["taskset", "-c", "0", sys.executable, "-m", "tuner.cli", "bench",
+            "--base-url", base_url, "--model", "tiny", "--tokenizer", str(model_dir),
+            "--dataset-name", "random", "--random-input-len", str(in_len),
+            "--random-output-len", str(out_len), "--num-prompts", str(n),
+            "--request-rate", rate, "--percentile-metrics", "ttft,tpot,itl",
+            "--metric-percentiles", "50,99", "--save-result", str(out)]  # fmt: skip
+    if conc:
+        argv += ["--max-concurrency", str(conc)]
+    subprocess.run(argv, check=True, capture_output=True, cwd=REPO, timeout=600)
+    return json.loads(out.read_text())
+
+
+def simulated(model, gpu, flags: dict, workload: tuple) -> dict:
+    in_len, out_len, n, conc, rate = workload
+    arrivals = arrival_times(n, float(rate), 1.0, 0).tolist()
+    r = simulate(model, gpu, {**BASE_FLAGS, **flags, "VLLM_CPU_KVCACHE_SPACE": 1},
+                 [in_len] * n, [out_len] * n, arrivals, max_concurrency=conc)  # fmt: skip
+    return compute_metrics(r.records, r.duration_s, selected_metrics=["ttft", "tpot", "itl"],
+                           percentiles=[50, 99])  # fmt: skip
+
+
+def run_engine(model_dir: Path, flags: dict, workloads: list, tmp: Path) -> list[dict]:
+    port = free_port()
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": str(SERVER_CORE),
+           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}  # fmt: skip
+    log = tmp / f"engine-{port}.log"
+    proc = EngineProcess.start(engine_argv(model_dir, port, flags), env, log,
+                               cpu_affinity=[SERVER_CORE])  # fmt: skip
+    try:
+        proc.wait_ready(f"http://127.0.0.1:{port}", 300)
+        url = f"http://127.0.0.1:{port}"
+        measure(url, model_dir, (64, 8, 4, 1, "inf"), tmp / "warmup.json")  # warm-up
+        return [measure(url, model_dir, w, tmp / f"r-{port}-{i}.json")
+                for i, w in enumerate(workloads)]  # fmt: skip
+    finally:
+        proc.stop()
+
+
+def fit(model, calibration: list[dict], workloads: list[tuple]):
+    """Step constants of the `cpu` profile from the calibration runs."""
+    one, eight = calibration
+    itl1, itl8 = one["median_itl_ms"] / 1e3, eight["median_itl_ms"] / 1e3
+    per_seq = max(0.0, (itl8 - itl1) / 7)
+    overhead = max(0.0, itl1 - per_seq)
+    gpu = get_gpu("cpu").with_constants(step_overhead_s=overhead, per_seq_overhead_s=per_seq,
+                                        per_token_overhead_s=0.0)  # fmt: skip
+    # Prefill: the single-stream TTFT minus the fixed step cost, over the prefill's FLOPs.
+    in_len = workloads[0][0]
+    probe = simulated(model, replace(gpu, flops=1e30), CALIBRATION[0], workloads[0])
+    fixed_s = probe["mean_ttft_ms"] / 1e3
+    flop_probe = simulated(model, replace(gpu, flops=1e9), CALIBRATION[0], workloads[0])
+    seconds_at_1gflops = flop_probe["mean_ttft_ms"] / 1e3 - fixed_s
+    prefill_s = max(1e-4, one["mean_ttft_ms"] / 1e3 - fixed_s)
+    flops = 1e9 * seconds_at_1gflops / prefill_s
+    print(f"fitted: step_overhead_s={overhead:.5f} per_seq_overhead_s={per_seq:.6f} "
+          f"flops={flops:.3e} (prefill of {in_len} tokens: {prefill_s * 1e3:.1f} ms)")  # fmt: skip
+    return replace(gpu, flops=flops)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        model_dir = make_tiny_model(tmp / "tiny-qwen2")
+        model = load_model(str(model_dir))
+        cal = run_engine(model_dir, CALIBRATION[0], CALIBRATION[1], tmp)
+        gpu = fit(model, cal, CALIBRATION[1])
+        rows = []
+        for flags, workloads in EVALUATION:
+            for workload, real in zip(workloads, run_engine(model_dir, flags, workloads, tmp),
+                                      strict=True):  # fmt: skip
+                sim = simulated(model, gpu, flags, workload)
+                rows.append({"flags": flags, "workload": workload, "real": real, "sim": sim})
+                print(row_line(rows[-1]), flush=True)
+    keys = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
+    print("\n| flags | workload (in/out/n/conc/rate) | " + " | ".join(
+        f"{k} real | sim | err" for k in keys) + " |")  # fmt: skip
+    print("| --- | --- |" + " ---: | ---: | ---: |" * len(keys))
+    for row in rows:
+        print(row_line(row))
+    for k in keys:
+        errs = sorted(abs(err(row, k)) for row in rows)
+        print(f"{k}: median |error| {errs[len(errs) // 2]:.0%}, max {errs[-1]:.0%}")
+    if args.out:
+        args.out.write_text(json.dumps({"constants": repr(gpu), "rows": rows}, indent=1,
+                                       default=str))  # fmt: skip
+
+
+def err(row: dict, key: str) -> float:
+    return row["sim"][key] / row["real"][key] - 1.0
+
+
+def row_line(row: dict) -> str:
+    flags = ", ".join(f"{k}={v}" for k, v in row["flags"].items())
+    workload = "/".join(str(x) for x in row["workload"])
+    cells = " | ".join(
+        f"{row['real'][k]:.1f} | {row['sim'][k]:.1f} | {err(row, k):+.0%}"
+        for k in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
+    )
+    return f"| {flags} | {workload} | {cells} |"
+
+
+if __name__ == "__main__":
+    main()
