@@ -156,9 +156,15 @@ class StudyLoop:
     # Budget --------------------------------------------------------------------------------
 
     def trials_left(self, n_trials: int | None) -> int:
+        """`n_trials` more, else what the study file's budget still allows. Trials that a
+        crash or Ctrl-C interrupted do not use up the budget: a re-run finishes the plan."""
         if n_trials is not None:
             return n_trials
-        done = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state in FINISHED)
+        done = sum(
+            1
+            for t in self.study.get_trials(deepcopy=False)
+            if t.state in FINISHED and t.user_attrs.get("failure_kind") != "interrupted"
+        )
         return max(self.spec.budget.n_trials - done, 0)
 
     def time_used_s(self) -> float:

@@ -45,7 +45,9 @@ def serve(
     ] = None,
     host: Annotated[str, typer.Option(rich_help_panel=_VLLM)] = "127.0.0.1",
     port: Annotated[int, typer.Option(rich_help_panel=_VLLM)] = 8000,
-    api_key: Annotated[str | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="VLLM_API_KEY", rich_help_panel=_VLLM)
+    ] = None,
     gpu: Annotated[
         str, typer.Option(help="Accelerator profile (a6000, h100, cpu, ...).")
     ] = "a6000",

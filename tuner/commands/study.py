@@ -19,7 +19,8 @@ Simulated = Annotated[
 ]
 
 
-def _open(study_file: Path, storage: str | None):
+def _open(study_file: Path, storage: str | None, check=None):
+    """The spec and the store; `check(spec)` runs before the database is touched."""
     import optuna
 
     from tuner.config import load_study_spec
@@ -28,6 +29,8 @@ def _open(study_file: Path, storage: str | None):
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
 
     spec = load_study_spec(study_file)
+    if check is not None:
+        check(spec)
     return spec, Store(storage or spec.storage)
 
 
@@ -53,14 +56,13 @@ def run(
     from tuner.errors import UserError
     from tuner.runner import EngineRunner
 
-    spec, store = _open(study_file, storage)
     timeout_s = None
     if timeout is not None:
         try:
             timeout_s = parse_duration_s(timeout)
         except ValueError as exc:
             raise UserError(f"--timeout: {exc}") from None
-    _check_engine_command(spec)
+    spec, store = _open(study_file, storage, check=_check_engine_command)
     log_dir.mkdir(parents=True, exist_ok=True)
     _loop(spec, store, EngineRunner(spec, log_dir), n_trials, timeout_s, not no_precheck, confirm)
 

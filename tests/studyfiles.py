@@ -1,0 +1,82 @@
+"""Study files for end-to-end tests, written into a test's tmp directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TUNER = [sys.executable, "-m", "tuner.cli"]
+
+
+def sim_study(
+    tmp_path: Path,
+    tokenizer: Path,
+    *,
+    flags: dict[str, Any] | None = None,
+    workload: dict[str, Any] | None = None,
+    **top: Any,
+) -> Path:
+    """A study over `tuner sim serve` (simulated 4×A6000, 32B model) with a short workload."""
+    data: dict[str, Any] = {
+        "name": "e2e",
+        "engine": {
+            "command": ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"],
+            "model": "deepseek-r1-distill-qwen-32b",
+            "served_model_name": "qwen32b",
+            "startup_timeout_s": 60,
+            "flags": {
+                "gpu": "a6000",
+                "tensor-parallel-size": 4,
+                "max-model-len": 8192,
+                "tokenizer": str(tokenizer),
+                **(flags or {}),
+            },
+            "export_drop_flags": ["tokenizer"],
+        },
+        "hardware": {"gpu": "a6000", "count": 4},
+        "search_space": {
+            "parameters": {
+                "max-num-seqs": {"type": "int", "low": 8, "high": 256, "log": True, "default": 256},
+                "max-num-batched-tokens": {
+                    "type": "int",
+                    "low": 256,
+                    "high": 16384,
+                    "log": True,
+                    "default": 2048,
+                },
+                "gpu-memory-utilization": {
+                    "type": "float",
+                    "low": 0.7,
+                    "high": 0.95,
+                    "step": 0.05,
+                    "default": 0.9,
+                },
+            }
+        },
+        "workload": {
+            "tokenizer": str(tokenizer),
+            "random_input_len": 128,
+            "random_output_len": 16,
+            "num_prompts": 16,
+            "request_rate": 16,
+            **(workload or {}),
+        },
+        "budget": {"n_trials": 3},
+        "trial": {"stall_timeout_s": 5},
+    }
+    data.update(top)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def tuner(*args: str, cwd: Path, timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
+    """Run the `tuner` CLI as a user would, from `cwd`, and capture its output."""
+    return subprocess.run(
+        [*TUNER, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw
+    )

@@ -1,0 +1,198 @@
+"""`tuner run` end to end on the simulated engine: real processes, HTTP and SQLite.
+
+The engine is `tuner sim serve`, launched exactly as vLLM is. Its fault-injection flags
+stand in for the crashes, hangs and slow starts a GPU box produces at 2 a.m.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from studyfiles import TUNER, sim_study, tuner
+
+from tuner.engine.process import group_members
+
+
+def _trials(tmp_path: Path, name: str = "e2e") -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path}/tuner.db").trials
+
+
+def _engines(tmp_path: Path) -> list[tuple[int, dict, bool]]:
+    import json
+
+    with sqlite3.connect(tmp_path / "tuner.db") as db:
+        rows = db.execute("SELECT trial_number, identity, running FROM tuner_engines").fetchall()
+    return [(n, json.loads(i), bool(r)) for n, i, r in rows]
+
+
+def _no_engine_left(tmp_path: Path) -> bool:
+    return all(not group_members(ident["pgid"]) for _, ident, _ in _engines(tmp_path))
+
+
+def test_run_stores_trials_and_prints_a_serve_command(tmp_path: Path, tiny_model_dir) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    run = tuner("run", str(study), "--n-trials", "2", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "vllm serve deepseek-r1-distill-qwen-32b" in run.stdout
+    trials = _trials(tmp_path)
+    assert len(trials) == 2
+    base = trials[0]
+    assert base.user_attrs["baseline"] and base.user_attrs["simulated"] is True
+    assert base.user_attrs["vllm_version"].startswith("sim-")
+    assert base.user_attrs["completed"] == 16
+    assert _engines(tmp_path) and _no_engine_left(tmp_path)
+    assert not any(running for *_, running in _engines(tmp_path))
+
+    again = tuner("run", str(study), cwd=tmp_path)  # no --n-trials: finish the budget of 3
+    assert again.returncode == 0, again.stderr
+    assert len(_trials(tmp_path)) == 3
+
+    csv = tuner("trials", str(study), "--format", "csv", cwd=tmp_path)
+    assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == 4
+    best = tuner("best", str(study), cwd=tmp_path)
+    assert best.returncode == 0
+    assert "SIMULATED" in best.stdout and "\nvllm serve " in best.stdout
+    assert "--gpu " not in best.stdout and "--tokenizer" not in best.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind", "within_s"),
+    [
+        ({"fault-crash-after": 4}, "engine_crashed", 30),
+        ({"fault-hang-after": 4}, "engine_hung", 30),
+        ({"fault-refuse-start": True}, "crashed", 30),
+        ({"fault-slow-start-s": 120}, "startup_timeout", 40),
+    ],
+)
+def test_engine_faults_end_the_trial_with_the_reason(
+    tmp_path: Path, tiny_model_dir, flags, kind: str, within_s: float
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir, flags=flags)
+    if kind == "startup_timeout":
+        text = study.read_text().replace("startup_timeout_s: 60", "startup_timeout_s: 8")
+        study.write_text(text)
+    t0 = time.monotonic()
+    run = tuner("run", str(study), "--n-trials", "1", cwd=tmp_path)
+    elapsed = time.monotonic() - t0
+    assert run.returncode == 0, run.stderr
+    (trial,) = _trials(tmp_path)
+    assert trial.user_attrs["failure_kind"] == kind, trial.user_attrs
+    assert trial.state == optuna.trial.TrialState.COMPLETE
+    assert trial.constraints["measured"] == 1.0
+    assert elapsed < within_s, f"noticed after {elapsed:.0f} s"
+    assert _no_engine_left(tmp_path)
+
+
+def _start_and_wait_for_engine(tmp_path: Path, study: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [*TUNER, "run", str(study)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if (tmp_path / "tuner.db").exists():
+            try:
+                if any(running for *_, running in _engines(tmp_path)):
+                    time.sleep(4)  # the engine is up and the workload under way
+                    return proc
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the engine never started")
+
+
+LONG = {"num_prompts": 400, "request_rate": 5}
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_ends_the_trial_and_stops_the_engine(
+    tmp_path: Path, tiny_model_dir, presses: int
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir, workload=LONG)
+    proc = _start_and_wait_for_engine(tmp_path, study)
+    t0 = time.monotonic()
+    for _ in range(presses):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert time.monotonic() - t0 < 30
+    (trial,) = _trials(tmp_path)
+    assert trial.state == optuna.trial.TrialState.FAIL
+    assert trial.user_attrs["failure_kind"] == "interrupted"
+    assert _no_engine_left(tmp_path)
+
+
+def test_kill_9_then_rerun_recovers(tmp_path: Path, tiny_model_dir) -> None:
+    study = sim_study(tmp_path, tiny_model_dir, workload=LONG, budget={"n_trials": 1})
+    proc = _start_and_wait_for_engine(tmp_path, study)
+    proc.kill()
+    proc.communicate(timeout=30)
+    # The engine dies with its tuner (parent-death signal), or the next run stops it.
+    study.write_text(study.read_text().replace("num_prompts: 400", "num_prompts: 8"))
+    rerun = tuner("run", str(study), cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    first, second = _trials(tmp_path)
+    assert first.state == optuna.trial.TrialState.FAIL
+    assert first.user_attrs["failure_kind"] == "interrupted"
+    assert second.state == optuna.trial.TrialState.COMPLETE  # the budget of 1 is still met
+    assert _no_engine_left(tmp_path)
+    assert not any(running for *_, running in _engines(tmp_path))
+
+
+def test_api_key_reaches_engine_and_client_but_nothing_stored(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-tuner-test-0123456789"
+    study = sim_study(tmp_path, tiny_model_dir)
+    text = study.read_text().replace(
+        "  served_model_name: qwen32b", "  served_model_name: qwen32b\n  api_key_env: TEST_KEY"
+    )
+    study.write_text(text)
+    monkeypatch.setenv("TEST_KEY", secret)
+    run = tuner("run", str(study), "--n-trials", "1", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (trial,) = _trials(tmp_path)
+    assert trial.user_attrs["completed"] == 16  # the client authenticated
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert secret not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--storage", "sqlite:////nonexistent/dir/t.db"], "cannot open storage"),
+        (["--storage", "bogus://x"], "cannot open storage"),
+        (["--timeout", "soon"], "--timeout"),
+    ],
+)
+def test_bad_invocations_exit_2_without_a_study(
+    tmp_path: Path, tiny_model_dir, args, needle
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    run = tuner("run", str(study), *args, cwd=tmp_path)
+    assert run.returncode == 2
+    assert needle in run.stderr and run.stderr.count("\n") == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "tuner.db").exists()
+
+
+def test_missing_engine_command_is_a_user_error(tmp_path: Path, tiny_model_dir) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    study.write_text(study.read_text().replace("- '{python}'", "- no-such-vllm-binary"))
+    run = tuner("run", str(study), cwd=tmp_path)
+    assert run.returncode == 2
+    assert "no-such-vllm-binary" in run.stderr and "not found" in run.stderr
+    assert not (tmp_path / "tuner.db").exists()
