@@ -103,7 +103,9 @@ def build_study(
         simulated,
     )
     dists = distributions(spec.search_space)
-    for number, (ttft, tpot, thr, score, kind) in sorted((trials or TRIALS).items()):
+    for number, (ttft, tpot, thr, score, kind) in sorted(
+        (TRIALS if trials is None else trials).items()
+    ):
         study.add_trial(_trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated))
     store.close()
     return study_file, url

@@ -119,6 +119,11 @@ def _front_text(front: list[TrialPoint], fmt: str) -> str:
     return buf.getvalue()
 
 
+def _param_text(value: object) -> str:
+    """Floats from a stepped range (0.7799999999999999) shown as the step meant (0.78)."""
+    return f"{value:.10g}" if isinstance(value, float) else str(value)
+
+
 def _print_front(
     front: list[TrialPoint],
     objs: list[tuple[str, str]],
@@ -142,7 +147,7 @@ def _print_front(
         table.add_column(col, justify="right")
     for p in front:
         cells = [str(p.number) + (" (baseline)" if p.baseline else "")]
-        cells += [str(p.params.get(k, "")) for k in params]
+        cells += [_param_text(p.params.get(k, "")) for k in params]
         cells += [f"{p.metrics[m]:.4g}" if m in p.metrics else "" for m in metrics]
         cells.append("" if p.score is None else f"{p.score:.3f}")
         table.add_row(*cells)
