@@ -16,6 +16,7 @@ from tuner.slo import parse_slo
 TPOT = "mean_tpot_ms"
 THROUGHPUT = "output_throughput"
 MIN_TRIALS_FOR_IMPORTANCE = 4
+LOG_SPAN = 10.0
 COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111"}
 
 
@@ -44,6 +45,13 @@ def _labels(points: Sequence[TrialPoint], x: str, y: str) -> list[str]:
         ",".join(map(str, at[(p.metrics[x], p.metrics[y])])) if p.number in first else ""
         for p in points
     ]
+
+
+def _log_scale(values: Sequence[float]) -> bool:
+    """A log axis when the values span more than 10×, e.g. an overloaded config's 20 s TTFT
+    beside good ones at 0.5 s: on a linear axis the good ones would be squeezed into a corner."""
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) > 1 and max(positive) / min(positive) > LOG_SPAN
 
 
 def _hover(p: TrialPoint) -> str:
@@ -158,6 +166,10 @@ def pareto_figure(
     title = f"{x} against {y} (both lower is better)"
     if simulated:
         title += " — SIMULATED: predicted, not measured"
+    shown = [*feasible, *infeasible]
+    for name, axis in ((x, fig.update_xaxes), (y, fig.update_yaxes)):
+        if _log_scale([p.metrics[name] for p in shown]):
+            axis(type="log")
     fig.update_layout(
         title={"text": title},
         xaxis_title=f"{x} (ms)",
@@ -316,6 +328,10 @@ def write_png(
     title = f"{study_name}: {x} vs {y}" + (f" — {failed} failed trials not shown" if failed else "")
     if simulated:
         title += "\nSIMULATED: predicted figures, not measurements"
+    shown = [*feasible, *infeasible]
+    for name, scale in ((x, ax.set_xscale), (y, ax.set_yscale)):
+        if _log_scale([p.metrics[name] for p in shown]):
+            scale("log")
     ax.set(title=title, xlabel=f"{x} (ms)", ylabel=f"{y} (ms)")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
