@@ -1,0 +1,157 @@
+"""`tuner run` against real vLLM (the CPU build) with the tiny dummy model.
+
+Every engine start costs 20–60 s here, so these tests start as few engines as the checks
+allow. They share the study-file builder with the simulated runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from studyfiles import TUNER, cpu_study, tuner
+from test_run_sim import _engines, _no_engine_left, _trials
+
+from tuner.config import load_study_spec
+from tuner.runner import EngineRunner
+from tuner.store import Store
+from tuner.study import StudyLoop
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture
+def study_file(tmp_path: Path, tiny_model_dir: Path, vllm_python: Path) -> Path:
+    from conftest import server_core
+
+    return cpu_study(tmp_path, tiny_model_dir, vllm_python, server_core())
+
+
+def test_cpu_study_runs_resumes_and_exports(tmp_path: Path, study_file: Path) -> None:
+    run = tuner("run", str(study_file), "--n-trials", "3", cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    trials = _trials(tmp_path, "cpu-tiny")
+    assert len(trials) == 3
+    measured = [t for t in trials if "failure_kind" not in t.user_attrs]
+    assert measured, [t.user_attrs.get("failure_reason") for t in trials]
+    for t in measured:
+        assert t.user_attrs["completed"] == 16
+        assert t.user_attrs["total_output_tokens"] == 16 * 16
+        assert t.user_attrs["mean_tpot_ms"] > 0 and t.user_attrs["output_throughput"] > 0
+        assert t.user_attrs["simulated"] is False
+        assert t.user_attrs["vllm_version"].startswith("0.")
+    assert _no_engine_left(tmp_path)
+
+    again = tuner("run", str(study_file), "--n-trials", "1", cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(_trials(tmp_path, "cpu-tiny")) == 4  # continued, not started over
+
+    best = tuner("best", str(study_file), cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    command = best.stdout.strip().splitlines()[-1]
+    assert command.startswith("VLLM_CPU_KVCACHE_SPACE=") or command.startswith("vllm serve")
+    assert "vllm serve " in command and "--load-format" not in command
+    assert _no_engine_left(tmp_path)
+
+
+def test_refused_block_size_is_recorded_and_the_study_goes_on(
+    tmp_path: Path, study_file: Path
+) -> None:
+    spec = load_study_spec(study_file)
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"), precheck=False)
+    good = {
+        "max-num-seqs": 8,
+        "block-size": 32,
+        "max-num-batched-tokens": 1024,
+        "enable-chunked-prefill": True,
+        "VLLM_CPU_KVCACHE_SPACE": 1,
+    }
+    loop.study.enqueue_trial({**good, "block-size": 16})
+    loop.study.enqueue_trial(good)
+    assert loop.run(n_trials=2).ran == 2
+    refused, measured = loop.study.get_trials()
+    assert refused.user_attrs["failure_kind"] == "unsupported_block_size"
+    assert "No common block size for 16" in refused.user_attrs["failure_reason"]
+    assert refused.constraints["measured"] == 1.0
+    assert measured.user_attrs["completed"] == 16
+    assert store.trial_row("cpu-tiny", refused.number)["outcome"] == "failed"
+    store.close()
+    assert _no_engine_left(tmp_path)
+
+
+def _wait_for_measuring(tmp_path: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        logs = list((tmp_path / "runs").glob("*.log")) if (tmp_path / "runs").exists() else []
+        if logs and "POST /v1/completions" in logs[0].read_text(errors="replace"):
+            return
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("no request reached the engine")
+
+
+LONG = {"num_prompts": 2000, "random_output_len": 64}
+
+
+def _long(study_file: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load(study_file.read_text())
+    data["workload"].update(LONG)
+    data["budget"] = {"n_trials": 1}
+    study_file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_ctrl_c_during_measurement(tmp_path: Path, study_file: Path) -> None:
+    _long(study_file)
+    proc = subprocess.Popen(
+        [*TUNER, "run", str(study_file)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for_measuring(tmp_path, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    (trial,) = _trials(tmp_path, "cpu-tiny")
+    assert trial.state == optuna.trial.TrialState.FAIL
+    assert trial.user_attrs["failure_reason"] == "interrupted by the user"
+    assert _no_engine_left(tmp_path)
+
+
+def test_kill_9_mid_trial_then_rerun_recovers(tmp_path: Path, study_file: Path) -> None:
+    _long(study_file)
+    proc = subprocess.Popen(
+        [*TUNER, "run", str(study_file)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for_measuring(tmp_path, proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    (stale,) = _trials(tmp_path, "cpu-tiny")
+    assert stale.state == optuna.trial.TrialState.RUNNING
+    assert any(running for *_, running in _engines(tmp_path))
+
+    # The re-run stops whatever the dead tuner left, marks the trial, and spends the budget
+    # (1 trial) on a fresh one: a short workload this time.
+    text = study_file.read_text().replace("num_prompts: 2000", "num_prompts: 8")
+    study_file.write_text(text)
+    rerun = tuner("run", str(study_file), cwd=tmp_path, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    first, second = _trials(tmp_path, "cpu-tiny")
+    assert first.state == optuna.trial.TrialState.FAIL
+    assert first.user_attrs["failure_kind"] == "interrupted"
+    assert second.state == optuna.trial.TrialState.COMPLETE
+    assert _no_engine_left(tmp_path)
+    assert not any(running for *_, running in _engines(tmp_path))
