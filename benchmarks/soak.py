@@ -131,11 +131,7 @@ def _report(storage: str, out: Path) -> dict:
         kind = t.user_attrs.get("failure_kind", "measured" if t.state.name == "COMPLETE" else "-")
         kinds[kind] = kinds.get(kind, 0) + 1
         if t.state.name == "COMPLETE" and "reused_from" not in t.user_attrs:
-            if t.number not in rows or (
-                kind == "measured"
-                and requests.get(t.number, 0) != t.user_attrs["completed"] + t.user_attrs["failed"]
-            ):
-                lost += 1
+            lost += _rows_missing(t, kind, rows, requests)
     return {
         "trials": len(trials),
         "by_outcome": kinds,
@@ -144,6 +140,14 @@ def _report(storage: str, out: Path) -> dict:
         "engines_marked_running": running_rows[0],
         "rows_lost": lost,
     }
+
+
+def _rows_missing(t: optuna.trial.FrozenTrial, kind: str, rows: dict, requests: dict) -> int:
+    """1 when a finished trial lacks its row, or a measured one lacks any request record."""
+    if t.number not in rows:
+        return 1
+    expected = t.user_attrs.get("completed", 0) + t.user_attrs.get("failed", 0)
+    return int(kind == "measured" and requests.get(t.number, 0) != expected)
 
 
 if __name__ == "__main__":
