@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
+from typer.exceptions import TyperException
 
 from tuner.commands import bench, results, sim, study, tools
 from tuner.errors import UserError
@@ -35,12 +35,12 @@ def main(argv: list[str] | None = None) -> None:
         rv = app(args=argv, standalone_mode=False)
     except UserError as exc:
         _fail(str(exc))
-    except click.UsageError as exc:
-        _fail(exc.format_message() if hasattr(exc, "format_message") else str(exc))
-    except click.exceptions.Abort:
-        _fail("aborted", code=130)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except typer.Abort:
+        _fail("aborted", code=130)
+    except TyperException as exc:  # usage errors: unknown option, bad value, missing argument
+        _fail(exc.format_message(), code=getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         _fail("interrupted", code=130)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -20,6 +20,7 @@ import optuna
 
 from tuner import objective as obj
 from tuner.config import StudySpec
+from tuner.errors import UserError
 from tuner.progress import SilentProgress, StudyProgress
 from tuner.runner import Measurement, TrialContext, TrialRunner
 from tuner.space import (
@@ -33,6 +34,7 @@ from tuner.space import (
 from tuner.store import Store
 
 OWNER_ATTR = "tuner:owner"
+_UNKNOWN_FLAG = "unrecognized arguments"  # argparse's words, in vLLM's and the simulator's log
 LEGACY_CONSTRAINTS_ATTR = "constraints"  # what optuna-dashboard reads to mark infeasible trials
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
 
@@ -252,6 +254,8 @@ class StudyLoop:
     def _abandon(self, trial: optuna.Trial, exc: BaseException) -> None:
         """Ctrl-C or a bug mid-trial: stop the engine, end the trial as FAIL with the reason."""
         self.runner.close()
+        if self._storage.get_trial(trial._trial_id).state.is_finished():
+            return  # already recorded (e.g. a refusal that stops the whole study)
         reason = "interrupted by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
         trial.set_user_attr("failure_kind", "interrupted")
         trial.set_user_attr("failure_reason", reason[:500])
@@ -368,6 +372,9 @@ class StudyLoop:
             obj.constraints(self.spec.objective, None),
             attrs,
         )
+        if m.failure_kind == "invalid_argument" and _UNKNOWN_FLAG in (m.failure_reason or ""):
+            # No tuned value can fix a flag the engine does not know: every trial would fail.
+            raise UserError(f"the engine does not accept its command line: {m.failure_reason}")
         return f"[red]failed[/red] ({m.failure_kind}): {(m.failure_reason or '')[:160]}"
 
     def _complete(self, trial: optuna.Trial, m: Measurement) -> str:
