@@ -46,7 +46,10 @@ def make_http_client(max_concurrency: int | None, timeout_s: float) -> httpx.Asy
         force_close=False,
     )
     session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-    return httpx.AsyncClient(transport=AiohttpTransport(client=session), timeout=timeout_s)
+    # No per-read socket timeouts (a timer per read costs at 100k chunks/s): the caller
+    # bounds each request as a whole, and hangs are caught by the stall watchdog.
+    timeout = httpx.Timeout(None, connect=timeout_s)
+    return httpx.AsyncClient(transport=AiohttpTransport(client=session), timeout=timeout)
 
 
 def request_body(endpoint: str, model: str, req: BenchRequest) -> bytes:
@@ -112,27 +115,28 @@ async def stream_request(
                 rec.error = f"HTTP {resp.status_code}: {' '.join(raw.split())}"
                 return rec
             decoder = SseDecoder()
+            clock, itl, append_text = time.perf_counter, rec.itl_s, text.append
             async for chunk in resp.aiter_raw():
-                activity.last_s = time.perf_counter()
+                activity.last_s = clock()
                 for payload in decoder.feed(chunk):
-                    now = time.perf_counter()
-                    ev = interpret(payload, chat)
-                    if ev.kind == "token":
+                    now = clock()
+                    kind, piece, completion_tokens, prompt_tokens, error = interpret(payload, chat)
+                    if kind == "token":
                         if got_token:
-                            rec.itl_s.append(now - last_token_t)
+                            itl.append(now - last_token_t)
                         else:
                             got_token = True
                             rec.ttft_s = now - st
                         last_token_t = now
-                        text.append(ev.text)
-                    elif ev.kind == "done":
+                        append_text(piece)
+                    elif kind == "done":
                         done = True
-                    elif ev.kind == "error":
-                        rec.error = f"server error in stream: {ev.error}"
-                    if ev.completion_tokens is not None:
-                        rec.output_tokens = ev.completion_tokens
-                    if ev.prompt_tokens is not None:
-                        rec.prompt_len = ev.prompt_tokens
+                    elif kind == "error":
+                        rec.error = f"server error in stream: {error}"
+                    if completion_tokens is not None:
+                        rec.output_tokens = completion_tokens
+                    if prompt_tokens is not None:
+                        rec.prompt_len = prompt_tokens
             for payload in decoder.flush():
                 done = done or interpret(payload, chat).kind == "done"
     except (httpx.HTTPError, aiohttp.ClientError, ValueError, OSError) as exc:

@@ -8,8 +8,7 @@ other fields), and `interpret` reads one payload as a completions or chat chunk.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 DONE = "[DONE]"
 
@@ -44,9 +43,12 @@ class SseDecoder:
         *events, self._buf = buf.split(b"\n\n")
         out = []
         for raw in events:
-            payload = _event_data(raw)
-            if payload is not None:
-                out.append(payload)
+            if raw[:6] == b"data: " and b"\n" not in raw:  # the common case: one data line
+                out.append(raw[6:].decode("utf-8", "replace"))
+            else:
+                payload = _event_data(raw)
+                if payload is not None:
+                    out.append(payload)
         return out
 
     def flush(self) -> list[str]:
@@ -58,8 +60,6 @@ class SseDecoder:
 
 def _event_data(raw: bytes) -> str | None:
     """The data payload of one event, or None when it has no data (comment-only, empty)."""
-    if raw.startswith(b"data: ") and b"\n" not in raw:  # the common case: one data line
-        return raw[6:].decode("utf-8", "replace")
     data: list[bytes] = []
     for line in raw.split(b"\n"):
         if line.startswith(b"data"):
@@ -72,9 +72,8 @@ def _event_data(raw: bytes) -> str | None:
     return b"\n".join(data).decode("utf-8", "replace")
 
 
-@dataclass(frozen=True, slots=True)
-class StreamEvent:
-    """What one payload means for the measurement.
+class StreamEvent(NamedTuple):
+    """What one payload means for the measurement (a tuple: cheap at 100k chunks/s).
 
     kind: `token` (non-empty `choices`: the timestamps of TTFT, ITL and E2EL), `usage`
     (no choices), `done` (`[DONE]`), `error` (the server reported an error in-stream),
@@ -100,21 +99,20 @@ def interpret(payload: str, chat: bool) -> StreamEvent:
     if payload == DONE:
         return _DONE_EVENT
     data = json.loads(payload)
-    if not isinstance(data, dict):
+    if type(data) is not dict:
         raise ValueError(f"SSE payload is not a JSON object: {payload[:80]!r}")
     usage = data.get("usage")
     completion_tokens = prompt_tokens = None
-    if isinstance(usage, dict):
+    if type(usage) is dict:
         completion_tokens = usage.get("completion_tokens")
         prompt_tokens = usage.get("prompt_tokens")
     choices = data.get("choices")
     if choices:
-        first = choices[0]
         if chat:
-            delta = first.get("delta") or {}
-            text = delta.get("content") or ""
+            delta = choices[0].get("delta")
+            text = (delta.get("content") if delta else None) or ""
         else:
-            text = first.get("text") or ""
+            text = choices[0].get("text") or ""
         return StreamEvent("token", text, completion_tokens, prompt_tokens)
     if "error" in data:
         err = data["error"]
