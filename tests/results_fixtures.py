@@ -86,7 +86,7 @@ def build_study(
     text: str = STUDY_YAML,
 ) -> tuple[Path, str]:
     """Write the study file and a SQLite database holding the trials; returns (file, URL)."""
-    from tuner.objective import directions, metric_names
+    from tuner.objective import directions, metric_names, penalty_values
     from tuner.space import distributions
 
     study_file = write_study_file(dir_, text.replace("slo:", f"mode: {mode}\n  slo:"))
@@ -103,15 +103,17 @@ def build_study(
         simulated,
     )
     dists = distributions(spec.search_space)
+    penalty = penalty_values(spec.objective)  # what `tuner run` tells Optuna for a failed trial
     for number, (ttft, tpot, thr, score, kind) in sorted(
         (TRIALS if trials is None else trials).items()
     ):
-        study.add_trial(_trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated))
+        trial = _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty)
+        study.add_trial(trial)
     store.close()
     return study_file, url
 
 
-def _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated) -> Any:
+def _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty) -> Any:
     params = PARAMS[number % len(PARAMS)]
     attrs: dict[str, Any] = {"baseline": number == 0, "simulated": simulated, "score": score}
     constraints = {"measured": 0.0, "failed_requests": -0.05, "p99_ttft_ms<=2000": 0.0}
@@ -141,7 +143,7 @@ def _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated) -> Any:
             failure_reason="No available memory for the cache blocks.",
         )
         constraints = {k: 1.0 for k in constraints}
-        values = [10.0] if mode == "scalar" else [1e12, 1e12, 0.0]
+        values = penalty
     system_attrs = {f"constraints:{k}": v for k, v in constraints.items()}
     system_attrs["constraints"] = list(constraints.values())  # what optuna-dashboard reads
     state = optuna.trial.TrialState.FAIL if kind == "FAIL" else optuna.trial.TrialState.COMPLETE
