@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -64,6 +65,21 @@ def test_none_qualify_names_the_closest_trial(stored) -> None:
     by_number = {p.number: p for p in points}
     assert slo_violation(by_number[1], limits) == pytest.approx(30 / 45)
     assert slo_violation(by_number[6], limits) == pytest.approx(0.8 + 5 / 45)
+
+
+def test_confirmed_configs_rank_by_their_mean_score(stored) -> None:
+    _, spec, points = stored
+    six = next(p for p in points if p.number == 6)
+    lucky_rerun = replace(six, number=8, score=-0.9, attrs={**six.attrs, "confirm_of": 6})
+    points = [*points, lucky_rerun]
+    assert select_trial(points, "s").point.number == 6  # a re-run is never a candidate
+    # Trial 6 scored -0.4 once, but its confirmation runs average +0.03: trial 1 (-0.3) wins.
+    choice = select_trial(points, "s", runs={6: [-0.4, 0.2, 0.3]})
+    assert choice.point.number == 1
+    choice = select_trial(points, "s", runs={6: [-0.4, -0.5, -0.3]})
+    assert choice.point.number == 6 and choice.scores == (-0.4, -0.5, -0.3)
+    text = render("shell", spec, choice, "s", simulated=False)
+    assert "#   confirmed over 3 runs: mean score -0.4, range 0.2" in text
 
 
 def test_explicit_trial_and_its_errors(stored) -> None:

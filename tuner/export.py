@@ -31,6 +31,7 @@ class Choice:
     point: TrialPoint
     why: str
     limits: tuple[SloLimit, ...] = ()
+    scores: tuple[float, ...] = ()  # every measured score of this config when it was confirmed
 
 
 def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
@@ -40,8 +41,15 @@ def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
     )
 
 
-def _rank(point: TrialPoint) -> tuple[float, int]:
-    return (point.score if point.score is not None else float("inf"), point.number)
+def _ranker(runs: dict[int, list[float]]):
+    """Sort key: the mean score over `--confirm` runs where there are some (so one lucky run
+    does not win), else the single score; ties go to the earlier trial."""
+
+    def key(point: TrialPoint) -> tuple[float, int]:
+        scores = runs.get(point.number) or ([point.score] if point.score is not None else [])
+        return (sum(scores) / len(scores) if scores else float("inf"), point.number)
+
+    return key
 
 
 def _figures(point: TrialPoint, names: Sequence[str]) -> str:
@@ -54,29 +62,35 @@ def select_trial(
     *,
     trial: int | None = None,
     limits: Sequence[SloLimit] = (),
+    runs: dict[int, list[float]] | None = None,
 ) -> Choice:
     """`--trial N`; else the best-scoring healthy trial that meets every limit given (they
     replace the study file's SLO); else, with no limits, the best feasible trial. Lowest
     `score` wins (it is stored in multi-objective studies too), ties go to the earlier trial.
     When no trial qualifies, the UserError names the closest: the smallest total relative
-    SLO violation."""
-    limits = tuple(limits)
+    SLO violation. `runs` maps a trial to all its scores when `tuner run --confirm` re-measured
+    it (`tuner.views.confirmation_scores`); re-runs themselves are not candidates."""
+    limits, runs = tuple(limits), runs or {}
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study_name!r} has no complete trial yet")
     check_stored(points, [limit.metric for limit in limits], study_name)
     if trial is not None:
         return _given(points, study_name, trial, limits)
     # With limits given, they replace the study's SLO; health constraints still hold.
-    pool = [p for p in points if (p.healthy if limits else p.feasible)]
+    pool = [
+        p
+        for p in points
+        if (p.healthy if limits else p.feasible) and p.attrs.get("confirm_of") is None
+    ]
     ok = [p for p in pool if all(limit.met(p.metrics) for limit in limits)]
     text = ",".join(str(limit) for limit in limits)
     kind = "measured" if limits else "feasible"
     if ok:
-        best = min(ok, key=_rank)
+        best = min(ok, key=_ranker(runs))
         why = f"best score among the {len(pool)} {kind} trials"
         if limits:
             why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
-        return Choice(best, why, limits)
+        return Choice(best, why, limits, tuple(runs.get(best.number, ())))
     if pool:
         near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
         figures = _figures(near, [limit.metric for limit in limits])
@@ -150,6 +164,12 @@ def justification(
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
+    if len(choice.scores) > 1:
+        mean = sum(choice.scores) / len(choice.scores)
+        spread = max(choice.scores) - min(choice.scores)
+        lines.append(
+            f"  confirmed over {len(choice.scores)} runs: mean score {mean:.4g}, range {spread:.3g}"
+        )
     return lines
 
 

@@ -29,6 +29,7 @@ from tuner.report_plots import (
     ttft_axis,
 )
 from tuner.slo import parse_slo
+from tuner.views import confirmation_scores
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
@@ -127,7 +128,11 @@ def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
 
 
 def best_commands(
-    spec: StudySpec, points: Sequence[TrialPoint], study_name: str, simulated: bool
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    study_name: str,
+    simulated: bool,
+    runs: dict[int, list[float]] | None = None,
 ) -> str:
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
@@ -136,7 +141,7 @@ def best_commands(
     for title, text in _slo_sets(spec):
         limits = parse_slo(text) if text else []
         try:
-            choice = select_trial(points, study_name, limits=limits)
+            choice = select_trial(points, study_name, limits=limits, runs=runs)
         except UserError as exc:
             cell = f'<td class="l err" colspan="5">{_e(exc)}</td>'
             rows.append(f'<tr><td class="l">{_e(title)}</td>{cell}</tr>')
@@ -273,7 +278,7 @@ def build_report(
 {banner}
 <div class="counts">{count_html}</div>
 <h2>What to deploy</h2>
-{best_commands(spec, points, study.study_name, simulated)}
+{best_commands(spec, points, study.study_name, simulated, confirmation_scores(study))}
 <h2>Trade-off: {_e(x)} against mean TPOT</h2>
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.

@@ -171,6 +171,7 @@ def export(
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
     from tuner.export import FORMATS, render, select_trial
     from tuner.slo import parse_slo
+    from tuner.views import confirmation_scores
 
     _choose(fmt, FORMATS, "format")
     limits = parse_slo(slo) if slo is not None else []
@@ -178,7 +179,8 @@ def export(
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
     study, spec = _open(study_file, storage, simulated)
     points = _points(study)
-    choice = select_trial(points, study.study_name, trial=trial, limits=limits)
+    runs = confirmation_scores(study)
+    choice = select_trial(points, study.study_name, trial=trial, limits=limits, runs=runs)
     baseline = next((p for p in points if p.baseline and p.metrics), None)
     text = render(
         fmt,
