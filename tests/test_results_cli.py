@@ -58,6 +58,17 @@ def test_pareto_json_csv_table(study) -> None:
     assert "0 (baseline)" in done.stdout
 
 
+def test_pareto_and_export_agree_across_objective_modes(tmp_path: Path) -> None:
+    """A multi-objective study of the same measurements gives the same front and choice."""
+    study_file, url = build_study(tmp_path, mode="multi")
+    done = tuner("pareto", str(study_file), "--storage", url, "--format", "json")
+    assert [r["trial"] for r in json.loads(done.stdout)] == [1, 2, 0, 6]
+    done = tuner("export", str(study_file), "--storage", url, "--format", "json")
+    assert json.loads(done.stdout)["trial"] == 6
+    done = tuner("export", str(study_file), "--storage", url, "-o", str(tmp_path / "no" / "x"))
+    assert done.returncode == 2 and "cannot write" in done.stderr
+
+
 def test_export_formats_and_output_file(study, tmp_path: Path) -> None:
     study_file, url = study
     done = tuner("export", study_file, "--storage", url)
