@@ -16,6 +16,7 @@ from tuner.engine.failures import (
     KV_CACHE_TOO_SMALL,
     MAX_REASON_CHARS,
     OUT_OF_MEMORY,
+    PORT_IN_USE,
     STARTUP_TIMEOUT,
     UNSUPPORTED_BLOCK_SIZE,
     classify_failure,
@@ -52,6 +53,7 @@ def read_log(name: str) -> str:
         ("kv_too_small_for_len", KV_CACHE_TOO_SMALL, "KV cache is needed, which is larger than"),
         ("kv_no_blocks", KV_CACHE_TOO_SMALL, "No available memory for the cache blocks"),
         ("kv_space_over_memory", OUT_OF_MEMORY, "is less than requested memory for kv (64.0 GiB)"),
+        ("port_in_use", PORT_IN_USE, "OSError: [Errno 98] Address already in use"),
     ],
 )
 def test_real_vllm_failures_are_classified(log: str, kind: str, reason_part: str) -> None:

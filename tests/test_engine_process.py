@@ -174,7 +174,7 @@ def test_startup_timeout_stops_the_whole_group(fake_engine) -> None:
     proc, url = fake_engine(delay_s=60, grandchild=True, ignore=["SIGINT"])
     wait_for_log(proc, "grandchild")
     with pytest.raises(EngineStartFailed) as err:
-        proc.wait_ready(url, timeout_s=1.5)
+        proc.wait_ready(url, timeout_s=1.5, stop_grace_s=0.5)
     assert err.value.failure.kind == STARTUP_TIMEOUT
     assert_group_gone(proc.pgid)
 

@@ -14,6 +14,7 @@ KV_CACHE_TOO_SMALL = "kv_cache_too_small"
 OUT_OF_MEMORY = "out_of_memory"
 INVALID_ARGUMENT = "invalid_argument"
 UNSUPPORTED_BLOCK_SIZE = "unsupported_block_size"
+PORT_IN_USE = "port_in_use"  # another process took the port first: retry on another one
 STARTUP_TIMEOUT = "startup_timeout"
 CRASHED = "crashed"
 
@@ -32,6 +33,7 @@ FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
         (INVALID_ARGUMENT, r"must be greater than or equal to max_num_seqs", 0),
         (INVALID_ARGUMENT, r"is smaller than max_model_len", 0),
         (INVALID_ARGUMENT, r"\d+ validation errors? for \w+", 2),
+        (PORT_IN_USE, r"Address already in use", 0),
     )
 )
 

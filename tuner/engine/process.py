@@ -172,6 +172,7 @@ class EngineProcess:
         self.started_at = started_at  # time.monotonic() just before launch
         self.start_ticks = start_ticks(popen.pid)
         self.ready_info: ready.ReadyInfo | None = None
+        self._stopped = False
 
     @classmethod
     def start(
@@ -257,11 +258,13 @@ class EngineProcess:
         *,
         api_key: str | None = None,
         on_tick: Callable[[float], None] | None = None,
+        stop_grace_s: float = DEFAULT_GRACE_S,
     ) -> ready.ReadyInfo:
         """Wait for `/health` and `/v1/models`; on exit or timeout stop the group and raise.
 
         Raises EngineStartFailed with the classified failure (`startup_timeout` when the
-        engine was still starting at `timeout_s`, counted from launch).
+        engine was still starting at `timeout_s`, counted from launch). `stop_grace_s` is
+        the `stop()` grace used then.
         """
         remaining_s = timeout_s - (time.monotonic() - self.started_at)
         try:
@@ -274,7 +277,7 @@ class EngineProcess:
                 on_tick=on_tick,
             )
         except ready.NotReady as exc:
-            self.stop()
+            self.stop(stop_grace_s)
             failure = classify_failure(
                 self.read_log(), exit_code=self.poll(), timed_out=not exc.exited
             )
@@ -284,11 +287,14 @@ class EngineProcess:
     def stop(self, grace_s: float = DEFAULT_GRACE_S) -> int | None:
         """SIGINT, SIGTERM, then SIGKILL to the whole group, waiting `grace_s` between.
 
-        Idempotent. Afterwards no process of the group is left. Returns the child's exit code.
+        Idempotent: once the group is gone it is never signalled again (its id could be
+        reused by then). Afterwards no process of the group is left. Returns the exit code.
         """
-        _stop_group(self.pgid, grace_s, reap=self.popen.poll)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=KILL_WAIT_S)
+        if not self._stopped:
+            _stop_group(self.pgid, grace_s, reap=self.popen.poll)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=KILL_WAIT_S)
+            self._stopped = not group_members(self.pgid)
         return self.popen.returncode
 
     def __enter__(self) -> EngineProcess:
