@@ -1,0 +1,97 @@
+"""`tuner bench` and `vllm bench serve` measure the same real vLLM the same way.
+
+One fixed random workload, run three times by each client, interleaved (tuner, vllm,
+tuner, ...), each client pinned to a core the server does not use. Counts must agree
+exactly; timing figures must agree within the noise of these machines (see TOLERANCE).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NUM_PROMPTS = 48
+INPUT_LEN = 64
+OUTPUT_LEN = 64
+RUNS_PER_CLIENT = 3  # each run streams ~3000 tokens: ~3 s here, long enough to average
+# Brief §5: with server and client pinned, the medians of three interleaved runs of the
+# *same* client still differed by up to 25% on these shared 2-core machines. Two clients
+# measured the same way must then agree within that; 35% adds room for the other work the
+# shared machine does meanwhile. A client that timed tokens wrongly (per token vs per chunk,
+# its own overhead, a different start time) misses by far more on this engine.
+TOLERANCE = 0.35
+TIMED_KEYS = ("mean_tpot_ms", "mean_itl_ms", "output_throughput")
+
+
+def _workload_flags(base_url: str, model: str, tokenizer: Path) -> list[str]:
+    return [
+        "--base-url", base_url,
+        "--model", model,
+        "--tokenizer", str(tokenizer),
+        "--dataset-name", "random",
+        "--random-input-len", str(INPUT_LEN),
+        "--random-output-len", str(OUTPUT_LEN),
+        "--num-prompts", str(NUM_PROMPTS),
+        "--max-concurrency", "4",
+        "--seed", "0",
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "99",
+    ]  # fmt: skip
+
+
+def _client_core() -> str:
+    """Core 0 on the 2-core machines: conftest pins the server to the last core."""
+    cores = sorted(os.sched_getaffinity(0))
+    return str(cores[0])
+
+
+def _run(argv: list[str]) -> None:
+    proc = subprocess.run(
+        ["taskset", "-c", _client_core(), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
+    flags = _workload_flags(vllm_server.base_url, vllm_server.model, vllm_server.model_dir)
+    results: dict[str, list[dict]] = {"tuner": [], "vllm": []}
+    for i in range(RUNS_PER_CLIENT):
+        ours = tmp_path / f"tuner-{i}.json"
+        _run([str(REPO / ".venv" / "bin" / "tuner"), "bench", *flags, "--save-result", str(ours)])
+        results["tuner"].append(json.loads(ours.read_text()))
+        theirs = f"vllm-{i}.json"
+        vllm = [str(REPO / ".venv-vllm" / "bin" / "vllm"), "bench", "serve", "--backend", "vllm"]
+        save = ["--save-result", "--result-dir", str(tmp_path), "--result-filename", theirs]
+        _run([*vllm, *flags, "--disable-tqdm", *save])
+        results["vllm"].append(json.loads((tmp_path / theirs).read_text()))
+
+    for client, runs in results.items():
+        for run in runs:
+            assert run["completed"] == NUM_PROMPTS and run["failed"] == 0, client
+            assert run["total_output_tokens"] == NUM_PROMPTS * OUTPUT_LEN, client
+    # Same seed, same tokenizer, vLLM's algorithm: the same prompt lengths (as the server
+    # counted them, from usage.prompt_tokens).
+    assert results["tuner"][0]["total_input_tokens"] == NUM_PROMPTS * INPUT_LEN
+    assert results["vllm"][0]["total_input_tokens"] == pytest.approx(
+        NUM_PROMPTS * INPUT_LEN, rel=0.02
+    )
+
+    report = {}
+    for key in TIMED_KEYS:
+        ours = statistics.median(r[key] for r in results["tuner"])
+        theirs = statistics.median(r[key] for r in results["vllm"])
+        report[key] = (ours, theirs)
+        assert ours > 0 and theirs > 0
+    print(f"medians of {RUNS_PER_CLIENT} runs (tuner, vllm): {report}")  # shown with -s
+    off = {k: abs(a - b) / b for k, (a, b) in report.items()}
+    assert all(v <= TOLERANCE for v in off.values()), f"medians (tuner, vllm): {report}"
