@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from tuner.metrics import HEADLINE_METRICS, bootstrap_ci, compute_metrics
 from tuner.workload.client import (
     CHAT_ENDPOINT,
@@ -117,7 +119,7 @@ class _Run:
         on_progress: Callable[[int, int], None] | None,
     ) -> None:
         self.spec = spec
-        self.url = base_url.rstrip("/") + spec.endpoint
+        self.url = httpx.URL(base_url.rstrip("/") + spec.endpoint)  # parsed once
         self.chat = spec.endpoint == CHAT_ENDPOINT
         self.requests = requests
         self.bodies = [request_body(spec.endpoint, model, r) for r in requests]
