@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 from tuner.engine.failures import STARTUP_TIMEOUT, UNSUPPORTED_BLOCK_SIZE, EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free
-from tuner.engine.process import EngineProcess, group_members
+from tuner.engine.process import EngineProcess, group_members, stop_orphan
 
 pytestmark = pytest.mark.vllm
 SERVER_CORE = max(os.sched_getaffinity(0))  # as conftest.server_core()
@@ -127,3 +129,40 @@ def test_stop_of_a_ready_server_leaves_nothing_and_frees_the_port(
     assert_group_gone(proc.pgid)
     assert all(not Path(f"/proc/{pid}").exists() for pid in members)
     assert port_is_free("127.0.0.1", port)
+
+
+FAKE_TUNER = """
+import json, sys, time
+from pathlib import Path
+from tuner.engine.process import EngineProcess
+argv, env, log, url, core = json.loads(sys.argv[1])
+engine = EngineProcess.start(argv, env, Path(log), cpu_affinity=[core])
+engine.wait_ready(url, 240)
+print(json.dumps(engine.identity()), flush=True)
+time.sleep(600)
+"""
+
+
+def test_vllm_dies_with_a_kill_9_tuner(vllm_command, tmp_path: Path) -> None:
+    """The parent-death SIGTERM reaches vLLM's API server, which stops its whole group."""
+    port = free_port()
+    argv, env = vllm_command(port)
+    url = f"http://127.0.0.1:{port}"
+    args = json.dumps([argv, env, str(tmp_path / "engine.log"), url, SERVER_CORE])
+    tuner = subprocess.Popen([sys.executable, "-c", FAKE_TUNER, args], stdout=subprocess.PIPE)
+    ident = None
+    try:
+        ident = json.loads(tuner.stdout.readline())
+        assert len(group_members(ident["pgid"])) >= 2
+        tuner.kill()
+        tuner.wait(timeout=10)
+        t0 = time.monotonic()
+        while group_members(ident["pgid"]) and time.monotonic() - t0 < 30:
+            time.sleep(0.1)
+        print(f"engine group gone {time.monotonic() - t0:.1f} s after kill -9 of its tuner")
+        assert group_members(ident["pgid"]) == []
+        assert port_is_free("127.0.0.1", port)
+    finally:
+        tuner.kill()
+        if ident is not None:
+            stop_orphan(ident, grace_s=1.0)
