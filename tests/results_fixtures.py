@@ -103,10 +103,15 @@ def build_study(
         simulated,
     )
     dists = distributions(spec.search_space)
-    penalty = penalty_values(spec.objective)  # what `tuner run` tells Optuna for a failed trial
-    for number, (ttft, tpot, thr, score, kind) in sorted(
-        (TRIALS if trials is None else trials).items()
-    ):
+    rows = sorted((TRIALS if trials is None else trials).items())
+    measured = [
+        {"p99_ttft_ms": ttft, "mean_tpot_ms": tpot, "output_throughput": thr}
+        for _, (ttft, tpot, thr, _, kind) in rows
+        if kind in ("ok", "slo")
+    ]
+    # What `tuner run` tells Optuna for a failed trial.
+    penalty = penalty_values(spec.objective, measured)
+    for number, (ttft, tpot, thr, score, kind) in rows:
         trial = _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty)
         study.add_trial(trial)
     store.close()

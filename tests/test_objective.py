@@ -43,7 +43,9 @@ def test_weights_and_directions() -> None:
 def test_multi_objective_values_and_penalties() -> None:
     spec = ObjectiveSpec(mode="multi")
     assert objective_values(spec, BASE, BASE) == [1000.0, 50.0, 400.0]
-    assert penalty_values(spec) == [1e12, 1e12, 0.0]
+    assert penalty_values(spec) is None  # nothing measured yet
+    worse = {"p99_ttft_ms": 3000.0, "mean_tpot_ms": 40.0, "output_throughput": 100.0}
+    assert penalty_values(spec, [BASE, worse]) == [3000.0, 50.0, 100.0]
     assert penalty_values(ObjectiveSpec()) == [PENALTY_SCORE]
 
 

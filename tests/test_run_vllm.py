@@ -61,6 +61,11 @@ def test_cpu_study_runs_resumes_and_exports(tmp_path: Path, study_file: Path) ->
 def test_refused_block_size_is_recorded_and_the_study_goes_on(
     tmp_path: Path, study_file: Path
 ) -> None:
+    import yaml
+
+    data = yaml.safe_load(study_file.read_text())
+    data["search_space"]["parameters"]["block-size"]["choices"] = [16, 32, 64, 128]
+    study_file.write_text(yaml.safe_dump(data, sort_keys=False))
     spec = load_study_spec(study_file)
     store = Store(f"sqlite:///{tmp_path}/tuner.db")
     loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"), precheck=False)

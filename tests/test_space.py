@@ -8,6 +8,7 @@ import optuna
 import pytest
 
 from tuner.config import StudySpec
+from tuner.export import shell_command
 from tuner.space import (
     baseline_params,
     check_rules,
@@ -18,7 +19,6 @@ from tuner.space import (
     serve_argv,
     serve_config,
 )
-from tuner.views import shell_command
 
 
 def _spec(**engine) -> StudySpec:
@@ -113,6 +113,11 @@ def test_serve_config_uses_long_names() -> None:
     cfg = serve_config(_spec(), PARAMS)
     assert cfg["model"] == "/models/My Model"
     assert cfg["max-num-seqs"] == 64 and cfg["enable-chunked-prefill"] is False
+
+
+def test_stepped_floats_reach_the_command_rounded() -> None:
+    argv = serve_argv(_spec(), {**PARAMS, "gpu-memory-utilization": 0.7799999999999999})
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.78"
 
 
 def test_distributions_and_baseline() -> None:

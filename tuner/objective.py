@@ -6,7 +6,7 @@ Pure functions: metrics in, numbers out. docs/objective.md has the formula and a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tuner.config import ObjectiveSpec
 from tuner.slo import metric_direction, parse_slo
@@ -45,11 +45,24 @@ def objective_values(
     return [float(metrics[name]) for name in spec.objectives]
 
 
-def penalty_values(spec: ObjectiveSpec) -> list[float]:
-    """Values for a trial with no measurement; its constraints make it infeasible anyway."""
+def penalty_values(
+    spec: ObjectiveSpec, measured: Sequence[Mapping[str, float]] = ()
+) -> list[float] | None:
+    """Values for a trial with no measurement; its constraints make it infeasible anyway.
+
+    Scalar mode: the penalty score. Multi mode: the worst value each objective has measured
+    in this study, so failed trials sit in the dominated corner without stretching the
+    dashboard's axes to absurd numbers; None while nothing has been measured yet.
+    """
     if spec.mode == "scalar":
         return [PENALTY_SCORE]
-    return [1e12 if metric_direction(n) == "minimize" else 0.0 for n in spec.objectives]
+    out = []
+    for name in spec.objectives:
+        values = [m[name] for m in measured if name in m]
+        if not values:
+            return None
+        out.append(max(values) if metric_direction(name) == "minimize" else min(values))
+    return out
 
 
 def directions(spec: ObjectiveSpec) -> list[str]:

@@ -46,13 +46,12 @@ def flag_args(name: str, value: Scalar | None) -> list[str]:
         return []
     if isinstance(value, bool):
         return [flag] if value else [f"--no-{flag[2:]}"]
-    return [flag, _text(value)]
+    return [flag, str(value)]
 
 
-def _text(value: Scalar) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return repr(value)
-    return str(value)
+def _clean(value: Any) -> Any:
+    """A stepped float range yields 0.7799999999999999: production commands say 0.78."""
+    return round(value, 10) if isinstance(value, float) else value
 
 
 def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]:
@@ -60,13 +59,13 @@ def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]
     out = {}
     for name, p in space.parameters.items():
         if p.env is None and name in params:
-            out[(p.flag or f"--{name}")[2:]] = params[name]
+            out[(p.flag or f"--{name}")[2:]] = _clean(params[name])
     return out
 
 
 def tuned_env(space: SearchSpace, params: dict[str, Any]) -> dict[str, str]:
     return {
-        p.env: _text(params[name])
+        p.env: str(_clean(params[name]))
         for name, p in space.parameters.items()
         if p.env is not None and name in params
     }

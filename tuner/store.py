@@ -73,13 +73,17 @@ def resolve_storage(url: str | None = None) -> str:
     return url or os.environ.get("TUNER_STORAGE") or DEFAULT_STORAGE
 
 
-def _check_sqlite_path(url: str) -> None:
+def _check_sqlite_path(url: str, readonly: bool) -> None:
     parsed = make_url(url)
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return
     path = Path(parsed.database.removeprefix("file:"))
     if not path.parent.is_dir():
         raise UserError(f"cannot open storage {url}: directory {path.parent} does not exist")
+    if readonly:
+        if not path.is_file():
+            raise UserError(f"no database at {path}: run the study first, or pass --storage")
+        return
     if path.exists() and not os.access(path, os.W_OK):
         raise UserError(f"cannot open storage {url}: the database file is read-only")
     if not os.access(path.parent, os.W_OK):
@@ -107,20 +111,24 @@ def _prepare_sqlite(engine: sa.Engine) -> None:
 class Store:
     """One database: the Optuna storage and the tuner's own tables."""
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, readonly: bool = False) -> None:
+        """Open (and for writers, create) the database. Readers (`trials`, `best`, results)
+        pass `readonly=True`: they work on a read-only file and never create one."""
         self.url = resolve_storage(url)
         try:
             make_url(self.url)
         except sa.exc.ArgumentError:
             raise UserError(f"cannot open storage {self.url!r}: not a SQLAlchemy URL") from None
-        _check_sqlite_path(self.url)
+        _check_sqlite_path(self.url, readonly)
         try:
             self.engine = sa.create_engine(self.url, **_engine_kwargs(self.url))
-            _prepare_sqlite(self.engine)
+            if not readonly:
+                _prepare_sqlite(self.engine)
             self.optuna = optuna.storages.RDBStorage(
-                self.url, engine_kwargs=_engine_kwargs(self.url)
+                self.url, engine_kwargs=_engine_kwargs(self.url), skip_table_creation=readonly
             )
-            _meta.create_all(self.engine)
+            if not readonly:
+                _meta.create_all(self.engine)
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
             if "readonly" in reason or "read-only" in reason:

@@ -223,7 +223,8 @@ class StudyLoop:
         try:
             yield
         finally:
-            _install_sigint(old_handler)
+            # After a Ctrl-C the tuner is on its way out: later presses must not cut cleanup.
+            _install_sigint(signal.SIG_IGN if self._interrupted else old_handler)
             self.progress.stop()
             self.runner.close()
 
@@ -305,10 +306,11 @@ class StudyLoop:
     def _tell(
         self,
         trial: optuna.Trial,
-        values: list[float],
+        values: list[float] | None,
         cons: dict[str, float],
         attrs: dict[str, Any],
     ) -> None:
+        """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
         for k, v in attrs.items():
             trial.set_user_attr(k, v)
         for k, v in cons.items():
@@ -316,7 +318,14 @@ class StudyLoop:
         self._storage.set_trial_system_attr(
             trial._trial_id, LEGACY_CONSTRAINTS_ATTR, list(cons.values())
         )
-        self.study.tell(trial, values)
+        if values is None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, values)
+
+    def _penalty(self) -> list[float] | None:
+        measured = [t.user_attrs for t in self._measured()]
+        return obj.penalty_values(self.spec.objective, measured)
 
     def _infeasible(self, trial: optuna.Trial, kind: str, reason: str, *, predicted: bool) -> str:
         self.store.save_trial(
@@ -331,12 +340,7 @@ class StudyLoop:
             "predicted": predicted,
             "simulated": self.runner.simulated,
         }
-        self._tell(
-            trial,
-            obj.penalty_values(self.spec.objective),
-            obj.constraints(self.spec.objective, None),
-            attrs,
-        )
+        self._tell(trial, self._penalty(), obj.constraints(self.spec.objective, None), attrs)
         return f"[yellow]not launched[/yellow] ({kind}): {reason[:160]}"
 
     def _failed(self, trial: optuna.Trial, m: Measurement) -> str:
@@ -366,12 +370,7 @@ class StudyLoop:
         }
         if m.vllm_version:
             attrs["vllm_version"] = m.vllm_version
-        self._tell(
-            trial,
-            obj.penalty_values(self.spec.objective),
-            obj.constraints(self.spec.objective, None),
-            attrs,
-        )
+        self._tell(trial, self._penalty(), obj.constraints(self.spec.objective, None), attrs)
         if m.failure_kind == "invalid_argument" and _UNKNOWN_FLAG in (m.failure_reason or ""):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             raise UserError(f"the engine does not accept its command line: {m.failure_reason}")
@@ -456,13 +455,17 @@ class StudyLoop:
     def _first_trial_number(self) -> int:
         return min(t.number for t in self.study.get_trials(deepcopy=False))
 
-    def _reference_metrics(self) -> dict[str, float] | None:
-        """The baseline's metrics: trial 0 if it was measured, else the first measured trial."""
-        measured = [
+    def _measured(self) -> list[optuna.trial.FrozenTrial]:
+        """Completed trials with a measurement of their own (not refused, not reused)."""
+        return [
             t
             for t in self._completed()
             if "failure_kind" not in t.user_attrs and "reused_from" not in t.user_attrs
         ]
+
+    def _reference_metrics(self) -> dict[str, float] | None:
+        """The baseline's metrics: trial 0 if it was measured, else the first measured trial."""
+        measured = self._measured()
         if not measured:
             return None
         ref = min(measured, key=lambda t: (not t.user_attrs.get("baseline"), t.number))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import optuna
@@ -12,8 +11,8 @@ from rich.table import Table
 
 from tuner.config import StudySpec
 from tuner.errors import UserError
+from tuner.export import shell_command
 from tuner.objective import HEADLINE_METRICS, clearly_better
-from tuner.space import serve_argv, serve_env
 
 
 def is_feasible(t: optuna.trial.FrozenTrial) -> bool:
@@ -95,14 +94,6 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
                 cells.append("" if v is None else str(v))
         table.add_row(*cells)
     console.print(table)
-
-
-def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
-    """`VAR=value vllm serve MODEL --flag value ...`, every word shell-quoted."""
-    env = serve_env(spec, params)
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    command = shlex.join(serve_argv(spec, params))
-    return f"{prefix} {command}" if prefix else command
 
 
 def best_report(study: optuna.Study, spec: StudySpec) -> str:

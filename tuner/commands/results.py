@@ -10,42 +10,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.commands.common import Simulated, Storage, StudyFile, open_stored_study
 from tuner.errors import UserError
 
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.config import StudySpec
     from tuner.pareto import TrialPoint
-
-StudyFile = Annotated[Path, typer.Argument(help="The study file (YAML).", show_default=False)]
-Storage = Annotated[
-    str | None,
-    typer.Option("--storage", help="SQLAlchemy URL; default $TUNER_STORAGE or sqlite:///tuner.db."),
-]
-Simulated = Annotated[
-    bool, typer.Option("--simulated", help="Read the planner's simulated study (`tuner plan`).")
-]
-
-
-def _open(study_file: Path, storage: str | None, simulated: bool) -> tuple[optuna.Study, StudySpec]:
-    """The stored study for a study file, and the spec it was run with (stored in the study)."""
-    from sqlalchemy.engine import make_url
-
-    from tuner.config import load_study_spec
-    from tuner.store import Store, resolve_storage, spec_of
-    from tuner.study import study_name
-
-    spec = load_study_spec(study_file)
-    url = resolve_storage(storage or spec.storage)
-    try:
-        db = make_url(url).database if url.startswith("sqlite") else None
-    except Exception:
-        db = None  # Store names the bad URL
-    if db and db != ":memory:" and not Path(db).is_file():
-        raise UserError(f"no database at {db}: run the study first, or pass --storage")
-    study = Store(url).load_study(study_name(spec, simulated))
-    return study, spec_of(study)
 
 
 def _points(study: optuna.Study) -> list[TrialPoint]:
@@ -79,7 +50,7 @@ def pareto(
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
-    study, _ = _open(study_file, storage, simulated)
+    study, _ = open_stored_study(study_file, storage, simulated)
     points = _points(study)
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
@@ -177,7 +148,7 @@ def export(
     limits = parse_slo(slo) if slo is not None else []
     if output is not None and fmt == "yaml" and output.suffix not in (".yaml", ".yml"):
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
-    study, spec = _open(study_file, storage, simulated)
+    study, spec = open_stored_study(study_file, storage, simulated)
     points = _points(study)
     runs = confirmation_scores(study)
     choice = select_trial(points, study.study_name, trial=trial, limits=limits, runs=runs)
@@ -218,7 +189,7 @@ def report(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
 
-    study, spec = _open(study_file, storage, simulated)
+    study, spec = open_stored_study(study_file, storage, simulated)
     points = _points(study)
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")

@@ -7,31 +7,13 @@ from typing import Annotated
 
 import typer
 
-StudyFile = Annotated[Path, typer.Argument(help="The study file (YAML).")]
-Storage = Annotated[
-    str | None,
-    typer.Option(
-        "--storage", help="SQLAlchemy URL (default: $TUNER_STORAGE or sqlite:///tuner.db)."
-    ),
-]
-Simulated = Annotated[
-    bool, typer.Option("--simulated", help="Read the planner's simulated study instead.")
-]
-
-
-def _open(study_file: Path, storage: str | None, check=None):
-    """The spec and the store; `check(spec)` runs before the database is touched."""
-    import optuna
-
-    from tuner.config import load_study_spec
-    from tuner.store import Store
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
-
-    spec = load_study_spec(study_file)
-    if check is not None:
-        check(spec)
-    return spec, Store(storage or spec.storage)
+from tuner.commands.common import (
+    Simulated,
+    Storage,
+    StudyFile,
+    open_stored_study,
+    open_study_file,
+)
 
 
 def run(
@@ -62,7 +44,7 @@ def run(
             timeout_s = parse_duration_s(timeout)
         except ValueError as exc:
             raise UserError(f"--timeout: {exc}") from None
-    spec, store = _open(study_file, storage, check=_check_engine_command)
+    spec, store = open_study_file(study_file, storage, check=_check_engine_command)
     log_dir.mkdir(parents=True, exist_ok=True)
     _loop(spec, store, EngineRunner(spec, log_dir), n_trials, timeout_s, not no_precheck, confirm)
 
@@ -75,7 +57,7 @@ def plan(
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.runner import PlanRunner
 
-    spec, store = _open(study_file, storage)
+    spec, store = open_study_file(study_file, storage)
     _loop(spec, store, PlanRunner(spec), n_trials, None, True, 0)
 
 
@@ -124,13 +106,12 @@ def trials(
 ) -> None:
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
-    from tuner.study import study_name
     from tuner.views import trials_frame
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
-    spec, store = _open(study_file, storage)
-    frame = trials_frame(store.load_study(study_name(spec, simulated)))
+    study, _ = open_stored_study(study_file, storage, simulated)
+    frame = trials_frame(study)
     if fmt == "csv":
         typer.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -143,10 +124,9 @@ def trials(
 
 def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = False) -> None:
     """Print the best feasible trial as a ready-to-run `vllm serve` command."""
-    from tuner.study import study_name
 
-    spec, store = _open(study_file, storage)
-    _print_best(store.load_study(study_name(spec, simulated)), spec)
+    study, spec = open_stored_study(study_file, storage, simulated)
+    _print_best(study, spec)
 
 
 def _print_best(study, spec) -> None:

@@ -1,0 +1,56 @@
+"""Options and openers shared by the study commands and the results commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tuner.config import StudySpec
+    from tuner.store import Store
+
+StudyFile = Annotated[Path, typer.Argument(help="The study file (YAML).", show_default=False)]
+Storage = Annotated[
+    str | None,
+    typer.Option("--storage", help="SQLAlchemy URL; default $TUNER_STORAGE or sqlite:///tuner.db."),
+]
+Simulated = Annotated[
+    bool, typer.Option("--simulated", help="Read the planner's simulated study (`tuner plan`).")
+]
+
+
+def open_study_file(
+    study_file: Path,
+    storage: str | None,
+    *,
+    check: Callable[[StudySpec], None] | None = None,
+    readonly: bool = False,
+) -> tuple[StudySpec, Store]:
+    """The validated spec and its store; `check(spec)` runs before the database is touched."""
+    import optuna
+
+    from tuner.config import load_study_spec
+    from tuner.store import Store
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
+    spec = load_study_spec(study_file)
+    if check is not None:
+        check(spec)
+    return spec, Store(storage or spec.storage, readonly=readonly)
+
+
+def open_stored_study(
+    study_file: Path, storage: str | None, simulated: bool
+) -> tuple[optuna.Study, StudySpec]:
+    """The stored study for a study file, and the spec it was run with (kept in the study)."""
+    from tuner.store import spec_of
+    from tuner.study import study_name
+
+    spec, store = open_study_file(study_file, storage, readonly=True)
+    study = store.load_study(study_name(spec, simulated))
+    return study, spec_of(study)
