@@ -196,3 +196,28 @@ def test_missing_engine_command_is_a_user_error(tmp_path: Path, tiny_model_dir) 
     assert run.returncode == 2
     assert "no-such-vllm-binary" in run.stderr and "not found" in run.stderr
     assert not (tmp_path / "tuner.db").exists()
+
+
+def test_wrong_memory_predictions_are_reported(tmp_path: Path, tiny_model_dir) -> None:
+    """The precheck believes 200 GiB GPUs; the engine has 48 GiB and refuses: a miss."""
+    from tuner.config import load_study_spec
+    from tuner.runner import EngineRunner
+    from tuner.store import Store
+    from tuner.study import StudyLoop
+
+    study = sim_study(
+        tmp_path, tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "gpu_memory_gib": 200}
+    )
+    study.write_text(study.read_text().replace("low: 0.7", "low: 0.3"))
+    spec = load_study_spec(study)
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    loop.study.enqueue_trial(
+        {"max-num-seqs": 64, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.3}
+    )
+    summary = loop.run(n_trials=1)
+    (trial,) = loop.study.get_trials()
+    assert summary.precheck_wrong == [0], trial.user_attrs
+    assert trial.user_attrs["failure_kind"] == "kv_cache_too_small"
+    assert trial.user_attrs["precheck_wrong"] == ("predicted to start; engine kv_cache_too_small")
+    store.close()

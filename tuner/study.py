@@ -34,6 +34,8 @@ from tuner.space import (
 from tuner.store import Store
 
 OWNER_ATTR = "tuner:owner"
+# Start-up refusals the memory precheck claims to predict.
+_PREDICTABLE = ("kv_cache_too_small", "unsupported_block_size", "out_of_memory")
 _UNKNOWN_FLAG = "unrecognized arguments"  # argparse's words, in vLLM's and the simulator's log
 LEGACY_CONSTRAINTS_ATTR = "constraints"  # what optuna-dashboard reads to mark infeasible trials
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
@@ -91,6 +93,7 @@ class RunSummary:
     interrupted_recovered: list[int] = field(default_factory=list)
     orphans_stopped: int = 0
     launches_saved: int = 0
+    precheck_wrong: list[int] = field(default_factory=list)
 
 
 class StudyLoop:
@@ -273,11 +276,10 @@ class StudyLoop:
         if refusal is not None:
             self.summary.launches_saved += 1
             return self._infeasible(trial, "invalid_argument", refusal, predicted=True)
-        if self.precheck:
-            predicted = self._predict_refusal(flags, params)
-            if predicted is not None:
-                self.summary.launches_saved += 1
-                return self._infeasible(trial, predicted[0], predicted[1], predicted=True)
+        predicted = self._predict_refusal(flags, params)
+        if predicted is not None and self.precheck:
+            self.summary.launches_saved += 1
+            return self._infeasible(trial, predicted[0], predicted[1], predicted=True)
         ctx = TrialContext(
             self.name,
             trial.number,
@@ -289,9 +291,24 @@ class StudyLoop:
             on_engine_stopped=lambda: self.store.engine_stopped(self.name, trial.number),
         )
         m = self.runner.measure(ctx)
+        self._check_prediction(trial, predicted, m)
         if m.metrics is None:
             return self._failed(trial, m)
         return self._complete(trial, m)
+
+    def _check_prediction(
+        self, trial: optuna.Trial, predicted: tuple[str, str] | None, m: Measurement
+    ) -> None:
+        """Hold the memory precheck to what the engine really did; keep the misses."""
+        refused = m.failure_kind in _PREDICTABLE and m.startup_s is None
+        if predicted is None and not refused:
+            return  # predicted to start, and it did
+        if predicted is not None and refused and predicted[0] == m.failure_kind:
+            return  # predicted the very refusal (only seen with --no-precheck)
+        said = f"predicted {predicted[0]}" if predicted else "predicted to start"
+        did = f"engine {m.failure_kind}" if refused else "engine started"
+        trial.set_user_attr("precheck_wrong", f"{said}; {did}")
+        self.summary.precheck_wrong.append(trial.number)
 
     def _predict_refusal(
         self, flags: dict[str, Any], params: dict[str, Any]

@@ -72,6 +72,11 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
     summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
     if summary.interrupted_recovered:
         console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
+    if summary.precheck_wrong:
+        console.print(
+            f"the memory precheck was wrong about trial(s) {summary.precheck_wrong}: "
+            "see their `precheck_wrong` attr"
+        )
     if summary.orphans_stopped:
         console.print(f"stopped {summary.orphans_stopped} engine(s) left by a previous run")
     console.print(
