@@ -84,6 +84,8 @@ def test_refused_block_size_is_recorded_and_the_study_goes_on(
     assert "No common block size for 16" in refused.user_attrs["failure_reason"]
     assert refused.constraints["measured"] == 1.0
     assert measured.user_attrs["completed"] == 16
+    # The CPU profile's memory precheck agreed with vLLM on both (it predicted the refusal).
+    assert "precheck_wrong" not in refused.user_attrs | measured.user_attrs
     assert store.trial_row("cpu-tiny", refused.number)["outcome"] == "failed"
     store.close()
     assert _no_engine_left(tmp_path)
