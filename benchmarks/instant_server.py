@@ -5,11 +5,14 @@ can read: every response is written at once, one HTTP chunk per SSE event, shape
 vLLM's (token chunks, a usage-only last chunk, `[DONE]`). `max_tokens` (or
 `max_completion_tokens`) sets the number of token chunks.
 
-It also records, per request, the perf_counter (CLOCK_MONOTONIC, shared by processes on
-Linux) at which the response was written, keyed by prompt; `GET /timings` returns and
-clears them, so a benchmark can compute the client's timestamp error.
+With `--interval-ms X` it paces the token chunks X ms apart instead, like an engine
+decoding at a TPOT of X ms, to measure timestamp error at a realistic load.
 
-    python benchmarks/instant_server.py --port 8765 [--model instant]
+It records, per request, the perf_counter (CLOCK_MONOTONIC, shared by processes on Linux)
+at which the first and the last token chunk were written, keyed by prompt; `GET /timings`
+returns and clears them, so a benchmark can compute the client's timestamp error.
+
+    python benchmarks/instant_server.py --port 8765 [--model instant] [--interval-ms 0]
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ def _sse_chunk(payload: bytes) -> bytes:
 class InstantServer(asyncio.Protocol):
     """One connection: HTTP/1.1 with keep-alive, requests handled in arrival order."""
 
-    def __init__(self, model: str, timings: list) -> None:
+    def __init__(self, model: str, timings: list, interval_s: float = 0.0) -> None:
         self.model = model
+        self.interval_s = interval_s
         self.timings = timings
         self.buf = b""
         self.transport: asyncio.Transport | None = None
@@ -92,25 +96,43 @@ class InstantServer(asyncio.Protocol):
         token = {"id": "c", "object": kind, "model": self.model, "choices": [choice]}
         token_chunk = _sse_chunk(json.dumps(token).encode())
         usage = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n}}
-        out = [
+        tail = _sse_chunk(json.dumps(usage).encode()) + _sse_chunk(b"[DONE]") + b"0\r\n\r\n"
+        head = (
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n",
-            token_chunk * n,
-            _sse_chunk(json.dumps(usage).encode()),
-            _sse_chunk(b"[DONE]"),
-            b"0\r\n\r\n",
-        ]
-        sent = time.perf_counter()
-        self.transport.write(b"".join(out))
-        prompt = req.get("prompt") or req.get("messages", [{}])[0].get("content", "")
-        self.timings.append((str(prompt), sent))
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        prompt = str(req.get("prompt") or req.get("messages", [{}])[0].get("content", ""))
+        if self.interval_s <= 0:  # instant: the whole response in one write
+            sent = time.perf_counter()
+            self.transport.write(head + token_chunk * n + tail)
+            self.timings.append((prompt, sent, sent))
+            return
+        first = time.perf_counter()
+        self.transport.write(head + token_chunk)
+        loop = asyncio.get_running_loop()
+
+        def next_token(left: int) -> None:
+            if self.transport is None or self.transport.is_closing():
+                return
+            if left == 0:
+                self.transport.write(tail)
+                return
+            last = time.perf_counter()
+            self.transport.write(token_chunk)
+            if left == 1:
+                self.timings.append((prompt, first, last))
+            loop.call_later(self.interval_s, next_token, left - 1)
+
+        if n == 1:
+            self.timings.append((prompt, first, first))
+        loop.call_later(self.interval_s, next_token, n - 1)
 
 
-async def serve(host: str, port: int, model: str) -> None:
+async def serve(host: str, port: int, model: str, interval_s: float = 0.0) -> None:
     timings: list = []
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: InstantServer(model, timings), host, port, backlog=4096
+        lambda: InstantServer(model, timings, interval_s), host, port, backlog=4096
     )
     print(f"instant server on http://{host}:{port}", flush=True)
     async with server:
@@ -122,9 +144,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--model", default="instant")
+    parser.add_argument(
+        "--interval-ms", type=float, default=0.0, help="gap between token chunks (0: instant)"
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.host, args.port, args.model))
+        asyncio.run(serve(args.host, args.port, args.model, args.interval_ms / 1000))
 
 
 if __name__ == "__main__":

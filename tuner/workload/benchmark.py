@@ -22,7 +22,7 @@ from tuner.metrics import HEADLINE_METRICS, bootstrap_ci, compute_metrics
 from tuner.workload.client import (
     CHAT_ENDPOINT,
     StreamActivity,
-    make_http_client,
+    make_transport,
     request_body,
     request_headers,
     stream_request,
@@ -156,10 +156,10 @@ class _Run:
             if stall_timeout_s and self.activity.in_flight and idle_s > stall_timeout_s:
                 return f"engine hung: no tokens for {stall_timeout_s:g} s"
 
-    async def _send(self, client: Any, i: int, t0: float) -> RequestRecord:
+    async def _send(self, transport: Any, i: int, t0: float) -> RequestRecord:
         async with asyncio.timeout(self.spec.request_timeout_s):
             return await stream_request(
-                client,
+                transport,
                 self.url,
                 self.bodies[i],
                 self.headers,
@@ -167,11 +167,12 @@ class _Run:
                 chat=self.chat,
                 t0=t0,
                 activity=self.activity,
+                connect_timeout_s=self.spec.request_timeout_s,
             )
 
-    async def _send_timed(self, client: Any, i: int, t0: float) -> RequestRecord:
+    async def _send_timed(self, transport: Any, i: int, t0: float) -> RequestRecord:
         try:
-            return await self._send(client, i, t0)
+            return await self._send(transport, i, t0)
         except TimeoutError:
             return RequestRecord(
                 prompt_len=self.requests[i].prompt_len,
@@ -187,15 +188,15 @@ class _Run:
         async def limited(i: int, t0: float, measured: bool) -> RequestRecord:
             nonlocal done
             async with limit or contextlib.nullcontext():
-                rec = await self._send_timed(client, i, t0)
+                rec = await self._send_timed(transport, i, t0)
             if measured:
                 done += 1
                 if self.on_progress:
                     self.on_progress(done, len(self.requests))
             return rec
 
-        async with make_http_client(spec.max_concurrency, spec.request_timeout_s) as client:
-            first = await self._send_timed(client, 0, time.perf_counter())
+        async with make_transport(spec.max_concurrency) as transport:
+            first = await self._send_timed(transport, 0, time.perf_counter())
             if not first.success:
                 raise BenchmarkAborted(f"initial test request failed: {first.error}")
             warm_t0 = time.perf_counter()

@@ -1,9 +1,9 @@
 """The streaming HTTP client: one request in, one `RequestRecord` out, timed like vLLM.
 
-httpx's API over the `httpx-aiohttp` transport: httpx's default transport collapses at a
-few hundred concurrent streams (brief §5), aiohttp's does not. Timestamps follow
-`vllm bench serve` (docs/metrics.md): `st` just before the POST, TTFT at the first message
-with non-empty `choices`, one ITL per such message, E2EL at the last one.
+httpx's request/response types over the `httpx-aiohttp` transport: httpx's default
+transport collapses at a few hundred concurrent streams (brief §5), aiohttp's does not.
+Timestamps follow `vllm bench serve` (docs/metrics.md): `st` just before the POST, TTFT at
+the first message with non-empty `choices`, one ITL per such message, E2EL at the last one.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ class StreamActivity:
         self.last_s = time.perf_counter()
 
 
-def make_http_client(max_concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
-    """An httpx client on aiohttp with as many connections as streams (0 = unlimited), like
-    vLLM's TCPConnector. Call inside the event loop that will use it."""
+def make_transport(max_concurrency: int | None) -> AiohttpTransport:
+    """httpx's aiohttp transport with as many connections as streams (0 = unlimited), like
+    vLLM's TCPConnector. Create it inside the event loop that uses it; close with aclose()."""
     connector = aiohttp.TCPConnector(
         limit=max_concurrency or 0,
         limit_per_host=max_concurrency or 0,
@@ -46,10 +46,7 @@ def make_http_client(max_concurrency: int | None, timeout_s: float) -> httpx.Asy
         force_close=False,
     )
     session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-    # No per-read socket timeouts (a timer per read costs at 100k chunks/s): the caller
-    # bounds each request as a whole, and hangs are caught by the stall watchdog.
-    timeout = httpx.Timeout(None, connect=timeout_s)
-    return httpx.AsyncClient(transport=AiohttpTransport(client=session), timeout=timeout)
+    return AiohttpTransport(client=session)
 
 
 def request_body(endpoint: str, model: str, req: BenchRequest) -> bytes:
@@ -84,7 +81,7 @@ def request_headers(api_key: str | None) -> dict[str, str]:
 
 
 async def stream_request(
-    client: httpx.AsyncClient,
+    transport: httpx.AsyncBaseTransport,
     url: httpx.URL | str,
     body: bytes,
     headers: dict[str, str],
@@ -93,23 +90,29 @@ async def stream_request(
     chat: bool,
     t0: float,
     activity: StreamActivity | None = None,
+    connect_timeout_s: float | None = None,
 ) -> RequestRecord:
     """Send one streaming request; never raises for a failed request (the record says why).
 
     `t0` is the run's first dispatch (perf_counter), so `start_s = st - t0`. Success needs
-    a token message and `[DONE]`, with no in-stream error.
+    a token message and `[DONE]`, with no in-stream error. No read timeout here (a timer per
+    read costs at 100k chunks/s): the caller bounds the whole request.
     """
     activity = activity or StreamActivity()
     rec = RequestRecord(prompt_len=prompt_len)
-    # A bare Request and send(): client.stream() would re-parse the URL and merge default
-    # headers and cookies for every request, a fifth of the client's time at high load.
-    request = httpx.Request("POST", url, content=body, headers=headers)
+    # httpx's transport API, called directly: AsyncClient.send() adds cookie, auth and
+    # redirect handling per request that a benchmark does not need (a quarter of the CPU,
+    # and more loop latency, at 512 streams; docs/performance.md).
+    timeouts = {"connect": connect_timeout_s, "read": None, "write": None, "pool": None}
+    request = httpx.Request(
+        "POST", url, content=body, headers=headers, extensions={"timeout": timeouts}
+    )
     activity.in_flight += 1
     st = time.perf_counter()
     activity.last_s = st
     rec.start_s = st - t0
     try:
-        resp = await client.send(request, stream=True, follow_redirects=False)
+        resp = await transport.handle_async_request(request)
         try:
             if resp.status_code == 200:
                 await _read_stream(resp, rec, chat, st, activity)
