@@ -221,3 +221,40 @@ def test_wrong_memory_predictions_are_reported(tmp_path: Path, tiny_model_dir) -
     assert trial.user_attrs["failure_kind"] == "kv_cache_too_small"
     assert trial.user_attrs["precheck_wrong"] == ("predicted to start; engine kv_cache_too_small")
     store.close()
+
+
+def test_a_port_taken_before_the_engine_binds_it_is_replaced(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from tuner.config import load_study_spec
+    from tuner.engine import ports
+    from tuner.runner import EngineRunner
+    from tuner.store import Store
+    from tuner.study import StudyLoop
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real_free_port = ports.free_port
+    handed_out: list[int] = []
+
+    def racy_free_port(host: str = "127.0.0.1") -> int:
+        port = taken if not handed_out else real_free_port(host)
+        handed_out.append(port)
+        return port
+
+    monkeypatch.setattr(ports, "free_port", racy_free_port)
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    try:
+        loop.run(n_trials=1)
+    finally:
+        squatter.close()
+        store.close()
+    (trial,) = loop.study.get_trials()
+    assert handed_out[0] == taken and len(handed_out) == 2
+    assert trial.user_attrs["completed"] == 16, trial.user_attrs

@@ -20,6 +20,7 @@ from tuner.space import effective_flags, engine_argv, engine_env
 from tuner.workload.records import RequestRecord
 
 PhaseFn = Callable[[str], None]
+PORT_ATTEMPTS = 3
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
 
 
@@ -106,80 +107,92 @@ class EngineRunner(TrialRunner):
         self._engine = None
 
     def measure(self, ctx: TrialContext) -> Measurement:
+        from tuner.engine.failures import PORT_IN_USE
         from tuner.engine.ports import free_port, wait_port_free
         from tuner.engine.process import EngineProcess, EngineStartFailed
-        from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
 
         spec = self.spec
         if self._requests is None:
             self._requests = workload_requests(spec)
-        host = spec.engine.host
-        port = free_port(host)
-        argv = engine_argv(spec, ctx.params, port=port)
         env = engine_env(spec, ctx.params)
         if self.api_key:
             env[API_KEY_ENV] = self.api_key
-        shown_argv, shown_env = redact(argv, env, self.api_key)
         log_path = self.log_dir / f"{ctx.study_name}-trial-{ctx.number:04d}.log"
-        m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))
-        base_url = f"http://{host}:{port}"
-
-        ctx.phase("starting engine")
-        engine = EngineProcess.start(argv, env, log_path, cpu_affinity=spec.engine.cpu_affinity)
-        self._engine = engine
-        ctx.on_engine_started(engine.identity(), str(log_path))
-        try:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            # The port is free when chosen, but another process may bind it before the
+            # engine does: then the engine's log says so, and another port is tried.
+            port = free_port(spec.engine.host)
+            argv = engine_argv(spec, ctx.params, port=port)
+            shown_argv, shown_env = redact(argv, env, self.api_key)
+            m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))
+            base_url = f"http://{spec.engine.host}:{port}"
+            ctx.phase("starting engine")
+            port_taken = False
+            engine = EngineProcess.start(argv, env, log_path, cpu_affinity=spec.engine.cpu_affinity)
+            self._engine = engine
+            ctx.on_engine_started(engine.identity(), str(log_path))
             try:
-                ready = engine.wait_ready(
-                    base_url, spec.engine.startup_timeout_s, api_key=self.api_key
-                )
-            except EngineStartFailed as exc:
-                return _failed(m, exc.failure.kind, exc.failure.reason, exc.failure.log_tail)
-            m.startup_s, m.vllm_version = ready.startup_s, ready.version
-            m.simulated = is_simulated_version(ready.version)
-
-            def crashed() -> str | None:
-                code = engine.poll()
-                return None if code is None else f"engine crashed during measurement (exit {code})"
-
-            def progress(done: int, total: int) -> None:
-                ctx.phase(f"measuring {done} of {total} requests")
-
-            ctx.phase("warming up" if spec.workload.num_warmups else "measuring")
-            t0 = time.monotonic()
-            with _client_cores(spec.engine.cpu_affinity):
                 try:
-                    result = run_benchmark(
-                        spec.workload,
-                        base_url,
-                        spec.engine.served_model_name or spec.engine.model,
-                        self._requests,
-                        api_key=self.api_key,
-                        on_progress=progress,
-                        should_abort=crashed,
-                        stall_timeout_s=spec.trial.stall_timeout_s,
+                    ready = engine.wait_ready(
+                        base_url, spec.engine.startup_timeout_s, api_key=self.api_key
                     )
-                except BenchmarkAborted as exc:
-                    reason = str(exc)
-                    kind = "engine_hung" if "hung" in reason else "engine_crashed"
-                    return _failed(m, kind, reason, engine.log_tail())
-            m.workload_s = time.monotonic() - t0
-            m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
-            if not result.metrics.get("completed"):
-                errors = {r.error for r in result.records if r.error}
-                return _failed(
-                    m,
-                    "requests_failed",
-                    "every request failed: " + "; ".join(sorted(errors))[:500],
-                    engine.log_tail(),
+                except EngineStartFailed as exc:
+                    f = exc.failure
+                    port_taken = f.kind == PORT_IN_USE
+                    if port_taken and attempt < PORT_ATTEMPTS:
+                        continue
+                    return _failed(m, f.kind, f.reason, f.log_tail)
+                m.startup_s, m.vllm_version = ready.startup_s, ready.version
+                m.simulated = is_simulated_version(ready.version)
+                return self._run_workload(ctx, engine, base_url, m)
+            finally:
+                ctx.phase("stopping")
+                engine.stop()
+                self._engine = None
+                ctx.on_engine_stopped()
+                if not port_taken:  # a port someone else holds is not ours to wait for
+                    wait_port_free(spec.engine.host, port, timeout_s=30)
+        raise AssertionError("unreachable: the last attempt always returns")
+
+    def _run_workload(
+        self, ctx: TrialContext, engine: Any, base_url: str, m: Measurement
+    ) -> Measurement:
+        from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
+
+        spec = self.spec
+
+        def crashed() -> str | None:
+            code = engine.poll()
+            return None if code is None else f"engine crashed during measurement (exit {code})"
+
+        def progress(done: int, total: int) -> None:
+            ctx.phase(f"measuring {done} of {total} requests")
+
+        ctx.phase("warming up" if spec.workload.num_warmups else "measuring")
+        t0 = time.monotonic()
+        with _client_cores(spec.engine.cpu_affinity):
+            try:
+                result = run_benchmark(
+                    spec.workload,
+                    base_url,
+                    spec.engine.served_model_name or spec.engine.model,
+                    self._requests,
+                    api_key=self.api_key,
+                    on_progress=progress,
+                    should_abort=crashed,
+                    stall_timeout_s=spec.trial.stall_timeout_s,
                 )
-            return m
-        finally:
-            ctx.phase("stopping")
-            engine.stop()
-            self._engine = None
-            ctx.on_engine_stopped()
-            wait_port_free(host, port, timeout_s=30)
+            except BenchmarkAborted as exc:
+                reason = str(exc)
+                kind = "engine_hung" if "hung" in reason else "engine_crashed"
+                return _failed(m, kind, reason, engine.log_tail())
+        m.workload_s = time.monotonic() - t0
+        m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
+        if not result.metrics.get("completed"):
+            errors = sorted({r.error for r in result.records if r.error})
+            reason = "every request failed: " + "; ".join(errors)[:500]
+            return _failed(m, "requests_failed", reason, engine.log_tail())
+        return m
 
     def close(self) -> None:
         if self._engine is not None:

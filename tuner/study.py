@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import signal
 import socket
 import time
@@ -36,7 +37,8 @@ from tuner.store import Store
 OWNER_ATTR = "tuner:owner"
 # Start-up refusals the memory precheck claims to predict.
 _PREDICTABLE = ("kv_cache_too_small", "unsupported_block_size", "out_of_memory")
-_UNKNOWN_FLAG = "unrecognized arguments"  # argparse's words, in vLLM's and the simulator's log
+# An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
+_UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
 LEGACY_CONSTRAINTS_ATTR = "constraints"  # what optuna-dashboard reads to mark infeasible trials
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
 
@@ -388,7 +390,7 @@ class StudyLoop:
         if m.vllm_version:
             attrs["vllm_version"] = m.vllm_version
         self._tell(trial, self._penalty(), obj.constraints(self.spec.objective, None), attrs)
-        if m.failure_kind == "invalid_argument" and _UNKNOWN_FLAG in (m.failure_reason or ""):
+        if m.failure_kind == "invalid_argument" and _UNKNOWN_FLAG.search(m.failure_reason or ""):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             raise UserError(f"the engine does not accept its command line: {m.failure_reason}")
         return f"[red]failed[/red] ({m.failure_kind}): {(m.failure_reason or '')[:160]}"

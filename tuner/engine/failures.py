@@ -24,16 +24,23 @@ FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
     (kind, re.compile(pattern), extra_lines)
     for kind, pattern, extra_lines in (
         (UNSUPPORTED_BLOCK_SIZE, r"No common block size for", 0),
+        # The simulator's CUDA rule: --block-size above 32, or outside vLLM's choices.
+        (
+            UNSUPPORTED_BLOCK_SIZE,
+            r"[Bb]lock size \d+ is not supported|--block-size: invalid choice",
+            0,
+        ),
         (KV_CACHE_TOO_SMALL, r"No available memory for the cache blocks", 0),
         (KV_CACHE_TOO_SMALL, r"KV cache is needed, which is larger than the available KV cache", 0),
         (OUT_OF_MEMORY, r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError", 0),
         (OUT_OF_MEMORY, r"[Cc]annot allocate memory|std::bad_alloc|MemoryError", 0),
         (OUT_OF_MEMORY, r"is less than requested memory for kv", 0),
         (INVALID_ARGUMENT, r"error: unrecognized arguments|error: argument ", 0),
+        (INVALID_ARGUMENT, r"No such option: --", 0),  # `tuner sim serve` (click) wording
         (INVALID_ARGUMENT, r"must be greater than or equal to max_num_seqs", 0),
         (INVALID_ARGUMENT, r"is smaller than max_model_len", 0),
         (INVALID_ARGUMENT, r"\d+ validation errors? for \w+", 2),
-        (PORT_IN_USE, r"Address already in use", 0),
+        (PORT_IN_USE, r"[Aa]ddress already in use", 0),  # uvicorn, and aiohttp (sim)
     )
 )
 
