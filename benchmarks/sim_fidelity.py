@@ -129,16 +129,25 @@ def fit(model, calibration: list[dict]):
     """Step constants of the `cpu` profile from the calibration runs.
 
     Median ITL at batch 1 and 8 (decode-only steps) gives the fixed and per-sequence step
-    cost; the effective FLOP/s is then bisected so that the simulated mean TTFT of the
-    prefill-heavy calibration workload equals the measured one.
+    cost; the single-stream TTFT beyond the simulated one gives the frontend's delay
+    (request_overhead_s); the effective FLOP/s is then bisected so that the simulated mean
+    TTFT of the prefill-heavy calibration workload equals the measured one.
     """
     one, eight, prefill = calibration
     itl1, itl8 = one["median_itl_ms"] / 1e3, eight["median_itl_ms"] / 1e3
     per_seq = max(0.0, (itl8 - itl1) / 7)
     overhead = max(0.0, itl1 - per_seq)
-    gpu = get_gpu("cpu").with_constants(step_overhead_s=overhead, per_seq_overhead_s=per_seq,
-                                        per_token_overhead_s=0.0)  # fmt: skip
+    gpu = get_gpu("cpu").with_constants(
+        step_overhead_s=overhead,
+        per_seq_overhead_s=per_seq,
+        per_token_overhead_s=0.0,
+        request_overhead_s=0.0,
+    )
     flags, workloads = CALIBRATION
+    # The frontend's delay: single-stream TTFT (a 64-token prompt) beyond the simulated one.
+    single = simulated(model, gpu, flags, workloads[0])
+    frontend_s = max(0.0, (one["mean_ttft_ms"] - single["mean_ttft_ms"]) / 1e3)
+    gpu = gpu.with_constants(request_overhead_s=frontend_s)
     lo, hi = math.log(1e8), math.log(1e13)
     for _ in range(40):
         mid = (lo + hi) / 2
@@ -149,7 +158,7 @@ def fit(model, calibration: list[dict]):
             hi = mid
     gpu = replace(gpu, flops=math.exp((lo + hi) / 2))
     print(f"fitted: step_overhead_s={overhead:.5f} per_seq_overhead_s={per_seq:.6f} "
-          f"flops={gpu.flops:.3e}")  # fmt: skip
+          f"request_overhead_s={frontend_s:.5f} flops={gpu.flops:.3e}")  # fmt: skip
     return gpu
 
 

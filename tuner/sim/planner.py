@@ -88,8 +88,9 @@ def simulate(
 ) -> SimResult:
     """Run one workload. Raises `EngineRefused` (vLLM's message) if the engine would not start.
 
-    Request i is sent at max(arrival_s[i], a free concurrency slot), in order, and asks
-    for exactly output_lens[i] tokens (ignore_eos). Requests longer than max-model-len fail
+    Request i is sent at max(arrival_s[i], a free concurrency slot), in order, reaches the
+    engine `request_overhead_s` later, and asks for exactly output_lens[i] tokens
+    (ignore_eos). Requests longer than max-model-len fail
     with vLLM's 400 message, like the real server answers them.
     """
     if not len(prompt_lens) == len(output_lens) == len(arrival_s):
@@ -104,14 +105,16 @@ def simulate(
     start_s = [0.0] * n
     order = deque(sorted(range(n), key=lambda i: arrival_s[i]))
     slots = [0.0] * max_concurrency if max_concurrency else None  # heap: times slots free
+    frontend_s = gpu.constants.request_overhead_s
     last_s = 0.0
 
     def next_dispatch_s() -> float:
+        """When the next request reaches the engine (sent, plus the API server's delay)."""
         if not order:
             return math.inf
         if slots is None:
-            return arrival_s[order[0]]
-        return max(arrival_s[order[0]], slots[0]) if slots else math.inf
+            return arrival_s[order[0]] + frontend_s
+        return max(arrival_s[order[0]], slots[0]) + frontend_s if slots else math.inf
 
     def dispatch(now: float) -> None:
         nonlocal last_s
@@ -126,7 +129,7 @@ def simulate(
                 if slots is not None:
                     heapq.heappush(slots, sent)
                 continue
-            engine.add_request(str(i), prompt_lens[i], output_lens[i], sent)
+            engine.add_request(str(i), prompt_lens[i], output_lens[i], sent + frontend_s)
 
     def complete(done: list[SimRequest]) -> None:
         nonlocal last_s

@@ -177,6 +177,7 @@ class SimServer:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         queue: asyncio.Queue[bool] = asyncio.Queue()
         self.streams[rid] = queue
+        await asyncio.sleep(self.engine.gpu.constants.request_overhead_s)  # the frontend's share
         self.engine.add_request(rid, prompt_len, max_tokens, self._now())
         self.prompt_tokens_total += prompt_len
         self.faults.request_started()

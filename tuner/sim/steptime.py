@@ -34,6 +34,9 @@ class StepTimeConstants:
     per_seq_overhead_s: float = 25e-6
     # Per scheduled token: input preparation and non-GEMM kernels (norms, rotary, copy).
     per_token_overhead_s: float = 0.0
+    # From the request's arrival at the API server to the engine's queue: parsing,
+    # tokenising and the hop to the engine-core process. Adds to TTFT only.
+    request_overhead_s: float = 2e-3
 
 
 class StepCostModel:
