@@ -202,11 +202,15 @@ class _Run:
             warm_t0 = time.perf_counter()
             await asyncio.gather(*(limited(0, warm_t0, False) for _ in range(spec.num_warmups)))
             self.t0 = t0 = time.perf_counter()
-            tasks = []
-            for i, offset in enumerate(offsets):
-                delay = t0 + offset - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(limited(i, t0, True)))
-            records = list(await asyncio.gather(*tasks))
+            tasks: list[asyncio.Task[RequestRecord]] = []
+            try:
+                for i, offset in enumerate(offsets):
+                    delay = t0 + offset - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    tasks.append(asyncio.create_task(limited(i, t0, True)))
+                records = list(await asyncio.gather(*tasks))
+            finally:  # an abort during dispatch must not leave requests running
+                for task in tasks:
+                    task.cancel()
             return records, time.perf_counter() - t0
