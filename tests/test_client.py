@@ -255,3 +255,24 @@ def test_rate_and_concurrency_limits(server):
         assert sum(a <= s < b for a, b in spans) <= 2
     assert res.duration_s >= max(b for _, b in spans)
     assert set(res.ci) >= {"p99_ttft_ms", "mean_tpot_ms", "output_throughput"}
+
+
+def test_abort_during_paced_dispatch_sends_nothing_more(server):
+    server.seen.clear()
+    polls = {"n": 0}
+
+    def should_abort():
+        polls["n"] += 1
+        return "engine process died" if polls["n"] >= 2 else None
+
+    with pytest.raises(BenchmarkAborted):
+        run_benchmark(
+            _spec(num_prompts=20, request_rate=2.0),
+            server.url,
+            "m",
+            _reqs(20, out=1),
+            should_abort=should_abort,
+        )
+    sent = len(server.seen)
+    time.sleep(1.0)
+    assert len(server.seen) == sent < 1 + 20  # dispatch stopped with the abort
