@@ -75,6 +75,17 @@ def sim_study(
     return path
 
 
+def start_run(study: Path, cwd: Path) -> subprocess.Popen:
+    """`tuner run STUDY` in the background, as an operator's terminal would hold it."""
+    return subprocess.Popen(
+        [*TUNER, "run", str(study)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def tuner(*args: str, cwd: Path, timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
     """Run the `tuner` CLI as a user would, from `cwd`, and capture its output."""
     return subprocess.run(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from studyfiles import TUNER, sim_study, tuner
+from studyfiles import sim_study, start_run, tuner
 
 from tuner.engine.process import group_members
 
@@ -90,13 +90,7 @@ def test_engine_faults_end_the_trial_with_the_reason(
 
 
 def _start_and_wait_for_engine(tmp_path: Path, study: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [*TUNER, "run", str(study)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_run(study, tmp_path)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if (tmp_path / "tuner.db").exists():

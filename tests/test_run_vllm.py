@@ -13,7 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from studyfiles import TUNER, cpu_study, tuner
+from studyfiles import cpu_study, start_run, tuner
 from test_run_sim import _engines, _no_engine_left, _trials
 
 from tuner.config import load_study_spec
@@ -91,12 +91,15 @@ def test_refused_block_size_is_recorded_and_the_study_goes_on(
     assert _no_engine_left(tmp_path)
 
 
-def _wait_for_measuring(tmp_path: Path, proc: subprocess.Popen) -> None:
+def _start_measuring(tmp_path: Path, study_file: Path) -> subprocess.Popen:
+    """Start `tuner run` on a long workload; return once requests reach the engine."""
+    _long(study_file)
+    proc = start_run(study_file, tmp_path)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         logs = list((tmp_path / "runs").glob("*.log")) if (tmp_path / "runs").exists() else []
         if logs and "POST /v1/completions" in logs[0].read_text(errors="replace"):
-            return
+            return proc
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.5)
     proc.kill()
@@ -116,15 +119,7 @@ def _long(study_file: Path) -> None:
 
 
 def test_ctrl_c_during_measurement(tmp_path: Path, study_file: Path) -> None:
-    _long(study_file)
-    proc = subprocess.Popen(
-        [*TUNER, "run", str(study_file)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    _wait_for_measuring(tmp_path, proc)
+    proc = _start_measuring(tmp_path, study_file)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     assert proc.returncode == 130
@@ -135,15 +130,7 @@ def test_ctrl_c_during_measurement(tmp_path: Path, study_file: Path) -> None:
 
 
 def test_kill_9_mid_trial_then_rerun_recovers(tmp_path: Path, study_file: Path) -> None:
-    _long(study_file)
-    proc = subprocess.Popen(
-        [*TUNER, "run", str(study_file)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    _wait_for_measuring(tmp_path, proc)
+    proc = _start_measuring(tmp_path, study_file)
     proc.kill()
     proc.communicate(timeout=30)
     (stale,) = _trials(tmp_path, "cpu-tiny")

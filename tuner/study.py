@@ -362,24 +362,25 @@ class StudyLoop:
         self._tell(trial, self._penalty(), obj.constraints(self.spec.objective, None), attrs)
         return f"[yellow]not launched[/yellow] ({kind}): {reason[:160]}"
 
-    def _failed(self, trial: optuna.Trial, m: Measurement) -> str:
+    def _save(self, trial: optuna.Trial, outcome: str, m: Measurement, result: dict) -> None:
+        """The trial's row and request records (one transaction), before Optuna is told."""
         self.store.save_trial(
             self.name,
             trial.number,
-            "failed",
+            outcome,
             argv=m.argv,
             env=m.env,
             vllm_version=m.vllm_version,
             log_path=m.log_path,
             startup_s=m.startup_s,
             workload_s=m.workload_s,
-            result={
-                "failure_kind": m.failure_kind,
-                "reason": m.failure_reason,
-                "log_tail": m.log_tail,
-            },
+            result=result,
             records=m.records,
         )
+
+    def _failed(self, trial: optuna.Trial, m: Measurement) -> str:
+        result = {"failure_kind": m.failure_kind, "reason": m.failure_reason}
+        self._save(trial, "failed", m, {**result, "log_tail": m.log_tail})
         attrs = {
             "failure_kind": m.failure_kind,
             "failure_reason": m.failure_reason,
@@ -423,19 +424,7 @@ class StudyLoop:
         if trial.number == self._first_trial_number():
             attrs["baseline"] = True
         values = obj.objective_values(self.spec.objective, metrics, reference)
-        self.store.save_trial(
-            self.name,
-            trial.number,
-            "measured",
-            argv=m.argv,
-            env=m.env,
-            vllm_version=m.vllm_version,
-            log_path=m.log_path,
-            startup_s=m.startup_s,
-            workload_s=m.workload_s,
-            result={**metrics, "score": score},
-            records=m.records,
-        )
+        self._save(trial, "measured", m, {**metrics, "score": score})
         self._tell(trial, values, cons, attrs)
         feasible = all(v <= 0 for v in cons.values())
         tag = "" if feasible else " [yellow](breaks a constraint)[/yellow]"
