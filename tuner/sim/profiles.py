@@ -142,13 +142,14 @@ GPUS: dict[str, GpuProfile] = {
     "t4": GpuProfile(
         "t4", 15360 * 2**20, 320e9, 65e12, 16e9, 40e-6, description="T4 (fp16), PCIe 3.0"
     ),
-    # The CPU build of vLLM on one core of this project's CI machines: effective figures
-    # fitted from a measured run (benchmarks/sim_fidelity.py), not a datasheet.
+    # The CPU build of vLLM on one pinned core of this project's CI machines (tiny model):
+    # step constants and FLOP/s fitted by benchmarks/sim_fidelity.py, not a datasheet.
+    # Memory and bandwidth are nominal (VLLM_CPU_KVCACHE_SPACE sizes the cache).
     "cpu": GpuProfile(
         "cpu",
         16 * GiB,
-        5e9,
-        40e9,
+        10e9,
+        1.256e11,
         10e9,
         50e-6,
         platform="cpu",
@@ -156,9 +157,10 @@ GPUS: dict[str, GpuProfile] = {
         constants=StepTimeConstants(
             flops_efficiency=1.0,
             bandwidth_efficiency=1.0,
-            step_overhead_s=4.0e-3,
-            per_seq_overhead_s=0.35e-3,
-            per_token_overhead_s=10e-6,
+            step_overhead_s=2.53e-3,
+            per_seq_overhead_s=0.129e-3,
+            per_token_overhead_s=0.0,
+            request_overhead_s=4.0e-3,
         ),
     ),
 }
