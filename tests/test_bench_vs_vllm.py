@@ -95,3 +95,38 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
     print(f"medians of {RUNS_PER_CLIENT} runs (tuner, vllm): {report}")  # shown with -s
     off = {k: abs(a - b) / b for k, (a, b) in report.items()}
     assert all(v <= TOLERANCE for v in off.values()), f"medians (tuner, vllm): {report}"
+
+
+_VLLM_RANDOM = """
+import json
+from transformers import AutoTokenizer
+from vllm.benchmarks.datasets import RandomDataset
+tok = AutoTokenizer.from_pretrained({model!r})
+reqs = RandomDataset(random_seed=3).sample(
+    tokenizer=tok, num_requests=40, input_len=100, output_len=16, range_ratio=0.3
+)
+print(json.dumps([[r.prompt, r.prompt_len, r.expected_output_len] for r in reqs]))
+"""
+
+
+def test_random_prompts_are_vllms(vllm_python, tiny_model_dir):
+    """Same seed and tokenizer: vLLM's RandomDataset prompts, except where vLLM gives up on
+    the exact length (then ours is exact and vLLM's is a few tokens off)."""
+    from tuner.workload.datasets import random_requests
+    from tuner.workload.tokenizer import load_tokenizer
+
+    script = _VLLM_RANDOM.format(model=str(tiny_model_dir))
+    proc = subprocess.run(
+        [str(vllm_python), "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    tok = load_tokenizer(str(tiny_model_dir))
+    ours = random_requests(tok, 40, input_len=100, output_len=16, range_ratio=0.3, seed=3)
+    assert [r.output_len for r in ours] == [t[2] for t in theirs]
+    same = 0
+    for r, (prompt, prompt_len, _) in zip(ours, theirs, strict=True):
+        assert len(tok.encode(r.prompt, add_special_tokens=False)) == r.prompt_len
+        if prompt_len == r.prompt_len:
+            assert r.prompt == prompt
+            same += 1
+    assert same >= 0.75 * len(theirs)
