@@ -171,11 +171,13 @@ class _Run:
             )
 
     async def _send_timed(self, transport: Any, i: int, t0: float) -> RequestRecord:
+        sent = time.perf_counter()
         try:
             return await self._send(transport, i, t0)
         except TimeoutError:
             return RequestRecord(
                 prompt_len=self.requests[i].prompt_len,
+                start_s=sent - t0,
                 error=f"request timed out after {self.spec.request_timeout_s:g} s",
             )
 
