@@ -130,3 +130,19 @@ def test_random_prompts_are_vllms(vllm_python, tiny_model_dir):
             assert r.prompt == prompt
             same += 1
     assert same >= 0.75 * len(theirs)
+
+
+def test_chat_endpoint_on_real_vllm(vllm_server, tmp_path):
+    """The chat path on a real server: its chunk shape (role-only first delta, usage-only
+    last chunk) parses, and ignore_eos/max_completion_tokens make output lengths exact."""
+    out = tmp_path / "chat.json"
+    flags = _workload_flags(vllm_server.base_url, vllm_server.model, vllm_server.model_dir)
+    chat = ["--backend", "openai-chat", "--num-prompts", "8"]
+    save = ["--save-result", str(out), "--save-detailed"]
+    _run([str(REPO / ".venv" / "bin" / "tuner"), "bench", *flags, *chat, *save])
+    data = json.loads(out.read_text())
+    assert data["completed"] == 8 and data["failed"] == 0
+    assert data["output_lens"] == [OUTPUT_LEN] * 8
+    # The chat template wraps the prompt: the server counts more prompt tokens than ours.
+    assert data["total_input_tokens"] > 8 * INPUT_LEN
+    assert all(len(itl) >= OUTPUT_LEN - 1 for itl in data["itls"])
