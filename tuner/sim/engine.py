@@ -141,8 +141,8 @@ class Engine:
         It applies only when every running request is decoding and no waiting request
         could be admitted (none waits, or max-num-seqs are running). The run stops at the
         step where the first request finishes, before the blocks run out, or at the step
-        in progress at `until_s` (the next arrival). Returns the finished requests; an
-        empty list with `steps` unchanged means "take a normal step instead".
+        in progress at `until_s` (the next arrival). Returns (steps booked, finished
+        requests); 0 steps means "take a normal step instead".
         """
         sched = self.scheduler
         running = sched.running
