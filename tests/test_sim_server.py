@@ -112,6 +112,8 @@ def test_streams_completions_and_chat_at_simulated_speed(tiny_model_dir):
         too_long = httpx.post(f"{sim.url}/v1/completions", json={**body, "max_tokens": 9000})
         assert too_long.status_code == 400
         assert "maximum context length is 8192" in too_long.json()["error"]["message"]
+        negative = httpx.post(f"{sim.url}/v1/completions", json={**body, "max_tokens": -1})
+        assert negative.status_code == 400 and "at least 1" in negative.text
 
 
 def test_metrics_show_the_queue_and_the_cache():

@@ -170,6 +170,8 @@ class SimServer:
                 prompt_len = text.count_prompt(body.get("prompt", ""))
                 limit = body.get("max_tokens", 16)
             max_tokens = int(limit) if limit else self.engine.config.max_model_len - prompt_len
+            if limit is not None and max_tokens < 1:
+                raise ValueError(f"max_tokens must be at least 1, got {limit}.")
         except (ValueError, TypeError) as exc:
             return _error(400, str(exc))
         if message := self.engine.request_error(prompt_len, max_tokens):
