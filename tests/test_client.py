@@ -51,7 +51,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     for i in range(n):
         if i:
             await asyncio.sleep(GAP_S)
-        if mode == "hang" and i == 1:  # stop streaming until the client gives up
+        if (mode == "hang" and i == 1) or mode == "stuck":  # stop until the client gives up
             while request.transport is not None and not request.transport.is_closing():
                 await asyncio.sleep(0.05)
             return resp
@@ -276,3 +276,14 @@ def test_abort_during_paced_dispatch_sends_nothing_more(server):
     sent = len(server.seen)
     time.sleep(1.0)
     assert len(server.seen) == sent < 1 + 20  # dispatch stopped with the abort
+
+
+def test_stall_detected_while_new_requests_keep_arriving(server):
+    # An engine that accepts requests but never streams: sends every 0.1 s must not hide it.
+    reqs = _reqs(1, out=2) + _reqs(30, out=2, mode="stuck")
+    t = time.perf_counter()
+    with pytest.raises(BenchmarkAborted, match="engine hung"):
+        run_benchmark(
+            _spec(num_prompts=31, request_rate=10.0), server.url, "m", reqs, stall_timeout_s=0.5
+        )
+    assert time.perf_counter() - t < 2.0  # not after the last send (~3 s)

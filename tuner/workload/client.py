@@ -27,7 +27,9 @@ ERROR_BODY_CHARS = 300
 
 class StreamActivity:
     """Shared by the streams of one run, for hang detection: requests in flight and the
-    last time any of them made progress (sent, or received bytes)."""
+    last time any of them received an SSE message, or the run became busy after being idle.
+    New sends while busy do not count: an engine that takes requests but streams nothing
+    is hung."""
 
     __slots__ = ("in_flight", "last_s")
 
@@ -107,9 +109,10 @@ async def stream_request(
     request = httpx.Request(
         "POST", url, content=body, headers=headers, extensions={"timeout": timeouts}
     )
-    activity.in_flight += 1
     st = time.perf_counter()
-    activity.last_s = st
+    if not activity.in_flight:  # busy from now: the hang clock starts here, not at each send
+        activity.last_s = st
+    activity.in_flight += 1
     rec.start_s = st - t0
     try:
         resp = await transport.handle_async_request(request)
@@ -141,9 +144,8 @@ async def _read_stream(
     got_token = done = False
     try:
         async for chunk in resp.aiter_raw():
-            activity.last_s = clock()
-            for payload in decoder.feed(chunk):
-                now = clock()
+            for payload in decoder.feed(chunk):  # comments (pings) are not progress
+                activity.last_s = now = clock()
                 kind, piece, completion_tokens, prompt_tokens, error = interpret(payload, chat)
                 if kind == "token":
                     if got_token:
