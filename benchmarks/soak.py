@@ -87,7 +87,7 @@ def main() -> None:
                 proc.send_signal(signal.SIGKILL if how == "sigkill" else signal.SIGINT)
                 counts[how] += 1
         _, err = proc.communicate(timeout=600)
-        if proc.returncode not in (0, 130, -9):
+        if proc.returncode not in (0, 130, -2, -9):  # -2: Ctrl-C landed as it exited
             raise SystemExit(f"tuner run failed ({proc.returncode}): {err.decode()[-2000:]}")
     # One last run recovers whatever the last kill left (and runs nothing if the budget is met).
     _set_fault(study, "none")

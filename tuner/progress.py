@@ -52,7 +52,9 @@ class RichProgress:
         self._task = self._progress.add_task("", total=total, phase="", best="-", eta="-")
 
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None:
-        shown = " ".join(f"{k}={v}" for k, v in params.items())
+        shown = " ".join(
+            f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
+        )
         self.console.print(f"[dim]trial {number}: {shown}[/dim]")
         self.phase("validating")
 
