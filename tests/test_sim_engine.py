@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from tuner.metrics import compute_metrics
+from tuner.precheck import refusal_kind
 from tuner.sim.engine import Engine, EngineRefused
-from tuner.sim.planner import plan_config, simulate
+from tuner.sim.planner import simulate
 from tuner.sim.profiles import get_gpu, load_model
 
 M32 = "deepseek-r1-distill-qwen-32b"
@@ -67,8 +68,9 @@ def test_less_memory_means_preemptions_then_refusal():
     assert preemptions[0] < preemptions[1] < preemptions[2]
     with pytest.raises(EngineRefused, match=r"No available memory|KV cache is needed"):
         simulate(M32, "a6000", {**flags, "gpu-memory-utilization": 0.3}, [10], [10], [0.0])
-    refused = plan_config(M32, "a6000", {**flags, "gpu-memory-utilization": 0.3}, [1], [1], [0])
-    assert refused.refusal_kind == "kv_cache_too_small" and not refused.records
+    with pytest.raises(EngineRefused) as refused:
+        simulate(M32, "a6000", {**flags, "gpu-memory-utilization": 0.3}, [1], [1], [0.0])
+    assert refusal_kind(str(refused.value)) == "kv_cache_too_small"
 
 
 def test_larger_blocks_waste_more_of_the_last_block():

@@ -237,15 +237,6 @@ def check_config(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) ->
     return config_error(model, gpu, cfg) or startup_error(model, gpu, cfg)
 
 
-def refusal_kind(message: str) -> str:
-    """The failure kind of one of the refusals above (names as the tuner's log classifier)."""
-    if "block size" in message.lower() or "--block-size" in message:
-        return "unsupported_block_size"
-    if "cache blocks" in message or "KV cache is needed" in message:
-        return "kv_cache_too_small"
-    return "invalid_argument"
-
-
 def _gib(n: int) -> str:
     return f"{round(n / GiB, 2)}"
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.sim.engine import Engine, EngineRefused
+from tuner.sim.engine import Engine
 from tuner.sim.engine import token_times as _token_times
-from tuner.sim.memory import refusal_kind
 from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
 from tuner.sim.scheduler import SimRequest
 from tuner.workload.records import RequestRecord
@@ -34,46 +33,6 @@ class SimResult:
     duration_s: float
     events: int
     preemptions: int
-
-
-@dataclass(slots=True)
-class PlanOutcome:
-    """`simulate`'s result for a study trial; a refused config carries vLLM's message."""
-
-    records: list[RequestRecord]
-    duration_s: float
-    events: int = 0
-    preemptions: int = 0
-    refusal: str | None = None
-    refusal_kind: str | None = None
-
-
-def plan_config(
-    model: ModelProfile | str,
-    gpu: GpuProfile | str | None,
-    flags: dict[str, Any],
-    prompt_lens: list[int],
-    output_lens: list[int],
-    arrival_s: list[float],
-    *,
-    max_concurrency: int | None = None,
-) -> PlanOutcome:
-    """`simulate`, with a refusal returned (and classified) instead of raised."""
-    if gpu is None:
-        raise UserError("the simulator needs a GPU profile (hardware.gpu in the study file)")
-    try:
-        r = simulate(
-            model,
-            gpu,
-            flags,
-            prompt_lens,
-            output_lens,
-            arrival_s,
-            max_concurrency=max_concurrency,
-        )
-    except EngineRefused as exc:
-        return PlanOutcome([], 0.0, refusal=str(exc), refusal_kind=refusal_kind(str(exc)))
-    return PlanOutcome(r.records, r.duration_s, r.events, r.preemptions)
 
 
 def simulate(
