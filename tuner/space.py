@@ -10,6 +10,7 @@ from typing import Any
 import optuna
 
 from tuner.config import ParameterSpec, Scalar, SearchSpace, StudySpec
+from tuner.vllm_rules import scheduler_error
 
 # Flags the simulator understands but production `vllm serve` does not.
 SIM_ONLY_FLAGS = frozenset({"gpu", "load-delay-s"})
@@ -138,23 +139,16 @@ def max_model_len(spec: StudySpec) -> int | None:
 
 
 def check_rules(flags: dict[str, Any], model_len: int | None) -> str | None:
-    """vLLM's SchedulerConfig checks (vllm/config/scheduler.py), with its messages; None = ok."""
-    seqs = flags.get("max-num-seqs")
-    batched = flags.get("max-num-batched-tokens")
-    chunked = flags.get("enable-chunked-prefill", True)
-    if seqs is not None and batched is not None and int(batched) < int(seqs):
-        return (
-            f"max_num_batched_tokens ({batched}) must be greater than or equal to "
-            f"max_num_seqs ({seqs})."
-        )
-    if chunked is False and batched is not None and model_len and int(batched) < model_len:
-        return (
-            f"max_num_batched_tokens ({batched}) is smaller than max_model_len ({model_len}). "
-            "This effectively limits the maximum sequence length to max_num_batched_tokens and "
-            "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
-            "decrease max_model_len."
-        )
-    util = flags.get("gpu-memory-utilization")
-    if util is not None and not 0 < float(util) <= 1:
-        return f"gpu_memory_utilization must be in (0, 1], got {util}"
-    return None
+    """vLLM's scheduler checks on these flags, with its messages; None when they pass."""
+
+    def number(name: str, kind: type) -> Any:
+        value = flags.get(name)
+        return None if value is None else kind(value)
+
+    return scheduler_error(
+        max_num_seqs=number("max-num-seqs", int),
+        max_num_batched_tokens=number("max-num-batched-tokens", int),
+        enable_chunked_prefill=flags.get("enable-chunked-prefill", True) is not False,
+        max_model_len=model_len,
+        gpu_memory_utilization=number("gpu-memory-utilization", float),
+    )

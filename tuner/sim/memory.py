@@ -14,6 +14,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
+from tuner.vllm_rules import scheduler_error
 
 CUDA_BLOCK_CHOICES = (1, 8, 16, 32, 64, 128)  # vLLM 0.10's `--block-size` choices
 CUDA_MAX_BLOCK_SIZE = 32  # "On CUDA devices, only block sizes up to 32 are supported."
@@ -177,19 +178,13 @@ def config_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str
             f"max_model_len (max_position_embeddings={model.max_position_embeddings} in "
             "model's config.json)."
         )
-    if cfg.max_num_batched_tokens < cfg.max_model_len and not cfg.enable_chunked_prefill:
-        return (
-            f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) is smaller than "
-            f"max_model_len ({cfg.max_model_len}). This effectively limits the maximum "
-            "sequence length to max_num_batched_tokens and makes vLLM reject longer "
-            "sequences. Please increase max_num_batched_tokens or decrease max_model_len."
-        )
-    if cfg.max_num_batched_tokens < cfg.max_num_seqs:
-        return (
-            f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be greater than "
-            f"or equal to max_num_seqs ({cfg.max_num_seqs})."
-        )
-    return None
+    return scheduler_error(
+        max_num_seqs=cfg.max_num_seqs,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        enable_chunked_prefill=cfg.enable_chunked_prefill,
+        max_model_len=cfg.max_model_len,
+        gpu_memory_utilization=None,  # checked first, above
+    )
 
 
 def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str | None:
