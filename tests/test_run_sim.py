@@ -252,3 +252,44 @@ def test_a_port_taken_before_the_engine_binds_it_is_replaced(
     (trial,) = loop.study.get_trials()
     assert handed_out[0] == taken and len(handed_out) == 2
     assert trial.user_attrs["completed"] == 16, trial.user_attrs
+
+
+def test_readers_during_a_run_do_not_lock_it_out(tmp_path: Path, tiny_model_dir) -> None:
+    """`tuner trials` and optuna-dashboard's loader poll the file while trials are written."""
+    from optuna_dashboard._inmemory_cache import InMemoryCache
+    from optuna_dashboard._storage import get_trials
+
+    study = sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 3})
+    proc = start_run(study, tmp_path)
+    reads = 0
+    storage = None
+    while proc.poll() is None:
+        if (tmp_path / "tuner.db").exists():
+            listing = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
+            assert listing.returncode == 0 or "no study named" in listing.stderr, listing.stderr
+            try:
+                storage = storage or optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/tuner.db")
+                study_id = storage.get_study_id_from_name("e2e")
+                get_trials(InMemoryCache(), storage, study_id)
+                reads += 2
+            except KeyError:
+                pass  # the study is not created yet
+        time.sleep(0.1)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    assert "locked" not in err
+    assert reads >= 4
+    assert len(_trials(tmp_path)) == 3
+
+
+def test_read_only_database_is_one_line(tmp_path: Path, tiny_model_dir) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    assert tuner("run", str(study), "--n-trials", "1", cwd=tmp_path).returncode == 0
+    before = (tmp_path / "tuner.db").read_bytes()
+    url = f"sqlite:///file:{tmp_path}/tuner.db?mode=ro&uri=true"
+    run = tuner("run", str(study), "--storage", url, cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "read-only" in run.stderr
+    listing = tuner("trials", str(study), "--storage", url, cwd=tmp_path)  # readers still work
+    assert listing.returncode == 0, listing.stderr
+    assert (tmp_path / "tuner.db").read_bytes() == before
