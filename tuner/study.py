@@ -94,7 +94,14 @@ class RunSummary:
     ran: int = 0
     interrupted_recovered: list[int] = field(default_factory=list)
     orphans_stopped: int = 0
-    launches_saved: int = 0
+    saved_by_rules: int = 0  # refused by vLLM's scheduler rules: never launched
+    saved_by_precheck: int = 0  # predicted not to fit in memory / not supported
+    saved_by_reuse: int = 0  # parameters already measured: result reused
+
+    @property
+    def launches_saved(self) -> int:
+        return self.saved_by_rules + self.saved_by_precheck + self.saved_by_reuse
+
     precheck_wrong: list[int] = field(default_factory=list)
 
 
@@ -276,11 +283,11 @@ class StudyLoop:
         flags = effective_flags(self.spec, params)
         refusal = check_rules(flags, max_model_len(self.spec))
         if refusal is not None:
-            self.summary.launches_saved += 1
+            self.summary.saved_by_rules += 1
             return self._infeasible(trial, "invalid_argument", refusal, predicted=True)
         predicted = self._predict_refusal(flags, params)
         if predicted is not None and self.precheck:
-            self.summary.launches_saved += 1
+            self.summary.saved_by_precheck += 1
             return self._infeasible(trial, predicted[0], predicted[1], predicted=True)
         ctx = TrialContext(
             self.name,
@@ -437,7 +444,7 @@ class StudyLoop:
     def _reuse(self, trial: optuna.Trial, prev: optuna.trial.FrozenTrial) -> str:
         attrs = {k: v for k, v in prev.user_attrs.items() if k != "baseline"}
         attrs["reused_from"] = prev.number
-        self.summary.launches_saved += 1
+        self.summary.saved_by_reuse += 1
         named = {k: v for k, v in prev.constraints.items() if not k.isdigit()}
         self._tell(trial, list(prev.values), named, attrs)
         return f"same parameters as trial {prev.number}: result reused, not launched"

@@ -80,8 +80,9 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
     if summary.orphans_stopped:
         console.print(f"stopped {summary.orphans_stopped} engine(s) left by a previous run")
     console.print(
-        f"{summary.ran} trial(s) run; {summary.launches_saved} launch(es) saved "
-        "by rule checks, memory prediction and reuse"
+        f"{summary.ran} trial(s) run; engine starts saved: {summary.saved_by_rules} by vLLM's "
+        f"rules, {summary.saved_by_precheck} by the memory precheck, "
+        f"{summary.saved_by_reuse} by reusing a measured config"
     )
     from tuner.views import ranked_feasible
 
