@@ -183,9 +183,7 @@ class EngineRunner(TrialRunner):
                     stall_timeout_s=spec.trial.stall_timeout_s,
                 )
             except BenchmarkAborted as exc:
-                reason = str(exc)
-                kind = "engine_hung" if "hung" in reason else "engine_crashed"
-                return _failed(m, kind, reason, engine.log_tail())
+                return _failed(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
         m.workload_s = time.monotonic() - t0
         m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
         if not result.metrics.get("completed"):
@@ -201,6 +199,14 @@ class EngineRunner(TrialRunner):
     def kill(self) -> None:
         if self._engine is not None:
             self._engine.stop(grace_s=0)  # straight through SIGINT and SIGTERM to SIGKILL
+
+
+def _abort_kind(reason: str) -> str:
+    """Why the workload stopped: the engine hung or died, or it refused the first request
+    (as `vllm bench serve`, the run stops there: e.g. a prompt longer than max-model-len)."""
+    if reason.startswith("initial test request failed"):
+        return "requests_failed"
+    return "engine_hung" if "hung" in reason else "engine_crashed"
 
 
 def _failed(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:
