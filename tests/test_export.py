@@ -22,7 +22,6 @@ from tuner.slo import parse_slo
 from tuner.store import Store, spec_of
 
 REPO = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 
 
 @pytest.fixture
@@ -173,9 +172,9 @@ def _pairs(argv: list[str]) -> set[tuple[str, ...]]:
     return out
 
 
-@pytest.mark.vllm
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="needs .venv-vllm")
-def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(stored, tmp_path: Path) -> None:
+def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(
+    stored, tmp_path: Path, vllm_python: Path
+) -> None:
     """vLLM's own `vllm serve` parser gives the same namespace from `--config` and from argv."""
     _, spec, points = stored
     for number in (0, 2):  # chunked prefill on, then off
@@ -196,7 +195,7 @@ def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(stored, tmp_pat
             "print(json.dumps([ns(['serve', '--config', sys.argv[1]]), ns(sys.argv[3:])]))\n"
         )
         done = subprocess.run(
-            [str(VLLM_PYTHON), "-c", script, str(cfg), "--", *argv],
+            [str(vllm_python), "-c", script, str(cfg), "--", *argv],
             capture_output=True,
             text=True,
             timeout=300,

@@ -11,9 +11,10 @@ import optuna
 import pytest
 
 from tuner.config import StudySpec
+from tuner.recovery import OWNER_ATTR, this_process
 from tuner.runner import PlanRunner
 from tuner.store import Store
-from tuner.study import OWNER_ATTR, StudyLoop, study_name
+from tuner.study import StudyLoop, study_name
 
 
 def _spec(tokenizer: Path, **over) -> StudySpec:
@@ -162,20 +163,18 @@ def test_stale_running_trial_is_marked_interrupted(tiny_model_dir: Path, store: 
         text=True,
         check=True,
     )
-    from tuner.study import _this_process_id
-
-    owner = {**_this_process_id(), "pid": int(dead.stdout), "start_ticks": 1}
+    owner = {**this_process(), "pid": int(dead.stdout), "start_ticks": 1}
     stale = loop.study.ask()
     loop.study._storage.set_trial_system_attr(stale._trial_id, OWNER_ATTR, owner)
     alive = loop.study.ask()
-    loop.study._storage.set_trial_system_attr(alive._trial_id, OWNER_ATTR, _this_process_id())
+    loop.study._storage.set_trial_system_attr(alive._trial_id, OWNER_ATTR, this_process())
 
     _loop(spec, store).recover()
     states = {t.number: t for t in loop.study.get_trials()}
     assert states[stale.number].state == optuna.trial.TrialState.FAIL
     assert states[stale.number].user_attrs["failure_kind"] == "interrupted"
     assert states[alive.number].state == optuna.trial.TrialState.RUNNING
-    assert os.getpid() == _this_process_id()["pid"]
+    assert os.getpid() == this_process()["pid"]
 
 
 def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:

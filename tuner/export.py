@@ -17,7 +17,8 @@ import yaml
 
 from tuner.config import StudySpec
 from tuner.errors import UserError
-from tuner.pareto import HEADLINE_METRICS, TrialPoint, check_stored
+from tuner.objective import HEADLINE_METRICS
+from tuner.pareto import TrialPoint, check_stored
 from tuner.slo import SloLimit
 from tuner.space import serve_argv, serve_config, serve_env
 

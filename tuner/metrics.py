@@ -16,7 +16,8 @@ from tuner.workload.records import RequestRecord
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
-HEADLINE_METRICS = (
+# The metrics each result carries a bootstrap confidence interval for.
+CI_METRICS = (
     "p99_ttft_ms",
     "mean_ttft_ms",
     "mean_tpot_ms",
@@ -227,3 +228,14 @@ def _latency_samples(
         counts = valid[idx].sum(axis=1)
         return np.where(counts > 0, filled[idx].sum(axis=1) / np.maximum(counts, 1), 0.0)
     return np.array([_statistic(stat, pct, values[row][valid[row]]) for row in idx])
+
+
+def confidence_intervals(
+    records: Sequence[RequestRecord], duration_s: float, metrics: dict[str, float], *, seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """Bootstrap 95% intervals for the `CI_METRICS` that `metrics` holds."""
+    return {
+        key: bootstrap_ci(records, duration_s, key, seed=seed)
+        for key in CI_METRICS
+        if key in metrics
+    }

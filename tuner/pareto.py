@@ -23,7 +23,6 @@ Objective = tuple[str, Direction]
 Status = Literal["feasible", "infeasible", "failed", "pruned", "running"]
 
 DEFAULT_OBJECTIVES = "p99_ttft_ms,mean_tpot_ms"
-HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 
 
 def is_metric(name: str) -> bool:

@@ -20,7 +20,8 @@ import optuna
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.export import justification, select_trial, shell_command
-from tuner.pareto import HEADLINE_METRICS, TrialPoint, front_of
+from tuner.objective import HEADLINE_METRICS
+from tuner.pareto import TrialPoint, front_of
 from tuner.report_plots import (
     history_figure,
     importance_figure,

@@ -10,7 +10,8 @@ from pathlib import Path
 import optuna
 import plotly.graph_objects as go
 
-from tuner.pareto import HEADLINE_METRICS, Objective, TrialPoint, front_of
+from tuner.objective import HEADLINE_METRICS
+from tuner.pareto import Objective, TrialPoint, front_of
 from tuner.slo import parse_slo
 
 TPOT = "mean_tpot_ms"

@@ -245,7 +245,7 @@ class PlanRunner(TrialRunner):
         self._requests: list | None = None
 
     def measure(self, ctx: TrialContext) -> Measurement:
-        from tuner.metrics import bootstrap_ci, compute_metrics
+        from tuner.metrics import compute_metrics, confidence_intervals
         from tuner.precheck import refusal_kind
         from tuner.sim.engine import EngineRefused
         from tuner.sim.planner import simulate
@@ -278,8 +278,5 @@ class PlanRunner(TrialRunner):
             goodput_ms=w.goodput,
         )
         m.records, m.workload_s = sim.records, sim.duration_s
-        m.ci = {k: bootstrap_ci(sim.records, sim.duration_s, k) for k in _CI_KEYS}
+        m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m
-
-
-_CI_KEYS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")

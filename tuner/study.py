@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import re
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from tuner import objective as obj
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.progress import SilentProgress, StudyProgress
+from tuner.recovery import INTERRUPTED, OWNER_ATTR, recover, this_process
 from tuner.runner import Measurement, TrialContext, TrialRunner
 from tuner.space import (
     baseline_params,
@@ -34,7 +33,6 @@ from tuner.space import (
 )
 from tuner.store import Store
 
-OWNER_ATTR = "tuner:owner"
 # Start-up refusals the memory precheck claims to predict.
 _PREDICTABLE = ("kv_cache_too_small", "unsupported_block_size", "out_of_memory")
 # An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
@@ -62,30 +60,6 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
 
 def _key(params: dict[str, Any]) -> tuple:
     return tuple(sorted((k, round(v, 9) if isinstance(v, float) else v) for k, v in params.items()))
-
-
-def _this_process_id() -> dict[str, Any]:
-    from tuner.engine.process import boot_id, start_ticks
-
-    return {
-        "host": socket.gethostname(),
-        "boot_id": boot_id(),
-        "pid": os.getpid(),
-        "start_ticks": start_ticks(os.getpid()),
-    }
-
-
-def _owner_alive(owner: dict[str, Any] | None) -> bool:
-    """A RUNNING trial is stale when the tuner that owns it (same host) no longer exists."""
-    from tuner.engine.process import boot_id, start_ticks
-
-    if not owner:
-        return False
-    if owner.get("host") != socket.gethostname():
-        return True  # another machine's worker: not ours to judge
-    if owner.get("boot_id") != boot_id():
-        return False  # rebooted since
-    return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
 
 
 @dataclass
@@ -137,31 +111,9 @@ class StudyLoop:
 
     def recover(self) -> None:
         """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted."""
-        from tuner.engine.process import stop_orphan
-
-        running = {
-            t.number: t
-            for t in self.study.get_trials(deepcopy=False)
-            if t.state == optuna.trial.TrialState.RUNNING
-        }
-        stale = {n for n, t in running.items() if not _owner_alive(t.system_attrs.get(OWNER_ATTR))}
-        for number, identity in self.store.running_engines(self.name):
-            if number in running and number not in stale:
-                continue
-            if stop_orphan(identity):
-                self.summary.orphans_stopped += 1
-            self.store.engine_stopped(self.name, number)
-        for number in sorted(stale):
-            t = running[number]
-            self.store.delete_trial(self.name, number)
-            self._storage.set_trial_user_attr(t._trial_id, "failure_kind", "interrupted")
-            self._storage.set_trial_user_attr(
-                t._trial_id, "failure_reason", "interrupted: the tuner stopped during this trial"
-            )
-            self._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            self.summary.interrupted_recovered.append(number)
-            if self.spec.trial.retry_interrupted and not t.user_attrs.get("retry_of"):
-                self.study.enqueue_trial(t.params, user_attrs={"retry_of": number})
+        done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
+        self.summary.interrupted_recovered += done.interrupted
+        self.summary.orphans_stopped += done.orphans_stopped
 
     @property
     def _storage(self) -> optuna.storages.BaseStorage:
@@ -177,7 +129,7 @@ class StudyLoop:
         done = sum(
             1
             for t in self.study.get_trials(deepcopy=False)
-            if t.state in FINISHED and t.user_attrs.get("failure_kind") != "interrupted"
+            if t.state in FINISHED and t.user_attrs.get("failure_kind") != INTERRUPTED
         )
         return max(self.spec.budget.n_trials - done, 0)
 
@@ -252,7 +204,7 @@ class StudyLoop:
     def _one_trial(self, index: int) -> None:
         trial = self.study.ask(self._dists)
         self._current = trial
-        self._storage.set_trial_system_attr(trial._trial_id, OWNER_ATTR, _this_process_id())
+        self._storage.set_trial_system_attr(trial._trial_id, OWNER_ATTR, this_process())
         params = trial.params
         self.progress.trial(index, trial.number, params)
         try:
@@ -270,7 +222,7 @@ class StudyLoop:
         if self._storage.get_trial(trial._trial_id).state.is_finished():
             return  # already recorded (e.g. a refusal that stops the whole study)
         reason = "interrupted by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
-        trial.set_user_attr("failure_kind", "interrupted")
+        trial.set_user_attr("failure_kind", INTERRUPTED)
         trial.set_user_attr("failure_reason", reason[:500])
         self.store.delete_trial(self.name, trial.number)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)

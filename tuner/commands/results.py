@@ -105,7 +105,7 @@ def _print_front(
     from rich.console import Console
     from rich.table import Table
 
-    from tuner.pareto import HEADLINE_METRICS
+    from tuner.objective import HEADLINE_METRICS
 
     axes = " vs ".join(f"{n} ({d[:3]})" for n, d in objs)
     title = f"Pareto front of {study_name}: {axes} — {len(front)} of {n_feasible} feasible trials"

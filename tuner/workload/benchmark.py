@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from tuner.metrics import HEADLINE_METRICS, bootstrap_ci, compute_metrics
+from tuner.metrics import compute_metrics, confidence_intervals
 from tuner.workload.client import (
     CHAT_ENDPOINT,
     StreamActivity,
@@ -98,11 +98,7 @@ def run_benchmark(
         percentiles=spec.percentiles,
         goodput_ms=spec.goodput,
     )
-    ci = {
-        key: bootstrap_ci(records, duration_s, key, seed=spec.seed)
-        for key in HEADLINE_METRICS
-        if key in metrics
-    }
+    ci = confidence_intervals(records, duration_s, metrics, seed=spec.seed)
     return BenchmarkResult(records, duration_s, metrics, ci, run.t0)
 
 
