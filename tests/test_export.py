@@ -21,8 +21,6 @@ from tuner.pareto import trial_point
 from tuner.slo import parse_slo
 from tuner.store import Store, spec_of
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture
 def stored(tmp_path: Path):

@@ -15,6 +15,9 @@ from tuner.export import shell_command
 from tuner.objective import HEADLINE_METRICS, clearly_better
 
 
+FAILURE_CHARS = 70
+
+
 def is_feasible(t: optuna.trial.FrozenTrial) -> bool:
     return (
         t.state == optuna.trial.TrialState.COMPLETE
@@ -88,6 +91,8 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
             v = row[col]
             if col == "number" and row["baseline"]:
                 cells.append(f"{v} (baseline)")
+            elif col == "failure" and len(v) > FAILURE_CHARS:
+                cells.append(v[: FAILURE_CHARS - 1] + "…")  # the whole reason: --format csv
             elif isinstance(v, float):
                 cells.append("" if pd.isna(v) else f"{v:.4g}")
             else:
