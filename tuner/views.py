@@ -14,7 +14,6 @@ from tuner.errors import UserError
 from tuner.export import shell_command
 from tuner.objective import HEADLINE_METRICS, clearly_better
 
-
 FAILURE_CHARS = 70
 
 
@@ -82,7 +81,10 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
     for col in frame.columns:
         if col in ("baseline", "reused_from"):
             continue
-        table.add_column(col.removeprefix("param_"), overflow="fold")
+        if col == "failure":
+            table.add_column(col, min_width=40, no_wrap=True, overflow="ellipsis")
+        else:
+            table.add_column(col.removeprefix("param_"), overflow="fold")
     for _, row in frame.iterrows():
         cells = []
         for col in frame.columns:
