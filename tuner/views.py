@@ -14,7 +14,7 @@ from tuner.errors import UserError
 from tuner.export import shell_command
 from tuner.objective import HEADLINE_METRICS, clearly_better
 
-FAILURE_CHARS = 70
+FAILURE_CHARS = 60
 
 
 def is_feasible(t: optuna.trial.FrozenTrial) -> bool:
@@ -82,7 +82,9 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
         if col in ("baseline", "reused_from"):
             continue
         if col == "failure":
-            table.add_column(col, min_width=40, no_wrap=True, overflow="ellipsis")
+            table.add_column(col, min_width=30, no_wrap=True, overflow="ellipsis")
+        elif col in ("number", "state"):
+            table.add_column(col, no_wrap=True)
         else:
             table.add_column(col.removeprefix("param_"), overflow="fold")
     for _, row in frame.iterrows():
