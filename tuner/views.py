@@ -68,9 +68,11 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         row["score"] = a.get("score")
         row["baseline"] = bool(a.get("baseline"))
         row["reused_from"] = a.get("reused_from")
-        row["failure"] = (
-            f"{a['failure_kind']}: {a.get('failure_reason', '')}" if "failure_kind" in a else ""
-        )
+        broken = [k for k, v in t.constraints.items() if v > 0 and not k.isdigit()]
+        if "failure_kind" in a:
+            row["failure"] = f"{a['failure_kind']}: {a.get('failure_reason', '')}"
+        else:
+            row["failure"] = f"breaks {', '.join(broken)}" if broken else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
