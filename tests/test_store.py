@@ -73,3 +73,26 @@ def test_storage_errors_are_user_errors(tmp_path: Path) -> None:
     Store(f"sqlite:///{db}").close()
     with pytest.raises(UserError, match="read-only"):
         Store(f"sqlite:///file:{db}?mode=ro&uri=true")
+
+
+def test_the_stored_spec_reads_back_whole(tmp_path: Path) -> None:
+    import math
+
+    import optuna
+
+    from tuner.config import StudySpec
+    from tuner.store import spec_of
+
+    spec = StudySpec.model_validate(
+        {
+            "name": "s",
+            "engine": {"model": "m", "flags": {"enforce-eager": True}},
+            "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 1, "high": 8}}},
+            "workload": {"request_rate": "inf"},
+        }
+    )
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    store.create_study(spec, "s", optuna.samplers.RandomSampler(), ["minimize"], ["score"], False)
+    back = spec_of(Store(f"sqlite:///{tmp_path}/t.db", readonly=True).load_study("s"))
+    assert math.isinf(back.workload.request_rate)
+    assert back == spec

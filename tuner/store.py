@@ -7,7 +7,6 @@ environment, the engine's identity (to stop it after a tuner crash), the per-req
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
@@ -166,7 +165,9 @@ class Store:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names(metric_names)
-            study.set_user_attr("tuner_spec", json.loads(spec.model_dump_json()))
+            # Python-mode dump: an infinite request rate survives (Optuna writes it as
+            # JSON's Infinity), where pydantic's JSON mode would turn it into null.
+            study.set_user_attr("tuner_spec", spec.model_dump())
             study.set_user_attr("simulated", simulated)
         return study
 
