@@ -61,6 +61,19 @@ class TrialRunner(abc.ABC):
 
     def __init__(self, spec: StudySpec) -> None:
         self.spec = spec
+        self._requests: list | None = None
+
+    @property
+    def requests(self) -> list:
+        """The study's fixed requests, built once: same seed, same requests, same order."""
+        if self._requests is None:
+            self._requests = workload_requests(self.spec)
+        return self._requests
+
+    def prepare(self) -> None:
+        """Build the workload before the first trial: its errors (a missing dataset, a bad
+        tokenizer) stop the run before any study exists, and its cost is not a trial's."""
+        _ = self.requests
 
     @abc.abstractmethod
     def measure(self, ctx: TrialContext) -> Measurement: ...
@@ -88,7 +101,7 @@ def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[li
 
 
 def workload_requests(spec: StudySpec) -> list:
-    """The study's fixed requests, built once: same seed, same requests, same order."""
+    """The study's requests, from its dataset and tokenizer (the engine's model by default)."""
     from tuner.workload.datasets import build_requests
     from tuner.workload.tokenizer import load_tokenizer
 
@@ -103,7 +116,6 @@ class EngineRunner(TrialRunner):
         super().__init__(spec)
         self.log_dir = log_dir
         self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
-        self._requests: list | None = None
         self._engine = None
 
     def measure(self, ctx: TrialContext) -> Measurement:
@@ -112,8 +124,6 @@ class EngineRunner(TrialRunner):
         from tuner.engine.process import EngineProcess, EngineStartFailed
 
         spec = self.spec
-        if self._requests is None:
-            self._requests = workload_requests(spec)
         env = engine_env(spec, ctx.params)
         if self.api_key:
             env[API_KEY_ENV] = self.api_key
@@ -176,7 +186,7 @@ class EngineRunner(TrialRunner):
                     spec.workload,
                     base_url,
                     spec.engine.served_model_name or spec.engine.model,
-                    self._requests,
+                    self.requests,
                     api_key=self.api_key,
                     on_progress=progress,
                     should_abort=crashed,
@@ -240,10 +250,6 @@ class PlanRunner(TrialRunner):
 
     simulated = True
 
-    def __init__(self, spec: StudySpec) -> None:
-        super().__init__(spec)
-        self._requests: list | None = None
-
     def measure(self, ctx: TrialContext) -> Measurement:
         from tuner.metrics import compute_metrics, confidence_intervals
         from tuner.precheck import refusal_kind
@@ -252,9 +258,7 @@ class PlanRunner(TrialRunner):
         from tuner.workload.schedule import arrival_times
 
         spec, w = self.spec, self.spec.workload
-        if self._requests is None:
-            self._requests = workload_requests(spec)
-        reqs = self._requests
+        reqs = self.requests
         flags = {**effective_flags(spec, ctx.params), **engine_env(spec, ctx.params)}
         ctx.phase("simulating")
         m = Measurement(vllm_version="simulated", simulated=True)

@@ -68,6 +68,7 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
     from tuner.study import StudyLoop
 
     console = Console(stderr=True)
+    runner.prepare()
     loop = StudyLoop(spec, store, runner, precheck=precheck, progress=RichProgress(console))
     summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
     if summary.interrupted_recovered:
