@@ -42,10 +42,13 @@ def _labels(points: Sequence[TrialPoint], x: str, y: str) -> list[str]:
     for p in points:
         at.setdefault((p.metrics[x], p.metrics[y]), []).append(p.number)
     first = {numbers[0] for numbers in at.values()}
-    return [
-        ",".join(map(str, at[(p.metrics[x], p.metrics[y])])) if p.number in first else ""
-        for p in points
-    ]
+    return [_shared(at[(p.metrics[x], p.metrics[y])]) if p.number in first else "" for p in points]
+
+
+def _shared(numbers: list[int], most: int = 3) -> str:
+    """ "1,2" for a few trials at one spot; "1,2,3 +41" when many would run across the plot."""
+    shown = ",".join(map(str, numbers[:most]))
+    return shown if len(numbers) <= most else f"{shown} +{len(numbers) - most}"
 
 
 def _log_scale(values: Sequence[float]) -> bool:
