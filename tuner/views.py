@@ -13,16 +13,14 @@ from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.export import shell_command
 from tuner.objective import HEADLINE_METRICS, clearly_better
+from tuner.pareto import trial_point
 
 FAILURE_CHARS = 60
 
 
 def is_feasible(t: optuna.trial.FrozenTrial) -> bool:
-    return (
-        t.state == optuna.trial.TrialState.COMPLETE
-        and "failure_kind" not in t.user_attrs
-        and all(v <= 0 for v in t.constraints.values())
-    )
+    """Measured and meeting every constraint: the one classification results code uses."""
+    return trial_point(t).feasible
 
 
 def confirmation_scores(study: optuna.Study) -> dict[int, list[float]]:
