@@ -7,6 +7,7 @@ expected front and selections can be worked out by hand; see the table in `TRIAL
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import optuna
@@ -162,4 +163,22 @@ def _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty
         distributions=dists,
         user_attrs=attrs,
         system_attrs=system_attrs,
+    )
+
+
+class _State:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def frozen(number: int, state: str = "COMPLETE", constraints=None, **attrs) -> SimpleNamespace:
+    """A FrozenTrial look-alike for the pure readers; the storage-backed path is covered by
+    `build_study` and the CLI tests."""
+    return SimpleNamespace(
+        number=number,
+        state=_State(state),
+        params={"max-num-seqs": 8 * (number + 1)},
+        user_attrs=attrs,
+        system_attrs={f"constraints:{k}": v for k, v in (constraints or {}).items()},
+        values=[attrs.get("score", 0.0)] if state == "COMPLETE" else None,
     )

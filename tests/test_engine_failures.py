@@ -10,18 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.engine.failures import (
-    CRASHED,
-    INVALID_ARGUMENT,
-    KV_CACHE_TOO_SMALL,
-    MAX_REASON_CHARS,
-    OUT_OF_MEMORY,
-    PORT_IN_USE,
-    STARTUP_TIMEOUT,
-    UNSUPPORTED_BLOCK_SIZE,
-    classify_failure,
-    clean_line,
-)
+from tuner.engine.failures import MAX_REASON_CHARS, classify_failure, clean_line
+from tuner.trials import FailureKind
 
 LOGS = Path(__file__).parent / "data" / "vllm_logs"
 
@@ -33,27 +23,47 @@ def read_log(name: str) -> str:
 @pytest.mark.parametrize(
     ("log", "kind", "reason_part"),
     [
-        ("block_size_16", UNSUPPORTED_BLOCK_SIZE, "No common block size for 16 (CPU_ATTN"),
-        ("unknown_flag", INVALID_ARGUMENT, "unrecognized arguments: --use-v2-block-manager"),
+        (
+            "block_size_16",
+            FailureKind.UNSUPPORTED_BLOCK_SIZE,
+            "No common block size for 16 (CPU_ATTN",
+        ),
+        (
+            "unknown_flag",
+            FailureKind.INVALID_ARGUMENT,
+            "unrecognized arguments: --use-v2-block-manager",
+        ),
         (
             "batched_lt_seqs",
-            INVALID_ARGUMENT,
+            FailureKind.INVALID_ARGUMENT,
             "max_num_batched_tokens (4) must be greater than or equal to max_num_seqs (8)",
         ),
         (
             "no_chunked_small_batch",
-            INVALID_ARGUMENT,
+            FailureKind.INVALID_ARGUMENT,
             "max_num_batched_tokens (512) is smaller than max_model_len (1024)",
         ),
         (
             "gpu_util_invalid",
-            INVALID_ARGUMENT,
+            FailureKind.INVALID_ARGUMENT,
             "CacheConfig: gpu_memory_utilization: Input should be less than or equal to 1",
         ),
-        ("kv_too_small_for_len", KV_CACHE_TOO_SMALL, "KV cache is needed, which is larger than"),
-        ("kv_no_blocks", KV_CACHE_TOO_SMALL, "No available memory for the cache blocks"),
-        ("kv_space_over_memory", OUT_OF_MEMORY, "is less than requested memory for kv (64.0 GiB)"),
-        ("port_in_use", PORT_IN_USE, "OSError: [Errno 98] Address already in use"),
+        (
+            "kv_too_small_for_len",
+            FailureKind.KV_CACHE_TOO_SMALL,
+            "KV cache is needed, which is larger than",
+        ),
+        (
+            "kv_no_blocks",
+            FailureKind.KV_CACHE_TOO_SMALL,
+            "No available memory for the cache blocks",
+        ),
+        (
+            "kv_space_over_memory",
+            FailureKind.OUT_OF_MEMORY,
+            "is less than requested memory for kv (64.0 GiB)",
+        ),
+        ("port_in_use", FailureKind.PORT_IN_USE, "OSError: [Errno 98] Address already in use"),
     ],
 )
 def test_real_vllm_failures_are_classified(log: str, kind: str, reason_part: str) -> None:
@@ -69,13 +79,13 @@ def test_real_vllm_failures_are_classified(log: str, kind: str, reason_part: str
 def test_healthy_log_matches_no_failure_pattern() -> None:
     """A normal start, 2 requests and a Ctrl-C stop: no kind may fire on it."""
     failure = classify_failure(read_log("healthy_start_and_stop"), exit_code=0)
-    assert failure.kind == CRASHED
+    assert failure.kind == FailureKind.CRASHED
     assert failure.reason.startswith("engine exited (exit code 0)")
 
 
 def test_crash_reason_is_the_first_error_line_with_the_exit_code() -> None:
     failure = classify_failure(read_log("worker_sigill_during_request"), exit_code=1)
-    assert failure.kind == CRASHED
+    assert failure.kind == FailureKind.CRASHED
     assert failure.reason == (
         "engine exited (exit code 1): Worker proc VllmWorker-0 died unexpectedly "
         "(exit code: None), shutting down executor."
@@ -98,19 +108,19 @@ def test_crash_reason_is_the_first_error_line_with_the_exit_code() -> None:
 )
 def test_out_of_memory_messages(line: str) -> None:
     failure = classify_failure(f"INFO loading\n{line}\n", exit_code=1)
-    assert failure.kind == OUT_OF_MEMORY
+    assert failure.kind == FailureKind.OUT_OF_MEMORY
     assert failure.reason == line
 
 
 def test_timeout_without_a_known_message_is_startup_timeout() -> None:
     log = read_log("healthy_start_and_stop").split("Application startup complete")[0]
     failure = classify_failure(log, exit_code=None, timed_out=True)
-    assert failure.kind == STARTUP_TIMEOUT
+    assert failure.kind == FailureKind.STARTUP_TIMEOUT
 
 
 def test_known_message_wins_over_a_timeout() -> None:
     failure = classify_failure(read_log("block_size_16"), exit_code=None, timed_out=True)
-    assert failure.kind == UNSUPPORTED_BLOCK_SIZE
+    assert failure.kind == FailureKind.UNSUPPORTED_BLOCK_SIZE
 
 
 def test_clean_line_strips_prefix_colour_and_length() -> None:

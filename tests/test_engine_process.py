@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tuner.engine.failures import CRASHED, STARTUP_TIMEOUT, EngineStartFailed
+from tuner.engine.failures import EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free, wait_port_free
 from tuner.engine.process import EngineProcess, group_members, start_ticks, stop_orphan
 from tuner.errors import UserError
+from tuner.trials import FailureKind
 
 FAKE_ENGINE = textwrap.dedent(
     """
@@ -156,7 +157,7 @@ def test_exit_before_ready_is_classified_from_the_log(fake_engine) -> None:
         proc.wait_ready(url, timeout_s=30)
     assert time.monotonic() - t0 < 10, "an exited engine is noticed at once, not at the timeout"
     failure = err.value.failure
-    assert failure.kind == CRASHED
+    assert failure.kind == FailureKind.CRASHED
     assert "exit code 3" in failure.reason
     assert "the fake engine refuses to start" in failure.reason
     assert "fake engine starting" in failure.log_tail
@@ -175,7 +176,7 @@ def test_startup_timeout_stops_the_whole_group(fake_engine) -> None:
     wait_for_log(proc, "grandchild")
     with pytest.raises(EngineStartFailed) as err:
         proc.wait_ready(url, timeout_s=1.5, stop_grace_s=0.5)
-    assert err.value.failure.kind == STARTUP_TIMEOUT
+    assert err.value.failure.kind == FailureKind.STARTUP_TIMEOUT
     assert_group_gone(proc.pgid)
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tuner.engine.failures import STARTUP_TIMEOUT, UNSUPPORTED_BLOCK_SIZE, EngineStartFailed
+from tuner.engine.failures import EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free
 from tuner.engine.process import EngineProcess, group_members, stop_orphan
+from tuner.trials import FailureKind
 
 pytestmark = pytest.mark.vllm
 SERVER_CORE = max(os.sched_getaffinity(0))  # as conftest.server_core()
@@ -85,7 +86,7 @@ def test_block_size_16_is_refused_and_classified(vllm_command, tmp_path: Path) -
         proc.stop()
     print(f"block-size 16 refused after {time.monotonic() - t0:.1f} s")
     failure = err.value.failure
-    assert failure.kind == UNSUPPORTED_BLOCK_SIZE
+    assert failure.kind == FailureKind.UNSUPPORTED_BLOCK_SIZE
     assert "No common block size for 16" in failure.reason
     assert_group_gone(proc.pgid)
 
@@ -104,7 +105,7 @@ def test_startup_timeout_kills_the_whole_group_and_frees_the_port(
             timeout_s=12,
             on_tick=lambda _: sizes.append(len(group_members(proc.pgid))),
         )
-    assert err.value.failure.kind == STARTUP_TIMEOUT
+    assert err.value.failure.kind == FailureKind.STARTUP_TIMEOUT
     assert max(sizes) >= 2, "the timeout must have hit a multi-process engine"
     assert_group_gone(proc.pgid)
     assert port_is_free("127.0.0.1", port)

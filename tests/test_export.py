@@ -17,9 +17,9 @@ from results_fixtures import PARAMS, build_study
 from tuner.config import load_study_spec
 from tuner.errors import UserError
 from tuner.export import render, select_trial, shell_command, slo_violation, vllm_config
-from tuner.pareto import trial_point
 from tuner.slo import parse_slo
 from tuner.store import Store, spec_of
+from tuner.trials import read as trial_point
 
 
 @pytest.fixture
@@ -67,13 +67,17 @@ def test_none_qualify_names_the_closest_trial(stored) -> None:
 def test_confirmed_configs_rank_by_their_mean_score(stored) -> None:
     _, spec, points = stored
     six = next(p for p in points if p.number == 6)
-    lucky_rerun = replace(six, number=8, score=-0.9, attrs={**six.attrs, "confirm_of": 6})
-    points = [*points, lucky_rerun]
-    assert select_trial(points, "s").point.number == 6  # a re-run is never a candidate
+
+    def rerun(number: int, score: float):
+        return replace(six, number=number, score=score, attrs={**six.attrs, "confirm_of": 6})
+
+    lucky = [*points, rerun(8, -0.9)]
+    # A re-run is never a candidate; trial 6 ranks by the mean of -0.4 and -0.9.
+    assert select_trial(lucky, "s").point.number == 6
     # Trial 6 scored -0.4 once, but its confirmation runs average +0.03: trial 1 (-0.3) wins.
-    choice = select_trial(points, "s", runs={6: [-0.4, 0.2, 0.3]})
-    assert choice.point.number == 1
-    choice = select_trial(points, "s", runs={6: [-0.4, -0.5, -0.3]})
+    unlucky = [*points, rerun(8, 0.2), rerun(9, 0.3)]
+    assert select_trial(unlucky, "s").point.number == 1
+    choice = select_trial([*points, rerun(8, -0.5), rerun(9, -0.3)], "s")
     assert choice.point.number == 6 and choice.scores == (-0.4, -0.5, -0.3)
     text = render("shell", spec, choice, "s", simulated=False)
     assert "#   confirmed over 3 runs: mean score -0.4, range 0.2" in text

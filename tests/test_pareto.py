@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import itertools
 import random
-from types import SimpleNamespace
 
 import pytest
+from results_fixtures import frozen
 
 from tuner.errors import UserError
-from tuner.pareto import (
-    check_stored,
-    front_of,
-    is_metric,
-    pareto_front,
-    parse_objectives,
-    trial_point,
-)
+from tuner.pareto import check_stored, front_of, pareto_front, parse_objectives
+from tuner.trials import read as trial_point
 
 MIN2 = [("p99_ttft_ms", "minimize"), ("mean_tpot_ms", "minimize")]
 
@@ -90,43 +84,6 @@ def test_parse_objectives_rejects_unknown_empty_and_repeated() -> None:
         parse_objectives("mean_tpot_ms,mean_tpot_ms")
 
 
-class _State:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def frozen(number: int, state: str = "COMPLETE", constraints=None, **attrs) -> SimpleNamespace:
-    """A FrozenTrial look-alike; the storage-backed path is covered in test_results_cli."""
-    return SimpleNamespace(
-        number=number,
-        state=_State(state),
-        params={"max-num-seqs": 8 * (number + 1)},
-        user_attrs=attrs,
-        system_attrs={f"constraints:{k}": v for k, v in (constraints or {}).items()},
-        values=[attrs.get("score", 0.0)] if state == "COMPLETE" else None,
-    )
-
-
-def test_trial_point_classifies_feasible_infeasible_failed() -> None:
-    ok = trial_point(frozen(0, score=0.0, baseline=True, p99_ttft_ms=10.0, note="x"))
-    assert ok.status == "feasible" and ok.baseline and ok.metrics == {"p99_ttft_ms": 10.0}
-    slo = trial_point(frozen(1, constraints={"slo": 0.5}, score=-1.0, p99_ttft_ms=3.0))
-    assert slo.status == "infeasible" and slo.failure is None
-    kv = trial_point(
-        frozen(
-            2, constraints={"measured": 1.0}, failure_kind="kv_cache", failure_reason="too small"
-        )
-    )
-    assert kv.status == "failed" and kv.failure == "kv_cache: too small"
-    legacy = frozen(5, score=1.0)
-    legacy.system_attrs = {"constraints": [0.0, 0.25]}  # the list optuna-dashboard reads
-    assert trial_point(legacy).status == "infeasible"
-    assert trial_point(legacy).constraints == {"0": 0.0, "1": 0.25}
-    crashed = trial_point(frozen(3, state="FAIL"))
-    assert crashed.status == "failed" and "interrupted" in (crashed.failure or "")
-    assert trial_point(frozen(4, state="RUNNING")).status == "running"
-
-
 def test_front_of_keeps_only_feasible_and_sorts_by_first_objective() -> None:
     trials = [
         frozen(0, p99_ttft_ms=300.0, mean_tpot_ms=30.0),
@@ -145,8 +102,3 @@ def test_check_stored_names_what_is_there() -> None:
     check_stored(points, ["p99_ttft_ms"], "s")
     with pytest.raises(UserError, match=r"'p95_ttft_ms' is not stored in study 's'.*mean_tpot_ms"):
         check_stored(points, ["p95_ttft_ms"], "s")
-
-
-def test_is_metric() -> None:
-    assert is_metric("p99.9_e2el_ms") and is_metric("output_throughput")
-    assert not is_metric("score") and not is_metric("vllm_version")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from results_fixtures import build_study
 
-from tuner.pareto import trial_point
 from tuner.report import build_report, trials_table
 from tuner.report_plots import history_figure, importances, pareto_figure, write_png
 from tuner.store import Store, spec_of
+from tuner.trials import read as trial_point
 
 
 def _load(url: str, name: str = "handbuilt"):

@@ -11,10 +11,12 @@ import optuna
 import pytest
 
 from tuner.config import StudySpec
-from tuner.recovery import OWNER_ATTR, this_process
+from tuner.optuna_adapter import set_system_attr
+from tuner.recovery import this_process
 from tuner.runner import PlanRunner
 from tuner.store import Store
 from tuner.study import StudyLoop, study_name
+from tuner.trials import OWNER
 
 
 def _spec(tokenizer: Path, **over) -> StudySpec:
@@ -165,9 +167,9 @@ def test_stale_running_trial_is_marked_interrupted(tiny_model_dir: Path, store: 
     )
     owner = {**this_process(), "pid": int(dead.stdout), "start_ticks": 1}
     stale = loop.study.ask()
-    loop.study._storage.set_trial_system_attr(stale._trial_id, OWNER_ATTR, owner)
+    set_system_attr(loop.study, stale, OWNER, owner)
     alive = loop.study.ask()
-    loop.study._storage.set_trial_system_attr(alive._trial_id, OWNER_ATTR, this_process())
+    set_system_attr(loop.study, alive, OWNER, this_process())
 
     _loop(spec, store).recover()
     states = {t.number: t for t in loop.study.get_trials()}
@@ -193,7 +195,8 @@ def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
 
 
 def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.views import best_report, confirmation_scores, ranked_feasible
+    from tuner.trials import confirmation_runs, ranked, read_all
+    from tuner.views import best_report
 
     spec = _spec(tiny_model_dir, trial={"confirm_repeats": 2})
     loop = _loop(spec, store)
@@ -204,6 +207,7 @@ def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> Non
     assert len(repeats) == 2
     top = repeats[0].user_attrs["confirm_of"]
     assert all("reused_from" not in t.user_attrs for t in repeats)
-    assert len(confirmation_scores(loop.study)[top]) == 3
-    assert all("confirm_of" not in t.user_attrs for t in ranked_feasible(loop.study))
-    assert "confirmed over 3 runs" in best_report(loop.study, spec)
+    points = read_all(trials)
+    assert len(confirmation_runs(points)[top]) == 3
+    assert all(p.confirm_of is None for p in ranked(points))
+    assert "confirmed over 3 runs" in best_report(points, loop.name, spec)

@@ -15,12 +15,14 @@ from typing import Any
 
 import yaml
 
+from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.objective import HEADLINE_METRICS
-from tuner.pareto import TrialPoint, check_stored
+from tuner.pareto import check_stored
 from tuner.slo import SloLimit
 from tuner.space import serve_argv, serve_config, serve_env
+from tuner.trials import TrialPoint
 
 FORMATS = ("shell", "yaml", "json")
 
@@ -42,17 +44,6 @@ def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
     )
 
 
-def _ranker(runs: dict[int, list[float]]):
-    """Sort key: the mean score over `--confirm` runs where there are some (so one lucky run
-    does not win), else the single score; ties go to the earlier trial."""
-
-    def key(point: TrialPoint) -> tuple[float, int]:
-        scores = runs.get(point.number) or ([point.score] if point.score is not None else [])
-        return (sum(scores) / len(scores) if scores else float("inf"), point.number)
-
-    return key
-
-
 def _figures(point: TrialPoint, names: Sequence[str]) -> str:
     return ", ".join(f"{n}={point.metrics[n]:.4g}" for n in names if n in point.metrics)
 
@@ -63,35 +54,33 @@ def select_trial(
     *,
     trial: int | None = None,
     limits: Sequence[SloLimit] = (),
-    runs: dict[int, list[float]] | None = None,
 ) -> Choice:
     """`--trial N`; else the best-scoring healthy trial that meets every limit given (they
     replace the study file's SLO); else, with no limits, the best feasible trial. Lowest
     `score` wins (it is stored in multi-objective studies too), ties go to the earlier trial.
     When no trial qualifies, the UserError names the closest: the smallest total relative
-    SLO violation. `runs` maps a trial to all its scores when `tuner run --confirm` re-measured
-    it (`tuner.views.confirmation_scores`); re-runs themselves are not candidates."""
-    limits, runs = tuple(limits), runs or {}
+    SLO violation. The order is `tuner.trials.ranked`'s, shared with `tuner best`: configs
+    that `--confirm` re-measured rank by their mean score."""
+    limits = tuple(limits)
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study_name!r} has no complete trial yet")
     check_stored(points, [limit.metric for limit in limits], study_name)
     if trial is not None:
         return _given(points, study_name, trial, limits)
     # With limits given, they replace the study's SLO; health constraints still hold.
-    pool = [
-        p
-        for p in points
-        if (p.healthy if limits else p.feasible) and p.attrs.get("confirm_of") is None
-    ]
-    ok = [p for p in pool if all(limit.met(p.metrics) for limit in limits)]
+    pool = [p for p in points if (p.healthy if limits else p.feasible) and p.confirm_of is None]
+    in_pool = {p.number for p in pool}
+    ok = tr.ranked(
+        points, eligible=lambda p: p.number in in_pool and all(lim.met(p.metrics) for lim in limits)
+    )
     text = ",".join(str(limit) for limit in limits)
     kind = "measured" if limits else "feasible"
     if ok:
-        best = min(ok, key=_ranker(runs))
+        best = ok[0]
         why = f"best score among the {len(pool)} {kind} trials"
         if limits:
             why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
-        return Choice(best, why, limits, tuple(runs.get(best.number, ())))
+        return Choice(best, why, limits, tuple(tr.confirmation_runs(points).get(best.number, ())))
     if pool:
         near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
         figures = _figures(near, [limit.metric for limit in limits])
@@ -103,7 +92,7 @@ def select_trial(
     if not measured:
         raise UserError(f"no trial of study {study_name!r} was measured: nothing to export")
     near = min(measured, key=lambda p: (sum(max(v, 0) for v in p.constraints.values()), p.number))
-    broken = ", ".join(k for k, v in near.constraints.items() if v > 0)
+    broken = ", ".join(near.broken_constraints)
     raise UserError(
         f"no feasible trial in study {study_name!r}; closest is trial {near.number} "
         f"(breaks {broken})"
@@ -128,7 +117,7 @@ def _given(
         raise UserError(f"trial {number} does not meet the SLO: {text}")
     why = f"trial {number}, as asked"
     if point.status == "infeasible":
-        broken = ", ".join(k for k, v in point.constraints.items() if v > 0)
+        broken = ", ".join(point.broken_constraints)
         why += f" (WARNING: it breaks the study's constraints: {broken})"
     return Choice(point, why, limits)
 
@@ -150,15 +139,13 @@ def justification(
     names = list(dict.fromkeys([*HEADLINE_METRICS, *(limit.metric for limit in choice.limits)]))
     lines = [
         f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
-        f"figures {_provenance(simulated, p.attrs.get('vllm_version'))}",
+        f"figures {_provenance(simulated, p.attrs.get(tr.VLLM_VERSION))}",
         f"hardware: {_hardware(spec)}; workload: {_workload(spec)}",
     ]
     for name in names:
         if name in p.metrics:
-            ci = p.attrs.get(f"{name}_ci")
-            ci_text = (
-                f" (CI {ci[0]:.4g}–{ci[1]:.4g})" if isinstance(ci, list) and len(ci) == 2 else ""
-            )
+            ci = p.ci(name)
+            ci_text = f" (CI {ci[0]:.4g}–{ci[1]:.4g})" if ci is not None else ""
             base = ""
             if baseline is not None and name in baseline.metrics and baseline.number != p.number:
                 base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
@@ -257,11 +244,13 @@ def render(
             "slo": [str(limit) for limit in choice.limits],
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",
-            "vllm_version": p.attrs.get("vllm_version"),
+            "vllm_version": p.attrs.get(tr.VLLM_VERSION),
             "params": p.params,
             "metrics": p.metrics,
             "metric_ci": {
-                k.removesuffix("_ci"): v for k, v in p.attrs.items() if k.endswith("_ci")
+                k.removesuffix(tr.CI_SUFFIX): v
+                for k, v in p.attrs.items()
+                if k.endswith(tr.CI_SUFFIX)
             },
             "score": p.score,
             "baseline_metrics": baseline.metrics if baseline is not None else None,

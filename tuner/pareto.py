@@ -1,133 +1,21 @@
 """Pareto fronts over stored trials (pure: no storage, no printing).
 
-A trial is read through `TrialPoint`, one flat view of an Optuna `FrozenTrial` under the
-conventions of stored studies: metrics are user attrs named like vLLM's result keys, a
-failure has `failure_kind`, and infeasibility is an Optuna constraint > 0. The front is
-computed on those metrics, not on `trial.values`, so that scalarised and multi-objective
-studies give the same answer for the same measurements.
+Trials are `tuner.trials.TrialPoint`s. The front is computed on their stored metrics, not on
+`trial.values`, so that scalarised and multi-objective studies give the same answer for the
+same measurements.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 import numpy as np
 
 from tuner.errors import UserError
-from tuner.slo import Direction, metric_direction, parse_slo
+from tuner.slo import Direction, metric_direction
+from tuner.trials import TrialPoint, is_finite
 
 Objective = tuple[str, Direction]
-Status = Literal["feasible", "infeasible", "failed", "pruned", "running"]
-
-DEFAULT_OBJECTIVES = "p99_ttft_ms,mean_tpot_ms"
-
-
-def is_metric(name: str) -> bool:
-    """Whether a user-attr name is a vLLM result metric (as opposed to score, flags, notes)."""
-    try:
-        metric_direction(name)
-    except UserError:
-        return False
-    return True
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-@dataclass(frozen=True)
-class TrialPoint:
-    """One trial as results code needs it: what was tried, what it measured, whether it counts."""
-
-    number: int
-    state: str
-    params: dict[str, Any]
-    metrics: dict[str, float]
-    status: Status
-    score: float | None = None
-    baseline: bool = False
-    simulated: bool = False
-    failure: str | None = None
-    constraints: dict[str, float] = field(default_factory=dict)
-    attrs: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def feasible(self) -> bool:
-        return self.status == "feasible"
-
-    @property
-    def healthy(self) -> bool:
-        """Measured without trouble: only SLO constraints (named `metric<=value`) may be broken.
-        An SLO given at export time replaces the study's own, so these trials are candidates."""
-        if self.status not in ("feasible", "infeasible") or not self.metrics:
-            return False
-        return all(v <= 0 or _is_slo_key(k) for k, v in self.constraints.items())
-
-
-def trial_point(trial: Any) -> TrialPoint:
-    """Read an Optuna `FrozenTrial` (duck-typed, so this module needs no optuna import)."""
-    attrs = dict(trial.user_attrs)
-    state = trial.state.name
-    constraints, any_broken = _constraints(trial.system_attrs)
-    metrics = {k: float(v) for k, v in attrs.items() if _finite(v) and is_metric(k)}
-    kind, reason = attrs.get("failure_kind"), attrs.get("failure_reason")
-    failure = ": ".join(dict.fromkeys(str(x) for x in (kind, reason) if x)) or None
-    status: Status
-    if state == "COMPLETE":
-        if kind:
-            status = "failed"
-        elif any_broken:
-            status = "infeasible"
-        else:
-            status = "feasible"
-    elif state == "FAIL":
-        status = "failed"
-        failure = failure or "trial failed (interrupted or crashed tuner)"
-    elif state == "PRUNED":
-        status = "pruned"
-    else:
-        status = "running"
-    score = attrs.get("score")
-    if not _finite(score) and state == "COMPLETE" and not kind and len(trial.values or []) == 1:
-        score = float(trial.values[0])  # a study without the score attr: its single value
-    return TrialPoint(
-        number=trial.number,
-        state=state,
-        params=dict(trial.params),
-        metrics=metrics,
-        status=status,
-        score=float(score) if _finite(score) else None,
-        baseline=bool(attrs.get("baseline", False)),
-        simulated=bool(attrs.get("simulated", False)),
-        failure=failure,
-        constraints=constraints,
-        attrs=attrs,
-    )
-
-
-def _is_slo_key(key: str) -> bool:
-    try:
-        parse_slo(key)
-    except UserError:
-        return False
-    return True
-
-
-def _constraints(system_attrs: dict[str, Any]) -> tuple[dict[str, float], bool]:
-    """Named constraints (`set_constraint`: system attrs `constraints:<key>`), else the legacy
-    list under `constraints` (what optuna-dashboard reads); infeasible if either has a value > 0.
-    """
-    named = {
-        k.split(":", 1)[1]: float(v)
-        for k, v in system_attrs.items()
-        if k.startswith("constraints:")
-    }
-    legacy = {str(i): float(v) for i, v in enumerate(system_attrs.get("constraints") or [])}
-    broken = any(v > 0 for v in [*named.values(), *legacy.values()])
-    return (named or legacy), broken
 
 
 def parse_objectives(text: str) -> list[Objective]:
@@ -150,7 +38,7 @@ def pareto_front(points: Sequence[dict[str, float]], objectives: Sequence[Object
     if not objectives:
         raise ValueError("at least one objective is needed")
     ranked = [
-        i for i, p in enumerate(points) if all(_finite(p.get(name)) for name, _ in objectives)
+        i for i, p in enumerate(points) if all(is_finite(p.get(name)) for name, _ in objectives)
     ]
     if not ranked:
         return []

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.config import HardwareSpec
+from tuner.engine.failures import classify_failure
 from tuner.errors import UserError
+from tuner.trials import FailureKind
 
 GiB = 1024**3
 
@@ -58,7 +60,5 @@ def predict_refusal(
 
 def refusal_kind(message: str) -> str:
     """The failure kind of one of vLLM's start-up refusals: the engine logs' own table."""
-    from tuner.engine.failures import CRASHED, INVALID_ARGUMENT, classify_failure
-
     kind = classify_failure(message, exit_code=1).kind
-    return INVALID_ARGUMENT if kind == CRASHED else kind
+    return FailureKind.INVALID_ARGUMENT if kind == FailureKind.CRASHED else kind

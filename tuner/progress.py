@@ -3,17 +3,45 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from tuner import trials as tr
+
+if TYPE_CHECKING:
+    from tuner.pipeline import Outcome
+
+REASON_CHARS = 160
+
+
+def describe(outcome: Outcome) -> str:
+    """One line (rich markup) for a finished trial."""
+    if outcome.kind == "reused":
+        return f"same parameters as trial {outcome.reused_from}: result reused, not launched"
+    reason = escape(outcome.failure_reason[:REASON_CHARS])
+    if outcome.kind == "refused":
+        return f"[yellow]not launched[/yellow] ({outcome.failure_kind}): {reason}"
+    if outcome.kind == "failed":
+        return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
+    m = outcome.metrics or {}
+    tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
+    nan = float("nan")
+    return (
+        f"score {outcome.attrs.get(tr.SCORE, nan):+.3f}"
+        f"  p99 TTFT {m.get('p99_ttft_ms', nan):.1f} ms"
+        f"  mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms"
+        f"  {m.get('output_throughput', nan):.1f} tok/s{tag}"
+    )
 
 
 class StudyProgress(Protocol):
     def start(self, total: int) -> None: ...
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
     def phase(self, text: str) -> None: ...
-    def done(self, number: int, summary: str, best: float | None) -> None: ...
+    def done(self, number: int, outcome: Outcome, best: float | None) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -21,7 +49,7 @@ class SilentProgress:
     def start(self, total: int) -> None: ...
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
     def phase(self, text: str) -> None: ...
-    def done(self, number: int, summary: str, best: float | None) -> None: ...
+    def done(self, number: int, outcome: Outcome, best: float | None) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -62,11 +90,11 @@ class RichProgress:
         if self._task is not None:
             self._progress.update(self._task, phase=text)
 
-    def done(self, number: int, summary: str, best: float | None) -> None:
+    def done(self, number: int, outcome: Outcome, best: float | None) -> None:
         self._finished += 1
         if best is not None:
             self._best = f"{best:+.3f}"
-        self.console.print(f"trial {number}: {summary}")
+        self.console.print(f"trial {number}: {describe(outcome)}")
         if self._task is not None:
             task = self._progress.tasks[0]
             remaining = max((task.total or 0) - self._finished, 0)

@@ -14,16 +14,14 @@ from typing import Any
 
 import optuna
 
+from tuner import optuna_adapter as adapter
+from tuner import trials as tr
+from tuner.engine.process import boot_id, start_ticks, stop_orphan
 from tuner.store import Store
-
-OWNER_ATTR = "tuner:owner"
-INTERRUPTED = "interrupted"
 
 
 def this_process() -> dict[str, Any]:
     """The owner identity recorded on every trial this process runs."""
-    from tuner.engine.process import boot_id, start_ticks
-
     return {
         "host": socket.gethostname(),
         "boot_id": boot_id(),
@@ -34,8 +32,6 @@ def this_process() -> dict[str, Any]:
 
 def owner_alive(owner: dict[str, Any] | None) -> bool:
     """A RUNNING trial is stale when the tuner that owns it (same host) no longer exists."""
-    from tuner.engine.process import boot_id, start_ticks
-
     if not owner:
         return False
     if owner.get("host") != socket.gethostname():
@@ -56,16 +52,13 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
 
     With `retry`, each interrupted parameter set is enqueued once more (never a retry's retry).
     """
-    from tuner.engine.process import stop_orphan
-
     out = Recovered()
-    storage = study._storage
     running = {
         t.number: t
         for t in study.get_trials(deepcopy=False)
         if t.state == optuna.trial.TrialState.RUNNING
     }
-    stale = {n for n, t in running.items() if not owner_alive(t.system_attrs.get(OWNER_ATTR))}
+    stale = {n for n, t in running.items() if not owner_alive(t.system_attrs.get(tr.OWNER))}
     for number, identity in store.running_engines(study.study_name):
         if number in running and number not in stale:
             continue  # a live tuner's engine
@@ -75,12 +68,11 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
     for number in sorted(stale):
         t = running[number]
         store.delete_trial(study.study_name, number)  # whatever the dead run half-wrote
-        storage.set_trial_user_attr(t._trial_id, "failure_kind", INTERRUPTED)
-        storage.set_trial_user_attr(
-            t._trial_id, "failure_reason", "interrupted: the tuner stopped during this trial"
-        )
-        storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+        trial = adapter.writable(study, t)
+        trial.set_user_attr(tr.FAILURE_KIND, tr.FailureKind.INTERRUPTED.value)
+        trial.set_user_attr(tr.FAILURE_REASON, "interrupted: the tuner stopped during this trial")
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
         out.interrupted.append(number)
-        if retry and not t.user_attrs.get("retry_of"):
-            study.enqueue_trial(t.params, user_attrs={"retry_of": number})
+        if retry and not t.user_attrs.get(tr.RETRY_OF):
+            study.enqueue_trial(t.params, user_attrs={tr.RETRY_OF: number})
     return out

@@ -21,7 +21,7 @@ from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.export import justification, select_trial, shell_command
 from tuner.objective import HEADLINE_METRICS
-from tuner.pareto import TrialPoint, front_of
+from tuner.pareto import front_of
 from tuner.report_plots import (
     history_figure,
     importance_figure,
@@ -30,7 +30,7 @@ from tuner.report_plots import (
     ttft_axis,
 )
 from tuner.slo import parse_slo
-from tuner.views import confirmation_scores
+from tuner.trials import TrialPoint, baseline_of
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
@@ -96,7 +96,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
     for p in sorted(points, key=lambda p: p.number):
         status = _status(p, front)
         label = {"front": "on the front", "feasible": "feasible"}.get(status, status)
-        why = p.failure or ", ".join(k for k, v in p.constraints.items() if v > 0)
+        why = p.failure or ", ".join(p.broken_constraints)
         cells = [
             f"{p.number}" + (" ★ baseline" if p.baseline else ""),
             label,
@@ -133,16 +133,15 @@ def best_commands(
     points: Sequence[TrialPoint],
     study_name: str,
     simulated: bool,
-    runs: dict[int, list[float]] | None = None,
 ) -> str:
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
-    baseline = next((p for p in points if p.baseline and p.metrics), None)
+    baseline = baseline_of(points)
     rows, cards = [], []
     for title, text in _slo_sets(spec):
         limits = parse_slo(text) if text else []
         try:
-            choice = select_trial(points, study_name, limits=limits, runs=runs)
+            choice = select_trial(points, study_name, limits=limits)
         except UserError as exc:
             cell = f'<td class="l err" colspan="5">{_e(exc)}</td>'
             rows.append(f'<tr><td class="l">{_e(title)}</td>{cell}</tr>')
@@ -279,7 +278,7 @@ def build_report(
 {banner}
 <div class="counts">{count_html}</div>
 <h2>What to deploy</h2>
-{best_commands(spec, points, study.study_name, simulated, confirmation_scores(study))}
+{best_commands(spec, points, study.study_name, simulated)}
 <h2>Trade-off: {_e(x)} against mean TPOT</h2>
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.

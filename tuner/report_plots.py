@@ -11,8 +11,9 @@ import optuna
 import plotly.graph_objects as go
 
 from tuner.objective import HEADLINE_METRICS
-from tuner.pareto import Objective, TrialPoint, front_of
+from tuner.pareto import Objective, front_of
 from tuner.slo import parse_slo
+from tuner.trials import TrialPoint
 
 TPOT = "mean_tpot_ms"
 THROUGHPUT = "output_throughput"

@@ -17,6 +17,7 @@ from typing import Any
 
 from tuner.config import StudySpec
 from tuner.space import effective_flags, engine_argv, engine_env
+from tuner.trials import FailureKind
 from tuner.workload.records import RequestRecord
 
 PhaseFn = Callable[[str], None]
@@ -119,7 +120,6 @@ class EngineRunner(TrialRunner):
         self._engine = None
 
     def measure(self, ctx: TrialContext) -> Measurement:
-        from tuner.engine.failures import PORT_IN_USE
         from tuner.engine.ports import free_port, wait_port_free
         from tuner.engine.process import EngineProcess, EngineStartFailed
 
@@ -148,7 +148,7 @@ class EngineRunner(TrialRunner):
                     )
                 except EngineStartFailed as exc:
                     f = exc.failure
-                    port_taken = f.kind == PORT_IN_USE
+                    port_taken = f.kind == FailureKind.PORT_IN_USE
                     if port_taken and attempt < PORT_ATTEMPTS:
                         continue
                     return _failed(m, f.kind, f.reason, f.log_tail)
@@ -199,7 +199,7 @@ class EngineRunner(TrialRunner):
         if not result.metrics.get("completed"):
             errors = sorted({r.error for r in result.records if r.error})
             reason = "every request failed: " + "; ".join(errors)[:500]
-            return _failed(m, "requests_failed", reason, engine.log_tail())
+            return _failed(m, FailureKind.REQUESTS_FAILED, reason, engine.log_tail())
         return m
 
     def close(self) -> None:
@@ -215,8 +215,8 @@ def _abort_kind(reason: str) -> str:
     """Why the workload stopped: the engine hung or died, or it refused the first request
     (as `vllm bench serve`, the run stops there: e.g. a prompt longer than max-model-len)."""
     if reason.startswith("initial test request failed"):
-        return "requests_failed"
-    return "engine_hung" if "hung" in reason else "engine_crashed"
+        return FailureKind.REQUESTS_FAILED
+    return FailureKind.ENGINE_HUNG if "hung" in reason else FailureKind.ENGINE_CRASHED
 
 
 def _failed(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:

@@ -16,17 +16,19 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.pareto import TrialPoint
+    from tuner.trials import TrialPoint
 
 
 def _points(study: optuna.Study) -> list[TrialPoint]:
-    from tuner.pareto import trial_point
+    from tuner.trials import read_all
 
-    return [trial_point(t) for t in study.get_trials(deepcopy=False)]
+    return read_all(study.get_trials(deepcopy=False))
 
 
 def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
-    return bool(study.user_attrs.get("simulated")) or any(p.simulated for p in points)
+    from tuner.trials import is_simulated
+
+    return is_simulated(study.user_attrs, points)
 
 
 def _choose(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -142,7 +144,7 @@ def export(
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
     from tuner.export import FORMATS, render, select_trial
     from tuner.slo import parse_slo
-    from tuner.views import confirmation_scores
+    from tuner.trials import baseline_of
 
     _choose(fmt, FORMATS, "format")
     limits = parse_slo(slo) if slo is not None else []
@@ -150,9 +152,8 @@ def export(
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
     study, spec = open_stored_study(study_file, storage, simulated)
     points = _points(study)
-    runs = confirmation_scores(study)
-    choice = select_trial(points, study.study_name, trial=trial, limits=limits, runs=runs)
-    baseline = next((p for p in points if p.baseline and p.metrics), None)
+    choice = select_trial(points, study.study_name, trial=trial, limits=limits)
+    baseline = baseline_of(points)
     text = render(
         fmt,
         spec,

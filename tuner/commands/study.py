@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,13 @@ from tuner.commands.common import (
     open_stored_study,
     open_study_file,
 )
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tuner.config import StudySpec
+    from tuner.runner import TrialRunner
+    from tuner.store import Store
 
 
 def run(
@@ -46,7 +53,15 @@ def run(
             raise UserError(f"--timeout: {exc}") from None
     spec, store = open_study_file(study_file, storage, check=_check_engine_command)
     log_dir.mkdir(parents=True, exist_ok=True)
-    _loop(spec, store, EngineRunner(spec, log_dir), n_trials, timeout_s, not no_precheck, confirm)
+    _loop(
+        spec,
+        store,
+        EngineRunner(spec, log_dir),
+        n_trials=n_trials,
+        timeout_s=timeout_s,
+        precheck=not no_precheck,
+        confirm=confirm,
+    )
 
 
 def plan(
@@ -58,14 +73,25 @@ def plan(
     from tuner.runner import PlanRunner
 
     spec, store = open_study_file(study_file, storage)
-    _loop(spec, store, PlanRunner(spec), n_trials, None, True, 0)
+    _loop(spec, store, PlanRunner(spec), n_trials=n_trials)
 
 
-def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
+def _loop(
+    spec: StudySpec,
+    store: Store,
+    runner: TrialRunner,
+    *,
+    n_trials: int | None,
+    timeout_s: float | None = None,
+    precheck: bool = True,
+    confirm: int = 0,
+) -> None:
+    """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
 
     from tuner.progress import RichProgress
     from tuner.study import StudyLoop
+    from tuner.trials import best as best_trial
 
     console = Console(stderr=True)
     runner.prepare()
@@ -85,9 +111,7 @@ def _loop(spec, store, runner, n_trials, timeout_s, precheck, confirm) -> None:
         f"rules, {summary.saved_by_precheck} by the memory precheck, "
         f"{summary.saved_by_reuse} by reusing a measured config"
     )
-    from tuner.views import ranked_feasible
-
-    if ranked_feasible(loop.study):
+    if best_trial(loop.points()) is not None:
         _print_best(loop.study, spec)
     else:
         console.print("no feasible trial yet: see `tuner trials` for the failure reasons")
@@ -113,12 +137,13 @@ def trials(
 ) -> None:
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
+    from tuner.trials import read_all
     from tuner.views import trials_frame
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
     study, _ = open_stored_study(study_file, storage, simulated)
-    frame = trials_frame(study)
+    frame = trials_frame(read_all(study.get_trials(deepcopy=False)))
     if fmt == "csv":
         typer.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -136,7 +161,8 @@ def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = 
     _print_best(study, spec)
 
 
-def _print_best(study, spec) -> None:
+def _print_best(study: optuna.Study, spec: StudySpec) -> None:
+    from tuner.trials import read_all
     from tuner.views import best_report
 
-    typer.echo(best_report(study, spec))
+    typer.echo(best_report(read_all(study.get_trials(deepcopy=False)), study.study_name, spec))

@@ -10,37 +10,43 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-KV_CACHE_TOO_SMALL = "kv_cache_too_small"
-OUT_OF_MEMORY = "out_of_memory"
-INVALID_ARGUMENT = "invalid_argument"
-UNSUPPORTED_BLOCK_SIZE = "unsupported_block_size"
-PORT_IN_USE = "port_in_use"  # another process took the port first: retry on another one
-STARTUP_TIMEOUT = "startup_timeout"
-CRASHED = "crashed"
+from tuner.trials import FailureKind
 
 # First match wins, so the specific kinds come before the broad ones. The number is how many
 # following lines belong to the reason (pydantic puts the field and message below its header).
 FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
     (kind, re.compile(pattern), extra_lines)
     for kind, pattern, extra_lines in (
-        (UNSUPPORTED_BLOCK_SIZE, r"No common block size for", 0),
+        (FailureKind.UNSUPPORTED_BLOCK_SIZE, r"No common block size for", 0),
         # The simulator's CUDA rule: --block-size above 32, or outside vLLM's choices.
         (
-            UNSUPPORTED_BLOCK_SIZE,
+            FailureKind.UNSUPPORTED_BLOCK_SIZE,
             r"[Bb]lock size \d+ is not supported|--block-size: invalid choice",
             0,
         ),
-        (KV_CACHE_TOO_SMALL, r"No available memory for the cache blocks", 0),
-        (KV_CACHE_TOO_SMALL, r"KV cache is needed, which is larger than the available KV cache", 0),
-        (OUT_OF_MEMORY, r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError", 0),
-        (OUT_OF_MEMORY, r"[Cc]annot allocate memory|std::bad_alloc|MemoryError", 0),
-        (OUT_OF_MEMORY, r"is less than requested memory for kv", 0),
-        (INVALID_ARGUMENT, r"error: unrecognized arguments|error: argument ", 0),
-        (INVALID_ARGUMENT, r"No such option: --", 0),  # `tuner sim serve` (click) wording
-        (INVALID_ARGUMENT, r"must be greater than or equal to max_num_seqs", 0),
-        (INVALID_ARGUMENT, r"is smaller than max_model_len", 0),
-        (INVALID_ARGUMENT, r"\d+ validation errors? for \w+", 2),
-        (PORT_IN_USE, r"[Aa]ddress already in use", 0),  # uvicorn, and aiohttp (sim)
+        (FailureKind.KV_CACHE_TOO_SMALL, r"No available memory for the cache blocks", 0),
+        (
+            FailureKind.KV_CACHE_TOO_SMALL,
+            r"KV cache is needed, which is larger than the available KV cache",
+            0,
+        ),
+        (
+            FailureKind.OUT_OF_MEMORY,
+            r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError",
+            0,
+        ),
+        (FailureKind.OUT_OF_MEMORY, r"[Cc]annot allocate memory|std::bad_alloc|MemoryError", 0),
+        (FailureKind.OUT_OF_MEMORY, r"is less than requested memory for kv", 0),
+        (FailureKind.INVALID_ARGUMENT, r"error: unrecognized arguments|error: argument ", 0),
+        (
+            FailureKind.INVALID_ARGUMENT,
+            r"No such option: --",
+            0,
+        ),  # `tuner sim serve` (click) wording
+        (FailureKind.INVALID_ARGUMENT, r"must be greater than or equal to max_num_seqs", 0),
+        (FailureKind.INVALID_ARGUMENT, r"is smaller than max_model_len", 0),
+        (FailureKind.INVALID_ARGUMENT, r"\d+ validation errors? for \w+", 2),
+        (FailureKind.PORT_IN_USE, r"[Aa]ddress already in use", 0),  # uvicorn, and aiohttp (sim)
     )
 )
 
@@ -58,7 +64,7 @@ MAX_REASON_CHARS = 400
 
 @dataclass(frozen=True)
 class Failure:
-    """A classified engine failure: `kind` (one of the constants above), `reason`, `log_tail`."""
+    """A classified engine failure: `kind` (a `FailureKind`), `reason`, `log_tail`."""
 
     kind: str
     reason: str
@@ -99,11 +105,13 @@ def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = 
                 parts = [clean_line(x) for x in lines[i : i + 1 + extra_lines]]
                 return Failure(kind, clean_line(": ".join(p for p in parts if p)), tail)
     if timed_out:
-        return Failure(STARTUP_TIMEOUT, "engine not ready before the startup timeout", tail)
+        return Failure(
+            FailureKind.STARTUP_TIMEOUT, "engine not ready before the startup timeout", tail
+        )
     how = "was killed by a signal" if exit_code is not None and exit_code < 0 else "exited"
     reason = f"engine {how} (exit code {exit_code})"
     line = _first_error_line(lines)
-    return Failure(CRASHED, clean_line(f"{reason}: {line}") if line else reason, tail)
+    return Failure(FailureKind.CRASHED, clean_line(f"{reason}: {line}") if line else reason, tail)
 
 
 def _first_error_line(lines: list[str]) -> str:

@@ -1,0 +1,268 @@
+"""The trial schema: what a stored trial means, written once and read through here.
+
+A trial lives in Optuna's storage. Its parameters are Optuna's params; its meaning is in
+user attrs named below (metrics use vLLM's result keys), in Optuna constraints (≤ 0 is
+feasible) and in two system attrs (the owner, for recovery, and the legacy constraint list
+that optuna-dashboard reads). Every writer uses these names; every reader builds a
+`TrialPoint` with `read` and asks it, never the raw attrs:
+
+- `status`: feasible, infeasible (measured, breaks a constraint), failed (refused, crashed,
+  interrupted), pruned (stopped early), running;
+- `ranked`: the one order that `tuner best`, `tuner export`, the report and `--confirm` share.
+
+Pure: trials are duck-typed (`number`, `state.name`, `params`, `user_attrs`, `system_attrs`,
+`values`), so this module needs neither optuna nor storage.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from tuner.errors import UserError
+from tuner.slo import metric_direction, parse_slo
+
+# Study attrs ------------------------------------------------------------------------------
+SPEC = "tuner_spec"  # the StudySpec the study was created with (Python-mode dump)
+STUDY_SIMULATED = "simulated"  # the study measured the simulator: every figure is predicted
+
+# Trial user attrs -------------------------------------------------------------------------
+SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
+BASELINE = "baseline"  # vLLM's defaults, measured first: the reference of every score
+SIMULATED = "simulated"  # figures are the simulator's predictions
+CONFIRM_OF = "confirm_of"  # a `--confirm` re-measurement of trial N
+RETRY_OF = "retry_of"  # a re-run of trial N, which an interruption ended
+REUSED_FROM = "reused_from"  # same parameters as trial N: its result, not launched
+FAILURE_KIND = "failure_kind"  # a FailureKind value: present on every trial without metrics
+FAILURE_REASON = "failure_reason"  # in words, usually the engine's own log line
+PREDICTED = "predicted"  # refused before launch (vLLM's rules or the memory precheck)
+PRECHECK_WRONG = "precheck_wrong"  # what the memory precheck said, against what happened
+VLLM_VERSION = "vllm_version"
+LOG_PATH = "log_path"
+STARTUP_S = "startup_s"  # launch until ready
+WORKLOAD_S = "workload_s"  # warm-ups and workload
+CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
+
+# Trial system attrs -----------------------------------------------------------------------
+OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial
+LEGACY_CONSTRAINTS = "constraints"  # the list optuna-dashboard reads to grey a trial out
+NAMED_CONSTRAINT_PREFIX = "constraints:"  # where Optuna's `set_constraint` stores key=value
+
+
+class FailureKind(StrEnum):
+    """Why a trial has no measurement. Engine start-up kinds are read from the engine's log
+    (`tuner.engine.failures`); the rest are the tuner's own."""
+
+    KV_CACHE_TOO_SMALL = "kv_cache_too_small"
+    OUT_OF_MEMORY = "out_of_memory"
+    INVALID_ARGUMENT = "invalid_argument"  # vLLM's rules or argparse refused the flags
+    UNSUPPORTED_BLOCK_SIZE = "unsupported_block_size"
+    PORT_IN_USE = "port_in_use"  # another process took the port first: retried elsewhere
+    STARTUP_TIMEOUT = "startup_timeout"
+    CRASHED = "crashed"  # exited during start-up for a reason no pattern names
+    ENGINE_CRASHED = "engine_crashed"  # died during the workload
+    ENGINE_HUNG = "engine_hung"  # stopped answering during the workload
+    REQUESTS_FAILED = "requests_failed"  # up, but every request (or the first) failed
+    INTERRUPTED = "interrupted"  # the tuner was stopped (Ctrl-C, kill) during the trial
+
+
+# Refusals at start-up that the memory precheck claims to predict.
+PREDICTABLE = frozenset(
+    {FailureKind.KV_CACHE_TOO_SMALL, FailureKind.UNSUPPORTED_BLOCK_SIZE, FailureKind.OUT_OF_MEMORY}
+)
+
+Status = Literal["feasible", "infeasible", "failed", "pruned", "running"]
+
+
+def is_finite(value: Any) -> bool:
+    """A real number (not a bool) that is finite: what a stored figure must be."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_metric(name: str) -> bool:
+    """Whether a user-attr name is a vLLM result metric (as opposed to score, flags, notes)."""
+    try:
+        metric_direction(name)
+    except UserError:
+        return False
+    return True
+
+
+def _is_slo_key(key: str) -> bool:
+    try:
+        parse_slo(key)
+    except UserError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One trial as everything after the loop needs it: what was tried, what it measured,
+    and whether it counts."""
+
+    number: int
+    state: str  # Optuna's state name
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    status: Status
+    score: float | None = None
+    baseline: bool = False
+    simulated: bool = False
+    failure: str | None = None  # "kind: reason"
+    failure_kind: str | None = None
+    constraints: dict[str, float] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    values: tuple[float, ...] | None = None  # what Optuna was told
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "feasible"
+
+    @property
+    def measured(self) -> bool:
+        """Completed with figures of its own: not refused, not failed, not a reused result."""
+        return self.status in ("feasible", "infeasible") and REUSED_FROM not in self.attrs
+
+    @property
+    def healthy(self) -> bool:
+        """Measured without trouble: only SLO constraints (named `metric<=value`) may be broken.
+        An SLO given at export time replaces the study's own, so these trials are candidates."""
+        if self.status not in ("feasible", "infeasible") or not self.metrics:
+            return False
+        return all(v <= 0 or _is_slo_key(k) for k, v in self.constraints.items())
+
+    @property
+    def confirm_of(self) -> int | None:
+        return self.attrs.get(CONFIRM_OF)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.failure_kind == FailureKind.INTERRUPTED
+
+    @property
+    def broken_constraints(self) -> list[str]:
+        """Names of the constraints this trial breaks (the legacy list has no names)."""
+        return [k for k, v in self.constraints.items() if v > 0 and not k.isdigit()]
+
+    def ci(self, metric: str) -> tuple[float, float] | None:
+        value = self.attrs.get(metric + CI_SUFFIX)
+        if isinstance(value, list | tuple) and len(value) == 2:
+            return float(value[0]), float(value[1])
+        return None
+
+    def cis(self, metrics: Iterable[str]) -> dict[str, tuple[float, float]]:
+        return {m: ci for m in metrics if (ci := self.ci(m)) is not None}
+
+
+def read(trial: Any) -> TrialPoint:
+    """Read an Optuna `FrozenTrial` (duck-typed)."""
+    attrs = dict(trial.user_attrs)
+    state = trial.state.name
+    constraints, any_broken = _constraints(trial.system_attrs)
+    metrics = {k: float(v) for k, v in attrs.items() if is_finite(v) and is_metric(k)}
+    kind, reason = attrs.get(FAILURE_KIND), attrs.get(FAILURE_REASON)
+    failure = ": ".join(dict.fromkeys(str(x) for x in (kind, reason) if x)) or None
+    status: Status
+    if state == "COMPLETE":
+        if kind:
+            status = "failed"
+        elif any_broken:
+            status = "infeasible"
+        else:
+            status = "feasible"
+    elif state == "FAIL":
+        status = "failed"
+        failure = failure or "trial failed (interrupted or crashed tuner)"
+    elif state == "PRUNED":
+        status = "pruned"
+    else:
+        status = "running"
+    score = attrs.get(SCORE)
+    if not is_finite(score) and state == "COMPLETE" and not kind and len(trial.values or []) == 1:
+        score = float(trial.values[0])  # a study without the score attr: its single value
+    return TrialPoint(
+        number=trial.number,
+        state=state,
+        params=dict(trial.params),
+        metrics=metrics,
+        status=status,
+        score=float(score) if is_finite(score) else None,
+        baseline=bool(attrs.get(BASELINE, False)),
+        simulated=bool(attrs.get(SIMULATED, False)),
+        failure=failure,
+        failure_kind=str(kind) if kind else None,
+        constraints=constraints,
+        attrs=attrs,
+        values=tuple(trial.values) if trial.values is not None else None,
+    )
+
+
+def read_all(trials: Iterable[Any]) -> list[TrialPoint]:
+    return [read(t) for t in trials]
+
+
+def _constraints(system_attrs: Mapping[str, Any]) -> tuple[dict[str, float], bool]:
+    """Named constraints (`set_constraint`: system attrs `constraints:<key>`), else the legacy
+    list under `constraints` (what optuna-dashboard reads); infeasible if either has a value > 0.
+    """
+    named = {
+        k.removeprefix(NAMED_CONSTRAINT_PREFIX): float(v)
+        for k, v in system_attrs.items()
+        if k.startswith(NAMED_CONSTRAINT_PREFIX)
+    }
+    legacy = {str(i): float(v) for i, v in enumerate(system_attrs.get(LEGACY_CONSTRAINTS) or [])}
+    broken = any(v > 0 for v in [*named.values(), *legacy.values()])
+    return (named or legacy), broken
+
+
+# "Best" -----------------------------------------------------------------------------------
+
+
+def confirmation_runs(points: Sequence[TrialPoint]) -> dict[int, list[float]]:
+    """Every measured score of each config that `--confirm` re-measured, the original first."""
+    by_number = {p.number: p for p in points}
+    runs: dict[int, list[float]] = {}
+    for p in points:
+        origin = by_number.get(p.confirm_of) if p.confirm_of is not None else None
+        if origin is None or not p.feasible or p.score is None or origin.score is None:
+            continue
+        runs.setdefault(origin.number, [origin.score]).append(p.score)
+    return runs
+
+
+def ranked(
+    points: Sequence[TrialPoint], eligible: Callable[[TrialPoint], bool] | None = None
+) -> list[TrialPoint]:
+    """Candidates best first: by the mean score over `--confirm` runs where there are some (so
+    one lucky run does not win), else by the single score; ties go to the earlier trial.
+
+    Candidates are feasible trials with a score (`eligible` replaces "feasible", e.g. with an
+    export-time SLO); re-measurements are never candidates themselves.
+    """
+    runs = confirmation_runs(points)
+    keep = eligible or (lambda p: p.feasible)
+    pool = [p for p in points if keep(p) and p.score is not None and p.confirm_of is None]
+
+    def key(p: TrialPoint) -> tuple[float, int]:
+        scores = runs.get(p.number) or [p.score]
+        return (sum(scores) / len(scores), p.number)
+
+    return sorted(pool, key=key)
+
+
+def best(points: Sequence[TrialPoint]) -> TrialPoint | None:
+    top = ranked(points)
+    return top[0] if top else None
+
+
+def baseline_of(points: Sequence[TrialPoint]) -> TrialPoint | None:
+    """The measured baseline trial, if any."""
+    return next((p for p in points if p.baseline and p.metrics), None)
+
+
+def is_simulated(study_attrs: Mapping[str, Any], points: Sequence[TrialPoint]) -> bool:
+    return bool(study_attrs.get(STUDY_SIMULATED)) or any(p.simulated for p in points)
