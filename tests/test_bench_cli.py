@@ -17,7 +17,9 @@ import pytest
 from tuner.engine.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-TUNER = REPO / ".venv" / "bin" / "tuner"
+_SCRIPT = REPO / ".venv" / "bin" / "tuner"
+# The console script; a git worktree without its own .venv runs the same entry point.
+TUNER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "tuner.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def instant_url():
 
 def _tuner(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(TUNER), "bench", *args], capture_output=True, text=True, timeout=120, check=False
+        [*TUNER, "bench", *args], capture_output=True, text=True, timeout=120, check=False
     )
 
 

@@ -15,6 +15,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tuner.errors import UserError
+from tuner.metric_keys import (
+    GOODPUT_METRICS,
+    LATENCY_METRICS,
+    latency_key,
+    parse_latency_key,
+    percentile_key,
+    percentile_word,
+)
 
 if TYPE_CHECKING:
     from tuner.workload.benchmark import BenchmarkResult
@@ -182,7 +190,7 @@ def workload_spec(**fields: Any) -> WorkloadSpec:
         if err["loc"]:
             msg = f"--{str(err['loc'][0]).replace('_', '-')}: {msg}"
         raise UserError(msg) from None
-    unknown = set(spec.selected_metrics) - set(_HEADERS)
+    unknown = set(spec.selected_metrics) - set(LATENCY_METRICS)
     if unknown or not spec.selected_metrics:
         raise UserError(
             f"--percentile-metrics: unknown metric {', '.join(sorted(unknown))!r}; "
@@ -208,7 +216,7 @@ def parse_goodput(pairs: list[str]) -> dict[str, float] | None:
             value = float(raw)
         except ValueError:
             value = math.nan
-        if not sep or name not in ("ttft", "tpot", "e2el") or not value >= 0:
+        if not sep or name not in GOODPUT_METRICS or not value >= 0:
             raise UserError(
                 f"--goodput: bad SLO {item!r}: use ttft:MS, tpot:MS or e2el:MS (ms, >= 0)"
             )
@@ -241,8 +249,6 @@ def _line(label: str, value: Any, fmt: str = "") -> str:
 
 def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
     """The table `vllm bench serve` prints, then the bootstrap confidence intervals."""
-    from tuner.metrics import percentile_word
-
     m = result.metrics
     lines = []
     failed = [r.error for r in result.records if not r.success]
@@ -272,11 +278,11 @@ def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
         if name not in spec.selected_metrics:
             continue
         lines.append(f"{header:-^50}")
-        lines.append(_line(f"Mean {short} (ms):", m[f"mean_{name}_ms"], ".2f"))
-        lines.append(_line(f"Median {short} (ms):", m[f"median_{name}_ms"], ".2f"))
+        lines.append(_line(f"Mean {short} (ms):", m[latency_key("mean", name)], ".2f"))
+        lines.append(_line(f"Median {short} (ms):", m[latency_key("median", name)], ".2f"))
         for p in spec.percentiles:
-            word = percentile_word(p)
-            lines.append(_line(f"P{word} {short} (ms):", m[f"p{word}_{name}_ms"], ".2f"))
+            label = f"P{percentile_word(p)} {short} (ms):"
+            lines.append(_line(label, m[percentile_key(p, name)], ".2f"))
     if result.ci:
         lines.append(f"{' Bootstrap 95% CI (requests resampled) ':-^50}")
         for key, (lo, hi) in result.ci.items():
@@ -288,9 +294,12 @@ def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
 def _ci_label(key: str) -> str:
     if key in _CI_LABELS:
         return _CI_LABELS[key]
-    stat, name, _ = key.split("_")
-    stat = stat.capitalize() if stat in ("mean", "median", "std") else stat.upper()
-    return f"{stat} {_HEADERS[name][0]} (ms):"
+    parsed = parse_latency_key(key)
+    if parsed is None:
+        return f"{key}:"
+    stat = parsed.statistic
+    stat = stat.upper() if parsed.percentile is not None else stat.capitalize()
+    return f"{stat} {_HEADERS[parsed.metric][0]} (ms):"
 
 
 def result_json(
