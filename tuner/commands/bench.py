@@ -142,13 +142,7 @@ def bench(
         raise UserError("--tokenizer DIR is required (a local tokenizer directory)")
     tok = load_tokenizer(tokenizer_id)
     requests = build_requests(spec, tok)
-    served = server_models(url, api_key)
-    if model is None:
-        if not served:
-            raise UserError(f"{url} serves no model")
-        model = served[0]
-    elif model not in served:
-        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
+    model = _served_model(url, model, server_models(url, api_key))
 
     distribution = "Poisson process" if burstiness == 1.0 else "Gamma distribution"
     print(f"Traffic request rate: {spec.request_rate}")
@@ -174,6 +168,27 @@ def bench(
         first_error = next((r.error for r in result.records if r.error), "")
         print(f"tuner: error: all requests failed; first error: {first_error}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _served_model(url: str, model: str | None, served: list[str] | None) -> str:
+    """The model to request. A server without a model list is trusted with `--model`, as
+    vLLM's client does (it never asks); a list without that model is a user error."""
+    if served is None:
+        if model is None:
+            raise UserError(f"{url} has no model list at /v1/models: give --model")
+        print(
+            f"tuner: warning: {url}/v1/models gives no model list; "
+            f"requesting model {model!r} unchecked",
+            file=sys.stderr,
+        )
+        return model
+    if model is None:
+        if not served:
+            raise UserError(f"{url} serves no model")
+        return served[0]
+    if model not in served:
+        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
+    return model
 
 
 def workload_spec(**fields: Any) -> WorkloadSpec:
