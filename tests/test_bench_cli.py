@@ -17,7 +17,9 @@ import pytest
 from tuner.engine.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-TUNER = REPO / ".venv" / "bin" / "tuner"
+_SCRIPT = REPO / ".venv" / "bin" / "tuner"
+# The console script; a git worktree without its own .venv runs the same entry point.
+TUNER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "tuner.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def instant_url():
 
 def _tuner(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(TUNER), "bench", *args], capture_output=True, text=True, timeout=120, check=False
+        [*TUNER, "bench", *args], capture_output=True, text=True, timeout=120, check=False
     )
 
 
@@ -189,3 +191,71 @@ def test_unknown_model_name(instant_url, tiny_model_dir):
         "--num-prompts", "1", "--random-input-len", "8",
     )  # fmt: skip
     _assert_user_error(proc, "model 'gpt-9' is not served")
+
+
+async def _stream(request):
+    from aiohttp import web
+
+    body = await request.json()
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    n = body["max_tokens"]
+    for i in range(n):
+        choice = {"index": 0, "text": f" w{i}", "finish_reason": None}
+        await resp.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+    usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
+    await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+@pytest.fixture(params=["absent", "not-a-list"])
+def no_models_url(request):
+    """A loopback completions server whose /v1/models is missing (404) or not OpenAI's."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", _stream)
+    if request.param == "not-a-list":
+
+        async def page(_request):
+            return web.Response(text="<html>a gateway</html>", content_type="text/html")
+
+        app.router.add_get("/v1/models", page)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}"
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+def test_server_without_model_list_warns_and_runs(no_models_url, tiny_model_dir):
+    proc = _tuner(
+        "--base-url", no_models_url, "--tokenizer", str(tiny_model_dir), "--model", "m",
+        "--num-prompts", "3", "--random-input-len", "8", "--random-output-len", "4",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    warning = [line for line in proc.stderr.splitlines() if line.startswith("tuner: warning: ")]
+    assert len(warning) == 1 and "/v1/models" in warning[0] and "'m'" in warning[0]
+    assert "Traceback" not in proc.stderr
+    assert "Successful requests:                     3" in proc.stdout
+    assert "Total generated tokens:                  12" in proc.stdout
+
+
+def test_server_without_model_list_needs_model(no_models_url, tiny_model_dir):
+    proc = _tuner(
+        "--base-url", no_models_url, "--tokenizer", str(tiny_model_dir),
+        "--num-prompts", "1", "--random-input-len", "8",
+    )  # fmt: skip
+    _assert_user_error(proc, "give --model")

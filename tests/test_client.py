@@ -195,7 +195,10 @@ def test_missing_usage_retokenizes(server):
             return type("Enc", (), {"input_ids": text.split()})
 
     res = run_benchmark(_spec(num_prompts=2), server.url, "m", _reqs(2, out=6, mode="no-usage"))
-    assert res.metrics["total_output_tokens"] == 2  # no tokenizer: 1 per request, as vLLM
+    # No usage and no tokenizer: the count is unknown, so the request fails (never a guess).
+    assert res.metrics["completed"] == 0 and res.metrics["failed"] == 2
+    assert res.metrics["total_output_tokens"] == 0
+    assert all(r.error.startswith("output tokens unknown: ") for r in res.records)
     res = run_benchmark(
         _spec(num_prompts=2),
         server.url,

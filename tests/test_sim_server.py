@@ -227,6 +227,15 @@ def test_fault_hang_after_keeps_connections_open_without_tokens():
         assert sim.proc.poll() is None
 
 
+def test_fault_no_usage_streams_no_usage_chunk(tiny_model_dir):
+    with sim_server(*SMALL, "--tokenizer", str(tiny_model_dir), "--fault-no-usage") as sim:
+        body = {"model": "m32", "prompt": "x y", "max_tokens": 7, "stream": True,
+                "stream_options": {"include_usage": True}}  # fmt: skip
+        objs, _ = stream(sim, "/v1/completions", body)
+        assert objs[-1] == "[DONE]" and len(objs) == 8
+        assert all(o["choices"] and "usage" not in o for o in objs[:-1])
+
+
 def test_tuner_bench_runs_unmodified_against_the_sim(tiny_model_dir, tmp_path):
     with sim_server(*SMALL, "--tokenizer", str(tiny_model_dir)) as sim:
         out = tmp_path / "result.json"

@@ -7,15 +7,30 @@ result dict); docs/metrics.md states them. Times in records are seconds, results
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
+from tuner.metric_keys import (
+    GOODPUT_METRICS,
+    LATENCY_METRICS,
+    is_throughput,
+    latency_key,
+    parse_latency_key,
+    percentile_key,
+    percentile_word,
+)
 from tuner.workload.records import RequestRecord
 
-LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+__all__ = [
+    "CI_METRICS",
+    "GOODPUT_METRICS",
+    "LATENCY_METRICS",
+    "bootstrap_ci",
+    "compute_metrics",
+    "confidence_intervals",
+    "percentile_word",
+]
 # The metrics each result carries a bootstrap confidence interval for.
 CI_METRICS = (
     "p99_ttft_ms",
@@ -27,21 +42,16 @@ CI_METRICS = (
 )
 
 
-def percentile_word(p: float) -> str:
-    """`99` -> "99", `99.9` -> "99.9": how vLLM names the `p<N>_..._ms` keys."""
-    return str(int(p)) if int(p) == p else str(p)
-
-
 def _stats(values: Sequence[float], name: str, percentiles: Sequence[float]) -> dict[str, float]:
     # vLLM uses `values or 0`: an empty list gives 0 for every statistic.
     arr = np.asarray(values if len(values) else [0.0], dtype=float) * 1000.0
     out = {
-        f"mean_{name}_ms": float(np.mean(arr)),
-        f"median_{name}_ms": float(np.median(arr)),
-        f"std_{name}_ms": float(np.std(arr)),
+        latency_key("mean", name): float(np.mean(arr)),
+        latency_key("median", name): float(np.median(arr)),
+        latency_key("std", name): float(np.std(arr)),
     }
     for p in percentiles:
-        out[f"p{percentile_word(p)}_{name}_ms"] = float(np.percentile(arr, p))
+        out[percentile_key(p, name)] = float(np.percentile(arr, p))
     return out
 
 
@@ -125,11 +135,8 @@ def compute_metrics(
 
 # ---- bootstrap confidence intervals -------------------------------------------------------
 
-_LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
-_THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
 
-
-def _statistic(stat: str, pct: str | None, arr: np.ndarray) -> float:
+def _statistic(stat: str, pct: float | None, arr: np.ndarray) -> float:
     if arr.size == 0:
         return 0.0
     if stat == "mean":
@@ -138,7 +145,7 @@ def _statistic(stat: str, pct: str | None, arr: np.ndarray) -> float:
         return float(np.median(arr))
     if stat == "std":
         return float(arr.std())
-    return float(np.percentile(arr, float(pct)))  # type: ignore[arg-type]
+    return float(np.percentile(arr, pct))  # type: ignore[arg-type]
 
 
 def bootstrap_ci(
@@ -158,21 +165,20 @@ def bootstrap_ci(
     resampled, the second held at the run's value, so slow requests drawn more often lower
     it. Deterministic for a given seed. With no request the interval is (0, 0).
     """
-    if key not in _THROUGHPUTS and not _LATENCY_KEY.match(key):
+    parsed = parse_latency_key(key)
+    if not is_throughput(key) and parsed is None:
         raise ValueError(f"no bootstrap for metric {key!r}")
     rng = np.random.default_rng(seed)
     n = len(records)
     if n == 0:
         return (0.0, 0.0)
     idx = rng.integers(0, n, size=(n_resamples, n))
-    if key in _THROUGHPUTS:
+    if parsed is None:
         samples = _throughput_samples(records, idx, key, duration_s)
     else:
-        m = _LATENCY_KEY.match(key)
-        assert m is not None
-        stat, pct, metric = m.group(1), m.group(2), m.group(3)
-        stat = "p" if pct else stat
-        samples = _latency_samples(records, idx, stat, pct, metric)
+        pct = parsed.percentile
+        stat = "p" if pct is not None else parsed.statistic
+        samples = _latency_samples(records, idx, stat, pct, parsed.metric)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(samples, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
@@ -198,7 +204,7 @@ def _throughput_samples(
 
 
 def _latency_samples(
-    records: list[RequestRecord], idx: np.ndarray, stat: str, pct: str | None, metric: str
+    records: list[RequestRecord], idx: np.ndarray, stat: str, pct: float | None, metric: str
 ) -> np.ndarray:
     if metric == "itl":
         gaps = [np.asarray(r.itl_s if r.success else [], dtype=float) * 1000.0 for r in records]

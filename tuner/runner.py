@@ -63,12 +63,21 @@ class TrialRunner(abc.ABC):
     def __init__(self, spec: StudySpec) -> None:
         self.spec = spec
         self._requests: list | None = None
+        self._tokenizer: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The workload's tokenizer, loaded once: it builds the requests and re-counts the
+        output tokens of a server that sends no usage."""
+        if self._tokenizer is None:
+            self._tokenizer = workload_tokenizer(self.spec)
+        return self._tokenizer
 
     @property
     def requests(self) -> list:
         """The study's fixed requests, built once: same seed, same requests, same order."""
         if self._requests is None:
-            self._requests = workload_requests(self.spec)
+            self._requests = workload_requests(self.spec, self.tokenizer)
         return self._requests
 
     def prepare(self) -> None:
@@ -101,13 +110,20 @@ def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[li
     )
 
 
-def workload_requests(spec: StudySpec) -> list:
-    """The study's requests, from its dataset and tokenizer (the engine's model by default)."""
-    from tuner.workload.datasets import build_requests
+def workload_tokenizer(spec: StudySpec) -> Any:
+    """The study's tokenizer: the workload's, else the engine's model directory."""
     from tuner.workload.tokenizer import load_tokenizer
 
-    tokenizer_dir = spec.workload.tokenizer or spec.engine.model
-    return build_requests(spec.workload, load_tokenizer(tokenizer_dir))
+    return load_tokenizer(spec.workload.tokenizer or spec.engine.model)
+
+
+def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list:
+    """The study's requests, from its dataset and tokenizer (loaded when not given)."""
+    from tuner.workload.datasets import build_requests
+
+    return build_requests(
+        spec.workload, workload_tokenizer(spec) if tokenizer is None else tokenizer
+    )
 
 
 class EngineRunner(TrialRunner):
@@ -191,6 +207,7 @@ class EngineRunner(TrialRunner):
                     on_progress=progress,
                     should_abort=crashed,
                     stall_timeout_s=spec.trial.stall_timeout_s,
+                    tokenizer=self.tokenizer,
                 )
             except BenchmarkAborted as exc:
                 return _failed(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())

@@ -6,28 +6,19 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tuner import metric_keys
 from tuner.errors import UserError
+from tuner.metric_keys import Direction
 
-Direction = Literal["minimize", "maximize"]
-
-_MAXIMIZED = {
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "request_goodput",
-    "completed",
-}
-_MINIMIZED_PREFIXES = ("mean_", "median_", "std_", "p")
-_LATENCY = re.compile(r"^(mean|median|std|p\d+(\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+__all__ = ["Direction", "SloLimit", "metric_direction", "parse_slo"]
 
 
 def metric_direction(name: str) -> Direction:
     """Whether a stored metric is better low or high; unknown names are a user error."""
-    if name in _MAXIMIZED:
-        return "maximize"
-    if _LATENCY.match(name) or name in ("failed", "duration"):
-        return "minimize"
-    raise UserError(f"unknown metric {name!r}")
+    found = metric_keys.direction(name)
+    if found is None:
+        raise UserError(f"unknown metric {name!r}")
+    return found
 
 
 _LIMIT = re.compile(r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*$")

@@ -15,6 +15,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tuner.errors import UserError
+from tuner.metric_keys import (
+    GOODPUT_METRICS,
+    LATENCY_METRICS,
+    latency_key,
+    parse_latency_key,
+    percentile_key,
+    percentile_word,
+)
 
 if TYPE_CHECKING:
     from tuner.workload.benchmark import BenchmarkResult
@@ -134,13 +142,7 @@ def bench(
         raise UserError("--tokenizer DIR is required (a local tokenizer directory)")
     tok = load_tokenizer(tokenizer_id)
     requests = build_requests(spec, tok)
-    served = server_models(url, api_key)
-    if model is None:
-        if not served:
-            raise UserError(f"{url} serves no model")
-        model = served[0]
-    elif model not in served:
-        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
+    model = _served_model(url, model, server_models(url, api_key))
 
     distribution = "Poisson process" if burstiness == 1.0 else "Gamma distribution"
     print(f"Traffic request rate: {spec.request_rate}")
@@ -168,6 +170,27 @@ def bench(
         raise typer.Exit(1)
 
 
+def _served_model(url: str, model: str | None, served: list[str] | None) -> str:
+    """The model to request. A server without a model list is trusted with `--model`, as
+    vLLM's client does (it never asks); a list without that model is a user error."""
+    if served is None:
+        if model is None:
+            raise UserError(f"{url} has no model list at /v1/models: give --model")
+        print(
+            f"tuner: warning: {url}/v1/models gives no model list; "
+            f"requesting model {model!r} unchecked",
+            file=sys.stderr,
+        )
+        return model
+    if model is None:
+        if not served:
+            raise UserError(f"{url} serves no model")
+        return served[0]
+    if model not in served:
+        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
+    return model
+
+
 def workload_spec(**fields: Any) -> WorkloadSpec:
     """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
     from pydantic import ValidationError
@@ -182,7 +205,7 @@ def workload_spec(**fields: Any) -> WorkloadSpec:
         if err["loc"]:
             msg = f"--{str(err['loc'][0]).replace('_', '-')}: {msg}"
         raise UserError(msg) from None
-    unknown = set(spec.selected_metrics) - set(_HEADERS)
+    unknown = set(spec.selected_metrics) - set(LATENCY_METRICS)
     if unknown or not spec.selected_metrics:
         raise UserError(
             f"--percentile-metrics: unknown metric {', '.join(sorted(unknown))!r}; "
@@ -208,7 +231,7 @@ def parse_goodput(pairs: list[str]) -> dict[str, float] | None:
             value = float(raw)
         except ValueError:
             value = math.nan
-        if not sep or name not in ("ttft", "tpot", "e2el") or not value >= 0:
+        if not sep or name not in GOODPUT_METRICS or not value >= 0:
             raise UserError(
                 f"--goodput: bad SLO {item!r}: use ttft:MS, tpot:MS or e2el:MS (ms, >= 0)"
             )
@@ -241,8 +264,6 @@ def _line(label: str, value: Any, fmt: str = "") -> str:
 
 def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
     """The table `vllm bench serve` prints, then the bootstrap confidence intervals."""
-    from tuner.metrics import percentile_word
-
     m = result.metrics
     lines = []
     failed = [r.error for r in result.records if not r.success]
@@ -272,11 +293,11 @@ def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
         if name not in spec.selected_metrics:
             continue
         lines.append(f"{header:-^50}")
-        lines.append(_line(f"Mean {short} (ms):", m[f"mean_{name}_ms"], ".2f"))
-        lines.append(_line(f"Median {short} (ms):", m[f"median_{name}_ms"], ".2f"))
+        lines.append(_line(f"Mean {short} (ms):", m[latency_key("mean", name)], ".2f"))
+        lines.append(_line(f"Median {short} (ms):", m[latency_key("median", name)], ".2f"))
         for p in spec.percentiles:
-            word = percentile_word(p)
-            lines.append(_line(f"P{word} {short} (ms):", m[f"p{word}_{name}_ms"], ".2f"))
+            label = f"P{percentile_word(p)} {short} (ms):"
+            lines.append(_line(label, m[percentile_key(p, name)], ".2f"))
     if result.ci:
         lines.append(f"{' Bootstrap 95% CI (requests resampled) ':-^50}")
         for key, (lo, hi) in result.ci.items():
@@ -288,9 +309,12 @@ def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
 def _ci_label(key: str) -> str:
     if key in _CI_LABELS:
         return _CI_LABELS[key]
-    stat, name, _ = key.split("_")
-    stat = stat.capitalize() if stat in ("mean", "median", "std") else stat.upper()
-    return f"{stat} {_HEADERS[name][0]} (ms):"
+    parsed = parse_latency_key(key)
+    if parsed is None:
+        return f"{key}:"
+    stat = parsed.statistic
+    stat = stat.upper() if parsed.percentile is not None else stat.capitalize()
+    return f"{stat} {_HEADERS[parsed.metric][0]} (ms):"
 
 
 def result_json(

@@ -71,6 +71,12 @@ def serve(
         float,
         typer.Option(min=0, help="Extra seconds before the port opens.", rich_help_panel=_FAULTS),
     ] = 0.0,
+    fault_no_usage: Annotated[
+        bool,
+        typer.Option(
+            help="Stream no usage chunk, even when asked for one.", rich_help_panel=_FAULTS
+        ),
+    ] = False,
     dtype: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
     load_format: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
     seed: Annotated[int | None, typer.Option(rich_help_panel=_IGNORED)] = None,
@@ -132,6 +138,7 @@ def serve(
             crash_after=fault_crash_after,
             hang_after=fault_hang_after,
             slow_start_s=fault_slow_start_s,
+            no_usage=fault_no_usage,
         ),
     )
     code = serve(options)

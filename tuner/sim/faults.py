@@ -5,7 +5,9 @@
   after the next engine step, mid-stream for the requests in flight;
 - hang_after N: once N requests have started, the engine stops after the next step:
   connections stay open, no more tokens come, /health still answers 200;
-- slow_start_s S: S more seconds before the port opens.
+- slow_start_s S: S more seconds before the port opens;
+- no_usage: streams carry no `usage` chunk, even when the client asks for one (as some
+  OpenAI-compatible servers do), so the client must count output tokens from the text.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class FaultPlan:
     crash_after: int | None = None
     hang_after: int | None = None
     slow_start_s: float = 0.0
+    no_usage: bool = False
 
 
 class FaultState:

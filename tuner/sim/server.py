@@ -189,6 +189,7 @@ class SimServer:
         try:
             if body.get("stream"):
                 usage = (body.get("stream_options") or {}).get("include_usage", False)
+                usage = usage and not self.opts.faults.no_usage
                 return await self._stream(request, queue, chunks, prompt_len, usage)
             count = 0
             while not finished:

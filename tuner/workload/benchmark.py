@@ -73,7 +73,8 @@ def run_benchmark(
     Failed requests become failed records, never exceptions. `should_abort` is polled every
     0.25 s; a reason it returns, or `stall_timeout_s` without any stream progress while
     requests are in flight, cancels everything and raises BenchmarkAborted. `tokenizer`
-    re-counts output tokens only when the server sent no usage (as vLLM does).
+    re-counts output tokens only when the server sent no usage (as vLLM does); without it,
+    such a request fails (`NO_OUTPUT_COUNT`).
     """
     if not requests:
         raise ValueError("no requests to run")
@@ -86,11 +87,7 @@ def run_benchmark(
         gc.unfreeze()
     for rec in records:
         if rec.success and not rec.output_tokens:
-            rec.output_tokens = (
-                len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
-                if tokenizer is not None
-                else 1
-            )
+            count_output_tokens(rec, tokenizer)
     metrics = compute_metrics(
         records,
         duration_s,
@@ -100,6 +97,22 @@ def run_benchmark(
     )
     ci = confidence_intervals(records, duration_s, metrics, seed=spec.seed)
     return BenchmarkResult(records, duration_s, metrics, ci, run.t0)
+
+
+NO_OUTPUT_COUNT = (
+    "output tokens unknown: the server sent no usage.completion_tokens, and no tokenizer "
+    "was given to count the generated text"
+)
+
+
+def count_output_tokens(rec: RequestRecord, tokenizer: Any) -> None:
+    """Output tokens of a request the server sent no usage for, as vLLM counts them: the
+    generated text re-tokenized without special tokens. Unknowable without a tokenizer:
+    then the request fails (a guess would make TPOT and throughput wrong)."""
+    if tokenizer is None:
+        rec.success, rec.error = False, NO_OUTPUT_COUNT
+        return
+    rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
 
 
 class _Run:

@@ -173,8 +173,12 @@ async def _read_stream(
         rec.error = "stream ended before [DONE]"
 
 
-def server_models(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> list[str]:
-    """The model ids of `GET /v1/models`; an unreachable or non-OpenAI server is a UserError."""
+def server_models(
+    base_url: str, api_key: str | None = None, timeout_s: float = 10.0
+) -> list[str] | None:
+    """The model ids of `GET /v1/models`, or None when the server has no such list (404 or
+    405, or an answer that is not an OpenAI model list). Unreachable, or any other HTTP
+    error (a refused API key, a server error), is a UserError."""
     url = base_url.rstrip("/") + "/v1/models"
     try:
         resp = httpx.get(url, headers=request_headers(api_key), timeout=timeout_s)
@@ -182,9 +186,12 @@ def server_models(base_url: str, api_key: str | None = None, timeout_s: float = 
         raise UserError(
             f"cannot reach the server at {base_url}: {exc or type(exc).__name__}"
         ) from None
+    if resp.status_code in (404, 405):
+        return None
     if resp.status_code != 200:
         raise UserError(f"{url} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
-        return [m["id"] for m in resp.json()["data"]]
+        ids = [m["id"] for m in resp.json()["data"]]
     except (ValueError, KeyError, TypeError):
-        raise UserError(f"{url} did not return an OpenAI model list") from None
+        return None
+    return ids if all(isinstance(i, str) for i in ids) else None

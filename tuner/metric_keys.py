@@ -1,0 +1,78 @@
+"""The grammar of metric keys, written once (pure, no I/O, no numpy).
+
+vLLM's result keys (vllm/benchmarks/serve.py; docs/metrics.md):
+
+- latencies: `{statistic}_{metric}_ms`, statistic `mean`, `median`, `std` or `p<N>`
+  (`p99`, `p99.9`), metric `ttft`, `tpot`, `itl` or `e2el`: lower is better;
+- throughputs: `request_throughput`, `output_throughput`, `total_token_throughput`, and
+  `request_goodput` and `completed`: higher is better;
+- `failed` and `duration`: lower is better.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["minimize", "maximize"]
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+STATISTICS = ("mean", "median", "std")  # and p<N>
+THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+MAXIMIZED = (*THROUGHPUTS, "request_goodput", "completed")
+MINIMIZED = ("failed", "duration")
+
+_LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyKey:
+    """One parsed `{statistic}_{metric}_ms` key. `statistic` is as written (`mean`,
+    `p99.9`); `percentile` is its number for a `p<N>` statistic, else None."""
+
+    statistic: str
+    metric: str
+    percentile: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.statistic}_{self.metric}_ms"
+
+
+def percentile_word(p: float) -> str:
+    """`99` -> "99", `99.9` -> "99.9": how vLLM names the `p<N>_..._ms` keys."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def latency_key(statistic: str, metric: str) -> str:
+    """`("mean", "ttft")` -> "mean_ttft_ms"; a statistic may also be a percentile number."""
+    return f"{statistic}_{metric}_ms"
+
+
+def percentile_key(p: float, metric: str) -> str:
+    """`(99.9, "tpot")` -> "p99.9_tpot_ms"."""
+    return latency_key(f"p{percentile_word(p)}", metric)
+
+
+def parse_latency_key(key: str) -> LatencyKey | None:
+    """The parts of a latency key, or None when `key` is not one."""
+    m = _LATENCY_KEY.match(key)
+    if m is None:
+        return None
+    statistic, pct, metric = m.groups()
+    return LatencyKey(statistic, metric, float(pct) if pct else None)
+
+
+def is_throughput(key: str) -> bool:
+    return key in THROUGHPUTS
+
+
+def direction(key: str) -> Direction | None:
+    """Whether a metric is better low or high; None for a name that is not a metric key."""
+    if key in MAXIMIZED:
+        return "maximize"
+    if key in MINIMIZED or parse_latency_key(key) is not None:
+        return "minimize"
+    return None
