@@ -125,7 +125,8 @@ def test_refused_configs_are_recorded_not_launched(tiny_model_dir: Path, store: 
     )
     summary = loop.run(n_trials=2)
     assert summary.launches_saved == 2
-    rule, memory = loop.study.get_trials()
+    rule, memory, baseline = loop.study.get_trials()
+    assert baseline.state == optuna.trial.TrialState.WAITING  # vLLM's defaults: queued next
     assert rule.user_attrs["failure_kind"] == "invalid_argument"
     assert (
         "must be greater than or equal to max_num_seqs (256)." in rule.user_attrs["failure_reason"]
@@ -149,8 +150,10 @@ def test_repeated_parameters_reuse_the_result(tiny_model_dir: Path, store: Store
     }
     loop.study.enqueue_trial(params)
     loop.study.enqueue_trial(params)
-    loop.run(n_trials=2)
-    first, second = loop.study.get_trials()
+    summary = loop.run(n_trials=2)  # a reused result is not a new trial: the baseline runs too
+    first, second, baseline = loop.study.get_trials()
+    assert summary.new_configs == 2 and summary.saved_by_reuse == 1
+    assert baseline.user_attrs["baseline"] is True
     assert second.user_attrs["reused_from"] == first.number
     assert second.values == first.values
     assert store.trial_row("loop-simulated", second.number) is None
@@ -210,4 +213,4 @@ def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> Non
     points = read_all(trials)
     assert len(confirmation_runs(points)[top]) == 3
     assert all(p.confirm_of is None for p in ranked(points))
-    assert "confirmed over 3 runs" in best_report(points, loop.name, spec)
+    assert "confirmed over 3 runs" in best_report(points, loop.name, loop.study.user_attrs)

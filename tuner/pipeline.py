@@ -68,8 +68,9 @@ class TrialInput:
     study_name: str
     number: int
     params: dict[str, Any]
-    points: list[TrialPoint]  # every trial of the study so far, this one included
+    points: list[TrialPoint]  # the trials of this spec so far, this one included
     confirm_of: int | None = None
+    baseline: bool = False  # vLLM's defaults, enqueued until one is measured
     phase: PhaseFn = field(default=lambda text: None)
 
 
@@ -87,7 +88,7 @@ class TrialPipeline:
         self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
 
     def evaluate(self, t: TrialInput) -> Outcome:
-        if not self.spec.trial.repeat_measured and t.confirm_of is None:
+        if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
             prev = _measured_before(t)
             if prev is not None:
                 return _reuse(prev)
@@ -167,6 +168,7 @@ class TrialPipeline:
             tr.FAILURE_KIND: m.failure_kind,
             tr.FAILURE_REASON: m.failure_reason,
             tr.LOG_PATH: m.log_path,
+            tr.STARTUP_S: m.startup_s,  # None: the engine never became ready
             tr.SIMULATED: m.simulated or self.runner.simulated,
             tr.PREDICTED: False,
         }
@@ -185,7 +187,8 @@ class TrialPipeline:
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
         assert m.metrics is not None
         metrics = m.metrics
-        reference = _reference_metrics(t.points) or metrics
+        ref = _reference(t.points)
+        reference = ref.metrics if ref is not None else metrics
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
         cons = obj.constraints(self.spec.objective, metrics, failed_fraction=failed_fraction)
@@ -208,8 +211,9 @@ class TrialPipeline:
         )
         if wrong:
             attrs[tr.PRECHECK_WRONG] = wrong
-        if t.number == min(p.number for p in t.points):
+        if t.baseline:
             attrs[tr.BASELINE] = True
+        attrs[tr.REFERENCE] = ref.number if ref is not None else t.number
         values = obj.objective_values(self.spec.objective, metrics, reference)
         self._save(t, "measured", m, {**metrics, tr.SCORE: score})
         return Outcome("measured", values, cons, attrs, metrics=metrics)
@@ -232,12 +236,13 @@ def _measured_before(t: TrialInput) -> TrialPoint | None:
     return None
 
 
-def _reference_metrics(points: list[TrialPoint]) -> dict[str, float] | None:
-    """The baseline's metrics: the baseline trial if it was measured, else the first measured."""
+def _reference(points: list[TrialPoint]) -> TrialPoint | None:
+    """What scores are relative to: the measured baseline; when vLLM's defaults could not be
+    measured (refused, crashed), the first measured trial."""
     measured = [p for p in points if p.measured]
     if not measured:
         return None
-    return min(measured, key=lambda p: (not p.baseline, p.number)).metrics
+    return min(measured, key=lambda p: (not p.baseline, p.number))
 
 
 def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:

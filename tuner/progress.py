@@ -91,6 +91,9 @@ class RichProgress:
             self._progress.update(self._task, phase=text)
 
     def done(self, number: int, outcome: Outcome, best: float | None) -> None:
+        if outcome.kind == "reused":  # not a new config: the budget does not count it
+            self.console.print(f"trial {number}: {describe(outcome)}")
+            return
         self._finished += 1
         if best is not None:
             self._best = f"{best:+.3f}"

@@ -9,6 +9,7 @@ RUNNING, no engine is left alive. The loop never asks whether the engine is simu
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import optuna
 
 from tuner import objective as obj
 from tuner import optuna_adapter as adapter
+from tuner import specs
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
@@ -30,15 +32,37 @@ from tuner.space import baseline_params, distributions
 from tuner.store import Store
 from tuner.trials import FailureKind, TrialPoint
 
+# A sampler that proposes only measured configs this often in a row has exhausted the space.
+MAX_REUSED_IN_A_ROW = 25
+# This many launches failing at start the same way, before any engine ever started: the study
+# itself is broken (a model path typo, a missing tokenizer), not the configs.
+START_FAILURES_TO_STOP = 3
+# Configs that fail at start for reasons of their own: they say nothing about the study.
+_CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
+
+
+class Interrupted(KeyboardInterrupt):
+    """A first Ctrl-C, SIGTERM or SIGHUP: the trial is ended as interrupted, then the tuner
+    exits with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.signal_name}")
+
 
 def study_name(spec: StudySpec, simulated: bool) -> str:
     return f"{spec.name}-simulated" if simulated else spec.name
 
 
-def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+def make_sampler(spec: StudySpec, offset: int = 0) -> optuna.samplers.BaseSampler:
     """The study file's sampler. Optuna 5's samplers read trial constraints themselves, so
-    infeasible and refused configs steer the search away instead of being forgotten."""
-    seed, name = spec.sampler.seed, spec.sampler.name
+    infeasible and refused configs steer the search away instead of being forgotten.
+
+    A seeded sampler is seeded with seed + `offset`, the number of trials already stored: a
+    new study is reproducible, and a resumed one does not replay its first proposals."""
+    name = spec.sampler.name
+    seed = None if spec.sampler.seed is None else (spec.sampler.seed + offset) % 2**32
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "nsga2":
@@ -58,6 +82,12 @@ class RunSummary:
     saved_by_precheck: int = 0  # predicted not to fit in memory / not supported
     saved_by_reuse: int = 0  # parameters already measured: result reused
     precheck_wrong: list[int] = field(default_factory=list)
+    exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
+
+    @property
+    def new_configs(self) -> int:
+        """Trials that were not a reused result: what counts toward the budget."""
+        return self.ran - self.saved_by_reuse
 
     @property
     def launches_saved(self) -> int:
@@ -83,6 +113,7 @@ class StudyLoop:
         *,
         precheck: bool = True,
         progress: StudyProgress | None = None,
+        accept_changes: bool = False,
     ) -> None:
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
@@ -95,13 +126,17 @@ class StudyLoop:
             obj.metric_names(spec.objective),
             simulated=runner.simulated,
         )
+        self.spec_id = specs.bind(self.study, spec, accept_changes=accept_changes)
+        self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
         self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck)
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
         self._interrupted = False
 
     def points(self) -> list[TrialPoint]:
-        return tr.read_all(self.study.get_trials(deepcopy=False))
+        """The trials of this study's current spec: the only ones this run compares."""
+        all_points = tr.read_all(self.study.get_trials(deepcopy=False))
+        return specs.of_current(self.study.user_attrs, all_points)
 
     # Recovery ------------------------------------------------------------------------------
 
@@ -118,7 +153,11 @@ class StudyLoop:
         crash or Ctrl-C interrupted do not use up the budget: a re-run finishes the plan."""
         if n_trials is not None:
             return n_trials
-        done = sum(1 for p in self.points() if p.status != "running" and not p.interrupted)
+        done = sum(
+            1
+            for p in self.points()
+            if p.status != "running" and not p.interrupted and tr.REUSED_FROM not in p.attrs
+        )
         return max(self.spec.budget.n_trials - done, 0)
 
     def time_used_s(self) -> float:
@@ -135,23 +174,41 @@ class StudyLoop:
     ) -> RunSummary:
         """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`."""
         self.recover()
-        if not self.study.trials:
-            base = baseline_params(self.spec.search_space)
-            if base is not None:
-                self.study.enqueue_trial(base, user_attrs={tr.BASELINE: True})
+        self._ensure_baseline()
         todo = self.trials_left(n_trials)
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
         with self._session(todo + confirm * self.spec.trial.confirm_repeats):
-            for i in range(todo):
+            new = reused_in_a_row = 0
+            while new < todo:
                 if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
                     break
                 if n_trials is None and budget_s is not None and self.time_used_s() >= budget_s:
                     break
-                self._one_trial(i)
+                outcome = self._one_trial(new)
+                if outcome.kind != "reused":
+                    new, reused_in_a_row = new + 1, 0
+                    continue
+                reused_in_a_row += 1
+                if reused_in_a_row >= MAX_REUSED_IN_A_ROW:
+                    self.summary.exhausted = True
+                    break
             if confirm:
-                self._confirm(confirm, first_index=todo)
+                self._confirm(confirm, first_index=new)
         return self.summary
+
+    def _ensure_baseline(self) -> None:
+        """Until vLLM's defaults are measured under this spec, they are the next trial: an
+        interrupted baseline is queued again (a baseline that truly failed is not)."""
+        base = baseline_params(self.spec.search_space)
+        if base is None:
+            return
+        if any(p.baseline and p.status != "running" and not p.interrupted for p in self.points()):
+            return
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if any(t.user_attrs.get(tr.BASELINE) for t in waiting):
+            return
+        self.study.enqueue_trial(base, user_attrs={tr.BASELINE: True, tr.SPEC_OF: self.spec_id})
 
     def _confirm(self, k: int, first_index: int) -> None:
         """Re-measure the best k configs; rankings then use the mean over all their runs."""
@@ -165,41 +222,48 @@ class StudyLoop:
 
     @contextlib.contextmanager
     def _session(self, total: int) -> Iterator[None]:
-        """Progress display and Ctrl-C handling around a run; the engine is always stopped."""
+        """Progress display and signal handling around a run; the engine is always stopped."""
         self.progress.start(total)
         self._interrupted = False
-        old_handler = _install_sigint(self._on_sigint)
+        old = {sig: _install(sig, self._on_signal) for sig in STOP_SIGNALS}
         try:
             yield
         finally:
-            # After a Ctrl-C the tuner is on its way out: later presses must not cut cleanup.
-            _install_sigint(signal.SIG_IGN if self._interrupted else old_handler)
+            # After an interruption the tuner is on its way out: later signals must not cut
+            # the cleanup short.
+            for sig, handler in old.items():
+                _install(sig, signal.SIG_IGN if self._interrupted else handler)
             self.progress.stop()
             self.runner.close()
 
-    def _on_sigint(self, signum: int, frame: object) -> None:
-        """First Ctrl-C: end the current trial cleanly, then exit. Second: kill the engine's
-        process group at once; the trial is still marked before the tuner exits."""
+    def _on_signal(self, signum: int, frame: object) -> None:
+        """First Ctrl-C, SIGTERM or SIGHUP: end the current trial as interrupted, then exit.
+        A second one: kill the engine's process group at once; the trial is still marked."""
         if self._interrupted:
             self.runner.kill()
             return
         self._interrupted = True
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
     # One trial -----------------------------------------------------------------------------
 
-    def _one_trial(self, index: int) -> None:
-        trial = self.study.ask(self._dists)
-        adapter.set_system_attr(self.study, trial, tr.OWNER, this_process())
-        self.progress.trial(index, trial.number, trial.params)
+    def _one_trial(self, index: int) -> Outcome:
+        # Ask without distributions: the trial exists (and is ours to end) before the sampler
+        # runs, so an exception from the sampler cannot leave it RUNNING.
+        trial = self.study.ask()
         try:
+            adapter.set_system_attr(self.study, trial, tr.OWNER, this_process())
+            trial.set_user_attr(tr.SPEC_OF, self.spec_id)
+            params = {name: _suggest(trial, name, d) for name, d in self._dists.items()}
+            self.progress.trial(index, trial.number, params)
             outcome = self.pipeline.evaluate(
                 TrialInput(
                     self.name,
                     trial.number,
-                    trial.params,
+                    params,
                     self.points(),
                     confirm_of=trial.user_attrs.get(tr.CONFIRM_OF),
+                    baseline=bool(trial.user_attrs.get(tr.BASELINE)),
                     phase=self.progress.phase,
                 )
             )
@@ -208,10 +272,35 @@ class StudyLoop:
             self._abandon(trial, exc)
             raise
         self.summary.count(trial.number, outcome)
-        best = tr.best(self.points())
+        points = self.points()
+        best = tr.best(points)
         self.progress.done(trial.number, outcome, best.score if best else None)
         if outcome.stop_study:
             raise UserError(outcome.stop_study)
+        self._stop_if_nothing_starts(points)
+        return outcome
+
+    def _stop_if_nothing_starts(self, points: list[TrialPoint]) -> None:
+        """The first launches all failed at start the same way and no engine ever started:
+        every further trial would too. Stop with the cause, taken from the engine's log."""
+        if any(p.measured or p.attrs.get(tr.STARTUP_S) is not None for p in points):
+            return
+        causes = [
+            (p.failure_kind, re.sub(r"\d+", "N", p.attrs.get(tr.FAILURE_REASON) or ""))
+            for p in points
+            if p.status == "failed"
+            and not p.attrs.get(tr.PREDICTED)
+            and p.failure_kind not in _CONFIG_FAILURES
+            and not p.interrupted
+            and tr.REUSED_FROM not in p.attrs
+        ]
+        if len(causes) >= START_FAILURES_TO_STOP and len(set(causes)) == 1:
+            last = max((p for p in points if p.status == "failed"), key=lambda p: p.number)
+            log = last.attrs.get(tr.LOG_PATH)
+            raise UserError(
+                f"the first {len(causes)} engine starts all failed the same way and none "
+                f"ever started, so the study stops: {last.failure} (log: {log})"
+            )
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome) -> None:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
@@ -235,17 +324,37 @@ class StudyLoop:
         self.runner.close()
         if adapter.is_finished(self.study, trial):
             return  # already recorded
-        reason = "interrupted by the user" if isinstance(exc, KeyboardInterrupt) else repr(exc)
-        trial.set_user_attr(tr.FAILURE_KIND, FailureKind.INTERRUPTED.value)
+        if isinstance(exc, Interrupted):
+            kind, reason = FailureKind.INTERRUPTED, f"interrupted by {exc.signal_name}"
+        elif isinstance(exc, KeyboardInterrupt):
+            kind, reason = FailureKind.INTERRUPTED, "interrupted by the user"
+        else:
+            kind, reason = FailureKind.TUNER_ERROR, repr(exc)
+        trial.set_user_attr(tr.FAILURE_KIND, kind.value)
         trial.set_user_attr(tr.FAILURE_REASON, reason[:500])
         self.store.delete_trial(self.name, trial.number)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
-def _install_sigint(handler: Any) -> Any:
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _install(signum: int, handler: Any) -> Any:
     if handler is None:
         return None
     try:
-        return signal.signal(signal.SIGINT, handler)
+        return signal.signal(signum, handler)
     except ValueError:  # not the main thread: leave Python's default
         return None
+
+
+def _suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Any:
+    """`study.ask(distributions)`'s suggestion, through the public suggest API."""
+    D = optuna.distributions
+    if isinstance(d, D.IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+    if isinstance(d, D.FloatDistribution):
+        return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
+    if isinstance(d, D.CategoricalDistribution):
+        return trial.suggest_categorical(name, d.choices)
+    raise TypeError(f"unsupported distribution {d!r}")

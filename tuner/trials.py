@@ -26,12 +26,17 @@ from tuner.errors import UserError
 from tuner.slo import metric_direction, parse_slo
 
 # Study attrs ------------------------------------------------------------------------------
-SPEC = "tuner_spec"  # the StudySpec the study was created with (Python-mode dump)
+SPEC = "tuner_spec"  # the current StudySpec (Python-mode dump): what `tuner run` last ran
+SPEC_ID = "tuner_spec_id"  # its id (`tuner.specs.spec_id`)
+SPEC_BY_ID = "tuner_spec:"  # `tuner_spec:<id>`: every spec the study has run under
+LEGACY_SPEC_ID = "tuner_spec_legacy_id"  # the spec of trials stored before ids existed
 STUDY_SIMULATED = "simulated"  # the study measured the simulator: every figure is predicted
 
 # Trial user attrs -------------------------------------------------------------------------
 SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
 BASELINE = "baseline"  # vLLM's defaults, measured first: the reference of every score
+REFERENCE = "reference_trial"  # the trial this score is relative to (the baseline if measured)
+SPEC_OF = "spec_id"  # the spec this trial ran under
 SIMULATED = "simulated"  # figures are the simulator's predictions
 CONFIRM_OF = "confirm_of"  # a `--confirm` re-measurement of trial N
 RETRY_OF = "retry_of"  # a re-run of trial N, which an interruption ended
@@ -66,7 +71,8 @@ class FailureKind(StrEnum):
     ENGINE_CRASHED = "engine_crashed"  # died during the workload
     ENGINE_HUNG = "engine_hung"  # stopped answering during the workload
     REQUESTS_FAILED = "requests_failed"  # up, but every request (or the first) failed
-    INTERRUPTED = "interrupted"  # the tuner was stopped (Ctrl-C, kill) during the trial
+    INTERRUPTED = "interrupted"  # the tuner was stopped (Ctrl-C, a signal, kill) mid-trial
+    TUNER_ERROR = "tuner_error"  # the tuner itself failed (the sampler, a bug): see the reason
 
 
 # Refusals at start-up that the memory precheck claims to predict.
@@ -117,6 +123,7 @@ class TrialPoint:
     constraints: dict[str, float] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
     values: tuple[float, ...] | None = None  # what Optuna was told
+    spec_id: str | None = None  # None: stored before spec ids existed
 
     @property
     def feasible(self) -> bool:
@@ -198,6 +205,7 @@ def read(trial: Any) -> TrialPoint:
         constraints=constraints,
         attrs=attrs,
         values=tuple(trial.values) if trial.values is not None else None,
+        spec_id=attrs.get(SPEC_OF),
     )
 
 

@@ -5,13 +5,14 @@ Every figure is read through `tuner.trials`; nothing here decides what a trial m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from tuner import specs
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
@@ -22,8 +23,13 @@ from tuner.trials import TrialPoint
 FAILURE_CHARS = 60
 
 
-def trials_frame(points: Sequence[TrialPoint]) -> pd.DataFrame:
-    """One row per trial: number, state, parameters, headline metrics, score, failure."""
+def trials_frame(
+    points: Sequence[TrialPoint], study_attrs: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """One row per trial: number, state, parameters, headline metrics, score, failure; and
+    the spec it ran under, when the study has run under more than one."""
+    study_attrs = study_attrs or {}
+    spec_ids = {specs.trial_spec_id(study_attrs, p) for p in points}
     rows: list[dict[str, Any]] = []
     for p in points:
         state = "INFEASIBLE" if p.status == "infeasible" else p.state
@@ -38,6 +44,8 @@ def trials_frame(points: Sequence[TrialPoint]) -> pd.DataFrame:
         else:
             broken = p.broken_constraints
             row["failure"] = f"breaks {', '.join(broken)}" if broken else ""
+        if len(spec_ids) > 1:
+            row["spec"] = specs.trial_spec_id(study_attrs, p)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -72,17 +80,21 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
     console.print(table)
 
 
-def best_report(points: Sequence[TrialPoint], study_name: str, spec: StudySpec) -> str:
-    """The best feasible trial as a serve command, with a plain word on how sure we are."""
+def best_report(
+    points: Sequence[TrialPoint], study_name: str, study_attrs: Mapping[str, Any]
+) -> str:
+    """The best feasible trial as a serve command, with a plain word on how sure we are; the
+    command comes from the stored spec that trial was measured under."""
     ranked = tr.ranked(points)
     if not ranked:
         raise UserError(f"study {study_name!r} has no complete feasible trial yet")
     top = ranked[0]
+    spec = specs.spec_for(study_attrs, top)
     m, nan = top.metrics, float("nan")
     lines = [
         f"# best trial {top.number} of study {study_name}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
-        f"# score {top.score:+.3f} (baseline = 0, lower is better); "
+        f"# score {top.score:+.3f} ({_reference_words(top, points)} = 0, lower is better); "
         f"p99 TTFT {m.get('p99_ttft_ms', nan):.1f} ms, "
         f"mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms, "
         f"output {m.get('output_throughput', nan):.1f} tok/s",
@@ -95,6 +107,13 @@ def best_report(points: Sequence[TrialPoint], study_name: str, spec: StudySpec) 
     lines += [f"# {line}" for line in _confidence(top, ranked, spec)]
     lines.append(shell_command(spec, top.params))
     return "\n".join(lines)
+
+
+def _reference_words(top: TrialPoint, points: Sequence[TrialPoint]) -> str:
+    ref = top.attrs.get(tr.REFERENCE)
+    if ref is None or any(p.number == ref and p.baseline for p in points):
+        return "baseline"
+    return f"trial {ref}, the first measured: vLLM's defaults were not measured,"
 
 
 def _confidence(top: TrialPoint, ranked: list[TrialPoint], spec: StudySpec) -> list[str]:

@@ -19,6 +19,13 @@ Storage = Annotated[
     str | None,
     typer.Option("--storage", help="SQLAlchemy URL; default $TUNER_STORAGE or sqlite:///tuner.db."),
 ]
+AcceptChanges = Annotated[
+    bool,
+    typer.Option(
+        "--accept-changes",
+        help="The study file changed what a trial measures: start a new baseline under it.",
+    ),
+]
 Simulated = Annotated[
     bool, typer.Option("--simulated", help="Read the planner's simulated study (`tuner plan`).")
 ]

@@ -19,10 +19,14 @@ if TYPE_CHECKING:
     from tuner.trials import TrialPoint
 
 
-def _points(study: optuna.Study) -> list[TrialPoint]:
+def _points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint]:
+    """The trials of the study's current spec (results never compare across specs), or of
+    every spec it ran under."""
+    from tuner.specs import of_current
     from tuner.trials import read_all
 
-    return read_all(study.get_trials(deepcopy=False))
+    points = read_all(study.get_trials(deepcopy=False))
+    return points if every_spec else of_current(study.user_attrs, points)
 
 
 def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
@@ -144,16 +148,20 @@ def export(
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
     from tuner.export import FORMATS, render, select_trial
     from tuner.slo import parse_slo
+    from tuner.specs import spec_for, trial_spec_id
     from tuner.trials import baseline_of
 
     _choose(fmt, FORMATS, "format")
     limits = parse_slo(slo) if slo is not None else []
     if output is not None and fmt == "yaml" and output.suffix not in (".yaml", ".yml"):
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
-    study, spec = open_stored_study(study_file, storage, simulated)
-    points = _points(study)
+    study, _ = open_stored_study(study_file, storage, simulated)
+    points = _points(study, every_spec=trial is not None)  # `--trial N` may be an older spec's
     choice = select_trial(points, study.study_name, trial=trial, limits=limits)
-    baseline = baseline_of(points)
+    # The command and the figures beside it come from the spec the chosen trial ran under.
+    spec = spec_for(study.user_attrs, choice.point)
+    sid = trial_spec_id(study.user_attrs, choice.point)
+    baseline = baseline_of([p for p in points if trial_spec_id(study.user_attrs, p) == sid])
     text = render(
         fmt,
         spec,

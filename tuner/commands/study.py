@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.commands.common import (
+    AcceptChanges,
     Simulated,
     Storage,
     StudyFile,
@@ -39,6 +40,7 @@ def run(
         int, typer.Option("--confirm", min=0, help="Re-measure the best K configs at the end.")
     ] = 0,
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
+    accept_changes: AcceptChanges = False,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.config import parse_duration_s
@@ -61,6 +63,7 @@ def run(
         timeout_s=timeout_s,
         precheck=not no_precheck,
         confirm=confirm,
+        accept_changes=accept_changes,
     )
 
 
@@ -68,12 +71,13 @@ def plan(
     study_file: StudyFile,
     n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Trials to simulate.")] = 50,
     storage: Storage = None,
+    accept_changes: AcceptChanges = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.runner import PlanRunner
 
     spec, store = open_study_file(study_file, storage)
-    _loop(spec, store, PlanRunner(spec), n_trials=n_trials)
+    _loop(spec, store, PlanRunner(spec), n_trials=n_trials, accept_changes=accept_changes)
 
 
 def _loop(
@@ -85,6 +89,7 @@ def _loop(
     timeout_s: float | None = None,
     precheck: bool = True,
     confirm: int = 0,
+    accept_changes: bool = False,
 ) -> None:
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
@@ -95,7 +100,14 @@ def _loop(
 
     console = Console(stderr=True)
     runner.prepare()
-    loop = StudyLoop(spec, store, runner, precheck=precheck, progress=RichProgress(console))
+    loop = StudyLoop(
+        spec,
+        store,
+        runner,
+        precheck=precheck,
+        progress=RichProgress(console),
+        accept_changes=accept_changes,
+    )
     summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
     if summary.interrupted_recovered:
         console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
@@ -107,12 +119,17 @@ def _loop(
     if summary.orphans_stopped:
         console.print(f"stopped {summary.orphans_stopped} engine(s) left by a previous run")
     console.print(
-        f"{summary.ran} trial(s) run; engine starts saved: {summary.saved_by_rules} by vLLM's "
-        f"rules, {summary.saved_by_precheck} by the memory precheck, "
-        f"{summary.saved_by_reuse} by reusing a measured config"
+        f"{summary.ran} trial(s) run, {summary.new_configs} of them new configs; engine starts "
+        f"saved: {summary.saved_by_rules} by vLLM's rules, {summary.saved_by_precheck} by the "
+        f"memory precheck, {summary.saved_by_reuse} by reusing a measured config"
     )
+    if summary.exhausted:
+        console.print(
+            "the sampler kept proposing configs already measured: the search space looks "
+            "exhausted, so the run stopped early"
+        )
     if best_trial(loop.points()) is not None:
-        _print_best(loop.study, spec)
+        _print_best(loop.study)
     else:
         console.print("no feasible trial yet: see `tuner trials` for the failure reasons")
 
@@ -143,7 +160,7 @@ def trials(
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
     study, _ = open_stored_study(study_file, storage, simulated)
-    frame = trials_frame(read_all(study.get_trials(deepcopy=False)))
+    frame = trials_frame(read_all(study.get_trials(deepcopy=False)), study.user_attrs)
     if fmt == "csv":
         typer.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -157,12 +174,15 @@ def trials(
 def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = False) -> None:
     """Print the best feasible trial as a ready-to-run `vllm serve` command."""
 
-    study, spec = open_stored_study(study_file, storage, simulated)
-    _print_best(study, spec)
+    study, _ = open_stored_study(study_file, storage, simulated)
+    _print_best(study)
 
 
-def _print_best(study: optuna.Study, spec: StudySpec) -> None:
+def _print_best(study: optuna.Study) -> None:
+    """The best trial of the study's current spec, its command built from that stored spec."""
+    from tuner.specs import of_current
     from tuner.trials import read_all
     from tuner.views import best_report
 
-    typer.echo(best_report(read_all(study.get_trials(deepcopy=False)), study.study_name, spec))
+    points = of_current(study.user_attrs, read_all(study.get_trials(deepcopy=False)))
+    typer.echo(best_report(points, study.study_name, study.user_attrs))
