@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
+import yaml
+from pydantic import ValidationError
+
 from tuner.config import StudySpec
+from tuner.errors import UserError
+from tuner.export import Choice, env_assignments, render
+from tuner.pareto import TrialPoint
 from tuner.space import engine_argv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +45,78 @@ def test_hostile_values_stay_single_arguments() -> None:
     argv = engine_argv(spec, {"max-num-seqs": 4}, port=8000)
     assert hostile in argv and "$(reboot)" in argv
     assert argv[argv.index("--host") + 1] == "127.0.0.1"  # loopback unless the file says so
+
+
+HOSTILE_ENV = {
+    "A": "$(touch pwned-a)",
+    "B": "`touch pwned-b`",
+    "C": "x'; touch pwned-c; '",
+    "D": "line\ntouch pwned-d",
+    "E": "a\u2028b\x85c\x7fd\\e'f\r\tg é",  # YAML's line breaks, DEL, quotes, non-ASCII
+}
+
+
+def _hostile_spec() -> StudySpec:
+    return StudySpec.model_validate(
+        {
+            "name": "s",
+            "engine": {"model": "m\n$(touch pwned-m)", "env": HOSTILE_ENV},
+            "hardware": {"gpu": "a6000\ntouch pwned-gpu"},
+            "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 1, "high": 8}}},
+            "workload": {"dataset_name": "jsonl", "dataset_path": "d\ntouch pwned-path"},
+        }
+    )
+
+
+def test_env_name_with_command_substitution_is_refused_by_export() -> None:
+    """A stored spec that predates the load-time check still cannot export such a name."""
+    with pytest.raises(UserError, match="not a POSIX name"):
+        env_assignments({"X$(touch pwned)": "1"})
+    with pytest.raises(ValidationError, match="not a POSIX name"):
+        StudySpec.model_validate(
+            {
+                "name": "s",
+                "engine": {"model": "m", "env": {"X$(touch pwned)": "1"}},
+                "search_space": {"parameters": {"a": {"type": "bool"}}},
+                "workload": {},
+            }
+        )
+
+
+def test_shell_and_yaml_exports_sourced_by_bash_run_nothing(tmp_path: Path) -> None:
+    """Both exports go through a real bash: every value arrives intact, no file appears."""
+    spec = _hostile_spec()
+    point = TrialPoint(
+        number=0, state="COMPLETE", params={"max-num-seqs": 4}, metrics={}, status="feasible"
+    )
+    choice = Choice(point, "trial 0, as asked")
+    shell = render("shell", spec, choice, "s", simulated=True)
+    yaml_text = render("yaml", spec, choice, "s", simulated=True, config_path="my cfg $(x).yaml")
+    (run_line,) = [line for line in yaml_text.splitlines() if line.startswith("# run with: ")]
+    # `vllm` is a function that prints its argv and the env it was given.
+    show = (
+        "vllm() { printf '%s\\n' \"$@\"; "
+        "for v in A B C D E; do printf '%s=%s\\n' $v \"${!v}\"; done; }"
+    )
+    (tmp_path / "export.sh").write_text(shell)
+    (tmp_path / "yaml-run.sh").write_text(run_line.removeprefix("# run with: ") + "\n")
+    outputs = []
+    for script in ("export.sh", "yaml-run.sh"):
+        proc = subprocess.run(
+            ["bash", "-c", f"{show}; source {script}"],
+            capture_output=True,
+            check=True,
+            cwd=tmp_path,
+            env={"PATH": os.environ["PATH"]},
+        )
+        outputs.append(proc.stdout.decode())  # bytes: keep the \r as it came
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.sh", "yaml-run.sh"]
+    for out in outputs:
+        for name, value in HOSTILE_ENV.items():
+            assert f"{name}={value}\n" in out
+    assert "m\n$(touch pwned-m)\n" in outputs[0]  # the model path, as one argument
+    assert "--config\nmy cfg $(x).yaml\n" in outputs[1]
+    # Values with line breaks stay inside comments: no line of the export is uncommented
+    # except the command itself.
+    assert all(line.startswith("#") for line in yaml_text.split("\nmodel:")[0].splitlines())
+    assert yaml.safe_load(yaml_text) == {"model": "m\n$(touch pwned-m)", "max-num-seqs": 4}

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tuner import slo
+from tuner import inputs, slo, yamlfile
 from tuner.errors import UserError
-from tuner.workload.spec import WorkloadSpec
+from tuner.inputs import check_run, check_run_environment, check_run_storage
+from tuner.workload.spec import WorkloadSpec, check_measured
+
+__all__ = [
+    "StudySpec",
+    "check_run",
+    "check_run_environment",
+    "check_run_storage",
+    "load_study_spec",
+]
 
 Scalar = str | int | float | bool
+MAX_NAME_LEN = 128  # study names go into log file names: `<name>-simulated-trial-0001.log`
+MAX_TRIALS = 100_000
+SEED_LIMIT = 2**32  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ParameterSpec(_Strict):
@@ -44,12 +57,26 @@ class ParameterSpec(_Strict):
                 raise ValueError("log scale needs low > 0")
             if self.log and self.step is not None and self.type == "float":
                 raise ValueError("log scale and step cannot be combined")
+            if self.type == "float" and self.step is not None and not self.step > 0:
+                raise ValueError(f"step must be > 0, not {self.step:g}")
+            if self.type == "int":
+                for what, value in (("low", self.low), ("high", self.high), ("step", self.step)):
+                    if value is not None and not float(value).is_integer():
+                        raise ValueError(f"int parameter: {what} must be a whole number")
+                if self.step is not None and self.step < 1:
+                    raise ValueError(
+                        f"int parameter: step must be a positive integer, not {self.step:g}"
+                    )
         elif self.type == "categorical" and not self.choices:
             raise ValueError("categorical parameter needs choices")
         if self.flag and self.env:
             raise ValueError("a parameter maps to a flag or an env var, not both")
         if self.flag and not self.flag.startswith("--"):
             raise ValueError(f"flag {self.flag!r} must start with --")
+        if self.env is not None:
+            inputs.check_env_name(self.env)
+        if self.type == "int" and isinstance(self.default, float) and not self.default.is_integer():
+            raise ValueError(f"default {self.default!r} of an int parameter is not whole")
         if self.default is not None and not self.contains(self.default):
             raise ValueError(f"default {self.default!r} is outside the range")
         return self
@@ -86,8 +113,8 @@ class EngineSpec(_Strict):
     flags: dict[str, Scalar | None] = {}
     env: dict[str, str] = {}
     host: str = "127.0.0.1"
-    startup_timeout_s: float = Field(1200.0, gt=0)
-    cpu_affinity: list[int] | None = None
+    startup_timeout_s: float = Field(1200.0, gt=0, le=inputs.MAX_TIMEOUT_S)
+    cpu_affinity: list[Annotated[int, Field(ge=0, lt=65536)]] | None = None
     api_key_env: str | None = None
     export_drop_flags: list[str] = []
 
@@ -96,6 +123,28 @@ class EngineSpec(_Strict):
     def _command(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("engine command is empty")
+        for part in v:
+            inputs.check_command_part(part)
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            inputs.check_env_name(name)
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str | None) -> str | None:
+        if v is not None and not inputs.POSIX_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a POSIX env name ([A-Za-z_][A-Za-z0-9_]*)")
+        return v
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        inputs.check_host(v)
         return v
 
     @field_validator("flags")
@@ -150,11 +199,14 @@ class ObjectiveSpec(_Strict):
     def _slo(cls, v: list[str]) -> list[str]:
         for text in v:
             _checked(slo.parse_slo, text)
+            for limit in slo.parse_slo(text):
+                if not math.isfinite(limit.value):
+                    raise ValueError(f"SLO {text!r}: the limit must be a finite number")
         return v
 
 
 class BudgetSpec(_Strict):
-    n_trials: int = Field(30, ge=1)
+    n_trials: int = Field(30, ge=1, le=MAX_TRIALS)
     timeout: str | None = None  # e.g. "8h", "90m", "3600s"
 
     @field_validator("timeout")
@@ -171,22 +223,22 @@ class BudgetSpec(_Strict):
 
 class SamplerSpec(_Strict):
     name: Literal["tpe", "random", "gp", "nsga2"] = "tpe"
-    seed: int | None = 0
+    seed: int | None = Field(0, ge=0, lt=SEED_LIMIT)
 
 
 class HardwareSpec(_Strict):
     """What the engine runs on; used by the simulator and the pre-launch memory check."""
 
     gpu: str | None = None
-    count: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, le=4096)
     gpu_memory_gib: float | None = Field(None, gt=0)
 
 
 class TrialSpec(_Strict):
-    stall_timeout_s: float = Field(60.0, gt=0)
+    stall_timeout_s: float = Field(60.0, gt=0, le=inputs.MAX_TIMEOUT_S)
     repeat_measured: bool = False
     retry_interrupted: bool = False
-    confirm_repeats: int = Field(3, ge=1)
+    confirm_repeats: int = Field(3, ge=1, le=100)
 
 
 class StudySpec(_Strict):
@@ -202,12 +254,37 @@ class StudySpec(_Strict):
     trial: TrialSpec = TrialSpec()
     storage: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        where = inputs.find_nul(data)
+        if where is not None:
+            raise ValueError(f"{where}: contains a NUL character, which no argv or env can carry")
+        return data
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
+        if len(v) > MAX_NAME_LEN:
+            raise ValueError(f"study name is {len(v)} characters long: at most {MAX_NAME_LEN}")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
             raise ValueError(f"study name {v!r} may hold only letters, digits, '.', '_' and '-'")
         return v
+
+    @model_validator(mode="after")
+    def _measured(self) -> StudySpec:
+        """Every metric the objective reads must be one the workload produces."""
+        obj = self.objective
+        wanted = [("objective.weights", n) for n, w in obj.weights.items() if w > 0]
+        if obj.mode == "multi":
+            wanted += [("objective.objectives", n) for n in obj.objectives]
+        for text in obj.slo:
+            wanted += [("objective.slo", limit.metric) for limit in slo.parse_slo(text)]
+        for where, name in wanted:
+            problem = check_measured(self.workload, name)
+            if problem:
+                raise ValueError(f"{where}: {problem}")
+        return self
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -226,7 +303,7 @@ def _read_yaml(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: {what} not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yamlfile.load(path.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -236,9 +313,19 @@ def _read_yaml(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+_UNION_TAGS = {"str", "int", "float", "bool"}  # how pydantic names a Scalar's branches
+
+
 def _describe(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    errors = exc.errors()
+    err = errors[0]
+    path = list(err["loc"])
+    if path and path[-1] in _UNION_TAGS:  # a Scalar: one line for the value, not per branch
+        path.pop()
+        branches = [e for e in errors if list(e["loc"][:-1]) == path]
+        finite = [e for e in branches if e["type"] == "finite_number"]
+        err = finite[0] if finite else {**err, "msg": "must be a string, a number or a bool"}
+    loc = ".".join(str(p) for p in path)
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"

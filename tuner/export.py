@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ import yaml
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
+from tuner.inputs import POSIX_NAME
 from tuner.objective import HEADLINE_METRICS
 from tuner.pareto import check_stored
 from tuner.slo import SloLimit
@@ -179,9 +180,40 @@ def _workload(spec: StudySpec) -> str:
     return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
 
 
+def env_assignments(env: dict[str, str], quote: Callable[[str], str] = shlex.quote) -> list[str]:
+    """`NAME=value` words for a shell: the value quoted, the name checked (a quoted name is no
+    assignment, so a name that is not a POSIX name is refused, not written)."""
+    out = []
+    for name, value in env.items():
+        if not POSIX_NAME.fullmatch(name):
+            raise UserError(f"env name {name!r} is not a POSIX name: it cannot be exported")
+        out.append(f"{name}={quote(str(value))}")
+    return out
+
+
+_BREAKS = {"\x85", "\u2028", "\u2029", "\x7f"}  # line breaks to YAML or Python, and DEL
+
+
+def one_line_quote(value: str) -> str:
+    """`shlex.quote`, except that a value holding a control character or a line break is
+    written `$'...'` (bash, zsh, ksh; POSIX.1-2024), so that it stays on one comment line."""
+    value = str(value)
+    if not any(ord(c) < 32 or c in _BREAKS for c in value):
+        return shlex.quote(value)
+    out = []
+    for c in value:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif ord(c) < 32 or c in _BREAKS:
+            out.extend(f"\\x{b:02x}" for b in c.encode())  # UTF-8 bytes: any locale
+        else:
+            out.append(c)
+    return "$'" + "".join(out) + "'"
+
+
 def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
     """`VAR=value vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
-    env = [f"{k}={shlex.quote(v)}" for k, v in serve_env(spec, params).items()]
+    env = env_assignments(serve_env(spec, params))
     argv = serve_argv(spec, params)
     words = [*env, *(shlex.quote(a) for a in argv[:3])]
     lines = [" ".join(words)]
@@ -207,7 +239,11 @@ def vllm_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _comment(lines: Sequence[str]) -> str:
-    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+    """Comment lines; a line break inside a value (a model path, a GPU name) stays commented,
+    so nothing of the study file ends up as a command when the export is sourced."""
+    return "".join(
+        f"# {part}".rstrip() + "\n" for line in lines for part in (line.splitlines() or [""])
+    )
 
 
 def render(
@@ -229,8 +265,8 @@ def render(
         env = serve_env(spec, p.params)
         run = " ".join(
             [
-                *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
-                f"vllm serve --config {shlex.quote(config_path)}",
+                *env_assignments(env, one_line_quote),
+                f"vllm serve --config {one_line_quote(config_path)}",
             ]
         )
         head = [*notes, f"run with: {run}"]

@@ -53,7 +53,7 @@ def run(
             timeout_s = parse_duration_s(timeout)
         except ValueError as exc:
             raise UserError(f"--timeout: {exc}") from None
-    spec, store = open_study_file(study_file, storage, check=_check_engine_command)
+    spec, store = open_study_file(study_file, storage, check=lambda s: _check_run(s, storage))
     log_dir.mkdir(parents=True, exist_ok=True)
     _loop(
         spec,
@@ -132,6 +132,13 @@ def _loop(
         _print_best(loop.study)
     else:
         console.print("no feasible trial yet: see `tuner trials` for the failure reasons")
+
+
+def _check_run(spec, storage) -> None:
+    from tuner.config import check_run
+
+    check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
+    _check_engine_command(spec)
 
 
 def _check_engine_command(spec) -> None:

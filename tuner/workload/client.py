@@ -22,7 +22,8 @@ from tuner.workload.records import RequestRecord
 from tuner.workload.sse import SseDecoder, interpret
 
 CHAT_ENDPOINT = "/v1/chat/completions"
-ERROR_BODY_CHARS = 300
+ERROR_BODY_CHARS = 300  # of an error body, kept in the record
+ERROR_BODY_READ = 64 * 1024  # read at most this much of an error body (the rest is dropped)
 
 
 class StreamActivity:
@@ -76,7 +77,9 @@ def request_body(endpoint: str, model: str, req: BenchRequest) -> bytes:
 
 
 def request_headers(api_key: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
+    """`Accept-Encoding: identity`: the stream is read raw (no decoding at 100k chunks/s),
+    so a server must not compress it; aiohttp would otherwise offer gzip and deflate."""
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers
@@ -117,11 +120,18 @@ async def stream_request(
     try:
         resp = await transport.handle_async_request(request)
         try:
-            if resp.status_code == 200:
+            encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+            if encoding != "identity":  # asked for identity; the raw bytes would be garbage
+                rec.error = (
+                    f"HTTP {resp.status_code}: the server compressed the body "
+                    f"(Content-Encoding: {encoding[:40]}) though the client asked for identity"
+                )
+            elif resp.status_code == 200:
                 await _read_stream(resp, rec, chat, st, activity)
             else:
-                raw = (await resp.aread())[:ERROR_BODY_CHARS].decode("utf-8", "replace")
-                rec.error = f"HTTP {resp.status_code}: {' '.join(raw.split())}"
+                raw = (await _read_head(resp, ERROR_BODY_READ))[:ERROR_BODY_CHARS]
+                text = raw.decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status_code}: {' '.join(text.split())}"
         finally:
             await resp.aclose()
     except (httpx.HTTPError, aiohttp.ClientError, ValueError, OSError) as exc:
@@ -132,6 +142,18 @@ async def stream_request(
         activity.in_flight -= 1
     rec.success = not rec.error
     return rec
+
+
+async def _read_head(resp: httpx.Response, limit: int) -> bytes:
+    """At most `limit` bytes of the body: a huge error body is not read whole (closing the
+    response then drops the connection instead of reusing it)."""
+    parts, size = [], 0
+    async for chunk in resp.aiter_raw():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(parts)[:limit]
 
 
 async def _read_stream(

@@ -3,35 +3,46 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+LATENCY_NAMES = ("ttft", "tpot", "itl", "e2el")
+# Caps on sizes, so that a typo cannot exhaust memory (docs/study-file.md, "Limits").
+MAX_PROMPTS = 1_000_000
+MAX_LEN = 2**20  # tokens of one prompt or output: above every model's max position
+MAX_RANDOM_TOKENS = 2**28  # random prompts in all (about 1 GB of prompt text)
+MAX_WARMUPS = 10_000
+MAX_TIMEOUT_S = 7 * 86400.0
+SEED_LIMIT = 2**32
+_LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 
 
 class WorkloadSpec(BaseModel):
     """One fixed workload. Field names are `vllm bench serve` flags with `_` for `-`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     endpoint: Literal["/v1/completions", "/v1/chat/completions"] = "/v1/completions"
     dataset_name: Literal["random", "sharegpt", "jsonl"] = "random"
     dataset_path: str | None = None
     tokenizer: str | None = None
-    random_input_len: int = Field(1024, ge=1)
-    random_output_len: int = Field(128, ge=1)
+    random_input_len: int = Field(1024, ge=1, le=MAX_LEN)
+    random_output_len: int = Field(128, ge=1, le=MAX_LEN)
     random_range_ratio: float = Field(0.0, ge=0.0, lt=1.0)
-    sharegpt_output_len: int | None = Field(None, ge=1)
-    num_prompts: int = Field(1000, ge=1)
-    request_rate: float = math.inf
+    sharegpt_output_len: int | None = Field(None, ge=1, le=MAX_LEN)
+    num_prompts: int = Field(1000, ge=1, le=MAX_PROMPTS)
+    request_rate: float = Field(math.inf, allow_inf_nan=True)
     burstiness: float = Field(1.0, gt=0.0)
-    max_concurrency: int | None = Field(None, ge=1)
-    seed: int = 0
-    num_warmups: int = Field(0, ge=0)
+    max_concurrency: int | None = Field(None, ge=1, le=MAX_PROMPTS)
+    seed: int = Field(0, ge=0, lt=SEED_LIMIT)
+    num_warmups: int = Field(0, ge=0, le=MAX_WARMUPS)
     percentile_metrics: str = "ttft,tpot,itl"
     metric_percentiles: str = "99"
     goodput: dict[Literal["ttft", "tpot", "e2el"], float] | None = None
     ignore_eos: bool = False
-    request_timeout_s: float = Field(600.0, gt=0.0)
+    request_timeout_s: float = Field(600.0, gt=0.0, le=MAX_TIMEOUT_S)
 
     @field_validator("request_rate")
     @classmethod
@@ -40,16 +51,91 @@ class WorkloadSpec(BaseModel):
             raise ValueError("request_rate must be > 0 (use inf to send everything at once)")
         return v
 
+    @field_validator("percentile_metrics")
+    @classmethod
+    def _metrics(cls, v: str) -> str:
+        names = _items(v)
+        unknown = [n for n in names if n not in LATENCY_NAMES]
+        if unknown or not names:
+            raise ValueError(
+                f"unknown metric {', '.join(unknown)!r}; use ttft, tpot, itl, e2el"
+                if unknown
+                else "name at least one of ttft, tpot, itl, e2el"
+            )
+        return v
+
+    @field_validator("metric_percentiles")
+    @classmethod
+    def _percentiles(cls, v: str) -> str:
+        items = _items(v)
+        if not items:
+            raise ValueError("give at least one percentile, e.g. 99")
+        for item in items:
+            try:
+                p = float(item)
+            except ValueError:
+                raise ValueError(f"{item!r} is not a number: use e.g. 95,99") from None
+            if not 0 <= p <= 100:  # NaN fails too
+                raise ValueError(f"percentile {item} is outside 0..100")
+        return v
+
+    @field_validator("goodput")
+    @classmethod
+    def _goodput(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        for name, ms in (v or {}).items():
+            if not ms >= 0:
+                raise ValueError(f"goodput {name}: the limit must be >= 0 ms")
+        return v
+
+    @field_validator("dataset_path", "tokenizer")
+    @classmethod
+    def _no_nul(cls, v: str | None) -> str | None:
+        if v is not None and "\0" in v:
+            raise ValueError("contains a NUL character")
+        return v
+
     @model_validator(mode="after")
     def _dataset_path_needed(self) -> WorkloadSpec:
         if self.dataset_name in ("sharegpt", "jsonl") and not self.dataset_path:
             raise ValueError(f"dataset_name {self.dataset_name} needs dataset_path")
+        if self.dataset_name == "random":
+            total = self.num_prompts * math.ceil(
+                self.random_input_len * (1 + self.random_range_ratio)
+            )
+            if total > MAX_RANDOM_TOKENS:
+                raise ValueError(
+                    f"num_prompts × random_input_len is up to {total} prompt tokens: "
+                    f"at most {MAX_RANDOM_TOKENS} (2**28) fit in memory"
+                )
         return self
 
     @property
     def percentiles(self) -> list[float]:
-        return [float(p) for p in self.metric_percentiles.split(",") if p.strip()]
+        return [float(p) for p in _items(self.metric_percentiles)]
 
     @property
     def selected_metrics(self) -> list[str]:
-        return [m.strip() for m in self.percentile_metrics.split(",") if m.strip()]
+        return _items(self.percentile_metrics)
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _percentile_word(p: float) -> str:
+    """As `tuner.metrics.percentile_word` names the `p<N>_..._ms` keys (99, 99.9)."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def check_measured(spec: WorkloadSpec, metric: str) -> str | None:
+    """Why this workload never produces `metric` (a result key), or None when it does."""
+    m = _LATENCY_KEY.match(metric)
+    if m:
+        _, percentile, name = m.groups()
+        if name not in spec.selected_metrics:
+            return f"{metric} is not measured: workload.percentile_metrics lacks {name}"
+        if percentile is not None and percentile not in map(_percentile_word, spec.percentiles):
+            return f"{metric} is not measured: workload.metric_percentiles lacks {percentile}"
+    if metric == "request_goodput" and not spec.goodput:
+        return "request_goodput is not measured: the workload sets no goodput"
+    return None

@@ -13,18 +13,25 @@ from typing import Literal, NamedTuple
 DONE = "[DONE]"
 
 
+MAX_EVENT_BYTES = 64 * 2**20  # one SSE event; vLLM's are well under a kilobyte
+
+
 class SseDecoder:
     """Incremental SSE decoder: feed raw bytes, get the data payload of each complete event.
 
     Events end at a blank line (`\\n\\n`, `\\r\\n\\r\\n` or `\\r\\r`). Lines starting with `:`
     are comments (keep-alive pings) and fields other than `data` are ignored; several
     `data:` lines of one event are joined with `\\n`, as the SSE specification says.
+    Linear time however the bytes are cut: an unfinished event waits as a list of pieces,
+    each searched once, and is joined once when its end arrives. An event over
+    MAX_EVENT_BYTES raises ValueError (the stream is broken, not a benchmark).
     """
 
-    __slots__ = ("_buf", "_cr")
+    __slots__ = ("_cr", "_parts", "_size")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._parts: list[bytes] = []  # the unfinished event, as it arrived
+        self._size = 0
         self._cr = False
 
     def feed(self, chunk: bytes) -> list[str]:
@@ -36,11 +43,30 @@ class SseDecoder:
             if self._cr:
                 chunk = chunk[:-1]
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buf = self._buf + chunk
-        if b"\n\n" not in buf:
-            self._buf = buf
+        if not chunk:
             return []
-        *events, self._buf = buf.split(b"\n\n")
+        parts = self._parts
+        if parts:
+            # The blank line may straddle the pieces: "...\n" then "\n...".
+            ends = b"\n\n" in chunk or (chunk[:1] == b"\n" and parts[-1][-1:] == b"\n")
+            parts.append(chunk)
+            self._size += len(chunk)
+            if not ends:
+                if self._size > MAX_EVENT_BYTES:
+                    raise ValueError(f"an SSE event is over {MAX_EVENT_BYTES} bytes")
+                return []
+            buf = b"".join(parts)
+            self._parts, self._size = [], 0
+        elif b"\n\n" not in chunk:
+            if len(chunk) > MAX_EVENT_BYTES:
+                raise ValueError(f"an SSE event is over {MAX_EVENT_BYTES} bytes")
+            self._parts, self._size = [chunk], len(chunk)
+            return []
+        else:
+            buf = chunk
+        *events, tail = buf.split(b"\n\n")
+        if tail:
+            self._parts, self._size = [tail], len(tail)
         out = []
         for raw in events:
             if raw[:6] == b"data: " and b"\n" not in raw:  # the common case: one data line
@@ -53,7 +79,8 @@ class SseDecoder:
 
     def flush(self) -> list[str]:
         """End of stream: a last event not followed by a blank line still counts."""
-        raw, self._buf = self._buf, b""
+        raw = b"".join(self._parts)
+        self._parts, self._size = [], 0
         payload = _event_data(raw.strip(b"\n")) if raw.strip() else None
         return [payload] if payload is not None else []
 
@@ -94,30 +121,56 @@ def interpret(payload: str, chat: bool) -> StreamEvent:
     """Read one payload of /v1/completions (`chat=False`) or /v1/chat/completions.
 
     Usage is read from any chunk that carries it (vLLM sends it in a last chunk with
-    empty `choices`). A non-JSON payload raises ValueError: the stream is broken.
+    empty `choices`). A payload that is not such a chunk (not JSON, `choices` not a list of
+    objects, text not a string, token counts not integers in 0..MAX_TOKENS) raises
+    ValueError: the stream is broken, and the request fails with that message.
     """
     if payload == DONE:
         return _DONE_EVENT
-    data = json.loads(payload)
+    try:
+        data = json.loads(payload)
+    except RecursionError:  # `[[[[...` nested past Python's stack
+        raise ValueError("SSE payload is nested too deeply") from None
     if type(data) is not dict:
         raise ValueError(f"SSE payload is not a JSON object: {payload[:80]!r}")
     usage = data.get("usage")
     completion_tokens = prompt_tokens = None
     if type(usage) is dict:
-        completion_tokens = usage.get("completion_tokens")
-        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = _count(usage, "completion_tokens")
+        prompt_tokens = _count(usage, "prompt_tokens")
     choices = data.get("choices")
     if choices:
+        if type(choices) is not list or type(choices[0]) is not dict:
+            raise ValueError(
+                f"malformed SSE chunk: choices is not a list of objects: {payload[:80]!r}"
+            )
         if chat:
             delta = choices[0].get("delta")
+            if delta is not None and type(delta) is not dict:
+                raise ValueError(f"malformed SSE chunk: delta is not an object: {payload[:80]!r}")
             text = (delta.get("content") if delta else None) or ""
         else:
             text = choices[0].get("text") or ""
+        if type(text) is not str:
+            raise ValueError(f"malformed SSE chunk: the text is not a string: {payload[:80]!r}")
         return StreamEvent("token", text, completion_tokens, prompt_tokens)
     if "error" in data:
         err = data["error"]
         message = err.get("message", err) if isinstance(err, dict) else err
-        return StreamEvent("error", error=str(message))
+        return StreamEvent("error", error=str(message)[:500])
     if completion_tokens is not None or prompt_tokens is not None:
         return StreamEvent("usage", "", completion_tokens, prompt_tokens)
     return StreamEvent("other")
+
+
+MAX_TOKENS = 2**31 - 1  # a token count past this is garbage, not a measurement
+
+
+def _count(usage: dict, key: str) -> int | None:
+    value = usage.get(key)
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+        shown = "out of range" if type(value) is int else repr(value)[:40]
+        raise ValueError(f"malformed SSE chunk: usage.{key} is {shown}, not a count")
+    return value
