@@ -11,6 +11,7 @@ import optuna
 import pytest
 
 from tuner.config import StudySpec
+from tuner.errors import UserError
 from tuner.optuna_adapter import set_system_attr
 from tuner.recovery import this_process
 from tuner.runner import PlanRunner
@@ -214,3 +215,135 @@ def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> Non
     assert len(confirmation_runs(points)[top]) == 3
     assert all(p.confirm_of is None for p in ranked(points))
     assert "confirmed over 3 runs" in best_report(points, loop.name, loop.study.user_attrs)
+
+
+# Results that can be trusted (resume, baseline, doomed studies, sampler errors) -------------
+
+
+def test_resuming_a_seeded_study_does_not_replay_it(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir, sampler={"name": "random", "seed": 3})
+    first = _loop(spec, store).run(n_trials=4)
+    again = _loop(spec, store).run(n_trials=3)
+    assert first.new_configs == 4 and again.new_configs == 3 and again.saved_by_reuse == 0
+    trials = store.load_study("loop-simulated").get_trials()
+    assert len(trials) == 7
+    keys = {tuple(sorted(t.params.items())) for t in trials}
+    assert len(keys) == 7  # no proposal replayed
+    # A fresh study with the same seed is reproducible.
+    other = Store(f"sqlite:///{store.url.removeprefix('sqlite:///')}.2")
+    _loop(spec, other).run(n_trials=4)
+    assert [t.params for t in other.load_study("loop-simulated").get_trials()] == [
+        t.params for t in trials[:4]
+    ]
+    other.close()
+
+
+class _InterruptOnce(PlanRunner):
+    """Ctrl-C during the first measurement, as a person would press it."""
+
+    interrupted = False
+
+    def measure(self, ctx):
+        if not _InterruptOnce.interrupted:
+            _InterruptOnce.interrupted = True
+            raise KeyboardInterrupt
+        return super().measure(ctx)
+
+
+def test_an_interrupted_baseline_is_the_next_trial(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    with pytest.raises(KeyboardInterrupt):
+        StudyLoop(spec, store, _InterruptOnce(spec)).run(n_trials=2)
+    loop = _loop(spec, store)
+    loop.run(n_trials=2)
+    first, second, third = loop.study.get_trials()
+    assert first.user_attrs["failure_kind"] == "interrupted" and first.user_attrs["baseline"]
+    assert second.user_attrs["baseline"] is True and second.params == first.params
+    assert second.user_attrs["score"] == 0.0 and second.user_attrs["reference_trial"] == 1
+    assert "baseline" not in third.user_attrs
+    assert third.user_attrs.get("reference_trial", 1) == 1  # when measured (not refused)
+
+
+class _ModelTypo(PlanRunner):
+    """Every launch dies at start the same way, as with a model path typo."""
+
+    def measure(self, ctx):
+        from tuner.runner import Measurement
+
+        return Measurement(
+            failure_kind="crashed",
+            failure_reason="engine exited (exit code 1): OSError: /models/qwen32 "
+            f"(pid {ctx.number}) does not exist",
+            log_path=f"/tmp/trial-{ctx.number}.log",
+        )
+
+
+def test_a_study_whose_engine_never_starts_stops(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir, sampler={"name": "random", "seed": 1})
+    loop = StudyLoop(spec, store, _ModelTypo(spec))
+    with pytest.raises(UserError, match=r"first 3 engine starts all failed .*does not exist"):
+        loop.run(n_trials=10)
+    trials = loop.study.get_trials()
+    launched = [t for t in trials if not t.user_attrs.get("predicted")]
+    assert len(launched) == 3 and len(trials) < 10  # not the whole budget
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+
+
+def test_a_sampler_exception_leaves_no_trial_running(
+    tiny_model_dir: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _spec(tiny_model_dir, sampler={"name": "random", "seed": 1})
+    loop = _loop(spec, store)
+    loop.run(n_trials=1)
+
+    def broken(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'torch'")
+
+    monkeypatch.setattr(optuna.samplers.RandomSampler, "sample_independent", broken)
+    with pytest.raises(ModuleNotFoundError):
+        loop.run(n_trials=1)
+    last = loop.study.get_trials()[-1]
+    assert last.state == optuna.trial.TrialState.FAIL
+    assert last.user_attrs["failure_kind"] == "tuner_error"
+    assert "torch" in last.user_attrs["failure_reason"]
+
+
+def test_gp_sampler_without_its_dependencies_is_refused_at_load(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    import yaml
+
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("scipy"):
+        pytest.fail("this environment has torch and scipy: the refusal cannot be checked here")
+    data = _spec(tiny_model_dir, sampler={"name": "gp"}).model_dump(mode="json")
+    path = tmp_path / "gp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "plan", str(path), "--n-trials", "2"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and "tuner[gp]" in run.stderr
+    assert not (tmp_path / "tuner.db").exists()
+
+
+def test_recovery_does_not_depend_on_the_hostname(tiny_model_dir: Path, store: Store) -> None:
+    """A new container on the same boot has a new hostname: the dead owner is still dead."""
+    spec = _spec(tiny_model_dir)
+    loop = _loop(spec, store)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    owner = {**this_process(), "host": "last-nights-container", "pid": int(dead.stdout)}
+    stale = loop.study.ask()
+    set_system_attr(loop.study, stale, OWNER, owner)
+    elsewhere = loop.study.ask()  # another machine (another boot): not ours to judge
+    set_system_attr(loop.study, elsewhere, OWNER, {**owner, "boot_id": "another-boot"})
+    _loop(spec, store).recover()
+    states = {t.number: t.state for t in loop.study.get_trials()}
+    assert states[stale.number] == optuna.trial.TrialState.FAIL
+    assert states[elsewhere.number] == optuna.trial.TrialState.RUNNING

@@ -31,14 +31,20 @@ def this_process() -> dict[str, Any]:
 
 
 def owner_alive(owner: dict[str, Any] | None) -> bool:
-    """A RUNNING trial is stale when the tuner that owns it (same host) no longer exists."""
+    """Whether the tuner that owns a RUNNING trial may still be running.
+
+    The boot id, the pid and the kernel's start time of that pid identify a process; the
+    hostname does not (a new container each night has a new one on the same boot). So:
+    - same boot: alive exactly when that pid exists with that start time;
+    - another boot, same hostname: this machine rebooted since, so the owner is dead;
+    - another boot and another hostname: another machine's worker, not ours to judge
+      (docs/reliability.md, "Recovery").
+    """
     if not owner:
         return False
-    if owner.get("host") != socket.gethostname():
-        return True  # another machine's worker: not ours to judge
-    if owner.get("boot_id") != boot_id():
-        return False  # rebooted since
-    return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
+    if owner.get("boot_id") == boot_id():
+        return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
+    return owner.get("host") != socket.gethostname()
 
 
 @dataclass
@@ -73,6 +79,7 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
         trial.set_user_attr(tr.FAILURE_REASON, "interrupted: the tuner stopped during this trial")
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         out.interrupted.append(number)
-        if retry and not t.user_attrs.get(tr.RETRY_OF):
+        # An interrupted baseline is queued again by the loop itself (it is the next trial).
+        if retry and not t.user_attrs.get(tr.RETRY_OF) and not t.user_attrs.get(tr.BASELINE):
             study.enqueue_trial(t.params, user_attrs={tr.RETRY_OF: number})
     return out

@@ -112,6 +112,8 @@ def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
         study.set_user_attr(tr.LEGACY_SPEC_ID, legacy)
         _remember(study, legacy, stored)
     current = study.user_attrs.get(tr.SPEC_ID) or (spec_id(stored) if stored else None)
+    if stored is not None and current != new_id:
+        _check_storable(StudySpec.model_validate(stored), spec)
     if stored is not None and current != new_id and not accept_changes:
         diff = changes(stored, new)
         shown = "; ".join(diff[:SHOWN_CHANGES])
@@ -125,6 +127,27 @@ def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
     study.set_user_attr(tr.SPEC, new)
     study.set_user_attr(tr.SPEC_ID, new_id)
     return new_id
+
+
+def _storable_shape(p: Any) -> tuple:
+    """What Optuna's storage requires to stay the same for a parameter name within one study:
+    the kind of distribution, its log setting, and a categorical's choices."""
+    if p.type in ("int", "float"):
+        return (p.type, p.log)
+    if p.type == "bool":
+        return ("categorical", (False, True))
+    return ("categorical", tuple(p.choices or ()))
+
+
+def _check_storable(old: StudySpec, new: StudySpec) -> None:
+    for name, p in new.search_space.parameters.items():
+        before = old.search_space.parameters.get(name)
+        if before is not None and _storable_shape(before) != _storable_shape(p):
+            raise UserError(
+                f"search_space.parameters.{name}: its type, log setting or choices changed, "
+                "which one Optuna study cannot hold for the same parameter name: give the "
+                "study a new name"
+            )
 
 
 def _remember(study: Any, sid: str, dump: Mapping[str, Any]) -> None:

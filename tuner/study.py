@@ -9,6 +9,7 @@ RUNNING, no engine is left alive. The loop never asks whether the engine is simu
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import re
 import signal
 import time
@@ -24,6 +25,7 @@ from tuner import specs
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
+from tuner.lock import StudyLock
 from tuner.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.progress import SilentProgress, StudyProgress
 from tuner.recovery import recover, this_process
@@ -70,6 +72,23 @@ def make_sampler(spec: StudySpec, offset: int = 0) -> optuna.samplers.BaseSample
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed, deterministic_objective=False)
     return optuna.samplers.TPESampler(seed=seed)
+
+
+# What each sampler needs beyond the tuner's own dependencies (Optuna imports them lazily,
+# so without this check GPSampler fails at its first non-random trial, hours into a night).
+SAMPLER_MODULES = {"gp": ("torch", "scipy")}
+
+
+def check_sampler(spec: StudySpec) -> None:
+    """Refuse, before anything starts, a sampler whose optional dependencies are missing."""
+    missing = [
+        m for m in SAMPLER_MODULES.get(spec.sampler.name, ()) if importlib.util.find_spec(m) is None
+    ]
+    if missing:
+        raise UserError(
+            f"sampler.name: {spec.sampler.name!r} needs {' and '.join(missing)}, which are not "
+            "installed: pip install 'tuner[gp]' (or choose tpe, random or nsga2)"
+        )
 
 
 @dataclass
@@ -173,6 +192,10 @@ class StudyLoop:
         self, *, n_trials: int | None = None, timeout_s: float | None = None, confirm: int = 0
     ) -> RunSummary:
         """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`."""
+        with StudyLock(self.store, self.name):
+            return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+
+    def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
         self._ensure_baseline()
         todo = self.trials_left(n_trials)

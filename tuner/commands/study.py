@@ -75,8 +75,9 @@ def plan(
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.runner import PlanRunner
+    from tuner.study import check_sampler
 
-    spec, store = open_study_file(study_file, storage)
+    spec, store = open_study_file(study_file, storage, check=check_sampler)
     _loop(spec, store, PlanRunner(spec), n_trials=n_trials, accept_changes=accept_changes)
 
 
@@ -136,9 +137,11 @@ def _loop(
 
 def _check_run(spec, storage) -> None:
     from tuner.config import check_run
+    from tuner.study import check_sampler
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
     _check_engine_command(spec)
+    check_sampler(spec)
 
 
 def _check_engine_command(spec) -> None:

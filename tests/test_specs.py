@@ -1,0 +1,139 @@
+"""A study file edited between runs: comparable changes go on, others stop or start anew."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from test_study import _spec
+
+from tuner import specs
+from tuner import trials as tr
+from tuner.errors import UserError
+from tuner.runner import PlanRunner
+from tuner.store import Store
+from tuner.study import StudyLoop
+from tuner.views import best_report
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(f"sqlite:///{tmp_path}/t.db")
+    yield s
+    s.close()
+
+
+def _edited(tokenizer: Path):
+    """The issue's edit: TP 4 → 2, max-model-len 8192 → 4096, rate 8 → 2, input 256 → 128."""
+    spec = _spec(tokenizer)
+    data = spec.model_dump()
+    data["engine"]["flags"].update({"tensor-parallel-size": 2, "max-model-len": 4096})
+    data["workload"].update({"request_rate": 2.0, "random_input_len": 128})
+    data["objective"]["slo"] = ["p99_ttft_ms<=5000"]
+    data["budget"]["n_trials"] = 9
+    return type(spec).model_validate(data)
+
+
+def test_comparable_changes_keep_the_spec_id(tiny_model_dir: Path) -> None:
+    a = _spec(tiny_model_dir).model_dump()
+    b = _spec(
+        tiny_model_dir,
+        budget={"n_trials": 50, "timeout": "8h"},
+        sampler={"name": "random", "seed": 7},
+        trial={"stall_timeout_s": 120},
+        description="edited",
+    ).model_dump()
+    assert specs.spec_id(a) == specs.spec_id(b)
+    assert specs.changes(a, b) == []
+
+
+def test_changes_name_what_a_trial_measures(tiny_model_dir: Path) -> None:
+    diff = specs.changes(_spec(tiny_model_dir).model_dump(), _edited(tiny_model_dir).model_dump())
+    assert "engine.flags.tensor-parallel-size: 4 → 2" in diff
+    assert "workload.request_rate: 8.0 → 2.0" in diff
+    assert "workload.random_input_len: 256 → 128" in diff
+    assert not any(d.startswith("budget") for d in diff)
+
+
+def test_edited_study_file_stops_the_run_with_one_line(tiny_model_dir: Path, store: Store) -> None:
+    StudyLoop(_spec(tiny_model_dir), store, PlanRunner(_spec(tiny_model_dir))).run(n_trials=2)
+    edited = _edited(tiny_model_dir)
+    with pytest.raises(UserError) as err:
+        StudyLoop(edited, store, PlanRunner(edited))
+    text = str(err.value)
+    assert "tensor-parallel-size: 4 → 2" in text and "--accept-changes" in text
+    assert "new name" in text and "\n" not in text
+    study = store.load_study("loop-simulated")
+    assert len(study.trials) == 2  # nothing ran under the edited file
+    assert (
+        specs.spec_for(study.user_attrs, tr.read(study.trials[0])).engine.flags[
+            "tensor-parallel-size"
+        ]
+        == 4
+    )
+
+
+def test_accepted_changes_start_a_new_baseline_and_never_compare(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    old = _spec(tiny_model_dir)
+    StudyLoop(old, store, PlanRunner(old)).run(n_trials=3)
+    edited = _edited(tiny_model_dir)
+    loop = StudyLoop(edited, store, PlanRunner(edited), accept_changes=True)
+    # The old trials' configs again: under the new spec they are measured, never reused.
+    for t in loop.study.get_trials()[:3]:
+        loop.study.enqueue_trial(t.params)
+    loop.run(n_trials=4)
+    trials = loop.study.get_trials()
+    old_ids = {t.user_attrs[tr.SPEC_OF] for t in trials[:3]}
+    new = trials[3:]
+    assert len(old_ids) == 1 and old_ids != {loop.spec_id}
+    assert all(t.user_attrs[tr.SPEC_OF] == loop.spec_id for t in new)
+    assert not any(tr.REUSED_FROM in t.user_attrs for t in new)
+    baseline = next(t for t in new if t.user_attrs.get(tr.BASELINE))
+    assert baseline.user_attrs[tr.SCORE] == 0.0
+    for t in new:
+        if tr.SCORE in t.user_attrs:
+            assert t.user_attrs[tr.REFERENCE] in {x.number for x in new}
+    # The budget counts the new spec's trials only; best reads them only, with their spec.
+    assert loop.trials_left(None) == 9 - 4
+    points = loop.points()
+    assert {p.number for p in points} == {t.number for t in new}
+    assert "--tensor-parallel-size 2" in best_report(points, loop.name, loop.study.user_attrs)
+    first = tr.read(trials[0])
+    assert specs.spec_for(loop.study.user_attrs, first).engine.flags["tensor-parallel-size"] == 4
+
+
+def test_changing_a_parameters_log_setting_is_one_line_not_a_traceback(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    old = _spec(tiny_model_dir)
+    StudyLoop(old, store, PlanRunner(old)).run(n_trials=2)
+    data = old.model_dump()
+    data["search_space"]["parameters"]["max-num-seqs"]["log"] = False
+    edited = type(old).model_validate(data)
+    for accept in (False, True):  # Optuna's storage cannot hold both: only a new name works
+        with pytest.raises(UserError, match=r"parameters.max-num-seqs: .*log.*new name"):
+            StudyLoop(edited, store, PlanRunner(edited), accept_changes=accept)
+    study = store.load_study("loop-simulated")
+    assert study.get_trials(states=(optuna.trial.TrialState.RUNNING,)) == []
+    # A range change is storable: accepted, it runs.
+    data = old.model_dump()
+    data["search_space"]["parameters"]["max-num-seqs"]["high"] = 128
+    data["search_space"]["parameters"]["max-num-seqs"]["default"] = 128
+    ranged = type(old).model_validate(data)
+    loop = StudyLoop(ranged, store, PlanRunner(ranged), accept_changes=True)
+    assert loop.run(n_trials=2).ran == 2
+
+
+def test_a_study_from_before_spec_ids_keeps_its_trials(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir)
+    loop = StudyLoop(spec, store, PlanRunner(spec))
+    loop.run(n_trials=2)
+    # What an older tuner stored: the spec, no ids, trials without a spec id.
+    for key in (tr.SPEC_ID, tr.SPEC_BY_ID + loop.spec_id):
+        store.optuna.set_study_user_attr(loop.study._study_id, key, None)
+    again = StudyLoop(spec, store, PlanRunner(spec))
+    assert again.spec_id == loop.spec_id
+    assert len(again.points()) == 2
