@@ -9,7 +9,7 @@ import pytest
 
 from tuner.errors import UserError
 from tuner.store import Store, resolve_storage
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 
 
 def test_resolve_storage(monkeypatch: pytest.MonkeyPatch) -> None:

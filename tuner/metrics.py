@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")

@@ -17,7 +17,7 @@ from typing import Any
 
 from tuner.config import StudySpec
 from tuner.space import effective_flags, engine_argv, engine_env
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3

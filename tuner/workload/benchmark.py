@@ -28,7 +28,7 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 from tuner.workload.schedule import arrival_times
 from tuner.workload.spec import WorkloadSpec
 

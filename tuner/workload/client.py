@@ -18,7 +18,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from tuner.errors import UserError
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 from tuner.workload.sse import SseDecoder, interpret
 
 CHAT_ENDPOINT = "/v1/chat/completions"
