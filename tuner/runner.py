@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import StudySpec
-from tuner.space import effective_flags, engine_argv, engine_env
 from tuner.records import RequestRecord
+from tuner.space import effective_flags, engine_argv, engine_env
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
