@@ -17,19 +17,17 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import optuna
 import yaml
 
+from tuner.engine.process import group_members
+from tuner.testing import TUNER, sim_study
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
 
-from studyfiles import TUNER, sim_study  # noqa: E402
-
-from tuner.engine.process import group_members  # noqa: E402
 
 FAULTS = {
     "none": {},

@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import optuna
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+from tuner.testing import TUNER, sim_study
 
-from studyfiles import TUNER, sim_study  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:

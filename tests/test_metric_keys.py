@@ -13,8 +13,8 @@ from tuner.metric_keys import (
     percentile_key,
 )
 from tuner.metrics import compute_metrics
+from tuner.records import RequestRecord
 from tuner.slo import metric_direction, parse_slo
-from tuner.workload.records import RequestRecord
 
 
 def test_build_and_parse_round_trip() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.metrics import bootstrap_ci, compute_metrics, percentile_word
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 
 
 def _rec(prompt_len, out, ttft, itl, start=0.0, success=True):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import optuna
 import pytest
-from studyfiles import sim_study, start_run, tuner
 
 from tuner.engine.process import group_members
+from tuner.testing import sim_study, start_run, tuner
 
 
 def _trials(tmp_path: Path, name: str = "e2e") -> list[optuna.trial.FrozenTrial]:

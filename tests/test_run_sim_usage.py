@@ -12,9 +12,9 @@ from pathlib import Path
 
 import optuna
 import pytest
-from studyfiles import sim_study, tuner
 
 from tuner.sim.text import TokenText
+from tuner.testing import sim_study, tuner
 from tuner.workload.tokenizer import load_tokenizer
 
 PROMPTS, OUTPUT_LEN = 16, 16

@@ -1,7 +1,7 @@
 """`tuner run` against real vLLM (the CPU build) with the tiny dummy model.
 
 Every engine start costs 20–60 s here, so these tests start as few engines as the checks
-allow. They share the study-file builder with the simulated runs.
+allow. They share the CLI helpers of `tuner.testing` with the simulated runs.
 """
 
 from __future__ import annotations
@@ -10,18 +10,43 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
-from studyfiles import cpu_study, start_run, tuner
+import yaml
 from test_run_sim import _engines, _no_engine_left, _trials
 
 from tuner.config import load_study_spec
 from tuner.runner import EngineRunner
 from tuner.store import Store
 from tuner.study import StudyLoop
+from tuner.testing import start_run, tuner
 
 pytestmark = pytest.mark.vllm
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cpu_study(tmp_path: Path, model_dir: Path, vllm_python: Path, core: int, **top: Any) -> Path:
+    """studies/cpu-tiny.yaml aimed at this test's model and vLLM, with a smaller workload."""
+    data = yaml.safe_load((REPO / "studies" / "cpu-tiny.yaml").read_text())
+    data["search_space"] = yaml.safe_load((REPO / "search_spaces" / "cpu-tiny.yaml").read_text())
+    engine = data["engine"]
+    engine["command"] = [str(vllm_python), *engine["command"][1:]]
+    engine["model"] = str(model_dir)
+    engine["cpu_affinity"] = [core]
+    engine["env"] = {
+        **engine.get("env", {}),
+        "VLLM_CPU_OMP_THREADS_BIND": str(core),
+        "VLLM_NO_USAGE_STATS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    data["workload"].update(num_prompts=16, random_output_len=16, num_warmups=1)
+    data.update(top)
+    path = tmp_path / "cpu-study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 @pytest.fixture

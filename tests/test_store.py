@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import UserError
+from tuner.records import RequestRecord
 from tuner.store import Store, resolve_storage
-from tuner.workload.records import RequestRecord
 
 
 def test_resolve_storage(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from tuner.metric_keys import (
     percentile_key,
     percentile_word,
 )
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 
 __all__ = [
     "CI_METRICS",

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import StudySpec
+from tuner.records import RequestRecord
 from tuner.space import effective_flags, engine_argv, engine_env
 from tuner.trials import FailureKind
-from tuner.workload.records import RequestRecord
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from tuner.config import StudySpec
 from tuner.errors import UserError
-from tuner.workload.records import RequestRecord
+from tuner.records import RequestRecord
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
 SQLITE_BUSY_TIMEOUT_S = 60

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import UserError
+from tuner.records import RequestRecord
 from tuner.sim.engine import Engine
 from tuner.sim.engine import token_times as _token_times
 from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
 from tuner.sim.scheduler import SimRequest
-from tuner.workload.records import RequestRecord
 
 
 @dataclass(slots=True)

@@ -2,6 +2,8 @@
 
 A model profile comes from a Hugging Face `config.json` or a built-in name; an
 accelerator profile from a built-in table whose sources are listed in docs/simulator.md.
+The step-time constants are part of an accelerator profile, so they live here and
+steptime.py imports this module (never the other way).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tuner.errors import UserError
-from tuner.sim.steptime import StepTimeConstants
 
 GiB = 1024**3
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
@@ -64,6 +65,25 @@ class ModelProfile:
     def kv_bytes_per_token(self, tp: int) -> int:
         """K and V, every layer, this rank's KV heads: 2*layers*kv_heads/TP*head_dim*dtype."""
         return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.dtype_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeConstants:
+    """Every tunable constant of the step-time model, with the reason for its default."""
+
+    # Share of peak tensor FLOP/s that large prefill GEMMs reach (MFU of vLLM prefill).
+    flops_efficiency: float = 0.6
+    # Share of peak memory bandwidth that decode GEMVs reach.
+    bandwidth_efficiency: float = 0.8
+    # Fixed cost of a step: scheduler, input preparation, kernel launches (CUDA graphs).
+    step_overhead_s: float = 2.5e-3
+    # Per request in the batch: sampling, output processing, detokenising, streaming.
+    per_seq_overhead_s: float = 25e-6
+    # Per scheduled token: input preparation and non-GEMM kernels (norms, rotary, copy).
+    per_token_overhead_s: float = 0.0
+    # From the request's arrival at the API server to the engine's queue: parsing,
+    # tokenising and the hop to the engine-core process. Adds to TTFT only.
+    request_overhead_s: float = 2e-3
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,37 +6,15 @@
 FLOPs are the linear layers (2 * params * tokens), the LM head for sampled rows and
 attention (4 * layers * heads/TP * head_dim per query-key pair). Bytes are the weights
 read once per step plus the KV cache read by attention. The all-reduce is two per layer,
-ring algorithm, over the interconnect. Constants are documented in docs/simulator.md.
+ring algorithm, over the interconnect. The constants (`StepTimeConstants`) belong to the
+accelerator profile, in profiles.py; they are documented in docs/simulator.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from tuner.sim.profiles import GpuProfile, ModelProfile
-
-
-@dataclass(frozen=True, slots=True)
-class StepTimeConstants:
-    """Every tunable constant of the step-time model, with the reason for its default."""
-
-    # Share of peak tensor FLOP/s that large prefill GEMMs reach (MFU of vLLM prefill).
-    flops_efficiency: float = 0.6
-    # Share of peak memory bandwidth that decode GEMVs reach.
-    bandwidth_efficiency: float = 0.8
-    # Fixed cost of a step: scheduler, input preparation, kernel launches (CUDA graphs).
-    step_overhead_s: float = 2.5e-3
-    # Per request in the batch: sampling, output processing, detokenising, streaming.
-    per_seq_overhead_s: float = 25e-6
-    # Per scheduled token: input preparation and non-GEMM kernels (norms, rotary, copy).
-    per_token_overhead_s: float = 0.0
-    # From the request's arrival at the API server to the engine's queue: parsing,
-    # tokenising and the hop to the engine-core process. Adds to TTFT only.
-    request_overhead_s: float = 2e-3
+from tuner.sim.profiles import GpuProfile, ModelProfile
 
 
 class StepCostModel:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from tuner.metrics import compute_metrics, confidence_intervals
+from tuner.records import RequestRecord
 from tuner.workload.client import (
     CHAT_ENDPOINT,
     StreamActivity,
@@ -28,7 +29,6 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.records import RequestRecord
 from tuner.workload.schedule import arrival_times
 from tuner.workload.spec import WorkloadSpec
 

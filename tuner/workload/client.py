@@ -17,8 +17,8 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from tuner.errors import UserError
+from tuner.records import RequestRecord
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.records import RequestRecord
 from tuner.workload.sse import SseDecoder, interpret
 
 CHAT_ENDPOINT = "/v1/chat/completions"

@@ -1,4 +1,8 @@
-"""What the client records for one request; the input of every metric."""
+"""What the client records for one request; the input of every metric.
+
+The one type the client, the simulator, the metrics and the store share, so it sits at the
+bottom of the package and imports nothing of the tuner.
+"""
 
 from __future__ import annotations
 
