@@ -118,13 +118,34 @@ def test_ctrl_c_ends_the_trial_and_stops_the_engine(
     for _ in range(presses):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.2)
-    proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
+    assert "tuner: error: interrupted by SIGINT" in err  # one line, Ctrl-C included
     assert time.monotonic() - t0 < 30
     (trial,) = _trials(tmp_path)
     assert trial.state == optuna.trial.TrialState.FAIL
     assert trial.user_attrs["failure_kind"] == "interrupted"
     assert _no_engine_left(tmp_path)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_end_the_trial_like_ctrl_c(
+    tmp_path: Path, tiny_model_dir, signum: signal.Signals
+) -> None:
+    """`timeout`, systemd, `docker stop` (SIGTERM) and a dropped ssh session (SIGHUP)."""
+    study = sim_study(tmp_path, tiny_model_dir, workload=LONG)
+    proc = _start_and_wait_for_engine(tmp_path, study)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum
+    lines = [line for line in err.splitlines() if line.startswith("tuner: error:")]
+    assert lines == [lines[0]] and f"interrupted by {signum.name}" in lines[0]
+    (trial,) = _trials(tmp_path)
+    assert trial.state == optuna.trial.TrialState.FAIL
+    assert trial.user_attrs["failure_kind"] == "interrupted"
+    assert trial.user_attrs["failure_reason"] == f"interrupted by {signum.name}"
+    assert _no_engine_left(tmp_path)
+    assert not any(running for *_, running in _engines(tmp_path))
 
 
 def test_kill_9_then_rerun_recovers(tmp_path: Path, tiny_model_dir) -> None:
@@ -134,7 +155,10 @@ def test_kill_9_then_rerun_recovers(tmp_path: Path, tiny_model_dir) -> None:
     proc.communicate(timeout=30)
     # The engine dies with its tuner (parent-death signal), or the next run stops it.
     study.write_text(study.read_text().replace("num_prompts: 400", "num_prompts: 8"))
-    rerun = tuner("run", str(study), cwd=tmp_path)
+    refused = tuner("run", str(study), cwd=tmp_path)  # the workload changed: not comparable
+    assert refused.returncode == 2 and "workload.num_prompts: 400 → 8" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    rerun = tuner("run", str(study), "--accept-changes", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
     first, second = _trials(tmp_path)
     assert first.state == optuna.trial.TrialState.FAIL
@@ -210,7 +234,7 @@ def test_wrong_memory_predictions_are_reported(tmp_path: Path, tiny_model_dir) -
         {"max-num-seqs": 64, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.3}
     )
     summary = loop.run(n_trials=1)
-    (trial,) = loop.study.get_trials()
+    trial = loop.study.get_trials()[0]  # then vLLM's defaults, queued as the baseline
     assert summary.precheck_wrong == [0], trial.user_attrs
     assert trial.user_attrs["failure_kind"] == "kv_cache_too_small"
     assert trial.user_attrs["precheck_wrong"] == ("predicted to start; engine kv_cache_too_small")

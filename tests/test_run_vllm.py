@@ -166,7 +166,7 @@ def test_kill_9_mid_trial_then_rerun_recovers(tmp_path: Path, study_file: Path) 
     # (1 trial) on a fresh one: a short workload this time.
     text = study_file.read_text().replace("num_prompts: 2000", "num_prompts: 8")
     study_file.write_text(text)
-    rerun = tuner("run", str(study_file), cwd=tmp_path, timeout=600)
+    rerun = tuner("run", str(study_file), "--accept-changes", cwd=tmp_path, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     first, second = _trials(tmp_path, "cpu-tiny")
     assert first.state == optuna.trial.TrialState.FAIL

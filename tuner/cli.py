@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 import typer
 from typer.exceptions import TyperException
 
 from tuner.commands import bench, results, sim, study, tools
-from tuner.errors import UserError
+from tuner.errors import RunInterrupted, UserError
 
 app = typer.Typer(
     name="tuner",
@@ -36,30 +35,23 @@ def main(argv: list[str] | None = None) -> None:
         rv = app(args=argv, standalone_mode=False)
     except UserError as exc:
         _fail(str(exc))
+    except RunInterrupted as exc:
+        _fail(
+            f"{exc}: the running trial (if any) is recorded as interrupted; run the same "
+            "command again to continue",
+            code=128 + exc.signum,
+        )
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort as exc:  # click turns a KeyboardInterrupt into Abort
-        cause = exc.__cause__ or exc.__context__
-        if isinstance(cause, KeyboardInterrupt):
-            _interrupted(cause)
+    except typer.Abort:
         _fail("aborted", code=130)
     except TyperException as exc:  # usage errors: unknown option, bad value, missing argument
         _fail(exc.format_message(), code=getattr(exc, "exit_code", 2))
-    except KeyboardInterrupt as exc:
-        _interrupted(exc)
+    except KeyboardInterrupt:
+        _fail("interrupted by SIGINT", code=130)
+    if rv == 130:  # typer's word for a KeyboardInterrupt outside a study run
+        _fail("interrupted by SIGINT", code=130)
     sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def _interrupted(exc: KeyboardInterrupt) -> None:
-    """Ctrl-C, SIGTERM or SIGHUP (`tuner.study.Interrupted` carries the signal): one line, and
-    the shell's convention for the exit code, 128 + the signal's number."""
-    signum = getattr(exc, "signum", signal.SIGINT)
-    name = signal.Signals(signum).name
-    _fail(
-        f"interrupted by {name}: the running trial (if any) is recorded as interrupted; "
-        "run the same command again to continue",
-        code=128 + signum,
-    )
 
 
 def _fail(message: str, code: int = 2) -> None:

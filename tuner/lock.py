@@ -43,7 +43,10 @@ class StudyLock:
     def __init__(self, store: Store, study_name: str) -> None:
         self.store, self.study_name = store, study_name
         self.owner = this_process()
-        _meta.create_all(store.engine)
+        try:
+            _meta.create_all(store.engine)
+        except sa.exc.OperationalError:  # another run created it at the same instant
+            _meta.create_all(store.engine)
 
     def acquire(self) -> None:
         for _ in range(3):

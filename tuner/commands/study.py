@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -95,6 +96,7 @@ def _loop(
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
 
+    from tuner.errors import RunInterrupted
     from tuner.progress import RichProgress
     from tuner.study import StudyLoop
     from tuner.trials import best as best_trial
@@ -109,7 +111,11 @@ def _loop(
         progress=RichProgress(console),
         accept_changes=accept_changes,
     )
-    summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+    try:
+        summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+    except KeyboardInterrupt as exc:  # recorded already; typer would swallow the signal's name
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise RunInterrupted(signum, signal.Signals(signum).name) from None
     if summary.interrupted_recovered:
         console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
     if summary.precheck_wrong:
