@@ -293,3 +293,68 @@ def test_read_only_database_is_one_line(tmp_path: Path, tiny_model_dir) -> None:
     listing = tuner("trials", str(study), "--storage", url, cwd=tmp_path)  # readers still work
     assert listing.returncode == 0, listing.stderr
     assert (tmp_path / "tuner.db").read_bytes() == before
+
+
+def _run_with_ports(tmp_path: Path, tiny_model_dir, monkeypatch, hand_out) -> tuple:
+    """One trial of the sim study in-process, `free_port` replaced by `hand_out(n)`."""
+    from tuner.config import load_study_spec
+    from tuner.engine import ports
+    from tuner.runner import EngineRunner
+    from tuner.store import Store
+    from tuner.study import StudyLoop
+
+    real_free_port = ports.free_port
+    handed_out: list[int] = []
+
+    def racy_free_port(host: str = "127.0.0.1") -> int:
+        port = hand_out(len(handed_out)) or real_free_port(host)
+        handed_out.append(port)
+        return port
+
+    monkeypatch.setattr(ports, "free_port", racy_free_port)
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    try:
+        loop.run(n_trials=1)
+    finally:
+        store.close()
+    (trial,) = loop.study.get_trials()
+    return trial, handed_out
+
+
+def test_port_belongs_to_someone_else_is_retried_and_measured_on_its_own_engine(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another OpenAI-compatible server listens on the chosen port and answers at once: it is
+    never measured; the engine's failed bind is port_in_use, and the retry measures the
+    trial's own engine."""
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path) as foreign:
+        trial, handed_out = _run_with_ports(
+            tmp_path, tiny_model_dir, monkeypatch, lambda n: foreign.port if n == 0 else None
+        )
+        assert foreign.posts == 0, "a request reached the foreign server"
+    assert handed_out[0] == foreign.port and len(handed_out) == 2
+    assert trial.user_attrs["completed"] == 16, trial.user_attrs
+    assert trial.user_attrs["vllm_version"].startswith("sim-"), trial.user_attrs
+    assert _no_engine_left(tmp_path)
+
+
+def test_port_belongs_to_someone_else_on_every_attempt(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path) as foreign:
+        trial, handed_out = _run_with_ports(
+            tmp_path, tiny_model_dir, monkeypatch, lambda n: foreign.port
+        )
+        assert foreign.posts == 0, "a request reached the foreign server"
+    assert handed_out == [foreign.port] * 3
+    assert trial.user_attrs["failure_kind"] == "port_in_use", trial.user_attrs
+    reason = trial.user_attrs["failure_reason"]
+    assert f"127.0.0.1:{foreign.port} is held by another process (pid {foreign.pid} " in reason
+    assert "completed" not in trial.user_attrs
+    assert _no_engine_left(tmp_path)
