@@ -25,7 +25,7 @@ _SCRIPT = textwrap.dedent(
     import json, sys
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    model, count_file = sys.argv[1], sys.argv[2]
+    model, count_file, version = sys.argv[1:4]
 
     class Handler(BaseHTTPRequestHandler):
         def _json(self, body):
@@ -42,7 +42,7 @@ _SCRIPT = textwrap.dedent(
             if self.path == "/v1/models":
                 return self._json({"object": "list", "data": [{"id": model}]})
             if self.path == "/version":
-                return self._json({"version": "%s"})
+                return self._json({"version": version})
             self.send_error(404)
 
         def do_POST(self):
@@ -66,7 +66,6 @@ _SCRIPT = textwrap.dedent(
     print(server.server_address[1], flush=True)
     server.serve_forever()
     """
-    % FOREIGN_VERSION
 )
 
 
@@ -94,7 +93,7 @@ def foreign_server(tmp_path: Path, model: str = "qwen32b") -> Iterator[ForeignSe
     """A foreign server in its own process, answering on 127.0.0.1 before this returns."""
     count_file = tmp_path / f"foreign-posts-{time.monotonic_ns()}.txt"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SCRIPT, model, str(count_file)],
+        [sys.executable, "-c", _SCRIPT, model, str(count_file), FOREIGN_VERSION],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,

@@ -288,9 +288,9 @@ def test_port_belongs_to_someone_else_for_the_whole_startup(tmp_path: Path) -> N
 def test_port_belongs_to_someone_else_until_the_engine_binds_it(tmp_path: Path) -> None:
     """A server that answered on the port and left before the engine bound it: the engine
     that binds it afterwards is ready, measured from its launch."""
-    from foreign_server import foreign_server
-
     import threading
+
+    from foreign_server import foreign_server
 
     with foreign_server(tmp_path, model="fake-model") as foreign:
         proc = _fake_engine_on(tmp_path, foreign.port, delay_s=2.0)

@@ -358,3 +358,29 @@ def test_port_belongs_to_someone_else_on_every_attempt(
     assert f"127.0.0.1:{foreign.port} is held by another process (pid {foreign.pid} " in reason
     assert "completed" not in trial.user_attrs
     assert _no_engine_left(tmp_path)
+
+
+def test_logs_of_two_databases_sharing_a_log_dir_stay_apart(tmp_path: Path, tiny_model_dir) -> None:
+    """Two studies named alike in two SQLite files, one --log-dir: each keeps its own logs,
+    and every stored log path is absolute."""
+    study = sim_study(tmp_path, tiny_model_dir)
+    paths = {}
+    for db in ("a.db", "b.db"):
+        run = tuner(
+            "run", str(study), "--n-trials", "1", "--storage", f"sqlite:///{db}",
+            "--log-dir", "logs", cwd=tmp_path,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        with sqlite3.connect(tmp_path / db) as conn:
+            (row,) = conn.execute("SELECT log_path FROM tuner_trials").fetchall()
+            (engine_row,) = conn.execute("SELECT log_path FROM tuner_engines").fetchall()
+        (trial,) = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/{db}").trials
+        assert row[0] == engine_row[0] == trial.user_attrs["log_path"]
+        paths[db] = Path(row[0])
+    a, b = paths["a.db"], paths["b.db"]
+    assert a.is_absolute() and b.is_absolute()
+    assert a != b and a.parent != b.parent
+    assert a.parent.parent == b.parent.parent == tmp_path / "logs"
+    assert a.parent.name.startswith("e2e-") and a.name.startswith("trial-0000-")
+    for log in (a, b):
+        assert "Application startup complete" in log.read_text(), log
