@@ -6,6 +6,7 @@ stand in for the crashes, hangs and slow starts a GPU box produces at 2 a.m.
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -384,3 +385,80 @@ def test_logs_of_two_databases_sharing_a_log_dir_stay_apart(tmp_path: Path, tiny
     assert a.parent.name.startswith("e2e-") and a.name.startswith("trial-0000-")
     for log in (a, b):
         assert "Application startup complete" in log.read_text(), log
+
+
+def _fill_with_rlimit(tmp_path: Path) -> tuple[dict, Path, object]:
+    """Every file the tuner writes stops growing at 400 kB: writes past it fail with EFBIG
+    (SIGXFSZ ignored), which SQLite reports as "disk I/O error"."""
+    import resource
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+
+    return {"preexec_fn": limit_file_size}, tmp_path / "tuner.db", lambda: None
+
+
+def _fill_with_tmpfs(tmp_path: Path) -> tuple[dict, Path, object]:
+    """The database on a 1 MiB tmpfs: a real ENOSPC, "database or disk is full"."""
+    import os
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+
+    def make_room() -> None:
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
+
+    return {}, mnt / "tuner.db", make_room
+
+
+@pytest.mark.parametrize("fill", [_fill_with_rlimit, _fill_with_tmpfs], ids=["rlimit", "tmpfs"])
+def test_full_disk_mid_run_is_one_line_and_a_rerun_recovers(
+    tmp_path: Path, tiny_model_dir, fill
+) -> None:
+    import re
+
+    from tuner.engine.ports import port_is_free
+
+    opts, db, make_room = fill(tmp_path)
+    url = f"sqlite:///{db}"
+    study = sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 8})
+    try:
+        full = tuner("run", str(study), "--storage", url, cwd=tmp_path, **opts)
+        assert full.returncode == 2, full.stderr[-3000:]
+        assert "Traceback" not in full.stderr, full.stderr[-3000:]
+        errors = [line for line in full.stderr.splitlines() if "tuner: error:" in line]
+        assert len(errors) == 1 and full.stderr.rstrip().endswith(errors[0]), full.stderr
+        assert re.search(r"storage full|cannot write the database", errors[0]), errors[0]
+        logs = sorted((tmp_path / "runs").rglob("*.log"))
+        assert logs, "the disk filled before any engine started"
+        for log in logs:  # every engine that started is gone: its port is free again
+            (port,) = re.findall(
+                r"Starting vLLM API server on http://127.0.0.1:(\d+)", log.read_text()
+            )
+            assert port_is_free("127.0.0.1", int(port)), log
+
+        make_room()
+        again = tuner("run", str(study), "--storage", url, "--n-trials", "1", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "recovered interrupted trials" in again.stderr
+        trials = optuna.load_study(study_name="e2e", storage=url).trials
+        states = [t.state for t in trials]
+        assert optuna.trial.TrialState.RUNNING not in states, states
+        interrupted = [t for t in trials if t.user_attrs.get("failure_kind") == "interrupted"]
+        assert interrupted and all(t.state == optuna.trial.TrialState.FAIL for t in interrupted)
+        assert trials[-1].state == optuna.trial.TrialState.COMPLETE
+        assert trials[-1].user_attrs["completed"] == 16
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT identity, running FROM tuner_engines").fetchall()
+        assert not any(running for _, running in rows)
+        assert all(not group_members(json.loads(ident)["pgid"]) for ident, _ in rows)
+    finally:
+        mnt = tmp_path / "small"
+        if mnt.is_dir():
+            subprocess.run(["umount", str(mnt)])
