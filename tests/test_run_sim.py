@@ -6,6 +6,7 @@ stand in for the crashes, hangs and slow starts a GPU box produces at 2 a.m.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -454,11 +455,11 @@ def test_full_disk_mid_run_is_one_line_and_a_rerun_recovers(
         assert interrupted and all(t.state == optuna.trial.TrialState.FAIL for t in interrupted)
         assert trials[-1].state == optuna.trial.TrialState.COMPLETE
         assert trials[-1].user_attrs["completed"] == 16
-        with sqlite3.connect(db) as conn:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
             rows = conn.execute("SELECT identity, running FROM tuner_engines").fetchall()
         assert not any(running for _, running in rows)
         assert all(not group_members(json.loads(ident)["pgid"]) for ident, _ in rows)
     finally:
         mnt = tmp_path / "small"
-        if mnt.is_dir():
-            subprocess.run(["umount", str(mnt)])
+        if mnt.is_dir():  # lazily: a connection of this process may still hold the file
+            subprocess.run(["umount", "-l", str(mnt)])
