@@ -236,3 +236,67 @@ def test_engine_dies_with_a_killed_tuner(tmp_path: Path) -> None:
     finally:
         fake_tuner.kill()
         stop_orphan(ident, grace_s=0.5)
+
+
+def _fake_engine_on(tmp_path: Path, port: int, **opts) -> EngineProcess:
+    script = tmp_path / "fake_engine_on_port.py"
+    script.write_text(FAKE_ENGINE)
+    argv = [sys.executable, str(script), json.dumps({"port": port, **opts})]
+    return EngineProcess.start(argv, {}, tmp_path / f"engine-{port}.log")
+
+
+def test_port_belongs_to_someone_else_is_not_taken_for_the_engine(tmp_path: Path) -> None:
+    """A foreign server answers /health and /v1/models on the engine's port at once; the
+    engine's own bind then fails: port_in_use (retried by the runner), never ready."""
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path, model="fake-model") as foreign:
+        proc = _fake_engine_on(tmp_path, foreign.port, delay_s=1.0)
+        try:
+            with pytest.raises(EngineStartFailed) as err:
+                proc.wait_ready(f"http://127.0.0.1:{foreign.port}", timeout_s=30)
+        finally:
+            proc.stop(grace_s=1.0)
+        failure = err.value.failure
+        assert failure.kind == FailureKind.PORT_IN_USE, failure
+        assert "Address already in use" in failure.reason
+        assert f"held by another process (pid {foreign.pid} " in failure.reason
+        assert proc.ready_info is None and foreign.posts == 0
+
+
+def test_port_belongs_to_someone_else_for_the_whole_startup(tmp_path: Path) -> None:
+    """The engine never binds before the timeout while a foreign server answers: port_in_use
+    naming the other process, not startup_timeout and not a ready engine."""
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path, model="fake-model") as foreign:
+        proc = _fake_engine_on(tmp_path, foreign.port, delay_s=60)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(EngineStartFailed) as err:
+                proc.wait_ready(f"http://127.0.0.1:{foreign.port}", timeout_s=2, stop_grace_s=0.5)
+        finally:
+            proc.stop(grace_s=0.5)
+        assert time.monotonic() - t0 < 10
+        failure = err.value.failure
+        assert failure.kind == FailureKind.PORT_IN_USE, failure
+        assert f"another process (pid {foreign.pid} " in failure.reason
+        assert f"listens on 127.0.0.1:{foreign.port}, not the engine" in failure.reason
+        assert_group_gone(proc.pgid)
+
+
+def test_port_belongs_to_someone_else_until_the_engine_binds_it(tmp_path: Path) -> None:
+    """A server that answered on the port and left before the engine bound it: the engine
+    that binds it afterwards is ready, measured from its launch."""
+    import threading
+
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path, model="fake-model") as foreign:
+        proc = _fake_engine_on(tmp_path, foreign.port, delay_s=2.0)
+        threading.Timer(1.0, foreign.stop).start()  # probed, and refused, until then
+        try:
+            info = proc.wait_ready(f"http://127.0.0.1:{foreign.port}", timeout_s=30)
+        finally:
+            proc.stop(grace_s=1.0)
+    assert info.version == "9.9.9-fake" and info.startup_s >= 2.0

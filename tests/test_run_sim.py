@@ -6,6 +6,8 @@ stand in for the crashes, hangs and slow starts a GPU box produces at 2 a.m.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
 import sqlite3
 import subprocess
@@ -317,3 +319,171 @@ def test_read_only_database_is_one_line(tmp_path: Path, tiny_model_dir) -> None:
     listing = tuner("trials", str(study), "--storage", url, cwd=tmp_path)  # readers still work
     assert listing.returncode == 0, listing.stderr
     assert (tmp_path / "tuner.db").read_bytes() == before
+
+
+def _run_with_ports(tmp_path: Path, tiny_model_dir, monkeypatch, hand_out) -> tuple:
+    """One trial of the sim study in-process, `free_port` replaced by `hand_out(n)`."""
+    from tuner.config import load_study_spec
+    from tuner.engine import ports
+    from tuner.runner import EngineRunner
+    from tuner.store import Store
+    from tuner.study import StudyLoop
+
+    real_free_port = ports.free_port
+    handed_out: list[int] = []
+
+    def racy_free_port(host: str = "127.0.0.1") -> int:
+        port = hand_out(len(handed_out)) or real_free_port(host)
+        handed_out.append(port)
+        return port
+
+    monkeypatch.setattr(ports, "free_port", racy_free_port)
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    try:
+        loop.run(n_trials=1)
+    finally:
+        store.close()
+    (trial,) = loop.study.get_trials()
+    return trial, handed_out
+
+
+def test_port_belongs_to_someone_else_is_retried_and_measured_on_its_own_engine(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another OpenAI-compatible server listens on the chosen port and answers at once: it is
+    never measured; the engine's failed bind is port_in_use, and the retry measures the
+    trial's own engine."""
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path) as foreign:
+        trial, handed_out = _run_with_ports(
+            tmp_path, tiny_model_dir, monkeypatch, lambda n: foreign.port if n == 0 else None
+        )
+        assert foreign.posts == 0, "a request reached the foreign server"
+    assert handed_out[0] == foreign.port and len(handed_out) == 2
+    assert trial.user_attrs["completed"] == 16, trial.user_attrs
+    assert trial.user_attrs["vllm_version"].startswith("sim-"), trial.user_attrs
+    assert _no_engine_left(tmp_path)
+
+
+def test_port_belongs_to_someone_else_on_every_attempt(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foreign_server import foreign_server
+
+    with foreign_server(tmp_path) as foreign:
+        trial, handed_out = _run_with_ports(
+            tmp_path, tiny_model_dir, monkeypatch, lambda n: foreign.port
+        )
+        assert foreign.posts == 0, "a request reached the foreign server"
+    assert handed_out == [foreign.port] * 3
+    assert trial.user_attrs["failure_kind"] == "port_in_use", trial.user_attrs
+    reason = trial.user_attrs["failure_reason"]
+    assert f"127.0.0.1:{foreign.port} is held by another process (pid {foreign.pid} " in reason
+    assert "completed" not in trial.user_attrs
+    assert _no_engine_left(tmp_path)
+
+
+def test_logs_of_two_databases_sharing_a_log_dir_stay_apart(tmp_path: Path, tiny_model_dir) -> None:
+    """Two studies named alike in two SQLite files, one --log-dir: each keeps its own logs,
+    and every stored log path is absolute."""
+    study = sim_study(tmp_path, tiny_model_dir)
+    paths = {}
+    for db in ("a.db", "b.db"):
+        run = tuner(
+            "run", str(study), "--n-trials", "1", "--storage", f"sqlite:///{db}",
+            "--log-dir", "logs", cwd=tmp_path,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        with sqlite3.connect(tmp_path / db) as conn:
+            (row,) = conn.execute("SELECT log_path FROM tuner_trials").fetchall()
+            (engine_row,) = conn.execute("SELECT log_path FROM tuner_engines").fetchall()
+        (trial,) = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/{db}").trials
+        assert row[0] == engine_row[0] == trial.user_attrs["log_path"]
+        paths[db] = Path(row[0])
+    a, b = paths["a.db"], paths["b.db"]
+    assert a.is_absolute() and b.is_absolute()
+    assert a != b and a.parent != b.parent
+    assert a.parent.parent == b.parent.parent == tmp_path / "logs"
+    assert a.parent.name.startswith("e2e-") and a.name.startswith("trial-0000-")
+    for log in (a, b):
+        assert "Application startup complete" in log.read_text(), log
+
+
+def _fill_with_rlimit(tmp_path: Path) -> tuple[dict, Path, object]:
+    """Every file the tuner writes stops growing at 400 kB: writes past it fail with EFBIG
+    (SIGXFSZ ignored), which SQLite reports as "disk I/O error"."""
+    import resource
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+
+    return {"preexec_fn": limit_file_size}, tmp_path / "tuner.db", lambda: None
+
+
+def _fill_with_tmpfs(tmp_path: Path) -> tuple[dict, Path, object]:
+    """The database on a 1 MiB tmpfs: a real ENOSPC, "database or disk is full"."""
+    import os
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+
+    def make_room() -> None:
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
+
+    return {}, mnt / "tuner.db", make_room
+
+
+@pytest.mark.parametrize("fill", [_fill_with_rlimit, _fill_with_tmpfs], ids=["rlimit", "tmpfs"])
+def test_full_disk_mid_run_is_one_line_and_a_rerun_recovers(
+    tmp_path: Path, tiny_model_dir, fill
+) -> None:
+    import re
+
+    from tuner.engine.ports import port_is_free
+
+    opts, db, make_room = fill(tmp_path)
+    url = f"sqlite:///{db}"
+    study = sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 8})
+    try:
+        full = tuner("run", str(study), "--storage", url, cwd=tmp_path, **opts)
+        assert full.returncode == 2, full.stderr[-3000:]
+        assert "Traceback" not in full.stderr, full.stderr[-3000:]
+        errors = [line for line in full.stderr.splitlines() if "tuner: error:" in line]
+        assert len(errors) == 1 and full.stderr.rstrip().endswith(errors[0]), full.stderr
+        assert re.search(r"storage full|cannot write the database", errors[0]), errors[0]
+        logs = sorted((tmp_path / "runs").rglob("*.log"))
+        assert logs, "the disk filled before any engine started"
+        for log in logs:  # every engine that started is gone: its port is free again
+            (port,) = re.findall(
+                r"Starting vLLM API server on http://127.0.0.1:(\d+)", log.read_text()
+            )
+            assert port_is_free("127.0.0.1", int(port)), log
+
+        make_room()
+        again = tuner("run", str(study), "--storage", url, "--n-trials", "1", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "recovered interrupted trials" in again.stderr
+        trials = optuna.load_study(study_name="e2e", storage=url).trials
+        states = [t.state for t in trials]
+        assert optuna.trial.TrialState.RUNNING not in states, states
+        interrupted = [t for t in trials if t.user_attrs.get("failure_kind") == "interrupted"]
+        assert interrupted and all(t.state == optuna.trial.TrialState.FAIL for t in interrupted)
+        assert trials[-1].state == optuna.trial.TrialState.COMPLETE
+        assert trials[-1].user_attrs["completed"] == 16
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            rows = conn.execute("SELECT identity, running FROM tuner_engines").fetchall()
+        assert not any(running for _, running in rows)
+        assert all(not group_members(json.loads(ident)["pgid"]) for ident, _ in rows)
+    finally:
+        mnt = tmp_path / "small"
+        if mnt.is_dir():  # lazily: a connection of this process may still hold the file
+            subprocess.run(["umount", "-l", str(mnt)])

@@ -122,7 +122,7 @@ def _start_measuring(tmp_path: Path, study_file: Path) -> subprocess.Popen:
     proc = start_run(study_file, tmp_path)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        logs = list((tmp_path / "runs").glob("*.log")) if (tmp_path / "runs").exists() else []
+        logs = list((tmp_path / "runs").rglob("*.log")) if (tmp_path / "runs").exists() else []
         if logs and "POST /v1/completions" in logs[0].read_text(errors="replace"):
             return proc
         assert proc.poll() is None, proc.communicate()[1][-3000:]

@@ -129,9 +129,14 @@ def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list:
 class EngineRunner(TrialRunner):
     """Start the engine as a child process, measure it over HTTP, stop it."""
 
-    def __init__(self, spec: StudySpec, log_dir: Path) -> None:
+    def __init__(self, spec: StudySpec, log_dir: Path, storage_url: str | None = None) -> None:
+        """`storage_url` (default: the store's default, `$TUNER_STORAGE` or `sqlite:///tuner.db`)
+        keeps the logs of two databases apart in one `log_dir` (see `log_folder`)."""
+        from tuner.store import resolve_storage
+
         super().__init__(spec)
-        self.log_dir = log_dir
+        self.log_dir = Path(log_dir).absolute()
+        self.storage_url = resolve_storage(storage_url)
         self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
         self._engine = None
 
@@ -143,8 +148,11 @@ class EngineRunner(TrialRunner):
         env = engine_env(spec, ctx.params)
         if self.api_key:
             env[API_KEY_ENV] = self.api_key
-        log_path = self.log_dir / f"{ctx.study_name}-trial-{ctx.number:04d}.log"
+        folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
+        started = int(time.time())
         for attempt in range(1, PORT_ATTEMPTS + 1):
+            again = f"-attempt{attempt}" if attempt > 1 else ""
+            log_path = folder / f"trial-{ctx.number:04d}-{started}{again}.log"
             # The port is free when chosen, but another process may bind it before the
             # engine does: then the engine's log says so, and another port is tried.
             port = free_port(spec.engine.host)
@@ -226,6 +234,26 @@ class EngineRunner(TrialRunner):
     def kill(self) -> None:
         if self._engine is not None:
             self._engine.stop(grace_s=0)  # straight through SIGINT and SIGTERM to SIGKILL
+
+
+def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:
+    """`<log_dir>/<study>-<8 hex>`: the hex hashes the database (a SQLite file by its resolved
+    path, any other by its URL without password) and the study name, so two databases sharing
+    a log directory, or two studies whose names read alike, never write into each other's."""
+    import hashlib
+    import re
+
+    from sqlalchemy.engine import make_url
+
+    url = make_url(storage_url)
+    db = url.database or ""
+    if url.drivername.startswith("sqlite") and db not in ("", ":memory:"):
+        where = "sqlite:" + str(Path(db.removeprefix("file:")).resolve())
+    else:
+        where = url.render_as_string(hide_password=True)
+    digest = hashlib.sha256(f"{where}\n{study_name}".encode()).hexdigest()[:8]
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", study_name)[:80] or "study"
+    return log_dir / f"{readable}-{digest}"
 
 
 def _abort_kind(reason: str) -> str:

@@ -59,7 +59,7 @@ def run(
     _loop(
         spec,
         store,
-        EngineRunner(spec, log_dir),
+        EngineRunner(spec, log_dir, store.url),
         n_trials=n_trials,
         timeout_s=timeout_s,
         precheck=not no_precheck,

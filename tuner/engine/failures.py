@@ -114,6 +114,21 @@ def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = 
     return Failure(FailureKind.CRASHED, clean_line(f"{reason}: {line}") if line else reason, tail)
 
 
+def port_taken(failure: Failure, address: str, holders: str = "") -> Failure:
+    """The failure of an engine while another process listened on its port (`holders` names
+    it, e.g. "pid 42 (python3)"). The engine cannot have served there, so a timeout or a crash
+    without a known message is `port_in_use` (retried on another port); a known message such
+    as "Address already in use" stays, naming the holder."""
+    who = f"another process ({holders})" if holders else "another process"
+    if failure.kind == FailureKind.PORT_IN_USE:
+        reason = f"{failure.reason} ({address} is held by {who})"
+    elif failure.kind in (FailureKind.STARTUP_TIMEOUT, FailureKind.CRASHED):
+        reason = f"{who} listens on {address}, not the engine; {failure.reason}"
+    else:
+        return failure
+    return Failure(FailureKind.PORT_IN_USE, clean_line(reason), failure.log_tail)
+
+
 def _first_error_line(lines: list[str]) -> str:
     """The root cause as far as a log shows it: the first exception line or ERROR record,
     else the last non-empty line. (vLLM logs the root cause first, then re-raises generic

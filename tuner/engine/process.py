@@ -30,8 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuner.engine import ready
-from tuner.engine.failures import EngineStartFailed, classify_failure, tail_lines
+import httpx
+
+from tuner.engine import ports, ready
+from tuner.engine.failures import EngineStartFailed, classify_failure, port_taken, tail_lines
 from tuner.errors import UserError
 
 DEFAULT_GRACE_S = 10.0
@@ -260,12 +262,23 @@ class EngineProcess:
         on_tick: Callable[[float], None] | None = None,
         stop_grace_s: float = DEFAULT_GRACE_S,
     ) -> ready.ReadyInfo:
-        """Wait for `/health` and `/v1/models`; on exit or timeout stop the group and raise.
+        """Wait for `/health` and `/v1/models` answered by this engine; on exit or timeout
+        stop the group and raise.
 
-        Raises EngineStartFailed with the classified failure (`startup_timeout` when the
-        engine was still starting at `timeout_s`, counted from launch). `stop_grace_s` is
-        the `stop()` grace used then.
+        The answer counts only when the port's listening socket belongs to a process of the
+        engine's group (`ports.port_holder`): another server on the port is never taken for
+        the engine. Raises EngineStartFailed with the classified failure (`startup_timeout`
+        when the engine was still starting at `timeout_s`, counted from launch; `port_in_use`
+        when another process listened on the port). `stop_grace_s` is the `stop()` grace
+        used then.
         """
+        url = httpx.URL(base_url)
+        host, port = url.host, url.port or (443 if url.scheme == "https" else 80)
+
+        def owned() -> bool:
+            holder = ports.port_holder(host, port, group_members(self.pgid))
+            return holder in (ports.OURS, ports.UNKNOWN)  # UNKNOWN: no /proc to ask
+
         remaining_s = timeout_s - (time.monotonic() - self.started_at)
         try:
             self.ready_info = ready.wait_ready(
@@ -275,12 +288,18 @@ class EngineProcess:
                 started_at=self.started_at,
                 api_key=api_key,
                 on_tick=on_tick,
+                owned=owned,
             )
         except ready.NotReady as exc:
+            members = group_members(self.pgid)
+            foreign = exc.foreign or ports.port_holder(host, port, members) == ports.FOREIGN
+            holders = ports.describe_holders(host, port, exclude=members) if foreign else ""
             self.stop(stop_grace_s)
             failure = classify_failure(
                 self.read_log(), exit_code=self.poll(), timed_out=not exc.exited
             )
+            if foreign:
+                failure = port_taken(failure, f"{host}:{port}", holders)
             raise EngineStartFailed(failure) from None
         return self.ready_info
 

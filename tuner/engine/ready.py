@@ -27,11 +27,13 @@ class ReadyInfo:
 
 
 class NotReady(Exception):
-    """Waiting ended without a ready engine: the process exited, or the timeout passed."""
+    """Waiting ended without a ready engine: the process exited, or the timeout passed.
+    `foreign`: the last server that answered on the port was not the engine."""
 
-    def __init__(self, *, exited: bool) -> None:
+    def __init__(self, *, exited: bool, foreign: bool = False) -> None:
         super().__init__("engine exited before it was ready" if exited else "startup timed out")
         self.exited = exited
+        self.foreign = foreign
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -62,6 +64,26 @@ def read_version(client: httpx.Client, base_url: str) -> str | None:
     return str(version) if version is not None else None
 
 
+def _probe_engine(
+    client: httpx.Client, base_url: str, owned: Callable[[], bool] | None
+) -> tuple[list[str] | None, bool]:
+    """The models of a ready engine (else None), and whether a foreign server answered.
+
+    An answer counts only once the listening socket is proven the engine's: then the engine is
+    probed again, so that answer cannot come from a server that left the port meanwhile; a
+    check after it catches a foreign listener that joined through SO_REUSEPORT.
+    """
+    models = probe_models(client, base_url)
+    if models is None or owned is None:
+        return models, False
+    if not owned():
+        return None, True
+    models = probe_models(client, base_url)
+    if models is not None and not owned():
+        return None, True
+    return models, False
+
+
 def wait_ready(
     base_url: str,
     timeout_s: float,
@@ -70,26 +92,33 @@ def wait_ready(
     started_at: float,
     api_key: str | None = None,
     on_tick: Callable[[float], None] | None = None,
+    owned: Callable[[], bool] | None = None,
 ) -> ReadyInfo:
     """Poll until the engine at `base_url` is ready, measuring from `started_at` (monotonic).
 
     `alive()` is checked every poll so an engine that died is noticed at once, not at the
-    timeout. `on_tick(elapsed_s)` lets a progress display follow. Raises NotReady.
+    timeout. `owned()`, asked once a server answers, proves that server is the engine: while
+    it says False another process answers on the port, and the engine is not ready.
+    `on_tick(elapsed_s)` lets a progress display follow. Raises NotReady.
     """
     base_url = base_url.rstrip("/")
     deadline = time.monotonic() + timeout_s
     timeout = httpx.Timeout(PROBE_TIMEOUT_S)
-    with httpx.Client(timeout=timeout, headers=_headers(api_key), trust_env=False) as client:
+    # No keep-alive: every probe is a new connection, accepted by whoever listens now.
+    limits = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(
+        timeout=timeout, headers=_headers(api_key), limits=limits, trust_env=False
+    ) as client:
         while True:
-            models = probe_models(client, base_url)
+            models, foreign = _probe_engine(client, base_url, owned)
             if models is not None:
                 startup_s = time.monotonic() - started_at
                 return ReadyInfo(startup_s, read_version(client, base_url), models)
             if not alive():
-                raise NotReady(exited=True)
+                raise NotReady(exited=True, foreign=foreign)
             now = time.monotonic()
             if now >= deadline:
-                raise NotReady(exited=False)
+                raise NotReady(exited=False, foreign=foreign)
             if on_tick is not None:
                 on_tick(now - started_at)
             time.sleep(min(POLL_S, max(0.0, deadline - now)))
