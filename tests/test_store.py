@@ -1,15 +1,19 @@
-"""Storage: WAL, all-or-nothing trial rows, engine bookkeeping, storage errors."""
+"""Storage: WAL, all-or-nothing trial rows, engine bookkeeping, schema versions, storage errors."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tuner import store_schema
 from tuner.errors import UserError
 from tuner.records import RequestRecord
 from tuner.store import Store, resolve_storage
+from tuner.testing import sim_study, tuner
 
 
 def test_resolve_storage(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,3 +100,140 @@ def test_the_stored_spec_reads_back_whole(tmp_path: Path) -> None:
     back = spec_of(Store(f"sqlite:///{tmp_path}/t.db", readonly=True).load_study("s"))
     assert math.isinf(back.workload.request_rate)
     assert back == spec
+
+
+def _schema_rows(db: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT version, tuner_version FROM tuner_schema").fetchall()
+
+
+def _set_version(db: Path, sql: str) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute(sql)
+
+
+def test_a_new_database_is_stamped_with_the_schema_version(tmp_path: Path) -> None:
+    Store(f"sqlite:///{tmp_path}/t.db").close()
+    Store(f"sqlite:///{tmp_path}/t.db").close()  # a second open leaves one row
+    from tuner import __version__
+
+    assert _schema_rows(tmp_path / "t.db") == [(store_schema.SCHEMA_VERSION, __version__)]
+
+
+def test_a_database_from_a_newer_tuner_is_refused_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    Store(f"sqlite:///{db}").close()
+    _set_version(db, f"UPDATE tuner_schema SET version = {store_schema.SCHEMA_VERSION + 1}")
+    for readonly in (False, True):
+        with pytest.raises(UserError, match="newer tuner") as err:
+            Store(f"sqlite:///{db}", readonly=readonly)
+        assert "\n" not in str(err.value) and "upgrade tuner" in str(err.value)
+    assert _schema_rows(db)[0][0] == store_schema.SCHEMA_VERSION + 1  # left as it was
+
+
+def test_tuner_tables_without_a_version_are_version_1_and_get_stamped(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    store = Store(f"sqlite:///{db}")
+    store.save_trial("s", 0, "measured", result={"x": 1})
+    store.close()
+    _set_version(db, "DROP TABLE tuner_schema")  # as a tuner before schema versions left it
+    reader = Store(f"sqlite:///{db}", readonly=True)  # reads it, writes nothing
+    assert reader.trial_row("s", 0)["result"] == {"x": 1}
+    reader.close()
+    with sqlite3.connect(db) as conn:
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='tuner_schema'").fetchall()
+    Store(f"sqlite:///{db}").close()
+    assert [v for v, _ in _schema_rows(db)] == [1]
+
+
+def test_an_older_schema_is_migrated_by_writers_and_refused_by_readers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "t.db"
+    Store(f"sqlite:///{db}").close()
+    ran: list[int] = []
+
+    def step(conn) -> None:
+        conn.exec_driver_sql("ALTER TABLE tuner_trials ADD COLUMN note TEXT")
+        ran.append(2)
+
+    monkeypatch.setattr(store_schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_schema, "MIGRATIONS", {2: step})
+    with pytest.raises(UserError, match="schema version 1, this tuner reads 2"):
+        Store(f"sqlite:///{db}", readonly=True)
+    Store(f"sqlite:///{db}").close()
+    Store(f"sqlite:///{db}").close()
+    assert ran == [2] and [v for v, _ in _schema_rows(db)] == [2]
+    with sqlite3.connect(db) as conn:
+        assert "note" in {r[1] for r in conn.execute("PRAGMA table_info(tuner_trials)")}
+
+
+def _open_at_once(url: str, barrier, results) -> None:
+    barrier.wait()
+    try:
+        Store(url).close()
+        results.put("ok")
+    except BaseException as exc:
+        results.put(repr(exc))
+
+
+def test_processes_creating_one_new_database_at_once_all_succeed(tmp_path: Path) -> None:
+    """Without the retry the slower ones fail in Optuna's table creation ("table studies
+    already exists", "UNIQUE constraint failed: alembic_version.version_num")."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(4):
+        url = f"sqlite:///{tmp_path}/race{round_}.db"
+        barrier, results = ctx.Barrier(3), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_once, args=(url, barrier, results)) for _ in "abc"]
+        for p in procs:
+            p.start()
+        outcomes = [results.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join()
+        assert outcomes == ["ok"] * 3
+        assert [v for v, _ in _schema_rows(tmp_path / f"race{round_}.db")] == [
+            store_schema.SCHEMA_VERSION
+        ]
+
+
+@pytest.mark.parametrize(
+    "content", [os.urandom(4096), b"hello, not sqlite", b"SQLite format 2\x00" + bytes(100)]
+)
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_file_that_is_not_a_database_is_one_user_error(
+    tmp_path: Path, content: bytes, readonly: bool
+) -> None:
+    db = tmp_path / "t.db"
+    db.write_bytes(content)
+    with pytest.raises(UserError, match="not a database") as err:
+        Store(f"sqlite:///{db}", readonly=readonly)
+    assert "\n" not in str(err.value)
+    assert db.read_bytes() == content  # never written over
+
+
+def test_an_empty_file_is_no_database_for_readers_and_a_new_one_for_writers(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "t.db"
+    db.touch()
+    with pytest.raises(UserError, match="is empty, not a database"):
+        Store(f"sqlite:///{db}", readonly=True)
+    Store(f"sqlite:///{db}").close()
+    assert [v for v, _ in _schema_rows(db)] == [store_schema.SCHEMA_VERSION]
+
+
+def test_a_sqlite_file_without_a_study_is_one_user_error_for_readers(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE unrelated (x INTEGER)")
+    with pytest.raises(UserError, match="not a study database"):
+        Store(f"sqlite:///{db}", readonly=True)
+
+
+def test_the_cli_says_a_garbage_database_in_one_line(tmp_path: Path) -> None:
+    study = sim_study(tmp_path, tmp_path / "tokenizer")
+    (tmp_path / "tuner.db").write_bytes(os.urandom(2048))
+    for command in ("run", "trials"):
+        done = tuner(command, str(study), cwd=tmp_path, timeout=120)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert "not a database" in done.stderr

@@ -21,50 +21,15 @@ from sqlalchemy.engine import make_url
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.records import RequestRecord
+from tuner.store_schema import engines_table, ensure_schema, requests_table, trials_table
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
 SQLITE_BUSY_TIMEOUT_S = 60
-
-_meta = sa.MetaData()
-trials_table = sa.Table(
-    "tuner_trials",
-    _meta,
-    sa.Column("study_name", sa.String(512), primary_key=True),
-    sa.Column("trial_number", sa.Integer, primary_key=True),
-    sa.Column("outcome", sa.String(32), nullable=False),
-    sa.Column("argv", sa.JSON),
-    sa.Column("env", sa.JSON),
-    sa.Column("vllm_version", sa.String(128)),
-    sa.Column("log_path", sa.Text),
-    sa.Column("startup_s", sa.Float),
-    sa.Column("workload_s", sa.Float),
-    sa.Column("result", sa.JSON),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
-requests_table = sa.Table(
-    "tuner_requests",
-    _meta,
-    sa.Column("study_name", sa.String(512), primary_key=True),
-    sa.Column("trial_number", sa.Integer, primary_key=True),
-    sa.Column("idx", sa.Integer, primary_key=True),
-    sa.Column("prompt_len", sa.Integer),
-    sa.Column("output_tokens", sa.Integer),
-    sa.Column("success", sa.Boolean),
-    sa.Column("ttft_s", sa.Float),
-    sa.Column("latency_s", sa.Float),
-    sa.Column("start_s", sa.Float),
-    sa.Column("itl_s", sa.JSON),
-    sa.Column("error", sa.Text),
-)
-engines_table = sa.Table(
-    "tuner_engines",
-    _meta,
-    sa.Column("study_name", sa.String(512), primary_key=True),
-    sa.Column("trial_number", sa.Integer, primary_key=True),
-    sa.Column("identity", sa.JSON, nullable=False),
-    sa.Column("log_path", sa.Text),
-    sa.Column("running", sa.Boolean, nullable=False),
-)
+SQLITE_HEADER = b"SQLite format 3\x00"
+# Two processes creating one new database at once: the loser of Optuna's table creation
+# fails with "table ... already exists" or a UNIQUE constraint on its version rows; it
+# tries again, and then finds the winner's tables.
+OPEN_ATTEMPTS = 5
 
 
 def resolve_storage(url: str | None = None) -> str:
@@ -79,14 +44,55 @@ def _check_sqlite_path(url: str, readonly: bool) -> None:
     path = Path(parsed.database.removeprefix("file:"))
     if not path.parent.is_dir():
         raise UserError(f"cannot open storage {url}: directory {path.parent} does not exist")
+    if readonly and not path.is_file():
+        raise UserError(f"no database at {path}: run the study first, or pass --storage")
+    _check_sqlite_header(url, path, readonly)
     if readonly:
-        if not path.is_file():
-            raise UserError(f"no database at {path}: run the study first, or pass --storage")
         return
     if path.exists() and not os.access(path, os.W_OK):
         raise UserError(f"cannot open storage {url}: the database file is read-only")
     if not os.access(path.parent, os.W_OK):
         raise UserError(f"cannot open storage {url}: directory {path.parent} is not writable")
+
+
+def _check_sqlite_header(url: str, path: Path, readonly: bool) -> None:
+    """A file that is there but is no SQLite database is refused before a driver reads it
+    (SQLite would take a short text file for an empty database, and write over it)."""
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise UserError(f"cannot open storage {url}: {exc.strerror}") from None
+    if not head:
+        if readonly:  # a writer makes a new database in an empty file, as SQLite does
+            raise UserError(f"cannot open storage {url}: {path} is empty, not a database")
+    elif head != SQLITE_HEADER:
+        raise UserError(f"cannot open storage {url}: {path} is not a database")
+
+
+def _lost_creation_race(exc: BaseException) -> bool:
+    """Whether `exc` is what the slower of two processes creating one database gets."""
+    exc = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
+    reason = str(getattr(exc, "orig", None) or exc).lower()
+    return isinstance(exc, sa.exc.SQLAlchemyError) and (
+        "already exists" in reason or "unique constraint" in reason or "duplicate" in reason
+    )
+
+
+def _open_error(url: str, exc: BaseException, readonly: bool) -> UserError:
+    """The one line a storage that cannot be opened gives."""
+    if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    if "readonly" in reason or "read-only" in reason:
+        reason = f"the database is read-only ({reason})"
+    elif "not a database" in reason:
+        reason = "not a database"
+    elif readonly and "no such table" in reason:
+        reason = f"not a study database ({reason})"
+    return UserError(f"cannot open storage {url}: {reason}")
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -119,20 +125,33 @@ class Store:
         except sa.exc.ArgumentError:
             raise UserError(f"cannot open storage {self.url!r}: not a SQLAlchemy URL") from None
         _check_sqlite_path(self.url, readonly)
-        try:
-            self.engine = sa.create_engine(self.url, **_engine_kwargs(self.url))
-            if not readonly:
-                _prepare_sqlite(self.engine)
-            self.optuna = optuna.storages.RDBStorage(
-                self.url, engine_kwargs=_engine_kwargs(self.url), skip_table_creation=readonly
-            )
-            if not readonly:
-                _meta.create_all(self.engine)
-        except (sa.exc.SQLAlchemyError, ImportError, ValueError) as exc:
-            reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-            if "readonly" in reason or "read-only" in reason:
-                reason = f"the database is read-only ({reason})"
-            raise UserError(f"cannot open storage {self.url}: {reason}") from None
+        for attempt in range(OPEN_ATTEMPTS):
+            try:
+                self._open(readonly)
+                break
+            except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+                self._dispose()
+                if readonly or attempt == OPEN_ATTEMPTS - 1 or not _lost_creation_race(exc):
+                    raise _open_error(self.url, exc, readonly) from None
+                time.sleep(0.05 * (attempt + 1))
+            except (ImportError, ValueError, RuntimeError) as exc:
+                self._dispose()
+                raise _open_error(self.url, exc, readonly) from None
+
+    def _open(self, readonly: bool) -> None:
+        self.engine = sa.create_engine(self.url, **_engine_kwargs(self.url))
+        if not readonly:
+            _prepare_sqlite(self.engine)
+        self.optuna = optuna.storages.RDBStorage(
+            self.url, engine_kwargs=_engine_kwargs(self.url), skip_table_creation=readonly
+        )
+        ensure_schema(self.engine, self.url, readonly=readonly)
+
+    def _dispose(self) -> None:
+        for owner in (self, getattr(self, "optuna", None)):
+            engine = getattr(owner, "engine", None)
+            if engine is not None:
+                engine.dispose()
 
     # Studies -----------------------------------------------------------------------------
 
