@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import UserError
-from tuner.lock import StudyLock, locks_table
+from tuner.lock import StudyLock
 from tuner.store import Store
+from tuner.store_schema import locks_table
 
 HOLD = """
 import sys, time

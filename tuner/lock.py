@@ -21,15 +21,7 @@ import sqlalchemy as sa
 from tuner.errors import UserError
 from tuner.recovery import owner_alive, this_process
 from tuner.store import Store
-
-_meta = sa.MetaData()
-locks_table = sa.Table(
-    "tuner_locks",
-    _meta,
-    sa.Column("study_name", sa.String(512), primary_key=True),
-    sa.Column("owner", sa.JSON, nullable=False),
-    sa.Column("acquired_at", sa.Float, nullable=False),
-)
+from tuner.store_schema import locks_table
 
 
 def _describe(owner: dict[str, Any], since: float) -> str:
@@ -43,10 +35,6 @@ class StudyLock:
     def __init__(self, store: Store, study_name: str) -> None:
         self.store, self.study_name = store, study_name
         self.owner = this_process()
-        try:
-            _meta.create_all(store.engine)
-        except sa.exc.OperationalError:  # another run created it at the same instant
-            _meta.create_all(store.engine)
 
     def acquire(self) -> None:
         for _ in range(3):

@@ -18,6 +18,7 @@ import optuna
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.records import RequestRecord
@@ -180,14 +181,14 @@ class Store:
             directions=directions,
             load_if_exists=True,
         )
-        if "tuner_spec" not in study.user_attrs:
+        if tr.SPEC not in study.user_attrs:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names(metric_names)
             # Python-mode dump: an infinite request rate survives (Optuna writes it as
             # JSON's Infinity), where pydantic's JSON mode would turn it into null.
-            study.set_user_attr("tuner_spec", spec.model_dump())
-            study.set_user_attr("simulated", simulated)
+            study.set_user_attr(tr.SPEC, spec.model_dump())
+            study.set_user_attr(tr.STUDY_SIMULATED, simulated)
         return study
 
     # Engines (for recovery after a tuner crash) -------------------------------------------
@@ -325,7 +326,7 @@ def _record_row(r: RequestRecord) -> dict[str, Any]:
 
 def spec_of(study: optuna.Study) -> StudySpec:
     """The spec a study was created with (results never need the study file to match)."""
-    data = study.user_attrs.get("tuner_spec")
+    data = study.user_attrs.get(tr.SPEC)
     if data is None:
         raise UserError(f"study {study.study_name!r} was not created by tuner")
     return StudySpec.model_validate(data)

@@ -67,6 +67,13 @@ engines_table = sa.Table(
     sa.Column("log_path", sa.Text),
     sa.Column("running", sa.Boolean, nullable=False),
 )
+locks_table = sa.Table(  # one run per study at a time (tuner/lock.py)
+    "tuner_locks",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("owner", sa.JSON, nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),
+)
 schema_table = sa.Table(
     "tuner_schema",
     metadata,
