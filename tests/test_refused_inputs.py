@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuner.config import check_run, check_run_storage, load_study_spec
+from tuner.config import load_study_spec
 from tuner.errors import UserError
+from tuner.run_checks import check_run, check_run_storage
 from tuner.workload.spec import MAX_PROMPTS, MAX_WARMUPS, WorkloadSpec
 
 TUNER = [sys.executable, "-m", "tuner.cli"]

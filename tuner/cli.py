@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import re
+import sqlite3
 import sys
 
 import typer
@@ -73,8 +74,6 @@ def storage_full(exc: BaseException) -> str | None:
     SQLite says "database or disk is full" on ENOSPC, and "disk I/O error" when a write fails
     otherwise (EFBIG: over a file size limit); PostgreSQL "could not extend file ...".
     """
-    import sqlite3
-
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

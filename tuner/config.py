@@ -12,14 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tuner import inputs, slo, yamlfile
 from tuner.errors import UserError
-from tuner.inputs import check_run, check_run_environment, check_run_storage
 from tuner.workload.spec import WorkloadSpec, check_measured
 
 __all__ = [
     "StudySpec",
-    "check_run",
-    "check_run_environment",
-    "check_run_storage",
     "load_study_spec",
 ]
 

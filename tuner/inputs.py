@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import os
 import re
 import string
 from typing import TYPE_CHECKING, Any
 
-from tuner.errors import UserError
-
 if TYPE_CHECKING:
-    from tuner.config import StudySpec
+    pass
 
 POSIX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own; the tuner sets it from `engine.api_key_env`
@@ -93,73 +90,3 @@ def find_nul(data: Any) -> str | None:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
-
-
-def check_run_storage(url: str) -> None:
-    """`tuner run` refuses a storage that keeps nothing once the process exits."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return  # Store reports a URL that is not one
-    if not parsed.drivername.startswith("sqlite"):
-        return
-    db = parsed.database or ""
-    if db in ("", ":memory:") or db.startswith("file::memory:") or "mode=memory" in url:
-        raise UserError(
-            f"--storage {url}: an in-memory database keeps no result after the run; "
-            "give a file, e.g. sqlite:///tuner.db"
-        )
-
-
-def check_run(spec: StudySpec, storage: str | None) -> None:
-    """Everything `tuner run` refuses before it touches the database or starts an engine;
-    `storage` is `--storage` (None: the study file's, else $TUNER_STORAGE, else the default)."""
-    from tuner.store import resolve_storage
-
-    check_run_storage(resolve_storage(storage or spec.storage))
-    check_run_environment(spec)
-
-
-def check_run_environment(spec: StudySpec) -> None:
-    """What `tuner run` needs from the environment and the model that loading cannot check
-    (readers of the study file, `tuner trials`/`best`/`report`, do not need them)."""
-    name = spec.engine.api_key_env
-    if name is not None and not os.environ.get(name):
-        raise UserError(
-            f"engine.api_key_env: the environment variable {name} is not set (or is empty): "
-            "the engine would run without the key"
-        )
-    if name is None and os.environ.get(API_KEY_ENV):
-        raise UserError(
-            f"{API_KEY_ENV} is set in the environment: the engine would require it and the "
-            f"tuner would not send it; set engine.api_key_env: {API_KEY_ENV}, or unset it"
-        )
-    check_lengths_fit(spec)
-
-
-def check_lengths_fit(spec: StudySpec) -> None:
-    """Random prompts longer than the model's known length: every request would fail."""
-    from tuner.space import max_model_len
-
-    w = spec.workload
-    tuned = any(
-        p.env is None and (p.flag or f"--{name}") == "--max-model-len"
-        for name, p in spec.search_space.parameters.items()
-    )
-    if w.dataset_name != "random" or tuned:
-        return
-    try:
-        limit = max_model_len(spec)
-    except (OSError, ValueError, TypeError):
-        return  # an unreadable config.json is the engine's to report
-    longest = math.ceil(w.random_input_len * (1 + w.random_range_ratio)) + math.ceil(
-        w.random_output_len * (1 + w.random_range_ratio)
-    )
-    if limit is not None and longest > limit:
-        raise UserError(
-            f"workload: random prompts of up to {longest} tokens (input + output) exceed the "
-            f"model's max length {limit}: every request would fail"
-        )

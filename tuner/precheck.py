@@ -6,11 +6,14 @@ microseconds. The prediction uses the same code as `tuner sim serve`'s own refus
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tuner.config import HardwareSpec
 from tuner.engine.failures import classify_failure
 from tuner.errors import UserError
+from tuner.sim.memory import check_config
+from tuner.sim.profiles import get_gpu, load_model
 from tuner.trials import FailureKind
 
 GiB = 1024**3
@@ -19,7 +22,7 @@ GiB = 1024**3
 def gpu_memory_gib_from_nvml() -> float | None:
     """The first GPU's memory via nvidia-ml-py, where it is installed and a GPU exists."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml  # type: ignore[import-not-found]  # optional: only on GPU boxes
     except ImportError:
         return None
     try:
@@ -37,11 +40,6 @@ def predict_refusal(
 
     Without a known GPU (or a model config the simulator can read) there is no prediction.
     """
-    from dataclasses import replace
-
-    from tuner.sim.memory import check_config
-    from tuner.sim.profiles import get_gpu, load_model
-
     if hardware.gpu is None:
         return None
     try:

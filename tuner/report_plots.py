@@ -277,6 +277,7 @@ def write_png(
     simulated: bool = False,
 ) -> None:
     """The Pareto plot as a static image, for tickets and chat."""
+    # Imported here: matplotlib is slow to import and only `--png` needs it; Agg first.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -142,7 +142,7 @@ def _loop(
 
 
 def _check_run(spec, storage) -> None:
-    from tuner.config import check_run
+    from tuner.run_checks import check_run
     from tuner.study import check_sampler
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths

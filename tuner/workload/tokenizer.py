@@ -16,6 +16,7 @@ def load_tokenizer(path: str) -> Any:
         raise UserError(f"tokenizer directory not found: {path}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # Imported here: transformers takes seconds to import, and its env vars must be set first.
     from transformers import AutoTokenizer
 
     try:
