@@ -11,6 +11,7 @@ from results_fixtures import build_study
 
 from tuner.pareto import trial_point
 from tuner.report import build_report, trials_table
+from tuner.report_pareto import SloLine, pareto_front_info
 from tuner.report_plots import history_figure, importances, pareto_figure, write_png
 from tuner.store import Store, spec_of
 
@@ -45,6 +46,23 @@ def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> Non
     assert any("#4 kv_cache_too_small" in n and "#5 interrupted" in n for n in notes)
     assert any("SLO p99_ttft_ms<=2000" in n for n in notes)
     assert any("SLO mean_tpot_ms<=80" in n for n in notes)
+
+
+def test_the_pareto_data_is_computed_once_for_both_renderers(stored) -> None:
+    _, spec, points = stored
+    info = pareto_front_info(points, spec.objective.slo)
+    assert (info.x, info.y) == ("p99_ttft_ms", "mean_tpot_ms")
+    assert [p.number for p in info.front] == [1, 2, 0, 6]
+    assert [p.number for p in info.feasible] == [0, 1, 2, 6, 7]
+    assert info.feasible_labels == ("0", "1,2", "", "6", "7")
+    assert [p.number for p in info.infeasible] == [3] and info.infeasible_labels == ("3",)
+    assert [p.number for p in info.baselines] == [0]
+    assert [p.number for p in info.failed] == [4, 5]
+    assert info.slo_lines == (
+        SloLine("x", 2000.0, "SLO p99_ttft_ms<=2000"),
+        SloLine("y", 80.0, "SLO mean_tpot_ms<=80"),
+    )
+    assert not info.log_x and not info.log_y and not info.simulated
 
 
 def test_history_leaves_failed_trials_out_and_tracks_best_feasible(stored) -> None:
