@@ -244,9 +244,7 @@ def build_report(
         fig.to_html(full_html=False, include_plotlyjs=(i == 0), config=config)
         for i, fig in enumerate(figures)
     ]
-    imp_html = (
-        divs[2] if isinstance(imp, dict) else f"<p class='sub'>Parameter importance {_e(imp)}.</p>"
-    )
+    imp_html = divs[2] if isinstance(imp, dict) else f"<p class='sub'>{_e(imp)}</p>"
     banner = (
         '<div class="banner">SIMULATED study: every figure in this report is a prediction of '
         "the tuner's simulator, not a measurement on a real engine.</div>"

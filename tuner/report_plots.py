@@ -18,7 +18,11 @@ from tuner.pareto import TrialPoint
 from tuner.report_pareto import ParetoFrontInfo, pareto_front_info
 
 THROUGHPUT = "output_throughput"
-MIN_TRIALS_FOR_IMPORTANCE = 4
+# Fewest measured trials the report ranks parameters over. PED-ANOVA (Optuna's default) compares
+# the best 10% of trials with all of them; up to 10 trials that "best 10%" is a single trial, so
+# the bars would only say where one trial's values sit. From 11 it is at least two. Why this
+# number, and what the report says below it: docs/results.md.
+MIN_MEASURED_TRIALS_FOR_IMPORTANCE = 11
 COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111"}
 
 
@@ -193,12 +197,12 @@ def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
 
 def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, float] | str:
     """PED-ANOVA importance (Optuna's default) of each parameter for the score, over measured
-    trials; or the reason there is none (too few trials, nothing varied)."""
+    trials; or a sentence saying why there is none (too few trials, nothing varied)."""
     scored = [p for p in points if p.score is not None and p.status in ("feasible", "infeasible")]
-    if len(scored) < MIN_TRIALS_FOR_IMPORTANCE:
+    if len(scored) < MIN_MEASURED_TRIALS_FOR_IMPORTANCE:
         return (
-            f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} measured trials; "
-            f"this study has {len(scored)}"
+            f"Too few measured trials to rank parameters by importance: {len(scored)} measured, "
+            f"at least {MIN_MEASURED_TRIALS_FOR_IMPORTANCE} needed."
         )
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     proxy = optuna.create_study(direction="minimize")
@@ -210,7 +214,7 @@ def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, 
     try:
         return optuna.importance.get_param_importances(proxy)  # PED-ANOVA: no sklearn needed
     except (ValueError, RuntimeError) as exc:
-        return f"cannot be computed: {exc}"
+        return f"Parameter importance cannot be computed: {str(exc).rstrip('.')}."
 
 
 def importance_figure(values: dict[str, float]) -> go.Figure:
