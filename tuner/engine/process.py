@@ -32,7 +32,7 @@ from typing import Any
 
 from tuner.engine import ready
 from tuner.engine.failures import EngineStartFailed, classify_failure, tail_lines
-from tuner.errors import UserError
+from tuner.errors import NotReady, UserError
 
 DEFAULT_GRACE_S = 10.0
 KILL_WAIT_S = 5.0
@@ -276,7 +276,7 @@ class EngineProcess:
                 api_key=api_key,
                 on_tick=on_tick,
             )
-        except ready.NotReady as exc:
+        except NotReady as exc:
             self.stop(stop_grace_s)
             failure = classify_failure(
                 self.read_log(), exit_code=self.poll(), timed_out=not exc.exited
