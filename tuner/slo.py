@@ -17,7 +17,6 @@ _MAXIMIZED = {
     "request_goodput",
     "completed",
 }
-_MINIMIZED_PREFIXES = ("mean_", "median_", "std_", "p")
 _LATENCY = re.compile(r"^(mean|median|std|p\d+(\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 
 
