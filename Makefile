@@ -44,6 +44,7 @@ test-fast: install model
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks
 	$(BIN)/ruff format --check tuner tests benchmarks
+	$(BIN)/lint-imports
 
 demo: install model
 	$(BIN)/tuner run studies/demo-sim.yaml

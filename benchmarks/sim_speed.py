@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from tuner.sim.engine import EngineRefused
+from tuner.errors import EngineRefused
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import get_gpu, load_model
 from tuner.workload.schedule import arrival_times

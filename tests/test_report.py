@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from results_fixtures import build_study
 
+from tuner import report_plots
 from tuner.report import build_report, trials_table
+from tuner.report_pareto import SloLine, pareto_front_info
 from tuner.report_plots import history_figure, importances, pareto_figure, write_png
 from tuner.store import Store, spec_of
 from tuner.trials import read as trial_point
@@ -47,6 +49,23 @@ def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> Non
     assert any("SLO mean_tpot_ms<=80" in n for n in notes)
 
 
+def test_the_pareto_data_is_computed_once_for_both_renderers(stored) -> None:
+    _, spec, points = stored
+    info = pareto_front_info(points, spec.objective.slo)
+    assert (info.x, info.y) == ("p99_ttft_ms", "mean_tpot_ms")
+    assert [p.number for p in info.front] == [1, 2, 0, 6]
+    assert [p.number for p in info.feasible] == [0, 1, 2, 6, 7]
+    assert info.feasible_labels == ("0", "1,2", "", "6", "7")
+    assert [p.number for p in info.infeasible] == [3] and info.infeasible_labels == ("3",)
+    assert [p.number for p in info.baselines] == [0]
+    assert [p.number for p in info.failed] == [4, 5]
+    assert info.slo_lines == (
+        SloLine("x", 2000.0, "SLO p99_ttft_ms<=2000"),
+        SloLine("y", 80.0, "SLO mean_tpot_ms<=80"),
+    )
+    assert not info.log_x and not info.log_y and not info.simulated
+
+
 def test_history_leaves_failed_trials_out_and_tracks_best_feasible(stored) -> None:
     _, _, points = stored
     fig = history_figure(points)
@@ -56,21 +75,37 @@ def test_history_leaves_failed_trials_out_and_tracks_best_feasible(stored) -> No
     assert list(by_name["best so far"].y) == [0.0, -0.3, -0.3, -0.3, -0.4, -0.4]
 
 
-def test_importance_needs_enough_trials(stored) -> None:
-    study, _, points = stored
+def test_importance_needs_enough_measured_trials(stored, monkeypatch) -> None:
+    study, _, points = stored  # 6 measured trials (0, 1, 2, 3, 6, 7)
+    few = importances(study, points)
+    assert few == (
+        "Too few measured trials to rank parameters by importance: 6 measured, "
+        f"at least {report_plots.MIN_MEASURED_TRIALS_FOR_IMPORTANCE} needed."
+    )
+    monkeypatch.setattr(report_plots, "MIN_MEASURED_TRIALS_FOR_IMPORTANCE", 6)
     values = importances(study, points)
     assert isinstance(values, dict)
     assert set(values) == set(points[0].params)
     assert sum(values.values()) == pytest.approx(1.0)
-    few = importances(study, points[:3])
-    assert isinstance(few, str) and "at least 4 measured trials" in few
+    assert "5 measured, at least 6" in importances(study, points[:-1])
+
+
+def test_report_says_in_words_when_there_are_too_few_trials_for_bars(stored, monkeypatch) -> None:
+    study, spec, points = stored
+    html = build_report(study, spec, points, simulated=False)
+    assert html.count("Plotly.newPlot") == 2  # Pareto and history, no importance bars
+    assert "Too few measured trials to rank parameters by importance: 6 measured" in html
+    monkeypatch.setattr(report_plots, "MIN_MEASURED_TRIALS_FOR_IMPORTANCE", 6)
+    html = build_report(study, spec, points, simulated=False)
+    assert html.count("Plotly.newPlot") == 3 and "Parameter importance for the score" in html
+    assert "Too few measured trials" not in html
 
 
 def test_report_is_one_offline_file_with_every_section(stored) -> None:
     study, spec, points = stored
     html = build_report(study, spec, points, simulated=False)
     assert "<script src=" not in html  # plotly.js is inlined, not fetched
-    assert html.count("Plotly.newPlot") == 3 and len(html) > 3_000_000
+    assert html.count("Plotly.newPlot") == 2 and len(html) > 3_000_000
     for section in ("What to deploy", "Trade-off", "Search", "Every trial", "Measured on"):
         assert f"{section}" in html
     # Best command under each SLO of the study file, and all of them together.
@@ -126,7 +161,7 @@ def test_multi_objective_and_all_failed_studies_still_report(tmp_path: Path) -> 
     html = build_report(study, spec, points, simulated=False)
     store.close()
     assert "no trial of study &#x27;handbuilt&#x27; was measured" in html
-    assert "needs at least 4 measured trials; this study has 0" in html
+    assert "Too few measured trials to rank parameters by importance: 0 measured" in html
 
 
 def test_png_is_written(stored, tmp_path: Path) -> None:

@@ -1,8 +1,47 @@
-"""Errors a user can cause. The CLI turns each into one line on stderr and exit code 2."""
+"""Every exception the tuner defines, in one tree (as httpx's `_exceptions.py` lists its own).
+
+    Exception
+    ├── UserError ............ a mistake in the user's input (study file, flag, URL, storage);
+    │                          the CLI prints it as one line on stderr and exits with code 2
+    ├── RunInterrupted ....... Ctrl-C, SIGTERM or SIGHUP stopped a run after its trial was
+    │                          recorded as interrupted; the CLI exits with 128 + the signal
+    ├── NotReady ............. waiting for an engine's readiness ended without it: the process
+    │                          exited, the start-up timeout passed, or another process holds
+    │                          the port (`.foreign`) (tuner.engine.ready);
+    │                          tuner.engine.process turns it into EngineStartFailed
+    ├── EngineStartFailed .... the engine exited or timed out before it was ready; `.failure`
+    │   (tuner.engine.failures)  is the classified Failure. A trial outcome, not a tuner error
+    ├── ValueError
+    │   └── EngineRefused .... the simulator's vLLM would refuse to start with these flags; the
+    │                          message is vLLM's (raised in tuner.sim.engine). A trial outcome
+    └── RuntimeError
+        └── BenchmarkAborted . the workload stopped before its end: the engine died or hung;
+            (tuner.workload.benchmark)  `.reason` says why. A trial outcome
+
+The classes defined here depend on nothing. Two live elsewhere, named with their module above:
+EngineStartFailed carries `tuner.engine.failures.Failure`, and this module, at the bottom of
+the package, must not import the engine layer; BenchmarkAborted belongs to the workload code
+that raises it (it has no dependency and may move here). Trial outcomes are caught by
+tuner.runner and stored as the trial's failure; only UserError reaches the user as such.
+"""
 
 
 class UserError(Exception):
     """A mistake in the user's input (file, flag, URL): reported in one line, no traceback."""
+
+
+class NotReady(Exception):
+    """Waiting ended without a ready engine: the process exited, or the timeout passed.
+    `foreign`: the last server that answered on the port was not the engine."""
+
+    def __init__(self, *, exited: bool, foreign: bool = False) -> None:
+        super().__init__("engine exited before it was ready" if exited else "startup timed out")
+        self.exited = exited
+        self.foreign = foreign
+
+
+class EngineRefused(ValueError):
+    """vLLM would refuse to start with these flags; the message is vLLM's."""
 
 
 class RunInterrupted(Exception):

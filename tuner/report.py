@@ -21,14 +21,8 @@ from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.export import justification, select_trial, shell_command
 from tuner.objective import HEADLINE_METRICS
-from tuner.pareto import front_of
-from tuner.report_plots import (
-    history_figure,
-    importance_figure,
-    importances,
-    pareto_figure,
-    ttft_axis,
-)
+from tuner.report_pareto import pareto_front_info
+from tuner.report_plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.slo import parse_slo
 from tuner.trials import TrialPoint, baseline_of
 
@@ -235,15 +229,11 @@ def build_report(
     study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline."""
-    x = ttft_axis(points)
-    front = front_of(
-        [p for p in points if x in p.metrics and "mean_tpot_ms" in p.metrics],
-        [(x, "minimize"), ("mean_tpot_ms", "minimize")],
-    )
-    front_numbers = {p.number for p in front}
+    pareto = pareto_front_info(points, spec.objective.slo, simulated)
+    x, front_numbers = pareto.x, set(pareto.front_numbers)
     counts = {s: sum(p.status == s for p in points) for s in ("feasible", "infeasible", "failed")}
     counts["other (running, pruned)"] = len(points) - sum(counts.values())
-    figures = [pareto_figure(points, spec.objective.slo, simulated), history_figure(points)]
+    figures = [plot_pareto(pareto), history_figure(points)]
     imp = importances(study, points)
     if isinstance(imp, dict):
         figures.append(importance_figure(imp))
@@ -252,9 +242,7 @@ def build_report(
         fig.to_html(full_html=False, include_plotlyjs=(i == 0), config=config)
         for i, fig in enumerate(figures)
     ]
-    imp_html = (
-        divs[2] if isinstance(imp, dict) else f"<p class='sub'>Parameter importance {_e(imp)}.</p>"
-    )
+    imp_html = divs[2] if isinstance(imp, dict) else f"<p class='sub'>{_e(imp)}</p>"
     banner = (
         '<div class="banner">SIMULATED study: every figure in this report is a prediction of '
         "the tuner's simulator, not a measurement on a real engine.</div>"

@@ -1,4 +1,7 @@
-"""The report's figures: Pareto front (plotly and a matplotlib PNG), history, importance."""
+"""The report's figures: Pareto front (plotly and a matplotlib PNG), history, importance.
+
+Both Pareto renderers draw one `ParetoFrontInfo` (tuner/report_pareto.py) and compute nothing.
+"""
 
 from __future__ import annotations
 
@@ -11,52 +14,16 @@ import optuna
 import plotly.graph_objects as go
 
 from tuner.objective import HEADLINE_METRICS
-from tuner.pareto import Objective, front_of
-from tuner.slo import parse_slo
+from tuner.report_pareto import ParetoFrontInfo, pareto_front_info
 from tuner.trials import TrialPoint
 
-TPOT = "mean_tpot_ms"
 THROUGHPUT = "output_throughput"
-MIN_TRIALS_FOR_IMPORTANCE = 4
-LOG_SPAN = 10.0
+# Fewest measured trials the report ranks parameters over. PED-ANOVA (Optuna's default) compares
+# the best 10% of trials with all of them; up to 10 trials that "best 10%" is a single trial, so
+# the bars would only say where one trial's values sit. From 11 it is at least two. Why this
+# number, and what the report says below it: docs/results.md.
+MIN_MEASURED_TRIALS_FOR_IMPORTANCE = 11
 COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111"}
-
-
-def ttft_axis(points: Sequence[TrialPoint]) -> str:
-    """P99 TTFT, or mean TTFT for a workload that did not ask for the 99th percentile."""
-    stored = {m for p in points for m in p.metrics}
-    return "p99_ttft_ms" if "p99_ttft_ms" in stored else "mean_ttft_ms"
-
-
-def _axes(points: Sequence[TrialPoint]) -> list[Objective]:
-    return [(ttft_axis(points), "minimize"), (TPOT, "minimize")]
-
-
-def _plotted(points: Sequence[TrialPoint], status: str) -> list[TrialPoint]:
-    x, y = (name for name, _ in _axes(points))
-    return [p for p in points if p.status == status and x in p.metrics and y in p.metrics]
-
-
-def _labels(points: Sequence[TrialPoint], x: str, y: str) -> list[str]:
-    """Trial numbers as point labels; trials at the same spot share one label ("1,2")."""
-    at: dict[tuple[float, float], list[int]] = {}
-    for p in points:
-        at.setdefault((p.metrics[x], p.metrics[y]), []).append(p.number)
-    first = {numbers[0] for numbers in at.values()}
-    return [_shared(at[(p.metrics[x], p.metrics[y])]) if p.number in first else "" for p in points]
-
-
-def _shared(numbers: list[int], most: int = 3) -> str:
-    """ "1,2" for a few trials at one spot; "1,2,3 +41" when many would run across the plot."""
-    shown = ",".join(map(str, numbers[:most]))
-    return shown if len(numbers) <= most else f"{shown} +{len(numbers) - most}"
-
-
-def _log_scale(values: Sequence[float]) -> bool:
-    """A log axis when the values span more than 10×, e.g. an overloaded config's 20 s TTFT
-    beside good ones at 0.5 s: on a linear axis the good ones would be squeezed into a corner."""
-    positive = [v for v in values if v > 0]
-    return len(positive) == len(values) > 1 and max(positive) / min(positive) > LOG_SPAN
 
 
 def _hover(p: TrialPoint) -> str:
@@ -74,19 +41,23 @@ def _hover(p: TrialPoint) -> str:
 def pareto_figure(
     points: Sequence[TrialPoint], slo_lines: Sequence[str] = (), simulated: bool = False
 ) -> go.Figure:
+    """The interactive Pareto plot of `points` (see `plot_pareto`)."""
+    return plot_pareto(pareto_front_info(points, slo_lines, simulated))
+
+
+def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
     """Feasible trials coloured by throughput, the front joined and ringed, the baseline as a
     star, infeasible trials as grey crosses, failed trials listed (they have no point)."""
-    (x, _), (y, _) = _axes(points)
-    feasible = _plotted(points, "feasible")
-    front = front_of(feasible, _axes(points))
+    x, y, feasible, infeasible = info.x, info.y, info.feasible, info.infeasible
+    on_front = info.front_numbers
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=[p.metrics[x] for p in front],
-            y=[p.metrics[y] for p in front],
+            x=[p.metrics[x] for p in info.front],
+            y=[p.metrics[y] for p in info.front],
             mode="lines",
             line={"color": COLORS["front"], "width": 2, "shape": "hv"},
-            name=f"Pareto front ({len(front)} trials)",
+            name=f"Pareto front ({len(info.front)} trials)",
             hoverinfo="skip",
         )
     )
@@ -95,18 +66,20 @@ def pareto_figure(
             x=[p.metrics[x] for p in feasible],
             y=[p.metrics[y] for p in feasible],
             mode="markers+text",
-            text=_labels(feasible, x, y),
+            text=list(info.feasible_labels),
             textposition="top right",
             textfont={"size": 11, "color": "#333"},
             marker={
-                "size": [16 if p in front else 11 for p in feasible],
+                "size": [16 if p.number in on_front else 11 for p in feasible],
                 "color": [p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
                 "colorscale": "Viridis",
                 "showscale": True,
                 "colorbar": {"title": {"text": "output<br>tok/s"}},
                 "line": {
-                    "color": [COLORS["front"] if p in front else "#fff" for p in feasible],
-                    "width": [3 if p in front else 1 for p in feasible],
+                    "color": [
+                        COLORS["front"] if p.number in on_front else "#fff" for p in feasible
+                    ],
+                    "width": [3 if p.number in on_front else 1 for p in feasible],
                 },
             },
             name="feasible trial (colour = output throughput)",
@@ -114,14 +87,13 @@ def pareto_figure(
             hoverinfo="text",
         )
     )
-    infeasible = _plotted(points, "infeasible")
     if infeasible:
         fig.add_trace(
             go.Scatter(
                 x=[p.metrics[x] for p in infeasible],
                 y=[p.metrics[y] for p in infeasible],
                 mode="markers+text",
-                text=_labels(infeasible, x, y),
+                text=list(info.infeasible_labels),
                 textposition="top right",
                 textfont={"size": 11, "color": COLORS["infeasible"]},
                 marker={"symbol": "x", "size": 11, "color": COLORS["infeasible"]},
@@ -130,31 +102,29 @@ def pareto_figure(
                 hoverinfo="text",
             )
         )
-    base = [p for p in (*feasible, *infeasible) if p.baseline]
-    if base:
+    if info.baselines:
+        base = info.baselines[0]
         fig.add_trace(
             go.Scatter(
-                x=[base[0].metrics[x]],
-                y=[base[0].metrics[y]],
+                x=[base.metrics[x]],
+                y=[base.metrics[y]],
                 mode="markers",
                 marker={"symbol": "star", "size": 22, "color": "rgba(0,0,0,0)"},
                 marker_line={"color": COLORS["baseline"], "width": 2},
-                name=f"baseline (trial {base[0].number}: vLLM defaults)",
+                name=f"baseline (trial {base.number}: vLLM defaults)",
                 hoverinfo="skip",
             )
         )
-    for text in slo_lines:
-        for limit in parse_slo(text):
-            if limit.metric in (x, y):
-                add = fig.add_vline if limit.metric == x else fig.add_hline
-                add(
-                    limit.value,
-                    line={"dash": "dash", "color": "#e377c2", "width": 1.5},
-                    annotation_text=f"SLO {limit}",
-                    annotation_position="bottom right" if limit.metric == x else "top left",
-                    annotation_font_color="#c0399a",
-                )
-    failed = [p for p in points if p.status == "failed"]
+    for line in info.slo_lines:
+        add = fig.add_vline if line.axis == "x" else fig.add_hline
+        add(
+            line.value,
+            line={"dash": "dash", "color": "#e377c2", "width": 1.5},
+            annotation_text=line.label,
+            annotation_position="bottom right" if line.axis == "x" else "top left",
+            annotation_font_color="#c0399a",
+        )
+    failed = info.failed
     if failed:
         shown = ", ".join(f"#{p.number} {(p.failure or '').split(':')[0]}" for p in failed[:8])
         more = f" … and {len(failed) - 8} more" if len(failed) > 8 else ""
@@ -169,12 +139,12 @@ def pareto_figure(
             font={"color": "#b22222", "size": 12},
         )
     title = f"{x} against {y} (both lower is better)"
-    if simulated:
+    if info.simulated:
         title += " — SIMULATED: predicted, not measured"
-    shown = [*feasible, *infeasible]
-    for name, axis in ((x, fig.update_xaxes), (y, fig.update_yaxes)):
-        if _log_scale([p.metrics[name] for p in shown]):
-            axis(type="log")
+    if info.log_x:
+        fig.update_xaxes(type="log")
+    if info.log_y:
+        fig.update_yaxes(type="log")
     fig.update_layout(
         title={"text": title},
         xaxis_title=f"{x} (ms)",
@@ -227,12 +197,12 @@ def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
 
 def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, float] | str:
     """PED-ANOVA importance (Optuna's default) of each parameter for the score, over measured
-    trials; or the reason there is none (too few trials, nothing varied)."""
+    trials; or a sentence saying why there is none (too few trials, nothing varied)."""
     scored = [p for p in points if p.score is not None and p.status in ("feasible", "infeasible")]
-    if len(scored) < MIN_TRIALS_FOR_IMPORTANCE:
+    if len(scored) < MIN_MEASURED_TRIALS_FOR_IMPORTANCE:
         return (
-            f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} measured trials; "
-            f"this study has {len(scored)}"
+            f"Too few measured trials to rank parameters by importance: {len(scored)} measured, "
+            f"at least {MIN_MEASURED_TRIALS_FOR_IMPORTANCE} needed."
         )
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     proxy = optuna.create_study(direction="minimize")
@@ -244,7 +214,7 @@ def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, 
     try:
         return optuna.importance.get_param_importances(proxy)  # PED-ANOVA: no sklearn needed
     except (ValueError, RuntimeError) as exc:
-        return f"cannot be computed: {exc}"
+        return f"Parameter importance cannot be computed: {str(exc).rstrip('.')}."
 
 
 def importance_figure(values: dict[str, float]) -> go.Figure:
@@ -276,39 +246,42 @@ def write_png(
     slo_lines: Sequence[str] = (),
     simulated: bool = False,
 ) -> None:
-    """The Pareto plot as a static image, for tickets and chat."""
+    """The Pareto plot as a static image, for tickets and chat (see `draw_png`)."""
+    draw_png(pareto_front_info(points, slo_lines, simulated), path, study_name)
+
+
+def draw_png(info: ParetoFrontInfo, path: Path, study_name: str) -> None:
+    """The same Pareto plot as `plot_pareto`, drawn with matplotlib (Agg) into a PNG."""
     # Imported here: matplotlib is slow to import and only `--png` needs it; Agg first.
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    (x, _), (y, _) = _axes(points)
-    feasible = _plotted(points, "feasible")
-    front = front_of(feasible, _axes(points))
+    x, y, feasible, infeasible = info.x, info.y, info.feasible, info.infeasible
+    on_front = info.front_numbers
     fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
-    if front:
+    if info.front:
         ax.step(
-            [p.metrics[x] for p in front],
-            [p.metrics[y] for p in front],
+            [p.metrics[x] for p in info.front],
+            [p.metrics[y] for p in info.front],
             where="post",
             color=COLORS["front"],
-            label=f"Pareto front ({len(front)})",
+            label=f"Pareto front ({len(info.front)})",
         )
     sc = ax.scatter(
         [p.metrics[x] for p in feasible],
         [p.metrics[y] for p in feasible],
         c=[p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
         cmap="viridis",
-        s=[110 if p in front else 50 for p in feasible],
-        edgecolors=[COLORS["front"] if p in front else "white" for p in feasible],
-        linewidths=[2 if p in front else 0.5 for p in feasible],
+        s=[110 if p.number in on_front else 50 for p in feasible],
+        edgecolors=[COLORS["front"] if p.number in on_front else "white" for p in feasible],
+        linewidths=[2 if p.number in on_front else 0.5 for p in feasible],
         label="feasible",
         zorder=3,
     )
     if feasible:
         fig.colorbar(sc, ax=ax, label="output throughput (tok/s)")
-    infeasible = _plotted(points, "infeasible")
     if infeasible:
         ax.scatter(
             [p.metrics[x] for p in infeasible],
@@ -317,27 +290,23 @@ def write_png(
             color=COLORS["infeasible"],
             label="infeasible (breaks an SLO)",
         )
-    for group in (feasible, infeasible):
-        for p, label in zip(group, _labels(group, x, y), strict=True):
-            xy = (p.metrics[x], p.metrics[y])
-            ax.annotate(label, xy, xytext=(5, 5), textcoords="offset points", fontsize=9)
-            if p.baseline:
-                ax.scatter(*xy, marker="*", s=320, facecolors="none", edgecolors="black",
-                           zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
-    for text in slo_lines:
-        for limit in parse_slo(text):
-            if limit.metric in (x, y):
-                line = ax.axvline if limit.metric == x else ax.axhline
-                line(limit.value, color="#e377c2", linestyle="--", linewidth=1.2,
-                     label=f"SLO {limit}")  # fmt: skip
-    failed = sum(p.status == "failed" for p in points)
+    for group, labels in ((feasible, info.feasible_labels), (infeasible, info.infeasible_labels)):
+        for p, label in zip(group, labels, strict=True):
+            ax.annotate(label, info.xy(p), xytext=(5, 5), textcoords="offset points", fontsize=9)
+    for p in info.baselines:
+        ax.scatter(*info.xy(p), marker="*", s=320, facecolors="none", edgecolors="black",
+                   zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
+    for line in info.slo_lines:
+        draw = ax.axvline if line.axis == "x" else ax.axhline
+        draw(line.value, color="#e377c2", linestyle="--", linewidth=1.2, label=line.label)
+    failed = len(info.failed)
     title = f"{study_name}: {x} vs {y}" + (f" — {failed} failed trials not shown" if failed else "")
-    if simulated:
+    if info.simulated:
         title += "\nSIMULATED: predicted figures, not measurements"
-    shown = [*feasible, *infeasible]
-    for name, scale in ((x, ax.set_xscale), (y, ax.set_yscale)):
-        if _log_scale([p.metrics[name] for p in shown]):
-            scale("log")
+    if info.log_x:
+        ax.set_xscale("log")
+    if info.log_y:
+        ax.set_yscale("log")
     ax.set(title=title, xlabel=f"{x} (ms)", ylabel=f"{y} (ms)")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)

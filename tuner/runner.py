@@ -296,9 +296,9 @@ class PlanRunner(TrialRunner):
     simulated = True
 
     def measure(self, ctx: TrialContext) -> Measurement:
+        from tuner.errors import EngineRefused
         from tuner.metrics import compute_metrics, confidence_intervals
         from tuner.precheck import refusal_kind
-        from tuner.sim.engine import EngineRefused
         from tuner.sim.planner import simulate
         from tuner.workload.schedule import arrival_times
 

@@ -34,7 +34,7 @@ import httpx
 
 from tuner.engine import ports, ready
 from tuner.engine.failures import EngineStartFailed, classify_failure, port_taken, tail_lines
-from tuner.errors import UserError
+from tuner.errors import NotReady, UserError
 
 DEFAULT_GRACE_S = 10.0
 KILL_WAIT_S = 5.0
@@ -290,7 +290,7 @@ class EngineProcess:
                 on_tick=on_tick,
                 owned=owned,
             )
-        except ready.NotReady as exc:
+        except NotReady as exc:
             members = group_members(self.pgid)
             foreign = exc.foreign or ports.port_holder(host, port, members) == ports.FOREIGN
             holders = ports.describe_holders(host, port, exclude=members) if foreign else ""

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from tuner.errors import NotReady
+
 POLL_S = 0.25
 PROBE_TIMEOUT_S = 2.0
 
@@ -24,16 +26,6 @@ class ReadyInfo:
     startup_s: float
     version: str | None
     models: list[str] = field(default_factory=list)
-
-
-class NotReady(Exception):
-    """Waiting ended without a ready engine: the process exited, or the timeout passed.
-    `foreign`: the last server that answered on the port was not the engine."""
-
-    def __init__(self, *, exited: bool, foreign: bool = False) -> None:
-        super().__init__("engine exited before it was ready" if exited else "startup timed out")
-        self.exited = exited
-        self.foreign = foreign
 
 
 def _headers(api_key: str | None) -> dict[str, str]:

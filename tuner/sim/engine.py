@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tuner.errors import EngineRefused
 from tuner.sim.memory import (
     EngineConfig,
     MemoryBreakdown,
@@ -24,10 +25,6 @@ from tuner.sim.memory import (
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.scheduler import Scheduler, SimRequest
 from tuner.sim.steptime import StepCostModel
-
-
-class EngineRefused(ValueError):
-    """vLLM would refuse to start with these flags; the message is vLLM's."""
 
 
 class StepResult(NamedTuple):
