@@ -137,3 +137,16 @@ def test_a_study_from_before_spec_ids_keeps_its_trials(tiny_model_dir: Path, sto
     again = StudyLoop(spec, store, PlanRunner(spec))
     assert again.spec_id == loop.spec_id
     assert len(again.points()) == 2
+
+
+def test_a_stored_spec_this_tuner_refuses_is_one_line(tiny_model_dir: Path, store: Store) -> None:
+    """An older tuner stored a value that today's checks refuse: no traceback for readers."""
+    from tuner.store import spec_of
+
+    spec = _spec(tiny_model_dir)
+    loop = StudyLoop(spec, store, PlanRunner(spec))
+    old = loop.study.user_attrs[tr.SPEC]
+    old["workload"]["num_prompts"] = 10**9
+    loop.study.set_user_attr(tr.SPEC, old)
+    with pytest.raises(UserError, match=r"workload.num_prompts: .*new study name"):
+        spec_of(loop.study)

@@ -312,7 +312,9 @@ def _read_yaml(path: Path, what: str) -> dict[str, Any]:
 _UNION_TAGS = {"str", "int", "float", "bool"}  # how pydantic names a Scalar's branches
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_validation_error(exc: ValidationError, *, as_flag: bool = False) -> str:
+    """The one translation of a pydantic error into a user's words: `field.path: message`
+    for the first bad field, or `--flag-name: message` for a CLI value (`as_flag`)."""
     errors = exc.errors()
     err = errors[0]
     path = list(err["loc"])
@@ -325,7 +327,21 @@ def _describe(exc: ValidationError) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
+    if as_flag and path:
+        loc = "--" + str(path[0]).replace("_", "-")
     return f"{loc}: {msg}" if loc else msg
+
+
+def stored_spec(data: Any, study_name: str) -> StudySpec:
+    """A spec read back from a study's storage; one that this tuner's checks now refuse (it
+    was stored by an older tuner) is one line, not a traceback."""
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(
+            f"study {study_name!r} was stored with a study file this tuner refuses "
+            f"({describe_validation_error(exc)}): run it under a new study name"
+        ) from None
 
 
 def load_study_spec(path: str | Path) -> StudySpec:
@@ -340,7 +356,7 @@ def load_study_spec(path: str | Path) -> StudySpec:
     try:
         return StudySpec.model_validate(data)
     except ValidationError as exc:
-        where = _describe(exc)
+        where = describe_validation_error(exc)
         if isinstance(space, str) and where.startswith("search_space."):
             raise UserError(f"{space_path}: {where.removeprefix('search_space.')}") from None
         raise UserError(f"{path}: {where}") from None

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner import trials as tr
-from tuner.config import StudySpec
+from tuner.config import StudySpec, stored_spec
 from tuner.errors import UserError
 
 # Parts of a spec that do not change what a trial measures: trials stay comparable.
@@ -47,7 +47,7 @@ SHOWN_CHANGES = 4
 
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
     """A spec dump as it reads back from storage (JSON types), with every default filled in."""
-    spec = StudySpec.model_validate(dict(dump))
+    spec = stored_spec(dict(dump), str(dump.get("name")))
     return json.loads(json.dumps(spec.model_dump()))
 
 
@@ -113,7 +113,7 @@ def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
         _remember(study, legacy, stored)
     current = study.user_attrs.get(tr.SPEC_ID) or (spec_id(stored) if stored else None)
     if stored is not None and current != new_id:
-        _check_storable(StudySpec.model_validate(stored), spec)
+        _check_storable(stored_spec(stored, spec.name), spec)
     if stored is not None and current != new_id and not accept_changes:
         diff = changes(stored, new)
         shown = "; ".join(diff[:SHOWN_CHANGES])
@@ -179,4 +179,4 @@ def spec_for(study_attrs: Mapping[str, Any], point: tr.TrialPoint) -> StudySpec:
     data = data if data is not None else study_attrs.get(tr.SPEC)
     if data is None:
         raise UserError(f"trial {point.number} has no stored study spec (not made by tuner)")
-    return StudySpec.model_validate(data)
+    return stored_spec(data, str(data.get("name")))

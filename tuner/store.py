@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from tuner import trials as tr
-from tuner.config import StudySpec
+from tuner.config import StudySpec, stored_spec
 from tuner.errors import UserError
 from tuner.records import RequestRecord
 from tuner.store_schema import engines_table, ensure_schema, requests_table, trials_table
@@ -329,4 +329,4 @@ def spec_of(study: optuna.Study) -> StudySpec:
     data = study.user_attrs.get(tr.SPEC)
     if data is None:
         raise UserError(f"study {study.study_name!r} was not created by tuner")
-    return StudySpec.model_validate(data)
+    return stored_spec(data, study.study_name)

@@ -195,16 +195,13 @@ def workload_spec(**fields: Any) -> WorkloadSpec:
     """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
     from pydantic import ValidationError
 
+    from tuner.config import describe_validation_error
     from tuner.workload.spec import WorkloadSpec
 
     try:
         spec = WorkloadSpec(**fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["loc"]:
-            msg = f"--{str(err['loc'][0]).replace('_', '-')}: {msg}"
-        raise UserError(msg) from None
+        raise UserError(describe_validation_error(exc, as_flag=True)) from None
     unknown = set(spec.selected_metrics) - set(LATENCY_METRICS)
     if unknown or not spec.selected_metrics:
         raise UserError(
