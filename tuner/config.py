@@ -232,6 +232,8 @@ class HardwareSpec(_Strict):
     gpu: str | None = None
     count: int = Field(1, ge=1, le=4096)
     gpu_memory_gib: float | None = Field(None, gt=0)
+    # `tuner plan`: an engine's launch-to-ready seconds (default: docs/early-stopping.md)
+    startup_s: float | None = Field(None, ge=0, le=inputs.MAX_TIMEOUT_S)
 
 
 class TrialSpec(_Strict):

@@ -140,6 +140,7 @@ class TrialPipeline:
             tr.FAILURE_REASON: reason,
             tr.PREDICTED: True,
             tr.SIMULATED: self.runner.simulated,
+            tr.ENGINE_S: 0.0,  # never launched
         }
         return Outcome(
             "refused", self._penalty(t), self._no_measurement(), attrs, saved_by=saved_by
@@ -169,6 +170,7 @@ class TrialPipeline:
             tr.FAILURE_REASON: m.failure_reason,
             tr.LOG_PATH: m.log_path,
             tr.STARTUP_S: m.startup_s,  # None: the engine never became ready
+            tr.ENGINE_S: m.engine_s,
             tr.SIMULATED: m.simulated or self.runner.simulated,
             tr.PREDICTED: False,
         }
@@ -207,6 +209,7 @@ class TrialPipeline:
                 tr.LOG_PATH: m.log_path,
                 tr.STARTUP_S: m.startup_s,
                 tr.WORKLOAD_S: m.workload_s,
+                tr.ENGINE_S: m.engine_s,
             }
         )
         if wrong:
@@ -222,6 +225,7 @@ class TrialPipeline:
 def _reuse(prev: TrialPoint) -> Outcome:
     attrs = {k: v for k, v in prev.attrs.items() if k != tr.BASELINE}
     attrs[tr.REUSED_FROM] = prev.number
+    attrs[tr.ENGINE_S] = 0.0  # not launched: the earlier trial's engine time is its own
     named = {k: v for k, v in prev.constraints.items() if not k.isdigit()}
     values = list(prev.values) if prev.values is not None else None
     return Outcome("reused", values, named, attrs, metrics=prev.metrics, saved_by="reuse")

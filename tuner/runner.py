@@ -41,6 +41,7 @@ class Measurement:
     log_path: str | None = None
     startup_s: float | None = None
     workload_s: float | None = None
+    engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
     simulated: bool = False  # the figures are the simulator's predictions
 
 
@@ -144,6 +145,7 @@ class EngineRunner(TrialRunner):
         if self.api_key:
             env[API_KEY_ENV] = self.api_key
         log_path = self.log_dir / f"{ctx.study_name}-trial-{ctx.number:04d}.log"
+        engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
         for attempt in range(1, PORT_ATTEMPTS + 1):
             # The port is free when chosen, but another process may bind it before the
             # engine does: then the engine's log says so, and another port is tried.
@@ -154,6 +156,7 @@ class EngineRunner(TrialRunner):
             base_url = f"http://{spec.engine.host}:{port}"
             ctx.phase("starting engine")
             port_taken = False
+            launched = time.monotonic()
             engine = EngineProcess.start(argv, env, log_path, cpu_affinity=spec.engine.cpu_affinity)
             self._engine = engine
             ctx.on_engine_started(engine.identity(), str(log_path))
@@ -174,6 +177,8 @@ class EngineRunner(TrialRunner):
             finally:
                 ctx.phase("stopping")
                 engine.stop()
+                engine_s += time.monotonic() - launched
+                m.engine_s = engine_s
                 self._engine = None
                 ctx.on_engine_stopped()
                 if not port_taken:  # a port someone else holds is not ours to wait for
@@ -267,6 +272,20 @@ class PlanRunner(TrialRunner):
 
     simulated = True
 
+    def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
+        super().__init__(spec)
+        self.measured_startup_s = measured_startup_s  # the real study's median, if any
+
+    def startup_s(self, flags: dict[str, Any]) -> float:
+        """Modelled launch-to-ready seconds: the study file's, the real trials', an estimate."""
+        from tuner.engine_time import estimated_startup_s
+
+        if self.spec.hardware.startup_s is not None:
+            return self.spec.hardware.startup_s
+        if self.measured_startup_s is not None:
+            return self.measured_startup_s
+        return estimated_startup_s(self.spec.engine.model, self.spec.hardware.gpu, flags)
+
     def measure(self, ctx: TrialContext) -> Measurement:
         from tuner.metrics import compute_metrics, confidence_intervals
         from tuner.precheck import refusal_kind
@@ -290,6 +309,7 @@ class PlanRunner(TrialRunner):
                 max_concurrency=w.max_concurrency,
             )
         except EngineRefused as exc:
+            m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
             return _failed(m, refusal_kind(str(exc)), str(exc), "")
         m.metrics = compute_metrics(
             sim.records,
@@ -299,5 +319,7 @@ class PlanRunner(TrialRunner):
             goodput_ms=w.goodput,
         )
         m.records, m.workload_s = sim.records, sim.duration_s
+        m.startup_s = self.startup_s(flags)
+        m.engine_s = m.startup_s + sim.duration_s
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m

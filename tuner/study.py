@@ -83,6 +83,9 @@ class RunSummary:
     saved_by_reuse: int = 0  # parameters already measured: result reused
     precheck_wrong: list[int] = field(default_factory=list)
     exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
+    engine_s: float = 0.0  # engine time of this run's trials (`tuner.engine_time`)
+    measured_engine_s: list[float] = field(default_factory=list)
+    pruned: list[tuple[float, float | None]] = field(default_factory=list)  # (used, full)
 
     @property
     def new_configs(self) -> int:
@@ -100,6 +103,12 @@ class RunSummary:
             setattr(self, name, getattr(self, name) + 1)
         if tr.PRECHECK_WRONG in outcome.attrs and outcome.kind != "reused":
             self.precheck_wrong.append(number)
+        used = float(outcome.attrs.get(tr.ENGINE_S) or 0.0)
+        self.engine_s += used
+        if outcome.kind == "measured":
+            self.measured_engine_s.append(used)
+        elif outcome.kind == "pruned":
+            self.pruned.append((used, outcome.attrs.get(tr.ENGINE_FULL_S)))
 
 
 class StudyLoop:

@@ -37,6 +37,7 @@ def trials_frame(
         row.update({f"param_{k}": v for k, v in p.params.items()})
         row.update({m: p.metrics.get(m) for m in HEADLINE_METRICS})
         row["score"] = p.score
+        row["engine_s"] = p.attrs.get(tr.ENGINE_S)
         row["baseline"] = p.baseline
         row["reused_from"] = p.attrs.get(tr.REUSED_FROM)
         if p.failure_kind:

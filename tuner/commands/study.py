@@ -74,10 +74,12 @@ def plan(
     accept_changes: AcceptChanges = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
+    from tuner.engine_time import real_startups_s
     from tuner.runner import PlanRunner
 
     spec, store = open_study_file(study_file, storage)
-    _loop(spec, store, PlanRunner(spec), n_trials=n_trials, accept_changes=accept_changes)
+    runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
+    _loop(spec, store, runner, n_trials=n_trials, accept_changes=accept_changes)
 
 
 def _loop(
@@ -94,6 +96,7 @@ def _loop(
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
 
+    from tuner.engine_time import summary_line
     from tuner.progress import RichProgress
     from tuner.study import StudyLoop
     from tuner.trials import best as best_trial
@@ -123,6 +126,7 @@ def _loop(
         f"saved: {summary.saved_by_rules} by vLLM's rules, {summary.saved_by_precheck} by the "
         f"memory precheck, {summary.saved_by_reuse} by reusing a measured config"
     )
+    console.print(summary_line(summary))
     if summary.exhausted:
         console.print(
             "the sampler kept proposing configs already measured: the search space looks "
