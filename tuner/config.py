@@ -243,6 +243,16 @@ class TrialSpec(_Strict):
     confirm_repeats: int = Field(3, ge=1, le=100)
 
 
+class PruningSpec(_Strict):
+    """Early stopping (docs/early-stopping.md): stop a trial whose end is already decided."""
+
+    enabled: bool = True
+    min_completed: int = Field(20, ge=1, le=MAX_TRIALS)  # before "cannot beat the best" applies
+    min_fraction: float = Field(0.2, ge=0.0, le=1.0)  # of the workload, likewise
+    check_every_s: float = Field(2.0, gt=0, le=3600)  # checkpoint period (virtual s in plan)
+    margin: float = Field(0.0, ge=0.0, le=10.0)  # score slack before "cannot beat" stops
+
+
 class StudySpec(_Strict):
     name: str
     description: str = ""
@@ -254,6 +264,7 @@ class StudySpec(_Strict):
     sampler: SamplerSpec = SamplerSpec()
     hardware: HardwareSpec = HardwareSpec()
     trial: TrialSpec = TrialSpec()
+    pruning: PruningSpec = PruningSpec()
     storage: str | None = None
 
     @model_validator(mode="before")

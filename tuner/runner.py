@@ -42,6 +42,9 @@ class Measurement:
     startup_s: float | None = None
     workload_s: float | None = None
     engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
+    pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
+    pruned_at_s: float | None = None  # seconds into the workload
+    engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
 
 
@@ -54,6 +57,9 @@ class TrialContext:
     # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
     on_engine_started: Callable[[dict, str], None] = lambda identity, log_path: None
     on_engine_stopped: Callable[[], None] = lambda: None
+    # Early stopping (`tuner.pruning`): a Snapshot in, a Decision out; None: never stop.
+    checkpoint: Callable[[Any], Any] | None = None
+    check_every_s: float = 2.0
 
 
 class TrialRunner(abc.ABC):
@@ -188,7 +194,7 @@ class EngineRunner(TrialRunner):
     def _run_workload(
         self, ctx: TrialContext, engine: Any, base_url: str, m: Measurement
     ) -> Measurement:
-        from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
+        from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
         spec = self.spec
 
@@ -213,7 +219,14 @@ class EngineRunner(TrialRunner):
                     should_abort=crashed,
                     stall_timeout_s=spec.trial.stall_timeout_s,
                     tokenizer=self.tokenizer,
+                    checkpoint=ctx.checkpoint,
+                    checkpoint_every_s=ctx.check_every_s,
                 )
+            except BenchmarkPruned as exc:
+                m.workload_s = time.monotonic() - t0
+                m.metrics, m.records = exc.result.metrics, exc.result.records
+                m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
+                return m
             except BenchmarkAborted as exc:
                 return _failed(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
         m.workload_s = time.monotonic() - t0
@@ -321,5 +334,43 @@ class PlanRunner(TrialRunner):
         m.records, m.workload_s = sim.records, sim.duration_s
         m.startup_s = self.startup_s(flags)
         m.engine_s = m.startup_s + sim.duration_s
+        if ctx.checkpoint is not None and self._replay_stopped(ctx, m, sim.duration_s):
+            return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m
+
+    def _replay_stopped(self, ctx: TrialContext, m: Measurement, duration_s: float) -> bool:
+        """The same stop rule at the same checkpoints as a real run, in virtual time: the run
+        is simulated whole, then its records replayed in time order up to each checkpoint
+        (the simulator does not look ahead; the replay shows only what a client had seen)."""
+        from tuner.metrics import compute_metrics
+        from tuner.pruning import replay
+
+        w, reqs = self.spec.workload, self.requests
+        outs = [r.output_len for r in reqs]
+        kw = {
+            "max_output_tokens": None if None in outs else sum(outs),
+            "input_tokens": sum(r.prompt_len for r in reqs),
+        }
+        for t, snap in replay(m.records, ctx.check_every_s, **kw):
+            decision = ctx.checkpoint(snap)
+            if not decision.stop:
+                continue
+            done = [r for r, d in zip(snap.sent, snap.done, strict=True) if d]
+            m.metrics = (
+                compute_metrics(
+                    done,
+                    t,
+                    selected_metrics=w.selected_metrics,
+                    percentiles=w.percentiles,
+                    goodput_ms=w.goodput,
+                )
+                if any(r.success for r in done)
+                else {}
+            )
+            m.records, m.ci = done, {}
+            m.pruned_reason, m.pruned_at_s = decision.reason, t
+            m.engine_full_s, m.workload_s = m.engine_s, t
+            m.engine_s = (m.startup_s or 0.0) + t
+            return True
+        return False

@@ -123,6 +123,7 @@ class StudyLoop:
         precheck: bool = True,
         progress: StudyProgress | None = None,
         accept_changes: bool = False,
+        pruning: bool = True,
     ) -> None:
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
@@ -137,7 +138,7 @@ class StudyLoop:
         )
         self.spec_id = specs.bind(self.study, spec, accept_changes=accept_changes)
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
-        self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck)
+        self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
         self._interrupted = False
@@ -323,7 +324,9 @@ class StudyLoop:
         if outcome.attrs.get(tr.SIMULATED) and not self.study.user_attrs.get(tr.STUDY_SIMULATED):
             # A study that measured the simulated engine is labelled simulated, trial and study.
             self.study.set_user_attr(tr.STUDY_SIMULATED, True)
-        if outcome.values is None:
+        if outcome.kind == "pruned":  # stopped early: PRUNED, and infeasible to the sampler
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif outcome.values is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(trial, outcome.values)

@@ -16,6 +16,10 @@ from tuner.commands.common import (
     open_study_file,
 )
 
+NoPruning = Annotated[
+    bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
+]
+
 if TYPE_CHECKING:
     import optuna
 
@@ -41,6 +45,7 @@ def run(
     ] = 0,
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
+    no_pruning: NoPruning = False,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.config import parse_duration_s
@@ -64,6 +69,7 @@ def run(
         precheck=not no_precheck,
         confirm=confirm,
         accept_changes=accept_changes,
+        pruning=not no_pruning,
     )
 
 
@@ -72,6 +78,7 @@ def plan(
     n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Trials to simulate.")] = 50,
     storage: Storage = None,
     accept_changes: AcceptChanges = False,
+    no_pruning: NoPruning = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.engine_time import real_startups_s
@@ -79,7 +86,14 @@ def plan(
 
     spec, store = open_study_file(study_file, storage)
     runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
-    _loop(spec, store, runner, n_trials=n_trials, accept_changes=accept_changes)
+    _loop(
+        spec,
+        store,
+        runner,
+        n_trials=n_trials,
+        accept_changes=accept_changes,
+        pruning=not no_pruning,
+    )
 
 
 def _loop(
@@ -92,6 +106,7 @@ def _loop(
     precheck: bool = True,
     confirm: int = 0,
     accept_changes: bool = False,
+    pruning: bool = True,
 ) -> None:
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
@@ -110,6 +125,7 @@ def _loop(
         precheck=precheck,
         progress=RichProgress(console),
         accept_changes=accept_changes,
+        pruning=pruning,
     )
     summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
     if summary.interrupted_recovered:
