@@ -148,3 +148,26 @@ def test_tpe_puts_a_pruned_trial_with_a_constraint_in_the_bad_group() -> None:
     study2.tell(t2, state=optuna.trial.TrialState.PRUNED)
     below2, _ = _split_trials(study2, study2.get_trials(deepcopy=False), n_below=7)
     assert study2.get_trials(deepcopy=False)[-1] in below2
+
+
+def test_a_pruned_trial_is_never_a_candidate() -> None:
+    """`best`, `export`, the report and `--confirm` share `ranked`: a pruned trial with a
+    tempting partial score never enters it."""
+    from types import SimpleNamespace
+
+    from tuner.trials import best, ranked, read
+
+    def trial(n: int, state: str, score: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            number=n,
+            state=SimpleNamespace(name=state),
+            params={"x": n},
+            user_attrs={"score": score, "p99_ttft_ms": 10.0, "partial": state == "PRUNED"},
+            system_attrs={"constraints:pruned": 1.0} if state == "PRUNED" else {},
+            values=[score] if state == "COMPLETE" else None,
+        )
+
+    points = [read(trial(0, "COMPLETE", 0.0)), read(trial(1, "PRUNED", -5.0))]
+    assert points[1].status == "pruned"
+    assert [p.number for p in ranked(points)] == [0]
+    assert best(points).number == 0
