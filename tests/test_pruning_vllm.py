@@ -23,7 +23,17 @@ def test_max_num_seqs_1_at_high_concurrency_is_stopped_early(
         tiny_model_dir,
         vllm_python,
         server_core(),
-        search_space={"parameters": {"max-num-seqs": {"type": "categorical", "choices": [1]}}},
+        search_space={
+            "parameters": {
+                "max-num-seqs": {"type": "categorical", "choices": [1]},
+                # The KV cache as the env var says (else vLLM reserves 92 % of RAM on the CPU).
+                "VLLM_CPU_KVCACHE_SPACE": {
+                    "type": "categorical",
+                    "choices": [1],
+                    "env": "VLLM_CPU_KVCACHE_SPACE",
+                },
+            }
+        },
         objective={"slo": ["p99_ttft_ms<=500"]},
         pruning={"check_every_s": 1.0},
     )
