@@ -40,7 +40,7 @@ WORKLOADS = {
     ),
     "burst": (
         {"random_input_len": 1024, "random_output_len": 64, "request_rate": 32},
-        ["p99_ttft_ms<=5000"],
+        ["p99_ttft_ms<=8000"],
     ),
     "long-output": (
         {"random_input_len": 256, "random_output_len": 1024, "request_rate": 4},

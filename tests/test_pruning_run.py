@@ -49,8 +49,10 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
     assert run.returncode == 0, run.stderr
     assert "stopped early" in run.stderr and "saved by early stopping" in run.stderr
     points = _points(tmp_path)
-    assert [p.status for p in points] == ["pruned", "pruned"]  # both ran, both stopped
-    for p in points:
+    assert {p.status for p in points} == {"pruned"}  # every one stopped, the study went on
+    launched = [p for p in points if "reused_from" not in p.attrs]
+    assert len(launched) == 2
+    for p in launched:
         assert p.attrs["partial"] is True
         assert "p99_ttft_ms<=1000 broken for sure" in p.attrs["pruned_reason"]
         assert p.attrs["pruned_at_s"] < 8  # the full run takes about 24 × 0.8 s
@@ -69,7 +71,7 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
     last = _points(tmp_path)[-1]
     assert last.state == "COMPLETE" and last.status == "infeasible"  # ran to the end
     assert last.metrics["completed"] == 24 and "partial" not in last.attrs
-    assert last.attrs["engine_s"] > max(p.attrs["engine_s"] for p in points)
+    assert last.attrs["engine_s"] > max(p.attrs["engine_s"] for p in launched)
     assert full_wall > pruned_wall / 2  # one full trial outlasts two stopped ones' share
 
 
@@ -92,8 +94,16 @@ def test_plan_applies_the_same_rule_in_virtual_time(tiny_model_dir: Path, tmp_pa
     spec = StudySpec.model_validate(data)
     for pruning, status in ((True, "pruned"), (False, "infeasible")):
         store = Store(f"sqlite:///{tmp_path}/{pruning}.db")
-        summary = StudyLoop(spec, store, PlanRunner(spec), pruning=pruning).run(n_trials=1)
-        (p,) = read_all(store.load_study("plan-simulated").get_trials())
+        loop = StudyLoop(spec, store, PlanRunner(spec), pruning=pruning)
+        params = {"max-num-seqs": 1, "gpu-memory-utilization": 0.85}
+        loop.study.enqueue_trial(params)
+        loop.study.enqueue_trial(params)
+        summary = loop.run(n_trials=1)
+        loop.run(n_trials=1)  # the second enqueued trial first: same parameters
+        p, again, *_ = read_all(store.load_study("plan-simulated").get_trials())
+        # The same config again: its result is reused, not launched, and keeps its state.
+        assert again.attrs["reused_from"] == 0 and again.status == status
+        assert again.attrs["engine_s"] == 0
         assert p.status == status
         if pruning:
             assert (

@@ -287,10 +287,12 @@ def _reuse(prev: TrialPoint) -> Outcome:
 
 
 def _measured_before(t: TrialInput) -> TrialPoint | None:
-    """A completed trial with the same parameters (measured, or refused): its result stands."""
+    """A completed trial with the same parameters (measured, refused, or stopped early): its
+    result stands."""
     key = params_key(t.params)
     for p in t.points:
-        if p.number != t.number and p.state == "COMPLETE" and params_key(p.params) == key:
+        done = p.state == "COMPLETE" or p.status == "pruned"
+        if p.number != t.number and done and params_key(p.params) == key:
             return p
     return None
 

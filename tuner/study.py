@@ -324,7 +324,7 @@ class StudyLoop:
         if outcome.attrs.get(tr.SIMULATED) and not self.study.user_attrs.get(tr.STUDY_SIMULATED):
             # A study that measured the simulated engine is labelled simulated, trial and study.
             self.study.set_user_attr(tr.STUDY_SIMULATED, True)
-        if outcome.kind == "pruned":  # stopped early: PRUNED, and infeasible to the sampler
+        if tr.PRUNED_REASON in outcome.attrs:  # stopped early (or its reuse): PRUNED, infeasible
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif outcome.values is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
