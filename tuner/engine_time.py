@@ -14,7 +14,7 @@ start-up of the real study's measured trials, when `tuner run` has some; else
 - CUDA graph capture: `GRAPH_CAPTURE_S` = 25 s (0 with `--enforce-eager` or on the CPU).
 
 So 4×A6000 with the 32B model: about 88 s. The CPU toy model of tests measured 36 s eager
-(docs/../shared brief §5): the CPU figure is that measurement.
+(the project brief, §5): the CPU figure is that measurement.
 """
 
 from __future__ import annotations
