@@ -10,7 +10,6 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
@@ -21,32 +20,11 @@ from tuner.config import load_study_spec
 from tuner.runner import EngineRunner
 from tuner.store import Store
 from tuner.study import StudyLoop
-from tuner.testing import start_run, tuner
+from tuner.testing import cpu_study, start_run, tuner
 
 pytestmark = pytest.mark.vllm
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def cpu_study(tmp_path: Path, model_dir: Path, vllm_python: Path, core: int, **top: Any) -> Path:
-    """studies/cpu-tiny.yaml aimed at this test's model and vLLM, with a smaller workload."""
-    data = yaml.safe_load((REPO / "studies" / "cpu-tiny.yaml").read_text())
-    data["search_space"] = yaml.safe_load((REPO / "search_spaces" / "cpu-tiny.yaml").read_text())
-    engine = data["engine"]
-    engine["command"] = [str(vllm_python), *engine["command"][1:]]
-    engine["model"] = str(model_dir)
-    engine["cpu_affinity"] = [core]
-    engine["env"] = {
-        **engine.get("env", {}),
-        "VLLM_CPU_OMP_THREADS_BIND": str(core),
-        "VLLM_NO_USAGE_STATS": "1",
-        "HF_HUB_OFFLINE": "1",
-    }
-    data["workload"].update(num_prompts=16, random_output_len=16, num_warmups=1)
-    data.update(top)
-    path = tmp_path / "cpu-study.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 @pytest.fixture
@@ -86,7 +64,6 @@ def test_cpu_study_runs_resumes_and_exports(tmp_path: Path, study_file: Path) ->
 def test_refused_block_size_is_recorded_and_the_study_goes_on(
     tmp_path: Path, study_file: Path
 ) -> None:
-    import yaml
 
     data = yaml.safe_load(study_file.read_text())
     data["search_space"]["parameters"]["block-size"]["choices"] = [16, 32, 64, 128]
@@ -136,7 +113,6 @@ LONG = {"num_prompts": 2000, "random_output_len": 64}
 
 
 def _long(study_file: Path) -> None:
-    import yaml
 
     data = yaml.safe_load(study_file.read_text())
     data["workload"].update(LONG)

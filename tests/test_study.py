@@ -347,3 +347,25 @@ def test_recovery_does_not_depend_on_the_hostname(tiny_model_dir: Path, store: S
     states = {t.number: t.state for t in loop.study.get_trials()}
     assert states[stale.number] == optuna.trial.TrialState.FAIL
     assert states[elsewhere.number] == optuna.trial.TrialState.RUNNING
+
+
+def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
+    from tuner.engine_time import estimated_startup_s, summary_line
+    from tuner.trials import ENGINE_S, WORKLOAD_S, read_all
+
+    spec = _spec(tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "startup_s": 50})
+    summary = _loop(spec, store).run(n_trials=4)
+    points = read_all(store.load_study(study_name(spec, simulated=True)).get_trials())
+    assert all(ENGINE_S in p.attrs for p in points)
+    for p in points:
+        if p.measured:  # modelled start-up + the workload's virtual seconds
+            assert p.attrs[ENGINE_S] == pytest.approx(50 + p.attrs[WORKLOAD_S])
+        elif p.attrs.get("predicted") or "reused_from" in p.attrs:
+            assert p.attrs[ENGINE_S] == 0
+    assert summary.engine_s == pytest.approx(sum(p.attrs[ENGINE_S] for p in points))
+    assert summary.measured_engine_s and summary.engine_s >= 50 * len(summary.measured_engine_s)
+    assert summary_line(summary).startswith(f"engine time used {summary.engine_s:.0f} s")
+    # The documented default for 4×A6000 with the 32B model (an estimate): about 88 s.
+    assert estimated_startup_s("deepseek-r1-distill-qwen-32b", "a6000", {}) == pytest.approx(
+        88, abs=2
+    )

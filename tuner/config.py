@@ -228,6 +228,8 @@ class HardwareSpec(_Strict):
     gpu: str | None = None
     count: int = Field(1, ge=1, le=4096)
     gpu_memory_gib: float | None = Field(None, gt=0)
+    # `tuner plan`: an engine's launch-to-ready seconds (default: docs/early-stopping.md)
+    startup_s: float | None = Field(None, ge=0, le=inputs.MAX_TIMEOUT_S)
 
 
 class TrialSpec(_Strict):
@@ -235,6 +237,16 @@ class TrialSpec(_Strict):
     repeat_measured: bool = False
     retry_interrupted: bool = False
     confirm_repeats: int = Field(3, ge=1, le=100)
+
+
+class PruningSpec(_Strict):
+    """Early stopping (docs/early-stopping.md): stop a trial whose end is already decided."""
+
+    enabled: bool = True
+    min_completed: int = Field(20, ge=1, le=MAX_TRIALS)  # before "cannot beat the best" applies
+    min_fraction: float = Field(0.2, ge=0.0, le=1.0)  # of the workload, likewise
+    check_every_s: float = Field(2.0, gt=0, le=3600)  # checkpoint period (virtual s in plan)
+    margin: float = Field(0.0, ge=0.0, le=10.0)  # score slack before "cannot beat" stops
 
 
 class StudySpec(_Strict):
@@ -248,6 +260,7 @@ class StudySpec(_Strict):
     sampler: SamplerSpec = SamplerSpec()
     hardware: HardwareSpec = HardwareSpec()
     trial: TrialSpec = TrialSpec()
+    pruning: PruningSpec = PruningSpec()
     storage: str | None = None
 
     @model_validator(mode="before")

@@ -25,7 +25,7 @@ from tuner.trials import FailureKind, TrialPoint
 # An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
 
-OutcomeKind = Literal["measured", "reused", "refused", "failed"]
+OutcomeKind = Literal["measured", "reused", "refused", "failed", "pruned"]
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,16 @@ class TrialPipeline:
     """Evaluate one parameter set of a study, from reuse to score."""
 
     def __init__(
-        self, spec: StudySpec, store: Store, runner: TrialRunner, *, precheck: bool = True
+        self,
+        spec: StudySpec,
+        store: Store,
+        runner: TrialRunner,
+        *,
+        precheck: bool = True,
+        pruning: bool = True,
     ) -> None:
         self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
+        self.pruning = pruning and spec.pruning.enabled
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
@@ -102,6 +109,8 @@ class TrialPipeline:
             return self._refused(t, predicted[0], predicted[1], saved_by="precheck")
         m = self.runner.measure(self._context(t))
         wrong = _precheck_wrong(predicted, m)
+        if m.pruned_reason:
+            return self._pruned(t, m)
         if m.metrics is None:
             return self._failed(t, m, wrong)
         return self._measured(t, m, wrong)
@@ -117,7 +126,31 @@ class TrialPipeline:
                 name, number, ident, log
             ),
             on_engine_stopped=lambda: self.store.engine_stopped(name, number),
+            checkpoint=self._stop_rule(t),
+            check_every_s=self.spec.pruning.check_every_s,
         )
+
+    def _stop_rule(self, t: TrialInput) -> Any:  # Snapshot -> Decision; None: never stop
+        """Early stopping for this trial (never the baseline or a `--confirm` re-run: they are
+        references, measured whole)."""
+        from tuner import pruning
+        from tuner.slo import parse_slo
+
+        if not self.pruning or t.baseline or t.confirm_of is not None:
+            return None
+        o, p = self.spec.objective, self.spec.pruning
+        ref, top = _reference(t.points), tr.best(t.points)
+        scalar = o.mode == "scalar" and ref is not None and top is not None
+        rule = pruning.Rule(
+            slos=[limit for text in o.slo for limit in parse_slo(text)],
+            weights=o.weights if scalar else None,
+            reference=ref.metrics if scalar else None,
+            incumbent=top.score if scalar else None,
+            min_completed=p.min_completed,
+            min_fraction=p.min_fraction,
+            margin=p.margin,
+        )
+        return lambda snap: pruning.decide(snap, rule)
 
     # Endings ------------------------------------------------------------------------------
 
@@ -140,6 +173,7 @@ class TrialPipeline:
             tr.FAILURE_REASON: reason,
             tr.PREDICTED: True,
             tr.SIMULATED: self.runner.simulated,
+            tr.ENGINE_S: 0.0,  # never launched
         }
         return Outcome(
             "refused", self._penalty(t), self._no_measurement(), attrs, saved_by=saved_by
@@ -169,6 +203,7 @@ class TrialPipeline:
             tr.FAILURE_REASON: m.failure_reason,
             tr.LOG_PATH: m.log_path,
             tr.STARTUP_S: m.startup_s,  # None: the engine never became ready
+            tr.ENGINE_S: m.engine_s,
             tr.SIMULATED: m.simulated or self.runner.simulated,
             tr.PREDICTED: False,
         }
@@ -183,6 +218,28 @@ class TrialPipeline:
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
         return Outcome("failed", self._penalty(t), self._no_measurement(), attrs, stop_study=stop)
+
+    def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
+        """Stopped early: the partial figures, labelled partial; never a candidate."""
+        metrics = {k: float(v) for k, v in (m.metrics or {}).items() if tr.is_finite(v)}
+        self._save(t, "pruned", m, {**metrics, "reason": m.pruned_reason})
+        attrs: dict[str, Any] = {
+            **metrics,
+            tr.PARTIAL: True,
+            tr.PRUNED_REASON: m.pruned_reason,
+            tr.PRUNED_AT_S: m.pruned_at_s,
+            tr.SIMULATED: m.simulated or self.runner.simulated,
+            tr.VLLM_VERSION: m.vllm_version or "unknown",
+            tr.LOG_PATH: m.log_path,
+            tr.STARTUP_S: m.startup_s,
+            tr.WORKLOAD_S: m.workload_s,
+            tr.ENGINE_S: m.engine_s,
+        }
+        if m.engine_full_s is not None:
+            attrs[tr.ENGINE_FULL_S] = m.engine_full_s
+        # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
+        # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
+        return Outcome("pruned", None, {"pruned": 1.0}, attrs, metrics=metrics)
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
         assert m.metrics is not None
@@ -207,6 +264,7 @@ class TrialPipeline:
                 tr.LOG_PATH: m.log_path,
                 tr.STARTUP_S: m.startup_s,
                 tr.WORKLOAD_S: m.workload_s,
+                tr.ENGINE_S: m.engine_s,
             }
         )
         if wrong:
@@ -222,16 +280,19 @@ class TrialPipeline:
 def _reuse(prev: TrialPoint) -> Outcome:
     attrs = {k: v for k, v in prev.attrs.items() if k != tr.BASELINE}
     attrs[tr.REUSED_FROM] = prev.number
+    attrs[tr.ENGINE_S] = 0.0  # not launched: the earlier trial's engine time is its own
     named = {k: v for k, v in prev.constraints.items() if not k.isdigit()}
     values = list(prev.values) if prev.values is not None else None
     return Outcome("reused", values, named, attrs, metrics=prev.metrics, saved_by="reuse")
 
 
 def _measured_before(t: TrialInput) -> TrialPoint | None:
-    """A completed trial with the same parameters (measured, or refused): its result stands."""
+    """A completed trial with the same parameters (measured, refused, or stopped early): its
+    result stands."""
     key = params_key(t.params)
     for p in t.points:
-        if p.number != t.number and p.state == "COMPLETE" and params_key(p.params) == key:
+        done = p.state == "COMPLETE" or p.status == "pruned"
+        if p.number != t.number and done and params_key(p.params) == key:
             return p
     return None
 

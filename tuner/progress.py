@@ -26,6 +26,10 @@ def describe(outcome: Outcome) -> str:
         return f"[yellow]not launched[/yellow] ({outcome.failure_kind}): {reason}"
     if outcome.kind == "failed":
         return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
+    if outcome.kind == "pruned":
+        why = escape(str(outcome.attrs.get("pruned_reason", ""))[:REASON_CHARS])
+        at = outcome.attrs.get("pruned_at_s") or 0.0
+        return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
     m = outcome.metrics or {}
     tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
     nan = float("nan")

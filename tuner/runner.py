@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import StudySpec
+from tuner.engine.cores import client_off_engine_cores
 from tuner.records import RequestRecord
 from tuner.space import effective_flags, engine_argv, engine_env
 from tuner.trials import FailureKind
@@ -41,6 +42,10 @@ class Measurement:
     log_path: str | None = None
     startup_s: float | None = None
     workload_s: float | None = None
+    engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
+    pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
+    pruned_at_s: float | None = None  # seconds into the workload
+    engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
 
 
@@ -53,6 +58,9 @@ class TrialContext:
     # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
     on_engine_started: Callable[[dict, str], None] = lambda identity, log_path: None
     on_engine_stopped: Callable[[], None] = lambda: None
+    # Early stopping (`tuner.pruning`): a Snapshot in, a Decision out; None: never stop.
+    checkpoint: Callable[[Any], Any] | None = None
+    check_every_s: float = 2.0
 
 
 class TrialRunner(abc.ABC):
@@ -150,6 +158,7 @@ class EngineRunner(TrialRunner):
             env[API_KEY_ENV] = self.api_key
         folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
         started = int(time.time())
+        engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
         for attempt in range(1, PORT_ATTEMPTS + 1):
             again = f"-attempt{attempt}" if attempt > 1 else ""
             log_path = folder / f"trial-{ctx.number:04d}-{started}{again}.log"
@@ -162,6 +171,7 @@ class EngineRunner(TrialRunner):
             base_url = f"http://{spec.engine.host}:{port}"
             ctx.phase("starting engine")
             port_taken = False
+            launched = time.monotonic()
             engine = EngineProcess.start(argv, env, log_path, cpu_affinity=spec.engine.cpu_affinity)
             self._engine = engine
             ctx.on_engine_started(engine.identity(), str(log_path))
@@ -182,6 +192,8 @@ class EngineRunner(TrialRunner):
             finally:
                 ctx.phase("stopping")
                 engine.stop()
+                engine_s += time.monotonic() - launched
+                m.engine_s = engine_s
                 self._engine = None
                 ctx.on_engine_stopped()
                 if not port_taken:  # a port someone else holds is not ours to wait for
@@ -191,7 +203,7 @@ class EngineRunner(TrialRunner):
     def _run_workload(
         self, ctx: TrialContext, engine: Any, base_url: str, m: Measurement
     ) -> Measurement:
-        from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
+        from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
         spec = self.spec
 
@@ -204,7 +216,7 @@ class EngineRunner(TrialRunner):
 
         ctx.phase("warming up" if spec.workload.num_warmups else "measuring")
         t0 = time.monotonic()
-        with _client_cores(spec.engine.cpu_affinity):
+        with client_off_engine_cores(spec.engine.cpu_affinity):
             try:
                 result = run_benchmark(
                     spec.workload,
@@ -216,7 +228,14 @@ class EngineRunner(TrialRunner):
                     should_abort=crashed,
                     stall_timeout_s=spec.trial.stall_timeout_s,
                     tokenizer=self.tokenizer,
+                    checkpoint=ctx.checkpoint,
+                    checkpoint_every_s=ctx.check_every_s,
                 )
+            except BenchmarkPruned as exc:
+                m.workload_s = time.monotonic() - t0
+                m.metrics, m.records = exc.result.metrics, exc.result.records
+                m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
+                return m
             except BenchmarkAborted as exc:
                 return _failed(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
         m.workload_s = time.monotonic() - t0
@@ -269,31 +288,24 @@ def _failed(m: Measurement, kind: str, reason: str, log_tail: str) -> Measuremen
     return m
 
 
-class _client_cores:
-    """Pin the tuner (the client) off the engine's cores while measuring: less noise."""
-
-    def __init__(self, engine_cores: list[int] | None) -> None:
-        self.engine_cores = set(engine_cores or [])
-        self.saved: set[int] | None = None
-
-    def __enter__(self) -> None:
-        if not self.engine_cores or not hasattr(os, "sched_setaffinity"):
-            return
-        mine = os.sched_getaffinity(0)
-        rest = mine - self.engine_cores
-        if rest:
-            self.saved = mine
-            os.sched_setaffinity(0, rest)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.saved is not None:
-            os.sched_setaffinity(0, self.saved)
-
-
 class PlanRunner(TrialRunner):
     """The simulation core in virtual time: no server, no waiting. Figures are predictions."""
 
     simulated = True
+
+    def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
+        super().__init__(spec)
+        self.measured_startup_s = measured_startup_s  # the real study's median, if any
+
+    def startup_s(self, flags: dict[str, Any]) -> float:
+        """Modelled launch-to-ready seconds: the study file's, the real trials', an estimate."""
+        from tuner.engine_time import estimated_startup_s
+
+        if self.spec.hardware.startup_s is not None:
+            return self.spec.hardware.startup_s
+        if self.measured_startup_s is not None:
+            return self.measured_startup_s
+        return estimated_startup_s(self.spec.engine.model, self.spec.hardware.gpu, flags)
 
     def measure(self, ctx: TrialContext) -> Measurement:
         from tuner.errors import EngineRefused
@@ -318,6 +330,7 @@ class PlanRunner(TrialRunner):
                 max_concurrency=w.max_concurrency,
             )
         except EngineRefused as exc:
+            m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
             return _failed(m, refusal_kind(str(exc)), str(exc), "")
         m.metrics = compute_metrics(
             sim.records,
@@ -327,5 +340,45 @@ class PlanRunner(TrialRunner):
             goodput_ms=w.goodput,
         )
         m.records, m.workload_s = sim.records, sim.duration_s
+        m.startup_s = self.startup_s(flags)
+        m.engine_s = m.startup_s + sim.duration_s
+        if ctx.checkpoint is not None and self._replay_stopped(ctx, m, sim.duration_s):
+            return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m
+
+    def _replay_stopped(self, ctx: TrialContext, m: Measurement, duration_s: float) -> bool:
+        """The same stop rule at the same checkpoints as a real run, in virtual time: the run
+        is simulated whole, then its records replayed in time order up to each checkpoint
+        (the simulator does not look ahead; the replay shows only what a client had seen)."""
+        from tuner.metrics import compute_metrics
+        from tuner.pruning import replay
+
+        w, reqs = self.spec.workload, self.requests
+        outs = [r.output_len for r in reqs]
+        kw = {
+            "max_output_tokens": None if None in outs else sum(outs),
+            "input_tokens": sum(r.prompt_len for r in reqs),
+        }
+        for t, snap in replay(m.records, ctx.check_every_s, **kw):
+            decision = ctx.checkpoint(snap)
+            if not decision.stop:
+                continue
+            done = [r for r, d in zip(snap.sent, snap.done, strict=True) if d]
+            m.metrics = (
+                compute_metrics(
+                    done,
+                    t,
+                    selected_metrics=w.selected_metrics,
+                    percentiles=w.percentiles,
+                    goodput_ms=w.goodput,
+                )
+                if any(r.success for r in done)
+                else {}
+            )
+            m.records, m.ci = done, {}
+            m.pruned_reason, m.pruned_at_s = decision.reason, t
+            m.engine_full_s, m.workload_s = m.engine_s, t
+            m.engine_s = (m.startup_s or 0.0) + t
+            return True
+        return False

@@ -41,6 +41,8 @@ COMPARABLE = (
     "engine.startup_timeout_s",
     "engine.api_key_env",
     "engine.export_drop_flags",
+    "pruning",  # when a hopeless trial stops, not what a finished trial measures
+    "hardware.startup_s",
 )
 SHOWN_CHANGES = 4
 

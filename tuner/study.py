@@ -102,6 +102,9 @@ class RunSummary:
     saved_by_reuse: int = 0  # parameters already measured: result reused
     precheck_wrong: list[int] = field(default_factory=list)
     exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
+    engine_s: float = 0.0  # engine time of this run's trials (`tuner.engine_time`)
+    measured_engine_s: list[float] = field(default_factory=list)
+    pruned: list[tuple[float, float | None]] = field(default_factory=list)  # (used, full)
 
     @property
     def new_configs(self) -> int:
@@ -119,6 +122,12 @@ class RunSummary:
             setattr(self, name, getattr(self, name) + 1)
         if tr.PRECHECK_WRONG in outcome.attrs and outcome.kind != "reused":
             self.precheck_wrong.append(number)
+        used = float(outcome.attrs.get(tr.ENGINE_S) or 0.0)
+        self.engine_s += used
+        if outcome.kind == "measured":
+            self.measured_engine_s.append(used)
+        elif outcome.kind == "pruned":
+            self.pruned.append((used, outcome.attrs.get(tr.ENGINE_FULL_S)))
 
 
 class StudyLoop:
@@ -133,6 +142,7 @@ class StudyLoop:
         precheck: bool = True,
         progress: StudyProgress | None = None,
         accept_changes: bool = False,
+        pruning: bool = True,
     ) -> None:
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
@@ -147,7 +157,7 @@ class StudyLoop:
         )
         self.spec_id = specs.bind(self.study, spec, accept_changes=accept_changes)
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
-        self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck)
+        self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
         self._interrupted = False
@@ -337,7 +347,9 @@ class StudyLoop:
         if outcome.attrs.get(tr.SIMULATED) and not self.study.user_attrs.get(tr.STUDY_SIMULATED):
             # A study that measured the simulated engine is labelled simulated, trial and study.
             self.study.set_user_attr(tr.STUDY_SIMULATED, True)
-        if outcome.values is None:
+        if tr.PRUNED_REASON in outcome.attrs:  # stopped early (or its reuse): PRUNED, infeasible
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif outcome.values is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(trial, outcome.values)

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+REPO = Path(__file__).resolve().parent.parent  # the checkout (studies/, search_spaces/)
+
 TUNER = [sys.executable, "-m", "tuner.cli"]
 
 
@@ -94,3 +96,24 @@ def tuner(*args: str, cwd: Path, timeout: float = 300, **kw: Any) -> subprocess.
     return subprocess.run(
         [*TUNER, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw
     )
+
+
+def cpu_study(tmp_path: Path, model_dir: Path, vllm_python: Path, core: int, **top: Any) -> Path:
+    """studies/cpu-tiny.yaml aimed at this test's model and vLLM, with a smaller workload."""
+    data = yaml.safe_load((REPO / "studies" / "cpu-tiny.yaml").read_text())
+    data["search_space"] = yaml.safe_load((REPO / "search_spaces" / "cpu-tiny.yaml").read_text())
+    engine = data["engine"]
+    engine["command"] = [str(vllm_python), *engine["command"][1:]]
+    engine["model"] = str(model_dir)
+    engine["cpu_affinity"] = [core]
+    engine["env"] = {
+        **engine.get("env", {}),
+        "VLLM_CPU_OMP_THREADS_BIND": str(core),
+        "VLLM_NO_USAGE_STATS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    data["workload"].update(num_prompts=16, random_output_len=16, num_warmups=1)
+    data.update(top)
+    path = tmp_path / "cpu-study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -49,6 +49,11 @@ VLLM_VERSION = "vllm_version"
 LOG_PATH = "log_path"
 STARTUP_S = "startup_s"  # launch until ready
 WORKLOAD_S = "workload_s"  # warm-ups and workload
+ENGINE_S = "engine_s"  # seconds the engine was up, launch until stopped (0: never launched)
+ENGINE_FULL_S = "engine_full_s"  # `tuner plan`, a pruned trial: its engine time had it run on
+PARTIAL = "partial"  # True: the metrics cover only the requests done when it was stopped
+PRUNED_REASON = "pruned_reason"  # why early stopping stopped it, in words
+PRUNED_AT_S = "pruned_at_s"  # seconds into the workload when it was stopped
 CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
 
 # Trial system attrs -----------------------------------------------------------------------

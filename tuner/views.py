@@ -37,9 +37,12 @@ def trials_frame(
         row.update({f"param_{k}": v for k, v in p.params.items()})
         row.update({m: p.metrics.get(m) for m in HEADLINE_METRICS})
         row["score"] = p.score
+        row["engine_s"] = p.attrs.get(tr.ENGINE_S)
         row["baseline"] = p.baseline
         row["reused_from"] = p.attrs.get(tr.REUSED_FROM)
-        if p.failure_kind:
+        if p.status == "pruned":
+            row["failure"] = f"stopped early: {p.attrs.get(tr.PRUNED_REASON, '')}"
+        elif p.failure_kind:
             row["failure"] = p.failure
         else:
             broken = p.broken_constraints

@@ -17,6 +17,10 @@ from tuner.commands.common import (
     open_study_file,
 )
 
+NoPruning = Annotated[
+    bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
+]
+
 if TYPE_CHECKING:
     import optuna
 
@@ -42,6 +46,7 @@ def run(
     ] = 0,
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
+    no_pruning: NoPruning = False,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.config import parse_duration_s
@@ -65,6 +70,7 @@ def run(
         precheck=not no_precheck,
         confirm=confirm,
         accept_changes=accept_changes,
+        pruning=not no_pruning,
     )
 
 
@@ -73,13 +79,23 @@ def plan(
     n_trials: Annotated[int, typer.Option("--n-trials", min=1, help="Trials to simulate.")] = 50,
     storage: Storage = None,
     accept_changes: AcceptChanges = False,
+    no_pruning: NoPruning = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
+    from tuner.engine_time import real_startups_s
     from tuner.runner import PlanRunner
     from tuner.study import check_sampler
 
     spec, store = open_study_file(study_file, storage, check=check_sampler)
-    _loop(spec, store, PlanRunner(spec), n_trials=n_trials, accept_changes=accept_changes)
+    runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
+    _loop(
+        spec,
+        store,
+        runner,
+        n_trials=n_trials,
+        accept_changes=accept_changes,
+        pruning=not no_pruning,
+    )
 
 
 def _loop(
@@ -92,10 +108,12 @@ def _loop(
     precheck: bool = True,
     confirm: int = 0,
     accept_changes: bool = False,
+    pruning: bool = True,
 ) -> None:
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
 
+    from tuner.engine_time import summary_line
     from tuner.errors import RunInterrupted
     from tuner.progress import RichProgress
     from tuner.study import StudyLoop
@@ -110,6 +128,7 @@ def _loop(
         precheck=precheck,
         progress=RichProgress(console),
         accept_changes=accept_changes,
+        pruning=pruning,
     )
     try:
         summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
@@ -130,6 +149,7 @@ def _loop(
         f"saved: {summary.saved_by_rules} by vLLM's rules, {summary.saved_by_precheck} by the "
         f"memory precheck, {summary.saved_by_reuse} by reusing a measured config"
     )
+    console.print(summary_line(summary))
     if summary.exhausted:
         console.print(
             "the sampler kept proposing configs already measured: the search space looks "

@@ -43,6 +43,15 @@ class BenchmarkAborted(RuntimeError):
         self.reason = reason
 
 
+class BenchmarkPruned(RuntimeError):
+    """Early stopping stopped the run at a checkpoint: `result` holds the requests finished
+    by then (metrics over those, duration up to the stop), `reason` says why."""
+
+    def __init__(self, reason: str, result: BenchmarkResult) -> None:
+        super().__init__(reason)
+        self.reason, self.result = reason, result
+
+
 @dataclass
 class BenchmarkResult:
     """Per-request records, the run's duration, vLLM's metrics and bootstrap CIs (key ->
@@ -67,6 +76,8 @@ def run_benchmark(
     should_abort: Callable[[], str | None] | None = None,
     stall_timeout_s: float | None = None,
     tokenizer: Any = None,
+    checkpoint: Callable[[Any], Any] | None = None,
+    checkpoint_every_s: float = 2.0,
 ) -> BenchmarkResult:
     """Measure `requests` against `base_url` (synchronous; runs its own event loop).
 
@@ -74,15 +85,34 @@ def run_benchmark(
     0.25 s; a reason it returns, or `stall_timeout_s` without any stream progress while
     requests are in flight, cancels everything and raises BenchmarkAborted. `tokenizer`
     re-counts output tokens only when the server sent no usage (as vLLM does); without it,
-    such a request fails (`NO_OUTPUT_COUNT`).
+    such a request fails (`NO_OUTPUT_COUNT`). `checkpoint` gets a `tuner.pruning.Snapshot`
+    every `checkpoint_every_s` of the measured run; a Decision to stop cancels every request
+    and raises BenchmarkPruned with the finished ones.
     """
     if not requests:
         raise ValueError("no requests to run")
     run = _Run(spec, base_url, model, requests, api_key, on_progress)
+    run.checkpoint, run.checkpoint_every_s = checkpoint, checkpoint_every_s
     gc.collect()
     gc.freeze()  # as vLLM does: fewer GC pauses while streaming
     try:
         records, duration_s = asyncio.run(run.supervised(should_abort, stall_timeout_s))
+    except _Stopped as stop:
+        done = [r for r, d in zip(run.live, run.done, strict=True) if d]
+        for rec in done:
+            if rec.success and not rec.output_tokens:
+                count_output_tokens(rec, tokenizer)
+        metrics = {}
+        if any(r.success for r in done):
+            metrics = compute_metrics(
+                done,
+                stop.elapsed_s,
+                selected_metrics=spec.selected_metrics,
+                percentiles=spec.percentiles,
+                goodput_ms=spec.goodput,
+            )
+        result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0)
+        raise BenchmarkPruned(stop.reason, result) from None
     finally:
         gc.unfreeze()
     for rec in records:
@@ -115,6 +145,14 @@ def count_output_tokens(rec: RequestRecord, tokenizer: Any) -> None:
     rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
 
 
+class _Stopped(Exception):
+    """Early stopping's decision, raised out of the event loop."""
+
+    def __init__(self, reason: str, elapsed_s: float) -> None:
+        super().__init__(reason)
+        self.reason, self.elapsed_s = reason, elapsed_s
+
+
 class _Run:
     """The state of one run inside its event loop."""
 
@@ -136,6 +174,11 @@ class _Run:
         self.on_progress = on_progress
         self.activity = StreamActivity()
         self.t0 = time.perf_counter()
+        self.measuring = False  # the measured requests are being sent
+        self.live: list[RequestRecord] = []  # measured requests sent so far, filling as they go
+        self.done: list[bool] = []
+        self.checkpoint: Callable[[Any], Any] | None = None
+        self.checkpoint_every_s = 2.0
 
     async def supervised(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
@@ -151,21 +194,50 @@ class _Run:
         work.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await work
-        raise BenchmarkAborted(watch.result())
+        reason = watch.result()
+        if isinstance(reason, _Stopped):
+            raise reason
+        raise BenchmarkAborted(reason)
 
     async def _watch(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
-    ) -> str:
+    ) -> str | _Stopped:
+        next_check = None
         while True:
             await asyncio.sleep(WATCHDOG_POLL_S)
             reason = should_abort() if should_abort else None
             if reason:
                 return reason
+            if self.checkpoint is not None and self.measuring:
+                now = time.perf_counter()
+                next_check = next_check or self.t0 + self.checkpoint_every_s
+                if now >= next_check:
+                    next_check = now + self.checkpoint_every_s
+                    stopped = self._check(now - self.t0)
+                    if stopped is not None:
+                        return stopped
             idle_s = time.perf_counter() - self.activity.last_s
             if stall_timeout_s and self.activity.in_flight and idle_s > stall_timeout_s:
                 return f"engine hung: no tokens for {stall_timeout_s:g} s"
 
-    async def _send(self, transport: Any, i: int, t0: float) -> RequestRecord:
+    def _check(self, elapsed_s: float) -> _Stopped | None:
+        from tuner.pruning import Snapshot
+
+        outs = [r.output_len for r in self.requests]
+        snap = Snapshot(
+            list(self.live),
+            list(self.done),
+            len(self.requests),
+            elapsed_s,
+            max_output_tokens=None if None in outs else sum(outs),  # type: ignore[arg-type]
+            input_tokens=sum(r.prompt_len for r in self.requests),
+        )
+        decision = self.checkpoint(snap)  # type: ignore[misc]
+        return _Stopped(decision.reason, elapsed_s) if decision.stop else None
+
+    async def _send(
+        self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None
+    ) -> RequestRecord:
         async with asyncio.timeout(self.spec.request_timeout_s):
             return await stream_request(
                 transport,
@@ -177,12 +249,15 @@ class _Run:
                 t0=t0,
                 activity=self.activity,
                 connect_timeout_s=self.spec.request_timeout_s,
+                rec=rec,
             )
 
-    async def _send_timed(self, transport: Any, i: int, t0: float) -> RequestRecord:
+    async def _send_timed(
+        self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None
+    ) -> RequestRecord:
         sent = time.perf_counter()
         try:
-            return await self._send(transport, i, t0)
+            return await self._send(transport, i, t0, rec)
         except TimeoutError:
             return RequestRecord(
                 prompt_len=self.requests[i].prompt_len,
@@ -199,7 +274,14 @@ class _Run:
         async def limited(i: int, t0: float, measured: bool) -> RequestRecord:
             nonlocal done
             async with limit or contextlib.nullcontext():
-                rec = await self._send_timed(transport, i, t0)
+                if not measured:
+                    rec = await self._send_timed(transport, i, t0)
+                else:
+                    k = len(self.live)
+                    self.live.append(RequestRecord(prompt_len=self.requests[i].prompt_len))
+                    self.done.append(False)
+                    rec = await self._send_timed(transport, i, t0, self.live[k])
+                    self.live[k], self.done[k] = rec, True
             if measured:
                 done += 1
                 if self.on_progress:
@@ -213,6 +295,7 @@ class _Run:
             warm_t0 = time.perf_counter()
             await asyncio.gather(*(limited(0, warm_t0, False) for _ in range(spec.num_warmups)))
             self.t0 = t0 = time.perf_counter()
+            self.measuring = True
             tasks: list[asyncio.Task[RequestRecord]] = []
             try:
                 for i, offset in enumerate(offsets):

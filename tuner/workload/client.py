@@ -96,6 +96,7 @@ async def stream_request(
     t0: float,
     activity: StreamActivity | None = None,
     connect_timeout_s: float | None = None,
+    rec: RequestRecord | None = None,
 ) -> RequestRecord:
     """Send one streaming request; never raises for a failed request (the record says why).
 
@@ -104,7 +105,7 @@ async def stream_request(
     read costs at 100k chunks/s): the caller bounds the whole request.
     """
     activity = activity or StreamActivity()
-    rec = RequestRecord(prompt_len=prompt_len)
+    rec = rec or RequestRecord(prompt_len=prompt_len)  # given: the caller watches it fill
     # httpx's transport API, called directly: AsyncClient.send() adds cookie, auth and
     # redirect handling per request that a benchmark does not need (a quarter of the CPU,
     # and more loop latency, at 512 streams; docs/performance.md).

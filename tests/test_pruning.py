@@ -1,0 +1,173 @@
+"""Early stopping's rule on hand-made records, on planner traces, and what TPE makes of it."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from tuner.objective import score
+from tuner.pruning import Rule, Snapshot, decide, lower_bounds, metric_bound, replay
+from tuner.records import RequestRecord
+from tuner.slo import parse_slo
+
+
+def _done(start: float, ttft: float, e2el: float, out: int = 10) -> RequestRecord:
+    return RequestRecord(
+        prompt_len=8, success=True, output_tokens=out, ttft_s=ttft, latency_s=e2el, start_s=start
+    )
+
+
+def _waiting(start: float, ttft: float = 0.0) -> RequestRecord:
+    return RequestRecord(prompt_len=8, start_s=start, ttft_s=ttft)
+
+
+def test_censored_ttft_lower_bound_counts_waiting_requests() -> None:
+    sent = [_done(0, 0.1, 1.0), _waiting(1.0), _waiting(2.0, ttft=0.5), _waiting(9.5)]
+    snap = Snapshot(sent, [True, False, False, False], total=6, elapsed_s=10.0)
+    lb = lower_bounds(snap, "ttft")
+    # finished: its TTFT; streaming: its TTFT; no first token: the wait so far; unsent: 0
+    assert lb.tolist() == pytest.approx([0.1, 9.0, 0.5, 0.5, 0.0, 0.0])
+    assert lower_bounds(snap, "e2el").tolist() == pytest.approx([1.0, 9.0, 8.0, 0.5, 0, 0])
+
+
+def test_p99_ttft_slo_broken_for_sure_only_when_enough_requests_violate() -> None:
+    # 100 requests, P99 with linear interpolation: the value is > L as soon as 2 are > L
+    # (np.percentile over 100 values at 99 interpolates x[98] and x[99]).
+    slo = parse_slo("p99_ttft_ms<=2000")
+    ok = [_done(0.1 * i, 0.1, 0.5) for i in range(10)]
+    one = Snapshot([*ok, _waiting(1.0)], [True] * 10 + [False], total=100, elapsed_s=4.0)
+    assert metric_bound(one, "p99_ttft_ms") < 2000
+    assert not decide(one, Rule(slos=slo)).stop
+    two = Snapshot([*ok, _waiting(1.0), _waiting(1.5)], [True] * 10 + [False] * 2, 100, 4.0)
+    d = decide(two, Rule(slos=slo))
+    assert d.stop and "p99_ttft_ms<=2000" in d.reason and "wait for a first token" in d.reason
+    # The same two waits, but not yet past the limit: go on.
+    early = Snapshot(two.sent, two.done, 100, elapsed_s=3.0)
+    assert not decide(early, Rule(slos=slo)).stop
+
+
+def test_bound_is_never_above_the_final_value() -> None:
+    """Monotonicity: the statistic of the lower bounds never exceeds the final statistic."""
+    import numpy as np
+
+    final = [_done(0.2 * i, 0.05 + 0.03 * i, 0.5 + 0.05 * i) for i in range(50)]
+    for t in (1.0, 3.0, 6.0, 9.0):
+        for _, snap in replay(final, t):
+            for name, kind in (("p99_ttft_ms", "ttft"), ("mean_e2el_ms", "e2el")):
+                values = [r.ttft_s if kind == "ttft" else r.latency_s for r in final]
+                truth = (np.percentile(values, 99) if "p99" in name else np.mean(values)) * 1000
+                assert metric_bound(snap, name) <= truth + 1e-9
+
+
+def test_behind_early_is_not_stopped_and_min_completed_holds() -> None:
+    ref = {"p99_ttft_ms": 100.0, "mean_tpot_ms": 10.0, "output_throughput": 100.0}
+    w = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    hopeless = [_done(0.1 * i, 5.0, 6.0) for i in range(5)]  # 5 of 100 done, TTFT 5 s
+    snap = Snapshot(hopeless, [True] * 5, 100, 6.5, max_output_tokens=1000)
+    rule = Rule(weights=w, reference=ref, incumbent=-0.5, min_completed=20, min_fraction=0.2)
+    assert not decide(snap, rule).stop  # too few done: the incumbent rule waits
+    rule_now = Rule(weights=w, reference=ref, incumbent=-0.5, min_completed=1, min_fraction=0)
+    assert decide(snap, rule_now).stop  # 5 TTFTs of 5 s: P99 ≥ 5 s whatever follows
+    # Behind on every point estimate (TTFT 150 ms against 100, TPOT 15 ms against 10), but
+    # the bounds (unsent requests count 0) still allow a better score: go on.
+    behind = [_done(0.1 * i, 0.15, 0.285) for i in range(5)]
+    snap = Snapshot(behind, [True] * 5, 100, 6.5, max_output_tokens=1000)
+    assert not decide(snap, rule_now).stop
+    many = [_done(0.01 * i, 5.0, 6.0) for i in range(90)]
+    snap = Snapshot(many, [True] * 90, 100, 10.0, max_output_tokens=1000)
+    d = decide(snap, rule_now)
+    assert d.stop and "cannot beat" in d.reason
+
+
+def test_never_stops_a_trace_whose_full_run_beats_the_incumbent(tiny_model_dir) -> None:
+    """Planner traces over a grid of configs: every trial that would finish better than the
+    incumbent (at every incumbent the grid has) runs to the end."""
+    from tuner.metrics import compute_metrics
+    from tuner.sim.planner import simulate
+    from tuner.workload.schedule import arrival_times
+
+    n = 60
+    prompts, outs = [512] * n, [128] * n
+    arrivals = [float(t) for t in arrival_times(n, 12.0, 1.0, 0)]
+    base = {"tensor-parallel-size": 4, "max-model-len": 4096, "gpu-memory-utilization": 0.9}
+    traces = []
+    for seqs in (1, 2, 4, 16, 64, 256):
+        for mbt in (512, 2048, 8192):
+            flags = {**base, "max-num-seqs": seqs, "max-num-batched-tokens": max(mbt, seqs)}
+            sim = simulate("deepseek-r1-distill-qwen-32b", "a6000", flags, prompts, outs, arrivals)
+            m = compute_metrics(
+                sim.records, sim.duration_s, selected_metrics=["ttft", "tpot"], percentiles=[99]
+            )
+            traces.append((sim.records, m))
+    w = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    ref = traces[-1][1]
+    scores = [score(m, ref, w) for _, m in traces]
+    stopped = 0
+    for incumbent in sorted(scores):
+        rule = Rule(weights=w, reference=ref, incumbent=incumbent, min_completed=10)
+        for (records, _), final in zip(traces, scores, strict=True):
+            stops = [
+                t
+                for t, snap in replay(records, 2.0, max_output_tokens=sum(outs))
+                if decide(snap, rule).stop
+            ]
+            if final < incumbent:
+                assert not stops, (
+                    f"stopped a trial that beats the incumbent ({final} < {incumbent})"
+                )
+            stopped += bool(stops)
+    assert stopped > 0  # the rule does stop hopeless ones: this test can fail both ways
+
+
+def test_tpe_puts_a_pruned_trial_with_a_constraint_in_the_bad_group() -> None:
+    """How the sampler learns: PRUNED plus constraint `pruned`=1 is infeasible to TPE, so it
+    lands in the "above" (bad) group even when its partial value would look good."""
+    from optuna.samplers._tpe.sampler import _split_trials  # what TPESampler uses to split
+
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    for i in range(6):
+        study.add_trial(
+            optuna.trial.create_trial(params={"x": i / 10}, distributions=dist, value=float(i))
+        )
+    t = study.ask(dist)
+    study._storage.set_trial_system_attr(t._trial_id, "constraints:pruned", 1.0)
+    t.report(-100.0, 0)  # even a tempting intermediate value
+    study.tell(t, state=optuna.trial.TrialState.PRUNED)
+    trials = study.get_trials(deepcopy=False)
+    pruned = trials[-1]
+    assert pruned.state == optuna.trial.TrialState.PRUNED
+    below, above = _split_trials(study, trials, n_below=3)
+    assert pruned in above and pruned not in below
+    # Without the constraint the same trial would count as promising: the constraint matters.
+    study2 = optuna.create_study()
+    for tr_ in trials[:-1]:
+        study2.add_trial(tr_)
+    t2 = study2.ask(dist)
+    t2.report(-100.0, 0)
+    study2.tell(t2, state=optuna.trial.TrialState.PRUNED)
+    below2, _ = _split_trials(study2, study2.get_trials(deepcopy=False), n_below=7)
+    assert study2.get_trials(deepcopy=False)[-1] in below2
+
+
+def test_a_pruned_trial_is_never_a_candidate() -> None:
+    """`best`, `export`, the report and `--confirm` share `ranked`: a pruned trial with a
+    tempting partial score never enters it."""
+    from types import SimpleNamespace
+
+    from tuner.trials import best, ranked, read
+
+    def trial(n: int, state: str, score: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            number=n,
+            state=SimpleNamespace(name=state),
+            params={"x": n},
+            user_attrs={"score": score, "p99_ttft_ms": 10.0, "partial": state == "PRUNED"},
+            system_attrs={"constraints:pruned": 1.0} if state == "PRUNED" else {},
+            values=[score] if state == "COMPLETE" else None,
+        )
+
+    points = [read(trial(0, "COMPLETE", 0.0)), read(trial(1, "PRUNED", -5.0))]
+    assert points[1].status == "pruned"
+    assert [p.number for p in ranked(points)] == [0]
+    assert best(points).number == 0
