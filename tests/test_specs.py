@@ -137,3 +137,43 @@ def test_a_study_from_before_spec_ids_keeps_its_trials(tiny_model_dir: Path, sto
     again = StudyLoop(spec, store, PlanRunner(spec))
     assert again.spec_id == loop.spec_id
     assert len(again.points()) == 2
+
+
+HOLD = """
+import sys, time
+from tuner.lock import StudyLock
+from tuner.store import Store
+StudyLock(Store(sys.argv[1]), sys.argv[2]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_refused_by_the_lock_leaves_the_live_runs_spec_alone(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    """Found by benchmarks/soak.py: a second `tuner run --accept-changes` of an edited file,
+    refused because a run holds the study, had already made its spec the current one, so the
+    live run compared its trials with the other spec's (none) and the next run was refused."""
+    import subprocess
+    import sys
+
+    old = _spec(tiny_model_dir)
+    loop = StudyLoop(old, store, PlanRunner(old))
+    loop.run(n_trials=2)
+    url = str(store.engine.url)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, url, loop.name], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        edited = _edited(tiny_model_dir)
+        with pytest.raises(UserError, match="already being run"):
+            StudyLoop(edited, store, PlanRunner(edited), accept_changes=True).run(n_trials=1)
+    finally:
+        holder.kill()
+        holder.wait()
+    study = store.load_study(loop.name)
+    assert study.user_attrs[tr.SPEC_ID] == loop.spec_id
+    assert len(loop.points()) == 2
+    StudyLoop(old, store, PlanRunner(old)).run(n_trials=1)  # the same file goes on unrefused

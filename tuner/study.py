@@ -145,7 +145,9 @@ class StudyLoop:
             obj.metric_names(spec.objective),
             simulated=runner.simulated,
         )
-        self.spec_id = specs.bind(self.study, spec, accept_changes=accept_changes)
+        # Checked now (one line before anything runs), stored only under the study's lock.
+        self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
+        self._accept_changes = accept_changes
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
         self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck)
         self.summary = RunSummary(self.name)
@@ -193,6 +195,7 @@ class StudyLoop:
     ) -> RunSummary:
         """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`."""
         with StudyLock(self.store, self.name):
+            self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
             return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
