@@ -152,9 +152,10 @@ time.sleep(60)
 def test_a_run_refused_by_the_lock_leaves_the_live_runs_spec_alone(
     tiny_model_dir: Path, store: Store
 ) -> None:
-    """Found by benchmarks/soak.py: a second `tuner run --accept-changes` of an edited file,
-    refused because a run holds the study, had already made its spec the current one, so the
-    live run compared its trials with the other spec's (none) and the next run was refused."""
+    """Found while adding benchmarks/soak.py's second-run fault: a second `tuner run
+    --accept-changes` of an edited file, refused because a run holds the study, had already
+    made its spec the current one, so the live run compared its trials with the other spec's
+    (none) and the next run of the live run's own file was refused as changed."""
     import subprocess
     import sys
 
