@@ -87,6 +87,7 @@ class Soak:
         self.violations: list[str] = []
         self.invocations: list[dict[str, Any]] = []
         self.fault_runs = {k: 0 for k in FAULTS}
+        self.endings: dict[str, dict[str, int]] = {k: {} for k in FAULTS}  # runs not stopped
         self.kills = {k: {} for k in KILLS}  # how -> {ending: count}
         self.edits: dict[str, int] = {}
         self.concurrent: dict[str, int] = {}
@@ -211,7 +212,8 @@ class Soak:
             and rng.random() < args.concurrent_share
             and self.wait_for_trial(proc, running_before)
         ):
-            self.second_run(study, proc, rng.choice(["same-file", "changed-file"]))
+            variants = ("same-file", "changed-file")  # in turn: both get tried
+            self.second_run(study, proc, variants[sum(self.concurrent.values()) % 2])
         if how is not None:
             if self.wait_for_trial(proc, running_before):
                 time.sleep(rng.uniform(0.2, 5.0))
@@ -237,6 +239,9 @@ class Soak:
             )
         if not ok:
             self.violations.append(f"run ({fault}, {how}) ended {rc}: {text[-1500:]}")
+        elif how is None:
+            ending = "exit 2: nothing starts, study stopped" if rc == 2 else f"exit {rc}"
+            self.endings[fault][ending] = self.endings[fault].get(ending, 0) + 1
         self.check_budget(before, budget_mode, rc, summary)
         self.invocations.append({"fault": fault, "kill": how, "rc": rc, "budget": budget_mode})
 
@@ -297,6 +302,7 @@ class Soak:
         report.update(
             invocations=len(self.invocations),
             faults_injected=self.fault_runs,
+            unstopped_runs_ended=self.endings,
             budget_mode_invocations=sum(1 for i in self.invocations if i["budget"]),
             stop_signals={k: v for k, v in self.kills.items()},
             edits_without_accept_changes=self.edits,
@@ -374,7 +380,7 @@ def main() -> None:
     ap.add_argument("--per-run", type=int, default=4, help="--n-trials of most invocations")
     ap.add_argument("--budget-share", type=float, default=0.25, help="runs without --n-trials")
     ap.add_argument("--kill-share", type=float, default=0.3)
-    ap.add_argument("--concurrent-share", type=float, default=0.15)
+    ap.add_argument("--concurrent-share", type=float, default=0.7)
     ap.add_argument("--edit-share", type=float, default=0.15)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("/tmp/tuner-soak"))
