@@ -150,3 +150,68 @@ def test_a_stored_spec_this_tuner_refuses_is_one_line(tiny_model_dir: Path, stor
     loop.study.set_user_attr(tr.SPEC, old)
     with pytest.raises(UserError, match=r"workload.num_prompts: .*new study name"):
         spec_of(loop.study)
+
+
+HOLD = """
+import sys, time
+from tuner.lock import StudyLock
+from tuner.store import Store
+StudyLock(Store(sys.argv[1]), sys.argv[2]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_refused_by_the_lock_leaves_the_live_runs_spec_alone(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    """Found while adding benchmarks/soak.py's second-run fault: a second `tuner run
+    --accept-changes` of an edited file, refused because a run holds the study, had already
+    made its spec the current one, so the live run compared its trials with the other spec's
+    (none) and the next run of the live run's own file was refused as changed."""
+    import subprocess
+    import sys
+
+    old = _spec(tiny_model_dir)
+    loop = StudyLoop(old, store, PlanRunner(old))
+    loop.run(n_trials=2)
+    url = str(store.engine.url)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, url, loop.name], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        edited = _edited(tiny_model_dir)
+        with pytest.raises(UserError, match="already being run"):
+            StudyLoop(edited, store, PlanRunner(edited), accept_changes=True).run(n_trials=1)
+    finally:
+        holder.kill()
+        holder.wait()
+    study = store.load_study(loop.name)
+    assert study.user_attrs[tr.SPEC_ID] == loop.spec_id
+    assert len(loop.points()) == 2
+    StudyLoop(old, store, PlanRunner(old)).run(n_trials=1)  # the same file goes on unrefused
+
+
+def test_a_baseline_left_waiting_by_another_spec_is_not_this_specs(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    old = _spec(tiny_model_dir)
+    first = StudyLoop(old, store, PlanRunner(old))
+    first.run(n_trials=1)
+    stale = dict(first.study.get_trials()[0].params)
+    first.study.enqueue_trial(stale, user_attrs={tr.BASELINE: True, tr.SPEC_OF: first.spec_id})
+    data = old.model_dump()
+    data["search_space"]["parameters"]["max-num-seqs"]["default"] = 64
+    data["budget"]["timeout"] = "1h"
+    edited = type(old).model_validate(data)
+    loop = StudyLoop(edited, store, PlanRunner(edited), accept_changes=True)
+    loop.run(n_trials=2)
+    new = [p for p in loop.points()]
+    (base,) = [p for p in new if p.baseline]
+    assert base.params["max-num-seqs"] == 64
+    assert loop.time_used_s() < sum(
+        (t.datetime_complete - t.datetime_start).total_seconds()
+        for t in loop.study.get_trials()
+        if t.datetime_complete
+    )  # the time budget counts this spec's trials only

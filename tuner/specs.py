@@ -101,22 +101,22 @@ def _current_dump(study: Any) -> dict[str, Any] | None:
     return dict(data) if data is not None else None
 
 
-def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
-    """Tie this run to the study's stored spec; return the spec id its trials are stored under.
+def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
+    """What `bind` would refuse, without writing anything; return the new spec's id.
 
-    A study made by an older tuner has one spec and no id: its trials belong to that spec.
+    A run checks when it opens the study, and binds only once it holds the study's lock: a
+    second run that the lock refuses must not have switched the live run's current spec.
     """
     new = spec.model_dump()
     new_id = spec_id(new)
     stored = _current_dump(study)
-    if stored is not None and tr.SPEC_ID not in study.user_attrs:
-        legacy = spec_id(stored)
-        study.set_user_attr(tr.LEGACY_SPEC_ID, legacy)
-        _remember(study, legacy, stored)
-    current = study.user_attrs.get(tr.SPEC_ID) or (spec_id(stored) if stored else None)
-    if stored is not None and current != new_id:
-        _check_storable(stored_spec(stored, spec.name), spec)
-    if stored is not None and current != new_id and not accept_changes:
+    if stored is None:
+        return new_id
+    current = study.user_attrs.get(tr.SPEC_ID) or spec_id(stored)
+    if current == new_id:
+        return new_id
+    _check_storable(stored_spec(stored, spec.name), spec)
+    if not accept_changes:
         diff = changes(stored, new)
         shown = "; ".join(diff[:SHOWN_CHANGES])
         more = f" (and {len(diff) - SHOWN_CHANGES} more)" if len(diff) > SHOWN_CHANGES else ""
@@ -125,6 +125,21 @@ def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
             "give the study a new name, or run with --accept-changes to start a new baseline "
             "under the new file (its trials are never compared with the old ones)"
         )
+    return new_id
+
+
+def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
+    """Tie this run to the study's stored spec; return the spec id its trials are stored under.
+
+    A study made by an older tuner has one spec and no id: its trials belong to that spec.
+    """
+    new_id = check(study, spec, accept_changes=accept_changes)
+    stored = _current_dump(study)
+    if stored is not None and tr.SPEC_ID not in study.user_attrs:
+        legacy = spec_id(stored)
+        study.set_user_attr(tr.LEGACY_SPEC_ID, legacy)
+        _remember(study, legacy, stored)
+    new = spec.model_dump()
     _remember(study, new_id, new)
     study.set_user_attr(tr.SPEC, new)
     study.set_user_attr(tr.SPEC_ID, new_id)

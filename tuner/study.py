@@ -9,7 +9,6 @@ RUNNING, no engine is left alive. The loop never asks whether the engine is simu
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import re
 import signal
 import time
@@ -30,6 +29,7 @@ from tuner.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.progress import SilentProgress, StudyProgress
 from tuner.recovery import recover, this_process
 from tuner.runner import TrialRunner
+from tuner.sampling import make_sampler, suggest
 from tuner.space import baseline_params, distributions
 from tuner.store import Store
 from tuner.trials import FailureKind, TrialPoint
@@ -55,40 +55,6 @@ class Interrupted(KeyboardInterrupt):
 
 def study_name(spec: StudySpec, simulated: bool) -> str:
     return f"{spec.name}-simulated" if simulated else spec.name
-
-
-def make_sampler(spec: StudySpec, offset: int = 0) -> optuna.samplers.BaseSampler:
-    """The study file's sampler. Optuna 5's samplers read trial constraints themselves, so
-    infeasible and refused configs steer the search away instead of being forgotten.
-
-    A seeded sampler is seeded with seed + `offset`, the number of trials already stored: a
-    new study is reproducible, and a resumed one does not replay its first proposals."""
-    name = spec.sampler.name
-    seed = None if spec.sampler.seed is None else (spec.sampler.seed + offset) % 2**32
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed, deterministic_objective=False)
-    return optuna.samplers.TPESampler(seed=seed)
-
-
-# What each sampler needs beyond the tuner's own dependencies (Optuna imports them lazily,
-# so without this check GPSampler fails at its first non-random trial, hours into a night).
-SAMPLER_MODULES = {"gp": ("torch", "scipy")}
-
-
-def check_sampler(spec: StudySpec) -> None:
-    """Refuse, before anything starts, a sampler whose optional dependencies are missing."""
-    missing = [
-        m for m in SAMPLER_MODULES.get(spec.sampler.name, ()) if importlib.util.find_spec(m) is None
-    ]
-    if missing:
-        raise UserError(
-            f"sampler.name: {spec.sampler.name!r} needs {' and '.join(missing)}, which are not "
-            "installed: pip install 'tuner[gp]' (or choose tpe, random or nsga2)"
-        )
 
 
 @dataclass
@@ -155,7 +121,9 @@ class StudyLoop:
             obj.metric_names(spec.objective),
             simulated=runner.simulated,
         )
-        self.spec_id = specs.bind(self.study, spec, accept_changes=accept_changes)
+        # Checked now (one line before anything runs), stored only under the study's lock.
+        self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
+        self._accept_changes = accept_changes
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
         self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
         self.summary = RunSummary(self.name)
@@ -190,8 +158,11 @@ class StudyLoop:
         return max(self.spec.budget.n_trials - done, 0)
 
     def time_used_s(self) -> float:
-        total = 0.0
+        """Wall time of this spec's finished trials: what `budget.timeout` counts."""
+        total, attrs = 0.0, self.study.user_attrs
         for t in self.study.get_trials(deepcopy=False):
+            if specs.trial_spec_id(attrs, tr.read(t)) != self.spec_id:
+                continue
             if t.datetime_start and t.datetime_complete:
                 total += (t.datetime_complete - t.datetime_start).total_seconds()
         return total
@@ -203,6 +174,7 @@ class StudyLoop:
     ) -> RunSummary:
         """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`."""
         with StudyLock(self.store, self.name):
+            self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
             return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
@@ -239,7 +211,7 @@ class StudyLoop:
         if any(p.baseline and p.status != "running" and not p.interrupted for p in self.points()):
             return
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if any(t.user_attrs.get(tr.BASELINE) for t in waiting):
+        if any(_is_baseline_of(t.user_attrs, self.spec_id) for t in waiting):
             return
         self.study.enqueue_trial(base, user_attrs={tr.BASELINE: True, tr.SPEC_OF: self.spec_id})
 
@@ -286,8 +258,12 @@ class StudyLoop:
         trial = self.study.ask()
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, this_process())
+            queued = dict(trial.user_attrs)  # what enqueue_trial attached, if anything
+            baseline = _is_baseline_of(queued, self.spec_id)
+            if queued.get(tr.BASELINE) and not baseline:
+                trial.set_user_attr(tr.BASELINE, False)  # another spec's: an ordinary trial
             trial.set_user_attr(tr.SPEC_OF, self.spec_id)
-            params = {name: _suggest(trial, name, d) for name, d in self._dists.items()}
+            params = {name: suggest(trial, name, d) for name, d in self._dists.items()}
             self.progress.trial(index, trial.number, params)
             outcome = self.pipeline.evaluate(
                 TrialInput(
@@ -296,7 +272,7 @@ class StudyLoop:
                     params,
                     self.points(),
                     confirm_of=trial.user_attrs.get(tr.CONFIRM_OF),
-                    baseline=bool(trial.user_attrs.get(tr.BASELINE)),
+                    baseline=baseline,
                     phase=self.progress.phase,
                 )
             )
@@ -371,6 +347,12 @@ class StudyLoop:
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
+def _is_baseline_of(attrs: dict[str, Any], spec_id: str) -> bool:
+    """A baseline queued for this spec (one left waiting by another spec is not: its
+    defaults may differ)."""
+    return bool(attrs.get(tr.BASELINE)) and attrs.get(tr.SPEC_OF, spec_id) == spec_id
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -381,15 +363,3 @@ def _install(signum: int, handler: Any) -> Any:
         return signal.signal(signum, handler)
     except ValueError:  # not the main thread: leave Python's default
         return None
-
-
-def _suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Any:
-    """`study.ask(distributions)`'s suggestion, through the public suggest API."""
-    D = optuna.distributions
-    if isinstance(d, D.IntDistribution):
-        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
-    if isinstance(d, D.FloatDistribution):
-        return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
-    if isinstance(d, D.CategoricalDistribution):
-        return trial.suggest_categorical(name, d.choices)
-    raise TypeError(f"unsupported distribution {d!r}")

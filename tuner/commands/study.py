@@ -84,7 +84,7 @@ def plan(
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.engine_time import real_startups_s
     from tuner.runner import PlanRunner
-    from tuner.study import check_sampler
+    from tuner.sampling import check_sampler
 
     spec, store = open_study_file(study_file, storage, check=check_sampler)
     runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
@@ -163,7 +163,7 @@ def _loop(
 
 def _check_run(spec, storage) -> None:
     from tuner.run_checks import check_run
-    from tuner.study import check_sampler
+    from tuner.sampling import check_sampler
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
     _check_engine_command(spec)
