@@ -228,6 +228,17 @@ class TrialPipeline:
             tr.PARTIAL: True,
             tr.PRUNED_REASON: m.pruned_reason,
             tr.PRUNED_AT_S: m.pruned_at_s,
+            **self._run_attrs(m),
+        }
+        if m.engine_full_s is not None:
+            attrs[tr.ENGINE_FULL_S] = m.engine_full_s
+        # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
+        # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
+        return Outcome("pruned", None, {"pruned": 1.0}, attrs, metrics=metrics)
+
+    def _run_attrs(self, m: Measurement) -> dict[str, Any]:
+        """What every trial with a workload run records about its engine and timings."""
+        return {
             tr.SIMULATED: m.simulated or self.runner.simulated,
             tr.VLLM_VERSION: m.vllm_version or "unknown",
             tr.LOG_PATH: m.log_path,
@@ -235,11 +246,6 @@ class TrialPipeline:
             tr.WORKLOAD_S: m.workload_s,
             tr.ENGINE_S: m.engine_s,
         }
-        if m.engine_full_s is not None:
-            attrs[tr.ENGINE_FULL_S] = m.engine_full_s
-        # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
-        # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
-        return Outcome("pruned", None, {"pruned": 1.0}, attrs, metrics=metrics)
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
         assert m.metrics is not None
@@ -256,17 +262,7 @@ class TrialPipeline:
             if isinstance(v, int | float) and math.isfinite(v)
         }
         attrs.update({k + tr.CI_SUFFIX: [float(lo), float(hi)] for k, (lo, hi) in m.ci.items()})
-        attrs.update(
-            {
-                tr.SCORE: score,
-                tr.SIMULATED: m.simulated or self.runner.simulated,
-                tr.VLLM_VERSION: m.vllm_version or "unknown",
-                tr.LOG_PATH: m.log_path,
-                tr.STARTUP_S: m.startup_s,
-                tr.WORKLOAD_S: m.workload_s,
-                tr.ENGINE_S: m.engine_s,
-            }
-        )
+        attrs.update({tr.SCORE: score, **self._run_attrs(m)})
         if wrong:
             attrs[tr.PRECHECK_WRONG] = wrong
         if t.baseline:
