@@ -78,7 +78,11 @@ def _lost_creation_race(exc: BaseException) -> bool:
     exc = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
     reason = str(getattr(exc, "orig", None) or exc).lower()
     return isinstance(exc, sa.exc.SQLAlchemyError) and (
-        "already exists" in reason or "unique constraint" in reason or "duplicate" in reason
+        "already exists" in reason
+        or "unique constraint" in reason
+        or "duplicate" in reason
+        # SQLite: another creator held the write lock past the busy timeout (a loaded box)
+        or "database is locked" in reason
     )
 
 
