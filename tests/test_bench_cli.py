@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
+from tuner.testing import loopback_app
 
 REPO = Path(__file__).resolve().parent.parent
 _SCRIPT = REPO / ".venv" / "bin" / "tuner"
@@ -212,9 +213,6 @@ async def _stream(request):
 @pytest.fixture(params=["absent", "not-a-list"])
 def no_models_url(request):
     """A loopback completions server whose /v1/models is missing (404) or not OpenAI's."""
-    import asyncio
-    import threading
-
     from aiohttp import web
 
     app = web.Application()
@@ -225,19 +223,8 @@ def no_models_url(request):
             return web.Response(text="<html>a gateway</html>", content_type="text/html")
 
         app.router.add_get("/v1/models", page)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}"
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.close()
+    with loopback_app(app) as url:
+        yield url
 
 
 def test_server_without_model_list_warns_and_runs(no_models_url, tiny_model_dir):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 
 import pytest
 from aiohttp import web
 
+from tuner.testing import loopback_app
 from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.spec import WorkloadSpec
@@ -73,23 +73,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
 @pytest.fixture(scope="module")
 def server():
     """A real aiohttp server on a loopback port, in its own thread and event loop."""
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app[SEEN] = []
     app.router.add_post("/v1/completions", _handle)
     app.router.add_post("/v1/chat/completions", _handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield type("Server", (), {"url": f"http://127.0.0.1:{port}", "seen": app[SEEN]})
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.close()
+    with loopback_app(app) as url:
+        yield type("Server", (), {"url": url, "seen": app[SEEN]})
 
 
 def _spec(**kw) -> WorkloadSpec:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
 import time
 
 import pytest
 from aiohttp import web
 from aiohttp.web_response import ContentCoding
 
+from tuner.testing import loopback_app
 from tuner.workload.benchmark import run_benchmark
 from tuner.workload.client import (
     ERROR_BODY_READ,
@@ -83,22 +83,11 @@ async def _handle(request: web.Request) -> web.StreamResponse:
 
 @pytest.fixture(scope="module")
 def server():
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app[STATE] = {"headers": [], "error_bytes": 0}
     app.router.add_post("/v1/completions", _handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield type("Server", (), {"url": f"http://127.0.0.1:{port}", "state": app[STATE]})
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    loop.close()
+    with loopback_app(app) as url:
+        yield type("Server", (), {"url": url, "state": app[STATE]})
 
 
 def _request(url: str, mode: str):
