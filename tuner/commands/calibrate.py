@@ -62,12 +62,12 @@ def calibrate(
     console = Console(highlight=False)
     simulated = is_simulated(study.user_attrs, points)
     source = " (figures of the SIMULATED engine, `tuner sim serve`)" if simulated else ""
-    console.print(
+    typer.echo(
         f"calibrated {profile.name} on {cal.observations} measured trials of study "
         f"{study.study_name!r}{source} in {cal.seconds:.1f} s"
     )
     if cal.skipped:
-        console.print(f"left out (the simulator refuses them): trials {list(cal.skipped)}")
+        typer.echo(f"left out (the simulator refuses them): trials {list(cal.skipped)}")
     factors = Table("factor", "× base profile", title="fitted factors", title_justify="left")
     for name, value in cal.factors.items():
         factors.add_row(name, f"{value:.3f}")
@@ -87,7 +87,7 @@ def calibrate(
                 f"{100 * cal.fit_error.get(metric, float('nan')):.1f} %",
             )
     console.print(errors)
-    console.print(
+    typer.echo(
         f"wrote {output}: use it as `hardware.profile: {output}` in a study file "
         f"or `tuner sim serve --gpu {output}`"
     )
