@@ -82,6 +82,7 @@ def test_fit_recovers_the_constants_the_trials_were_made_with():
     for metric in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput"):
         assert cal.held_out_error[metric] < 0.03  # noise-free trials: the model fits them
         assert cal.fit_error[metric] <= cal.held_out_error[metric] + 0.01
+        assert cal.base_error[metric] > 0.05  # the stock profile was far off
     assert "allreduce" not in cal.factors  # one TP size: not identifiable
 
 
@@ -154,6 +155,18 @@ def test_too_few_trials_are_refused():
         fit(base, no_figures, model=TINY, workload=workload)
     with pytest.raises(UserError, match="unknown calibration factors"):
         fit(base, obs * 2, model=TINY, workload=workload, factors=["bandwith"])
+
+
+def test_figures_that_are_not_positive_numbers_are_left_out_of_the_fit():
+    base, workload = GPUS["cpu"], _cpu_workload()
+    obs = _observed(TINY, base, _cpu_configs(4), workload)
+    obs[0] = Observation(obs[0].flags, {**obs[0].metrics, "output_throughput": 0.0}, 0)
+    obs[1] = Observation(obs[1].flags, {"p99_ttft_ms": float("nan")}, 1)  # nothing usable
+    obs.append(Observation(obs[2].flags, dict(obs[2].metrics), 4))
+    cal = fit(base, obs, model=TINY, workload=workload, factors=["step_overhead"])
+    assert cal.observations == 4 and cal.skipped == (1,)
+    assert cal.factors["step_overhead"] == pytest.approx(1.0, rel=0.02)
+    assert all(error < 0.01 for error in cal.fit_error.values())
 
 
 def test_a_warm_start_and_fewer_observations_cut_the_work():

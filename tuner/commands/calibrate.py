@@ -76,6 +76,7 @@ def calibrate(
         "metric",
         f"held-out error ({cal.folds}-fold)",
         "error in fit",
+        f"{cal.profile.name} before the fit",
         title="median |predicted / measured − 1|",
         title_justify="left",
     )
@@ -85,6 +86,7 @@ def calibrate(
                 metric,
                 f"{100 * cal.held_out_error[metric]:.1f} %",
                 f"{100 * cal.fit_error.get(metric, float('nan')):.1f} %",
+                f"{100 * cal.base_error.get(metric, float('nan')):.1f} %",
             )
     console.print(errors)
     typer.echo(

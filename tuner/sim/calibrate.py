@@ -120,6 +120,7 @@ class Calibration:
     factors: dict[str, float]  # name -> multiplier on the base profile (1 = unchanged)
     held_out_error: dict[str, float]  # on trials held out of the fit (k folds)
     fit_error: dict[str, float]  # on the trials it was fitted to
+    base_error: dict[str, float]  # the base profile's, on the same trials (before the fit)
     held_out_predictions: tuple[dict[str, float], ...]  # per observation, from its fold's fit
     observations: int
     folds: int  # held-out folds: the observation count for leave-one-out
@@ -176,7 +177,12 @@ class _Problem:
         self.base, self.model, self.workload = base, model, workload
         self.observations, self.names, self.metrics = observations, names, metrics
         # one row per (observation, measured metric), then one prior row per factor
-        self.rows = [(i, m) for i, o in enumerate(observations) for m in metrics if m in o.metrics]
+        self.rows = [
+            (i, m)
+            for i, o in enumerate(observations)
+            for m in metrics
+            if is_positive(o.metrics.get(m))
+        ]
         self.evaluations = 0
 
     def predictions(self, x: np.ndarray) -> list[dict[str, float] | None]:
@@ -276,7 +282,7 @@ def _errors(
         misses = [
             abs(pred[m] / o.metrics[m] - 1.0)
             for o, pred in zip(observations, predictions, strict=True)
-            if pred and m in pred and m in o.metrics
+            if pred and m in pred and is_positive(o.metrics.get(m))
         ]
         if misses:
             errors[m] = float(np.median(misses))
@@ -321,6 +327,7 @@ def fit(
         for o in observations
     ]
     usable = [o for o, p in zip(observations, base_preds, strict=True) if p]
+    base_of = {id(o): p for o, p in zip(observations, base_preds, strict=True)}
     if max_observations is not None and len(usable) > max_observations > 1:
         usable = [usable[0], *usable[len(usable) - max_observations + 1 :]]
     skipped = tuple(o.trial for o, p in zip(observations, base_preds, strict=True) if not p)
@@ -351,6 +358,7 @@ def fit(
         factors=factor_values,
         held_out_error=_errors(usable, held_out, metrics),
         fit_error=_errors(usable, fitted, metrics),
+        base_error=_errors(usable, [base_of[id(o)] for o in usable], metrics),
         held_out_predictions=tuple(p or {} for p in held_out),
         observations=len(usable),
         folds=k,
