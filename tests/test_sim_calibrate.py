@@ -193,7 +193,7 @@ def test_factors_stay_in_bounds_and_write_a_valid_profile(tmp_path):
     assert load_gpu(str(tmp_path / "p.yaml")) == faster
 
     workload = _cpu_workload()
-    truth = apply_factors(base, {"step_overhead": 20.0})  # beyond any allowed factor
+    truth = apply_factors(base, {"step_overhead": 3 * MAX_FACTOR})  # beyond any allowed factor
     cal = fit(
         base, _observed(TINY, truth, _cpu_configs(5), workload), model=TINY, workload=workload
     )
@@ -220,5 +220,5 @@ def test_allreduce_is_fitted_when_trials_span_tp_sizes():
     obs = _observed(model, truth, configs, workload)
     cal = fit(base, obs, model=model, workload=workload)
     assert cal.factors["allreduce"] == pytest.approx(3.0, rel=0.10)
-    assert cal.factors["step_overhead"] == pytest.approx(1.0, rel=0.15)
+    assert cal.factors["step_overhead"] == pytest.approx(1.0, rel=0.25)  # trades with bandwidth
     assert max(cal.held_out_error.values()) < 0.02

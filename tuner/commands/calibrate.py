@@ -37,6 +37,7 @@ def calibrate(
 
     from tuner.calibration import calibrate_study
     from tuner.runner import workload_requests
+    from tuner.sim.calibrate import MAX_FACTOR
     from tuner.sim.profile_file import write_profile
     from tuner.trials import is_simulated, read_all
 
@@ -72,6 +73,12 @@ def calibrate(
     for name, value in cal.factors.items():
         factors.add_row(name, f"{value:.3f}")
     console.print(factors)
+    pinned = [n for n, v in cal.factors.items() if max(v, 1 / v) > 0.99 * MAX_FACTOR]
+    if pinned:
+        typer.echo(
+            f"at the bound ({MAX_FACTOR:g}x): {', '.join(pinned)}: this machine is far from "
+            f"the {profile.name} profile, or the trials do not hold what those factors explain"
+        )
     errors = Table(
         "metric",
         f"held-out error ({cal.folds}-fold)",
