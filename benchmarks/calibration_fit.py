@@ -69,8 +69,8 @@ def main() -> None:
     truth, work = apply_factors(base, TRUTH), workload()
     print("SIMULATED trials (hidden truth: A6000 bandwidth x0.75, step overhead x2)\n")
     print(
-        "| observations | fit | wall s median (min-max) | simulations | bandwidth factor "
-        "| held-out TTFT / TPOT / throughput |"
+        "| observations given (fitted) | fit | wall s median (min-max) | simulations "
+        "| bandwidth factor | held-out TTFT / TPOT / throughput |"
     )
     print("| ---: | --- | ---: | ---: | ---: | --- |")
     for count in (int(c) for c in args.counts.split(",")):
@@ -87,8 +87,9 @@ def main() -> None:
                 times.append(time.perf_counter() - started)
             errors = " / ".join(f"{100 * cal.held_out_error[m]:.1f} %" for m in cal.metrics)
             print(
-                f"| {cal.observations} | {kind} | {statistics.median(times):.2f} "
-                f"({min(times):.2f}-{max(times):.2f}) | {cal.evaluations} "
+                f"| {count + (kind == 'warm')} ({cal.observations}) | {kind} "
+                f"| {statistics.median(times):.2f} ({min(times):.2f}-{max(times):.2f}) "
+                f"| {cal.evaluations} "
                 f"| {cal.factors['bandwidth']:.3f} | {errors} |"
             )
 
