@@ -74,7 +74,7 @@ def test_calibrate_fits_a_hidden_truth_end_to_end(tmp_path, tiny_model_dir):
     assert more.returncode == 0, more.stderr
     out = tuner("calibrate", str(study), "-o", "cal.yaml", "--folds", "2", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "SIMULATED engine" in out.stdout and "held-out error (2-fold)" in out.stdout
+    assert "SIMULATED engine" in out.stdout and "held out (2-fold)" in out.stdout
     for metric in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput"):
         assert metric in out.stdout
 

@@ -81,9 +81,9 @@ def calibrate(
         )
     errors = Table(
         "metric",
-        f"held-out error ({cal.folds}-fold)",
-        "error in fit",
-        f"{cal.profile.name} before the fit",
+        f"held out ({cal.folds}-fold)",
+        "in fit",
+        f"{cal.profile.name}, before",
         title="median |predicted / measured − 1|",
         title_justify="left",
     )
