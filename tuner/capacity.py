@@ -8,8 +8,8 @@ bracket (docs/objective.md, "Capacity mode"):
 - feasible at r: the next rate is r × the smallest SLO headroom (limit / value) of that run,
   clipped to [GROW_MIN, GROW_MAX] (so every feasible run places the next);
 - infeasible at r: an overloaded engine serves about its saturation throughput, so the next
-  rate is 0.8 × the request throughput it reached, clipped to [r / SHRINK_MAX, r / GROW_MIN];
-  later shrinking halves.
+  rate is 0.8 × the request throughput it reached, clipped to [r / SHRINK_MAX, r / GROW_MIN]
+  (halving when the run has no throughput, e.g. stopped before any request finished).
 
 Each step is trusted as measured: noise can make a curve non-monotone, and the search keeps
 the invariant "lo was feasible, hi was not" with lo < hi, so its answer is a rate that met
@@ -79,6 +79,16 @@ def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
     return min(ratios, default=math.inf)
 
 
+def _shrink(step: Step) -> float:
+    """How far below an infeasible rate to try next: to 0.8 × the throughput it served (an
+    overloaded engine serves about its saturation rate), within [1.25, 8]× below; 2× when
+    the run has no throughput (stopped before any request finished)."""
+    served = step.metrics.get("request_throughput", 0.0)
+    if not served > 0:
+        return 2.0
+    return min(max(step.rate_rps / (OVERLOAD_SHARE * served), GROW_MIN), SHRINK_MAX)
+
+
 def search(
     measure: Callable[[float], Step],
     start_rps: float,
@@ -107,9 +117,7 @@ def search(
         factor = min(max(headroom(first.metrics, slos), GROW_MIN), GROW_MAX)
     else:
         hi = rate
-        served = first.metrics.get("request_throughput", 0.0)
-        target = OVERLOAD_SHARE * served if served > 0 else rate / 2
-        factor = rate / min(max(target, rate / SHRINK_MAX), rate / GROW_MIN)
+        factor = _shrink(first)
     # Bracket: grow while feasible, shrink while not.
     while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
         rate = min(lo * factor, max_rps)
@@ -121,11 +129,12 @@ def search(
             hi = rate
     while len(steps) < max_runs and lo == 0.0 and hi > min_rps:
         rate = max(hi / factor, min_rps)
-        if run(rate).feasible:
+        step = run(rate)
+        if step.feasible:
             lo = rate
         else:
             hi = rate
-        factor = 2.0
+            factor = _shrink(step)
     # Bisect geometrically.
     while len(steps) < max_runs and lo > 0 and not math.isinf(hi) and hi / lo > 1 + resolution:
         rate = math.sqrt(lo * hi)
