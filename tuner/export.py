@@ -209,6 +209,11 @@ def _workload(spec: StudySpec) -> str:
     w = spec.workload
     if w.dataset_name == "random":
         data = f"random {w.random_input_len} in / {w.random_output_len} out"
+        if w.random_range_ratio:
+            data += f" (±{w.random_range_ratio:.0%})"
+    elif w.dataset_name == "longdoc":
+        lengths = "/".join(map(str, w.longdoc_lengths))
+        data = f"longdoc {lengths} in / {w.longdoc_output_len} out"
     else:
         data = f"{w.dataset_name} {w.dataset_path}"
         if w.sharegpt_output_len:
