@@ -63,11 +63,12 @@ def check_lengths_fit(spec: StudySpec) -> None:
     """Random or long-document prompts longer than the model's known length (less the output
     they ask for): every such request would fail. `tuner run` and `tuner plan` apply it."""
     w = spec.workload
+    longest = [x.longest_request for x in [w, *spec.workloads.values()]]
     tuned = any(
         p.env is None and (p.flag or f"--{name}") == "--max-model-len"
         for name, p in spec.search_space.parameters.items()
     )
-    if w.longest_request is None or tuned:
+    if all(x is None for x in longest) or tuned:
         return
     try:
         limit = max_model_len(spec)
@@ -75,6 +76,8 @@ def check_lengths_fit(spec: StudySpec) -> None:
         return  # an unreadable config.json is the engine's to report
     if limit is not None:
         check_longest_fits(w, limit, "workload: ")
+        for name, scenario in spec.workloads.items():
+            check_longest_fits(scenario, limit, f"workload.{name}: ")
 
 
 def check_longest_fits(w: WorkloadSpec, limit: int, where: str) -> None:
