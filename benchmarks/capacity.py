@@ -4,8 +4,8 @@ Part 1, accuracy. For several configs of the simulated 4×A6000 (DeepSeek-R1-Dis
 TP=4), the capacity the search finds (`objective.mode: capacity`, resolution 5 %, at most 8
 runs) against a dense sweep of the same simulated engine: a rate grid 2 % apart over
 [0.79×, 1.24×] of the found capacity, plus a coarse grid (35 rates, about 25 % apart) from
-0.1 to 200 req/s to catch a feasible rate far away. The sweep's capacity is the highest grid rate meeting every SLO.
-Reported: found, swept, the error, the runs each took.
+0.1 to 200 req/s to catch a feasible rate far away. The sweep's capacity is the highest
+grid rate meeting every SLO. Reported: found, swept, the error, the runs each took.
 
 Part 2, the seed case. `tuner plan` of studies/a6000x4-r1-distill-qwen-32b-longdoc.yaml (the
 long-document mix) and of a ShareGPT-like mix (random, 256 ± 90 % in, 256 ± 90 % out: no
@@ -85,10 +85,12 @@ def _ctx(spec: StudySpec, params: dict) -> TrialContext:
     return TrialContext(spec.name, 0, params, lambda text: None)
 
 
-def feasible(requests: int, params: dict, rate: float) -> bool:
-    """One fixed-rate run of the same simulated engine: did it meet every SLO?"""
+def feasible(runner: PlanRunner, requests: int, params: dict, rate: float) -> bool:
+    """One fixed-rate run of the same simulated engine: did it meet every SLO? (The runner
+    keeps its requests, which do not depend on the rate; only its spec's rate changes.)"""
     fixed = chat_spec(requests, mode="scalar", rate=rate)
-    got = PlanRunner(fixed).measure(_ctx(fixed, params))
+    runner.spec = fixed
+    got = runner.measure(_ctx(fixed, params))
     limit = fixed.objective.max_failed_fraction
     return got.metrics is not None and capacity.meets(
         got.metrics, fixed.slo_limits(), failed_fraction_max=limit
@@ -111,7 +113,8 @@ def accuracy(requests: int) -> None:
             if found > 0
             else set(np.geomspace(0.1, 200, 35))
         )
-        ok = [r for r in grid if feasible(requests, params, float(r))]
+        sweeper = PlanRunner(chat_spec(requests, mode="scalar"))
+        ok = [r for r in grid if feasible(sweeper, requests, params, float(r))]
         swept = max(ok, default=0.0)
         err = (found - swept) / swept if swept else float("nan")
         errors.append(abs(err))
