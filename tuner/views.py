@@ -114,6 +114,14 @@ def best_report(
         f"mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms, "
         f"output {m.get('output_throughput', nan):.1f} tok/s",
     ]
+    if top.capacity_rps is not None:
+        base = tr.baseline_of(points)
+        vs = (
+            f" (baseline trial {base.number}: {base.capacity_rps:.4g} req/s)"
+            if base is not None and base.capacity_rps is not None and base is not top
+            else ""
+        )
+        lines.append(f"# capacity {top.capacity_rps:.4g} req/s within the SLOs{vs}")
     runs = tr.confirmation_runs(points).get(top.number)
     if runs:
         mean = sum(runs) / len(runs)
