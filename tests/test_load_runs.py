@@ -150,3 +150,20 @@ def test_bad_capacity_and_scenario_input_is_one_line_and_exit_2(
     proc = tuner("plan", str(study), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_two_scenarios_in_run_share_one_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
+    mix = [
+        {**s, "tokenizer": str(tiny_model_dir), "num_prompts": 8, "request_rate": 8}
+        for s in SCENARIOS
+    ]
+    study = _study(tmp_path, tiny_model_dir, workload=mix, budget={"n_trials": 1})
+    run = tuner("run", str(study), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (base,) = _trials(tmp_path, "e2e")
+    found = base.user_attrs["scenarios"]
+    assert [found[n]["metrics"]["completed"] for n in ("chat", "doc")] == [8, 8]
+    assert base.user_attrs["completed"] == 16 and base.user_attrs["score"] == 0.0
+    with sqlite3.connect(tmp_path / "tuner.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0] == 1
+        assert db.execute("SELECT COUNT(*) FROM tuner_requests").fetchone()[0] == 16
