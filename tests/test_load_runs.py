@@ -141,6 +141,15 @@ def test_two_scenario_study_stores_each_scenario_and_has_a_front_per_scenario(
             {"workload": SCENARIOS, "objective": {"mode": "multi"}},
             "multi takes one workload",
         ),
+        (
+            {
+                "workload": [
+                    SCENARIOS[0],
+                    {"name": "doc", "dataset_name": "longdoc", "longdoc_lengths": [16384]},
+                ]
+            },
+            "workload.doc: a long document of 16384 tokens",
+        ),
     ],
 )
 def test_bad_capacity_and_scenario_input_is_one_line_and_exit_2(
