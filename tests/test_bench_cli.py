@@ -25,11 +25,21 @@ TUNER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "tuner.cl
 
 @pytest.fixture(scope="module")
 def instant_url():
+    yield from _serve([sys.executable, str(REPO / "benchmarks" / "instant_server.py")])
+
+
+@pytest.fixture(scope="module")
+def sim_url(tiny_model_dir):
+    """`tuner sim serve` (the simulated 32B on 4×A6000, max-model-len 4096), real tokenizer."""
+    model = ["--model", "deepseek-r1-distill-qwen-32b", "--tensor-parallel-size", "4"]
+    rest = ["--max-model-len", "4096", "--tokenizer", str(tiny_model_dir)]
+    yield from _serve([*TUNER, "sim", "serve", *model, *rest, "--served-model-name", "m32"])
+
+
+def _serve(argv: list[str]):
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "benchmarks" / "instant_server.py"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [*argv, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -180,6 +190,11 @@ def test_unreachable_server(tiny_model_dir):
         (["--metric-percentiles", "99,abc"], "--metric-percentiles"),
         (["--dataset-name", "alpaca"], "--dataset-name"),
         (["--endpoint", "/v1/embeddings"], "--endpoint"),
+        (["--dataset-name", "longdoc", "--longdoc-lengths", "512,abc"], "--longdoc-lengths"),
+        (["--dataset-name", "longdoc", "--longdoc-lengths", "512,0"], "--longdoc-lengths"),
+        (["--dataset-name", "longdoc", "--longdoc-lengths", "-3"], "--longdoc-lengths"),
+        (["--dataset-name", "longdoc", "--longdoc-weights", "1,2"], "--longdoc-weights"),
+        (["--dataset-name", "longdoc", "--dataset-path", "x.json"], "--dataset-path"),
     ],
 )
 def test_bad_flags(tiny_model_dir, args, fragment):
@@ -246,3 +261,38 @@ def test_server_without_model_list_needs_model(no_models_url, tiny_model_dir):
         "--num-prompts", "1", "--random-input-len", "8",
     )  # fmt: skip
     _assert_user_error(proc, "give --model")
+
+
+def test_bench_longdoc_against_the_simulated_engine(sim_url, tiny_model_dir, tmp_path):
+    out = tmp_path / "longdoc.json"
+    proc = _tuner(
+        "--base-url", sim_url,
+        "--tokenizer", str(tiny_model_dir),
+        "--dataset-name", "longdoc",
+        "--longdoc-lengths", "100,400,1500",
+        "--longdoc-output-len", "8",
+        "--num-prompts", "6",
+        "--request-rate", "20",
+        "--save-result", str(out),
+        "--save-detailed",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["completed"] == 6 and data["failed"] == 0
+    assert data["output_lens"] == [8] * 6
+    assert set(data["input_lens"]) <= {100, 400, 1500} and len(set(data["input_lens"])) > 1
+    # the server counted the same prompt tokens with its own copy of the tokenizer
+    assert data["total_input_tokens"] == sum(data["input_lens"])
+
+
+def test_bench_longdoc_longer_than_the_servers_max_model_len_is_refused(sim_url, tiny_model_dir):
+    proc = _tuner(
+        "--base-url", sim_url,
+        "--tokenizer", str(tiny_model_dir),
+        "--dataset-name", "longdoc",
+        "--longdoc-lengths", "200,4000",
+        "--longdoc-output-len", "100",
+        "--num-prompts", "2",
+    )  # fmt: skip
+    _assert_user_error(proc, "serves max-model-len 4096: a long document of 4000 tokens")
+    assert "at most 3996 tokens" in proc.stderr

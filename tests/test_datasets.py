@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -180,3 +181,68 @@ def test_jsonl_empty_file(tmp_path, tok):
     path = _jsonl(tmp_path, [""])
     with pytest.raises(UserError, match="no requests"):
         build_requests(WorkloadSpec(dataset_name="jsonl", dataset_path=path, num_prompts=1), tok)
+
+
+# ---- longdoc --------------------------------------------------------------------------------
+
+
+def _longdoc(tok, **kw):
+    return build_requests(WorkloadSpec(dataset_name="longdoc", **kw), tok)
+
+
+def test_longdoc_prompts_have_exact_token_lengths_and_a_question(tok):
+    lengths = [100, 300, 2048, 32768]
+    reqs = _longdoc(tok, num_prompts=12, longdoc_lengths=lengths, longdoc_output_len=50, seed=2)
+    assert {r.prompt_len for r in reqs} <= set(lengths)
+    assert len({r.prompt_len for r in reqs}) > 1  # the mix is drawn, not one length
+    for r in reqs:
+        assert len(tok.encode(r.prompt, add_special_tokens=False)) == r.prompt_len
+        assert r.output_len == 50 and r.ignore_eos
+        key = r.prompt.split("code of record ", 1)[1].split("?", 1)[0]
+        assert f"The code of record {key} is " in r.prompt  # the answer is in the document
+
+
+def test_longdoc_defaults_follow_the_seed_case():
+    spec = WorkloadSpec(dataset_name="longdoc")
+    assert spec.longdoc_lengths == [512, 2048, 8192, 32768]
+    assert spec.longdoc_output_len == 1024 and spec.longest_request == 32768 + 1024
+
+
+def test_longdoc_is_deterministic_per_seed_and_differs_across_seeds(tok):
+    kw = {"num_prompts": 10, "longdoc_lengths": "100,128,256"}
+    a, b, c = _longdoc(tok, seed=5, **kw), _longdoc(tok, seed=5, **kw), _longdoc(tok, seed=6, **kw)
+    assert a == b
+    assert [r.prompt for r in a] != [r.prompt for r in c]
+    assert len({r.prompt for r in a}) == 10
+
+
+def test_longdoc_weights_choose_the_mix(tok):
+    reqs = _longdoc(
+        tok, num_prompts=40, longdoc_lengths="100,128", longdoc_weights="0.001,1", seed=1
+    )
+    lens = [r.prompt_len for r in reqs]
+    assert lens.count(128) >= 35
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"longdoc_lengths": "512,abc"}, "'abc' is not a whole number"),
+        ({"longdoc_lengths": "512,0"}, "'0' must be a whole number of tokens"),
+        ({"longdoc_lengths": "-5"}, "'-5' must be"),
+        ({"longdoc_lengths": "1.5"}, "'1.5' is not a whole number"),
+        ({"longdoc_lengths": [512.0]}, "must be a whole number"),
+        ({"longdoc_lengths": ""}, "give prompt lengths"),
+        ({"longdoc_lengths": "100,128", "longdoc_weights": "1"}, "one per length"),
+        ({"longdoc_lengths": "100,128", "longdoc_weights": "1,0"}, "must be > 0"),
+        ({"longdoc_output_len": 0}, "greater than or equal to 1"),
+    ],
+)
+def test_longdoc_bad_values_are_refused(fields, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        WorkloadSpec(dataset_name="longdoc", **fields)
+
+
+def test_longdoc_too_short_for_its_question_is_a_user_error(tok):
+    with pytest.raises(UserError, match="longdoc length 20 is too short"):
+        _longdoc(tok, num_prompts=2, longdoc_lengths=[512, 20])

@@ -365,6 +365,33 @@ def test_random_lengths_over_the_model_max_length_are_refused_by_run(
         check_run(spec, f"sqlite:///{tmp_path}/t.db")
 
 
+def test_long_documents_over_max_model_len_less_the_output_are_refused_by_run(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    workload = {"dataset_name": "longdoc", "longdoc_lengths": [512, 65536]}
+    engine = {"flags": {"max-model-len": 65536}}
+    spec = load_study_spec(_write(tmp_path, _data(engine=engine, workload=workload)))
+    with pytest.raises(UserError, match=r"65536 tokens plus 1024 output .* at most 64512 tokens"):
+        check_run(spec, f"sqlite:///{tmp_path}/t.db")
+    workload["longdoc_lengths"] = [512, 64512]  # fits exactly
+    check_run(load_study_spec(_write(tmp_path, _data(engine=engine, workload=workload))), None)
+
+
+def test_plan_refuses_long_documents_over_max_model_len_before_any_trial(
+    tmp_path: Path, tiny_model_dir
+) -> None:
+    from tuner.testing import sim_study, tuner
+
+    workload = {"dataset_name": "longdoc", "longdoc_lengths": [1000, 8000]}
+    study = sim_study(tmp_path, tiny_model_dir, workload=workload)  # max-model-len 8192
+    proc = tuner("plan", str(study), "--storage", f"sqlite:///{tmp_path}/p.db", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "a long document of 8000 tokens plus 1024 output tokens" in proc.stderr
+    assert not (tmp_path / "p.db").exists()
+
+
 def test_run_cli_refuses_in_memory_storage_and_unset_key_in_one_line(tmp_path: Path) -> None:
     study = _write(tmp_path, _data())
     proc = _run(tmp_path, study, "--storage", "sqlite:///:memory:", env={"VLLM_API_KEY": ""})

@@ -48,6 +48,22 @@ def test_comparable_changes_keep_the_spec_id(tiny_model_dir: Path) -> None:
     assert specs.changes(a, b) == []
 
 
+def test_fields_added_later_leave_older_specs_ids_alone(tiny_model_dir: Path) -> None:
+    """A study stored before capacity mode and scenarios existed keeps its id: its stored
+    dump lacks `scenarios`, `objective.capacity` and `objective.aggregate`."""
+    now = _spec(tiny_model_dir).model_dump()
+    old = {**now, "objective": dict(now["objective"])}
+    del old["scenarios"], old["objective"]["capacity"], old["objective"]["aggregate"]
+    assert specs.spec_id(old) == specs.spec_id(now)
+    capacity = _spec(tiny_model_dir, objective={"mode": "capacity", "slo": ["p99_ttft_ms<=9"]})
+    searched = _spec(
+        tiny_model_dir,
+        objective={"mode": "capacity", "slo": ["p99_ttft_ms<=9"], "capacity": {"max_runs": 4}},
+    )
+    ids = {specs.spec_id(x.model_dump()) for x in (_spec(tiny_model_dir), capacity, searched)}
+    assert len(ids) == 3  # a changed mode or search is a changed measurement
+
+
 def test_changes_name_what_a_trial_measures(tiny_model_dir: Path) -> None:
     diff = specs.changes(_spec(tiny_model_dir).model_dump(), _edited(tiny_model_dir).model_dump())
     assert "engine.flags.tensor-parallel-size: 4 → 2" in diff

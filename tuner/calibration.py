@@ -17,11 +17,15 @@ from tuner.sim.profiles import GpuProfile, load_model
 from tuner.space import simulator_flags
 from tuner.specs import of_current
 from tuner.workload.schedule import arrival_times
+from tuner.workload.spec import WorkloadSpec
 
 
-def study_workload(spec: StudySpec, requests: Sequence[Any]) -> SimWorkload:
-    """The study's requests and send times, as `vllm bench serve` would send them."""
-    w = spec.workload
+def study_workload(
+    spec: StudySpec, requests: Sequence[Any], w: WorkloadSpec | None = None
+) -> SimWorkload:
+    """The requests and send times of one workload run (the study's, unless `w` names one of
+    its rate steps or scenarios), as `vllm bench serve` would send them."""
+    w = w or spec.workload
     arrivals = arrival_times(len(requests), w.request_rate, w.burstiness, w.seed)
     return SimWorkload(
         prompt_lens=tuple(r.prompt_len for r in requests),

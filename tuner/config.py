@@ -163,14 +163,46 @@ def _checked(check: Any, value: str) -> None:
         raise ValueError(str(exc)) from None
 
 
-class ObjectiveSpec(_Strict):
-    """Scalar mode: weighted log-ratios against the baseline. Multi: a Pareto search."""
+def _check_slos(v: list[str]) -> list[str]:
+    for text in v:
+        _checked(slo.parse_slo, text)
+        for limit in slo.parse_slo(text):
+            if not math.isfinite(limit.value):
+                raise ValueError(f"SLO {text!r}: the limit must be a finite number")
+    return v
 
-    mode: Literal["scalar", "multi"] = "scalar"
+
+class CapacitySpec(_Strict):
+    """Capacity mode's rate search (`tuner.capacity`, docs/objective.md "Capacity mode")."""
+
+    start_rps: float | None = Field(None, gt=0, le=1e6)  # None: workload.request_rate, else 1
+    resolution: float = Field(0.05, gt=0, le=1.0)  # stop when hi / lo ≤ 1 + resolution
+    max_runs: int = Field(8, ge=1, le=100)  # workload runs per trial (per scenario)
+    min_rps: float = Field(0.05, gt=0, le=1e6)
+    max_rps: float = Field(1000.0, gt=0, le=1e6)
+
+    @model_validator(mode="after")
+    def _order(self) -> CapacitySpec:
+        if self.min_rps > self.max_rps:
+            raise ValueError(f"min_rps ({self.min_rps:g}) > max_rps ({self.max_rps:g})")
+        return self
+
+
+class ObjectiveSpec(_Strict):
+    """Scalar mode: weighted log-ratios against the baseline. Multi: a Pareto search.
+    Capacity: the highest request rate that meets every SLO, maximised."""
+
+    mode: Literal["scalar", "multi", "capacity"] = "scalar"
     weights: dict[str, float] = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
     objectives: list[str] = ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
     slo: list[str] = []
     max_failed_fraction: float = Field(0.05, ge=0.0, le=1.0)
+    capacity: CapacitySpec | None = None  # capacity mode's search; None: the defaults
+    aggregate: Literal["weighted", "worst"] = "weighted"  # over scenarios
+
+    @property
+    def search(self) -> CapacitySpec:
+        return self.capacity or CapacitySpec()
 
     @field_validator("weights")
     @classmethod
@@ -193,12 +225,37 @@ class ObjectiveSpec(_Strict):
     @field_validator("slo")
     @classmethod
     def _slo(cls, v: list[str]) -> list[str]:
-        for text in v:
-            _checked(slo.parse_slo, text)
-            for limit in slo.parse_slo(text):
-                if not math.isfinite(limit.value):
-                    raise ValueError(f"SLO {text!r}: the limit must be a finite number")
+        return _check_slos(v)
+
+
+class ScenarioSpec(WorkloadSpec):
+    """One named workload of a mix: its own dataset and shape, a weight, its own SLOs."""
+
+    name: str
+    weight: float = Field(1.0, gt=0, le=1e6)
+    slo: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "dataset_name" not in data:
+            raise ValueError(f"scenario {data.get('name', '?')!r} names no dataset_name")
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,39}", v):
+            raise ValueError(f"scenario name {v!r}: a letter, then letters, digits, _ or -")
         return v
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: list[str]) -> list[str]:
+        return _check_slos(v)
+
+    def workload(self) -> WorkloadSpec:
+        return WorkloadSpec.model_validate(self.model_dump(exclude={"name", "weight", "slo"}))
 
 
 class BudgetSpec(_Strict):
@@ -262,7 +319,8 @@ class StudySpec(_Strict):
     description: str = ""
     engine: EngineSpec
     search_space: SearchSpace
-    workload: WorkloadSpec
+    workload: WorkloadSpec  # with scenarios: the first one's (tokenizer, export, checks)
+    scenarios: list[ScenarioSpec] = []  # `workload:` written as a list of named scenarios
     objective: ObjectiveSpec = ObjectiveSpec()
     budget: BudgetSpec = BudgetSpec()
     sampler: SamplerSpec = SamplerSpec()
@@ -277,6 +335,14 @@ class StudySpec(_Strict):
         where = inputs.find_nul(data)
         if where is not None:
             raise ValueError(f"{where}: contains a NUL character, which no argv or env can carry")
+        if isinstance(data, dict) and isinstance(data.get("workload"), list):
+            if "scenarios" in data:
+                raise ValueError("workload: a list of scenarios, or scenarios:, not both")
+            mix = data["workload"]
+            if not mix or not all(isinstance(s, dict) for s in mix):
+                raise ValueError("workload: a list of scenarios, each a mapping with a name")
+            first = {k: v for k, v in mix[0].items() if k not in ("name", "weight", "slo")}
+            data = {**data, "workload": first, "scenarios": mix}
         return data
 
     @field_validator("name")
@@ -297,11 +363,41 @@ class StudySpec(_Strict):
             wanted += [("objective.objectives", n) for n in obj.objectives]
         for text in obj.slo:
             wanted += [("objective.slo", limit.metric) for limit in slo.parse_slo(text)]
-        for where, name in wanted:
-            problem = check_measured(self.workload, name)
-            if problem:
-                raise ValueError(f"{where}: {problem}")
+        for w in list(self.workloads.values()) or [self.workload]:
+            for where, name in wanted:
+                if problem := check_measured(w, name):
+                    raise ValueError(f"{where}: {problem}")
+        for s in self.scenarios:
+            for limit in (lm for text in s.slo for lm in slo.parse_slo(text)):
+                if problem := check_measured(s, limit.metric):
+                    raise ValueError(f"workload.{s.name}.slo: {problem}")
         return self
+
+    @model_validator(mode="after")
+    def _mix(self) -> StudySpec:
+        names = [s.name for s in self.scenarios]
+        if len(set(names)) != len(names):
+            raise ValueError(f"workload: scenario names repeat ({', '.join(names)})")
+        if self.scenarios and self.objective.mode == "multi":
+            raise ValueError("objective.mode multi takes one workload, not scenarios")
+        every_scenario_has_one = bool(self.scenarios) and all(s.slo for s in self.scenarios)
+        if self.objective.mode == "capacity" and not (self.objective.slo or every_scenario_has_one):
+            raise ValueError(
+                "objective.slo: capacity mode needs an SLO (the limits that the highest "
+                "rate must meet), e.g. p99_ttft_ms<=2000"
+            )
+        return self
+
+    @property
+    def workloads(self) -> dict[str, WorkloadSpec]:
+        """The named scenarios' workloads in order ({} for a single workload)."""
+        return {s.name: s.workload() for s in self.scenarios}
+
+    def slo_limits(self, scenario: str | None = None) -> list[slo.SloLimit]:
+        """The study's SLOs, plus one scenario's own."""
+        texts = list(self.objective.slo)
+        texts += next((s.slo for s in self.scenarios if s.name == scenario), [])
+        return [limit for text in texts for limit in slo.parse_slo(text)]
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")

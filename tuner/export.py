@@ -151,6 +151,7 @@ def justification(
             if baseline is not None and name in baseline.metrics and baseline.number != p.number:
                 base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
+    lines += capacity_lines(p, baseline)
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
     if len(choice.scores) > 1:
@@ -162,6 +163,43 @@ def justification(
     return lines
 
 
+def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
+    """Capacity mode: the capacity measured for this config, the rate it was measured at (the
+    highest offered rate that met every SLO), the next rate up that broke one, the goodput;
+    per scenario when the study has several."""
+
+    def one(found: dict, label: str, base: dict | None) -> str:
+        cap = found.get(tr.CAPACITY_RPS) or 0.0
+        if cap <= 0:
+            return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
+        above = found.get("above_rps")
+        bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
+        good = found.get("goodput_rps")
+        good_text = f"; goodput {good:.4g} req/s" if good is not None else ""
+        exact = "" if found.get("resolved") else " (run cap reached before the resolution)"
+        base_text = ""
+        if base and base.get(tr.CAPACITY_RPS) is not None and baseline is not p:
+            base_text = f"; baseline trial {baseline.number}: {base[tr.CAPACITY_RPS]:.4g} req/s"  # type: ignore[union-attr]
+        return (
+            f"  {label}capacity = {cap:.4g} req/s within the SLOs: measured at an offered rate "
+            f"of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
+        )
+
+    out = []
+    found = p.attrs.get(tr.CAPACITY)
+    if isinstance(found, dict):
+        base = baseline.attrs.get(tr.CAPACITY) if baseline is not None else None
+        out.append(one(found, "", base if isinstance(base, dict) else None))
+    for name in p.scenario_names:
+        found = p.scenario(name).get("capacity")
+        if isinstance(found, dict):
+            base = baseline.scenario(name).get("capacity") if baseline is not None else None
+            out.append(one(found, f"{name}: ", base if isinstance(base, dict) else None))
+    if p.scenario_names and p.capacity_rps is not None:
+        out.append(f"  capacity over the scenarios = {p.capacity_rps:.4g} req/s")
+    return out
+
+
 def _hardware(spec: StudySpec) -> str:
     hw = spec.hardware
     return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
@@ -171,11 +209,20 @@ def _workload(spec: StudySpec) -> str:
     w = spec.workload
     if w.dataset_name == "random":
         data = f"random {w.random_input_len} in / {w.random_output_len} out"
+        if w.random_range_ratio:
+            data += f" (±{w.random_range_ratio:.0%})"
+    elif w.dataset_name == "longdoc":
+        lengths = "/".join(map(str, w.longdoc_lengths))
+        data = f"longdoc {lengths} in / {w.longdoc_output_len} out"
     else:
         data = f"{w.dataset_name} {w.dataset_path}"
         if w.sharegpt_output_len:
             data += f" (output {w.sharegpt_output_len})"
     rate = "all at once" if w.request_rate == float("inf") else f"{w.request_rate:g} req/s"
+    if spec.objective.mode == "capacity":
+        rate = "rate searched for the capacity"
+    if spec.scenarios:
+        data = "scenarios " + ", ".join(f"{s.name} (weight {s.weight:g})" for s in spec.scenarios)
     conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
     return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
 

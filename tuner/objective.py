@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from tuner.config import ObjectiveSpec
-from tuner.slo import metric_direction, parse_slo
+from tuner.slo import SloLimit, metric_direction, parse_slo
 
 HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 # A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
@@ -36,6 +36,31 @@ def score(
     return total
 
 
+def capacity_score(capacity_rps: float, reference_rps: float, floor_rps: float) -> float:
+    """Capacity mode's score: −ln(capacity / the reference's), lower is better like every
+    score; a capacity of 0 counts as `floor_rps` (below the lowest rate the search tries)."""
+    ratio = max(capacity_rps, floor_rps) / max(reference_rps, floor_rps)
+    return max(min(-math.log(ratio), PENALTY_SCORE), -PENALTY_SCORE)
+
+
+def aggregate(values: Mapping[str, float], weights: Mapping[str, float], how: str) -> float:
+    """Scenario scores as one: their weighted mean, or the worst (the highest: lower is better)."""
+    if how == "worst":
+        return max(values.values())
+    total = sum(weights[k] for k in values)
+    return sum(weights[k] * v for k, v in values.items()) / total
+
+
+def aggregate_capacity(
+    values: Mapping[str, float], weights: Mapping[str, float], how: str
+) -> float:
+    """Scenario capacities as one (req/s): their weighted mean, or the lowest."""
+    if how == "worst":
+        return min(values.values())
+    total = sum(weights[k] for k in values)
+    return sum(weights[k] * v for k, v in values.items()) / total
+
+
 def objective_values(
     spec: ObjectiveSpec, metrics: Mapping[str, float], reference: Mapping[str, float]
 ) -> list[float]:
@@ -56,6 +81,8 @@ def penalty_values(
     """
     if spec.mode == "scalar":
         return [PENALTY_SCORE]
+    if spec.mode == "capacity":
+        return [0.0]  # req/s: served nothing within the SLOs
     out = []
     for name in spec.objectives:
         values = [m[name] for m in measured if name in m]
@@ -68,10 +95,14 @@ def penalty_values(
 def directions(spec: ObjectiveSpec) -> list[str]:
     if spec.mode == "scalar":
         return ["minimize"]
+    if spec.mode == "capacity":
+        return ["maximize"]  # capacity_rps
     return [metric_direction(name) for name in spec.objectives]
 
 
 def metric_names(spec: ObjectiveSpec) -> list[str]:
+    if spec.mode == "capacity":
+        return ["capacity_rps"]
     return ["score"] if spec.mode == "scalar" else list(spec.objectives)
 
 
@@ -84,12 +115,24 @@ def constraints(
     """
     out = {"measured": 0.0 if metrics is not None else 1.0}
     out["failed_requests"] = failed_fraction - spec.max_failed_fraction
-    for text in spec.slo:
-        for limit in parse_slo(text):
-            if metrics is None:
-                out[str(limit)] = 1.0
-            else:
-                out[str(limit)] = 0.0 if limit.met(metrics) else max(limit.violation(metrics), 1e-6)
+    limits = [limit for text in spec.slo for limit in parse_slo(text)]
+    out.update(slo_constraints(limits, metrics))
+    return out
+
+
+def slo_constraints(
+    limits: Sequence[SloLimit], metrics: Mapping[str, float] | None, scenario: str = ""
+) -> dict[str, float]:
+    """One constraint per SLO, named `metric<=value` (`scenario:metric<=value` for one
+    scenario's figures): 0 when met, else its relative distance (1 with no measurement)."""
+    out = {}
+    for limit in limits:
+        key = f"{scenario}:{limit}" if scenario else str(limit)
+        if metrics is None:
+            out[key] = 1.0
+        else:
+            m = dict(metrics)
+            out[key] = 0.0 if limit.met(m) else max(limit.violation(m), 1e-6)
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tuner import objective as obj
+from tuner import scoring
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.precheck import predict_refusal
@@ -127,22 +128,25 @@ class TrialPipeline:
             ),
             on_engine_stopped=lambda: self.store.engine_stopped(name, number),
             checkpoint=self._stop_rule(t),
+            checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
         )
 
-    def _stop_rule(self, t: TrialInput) -> Any:  # Snapshot -> Decision; None: never stop
+    def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
         """Early stopping for this trial (never the baseline or a `--confirm` re-run: they are
-        references, measured whole)."""
+        references, measured whole), or for one scenario's run. None: never stop. A
+        scenario's run or a capacity step has only the SLO rule: no incumbent compares."""
         from tuner import pruning
-        from tuner.slo import parse_slo
 
-        if not self.pruning or t.baseline or t.confirm_of is not None:
-            return None
         o, p = self.spec.objective, self.spec.pruning
+        reference_run = t.baseline or t.confirm_of is not None
+        if not self.pruning or (reference_run and o.mode != "capacity"):
+            return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = _reference(t.points), tr.best(t.points)
-        scalar = o.mode == "scalar" and ref is not None and top is not None
+        one_run = o.mode == "scalar" and not self.spec.scenarios
+        scalar = one_run and ref is not None and top is not None
         rule = pruning.Rule(
-            slos=[limit for text in o.slo for limit in parse_slo(text)],
+            slos=self.spec.slo_limits(scenario or None),
             weights=o.weights if scalar else None,
             reference=ref.metrics if scalar else None,
             incumbent=top.score if scalar else None,
@@ -251,26 +255,30 @@ class TrialPipeline:
         assert m.metrics is not None
         metrics = m.metrics
         ref = _reference(t.points)
-        reference = ref.metrics if ref is not None else metrics
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
-        cons = obj.constraints(self.spec.objective, metrics, failed_fraction=failed_fraction)
-        score = obj.score(metrics, reference, self.spec.objective.weights)
+        s = scoring.score_trial(self.spec, m, ref)
+        if self.spec.scenarios:
+            cons = {"measured": 0.0}
+            cons["failed_requests"] = failed_fraction - self.spec.objective.max_failed_fraction
+            cons.update(s.constraints)
+        else:
+            cons = obj.constraints(self.spec.objective, metrics, failed_fraction=failed_fraction)
+            cons.update(s.constraints)
         attrs: dict[str, Any] = {
             k: float(v)
             for k, v in metrics.items()
             if isinstance(v, int | float) and math.isfinite(v)
         }
         attrs.update({k + tr.CI_SUFFIX: [float(lo), float(hi)] for k, (lo, hi) in m.ci.items()})
-        attrs.update({tr.SCORE: score, **self._run_attrs(m)})
+        attrs.update({tr.SCORE: s.score, **s.attrs, **self._run_attrs(m)})
         if wrong:
             attrs[tr.PRECHECK_WRONG] = wrong
         if t.baseline:
             attrs[tr.BASELINE] = True
         attrs[tr.REFERENCE] = ref.number if ref is not None else t.number
-        values = obj.objective_values(self.spec.objective, metrics, reference)
-        self._save(t, "measured", m, {**metrics, tr.SCORE: score})
-        return Outcome("measured", values, cons, attrs, metrics=metrics)
+        self._save(t, "measured", m, {**metrics, tr.SCORE: s.score})
+        return Outcome("measured", s.values, cons, attrs, metrics=metrics)
 
 
 def _reuse(prev: TrialPoint) -> Outcome:

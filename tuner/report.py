@@ -25,6 +25,7 @@ from tuner.report_pareto import pareto_front_info
 from tuner.report_plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.slo import parse_slo
 from tuner.trials import TrialPoint, baseline_of
+from tuner.trials import best as best_trial
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
@@ -225,6 +226,38 @@ def _describe_param(p: Any) -> str:
     return f"{p.type} {rng} ({where}{default})"
 
 
+def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict) -> str:
+    """Capacity mode's curves and capacities, and the scenarios' own figures (or nothing)."""
+    from tuner.report_load import capacity_figure, curve_figure, scenario_table
+
+    base, best = baseline_of(points), best_trial(points)
+    parts = []
+    for name in [s.name for s in spec.scenarios] or [None]:
+        fig = curve_figure(base, best, spec.slo_limits(name), name)
+        if fig is not None:
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=False, config=config))
+    cap = capacity_figure(points)
+    if cap is not None:
+        parts.append(cap.to_html(full_html=False, include_plotlyjs=False, config=config))
+    html_parts = []
+    if parts:
+        html_parts.append(
+            "<h2>Capacity: latency against load</h2><p class='sub'>Every rate the capacity "
+            "search ran on the baseline and on the best config: filled markers met every SLO, "
+            "hollow ones broke one, crosses were stopped early (above capacity).</p>"
+            + "".join(parts)
+        )
+    table = scenario_table(points)
+    if table:
+        how = spec.objective.aggregate
+        html_parts.append(
+            f"<h2>Scenarios</h2><p class='sub'>Each scenario against the same engine start; "
+            f"the trial's score is the {'worst' if how == 'worst' else 'weighted mean'} of "
+            f"theirs.</p>{table}"
+        )
+    return "".join(html_parts)
+
+
 def build_report(
     study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
 ) -> str:
@@ -243,6 +276,7 @@ def build_report(
         for i, fig in enumerate(figures)
     ]
     imp_html = divs[2] if isinstance(imp, dict) else f"<p class='sub'>{_e(imp)}</p>"
+    load_html = _load_section(spec, points, config)
     banner = (
         '<div class="banner">SIMULATED study: every figure in this report is a prediction of '
         "the tuner's simulator, not a measurement on a real engine.</div>"
@@ -273,6 +307,7 @@ as good on both axes and better on one). Colour: output throughput. Star: the ba
 Grey crosses: measured but breaking an SLO. Failed trials have no measurement and are listed
 under the plot. Hover a point for its flags.</p>
 {divs[0]}
+{load_html}
 <h2>Search</h2>
 {divs[1]}
 {imp_html}

@@ -6,7 +6,6 @@ Readers of a study file (`tuner trials`, `best`, `report`) do not apply these.
 
 from __future__ import annotations
 
-import math
 import os
 
 from sqlalchemy.engine import make_url
@@ -18,6 +17,7 @@ from tuner.inputs import API_KEY_ENV
 from tuner.sim.profile_file import load_gpu
 from tuner.space import max_model_len
 from tuner.store import resolve_storage
+from tuner.workload.spec import WorkloadSpec
 
 
 def check_run_storage(url: str) -> None:
@@ -63,23 +63,38 @@ def check_run_environment(spec: StudySpec) -> None:
 
 
 def check_lengths_fit(spec: StudySpec) -> None:
-    """Random prompts longer than the model's known length: every request would fail."""
+    """Random or long-document prompts longer than the model's known length (less the output
+    they ask for): every such request would fail. `tuner run` and `tuner plan` apply it."""
     w = spec.workload
+    longest = [x.longest_request for x in [w, *spec.workloads.values()]]
     tuned = any(
         p.env is None and (p.flag or f"--{name}") == "--max-model-len"
         for name, p in spec.search_space.parameters.items()
     )
-    if w.dataset_name != "random" or tuned:
+    if all(x is None for x in longest) or tuned:
         return
     try:
         limit = max_model_len(spec)
     except (OSError, ValueError, TypeError):
         return  # an unreadable config.json is the engine's to report
-    longest = math.ceil(w.random_input_len * (1 + w.random_range_ratio)) + math.ceil(
-        w.random_output_len * (1 + w.random_range_ratio)
-    )
-    if limit is not None and longest > limit:
+    if limit is not None:
+        check_longest_fits(w, limit, "workload: ")
+        for name, scenario in spec.workloads.items():
+            check_longest_fits(scenario, limit, f"workload.{name}: ")
+
+
+def check_longest_fits(w: WorkloadSpec, limit: int, where: str) -> None:
+    """The one refusal of a workload whose longest request exceeds max-model-len `limit`."""
+    longest = w.longest_request
+    if longest is None or longest <= limit:
+        return
+    if w.dataset_name == "longdoc":
         raise UserError(
-            f"workload: random prompts of up to {longest} tokens (input + output) exceed the "
-            f"model's max length {limit}: every request would fail"
+            f"{where}a long document of {max(w.longdoc_lengths)} tokens plus "
+            f"{w.longdoc_output_len} output tokens exceeds max-model-len {limit}: documents "
+            f"may have at most {limit - w.longdoc_output_len} tokens"
         )
+    raise UserError(
+        f"{where}random prompts of up to {longest} tokens (input + output) exceed the "
+        f"model's max length {limit}: every request would fail"
+    )

@@ -11,42 +11,22 @@ import abc
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tuner.config import StudySpec
 from tuner.engine.cores import client_off_engine_cores
-from tuner.records import RequestRecord
+from tuner.load_runs import measure_all
+from tuner.measurement import Measurement
 from tuner.space import engine_argv, engine_env, simulator_flags
 from tuner.trials import PLANNED_VERSION, FailureKind
+from tuner.workload.spec import WorkloadSpec
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
-
-
-@dataclass
-class Measurement:
-    """What one trial produced: metrics, or the reason there are none."""
-
-    metrics: dict[str, float] | None = None
-    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
-    records: list[RequestRecord] = field(default_factory=list)
-    failure_kind: str | None = None
-    failure_reason: str | None = None
-    log_tail: str = ""
-    argv: list[str] | None = None
-    env: dict[str, str] | None = None
-    vllm_version: str | None = None
-    log_path: str | None = None
-    startup_s: float | None = None
-    workload_s: float | None = None
-    engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
-    pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
-    pruned_at_s: float | None = None  # seconds into the workload
-    engine_full_s: float | None = None  # plan only: its engine time had it run to the end
-    simulated: bool = False  # the figures are the simulator's predictions
 
 
 @dataclass
@@ -60,6 +40,8 @@ class TrialContext:
     on_engine_stopped: Callable[[], None] = lambda: None
     # Early stopping (`tuner.pruning`): a Snapshot in, a Decision out; None: never stop.
     checkpoint: Callable[[Any], Any] | None = None
+    # A scenario's own rule (its SLOs), by scenario name; a name not here uses `checkpoint`.
+    checkpoints: dict[str, Callable[[Any], Any] | None] = field(default_factory=dict)
     check_every_s: float = 2.0
 
 
@@ -71,6 +53,7 @@ class TrialRunner(abc.ABC):
     def __init__(self, spec: StudySpec) -> None:
         self.spec = spec
         self._requests: list | None = None
+        self._scenario_requests: dict[str, list] = {}
         self._tokenizer: Any = None
 
     @property
@@ -88,10 +71,22 @@ class TrialRunner(abc.ABC):
             self._requests = workload_requests(self.spec, self.tokenizer)
         return self._requests
 
+    def requests_for(self, scenario: str) -> list:
+        """One scenario's fixed requests ("": the single workload's), built once."""
+        if not scenario:
+            return self.requests
+        if scenario not in self._scenario_requests:
+            from tuner.workload.datasets import build_requests
+
+            w = self.spec.workloads[scenario]
+            self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
+        return self._scenario_requests[scenario]
+
     def prepare(self) -> None:
         """Build the workload before the first trial: its errors (a missing dataset, a bad
         tokenizer) stop the run before any study exists, and its cost is not a trial's."""
-        _ = self.requests
+        for name in self.spec.workloads or [""]:
+            self.requests_for(name)
 
     @abc.abstractmethod
     def measure(self, ctx: TrialContext) -> Measurement: ...
@@ -188,7 +183,8 @@ class EngineRunner(TrialRunner):
                     return _failed(m, f.kind, f.reason, f.log_tail)
                 m.startup_s, m.vllm_version = ready.startup_s, ready.version
                 m.simulated = is_simulated_version(ready.version)
-                return self._run_workload(ctx, engine, base_url, m)
+                m = measure_all(spec, partial(self._run_workload, ctx, engine, base_url, m))
+                return m
             finally:
                 ctx.phase("stopping")
                 engine.stop()
@@ -201,34 +197,42 @@ class EngineRunner(TrialRunner):
         raise AssertionError("unreachable: the last attempt always returns")
 
     def _run_workload(
-        self, ctx: TrialContext, engine: Any, base_url: str, m: Measurement
+        self,
+        ctx: TrialContext,
+        engine: Any,
+        base_url: str,
+        base: Measurement,
+        name: str,
+        w: WorkloadSpec,
     ) -> Measurement:
+        """One run of workload `w` (scenario `name`) against the engine that is up."""
         from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
-        spec = self.spec
+        spec, m = self.spec, replace(base, rate_steps=[], scenarios={})
+        label = run_label(spec, name, w)
 
         def crashed() -> str | None:
             code = engine.poll()
             return None if code is None else f"engine crashed during measurement (exit {code})"
 
         def progress(done: int, total: int) -> None:
-            ctx.phase(f"measuring {done} of {total} requests")
+            ctx.phase(f"{label}measuring {done} of {total} requests")
 
-        ctx.phase("warming up" if spec.workload.num_warmups else "measuring")
+        ctx.phase(f"{label}warming up" if w.num_warmups else f"{label}measuring")
         t0 = time.monotonic()
         with client_off_engine_cores(spec.engine.cpu_affinity):
             try:
                 result = run_benchmark(
-                    spec.workload,
+                    w,
                     base_url,
                     spec.engine.served_model_name or spec.engine.model,
-                    self.requests,
+                    self.requests_for(name),
                     api_key=self.api_key,
                     on_progress=progress,
                     should_abort=crashed,
                     stall_timeout_s=spec.trial.stall_timeout_s,
                     tokenizer=self.tokenizer,
-                    checkpoint=ctx.checkpoint,
+                    checkpoint=ctx.checkpoints.get(name, ctx.checkpoint),
                     checkpoint_every_s=ctx.check_every_s,
                 )
             except BenchmarkPruned as exc:
@@ -275,6 +279,14 @@ def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:
     return log_dir / f"{readable}-{digest}"
 
 
+def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
+    """What the live display says a run is: its scenario, and its rate in capacity mode."""
+    parts = [name] if name else []
+    if spec.objective.mode == "capacity":
+        parts.append(f"at {w.request_rate:.3g} req/s")
+    return " ".join(parts) + ": " if parts else ""
+
+
 def _abort_kind(reason: str) -> str:
     """Why the workload stopped: the engine hung or died, or it refused the first request
     (as `vllm bench serve`, the run stops there: e.g. a prompt longer than max-model-len)."""
@@ -313,30 +325,43 @@ class PlanRunner(TrialRunner):
         return estimated_startup_s(self.spec.engine.model, gpu_name, flags)
 
     def measure(self, ctx: TrialContext) -> Measurement:
-        from tuner.calibration import study_workload
         from tuner.errors import EngineRefused
-        from tuner.metrics import compute_metrics, confidence_intervals
         from tuner.precheck import refusal_kind
-        from tuner.sim.planner import simulate
 
-        spec, w = self.spec, self.spec.workload
-        work = study_workload(spec, self.requests)
+        spec = self.spec
         flags = simulator_flags(spec, ctx.params)
         ctx.phase("simulating")
-        m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
         try:
-            sim = simulate(
-                spec.engine.model,
-                self.gpu or str(flags.get("gpu", "")),
-                flags,
-                list(work.prompt_lens),
-                list(work.output_lens),
-                list(work.arrival_s),
-                max_concurrency=work.max_concurrency,
-            )
+            m = measure_all(spec, lambda name, w: self._simulate(ctx, flags, name, w))
         except EngineRefused as exc:
+            m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
             m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
             return _failed(m, refusal_kind(str(exc)), str(exc), "")
+        m.startup_s = self.startup_s(flags)
+        m.engine_s += m.startup_s  # one start, then every run (virtual seconds)
+        if m.engine_full_s is not None:
+            m.engine_full_s += m.startup_s
+        return m
+
+    def _simulate(self, ctx: TrialContext, flags: dict, name: str, w: WorkloadSpec) -> Measurement:
+        """One run in virtual time; `engine_s` is its workload part (the start is added once)."""
+        from tuner.calibration import study_workload
+        from tuner.metrics import compute_metrics, confidence_intervals
+        from tuner.sim.planner import simulate
+
+        spec, reqs = self.spec, self.requests_for(name)
+        work = study_workload(spec, reqs, w)
+        ctx.phase(f"{run_label(spec, name, w)}simulating")
+        sim = simulate(
+            spec.engine.model,
+            self.gpu or str(flags.get("gpu", "")),
+            flags,
+            list(work.prompt_lens),
+            list(work.output_lens),
+            list(work.arrival_s),
+            max_concurrency=work.max_concurrency,
+        )
+        m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
         m.metrics = compute_metrics(
             sim.records,
             sim.duration_s,
@@ -344,29 +369,29 @@ class PlanRunner(TrialRunner):
             percentiles=w.percentiles,
             goodput_ms=w.goodput,
         )
-        m.records, m.workload_s = sim.records, sim.duration_s
-        m.startup_s = self.startup_s(flags)
-        m.engine_s = m.startup_s + sim.duration_s
-        if ctx.checkpoint is not None and self._replay_stopped(ctx, m, sim.duration_s):
+        m.records, m.workload_s, m.engine_s = sim.records, sim.duration_s, sim.duration_s
+        check = ctx.checkpoints.get(name, ctx.checkpoint)
+        if check is not None and self._replay_stopped(check, ctx.check_every_s, w, reqs, m):
             return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m
 
-    def _replay_stopped(self, ctx: TrialContext, m: Measurement, duration_s: float) -> bool:
+    def _replay_stopped(
+        self, check: Callable, every_s: float, w: WorkloadSpec, reqs: list, m: Measurement
+    ) -> bool:
         """The same stop rule at the same checkpoints as a real run, in virtual time: the run
         is simulated whole, then its records replayed in time order up to each checkpoint
         (the simulator does not look ahead; the replay shows only what a client had seen)."""
         from tuner.metrics import compute_metrics
         from tuner.pruning import replay
 
-        w, reqs = self.spec.workload, self.requests
         outs = [r.output_len for r in reqs]
         kw = {
             "max_output_tokens": None if None in outs else sum(outs),
             "input_tokens": sum(r.prompt_len for r in reqs),
         }
-        for t, snap in replay(m.records, ctx.check_every_s, **kw):
-            decision = ctx.checkpoint(snap)
+        for t, snap in replay(m.records, every_s, **kw):
+            decision = check(snap)
             if not decision.stop:
                 continue
             done = [r for r, d in zip(snap.sent, snap.done, strict=True) if d]
@@ -383,7 +408,6 @@ class PlanRunner(TrialRunner):
             )
             m.records, m.ci = done, {}
             m.pruned_reason, m.pruned_at_s = decision.reason, t
-            m.engine_full_s, m.workload_s = m.engine_s, t
-            m.engine_s = (m.startup_s or 0.0) + t
+            m.engine_full_s, m.workload_s, m.engine_s = m.engine_s, t, t
             return True
         return False

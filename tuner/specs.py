@@ -45,6 +45,13 @@ COMPARABLE = (
     "hardware.startup_s",
 )
 SHOWN_CHANGES = 4
+# Fields added after studies were stored: left out of the id while at their default, so a
+# study stored before they existed keeps its id (its trials stay comparable).
+ADDED_DEFAULTS = {
+    "scenarios": [],
+    "objective.capacity": None,
+    "objective.aggregate": "weighted",
+}
 
 
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,6 +68,13 @@ def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
         for key in parents:
             node = node.get(key, {})
         node.pop(leaf, None)
+    for path, default in ADDED_DEFAULTS.items():
+        *parents, leaf = path.split(".")
+        node = out
+        for key in parents:
+            node = node.get(key, {})
+        if leaf in node and node[leaf] == default:
+            del node[leaf]
     return out
 
 

@@ -27,10 +27,11 @@ def sim_study(
     tokenizer: Path,
     *,
     flags: dict[str, Any] | None = None,
-    workload: dict[str, Any] | None = None,
+    workload: dict[str, Any] | list[dict[str, Any]] | None = None,
     **top: Any,
 ) -> Path:
-    """A study over `tuner sim serve` (simulated 4×A6000, 32B model) with a short workload."""
+    """A study over `tuner sim serve` (simulated 4×A6000, 32B model) with a short workload;
+    `workload` as a list: those scenarios, as written."""
     data: dict[str, Any] = {
         "name": "e2e",
         "engine": {
@@ -73,11 +74,13 @@ def sim_study(
             "random_output_len": 16,
             "num_prompts": 16,
             "request_rate": 16,
-            **(workload or {}),
+            **(workload if isinstance(workload, dict) else {}),
         },
         "budget": {"n_trials": 3},
         "trial": {"stall_timeout_s": 5},
     }
+    if isinstance(workload, list):
+        data["workload"] = workload
     data.update(top)
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -56,6 +56,15 @@ PARTIAL = "partial"  # True: the metrics cover only the requests done when it wa
 PRUNED_REASON = "pruned_reason"  # why early stopping stopped it, in words
 PRUNED_AT_S = "pruned_at_s"  # seconds into the workload when it was stopped
 CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
+# Capacity mode (docs/objective.md): the highest offered rate that met every SLO; the trial's
+# metrics are those of the run at that rate (when none met them, of the lowest-rate run).
+CAPACITY_RPS = "capacity_rps"  # req/s; 0: no rate tried met the SLOs
+CAPACITY_GOODPUT = "capacity_goodput_rps"  # request_goodput of the run at that rate
+CAPACITY = "capacity"  # the search: {capacity_rps, goodput_rps, resolved, capped, runs, above_rps}
+RATE_STEPS = "rate_steps"  # every run: [{scenario, rate_rps, feasible, pruned_reason, metrics…}]
+# Scenario mixes: {name: {weight, score, metrics, ci, capacity}}; the trial's own metrics
+# then pool every scenario's requests, and its score aggregates the scenarios' scores.
+SCENARIOS = "scenarios"
 
 # Trial system attrs -----------------------------------------------------------------------
 OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial
@@ -104,8 +113,9 @@ def is_metric(name: str) -> bool:
 
 
 def _is_slo_key(key: str) -> bool:
+    """`metric<=value`, or `scenario:metric<=value` (one scenario's SLO)."""
     try:
-        parse_slo(key)
+        parse_slo(key.split(":", 1)[1] if ":" in key else key)
     except UserError:
         return False
     return True
@@ -173,6 +183,32 @@ class TrialPoint:
         """Names of the constraints this trial breaks (the legacy list has no names)."""
         return [k for k, v in self.constraints.items() if v > 0 and not k.isdigit()]
 
+    @property
+    def capacity_rps(self) -> float | None:
+        value = self.attrs.get(CAPACITY_RPS)
+        return float(value) if is_finite(value) else None
+
+    @property
+    def rate_steps(self) -> list[dict[str, Any]]:
+        """The latency–load curve: every rate tried, in the order run."""
+        steps = self.attrs.get(RATE_STEPS)
+        return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+
+    @property
+    def scenario_names(self) -> list[str]:
+        found = self.attrs.get(SCENARIOS)
+        return list(found) if isinstance(found, dict) else []
+
+    def scenario(self, name: str) -> dict[str, Any]:
+        """One scenario's stored entry ({} when the trial has none of that name)."""
+        found = self.attrs.get(SCENARIOS)
+        entry = found.get(name) if isinstance(found, dict) else None
+        return entry if isinstance(entry, dict) else {}
+
+    def scenario_metrics(self, name: str) -> dict[str, float]:
+        metrics = self.scenario(name).get("metrics") or {}
+        return {k: float(v) for k, v in metrics.items() if is_finite(v) and is_metric(k)}
+
     def ci(self, metric: str) -> tuple[float, float] | None:
         value = self.attrs.get(metric + CI_SUFFIX)
         if isinstance(value, list | tuple) and len(value) == 2:
@@ -225,6 +261,29 @@ def read(trial: Any) -> TrialPoint:
         values=tuple(trial.values) if trial.values is not None else None,
         spec_id=attrs.get(SPEC_OF),
     )
+
+
+def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:
+    """The trials as one scenario saw them: its metrics and its score in place of the
+    trial's (pooled, aggregated) ones; feasibility stays the trial's. Unknown name: a user
+    error naming the scenarios there are."""
+    points = list(points)
+    known = list(dict.fromkeys(n for p in points for n in p.scenario_names))
+    if name not in known:
+        there = ", ".join(known) if known else "none: the study has a single workload"
+        raise UserError(f"no scenario {name!r} in this study (scenarios: {there})")
+    out = []
+    for p in points:
+        entry = p.scenario(name)
+        score = entry.get(SCORE)
+        out.append(
+            replace(
+                p,
+                metrics=p.scenario_metrics(name),
+                score=float(score) if is_finite(score) else None,
+            )
+        )
+    return out
 
 
 def read_all(trials: Iterable[Any]) -> list[TrialPoint]:

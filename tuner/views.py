@@ -30,12 +30,24 @@ def trials_frame(
     the spec it ran under, when the study has run under more than one."""
     study_attrs = study_attrs or {}
     spec_ids = {specs.trial_spec_id(study_attrs, p) for p in points}
+    capacity = any(p.capacity_rps is not None for p in points)
+    scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     rows: list[dict[str, Any]] = []
     for p in points:
         state = "INFEASIBLE" if p.status == "infeasible" else p.state
         row: dict[str, Any] = {"number": p.number, "state": state}
         row.update({f"param_{k}": v for k, v in p.params.items()})
         row.update({m: p.metrics.get(m) for m in HEADLINE_METRICS})
+        if capacity:
+            row[tr.CAPACITY_RPS] = p.capacity_rps
+            row["rate_steps"] = len(p.rate_steps) or None
+        for name in scenarios:  # each scenario's own score and headline figures
+            row[f"{name}:score"] = p.scenario(name).get(tr.SCORE)
+            found = p.scenario_metrics(name)
+            row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_METRICS[:2]})
+            cap = (p.scenario(name).get("capacity") or {}).get(tr.CAPACITY_RPS)
+            if cap is not None:
+                row[f"{name}:{tr.CAPACITY_RPS}"] = cap
         row["score"] = p.score
         row["engine_s"] = p.attrs.get(tr.ENGINE_S)
         row["baseline"] = p.baseline
@@ -102,6 +114,14 @@ def best_report(
         f"mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms, "
         f"output {m.get('output_throughput', nan):.1f} tok/s",
     ]
+    if top.capacity_rps is not None:
+        base = tr.baseline_of(points)
+        vs = (
+            f" (baseline trial {base.number}: {base.capacity_rps:.4g} req/s)"
+            if base is not None and base.capacity_rps is not None and base is not top
+            else ""
+        )
+        lines.append(f"# capacity {top.capacity_rps:.4g} req/s within the SLOs{vs}")
     runs = tr.confirmation_runs(points).get(top.number)
     if runs:
         mean = sum(runs) / len(runs)

@@ -75,12 +75,19 @@ def bench(
     tokenizer: Annotated[
         str | None, Opt(help="Local tokenizer directory (default: --model, if a directory).")
     ] = None,
-    dataset_name: Annotated[str, Opt(help="random, sharegpt or jsonl.")] = "random",
+    dataset_name: Annotated[str, Opt(help="random, sharegpt, jsonl or longdoc.")] = "random",
     dataset_path: Annotated[str | None, Opt(help="ShareGPT JSON or JSONL file.")] = None,
     random_input_len: Annotated[int, Opt(help="Prompt tokens of the random dataset.")] = 1024,
     random_output_len: Annotated[int, Opt(help="Output tokens of the random dataset.")] = 128,
     random_range_ratio: Annotated[float, Opt(help="Length range: len*(1±r).")] = 0.0,
     sharegpt_output_len: Annotated[int | None, Opt(help="Fixed ShareGPT output length.")] = None,
+    longdoc_lengths: Annotated[
+        str | None, Opt(help="Prompt tokens of the documents [default: 512,2048,8192,32768].")
+    ] = None,
+    longdoc_weights: Annotated[
+        str | None, Opt(help="Share of each length, a comma list (default: equal).")
+    ] = None,
+    longdoc_output_len: Annotated[int, Opt(help="Output tokens of each long document.")] = 1024,
     num_prompts: Annotated[int, Opt(help="Requests to measure.")] = 1000,
     request_rate: Annotated[float, Opt(help="Requests/s, or inf for all at once.")] = math.inf,
     burstiness: Annotated[float, Opt(help="Gamma shape of arrivals; 1 = Poisson.")] = 1.0,
@@ -109,8 +116,8 @@ def bench(
     if backend not in BACKEND_ENDPOINTS:
         raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
     goodput_ms = parse_goodput((goodput or []) + _goodput_extras(extra, bool(goodput)))
-    if dataset_name == "random" and dataset_path:
-        raise UserError("--dataset-path cannot be used with --dataset-name random")
+    if dataset_name in ("random", "longdoc") and dataset_path:
+        raise UserError(f"--dataset-path cannot be used with --dataset-name {dataset_name}")
     spec = workload_spec(
         endpoint=endpoint or BACKEND_ENDPOINTS[backend],
         dataset_name=dataset_name,
@@ -119,6 +126,9 @@ def bench(
         random_output_len=random_output_len,
         random_range_ratio=random_range_ratio,
         sharegpt_output_len=sharegpt_output_len,
+        **({} if longdoc_lengths is None else {"longdoc_lengths": longdoc_lengths}),
+        longdoc_weights=longdoc_weights,
+        longdoc_output_len=longdoc_output_len,
         num_prompts=num_prompts,
         request_rate=request_rate,
         burstiness=burstiness,
@@ -131,8 +141,9 @@ def bench(
         ignore_eos=ignore_eos,
         request_timeout_s=request_timeout,
     )
+    from tuner.run_checks import check_longest_fits
     from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
-    from tuner.workload.client import server_models
+    from tuner.workload.client import served_max_model_len, server_model_cards
     from tuner.workload.datasets import build_requests
     from tuner.workload.tokenizer import load_tokenizer
 
@@ -142,7 +153,11 @@ def bench(
         raise UserError("--tokenizer DIR is required (a local tokenizer directory)")
     tok = load_tokenizer(tokenizer_id)
     requests = build_requests(spec, tok)
-    model = _served_model(url, model, server_models(url, api_key))
+    cards = server_model_cards(url, api_key)
+    model = _served_model(url, model, None if cards is None else [c["id"] for c in cards])
+    limit = served_max_model_len(cards, model)
+    if limit is not None and spec.dataset_name == "longdoc":  # random: as vLLM, let them fail
+        check_longest_fits(spec, limit, f"{url} serves max-model-len {limit}: ")
 
     distribution = "Poisson process" if burstiness == 1.0 else "Gamma distribution"
     print(f"Traffic request rate: {spec.request_rate}")

@@ -50,14 +50,20 @@ def pareto(
         str,
         typer.Option(help="Comma-separated stored metrics; throughput is maximised."),
     ] = "p99_ttft_ms,mean_tpot_ms",
+    scenario: Annotated[
+        str | None, typer.Option(help="One scenario's front (a study with scenarios).")
+    ] = None,
 ) -> None:
     """List the non-dominated feasible trials (default: P99 TTFT against mean TPOT)."""
     from tuner.pareto import check_stored, front_of, parse_objectives
+    from tuner.trials import for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
     study, _ = open_stored_study(study_file, storage, simulated)
     points = _points(study)
+    if scenario is not None:
+        points = for_scenario(points, scenario)
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     check_stored(points, [name for name, _ in objs], study.study_name)

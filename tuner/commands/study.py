@@ -84,9 +84,8 @@ def plan(
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.engine_time import real_startups_s
     from tuner.runner import PlanRunner
-    from tuner.sampling import check_sampler
 
-    spec, store = open_study_file(study_file, storage, check=check_sampler)
+    spec, store = open_study_file(study_file, storage, check=_check_plan)
     runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
     _loop(
         spec,
@@ -167,6 +166,14 @@ def _check_run(spec, storage) -> None:
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
     _check_engine_command(spec)
+    check_sampler(spec)
+
+
+def _check_plan(spec) -> None:
+    from tuner.run_checks import check_lengths_fit
+    from tuner.sampling import check_sampler
+
+    check_lengths_fit(spec)  # prompts longer than max-model-len: every request would fail
     check_sampler(spec)
 
 

@@ -202,6 +202,14 @@ def server_models(
     """The model ids of `GET /v1/models`, or None when the server has no such list (404 or
     405, or an answer that is not an OpenAI model list). Unreachable, or any other HTTP
     error (a refused API key, a server error), is a UserError."""
+    cards = server_model_cards(base_url, api_key, timeout_s)
+    return None if cards is None else [c["id"] for c in cards]
+
+
+def server_model_cards(
+    base_url: str, api_key: str | None = None, timeout_s: float = 10.0
+) -> list[dict[str, Any]] | None:
+    """The model cards of `GET /v1/models` (vLLM's carry `max_model_len`), as `server_models`."""
     url = base_url.rstrip("/") + "/v1/models"
     try:
         resp = httpx.get(url, headers=request_headers(api_key), timeout=timeout_s)
@@ -214,7 +222,15 @@ def server_models(
     if resp.status_code != 200:
         raise UserError(f"{url} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
-        ids = [m["id"] for m in resp.json()["data"]]
+        cards = resp.json()["data"]
+        ok = isinstance(cards, list) and all(isinstance(c["id"], str) for c in cards)
     except (ValueError, KeyError, TypeError):
         return None
-    return ids if all(isinstance(i, str) for i in ids) else None
+    return cards if ok else None
+
+
+def served_max_model_len(cards: list[dict[str, Any]] | None, model: str) -> int | None:
+    """`max_model_len` of `model`'s card, when the server states it (vLLM and the simulator)."""
+    card = next((c for c in cards or [] if c.get("id") == model), None)
+    value = card.get("max_model_len") if card else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

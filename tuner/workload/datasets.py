@@ -3,6 +3,7 @@
 The random and ShareGPT datasets follow `vllm bench serve`'s RandomDataset and
 ShareGPTDataset (vllm/benchmarks/datasets), so a given seed gives the same prompts as vLLM
 with the same tokenizer. The jsonl dataset is ours: one request per line, in file order.
+The longdoc dataset is ours too: synthetic documents with a question (`tuner.workload.longdoc`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from tuner.errors import UserError
+from tuner.workload.exact import exact_length_prompt
+from tuner.workload.longdoc import longdoc_prompts
 from tuner.workload.spec import WorkloadSpec
 
 ChatMessages = list[dict[str, Any]]
@@ -27,9 +30,6 @@ ChatMessages = list[dict[str, Any]]
 SHAREGPT_MIN_LEN = 4
 SHAREGPT_MAX_PROMPT_LEN = 1024
 SHAREGPT_MAX_TOTAL_LEN = 2048
-# Decode/re-encode rounds allowed to hit an exact random prompt length (vLLM's max_retry).
-RANDOM_PROMPT_MAX_RETRY = 10
-RANDOM_PROMPT_FILLER = " the"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,16 @@ def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
             range_ratio=spec.random_range_ratio,
             seed=spec.seed,
         )
+    if spec.dataset_name == "longdoc":
+        docs = longdoc_prompts(
+            tokenizer,
+            spec.num_prompts,
+            lengths=spec.longdoc_lengths,
+            weights=spec.longdoc_weights,
+            seed=spec.seed,
+        )
+        out_len = spec.longdoc_output_len
+        return [BenchRequest(text, len(ids), out_len, ignore_eos=True) for text, ids in docs]
     assert spec.dataset_path is not None  # the spec's validator requires it
     if spec.dataset_name == "sharegpt":
         return sharegpt_requests(
@@ -112,47 +122,16 @@ def random_requests(
     for k in range(num_prompts):
         target = int(input_lens[k])
         ids = allowed[(int(offsets[k]) + k + np.arange(target)) % len(allowed)].tolist()
-        prompt, ids = _exact_length_prompt(tokenizer, ids, target, rng)
+        prompt, ids = exact_length_prompt(
+            tokenizer, ids, target, partial(_random_ids, rng, vocab_size)
+        )
         requests.append(BenchRequest(prompt, len(ids), int(output_lens[k]), ignore_eos=True))
     return requests
 
 
-def _exact_length_prompt(
-    tokenizer: Any, ids: list[int], target: int, rng: np.random.Generator
-) -> tuple[str, list[int]]:
-    """Decode, re-encode, pad with random ids or truncate, until `target` tokens (or retries
-    run out: some token sequences do not survive a decode/encode round trip)."""
-    retries = RANDOM_PROMPT_MAX_RETRY
-    while True:
-        prompt = tokenizer.decode(ids)
-        ids = tokenizer.encode(prompt, add_special_tokens=False)
-        if len(ids) == target:
-            return prompt, ids
-        if retries <= 0:
-            return _force_length(tokenizer, prompt, target)
-        if len(ids) < target:
-            ids.extend(rng.integers(0, tokenizer.vocab_size, size=target - len(ids)).tolist())
-        else:
-            ids = ids[:target]
-        retries -= 1
-
-
-def _force_length(tokenizer: Any, prompt: str, target: int) -> tuple[str, list[int]]:
-    """Where vLLM gives up (and sends a prompt a few tokens off), cut the text to the longest
-    prefix within `target` tokens, then pad with a one-token word until exact."""
-    encode = partial(tokenizer.encode, add_special_tokens=False)
-    lo, hi = 0, len(prompt)
-    while lo < hi:  # longest character prefix with at most `target` tokens
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if len(encode(prompt[:mid])) <= target else (lo, mid - 1)
-    prompt = prompt[:lo]
-    ids = encode(prompt)
-    while len(ids) < target:
-        padded = encode(prompt + RANDOM_PROMPT_FILLER)
-        if len(padded) != len(ids) + 1:
-            break
-        prompt, ids = prompt + RANDOM_PROMPT_FILLER, padded
-    return prompt, ids
+def _random_ids(rng: np.random.Generator, vocab_size: int, n: int) -> list[int]:
+    """vLLM's padding of a random prompt that re-encoded short: n ids drawn from the vocab."""
+    return rng.integers(0, vocab_size, size=n).tolist()
 
 
 # ---- sharegpt -------------------------------------------------------------------------------

@@ -6,7 +6,14 @@ import math
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 LATENCY_NAMES = ("ttft", "tpot", "itl", "e2el")
 # Caps on sizes, so that a typo cannot exhaust memory (docs/study-file.md, "Limits").
@@ -16,6 +23,9 @@ MAX_RANDOM_TOKENS = 2**28  # random prompts in all (about 1 GB of prompt text)
 MAX_WARMUPS = 10_000
 MAX_TIMEOUT_S = 7 * 86400.0
 SEED_LIMIT = 2**32
+# The seed's long-document QA case (issue 13): prompt tokens, and the output of each.
+LONGDOC_LENGTHS = (512, 2048, 8192, 32768)
+LONGDOC_OUTPUT_LEN = 1024
 _LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 
 
@@ -25,13 +35,16 @@ class WorkloadSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     endpoint: Literal["/v1/completions", "/v1/chat/completions"] = "/v1/completions"
-    dataset_name: Literal["random", "sharegpt", "jsonl"] = "random"
+    dataset_name: Literal["random", "sharegpt", "jsonl", "longdoc"] = "random"
     dataset_path: str | None = None
     tokenizer: str | None = None
     random_input_len: int = Field(1024, ge=1, le=MAX_LEN)
     random_output_len: int = Field(128, ge=1, le=MAX_LEN)
     random_range_ratio: float = Field(0.0, ge=0.0, lt=1.0)
     sharegpt_output_len: int | None = Field(None, ge=1, le=MAX_LEN)
+    longdoc_lengths: list[int] = Field(default_factory=lambda: list(LONGDOC_LENGTHS))
+    longdoc_weights: list[float] | None = None
+    longdoc_output_len: int = Field(LONGDOC_OUTPUT_LEN, ge=1, le=MAX_LEN)
     num_prompts: int = Field(1000, ge=1, le=MAX_PROMPTS)
     request_rate: float = Field(math.inf, allow_inf_nan=True)
     burstiness: float = Field(1.0, gt=0.0)
@@ -49,6 +62,40 @@ class WorkloadSpec(BaseModel):
     def _positive_rate(cls, v: float) -> float:
         if not v > 0:
             raise ValueError("request_rate must be > 0 (use inf to send everything at once)")
+        return v
+
+    @field_validator("longdoc_lengths", mode="before")
+    @classmethod
+    def _lengths(cls, v: object) -> list[int]:
+        items = _items(v) if isinstance(v, str) else v
+        if not isinstance(items, list | tuple) or not items:
+            raise ValueError("give prompt lengths in tokens, e.g. 512,2048,8192,32768")
+        out = []
+        for item in items:
+            try:
+                n = item if isinstance(item, int) and not isinstance(item, bool) else int(item)
+            except (TypeError, ValueError):
+                raise ValueError(f"{item!r} is not a whole number of tokens") from None
+            if isinstance(item, float | bool) or not 1 <= n <= MAX_LEN:
+                raise ValueError(f"{item!r} must be a whole number of tokens, 1 to {MAX_LEN}")
+            out.append(n)
+        return out
+
+    @field_validator("longdoc_weights", mode="before")
+    @classmethod
+    def _weights(cls, v: object) -> object:
+        return _items(v) if isinstance(v, str) else v
+
+    @field_validator("longdoc_weights")
+    @classmethod
+    def _positive_weights(cls, v: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        if v is None:
+            return v
+        if not all(w > 0 for w in v):
+            raise ValueError("each weight must be > 0")
+        lengths = info.data.get("longdoc_lengths")
+        if lengths is not None and len(v) != len(lengths):
+            raise ValueError(f"{len(v)} weights for {len(lengths)} lengths: give one per length")
         return v
 
     @field_validator("percentile_metrics")
@@ -98,6 +145,13 @@ class WorkloadSpec(BaseModel):
     def _dataset_path_needed(self) -> WorkloadSpec:
         if self.dataset_name in ("sharegpt", "jsonl") and not self.dataset_path:
             raise ValueError(f"dataset_name {self.dataset_name} needs dataset_path")
+        if self.dataset_name == "longdoc":
+            total = self.num_prompts * max(self.longdoc_lengths)
+            if total > MAX_RANDOM_TOKENS:
+                raise ValueError(
+                    f"num_prompts × the longest longdoc length is up to {total} prompt "
+                    f"tokens: at most {MAX_RANDOM_TOKENS} (2**28) fit in memory"
+                )
         if self.dataset_name == "random":
             total = self.num_prompts * math.ceil(
                 self.random_input_len * (1 + self.random_range_ratio)
@@ -108,6 +162,19 @@ class WorkloadSpec(BaseModel):
                     f"at most {MAX_RANDOM_TOKENS} (2**28) fit in memory"
                 )
         return self
+
+    @property
+    def longest_request(self) -> int | None:
+        """Prompt plus output tokens of the longest request the dataset can hold, when the
+        spec alone says (random and longdoc), else None (read from a file)."""
+        if self.dataset_name == "random":
+            r = self.random_range_ratio
+            return math.ceil(self.random_input_len * (1 + r)) + math.ceil(
+                self.random_output_len * (1 + r)
+            )
+        if self.dataset_name == "longdoc":
+            return max(self.longdoc_lengths) + self.longdoc_output_len
+        return None
 
     @property
     def percentiles(self) -> list[float]:

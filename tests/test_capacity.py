@@ -1,0 +1,124 @@
+"""The rate search (`tuner.capacity`) on synthetic latency–load curves."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner.capacity import Step, headroom, meets, search
+from tuner.slo import parse_slo
+
+SLOS = parse_slo("p99_ttft_ms<=1000")
+
+
+def queue_curve(knee_rps: float, *, noise: float = 0.0, seed: int = 0):
+    """An M/M/1-like curve: P99 TTFT = 200 / (1 − rate / saturation) ms, which crosses the
+    1000 ms SLO exactly at `knee_rps`; overloaded, it serves the saturation rate."""
+    saturation = knee_rps / 0.8  # 200 / (1 - 0.8) = 1000
+    rng = np.random.default_rng(seed)
+    calls: list[float] = []
+
+    def measure(rate: float) -> Step:
+        calls.append(rate)
+        load = rate / saturation
+        p99 = 200 / (1 - load) if load < 1 else 1e6
+        p99 *= 1 + noise * rng.standard_normal()
+        metrics = {
+            "completed": 100.0,
+            "failed": 0.0,
+            "p99_ttft_ms": p99,
+            "request_throughput": min(rate, saturation),
+        }
+        return Step(rate, metrics, meets(metrics, SLOS))
+
+    return measure, calls
+
+
+@pytest.mark.parametrize("knee", [0.3, 2.0, 11.0, 75.0])
+@pytest.mark.parametrize("start", [1.0, 8.0, 40.0])
+def test_monotone_curve_finds_the_knee_within_the_resolution_and_the_run_cap(
+    knee: float, start: float
+) -> None:
+    measure, calls = queue_curve(knee)
+    got = search(measure, start, SLOS, resolution=0.05, max_runs=10)
+    assert got.resolved and not got.capped
+    exact = 1 + 1e-9  # the knee itself may round either way
+    assert knee / 1.05 <= got.capacity_rps <= knee * exact
+    assert got.runs == len(calls) <= 10
+    lo, hi = got.bracket
+    assert hi is not None and lo <= knee * exact and hi * exact >= knee and hi / lo <= 1.05
+    assert got.capacity_step is not None and got.capacity_step.feasible
+
+
+def test_the_first_run_places_the_bracket() -> None:
+    # Overloaded at 40 req/s, the engine served its saturation (12.5 req/s): the next rate is
+    # 0.8 × 12.5 = 10, not a blind halving to 20.
+    measure, calls = queue_curve(10.0)
+    search(measure, 40.0, SLOS)
+    assert calls[1] == pytest.approx(10.0)
+    # Feasible with a P99 of 250 ms against a 1000 ms limit: 4× headroom, so the next is 4×.
+    measure, calls = queue_curve(100.0)
+    search(measure, 5.0, SLOS)
+    assert calls[1] == pytest.approx(5.0 * min(1000 / (200 / (1 - 5.0 / 125)), 4.0))
+
+
+def test_noisy_curve_answers_a_rate_that_met_the_slo_and_stays_near_the_knee() -> None:
+    errors = []
+    for seed in range(20):
+        measure, _ = queue_curve(10.0, noise=0.05, seed=seed)
+        got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8)
+        assert got.runs <= 8
+        assert got.capacity_step is not None  # the answer was measured feasible
+        errors.append(abs(got.capacity_rps - 10.0) / 10.0)
+    assert float(np.median(errors)) < 0.1
+    assert max(errors) < 0.35
+
+
+def test_never_feasible_gives_zero_within_the_run_cap() -> None:
+    def measure(rate: float) -> Step:
+        return Step(rate, {"completed": 10.0, "p99_ttft_ms": 5000.0}, False)
+
+    got = search(measure, 8.0, SLOS, max_runs=6, min_rps=0.5)
+    assert got.capacity_rps == 0.0 and got.capacity_step is None
+    assert got.runs <= 6
+    assert min(s.rate_rps for s in got.steps) >= 0.5
+    got = search(measure, 8.0, SLOS, max_runs=50, min_rps=0.5)
+    assert got.resolved and got.steps[-1].rate_rps == 0.5  # infeasible even at the floor
+
+
+def test_always_feasible_stops_at_the_ceiling_and_says_so() -> None:
+    def measure(rate: float) -> Step:
+        return Step(rate, {"completed": 10.0, "p99_ttft_ms": 900.0}, True)
+
+    got = search(measure, 1.0, SLOS, max_runs=20, max_rps=50.0)
+    assert got.capped and got.capacity_rps == 50.0 and got.bracket[1] is None
+    assert not got.resolved
+    got = search(measure, 1.0, SLOS, max_runs=3, max_rps=50.0)
+    assert got.runs == 3 and not got.capped and got.capacity_rps < 50.0
+
+
+def test_a_step_stopped_early_is_above_capacity() -> None:
+    def measure(rate: float) -> Step:
+        if rate > 6:
+            return Step(rate, {}, False, pruned_reason="SLO broken for sure")
+        return Step(rate, {"completed": 10.0, "p99_ttft_ms": 500.0}, True)
+
+    got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=12)
+    assert 6 / 1.05 <= got.capacity_rps <= 6
+
+
+def test_meets_and_headroom() -> None:
+    ok = {"completed": 99.0, "failed": 1.0, "p99_ttft_ms": 500.0}
+    assert meets(ok, SLOS, failed_fraction_max=0.05)
+    assert not meets(ok, SLOS, failed_fraction_max=0.0)
+    assert not meets({"completed": 0.0}, SLOS)
+    assert headroom(ok, SLOS) == 2.0
+    assert math.isinf(headroom({}, SLOS))
+
+
+def test_bad_search_settings_are_refused() -> None:
+    measure, _ = queue_curve(1.0)
+    with pytest.raises(ValueError, match="resolution"):
+        search(measure, 1.0, SLOS, resolution=0)

@@ -1,0 +1,178 @@
+"""Several runs on one engine start, end to end on the simulated engine: a capacity study and
+a two-scenario study, through `tuner plan` (virtual time) and `tuner run` (real processes)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tuner.testing import sim_study, tuner
+
+CAPACITY = {
+    "mode": "capacity",
+    "slo": ["p99_ttft_ms<=1500", "mean_tpot_ms<=60"],
+    "capacity": {"resolution": 0.1, "max_runs": 5},
+}
+SCENARIOS = [
+    {"name": "chat", "weight": 3, "dataset_name": "random", "random_input_len": 256},
+    {
+        "name": "doc",
+        "weight": 1,
+        "dataset_name": "random",
+        "random_input_len": 2048,
+        "random_range_ratio": 0.5,
+        "slo": ["p99_ttft_ms<=20000"],
+    },
+]
+
+
+def _study(tmp_path: Path, tok: Path, **kw) -> Path:
+    return sim_study(tmp_path, tok, workload=kw.pop("workload", {"num_prompts": 24}), **kw)
+
+
+def _trials(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path}/tuner.db").trials
+
+
+def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = _study(tmp_path, tiny_model_dir, objective=CAPACITY)
+    plan = tuner("plan", str(study), "--n-trials", "4", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    trials = _trials(tmp_path, "e2e-simulated")
+    measured = [t for t in trials if "capacity_rps" in t.user_attrs]
+    assert len(measured) >= 2
+    for t in measured:
+        a = t.user_attrs
+        steps = a["rate_steps"]
+        assert 1 <= len(steps) <= 5 and a["capacity"]["runs"] == len(steps)
+        feasible = [s["rate_rps"] for s in steps if s["feasible"]]
+        assert a["capacity_rps"] == (max(feasible) if feasible else 0.0)
+        assert t.values == [a["capacity_rps"]]  # Optuna maximises the capacity
+        assert all("p99_ttft_ms" in s or s["pruned_reason"] for s in steps)
+        # one engine start per trial: its modelled start-up counts once
+        assert a["engine_s"] == pytest.approx(a["startup_s"] + a["workload_s"])
+    rows = json.loads(
+        tuner("trials", str(study), "--simulated", "--format", "json", cwd=tmp_path).stdout
+    )
+    assert all("capacity_rps" in r for r in rows)
+    export = tuner("export", str(study), "--simulated", cwd=tmp_path)
+    assert export.returncode == 0, export.stderr
+    assert "capacity = " in export.stdout and "measured at an offered rate of" in export.stdout
+    report = tuner("report", str(study), "--simulated", "--output", "r.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "Latency against load" in html and "Capacity within the SLOs, per trial" in html
+    assert "SLO p99_ttft_ms\\u003c=1500" in html  # the SLO line (plotly escapes "<")
+
+
+def test_capacity_trial_in_run_shares_one_engine_start(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    objective = {**CAPACITY, "capacity": {"resolution": 0.25, "max_runs": 3, "start_rps": 4}}
+    study = _study(tmp_path, tiny_model_dir, objective=objective, budget={"n_trials": 1})
+    run = tuner("run", str(study), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (base,) = _trials(tmp_path, "e2e")
+    steps = base.user_attrs["rate_steps"]
+    assert 1 <= len(steps) <= 3 and steps[0]["rate_rps"] == 4
+    assert all(s["completed"] > 0 for s in steps if not s["pruned_reason"])
+    with sqlite3.connect(tmp_path / "tuner.db") as db:
+        launches = db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0]
+    assert launches == 1  # every rate step against the one engine start
+
+
+def test_two_scenario_study_stores_each_scenario_and_has_a_front_per_scenario(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = _study(
+        tmp_path,
+        tiny_model_dir,
+        workload=[
+            {**s, "tokenizer": str(tiny_model_dir), "num_prompts": 16, "request_rate": 4}
+            for s in SCENARIOS
+        ],
+        objective={"aggregate": "worst", "slo": ["p99_ttft_ms<=30000"]},
+    )
+    plan = tuner("plan", str(study), "--n-trials", "4", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    measured = [t for t in _trials(tmp_path, "e2e-simulated") if "scenarios" in t.user_attrs]
+    assert measured
+    for t in measured:
+        found = t.user_attrs["scenarios"]
+        assert set(found) == {"chat", "doc"}
+        assert found["chat"]["metrics"]["completed"] == 16 == found["doc"]["metrics"]["completed"]
+        assert t.user_attrs["score"] == pytest.approx(max(e["score"] for e in found.values()))
+        assert t.user_attrs["completed"] == 32  # the trial's own figures pool both
+        assert found["doc"]["metrics"]["mean_ttft_ms"] > found["chat"]["metrics"]["mean_ttft_ms"]
+    table = tuner("trials", str(study), "--simulated", "--format", "csv", cwd=tmp_path)
+    assert "chat:score" in table.stdout and "doc:p99_ttft_ms" in table.stdout
+    front = tuner(
+        "pareto", str(study), "--simulated", "--scenario", "doc", "--format", "json", cwd=tmp_path
+    )
+    assert front.returncode == 0, front.stderr
+    doc = {t.number: t.user_attrs["scenarios"]["doc"]["metrics"] for t in measured}
+    for row in json.loads(front.stdout):
+        assert row["metrics"]["p99_ttft_ms"] == pytest.approx(doc[row["trial"]]["p99_ttft_ms"])
+    bad = tuner("pareto", str(study), "--simulated", "--scenario", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "chat, doc" in bad.stderr
+    report = tuner("report", str(study), "--simulated", "--output", "r.html", cwd=tmp_path)
+    assert report.returncode == 0 and "<h2>Scenarios</h2>" in (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"objective": {"mode": "capacity"}}, "capacity mode needs an SLO"),
+        (
+            {"workload": [{"name": "chat", "random_input_len": 64}]},
+            "scenario 'chat' names no dataset_name",
+        ),
+        (
+            {"workload": [{"name": "a", "dataset_name": "random"}] * 2},
+            "scenario names repeat",
+        ),
+        (
+            {"workload": SCENARIOS, "objective": {"mode": "multi"}},
+            "multi takes one workload",
+        ),
+        (
+            {
+                "workload": [
+                    SCENARIOS[0],
+                    {"name": "doc", "dataset_name": "longdoc", "longdoc_lengths": [16384]},
+                ]
+            },
+            "workload.doc: a long document of 16384 tokens",
+        ),
+    ],
+)
+def test_bad_capacity_and_scenario_input_is_one_line_and_exit_2(
+    tmp_path: Path, tiny_model_dir: Path, change: dict, words: str
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir, **change)
+    proc = tuner("plan", str(study), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_two_scenarios_in_run_share_one_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:
+    mix = [
+        {**s, "tokenizer": str(tiny_model_dir), "num_prompts": 8, "request_rate": 8}
+        for s in SCENARIOS
+    ]
+    study = _study(tmp_path, tiny_model_dir, workload=mix, budget={"n_trials": 1})
+    run = tuner("run", str(study), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (base,) = _trials(tmp_path, "e2e")
+    found = base.user_attrs["scenarios"]
+    assert [found[n]["metrics"]["completed"] for n in ("chat", "doc")] == [8, 8]
+    assert base.user_attrs["completed"] == 16 and base.user_attrs["score"] == 0.0
+    with sqlite3.connect(tmp_path / "tuner.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0] == 1
+        assert db.execute("SELECT COUNT(*) FROM tuner_requests").fetchone()[0] == 16

@@ -1,0 +1,101 @@
+"""Scores of capacity trials and of scenario mixes (`tuner.scoring`, `tuner.objective`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuner import objective as obj
+from tuner import trials as tr
+from tuner.config import StudySpec
+from tuner.measurement import Measurement
+from tuner.scoring import score_trial
+from tuner.trials import TrialPoint
+
+BASE = {
+    "name": "s",
+    "engine": {"model": "m"},
+    "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 1, "high": 8}}},
+}
+CHAT = {"name": "chat", "weight": 3, "dataset_name": "random", "random_input_len": 256}
+DOC = {"name": "doc", "weight": 1, "dataset_name": "random", "random_input_len": 4096}
+WEIGHTS = {"p99_ttft_ms": 1.0}
+
+
+def _spec(**kw) -> StudySpec:
+    return StudySpec.model_validate({**BASE, **kw})
+
+
+def _point(attrs: dict, number: int = 0) -> TrialPoint:
+    metrics = {k: v for k, v in attrs.items() if tr.is_finite(v) and tr.is_metric(k)}
+    return TrialPoint(number, "COMPLETE", {}, metrics, "feasible", attrs=attrs, baseline=True)
+
+
+def test_aggregate_weighted_and_worst_case() -> None:
+    scores, weights = {"chat": -0.2, "doc": 0.4}, {"chat": 3.0, "doc": 1.0}
+    assert obj.aggregate(scores, weights, "weighted") == pytest.approx((3 * -0.2 + 0.4) / 4)
+    assert obj.aggregate(scores, weights, "worst") == 0.4  # lower is better: the highest
+    caps = {"chat": 12.0, "doc": 2.0}
+    assert obj.aggregate_capacity(caps, weights, "weighted") == pytest.approx(9.5)
+    assert obj.aggregate_capacity(caps, weights, "worst") == 2.0
+
+
+def test_capacity_score_is_a_log_ratio_with_a_floor() -> None:
+    assert obj.capacity_score(20.0, 10.0, 0.01) == pytest.approx(-math.log(2))
+    assert obj.capacity_score(10.0, 10.0, 0.01) == 0.0
+    assert obj.capacity_score(0.0, 10.0, 0.01) == pytest.approx(-math.log(0.001))
+    assert obj.capacity_score(0.0, 0.0, 0.01) == 0.0
+
+
+def _scenario_measurement(chat_ttft: float, doc_ttft: float) -> Measurement:
+    return Measurement(
+        metrics={"p99_ttft_ms": 1.0, "completed": 2.0},
+        scenarios={
+            "chat": {"weight": 3.0, "metrics": {"p99_ttft_ms": chat_ttft}},
+            "doc": {"weight": 1.0, "metrics": {"p99_ttft_ms": doc_ttft}},
+        },
+    )
+
+
+@pytest.mark.parametrize("how", ["weighted", "worst"])
+def test_scenarios_are_scored_against_the_references_same_scenario(how: str) -> None:
+    spec = _spec(
+        workload=[{**CHAT, "slo": ["p99_ttft_ms<=150"]}, DOC],
+        objective={"weights": WEIGHTS, "aggregate": how, "slo": ["p99_ttft_ms<=5000"]},
+    )
+    ref_m = _scenario_measurement(100.0, 1000.0)
+    first = score_trial(spec, ref_m, None)
+    assert first.score == 0.0 and first.values == [0.0]
+    ref = _point({tr.SCENARIOS: first.attrs[tr.SCENARIOS]})
+    got = score_trial(
+        spec, _scenario_measurement(200.0, 500.0), ref
+    )  # chat 2× worse, doc 2× better
+    chat, doc = math.log(2), -math.log(2)
+    want = (3 * chat + doc) / 4 if how == "weighted" else chat
+    assert got.score == pytest.approx(want) and got.values == [pytest.approx(want)]
+    entries = got.attrs[tr.SCENARIOS]
+    assert entries["chat"][tr.SCORE] == pytest.approx(chat)
+    assert entries["doc"][tr.SCORE] == pytest.approx(doc)
+    # Per-scenario SLOs: chat's own (150 ms) is broken; the study's (5000 ms) holds for both.
+    assert got.constraints["chat:p99_ttft_ms<=150"] > 0
+    assert got.constraints["chat:p99_ttft_ms<=5000"] == 0
+    assert got.constraints["doc:p99_ttft_ms<=5000"] == 0
+    assert "doc:p99_ttft_ms<=150" not in got.constraints
+
+
+def test_capacity_trial_scores_its_capacity_and_tells_optuna_the_rate() -> None:
+    spec = _spec(
+        workload={"request_rate": 4}, objective={"mode": "capacity", "slo": ["p99_ttft_ms<=900"]}
+    )
+    steps = [{"scenario": None, "rate_rps": 4.0, "feasible": True, "pruned_reason": None}]
+    cap = {"capacity_rps": 6.0, "goodput_rps": 5.5, "resolved": True, "capped": False}
+    m = Measurement(metrics={"p99_ttft_ms": 800.0}, rate_steps=steps, capacity=cap)
+    ref = _point({tr.CAPACITY_RPS: 3.0})
+    got = score_trial(spec, m, ref)
+    assert got.values == [6.0] and got.score == pytest.approx(-math.log(2))
+    assert got.attrs[tr.CAPACITY_RPS] == 6.0 and got.attrs[tr.CAPACITY_GOODPUT] == 5.5
+    assert got.attrs[tr.RATE_STEPS] == steps and got.constraints == {"capacity": 0.0}
+    none = score_trial(spec, Measurement(metrics={}, capacity={"capacity_rps": 0.0}), ref)
+    assert none.constraints == {"capacity": 1.0} and none.values == [0.0]
+    assert obj.directions(spec.objective) == ["maximize"]
