@@ -45,6 +45,7 @@ class Measurement:
     engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
     pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
     pruned_at_s: float | None = None  # seconds into the workload
+    pruned_engine: Any = None  # a tuner.pruning.EngineSample: the engine's gauges at the stop
     engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
 
@@ -61,6 +62,7 @@ class TrialContext:
     # Early stopping (`tuner.pruning`): a Snapshot in, a Decision out; None: never stop.
     checkpoint: Callable[[Any], Any] | None = None
     check_every_s: float = 2.0
+    check_every_requests: int | None = None
 
 
 class TrialRunner(abc.ABC):
@@ -230,11 +232,13 @@ class EngineRunner(TrialRunner):
                     tokenizer=self.tokenizer,
                     checkpoint=ctx.checkpoint,
                     checkpoint_every_s=ctx.check_every_s,
+                    checkpoint_every_requests=ctx.check_every_requests,
                 )
             except BenchmarkPruned as exc:
                 m.workload_s = time.monotonic() - t0
                 m.metrics, m.records = exc.result.metrics, exc.result.records
                 m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
+                m.pruned_engine = exc.engine
                 return m
             except BenchmarkAborted as exc:
                 return _failed(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
@@ -342,17 +346,18 @@ class PlanRunner(TrialRunner):
         m.records, m.workload_s = sim.records, sim.duration_s
         m.startup_s = self.startup_s(flags)
         m.engine_s = m.startup_s + sim.duration_s
-        if ctx.checkpoint is not None and self._replay_stopped(ctx, m, sim.duration_s):
+        if ctx.checkpoint is not None and self._replay_stopped(ctx, m, sim.engine_trace):
             return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m
 
-    def _replay_stopped(self, ctx: TrialContext, m: Measurement, duration_s: float) -> bool:
+    def _replay_stopped(self, ctx: TrialContext, m: Measurement, trace: list) -> bool:
         """The same stop rule at the same checkpoints as a real run, in virtual time: the run
         is simulated whole, then its records replayed in time order up to each checkpoint
-        (the simulator does not look ahead; the replay shows only what a client had seen)."""
+        (the simulator does not look ahead; the replay shows only what a client had seen,
+        and the engine state a `/metrics` scrape would have read then)."""
         from tuner.metrics import compute_metrics
-        from tuner.pruning import replay
+        from tuner.pruning import EngineSample, replay
 
         w, reqs = self.spec.workload, self.requests
         outs = [r.output_len for r in reqs]
@@ -360,7 +365,9 @@ class PlanRunner(TrialRunner):
             "max_output_tokens": None if None in outs else sum(outs),
             "input_tokens": sum(r.prompt_len for r in reqs),
         }
-        for t, snap in replay(m.records, ctx.check_every_s, **kw):
+        engine = [EngineSample(t, q, kv, pre) for t, q, kv, pre in trace]
+        checkpoints = replay(m.records, ctx.check_every_s, ctx.check_every_requests, engine, **kw)
+        for t, snap in checkpoints:
             decision = ctx.checkpoint(snap)
             if not decision.stop:
                 continue
@@ -378,6 +385,7 @@ class PlanRunner(TrialRunner):
             )
             m.records, m.ci = done, {}
             m.pruned_reason, m.pruned_at_s = decision.reason, t
+            m.pruned_engine = decision.engine
             m.engine_full_s, m.workload_s = m.engine_s, t
             m.engine_s = (m.startup_s or 0.0) + t
             return True
