@@ -17,6 +17,11 @@ can run one workload per process and be summed up afterwards:
     .venv/bin/python benchmarks/early_stopping.py --workload long-output --seeds 10 --json lo.json
     .venv/bin/python benchmarks/early_stopping.py --summarize chat.json burst.json lo.json
 
+The simulator is deterministic, so within one process a config is simulated once
+(`memo_simulate`): the run without stopping, the run with it and the full re-runs of stopped
+configs share results; the studies live on /dev/shm when it exists (SQLite commits, not the
+simulator, dominate otherwise on a busy disk). Neither changes a figure.
+
 Quality is compared on the score (a sum of weighted log-ratios, docs/objective.md): a score
 difference d means the weighted geometric mean of the metric ratios differs by exp(d) - 1, so
 "within 1 %" is |d| <= ln 1.01 = 0.00995.
@@ -35,6 +40,7 @@ from pathlib import Path
 import optuna
 import yaml
 
+import tuner.sim.planner
 from tuner import objective as obj
 from tuner import trials as tr
 from tuner.config import StudySpec
@@ -85,9 +91,37 @@ def spec_for(workload: str, seed: int, requests: int, trials: int) -> StudySpec:
     )
 
 
-def one(spec: StudySpec, pruning: bool, db: Path) -> dict:
+_simulate = tuner.sim.planner.simulate
+_memo: dict = {}
+
+
+def memo_simulate(model, gpu, flags, prompt_lens, output_lens, arrival_s, **kw):  # type: ignore[no-untyped-def]
+    """`tuner.sim.planner.simulate`, remembered: it is a pure function of its arguments (a
+    refusal is remembered too)."""
+    key = (
+        str(model),
+        str(gpu),
+        tuple(sorted((k, str(v)) for k, v in flags.items())),
+        tuple(prompt_lens),
+        tuple(output_lens),
+        tuple(arrival_s),
+        tuple(sorted(kw.items())),
+    )
+    if key not in _memo:
+        try:
+            _memo[key] = _simulate(model, gpu, flags, prompt_lens, output_lens, arrival_s, **kw)
+        except Exception as exc:  # EngineRefused: the same refusal every time
+            _memo[key] = exc
+    if isinstance(_memo[key], Exception):
+        raise _memo[key]
+    return _memo[key]
+
+
+tuner.sim.planner.simulate = memo_simulate  # PlanRunner imports it at each call
+
+
+def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
     store = Store(f"sqlite:///{db}")
-    runner = PlanRunner(spec)
     summary = StudyLoop(spec, store, runner, pruning=pruning).run()
     points = tr.read_all(store.load_study(f"{spec.name}-simulated").get_trials())
     top = tr.best(points)
@@ -121,9 +155,11 @@ def one(spec: StudySpec, pruning: bool, db: Path) -> dict:
 
 
 def run_pair(name: str, seed: int, requests: int, trials: int, tmp: Path) -> dict:
+    _memo.clear()  # another seed: other arrival times, no hits; keep memory flat
     spec = spec_for(name, seed, requests, trials)
-    off = one(spec, False, tmp / f"{name}-{seed}-off.db")
-    on = one(spec, True, tmp / f"{name}-{seed}-on.db")
+    runner = PlanRunner(spec)  # its workload (tokenizer, requests) is built once
+    off = one(spec, False, tmp / f"{name}-{seed}-off.db", runner)
+    on = one(spec, True, tmp / f"{name}-{seed}-on.db", runner)
     return {"workload": name, "seed": seed, "off": off, "on": on}
 
 
@@ -198,7 +234,8 @@ def main() -> None:
     )
     print(HEADER)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
         for name in args.workload or WORKLOADS:
             for seed in seeds:
                 rows.append(run_pair(name, seed, args.requests, args.trials, Path(tmp)))
