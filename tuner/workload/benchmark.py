@@ -212,7 +212,7 @@ class _Run:
     async def _watch(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
     ) -> str | _Stopped:
-        async with httpx.AsyncClient() as metrics_client:
+        async with httpx.AsyncClient(trust_env=False) as metrics_client:  # as the workload
             while True:
                 await asyncio.sleep(WATCHDOG_POLL_S)
                 reason = should_abort() if should_abort else None
