@@ -6,7 +6,17 @@ import optuna
 import pytest
 
 from tuner.objective import score
-from tuner.pruning import Rule, Snapshot, decide, lower_bounds, metric_bound, replay
+from tuner.pruning import (
+    Checkpoints,
+    EngineSample,
+    Rule,
+    Snapshot,
+    decide,
+    lower_bounds,
+    metric_bound,
+    overloaded,
+    replay,
+)
 from tuner.records import RequestRecord
 from tuner.slo import parse_slo
 
@@ -98,17 +108,21 @@ def test_never_stops_a_trace_whose_full_run_beats_the_incumbent(tiny_model_dir) 
             m = compute_metrics(
                 sim.records, sim.duration_s, selected_metrics=["ttft", "tpot"], percentiles=[99]
             )
-            traces.append((sim.records, m))
+            engine = [EngineSample(*row) for row in sim.engine_trace]
+            traces.append((sim.records, m, engine))
     w = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
     ref = traces[-1][1]
-    scores = [score(m, ref, w) for _, m in traces]
+    scores = [score(m, ref, w) for _, m, _ in traces]
     stopped = 0
     for incumbent in sorted(scores):
         rule = Rule(weights=w, reference=ref, incumbent=incumbent, min_completed=10)
-        for (records, _), final in zip(traces, scores, strict=True):
+        for (records, _, engine), final in zip(traces, scores, strict=True):
+            # Time checkpoints alone; and with request-count ones and the engine's queue
+            # (overload ends the min_completed wait: still never a stop of a winner).
             stops = [
                 t
-                for t, snap in replay(records, 2.0, max_output_tokens=sum(outs))
+                for every_n, gauges in ((None, ()), (5, engine))
+                for t, snap in replay(records, 2.0, every_n, gauges, max_output_tokens=sum(outs))
                 if decide(snap, rule).stop
             ]
             if final < incumbent:
@@ -117,6 +131,16 @@ def test_never_stops_a_trace_whose_full_run_beats_the_incumbent(tiny_model_dir) 
                 )
             stopped += bool(stops)
     assert stopped > 0  # the rule does stop hopeless ones: this test can fail both ways
+    overloads = sum(
+        any(overloaded(snap, 8) for _, snap in replay(records, 1.0, engine=engine))
+        for records, _, engine in traces
+    )
+    assert overloads > 0  # the queue evidence was there (12 req/s overloads 4×A6000 here)
+    light = [float(t) for t in arrival_times(n, 1.0, 1.0, 0)]
+    flags = {**base, "max-num-seqs": 256, "max-num-batched-tokens": 8192}
+    sim = simulate("deepseek-r1-distill-qwen-32b", "a6000", flags, prompts, outs, light)
+    engine = [EngineSample(*row) for row in sim.engine_trace]
+    assert not any(overloaded(snap, 8) for _, snap in replay(sim.records, 1.0, engine=engine))
 
 
 def test_tpe_puts_a_pruned_trial_with_a_constraint_in_the_bad_group() -> None:
@@ -171,3 +195,115 @@ def test_a_pruned_trial_is_never_a_candidate() -> None:
     assert points[1].status == "pruned"
     assert [p.number for p in ranked(points)] == [0]
     assert best(points).number == 0
+
+
+def test_checkpoints_every_n_completed_requests_as_well_as_every_few_seconds() -> None:
+    every = Checkpoints(10.0, every_requests=5)
+    assert not every.due(1.0, 4)
+    assert every.due(1.5, 5)  # the 5th completion
+    assert not every.due(2.0, 7)
+    assert every.due(2.5, 12)  # past 10: the next is at 15, not 11
+    assert not every.due(3.0, 14)
+    assert every.due(10.0, 14)  # and the clock still ticks
+    assert not Checkpoints(10.0).due(9.9, 1000)  # no request count: time only
+
+
+def test_replay_checks_at_each_nth_completion_in_virtual_time() -> None:
+    records = [_done(0.5 * i, 0.1, 0.3) for i in range(20)]  # request i done at 0.5 i + 0.3
+    times = [t for t, _ in replay(records, 100.0, every_requests=4)]
+    assert times == pytest.approx([0.5 * i + 0.3 for i in (3, 7, 11, 15)])  # the 4th, 8th, ...
+    for t, snap in replay(records, 100.0, every_requests=4):
+        assert snap.completed % 4 == 0 and snap.elapsed_s == t
+    both = [t for t, _ in replay(records, 2.0, every_requests=4)]
+    assert sorted(both) == both and {2.0, 4.0, 6.0, 8.0} <= set(both) and 1.8 in both
+
+
+def test_replay_scrapes_the_latest_engine_state_at_each_checkpoint() -> None:
+    records = [_done(0.5 * i, 0.1, 0.3) for i in range(20)]
+    trace = [EngineSample(0.0, 0, 0.0, 0), EngineSample(1.9, 3, 0.5, 1), EngineSample(4.5, 9)]
+    snaps = [snap for _, snap in replay(records, 2.0, engine=trace)]
+    assert [(e.t_s, e.waiting) for e in snaps[0].engine] == [(2.0, 3)]
+    assert [(e.t_s, e.waiting) for e in snaps[2].engine] == [(2.0, 3), (4.0, 3), (6.0, 9)]
+
+
+def _queue(waits: list[int], every_s: float = 2.0) -> list[EngineSample]:
+    return [EngineSample(every_s * (k + 1), q, 0.9, 0) for k, q in enumerate(waits)]
+
+
+def test_overload_needs_a_queue_that_keeps_growing_while_requests_still_arrive() -> None:
+    sent = [_waiting(0.1 * i) for i in range(40)]
+    snap = Snapshot(sent, [False] * 40, total=100, elapsed_s=8.0, engine=_queue([2, 6, 11, 17]))
+    assert "grew from 2 to 17" in overloaded(snap, growth=8)
+    assert overloaded(snap, growth=20) is None  # not enough growth
+    for waits in ([2, 3], [17, 11, 6, 2], [2, 17, 11, 9], [5, 5, 5, 5]):
+        flat = Snapshot(sent, [False] * 40, 100, 8.0, engine=_queue(waits))
+        assert overloaded(flat, growth=2) is None, waits  # too short, shrinking, past its top
+    # Every request sent by 3.9 s: the samples after that are no arrival-rate evidence.
+    all_sent = Snapshot(sent, [False] * 40, 40, 8.0, engine=_queue([2, 6, 11, 17]))
+    assert overloaded(all_sent, growth=8) is None
+
+
+def test_overload_ends_the_wait_but_never_stops_a_trial_that_can_still_win() -> None:
+    ref = {"p99_ttft_ms": 100.0, "mean_tpot_ms": 10.0, "output_throughput": 100.0}
+    w = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    slow = [_done(0.1 * i, 5.0, 6.0) for i in range(5)] + [
+        _waiting(1.0 + 0.1 * i) for i in range(30)
+    ]
+    growing = _queue([3, 9, 16, 24])
+    rule = Rule(weights=w, reference=ref, incumbent=-0.5, min_completed=20, min_fraction=0.2)
+    done = [True] * 5 + [False] * 30
+    assert not decide(Snapshot(slow, done, 100, 8.0, max_output_tokens=1000), rule).stop
+    d = decide(Snapshot(slow, done, 100, 8.0, max_output_tokens=1000, engine=growing), rule)
+    assert d.stop and "cannot beat" in d.reason and "overloaded at this rate" in d.reason
+    assert "24 waiting in the engine's queue" in d.reason and d.engine == growing[-1]
+    # The same overload, but the bound still allows a better score: it runs on.
+    hopeful = Rule(weights=w, reference=ref, incumbent=50.0, min_completed=20)
+    snap = Snapshot(slow, done, 100, 8.0, max_output_tokens=1000, engine=growing)
+    assert not decide(snap, hopeful).stop
+    # An SLO stop names the engine's figures too (the bound decided, not the queue).
+    d = decide(snap, Rule(slos=parse_slo("p99_ttft_ms<=2000")))
+    assert d.stop and "engine: 24 waiting" in d.reason and "KV cache 90% used" in d.reason
+
+
+def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
+    """Behaviour, not internals: trials told the way the study loop tells a stopped one
+    (StudyLoop._tell: constraint pruned=1, state PRUNED) make the study's own TPE sampler
+    (tuner.sampling.make_sampler) propose less in their region than if it had never heard
+    of them (told FAIL, which TPE ignores): they count as bad, not as missing."""
+    from types import SimpleNamespace
+
+    from tuner.config import StudySpec
+    from tuner.pipeline import Outcome
+    from tuner.sampling import make_sampler
+    from tuner.study import StudyLoop
+
+    def share_in_pruned_region(seed: int, told_pruned: bool) -> float:
+        spec = StudySpec.model_validate(
+            {
+                "name": "s",
+                "engine": {"model": "m"},
+                "search_space": {"parameters": {"x": {"type": "float", "low": 0, "high": 1}}},
+                "workload": {},
+                "sampler": {"name": "tpe", "seed": seed},
+            }
+        )
+        study = optuna.create_study(sampler=make_sampler(spec))
+        late = []
+        for k in range(60):
+            trial = study.ask()
+            x = trial.suggest_float("x", 0, 1)
+            if x >= 0.4:  # feasible, the score best next to the stopped region
+                outcome = Outcome("measured", [x - 0.4], {"pruned": 0.0}, {"score": x - 0.4})
+            elif told_pruned:
+                attrs = {"pruned_reason": "SLO broken for sure", "partial": True}
+                outcome = Outcome("pruned", None, {"pruned": 1.0}, attrs)
+            else:
+                outcome = Outcome("failed", None, {}, {})
+            StudyLoop._tell(SimpleNamespace(study=study), trial, outcome)  # type: ignore[arg-type]
+            if k >= 20:
+                late.append(x < 0.4)
+        return sum(late) / len(late)
+
+    avoided = [share_in_pruned_region(s, True) for s in range(3)]
+    unknown = [share_in_pruned_region(s, False) for s in range(3)]
+    assert sum(avoided) < sum(unknown) - 1.0, (avoided, unknown)  # about 0.43 against 0.99

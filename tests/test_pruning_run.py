@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -55,12 +56,20 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
     for p in launched:
         assert p.attrs["partial"] is True
         assert "p99_ttft_ms<=1000 broken for sure" in p.attrs["pruned_reason"]
+        # The engine's /metrics, scraped at the checkpoint, is the stated evidence.
+        assert "waiting in the engine's queue" in p.attrs["pruned_reason"]
+        assert p.attrs["pruned_queue_waiting"] >= 1 and 0 <= p.attrs["pruned_kv_cache_usage"] <= 1
         assert p.attrs["pruned_at_s"] < 8  # the full run takes about 24 × 0.8 s
         assert p.attrs["engine_s"] > p.attrs["pruned_at_s"]
         assert p.attrs.get("completed", 0) < 24
     rows = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
     assert '"state":"PRUNED"' in rows.stdout.replace(" ", "")
     assert "stopped early: SLO" in rows.stdout
+    assert all(row["engine_s"] > 0 for row in json.loads(rows.stdout) if row["reused_from"] is None)
+    csv = tuner("trials", str(study), "--format", "csv", cwd=tmp_path)
+    assert "engine_s" in csv.stdout.splitlines()[0].split(",")
+    table = tuner("trials", str(study), cwd=tmp_path)
+    assert "engine_s" in table.stdout and "PRUNED" in table.stdout
     best = tuner("best", str(study), cwd=tmp_path)
     assert "vllm serve" not in best.stdout  # a pruned trial is never the best
 
@@ -90,6 +99,7 @@ def test_plan_applies_the_same_rule_in_virtual_time(tiny_model_dir: Path, tmp_pa
         "search_space": OVERLOADED,
         "workload": {"tokenizer": str(tiny_model_dir), "random_input_len": 128, **WORKLOAD},
         "objective": SLO,
+        "pruning": {"check_every_s": 100, "check_every_requests": 2},
     }
     spec = StudySpec.model_validate(data)
     for pruning, status in ((True, "pruned"), (False, "infeasible")):
@@ -112,6 +122,11 @@ def test_plan_applies_the_same_rule_in_virtual_time(tiny_model_dir: Path, tmp_pa
                 == pytest.approx(p.attrs["startup_s"] + p.attrs["pruned_at_s"])
             )
             assert summary.pruned and summary.pruned[0][1] == p.attrs["engine_full_s"]
+            # Checked at the 2nd completed request (no 100 s checkpoint came first), with the
+            # simulated engine's queue read as a scrape would have read it then.
+            assert "(2 of 24 requests done" in p.attrs["pruned_reason"]
+            assert "waiting in the engine's queue" in p.attrs["pruned_reason"]
+            assert p.attrs["pruned_queue_waiting"] >= 1
         store.close()
 
 
@@ -123,6 +138,9 @@ def test_plan_applies_the_same_rule_in_virtual_time(tiny_model_dir: Path, tmp_pa
         {"check_every_s": 0},
         {"stop_early": True},
         {"min_completed": 0},
+        {"check_every_requests": 0},
+        {"check_every_requests": "often"},
+        {"queue_growth": 0},
     ],
 )
 def test_bad_pruning_settings_are_one_line_exit_2(

@@ -49,6 +49,10 @@ def test_max_num_seqs_1_at_high_concurrency_is_stopped_early(
     (trial,) = _trials(tmp_path, "cpu-tiny")
     assert trial.state.name == "PRUNED", trial.user_attrs
     assert "p99_ttft_ms<=500 broken for sure" in trial.user_attrs["pruned_reason"]
+    # vLLM's own /metrics was read at the checkpoint: its queue holds the requests it has not
+    # scheduled (one runs at a time).
+    assert "waiting in the engine's queue" in trial.user_attrs["pruned_reason"]
+    assert trial.user_attrs["pruned_queue_waiting"] >= 1
     assert trial.user_attrs["partial"] is True
     assert trial.user_attrs["pruned_at_s"] < 15
     assert trial.user_attrs["engine_s"] > trial.user_attrs["pruned_at_s"]

@@ -120,6 +120,7 @@ def test_report_is_one_offline_file_with_every_section(stored) -> None:
     assert "kv_cache_too_small: No available memory for the cache blocks." in html
     assert "4× a6000" in html and "random 512 in / 128 out" in html
     assert "PREDICTED" not in html and "SIMULATED" not in html
+    assert "s of engine time over" in html and re.search(r"<th[^>]*>engine s</th>", html)
 
 
 def test_trials_table_rows_classify_every_trial(stored) -> None:

@@ -311,6 +311,8 @@ class PruningSpec(_Strict):
     min_completed: int = Field(20, ge=1, le=MAX_TRIALS)  # before "cannot beat the best" applies
     min_fraction: float = Field(0.2, ge=0.0, le=1.0)  # of the workload, likewise
     check_every_s: float = Field(2.0, gt=0, le=3600)  # checkpoint period (virtual s in plan)
+    check_every_requests: int | None = Field(None, ge=1, le=MAX_TRIALS)  # and every N completed
+    queue_growth: int = Field(8, ge=1, le=MAX_TRIALS)  # engine queue rise that shows overload
     margin: float = Field(0.0, ge=0.0, le=10.0)  # score slack before "cannot beat" stops
 
 

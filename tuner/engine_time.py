@@ -62,6 +62,24 @@ def real_startups_s(store: Any, name: str) -> float | None:
     )
 
 
+def study_line(points: Iterable[Any]) -> str:
+    """The whole study's engine time in words, from its trials' `engine_s` (the report's)."""
+    from tuner import trials as tr
+
+    points = list(points)
+    total = sum(float(p.attrs.get(tr.ENGINE_S) or 0.0) for p in points)
+    launched = sum(1 for p in points if (p.attrs.get(tr.ENGINE_S) or 0) > 0)
+    words = f"{total:.0f} s of engine time over {launched} launched trial(s)"
+    stopped = [p for p in points if p.status == "pruned" and (p.attrs.get(tr.ENGINE_S) or 0) > 0]
+    if stopped:
+        used = sum(float(p.attrs[tr.ENGINE_S]) for p in stopped)
+        words += f"; {len(stopped)} stopped early, using {used:.0f} s"
+        full = [p.attrs.get(tr.ENGINE_FULL_S) for p in stopped]
+        if all(isinstance(f, int | float) for f in full):  # `tuner plan` knows the full length
+            words += f" instead of {sum(full):.0f} s"  # type: ignore[arg-type]
+    return words
+
+
 def summary_line(summary: Any) -> str:
     """The run's engine time in words, with what rules, precheck, reuse and early stopping saved.
 

@@ -27,6 +27,7 @@ class Measurement:
     engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
     pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
     pruned_at_s: float | None = None  # seconds into the workload
+    pruned_engine: Any = None  # a tuner.pruning.EngineSample: the engine's gauges at the stop
     engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
     # Several runs on one engine start (`tuner.load_runs`): capacity mode's rate steps, each

@@ -130,6 +130,7 @@ class TrialPipeline:
             checkpoint=self._stop_rule(t),
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
+            check_every_requests=self.spec.pruning.check_every_requests,
         )
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
@@ -153,6 +154,7 @@ class TrialPipeline:
             min_completed=p.min_completed,
             min_fraction=p.min_fraction,
             margin=p.margin,
+            queue_growth=p.queue_growth,
         )
         return lambda snap: pruning.decide(snap, rule)
 
@@ -236,6 +238,10 @@ class TrialPipeline:
         }
         if m.engine_full_s is not None:
             attrs[tr.ENGINE_FULL_S] = m.engine_full_s
+        if m.pruned_engine is not None:
+            attrs[tr.PRUNED_QUEUE] = m.pruned_engine.waiting
+            attrs[tr.PRUNED_KV_USAGE] = m.pruned_engine.kv_cache_usage
+            attrs[tr.PRUNED_PREEMPTIONS] = m.pruned_engine.preemptions
         # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
         # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
         return Outcome("pruned", None, {"pruned": 1.0}, attrs, metrics=metrics)

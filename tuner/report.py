@@ -18,13 +18,14 @@ from typing import Any
 import optuna
 
 from tuner.config import StudySpec
+from tuner.engine_time import study_line
 from tuner.errors import UserError
 from tuner.export import justification, select_trial, shell_command
 from tuner.objective import HEADLINE_METRICS
 from tuner.report_pareto import pareto_front_info
 from tuner.report_plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.slo import parse_slo
-from tuner.trials import TrialPoint, baseline_of
+from tuner.trials import ENGINE_S, TrialPoint, baseline_of
 from tuner.trials import best as best_trial
 
 _CSS = """
@@ -86,7 +87,8 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
     """Every trial: number, status, parameters, headline metrics, score, failure reason."""
     params = list(dict.fromkeys(k for p in points for k in p.params))
     metrics = list(HEADLINE_METRICS)
-    head = ["trial", "status", *params, *metrics, "score", "failure / broken constraints"]
+    head = ["trial", "status", *params, *metrics, "score", "engine s"]
+    head.append("failure / broken constraints")
     rows = []
     for p in sorted(points, key=lambda p: p.number):
         status = _status(p, front)
@@ -98,6 +100,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
             *(_fmt(p.params.get(k)) for k in params),
             *(_fmt(p.metrics.get(m)) for m in metrics),
             "" if p.status == "failed" else _fmt(p.score),  # a penalty, not a measurement
+            _fmt(p.attrs.get(ENGINE_S)),
         ]
         tds = "".join(f"<td>{_e(c)}</td>" for c in cells[:1])
         tds += "".join(f'<td class="l">{_e(c)}</td>' for c in cells[1:2])
@@ -264,8 +267,10 @@ def build_report(
     """The whole report as one HTML string; the first figure carries plotly.js inline."""
     pareto = pareto_front_info(points, spec.objective.slo, simulated)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
-    counts = {s: sum(p.status == s for p in points) for s in ("feasible", "infeasible", "failed")}
-    counts["other (running, pruned)"] = len(points) - sum(counts.values())
+    statuses = ("feasible", "infeasible", "failed", "pruned")
+    counts = {s: sum(p.status == s for p in points) for s in statuses}
+    counts["stopped early (pruned)"] = counts.pop("pruned")
+    counts["other (running)"] = len(points) - sum(counts.values())
     figures = [plot_pareto(pareto), history_figure(points)]
     imp = importances(study, points)
     if isinstance(imp, dict):
@@ -286,10 +291,9 @@ def build_report(
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = " · ".join(filter(None, [spec.description, f"{len(points)} trials", generated]))
     count_html = "".join(
-        f"<span><b>{n}</b> {_e(s)}</span>"
-        for s, n in counts.items()
-        if n or s != "other (running, pruned)"
+        f"<span><b>{n}</b> {_e(s)}</span>" for s, n in counts.items() if n or s in statuses[:3]
     )
+    count_html += f"<span>{_e(study_line(points))}</span>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">

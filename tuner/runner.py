@@ -43,6 +43,7 @@ class TrialContext:
     # A scenario's own rule (its SLOs), by scenario name; a name not here uses `checkpoint`.
     checkpoints: dict[str, Callable[[Any], Any] | None] = field(default_factory=dict)
     check_every_s: float = 2.0
+    check_every_requests: int | None = None
 
 
 class TrialRunner(abc.ABC):
@@ -234,11 +235,13 @@ class EngineRunner(TrialRunner):
                     tokenizer=self.tokenizer,
                     checkpoint=ctx.checkpoints.get(name, ctx.checkpoint),
                     checkpoint_every_s=ctx.check_every_s,
+                    checkpoint_every_requests=ctx.check_every_requests,
                 )
             except BenchmarkPruned as exc:
                 m.workload_s = time.monotonic() - t0
                 m.metrics, m.records = exc.result.metrics, exc.result.records
                 m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
+                m.pruned_engine = exc.engine
                 return m
             except BenchmarkAborted as exc:
                 return _failed(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
@@ -371,26 +374,35 @@ class PlanRunner(TrialRunner):
         )
         m.records, m.workload_s, m.engine_s = sim.records, sim.duration_s, sim.duration_s
         check = ctx.checkpoints.get(name, ctx.checkpoint)
-        if check is not None and self._replay_stopped(check, ctx.check_every_s, w, reqs, m):
+        if check is not None and self._replay_stopped(check, ctx, w, reqs, m, sim.engine_trace):
             return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
         return m
 
     def _replay_stopped(
-        self, check: Callable, every_s: float, w: WorkloadSpec, reqs: list, m: Measurement
+        self,
+        check: Callable,
+        ctx: TrialContext,
+        w: WorkloadSpec,
+        reqs: list,
+        m: Measurement,
+        trace: list,
     ) -> bool:
         """The same stop rule at the same checkpoints as a real run, in virtual time: the run
         is simulated whole, then its records replayed in time order up to each checkpoint
-        (the simulator does not look ahead; the replay shows only what a client had seen)."""
+        (the simulator does not look ahead; the replay shows only what a client had seen,
+        and the engine state a `/metrics` scrape would have read then)."""
         from tuner.metrics import compute_metrics
-        from tuner.pruning import replay
+        from tuner.pruning import EngineSample, replay
 
         outs = [r.output_len for r in reqs]
         kw = {
             "max_output_tokens": None if None in outs else sum(outs),
             "input_tokens": sum(r.prompt_len for r in reqs),
         }
-        for t, snap in replay(m.records, every_s, **kw):
+        engine = [EngineSample(t, q, kv, pre) for t, q, kv, pre in trace]
+        checkpoints = replay(m.records, ctx.check_every_s, ctx.check_every_requests, engine, **kw)
+        for t, snap in checkpoints:
             decision = check(snap)
             if not decision.stop:
                 continue
@@ -408,6 +420,7 @@ class PlanRunner(TrialRunner):
             )
             m.records, m.ci = done, {}
             m.pruned_reason, m.pruned_at_s = decision.reason, t
+            m.pruned_engine = decision.engine
             m.engine_full_s, m.workload_s, m.engine_s = m.engine_s, t, t
             return True
         return False

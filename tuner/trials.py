@@ -55,6 +55,9 @@ ENGINE_FULL_S = "engine_full_s"  # `tuner plan`, a pruned trial: its engine time
 PARTIAL = "partial"  # True: the metrics cover only the requests done when it was stopped
 PRUNED_REASON = "pruned_reason"  # why early stopping stopped it, in words
 PRUNED_AT_S = "pruned_at_s"  # seconds into the workload when it was stopped
+PRUNED_QUEUE = "pruned_queue_waiting"  # the engine's vllm:num_requests_waiting then
+PRUNED_KV_USAGE = "pruned_kv_cache_usage"  # its vllm:kv_cache_usage_perc then (0..1)
+PRUNED_PREEMPTIONS = "pruned_preemptions"  # its vllm:num_preemptions_total then
 CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
 # Capacity mode (docs/objective.md): the highest offered rate that met every SLO; the trial's
 # metrics are those of the run at that rate (when none met them, of the lowest-rate run).

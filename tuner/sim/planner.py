@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.errors import UserError
@@ -26,13 +26,16 @@ from tuner.sim.scheduler import SimRequest
 class SimResult:
     """Per-request records (in workload order) and run totals, seconds of virtual time.
 
-    `events` counts simulated engine steps, closed-form ones included.
+    `events` counts simulated engine steps, closed-form ones included. `engine_trace`: what
+    the engine's `/metrics` would show, (time, num_requests_waiting, kv_cache_usage_perc,
+    num_preemptions_total), after every dispatch and every step, in time order.
     """
 
     records: list[RequestRecord]
     duration_s: float
     events: int
     preemptions: int
+    engine_trace: list[tuple[float, int, float, int]] = field(default_factory=list)
 
 
 def simulate(
@@ -99,9 +102,17 @@ def simulate(
             if slots is not None:
                 heapq.heappush(slots, engine.clock)
 
+    trace: list[tuple[float, int, float, int]] = []
+
+    def observe(t: float) -> None:
+        state = (engine.num_waiting, engine.kv_cache_usage, engine.num_preemptions)
+        if not trace or trace[-1][1:] != state:
+            trace.append((t, *state))
+
     now = 0.0
     while True:
         dispatch(now)
+        observe(now)
         if not engine.has_work:
             if not order:
                 break
@@ -114,11 +125,13 @@ def simulate(
                 raise RuntimeError("simulated engine made no progress")  # a scheduler bug
         complete(done)
         now = engine.clock
+        observe(now)
     return SimResult(
         records=[r for r in records if r is not None],
         duration_s=last_s,
         events=engine.steps,
         preemptions=engine.num_preemptions,
+        engine_trace=trace,
     )
 
 

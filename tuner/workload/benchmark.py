@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from tuner.metrics import compute_metrics, confidence_intervals
+from tuner.pruning import Checkpoints, EngineSample, Snapshot
 from tuner.records import RequestRecord
 from tuner.workload.client import (
     CHAT_ENDPOINT,
@@ -29,6 +30,7 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
+from tuner.workload.engine_metrics import Scraper
 from tuner.workload.schedule import arrival_times
 from tuner.workload.spec import WorkloadSpec
 
@@ -45,11 +47,14 @@ class BenchmarkAborted(RuntimeError):
 
 class BenchmarkPruned(RuntimeError):
     """Early stopping stopped the run at a checkpoint: `result` holds the requests finished
-    by then (metrics over those, duration up to the stop), `reason` says why."""
+    by then (metrics over those, duration up to the stop), `reason` says why, `engine` holds
+    the engine's gauges then (None: not scraped)."""
 
-    def __init__(self, reason: str, result: BenchmarkResult) -> None:
+    def __init__(
+        self, reason: str, result: BenchmarkResult, engine: EngineSample | None = None
+    ) -> None:
         super().__init__(reason)
-        self.reason, self.result = reason, result
+        self.reason, self.result, self.engine = reason, result, engine
 
 
 @dataclass
@@ -78,6 +83,7 @@ def run_benchmark(
     tokenizer: Any = None,
     checkpoint: Callable[[Any], Any] | None = None,
     checkpoint_every_s: float = 2.0,
+    checkpoint_every_requests: int | None = None,
 ) -> BenchmarkResult:
     """Measure `requests` against `base_url` (synchronous; runs its own event loop).
 
@@ -86,13 +92,16 @@ def run_benchmark(
     requests are in flight, cancels everything and raises BenchmarkAborted. `tokenizer`
     re-counts output tokens only when the server sent no usage (as vLLM does); without it,
     such a request fails (`NO_OUTPUT_COUNT`). `checkpoint` gets a `tuner.pruning.Snapshot`
-    every `checkpoint_every_s` of the measured run; a Decision to stop cancels every request
+    every `checkpoint_every_s` of the measured run and, if set, every
+    `checkpoint_every_requests` completed requests (`tuner.pruning.Checkpoints`), with the
+    engine's `/metrics` scraped then (best effort); a Decision to stop cancels every request
     and raises BenchmarkPruned with the finished ones.
     """
     if not requests:
         raise ValueError("no requests to run")
     run = _Run(spec, base_url, model, requests, api_key, on_progress)
-    run.checkpoint, run.checkpoint_every_s = checkpoint, checkpoint_every_s
+    run.checkpoint = checkpoint
+    run.schedule = Checkpoints(checkpoint_every_s, checkpoint_every_requests)
     gc.collect()
     gc.freeze()  # as vLLM does: fewer GC pauses while streaming
     try:
@@ -112,7 +121,7 @@ def run_benchmark(
                 goodput_ms=spec.goodput,
             )
         result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0)
-        raise BenchmarkPruned(stop.reason, result) from None
+        raise BenchmarkPruned(stop.reason, result, stop.engine) from None
     finally:
         gc.unfreeze()
     for rec in records:
@@ -148,9 +157,9 @@ def count_output_tokens(rec: RequestRecord, tokenizer: Any) -> None:
 class _Stopped(Exception):
     """Early stopping's decision, raised out of the event loop."""
 
-    def __init__(self, reason: str, elapsed_s: float) -> None:
+    def __init__(self, reason: str, elapsed_s: float, engine: EngineSample | None) -> None:
         super().__init__(reason)
-        self.reason, self.elapsed_s = reason, elapsed_s
+        self.reason, self.elapsed_s, self.engine = reason, elapsed_s, engine
 
 
 class _Run:
@@ -178,7 +187,8 @@ class _Run:
         self.live: list[RequestRecord] = []  # measured requests sent so far, filling as they go
         self.done: list[bool] = []
         self.checkpoint: Callable[[Any], Any] | None = None
-        self.checkpoint_every_s = 2.0
+        self.schedule = Checkpoints(2.0)
+        self.scraper = Scraper(base_url, self.headers)
 
     async def supervised(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
@@ -202,27 +212,26 @@ class _Run:
     async def _watch(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
     ) -> str | _Stopped:
-        next_check = None
-        while True:
-            await asyncio.sleep(WATCHDOG_POLL_S)
-            reason = should_abort() if should_abort else None
-            if reason:
-                return reason
-            if self.checkpoint is not None and self.measuring:
-                now = time.perf_counter()
-                next_check = next_check or self.t0 + self.checkpoint_every_s
-                if now >= next_check:
-                    next_check = now + self.checkpoint_every_s
-                    stopped = self._check(now - self.t0)
-                    if stopped is not None:
-                        return stopped
-            idle_s = time.perf_counter() - self.activity.last_s
-            if stall_timeout_s and self.activity.in_flight and idle_s > stall_timeout_s:
-                return f"engine hung: no tokens for {stall_timeout_s:g} s"
+        async with httpx.AsyncClient(trust_env=False) as metrics_client:  # as the workload
+            while True:
+                await asyncio.sleep(WATCHDOG_POLL_S)
+                reason = should_abort() if should_abort else None
+                if reason:
+                    return reason
+                if self.checkpoint is not None and self.measuring:
+                    elapsed_s = time.perf_counter() - self.t0
+                    live = zip(self.live, self.done, strict=True)
+                    completed = sum(1 for r, d in live if d and r.success)
+                    if self.schedule.due(elapsed_s, completed):
+                        await self.scraper.scrape(metrics_client, elapsed_s)
+                        stopped = self._check(time.perf_counter() - self.t0)
+                        if stopped is not None:
+                            return stopped
+                idle_s = time.perf_counter() - self.activity.last_s
+                if stall_timeout_s and self.activity.in_flight and idle_s > stall_timeout_s:
+                    return f"engine hung: no tokens for {stall_timeout_s:g} s"
 
     def _check(self, elapsed_s: float) -> _Stopped | None:
-        from tuner.pruning import Snapshot
-
         outs = [r.output_len for r in self.requests]
         snap = Snapshot(
             list(self.live),
@@ -231,9 +240,10 @@ class _Run:
             elapsed_s,
             max_output_tokens=None if None in outs else sum(outs),  # type: ignore[arg-type]
             input_tokens=sum(r.prompt_len for r in self.requests),
+            engine=list(self.scraper.samples),
         )
         decision = self.checkpoint(snap)  # type: ignore[misc]
-        return _Stopped(decision.reason, elapsed_s) if decision.stop else None
+        return _Stopped(decision.reason, elapsed_s, decision.engine) if decision.stop else None
 
     async def _send(
         self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None

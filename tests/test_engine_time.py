@@ -1,0 +1,79 @@
+"""Engine time: the planner's start-up, and `engine_s` added up per run and per study."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tuner.engine_time import estimated_startup_s, median_startup_s, study_line, summary_line
+from tuner.pipeline import Outcome
+from tuner.study import RunSummary
+
+
+def test_estimated_startup_for_4x_a6000_and_the_32b_model() -> None:
+    # 30 s base + 65.5 GB at 2 GB/s + 25 s of CUDA graphs: the documented ~88 s.
+    flags = {"tensor-parallel-size": 4}
+    assert estimated_startup_s("deepseek-r1-distill-qwen-32b", "a6000", flags) == pytest.approx(
+        88, abs=1.5
+    )
+    eager = estimated_startup_s("deepseek-r1-distill-qwen-32b", "a6000", {"enforce-eager": True})
+    assert eager == pytest.approx(63, abs=1.5)  # no graph capture
+    assert estimated_startup_s("anything", "cpu", {}) == 36.0  # the measured CPU figure
+    assert median_startup_s([40.0, None, 0, 50.0, 90.0, "x"]) == 50.0
+    assert median_startup_s([]) is None
+
+
+def test_engine_s_is_added_up_over_every_kind_of_trial() -> None:
+    s = RunSummary("s")
+    s.count(0, Outcome("measured", [0.0], {}, {"engine_s": 100.0}))
+    s.count(1, Outcome("measured", [0.0], {}, {"engine_s": 120.0}))
+    s.count(2, Outcome("refused", None, {}, {"engine_s": 0.0}, saved_by="rules"))
+    s.count(3, Outcome("reused", [0.0], {}, {"engine_s": 0.0}, saved_by="reuse"))
+    s.count(4, Outcome("pruned", None, {}, {"engine_s": 30.0, "engine_full_s": 150.0}))
+    s.count(5, Outcome("pruned", None, {}, {"engine_s": 40.0}))  # a real one: no full length
+    s.count(6, Outcome("failed", None, {}, {"engine_s": 10.0}))
+    assert s.engine_s == pytest.approx(300.0)
+    assert s.measured_engine_s == [100.0, 120.0]
+    line = summary_line(s)
+    assert line.startswith("engine time used 300 s")
+    # 2 launches never made × 110 s (the mean of measured trials); stopped: (150 - 30) from the
+    # planner's full length plus (110 - 40) estimated from the mean.
+    assert "saved by rules/precheck/reuse about 220 s" in line
+    assert "saved by early stopping about 190 s (2 trial(s) stopped; estimate)" in line
+
+
+def test_study_line_sums_the_stored_trials() -> None:
+    def point(status: str, **attrs: float) -> SimpleNamespace:
+        return SimpleNamespace(status=status, attrs=attrs)
+
+    points = [
+        point("feasible", engine_s=100.0),
+        point("failed", engine_s=0.0),  # refused: never launched
+        point("pruned", engine_s=30.0, engine_full_s=150.0),
+        point("pruned", engine_s=0.0),  # a reused stopped result
+    ]
+    assert study_line(points) == (
+        "130 s of engine time over 2 launched trial(s); 1 stopped early, using 30 s instead of "
+        "150 s"
+    )
+    assert study_line(points[:2]) == "100 s of engine time over 1 launched trial(s)"
+
+
+def test_the_planners_startup_prefers_the_study_file_then_measured_ones(tiny_model_dir) -> None:
+    from tuner.config import StudySpec
+    from tuner.runner import PlanRunner
+
+    data = {
+        "name": "p",
+        "engine": {"model": "deepseek-r1-distill-qwen-32b", "flags": {"tensor-parallel-size": 4}},
+        "hardware": {"gpu": "a6000", "count": 4},
+        "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 8, "high": 16}}},
+        "workload": {"tokenizer": str(tiny_model_dir)},
+    }
+    spec = StudySpec.model_validate(data)
+    assert PlanRunner(spec).startup_s({}) == pytest.approx(88, abs=1.5)
+    assert PlanRunner(spec, measured_startup_s=140.0).startup_s({}) == 140.0
+    data["hardware"]["startup_s"] = 200.0
+    spec = StudySpec.model_validate(data)
+    assert PlanRunner(spec, measured_startup_s=140.0).startup_s({}) == 200.0

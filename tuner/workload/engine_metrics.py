@@ -1,0 +1,101 @@
+"""The engine's own gauges, from its Prometheus `/metrics`, for early stopping's evidence.
+
+vLLM (V1) exports `vllm:num_requests_waiting` and `vllm:kv_cache_usage_perc` (gauges, 0..1 for
+the KV usage despite the name) and the counter `vllm:num_preemptions` (sample
+`vllm:num_preemptions_total`), one series per engine rank (`engine="0"` ...); V0 named the KV
+gauge `vllm:gpu_cache_usage_perc`. `tuner sim serve` serves the same names. Scraping is best
+effort: no answer, a timeout or text without the names gives None, never an error.
+"""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+
+from tuner.pruning import EngineSample
+
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # V1, then V0
+PREEMPTIONS = "vllm:num_preemptions_total"
+SCRAPE_TIMEOUT_S = 1.0
+
+
+def parse_samples(text: str) -> dict[str, list[float]]:
+    """Prometheus text exposition -> sample name -> its values over all label sets.
+    Comments, blank lines and unparsable values are skipped (a timestamp after the value is
+    allowed; label values may hold spaces and braces inside their quotes)."""
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, rest = line.split("{", 1)
+            close = _labels_end(rest)
+            if close < 0:
+                continue
+            fields = rest[close + 1 :].split()
+        else:
+            name, *fields = line.split()
+        try:
+            value = float(fields[0])
+        except (IndexError, ValueError):
+            continue
+        if not math.isnan(value):
+            out.setdefault(name.strip(), []).append(value)
+    return out
+
+
+def _labels_end(rest: str) -> int:
+    """The index of the `}` closing a label set, quotes and escapes respected; -1: none."""
+    quoted = escaped = False
+    for i, ch in enumerate(rest):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == "}" and not quoted:
+            return i
+    return -1
+
+
+def engine_sample(text: str, t_s: float) -> EngineSample | None:
+    """The gauges early stopping reads, summed over ranks (KV usage: the fullest rank);
+    None without a waiting-queue gauge."""
+    samples = parse_samples(text)
+    if WAITING not in samples:
+        return None
+    kv = next((samples[k] for k in KV_USAGE if k in samples), None)
+    preempt = samples.get(PREEMPTIONS)
+    return EngineSample(
+        t_s=t_s,
+        waiting=round(sum(samples[WAITING])),
+        kv_cache_usage=max(kv) if kv else None,
+        preemptions=round(sum(preempt)) if preempt else None,
+    )
+
+
+class Scraper:
+    """Scrapes `<base_url>/metrics` inside the benchmark's event loop, on its own connection
+    (the workload's pool may be full). Remembers every sample of the run, oldest first."""
+
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        self.url = base_url.rstrip("/") + "/metrics"
+        self.headers = {k: v for k, v in headers.items() if k.lower() == "authorization"}
+        self.samples: list[EngineSample] = []
+        self.failures = 0
+
+    async def scrape(self, client: httpx.AsyncClient, t_s: float) -> None:
+        try:
+            resp = await client.get(self.url, headers=self.headers, timeout=SCRAPE_TIMEOUT_S)
+            resp.raise_for_status()
+            sample = engine_sample(resp.text, t_s)
+        except (httpx.HTTPError, OSError, UnicodeDecodeError):
+            sample = None
+        if sample is None:
+            self.failures += 1
+        else:
+            self.samples.append(sample)
