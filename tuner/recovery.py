@@ -1,50 +1,115 @@
-"""Recovery after a tuner died mid-trial (kill -9, power cut, reboot).
+"""Recovery after a tuner died mid-trial (kill -9, power cut, reboot, a lost network).
 
-Each trial records its owner (host, boot, pid, the kernel's start time of that pid); each
-engine its identity. A later run ends the dead owner's RUNNING trials as interrupted and
-stops its engines, checking identities so that nothing else is ever signalled.
+Each trial records its owner (host, boot, pid, the kernel's start time of that pid, and the
+worker it ran on); each engine its identity; each worker a heartbeat in `tuner_workers`
+(`tuner.lock.Worker`). A later run, or a live worker's watchdog, ends the dead owner's
+RUNNING trials as interrupted and stops its engines, checking identities so that nothing
+else is ever signalled. On this boot the process decides; on another host the heartbeat does
+(docs/scale-out.md, "Dead workers").
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+import sqlalchemy as sa
 
 from tuner import optuna_adapter as adapter
 from tuner import trials as tr
 from tuner.engine.process import boot_id, start_ticks, stop_orphan
+from tuner.errors import UserError
 from tuner.store import Store
+from tuner.store_schema import claims_table, workers_table
+
+HOST_ENV = "TUNER_HOST_ID"  # declares the host whose baseline a worker's scores compare to
+HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # seconds between a worker's heartbeats
+DEFAULT_HEARTBEAT_S = 10.0
+# A worker whose heartbeat is this many periods old is dead: its trials are interrupted.
+MISSED_BEATS = 4
 
 
-def this_process() -> dict[str, Any]:
-    """The owner identity recorded on every trial this process runs."""
-    return {
+def heartbeat_s() -> float:
+    """The heartbeat period: `$TUNER_HEARTBEAT_S`, else 10 s."""
+    text = os.environ.get(HEARTBEAT_ENV)
+    if not text:
+        return DEFAULT_HEARTBEAT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.05 <= value <= 3600:
+        raise UserError(f"{HEARTBEAT_ENV}={text!r}: give seconds between 0.05 and 3600")
+    return value
+
+
+def stale_after_s() -> float:
+    """How old a heartbeat may be before its worker is judged dead."""
+    return MISSED_BEATS * heartbeat_s()
+
+
+def host_id() -> str:
+    """The host this worker measures on: `$TUNER_HOST_ID`, else the hostname. Trials are
+    scored against the baseline of their own host (docs/scale-out.md, "Hosts")."""
+    return os.environ.get(HOST_ENV) or socket.gethostname()
+
+
+def this_process(worker: str | None = None) -> dict[str, Any]:
+    """The owner identity recorded on every trial this process runs (and its worker's id)."""
+    owner = {
         "host": socket.gethostname(),
         "boot_id": boot_id(),
         "pid": os.getpid(),
         "start_ticks": start_ticks(os.getpid()),
     }
+    if worker is not None:
+        owner["worker"] = worker
+    return owner
 
 
-def owner_alive(owner: dict[str, Any] | None) -> bool:
+def owner_alive(
+    owner: dict[str, Any] | None,
+    heartbeats: Mapping[str, float] | None = None,
+    now: float | None = None,
+) -> bool:
     """Whether the tuner that owns a RUNNING trial may still be running.
 
     The boot id, the pid and the kernel's start time of that pid identify a process; the
     hostname does not (a new container each night has a new one on the same boot). So:
-    - same boot: alive exactly when that pid exists with that start time;
-    - another boot, same hostname: this machine rebooted since, so the owner is dead;
-    - another boot and another hostname: another machine's worker, not ours to judge
-      (docs/reliability.md, "Recovery").
+    - same boot: alive exactly when that pid exists with that start time (a live process
+      is never judged by its heartbeat: its engine may be slow to stop);
+    - a worker with a heartbeat row (`heartbeats`: worker id to its last beat): alive while
+      that beat is younger than `stale_after_s()`, on any host;
+    - no heartbeat known, another boot, same hostname: this machine rebooted since: dead;
+    - no heartbeat known, another hostname: a worker from before heartbeats, not ours to
+      judge (docs/reliability.md, "Recovery").
     """
     if not owner:
         return False
     if owner.get("boot_id") == boot_id():
         return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
+    worker = owner.get("worker")
+    if worker is not None and heartbeats is not None:
+        beat = heartbeats.get(worker)
+        now = time.time() if now is None else now
+        return beat is not None and now - beat <= stale_after_s()
     return owner.get("host") != socket.gethostname()
+
+
+def heartbeats(store: Store, study_name: str) -> dict[str, float]:
+    """Every registered worker of the study and its last heartbeat (its own clock)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(workers_table.c.worker_id, workers_table.c.heartbeat_at).where(
+                workers_table.c.study_name == study_name
+            )
+        ).all()
+    return {r.worker_id: float(r.heartbeat_at) for r in rows}
 
 
 @dataclass
@@ -59,12 +124,16 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
     With `retry`, each interrupted parameter set is enqueued once more (never a retry's retry).
     """
     out = Recovered()
+    name = study.study_name
+    beats, now = heartbeats(store, name), time.time()
     running = {
         t.number: t
         for t in study.get_trials(deepcopy=False)
         if t.state == optuna.trial.TrialState.RUNNING
     }
-    stale = {n for n, t in running.items() if not owner_alive(t.system_attrs.get(tr.OWNER))}
+    stale = {
+        n for n, t in running.items() if not owner_alive(t.system_attrs.get(tr.OWNER), beats, now)
+    }
     for number, identity in store.running_engines(study.study_name):
         if number in running and number not in stale:
             continue  # a live tuner's engine
@@ -73,13 +142,49 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
         store.engine_stopped(study.study_name, number)
     for number in sorted(stale):
         t = running[number]
-        store.delete_trial(study.study_name, number)  # whatever the dead run half-wrote
-        trial = adapter.writable(study, t)
-        trial.set_user_attr(tr.FAILURE_KIND, tr.FailureKind.INTERRUPTED.value)
-        trial.set_user_attr(tr.FAILURE_REASON, "interrupted: the tuner stopped during this trial")
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        try:
+            _interrupt(study, store, t)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another survivor ended it first
         out.interrupted.append(number)
         # An interrupted baseline is queued again by the loop itself (it is the next trial).
         if retry and not t.user_attrs.get(tr.RETRY_OF) and not t.user_attrs.get(tr.BASELINE):
             study.enqueue_trial(t.params, user_attrs={tr.RETRY_OF: number})
+    _forget_dead_workers(store, name, beats, now)
     return out
+
+
+def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -> None:
+    """End a dead owner's RUNNING trial as interrupted; give back its config's claim."""
+    store.delete_trial(study.study_name, t.number)  # whatever the dead run half-wrote
+    trial = adapter.writable(study, t)
+    trial.set_user_attr(tr.FAILURE_KIND, tr.FailureKind.INTERRUPTED.value)
+    owner = t.system_attrs.get(tr.OWNER) or {}
+    if owner.get("boot_id") == boot_id() or not owner.get("worker"):
+        reason = "interrupted: the tuner stopped during this trial"
+    else:
+        reason = (
+            f"interrupted: worker pid {owner.get('pid')} on host {owner.get('host')} stopped "
+            f"its heartbeat during this trial"
+        )
+    trial.set_user_attr(tr.FAILURE_REASON, reason)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.delete(claims_table).where(
+                claims_table.c.study_name == study.study_name,
+                claims_table.c.trial_number == t.number,
+            )
+        )
+
+
+def _forget_dead_workers(store: Store, name: str, beats: Mapping[str, float], now: float) -> None:
+    """Drop the rows (and claims) of workers whose heartbeat stopped long ago."""
+    dead = [w for w, beat in beats.items() if now - beat > stale_after_s()]
+    if not dead:
+        return
+    with store.engine.begin() as conn:
+        for table in (claims_table, workers_table):
+            conn.execute(
+                sa.delete(table).where(table.c.study_name == name, table.c.worker_id.in_(dead))
+            )
