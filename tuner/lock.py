@@ -145,6 +145,18 @@ class Worker:
                     )
                 )
 
+    def rank(self) -> int:
+        """How many live workers of the study registered before this one (0: the first)."""
+        c = workers_table.c
+        with self.store.engine.connect() as conn:
+            mine = conn.execute(sa.select(c.started_at).where(self._where())).scalar_one()
+            earlier = sa.or_(
+                c.started_at < mine, sa.and_(c.started_at == mine, c.worker_id < self.id)
+            )
+            return conn.execute(
+                sa.select(sa.func.count()).where(c.study_name == self.study_name, earlier)
+            ).scalar_one()
+
     def _run(self) -> None:
         period = heartbeat_s()
         while not self._stop.wait(period):

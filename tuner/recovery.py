@@ -15,6 +15,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import optuna
@@ -32,6 +33,9 @@ HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # seconds between a worker's heartbeats
 DEFAULT_HEARTBEAT_S = 10.0
 # A worker whose heartbeat is this many periods old is dead: its trials are interrupted.
 MISSED_BEATS = 4
+# A RUNNING trial without an owner yet: `ask` created it and its worker has not written its
+# owner (milliseconds later). Judged only once it is this old (a crashed run's, then).
+OWNERLESS_GRACE_S = 60.0
 
 
 def heartbeat_s() -> float:
@@ -131,9 +135,7 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
         for t in study.get_trials(deepcopy=False)
         if t.state == optuna.trial.TrialState.RUNNING
     }
-    stale = {
-        n for n, t in running.items() if not owner_alive(t.system_attrs.get(tr.OWNER), beats, now)
-    }
+    stale = {n for n, t in running.items() if not _alive(t, beats, now)}
     for number, identity in store.running_engines(study.study_name):
         if number in running and number not in stale:
             continue  # a live tuner's engine
@@ -152,6 +154,14 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
             study.enqueue_trial(t.params, user_attrs={tr.RETRY_OF: number})
     _forget_dead_workers(store, name, beats, now)
     return out
+
+
+def _alive(t: optuna.trial.FrozenTrial, beats: Mapping[str, float], now: float) -> bool:
+    owner = t.system_attrs.get(tr.OWNER)
+    if owner is None and t.datetime_start is not None:
+        age_s = (datetime.now() - t.datetime_start).total_seconds()  # Optuna's local time
+        return age_s < OWNERLESS_GRACE_S
+    return owner_alive(owner, beats, now)
 
 
 def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -> None:

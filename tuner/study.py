@@ -47,6 +47,9 @@ MAX_REUSED_IN_A_ROW = 25
 START_FAILURES_TO_STOP = 3
 # Configs that fail at start for reasons of their own: they say nothing about the study.
 _CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
+# Each further worker's sampler is seeded this far from the first's, so that workers started
+# together do not propose the same configs (a prime: never a multiple of a trial count).
+WORKER_SEED_STRIDE = 7919
 # A worker whose budget is all taken by other workers' trials in flight waits this long
 # between looks: a trial in flight may turn out a reused result, which counts nothing.
 BUDGET_POLL_S = 0.5
@@ -171,8 +174,10 @@ class StudyLoop:
         plan); a trial in flight may still turn out a reused result."""
         done = running = 0
         for p in self.points():
-            if p.status == "running":
+            if p.state == "RUNNING":
                 running += 1
+            elif p.state == "WAITING":
+                continue  # queued (a retry, a baseline): counted once it runs
             elif not p.interrupted and tr.REUSED_FROM not in p.attrs:
                 done += 1
         return done, running
@@ -223,7 +228,18 @@ class StudyLoop:
                 stack.enter_context(StudyLock(self.store, self.name))
             stack.enter_context(self.worker)
             self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
+            rank = self.worker.rank()
+            if rank:  # not alone on the study: a sampler stream of its own
+                offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
+                self.study.sampler = make_sampler(self.spec, offset=offset)
             return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+
+    def _wait_for_baseline(self) -> None:
+        """Another worker of this host is measuring its baseline: scores need it, so wait."""
+        while self._has_baseline(running=True) and not self._has_baseline():
+            self.progress.phase("waiting for this host's baseline")
+            if self.stop_event.wait(BUDGET_POLL_S):
+                raise Interrupted(self.stop_signal)
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
@@ -256,6 +272,7 @@ class StudyLoop:
         return any(
             p.baseline
             and p.host == self.host
+            and p.state != "WAITING"
             and (running or p.status != "running")
             and not p.interrupted
             for p in self.points()
@@ -314,6 +331,7 @@ class StudyLoop:
         # Ask without distributions: the trial exists (and is ours to end) before the sampler
         # runs, so an exception from the sampler cannot leave it RUNNING.
         self._ensure_baseline()  # an interrupted one, or one another host's worker took
+        self._wait_for_baseline()
         trial = self.study.ask()
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)

@@ -87,7 +87,10 @@ def run(
         spec,
         store,
         runners[0],
-        slot_runners=[(s.label, r) for s, r in zip(slots, runners, strict=True)],
+        # One slot (all of --gpus in one trial) needs no threads: its runner is the run's.
+        slot_runners=[(s.label, r) for s, r in zip(slots, runners, strict=True)]
+        if len(slots) > 1
+        else None,
         n_trials=n_trials,
         timeout_s=timeout_s,
         precheck=not no_precheck,
