@@ -208,3 +208,77 @@ class PostgresServer:
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
         engine.dispose()
         return self.url(name)
+
+
+# Several workers on one study: start them, and check what they stored -------------------
+
+
+def start_workers(
+    study: Path,
+    storage: str,
+    n: int,
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    hosts: list[str] | None = None,
+    args: tuple[str, ...] = (),
+) -> list[subprocess.Popen]:
+    """`n` × `tuner run STUDY --storage URL` at once, as n terminals (or n hosts: `hosts`
+    gives each its `TUNER_HOST_ID`)."""
+    procs = []
+    for i in range(n):
+        worker_env = {**os.environ, **(env or {})}
+        if hosts:
+            worker_env["TUNER_HOST_ID"] = hosts[i]
+        procs.append(
+            subprocess.Popen(
+                [*TUNER, "run", str(study), "--storage", storage, *args],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=worker_env,
+            )
+        )
+    return procs
+
+
+def launched(trials: list[Any]) -> list[Any]:
+    """The trials that launched an engine (not a reused result, not refused before launch)."""
+    return [
+        t
+        for t in trials
+        if t.datetime_complete is not None
+        and "reused_from" not in t.user_attrs
+        and not t.user_attrs.get("predicted")
+        and t.user_attrs.get("engine_s")
+    ]
+
+
+def counted(trials: list[Any]) -> int:
+    """Trials that count toward `budget.n_trials`: ended, not interrupted, not reused."""
+    return sum(
+        1
+        for t in trials
+        if t.state.is_finished()
+        and t.user_attrs.get("failure_kind") != "interrupted"
+        and "reused_from" not in t.user_attrs
+    )
+
+
+def measured_at_once(trials: list[Any]) -> int:
+    """Pairs of trials that measured one config at overlapping times (must be 0); two hosts'
+    baselines are their own configs."""
+    runs = launched(trials)
+    pairs = 0
+    for i, a in enumerate(runs):
+        for b in runs[i + 1 :]:
+            if a.params != b.params:
+                continue
+            if a.user_attrs.get("baseline") and a.user_attrs.get("host") != b.user_attrs.get(
+                "host"
+            ):
+                continue
+            if a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete:
+                pairs += 1
+    return pairs
