@@ -92,9 +92,9 @@ def test_a_killed_worker_s_trial_is_interrupted_and_the_survivors_finish_the_bud
         time.sleep(0.2)
         for t in _trials(url):
             owner = t.system_attrs.get("tuner:owner") or {}
-            if t.state == optuna.trial.TrialState.RUNNING and owner.get("pid") == victim.pid:
-                if "host" in t.user_attrs:  # past the ask: its engine is starting
-                    target = t.number
+            mine = t.state == optuna.trial.TrialState.RUNNING and owner.get("pid") == victim.pid
+            if mine and "host" in t.user_attrs:  # past the ask: its engine is starting
+                target = t.number
     assert target is not None, "the victim never ran a trial"
     time.sleep(1.5)  # mid-trial: its engine is up
     os.kill(victim.pid, signal.SIGKILL)
