@@ -50,6 +50,10 @@ _CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
 # Each further worker's sampler is seeded this far from the first's, so that workers started
 # together do not propose the same configs (a prime: never a multiple of a trial count).
 WORKER_SEED_STRIDE = 7919
+# `ask` takes a WAITING trial by reading then updating its row: atomic on PostgreSQL (a row
+# lock), not on SQLite, which ignores FOR UPDATE. One process runs a SQLite study (the lock),
+# so serializing its GPU slots' asks here makes taking a queued trial atomic there too.
+_ASK_LOCK = threading.Lock()
 # A worker whose budget is all taken by other workers' trials in flight waits this long
 # between looks: a trial in flight may turn out a reused result, which counts nothing.
 BUDGET_POLL_S = 0.5
@@ -332,7 +336,8 @@ class StudyLoop:
         # runs, so an exception from the sampler cannot leave it RUNNING.
         self._ensure_baseline()  # an interrupted one, or one another host's worker took
         self._wait_for_baseline()
-        trial = self.study.ask()
+        with _ASK_LOCK:
+            trial = self.study.ask()
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
             queued = dict(trial.user_attrs)  # what enqueue_trial attached, if anything
