@@ -71,3 +71,15 @@ def test_owner_alive_by_heartbeat_age() -> None:
     assert not owner_alive(owner, {"w": now - stale_after_s() - 1}, now)
     assert not owner_alive(owner, {}, now)  # its row is gone: judged dead already
     assert owner_alive(ELSEWHERE, None, now)  # no heartbeat known: another host's, left alone
+
+
+def test_a_worker_in_another_pid_namespace_on_this_boot_is_judged_by_its_heartbeat() -> None:
+    from tuner.engine.process import boot_id
+
+    owner = {"host": "c2", "boot_id": boot_id(), "pid": 2**22 + 7, "start_ticks": 1}
+    owner |= {"pid_ns": "pid:[1]", "worker": "w"}  # its pid means nothing in our namespace
+    now = 10_000.0
+    assert owner_alive(owner, {"w": now}, now)
+    assert not owner_alive(owner, {"w": now - stale_after_s() - 1}, now)
+    same_ns = {k: v for k, v in owner.items() if k != "pid_ns"}
+    assert not owner_alive(same_ns, {"w": now}, now)  # our namespace: its pid is gone: dead

@@ -63,6 +63,16 @@ def host_id() -> str:
     return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+_PID_NS = _pid_namespace()  # e.g. "pid:[4026531836]": pids are comparable within one
+
+
 def this_process(worker: str | None = None) -> dict[str, Any]:
     """The owner identity recorded on every trial this process runs (and its worker's id)."""
     owner = {
@@ -70,6 +80,7 @@ def this_process(worker: str | None = None) -> dict[str, Any]:
         "boot_id": boot_id(),
         "pid": os.getpid(),
         "start_ticks": start_ticks(os.getpid()),
+        "pid_ns": _PID_NS,
     }
     if worker is not None:
         owner["worker"] = worker
@@ -83,25 +94,32 @@ def owner_alive(
 ) -> bool:
     """Whether the tuner that owns a RUNNING trial may still be running.
 
-    The boot id, the pid and the kernel's start time of that pid identify a process; the
-    hostname does not (a new container each night has a new one on the same boot). So:
-    - same boot: alive exactly when that pid exists with that start time (a live process
-      is never judged by its heartbeat: its engine may be slow to stop);
-    - a worker with a heartbeat row (`heartbeats`: worker id to its last beat): alive while
-      that beat is younger than `stale_after_s()`, on any host;
-    - no heartbeat known, another boot, same hostname: this machine rebooted since: dead;
-    - no heartbeat known, another hostname: a worker from before heartbeats, not ours to
-      judge (docs/reliability.md, "Recovery").
+    On this boot and in this PID namespace, the pid and the kernel's start time of that pid
+    identify a process: alive exactly when they match, whatever the heartbeat says (a
+    kill -9 is seen at once; a live process whose heartbeat thread is stuck on a slow
+    database is not judged). The hostname identifies nothing (a new container each night has
+    a new one on the same boot).
+
+    Otherwise, a worker with a heartbeat row (`heartbeats`: worker id to its last beat, on
+    its clock) is alive while that beat is younger than `stale_after_s()`: another host, or
+    another container on this boot with a PID namespace of its own. Without one (a run from
+    before workers had rows, or a worker whose row is gone):
+    - another boot, same hostname: this machine rebooted since, so the owner is dead;
+    - another boot and another hostname: another machine's run from before heartbeats, not
+      ours to judge (docs/reliability.md, "Recovery"); a worker whose row is gone is dead.
     """
     if not owner:
         return False
-    if owner.get("boot_id") == boot_id():
+    local = owner.get("boot_id") == boot_id()
+    if local and owner.get("pid_ns", _PID_NS) == _PID_NS:
         return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
     worker = owner.get("worker")
     if worker is not None and heartbeats is not None:
         beat = heartbeats.get(worker)
         now = time.time() if now is None else now
         return beat is not None and now - beat <= stale_after_s()
+    if local:  # another PID namespace, no heartbeat: as before heartbeats, by its pid
+        return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
     return owner.get("host") != socket.gethostname()
 
 
@@ -170,7 +188,7 @@ def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -
     trial = adapter.writable(study, t)
     trial.set_user_attr(tr.FAILURE_KIND, tr.FailureKind.INTERRUPTED.value)
     owner = t.system_attrs.get(tr.OWNER) or {}
-    if owner.get("boot_id") == boot_id() or not owner.get("worker"):
+    if not owner.get("worker"):
         reason = "interrupted: the tuner stopped during this trial"
     else:
         reason = (
