@@ -247,8 +247,7 @@ class StudyLoop:
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
-        self._ensure_baseline()
-        todo = self.trials_left(n_trials)
+        todo = self.trials_left(n_trials)  # the baseline is queued before each ask
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
         with self._session(todo + confirm * self.spec.trial.confirm_repeats):
