@@ -33,7 +33,7 @@ from tuner.errors import UserError
 from tuner.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.progress import SilentProgress, StudyProgress
-from tuner.recovery import recover
+from tuner.recovery import recover, stale_after_s
 from tuner.runner import TrialRunner
 from tuner.sampling import make_sampler, suggest
 from tuner.space import baseline_params, distributions
@@ -370,6 +370,14 @@ class StudyLoop:
                 if self.stop_event.is_set():  # Ctrl-C reached another slot's thread
                     raise Interrupted(self.stop_signal)
                 self._tell(trial, outcome)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Cut off from the study past the stale threshold: a survivor ended this trial.
+            self.runner.close()
+            raise UserError(
+                f"trial {trial.number} was ended as interrupted by another worker while this "
+                "one was cut off from the study (no heartbeat for longer than "
+                f"{stale_after_s():g} s): start this worker again"
+            ) from None
         except BaseException as exc:
             self._abandon(trial, exc)
             raise
