@@ -72,3 +72,55 @@ def test_gpu_lists_and_slots() -> None:
     for bad in ("0-", "1,1", "a"):
         with pytest.raises(ValueError):
             HardwareSpec(gpus=bad)
+
+
+def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tuner.testing import TUNER
+
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        budget={"n_trials": 20},
+        workload={"num_prompts": 200, "request_rate": 8},  # 25 s per trial: still running
+    )
+    run = subprocess.Popen(
+        [*TUNER, "run", str(study), "--gpus", "0-1", "--gpus-per-trial", "1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until both slots measure
+        time.sleep(0.5)
+        if not (tmp_path / "tuner.db").exists():
+            continue
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as conn:
+                q = sa.select(sa.func.count()).where(engines_table.c.running)
+                up = conn.execute(q).scalar()
+        except sa.exc.OperationalError:  # its tables are not there yet
+            up = 0
+        engine.dispose()
+        if up == 2:
+            break
+    time.sleep(2)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    trials = optuna.load_study(study_name="e2e", storage=url).get_trials()
+    assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    kinds = [t.user_attrs.get("failure_kind") for t in trials if t.state.name == "FAIL"]
+    assert kinds.count("interrupted") >= 2, kinds  # both slots' trials
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert not conn.execute(sa.select(engines_table).where(engines_table.c.running)).all()
+    engine.dispose()
