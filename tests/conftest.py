@@ -42,6 +42,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.vllm)
+        if "postgres" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
 
 
 def server_core() -> int:
@@ -120,3 +122,19 @@ def vllm_server(
         yield VllmServer(base_url, SERVED_MODEL, port, tiny_model_dir, process)
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[object]:
+    """A real PostgreSQL 15 server for the session (`tuner.testing.PostgresServer`); each
+    test takes its own database with `postgres.new_database()`."""
+    from tuner.testing import PostgresServer, postgres_missing
+
+    why = postgres_missing()
+    if why is not None:
+        pytest.skip(f"PostgreSQL cannot be started here: {why}")
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,4 +1,5 @@
-"""One run per study: a live owner's lock is refused in one line, a dead owner's taken over."""
+"""One run per SQLite study: a live owner's lock is refused in one line (pointing to
+PostgreSQL for several workers), a dead owner's taken over."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ def test_a_second_concurrent_run_is_refused_with_who_holds_it(tmp_path: Path) ->
     try:
         assert holder.stdout.readline().strip() == "held"
         store = Store(url)
-        with pytest.raises(UserError, match=rf"already being run by pid {holder.pid} on host"):
+        with pytest.raises(UserError, match=rf"already being run by pid {holder.pid} on host") as e:
             StudyLock(store, "s").acquire()
+        assert "use PostgreSQL" in str(e.value)  # a second worker on SQLite: where to go
         StudyLock(store, "other").acquire()  # another study is free
     finally:
         holder.kill()

@@ -413,13 +413,14 @@ def test_logs_of_two_databases_sharing_a_log_dir_stay_apart(tmp_path: Path, tiny
 
 
 def _fill_with_rlimit(tmp_path: Path) -> tuple[dict, Path, object]:
-    """Every file the tuner writes stops growing at 400 kB: writes past it fail with EFBIG
-    (SIGXFSZ ignored), which SQLite reports as "disk I/O error"."""
+    """Every file the tuner writes stops growing at 600 kB: writes past it fail with EFBIG
+    (SIGXFSZ ignored), which SQLite reports as "disk I/O error". (400 kB filled the WAL
+    before the first engine started once workers registered and claimed configs.)"""
     import resource
 
     def limit_file_size() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600_000, 600_000))
 
     return {"preexec_fn": limit_file_size}, tmp_path / "tuner.db", lambda: None
 

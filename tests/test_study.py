@@ -369,3 +369,35 @@ def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
     assert estimated_startup_s("deepseek-r1-distill-qwen-32b", "a6000", {}) == pytest.approx(
         88, abs=2
     )
+
+
+def test_a_worker_whose_trial_a_survivor_ended_stops_in_one_line(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    """Cut off past the stale threshold, a worker finds its trial ended by another: it stops
+    with one line, and the trial keeps the survivor's verdict."""
+    spec = _spec(tiny_model_dir)
+
+    class CutOff(PlanRunner):
+        def measure(self, ctx):
+            m = super().measure(ctx)
+            study = optuna.load_study(study_name=ctx.study_name, storage=store.optuna)
+            (t,) = [t for t in study.get_trials() if t.number == ctx.number]
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)  # the survivor's verdict
+            return m
+
+    loop = StudyLoop(spec, store, CutOff(spec))
+    with pytest.raises(UserError, match="ended as interrupted by another worker"):
+        loop.run(n_trials=1)
+    (t,) = loop.study.get_trials()
+    assert t.state == optuna.trial.TrialState.FAIL
+
+
+def test_the_budget_counts_every_worker_s_trials(tiny_model_dir: Path, store: Store) -> None:
+    spec = _spec(tiny_model_dir, budget={"n_trials": 3})
+    first = _loop(spec, store)
+    first.run(n_trials=2)  # another worker's two trials
+    second = _loop(spec, store)
+    assert second.budget_used() == (2, 0)
+    second.run()
+    assert second.budget_used() == (3, 0)  # met: one more, not three

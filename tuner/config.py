@@ -279,6 +279,22 @@ class SamplerSpec(_Strict):
     seed: int | None = Field(0, ge=0, lt=SEED_LIMIT)
 
 
+def parse_gpus(text: str) -> list[int]:
+    """GPU indices as `--gpus` and `hardware.gpus` give them: "0-7", "0,1,4-5"."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d{1,4})\s*(?:-\s*(\d{1,4})\s*)?", part)
+        if m is None:
+            raise ValueError(f"GPUs {text!r}: give indices and ranges, e.g. 0-7 or 0,1,4-5")
+        low, high = int(m[1]), int(m[2] or m[1])
+        if high < low:
+            raise ValueError(f"GPUs {text!r}: range {part.strip()} runs backwards")
+        out.extend(range(low, high + 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"GPUs {text!r}: a GPU is listed twice")
+    return out
+
+
 class HardwareSpec(_Strict):
     """What the engine runs on; used by the simulator and the pre-launch memory check."""
 
@@ -290,6 +306,40 @@ class HardwareSpec(_Strict):
     gpu_memory_gib: float | None = Field(None, gt=0)
     # `tuner plan`: an engine's launch-to-ready seconds (default: docs/early-stopping.md)
     startup_s: float | None = Field(None, ge=0, le=inputs.MAX_TIMEOUT_S)
+    # GPU slots on one box (docs/scale-out.md): trials run in parallel, `gpus_per_trial` each
+    gpus: str | None = None  # "0-7", "0,1,4-5"; None: one trial at a time on what CUDA sees
+    gpus_per_trial: int | None = Field(None, ge=1, le=4096)
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_gpus(v)
+        return v
+
+    @model_validator(mode="after")
+    def _slots(self) -> HardwareSpec:
+        n = len(self.gpu_list)
+        if self.gpus_per_trial is not None and n and self.gpus_per_trial > n:
+            raise ValueError(
+                f"gpus_per_trial {self.gpus_per_trial} is more than the {n} GPU(s) in gpus"
+            )
+        if self.gpus_per_trial is not None and not n:
+            raise ValueError("gpus_per_trial needs gpus (the GPUs to split into slots)")
+        return self
+
+    @property
+    def gpu_list(self) -> list[int]:
+        return parse_gpus(self.gpus) if self.gpus else []
+
+    def gpu_slots(self) -> list[list[int]]:
+        """Disjoint GPU sets, one per parallel trial (leftover GPUs stay idle); [] when no
+        slots were asked for."""
+        gpus = self.gpu_list
+        if not gpus:
+            return []
+        k = self.gpus_per_trial or len(gpus)
+        return [gpus[i : i + k] for i in range(0, len(gpus) - k + 1, k)]
 
     @property
     def accelerator(self) -> str | None:

@@ -72,6 +72,7 @@ class TrialInput:
     points: list[TrialPoint]  # the trials of this spec so far, this one included
     confirm_of: int | None = None
     baseline: bool = False  # vLLM's defaults, enqueued until one is measured
+    host: str | None = None  # where it is measured: scores compare to this host's baseline
     phase: PhaseFn = field(default=lambda text: None)
 
 
@@ -143,7 +144,7 @@ class TrialPipeline:
         reference_run = t.baseline or t.confirm_of is not None
         if not self.pruning or (reference_run and o.mode != "capacity"):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
-        ref, top = _reference(t.points), tr.best(t.points)
+        ref, top = _reference(t.points, t.host), tr.best(t.points)
         one_run = o.mode == "scalar" and not self.spec.scenarios
         scalar = one_run and ref is not None and top is not None
         rule = pruning.Rule(
@@ -260,7 +261,7 @@ class TrialPipeline:
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
         assert m.metrics is not None
         metrics = m.metrics
-        ref = _reference(t.points)
+        ref = _reference(t.points, t.host)
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
         s = scoring.score_trial(self.spec, m, ref)
@@ -307,13 +308,16 @@ def _measured_before(t: TrialInput) -> TrialPoint | None:
     return None
 
 
-def _reference(points: list[TrialPoint]) -> TrialPoint | None:
-    """What scores are relative to: the measured baseline; when vLLM's defaults could not be
-    measured (refused, crashed), the first measured trial."""
+def _reference(points: list[TrialPoint], host: str | None = None) -> TrialPoint | None:
+    """What scores are relative to: the measured baseline of this trial's host; when vLLM's
+    defaults could not be measured (refused, crashed), the first measured trial (of this host
+    first). Without a host, the first baseline measured."""
     measured = [p for p in points if p.measured]
     if not measured:
         return None
-    return min(measured, key=lambda p: (not p.baseline, p.number))
+    return min(
+        measured, key=lambda p: (host is not None and p.host != host, not p.baseline, p.number)
+    )
 
 
 def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:

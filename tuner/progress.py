@@ -57,12 +57,35 @@ class SilentProgress:
     def stop(self) -> None: ...
 
 
-class RichProgress:
-    """Trial i of N, the phase, the best score so far, elapsed time and an ETA."""
+def shared_display(console: Console) -> Progress:
+    """One live display for every GPU slot of a run (rich allows one at a time)."""
+    return Progress(
+        TextColumn("{task.description}"),
+        TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta {task.fields[eta]}"),
+        TextColumn("best {task.fields[best]}"),
+        TextColumn("{task.fields[phase]}"),
+        console=console,
+        transient=False,
+    )
 
-    def __init__(self, console: Console | None = None) -> None:
+
+class RichProgress:
+    """Trial i of N, the phase, the best score so far, elapsed time and an ETA.
+
+    With `display` (from `shared_display`) and a `label`, one line of a display that shows
+    every GPU slot; whoever made the display starts and stops it."""
+
+    def __init__(
+        self, console: Console | None = None, *, label: str = "", display: Progress | None = None
+    ) -> None:
         self.console = console or Console(stderr=True)
-        self._progress = Progress(
+        self.label = label
+        self._owns = display is None
+        self._progress = display or Progress(
             TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
             BarColumn(),
             TaskProgressColumn(),
@@ -79,15 +102,21 @@ class RichProgress:
         self._best = "-"
 
     def start(self, total: int) -> None:
-        self._progress.start()
+        if self._owns:
+            self._progress.start()
         self._t0 = time.monotonic()
-        self._task = self._progress.add_task("", total=total, phase="", best="-", eta="-")
+        self._task = self._progress.add_task(
+            escape(self.label), total=total, phase="", best="-", eta="-"
+        )
+
+    def _print(self, text: str) -> None:
+        self.console.print(f"{escape(self.label)} {text}" if self.label else text)
 
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None:
         shown = " ".join(
             f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
         )
-        self.console.print(f"[dim]trial {number}: {shown}[/dim]")
+        self._print(f"[dim]trial {number}: {shown}[/dim]")
         self.phase("validating")
 
     def phase(self, text: str) -> None:
@@ -96,18 +125,19 @@ class RichProgress:
 
     def done(self, number: int, outcome: Outcome, best: float | None) -> None:
         if outcome.kind == "reused":  # not a new config: the budget does not count it
-            self.console.print(f"trial {number}: {describe(outcome)}")
+            self._print(f"trial {number}: {describe(outcome)}")
             return
         self._finished += 1
         if best is not None:
             self._best = f"{best:+.3f}"
-        self.console.print(f"trial {number}: {describe(outcome)}")
+        self._print(f"trial {number}: {describe(outcome)}")
         if self._task is not None:
-            task = self._progress.tasks[0]
+            task = next(t for t in self._progress.tasks if t.id == self._task)
             remaining = max((task.total or 0) - self._finished, 0)
             per_trial = (time.monotonic() - self._t0) / self._finished
             eta = time.strftime("%H:%M:%S", time.gmtime(per_trial * remaining))
             self._progress.update(self._task, advance=1, best=self._best, eta=eta, phase="")
 
     def stop(self) -> None:
-        self._progress.stop()
+        if self._owns:
+            self._progress.stop()

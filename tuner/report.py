@@ -21,11 +21,12 @@ from tuner.config import StudySpec
 from tuner.engine_time import study_line
 from tuner.errors import UserError
 from tuner.export import justification, select_trial, shell_command
+from tuner.hosts import SHOWN, differences
 from tuner.objective import HEADLINE_METRICS
 from tuner.report_pareto import pareto_front_info
 from tuner.report_plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.slo import parse_slo
-from tuner.trials import ENGINE_S, TrialPoint, baseline_of
+from tuner.trials import ENGINE_S, TrialPoint, baseline_of, host_baselines
 from tuner.trials import best as best_trial
 
 _CSS = """
@@ -213,6 +214,30 @@ def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> str:
     )
 
 
+def hosts_section(points: Sequence[TrialPoint]) -> str:
+    """Each host's baseline side by side (several hosts only), and the plain-words warning
+    for hosts whose baselines differ beyond the noise."""
+    rows = host_baselines(points)
+    if len(rows) < 2:
+        return ""
+    head = "".join(f"<th>{_e(m)} (95 % CI)</th>" for m in SHOWN)
+    body = ""
+    for host, p in rows.items():
+        cells = ""
+        for m in SHOWN:
+            ci = p.ci(m)
+            text = _fmt(p.metrics.get(m)) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
+            cells += f"<td>{_e(text)}</td>"
+        body += f'<tr><td class="l">{_e(host)}</td><td>{p.number}</td>{cells}</tr>'
+    warnings = "".join(f'<p class="err">{_e(w)}</p>' for w in differences(points))
+    return (
+        '<div class="card"><h3>Baselines by host</h3><p class="sub">Each host measured '
+        "vLLM's defaults once; its trials' scores are relative to its own baseline.</p>"
+        f'<table><tr><th class="l">host</th><th>trial</th>{head}</tr>{body}</table>'
+        f"{warnings}</div>"
+    )
+
+
 def _describe_param(p: Any) -> str:
     where = f"env {p.env}" if p.env else (p.flag or "flag")
     if p.type in ("int", "float"):
@@ -318,6 +343,7 @@ under the plot. Hover a point for its flags.</p>
 <h2>Every trial</h2>
 {trials_table(points, front_numbers)}
 <h2>Measured on</h2>
+{hosts_section(points)}
 {_context(spec, points)}
 </main></body></html>
 """

@@ -133,9 +133,22 @@ def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list:
 class EngineRunner(TrialRunner):
     """Start the engine as a child process, measure it over HTTP, stop it."""
 
-    def __init__(self, spec: StudySpec, log_dir: Path, storage_url: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: StudySpec,
+        log_dir: Path,
+        storage_url: str | None = None,
+        *,
+        gpus: list[int] | None = None,
+        cores: list[int] | None = None,
+        all_engine_cores: list[int] | None = None,
+    ) -> None:
         """`storage_url` (default: the store's default, `$TUNER_STORAGE` or `sqlite:///tuner.db`)
-        keeps the logs of two databases apart in one `log_dir` (see `log_folder`)."""
+        keeps the logs of two databases apart in one `log_dir` (see `log_folder`).
+
+        One GPU slot of several (`tuner.slots`): its engines see only `gpus`
+        (`CUDA_VISIBLE_DEVICES`), are pinned to `cores` instead of `engine.cpu_affinity`,
+        and the client keeps off `all_engine_cores` (every slot's)."""
         from tuner.store import resolve_storage
 
         super().__init__(spec)
@@ -143,6 +156,9 @@ class EngineRunner(TrialRunner):
         self.storage_url = resolve_storage(storage_url)
         self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
         self._engine = None
+        self.gpus = gpus
+        self.cores = cores if cores is not None else spec.engine.cpu_affinity
+        self.client_avoid = all_engine_cores if all_engine_cores is not None else self.cores
 
     def measure(self, ctx: TrialContext) -> Measurement:
         from tuner.engine.ports import free_port, wait_port_free
@@ -152,6 +168,8 @@ class EngineRunner(TrialRunner):
         env = engine_env(spec, ctx.params)
         if self.api_key:
             env[API_KEY_ENV] = self.api_key
+        if self.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
         folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
         started = int(time.time())
         engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
@@ -168,7 +186,7 @@ class EngineRunner(TrialRunner):
             ctx.phase("starting engine")
             port_taken = False
             launched = time.monotonic()
-            engine = EngineProcess.start(argv, env, log_path, cpu_affinity=spec.engine.cpu_affinity)
+            engine = EngineProcess.start(argv, env, log_path, cpu_affinity=self.cores)
             self._engine = engine
             ctx.on_engine_started(engine.identity(), str(log_path))
             try:
@@ -221,7 +239,7 @@ class EngineRunner(TrialRunner):
 
         ctx.phase(f"{label}warming up" if w.num_warmups else f"{label}measuring")
         t0 = time.monotonic()
-        with client_off_engine_cores(spec.engine.cpu_affinity):
+        with client_off_engine_cores(self.client_avoid):
             try:
                 result = run_benchmark(
                     w,

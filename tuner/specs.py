@@ -43,6 +43,8 @@ COMPARABLE = (
     "engine.export_drop_flags",
     "pruning",  # when a hopeless trial stops, not what a finished trial measures
     "hardware.startup_s",
+    "hardware.gpus",  # how many trials run at once, not what one trial measures
+    "hardware.gpus_per_trial",
 )
 SHOWN_CHANGES = 4
 # Fields added after studies were stored: left out of the id while at their default, so a

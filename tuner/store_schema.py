@@ -74,6 +74,26 @@ locks_table = sa.Table(  # one run per study at a time (tuner/lock.py)
     sa.Column("owner", sa.JSON, nullable=False),
     sa.Column("acquired_at", sa.Float, nullable=False),
 )
+workers_table = sa.Table(  # every worker of a study and its heartbeat (tuner/lock.py)
+    "tuner_workers",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("worker_id", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.JSON, nullable=False),  # host, boot id, pid, start ticks
+    sa.Column("host_id", sa.String(256), nullable=False),  # the host its baselines are of
+    sa.Column("slot", sa.String(64)),  # its GPUs, when it runs on one slot of a box
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),  # the worker's clock (time.time)
+)
+claims_table = sa.Table(  # configs being measured now: the key's uniqueness is the claim
+    "tuner_claims",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("config_key", sa.String(64), primary_key=True),  # sha256 of the params
+    sa.Column("trial_number", sa.Integer, nullable=False),
+    sa.Column("worker_id", sa.String(64), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
+)
 schema_table = sa.Table(
     "tuner_schema",
     metadata,

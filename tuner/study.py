@@ -4,6 +4,11 @@ One trial is `tuner.pipeline`'s job; this loop asks Optuna for parameters, hands
 pipeline, and tells Optuna the `Outcome`, writing through the names of `tuner.trials`. Every
 path out of a trial (measured, refused, crashed, Ctrl-C) ends it in storage: nothing is left
 RUNNING, no engine is left alive. The loop never asks whether the engine is simulated.
+
+One loop is one worker (`tuner.lock.Worker`): several loops, in several processes or hosts
+(PostgreSQL) or in threads of one process (GPU slots, `tuner.slots`), share one study. The
+budget counts every worker's trials, a config is measured by one worker at a time, and each
+host measures its own baseline (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,10 +30,10 @@ from tuner import specs
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
-from tuner.lock import StudyLock
+from tuner.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.progress import SilentProgress, StudyProgress
-from tuner.recovery import recover, this_process
+from tuner.recovery import recover, stale_after_s
 from tuner.runner import TrialRunner
 from tuner.sampling import make_sampler, suggest
 from tuner.space import baseline_params, distributions
@@ -41,6 +47,16 @@ MAX_REUSED_IN_A_ROW = 25
 START_FAILURES_TO_STOP = 3
 # Configs that fail at start for reasons of their own: they say nothing about the study.
 _CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
+# Each further worker's sampler is seeded this far from the first's, so that workers started
+# together do not propose the same configs (a prime: never a multiple of a trial count).
+WORKER_SEED_STRIDE = 7919
+# `ask` takes a WAITING trial by reading then updating its row: atomic on PostgreSQL (a row
+# lock), not on SQLite, which ignores FOR UPDATE. One process runs a SQLite study (the lock),
+# so serializing its GPU slots' asks here makes taking a queued trial atomic there too.
+_ASK_LOCK = threading.Lock()
+# A worker whose budget is all taken by other workers' trials in flight waits this long
+# between looks: a trial in flight may turn out a reused result, which counts nothing.
+BUDGET_POLL_S = 0.5
 
 
 class Interrupted(KeyboardInterrupt):
@@ -109,7 +125,10 @@ class StudyLoop:
         progress: StudyProgress | None = None,
         accept_changes: bool = False,
         pruning: bool = True,
+        slot: str | None = None,
     ) -> None:
+        """`slot`: the GPUs of this worker when it is one of several in this process (its
+        label in the workers table); such loops run under `tuner.slots`, which holds the lock."""
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
         self.name = study_name(spec, runner.simulated)
@@ -129,6 +148,13 @@ class StudyLoop:
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
         self._interrupted = False
+        self.worker = Worker(store, self.name, slot=slot)
+        self.worker.watchdog = self.recover
+        self.claims = ConfigClaim(store, self.name, self.worker.id)
+        self.host = self.worker.host_id
+        self.in_slots = slot is not None
+        self.stop_event = threading.Event()  # set by `tuner.slots` on Ctrl-C
+        self.stop_signal = signal.SIGINT
 
     def points(self) -> list[TrialPoint]:
         """The trials of this study's current spec: the only ones this run compares."""
@@ -138,24 +164,49 @@ class StudyLoop:
     # Recovery ------------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted."""
+        """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted
+        (also called by the heartbeat thread: the trials of workers whose heartbeat stopped)."""
         done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
         self.summary.interrupted_recovered += done.interrupted
         self.summary.orphans_stopped += done.orphans_stopped
 
     # Budget --------------------------------------------------------------------------------
 
+    def budget_used(self) -> tuple[int, int]:
+        """(trials done, trials in flight) of this spec, by every worker: what `n_trials`
+        counts. Interrupted trials and reused results are not counted (a re-run finishes the
+        plan); a trial in flight may still turn out a reused result."""
+        done = running = 0
+        for p in self.points():
+            if p.state == "RUNNING":
+                running += 1
+            elif p.state == "WAITING":
+                continue  # queued (a retry, a baseline): counted once it runs
+            elif not p.interrupted and tr.REUSED_FROM not in p.attrs:
+                done += 1
+        return done, running
+
     def trials_left(self, n_trials: int | None) -> int:
-        """`n_trials` more, else what the study file's budget still allows. Trials that a
-        crash or Ctrl-C interrupted do not use up the budget: a re-run finishes the plan."""
+        """`n_trials` more (this worker's), else what the study file's budget still allows."""
         if n_trials is not None:
             return n_trials
-        done = sum(
-            1
-            for p in self.points()
-            if p.status != "running" and not p.interrupted and tr.REUSED_FROM not in p.attrs
-        )
-        return max(self.spec.budget.n_trials - done, 0)
+        return max(self.spec.budget.n_trials - self.budget_used()[0], 0)
+
+    def _budget_met(self, n_trials: int | None, new: int) -> bool:
+        """Whether to stop: with `--n-trials`, this worker's own count; else the study's,
+        waiting while the rest of the budget is in other workers' hands. Two workers that look
+        at the same instant may both start the last trial: the overshoot is at most the
+        trials in flight (docs/scale-out.md, "Budget")."""
+        if n_trials is not None:
+            return new >= n_trials
+        while True:
+            done, running = self.budget_used()
+            if done >= self.spec.budget.n_trials:
+                return True
+            if done + running < self.spec.budget.n_trials:
+                return False
+            if self.stop_event.wait(BUDGET_POLL_S):
+                raise Interrupted(self.stop_signal)
 
     def time_used_s(self) -> float:
         """Wall time of this spec's finished trials: what `budget.timeout` counts."""
@@ -172,20 +223,36 @@ class StudyLoop:
     def run(
         self, *, n_trials: int | None = None, timeout_s: float | None = None, confirm: int = 0
     ) -> RunSummary:
-        """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`."""
-        with StudyLock(self.store, self.name):
+        """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`.
+
+        On SQLite the study's lock comes first (before recovery, which must never judge a
+        live run's trial); GPU slots hold it for all their loops (`tuner.slots`)."""
+        with contextlib.ExitStack() as stack:
+            if takes_lock(self.store) and not self.in_slots:
+                stack.enter_context(StudyLock(self.store, self.name))
+            stack.enter_context(self.worker)
             self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
+            rank = self.worker.rank()
+            if rank:  # not alone on the study: a sampler stream of its own
+                offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
+                self.study.sampler = make_sampler(self.spec, offset=offset)
             return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+
+    def _wait_for_baseline(self) -> None:
+        """Another worker of this host is measuring its baseline: scores need it, so wait."""
+        while self._has_baseline(running=True) and not self._has_baseline():
+            self.progress.phase("waiting for this host's baseline")
+            if self.stop_event.wait(BUDGET_POLL_S):
+                raise Interrupted(self.stop_signal)
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
-        self._ensure_baseline()
-        todo = self.trials_left(n_trials)
+        todo = self.trials_left(n_trials)  # the baseline is queued before each ask
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
         with self._session(todo + confirm * self.spec.trial.confirm_repeats):
             new = reused_in_a_row = 0
-            while new < todo:
+            while not self._budget_met(n_trials, new):
                 if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
                     break
                 if n_trials is None and budget_s is not None and self.time_used_s() >= budget_s:
@@ -202,18 +269,29 @@ class StudyLoop:
                 self._confirm(confirm, first_index=new)
         return self.summary
 
+    def _has_baseline(self, *, running: bool = False) -> bool:
+        """Whether this host's baseline of this spec ended (measured, or truly failed: an
+        interrupted one does not count); with `running`, also one in flight."""
+        return any(
+            p.baseline
+            and p.host == self.host
+            and p.state != "WAITING"
+            and (running or p.status != "running")
+            and not p.interrupted
+            for p in self.points()
+        )
+
     def _ensure_baseline(self) -> None:
-        """Until vLLM's defaults are measured under this spec, they are the next trial: an
-        interrupted baseline is queued again (a baseline that truly failed is not)."""
+        """Until vLLM's defaults are measured under this spec on this host, they are its next
+        trial: an interrupted baseline is queued again (a baseline that truly failed is not)."""
         base = baseline_params(self.spec.search_space)
-        if base is None:
-            return
-        if any(p.baseline and p.status != "running" and not p.interrupted for p in self.points()):
+        if base is None or self._has_baseline(running=True):
             return
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if any(_is_baseline_of(t.user_attrs, self.spec_id) for t in waiting):
+        if any(_is_baseline_of(t.user_attrs, self.spec_id, self.host) for t in waiting):
             return
-        self.study.enqueue_trial(base, user_attrs={tr.BASELINE: True, tr.SPEC_OF: self.spec_id})
+        attrs = {tr.BASELINE: True, tr.SPEC_OF: self.spec_id, tr.HOST: self.host}
+        self.study.enqueue_trial(base, user_attrs=attrs)
 
     def _confirm(self, k: int, first_index: int) -> None:
         """Re-measure the best k configs; rankings then use the mean over all their runs."""
@@ -255,28 +333,51 @@ class StudyLoop:
     def _one_trial(self, index: int) -> Outcome:
         # Ask without distributions: the trial exists (and is ours to end) before the sampler
         # runs, so an exception from the sampler cannot leave it RUNNING.
-        trial = self.study.ask()
+        self._ensure_baseline()  # an interrupted one, or one another host's worker took
+        self._wait_for_baseline()
+        with _ASK_LOCK:
+            trial = self.study.ask()
         try:
-            adapter.set_system_attr(self.study, trial, tr.OWNER, this_process())
+            adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
             queued = dict(trial.user_attrs)  # what enqueue_trial attached, if anything
-            baseline = _is_baseline_of(queued, self.spec_id)
-            if queued.get(tr.BASELINE) and not baseline:
-                trial.set_user_attr(tr.BASELINE, False)  # another spec's: an ordinary trial
+            # Another host's queued baseline, taken by this worker (`ask` takes the oldest
+            # waiting trial): this host's own, if it has none yet; else an ordinary trial.
+            baseline = _is_baseline_of(queued, self.spec_id, None) and not self._has_baseline(
+                running=queued.get(tr.HOST) != self.host
+            )
+            trial.set_user_attr(tr.HOST, self.host)
             trial.set_user_attr(tr.SPEC_OF, self.spec_id)
             params = {name: suggest(trial, name, d) for name, d in self._dists.items()}
             self.progress.trial(index, trial.number, params)
-            outcome = self.pipeline.evaluate(
-                TrialInput(
-                    self.name,
-                    trial.number,
-                    params,
-                    self.points(),
-                    confirm_of=trial.user_attrs.get(tr.CONFIRM_OF),
-                    baseline=baseline,
-                    phase=self.progress.phase,
+            key = config_key(params, self.host if baseline else None)
+            with self.claims.hold(key, trial.number, lambda: self.progress.phase("waiting")):
+                if baseline and self._has_baseline():  # this host's was measured meanwhile
+                    baseline = False
+                if queued.get(tr.BASELINE) and not baseline:
+                    trial.set_user_attr(tr.BASELINE, False)  # not ours: an ordinary trial
+                outcome = self.pipeline.evaluate(
+                    TrialInput(
+                        self.name,
+                        trial.number,
+                        params,
+                        self.points(),
+                        confirm_of=trial.user_attrs.get(tr.CONFIRM_OF),
+                        baseline=baseline,
+                        host=self.host,
+                        phase=self.progress.phase,
+                    )
                 )
-            )
-            self._tell(trial, outcome)
+                if self.stop_event.is_set():  # Ctrl-C reached another slot's thread
+                    raise Interrupted(self.stop_signal)
+                self._tell(trial, outcome)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Cut off from the study past the stale threshold: a survivor ended this trial.
+            self.runner.close()
+            raise UserError(
+                f"trial {trial.number} was ended as interrupted by another worker while this "
+                "one was cut off from the study (no heartbeat for longer than "
+                f"{stale_after_s():g} s): start this worker again"
+            ) from None
         except BaseException as exc:
             self._abandon(trial, exc)
             raise
@@ -347,10 +448,14 @@ class StudyLoop:
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
-def _is_baseline_of(attrs: dict[str, Any], spec_id: str) -> bool:
+def _is_baseline_of(attrs: dict[str, Any], spec_id: str, host: str | None) -> bool:
     """A baseline queued for this spec (one left waiting by another spec is not: its
-    defaults may differ)."""
-    return bool(attrs.get(tr.BASELINE)) and attrs.get(tr.SPEC_OF, spec_id) == spec_id
+    defaults may differ) and, when `host` is given, for that host."""
+    return (
+        bool(attrs.get(tr.BASELINE))
+        and attrs.get(tr.SPEC_OF, spec_id) == spec_id
+        and (host is None or attrs.get(tr.HOST, host) == host)
+    )
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -37,6 +37,7 @@ SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); 
 BASELINE = "baseline"  # vLLM's defaults, measured first: the reference of every score
 REFERENCE = "reference_trial"  # the trial this score is relative to (the baseline if measured)
 SPEC_OF = "spec_id"  # the spec this trial ran under
+HOST = "host"  # the host it was measured on (`$TUNER_HOST_ID` or the hostname)
 SIMULATED = "simulated"  # figures are the simulator's predictions
 CONFIRM_OF = "confirm_of"  # a `--confirm` re-measurement of trial N
 RETRY_OF = "retry_of"  # a re-run of trial N, which an interruption ended
@@ -143,6 +144,7 @@ class TrialPoint:
     attrs: dict[str, Any] = field(default_factory=dict)
     values: tuple[float, ...] | None = None  # what Optuna was told
     spec_id: str | None = None  # None: stored before spec ids existed
+    host: str | None = None  # its host attr, else its owner's hostname; None: unknown
 
     @property
     def feasible(self) -> bool:
@@ -263,6 +265,7 @@ def read(trial: Any) -> TrialPoint:
         attrs=attrs,
         values=tuple(trial.values) if trial.values is not None else None,
         spec_id=attrs.get(SPEC_OF),
+        host=attrs.get(HOST) or (trial.system_attrs.get(OWNER) or {}).get("host"),
     )
 
 
@@ -347,9 +350,18 @@ def best(points: Sequence[TrialPoint]) -> TrialPoint | None:
     return top[0] if top else None
 
 
-def baseline_of(points: Sequence[TrialPoint]) -> TrialPoint | None:
-    """The measured baseline trial, if any."""
-    return next((p for p in points if p.baseline and p.metrics), None)
+def baseline_of(points: Sequence[TrialPoint], host: str | None = None) -> TrialPoint | None:
+    """The measured baseline trial (of `host`, when given), if any."""
+    return next((p for p in points if p.baseline and p.metrics and host in (None, p.host)), None)
+
+
+def host_baselines(points: Sequence[TrialPoint]) -> dict[str, TrialPoint]:
+    """Each host's measured baseline (its first), in the order the hosts first measured one."""
+    out: dict[str, TrialPoint] = {}
+    for p in sorted(points, key=lambda p: p.number):
+        if p.baseline and p.metrics and p.host is not None:
+            out.setdefault(p.host, p)
+    return out
 
 
 def is_simulated(study_attrs: Mapping[str, Any], points: Sequence[TrialPoint]) -> bool:

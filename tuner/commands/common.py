@@ -37,8 +37,10 @@ def open_study_file(
     *,
     check: Callable[[StudySpec], None] | None = None,
     readonly: bool = False,
+    change: Callable[[StudySpec], StudySpec] | None = None,
 ) -> tuple[StudySpec, Store]:
-    """The validated spec and its store; `check(spec)` runs before the database is touched."""
+    """The validated spec (with `change`, e.g. command-line overrides, applied) and its
+    store; `check(spec)` runs before the database is touched."""
     import optuna
 
     from tuner.config import load_study_spec
@@ -46,6 +48,8 @@ def open_study_file(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
     spec = load_study_spec(study_file)
+    if change is not None:
+        spec = change(spec)
     if check is not None:
         check(spec)
     return spec, Store(storage or spec.storage, readonly=readonly)

@@ -47,11 +47,20 @@ def run(
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
     no_pruning: NoPruning = False,
+    gpus: Annotated[
+        str | None,
+        typer.Option("--gpus", help="GPUs to split into slots, e.g. 0-7 (docs/scale-out.md)."),
+    ] = None,
+    gpus_per_trial: Annotated[
+        int | None,
+        typer.Option("--gpus-per-trial", min=1, help="GPUs of one slot: one trial per slot."),
+    ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.config import parse_duration_s
     from tuner.errors import UserError
     from tuner.runner import EngineRunner
+    from tuner.slots import plan_slots
 
     timeout_s = None
     if timeout is not None:
@@ -59,12 +68,29 @@ def run(
             timeout_s = parse_duration_s(timeout)
         except ValueError as exc:
             raise UserError(f"--timeout: {exc}") from None
-    spec, store = open_study_file(study_file, storage, check=lambda s: _check_run(s, storage))
+    spec, store = open_study_file(
+        study_file,
+        storage,
+        check=lambda s: _check_run(s, storage),
+        change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
+    )
     log_dir.mkdir(parents=True, exist_ok=True)
+    slots = plan_slots(spec)
+    every_core = sorted({c for slot in slots for c in slot.cores or []}) or None
+    runners = [
+        EngineRunner(
+            spec, log_dir, store.url, gpus=s.gpus, cores=s.cores, all_engine_cores=every_core
+        )
+        for s in slots
+    ] or [EngineRunner(spec, log_dir, store.url)]
     _loop(
         spec,
         store,
-        EngineRunner(spec, log_dir, store.url),
+        runners[0],
+        # One slot (all of --gpus in one trial) needs no threads: its runner is the run's.
+        slot_runners=[(s.label, r) for s, r in zip(slots, runners, strict=True)]
+        if len(slots) > 1
+        else None,
         n_trials=n_trials,
         timeout_s=timeout_s,
         precheck=not no_precheck,
@@ -97,11 +123,33 @@ def plan(
     )
 
 
+def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> StudySpec:
+    """`--gpus` and `--gpus-per-trial` over the study file's `hardware:`."""
+    from pydantic import ValidationError
+
+    from tuner.config import HardwareSpec, describe_validation_error
+    from tuner.errors import UserError
+
+    if gpus is None and per_trial is None:
+        return spec
+    data = spec.hardware.model_dump()
+    if gpus is not None:
+        data["gpus"] = gpus
+    if per_trial is not None:
+        data["gpus_per_trial"] = per_trial
+    try:
+        hardware = HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"--gpus/--gpus-per-trial: {describe_validation_error(exc)}") from None
+    return spec.model_copy(update={"hardware": hardware})
+
+
 def _loop(
     spec: StudySpec,
     store: Store,
     runner: TrialRunner,
     *,
+    slot_runners: list[tuple[str, TrialRunner]] | None = None,
     n_trials: int | None,
     timeout_s: float | None = None,
     precheck: bool = True,
@@ -120,17 +168,30 @@ def _loop(
 
     console = Console(stderr=True)
     runner.prepare()
-    loop = StudyLoop(
-        spec,
-        store,
-        runner,
-        precheck=precheck,
-        progress=RichProgress(console),
-        accept_changes=accept_changes,
-        pruning=pruning,
-    )
+    kw = {"precheck": precheck, "accept_changes": accept_changes, "pruning": pruning}
     try:
-        summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+        if slot_runners:
+            from tuner.progress import shared_display
+            from tuner.slots import run_slots
+
+            display = shared_display(console)
+            loops = []
+            for label, r in slot_runners:
+                r._requests, r._tokenizer = runner.requests, runner.tokenizer  # built once
+                progress = RichProgress(console, label=label, display=display)
+                loops.append(StudyLoop(spec, store, r, progress=progress, slot=label, **kw))
+            loop = loops[0]
+            summary = run_slots(
+                loops,
+                n_trials=n_trials,
+                timeout_s=timeout_s,
+                confirm=confirm,
+                on_start=display.start,
+                on_stop=display.stop,
+            )
+        else:
+            loop = StudyLoop(spec, store, runner, progress=RichProgress(console), **kw)
+            summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
     except KeyboardInterrupt as exc:  # recorded already; typer would swallow the signal's name
         signum = getattr(exc, "signum", signal.SIGINT)
         raise RunInterrupted(signum, signal.Signals(signum).name) from None
@@ -149,6 +210,7 @@ def _loop(
         f"memory precheck, {summary.saved_by_reuse} by reusing a measured config"
     )
     console.print(summary_line(summary))
+    _print_hosts(console, loop.points())
     if summary.exhausted:
         console.print(
             "the sampler kept proposing configs already measured: the search space looks "
@@ -158,6 +220,18 @@ def _loop(
         _print_best(loop.study)
     else:
         console.print("no feasible trial yet: see `tuner trials` for the failure reasons")
+
+
+def _print_hosts(console, points) -> None:
+    """The hosts' baselines side by side, and any that differ beyond the noise."""
+    from tuner.hosts import baseline_table, differences
+
+    lines = baseline_table(points)
+    if len(lines) > 2:  # a header and more than one host
+        for line in lines:
+            console.print(line, markup=False, highlight=False)
+    for warning in differences(points):
+        console.print(f"[yellow]{warning}[/yellow]")
 
 
 def _check_run(spec, storage) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -96,7 +97,10 @@ class SimServer:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": f"sim-{__version__}"})
+        # vLLM answers {"version"} alone; the devices let tests check that GPU slots never
+        # overlap (a simulated engine has no GPU to claim).
+        devices = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return web.json_response({"version": f"sim-{__version__}", "cuda_visible_devices": devices})
 
     async def models(self, request: web.Request) -> web.Response:
         if denied := self._unauthorized(request):
@@ -303,6 +307,7 @@ def serve(opts: ServeOptions) -> int:
         f"simulated vLLM engine (tuner {__version__}): model={opts.model_path} gpu={opts.gpu.name}"
     )
     _log(f"non-default args: {cfg}")
+    _log(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
     time.sleep(opts.load_delay_s + opts.faults.slow_start_s)
     if opts.faults.refuse_start:
         return _refuse(REFUSE_START_MESSAGE.format("{'EngineCore_DP0': 1}"))

@@ -1,0 +1,126 @@
+"""GPU slots on one box: disjoint CUDA_VISIBLE_DEVICES, cores split, no engine left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+
+from tuner.config import HardwareSpec, load_study_spec
+from tuner.errors import UserError
+from tuner.slots import plan_slots
+from tuner.store_schema import engines_table, trials_table
+from tuner.testing import measured_at_once, sim_study, tuner
+
+
+def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 5})
+    run = tuner("run", str(study), "--gpus", "0-3", "--gpus-per-trial", "2", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "GPU 0,1" in run.stderr and "GPU 2,3" in run.stderr  # the display shows each slot
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(trials_table.c.trial_number, trials_table.c.env)).all()
+        engines = conn.execute(sa.select(engines_table)).all()
+    engine.dispose()
+    devices = {r.trial_number: (r.env or {}).get("CUDA_VISIBLE_DEVICES") for r in rows if r.env}
+    assert set(devices.values()) == {"0,1", "2,3"}
+    trials = {t.number: t for t in optuna.load_study(study_name="e2e", storage=url).get_trials()}
+    overlapped = 0
+    numbers = sorted(devices)
+    for i, a in enumerate(numbers):
+        for b in numbers[i + 1 :]:
+            ta, tb = trials[a], trials[b]
+            if (
+                ta.datetime_start < tb.datetime_complete
+                and tb.datetime_start < ta.datetime_complete
+            ):
+                overlapped += 1
+                assert set(devices[a].split(",")).isdisjoint(devices[b].split(","))
+    assert overlapped >= 1, "the two slots never ran a trial at the same time"
+    assert measured_at_once(list(trials.values())) == 0
+    assert not [e for e in engines if e.running]
+    for e in engines:  # every engine's process is gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(e.identity["pid"]), 0)
+    logs = list((tmp_path / "runs").rglob("trial-*.log"))
+    assert any("CUDA_VISIBLE_DEVICES=2,3" in p.read_text() for p in logs)
+
+
+def test_cores_are_split_between_slots(tiny_model_dir: Path, tmp_path: Path) -> None:
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    engine = spec.engine.model_copy(update={"cpu_affinity": [0, 1, 2, 3, 4]})
+    hardware = HardwareSpec(gpus="0-7", gpus_per_trial=4)
+    slots = plan_slots(spec.model_copy(update={"engine": engine, "hardware": hardware}))
+    assert [(s.gpus, s.cores) for s in slots] == [([0, 1, 2, 3], [0, 1, 2]), ([4, 5, 6, 7], [3, 4])]
+    few = spec.engine.model_copy(update={"cpu_affinity": [0]})
+    with pytest.raises(UserError, match="1 core"):
+        plan_slots(spec.model_copy(update={"engine": few, "hardware": hardware}))
+    assert plan_slots(spec) == []  # the cautious default: one trial at a time
+
+
+def test_gpu_lists_and_slots() -> None:
+    assert HardwareSpec(gpus="0,2,4-5", gpus_per_trial=2).gpu_slots() == [[0, 2], [4, 5]]
+    assert HardwareSpec(gpus="0-2", gpus_per_trial=2).gpu_slots() == [[0, 1]]  # 2 stays idle
+    assert HardwareSpec(gpus="0-3").gpu_slots() == [[0, 1, 2, 3]]
+    for bad in ("0-", "1,1", "a"):
+        with pytest.raises(ValueError):
+            HardwareSpec(gpus=bad)
+
+
+def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tuner.testing import TUNER
+
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        budget={"n_trials": 20},
+        workload={"num_prompts": 200, "request_rate": 8},  # 25 s per trial: still running
+    )
+    run = subprocess.Popen(
+        [*TUNER, "run", str(study), "--gpus", "0-1", "--gpus-per-trial", "1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until both slots measure
+        time.sleep(0.5)
+        if not (tmp_path / "tuner.db").exists():
+            continue
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as conn:
+                q = sa.select(sa.func.count()).where(engines_table.c.running)
+                up = conn.execute(q).scalar()
+        except sa.exc.OperationalError:  # its tables are not there yet
+            up = 0
+        engine.dispose()
+        if up == 2:
+            break
+    time.sleep(2)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    trials = optuna.load_study(study_name="e2e", storage=url).get_trials()
+    assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    kinds = [t.user_attrs.get("failure_kind") for t in trials if t.state.name == "FAIL"]
+    assert kinds.count("interrupted") >= 2, kinds  # both slots' trials
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert not conn.execute(sa.select(engines_table).where(engines_table.c.running)).all()
+    engine.dispose()
