@@ -109,7 +109,10 @@ class StudyLoop:
         progress: StudyProgress | None = None,
         accept_changes: bool = False,
         pruning: bool = True,
+        warm_start: list[tuple[str, dict[str, Any]]] | None = None,
     ) -> None:
+        """`warm_start`: (source, params) configs queued after the baseline (`--from-plan`,
+        `--warm-start`)."""
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
         self.name = study_name(spec, runner.simulated)
@@ -129,6 +132,14 @@ class StudyLoop:
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
         self._interrupted = False
+        self._warm_start = warm_start or []
+        # `search.fidelity: multi`: the calibrated simulator chooses each real trial (a plan
+        # is the simulator already: it never screens itself)
+        self.screen = None
+        if spec.search.fidelity == "multi" and not runner.simulated:
+            from tuner.screen import Screen
+
+            self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)
 
     def points(self) -> list[TrialPoint]:
         """The trials of this study's current spec: the only ones this run compares."""
@@ -180,6 +191,9 @@ class StudyLoop:
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
         self._ensure_baseline()
+        for source, params in self._warm_start:
+            attrs = {tr.WARM_START: source, tr.SPEC_OF: self.spec_id}
+            self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)
         todo = self.trials_left(n_trials)
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
@@ -253,6 +267,8 @@ class StudyLoop:
     # One trial -----------------------------------------------------------------------------
 
     def _one_trial(self, index: int) -> Outcome:
+        if self.screen is not None:
+            self._enqueue_screened()
         # Ask without distributions: the trial exists (and is ours to end) before the sampler
         # runs, so an exception from the sampler cannot leave it RUNNING.
         trial = self.study.ask()
@@ -289,6 +305,17 @@ class StudyLoop:
         self._stop_if_nothing_starts(points)
         return outcome
 
+    def _enqueue_screened(self) -> None:
+        """Queue the screen's choice, unless a trial (baseline, warm start, confirm) waits."""
+        assert self.screen is not None
+        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            return
+        self.progress.phase("screening on the simulator")
+        choice = self.screen.choose(self.points())
+        self.study.set_user_attr(tr.CALIBRATION, self.screen.calibration_attrs())
+        if choice is not None:  # None: nothing new would start; the sampler proposes
+            self.study.enqueue_trial(choice.params, user_attrs=choice.attrs)
+
     def _stop_if_nothing_starts(self, points: list[TrialPoint]) -> None:
         """The first launches all failed at start the same way and no engine ever started:
         every further trial would too. Stop with the cause, taken from the engine's log."""
@@ -315,6 +342,10 @@ class StudyLoop:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
         for k, v in outcome.attrs.items():
             trial.set_user_attr(k, v)
+        if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
+            miss = tr.prediction_error(trial.user_attrs, outcome.metrics, outcome.attrs.get(tr.SCORE))
+            if miss is not None:
+                trial.set_user_attr(tr.PREDICTION_ERROR, miss)
         for k, v in outcome.constraints.items():
             trial.set_constraint(k, v)
         adapter.set_system_attr(

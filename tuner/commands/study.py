@@ -47,6 +47,20 @@ def run(
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
     no_pruning: NoPruning = False,
+    from_plan: Annotated[
+        int | None,
+        typer.Option(
+            "--from-plan", min=1, help="First run the top K configs of this study's `tuner plan`."
+        ),
+    ] = None,
+    warm_start: Annotated[
+        tuple[str, int] | None,
+        typer.Option(
+            "--warm-start",
+            metavar="STUDY K",
+            help="First run the top K configs of another stored study.",
+        ),
+    ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.config import parse_duration_s
@@ -60,6 +74,7 @@ def run(
         except ValueError as exc:
             raise UserError(f"--timeout: {exc}") from None
     spec, store = open_study_file(study_file, storage, check=lambda s: _check_run(s, storage))
+    queued = _warm_start(spec, store, from_plan, warm_start)
     log_dir.mkdir(parents=True, exist_ok=True)
     _loop(
         spec,
@@ -71,7 +86,25 @@ def run(
         confirm=confirm,
         accept_changes=accept_changes,
         pruning=not no_pruning,
+        warm_start=queued,
     )
+
+
+def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
+    """The configs `--from-plan` and `--warm-start` queue first: (label, params)."""
+    from tuner.errors import UserError
+    from tuner.study import study_name
+    from tuner.warm_start import top_configs
+
+    queued = []
+    if from_plan is not None:
+        queued += top_configs(store, study_name(spec, True), from_plan, spec, plan=True)
+    if warm_start is not None:
+        other, k = warm_start
+        if k < 1:
+            raise UserError(f"--warm-start: K must be at least 1, not {k}")
+        queued += top_configs(store, other, k, spec)
+    return queued
 
 
 def plan(
@@ -109,6 +142,7 @@ def _loop(
     confirm: int = 0,
     accept_changes: bool = False,
     pruning: bool = True,
+    warm_start: list | None = None,
 ) -> None:
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
@@ -129,6 +163,7 @@ def _loop(
         progress=RichProgress(console),
         accept_changes=accept_changes,
         pruning=pruning,
+        warm_start=warm_start,
     )
     try:
         summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
