@@ -225,11 +225,19 @@ class SamplerSpec(_Strict):
 class HardwareSpec(_Strict):
     """What the engine runs on; used by the simulator and the pre-launch memory check."""
 
-    gpu: str | None = None
+    gpu: str | None = None  # a built-in accelerator name (`tuner.sim.profiles.GPUS`)
+    # a profile file (docs/simulator.md, "Profile files"): replaces `gpu`'s built-in figures
+    # for the simulator and the memory precheck; relative to the study file
+    profile: str | None = Field(None, min_length=1)
     count: int = Field(1, ge=1, le=4096)
     gpu_memory_gib: float | None = Field(None, gt=0)
     # `tuner plan`: an engine's launch-to-ready seconds (default: docs/early-stopping.md)
     startup_s: float | None = Field(None, ge=0, le=inputs.MAX_TIMEOUT_S)
+
+    @property
+    def accelerator(self) -> str | None:
+        """What the simulator and the precheck load: the profile file, else the GPU's name."""
+        return self.profile or self.gpu
 
 
 class TrialSpec(_Strict):
@@ -322,7 +330,8 @@ def parse_duration_s(text: str) -> float:
     return float(value) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
-def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A user's YAML file that must hold a mapping; each problem is one UserError line."""
     if not path.is_file():
         raise UserError(f"{path}: {what} not found")
     try:
@@ -374,12 +383,15 @@ def stored_spec(data: Any, study_name: str) -> StudySpec:
 def load_study_spec(path: str | Path) -> StudySpec:
     """Read and validate a study file; each problem is one UserError naming file and field."""
     path = Path(path)
-    data = _read_yaml(path, "study file")
+    data = read_yaml_mapping(path, "study file")
     space = data.get("search_space")
     space_path = path
     if isinstance(space, str):
         space_path = (path.parent / space).resolve()
-        data["search_space"] = _read_yaml(space_path, "search-space file")
+        data["search_space"] = read_yaml_mapping(space_path, "search-space file")
+    hardware = data.get("hardware")
+    if isinstance(hardware, dict) and isinstance(hardware.get("profile"), str):
+        hardware["profile"] = str((path.parent / hardware["profile"]).resolve())
     try:
         return StudySpec.model_validate(data)
     except ValidationError as exc:

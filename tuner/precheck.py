@@ -13,7 +13,8 @@ from tuner.config import HardwareSpec
 from tuner.engine.failures import classify_failure
 from tuner.errors import UserError
 from tuner.sim.memory import check_config
-from tuner.sim.profiles import get_gpu, load_model
+from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import load_model
 from tuner.trials import FailureKind
 
 GiB = 1024**3
@@ -40,13 +41,13 @@ def predict_refusal(
 
     Without a known GPU (or a model config the simulator can read) there is no prediction.
     """
-    if hardware.gpu is None:
+    if hardware.accelerator is None:
         return None
     try:
         profile = load_model(model)
     except UserError:
         return None
-    gpu = get_gpu(hardware.gpu)
+    gpu = load_gpu(hardware.accelerator)
     memory_gib = hardware.gpu_memory_gib or (
         gpu_memory_gib_from_nvml() if gpu.platform == "cuda" else None
     )

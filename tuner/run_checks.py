@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.inputs import API_KEY_ENV
+from tuner.sim.profile_file import load_gpu
 from tuner.space import max_model_len
 from tuner.store import resolve_storage
 
@@ -57,6 +58,8 @@ def check_run_environment(spec: StudySpec) -> None:
             f"tuner would not send it; set engine.api_key_env: {API_KEY_ENV}, or unset it"
         )
     check_lengths_fit(spec)
+    if spec.hardware.accelerator is not None:
+        load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line
 
 
 def check_lengths_fit(spec: StudySpec) -> None:

@@ -294,8 +294,12 @@ class PlanRunner(TrialRunner):
     simulated = True
 
     def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
+        from tuner.sim.profile_file import load_gpu
+
         super().__init__(spec)
         self.measured_startup_s = measured_startup_s  # the real study's median, if any
+        # the study's accelerator, loaded once (a bad profile file is refused here)
+        self.gpu = load_gpu(spec.hardware.accelerator) if spec.hardware.accelerator else None
 
     def startup_s(self, flags: dict[str, Any]) -> float:
         """Modelled launch-to-ready seconds: the study file's, the real trials', an estimate."""
@@ -305,7 +309,8 @@ class PlanRunner(TrialRunner):
             return self.spec.hardware.startup_s
         if self.measured_startup_s is not None:
             return self.measured_startup_s
-        return estimated_startup_s(self.spec.engine.model, self.spec.hardware.gpu, flags)
+        gpu_name = self.gpu.name if self.gpu else None
+        return estimated_startup_s(self.spec.engine.model, gpu_name, flags)
 
     def measure(self, ctx: TrialContext) -> Measurement:
         from tuner.errors import EngineRefused
@@ -322,7 +327,7 @@ class PlanRunner(TrialRunner):
         try:
             sim = simulate(
                 spec.engine.model,
-                spec.hardware.gpu or str(flags.get("gpu", "")),
+                self.gpu or str(flags.get("gpu", "")),
                 flags,
                 [r.prompt_len for r in reqs],
                 [r.output_len or w.random_output_len for r in reqs],

@@ -49,7 +49,10 @@ def serve(
         str | None, typer.Option(envvar="VLLM_API_KEY", rich_help_panel=_VLLM)
     ] = None,
     gpu: Annotated[
-        str, typer.Option(help="Accelerator profile (a6000, h100, cpu, ...).")
+        str,
+        typer.Option(
+            help="Accelerator: a built-in name (a6000, h100, cpu, ...) or a profile file."
+        ),
     ] = "a6000",
     load_delay_s: Annotated[
         float, typer.Option(min=0, help="Simulated model-load time before the port opens.")
@@ -98,7 +101,8 @@ def serve(
     from tuner.errors import UserError
     from tuner.sim.faults import FaultPlan
     from tuner.sim.memory import resolve_flags
-    from tuner.sim.profiles import get_gpu, load_model
+    from tuner.sim.profile_file import load_gpu
+    from tuner.sim.profiles import load_model
     from tuner.sim.server import ServeOptions, serve
     from tuner.sim.text import TokenText
 
@@ -108,7 +112,7 @@ def serve(
     if model and model_arg and model != model_arg:
         raise UserError(f"two different models given: {model_arg!r} and --model {model!r}")
     profile = load_model(model_path)
-    accelerator = get_gpu(gpu)
+    accelerator = load_gpu(gpu)
     flags = {
         "tensor-parallel-size": tensor_parallel_size,
         "max-model-len": max_model_len,
@@ -157,3 +161,29 @@ def _tokenizer(tokenizer: str | None, model_path: str):
     if (Path(model_path) / "tokenizer.json").is_file():
         return load_tokenizer(model_path)
     return None
+
+
+@app.command()
+def profile(
+    name: Annotated[
+        str,
+        typer.Argument(help="A built-in accelerator (a6000, h100, cpu, ...) or a profile file."),
+    ],
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")
+    ] = None,
+) -> None:
+    """Print a built-in accelerator profile as a profile file, to edit for another GPU.
+
+    Every datasheet figure and step-time constant is named, in bytes, bytes/s, FLOP/s and
+    seconds; `tuner sim serve --gpu FILE` and `hardware.profile: FILE` read it back.
+    """
+    from pathlib import Path
+
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml
+
+    text = profile_to_yaml(load_gpu(name))
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        Path(output).write_text(text)

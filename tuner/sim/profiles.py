@@ -190,7 +190,10 @@ def get_gpu(name: str) -> GpuProfile:
     """The built-in accelerator profile `name` (case-insensitive)."""
     key = name.strip().lower()
     if key not in GPUS:
-        raise UserError(f"unknown GPU {name!r}; known: {', '.join(sorted(GPUS))}")
+        raise UserError(
+            f"unknown GPU {name!r}; known: {', '.join(sorted(GPUS))}, or a profile file "
+            "(FILE.yaml; `tuner sim profile NAME` writes one to start from)"
+        )
     return GPUS[key]
 
 

@@ -1,0 +1,97 @@
+"""Accelerator profiles as YAML files: every datasheet figure and step-time constant named.
+
+A file holds exactly the fields of `GpuProfile` and `StepTimeConstants`, in their own units
+(bytes, bytes/s, FLOP/s, seconds), so a built-in profile written out and read back is the
+same profile bit for bit (PyYAML writes floats with `repr`). Every field is required and
+no other key is accepted: a file states the whole model, and a typo is an error, not a
+silently kept default. The format is documented in docs/simulator.md ("Profile files").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tuner.config import describe_validation_error, read_yaml_mapping
+from tuner.errors import UserError
+from tuner.sim.profiles import GPUS, GpuProfile, StepTimeConstants, get_gpu
+
+MAX_OVERHEAD_S = 10.0  # a fixed cost of seconds per step is a unit mistake (ms for s)
+HEADER = (
+    "# An accelerator profile for tuner's simulator (docs/simulator.md, 'Profile files').\n"
+    "# Units: bytes, bytes/s, FLOP/s, seconds. Use it as `hardware.profile: FILE` in a\n"
+    "# study file or `tuner sim serve --gpu FILE`.\n"
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ConstantsFile(_Strict):
+    """`StepTimeConstants`, every one required."""
+
+    flops_efficiency: float = Field(gt=0, le=1)
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    step_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
+    per_seq_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
+    per_token_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
+    request_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
+
+
+class ProfileFile(_Strict):
+    """`GpuProfile`, every field but `description` required."""
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str = ""
+    platform: Literal["cuda", "cpu"]
+    memory_bytes: int = Field(gt=0)
+    bandwidth_bytes_s: float = Field(gt=0)
+    flops: float = Field(gt=0)
+    interconnect_bytes_s: float = Field(gt=0)
+    allreduce_latency_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
+    constants: ConstantsFile
+
+    def to_profile(self) -> GpuProfile:
+        fields = self.model_dump(exclude={"constants"})
+        return GpuProfile(**fields, constants=StepTimeConstants(**self.constants.model_dump()))
+
+
+def profile_to_yaml(gpu: GpuProfile) -> str:
+    """The profile as a file's text (validated first, so what is written can be read back)."""
+    data = asdict(gpu)
+    ProfileFile.model_validate(data)
+    order = list(ProfileFile.model_fields)
+    text = yaml.safe_dump({k: data[k] for k in order}, sort_keys=False, allow_unicode=True)
+    return HEADER + text
+
+
+def write_profile(gpu: GpuProfile, path: str | Path) -> None:
+    Path(path).write_text(profile_to_yaml(gpu))
+
+
+def read_profile(path: str | Path) -> GpuProfile:
+    """A profile file; a missing file, bad YAML or a bad field is one UserError line."""
+    path = Path(path)
+    data = read_yaml_mapping(path, "profile file")
+    try:
+        return ProfileFile.model_validate(data).to_profile()
+    except ValidationError as exc:
+        raise UserError(f"{path}: {describe_validation_error(exc)}") from None
+
+
+def is_profile_path(name_or_path: str) -> bool:
+    """A file path rather than a built-in name: a YAML suffix or a path separator."""
+    text = name_or_path.strip()
+    return text.lower().endswith((".yaml", ".yml")) or "/" in text or "\\" in text
+
+
+def load_gpu(name_or_path: str) -> GpuProfile:
+    """A built-in accelerator name (case-insensitive) or a profile file."""
+    if name_or_path.strip().lower() in GPUS or not is_profile_path(name_or_path):
+        return get_gpu(name_or_path)
+    return read_profile(name_or_path)
