@@ -227,28 +227,37 @@ class Screen:
         return Choice(params, metrics, score, attrs)
 
     def score_error(self, points: Sequence[TrialPoint]) -> float:
-        """RMS of measured − predicted score over the real trials the screen chose; a prior
-        (per unit of objective weight) until two exist."""
+        """How far off the screen's score is, in score units: the RMS of measured − predicted
+        over real trials chosen by a calibrated screen (two at least); else the calibration's
+        held-out error per metric, weighted as the score weighs them; else a prior."""
         misses = [
             e["score"]
             for p in points
             if isinstance(e := p.attrs.get(tr.PREDICTION_ERROR), dict)
             and tr.is_finite(e.get("score"))
+            and (p.attrs.get(tr.SCREEN) or {}).get("calibrated_on")
         ]
         if len(misses) >= 2:
             return float(np.sqrt(np.mean(np.square(misses))))
-        weight = sum(w for w in self.spec.objective.weights.values() if w > 0)
-        return PRIOR_ERROR_PER_WEIGHT * weight
+        weights = {m: w for m, w in self.spec.objective.weights.items() if w > 0}
+        held_out = self.calibration.held_out_error
+        if held_out and all(m in held_out for m in weights):
+            return float(sum(w * abs(math.log1p(held_out[m])) for m, w in weights.items()))
+        return PRIOR_ERROR_PER_WEIGHT * sum(weights.values())
 
     def candidates(self, real: Sequence[TrialPoint]) -> list[dict[str, Any]]:
         """Sobol points over the space, and perturbations of the best real trial."""
         n = self.spec.search.candidates
         d = len(self.names)
-        top = min((p for p in real if p.feasible and p.score is not None), default=None,
-                  key=lambda p: p.score or 0.0)
+        top = min(
+            (p for p in real if p.feasible and p.score is not None),
+            default=None,
+            key=lambda p: p.score or 0.0,
+        )
         n_local = int(n * LOCAL_SHARE) if top is not None else 0
-        sobol = qmc.Sobol(d, scramble=True, seed=self.rng.integers(2**32)).random(n - n_local)
-        units = list(sobol)
+        n_sobol = n - n_local
+        sobol = qmc.Sobol(d, scramble=True, seed=self.rng.integers(2**32))
+        units = list(sobol.random_base2(max(n_sobol - 1, 1).bit_length())[:n_sobol])
         if top is not None:
             center = np.array(self.to_unit(top.params))
             local = center + self.rng.normal(0.0, LOCAL_SCALE, size=(n_local, d))
@@ -258,7 +267,10 @@ class Screen:
     # The unit cube -----------------------------------------------------------------------
 
     def from_unit(self, u: Sequence[float]) -> dict[str, Any]:
-        return {name: _from_unit(self.dists[name], float(x)) for name, x in zip(self.names, u)}
+        return {
+            name: _from_unit(self.dists[name], float(x))
+            for name, x in zip(self.names, u, strict=True)
+        }
 
     def to_unit(self, params: Mapping[str, Any]) -> list[float]:
         return [_to_unit(self.dists[n], params.get(n)) for n in self.names]

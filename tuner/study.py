@@ -343,7 +343,9 @@ class StudyLoop:
         for k, v in outcome.attrs.items():
             trial.set_user_attr(k, v)
         if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
-            miss = tr.prediction_error(trial.user_attrs, outcome.metrics, outcome.attrs.get(tr.SCORE))
+            miss = tr.prediction_error(
+                trial.user_attrs, outcome.metrics, outcome.attrs.get(tr.SCORE)
+            )
             if miss is not None:
                 trial.set_user_attr(tr.PREDICTION_ERROR, miss)
         for k, v in outcome.constraints.items():
