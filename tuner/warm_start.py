@@ -3,7 +3,8 @@
 `tuner run --from-plan K` takes the top K of the study's own `tuner plan` (its `-simulated`
 study); `--warm-start OTHER K` the top K of any stored study (the same box before a vLLM
 upgrade). Configs are ranked as `tuner best` ranks them (`tuner.trials.ranked`); a config
-outside this study's search space is skipped. Optuna then measures each one for real: the
+outside this study's search space, or vLLM's defaults (the baseline runs first anyway), is
+skipped. Optuna then measures each one for real: the
 other study's figures are never copied in.
 """
 
@@ -15,6 +16,7 @@ from tuner import specs
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
+from tuner.space import baseline_params
 from tuner.store import Store
 
 
@@ -33,10 +35,13 @@ def top_configs(
     study = store.load_study(source)
     points = specs.of_current(study.user_attrs, tr.read_all(study.get_trials(deepcopy=False)))
     out: list[tuple[str, dict[str, Any]]] = []
+    base = baseline_params(spec.search_space)  # measured first anyway
     for p in tr.ranked(points):
         if len(out) >= k:
             break
-        if fits(spec, p.params) and all(p.params != params for _, params in out):
+        if p.params == base or any(p.params == params for _, params in out):
+            continue
+        if fits(spec, p.params):
             out.append((f"{source} trial {p.number}", dict(p.params)))
     if not out:
         what = "--from-plan" if plan else "--warm-start"
