@@ -7,8 +7,9 @@ the planner (`PlanRunner` on the truth profile, with the loop's real study path:
 SQLite, the pipeline, the screen) — not through `tuner sim serve` in real time.
 
 The true optimum is the exhaustive best over a grid of the demo's space on the truth profile.
-The demo's SLO is dropped (on the slower truth every config breaks it). Gap = best score found − grid-best score, in score units (0.01 ≈ 1 % on one weight-1 metric;
-negative: beat the grid). Every figure is SIMULATED.
+The demo's SLO is dropped (on the slower truth every config breaks it). Gap = best score
+found − grid-best score, in score units (0.01 ≈ 1 % on one weight-1 metric; negative: beat
+the grid). Every figure is SIMULATED.
 
     nice python benchmarks/multi_fidelity.py --seeds 5 --trials 20
 """
