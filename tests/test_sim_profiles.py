@@ -55,3 +55,115 @@ def test_gpu_table_covers_the_issue():
         assert gpu.memory_bytes > 8 * GiB and gpu.bandwidth_bytes_s > 0 and gpu.flops > 0
     assert GPUS["a6000"].bandwidth_bytes_s == 768e9
     assert GPUS["cpu"].platform == "cpu"
+
+
+# Profile files --------------------------------------------------------------------------
+
+
+def _demo_workload():
+    from tuner.sim.calibrate import SimWorkload
+    from tuner.workload.schedule import arrival_times
+
+    n = 32
+    return SimWorkload(
+        prompt_lens=tuple(256 + 37 * (i % 9) for i in range(n)),
+        output_lens=tuple(64 + 11 * (i % 7) for i in range(n)),
+        arrival_s=tuple(float(t) for t in arrival_times(n, 8.0, 1.0, 0)),
+    )
+
+
+def _figures(gpu, flags=None):
+    from tuner.sim.calibrate import predict
+
+    model = load_model("deepseek-r1-distill-qwen-32b")
+    flags = {"tensor-parallel-size": 4, "max-model-len": 8192, **(flags or {})}
+    return predict(model, gpu, flags, _demo_workload())
+
+
+@pytest.mark.parametrize("name", sorted(GPUS))
+def test_a_builtin_profile_round_trips_through_a_file(tmp_path, name):
+    from tuner.sim.profile_file import load_gpu, write_profile
+
+    path = tmp_path / f"{name}.yaml"
+    write_profile(GPUS[name], path)
+    assert load_gpu(str(path)) == GPUS[name]  # every figure and constant, bit for bit
+
+
+def test_a_profile_file_gives_the_builtins_simulation(tmp_path):
+    from tuner.sim.profile_file import load_gpu, write_profile
+
+    path = tmp_path / "a6000.yaml"
+    write_profile(GPUS["a6000"], path)
+    assert _figures(load_gpu(str(path))) == _figures(GPUS["a6000"])
+
+
+def test_a_perturbed_file_moves_the_figures_the_expected_way(tmp_path):
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml
+
+    text = profile_to_yaml(GPUS["a6000"])
+    text = text.replace("bandwidth_bytes_s: 768000000000.0", "bandwidth_bytes_s: 576000000000.0")
+    text = text.replace("step_overhead_s: 0.0025", "step_overhead_s: 0.005")
+    (tmp_path / "slow.yaml").write_text(text)
+    slow = load_gpu(str(tmp_path / "slow.yaml"))
+    assert slow.bandwidth_bytes_s == 0.75 * 768e9 and slow.constants.step_overhead_s == 5e-3
+    stock, slower = _figures(GPUS["a6000"]), _figures(slow)
+    assert slower["mean_tpot_ms"] > 1.2 * stock["mean_tpot_ms"]  # decode is bandwidth bound
+    assert slower["p99_ttft_ms"] > stock["p99_ttft_ms"]
+    assert slower["output_throughput"] < stock["output_throughput"]
+
+
+def test_sim_profile_prints_a_file_that_sim_serve_and_the_study_accept(tmp_path):
+    from tuner.config import load_study_spec
+    from tuner.testing import sim_study, tuner
+
+    out = tuner("sim", "profile", "H100", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "bandwidth_bytes_s: 3350000000000.0" in out.stdout and "constants:" in out.stdout
+    (tmp_path / "h100.yaml").write_text(out.stdout)
+    study = sim_study(tmp_path, tmp_path, hardware={"profile": "h100.yaml", "count": 4})
+    spec = load_study_spec(study)
+    assert spec.hardware.accelerator == str(tmp_path / "h100.yaml")
+    from tuner.runner import PlanRunner
+    from tuner.sim.profile_file import load_gpu
+
+    assert load_gpu(spec.hardware.accelerator) == GPUS["h100"]
+    assert PlanRunner(spec).gpu == GPUS["h100"]  # what `tuner plan` simulates on
+
+
+_BAD_FILES = [
+    ("absent", None, "profile file not found"),
+    ("unknown key", ("platform: cuda", "platform: cuda\nbandwith_bytes_s: 1.0"), "unknown key"),
+    ("missing constant", ("  step_overhead_s: 0.0025\n", ""), "constants.step_overhead_s: Field"),
+    ("negative bandwidth", ("768000000000.0", "-768000000000.0"), "bandwidth_bytes_s: Input"),
+    ("efficiency > 1", ("bandwidth_efficiency: 0.8", "bandwidth_efficiency: 8"), "less than"),
+    ("not a number", ("flops: 154800000000000.0", "flops: fast"), "flops: Input should be"),
+    ("not a mapping", ("", "- a\n- b\n"), "must be a YAML mapping"),
+]
+
+
+@pytest.mark.parametrize(("what", "edit", "message"), _BAD_FILES, ids=[b[0] for b in _BAD_FILES])
+def test_bad_profile_files_are_one_line(tmp_path, what, edit, message):
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml
+
+    path = tmp_path / "gpu.yaml"
+    if edit is not None:
+        old, new = edit
+        text = profile_to_yaml(GPUS["a6000"])
+        path.write_text(text.replace(old, new, 1) if old else new)
+    with pytest.raises(UserError, match=message) as err:
+        load_gpu(str(path))
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_bad_profile_files_exit_2_from_the_cli(tmp_path):
+    from tuner.testing import tuner
+
+    (tmp_path / "gpu.yaml").write_text("name: x\nplatform: cuda\n")
+    for args in (
+        ["sim", "serve", "tiny-qwen2", "--gpu", "gpu.yaml"],
+        ["sim", "serve", "tiny-qwen2", "--gpu", "missing.yaml"],
+        ["sim", "profile", "v100"],
+    ):
+        out = tuner(*args, cwd=tmp_path, timeout=60)
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr

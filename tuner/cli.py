@@ -10,7 +10,7 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from tuner.commands import bench, results, sim, study, tools
+from tuner.commands import bench, calibrate, results, sim, study, tools
 from tuner.errors import RunInterrupted, UserError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.command("best")(study.best)
 app.command("pareto")(results.pareto)
 app.command("export")(results.export)
 app.command("report")(results.report)
+app.command("calibrate")(calibrate.calibrate)
 app.command("make-tiny-model")(tools.make_tiny_model)
 app.add_typer(sim.app, name="sim")
 

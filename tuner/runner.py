@@ -18,8 +18,8 @@ from typing import Any
 from tuner.config import StudySpec
 from tuner.engine.cores import client_off_engine_cores
 from tuner.records import RequestRecord
-from tuner.space import effective_flags, engine_argv, engine_env
-from tuner.trials import FailureKind
+from tuner.space import engine_argv, engine_env, simulator_flags
+from tuner.trials import PLANNED_VERSION, FailureKind
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
@@ -313,26 +313,26 @@ class PlanRunner(TrialRunner):
         return estimated_startup_s(self.spec.engine.model, gpu_name, flags)
 
     def measure(self, ctx: TrialContext) -> Measurement:
+        from tuner.calibration import study_workload
         from tuner.errors import EngineRefused
         from tuner.metrics import compute_metrics, confidence_intervals
         from tuner.precheck import refusal_kind
         from tuner.sim.planner import simulate
-        from tuner.workload.schedule import arrival_times
 
         spec, w = self.spec, self.spec.workload
-        reqs = self.requests
-        flags = {**effective_flags(spec, ctx.params), **engine_env(spec, ctx.params)}
+        work = study_workload(spec, self.requests)
+        flags = simulator_flags(spec, ctx.params)
         ctx.phase("simulating")
-        m = Measurement(vllm_version="simulated", simulated=True)
+        m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
         try:
             sim = simulate(
                 spec.engine.model,
                 self.gpu or str(flags.get("gpu", "")),
                 flags,
-                [r.prompt_len for r in reqs],
-                [r.output_len or w.random_output_len for r in reqs],
-                [float(t) for t in arrival_times(len(reqs), w.request_rate, w.burstiness, w.seed)],
-                max_concurrency=w.max_concurrency,
+                list(work.prompt_lens),
+                list(work.output_lens),
+                list(work.arrival_s),
+                max_concurrency=work.max_concurrency,
             )
         except EngineRefused as exc:
             m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up

@@ -97,6 +97,12 @@ def engine_env(spec: StudySpec, params: dict[str, Any]) -> dict[str, str]:
     return {**spec.engine.env, **tuned_env(spec.search_space, params)}
 
 
+def simulator_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """What the simulation core takes for one config: the engine's flags and its env in one
+    mapping (it reads VLLM_CPU_KVCACHE_SPACE from there), as `tuner plan` passes them."""
+    return {**effective_flags(spec, params), **engine_env(spec, params)}
+
+
 def _production_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
     drop = SIM_ONLY_FLAGS | set(spec.engine.export_drop_flags)
     return {k: v for k, v in effective_flags(spec, params).items() if k not in drop}

@@ -55,6 +55,7 @@ SCREEN = "screen"  # how the screen chose it: candidates, seconds, rank, calibra
 WARM_START = "warm_start"  # enqueued from another study's best (`--from-plan`, `--warm-start`)
 PRECHECK_WRONG = "precheck_wrong"  # what the memory precheck said, against what happened
 VLLM_VERSION = "vllm_version"
+PLANNED_VERSION = "simulated"  # the VLLM_VERSION of a `tuner plan` trial: virtual time, no engine
 LOG_PATH = "log_path"
 STARTUP_S = "startup_s"  # launch until ready
 WORKLOAD_S = "workload_s"  # warm-ups and workload
@@ -182,6 +183,18 @@ class TrialPoint:
     def measured(self) -> bool:
         """Completed with figures of its own: not refused, not failed, not a reused result."""
         return self.status in ("feasible", "infeasible") and REUSED_FROM not in self.attrs
+
+    @property
+    def engine_measured(self) -> bool:
+        """Measured in full by an engine process over HTTP (vLLM, or `tuner sim serve`, whose
+        trials are also `simulated`): not `tuner plan`'s virtual time, not a stopped run.
+        What calibration fits the simulator to."""
+        return (
+            self.measured
+            and bool(self.metrics)
+            and self.attrs.get(VLLM_VERSION) != PLANNED_VERSION
+            and not self.attrs.get(PARTIAL)
+        )
 
     @property
     def healthy(self) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
+from scipy.stats import qmc
 
 from tuner.errors import EngineRefused, UserError
 from tuner.metrics import compute_metrics
@@ -34,9 +35,12 @@ from tuner.sim.profiles import GpuProfile, ModelProfile
 FIT_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 MIN_OBSERVATIONS = 4  # three folds of at least one held-out trial, each fitted on >= 3
 MAX_OBSERVATIONS = 16  # fitted: the first (the baseline) and the latest; ample for 5 factors
-MAX_FACTOR = 5.0  # no constant moves more than 5x either way from the base profile
-PRIOR_WEIGHT = 0.05  # per log-factor: a factor of 2 costs what a 3.5 % miss on one figure does
-DIFF_STEP = 0.02  # finite-difference step on log-factors: the scheduler's steps are discrete
+MAX_FACTOR = 20.0  # a constant moves at most 20x either way: a loaded CPU box ran 10-20x slow
+PRIOR_WEIGHT = 0.02  # per log-factor: a factor of 2 costs what a 1.4 % miss on one figure does
+START_DESIGN = 16  # Sobol points tried before the local search (a power of 2)
+START_SPAN = 3.0  # the design spans 1/3x..3x around the start
+ROBUST_SCALE = 0.1  # soft-L1 loss: misses past ~10 % count linearly (a queueing cliff, an outlier)
+DIFF_STEP = 0.01  # finite-difference step on log-factors: the scheduler's steps are discrete
 
 
 def _scale_efficiency(gpu: GpuProfile, eff: str, peak: str, f: float) -> GpuProfile:
@@ -116,6 +120,7 @@ class Calibration:
     factors: dict[str, float]  # name -> multiplier on the base profile (1 = unchanged)
     held_out_error: dict[str, float]  # on trials held out of the fit (k folds)
     fit_error: dict[str, float]  # on the trials it was fitted to
+    base_error: dict[str, float]  # the base profile's, on the same trials (before the fit)
     held_out_predictions: tuple[dict[str, float], ...]  # per observation, from its fold's fit
     observations: int
     folds: int  # held-out folds: the observation count for leave-one-out
@@ -172,7 +177,12 @@ class _Problem:
         self.base, self.model, self.workload = base, model, workload
         self.observations, self.names, self.metrics = observations, names, metrics
         # one row per (observation, measured metric), then one prior row per factor
-        self.rows = [(i, m) for i, o in enumerate(observations) for m in metrics if m in o.metrics]
+        self.rows = [
+            (i, m)
+            for i, o in enumerate(observations)
+            for m in metrics
+            if is_positive(o.metrics.get(m))
+        ]
         self.evaluations = 0
 
     def predictions(self, x: np.ndarray) -> list[dict[str, float] | None]:
@@ -193,6 +203,25 @@ class _Problem:
         out.extend(PRIOR_WEIGHT * x)
         return np.asarray(out)
 
+    def cost(self, x: np.ndarray) -> float:
+        r = self.residuals(x)
+        return float(np.sum(2 * ROBUST_SCALE**2 * (np.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)))
+
+    def starting_points(
+        self, names: Sequence[str], start: Mapping[str, float] | None
+    ) -> list[np.ndarray]:
+        """The given start (else the base profile) and, without a start, the best point of a
+        small scrambled Sobol design within 3x of it: the scheduler's discrete events (a
+        queue forms or not, the slowest request changes) leave shallow local minima, and two
+        local searches from different places miss fewer of them than one."""
+        bound = math.log(MAX_FACTOR) * (1 - 1e-9)
+        x0 = np.clip(np.log([float((start or {}).get(n, 1.0)) for n in names]), -bound, bound)
+        if start is not None:
+            return [x0]  # a previous fit: already near, a second search would only cost time
+        design = qmc.Sobol(len(names), scramble=True, seed=0).random(START_DESIGN)
+        spread = np.clip(x0 + math.log(START_SPAN) * (2 * design - 1), -bound, bound)
+        return [x0, min(spread, key=self.cost)]
+
     def solve(self, x0: np.ndarray, max_nfev: int):
         bound = math.log(MAX_FACTOR)
         return least_squares(
@@ -201,6 +230,8 @@ class _Problem:
             bounds=(-bound, bound),
             diff_step=DIFF_STEP,
             x_scale=1.0,
+            loss="soft_l1",
+            f_scale=ROBUST_SCALE,
             ftol=1e-4,
             xtol=1e-3,
             gtol=1e-4,
@@ -251,7 +282,7 @@ def _errors(
         misses = [
             abs(pred[m] / o.metrics[m] - 1.0)
             for o, pred in zip(observations, predictions, strict=True)
-            if pred and m in pred and m in o.metrics
+            if pred and m in pred and is_positive(o.metrics.get(m))
         ]
         if misses:
             errors[m] = float(np.median(misses))
@@ -296,6 +327,7 @@ def fit(
         for o in observations
     ]
     usable = [o for o, p in zip(observations, base_preds, strict=True) if p]
+    base_of = {id(o): p for o, p in zip(observations, base_preds, strict=True)}
     if max_observations is not None and len(usable) > max_observations > 1:
         usable = [usable[0], *usable[len(usable) - max_observations + 1 :]]
     skipped = tuple(o.trial for o, p in zip(observations, base_preds, strict=True) if not p)
@@ -309,9 +341,8 @@ def fit(
     if unknown:
         raise UserError(f"unknown calibration factors {unknown}; known: {', '.join(FACTORS)}")
     full = _Problem(base, model, sim_workload, usable, names, metrics)
-    x0 = np.log([float((start or {}).get(n, 1.0)) for n in names])
-    bound = math.log(MAX_FACTOR) * (1 - 1e-9)
-    result = full.solve(np.clip(x0, -bound, bound), max_nfev)
+    results = [full.solve(x0, max_nfev) for x0 in full.starting_points(names, start)]
+    result = min(results, key=lambda r: r.cost)
     x = result.x
     fitted = full.predictions(x)
     held_out: list[dict[str, float] | None]
@@ -327,6 +358,7 @@ def fit(
         factors=factor_values,
         held_out_error=_errors(usable, held_out, metrics),
         fit_error=_errors(usable, fitted, metrics),
+        base_error=_errors(usable, [base_of[id(o)] for o in usable], metrics),
         held_out_predictions=tuple(p or {} for p in held_out),
         observations=len(usable),
         folds=k,

@@ -1,0 +1,107 @@
+"""A study's trials as calibration input (tuner.calibration), and `tuner calibrate` end to end
+on `tuner sim serve` with a hidden truth profile (tuner.commands.calibrate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuner.config import load_study_spec
+from tuner.sim.profile_file import load_gpu, profile_to_yaml
+from tuner.sim.profiles import GPUS
+from tuner.testing import sim_study, tuner
+from tuner.trials import PARTIAL, PLANNED_VERSION, VLLM_VERSION, TrialPoint
+
+
+def _truth_file(tmp_path: Path) -> Path:
+    """The A6000 with 25 % less bandwidth and twice the step overhead: the 'real' GPU."""
+    data = yaml.safe_load(profile_to_yaml(GPUS["a6000"]))
+    data["bandwidth_bytes_s"] *= 0.75
+    data["constants"]["step_overhead_s"] *= 2
+    path = tmp_path / "truth.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _point(number: int, **attrs) -> TrialPoint:
+    return TrialPoint(
+        number=number,
+        state="COMPLETE",
+        params={"max-num-seqs": 8 * (number + 1)},
+        metrics={"p99_ttft_ms": 100.0, "mean_tpot_ms": 30.0, "output_throughput": 500.0},
+        status="feasible",
+        attrs=attrs,
+    )
+
+
+def test_only_trials_an_engine_measured_in_full_are_observations(tmp_path, tiny_model_dir):
+    from tuner.calibration import observations
+
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    points = [
+        _point(2, **{VLLM_VERSION: "sim-0.1"}),
+        _point(0, **{VLLM_VERSION: "0.11.0"}),
+        _point(1, **{VLLM_VERSION: PLANNED_VERSION}),  # `tuner plan`: a prediction
+        _point(3, **{VLLM_VERSION: "0.11.0", PARTIAL: True}),  # stopped early
+        _point(4, **{VLLM_VERSION: "0.11.0", "reused_from": 0}),  # not measured itself
+    ]
+    obs = observations(spec, {}, points)
+    assert [o.trial for o in obs] == [0, 2]
+    assert obs[0].flags["max-num-seqs"] == 8 and obs[0].flags["tensor-parallel-size"] == 4
+    assert obs[0].flags["gpu"] == "a6000"  # the sim-only flag rides along, as in `tuner plan`
+
+
+@pytest.mark.slow  # four real-time trials on `tuner sim serve`
+def test_calibrate_fits_a_hidden_truth_end_to_end(tmp_path, tiny_model_dir):
+    truth = _truth_file(tmp_path)
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        flags={"gpu": str(truth)},  # the engine runs on the truth; the study is told a6000
+        workload={"num_prompts": 12, "random_output_len": 32, "request_rate": 8},
+        budget={"n_trials": 4},
+    )
+    first = tuner("run", str(study), "--n-trials", "2", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    few = tuner("calibrate", str(study), "-o", "cal.yaml", cwd=tmp_path)
+    assert few.returncode == 2 and "at least 4 measured trials" in few.stderr, few.stderr
+    assert "2 given" in few.stderr
+    assert len(few.stderr.strip().splitlines()) == 1 and not (tmp_path / "cal.yaml").exists()
+
+    more = tuner("run", str(study), cwd=tmp_path)
+    assert more.returncode == 0, more.stderr
+    out = tuner("calibrate", str(study), "-o", "cal.yaml", "--folds", "2", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "SIMULATED engine" in out.stdout and "held out (2-fold)" in out.stdout
+    for metric in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput"):
+        assert metric in out.stdout
+
+    fitted, base, real = load_gpu(str(tmp_path / "cal.yaml")), GPUS["a6000"], load_gpu(str(truth))
+
+    def decode_bw(gpu):
+        return gpu.bandwidth_bytes_s * gpu.constants.bandwidth_efficiency
+
+    # the fitted profile's decode bandwidth moved from the stock figure toward the truth
+    assert abs(decode_bw(fitted) - decode_bw(real)) < 0.5 * abs(decode_bw(base) - decode_bw(real))
+    assert "calibrated on" in fitted.description
+
+    # the written file is a study's hardware.profile
+    data = yaml.safe_load(study.read_text())
+    data["hardware"] = {"profile": "cal.yaml", "count": 4}
+    study.write_text(yaml.safe_dump(data))
+    assert load_gpu(load_study_spec(study).hardware.accelerator) == fitted
+
+
+def test_calibrate_refuses_a_study_without_a_profile_or_trials(tmp_path, tiny_model_dir):
+    study = sim_study(tmp_path, tiny_model_dir, hardware={"count": 4})
+    out = tuner("calibrate", str(study), "-o", "cal.yaml", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+    data = yaml.safe_load(study.read_text())
+    data["hardware"] = {"profile": "missing.yaml"}
+    study.write_text(yaml.safe_dump(data))
+    out = tuner("run", str(study), cwd=tmp_path)
+    assert out.returncode == 2 and "missing.yaml: profile file not found" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,102 @@
+"""`tuner calibrate`: fit the simulator's profile to a study's measured trials."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tuner.commands.common import Storage, StudyFile, open_stored_study
+
+
+def calibrate(
+    study_file: StudyFile,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Write the calibrated profile file here.")
+    ],
+    storage: Storage = None,
+    folds: Annotated[
+        int, typer.Option(min=2, max=50, help="Held-out folds for the error (refits).")
+    ] = 5,
+    max_requests: Annotated[
+        int | None,
+        typer.Option(min=1, help="Simulate only the workload's first N requests (faster)."),
+    ] = None,
+) -> None:
+    """Fit the simulator's constants to the study's measured trials, from its hardware profile.
+
+    Reads the trials an engine measured in full under the study's current spec (never
+    `tuner plan`'s), fits a few factors (docs/simulator.md, "Calibration") and prints the
+    error per metric on trials held out of the fit. The profile file it writes goes in
+    `hardware.profile:` or `tuner sim serve --gpu`.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from tuner.calibration import calibrate_study
+    from tuner.runner import workload_requests
+    from tuner.sim.calibrate import MAX_FACTOR
+    from tuner.sim.profile_file import write_profile
+    from tuner.trials import is_simulated, read_all
+
+    study, spec = open_stored_study(study_file, storage, simulated=False)
+    points = read_all(study.get_trials(deepcopy=False))
+    cal = calibrate_study(
+        spec,
+        study.user_attrs,
+        points,
+        workload_requests(spec),
+        folds=folds,
+        max_requests=max_requests,
+    )
+    profile = replace(
+        cal.profile,
+        description=(
+            f"{cal.profile.description}; calibrated on {cal.observations} trials "
+            f"of study {study.study_name}"
+        ).lstrip("; "),
+    )
+    write_profile(profile, output)
+
+    console = Console(highlight=False)
+    simulated = is_simulated(study.user_attrs, points)
+    source = " (figures of the SIMULATED engine, `tuner sim serve`)" if simulated else ""
+    typer.echo(
+        f"calibrated {profile.name} on {cal.observations} measured trials of study "
+        f"{study.study_name!r}{source} in {cal.seconds:.1f} s"
+    )
+    if cal.skipped:
+        typer.echo(f"left out (the simulator refuses them): trials {list(cal.skipped)}")
+    factors = Table("factor", "× base profile", title="fitted factors", title_justify="left")
+    for name, value in cal.factors.items():
+        factors.add_row(name, f"{value:.3f}")
+    console.print(factors)
+    pinned = [n for n, v in cal.factors.items() if max(v, 1 / v) > 0.99 * MAX_FACTOR]
+    if pinned:
+        typer.echo(
+            f"at the bound ({MAX_FACTOR:g}x): {', '.join(pinned)}: this machine is far from "
+            f"the {profile.name} profile, or the trials do not hold what those factors explain"
+        )
+    errors = Table(
+        "metric",
+        f"held out ({cal.folds}-fold)",
+        "in fit",
+        f"{cal.profile.name}, before",
+        title="median |predicted / measured − 1|",
+        title_justify="left",
+    )
+    for metric in cal.metrics:
+        if metric in cal.held_out_error:
+            errors.add_row(
+                metric,
+                f"{100 * cal.held_out_error[metric]:.1f} %",
+                f"{100 * cal.fit_error.get(metric, float('nan')):.1f} %",
+                f"{100 * cal.base_error.get(metric, float('nan')):.1f} %",
+            )
+    console.print(errors)
+    typer.echo(
+        f"wrote {output}: use it as `hardware.profile: {output}` in a study file "
+        f"or `tuner sim serve --gpu {output}`"
+    )
