@@ -65,6 +65,8 @@ def test_search_space_file_is_resolved_relative_to_the_study(tmp_path: Path) -> 
         ({"objective": {"slo": ["p99_ttft_ms=<3"]}}, "malformed SLO"),
         ({"budget": {"timeout": "soon"}}, "bad duration"),
         ({"workload": {"request_rate": 0}}, "request_rate must be > 0"),
+        ({"search": {"fidelity": "triple"}}, "search.fidelity: Input should be 'single' or"),
+        ({"search": {"candidates": 0}}, "search.candidates"),
     ],
 )
 def test_bad_study_files_name_file_and_field(tmp_path: Path, overrides, needle: str) -> None:

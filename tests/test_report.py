@@ -171,3 +171,31 @@ def test_png_is_written(stored, tmp_path: Path) -> None:
     write_png(points, out, "handbuilt", slo_lines=spec.objective.slo)
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_predictions_section_shows_predicted_against_measured() -> None:
+    from tuner import trials as tr
+    from tuner.report import predictions_section
+    from tuner.trials import TrialPoint
+
+    attrs = {
+        **tr.prediction_attrs({"p99_ttft_ms": 100.0, "mean_tpot_ms": 20.0}, -0.1),
+        tr.PREDICTION_ERROR: {"p99_ttft_ms": 0.25, "mean_tpot_ms": -0.5},
+    }
+    point = TrialPoint(
+        number=3,
+        state="COMPLETE",
+        params={},
+        metrics={"p99_ttft_ms": 125.0, "mean_tpot_ms": 10.0},
+        status="feasible",
+        score=-0.2,
+        attrs=attrs,
+    )
+    html = predictions_section([point])
+    assert "Simulator against measurement" in html
+    assert "<td>100</td><td>125</td><td>+25.0%</td>" in html
+    assert "<td>-50.0%</td>" in html
+    unscreened = TrialPoint(
+        number=0, state="COMPLETE", params={}, metrics={}, status="feasible", attrs={}
+    )
+    assert predictions_section([unscreened]) == ""

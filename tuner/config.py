@@ -366,6 +366,19 @@ class PruningSpec(_Strict):
     margin: float = Field(0.0, ge=0.0, le=10.0)  # score slack before "cannot beat" stops
 
 
+class SearchSpec(_Strict):
+    """How each real trial is chosen (docs/multi-fidelity.md). `single`: the sampler alone.
+    `multi`: before each real trial, screen `candidates` configs on the simulator, calibrated
+    with the real trials so far, and run the best-ranked one (Optuna stores and counts it)."""
+
+    fidelity: Literal["single", "multi"] = "single"
+    candidates: int = Field(256, ge=1, le=100_000)  # configs screened per real trial
+    # requests the screen simulates per candidate (the workload's first N; None: all of them)
+    screen_prompts: int | None = Field(None, ge=1, le=1_000_000)
+    # how far the rank rule trusts the simulator less away from the real trials (0: greedy)
+    exploration: float = Field(1.0, ge=0.0, le=100.0)
+
+
 class StudySpec(_Strict):
     name: str
     description: str = ""
@@ -379,6 +392,7 @@ class StudySpec(_Strict):
     hardware: HardwareSpec = HardwareSpec()
     trial: TrialSpec = TrialSpec()
     pruning: PruningSpec = PruningSpec()
+    search: SearchSpec = SearchSpec()
     storage: str | None = None
 
     @model_validator(mode="before")

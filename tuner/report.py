@@ -28,6 +28,7 @@ from tuner.report_plots import history_figure, importance_figure, importances, p
 from tuner.slo import parse_slo
 from tuner.trials import ENGINE_S, TrialPoint, baseline_of, host_baselines
 from tuner.trials import best as best_trial
+from tuner.views import prediction_rows
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
@@ -112,6 +113,32 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
         f'<th class="{"l" if h in ("status", head[-1]) else ""}">{_e(h)}</th>' for h in head
     )
     return f'<div class="wrap"><table><thead><tr>{ths}</tr></thead>{"".join(rows)}</table></div>'
+
+
+def predictions_section(points: Sequence[TrialPoint]) -> str:
+    """`search.fidelity: multi`: what the calibrated simulator predicted for each real trial
+    before it ran, against what was measured; empty for a study without a screen."""
+    rows = prediction_rows(points)
+    if not rows:
+        return ""
+
+    def cells(r: dict) -> str:
+        error = "" if r["error"] is None else f"{r['error']:+.1%}"
+        shown = [_fmt(r[k]) for k in ("trial", "metric", "predicted", "measured")] + [error]
+        return "".join(f"<td>{_e(c)}</td>" for c in shown)
+
+    body = "".join(f"<tr>{cells(r)}</tr>" for r in rows)
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("trial", "metric", "predicted", "measured", "measured/predicted−1")
+    )
+    return (
+        "<h2>Simulator against measurement</h2>"
+        '<p class="sub">Each real trial was chosen by the simulator, calibrated on the trials '
+        "before it (search.fidelity: multi); its prediction was stored before it ran. "
+        "Predictions are never results: only measured figures rank trials.</p>"
+        f'<div class="wrap"><table><thead><tr>{head}</tr></thead>{body}</table></div>'
+    )
 
 
 def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
@@ -342,6 +369,7 @@ under the plot. Hover a point for its flags.</p>
 {imp_html}
 <h2>Every trial</h2>
 {trials_table(points, front_numbers)}
+{predictions_section(points)}
 <h2>Measured on</h2>
 {hosts_section(points)}
 {_context(spec, points)}

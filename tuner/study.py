@@ -126,9 +126,12 @@ class StudyLoop:
         accept_changes: bool = False,
         pruning: bool = True,
         slot: str | None = None,
+        warm_start: list[tuple[str, dict[str, Any]]] | None = None,
     ) -> None:
         """`slot`: the GPUs of this worker when it is one of several in this process (its
-        label in the workers table); such loops run under `tuner.slots`, which holds the lock."""
+        label in the workers table); such loops run under `tuner.slots`, which holds the lock.
+        `warm_start`: (source, params) configs queued after the baseline (`--from-plan`,
+        `--warm-start`)."""
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
         self.name = study_name(spec, runner.simulated)
@@ -155,6 +158,14 @@ class StudyLoop:
         self.in_slots = slot is not None
         self.stop_event = threading.Event()  # set by `tuner.slots` on Ctrl-C
         self.stop_signal = signal.SIGINT
+        self._warm_start = warm_start or []
+        # `search.fidelity: multi`: the calibrated simulator chooses each real trial (a plan
+        # is the simulator already: it never screens itself)
+        self.screen = None
+        if spec.search.fidelity == "multi" and not runner.simulated:
+            from tuner.screen import Screen
+
+            self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)
 
     def points(self) -> list[TrialPoint]:
         """The trials of this study's current spec: the only ones this run compares."""
@@ -247,6 +258,11 @@ class StudyLoop:
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
+        if self._warm_start:  # after the baseline: `ask` takes the oldest waiting trial
+            self._ensure_baseline()
+        for source, params in self._warm_start:
+            attrs = {tr.WARM_START: source, tr.SPEC_OF: self.spec_id, tr.HOST: self.host}
+            self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)
         todo = self.trials_left(n_trials)  # the baseline is queued before each ask
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
@@ -331,10 +347,12 @@ class StudyLoop:
     # One trial -----------------------------------------------------------------------------
 
     def _one_trial(self, index: int) -> Outcome:
-        # Ask without distributions: the trial exists (and is ours to end) before the sampler
-        # runs, so an exception from the sampler cannot leave it RUNNING.
         self._ensure_baseline()  # an interrupted one, or one another host's worker took
         self._wait_for_baseline()
+        if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
+            self._enqueue_screened()
+        # Ask without distributions: the trial exists (and is ours to end) before the sampler
+        # runs, so an exception from the sampler cannot leave it RUNNING.
         with _ASK_LOCK:
             trial = self.study.ask()
         try:
@@ -390,6 +408,17 @@ class StudyLoop:
         self._stop_if_nothing_starts(points)
         return outcome
 
+    def _enqueue_screened(self) -> None:
+        """Queue the screen's choice, unless a trial (baseline, warm start, confirm) waits."""
+        assert self.screen is not None
+        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            return
+        self.progress.phase("screening on the simulator")
+        choice = self.screen.choose(self.points())
+        self.study.set_user_attr(tr.CALIBRATION, self.screen.calibration_attrs())
+        if choice is not None:  # None: nothing new would start; the sampler proposes
+            self.study.enqueue_trial(choice.params, user_attrs=choice.attrs)
+
     def _stop_if_nothing_starts(self, points: list[TrialPoint]) -> None:
         """The first launches all failed at start the same way and no engine ever started:
         every further trial would too. Stop with the cause, taken from the engine's log."""
@@ -416,6 +445,12 @@ class StudyLoop:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
         for k, v in outcome.attrs.items():
             trial.set_user_attr(k, v)
+        if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
+            miss = tr.prediction_error(
+                trial.user_attrs, outcome.metrics, outcome.attrs.get(tr.SCORE)
+            )
+            if miss is not None:
+                trial.set_user_attr(tr.PREDICTION_ERROR, miss)
         for k, v in outcome.constraints.items():
             trial.set_constraint(k, v)
         adapter.set_system_attr(

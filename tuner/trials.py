@@ -31,6 +31,7 @@ SPEC_ID = "tuner_spec_id"  # its id (`tuner.specs.spec_id`)
 SPEC_BY_ID = "tuner_spec:"  # `tuner_spec:<id>`: every spec the study has run under
 LEGACY_SPEC_ID = "tuner_spec_legacy_id"  # the spec of trials stored before ids existed
 STUDY_SIMULATED = "simulated"  # the study measured the simulator: every figure is predicted
+CALIBRATION = "calibration"  # `search.fidelity: multi`: the screen's latest calibrated profile
 
 # Trial user attrs -------------------------------------------------------------------------
 SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
@@ -45,6 +46,14 @@ REUSED_FROM = "reused_from"  # same parameters as trial N: its result, not launc
 FAILURE_KIND = "failure_kind"  # a FailureKind value: present on every trial without metrics
 FAILURE_REASON = "failure_reason"  # in words, usually the engine's own log line
 PREDICTED = "predicted"  # refused before launch (vLLM's rules or the memory precheck)
+# `search.fidelity: multi` (docs/multi-fidelity.md): what the calibrated simulator predicted
+# for a trial before it ran, as `predicted_<metric>` (vLLM's keys) beside each measured one,
+# and the predicted score; never a measurement, never read as one (`is_metric` refuses them).
+PREDICTED_PREFIX = "predicted_"
+PREDICTED_SCORE = "predicted_score"
+PREDICTION_ERROR = "prediction_error"  # {metric: measured / predicted - 1, score: difference}
+SCREEN = "screen"  # how the screen chose it: candidates, seconds, rank, calibration
+WARM_START = "warm_start"  # enqueued from another study's best (`--from-plan`, `--warm-start`)
 PRECHECK_WRONG = "precheck_wrong"  # what the memory precheck said, against what happened
 VLLM_VERSION = "vllm_version"
 PLANNED_VERSION = "simulated"  # the VLLM_VERSION of a `tuner plan` trial: virtual time, no engine
@@ -114,6 +123,41 @@ def is_metric(name: str) -> bool:
     except UserError:
         return False
     return True
+
+
+def predictions(attrs: Mapping[str, Any]) -> dict[str, float]:
+    """The screen's `predicted_<metric>` figures of a trial, by metric name."""
+    return {
+        k.removeprefix(PREDICTED_PREFIX): float(v)
+        for k, v in attrs.items()
+        if k.startswith(PREDICTED_PREFIX) and is_finite(v) and is_metric(k[len(PREDICTED_PREFIX) :])
+    }
+
+
+def prediction_attrs(metrics: Mapping[str, float], score: float | None) -> dict[str, float]:
+    """A prediction as trial attrs: `predicted_<metric>` and `predicted_score`."""
+    out = {PREDICTED_PREFIX + k: float(v) for k, v in metrics.items() if is_finite(v)}
+    if is_finite(score):
+        out[PREDICTED_SCORE] = float(score)
+    return out
+
+
+def prediction_error(
+    attrs: Mapping[str, Any], metrics: Mapping[str, float] | None, score: float | None
+) -> dict[str, float] | None:
+    """How wrong the screen was about a trial: measured / predicted − 1 per metric (0.1: the
+    engine measured 10 % more), and measured minus predicted score; None without both."""
+    predicted = predictions(attrs)
+    if not predicted or not metrics:
+        return None
+    out = {
+        m: float(metrics[m]) / p - 1.0
+        for m, p in predicted.items()
+        if m in metrics and is_finite(metrics[m]) and p > 0
+    }
+    if is_finite(score) and is_finite(attrs.get(PREDICTED_SCORE)):
+        out["score"] = float(score) - float(attrs[PREDICTED_SCORE])
+    return out or None
 
 
 def _is_slo_key(key: str) -> bool:

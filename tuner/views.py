@@ -32,12 +32,18 @@ def trials_frame(
     spec_ids = {specs.trial_spec_id(study_attrs, p) for p in points}
     capacity = any(p.capacity_rps is not None for p in points)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
+    # `search.fidelity: multi`: the screen's prediction beside each measured figure
+    screened = any(tr.predictions(p.attrs) for p in points)
     rows: list[dict[str, Any]] = []
     for p in points:
         state = "INFEASIBLE" if p.status == "infeasible" else p.state
         row: dict[str, Any] = {"number": p.number, "state": state}
         row.update({f"param_{k}": v for k, v in p.params.items()})
-        row.update({m: p.metrics.get(m) for m in HEADLINE_METRICS})
+        predicted = tr.predictions(p.attrs)
+        for m in HEADLINE_METRICS:
+            row[m] = p.metrics.get(m)
+            if screened:
+                row[tr.PREDICTED_PREFIX + m] = predicted.get(m)
         if capacity:
             row[tr.CAPACITY_RPS] = p.capacity_rps
             row["rate_steps"] = len(p.rate_steps) or None
@@ -49,6 +55,8 @@ def trials_frame(
             if cap is not None:
                 row[f"{name}:{tr.CAPACITY_RPS}"] = cap
         row["score"] = p.score
+        if screened:
+            row[tr.PREDICTED_SCORE] = p.attrs.get(tr.PREDICTED_SCORE)
         row["engine_s"] = p.attrs.get(tr.ENGINE_S)
         row["baseline"] = p.baseline
         row["reused_from"] = p.attrs.get(tr.REUSED_FROM)
@@ -63,6 +71,29 @@ def trials_frame(
             row["spec"] = specs.trial_spec_id(study_attrs, p)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
+    """Predicted against measured, per real trial the screen chose and per headline metric:
+    the simulator's error over the study in plain view (measured / predicted − 1)."""
+    rows = []
+    for p in sorted(points, key=lambda p: p.number):
+        predicted = tr.predictions(p.attrs)
+        if not predicted:
+            continue
+        miss = p.attrs.get(tr.PREDICTION_ERROR) or {}
+        for m in HEADLINE_METRICS:
+            if m in predicted:
+                rows.append(
+                    {
+                        "trial": p.number,
+                        "metric": m,
+                        "predicted": predicted[m],
+                        "measured": p.metrics.get(m) if p.measured else None,
+                        "error": miss.get(m),
+                    }
+                )
+    return rows
 
 
 def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> None:

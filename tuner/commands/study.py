@@ -55,6 +55,20 @@ def run(
         int | None,
         typer.Option("--gpus-per-trial", min=1, help="GPUs of one slot: one trial per slot."),
     ] = None,
+    from_plan: Annotated[
+        int | None,
+        typer.Option(
+            "--from-plan", min=1, help="First run the top K configs of this study's `tuner plan`."
+        ),
+    ] = None,
+    warm_start: Annotated[
+        tuple[str, int] | None,
+        typer.Option(
+            "--warm-start",
+            metavar="STUDY K",
+            help="First run the top K configs of another stored study.",
+        ),
+    ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.config import parse_duration_s
@@ -74,6 +88,7 @@ def run(
         check=lambda s: _check_run(s, storage),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
+    queued = _warm_start(spec, store, from_plan, warm_start)
     log_dir.mkdir(parents=True, exist_ok=True)
     slots = plan_slots(spec)
     every_core = sorted({c for slot in slots for c in slot.cores or []}) or None
@@ -97,7 +112,25 @@ def run(
         confirm=confirm,
         accept_changes=accept_changes,
         pruning=not no_pruning,
+        warm_start=queued,
     )
+
+
+def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
+    """The configs `--from-plan` and `--warm-start` queue first: (label, params)."""
+    from tuner.errors import UserError
+    from tuner.study import study_name
+    from tuner.warm_start import top_configs
+
+    queued = []
+    if from_plan is not None:
+        queued += top_configs(store, study_name(spec, True), from_plan, spec, plan=True)
+    if warm_start is not None:
+        other, k = warm_start
+        if k < 1:
+            raise UserError(f"--warm-start: K must be at least 1, not {k}")
+        queued += top_configs(store, other, k, spec)
+    return queued
 
 
 def plan(
@@ -156,6 +189,7 @@ def _loop(
     confirm: int = 0,
     accept_changes: bool = False,
     pruning: bool = True,
+    warm_start: list | None = None,
 ) -> None:
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
@@ -168,7 +202,12 @@ def _loop(
 
     console = Console(stderr=True)
     runner.prepare()
-    kw = {"precheck": precheck, "accept_changes": accept_changes, "pruning": pruning}
+    kw = {
+        "precheck": precheck,
+        "accept_changes": accept_changes,
+        "pruning": pruning,
+        "warm_start": warm_start,
+    }
     try:
         if slot_runners:
             from tuner.progress import shared_display

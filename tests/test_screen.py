@@ -1,0 +1,101 @@
+"""The multi-fidelity screen (`tuner.screen`): candidates, prediction, the rank rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from tuner import trials as tr
+from tuner.config import load_study_spec
+from tuner.pipeline import params_key
+from tuner.screen import Screen, _from_unit, _to_unit
+from tuner.space import baseline_params, distributions
+from tuner.testing import REPO
+from tuner.trials import TrialPoint
+
+
+def _spec(tmp_path: Path, **search):
+    data = yaml.safe_load((REPO / "studies" / "demo-sim.yaml").read_text())
+    data["search_space"] = str(REPO / "search_spaces" / "vllm-core.yaml")
+    data["workload"].update(num_prompts=24)
+    data["search"] = {"fidelity": "multi", "candidates": 40, **search}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_study_spec(path)
+
+
+def _requests(spec):
+    w = spec.workload
+    return [
+        SimpleNamespace(prompt_len=w.random_input_len + 7 * i, output_len=w.random_output_len)
+        for i in range(w.num_prompts)
+    ]
+
+
+def _point(number: int, params: dict, metrics: dict, score: float, **attrs) -> TrialPoint:
+    return TrialPoint(
+        number=number,
+        state="COMPLETE",
+        params=params,
+        metrics=metrics,
+        status="feasible",
+        score=score,
+        baseline=number == 0,
+        attrs={tr.SCORE: score, **attrs},
+    )
+
+
+def test_unit_cube_round_trips_every_kind_of_parameter(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    for name, d in distributions(spec.search_space).items():
+        for x in (0.0, 0.13, 0.5, 0.77, 0.999):
+            value = _from_unit(d, x)
+            assert spec.search_space.parameters[name].contains(value), (name, value)
+            assert _from_unit(d, _to_unit(d, value)) == value, (name, value)
+    step = _from_unit(distributions(spec.search_space)["gpu-memory-utilization"], 0.33)
+    assert round(step * 100) == pytest.approx(step * 100)  # on the 0.01 grid
+
+
+def test_choose_predicts_a_new_config_and_records_its_prediction(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    screen = Screen(spec, _requests(spec))
+    base = baseline_params(spec.search_space)
+    predicted = screen.predict(base)
+    assert predicted is not None and set(predicted) >= {"p99_ttft_ms", "mean_tpot_ms"}
+    points = [_point(0, base, predicted, 0.0)]
+    choice = screen.choose(points)
+    assert choice is not None
+    assert params_key(choice.params) != params_key(base)
+    assert choice.attrs["predicted_p99_ttft_ms"] == choice.metrics["p99_ttft_ms"]
+    assert choice.attrs[tr.PREDICTED_SCORE] == choice.score
+    info = choice.attrs[tr.SCREEN]
+    assert info["screened"] >= 1 and info["screen_s"] >= 0
+    # the screen's own figures: relative to the predicted baseline, the choice is no worse
+    assert choice.score <= 1e-9
+
+
+def test_greedy_rank_takes_the_best_predicted_and_exploration_moves_away(
+    tmp_path: Path,
+) -> None:
+    greedy = Screen(_spec(tmp_path, exploration=0.0), _requests(_spec(tmp_path)), seed=3)
+    base = baseline_params(greedy.spec.search_space)
+    points = [_point(0, base, greedy.predict(base), 0.0)]
+    chosen = greedy.choose(points)
+    assert chosen is not None and chosen.attrs[tr.SCREEN]["rank"] == pytest.approx(chosen.score)
+    bold = Screen(_spec(tmp_path, exploration=50.0), _requests(_spec(tmp_path)), seed=3)
+    far = bold.choose(points)
+    assert far is not None
+    # a huge exploration weight ranks by distance from the real trials: farther than greedy
+    assert far.attrs[tr.SCREEN]["distance"] >= chosen.attrs[tr.SCREEN]["distance"]
+
+
+def test_prediction_error_is_measured_over_predicted() -> None:
+    attrs = tr.prediction_attrs({"p99_ttft_ms": 100.0, "output_throughput": 50.0}, -0.2)
+    assert tr.predictions(attrs) == {"p99_ttft_ms": 100.0, "output_throughput": 50.0}
+    assert not tr.is_metric("predicted_p99_ttft_ms")  # never read as a measurement
+    miss = tr.prediction_error(attrs, {"p99_ttft_ms": 110.0, "output_throughput": 40.0}, 0.1)
+    assert miss == pytest.approx({"p99_ttft_ms": 0.1, "output_throughput": -0.2, "score": 0.3})
+    assert tr.prediction_error({}, {"p99_ttft_ms": 1.0}, 0.0) is None
