@@ -45,6 +45,7 @@ COMPARABLE = (
     "hardware.startup_s",
 )
 SHOWN_CHANGES = 4
+LONGDOC_FIELDS = ("longdoc_lengths", "longdoc_weights", "longdoc_output_len")
 
 
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,6 +62,12 @@ def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
         for key in parents:
             node = node.get(key, {})
         node.pop(leaf, None)
+    # The long-document fields measure nothing under another dataset; leaving them out also
+    # keeps the ids of studies stored before they existed.
+    workload = out.get("workload", {})
+    if workload.get("dataset_name") != "longdoc":
+        for key in LONGDOC_FIELDS:
+            workload.pop(key, None)
     return out
 
 
