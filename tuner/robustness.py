@@ -132,7 +132,7 @@ def check(spec: StudySpec, requests: Sequence[Any], point: TrialPoint, base: Tri
     """The stored record of one check (trials.ROBUST_* keys)."""
     try:
         found = gains(spec, requests, point.params, base.params)
-    except (UserError, KeyError, ValueError, OSError) as exc:  # a model or GPU the simulator lacks
+    except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
         found, fragile = {}, None
         words = f"not checked: the simulator cannot run this study ({exc})"
     else:
