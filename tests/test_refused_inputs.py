@@ -378,6 +378,19 @@ def test_long_documents_over_max_model_len_less_the_output_are_refused_by_run(
     check_run(load_study_spec(_write(tmp_path, _data(engine=engine, workload=workload))), None)
 
 
+def test_run_cli_refuses_long_documents_over_max_model_len_in_one_line(tmp_path: Path) -> None:
+    workload = {"dataset_name": "longdoc", "longdoc_lengths": "512,4000", "longdoc_output_len": 128}
+    study = _write(tmp_path, _data(engine={"flags": {"max-model-len": 4096}}, workload=workload))
+    proc = _run(
+        tmp_path, study, "--storage", f"sqlite:///{tmp_path}/t.db", env={"VLLM_API_KEY": ""}
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "a long document of 4000 tokens plus 128 output tokens" in proc.stderr
+    assert "at most 3968 tokens" in proc.stderr
+    assert not (tmp_path / "t.db").exists()
+
+
 def test_plan_refuses_long_documents_over_max_model_len_before_any_trial(
     tmp_path: Path, tiny_model_dir
 ) -> None:

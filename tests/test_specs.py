@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import optuna
@@ -62,6 +63,19 @@ def test_fields_added_later_leave_older_specs_ids_alone(tiny_model_dir: Path) ->
     )
     ids = {specs.spec_id(x.model_dump()) for x in (_spec(tiny_model_dir), capacity, searched)}
     assert len(ids) == 3  # a changed mode or search is a changed measurement
+
+
+def test_longdoc_fields_count_only_for_the_longdoc_dataset(tiny_model_dir: Path) -> None:
+    a = _spec(tiny_model_dir).model_dump()
+    # a study stored before the longdoc fields existed keeps its id: the hashed part is what
+    # the older tuner hashed (no longdoc key at all)
+    assert "longdoc" not in json.dumps(specs._measured_part(specs.canonical(a)))
+    b = {**a, "workload": {**a["workload"], "longdoc_lengths": [100]}}
+    assert specs.spec_id(a) == specs.spec_id(b)  # random prompts: the field measures nothing
+    ld = {**a, "workload": {**a["workload"], "dataset_name": "longdoc"}}
+    ld2 = {**ld, "workload": {**ld["workload"], "longdoc_lengths": [100]}}
+    assert len({specs.spec_id(a), specs.spec_id(ld), specs.spec_id(ld2)}) == 3
+    assert specs.changes(ld, ld2) == ["workload.longdoc_lengths: [512, 2048, 8192, 32768] → [100]"]
 
 
 def test_changes_name_what_a_trial_measures(tiny_model_dir: Path) -> None:

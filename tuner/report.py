@@ -11,12 +11,13 @@ from __future__ import annotations
 import html
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import optuna
 
+from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.engine_time import study_line
 from tuner.errors import UserError
@@ -159,6 +160,7 @@ def best_commands(
     points: Sequence[TrialPoint],
     study_name: str,
     simulated: bool,
+    study_attrs: Mapping[str, Any] | None = None,
 ) -> str:
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
@@ -179,6 +181,9 @@ def best_commands(
             f"<td>{_e(_fmt(p.score))}</td></tr>"
         )
         notes = justification(spec, choice, study_name, simulated, baseline)
+        robust = tr.robustness_of(study_attrs or {}, p)
+        if robust is not None:
+            notes.append(robust[tr.ROBUST_VERDICT])
         flag = f" --slo {shlex.quote(text)}" if text else ""
         cards.append(
             f"<details{' open' if not cards else ''}><summary><b>{_e(title)}</b>: trial "
@@ -356,7 +361,7 @@ def build_report(
 {banner}
 <div class="counts">{count_html}</div>
 <h2>What to deploy</h2>
-{best_commands(spec, points, study.study_name, simulated)}
+{best_commands(spec, points, study.study_name, simulated, study.user_attrs)}
 <h2>Trade-off: {_e(x)} against mean TPOT</h2>
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.

@@ -83,6 +83,10 @@ class TrialRunner(abc.ABC):
             self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
         return self._scenario_requests[scenario]
 
+    def use_requests(self, requests: list) -> None:
+        """Measure these requests instead of the study's (`tuner.robustness` perturbs them)."""
+        self._requests = list(requests)
+
     def prepare(self) -> None:
         """Build the workload before the first trial: its errors (a missing dataset, a bad
         tokenizer) stop the run before any study exists, and its cost is not a trial's."""

@@ -54,6 +54,7 @@ ADDED_DEFAULTS = {
     "objective.capacity": None,
     "objective.aggregate": "weighted",
 }
+LONGDOC_FIELDS = ("longdoc_lengths", "longdoc_weights", "longdoc_output_len")
 
 
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,6 +78,12 @@ def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
             node = node.get(key, {})
         if leaf in node and node[leaf] == default:
             del node[leaf]
+    # The long-document fields measure nothing under another dataset; leaving them out also
+    # keeps the ids of studies stored before they existed.
+    workload = out.get("workload", {})
+    if workload.get("dataset_name") != "longdoc":
+        for key in LONGDOC_FIELDS:
+            workload.pop(key, None)
     return out
 
 

@@ -32,6 +32,14 @@ SPEC_BY_ID = "tuner_spec:"  # `tuner_spec:<id>`: every spec the study has run un
 LEGACY_SPEC_ID = "tuner_spec_legacy_id"  # the spec of trials stored before ids existed
 STUDY_SIMULATED = "simulated"  # the study measured the simulator: every figure is predicted
 CALIBRATION = "calibration"  # `search.fidelity: multi`: the screen's latest calibrated profile
+# `tuner_robustness:<trial>`: whether that config's gain over the baseline survives small
+# workload changes (`tuner.robustness`; a dict, keys below), per spec it was checked under.
+ROBUSTNESS = "tuner_robustness:"
+ROBUST_FRAGILE = "fragile"  # True, False, or None: not checked (see "verdict")
+ROBUST_VERDICT = "verdict"  # the finding in plain words
+ROBUST_GAIN = "gain"  # the config's simulated gain (−score) over the baseline, nominal workload
+ROBUST_GAINS = "gains"  # {perturbation name: gain under it}
+ROBUST_SPEC = "spec_id"  # the spec the check ran under
 
 # Trial user attrs -------------------------------------------------------------------------
 SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
@@ -406,6 +414,14 @@ def host_baselines(points: Sequence[TrialPoint]) -> dict[str, TrialPoint]:
         if p.baseline and p.metrics and p.host is not None:
             out.setdefault(p.host, p)
     return out
+
+
+def robustness_of(study_attrs: Mapping[str, Any], point: TrialPoint) -> dict[str, Any] | None:
+    """The stored robustness check of this trial's config under the spec it ran under."""
+    found = study_attrs.get(f"{ROBUSTNESS}{point.number}")
+    if not isinstance(found, dict) or found.get(ROBUST_SPEC) != point.spec_id:
+        return None
+    return found
 
 
 def is_simulated(study_attrs: Mapping[str, Any], points: Sequence[TrialPoint]) -> bool:

@@ -159,6 +159,9 @@ def best_report(
         spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
         lines.append(f"# confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)")
     lines += [f"# {line}" for line in _confidence(top, ranked, spec)]
+    robust = tr.robustness_of(study_attrs, top)
+    if robust is not None:
+        lines.append(f"# {robust[tr.ROBUST_VERDICT]}")
     lines.append(shell_command(spec, top.params))
     return "\n".join(lines)
 

@@ -256,6 +256,10 @@ def _loop(
             "exhausted, so the run stopped early"
         )
     if best_trial(loop.points()) is not None:
+        from tuner.robustness import check_best
+
+        console.print("checking that the best config's gain survives small workload changes")
+        check_best(loop.study, spec, loop.points(), runner.requests)
         _print_best(loop.study)
     else:
         console.print("no feasible trial yet: see `tuner trials` for the failure reasons")

@@ -1,0 +1,122 @@
+"""The knife-edge check: a chunk-aligned gain on fixed-length prompts is fragile, a smooth
+gain is not (simulated 32B on 4×A6000, 1024 in / 1024 out at 2 req/s)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuner import robustness as rb
+from tuner import trials as tr
+from tuner.config import load_study_spec
+from tuner.testing import sim_study
+from tuner.trials import TrialPoint
+from tuner.workload.datasets import BenchRequest
+
+BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
+N = 100
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory, tiny_model_dir):
+    workload = {
+        "random_input_len": 1024,
+        "random_output_len": 1024,
+        "num_prompts": N,
+        "request_rate": 2,
+    }
+    return load_study_spec(
+        sim_study(tmp_path_factory.mktemp("rb"), tiny_model_dir, workload=workload)
+    )
+
+
+REQUESTS = [BenchRequest("", 1024, 1024, ignore_eos=True)] * N  # the planner reads lengths only
+
+
+def _point(number: int, params: dict, **kw) -> TrialPoint:
+    return TrialPoint(number, "COMPLETE", params, {"p99_ttft_ms": 1.0}, "feasible", **kw)
+
+
+def test_a_chunk_boundary_gain_is_flagged_fragile(spec):
+    knife = rb.gains(spec, REQUESTS, {**BASE, "max-num-batched-tokens": 1510}, BASE)
+    beside = rb.gains(spec, REQUESTS, {**BASE, "max-num-batched-tokens": 1509}, BASE)
+    assert knife["nominal"] > 3 * beside["nominal"] > 0  # one token of mnbt: the knife edge
+    fragile, words = rb.verdict(knife)
+    assert fragile is True and words.startswith("FRAGILE") and "SIMULATED" in words
+
+
+def test_a_smooth_gain_is_not_fragile(spec):
+    found = rb.gains(spec, REQUESTS, {**BASE, "max-num-batched-tokens": 1024}, BASE)
+    assert set(found) == {"nominal", *(p.name for p in rb.PERTURBATIONS)}
+    fragile, words = rb.verdict(found)
+    assert fragile is False and words.startswith("robust"), found
+
+
+def test_verdict_rule():
+    assert rb.verdict({"nominal": 0.2, "a": 0.1, "b": 0.06})[0] is False
+    assert rb.verdict({"nominal": 0.2, "a": 0.1, "b": 0.04})[0] is True
+    assert rb.verdict({"nominal": 0.2, "a": -math.inf})[0] is True  # refused when perturbed
+    assert rb.verdict({"nominal": 0.2, "a": None, "b": 0.2})[0] is False  # baseline refused
+    assert rb.verdict({"nominal": -0.1, "a": 0.3})[0] is None  # no gain to keep
+
+
+def test_perturbed_workloads(spec):
+    s, reqs = rb.perturbed(spec, REQUESTS, rb.Perturbation("x", 1.03, 1.1))
+    assert s.workload.request_rate == pytest.approx(2.2) and spec.workload.request_rate == 2
+    assert {r.prompt_len for r in reqs} == {1055} and {r.output_len for r in reqs} == {1024}
+    inf = spec.model_copy(
+        update={"workload": spec.workload.model_copy(update={"request_rate": math.inf})}
+    )
+    assert all(p.rate_factor == 1.0 for p in rb.applicable(inf))
+
+
+def test_check_best_stores_the_verdict_for_best_and_report(spec):
+    class Study:
+        def __init__(self) -> None:
+            self.user_attrs: dict = {}
+
+        def set_user_attr(self, key, value):
+            self.user_attrs[key] = value
+
+    study = Study()
+    base = _point(0, BASE, score=0.0, baseline=True, spec_id="s1")
+    knife = _point(1, {**BASE, "max-num-batched-tokens": 1510}, score=-0.12, spec_id="s1")
+    record = rb.check_best(study, spec, [base, knife], REQUESTS)
+    assert record is not None and record[tr.ROBUST_FRAGILE] is True
+    stored = tr.robustness_of(study.user_attrs, knife)
+    assert stored is not None and stored[tr.ROBUST_VERDICT].startswith("FRAGILE")
+    assert tr.robustness_of(study.user_attrs, _point(1, {}, spec_id="other")) is None
+    assert rb.check_best(study, spec, [base], REQUESTS) is None  # the baseline is the best
+
+
+def test_plan_then_best_and_report_say_fragile_in_plain_words(tmp_path, tiny_model_dir):
+    from tuner.testing import tuner
+
+    space = {
+        "parameters": {
+            "max-num-batched-tokens": {
+                "type": "categorical",
+                "choices": [2048, 1510],
+                "default": 2048,
+            }
+        }
+    }
+    workload = {
+        "random_input_len": 1024,
+        "random_output_len": 1024,
+        "num_prompts": N,
+        "request_rate": 2,
+    }
+    study = sim_study(tmp_path, tiny_model_dir, workload=workload, search_space=space)
+    db = f"sqlite:///{tmp_path}/k.db"
+    ran = tuner("plan", str(study), "--n-trials", "2", "--storage", db, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    best = tuner("best", str(study), "--storage", db, "--simulated", cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    assert "--max-num-batched-tokens 1510" in best.stdout
+    assert "# FRAGILE: its gain over the baseline does not survive" in best.stdout
+    out = tmp_path / "r.html"
+    rep = tuner("report", str(study), "-o", str(out), "--storage", db, "--simulated", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "FRAGILE: its gain over the baseline does not survive" in out.read_text()
