@@ -59,8 +59,13 @@ class SilentProgress:
 
 def shared_display(console: Console) -> Progress:
     """One live display for every GPU slot of a run (rich allows one at a time)."""
+    return _display(console, labelled=True)
+
+
+def _display(console: Console, *, labelled: bool) -> Progress:
+    """The live line(s): trial i/N, bar, elapsed, ETA, best, phase; each slot's label first."""
     return Progress(
-        TextColumn("{task.description}"),
+        *([TextColumn("{task.description}")] if labelled else []),
         TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
         BarColumn(),
         TaskProgressColumn(),
@@ -85,17 +90,7 @@ class RichProgress:
         self.console = console or Console(stderr=True)
         self.label = label
         self._owns = display is None
-        self._progress = display or Progress(
-            TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta {task.fields[eta]}"),
-            TextColumn("best {task.fields[best]}"),
-            TextColumn("{task.fields[phase]}"),
-            console=self.console,
-            transient=False,
-        )
+        self._progress = display or _display(self.console, labelled=False)
         self._task = None
         self._t0 = time.monotonic()
         self._finished = 0
