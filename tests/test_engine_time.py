@@ -8,7 +8,7 @@ import pytest
 
 from tuner.engine_time import estimated_startup_s, median_startup_s, study_line, summary_line
 from tuner.pipeline import Outcome
-from tuner.study import RunSummary
+from tuner.run_summary import RunSummary
 
 
 def test_estimated_startup_for_4x_a6000_and_the_32b_model() -> None:

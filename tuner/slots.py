@@ -24,7 +24,8 @@ from typing import Any
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.lock import StudyLock, takes_lock
-from tuner.study import STOP_SIGNALS, Interrupted, RunSummary, StudyLoop
+from tuner.run_summary import RunSummary
+from tuner.study import STOP_SIGNALS, Interrupted, StudyLoop
 
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so that signals reach it
 

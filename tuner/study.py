@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -34,6 +33,7 @@ from tuner.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.progress import SilentProgress, StudyProgress
 from tuner.recovery import recover, stale_after_s
+from tuner.run_summary import RunSummary
 from tuner.runner import TrialRunner
 from tuner.sampling import make_sampler, suggest
 from tuner.space import baseline_params, distributions
@@ -71,45 +71,6 @@ class Interrupted(KeyboardInterrupt):
 
 def study_name(spec: StudySpec, simulated: bool) -> str:
     return f"{spec.name}-simulated" if simulated else spec.name
-
-
-@dataclass
-class RunSummary:
-    study_name: str
-    ran: int = 0
-    interrupted_recovered: list[int] = field(default_factory=list)
-    orphans_stopped: int = 0
-    saved_by_rules: int = 0  # refused by vLLM's scheduler rules: never launched
-    saved_by_precheck: int = 0  # predicted not to fit in memory / not supported
-    saved_by_reuse: int = 0  # parameters already measured: result reused
-    precheck_wrong: list[int] = field(default_factory=list)
-    exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
-    engine_s: float = 0.0  # engine time of this run's trials (`tuner.engine_time`)
-    measured_engine_s: list[float] = field(default_factory=list)
-    pruned: list[tuple[float, float | None]] = field(default_factory=list)  # (used, full)
-
-    @property
-    def new_configs(self) -> int:
-        """Trials that were not a reused result: what counts toward the budget."""
-        return self.ran - self.saved_by_reuse
-
-    @property
-    def launches_saved(self) -> int:
-        return self.saved_by_rules + self.saved_by_precheck + self.saved_by_reuse
-
-    def count(self, number: int, outcome: Outcome) -> None:
-        self.ran += 1
-        if outcome.saved_by is not None:
-            name = f"saved_by_{outcome.saved_by}"
-            setattr(self, name, getattr(self, name) + 1)
-        if tr.PRECHECK_WRONG in outcome.attrs and outcome.kind != "reused":
-            self.precheck_wrong.append(number)
-        used = float(outcome.attrs.get(tr.ENGINE_S) or 0.0)
-        self.engine_s += used
-        if outcome.kind == "measured":
-            self.measured_engine_s.append(used)
-        elif outcome.kind == "pruned":
-            self.pruned.append((used, outcome.attrs.get(tr.ENGINE_FULL_S)))
 
 
 class StudyLoop:
