@@ -65,15 +65,20 @@ def _run(argv: list[str]) -> None:
 def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
     flags = _workload_flags(vllm_server.base_url, vllm_server.model, vllm_server.model_dir)
     results: dict[str, list[dict]] = {"tuner": [], "vllm": []}
-    for i in range(RUNS_PER_CLIENT):
-        ours = tmp_path / f"tuner-{i}.json"
-        _run([str(REPO / ".venv" / "bin" / "tuner"), "bench", *flags, "--save-result", str(ours)])
-        results["tuner"].append(json.loads(ours.read_text()))
-        theirs = f"vllm-{i}.json"
-        vllm = [str(REPO / ".venv-vllm" / "bin" / "vllm"), "bench", "serve", "--backend", "vllm"]
-        save = ["--save-result", "--result-dir", str(tmp_path), "--result-filename", theirs]
-        _run([*vllm, *flags, "--disable-tqdm", *save])
-        results["vllm"].append(json.loads((tmp_path / theirs).read_text()))
+
+    def interleaved_runs(first: int) -> None:
+        for i in range(first, first + RUNS_PER_CLIENT):
+            ours = tmp_path / f"tuner-{i}.json"
+            tuner_bench = [str(REPO / ".venv" / "bin" / "tuner"), "bench"]
+            _run([*tuner_bench, *flags, "--save-result", str(ours)])
+            results["tuner"].append(json.loads(ours.read_text()))
+            theirs = f"vllm-{i}.json"
+            vllm = [str(REPO / ".venv-vllm" / "bin" / "vllm"), "bench", "serve"]
+            save = ["--save-result", "--result-dir", str(tmp_path), "--result-filename", theirs]
+            _run([*vllm, "--backend", "vllm", *flags, "--disable-tqdm", *save])
+            results["vllm"].append(json.loads((tmp_path / theirs).read_text()))
+
+    interleaved_runs(0)
 
     for client, runs in results.items():
         for run in runs:
@@ -86,15 +91,24 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
         NUM_PROMPTS * INPUT_LEN, rel=0.02
     )
 
-    report = {}
-    for key in TIMED_KEYS:
-        ours = statistics.median(r[key] for r in results["tuner"])
-        theirs = statistics.median(r[key] for r in results["vllm"])
-        report[key] = (ours, theirs)
-        assert ours > 0 and theirs > 0
-    print(f"medians of {RUNS_PER_CLIENT} runs (tuner, vllm): {report}")  # shown with -s
-    off = {k: abs(a - b) / b for k, (a, b) in report.items()}
-    assert all(v <= TOLERANCE for v in off.values()), f"medians (tuner, vllm): {report}"
+    def medians() -> tuple[dict, dict]:
+        report = {}
+        for key in TIMED_KEYS:
+            ours = statistics.median(r[key] for r in results["tuner"])
+            theirs = statistics.median(r[key] for r in results["vllm"])
+            report[key] = (ours, theirs)
+            assert ours > 0 and theirs > 0
+        return report, {k: abs(a - b) / b for k, (a, b) in report.items()}
+
+    report, off = medians()
+    if not all(v <= TOLERANCE for v in off.values()):
+        # A burst of other work on the shared box can skew one round; a client that times
+        # tokens wrongly misses in every round. Judge the medians of twice the runs.
+        interleaved_runs(RUNS_PER_CLIENT)
+        report, off = medians()
+    n = len(results["tuner"])
+    print(f"medians of {n} runs (tuner, vllm): {report}")  # shown with -s
+    assert all(v <= TOLERANCE for v in off.values()), f"medians of {n} (tuner, vllm): {report}"
 
 
 _VLLM_RANDOM = """
