@@ -79,6 +79,11 @@ def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
     return min(ratios, default=math.inf)
 
 
+def _grow(step: Step, slos: Sequence[SloLimit]) -> float:
+    """How far above a feasible step the next one goes: its SLO headroom, clipped."""
+    return min(max(headroom(step.metrics, slos), GROW_MIN), GROW_MAX)
+
+
 def _shrink(step: Step) -> float:
     """How far below an infeasible rate to try next: to 0.8 × the throughput it served (an
     overloaded engine serves about its saturation rate), within [1.25, 8]× below; 2× when
@@ -114,7 +119,7 @@ def search(
     first = run(rate)
     if first.feasible:
         lo = rate
-        factor = min(max(headroom(first.metrics, slos), GROW_MIN), GROW_MAX)
+        factor = _grow(first, slos)
     else:
         hi = rate
         factor = _shrink(first)
@@ -124,7 +129,7 @@ def search(
         step = run(rate)
         if step.feasible:
             lo = rate
-            factor = min(max(headroom(step.metrics, slos), GROW_MIN), GROW_MAX)
+            factor = _grow(step, slos)
         else:
             hi = rate
     while len(steps) < max_runs and lo == 0.0 and hi > min_rps:
