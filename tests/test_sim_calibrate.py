@@ -8,6 +8,7 @@ import pytest
 
 from tuner.errors import UserError
 from tuner.sim.calibrate import (
+    LOOP_PRIOR_WEIGHT,
     MAX_FACTOR,
     MIN_OBSERVATIONS,
     Observation,
@@ -155,6 +156,30 @@ def test_too_few_trials_are_refused():
         fit(base, no_figures, model=TINY, workload=workload)
     with pytest.raises(UserError, match="unknown calibration factors"):
         fit(base, obs * 2, model=TINY, workload=workload, factors=["bandwith"])
+
+
+def test_the_loops_prior_fits_from_one_trial_and_fades_as_trials_accrue():
+    """The search loop fits from its first real trial: the prior keeps the fit finite and
+    near 1 where one trial cannot tell factors apart, yet the trial's figures still pull the
+    step overhead (most of a CPU step) toward the truth; with many trials the prior's pull
+    is small against theirs and the fit matches the weak-prior one."""
+    base, workload = GPUS["cpu"], _cpu_workload()
+    truth = apply_factors(base, CPU_TRUTH)
+    obs = _observed(TINY, truth, _cpu_configs(10), workload)
+    loop = {"prior_weight": LOOP_PRIOR_WEIGHT, "min_observations": 1}
+    one = fit(base, obs[:1], model=TINY, workload=workload, **loop)
+    assert one.observations == 1 and one.held_out_error == {} and one.folds == 0
+    assert all(1 / MAX_FACTOR < f < MAX_FACTOR for f in one.factors.values())
+    assert 1.2 < one.factors["step_overhead"] <= CPU_TRUTH["step_overhead"] * 1.05
+    # the fit explains the trial far better than the stock profile did
+    for metric, error in one.fit_error.items():
+        assert error < one.base_error[metric] / 2, metric
+    two = fit(base, obs[:2], model=TINY, workload=workload, folds=3, **loop)
+    assert two.folds == 2 and set(two.held_out_error) == set(two.fit_error)
+    many = fit(base, obs, model=TINY, workload=workload, **loop)
+    weak = fit(base, obs, model=TINY, workload=workload)
+    assert many.factors["step_overhead"] == pytest.approx(weak.factors["step_overhead"], rel=0.05)
+    assert many.factors["step_overhead"] == pytest.approx(CPU_TRUTH["step_overhead"], rel=0.08)
 
 
 def test_figures_that_are_not_positive_numbers_are_left_out_of_the_fit():

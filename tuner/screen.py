@@ -2,8 +2,8 @@
 
 Before each real trial the screen
 1. calibrates the study's accelerator profile to the real trials measured so far
-   (`tuner.sim.calibrate.fit`, from the study's own profile; uncalibrated until there are
-   enough trials to fit);
+   (`tuner.sim.calibrate.fit`, from the study's own profile, from the first real trial on:
+   a prior on the factors holds what a few trials cannot identify);
 2. predicts hundreds of candidate configs in virtual time (`tuner.sim.calibrate.predict`, the
    planner's simulation core called directly: no Optuna trial, no storage, no bootstrap);
 3. ranks them by an optimistic score and hands the best one to Optuna with `enqueue_trial`,
@@ -37,6 +37,7 @@ from scipy.stats import qmc
 from tuner import objective as obj
 from tuner import trials as tr
 from tuner.config import StudySpec
+from tuner.errors import UserError
 from tuner.pipeline import params_key
 from tuner.precheck import predict_refusal
 from tuner.sim import calibrate as cal
@@ -131,14 +132,24 @@ class Screen:
         if numbers == self._calibrated_on:
             return self.calibration
         self._calibrated_on = numbers
-        if len(real) < cal.MIN_OBSERVATIONS:
+        if not real:
             return self.calibration
         best_first = sorted(real, key=lambda p: (p.score is None, p.score or 0.0))
         chosen = best_first[:CALIBRATION_MAX_OBSERVATIONS]
         observations = [
             cal.Observation(self.flags(p.params), p.metrics, trial=p.number) for p in chosen
         ]
-        c = cal.fit(
+        try:
+            c = self._fit(observations)
+        except UserError:  # the study's profile refuses every trial measured so far
+            return self.calibration
+        self.calibration = CalibrationState(
+            c.profile, c.factors, c.held_out_error, c.observations, c.seconds
+        )
+        return self.calibration
+
+    def _fit(self, observations: Sequence[cal.Observation]) -> cal.Calibration:
+        return cal.fit(
             self.base,
             observations,
             model=self.model,
@@ -146,11 +157,9 @@ class Screen:
             folds=CALIBRATION_FOLDS,
             max_nfev=CALIBRATION_MAX_NFEV,
             metrics=self.metrics,
+            prior_weight=cal.LOOP_PRIOR_WEIGHT,
+            min_observations=1,
         )
-        self.calibration = CalibrationState(
-            c.profile, c.factors, c.held_out_error, c.observations, c.seconds
-        )
-        return self.calibration
 
     def calibration_attrs(self) -> dict[str, Any]:
         """The calibrated profile as the study records it (`tr.CALIBRATION`)."""

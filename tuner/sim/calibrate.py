@@ -37,6 +37,12 @@ MIN_OBSERVATIONS = 4  # three folds of at least one held-out trial, each fitted 
 MAX_OBSERVATIONS = 16  # fitted: the first (the baseline) and the latest; ample for 5 factors
 MAX_FACTOR = 20.0  # a constant moves at most 20x either way: a loaded CPU box ran 10-20x slow
 PRIOR_WEIGHT = 0.02  # per log-factor: a factor of 2 costs what a 1.4 % miss on one figure does
+# The search loop's prior (`tuner.screen`), which fits from the first real trial on: a factor
+# of 2 is one standard deviation of belief (log 2), a measured figure is good to about 10 %
+# (one standard deviation, in log), so each prior row weighs 0.1 / log 2 = 0.14 against a
+# figure's row. With one trial's three figures the prior holds what they cannot identify; as
+# trials accrue their rows outweigh it (docs/multi-fidelity.md, "Calibration from trial 1").
+LOOP_PRIOR_WEIGHT = 0.1 / math.log(2.0)
 START_DESIGN = 16  # Sobol points tried before the local search (a power of 2)
 START_SPAN = 3.0  # the design spans 1/3x..3x around the start
 ROBUST_SCALE = 0.1  # soft-L1 loss: misses past ~10 % count linearly (a queueing cliff, an outlier)
@@ -124,7 +130,7 @@ class Calibration:
     held_out_predictions: tuple[dict[str, float], ...]  # per observation, from its fold's fit
     observations: int
     folds: int  # held-out folds: the observation count for leave-one-out
-    held_out_method: str  # "leave-one-out (linearised)" or "k-fold refits"
+    held_out_method: str  # "leave-one-out (linearised)", "k-fold refits" or "none (one trial)"
     skipped: tuple[int | None, ...] = ()  # trials the base profile refuses, or with no figure
     seconds: float = 0.0
     evaluations: int = 0
@@ -173,9 +179,12 @@ def predict(
 class _Problem:
     """Residuals of one set of observations, as a function of the log-factors."""
 
-    def __init__(self, base, model, workload, observations, names, metrics) -> None:
+    def __init__(
+        self, base, model, workload, observations, names, metrics, prior_weight=PRIOR_WEIGHT
+    ) -> None:
         self.base, self.model, self.workload = base, model, workload
         self.observations, self.names, self.metrics = observations, names, metrics
+        self.prior_weight = prior_weight
         # one row per (observation, measured metric), then one prior row per factor
         self.rows = [
             (i, m)
@@ -200,7 +209,7 @@ class _Problem:
             p = (preds[i] or {}).get(m)
             # a config refused under these factors: a large, finite miss
             out.append(math.log(p / self.observations[i].metrics[m]) if p and p > 0 else 5.0)
-        out.extend(PRIOR_WEIGHT * x)
+        out.extend(self.prior_weight * x)
         return np.asarray(out)
 
     def cost(self, x: np.ndarray) -> float:
@@ -302,6 +311,8 @@ def fit(
     max_observations: int | None = MAX_OBSERVATIONS,
     start: Mapping[str, float] | None = None,
     metrics: Sequence[str] = FIT_METRICS,
+    prior_weight: float = PRIOR_WEIGHT,
+    min_observations: int = MIN_OBSERVATIONS,
 ) -> Calibration:
     """Fit `factors` (default: `DEFAULT_FACTORS`, plus "allreduce" when the trials span
     several TP sizes) of `base` to `observations`, all measured under one workload.
@@ -315,9 +326,11 @@ def fit(
     Speed: a fit simulates each observation about (1 + len(factors)) times per iteration.
     `max_observations` keeps the first observation (a study's baseline) and the latest
     others, and `start` (e.g. the previous fit's `factors`) starts the search there, which
-    cuts the iterations when the loop refits after each new trial. Raises `UserError` when
-    fewer than `MIN_OBSERVATIONS` observations have a measured figure the base profile can
-    simulate.
+    cuts the iterations when the loop refits after each new trial. `prior_weight` is the
+    weight of each factor's prior row (`LOOP_PRIOR_WEIGHT`: a fit from a single trial). Raises
+    `UserError` when fewer than `min_observations` observations have a measured figure the
+    base profile can simulate. Below two observations nothing can be held out: the held-out
+    error is then empty.
     """
     started = time.perf_counter()
     metrics = tuple(metrics)
@@ -331,22 +344,24 @@ def fit(
     if max_observations is not None and len(usable) > max_observations > 1:
         usable = [usable[0], *usable[len(usable) - max_observations + 1 :]]
     skipped = tuple(o.trial for o, p in zip(observations, base_preds, strict=True) if not p)
-    if len(usable) < MIN_OBSERVATIONS:
+    if len(usable) < max(min_observations, 1):
         raise UserError(
-            f"calibration needs at least {MIN_OBSERVATIONS} measured trials that the "
+            f"calibration needs at least {max(min_observations, 1)} measured trials that the "
             f"simulator can run; {len(usable)} given"
         )
     names = tuple(factors) if factors is not None else _default_factors(usable)
     unknown = [n for n in names if n not in FACTORS]
     if unknown:
         raise UserError(f"unknown calibration factors {unknown}; known: {', '.join(FACTORS)}")
-    full = _Problem(base, model, sim_workload, usable, names, metrics)
+    full = _Problem(base, model, sim_workload, usable, names, metrics, prior_weight)
     results = [full.solve(x0, max_nfev) for x0 in full.starting_points(names, start)]
     result = min(results, key=lambda r: r.cost)
     x = result.x
     fitted = full.predictions(x)
     held_out: list[dict[str, float] | None]
-    if folds is None:
+    if len(usable) < 2:
+        held_out, k = [None] * len(usable), 0
+    elif folds is None:
         held_out, k = list(full.left_out(result)), len(usable)
     else:
         held_out, k = _k_fold(full, x, folds, max_nfev)
@@ -362,7 +377,13 @@ def fit(
         held_out_predictions=tuple(p or {} for p in held_out),
         observations=len(usable),
         folds=k,
-        held_out_method="leave-one-out (linearised)" if folds is None else "k-fold refits",
+        held_out_method=(
+            "none (one trial)"
+            if k == 0
+            else "leave-one-out (linearised)"
+            if folds is None
+            else "k-fold refits"
+        ),
         skipped=skipped,
         seconds=time.perf_counter() - started,
         evaluations=evaluations,
@@ -379,7 +400,9 @@ def _k_fold(
     held_out: list[dict[str, float] | None] = [None] * len(usable)
     for fold in range(k):
         train = [o for i, o in enumerate(usable) if i % k != fold]
-        problem = _Problem(full.base, full.model, full.workload, train, full.names, full.metrics)
+        problem = _Problem(
+            full.base, full.model, full.workload, train, full.names, full.metrics, full.prior_weight
+        )
         x_fold = problem.solve(x, max(len(x) + 2, max_nfev // 3)).x
         gpu = apply_factors(full.base, dict(zip(full.names, np.exp(x_fold), strict=True)))
         for i in range(fold, len(usable), k):
