@@ -8,6 +8,8 @@ the baseline under perturbed workloads: prompts 3 % shorter and longer, the requ
 10 % lower and higher. The config is **fragile** when, under any of them, it keeps less
 than a quarter of its gain (docs/robustness.md). These are the simulator's figures (free, and
 labelled SIMULATED); on a real engine `tuner run --confirm` re-measures the best configs.
+Capacity studies are re-searched under the prompt changes only (the search sets the rate);
+scenario mixes perturb every scenario and are scored as the study scores them.
 """
 
 from __future__ import annotations
