@@ -120,3 +120,59 @@ def test_plan_then_best_and_report_say_fragile_in_plain_words(tmp_path, tiny_mod
     rep = tuner("report", str(study), "-o", str(out), "--storage", db, "--simulated", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert "FRAGILE: its gain over the baseline does not survive" in out.read_text()
+
+
+CAPACITY = {"mode": "capacity", "slo": ["p99_ttft_ms<=1000"], "capacity": {"max_runs": 6}}
+
+
+def test_a_capacity_study_is_checked_under_prompt_changes_only(tmp_path, tiny_model_dir):
+    workload = {"random_input_len": 1024, "random_output_len": 256, "num_prompts": 40}
+    spec = load_study_spec(
+        sim_study(tmp_path, tiny_model_dir, workload=workload, objective=CAPACITY)
+    )
+    reqs = [BenchRequest("", 1024, 256, ignore_eos=True)] * 40
+    found = rb.gains(spec, reqs, {**BASE, "max-num-batched-tokens": 4096}, BASE)
+    assert set(found) == {"nominal", "prompts -3%", "prompts +3%"}  # the search sets the rate
+    assert found["nominal"] > 0.1  # ln(capacity ratio): more capacity than vLLM's defaults
+    record = rb.check(
+        spec, reqs, _point(1, {**BASE, "max-num-batched-tokens": 4096}), _point(0, BASE)
+    )
+    assert record[tr.ROBUST_FRAGILE] is not None and "capacity ×" in record[tr.ROBUST_VERDICT]
+
+
+def test_capacity_verdict_words_and_the_resolution_rule():
+    log = math.log
+    assert rb.verdict({"nominal": log(1.4), "prompts -3%": log(1.3)}, capacity=True) == (
+        False,
+        "robust: keeps its gain under prompts ±3% (the capacity search sets the rate) "
+        "(SIMULATED: capacity ×1.400, capacity ×1.300 at worst)",
+    )
+    fragile, words = rb.verdict({"nominal": log(1.4), "prompts +3%": log(1.02)}, capacity=True)
+    assert fragile is True and "capacity ×1.020 with prompts +3%" in words
+    fragile, words = rb.verdict({"nominal": log(1.04), "x": 0.0}, capacity=True, noise=log(1.05))
+    assert fragile is None and "resolution" in words
+
+
+def test_a_scenario_mix_perturbs_every_scenario_and_scores_the_mix(tmp_path, tiny_model_dir):
+    mix = [
+        {"name": "chat", "weight": 3, "dataset_name": "random", "random_input_len": 256},
+        {"name": "doc", "weight": 1, "dataset_name": "random", "random_input_len": 2048},
+    ]
+    workload = [
+        {**s, "tokenizer": str(tiny_model_dir), "num_prompts": 16, "request_rate": 4} for s in mix
+    ]
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=workload))
+    nominal = rb.PlanRunner(spec)
+    p = rb.PERTURBATIONS[1]  # prompts +3%
+    runner = rb._runner(*rb.perturbed(spec, nominal.requests, p), nominal, p)
+    for name in ("chat", "doc"):
+        before = [r.prompt_len for r in nominal.requests_for(name)]
+        after = [r.prompt_len for r in runner.requests_for(name)]
+        assert after == [max(1, round(n * 1.03)) for n in before] and after != before
+    faster, _ = rb.perturbed(spec, [], rb.PERTURBATIONS[3])
+    assert [w.request_rate for w in faster.workloads.values()] == pytest.approx([4.4, 4.4])
+    params = {**BASE, "max-num-batched-tokens": 1024}
+    found = rb.gains(spec, nominal.requests, params, BASE)
+    assert set(found) == {"nominal", *(q.name for q in rb.PERTURBATIONS)}
+    assert all(g is not None and math.isfinite(g) for g in found.values()), found
+    assert found != dict.fromkeys(found, found["nominal"])  # the changes change the mix's score

@@ -8,6 +8,8 @@ the baseline under perturbed workloads: prompts 3 % shorter and longer, the requ
 10 % lower and higher. The config is **fragile** when, under any of them, it keeps less
 than a quarter of its gain (docs/robustness.md). These are the simulator's figures (free, and
 labelled SIMULATED); on a real engine `tuner run --confirm` re-measures the best configs.
+Capacity studies are re-searched under the prompt changes only (the search sets the rate);
+scenario mixes perturb every scenario and are scored as the study scores them.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner import objective as obj
 from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
+from tuner.measurement import Measurement
 from tuner.runner import PlanRunner, TrialContext
+from tuner.scoring import score_trial
 from tuner.trials import TrialPoint
 
 
@@ -46,34 +49,66 @@ PERTURBATIONS = (
 KEEP_SHARE = 0.25
 
 
-def perturbed(spec: StudySpec, requests: Sequence[Any], p: Perturbation) -> tuple[StudySpec, list]:
-    """The spec and requests of one perturbed workload (same seed, same arrivals' shape)."""
-    w = spec.workload
-    if p.rate_factor != 1.0:
-        w = w.model_copy(update={"request_rate": w.request_rate * p.rate_factor})
-    reqs = [
-        dataclasses.replace(r, prompt_len=max(1, round(r.prompt_len * p.length_factor)))
-        for r in requests
+def _scaled(requests: Sequence[Any], factor: float) -> list:
+    if factor == 1.0:
+        return list(requests)
+    return [
+        dataclasses.replace(r, prompt_len=max(1, round(r.prompt_len * factor))) for r in requests
     ]
-    return spec.model_copy(update={"workload": w}), reqs
+
+
+def perturbed(spec: StudySpec, requests: Sequence[Any], p: Perturbation) -> tuple[StudySpec, list]:
+    """The spec and requests of one perturbed workload (same seed, same arrivals' shape);
+    with scenarios, every scenario's rate is scaled alike (their requests: `_runner`)."""
+    if p.rate_factor == 1.0:
+        return spec, _scaled(requests, p.length_factor)
+
+    def faster(w):
+        return w.model_copy(update={"request_rate": w.request_rate * p.rate_factor})
+
+    update = {"workload": faster(spec.workload), "scenarios": [faster(s) for s in spec.scenarios]}
+    return spec.model_copy(update=update), _scaled(requests, p.length_factor)
 
 
 def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
-    """A workload sent all at once (rate inf) has no rate to change."""
-    if math.isinf(spec.workload.request_rate):
+    """A workload sent all at once (rate inf) has no rate to change; in capacity mode the
+    search sets the rate itself, so only the lengths are changed."""
+    rates = [w.request_rate for w in (spec.workloads or {"": spec.workload}).values()]
+    if spec.objective.mode == "capacity" or all(math.isinf(r) for r in rates):
         return tuple(p for p in PERTURBATIONS if p.rate_factor == 1.0)
     return PERTURBATIONS
+
+
+def _runner(spec: StudySpec, requests: Sequence[Any], nominal: PlanRunner | None, p: Perturbation):
+    """A planner on the perturbed requests: the single workload's, or every scenario's."""
+    runner = PlanRunner(spec)
+    runner.use_requests(list(requests))
+    if nominal is not None:
+        for name in spec.workloads:
+            runner.use_requests(_scaled(nominal.requests_for(name), p.length_factor), name)
+    return runner
+
+
+def simulated(runner: PlanRunner, params: Mapping[str, Any]) -> Measurement | None:
+    """The planner's measurement of one config (every scenario, the capacity search as the
+    study runs them); None if the engine refuses it."""
+    ctx = TrialContext(runner.spec.name, -1, dict(params), phase=lambda _: None)
+    m = runner.measure(ctx)
+    return m if m.metrics is not None else None
 
 
 def simulated_metrics(
     spec: StudySpec, requests: Sequence[Any], params: Mapping[str, Any]
 ) -> dict[str, float] | None:
     """The planner's figures for one config on these requests; None if the engine refuses."""
-    runner = PlanRunner(spec)
-    runner.use_requests(list(requests))
-    ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None)
-    m = runner.measure(ctx)
-    return m.metrics
+    m = simulated(_runner(spec, requests, None, NOMINAL), params)
+    return m.metrics if m is not None else None
+
+
+def _as_reference(spec: StudySpec, m: Measurement, params: Mapping[str, Any]) -> TrialPoint:
+    """The baseline's simulated run as the trial the study would score against."""
+    scored = score_trial(spec, m, None)
+    return TrialPoint(-1, "COMPLETE", dict(params), m.metrics or {}, "feasible", attrs=scored.attrs)
 
 
 def gains(
@@ -82,31 +117,46 @@ def gains(
     params: Mapping[str, Any],
     base_params: Mapping[str, Any],
 ) -> dict[str, float | None]:
-    """The config's gain (−score against the baseline, both simulated on the same workload)
-    nominal and under each perturbation; None where the baseline itself is refused, −inf
-    where the config is."""
+    """The config's gain (−score against the baseline, both simulated on the same workload,
+    scored as the study scores: a capacity ratio, a scenario mix) nominal and under each
+    perturbation; None where the baseline itself is refused, −inf where the config is."""
     out: dict[str, float | None] = {}
-    weights = spec.objective.weights
+    nominal = PlanRunner(spec) if spec.scenarios else None
     for p in (NOMINAL, *applicable(spec)):
         s, reqs = perturbed(spec, requests, p)
-        base = simulated_metrics(s, reqs, base_params)
-        mine = simulated_metrics(s, reqs, params)
+        runner = _runner(s, reqs, nominal, p)
+        base = simulated(runner, base_params)
+        mine = simulated(runner, params)
         if base is None:
             out[p.name] = None
         elif mine is None:
             out[p.name] = -math.inf
         else:
-            out[p.name] = -obj.score(mine, base, weights)
+            out[p.name] = -score_trial(s, mine, _as_reference(s, base, base_params)).score
     return out
 
 
-def verdict(found: Mapping[str, float | None]) -> tuple[bool | None, str]:
+def _figure(gain: float, capacity: bool) -> str:
+    """A gain in the study's terms: a capacity ratio, else the score (−gain)."""
+    return f"capacity ×{math.exp(gain):.3f}" if capacity else f"score {-gain:+.3f}"
+
+
+def verdict(
+    found: Mapping[str, float | None], *, capacity: bool = False, noise: float = 0.0
+) -> tuple[bool | None, str]:
     """(fragile, in words) from the gains: fragile when a perturbation leaves less than
-    KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep."""
+    KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep. `capacity`:
+    the gains are ln(capacity ratios) of a capacity study; a nominal gain ≤ `noise` (the
+    search's resolution, as a log ratio) is no gain to check."""
     gain = found.get(NOMINAL.name)
     if gain is None or gain <= 0:
         return None, (
             "not checked: the simulator sees no gain over the baseline on the study's workload"
+        )
+    if gain <= noise:
+        return None, (
+            f"not checked: the simulated gain ({_figure(gain, capacity)}) is within the "
+            f"capacity search's resolution"
         )
     lost = {
         name: g
@@ -117,29 +167,33 @@ def verdict(found: Mapping[str, float | None]) -> tuple[bool | None, str]:
         worst = min(lost, key=lambda n: lost[n])
         return True, (
             f"FRAGILE: its gain over the baseline does not survive small workload changes: "
-            f"score {-gain:+.3f} on the study's workload, {-lost[worst]:+.3f} with {worst} "
+            f"{_figure(gain, capacity)} on the study's workload, "
+            f"{_figure(lost[worst], capacity)} with {worst} "
             f"(SIMULATED; {len(lost)} of {len(found) - 1} changes keep less than "
             f"{KEEP_SHARE:.0%} of the gain)"
         )
     kept = min(g for name, g in found.items() if name != NOMINAL.name and g is not None)
+    rates_checked = any(p.rate_factor != 1.0 and p.name in found for p in PERTURBATIONS)
+    changed = "prompts ±3%" + (" (the capacity search sets the rate)" if capacity else "")
+    if rates_checked:
+        changed = "prompts ±3% and rate ±10%"
     return False, (
-        f"robust: keeps its gain under prompts ±3% and rate ±10% "
-        f"(SIMULATED: score {-gain:+.3f}, {-kept:+.3f} at worst)"
+        f"robust: keeps its gain under {changed} "
+        f"(SIMULATED: {_figure(gain, capacity)}, {_figure(kept, capacity)} at worst)"
     )
 
 
 def check(spec: StudySpec, requests: Sequence[Any], point: TrialPoint, base: TrialPoint) -> dict:
     """The stored record of one check (trials.ROBUST_* keys)."""
     try:
-        if spec.objective.mode == "capacity" or spec.scenarios:
-            # their scores are capacities or a mix of runs: not what `gains` re-simulates
-            raise ValueError("capacity mode and scenario mixes are not checked yet")
         found = gains(spec, requests, point.params, base.params)
     except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
         found, fragile = {}, None
         words = f"not checked: the simulator cannot run this study ({exc})"
     else:
-        fragile, words = verdict(found)
+        capacity = spec.objective.mode == "capacity"
+        noise = math.log1p(spec.objective.search.resolution) if capacity else 0.0
+        fragile, words = verdict(found, capacity=capacity, noise=noise)
     return {
         tr.ROBUST_SPEC: point.spec_id,
         tr.ROBUST_FRAGILE: fragile,

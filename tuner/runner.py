@@ -83,9 +83,13 @@ class TrialRunner(abc.ABC):
             self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
         return self._scenario_requests[scenario]
 
-    def use_requests(self, requests: list) -> None:
-        """Measure these requests instead of the study's (`tuner.robustness` perturbs them)."""
-        self._requests = list(requests)
+    def use_requests(self, requests: list, scenario: str = "") -> None:
+        """Measure these requests instead of the study's, or of one scenario's
+        (`tuner.robustness` perturbs them)."""
+        if scenario:
+            self._scenario_requests[scenario] = list(requests)
+        else:
+            self._requests = list(requests)
 
     def prepare(self) -> None:
         """Build the workload before the first trial: its errors (a missing dataset, a bad
