@@ -31,7 +31,8 @@ import yaml
 from tuner import capacity
 from tuner import trials as tr
 from tuner.config import StudySpec
-from tuner.runner import PlanRunner, TrialContext
+from tuner.plan_runner import PlanRunner
+from tuner.runner import TrialContext
 from tuner.store import Store
 from tuner.study import StudyLoop
 

@@ -44,7 +44,8 @@ import tuner.sim.planner
 from tuner import objective as obj
 from tuner import trials as tr
 from tuner.config import StudySpec
-from tuner.runner import PlanRunner, TrialContext
+from tuner.plan_runner import PlanRunner
+from tuner.runner import TrialContext
 from tuner.store import Store
 from tuner.study import StudyLoop
 

@@ -27,7 +27,8 @@ import yaml
 
 from tuner.config import StudySpec, load_study_spec
 from tuner.objective import score
-from tuner.runner import PlanRunner, TrialContext
+from tuner.plan_runner import PlanRunner
+from tuner.runner import TrialContext
 from tuner.space import baseline_params
 from tuner.store import Store
 from tuner.study import StudyLoop

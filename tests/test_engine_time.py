@@ -62,7 +62,7 @@ def test_study_line_sums_the_stored_trials() -> None:
 
 def test_the_planners_startup_prefers_the_study_file_then_measured_ones(tiny_model_dir) -> None:
     from tuner.config import StudySpec
-    from tuner.runner import PlanRunner
+    from tuner.plan_runner import PlanRunner
 
     data = {
         "name": "p",

@@ -85,7 +85,7 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
 
 
 def test_plan_applies_the_same_rule_in_virtual_time(tiny_model_dir: Path, tmp_path) -> None:
-    from tuner.runner import PlanRunner
+    from tuner.plan_runner import PlanRunner
     from tuner.store import Store
     from tuner.study import StudyLoop
 

@@ -123,7 +123,7 @@ def test_sim_profile_prints_a_file_that_sim_serve_and_the_study_accept(tmp_path)
     study = sim_study(tmp_path, tmp_path, hardware={"profile": "h100.yaml", "count": 4})
     spec = load_study_spec(study)
     assert spec.hardware.accelerator == str(tmp_path / "h100.yaml")
-    from tuner.runner import PlanRunner
+    from tuner.plan_runner import PlanRunner
     from tuner.sim.profile_file import load_gpu
 
     assert load_gpu(spec.hardware.accelerator) == GPUS["h100"]

@@ -12,7 +12,7 @@ from test_study import _spec
 from tuner import specs
 from tuner import trials as tr
 from tuner.errors import UserError
-from tuner.runner import PlanRunner
+from tuner.plan_runner import PlanRunner
 from tuner.store import Store
 from tuner.study import StudyLoop
 from tuner.views import best_report

@@ -13,8 +13,8 @@ import pytest
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.optuna_adapter import set_system_attr
+from tuner.plan_runner import PlanRunner
 from tuner.recovery import this_process
-from tuner.runner import PlanRunner
 from tuner.store import Store
 from tuner.study import StudyLoop, study_name
 from tuner.trials import OWNER

@@ -23,7 +23,8 @@ from tuner import trials as tr
 from tuner.config import StudySpec
 from tuner.errors import UserError
 from tuner.measurement import Measurement
-from tuner.runner import PlanRunner, TrialContext
+from tuner.plan_runner import PlanRunner
+from tuner.runner import TrialContext
 from tuner.scoring import score_trial
 from tuner.trials import TrialPoint
 

@@ -142,7 +142,7 @@ def plan(
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.engine_time import real_startups_s
-    from tuner.runner import PlanRunner
+    from tuner.plan_runner import PlanRunner
 
     spec, store = open_study_file(study_file, storage, check=_check_plan)
     runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
