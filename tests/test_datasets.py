@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tuner.errors import UserError
-from tuner.workload.datasets import build_requests
+from tuner.workload.datasets import BenchRequest, build_requests, random_requests, resized
 from tuner.workload.spec import WorkloadSpec
 from tuner.workload.tokenizer import load_tokenizer
 
@@ -246,3 +246,16 @@ def test_longdoc_bad_values_are_refused(fields, fragment):
 def test_longdoc_too_short_for_its_question_is_a_user_error(tok):
     with pytest.raises(UserError, match="longdoc length 20 is too short"):
         _longdoc(tok, num_prompts=2, longdoc_lengths=[512, 20])
+
+
+@pytest.mark.parametrize("factor", [0.97, 1.03, 1.5])
+def test_resized_prompts_have_the_scaled_exact_length(tok, factor):
+
+    reqs = random_requests(tok, 8, input_len=200, output_len=8, range_ratio=0.5, seed=3)
+    for r in reqs:
+        out = resized(r, tok, factor)
+        n = len(tok.encode(out.prompt, add_special_tokens=False))
+        assert n == round(r.prompt_len * factor) == out.prompt_len
+        assert out.output_len == r.output_len and out.ignore_eos == r.ignore_eos
+    chat = BenchRequest([{"role": "user", "content": reqs[0].prompt}], reqs[0].prompt_len, 8)
+    assert resized(chat, tok, 0.5).prompt[0]["content"] == resized(reqs[0], tok, 0.5).prompt

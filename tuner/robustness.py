@@ -7,7 +7,8 @@ study's lengths and rate, so before the tuner recommends a config it re-simulate
 the baseline under perturbed workloads: prompts 3 % shorter and longer, the request rate
 10 % lower and higher. The config is **fragile** when, under any of them, it keeps less
 than a quarter of its gain (docs/robustness.md). These are the simulator's figures (free, and
-labelled SIMULATED); on a real engine `tuner run --confirm` re-measures the best configs.
+labelled SIMULATED); `tuner run --confirm` re-measures them on the engine
+(`tuner.robustness_measured`), and that verdict wins.
 Capacity studies are re-searched under the prompt changes only (the search sets the rate);
 scenario mixes perturb every scenario and are scored as the study scores them.
 """
@@ -143,17 +144,21 @@ def _figure(gain: float, capacity: bool) -> str:
 
 
 def verdict(
-    found: Mapping[str, float | None], *, capacity: bool = False, noise: float = 0.0
+    found: Mapping[str, float | None],
+    *,
+    capacity: bool = False,
+    noise: float = 0.0,
+    source: str = "SIMULATED",
 ) -> tuple[bool | None, str]:
     """(fragile, in words) from the gains: fragile when a perturbation leaves less than
     KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep. `capacity`:
     the gains are ln(capacity ratios) of a capacity study; a nominal gain ≤ `noise` (the
-    search's resolution, as a log ratio) is no gain to check."""
+    search's resolution, as a log ratio) is no gain to check. `source` labels the figures:
+    the simulator's, or measured on the engine (`tuner.robustness_measured`)."""
     gain = found.get(NOMINAL.name)
+    who = "the simulator sees" if source == "SIMULATED" else "the engine shows"
     if gain is None or gain <= 0:
-        return None, (
-            "not checked: the simulator sees no gain over the baseline on the study's workload"
-        )
+        return None, f"not checked: {who} no gain over the baseline on the study's workload"
     if gain <= noise:
         return None, (
             f"not checked: the simulated gain ({_figure(gain, capacity)}) is within the "
@@ -170,7 +175,7 @@ def verdict(
             f"FRAGILE: its gain over the baseline does not survive small workload changes: "
             f"{_figure(gain, capacity)} on the study's workload, "
             f"{_figure(lost[worst], capacity)} with {worst} "
-            f"(SIMULATED; {len(lost)} of {len(found) - 1} changes keep less than "
+            f"({source}; {len(lost)} of {len(found) - 1} changes keep less than "
             f"{KEEP_SHARE:.0%} of the gain)"
         )
     kept = min(g for name, g in found.items() if name != NOMINAL.name and g is not None)
@@ -180,7 +185,7 @@ def verdict(
         changed = "prompts ±3% and rate ±10%"
     return False, (
         f"robust: keeps its gain under {changed} "
-        f"(SIMULATED: {_figure(gain, capacity)}, {_figure(kept, capacity)} at worst)"
+        f"({source}: {_figure(gain, capacity)}, {_figure(kept, capacity)} at worst)"
     )
 
 
@@ -213,11 +218,11 @@ def check_best(
     if best is None or base is None or best.number == base.number:
         return None
     record = check(spec, requests, best, base)
-    study.set_user_attr(f"{tr.ROBUSTNESS}{best.number}", _jsonable(record))
+    study.set_user_attr(f"{tr.ROBUSTNESS}{best.number}", jsonable(record))
     return record
 
 
-def _jsonable(record: dict) -> dict:
+def jsonable(record: dict) -> dict:
     """±inf (a config the engine refuses) is stored as None: JSON has no infinity."""
     g = record[tr.ROBUST_GAINS]
     return {

@@ -8,6 +8,7 @@ the simulation core directly, in virtual time, for `tuner plan`.
 from __future__ import annotations
 
 import abc
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -90,6 +91,13 @@ class TrialRunner(abc.ABC):
             self._scenario_requests[scenario] = list(requests)
         else:
             self._requests = list(requests)
+
+    def with_spec(self, spec: StudySpec) -> TrialRunner:
+        """A runner like this one (same engine set-up, slot and tokenizer) for another spec's
+        workloads (`tuner.robustness_measured` runs the perturbed ones as scenarios)."""
+        clone = copy.copy(self)
+        clone.spec, clone._requests, clone._scenario_requests = spec, None, {}
+        return clone
 
     def prepare(self) -> None:
         """Build the workload before the first trial: its errors (a missing dataset, a bad

@@ -40,6 +40,10 @@ ROBUST_VERDICT = "verdict"  # the finding in plain words
 ROBUST_GAIN = "gain"  # the config's simulated gain (−score) over the baseline, nominal workload
 ROBUST_GAINS = "gains"  # {perturbation name: gain under it}
 ROBUST_SPEC = "spec_id"  # the spec the check ran under
+# `tuner_robustness_measured:<trial>`: the same check measured on the engine by `tuner run
+# --confirm` (`tuner.robustness_measured`); where both exist, the measured one is shown.
+ROBUSTNESS_MEASURED = "tuner_robustness_measured:"
+ROBUST_RUNS = "runs"  # measured only: {perturbation: {"config": metrics, "baseline": metrics}}
 
 # Trial user attrs -------------------------------------------------------------------------
 SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
@@ -417,11 +421,13 @@ def host_baselines(points: Sequence[TrialPoint]) -> dict[str, TrialPoint]:
 
 
 def robustness_of(study_attrs: Mapping[str, Any], point: TrialPoint) -> dict[str, Any] | None:
-    """The stored robustness check of this trial's config under the spec it ran under."""
-    found = study_attrs.get(f"{ROBUSTNESS}{point.number}")
-    if not isinstance(found, dict) or found.get(ROBUST_SPEC) != point.spec_id:
-        return None
-    return found
+    """The stored robustness check of this trial's config under the spec it ran under: the one
+    measured on the engine (`--confirm`) if any, else the simulator's."""
+    for prefix in (ROBUSTNESS_MEASURED, ROBUSTNESS):
+        found = study_attrs.get(f"{prefix}{point.number}")
+        if isinstance(found, dict) and found.get(ROBUST_SPEC) == point.spec_id:
+            return found
+    return None
 
 
 def is_simulated(study_attrs: Mapping[str, Any], points: Sequence[TrialPoint]) -> bool:

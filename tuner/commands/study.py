@@ -42,7 +42,15 @@ def run(
         bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
     ] = False,
     confirm: Annotated[
-        int, typer.Option("--confirm", min=0, help="Re-measure the best K configs at the end.")
+        int,
+        typer.Option(
+            "--confirm",
+            min=0,
+            help=(
+                "Re-measure the best K configs at the end, then the best and the baseline "
+                "under perturbed workloads (docs/robustness.md)."
+            ),
+        ),
     ] = 0,
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
@@ -260,6 +268,10 @@ def _loop(
 
         console.print("checking that the best config's gain survives small workload changes")
         check_best(loop.study, spec, loop.points(), runner.requests)
+        if confirm and not runner.simulated:  # measured on the engine: it wins (`best`)
+            from tuner.robustness_measured import check_best_measured
+
+            check_best_measured(loop.study, spec, loop.points(), runner, say=console.print)
         _print_best(loop.study)
     else:
         console.print("no feasible trial yet: see `tuner trials` for the failure reasons")

@@ -8,6 +8,7 @@ The longdoc dataset is ours too: synthetic documents with a question (`tuner.wor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tuner.errors import UserError
-from tuner.workload.exact import exact_length_prompt
+from tuner.workload.exact import exact_length_prompt, resized_prompt
 from tuner.workload.longdoc import longdoc_prompts
 from tuner.workload.spec import WorkloadSpec
 
@@ -41,6 +42,23 @@ class BenchRequest:
     prompt_len: int
     output_len: int | None
     ignore_eos: bool = False
+
+
+def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchRequest:
+    """The request with its prompt `factor` times as long in tokens (a chat's last message
+    is the part resized), the rest unchanged: the robustness check's perturbed prompts."""
+    prompt = request.prompt
+    if isinstance(prompt, str):
+        text, old, new = resized_prompt(tokenizer, prompt, factor)
+        changed: str | ChatMessages = text
+    else:
+        last = dict(prompt[-1])
+        content = last.get("content")
+        if not isinstance(content, str):
+            return request
+        last["content"], old, new = resized_prompt(tokenizer, content, factor)
+        changed = [*prompt[:-1], last]
+    return dataclasses.replace(request, prompt=changed, prompt_len=request.prompt_len + new - old)
 
 
 def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:

@@ -51,3 +51,18 @@ def force_length(tokenizer: Any, prompt: str, target: int) -> tuple[str, list[in
             break
         prompt, ids = prompt + FILLER, padded
     return prompt, ids
+
+
+def resized_prompt(tokenizer: Any, prompt: str, factor: float) -> tuple[str, int, int]:
+    """The prompt cut, or extended with its own tokens over again, to `factor` times its
+    token length (exact, as the random dataset's prompts are): (text, old tokens, new)."""
+    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    if not ids or factor == 1.0:
+        return prompt, len(ids), len(ids)
+    target = max(1, round(len(ids) * factor))
+
+    def cycled(n: int) -> list[int]:
+        return (ids * (n // len(ids) + 1))[:n]
+
+    text, out = exact_length_prompt(tokenizer, cycled(target), target, cycled)
+    return text, len(ids), len(out)
