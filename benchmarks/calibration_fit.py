@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from tuner.sim.calibrate import Observation, SimWorkload, apply_factors, fit, predict
+from tuner.sim.fit import Observation, SimWorkload, apply_factors, fit, predict
 from tuner.sim.profiles import get_gpu, load_model
 from tuner.workload.schedule import arrival_times
 

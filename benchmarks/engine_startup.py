@@ -3,7 +3,7 @@
 Runs (server pinned to the last core, one at a time):
   - `python -m vllm.entrypoints.openai.api_server` with the brief §5 config (--enforce-eager),
   - the same without --enforce-eager,
-  - `vllm serve` (the console script, after `tuner.vllm_env fix-dist-info`) with the config,
+  - `vllm serve` (the console script, after `tuner.tools.vllm_env fix-dist-info`) with the config,
     then `vllm bench serve` against it from the other core,
   - --block-size 16 (refused at start).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from tuner.engine.failures import EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free
 from tuner.engine.process import EngineProcess
-from tuner.tinymodel import make_tiny_model
+from tuner.tools.tinymodel import make_tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv-vllm" / "bin"

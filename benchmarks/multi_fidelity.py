@@ -25,13 +25,13 @@ from pathlib import Path
 
 import yaml
 
-from tuner.config import StudySpec, load_study_spec
-from tuner.objective import score
-from tuner.plan_runner import PlanRunner
-from tuner.runner import TrialContext
-from tuner.space import baseline_params
-from tuner.store import Store
-from tuner.study import StudyLoop
+from tuner.measure.objective import score
+from tuner.run.loop import StudyLoop
+from tuner.runners.engine_runner import TrialContext
+from tuner.runners.plan import PlanRunner
+from tuner.spec.space import baseline_params
+from tuner.spec.study import StudySpec, load_study_spec
+from tuner.store.storage import Store
 from tuner.testing import REPO
 
 TRUTH = Path(__file__).parent / "profiles" / "a6000-hidden-truth.yaml"
@@ -90,7 +90,7 @@ def grid_best(spec: StudySpec) -> float:
 
 
 def _met(text: str, metrics: dict) -> bool:
-    from tuner.slo import parse_slo
+    from tuner.spec.slo import parse_slo
 
     return all(limit.met(metrics) for limit in parse_slo(text))
 

@@ -37,7 +37,7 @@ from tuner.testing import (
     sim_study,
     start_workers,
 )
-from tuner.tinymodel import make_tiny_model
+from tuner.tools.tinymodel import make_tiny_model
 
 WORKLOAD = {"num_prompts": 32, "request_rate": 8}  # ~4 s of workload per trial
 STUDY = "e2e"

@@ -30,10 +30,10 @@ import numpy as np
 
 from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
-from tuner.metrics import compute_metrics
+from tuner.measure.metrics import compute_metrics
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import get_gpu, load_model
-from tuner.tinymodel import make_tiny_model
+from tuner.tools.tinymodel import make_tiny_model
 from tuner.workload.schedule import arrival_times
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ import pytest
 
 from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
-from tuner.tinymodel import make_tiny_model
+from tuner.tools.tinymodel import make_tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_VENV = REPO / ".venv-vllm"

@@ -12,8 +12,8 @@ from typing import Any
 
 import optuna
 
-from tuner.config import load_study_spec
-from tuner.store import Store
+from tuner.spec.study import load_study_spec
+from tuner.store.storage import Store
 
 STUDY_YAML = """\
 name: handbuilt
@@ -87,8 +87,8 @@ def build_study(
     text: str = STUDY_YAML,
 ) -> tuple[Path, str]:
     """Write the study file and a SQLite database holding the trials; returns (file, URL)."""
-    from tuner.objective import directions, metric_names, penalty_values
-    from tuner.space import distributions
+    from tuner.measure.objective import directions, metric_names, penalty_values
+    from tuner.spec.space import distributions
 
     study_file = write_study_file(dir_, text.replace("slo:", f"mode: {mode}\n  slo:"))
     spec = load_study_spec(study_file)

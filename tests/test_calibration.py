@@ -1,5 +1,5 @@
-"""A study's trials as calibration input (tuner.calibration), and `tuner calibrate` end to end
-on `tuner sim serve` with a hidden truth profile (tuner.commands.calibrate)."""
+"""A study's trials as calibration input (tuner.fidelity.calibration), and `tuner calibrate`
+end to end on `tuner sim serve` with a hidden truth profile (tuner.commands.calibrate)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuner.config import load_study_spec
 from tuner.sim.profile_file import load_gpu, profile_to_yaml
 from tuner.sim.profiles import GPUS
+from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
-from tuner.trials import PARTIAL, PLANNED_VERSION, VLLM_VERSION, TrialPoint
+from tuner.trial.point import PARTIAL, PLANNED_VERSION, VLLM_VERSION, TrialPoint
 
 
 def _truth_file(tmp_path: Path) -> Path:
@@ -37,7 +37,7 @@ def _point(number: int, **attrs) -> TrialPoint:
 
 
 def test_only_trials_an_engine_measured_in_full_are_observations(tmp_path, tiny_model_dir):
-    from tuner.calibration import observations
+    from tuner.fidelity.calibration import observations
 
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
     points = [

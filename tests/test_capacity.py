@@ -1,4 +1,4 @@
-"""The rate search (`tuner.capacity`) on synthetic latency–load curves."""
+"""The rate search (`tuner.measure.capacity`) on synthetic latency–load curves."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from tuner.capacity import Step, headroom, meets, search
-from tuner.slo import parse_slo
+from tuner.measure.capacity import Step, headroom, meets, search
+from tuner.spec.slo import parse_slo
 
 SLOS = parse_slo("p99_ttft_ms<=1000")
 

@@ -14,10 +14,10 @@ import time
 import pytest
 from aiohttp import web
 
+from tuner.spec.workload import WorkloadSpec
 from tuner.testing import loopback_app
 from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.spec import WorkloadSpec
 
 SEEN = web.AppKey("seen", list)
 FIRST_TOKEN_S = 0.05

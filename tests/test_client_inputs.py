@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.web_response import ContentCoding
 
+from tuner.spec.workload import WorkloadSpec
 from tuner.testing import loopback_app
 from tuner.workload.benchmark import run_benchmark
 from tuner.workload.client import (
@@ -26,7 +27,6 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.spec import WorkloadSpec
 
 STATE = web.AppKey("state", dict)
 BIG_ERROR_MB = 50

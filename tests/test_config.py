@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuner.config import load_study_spec, parse_duration_s
 from tuner.errors import UserError
+from tuner.spec.study import load_study_spec, parse_duration_s
 
 ROOT = Path(__file__).resolve().parents[1]
 

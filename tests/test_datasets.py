@@ -8,8 +8,8 @@ import re
 import pytest
 
 from tuner.errors import UserError
+from tuner.spec.workload import WorkloadSpec
 from tuner.workload.datasets import BenchRequest, build_requests, random_requests, resized
-from tuner.workload.spec import WorkloadSpec
 from tuner.workload.tokenizer import load_tokenizer
 
 

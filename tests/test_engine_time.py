@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tuner.engine_time import estimated_startup_s, median_startup_s, study_line, summary_line
-from tuner.pipeline import Outcome
-from tuner.run_summary import RunSummary
+from tuner.run.pipeline import Outcome
+from tuner.run.summary import RunSummary
+from tuner.trial.uptime import estimated_startup_s, median_startup_s, study_line, summary_line
 
 
 def test_estimated_startup_for_4x_a6000_and_the_32b_model() -> None:
@@ -61,8 +61,8 @@ def test_study_line_sums_the_stored_trials() -> None:
 
 
 def test_the_planners_startup_prefers_the_study_file_then_measured_ones(tiny_model_dir) -> None:
-    from tuner.config import StudySpec
-    from tuner.plan_runner import PlanRunner
+    from tuner.runners.plan import PlanRunner
+    from tuner.spec.study import StudySpec
 
     data = {
         "name": "p",

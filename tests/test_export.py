@@ -14,12 +14,12 @@ import pytest
 import yaml
 from results_fixtures import PARAMS, build_study
 
-from tuner.config import load_study_spec
 from tuner.errors import UserError
-from tuner.export import render, select_trial, shell_command, slo_violation, vllm_config
-from tuner.slo import parse_slo
-from tuner.store import Store, spec_of
-from tuner.trials import read as trial_point
+from tuner.results.export import render, select_trial, shell_command, slo_violation, vllm_config
+from tuner.spec.slo import parse_slo
+from tuner.spec.study import load_study_spec
+from tuner.store.storage import Store, spec_of
+from tuner.trial.point import read as trial_point
 
 
 @pytest.fixture

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tuner.hosts import baseline_table, differences
-from tuner.report import hosts_section
-from tuner.trials import TrialPoint
+from tuner.results.report.page import hosts_section
+from tuner.trial.hosts import baseline_table, differences
+from tuner.trial.point import TrialPoint
 
 
 def _baseline(number: int, host: str, tput: float, ci: tuple[float, float]) -> TrialPoint:

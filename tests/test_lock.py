@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import UserError
-from tuner.lock import StudyLock
-from tuner.store import Store
-from tuner.store_schema import locks_table
+from tuner.run.lock import StudyLock
+from tuner.store.schema import locks_table
+from tuner.store.storage import Store
 
 HOLD = """
 import sys, time
-from tuner.lock import StudyLock
-from tuner.store import Store
+from tuner.run.lock import StudyLock
+from tuner.store.storage import Store
 lock = StudyLock(Store(sys.argv[1]), "s")
 lock.acquire()
 print("held", flush=True)

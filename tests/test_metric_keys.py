@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import UserError
-from tuner.metric_keys import (
+from tuner.measure.metrics import compute_metrics
+from tuner.measure.records import RequestRecord
+from tuner.spec.metric_keys import (
     LatencyKey,
     direction,
     latency_key,
     parse_latency_key,
     percentile_key,
 )
-from tuner.metrics import compute_metrics
-from tuner.records import RequestRecord
-from tuner.slo import metric_direction, parse_slo
+from tuner.spec.slo import metric_direction, parse_slo
 
 
 def test_build_and_parse_round_trip() -> None:

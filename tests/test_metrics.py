@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.metrics import bootstrap_ci, compute_metrics, percentile_word
-from tuner.records import RequestRecord
+from tuner.measure.metrics import bootstrap_ci, compute_metrics, percentile_word
+from tuner.measure.records import RequestRecord
 
 
 def _rec(prompt_len, out, ttft, itl, start=0.0, success=True):

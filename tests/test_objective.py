@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from tuner.config import ObjectiveSpec
-from tuner.objective import (
+from tuner.measure.objective import (
     PENALTY_SCORE,
     clearly_better,
     constraints,
@@ -15,6 +14,7 @@ from tuner.objective import (
     penalty_values,
     score,
 )
+from tuner.spec.study import ObjectiveSpec
 
 W = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
 BASE = {"p99_ttft_ms": 1000.0, "mean_tpot_ms": 50.0, "output_throughput": 400.0}

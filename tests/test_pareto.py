@@ -9,8 +9,8 @@ import pytest
 from results_fixtures import frozen
 
 from tuner.errors import UserError
-from tuner.pareto import check_stored, front_of, pareto_front, parse_objectives
-from tuner.trials import read as trial_point
+from tuner.results.pareto import check_stored, front_of, pareto_front, parse_objectives
+from tuner.trial.point import read as trial_point
 
 MIN2 = [("p99_ttft_ms", "minimize"), ("mean_tpot_ms", "minimize")]
 

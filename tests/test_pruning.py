@@ -5,8 +5,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from tuner.objective import score
-from tuner.pruning import (
+from tuner.measure.objective import score
+from tuner.measure.pruning import (
     Checkpoints,
     EngineSample,
     Rule,
@@ -17,8 +17,8 @@ from tuner.pruning import (
     overloaded,
     replay,
 )
-from tuner.records import RequestRecord
-from tuner.slo import parse_slo
+from tuner.measure.records import RequestRecord
+from tuner.spec.slo import parse_slo
 
 
 def _done(start: float, ttft: float, e2el: float, out: int = 10) -> RequestRecord:
@@ -92,7 +92,7 @@ def test_behind_early_is_not_stopped_and_min_completed_holds() -> None:
 def test_never_stops_a_trace_whose_full_run_beats_the_incumbent(tiny_model_dir) -> None:
     """Planner traces over a grid of configs: every trial that would finish better than the
     incumbent (at every incumbent the grid has) runs to the end."""
-    from tuner.metrics import compute_metrics
+    from tuner.measure.metrics import compute_metrics
     from tuner.sim.planner import simulate
     from tuner.workload.schedule import arrival_times
 
@@ -179,7 +179,7 @@ def test_a_pruned_trial_is_never_a_candidate() -> None:
     tempting partial score never enters it."""
     from types import SimpleNamespace
 
-    from tuner.trials import best, ranked, read
+    from tuner.trial.point import best, ranked, read
 
     def trial(n: int, state: str, score: float) -> SimpleNamespace:
         return SimpleNamespace(
@@ -268,14 +268,14 @@ def test_overload_ends_the_wait_but_never_stops_a_trial_that_can_still_win() -> 
 def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
     """Behaviour, not internals: trials told the way the study loop tells a stopped one
     (StudyLoop._tell: constraint pruned=1, state PRUNED) make the study's own TPE sampler
-    (tuner.sampling.make_sampler) propose less in their region than if it had never heard
+    (tuner.run.sampling.make_sampler) propose less in their region than if it had never heard
     of them (told FAIL, which TPE ignores): they count as bad, not as missing."""
     from types import SimpleNamespace
 
-    from tuner.config import StudySpec
-    from tuner.pipeline import Outcome
-    from tuner.sampling import make_sampler
-    from tuner.study import StudyLoop
+    from tuner.run.loop import StudyLoop
+    from tuner.run.pipeline import Outcome
+    from tuner.run.sampling import make_sampler
+    from tuner.spec.study import StudySpec
 
     def share_in_pruned_region(seed: int, told_pruned: bool) -> float:
         spec = StudySpec.model_validate(

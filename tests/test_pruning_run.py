@@ -9,9 +9,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner.config import StudySpec
+from tuner.spec.study import StudySpec
 from tuner.testing import sim_study, tuner
-from tuner.trials import read_all
+from tuner.trial.point import read_all
 
 OVERLOADED = {
     # One sequence at a time, 24 requests at 16 req/s: the queue only grows.
@@ -85,9 +85,9 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
 
 
 def test_plan_applies_the_same_rule_in_virtual_time(tiny_model_dir: Path, tmp_path) -> None:
-    from tuner.plan_runner import PlanRunner
-    from tuner.store import Store
-    from tuner.study import StudyLoop
+    from tuner.run.loop import StudyLoop
+    from tuner.runners.plan import PlanRunner
+    from tuner.store.storage import Store
 
     data = {
         "name": "plan",

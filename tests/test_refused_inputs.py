@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuner.config import load_study_spec
 from tuner.errors import UserError
-from tuner.run_checks import check_run, check_run_storage
-from tuner.workload.spec import MAX_PROMPTS, MAX_WARMUPS, WorkloadSpec
+from tuner.run.checks import check_run, check_run_storage
+from tuner.spec.study import load_study_spec
+from tuner.spec.workload import MAX_PROMPTS, MAX_WARMUPS, WorkloadSpec
 
 TUNER = [sys.executable, "-m", "tuner.cli"]
 SPACE = {"parameters": {"max-num-seqs": {"type": "int", "low": 8, "high": 64}}}

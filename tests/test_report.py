@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from results_fixtures import build_study
 
-from tuner import report_plots
-from tuner.report import build_report, trials_table
-from tuner.report_pareto import SloLine, pareto_front_info
-from tuner.report_plots import history_figure, importances, pareto_figure, write_png
-from tuner.store import Store, spec_of
-from tuner.trials import read as trial_point
+from tuner.results.report import plots as report_plots
+from tuner.results.report.front import SloLine, pareto_front_info
+from tuner.results.report.page import build_report, trials_table
+from tuner.results.report.plots import history_figure, importances, pareto_figure, write_png
+from tuner.store.storage import Store, spec_of
+from tuner.trial.point import read as trial_point
 
 
 def _load(url: str, name: str = "handbuilt"):
@@ -174,9 +174,9 @@ def test_png_is_written(stored, tmp_path: Path) -> None:
 
 
 def test_predictions_section_shows_predicted_against_measured() -> None:
-    from tuner import trials as tr
-    from tuner.report import predictions_section
-    from tuner.trials import TrialPoint
+    from tuner.results.report.page import predictions_section
+    from tuner.trial import point as tr
+    from tuner.trial.point import TrialPoint
 
     attrs = {
         **tr.prediction_attrs({"p99_ttft_ms": 100.0, "mean_tpot_ms": 20.0}, -0.1),

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from results_fixtures import build_study
 
-from tuner.store import Store
+from tuner.store.storage import Store
 
 REPO = Path(__file__).resolve().parents[1]
 TUNER = str(Path(sys.executable).with_name("tuner"))

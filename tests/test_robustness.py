@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from tuner import robustness as rb
-from tuner import trials as tr
-from tuner.config import load_study_spec
+from tuner.fidelity import robustness as rb
+from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study
-from tuner.trials import TrialPoint
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
 from tuner.workload.datasets import BenchRequest
 
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}

@@ -9,13 +9,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner import robustness as rb
-from tuner import robustness_measured as rm
-from tuner import trials as tr
-from tuner.config import load_study_spec
-from tuner.runner import EngineRunner
+from tuner.fidelity import robustness as rb
+from tuner.fidelity import robustness_measured as rm
+from tuner.runners.engine_runner import EngineRunner
+from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
-from tuner.trials import TrialPoint
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
 
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
 # The demo's kind of load, smaller: ~2k-token prompts near the box's prefill capacity, where

@@ -220,10 +220,10 @@ def test_missing_engine_command_is_a_user_error(tmp_path: Path, tiny_model_dir) 
 
 def test_wrong_memory_predictions_are_reported(tmp_path: Path, tiny_model_dir) -> None:
     """The precheck believes 200 GiB GPUs; the engine has 48 GiB and refuses: a miss."""
-    from tuner.config import load_study_spec
-    from tuner.runner import EngineRunner
-    from tuner.store import Store
-    from tuner.study import StudyLoop
+    from tuner.run.loop import StudyLoop
+    from tuner.runners.engine_runner import EngineRunner
+    from tuner.spec.study import load_study_spec
+    from tuner.store.storage import Store
 
     study = sim_study(
         tmp_path, tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "gpu_memory_gib": 200}
@@ -248,11 +248,11 @@ def test_a_port_taken_before_the_engine_binds_it_is_replaced(
 ) -> None:
     import socket
 
-    from tuner.config import load_study_spec
     from tuner.engine import ports
-    from tuner.runner import EngineRunner
-    from tuner.store import Store
-    from tuner.study import StudyLoop
+    from tuner.run.loop import StudyLoop
+    from tuner.runners.engine_runner import EngineRunner
+    from tuner.spec.study import load_study_spec
+    from tuner.store.storage import Store
 
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", 0))
@@ -323,11 +323,11 @@ def test_read_only_database_is_one_line(tmp_path: Path, tiny_model_dir) -> None:
 
 def _run_with_ports(tmp_path: Path, tiny_model_dir, monkeypatch, hand_out) -> tuple:
     """One trial of the sim study in-process, `free_port` replaced by `hand_out(n)`."""
-    from tuner.config import load_study_spec
     from tuner.engine import ports
-    from tuner.runner import EngineRunner
-    from tuner.store import Store
-    from tuner.study import StudyLoop
+    from tuner.run.loop import StudyLoop
+    from tuner.runners.engine_runner import EngineRunner
+    from tuner.spec.study import load_study_spec
+    from tuner.store.storage import Store
 
     real_free_port = ports.free_port
     handed_out: list[int] = []

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from test_run_sim import _engines, _no_engine_left, _trials
 
-from tuner.config import load_study_spec
-from tuner.runner import EngineRunner
-from tuner.store import Store
-from tuner.study import StudyLoop
+from tuner.run.loop import StudyLoop
+from tuner.runners.engine_runner import EngineRunner
+from tuner.spec.study import load_study_spec
+from tuner.store.storage import Store
 from tuner.testing import cpu_study, start_run, tuner
 
 pytestmark = pytest.mark.vllm

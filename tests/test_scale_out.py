@@ -16,7 +16,7 @@ import optuna
 import pytest
 import sqlalchemy as sa
 
-from tuner.store_schema import claims_table, engines_table, workers_table
+from tuner.store.schema import claims_table, engines_table, workers_table
 from tuner.testing import counted, measured_at_once, sim_study, start_workers, tuner
 
 FAST = {"TUNER_HEARTBEAT_S": "0.5"}  # a dead worker's trial is recovered within ~2.5 s

@@ -1,4 +1,5 @@
-"""Scores of capacity trials and of scenario mixes (`tuner.scoring`, `tuner.objective`)."""
+"""Scores of capacity trials and of scenario mixes (`tuner.trial.scoring`,
+`tuner.measure.objective`)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import math
 
 import pytest
 
-from tuner import objective as obj
-from tuner import trials as tr
-from tuner.config import StudySpec
-from tuner.measurement import Measurement
-from tuner.scoring import score_trial
-from tuner.trials import TrialPoint
+from tuner.measure import objective as obj
+from tuner.measure.measurement import Measurement
+from tuner.spec.study import StudySpec
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
+from tuner.trial.scoring import score_trial
 
 BASE = {
     "name": "s",

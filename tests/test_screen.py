@@ -1,4 +1,4 @@
-"""The multi-fidelity screen (`tuner.screen`): candidates, prediction, the rank rule."""
+"""The multi-fidelity screen (`tuner.fidelity.screen`): candidates, prediction, the rank rule."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tuner import trials as tr
-from tuner.config import load_study_spec
-from tuner.pipeline import params_key
-from tuner.screen import Screen, _from_unit, _to_unit
-from tuner.space import baseline_params, distributions
+from tuner.fidelity.screen import Screen, _from_unit, _to_unit
+from tuner.run.pipeline import params_key
+from tuner.spec.space import baseline_params, distributions
+from tuner.spec.study import load_study_spec
 from tuner.testing import REPO
-from tuner.trials import TrialPoint
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
 
 
 def _spec(tmp_path: Path, **search):

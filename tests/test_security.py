@@ -11,11 +11,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from tuner.config import StudySpec
 from tuner.errors import UserError
-from tuner.export import Choice, env_assignments, render
-from tuner.pareto import TrialPoint
-from tuner.space import engine_argv
+from tuner.results.export import Choice, env_assignments, render
+from tuner.results.pareto import TrialPoint
+from tuner.spec.space import engine_argv
+from tuner.spec.study import StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "tuner").rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py"))

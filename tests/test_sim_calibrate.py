@@ -1,5 +1,5 @@
 """The calibration fit: it recovers constants the simulator itself was run with, its held-out
-error, its refusals and its speed-ups (tuner.sim.calibrate; docs/simulator.md)."""
+error, its refusals and its speed-ups (tuner.sim.fit; docs/simulator.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tuner.errors import UserError
-from tuner.sim.calibrate import (
+from tuner.sim.fit import (
     LOOP_PRIOR_WEIGHT,
     MAX_FACTOR,
     MIN_OBSERVATIONS,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tuner.errors import EngineRefused
-from tuner.metrics import compute_metrics
-from tuner.precheck import refusal_kind
+from tuner.measure.metrics import compute_metrics
+from tuner.runners.precheck import refusal_kind
 from tuner.sim.engine import Engine
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import get_gpu, load_model

@@ -61,7 +61,7 @@ def test_gpu_table_covers_the_issue():
 
 
 def _demo_workload():
-    from tuner.sim.calibrate import SimWorkload
+    from tuner.sim.fit import SimWorkload
     from tuner.workload.schedule import arrival_times
 
     n = 32
@@ -73,7 +73,7 @@ def _demo_workload():
 
 
 def _figures(gpu, flags=None):
-    from tuner.sim.calibrate import predict
+    from tuner.sim.fit import predict
 
     model = load_model("deepseek-r1-distill-qwen-32b")
     flags = {"tensor-parallel-size": 4, "max-model-len": 8192, **(flags or {})}
@@ -113,7 +113,7 @@ def test_a_perturbed_file_moves_the_figures_the_expected_way(tmp_path):
 
 
 def test_sim_profile_prints_a_file_that_sim_serve_and_the_study_accept(tmp_path):
-    from tuner.config import load_study_spec
+    from tuner.spec.study import load_study_spec
     from tuner.testing import sim_study, tuner
 
     out = tuner("sim", "profile", "H100", cwd=tmp_path)
@@ -123,7 +123,7 @@ def test_sim_profile_prints_a_file_that_sim_serve_and_the_study_accept(tmp_path)
     study = sim_study(tmp_path, tmp_path, hardware={"profile": "h100.yaml", "count": 4})
     spec = load_study_spec(study)
     assert spec.hardware.accelerator == str(tmp_path / "h100.yaml")
-    from tuner.plan_runner import PlanRunner
+    from tuner.runners.plan import PlanRunner
     from tuner.sim.profile_file import load_gpu
 
     assert load_gpu(spec.hardware.accelerator) == GPUS["h100"]

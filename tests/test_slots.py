@@ -9,10 +9,10 @@ import optuna
 import pytest
 import sqlalchemy as sa
 
-from tuner.config import HardwareSpec, load_study_spec
 from tuner.errors import UserError
-from tuner.slots import plan_slots
-from tuner.store_schema import engines_table, trials_table
+from tuner.run.slots import plan_slots
+from tuner.spec.study import HardwareSpec, load_study_spec
+from tuner.store.schema import engines_table, trials_table
 from tuner.testing import measured_at_once, sim_study, tuner
 
 

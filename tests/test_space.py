@@ -7,9 +7,8 @@ import shlex
 import optuna
 import pytest
 
-from tuner.config import StudySpec
-from tuner.export import shell_command
-from tuner.space import (
+from tuner.results.export import shell_command
+from tuner.spec.space import (
     baseline_params,
     check_rules,
     distributions,
@@ -19,6 +18,7 @@ from tuner.space import (
     serve_argv,
     serve_config,
 )
+from tuner.spec.study import StudySpec
 
 
 def _spec(**engine) -> StudySpec:

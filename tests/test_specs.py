@@ -9,13 +9,13 @@ import optuna
 import pytest
 from test_study import _spec
 
-from tuner import specs
-from tuner import trials as tr
 from tuner.errors import UserError
-from tuner.plan_runner import PlanRunner
-from tuner.store import Store
-from tuner.study import StudyLoop
-from tuner.views import best_report
+from tuner.results.views import best_report
+from tuner.run.loop import StudyLoop
+from tuner.runners.plan import PlanRunner
+from tuner.store.storage import Store
+from tuner.trial import point as tr
+from tuner.trial import specs
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ def test_a_study_from_before_spec_ids_keeps_its_trials(tiny_model_dir: Path, sto
 
 def test_a_stored_spec_this_tuner_refuses_is_one_line(tiny_model_dir: Path, store: Store) -> None:
     """An older tuner stored a value that today's checks refuse: no traceback for readers."""
-    from tuner.store import spec_of
+    from tuner.store.storage import spec_of
 
     spec = _spec(tiny_model_dir)
     loop = StudyLoop(spec, store, PlanRunner(spec))
@@ -184,8 +184,8 @@ def test_a_stored_spec_this_tuner_refuses_is_one_line(tiny_model_dir: Path, stor
 
 HOLD = """
 import sys, time
-from tuner.lock import StudyLock
-from tuner.store import Store
+from tuner.run.lock import StudyLock
+from tuner.store.storage import Store
 StudyLock(Store(sys.argv[1]), sys.argv[2]).acquire()
 print("held", flush=True)
 time.sleep(60)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tuner import store_schema
 from tuner.errors import UserError
-from tuner.records import RequestRecord
-from tuner.store import Store, resolve_storage
+from tuner.measure.records import RequestRecord
+from tuner.store import schema as store_schema
+from tuner.store.storage import Store, resolve_storage
 from tuner.testing import sim_study, tuner
 
 
@@ -84,8 +84,8 @@ def test_the_stored_spec_reads_back_whole(tmp_path: Path) -> None:
 
     import optuna
 
-    from tuner.config import StudySpec
-    from tuner.store import spec_of
+    from tuner.spec.study import StudySpec
+    from tuner.store.storage import spec_of
 
     spec = StudySpec.model_validate(
         {

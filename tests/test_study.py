@@ -10,14 +10,15 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner.config import StudySpec
 from tuner.errors import UserError
-from tuner.optuna_adapter import set_system_attr
-from tuner.plan_runner import PlanRunner
-from tuner.recovery import this_process
-from tuner.store import Store
-from tuner.study import StudyLoop, study_name
-from tuner.trials import OWNER
+from tuner.run.loop import StudyLoop
+from tuner.run.recovery import this_process
+from tuner.runners.plan import PlanRunner
+from tuner.spec.study import StudySpec
+from tuner.store.optuna_adapter import set_system_attr
+from tuner.store.storage import Store
+from tuner.trial.point import OWNER
+from tuner.trial.specs import study_name
 
 
 def _spec(tokenizer: Path, **over) -> StudySpec:
@@ -199,8 +200,8 @@ def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
 
 
 def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.trials import confirmation_runs, ranked, read_all
-    from tuner.views import best_report
+    from tuner.results.views import best_report
+    from tuner.trial.point import confirmation_runs, ranked, read_all
 
     spec = _spec(tiny_model_dir, trial={"confirm_repeats": 2})
     loop = _loop(spec, store)
@@ -268,7 +269,7 @@ class _ModelTypo(PlanRunner):
     """Every launch dies at start the same way, as with a model path typo."""
 
     def measure(self, ctx):
-        from tuner.runner import Measurement
+        from tuner.runners.engine_runner import Measurement
 
         return Measurement(
             failure_kind="crashed",
@@ -350,8 +351,8 @@ def test_recovery_does_not_depend_on_the_hostname(tiny_model_dir: Path, store: S
 
 
 def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.engine_time import estimated_startup_s, summary_line
-    from tuner.trials import ENGINE_S, WORKLOAD_S, read_all
+    from tuner.trial.point import ENGINE_S, WORKLOAD_S, read_all
+    from tuner.trial.uptime import estimated_startup_s, summary_line
 
     spec = _spec(tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "startup_s": 50})
     summary = _loop(spec, store).run(n_trials=4)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
-from tuner.tinymodel import CHAT_TEMPLATE, EOS_TOKEN, make_tiny_model
+from tuner.tools.tinymodel import CHAT_TEMPLATE, EOS_TOKEN, make_tiny_model
 
 FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from results_fixtures import frozen
 
-from tuner.trials import (
+from tuner.trial.point import (
     FailureKind,
     baseline_of,
     best,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import UserError
-from tuner.vllm_env import AMX_MODULE, fix_amx, fix_dist_info, main
+from tuner.tools.vllm_env import AMX_MODULE, fix_amx, fix_dist_info, main
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Warm starts (`tuner.warm_start`): `tuner run --from-plan K` and `--warm-start STUDY K`."""
+"""Warm starts (`tuner.fidelity.warm_start`): `tuner run --from-plan K` and
+`--warm-start STUDY K`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner import trials as tr
-from tuner.config import load_study_spec
+from tuner.fidelity.warm_start import fits
+from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
-from tuner.warm_start import fits
+from tuner.trial import point as tr
 
 
 def _trials(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:

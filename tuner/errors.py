@@ -22,8 +22,11 @@ The classes defined here depend on nothing. Two live elsewhere, named with their
 EngineStartFailed carries `tuner.engine.failures.Failure`, and this module, at the bottom of
 the package, must not import the engine layer; BenchmarkAborted belongs to the workload code
 that raises it (it has no dependency and may move here). Trial outcomes are caught by
-tuner.runner and stored as the trial's failure; only UserError reaches the user as such.
+tuner.runners.engine_runner and stored as the trial's failure; only UserError reaches the user
+as such.
 """
+
+from enum import StrEnum
 
 
 class UserError(Exception):
@@ -51,3 +54,27 @@ class RunInterrupted(Exception):
     def __init__(self, signum: int, signal_name: str) -> None:
         super().__init__(f"interrupted by {signal_name}")
         self.signum, self.signal_name = signum, signal_name
+
+
+class FailureKind(StrEnum):
+    """Why a trial has no measurement. Engine start-up kinds are read from the engine's log
+    (`tuner.engine.failures`); the rest are the tuner's own."""
+
+    KV_CACHE_TOO_SMALL = "kv_cache_too_small"
+    OUT_OF_MEMORY = "out_of_memory"
+    INVALID_ARGUMENT = "invalid_argument"  # vLLM's rules or argparse refused the flags
+    UNSUPPORTED_BLOCK_SIZE = "unsupported_block_size"
+    PORT_IN_USE = "port_in_use"  # another process took the port first: retried elsewhere
+    STARTUP_TIMEOUT = "startup_timeout"
+    CRASHED = "crashed"  # exited during start-up for a reason no pattern names
+    ENGINE_CRASHED = "engine_crashed"  # died during the workload
+    ENGINE_HUNG = "engine_hung"  # stopped answering during the workload
+    REQUESTS_FAILED = "requests_failed"  # up, but every request (or the first) failed
+    INTERRUPTED = "interrupted"  # the tuner was stopped (Ctrl-C, a signal, kill) mid-trial
+    TUNER_ERROR = "tuner_error"  # the tuner itself failed (the sampler, a bug): see the reason
+
+
+# Refusals at start-up that the memory precheck claims to predict.
+PREDICTABLE = frozenset(
+    {FailureKind.KV_CACHE_TOO_SMALL, FailureKind.UNSUPPORTED_BLOCK_SIZE, FailureKind.OUT_OF_MEMORY}
+)

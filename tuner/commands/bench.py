@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tuner.errors import UserError
-from tuner.metric_keys import (
+from tuner.spec.metric_keys import (
     GOODPUT_METRICS,
     LATENCY_METRICS,
     latency_key,
@@ -25,8 +25,8 @@ from tuner.metric_keys import (
 )
 
 if TYPE_CHECKING:
+    from tuner.spec.workload import WorkloadSpec
     from tuner.workload.benchmark import BenchmarkResult
-    from tuner.workload.spec import WorkloadSpec
 
 BACKEND_ENDPOINTS = {
     "vllm": "/v1/completions",
@@ -141,7 +141,7 @@ def bench(
         ignore_eos=ignore_eos,
         request_timeout_s=request_timeout,
     )
-    from tuner.run_checks import check_longest_fits
+    from tuner.run.checks import check_longest_fits
     from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
     from tuner.workload.client import served_max_model_len, server_model_cards
     from tuner.workload.datasets import build_requests
@@ -210,8 +210,8 @@ def workload_spec(**fields: Any) -> WorkloadSpec:
     """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
     from pydantic import ValidationError
 
-    from tuner.config import describe_validation_error
-    from tuner.workload.spec import WorkloadSpec
+    from tuner.spec.study import describe_validation_error
+    from tuner.spec.workload import WorkloadSpec
 
     try:
         spec = WorkloadSpec(**fields)

@@ -35,11 +35,11 @@ def calibrate(
     from rich.console import Console
     from rich.table import Table
 
-    from tuner.calibration import calibrate_study
-    from tuner.runner import workload_requests
-    from tuner.sim.calibrate import MAX_FACTOR
+    from tuner.fidelity.calibration import calibrate_study
+    from tuner.runners.engine_runner import workload_requests
+    from tuner.sim.fit import MAX_FACTOR
     from tuner.sim.profile_file import write_profile
-    from tuner.trials import is_simulated, read_all
+    from tuner.trial.point import is_simulated, read_all
 
     study, spec = open_stored_study(study_file, storage, simulated=False)
     points = read_all(study.get_trials(deepcopy=False))

@@ -11,8 +11,8 @@ import typer
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.config import StudySpec
-    from tuner.store import Store
+    from tuner.spec.study import StudySpec
+    from tuner.store.storage import Store
 
 StudyFile = Annotated[Path, typer.Argument(help="The study file (YAML).", show_default=False)]
 Storage = Annotated[
@@ -43,8 +43,8 @@ def open_study_file(
     store; `check(spec)` runs before the database is touched."""
     import optuna
 
-    from tuner.config import load_study_spec
-    from tuner.store import Store
+    from tuner.spec.study import load_study_spec
+    from tuner.store.storage import Store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
     spec = load_study_spec(study_file)
@@ -59,8 +59,8 @@ def open_stored_study(
     study_file: Path, storage: str | None, simulated: bool
 ) -> tuple[optuna.Study, StudySpec]:
     """The stored study for a study file, and the spec it was run with (kept in the study)."""
-    from tuner.store import spec_of
-    from tuner.study import study_name
+    from tuner.store.storage import spec_of
+    from tuner.trial.specs import study_name
 
     spec, store = open_study_file(study_file, storage, readonly=True)
     study = store.load_study(study_name(spec, simulated))

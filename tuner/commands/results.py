@@ -16,21 +16,21 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.trials import TrialPoint
+    from tuner.trial.point import TrialPoint
 
 
 def _points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint]:
     """The trials of the study's current spec (results never compare across specs), or of
     every spec it ran under."""
-    from tuner.specs import of_current
-    from tuner.trials import read_all
+    from tuner.trial.point import read_all
+    from tuner.trial.specs import of_current
 
     points = read_all(study.get_trials(deepcopy=False))
     return points if every_spec else of_current(study.user_attrs, points)
 
 
 def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
-    from tuner.trials import is_simulated
+    from tuner.trial.point import is_simulated
 
     return is_simulated(study.user_attrs, points)
 
@@ -55,8 +55,8 @@ def pareto(
     ] = None,
 ) -> None:
     """List the non-dominated feasible trials (default: P99 TTFT against mean TPOT)."""
-    from tuner.pareto import check_stored, front_of, parse_objectives
-    from tuner.trials import for_scenario
+    from tuner.results.pareto import check_stored, front_of, parse_objectives
+    from tuner.trial.point import for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
@@ -117,7 +117,7 @@ def _print_front(
     from rich.console import Console
     from rich.table import Table
 
-    from tuner.objective import HEADLINE_METRICS
+    from tuner.measure.objective import HEADLINE_METRICS
 
     axes = " vs ".join(f"{n} ({d[:3]})" for n, d in objs)
     title = f"Pareto front of {study_name}: {axes} — {len(front)} of {n_feasible} feasible trials"
@@ -152,10 +152,10 @@ def export(
     ] = None,
 ) -> None:
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
-    from tuner.export import FORMATS, render, select_trial
-    from tuner.slo import parse_slo
-    from tuner.specs import spec_for, trial_spec_id
-    from tuner.trials import baseline_of
+    from tuner.results.export import FORMATS, render, select_trial
+    from tuner.spec.slo import parse_slo
+    from tuner.trial.point import baseline_of
+    from tuner.trial.specs import spec_for, trial_spec_id
 
     _choose(fmt, FORMATS, "format")
     limits = parse_slo(slo) if slo is not None else []
@@ -199,8 +199,8 @@ def report(
     """Write one self-contained HTML report (opens offline), optionally the front as PNG."""
     import optuna
 
-    from tuner.report import build_report
-    from tuner.report_plots import write_png
+    from tuner.results.report.page import build_report
+    from tuner.results.report.plots import write_png
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
 

@@ -24,9 +24,9 @@ NoPruning = Annotated[
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.config import StudySpec
-    from tuner.runner import TrialRunner
-    from tuner.store import Store
+    from tuner.runners.engine_runner import TrialRunner
+    from tuner.spec.study import StudySpec
+    from tuner.store.storage import Store
 
 
 def run(
@@ -79,10 +79,10 @@ def run(
     ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
-    from tuner.config import parse_duration_s
     from tuner.errors import UserError
-    from tuner.runner import EngineRunner
-    from tuner.slots import plan_slots
+    from tuner.run.slots import plan_slots
+    from tuner.runners.engine_runner import EngineRunner
+    from tuner.spec.study import parse_duration_s
 
     timeout_s = None
     if timeout is not None:
@@ -127,8 +127,8 @@ def run(
 def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
     """The configs `--from-plan` and `--warm-start` queue first: (label, params)."""
     from tuner.errors import UserError
-    from tuner.study import study_name
-    from tuner.warm_start import top_configs
+    from tuner.fidelity.warm_start import top_configs
+    from tuner.trial.specs import study_name
 
     queued = []
     if from_plan is not None:
@@ -149,8 +149,8 @@ def plan(
     no_pruning: NoPruning = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
-    from tuner.engine_time import real_startups_s
-    from tuner.plan_runner import PlanRunner
+    from tuner.runners.plan import PlanRunner
+    from tuner.trial.uptime import real_startups_s
 
     spec, store = open_study_file(study_file, storage, check=_check_plan)
     runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
@@ -168,8 +168,8 @@ def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> Stud
     """`--gpus` and `--gpus-per-trial` over the study file's `hardware:`."""
     from pydantic import ValidationError
 
-    from tuner.config import HardwareSpec, describe_validation_error
     from tuner.errors import UserError
+    from tuner.spec.study import HardwareSpec, describe_validation_error
 
     if gpus is None and per_trial is None:
         return spec
@@ -202,11 +202,11 @@ def _loop(
     """Run the study loop with a live display, then print the run's summary and its best."""
     from rich.console import Console
 
-    from tuner.engine_time import summary_line
     from tuner.errors import RunInterrupted
-    from tuner.progress import RichProgress
-    from tuner.study import StudyLoop
-    from tuner.trials import best as best_trial
+    from tuner.run.loop import StudyLoop
+    from tuner.run.progress import RichProgress
+    from tuner.trial.point import best as best_trial
+    from tuner.trial.uptime import summary_line
 
     console = Console(stderr=True)
     runner.prepare()
@@ -218,8 +218,8 @@ def _loop(
     }
     try:
         if slot_runners:
-            from tuner.progress import shared_display
-            from tuner.slots import run_slots
+            from tuner.run.progress import shared_display
+            from tuner.run.slots import run_slots
 
             display = shared_display(console)
             loops = []
@@ -264,12 +264,12 @@ def _loop(
             "exhausted, so the run stopped early"
         )
     if best_trial(loop.points()) is not None:
-        from tuner.robustness import check_best
+        from tuner.fidelity.robustness import check_best
 
         console.print("checking that the best config's gain survives small workload changes")
         check_best(loop.study, spec, loop.points(), runner.requests)
         if confirm and not runner.simulated:  # measured on the engine: it wins (`best`)
-            from tuner.robustness_measured import check_best_measured
+            from tuner.fidelity.robustness_measured import check_best_measured
 
             check_best_measured(loop.study, spec, loop.points(), runner, say=console.print)
         _print_best(loop.study)
@@ -279,7 +279,7 @@ def _loop(
 
 def _print_hosts(console, points) -> None:
     """The hosts' baselines side by side, and any that differ beyond the noise."""
-    from tuner.hosts import baseline_table, differences
+    from tuner.trial.hosts import baseline_table, differences
 
     lines = baseline_table(points)
     if len(lines) > 2:  # a header and more than one host
@@ -290,8 +290,8 @@ def _print_hosts(console, points) -> None:
 
 
 def _check_run(spec, storage) -> None:
-    from tuner.run_checks import check_run
-    from tuner.sampling import check_sampler
+    from tuner.run.checks import check_run
+    from tuner.run.sampling import check_sampler
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
     _check_engine_command(spec)
@@ -299,8 +299,8 @@ def _check_run(spec, storage) -> None:
 
 
 def _check_plan(spec) -> None:
-    from tuner.run_checks import check_lengths_fit
-    from tuner.sampling import check_sampler
+    from tuner.run.checks import check_lengths_fit
+    from tuner.run.sampling import check_sampler
 
     check_lengths_fit(spec)  # prompts longer than max-model-len: every request would fail
     check_sampler(spec)
@@ -326,8 +326,8 @@ def trials(
 ) -> None:
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
-    from tuner.trials import read_all
-    from tuner.views import trials_frame
+    from tuner.results.views import trials_frame
+    from tuner.trial.point import read_all
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
@@ -338,7 +338,7 @@ def trials(
     elif fmt == "json":
         typer.echo(frame.to_json(orient="records", indent=2))
     else:
-        from tuner.views import print_trials_table
+        from tuner.results.views import print_trials_table
 
         print_trials_table(frame)
 
@@ -352,9 +352,9 @@ def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = 
 
 def _print_best(study: optuna.Study) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
-    from tuner.specs import of_current
-    from tuner.trials import read_all
-    from tuner.views import best_report
+    from tuner.results.views import best_report
+    from tuner.trial.point import read_all
+    from tuner.trial.specs import of_current
 
     points = of_current(study.user_attrs, read_all(study.get_trials(deepcopy=False)))
     typer.echo(best_report(points, study.study_name, study.user_attrs))

@@ -14,7 +14,7 @@ def make_tiny_model(
     seed: Annotated[int, typer.Option(help="Seed of the generated tokenizer corpus.")] = 0,
 ) -> None:
     """Write a tiny Qwen2-shaped model (config + trained tokenizer) for `--load-format dummy`."""
-    from tuner.tinymodel import make_tiny_model as build
+    from tuner.tools.tinymodel import make_tiny_model as build
 
     path = build(out_dir, vocab_size=vocab_size, seed=seed)
     typer.echo(f"wrote tiny Qwen2 model to {path}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.trials import FailureKind
+from tuner.errors import FailureKind
 
 # First match wins, so the specific kinds come before the broad ones. The number is how many
 # following lines belong to the reason (pydantic puts the field and message below its header).

@@ -14,7 +14,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
-from tuner.vllm_rules import scheduler_error
+from tuner.spec.vllm_rules import scheduler_error
 
 CUDA_BLOCK_CHOICES = (1, 8, 16, 32, 64, 128)  # vLLM 0.10's `--block-size` choices
 CUDA_MAX_BLOCK_SIZE = 32  # "On CUDA devices, only block sizes up to 32 are supported."

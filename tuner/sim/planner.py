@@ -2,7 +2,7 @@
 
 It plays the client's part the way `vllm bench serve` does (dispatch at the arrival time,
 `max_concurrency` as a FIFO semaphore) and returns the same `RequestRecord`s the real
-client records, so `tuner.metrics` computes the figures identically. Every figure it
+client records, so `tuner.measure.metrics` computes the figures identically. Every figure it
 produces is a simulation, never a measurement.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.records import RequestRecord
+from tuner.measure.records import RequestRecord
 from tuner.sim.engine import Engine
 from tuner.sim.engine import token_times as _token_times
 from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model

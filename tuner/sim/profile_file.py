@@ -16,9 +16,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tuner.config import describe_validation_error, read_yaml_mapping
 from tuner.errors import UserError
 from tuner.sim.profiles import GPUS, GpuProfile, StepTimeConstants, get_gpu
+from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 
 MAX_OVERHEAD_S = 10.0  # a fixed cost of seconds per step is a unit mistake (ms for s)
 HEADER = (

@@ -18,9 +18,10 @@ from typing import Any
 
 import httpx
 
-from tuner.metrics import compute_metrics, confidence_intervals
-from tuner.pruning import Checkpoints, EngineSample, Snapshot
-from tuner.records import RequestRecord
+from tuner.measure.metrics import compute_metrics, confidence_intervals
+from tuner.measure.pruning import Checkpoints, EngineSample, Snapshot
+from tuner.measure.records import RequestRecord
+from tuner.spec.workload import WorkloadSpec
 from tuner.workload.client import (
     CHAT_ENDPOINT,
     StreamActivity,
@@ -32,7 +33,6 @@ from tuner.workload.client import (
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.engine_metrics import Scraper
 from tuner.workload.schedule import arrival_times
-from tuner.workload.spec import WorkloadSpec
 
 WATCHDOG_POLL_S = 0.25
 
@@ -91,9 +91,9 @@ def run_benchmark(
     0.25 s; a reason it returns, or `stall_timeout_s` without any stream progress while
     requests are in flight, cancels everything and raises BenchmarkAborted. `tokenizer`
     re-counts output tokens only when the server sent no usage (as vLLM does); without it,
-    such a request fails (`NO_OUTPUT_COUNT`). `checkpoint` gets a `tuner.pruning.Snapshot`
+    such a request fails (`NO_OUTPUT_COUNT`). `checkpoint` gets a `tuner.measure.pruning.Snapshot`
     every `checkpoint_every_s` of the measured run and, if set, every
-    `checkpoint_every_requests` completed requests (`tuner.pruning.Checkpoints`), with the
+    `checkpoint_every_requests` completed requests (`tuner.measure.pruning.Checkpoints`), with the
     engine's `/metrics` scraped then (best effort); a Decision to stop cancels every request
     and raises BenchmarkPruned with the finished ones.
     """

@@ -17,7 +17,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from tuner.errors import UserError
-from tuner.records import RequestRecord
+from tuner.measure.records import RequestRecord
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.sse import SseDecoder, interpret
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from tuner.errors import UserError
+from tuner.spec.workload import WorkloadSpec
 from tuner.workload.exact import exact_length_prompt, resized_prompt
 from tuner.workload.longdoc import longdoc_prompts
-from tuner.workload.spec import WorkloadSpec
 
 ChatMessages = list[dict[str, Any]]
 

@@ -1,0 +1,59 @@
+"""A study's side of calibration: its measured trials as observations, its workload as the
+simulator takes it, its hardware profile as the starting point. The fit itself is pure and
+lives in `tuner.sim.fit`; `tuner calibrate` and the multi-fidelity loop call this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.runners.plan import study_workload
+from tuner.sim.fit import Calibration, Observation, fit
+from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import GpuProfile, load_model
+from tuner.spec.space import simulator_flags
+from tuner.spec.study import StudySpec
+from tuner.trial import point as tr
+from tuner.trial.specs import of_current
+
+
+def study_profile(spec: StudySpec) -> GpuProfile:
+    """The profile the study's simulator starts from: `hardware.profile`, else `hardware.gpu`."""
+    if spec.hardware.accelerator is None:
+        raise UserError(
+            "hardware.gpu (or hardware.profile) is not set in the study file: "
+            "calibration needs a profile to start from"
+        )
+    return load_gpu(spec.hardware.accelerator)
+
+
+def observations(
+    spec: StudySpec, study_attrs: Mapping[str, Any], points: Sequence[tr.TrialPoint]
+) -> list[Observation]:
+    """The trials an engine measured in full under the study's current spec, in trial order
+    (`TrialPoint.engine_measured`: never `tuner plan`'s predictions or a stopped run)."""
+    current = of_current(study_attrs, list(points))
+    return [
+        Observation(flags=simulator_flags(spec, p.params), metrics=dict(p.metrics), trial=p.number)
+        for p in sorted(current, key=lambda p: p.number)
+        if p.engine_measured
+    ]
+
+
+def calibrate_study(
+    spec: StudySpec,
+    study_attrs: Mapping[str, Any],
+    points: Sequence[tr.TrialPoint],
+    requests: Sequence[Any],
+    **fit_options: Any,
+) -> Calibration:
+    """Fit the study's profile to its measured trials (`tuner.sim.fit.fit`'s options)."""
+    return fit(
+        study_profile(spec),
+        observations(spec, study_attrs, points),
+        model=load_model(spec.engine.model),
+        workload=study_workload(spec, requests),
+        **fit_options,
+    )

@@ -1,0 +1,145 @@
+"""The robustness check measured on the engine: `tuner run --confirm K` re-measures the best
+config and the baseline under the perturbed workloads of `tuner.fidelity.robustness`.
+
+The simulator's check is free but only as good as the simulator; a knife edge that the
+simulator does not model (or models where there is none) only a real engine can show. So
+after `--confirm`'s re-measurements, the best config and the baseline are each started once
+more, and each engine start runs the study's workload and every perturbation of it in turn
+(prompts ±3 %, the rate ±10 %; in capacity mode the prompts only, each with its own rate
+search). They run as the scenarios of one engine start (`tuner.runners.load_runs.measure_all`),
+so the check costs two engine starts, not ten: the start is the expensive part on a real box.
+
+The gains are scored as the simulated check scores them, config against baseline on the same
+workload, and judged by the same rule (`robustness.verdict`, labelled "measured"). The record
+is stored as `tuner_robustness_measured:<trial>`; `tuner.trial.point.robustness_of` prefers it to
+the simulator's, so `tuner best` and the report show the measured verdict once it exists.
+A study of several scenarios is not re-measured (each scenario times each perturbation would be
+its own run); its simulated check stands (docs/robustness.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tuner.fidelity.robustness import (
+    NOMINAL,
+    Perturbation,
+    applicable,
+    jsonable,
+    perturbed,
+    verdict,
+)
+from tuner.measure import objective as obj
+from tuner.measure.measurement import Measurement
+from tuner.runners.engine_runner import TrialContext, TrialRunner
+from tuner.spec.study import ScenarioSpec, StudySpec
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
+from tuner.workload.datasets import resized
+
+SOURCE = "measured on the engine"
+
+
+def run_name(p: Perturbation) -> str:
+    """A perturbation as a scenario name (letters, digits, _ and - only)."""
+    return (p.name.replace(" +", "_plus_").replace(" -", "_minus_").replace("%", "pct")).replace(
+        " ", "_"
+    )
+
+
+def perturbation_runs(
+    spec: StudySpec, requests: Sequence[Any], tokenizer: Any
+) -> tuple[StudySpec, dict]:
+    """The study's workload and each perturbation of it as the scenarios of one spec, with
+    each one's requests: one engine start measures them all. An engine reads the prompt's
+    text, not its stated length, so the prompts themselves are cut or extended."""
+    scenarios, reqs = [], {}
+    for p in (NOMINAL, *applicable(spec)):
+        s, _ = perturbed(spec, requests, p)
+        name = run_name(p)
+        scenarios.append(ScenarioSpec(**s.workload.model_dump(), name=name))
+        reqs[name] = [resized(r, tokenizer, p.length_factor) for r in requests]
+    return spec.model_copy(update={"scenarios": scenarios}), reqs
+
+
+def _gain(spec: StudySpec, mine: Mapping[str, Any], base: Mapping[str, Any]) -> float | None:
+    """−score of one run against the baseline's (a capacity ratio, as a log, in capacity mode);
+    None where the baseline has no figure, −inf where the config has none."""
+    if spec.objective.mode == "capacity":
+        c_base = (base.get("capacity") or {}).get("capacity_rps")
+        c_mine = (mine.get("capacity") or {}).get("capacity_rps")
+        if not c_base:
+            return None
+        return math.log(c_mine / c_base) if c_mine else -math.inf
+    if not base.get("metrics"):
+        return None
+    if not mine.get("metrics"):
+        return -math.inf
+    return -obj.score(mine["metrics"], base["metrics"], spec.objective.weights)
+
+
+def measured_gains(
+    spec: StudySpec, runner: TrialRunner, params: Mapping[str, Any], base_params: Mapping[str, Any]
+) -> tuple[dict[str, float | None], dict[str, dict], str | None]:
+    """(gain per perturbation, the runs' figures, a failure) from one engine start of the
+    config and one of the baseline."""
+    pspec, reqs = perturbation_runs(spec, runner.requests, runner.tokenizer)
+    check = runner.with_spec(pspec)
+    for name, r in reqs.items():
+        check.use_requests(r, name)
+    measured: dict[str, Measurement] = {}
+    for who, p in (
+        ("config", params),
+        ("baseline", base_params),
+    ):  # a failed config: no baseline run
+        ctx = TrialContext(spec.name, -1, dict(p), phase=lambda _: None)
+        measured[who] = check.measure(ctx)
+        if measured[who].metrics is None:
+            return {}, {}, f"the {who} failed: {measured[who].failure_reason}"
+    names = {run_name(p): p.name for p in (NOMINAL, *applicable(spec))}
+    gains, runs = {}, {}
+    for slug, label in names.items():
+        base = measured["baseline"].scenarios.get(slug, {})
+        mine = measured["config"].scenarios.get(slug, {})
+        gains[label] = _gain(spec, mine, base)
+        runs[label] = {"config": mine.get("metrics", {}), "baseline": base.get("metrics", {})}
+    return gains, runs, None
+
+
+def check_best_measured(
+    study: Any,
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    runner: TrialRunner,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict | None:
+    """Measure the check for the best config of the current spec; store and return the record
+    (None when there is no best, the best is the baseline, or the study is a scenario mix)."""
+    best, base = tr.best(points), tr.baseline_of(points)
+    if best is None or base is None or best.number == base.number or spec.scenarios:
+        return None
+    changes = [p.name for p in applicable(spec)]
+    say(
+        f"re-measuring trial {best.number} and the baseline on the engine under "
+        f"{', '.join(changes)} (2 engine starts, {len(changes) + 1} runs each)"
+    )
+    found, runs, failure = measured_gains(spec, runner, best.params, base.params)
+    if failure is not None:
+        fragile, words = None, f"not checked on the engine: {failure}"
+    else:
+        capacity = spec.objective.mode == "capacity"
+        noise = math.log1p(spec.objective.search.resolution) if capacity else 0.0
+        fragile, words = verdict(found, capacity=capacity, noise=noise, source=SOURCE)
+    record = {
+        tr.ROBUST_SPEC: best.spec_id,
+        tr.ROBUST_FRAGILE: fragile,
+        tr.ROBUST_VERDICT: words,
+        tr.ROBUST_GAIN: found.get(NOMINAL.name),
+        tr.ROBUST_GAINS: {k: v for k, v in found.items() if k != NOMINAL.name},
+        tr.ROBUST_RUNS: runs,
+    }
+    record = jsonable(record)
+    study.set_user_attr(f"{tr.ROBUSTNESS_MEASURED}{best.number}", record)
+    return record

@@ -1,0 +1,335 @@
+"""`search.fidelity: multi`: the calibrated simulator chooses every real trial.
+
+Before each real trial the screen
+1. calibrates the study's accelerator profile to the real trials measured so far
+   (`tuner.sim.fit.fit`, from the study's own profile, from the first real trial on:
+   a prior on the factors holds what a few trials cannot identify);
+2. predicts hundreds of candidate configs in virtual time (`tuner.sim.fit.predict`, the
+   planner's simulation core called directly: no Optuna trial, no storage, no bootstrap);
+3. ranks them by an optimistic score and hands the best one to Optuna with `enqueue_trial`,
+   with its prediction attached, so Optuna's storage and sampler stay the source of truth.
+
+The rank rule (docs/multi-fidelity.md) is a lower confidence bound on the score (lower is
+better):
+
+    rank(x) = predicted_score(x) − exploration · error · distance(x)
+
+`error` is how wrong the screen's score predictions have been on this study's real trials
+(RMS of measured − predicted, each made before its trial ran: a true held-out error; a prior
+until two exist), and `distance(x)` ∈ [0, 1] is how far x lies, in the unit cube of the search
+space, from the nearest real trial: the simulator is least certain where no real trial has
+calibrated it. Candidates predicted to break an SLO rank after every one predicted to meet
+them. Configs already run are never chosen again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import optuna
+from scipy.stats import qmc
+
+from tuner.errors import UserError
+from tuner.measure import objective as obj
+from tuner.runners.precheck import predict_refusal
+from tuner.sim import fit as cal
+from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import GpuProfile, load_model
+from tuner.spec.slo import parse_slo
+from tuner.spec.space import (
+    baseline_params,
+    check_rules,
+    distributions,
+    effective_flags,
+    engine_env,
+    max_model_len,
+)
+from tuner.spec.study import StudySpec
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint, params_key
+from tuner.workload.schedule import arrival_times
+
+D = optuna.distributions
+# Until two real trials have a score error: the screen's score is assumed this far off per
+# unit of objective weight (a 10 % miss on each weighted metric).
+PRIOR_ERROR_PER_WEIGHT = 0.1
+LOCAL_SHARE = 0.25  # of the candidates: perturbations of the best real trial (the rest: Sobol)
+LOCAL_SCALE = 0.08  # their spread, in the unit cube
+CALIBRATION_FOLDS = 3
+CALIBRATION_MAX_NFEV = 30
+CALIBRATION_MAX_OBSERVATIONS = 12  # the best real trials fit the region the search is in
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The config the screen runs next, and what it predicted for it."""
+
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    score: float
+    attrs: dict[str, Any]  # what the trial records: `predicted_*` and `screen`
+
+
+@dataclass
+class CalibrationState:
+    profile: GpuProfile
+    factors: dict[str, float]
+    held_out_error: dict[str, float]
+    observations: int
+    seconds: float = 0.0
+
+
+def sim_workload(spec: StudySpec, requests: Sequence[Any]) -> cal.SimWorkload:
+    """The study's fixed requests as the planner takes them (as `tuner plan` sends them)."""
+    w = spec.workload
+    return cal.SimWorkload(
+        prompt_lens=tuple(r.prompt_len for r in requests),
+        output_lens=tuple(r.output_len or w.random_output_len for r in requests),
+        arrival_s=tuple(
+            float(t) for t in arrival_times(len(requests), w.request_rate, w.burstiness, w.seed)
+        ),
+        max_concurrency=w.max_concurrency,
+    )
+
+
+def study_profile(spec: StudySpec) -> GpuProfile:
+    """The accelerator the study says it runs on: the uncalibrated screen's profile."""
+    name = spec.hardware.accelerator or str(spec.engine.flags.get("gpu") or "")
+    return load_gpu(name)
+
+
+class Screen:
+    """Chooses each real trial of one study from the calibrated simulator."""
+
+    def __init__(self, spec: StudySpec, requests: Sequence[Any], *, seed: int = 0) -> None:
+        self.spec = spec
+        self.base = study_profile(spec)
+        self.model = load_model(spec.engine.model)
+        self.workload = sim_workload(spec, requests).head(spec.search.screen_prompts)
+        self.dists = distributions(spec.search_space)
+        self.names = list(self.dists)
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        o = spec.objective
+        self.slos = [limit for text in o.slo for limit in parse_slo(text)]
+        wanted = [m for m, w in o.weights.items() if w > 0] + [s.metric for s in self.slos]
+        self.metrics = tuple(dict.fromkeys(wanted))
+        self.calibration = CalibrationState(self.base, {}, {}, 0)
+        self._calibrated_on: tuple[int, ...] = ()
+
+    # Calibration -------------------------------------------------------------------------
+
+    def calibrate(self, points: Sequence[TrialPoint]) -> CalibrationState:
+        """Refit to the real trials when they changed; the study's profile until enough."""
+        real = [p for p in points if _usable(p)]
+        numbers = tuple(p.number for p in real)
+        if numbers == self._calibrated_on:
+            return self.calibration
+        self._calibrated_on = numbers
+        if not real:
+            return self.calibration
+        best_first = sorted(real, key=lambda p: (p.score is None, p.score or 0.0))
+        chosen = best_first[:CALIBRATION_MAX_OBSERVATIONS]
+        observations = [
+            cal.Observation(self.flags(p.params), p.metrics, trial=p.number) for p in chosen
+        ]
+        try:
+            c = self._fit(observations)
+        except UserError:  # the study's profile refuses every trial measured so far
+            return self.calibration
+        self.calibration = CalibrationState(
+            c.profile, c.factors, c.held_out_error, c.observations, c.seconds
+        )
+        return self.calibration
+
+    def _fit(self, observations: Sequence[cal.Observation]) -> cal.Calibration:
+        return cal.fit(
+            self.base,
+            observations,
+            model=self.model,
+            workload=self.workload,
+            folds=CALIBRATION_FOLDS,
+            max_nfev=CALIBRATION_MAX_NFEV,
+            metrics=self.metrics,
+            prior_weight=cal.LOOP_PRIOR_WEIGHT,
+            min_observations=1,
+        )
+
+    def calibration_attrs(self) -> dict[str, Any]:
+        """The calibrated profile as the study records it (`tr.CALIBRATION`)."""
+        c = self.calibration
+        return {
+            "profile": asdict(c.profile),
+            "factors": c.factors,
+            "held_out_error": c.held_out_error,
+            "observations": c.observations,
+        }
+
+    # Prediction --------------------------------------------------------------------------
+
+    def flags(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """What the simulator takes for a config (as `tuner plan` passes it)."""
+        return {**effective_flags(self.spec, dict(params)), **engine_env(self.spec, dict(params))}
+
+    def predict(self, params: Mapping[str, Any]) -> dict[str, float] | None:
+        """The calibrated simulator's figures for one config; None if it would not start."""
+        flags = self.flags(params)
+        if check_rules(flags, max_model_len(self.spec)) is not None:
+            return None
+        env = engine_env(self.spec, dict(params))
+        if predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env) is not None:
+            return None
+        return cal.predict(self.model, self.calibration.profile, flags, self.workload, self.metrics)
+
+    # Choosing ----------------------------------------------------------------------------
+
+    def choose(self, points: Sequence[TrialPoint]) -> Choice | None:
+        """The next real trial (None: every candidate was run already or would not start)."""
+        t0 = time.perf_counter()
+        self.calibrate(points)
+        t1 = time.perf_counter()
+        tried = {params_key(p.params) for p in points}
+        real = [p for p in points if _usable(p)]
+        ref_params = _reference_params(self.spec, points)
+        reference = self.predict(ref_params) if ref_params is not None else None
+        seen = np.array([self.to_unit(p.params) for p in real]) if real else None
+        error = self.score_error(points)
+        best: tuple[tuple[bool, float], dict, dict, float, float] | None = None
+        screened = 0
+        for params in self.candidates(real):
+            if params_key(params) in tried:
+                continue
+            tried.add(params_key(params))
+            metrics = self.predict(params)
+            screened += 1
+            if metrics is None or any(m not in metrics for m in self.metrics):
+                continue
+            reference = reference or metrics  # no measured reference yet: any fixed one
+            score = obj.score(metrics, reference, self.spec.objective.weights)
+            dist = _distance(self.to_unit(params), seen)
+            rank = score - self.spec.search.exploration * error * dist
+            key = (not all(s.met(metrics) for s in self.slos), rank)
+            if best is None or key < best[0]:
+                best = (key, params, metrics, score, dist)
+        if best is None:
+            return None
+        (infeasible, rank), params, metrics, score, dist = best
+        info = {
+            "candidates": self.spec.search.candidates,
+            "screened": screened,
+            "requests": len(self.workload.prompt_lens),
+            "calibrate_s": round(t1 - t0, 4),
+            "screen_s": round(time.perf_counter() - t1, 4),
+            "rank": rank,
+            "distance": dist,
+            "score_error": error,
+            "predicted_feasible": not infeasible,
+            "calibrated_on": self.calibration.observations,
+        }
+        attrs = {**tr.prediction_attrs(metrics, score), tr.SCREEN: info}
+        return Choice(params, metrics, score, attrs)
+
+    def score_error(self, points: Sequence[TrialPoint]) -> float:
+        """How far off the screen's score is, in score units: the RMS of measured − predicted
+        over real trials chosen by a calibrated screen (two at least); else the calibration's
+        held-out error per metric, weighted as the score weighs them; else a prior."""
+        misses = [
+            e["score"]
+            for p in points
+            if isinstance(e := p.attrs.get(tr.PREDICTION_ERROR), dict)
+            and tr.is_finite(e.get("score"))
+            and (p.attrs.get(tr.SCREEN) or {}).get("calibrated_on")
+        ]
+        if len(misses) >= 2:
+            return float(np.sqrt(np.mean(np.square(misses))))
+        weights = {m: w for m, w in self.spec.objective.weights.items() if w > 0}
+        held_out = self.calibration.held_out_error
+        if held_out and all(m in held_out for m in weights):
+            return float(sum(w * abs(math.log1p(held_out[m])) for m, w in weights.items()))
+        return PRIOR_ERROR_PER_WEIGHT * sum(weights.values())
+
+    def candidates(self, real: Sequence[TrialPoint]) -> list[dict[str, Any]]:
+        """Sobol points over the space, and perturbations of the best real trial."""
+        n = self.spec.search.candidates
+        d = len(self.names)
+        top = min(
+            (p for p in real if p.feasible and p.score is not None),
+            default=None,
+            key=lambda p: p.score or 0.0,
+        )
+        n_local = int(n * LOCAL_SHARE) if top is not None else 0
+        n_sobol = n - n_local
+        sobol = qmc.Sobol(d, scramble=True, seed=self.rng.integers(2**32))
+        units = list(sobol.random_base2(max(n_sobol - 1, 1).bit_length())[:n_sobol])
+        if top is not None:
+            center = np.array(self.to_unit(top.params))
+            local = center + self.rng.normal(0.0, LOCAL_SCALE, size=(n_local, d))
+            units += list(np.clip(local, 0.0, 1.0 - 1e-9))
+        return [self.from_unit(u) for u in units]
+
+    # The unit cube -----------------------------------------------------------------------
+
+    def from_unit(self, u: Sequence[float]) -> dict[str, Any]:
+        return {
+            name: _from_unit(self.dists[name], float(x))
+            for name, x in zip(self.names, u, strict=True)
+        }
+
+    def to_unit(self, params: Mapping[str, Any]) -> list[float]:
+        return [_to_unit(self.dists[n], params.get(n)) for n in self.names]
+
+
+def _usable(p: TrialPoint) -> bool:
+    """A real trial the calibration and the distances may use: measured whole."""
+    return p.measured and not p.attrs.get(tr.PARTIAL) and bool(p.metrics)
+
+
+def _reference_params(spec: StudySpec, points: Sequence[TrialPoint]) -> dict[str, Any] | None:
+    """The config measured scores are relative to (the baseline, else the first measured)."""
+    measured = [p for p in points if p.measured]
+    if measured:
+        return min(measured, key=lambda p: (not p.baseline, p.number)).params
+    return baseline_params(spec.search_space)
+
+
+def _distance(u: Sequence[float], seen: np.ndarray | None) -> float:
+    """Euclidean distance to the nearest real trial in the unit cube, scaled to [0, 1]."""
+    if seen is None or not len(seen):
+        return 1.0
+    nearest = float(np.min(np.linalg.norm(seen - np.asarray(u), axis=1)))
+    return min(nearest / math.sqrt(len(u)), 1.0)
+
+
+def _from_unit(d: D.BaseDistribution, x: float) -> Any:
+    x = min(max(x, 0.0), 1.0 - 1e-12)
+    if isinstance(d, D.CategoricalDistribution):
+        return d.choices[int(x * len(d.choices))]
+    assert isinstance(d, D.IntDistribution | D.FloatDistribution)
+    if d.log:
+        value = math.exp(math.log(d.low) + x * (math.log(d.high) - math.log(d.low)))
+    else:
+        value = d.low + x * (d.high - d.low)
+    if isinstance(d, D.IntDistribution):
+        step = d.step or 1
+        return int(min(max(d.low + round((value - d.low) / step) * step, d.low), d.high))
+    if d.step is not None:
+        k = round((value - d.low) / d.step)
+        return float(round(min(d.low + k * d.step, d.high), 9))
+    return float(value)
+
+
+def _to_unit(d: D.BaseDistribution, value: Any) -> float:
+    if isinstance(d, D.CategoricalDistribution):
+        i = d.choices.index(value) if value in d.choices else 0
+        return (i + 0.5) / len(d.choices)
+    assert isinstance(d, D.IntDistribution | D.FloatDistribution)
+    if d.high == d.low:
+        return 0.5
+    if d.log:
+        return (math.log(value) - math.log(d.low)) / (math.log(d.high) - math.log(d.low))
+    return (float(value) - d.low) / (d.high - d.low)

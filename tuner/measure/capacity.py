@@ -1,0 +1,159 @@
+"""The capacity search: the highest request rate at which every SLO holds (pure).
+
+Given `measure(rate_rps) -> Step` (one workload run against an engine that is already up),
+`search` places a bracket [lo feasible, hi infeasible] and bisects it geometrically until
+hi / lo ≤ 1 + resolution, or the run cap is reached. The first run's figures place the
+bracket (docs/objective.md, "Capacity mode"):
+
+- feasible at r: the next rate is r × the smallest SLO headroom (limit / value) of that run,
+  clipped to [GROW_MIN, GROW_MAX] (so every feasible run places the next);
+- infeasible at r: an overloaded engine serves about its saturation throughput, so the next
+  rate is 0.8 × the request throughput it reached, clipped to [r / SHRINK_MAX, r / GROW_MIN]
+  (halving when the run has no throughput, e.g. stopped before any request finished).
+
+Each step is trusted as measured: noise can make a curve non-monotone, and the search keeps
+the invariant "lo was feasible, hi was not" with lo < hi, so its answer is a rate that met
+every SLO when it was run. A step stopped early (an SLO broken for sure) is infeasible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tuner.spec.slo import SloLimit
+
+GROW_MIN = 1.25  # the first step's headroom factor is clipped to [1.25, 4]
+GROW_MAX = 4.0
+SHRINK_MAX = 8.0
+OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down goes
+
+
+@dataclass(frozen=True)
+class Step:
+    """One workload run at one offered rate."""
+
+    rate_rps: float
+    metrics: Mapping[str, float]
+    feasible: bool
+    pruned_reason: str | None = None  # stopped early: above capacity
+
+
+@dataclass(frozen=True)
+class Result:
+    steps: list[Step]  # in the order run
+    capacity_rps: float  # 0: no rate tried met the SLOs
+    resolved: bool  # the bracket closed to the resolution (False: the run cap came first)
+    capped: bool  # feasible at max_rps: the capacity is at least this
+    bracket: tuple[float, float | None] = field(default=(0.0, None))  # (lo, hi) at the end
+
+    @property
+    def capacity_step(self) -> Step | None:
+        """The run at the capacity rate (the highest feasible), if any."""
+        ok = [s for s in self.steps if s.feasible and s.rate_rps == self.capacity_rps]
+        return ok[-1] if ok else None
+
+    @property
+    def runs(self) -> int:
+        return len(self.steps)
+
+
+def meets(
+    metrics: Mapping[str, float], slos: Sequence[SloLimit], *, failed_fraction_max: float = 1.0
+) -> bool:
+    """Whether one run met every SLO and kept its failed requests within bounds."""
+    done, failed = metrics.get("completed", 0.0), metrics.get("failed", 0.0)
+    if not done or failed / (done + failed) > failed_fraction_max:
+        return False
+    return all(limit.met(dict(metrics)) for limit in slos)
+
+
+def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
+    """The smallest limit / value over the upper-bound SLOs (∞ when none applies)."""
+    ratios = [
+        limit.value / metrics[limit.metric]
+        for limit in slos
+        if limit.op in ("<=", "<") and metrics.get(limit.metric, 0) > 0
+    ]
+    return min(ratios, default=math.inf)
+
+
+def _grow(step: Step, slos: Sequence[SloLimit]) -> float:
+    """How far above a feasible step the next one goes: its SLO headroom, clipped."""
+    return min(max(headroom(step.metrics, slos), GROW_MIN), GROW_MAX)
+
+
+def _shrink(step: Step) -> float:
+    """How far below an infeasible rate to try next: to 0.8 × the throughput it served (an
+    overloaded engine serves about its saturation rate), within [1.25, 8]× below; 2× when
+    the run has no throughput (stopped before any request finished)."""
+    served = step.metrics.get("request_throughput", 0.0)
+    if not served > 0:
+        return 2.0
+    return min(max(step.rate_rps / (OVERLOAD_SHARE * served), GROW_MIN), SHRINK_MAX)
+
+
+def search(
+    measure: Callable[[float], Step],
+    start_rps: float,
+    slos: Sequence[SloLimit],
+    *,
+    resolution: float = 0.05,
+    max_runs: int = 8,
+    min_rps: float = 0.01,
+    max_rps: float = 1000.0,
+) -> Result:
+    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`."""
+    if not (resolution > 0 and max_runs >= 1 and 0 < min_rps <= max_rps):
+        raise ValueError("capacity search: resolution > 0, max_runs ≥ 1, 0 < min ≤ max rate")
+    steps: list[Step] = []
+
+    def run(rate: float) -> Step:
+        step = measure(rate)
+        steps.append(step)
+        return step
+
+    lo, hi = 0.0, math.inf
+    rate = min(max(start_rps, min_rps), max_rps)
+    first = run(rate)
+    if first.feasible:
+        lo = rate
+        factor = _grow(first, slos)
+    else:
+        hi = rate
+        factor = _shrink(first)
+    # Bracket: grow while feasible, shrink while not.
+    while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
+        rate = min(lo * factor, max_rps)
+        step = run(rate)
+        if step.feasible:
+            lo = rate
+            factor = _grow(step, slos)
+        else:
+            hi = rate
+    while len(steps) < max_runs and lo == 0.0 and hi > min_rps:
+        rate = max(hi / factor, min_rps)
+        step = run(rate)
+        if step.feasible:
+            lo = rate
+        else:
+            hi = rate
+            factor = _shrink(step)
+    # Bisect geometrically.
+    while len(steps) < max_runs and lo > 0 and not math.isinf(hi) and hi / lo > 1 + resolution:
+        rate = math.sqrt(lo * hi)
+        if run(rate).feasible:
+            lo = rate
+        else:
+            hi = rate
+    resolved = lo > 0 and not math.isinf(hi) and hi / lo <= 1 + resolution
+    if lo == 0.0 and hi <= min_rps:
+        resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
+    return Result(
+        steps=steps,
+        capacity_rps=lo,
+        resolved=resolved,
+        capped=lo >= max_rps,
+        bracket=(lo, None if math.isinf(hi) else hi),
+    )

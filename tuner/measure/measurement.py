@@ -1,0 +1,40 @@
+"""What one trial's runs produced: the value a runner hands to the pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.measure.records import RequestRecord
+
+
+@dataclass
+class Measurement:
+    """What one trial produced: metrics, or the reason there are none."""
+
+    metrics: dict[str, float] | None = None
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    records: list[RequestRecord] = field(default_factory=list)
+    failure_kind: str | None = None
+    failure_reason: str | None = None
+    log_tail: str = ""
+    argv: list[str] | None = None
+    env: dict[str, str] | None = None
+    vllm_version: str | None = None
+    log_path: str | None = None
+    startup_s: float | None = None
+    workload_s: float | None = None
+    engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
+    pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
+    pruned_at_s: float | None = None  # seconds into the workload
+    pruned_engine: Any = (
+        None  # a tuner.measure.pruning.EngineSample: the engine's gauges at the stop
+    )
+    engine_full_s: float | None = None  # plan only: its engine time had it run to the end
+    simulated: bool = False  # the figures are the simulator's predictions
+    # Several runs on one engine start (`tuner.runners.load_runs`): capacity mode's rate steps, each
+    # {scenario, rate_rps, feasible, pruned_reason, metrics...}; the search's result per
+    # workload; each scenario's own figures. Empty for one plain run.
+    rate_steps: list[dict[str, Any]] = field(default_factory=list)
+    capacity: dict[str, Any] | None = None
+    scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)

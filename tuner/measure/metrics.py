@@ -1,0 +1,247 @@
+"""The metrics of `vllm bench serve`, computed from per-request records (pure numpy).
+
+Definitions and key names follow vllm/benchmarks/serve.py (`calculate_metrics` and the
+result dict); docs/metrics.md states them. Times in records are seconds, results in ms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from tuner.measure.records import RequestRecord
+from tuner.spec.metric_keys import (
+    GOODPUT_METRICS,
+    LATENCY_METRICS,
+    is_throughput,
+    latency_key,
+    parse_latency_key,
+    percentile_key,
+    percentile_word,
+)
+
+__all__ = [
+    "CI_METRICS",
+    "GOODPUT_METRICS",
+    "LATENCY_METRICS",
+    "bootstrap_ci",
+    "compute_metrics",
+    "confidence_intervals",
+    "percentile_word",
+]
+# The metrics each result carries a bootstrap confidence interval for.
+CI_METRICS = (
+    "p99_ttft_ms",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    "mean_itl_ms",
+    "output_throughput",
+    "request_throughput",
+)
+
+
+def _stats(values: Sequence[float], name: str, percentiles: Sequence[float]) -> dict[str, float]:
+    # vLLM uses `values or 0`: an empty list gives 0 for every statistic.
+    arr = np.asarray(values if len(values) else [0.0], dtype=float) * 1000.0
+    out = {
+        latency_key("mean", name): float(np.mean(arr)),
+        latency_key("median", name): float(np.median(arr)),
+        latency_key("std", name): float(np.std(arr)),
+    }
+    for p in percentiles:
+        out[percentile_key(p, name)] = float(np.percentile(arr, p))
+    return out
+
+
+def _tpot_s(rec: RequestRecord) -> float | None:
+    """(E2EL - TTFT) / (output_tokens - 1); undefined for one output token or fewer."""
+    if rec.output_tokens > 1:
+        return (rec.latency_s - rec.ttft_s) / (rec.output_tokens - 1)
+    return None
+
+
+def _peaks(ok: list[RequestRecord]) -> tuple[float, int]:
+    """vLLM's peak output tokens/s and peak concurrent requests, in 1-second buckets."""
+    if not ok:
+        return 0.0, 0
+    t0 = min(r.start_s for r in ok)
+    t_end = max(r.start_s + r.latency_s for r in ok)
+    n_buckets = int(np.ceil(t_end - t0)) + 1
+    tokens = np.zeros(n_buckets)
+    concurrent = np.zeros(n_buckets)
+    for r in ok:
+        times = r.start_s + r.ttft_s + np.concatenate(([0.0], np.cumsum(r.itl_s)))
+        buckets = (times - t0).astype(int)
+        buckets = buckets[(buckets >= 0) & (buckets < n_buckets)]
+        np.add.at(tokens, buckets, 1)
+        first = int(r.start_s - t0)
+        last = int(r.start_s + r.latency_s - t0)
+        concurrent[first : last + 1] += 1
+    return float(tokens.max()), int(concurrent.max())
+
+
+def compute_metrics(
+    records: list[RequestRecord],
+    duration_s: float,
+    *,
+    selected_metrics: list[str],
+    percentiles: list[float],
+    goodput_ms: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """vLLM's result keys for one run.
+
+    Throughputs divide by `duration_s` (first dispatch to last completion). Only successful
+    requests count toward tokens and latencies. `request_goodput` is present only when
+    `goodput_ms` limits are given: a request is good when it meets every limit, a request
+    with one output token or fewer counting TPOT as 0 (as vLLM does).
+    """
+    ok = [r for r in records if r.success]
+    ttfts = [r.ttft_s for r in ok]
+    e2els = [r.latency_s for r in ok]
+    tpots_all = [_tpot_s(r) for r in ok]
+    tpots = [t for t in tpots_all if t is not None]
+    itls = [gap for r in ok for gap in r.itl_s]
+    total_input = sum(r.prompt_len for r in ok)
+    total_output = sum(r.output_tokens for r in ok)
+    peak_tokens_s, peak_concurrent = _peaks(ok)
+
+    result: dict[str, float] = {
+        "duration": duration_s,
+        "completed": len(ok),
+        "failed": len(records) - len(ok),
+        "total_input_tokens": total_input,
+        "total_output_tokens": total_output,
+        "request_throughput": len(ok) / duration_s,
+        "output_throughput": total_output / duration_s,
+        "total_token_throughput": (total_input + total_output) / duration_s,
+        "max_output_tokens_per_s": peak_tokens_s,
+        "max_concurrent_requests": peak_concurrent,
+    }
+    if goodput_ms:
+        per_request = {"ttft": ttfts, "tpot": [t or 0.0 for t in tpots_all], "e2el": e2els}
+        limits_s = [
+            (per_request[m], goodput_ms[m] / 1000.0) for m in GOODPUT_METRICS if m in goodput_ms
+        ]
+        good = sum(all(values[i] <= limit for values, limit in limits_s) for i in range(len(ok)))
+        result["request_goodput"] = good / duration_s
+    values = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": e2els}
+    for name in LATENCY_METRICS:  # vLLM's order, whatever the order asked
+        if name in selected_metrics:
+            result.update(_stats(values[name], name, percentiles))
+    return result
+
+
+# ---- bootstrap confidence intervals -------------------------------------------------------
+
+
+def _statistic(stat: str, pct: float | None, arr: np.ndarray) -> float:
+    if arr.size == 0:
+        return 0.0
+    if stat == "mean":
+        return float(arr.mean())
+    if stat == "median":
+        return float(np.median(arr))
+    if stat == "std":
+        return float(arr.std())
+    return float(np.percentile(arr, pct))  # type: ignore[arg-type]
+
+
+def bootstrap_ci(
+    records: list[RequestRecord],
+    duration_s: float,
+    key: str,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of one metric, resampling requests with replacement.
+
+    Supports the throughputs and every `{stat}_{metric}_ms` key. ITL resamples whole
+    requests, keeping each request's gaps together. A throughput is written as
+    (tokens per request-second of E2EL) x (mean requests in flight); the first factor is
+    resampled, the second held at the run's value, so slow requests drawn more often lower
+    it. Deterministic for a given seed. With no request the interval is (0, 0).
+    """
+    parsed = parse_latency_key(key)
+    if not is_throughput(key) and parsed is None:
+        raise ValueError(f"no bootstrap for metric {key!r}")
+    rng = np.random.default_rng(seed)
+    n = len(records)
+    if n == 0:
+        return (0.0, 0.0)
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    if parsed is None:
+        samples = _throughput_samples(records, idx, key, duration_s)
+    else:
+        pct = parsed.percentile
+        stat = "p" if pct is not None else parsed.statistic
+        samples = _latency_samples(records, idx, stat, pct, parsed.metric)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(samples, [alpha, 1.0 - alpha])
+    return (float(lo), float(hi))
+
+
+def _throughput_samples(
+    records: list[RequestRecord], idx: np.ndarray, key: str, duration_s: float
+) -> np.ndarray:
+    success = np.array([r.success for r in records], dtype=float)
+    out_tok = np.array([r.output_tokens for r in records], dtype=float) * success
+    in_tok = np.array([r.prompt_len for r in records], dtype=float) * success
+    per_request = {
+        "request_throughput": success,
+        "output_throughput": out_tok,
+        "total_token_throughput": out_tok + in_tok,
+    }[key]
+    e2el = np.array([r.latency_s for r in records], dtype=float) * success
+    if e2el.sum() <= 0:  # nothing timed: hold the duration fixed
+        return per_request[idx].sum(axis=1) / duration_s
+    # duration_b = duration * (sum of resampled E2EL / sum of E2EL): concurrency held fixed.
+    resampled_e2el = np.maximum(e2el[idx].sum(axis=1), 1e-12)
+    return per_request[idx].sum(axis=1) * e2el.sum() / (duration_s * resampled_e2el)
+
+
+def _latency_samples(
+    records: list[RequestRecord], idx: np.ndarray, stat: str, pct: float | None, metric: str
+) -> np.ndarray:
+    if metric == "itl":
+        gaps = [np.asarray(r.itl_s if r.success else [], dtype=float) * 1000.0 for r in records]
+        if stat == "mean":  # vectorised: pooled mean = sum of sums / sum of counts
+            sums = np.array([g.sum() for g in gaps])
+            counts = np.array([g.size for g in gaps], dtype=float)
+            total = counts[idx].sum(axis=1)
+            return np.where(total > 0, sums[idx].sum(axis=1) / np.maximum(total, 1), 0.0)
+        return np.array(
+            [_statistic(stat, pct, np.concatenate([gaps[i] for i in row])) for row in idx]
+        )
+    values = np.full(len(records), math.nan)
+    for i, r in enumerate(records):
+        if not r.success:
+            continue
+        if metric == "ttft":
+            values[i] = r.ttft_s
+        elif metric == "e2el":
+            values[i] = r.latency_s
+        else:
+            tpot = _tpot_s(r)
+            values[i] = math.nan if tpot is None else tpot
+    values *= 1000.0
+    valid = ~np.isnan(values)
+    if stat == "mean":
+        filled = np.where(valid, values, 0.0)
+        counts = valid[idx].sum(axis=1)
+        return np.where(counts > 0, filled[idx].sum(axis=1) / np.maximum(counts, 1), 0.0)
+    return np.array([_statistic(stat, pct, values[row][valid[row]]) for row in idx])
+
+
+def confidence_intervals(
+    records: Sequence[RequestRecord], duration_s: float, metrics: dict[str, float], *, seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """Bootstrap 95% intervals for the `CI_METRICS` that `metrics` holds."""
+    return {
+        key: bootstrap_ci(records, duration_s, key, seed=seed)
+        for key in CI_METRICS
+        if key in metrics
+    }

@@ -1,0 +1,154 @@
+"""The objective: weighted log-ratios against the baseline trial, SLO constraints, noise checks.
+
+Pure functions: metrics in, numbers out. docs/objective.md has the formula and an example.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from tuner.spec.slo import SloLimit, metric_direction, parse_slo
+from tuner.spec.study import ObjectiveSpec
+
+HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
+# A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
+# worse than the baseline on a weight-1 metric, far beyond any measured trial.
+PENALTY_SCORE = 10.0
+_FLOOR = 1e-9
+
+
+def score(
+    metrics: Mapping[str, float], reference: Mapping[str, float], weights: Mapping[str, float]
+) -> float:
+    """Σ w·s·ln(m / m_ref), with s = +1 for metrics to minimise and −1 to maximise.
+
+    Lower is better; the reference (baseline) scores 0; a score of −0.1 is roughly "10 %
+    better on a weight-1 metric". Log-ratios make ms and tokens/s commensurable.
+    """
+    total = 0.0
+    for name, weight in weights.items():
+        if weight == 0:
+            continue
+        sign = 1.0 if metric_direction(name) == "minimize" else -1.0
+        ratio = max(metrics[name], _FLOOR) / max(reference[name], _FLOOR)
+        total += weight * sign * math.log(ratio)
+    return total
+
+
+def capacity_score(capacity_rps: float, reference_rps: float, floor_rps: float) -> float:
+    """Capacity mode's score: −ln(capacity / the reference's), lower is better like every
+    score; a capacity of 0 counts as `floor_rps` (below the lowest rate the search tries)."""
+    ratio = max(capacity_rps, floor_rps) / max(reference_rps, floor_rps)
+    return max(min(-math.log(ratio), PENALTY_SCORE), -PENALTY_SCORE)
+
+
+def aggregate(values: Mapping[str, float], weights: Mapping[str, float], how: str) -> float:
+    """Scenario scores as one: their weighted mean, or the worst (the highest: lower is better)."""
+    if how == "worst":
+        return max(values.values())
+    total = sum(weights[k] for k in values)
+    return sum(weights[k] * v for k, v in values.items()) / total
+
+
+def aggregate_capacity(
+    values: Mapping[str, float], weights: Mapping[str, float], how: str
+) -> float:
+    """Scenario capacities as one (req/s): their weighted mean, or the lowest."""
+    if how == "worst":
+        return min(values.values())
+    total = sum(weights[k] for k in values)
+    return sum(weights[k] * v for k, v in values.items()) / total
+
+
+def objective_values(
+    spec: ObjectiveSpec, metrics: Mapping[str, float], reference: Mapping[str, float]
+) -> list[float]:
+    """What Optuna is told: [score] in scalar mode, the raw objectives in multi mode."""
+    if spec.mode == "scalar":
+        return [score(metrics, reference, spec.weights)]
+    return [float(metrics[name]) for name in spec.objectives]
+
+
+def penalty_values(
+    spec: ObjectiveSpec, measured: Sequence[Mapping[str, float]] = ()
+) -> list[float] | None:
+    """Values for a trial with no measurement; its constraints make it infeasible anyway.
+
+    Scalar mode: the penalty score. Multi mode: the worst value each objective has measured
+    in this study, so failed trials sit in the dominated corner without stretching the
+    dashboard's axes to absurd numbers; None while nothing has been measured yet.
+    """
+    if spec.mode == "scalar":
+        return [PENALTY_SCORE]
+    if spec.mode == "capacity":
+        return [0.0]  # req/s: served nothing within the SLOs
+    out = []
+    for name in spec.objectives:
+        values = [m[name] for m in measured if name in m]
+        if not values:
+            return None
+        out.append(max(values) if metric_direction(name) == "minimize" else min(values))
+    return out
+
+
+def directions(spec: ObjectiveSpec) -> list[str]:
+    if spec.mode == "scalar":
+        return ["minimize"]
+    if spec.mode == "capacity":
+        return ["maximize"]  # capacity_rps
+    return [metric_direction(name) for name in spec.objectives]
+
+
+def metric_names(spec: ObjectiveSpec) -> list[str]:
+    if spec.mode == "capacity":
+        return ["capacity_rps"]
+    return ["score"] if spec.mode == "scalar" else list(spec.objectives)
+
+
+def constraints(
+    spec: ObjectiveSpec, metrics: Mapping[str, float] | None, *, failed_fraction: float = 0.0
+) -> dict[str, float]:
+    """Optuna constraints (≤ 0 feasible): the engine produced a healthy run, and every SLO.
+
+    A missing measurement violates everything by 1; an SLO miss is its relative distance.
+    """
+    out = {"measured": 0.0 if metrics is not None else 1.0}
+    out["failed_requests"] = failed_fraction - spec.max_failed_fraction
+    limits = [limit for text in spec.slo for limit in parse_slo(text)]
+    out.update(slo_constraints(limits, metrics))
+    return out
+
+
+def slo_constraints(
+    limits: Sequence[SloLimit], metrics: Mapping[str, float] | None, scenario: str = ""
+) -> dict[str, float]:
+    """One constraint per SLO, named `metric<=value` (`scenario:metric<=value` for one
+    scenario's figures): 0 when met, else its relative distance (1 with no measurement)."""
+    out = {}
+    for limit in limits:
+        key = f"{scenario}:{limit}" if scenario else str(limit)
+        if metrics is None:
+            out[key] = 1.0
+        else:
+            m = dict(metrics)
+            out[key] = 0.0 if limit.met(m) else max(limit.violation(m), 1e-6)
+    return out
+
+
+def clearly_better(
+    a_ci: Mapping[str, tuple[float, float]],
+    b_ci: Mapping[str, tuple[float, float]],
+    weights: Mapping[str, float],
+) -> bool:
+    """True when, on some weighted metric, a's confidence interval lies wholly on the better
+    side of b's. Overlapping intervals everywhere mean the difference may be luck."""
+    for name, weight in weights.items():
+        if weight <= 0 or name not in a_ci or name not in b_ci:
+            continue
+        (a_lo, a_hi), (b_lo, b_hi) = a_ci[name], b_ci[name]
+        if metric_direction(name) == "minimize" and a_hi < b_lo:
+            return True
+        if metric_direction(name) == "maximize" and a_lo > b_hi:
+            return True
+    return False

@@ -1,0 +1,290 @@
+"""Early stopping: stop a trial whose end is already decided, from its partial records.
+
+Pure: records in, a decision out. At each checkpoint the runner hands over a `Snapshot` (the
+measured requests sent so far, finished or still streaming, and the seconds since the first
+dispatch); `decide` says stop, with a reason in words, or go on. Two rules, both from bounds
+that the rest of the run cannot undo (docs/early-stopping.md):
+
+(a) an SLO is broken for sure. Every request has a lower bound on its final latency: its
+    TTFT once it has a first token, else the time it has waited so far (a censored value);
+    E2EL likewise; TPOT only once it finished. Requests not sent yet get 0. Percentiles
+    (linear interpolation, as numpy) and means are monotone in every value, so the statistic
+    of these lower bounds over the whole workload is a lower bound of the final one: above an
+    SLO's limit, the SLO is broken whatever the rest does.
+(b) the trial cannot beat the incumbent. The same lower bounds for metrics to minimise, and
+    upper bounds for throughputs (all the tokens the workload can still produce, over a
+    duration already longer than the time elapsed), give a lower bound on the final score.
+    Only above the best feasible score so far (plus `margin`) does it stop; a trial that is
+    merely behind never is. It applies after `min_completed` requests and `min_fraction` of
+    the workload, and only in scalar mode (multi mode has no single incumbent).
+
+The engine's own gauges (`EngineSample`: vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
+vllm:num_preemptions_total, scraped at each checkpoint) are evidence, never a ground on their
+own: a waiting queue that keeps growing while requests still arrive at the workload's rate
+means overload at this rate (`overloaded`). That lets (b) decide before its `min_completed` /
+`min_fraction` wait is over (the bound still decides), and is named in the reason.
+
+A request that has waited long and then fails leaves the final statistics; the failed-request
+constraint (`objective.max_failed_fraction`) then judges the trial instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tuner.measure.records import RequestRecord
+from tuner.spec.slo import SloLimit, metric_direction
+
+_LATENCY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|e2el)_ms$")
+_FLOOR = 1e-9
+
+
+@dataclass(frozen=True)
+class EngineSample:
+    """The engine's `/metrics` at one checkpoint, `t_s` seconds into the workload (summed over
+    a data-parallel engine's ranks; KV usage: the fullest rank's, 0..1)."""
+
+    t_s: float
+    waiting: int  # vllm:num_requests_waiting
+    kv_cache_usage: float | None = None  # vllm:kv_cache_usage_perc
+    preemptions: int | None = None  # vllm:num_preemptions_total, since the engine started
+
+    def describe(self) -> str:
+        words = [f"{self.waiting} waiting in the engine's queue"]
+        if self.kv_cache_usage is not None:
+            words.append(f"KV cache {self.kv_cache_usage:.0%} used")
+        if self.preemptions is not None:
+            words.append(f"{self.preemptions} preemption(s)")
+        return ", ".join(words)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The measured requests at one checkpoint. `sent`: every request sent so far, finished or
+    not (`done[i]` says which); `total`: the workload's request count; `elapsed_s`: since the
+    first dispatch; `max_output_tokens` / `input_tokens`: the whole workload's (None: unknown);
+    `engine`: the engine's gauges at this and every earlier checkpoint, oldest first (empty
+    when a scrape failed or the server has no `/metrics`)."""
+
+    sent: Sequence[RequestRecord]
+    done: Sequence[bool]
+    total: int
+    elapsed_s: float
+    max_output_tokens: int | None = None
+    input_tokens: int | None = None
+    engine: Sequence[EngineSample] = ()
+
+    @property
+    def completed(self) -> int:
+        return sum(1 for r, d in zip(self.sent, self.done, strict=True) if d and r.success)
+
+    @property
+    def waiting_first_token(self) -> int:
+        return sum(1 for r, d in zip(self.sent, self.done, strict=True) if not d and not r.ttft_s)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What the study file's `pruning:` section asks, plus the study so far."""
+
+    slos: Sequence[SloLimit] = ()
+    weights: Mapping[str, float] | None = None  # scalar mode's; None: no incumbent rule
+    reference: Mapping[str, float] | None = None  # what scores are relative to
+    incumbent: float | None = None  # best feasible score so far
+    min_completed: int = 20
+    min_fraction: float = 0.2
+    margin: float = 0.0
+    queue_growth: int = 8  # requests the engine's queue must grow by to count as overload
+
+
+@dataclass(frozen=True)
+class Decision:
+    stop: bool
+    reason: str = ""
+    engine: EngineSample | None = None  # the engine's gauges when it stopped, if scraped
+
+
+GO_ON = Decision(False)
+
+
+def lower_bounds(snap: Snapshot, kind: str) -> np.ndarray:
+    """Per-request lower bounds (seconds) on the final TTFT, TPOT or E2EL, over the whole
+    workload: requests not sent, or with no bound yet, count 0."""
+    out = np.zeros(snap.total)
+    t = snap.elapsed_s
+    for i, (r, done) in enumerate(zip(snap.sent, snap.done, strict=True)):
+        if done and not r.success:
+            continue
+        waited = max(t - r.start_s, 0.0)
+        if kind == "ttft":
+            out[i] = r.ttft_s if r.ttft_s else (0.0 if done else waited)
+        elif kind == "e2el":
+            out[i] = r.latency_s if done else waited
+        elif done and r.output_tokens > 1:  # tpot: finished requests only
+            out[i] = (r.latency_s - r.ttft_s) / (r.output_tokens - 1)
+    return out
+
+
+def metric_bound(snap: Snapshot, name: str) -> float | None:
+    """A bound the final value of `name` cannot beat: a lower bound for latencies (ms), an
+    upper bound for throughputs; None when there is none."""
+    m = _LATENCY.match(name)
+    if m:
+        stat, pct, kind = m.groups()
+        values = lower_bounds(snap, kind)
+        if stat == "mean":
+            return float(values.mean()) * 1000
+        q = 50.0 if stat == "median" else float(pct)
+        return float(np.percentile(values, q)) * 1000
+    if snap.elapsed_s <= 0:
+        return None
+    if name == "request_throughput":
+        return snap.total / snap.elapsed_s
+    if name == "output_throughput" and snap.max_output_tokens is not None:
+        return snap.max_output_tokens / snap.elapsed_s
+    if name == "total_token_throughput" and None not in (snap.max_output_tokens, snap.input_tokens):
+        return (snap.max_output_tokens + snap.input_tokens) / snap.elapsed_s  # type: ignore[operator]
+    return None
+
+
+def score_bound(snap: Snapshot, weights: Mapping[str, float], ref: Mapping[str, float]) -> float:
+    """A lower bound on the final score (lower is better; `tuner.measure.objective.score`)."""
+    total = 0.0
+    for name, w in weights.items():
+        if w == 0:
+            continue
+        bound = metric_bound(snap, name)
+        if bound is None or name not in ref or w < 0:
+            return -math.inf
+        sign = 1.0 if metric_direction(name) == "minimize" else -1.0
+        total += w * sign * math.log(max(bound, _FLOOR) / max(ref[name], _FLOOR))
+    return total
+
+
+def overloaded(snap: Snapshot, growth: int) -> str | None:
+    """Overload at this arrival rate, in words, or None. The engine's waiting queue counts
+    only while the client still sends at the workload's rate (samples up to the last
+    dispatch): there it must have grown by at least `growth` requests over at least three
+    checkpoints, rise on a least-squares fit and stand at its highest now."""
+    dispatching_until = (
+        math.inf if len(snap.sent) < snap.total else max((r.start_s for r in snap.sent), default=0)
+    )
+    samples = [e for e in snap.engine if e.t_s <= dispatching_until]
+    if len(samples) < 3 or samples[-1].t_s <= samples[0].t_s:
+        return None
+    t = np.array([e.t_s for e in samples])
+    q = np.array([e.waiting for e in samples], dtype=float)
+    low = int(np.argmin(q))
+    if q[-1] - q[low] < growth or q[-1] < q.max() or np.polyfit(t, q, 1)[0] <= 0:
+        return None
+    return (
+        f"overloaded at this rate: the engine's queue grew from {q[low]:.0f} to {q[-1]:.0f} "
+        f"in {t[-1] - t[low]:.1f} s while requests still arrived"
+    )
+
+
+def decide(snap: Snapshot, rule: Rule) -> Decision:
+    """Stop (with the reason) or go on, at one checkpoint."""
+    queue = snap.waiting_first_token
+    last = snap.engine[-1] if snap.engine else None
+    over = overloaded(snap, rule.queue_growth)
+    evidence = f"; {queue} request(s) still wait for a first token" if queue else ""
+    if last is not None:
+        evidence += f"; engine: {last.describe()}"
+    if over:
+        evidence += f"; {over}"
+    for slo in rule.slos:
+        if slo.op not in ("<=", "<") or not _LATENCY.match(slo.metric):
+            continue
+        bound = metric_bound(snap, slo.metric)
+        if bound is not None and (bound > slo.value or (slo.op == "<" and bound >= slo.value)):
+            return Decision(
+                True,
+                f"SLO {slo} broken for sure: {slo.metric} is at least {bound:.0f} ms after "
+                f"{snap.elapsed_s:.1f} s ({snap.completed} of {snap.total} requests done)"
+                f"{evidence}",
+                last,
+            )
+    if rule.weights is None or rule.reference is None or rule.incumbent is None:
+        return GO_ON
+    early = snap.completed < rule.min_completed or snap.completed < rule.min_fraction * snap.total
+    if early and not over:  # overload evidence ends the wait; the bound still decides
+        return GO_ON
+    bound = score_bound(snap, rule.weights, rule.reference)
+    if bound > rule.incumbent + rule.margin:
+        return Decision(
+            True,
+            f"cannot beat the best trial: its score will be at least {bound:+.3f}, the best "
+            f"is {rule.incumbent:+.3f} ({snap.completed} of {snap.total} requests done after "
+            f"{snap.elapsed_s:.1f} s){evidence}",
+            last,
+        )
+    return GO_ON
+
+
+class Checkpoints:
+    """When to check: every `every_s` seconds of the workload and, if set, each time another
+    `every_requests` requests have completed. A real run asks `due` at every watchdog poll,
+    `replay` at each instant a checkpoint could fall on: the same schedule in both."""
+
+    def __init__(self, every_s: float, every_requests: int | None = None) -> None:
+        self.every_s, self.every_requests = every_s, every_requests
+        self.next_s = every_s
+        self.next_completed = every_requests or 0
+
+    def due(self, elapsed_s: float, completed: int) -> bool:
+        hit = False
+        if elapsed_s >= self.next_s:
+            hit, self.next_s = True, elapsed_s + self.every_s
+        if self.every_requests and completed >= self.next_completed:
+            hit = True
+            self.next_completed = (completed // self.every_requests + 1) * self.every_requests
+        return hit
+
+
+def replay(
+    records: Sequence[RequestRecord],
+    every_s: float,
+    every_requests: int | None = None,
+    engine: Sequence[EngineSample] = (),
+    **snap_kw: object,
+):
+    """Snapshots of a finished run as they stood at each checkpoint (virtual time, for
+    `tuner plan`): a request is sent at its start, has its first token at start + TTFT, is
+    done at start + E2EL. `engine`: the simulated engine's state after each of its steps, in
+    time order; a checkpoint scrapes the latest one. Yields (time, snapshot) until the end."""
+    end = max((r.start_s + r.latency_s for r in records), default=0.0)
+    finished = sorted(r.start_s + r.latency_s for r in records if r.success)
+    instants = []
+    t = every_s
+    while t < end:
+        instants.append(t)
+        t += every_s
+    if every_requests:
+        instants += [f for f in finished if f < end]
+    engine_t = [e.t_s for e in engine]
+    schedule, scraped = Checkpoints(every_s, every_requests), []
+    for t in sorted(set(instants)):
+        if not schedule.due(t, bisect.bisect_right(finished, t)):
+            continue
+        k = bisect.bisect_right(engine_t, t)
+        if k:
+            scraped.append(replace(engine[k - 1], t_s=t))
+        sent, done = [], []
+        for r in records:
+            if r.start_s > t:
+                continue
+            over = r.start_s + r.latency_s <= t
+            live = r
+            if not over:
+                first = r.ttft_s if r.success and r.start_s + r.ttft_s <= t else 0.0
+                live = RequestRecord(prompt_len=r.prompt_len, start_s=r.start_s, ttft_s=first)
+            sent.append(live)
+            done.append(over)
+        yield t, Snapshot(sent, done, len(records), t, engine=list(scraped), **snap_kw)  # type: ignore[arg-type]

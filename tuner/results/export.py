@@ -1,0 +1,347 @@
+"""Pick the trial to ship and write it for production `vllm serve` (shell, `--config` YAML, JSON).
+
+Selection is pure (trial points in, a `Choice` out). Rendering always targets production's
+`vllm serve MODEL ...` through `tuner.spec.space`, whichever way the study launched its engine,
+and carries the figures that justify the choice so whoever deploys it knows what to expect.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tuner.errors import UserError
+from tuner.measure.objective import HEADLINE_METRICS
+from tuner.results.pareto import check_stored
+from tuner.spec.inputs import POSIX_NAME
+from tuner.spec.slo import SloLimit
+from tuner.spec.space import serve_argv, serve_config, serve_env
+from tuner.spec.study import StudySpec
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
+
+FORMATS = ("shell", "yaml", "json")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The trial to export and, in words, why it was picked."""
+
+    point: TrialPoint
+    why: str
+    limits: tuple[SloLimit, ...] = ()
+    scores: tuple[float, ...] = ()  # every measured score of this config when it was confirmed
+
+
+def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
+    """Total relative distance from the limits (0 when all are met); for "closest trial"."""
+    return sum(
+        max(limit.violation(point.metrics), 0.0) for limit in limits if not limit.met(point.metrics)
+    )
+
+
+def _figures(point: TrialPoint, names: Sequence[str]) -> str:
+    return ", ".join(f"{n}={point.metrics[n]:.4g}" for n in names if n in point.metrics)
+
+
+def select_trial(
+    points: Sequence[TrialPoint],
+    study_name: str,
+    *,
+    trial: int | None = None,
+    limits: Sequence[SloLimit] = (),
+) -> Choice:
+    """`--trial N`; else the best-scoring healthy trial that meets every limit given (they
+    replace the study file's SLO); else, with no limits, the best feasible trial. Lowest
+    `score` wins (it is stored in multi-objective studies too), ties go to the earlier trial.
+    When no trial qualifies, the UserError names the closest: the smallest total relative
+    SLO violation. The order is `tuner.trial.point.ranked`'s, shared with `tuner best`: configs
+    that `--confirm` re-measured rank by their mean score."""
+    limits = tuple(limits)
+    if not any(p.state == "COMPLETE" for p in points):
+        raise UserError(f"study {study_name!r} has no complete trial yet")
+    check_stored(points, [limit.metric for limit in limits], study_name)
+    if trial is not None:
+        return _given(points, study_name, trial, limits)
+    # With limits given, they replace the study's SLO; health constraints still hold.
+    pool = [p for p in points if (p.healthy if limits else p.feasible) and p.confirm_of is None]
+    in_pool = {p.number for p in pool}
+    ok = tr.ranked(
+        points, eligible=lambda p: p.number in in_pool and all(lim.met(p.metrics) for lim in limits)
+    )
+    text = ",".join(str(limit) for limit in limits)
+    kind = "measured" if limits else "feasible"
+    if ok:
+        best = ok[0]
+        why = f"best score among the {len(pool)} {kind} trials"
+        if limits:
+            why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
+        return Choice(best, why, limits, tuple(tr.confirmation_runs(points).get(best.number, ())))
+    if pool:
+        near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
+        figures = _figures(near, [limit.metric for limit in limits])
+        raise UserError(
+            f"no {kind} trial of study {study_name!r} meets {text}; "
+            f"closest is trial {near.number} ({figures})"
+        )
+    measured = [p for p in points if p.status == "infeasible"]
+    if not measured:
+        raise UserError(f"no trial of study {study_name!r} was measured: nothing to export")
+    near = min(measured, key=lambda p: (sum(max(v, 0) for v in p.constraints.values()), p.number))
+    broken = ", ".join(near.broken_constraints)
+    raise UserError(
+        f"no feasible trial in study {study_name!r}; closest is trial {near.number} "
+        f"(breaks {broken})"
+    )
+
+
+def _given(
+    points: Sequence[TrialPoint], study_name: str, number: int, limits: tuple[SloLimit, ...]
+) -> Choice:
+    by_number = {p.number: p for p in points}
+    point = by_number.get(number)
+    if point is None:
+        span = f"0–{max(by_number)}" if by_number else "none"
+        raise UserError(f"study {study_name!r} has no trial {number} (trials: {span})")
+    if point.status == "failed":
+        raise UserError(f"trial {number} failed ({point.failure}): there is no config to export")
+    if point.state != "COMPLETE" or not point.metrics:
+        raise UserError(f"trial {number} is {point.state.lower()}: it has no measurement")
+    missed = [limit for limit in limits if not limit.met(point.metrics)]
+    if missed:
+        text = ", ".join(f"{_figures(point, [m.metric])} vs {m}" for m in missed)
+        raise UserError(f"trial {number} does not meet the SLO: {text}")
+    why = f"trial {number}, as asked"
+    if point.status == "infeasible":
+        broken = ", ".join(point.broken_constraints)
+        why += f" (WARNING: it breaks the study's constraints: {broken})"
+    return Choice(point, why, limits)
+
+
+# Rendering ------------------------------------------------------------------------------
+
+
+def _provenance(simulated: bool, version: str | None) -> str:
+    if simulated:
+        return "PREDICTED by the tuner's simulator, not measured on a real engine: verify them"
+    return f"measured on vLLM {version or '(version not recorded)'}"
+
+
+def justification(
+    spec: StudySpec, choice: Choice, study_name: str, simulated: bool, baseline: TrialPoint | None
+) -> list[str]:
+    """The lines that say what this config is and what to expect from it."""
+    p = choice.point
+    names = list(dict.fromkeys([*HEADLINE_METRICS, *(limit.metric for limit in choice.limits)]))
+    lines = [
+        f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
+        f"figures {_provenance(simulated, p.attrs.get(tr.VLLM_VERSION))}",
+        f"hardware: {_hardware(spec)}; workload: {_workload(spec)}",
+    ]
+    for name in names:
+        if name in p.metrics:
+            ci = p.ci(name)
+            ci_text = f" (CI {ci[0]:.4g}–{ci[1]:.4g})" if ci is not None else ""
+            base = ""
+            if baseline is not None and name in baseline.metrics and baseline.number != p.number:
+                base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
+            lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
+    lines += capacity_lines(p, baseline)
+    if p.score is not None:
+        lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
+    if len(choice.scores) > 1:
+        mean = sum(choice.scores) / len(choice.scores)
+        spread = max(choice.scores) - min(choice.scores)
+        lines.append(
+            f"  confirmed over {len(choice.scores)} runs: mean score {mean:.4g}, range {spread:.3g}"
+        )
+    return lines
+
+
+def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
+    """Capacity mode: the capacity measured for this config, the rate it was measured at (the
+    highest offered rate that met every SLO), the next rate up that broke one, the goodput;
+    per scenario when the study has several."""
+
+    def one(found: dict, label: str, base: dict | None) -> str:
+        cap = found.get(tr.CAPACITY_RPS) or 0.0
+        if cap <= 0:
+            return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
+        above = found.get("above_rps")
+        bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
+        good = found.get("goodput_rps")
+        good_text = f"; goodput {good:.4g} req/s" if good is not None else ""
+        exact = "" if found.get("resolved") else " (run cap reached before the resolution)"
+        base_text = ""
+        if base and base.get(tr.CAPACITY_RPS) is not None and baseline is not p:
+            base_text = f"; baseline trial {baseline.number}: {base[tr.CAPACITY_RPS]:.4g} req/s"  # type: ignore[union-attr]
+        return (
+            f"  {label}capacity = {cap:.4g} req/s within the SLOs: measured at an offered rate "
+            f"of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
+        )
+
+    out = []
+    found = p.attrs.get(tr.CAPACITY)
+    if isinstance(found, dict):
+        base = baseline.attrs.get(tr.CAPACITY) if baseline is not None else None
+        out.append(one(found, "", base if isinstance(base, dict) else None))
+    for name in p.scenario_names:
+        found = p.scenario(name).get("capacity")
+        if isinstance(found, dict):
+            base = baseline.scenario(name).get("capacity") if baseline is not None else None
+            out.append(one(found, f"{name}: ", base if isinstance(base, dict) else None))
+    if p.scenario_names and p.capacity_rps is not None:
+        out.append(f"  capacity over the scenarios = {p.capacity_rps:.4g} req/s")
+    return out
+
+
+def _hardware(spec: StudySpec) -> str:
+    hw = spec.hardware
+    return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
+
+
+def _workload(spec: StudySpec) -> str:
+    w = spec.workload
+    if w.dataset_name == "random":
+        data = f"random {w.random_input_len} in / {w.random_output_len} out"
+        if w.random_range_ratio:
+            data += f" (±{w.random_range_ratio:.0%})"
+    elif w.dataset_name == "longdoc":
+        lengths = "/".join(map(str, w.longdoc_lengths))
+        data = f"longdoc {lengths} in / {w.longdoc_output_len} out"
+    else:
+        data = f"{w.dataset_name} {w.dataset_path}"
+        if w.sharegpt_output_len:
+            data += f" (output {w.sharegpt_output_len})"
+    rate = "all at once" if w.request_rate == float("inf") else f"{w.request_rate:g} req/s"
+    if spec.objective.mode == "capacity":
+        rate = "rate searched for the capacity"
+    if spec.scenarios:
+        data = "scenarios " + ", ".join(f"{s.name} (weight {s.weight:g})" for s in spec.scenarios)
+    conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
+    return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
+
+
+def env_assignments(env: dict[str, str], quote: Callable[[str], str] = shlex.quote) -> list[str]:
+    """`NAME=value` words for a shell: the value quoted, the name checked (a quoted name is no
+    assignment, so a name that is not a POSIX name is refused, not written)."""
+    out = []
+    for name, value in env.items():
+        if not POSIX_NAME.fullmatch(name):
+            raise UserError(f"env name {name!r} is not a POSIX name: it cannot be exported")
+        out.append(f"{name}={quote(str(value))}")
+    return out
+
+
+_BREAKS = {"\x85", "\u2028", "\u2029", "\x7f"}  # line breaks to YAML or Python, and DEL
+
+
+def one_line_quote(value: str) -> str:
+    """`shlex.quote`, except that a value holding a control character or a line break is
+    written `$'...'` (bash, zsh, ksh; POSIX.1-2024), so that it stays on one comment line."""
+    value = str(value)
+    if not any(ord(c) < 32 or c in _BREAKS for c in value):
+        return shlex.quote(value)
+    out = []
+    for c in value:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif ord(c) < 32 or c in _BREAKS:
+            out.extend(f"\\x{b:02x}" for b in c.encode())  # UTF-8 bytes: any locale
+        else:
+            out.append(c)
+    return "$'" + "".join(out) + "'"
+
+
+def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
+    """`VAR=value vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
+    env = env_assignments(serve_env(spec, params))
+    argv = serve_argv(spec, params)
+    words = [*env, *(shlex.quote(a) for a in argv[:3])]
+    lines = [" ".join(words)]
+    for arg in argv[3:]:
+        if arg.startswith("--") or len(lines) == 1:
+            lines.append(shlex.quote(arg))
+        else:
+            lines[-1] += " " + shlex.quote(arg)
+    return " \\\n  ".join(lines)
+
+
+def vllm_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """The `--config` mapping. A false bool is written `no-<flag>: true`: vLLM's config loader
+    looks `--no-<flag>` up on the top-level parser, where serve's flags are missing, and
+    silently drops `<flag>: false` (checked on vLLM 0.32)."""
+    out: dict[str, Any] = {}
+    for key, value in serve_config(spec, params).items():
+        if value is False:
+            out[f"no-{key}"] = True
+        else:
+            out[key] = value
+    return out
+
+
+def _comment(lines: Sequence[str]) -> str:
+    """Comment lines; a line break inside a value (a model path, a GPU name) stays commented,
+    so nothing of the study file ends up as a command when the export is sourced."""
+    return "".join(
+        f"# {part}".rstrip() + "\n" for line in lines for part in (line.splitlines() or [""])
+    )
+
+
+def render(
+    fmt: str,
+    spec: StudySpec,
+    choice: Choice,
+    study_name: str,
+    *,
+    simulated: bool,
+    baseline: TrialPoint | None = None,
+    config_path: str = "FILE",
+) -> str:
+    """The export as text, in one of FORMATS; a YAML's comment names `config_path` to run it."""
+    p = choice.point
+    notes = justification(spec, choice, study_name, simulated, baseline)
+    if fmt == "shell":
+        return _comment(notes) + shell_command(spec, p.params) + "\n"
+    if fmt == "yaml":
+        env = serve_env(spec, p.params)
+        run = " ".join(
+            [
+                *env_assignments(env, one_line_quote),
+                f"vllm serve --config {one_line_quote(config_path)}",
+            ]
+        )
+        head = [*notes, f"run with: {run}"]
+        body = yaml.safe_dump(vllm_config(spec, p.params), sort_keys=False, allow_unicode=True)
+        return _comment(head) + body
+    if fmt == "json":
+        doc = {
+            "study": study_name,
+            "trial": p.number,
+            "selection": choice.why,
+            "slo": [str(limit) for limit in choice.limits],
+            "simulated": simulated,
+            "figures": "predicted by the simulator" if simulated else "measured",
+            "vllm_version": p.attrs.get(tr.VLLM_VERSION),
+            "params": p.params,
+            "metrics": p.metrics,
+            "metric_ci": {
+                k.removesuffix(tr.CI_SUFFIX): v
+                for k, v in p.attrs.items()
+                if k.endswith(tr.CI_SUFFIX)
+            },
+            "score": p.score,
+            "baseline_metrics": baseline.metrics if baseline is not None else None,
+            "command": serve_argv(spec, p.params),
+            "env": serve_env(spec, p.params),
+            "config": vllm_config(spec, p.params),
+            "hardware": spec.hardware.model_dump(),
+            "workload": json.loads(spec.workload.model_dump_json()),
+        }
+        return json.dumps(doc, indent=2) + "\n"
+    raise UserError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

@@ -1,0 +1,73 @@
+"""Pareto fronts over stored trials (pure: no storage, no printing).
+
+Trials are `tuner.trial.point.TrialPoint`s. The front is computed on their stored metrics, not on
+`trial.values`, so that scalarised and multi-objective studies give the same answer for the
+same measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tuner.errors import UserError
+from tuner.spec.slo import Direction, metric_direction
+from tuner.trial.point import TrialPoint, is_finite
+
+Objective = tuple[str, Direction]
+
+
+def parse_objectives(text: str) -> list[Objective]:
+    """`p99_ttft_ms,output_throughput` -> names with their directions; unknown names are errors."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("no objectives given: expected e.g. p99_ttft_ms,mean_tpot_ms")
+    if len(set(names)) != len(names):
+        raise UserError(f"an objective is named twice in {text!r}")
+    return [(name, metric_direction(name)) for name in names]
+
+
+def pareto_front(points: Sequence[dict[str, float]], objectives: Sequence[Objective]) -> list[int]:
+    """Indices of the non-dominated points, in input order.
+
+    A point dominates another when it is no worse on every objective and strictly better on
+    at least one; so equal points never dominate each other and all stay on the front. A point
+    without a finite value for every objective cannot be ranked and is left out.
+    """
+    if not objectives:
+        raise ValueError("at least one objective is needed")
+    ranked = [
+        i for i, p in enumerate(points) if all(is_finite(p.get(name)) for name, _ in objectives)
+    ]
+    if not ranked:
+        return []
+    sign = np.array([1.0 if d == "minimize" else -1.0 for _, d in objectives])
+    cost = np.array([[points[i][name] for name, _ in objectives] for i in ranked]) * sign
+    front = []
+    for row, i in enumerate(ranked):
+        no_worse = np.all(cost <= cost[row], axis=1)
+        better = np.any(cost < cost[row], axis=1)
+        if not np.any(no_worse & better):
+            front.append(i)
+    return front
+
+
+def check_stored(points: Sequence[TrialPoint], names: Sequence[str], study_name: str) -> None:
+    """A metric nobody stored is a user error (typo, or a percentile the workload did not ask)."""
+    stored = {m for p in points for m in p.metrics}
+    for name in names:
+        if name not in stored:
+            known = ", ".join(sorted(stored)) or "none"
+            raise UserError(
+                f"metric {name!r} is not stored in study {study_name!r} (stored: {known})"
+            )
+
+
+def front_of(points: Sequence[TrialPoint], objectives: Sequence[Objective]) -> list[TrialPoint]:
+    """The feasible non-dominated trials, best first on the first objective."""
+    feasible = [p for p in points if p.feasible]
+    front = [feasible[i] for i in pareto_front([p.metrics for p in feasible], objectives)]
+    name, direction = objectives[0]
+    sign = 1.0 if direction == "minimize" else -1.0
+    return sorted(front, key=lambda p: (sign * p.metrics[name], p.number))

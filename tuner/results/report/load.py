@@ -1,0 +1,166 @@
+"""The report's load figures: latency–load curves, capacity per trial, the scenario table.
+
+The latency–load curve is the seed's "P99 growth curve": every rate a capacity search ran,
+P99 TTFT and mean TPOT against the offered rate, the baseline's against the best config's,
+with the SLO limits drawn across. Read through `tuner.trial.point`; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from tuner.spec.slo import SloLimit
+from tuner.trial import point as tr
+from tuner.trial.point import TrialPoint
+
+CURVE_METRICS = ("p99_ttft_ms", "mean_tpot_ms")
+_STYLE = {"baseline": ("#111111", "dash"), "best": ("#d62728", "solid")}
+
+
+def _steps(p: TrialPoint, scenario: str | None) -> list[dict]:
+    steps = [s for s in p.rate_steps if s.get("scenario") == scenario]
+    return sorted(steps, key=lambda s: s.get("rate_rps", 0.0))
+
+
+def curve_figure(
+    baseline: TrialPoint | None,
+    best: TrialPoint | None,
+    slos: Sequence[SloLimit],
+    scenario: str | None = None,
+) -> go.Figure | None:
+    """P99 TTFT and mean TPOT against the offered rate (two panels), one line per trial;
+    hollow markers: runs that broke an SLO (× where early stopping stopped them, with the
+    figures reached by then). Dotted: each SLO limit; vertical: each trial's capacity."""
+    shown = [(k, p) for k, p in (("baseline", baseline), ("best", best)) if p is not None]
+    if best is not None and baseline is not None and best.number == baseline.number:
+        shown = [("baseline", baseline)]
+    shown = [(k, p) for k, p in shown if _steps(p, scenario)]
+    if not shown:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{m} against rate" for m in CURVE_METRICS])
+    for kind, p in shown:
+        color, dash = _STYLE[kind]
+        steps = _steps(p, scenario)
+        label = f"{kind} (trial {p.number})"
+        for col, metric in enumerate(CURVE_METRICS, start=1):
+            pts = [s for s in steps if metric in s]
+            fig.add_trace(
+                go.Scatter(
+                    x=[s["rate_rps"] for s in pts],
+                    y=[s[metric] for s in pts],
+                    mode="lines+markers",
+                    line={"color": color, "dash": dash},
+                    marker={
+                        "symbol": [
+                            "x"
+                            if s.get("pruned_reason")
+                            else "circle"
+                            if s["feasible"]
+                            else "circle-open"
+                            for s in pts
+                        ],
+                        "size": 9,
+                    },
+                    hovertext=[_hover(s) for s in pts],
+                    hoverinfo="text",
+                    name=label,
+                    legendgroup=label,
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
+            cap = _capacity(p, scenario)
+            if cap:
+                fig.add_vline(x=cap, line={"color": color, "dash": "dot"}, row=1, col=col)
+    for col, metric in enumerate(CURVE_METRICS, start=1):
+        for limit in slos:
+            if limit.metric == metric:
+                fig.add_hline(
+                    y=limit.value,
+                    line={"color": "#2ca02c", "dash": "dot"},
+                    annotation_text=f"SLO {limit}",
+                    row=1,
+                    col=col,
+                )
+        fig.update_xaxes(title_text="offered request rate (req/s)", row=1, col=col)
+        fig.update_yaxes(title_text="ms", row=1, col=col)
+    where = f" — scenario {scenario}" if scenario else ""
+    fig.update_layout(
+        title=f"Latency against load{where} (vertical dotted lines: capacity)",
+        template="plotly_white",
+        height=440,
+        legend={"orientation": "h", "y": -0.25, "x": 0},
+    )
+    return fig
+
+
+def _capacity(p: TrialPoint, scenario: str | None) -> float | None:
+    if scenario is None:
+        return p.capacity_rps
+    found = p.scenario(scenario).get("capacity") or {}
+    cap = found.get(tr.CAPACITY_RPS)
+    return float(cap) if tr.is_finite(cap) else None
+
+
+def _hover(step: dict) -> str:
+    lines = [f"{step['rate_rps']:.4g} req/s offered"]
+    lines += [f"{m} = {step[m]:.4g}" for m in (*CURVE_METRICS, "request_goodput") if m in step]
+    lines.append("met every SLO" if step["feasible"] else "broke an SLO")
+    if step.get("pruned_reason"):
+        lines.append("stopped early: " + html.escape(str(step["pruned_reason"]))[:200])
+    return "<br>".join(lines)
+
+
+def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
+    """The capacity of every measured trial (req/s), the baseline's in black."""
+    shown = [p for p in points if p.capacity_rps is not None and p.measured]
+    if not shown:
+        return None
+    fig = go.Figure(
+        go.Bar(
+            x=[str(p.number) for p in shown],
+            y=[p.capacity_rps for p in shown],
+            marker={"color": ["#111111" if p.baseline else "#1f77b4" for p in shown]},
+            hovertext=[
+                f"trial {p.number}: {p.capacity_rps:.4g} req/s, {len(p.rate_steps)} runs"
+                for p in shown
+            ],
+            hoverinfo="text",
+        )
+    )
+    fig.update_layout(
+        title="Capacity within the SLOs, per trial (black: the baseline)",
+        xaxis_title="trial",
+        yaxis_title="capacity (req/s)",
+        template="plotly_white",
+        height=380,
+    )
+    return fig
+
+
+def scenario_table(points: Sequence[TrialPoint]) -> str:
+    """Per trial and scenario: its score, headline figures and capacity (HTML)."""
+    names = list(dict.fromkeys(n for p in points for n in p.scenario_names))
+    if not names:
+        return ""
+    cols = ["score", *CURVE_METRICS, "output_throughput", tr.CAPACITY_RPS]
+    head = "".join(f"<th>{html.escape(f'{n}: {c}')}</th>" for n in names for c in cols)
+    rows = []
+    for p in points:
+        if not p.scenario_names:
+            continue
+        cells = []
+        for n in names:
+            entry, found = p.scenario(n), p.scenario_metrics(n)
+            cap = (entry.get("capacity") or {}).get(tr.CAPACITY_RPS)
+            values = [entry.get(tr.SCORE), *(found.get(m) for m in cols[1:4]), cap]
+            cells += [f"<td>{'' if v is None else f'{v:.4g}'}</td>" for v in values]
+        rows.append(
+            f"<tr><td>{p.number}{' (baseline)' if p.baseline else ''}</td>{''.join(cells)}</tr>"
+        )
+    return f"<table><tr><th>trial</th>{head}</tr>{''.join(rows)}</table>"

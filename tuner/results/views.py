@@ -1,0 +1,197 @@
+"""Presentation of a stored study: the trial table and the best command (rich, pandas).
+
+Every figure is read through `tuner.trial.point`; nothing here decides what a trial means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from tuner.errors import UserError
+from tuner.measure.objective import HEADLINE_METRICS, clearly_better
+from tuner.results.export import shell_command
+from tuner.spec.study import StudySpec
+from tuner.trial import point as tr
+from tuner.trial import specs
+from tuner.trial.point import TrialPoint
+
+FAILURE_CHARS = 60
+
+
+def trials_frame(
+    points: Sequence[TrialPoint], study_attrs: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """One row per trial: number, state, parameters, headline metrics, score, failure; and
+    the spec it ran under, when the study has run under more than one."""
+    study_attrs = study_attrs or {}
+    spec_ids = {specs.trial_spec_id(study_attrs, p) for p in points}
+    capacity = any(p.capacity_rps is not None for p in points)
+    scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
+    # `search.fidelity: multi`: the screen's prediction beside each measured figure
+    screened = any(tr.predictions(p.attrs) for p in points)
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        state = "INFEASIBLE" if p.status == "infeasible" else p.state
+        row: dict[str, Any] = {"number": p.number, "state": state}
+        row.update({f"param_{k}": v for k, v in p.params.items()})
+        predicted = tr.predictions(p.attrs)
+        for m in HEADLINE_METRICS:
+            row[m] = p.metrics.get(m)
+            if screened:
+                row[tr.PREDICTED_PREFIX + m] = predicted.get(m)
+        if capacity:
+            row[tr.CAPACITY_RPS] = p.capacity_rps
+            row["rate_steps"] = len(p.rate_steps) or None
+        for name in scenarios:  # each scenario's own score and headline figures
+            row[f"{name}:score"] = p.scenario(name).get(tr.SCORE)
+            found = p.scenario_metrics(name)
+            row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_METRICS[:2]})
+            cap = (p.scenario(name).get("capacity") or {}).get(tr.CAPACITY_RPS)
+            if cap is not None:
+                row[f"{name}:{tr.CAPACITY_RPS}"] = cap
+        row["score"] = p.score
+        if screened:
+            row[tr.PREDICTED_SCORE] = p.attrs.get(tr.PREDICTED_SCORE)
+        row["engine_s"] = p.attrs.get(tr.ENGINE_S)
+        row["baseline"] = p.baseline
+        row["reused_from"] = p.attrs.get(tr.REUSED_FROM)
+        if p.status == "pruned":
+            row["failure"] = f"stopped early: {p.attrs.get(tr.PRUNED_REASON, '')}"
+        elif p.failure_kind:
+            row["failure"] = p.failure
+        else:
+            broken = p.broken_constraints
+            row["failure"] = f"breaks {', '.join(broken)}" if broken else ""
+        if len(spec_ids) > 1:
+            row["spec"] = specs.trial_spec_id(study_attrs, p)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
+    """Predicted against measured, per real trial the screen chose and per headline metric:
+    the simulator's error over the study in plain view (measured / predicted − 1)."""
+    rows = []
+    for p in sorted(points, key=lambda p: p.number):
+        predicted = tr.predictions(p.attrs)
+        if not predicted:
+            continue
+        miss = p.attrs.get(tr.PREDICTION_ERROR) or {}
+        for m in HEADLINE_METRICS:
+            if m in predicted:
+                rows.append(
+                    {
+                        "trial": p.number,
+                        "metric": m,
+                        "predicted": predicted[m],
+                        "measured": p.metrics.get(m) if p.measured else None,
+                        "error": miss.get(m),
+                    }
+                )
+    return rows
+
+
+def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> None:
+    console = console or Console(width=200)
+    table = Table(show_lines=False)
+    for col in frame.columns:
+        if col in ("baseline", "reused_from"):
+            continue
+        if col == "failure":
+            table.add_column(col, min_width=30, no_wrap=True, overflow="ellipsis")
+        elif col in ("number", "state"):
+            table.add_column(col, no_wrap=True)
+        else:
+            table.add_column(col.removeprefix("param_"), overflow="fold")
+    for _, row in frame.iterrows():
+        cells = []
+        for col in frame.columns:
+            if col in ("baseline", "reused_from"):
+                continue
+            v = row[col]
+            if col == "number" and row["baseline"]:
+                cells.append(f"{v} (baseline)")
+            elif col == "failure" and len(v) > FAILURE_CHARS:
+                cells.append(v[: FAILURE_CHARS - 1] + "…")  # the whole reason: --format csv
+            elif isinstance(v, float):
+                cells.append("" if pd.isna(v) else f"{v:.4g}")
+            else:
+                cells.append("" if v is None else str(v))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def best_report(
+    points: Sequence[TrialPoint], study_name: str, study_attrs: Mapping[str, Any]
+) -> str:
+    """The best feasible trial as a serve command, with a plain word on how sure we are; the
+    command comes from the stored spec that trial was measured under."""
+    ranked = tr.ranked(points)
+    if not ranked:
+        raise UserError(f"study {study_name!r} has no complete feasible trial yet")
+    top = ranked[0]
+    spec = specs.spec_for(study_attrs, top)
+    m, nan = top.metrics, float("nan")
+    lines = [
+        f"# best trial {top.number} of study {study_name}"
+        + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
+        f"# score {top.score:+.3f} ({_reference_words(top, points)} = 0, lower is better); "
+        f"p99 TTFT {m.get('p99_ttft_ms', nan):.1f} ms, "
+        f"mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms, "
+        f"output {m.get('output_throughput', nan):.1f} tok/s",
+    ]
+    if top.capacity_rps is not None:
+        base = tr.baseline_of(points)
+        vs = (
+            f" (baseline trial {base.number}: {base.capacity_rps:.4g} req/s)"
+            if base is not None and base.capacity_rps is not None and base is not top
+            else ""
+        )
+        lines.append(f"# capacity {top.capacity_rps:.4g} req/s within the SLOs{vs}")
+    runs = tr.confirmation_runs(points).get(top.number)
+    if runs:
+        mean = sum(runs) / len(runs)
+        spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
+        lines.append(f"# confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)")
+    lines += [f"# {line}" for line in _confidence(top, ranked, spec)]
+    robust = tr.robustness_of(study_attrs, top)
+    if robust is not None:
+        lines.append(f"# {robust[tr.ROBUST_VERDICT]}")
+    lines.append(shell_command(spec, top.params))
+    return "\n".join(lines)
+
+
+def _reference_words(top: TrialPoint, points: Sequence[TrialPoint]) -> str:
+    ref = top.attrs.get(tr.REFERENCE)
+    if ref is None or any(p.number == ref and p.baseline for p in points):
+        return "baseline"
+    return f"trial {ref}, the first measured: vLLM's defaults were not measured,"
+
+
+def _confidence(top: TrialPoint, ranked: list[TrialPoint], spec: StudySpec) -> list[str]:
+    weights = spec.objective.weights
+    out = []
+    base = [p for p in ranked if p.baseline]
+    if top.baseline:
+        out.append("the baseline (vLLM's defaults) is the best trial: no tuned config beat it")
+    elif base and not clearly_better(
+        top.cis(HEADLINE_METRICS), base[0].cis(HEADLINE_METRICS), weights
+    ):
+        out.append(
+            f"NOT clearly better than the baseline (trial {base[0].number}): "
+            "the 95% confidence intervals overlap on every weighted metric"
+        )
+    runner_up = next((p for p in ranked if p.number != top.number), None)
+    if runner_up is not None and not clearly_better(
+        top.cis(HEADLINE_METRICS), runner_up.cis(HEADLINE_METRICS), weights
+    ):
+        out.append(
+            f"not clearly better than the runner-up (trial {runner_up.number}): "
+            "re-measure both (tuner run --confirm K) before trusting the order"
+        )
+    return out

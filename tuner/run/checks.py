@@ -1,0 +1,100 @@
+"""What `tuner run` refuses before it touches the database or starts an engine, beyond what
+loading the study file checks: storage that keeps nothing, the environment, prompt lengths.
+
+Readers of a study file (`tuner trials`, `best`, `report`) do not apply these.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from tuner.errors import UserError
+from tuner.sim.profile_file import load_gpu
+from tuner.spec.inputs import API_KEY_ENV
+from tuner.spec.space import max_model_len
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
+from tuner.store.storage import resolve_storage
+
+
+def check_run_storage(url: str) -> None:
+    """`tuner run` refuses a storage that keeps nothing once the process exits."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # Store reports a URL that is not one
+    if not parsed.drivername.startswith("sqlite"):
+        return
+    db = parsed.database or ""
+    if db in ("", ":memory:") or db.startswith("file::memory:") or "mode=memory" in url:
+        raise UserError(
+            f"--storage {url}: an in-memory database keeps no result after the run; "
+            "give a file, e.g. sqlite:///tuner.db"
+        )
+
+
+def check_run(spec: StudySpec, storage: str | None) -> None:
+    """Everything `tuner run` refuses before it touches the database or starts an engine;
+    `storage` is `--storage` (None: the study file's, else $TUNER_STORAGE, else the default)."""
+    check_run_storage(resolve_storage(storage or spec.storage))
+    check_run_environment(spec)
+
+
+def check_run_environment(spec: StudySpec) -> None:
+    """What `tuner run` needs from the environment and the model that loading cannot check
+    (readers of the study file, `tuner trials`/`best`/`report`, do not need them)."""
+    name = spec.engine.api_key_env
+    if name is not None and not os.environ.get(name):
+        raise UserError(
+            f"engine.api_key_env: the environment variable {name} is not set (or is empty): "
+            "the engine would run without the key"
+        )
+    if name is None and os.environ.get(API_KEY_ENV):
+        raise UserError(
+            f"{API_KEY_ENV} is set in the environment: the engine would require it and the "
+            f"tuner would not send it; set engine.api_key_env: {API_KEY_ENV}, or unset it"
+        )
+    check_lengths_fit(spec)
+    if spec.hardware.accelerator is not None:
+        load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line
+
+
+def check_lengths_fit(spec: StudySpec) -> None:
+    """Random or long-document prompts longer than the model's known length (less the output
+    they ask for): every such request would fail. `tuner run` and `tuner plan` apply it."""
+    w = spec.workload
+    longest = [x.longest_request for x in [w, *spec.workloads.values()]]
+    tuned = any(
+        p.env is None and (p.flag or f"--{name}") == "--max-model-len"
+        for name, p in spec.search_space.parameters.items()
+    )
+    if all(x is None for x in longest) or tuned:
+        return
+    try:
+        limit = max_model_len(spec)
+    except (OSError, ValueError, TypeError):
+        return  # an unreadable config.json is the engine's to report
+    if limit is not None:
+        check_longest_fits(w, limit, "workload: ")
+        for name, scenario in spec.workloads.items():
+            check_longest_fits(scenario, limit, f"workload.{name}: ")
+
+
+def check_longest_fits(w: WorkloadSpec, limit: int, where: str) -> None:
+    """The one refusal of a workload whose longest request exceeds max-model-len `limit`."""
+    longest = w.longest_request
+    if longest is None or longest <= limit:
+        return
+    if w.dataset_name == "longdoc":
+        raise UserError(
+            f"{where}a long document of {max(w.longdoc_lengths)} tokens plus "
+            f"{w.longdoc_output_len} output tokens exceeds max-model-len {limit}: documents "
+            f"may have at most {limit - w.longdoc_output_len} tokens"
+        )
+    raise UserError(
+        f"{where}random prompts of up to {longest} tokens (input + output) exceed the "
+        f"model's max length {limit}: every request would fail"
+    )

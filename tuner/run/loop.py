@@ -1,0 +1,463 @@
+"""The study loop: budget, signals, recovery, and asking and telling Optuna.
+
+One trial is `tuner.run.pipeline`'s job; this loop asks Optuna for parameters, hands them to the
+pipeline, and tells Optuna the `Outcome`, writing through the names of `tuner.trial.point`. Every
+path out of a trial (measured, refused, crashed, Ctrl-C) ends it in storage: nothing is left
+RUNNING, no engine is left alive. The loop never asks whether the engine is simulated.
+
+One loop is one worker (`tuner.run.lock.Worker`): several loops, in several processes or hosts
+(PostgreSQL) or in threads of one process (GPU slots, `tuner.run.slots`), share one study. The
+budget counts every worker's trials, a config is measured by one worker at a time, and each
+host measures its own baseline (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import optuna
+
+from tuner.errors import UserError
+from tuner.measure import objective as obj
+from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
+from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
+from tuner.run.progress import SilentProgress, StudyProgress
+from tuner.run.recovery import recover, stale_after_s
+from tuner.run.sampling import make_sampler, suggest
+from tuner.run.summary import RunSummary
+from tuner.runners.engine_runner import TrialRunner
+from tuner.spec.space import baseline_params, distributions
+from tuner.spec.study import StudySpec
+from tuner.store import optuna_adapter as adapter
+from tuner.store.storage import Store
+from tuner.trial import point as tr
+from tuner.trial import specs
+from tuner.trial.point import FailureKind, TrialPoint
+from tuner.trial.specs import study_name
+
+# A sampler that proposes only measured configs this often in a row has exhausted the space.
+MAX_REUSED_IN_A_ROW = 25
+# This many launches failing at start the same way, before any engine ever started: the study
+# itself is broken (a model path typo, a missing tokenizer), not the configs.
+START_FAILURES_TO_STOP = 3
+# Configs that fail at start for reasons of their own: they say nothing about the study.
+_CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
+# Each further worker's sampler is seeded this far from the first's, so that workers started
+# together do not propose the same configs (a prime: never a multiple of a trial count).
+WORKER_SEED_STRIDE = 7919
+# `ask` takes a WAITING trial by reading then updating its row: atomic on PostgreSQL (a row
+# lock), not on SQLite, which ignores FOR UPDATE. One process runs a SQLite study (the lock),
+# so serializing its GPU slots' asks here makes taking a queued trial atomic there too.
+_ASK_LOCK = threading.Lock()
+# A worker whose budget is all taken by other workers' trials in flight waits this long
+# between looks: a trial in flight may turn out a reused result, which counts nothing.
+BUDGET_POLL_S = 0.5
+
+
+class Interrupted(KeyboardInterrupt):
+    """A first Ctrl-C, SIGTERM or SIGHUP: the trial is ended as interrupted, then the tuner
+    exits with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.signal_name}")
+
+
+class StudyLoop:
+    """One invocation of `tuner run` / `tuner plan` over one stored study."""
+
+    def __init__(
+        self,
+        spec: StudySpec,
+        store: Store,
+        runner: TrialRunner,
+        *,
+        precheck: bool = True,
+        progress: StudyProgress | None = None,
+        accept_changes: bool = False,
+        pruning: bool = True,
+        slot: str | None = None,
+        warm_start: list[tuple[str, dict[str, Any]]] | None = None,
+    ) -> None:
+        """`slot`: the GPUs of this worker when it is one of several in this process (its
+        label in the workers table); such loops run under `tuner.run.slots`, which holds the lock.
+        `warm_start`: (source, params) configs queued after the baseline (`--from-plan`,
+        `--warm-start`)."""
+        self.spec, self.store, self.runner = spec, store, runner
+        self.progress = progress or SilentProgress()
+        self.name = study_name(spec, runner.simulated)
+        self.study = store.create_study(
+            spec,
+            self.name,
+            make_sampler(spec),
+            obj.directions(spec.objective),
+            obj.metric_names(spec.objective),
+            simulated=runner.simulated,
+        )
+        # Checked now (one line before anything runs), stored only under the study's lock.
+        self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
+        self._accept_changes = accept_changes
+        self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
+        self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
+        self.summary = RunSummary(self.name)
+        self._dists = distributions(spec.search_space)
+        self._interrupted = False
+        self.worker = Worker(store, self.name, slot=slot)
+        self.worker.watchdog = self.recover
+        self.claims = ConfigClaim(store, self.name, self.worker.id)
+        self.host = self.worker.host_id
+        self.in_slots = slot is not None
+        self.stop_event = threading.Event()  # set by `tuner.run.slots` on Ctrl-C
+        self.stop_signal = signal.SIGINT
+        self._warm_start = warm_start or []
+        # `search.fidelity: multi`: the calibrated simulator chooses each real trial (a plan
+        # is the simulator already: it never screens itself)
+        self.screen = None
+        if spec.search.fidelity == "multi" and not runner.simulated:
+            from tuner.fidelity.screen import Screen
+
+            self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)
+
+    def points(self) -> list[TrialPoint]:
+        """The trials of this study's current spec: the only ones this run compares."""
+        all_points = tr.read_all(self.study.get_trials(deepcopy=False))
+        return specs.of_current(self.study.user_attrs, all_points)
+
+    # Recovery ------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted
+        (also called by the heartbeat thread: the trials of workers whose heartbeat stopped)."""
+        done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
+        self.summary.interrupted_recovered += done.interrupted
+        self.summary.orphans_stopped += done.orphans_stopped
+
+    # Budget --------------------------------------------------------------------------------
+
+    def budget_used(self) -> tuple[int, int]:
+        """(trials done, trials in flight) of this spec, by every worker: what `n_trials`
+        counts. Interrupted trials and reused results are not counted (a re-run finishes the
+        plan); a trial in flight may still turn out a reused result."""
+        done = running = 0
+        for p in self.points():
+            if p.state == "RUNNING":
+                running += 1
+            elif p.state == "WAITING":
+                continue  # queued (a retry, a baseline): counted once it runs
+            elif not p.interrupted and tr.REUSED_FROM not in p.attrs:
+                done += 1
+        return done, running
+
+    def trials_left(self, n_trials: int | None) -> int:
+        """`n_trials` more (this worker's), else what the study file's budget still allows."""
+        if n_trials is not None:
+            return n_trials
+        return max(self.spec.budget.n_trials - self.budget_used()[0], 0)
+
+    def _budget_met(self, n_trials: int | None, new: int) -> bool:
+        """Whether to stop: with `--n-trials`, this worker's own count; else the study's,
+        waiting while the rest of the budget is in other workers' hands. Two workers that look
+        at the same instant may both start the last trial: the overshoot is at most the
+        trials in flight (docs/scale-out.md, "Budget")."""
+        if n_trials is not None:
+            return new >= n_trials
+        while True:
+            done, running = self.budget_used()
+            if done >= self.spec.budget.n_trials:
+                return True
+            if done + running < self.spec.budget.n_trials:
+                return False
+            if self.stop_event.wait(BUDGET_POLL_S):
+                raise Interrupted(self.stop_signal)
+
+    def time_used_s(self) -> float:
+        """Wall time of this spec's finished trials: what `budget.timeout` counts."""
+        total, attrs = 0.0, self.study.user_attrs
+        for t in self.study.get_trials(deepcopy=False):
+            if specs.trial_spec_id(attrs, tr.read(t)) != self.spec_id:
+                continue
+            if t.datetime_start and t.datetime_complete:
+                total += (t.datetime_complete - t.datetime_start).total_seconds()
+        return total
+
+    # The loop ------------------------------------------------------------------------------
+
+    def run(
+        self, *, n_trials: int | None = None, timeout_s: float | None = None, confirm: int = 0
+    ) -> RunSummary:
+        """Trials up to the budget (or `n_trials` more); then re-measure the best `confirm`.
+
+        On SQLite the study's lock comes first (before recovery, which must never judge a
+        live run's trial); GPU slots hold it for all their loops (`tuner.run.slots`)."""
+        with contextlib.ExitStack() as stack:
+            if takes_lock(self.store) and not self.in_slots:
+                stack.enter_context(StudyLock(self.store, self.name))
+            stack.enter_context(self.worker)
+            self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
+            rank = self.worker.rank()
+            if rank:  # not alone on the study: a sampler stream of its own
+                offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
+                self.study.sampler = make_sampler(self.spec, offset=offset)
+            return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+
+    def _wait_for_baseline(self) -> None:
+        """Another worker of this host is measuring its baseline: scores need it, so wait."""
+        while self._has_baseline(running=True) and not self._has_baseline():
+            self.progress.phase("waiting for this host's baseline")
+            if self.stop_event.wait(BUDGET_POLL_S):
+                raise Interrupted(self.stop_signal)
+
+    def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
+        self.recover()
+        if self._warm_start:  # after the baseline: `ask` takes the oldest waiting trial
+            self._ensure_baseline()
+        for source, params in self._warm_start:
+            attrs = {tr.WARM_START: source, tr.SPEC_OF: self.spec_id, tr.HOST: self.host}
+            self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)
+        todo = self.trials_left(n_trials)  # the baseline is queued before each ask
+        budget_s = self.spec.budget.timeout_s
+        t0 = time.monotonic()
+        with self._session(todo + confirm * self.spec.trial.confirm_repeats):
+            new = reused_in_a_row = 0
+            while not self._budget_met(n_trials, new):
+                if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
+                    break
+                if n_trials is None and budget_s is not None and self.time_used_s() >= budget_s:
+                    break
+                outcome = self._one_trial(new)
+                if outcome.kind != "reused":
+                    new, reused_in_a_row = new + 1, 0
+                    continue
+                reused_in_a_row += 1
+                if reused_in_a_row >= MAX_REUSED_IN_A_ROW:
+                    self.summary.exhausted = True
+                    break
+            if confirm:
+                self._confirm(confirm, first_index=new)
+        return self.summary
+
+    def _has_baseline(self, *, running: bool = False) -> bool:
+        """Whether this host's baseline of this spec ended (measured, or truly failed: an
+        interrupted one does not count); with `running`, also one in flight."""
+        return any(
+            p.baseline
+            and p.host == self.host
+            and p.state != "WAITING"
+            and (running or p.status != "running")
+            and not p.interrupted
+            for p in self.points()
+        )
+
+    def _ensure_baseline(self) -> None:
+        """Until vLLM's defaults are measured under this spec on this host, they are its next
+        trial: an interrupted baseline is queued again (a baseline that truly failed is not)."""
+        base = baseline_params(self.spec.search_space)
+        if base is None or self._has_baseline(running=True):
+            return
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if any(_is_baseline_of(t.user_attrs, self.spec_id, self.host) for t in waiting):
+            return
+        attrs = {tr.BASELINE: True, tr.SPEC_OF: self.spec_id, tr.HOST: self.host}
+        self.study.enqueue_trial(base, user_attrs=attrs)
+
+    def _confirm(self, k: int, first_index: int) -> None:
+        """Re-measure the best k configs; rankings then use the mean over all their runs."""
+        top = tr.ranked(self.points())[:k]
+        repeats = self.spec.trial.confirm_repeats
+        for p in top:
+            for _ in range(repeats):
+                self.study.enqueue_trial(p.params, user_attrs={tr.CONFIRM_OF: p.number})
+        for i in range(len(top) * repeats):
+            self._one_trial(first_index + i)
+
+    @contextlib.contextmanager
+    def _session(self, total: int) -> Iterator[None]:
+        """Progress display and signal handling around a run; the engine is always stopped."""
+        self.progress.start(total)
+        self._interrupted = False
+        old = {sig: _install(sig, self._on_signal) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            # After an interruption the tuner is on its way out: later signals must not cut
+            # the cleanup short.
+            for sig, handler in old.items():
+                _install(sig, signal.SIG_IGN if self._interrupted else handler)
+            self.progress.stop()
+            self.runner.close()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        """First Ctrl-C, SIGTERM or SIGHUP: end the current trial as interrupted, then exit.
+        A second one: kill the engine's process group at once; the trial is still marked."""
+        if self._interrupted:
+            self.runner.kill()
+            return
+        self._interrupted = True
+        raise Interrupted(signum)
+
+    # One trial -----------------------------------------------------------------------------
+
+    def _one_trial(self, index: int) -> Outcome:
+        self._ensure_baseline()  # an interrupted one, or one another host's worker took
+        self._wait_for_baseline()
+        if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
+            self._enqueue_screened()
+        # Ask without distributions: the trial exists (and is ours to end) before the sampler
+        # runs, so an exception from the sampler cannot leave it RUNNING.
+        with _ASK_LOCK:
+            trial = self.study.ask()
+        try:
+            adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
+            queued = dict(trial.user_attrs)  # what enqueue_trial attached, if anything
+            # Another host's queued baseline, taken by this worker (`ask` takes the oldest
+            # waiting trial): this host's own, if it has none yet; else an ordinary trial.
+            baseline = _is_baseline_of(queued, self.spec_id, None) and not self._has_baseline(
+                running=queued.get(tr.HOST) != self.host
+            )
+            trial.set_user_attr(tr.HOST, self.host)
+            trial.set_user_attr(tr.SPEC_OF, self.spec_id)
+            params = {name: suggest(trial, name, d) for name, d in self._dists.items()}
+            self.progress.trial(index, trial.number, params)
+            key = config_key(params, self.host if baseline else None)
+            with self.claims.hold(key, trial.number, lambda: self.progress.phase("waiting")):
+                if baseline and self._has_baseline():  # this host's was measured meanwhile
+                    baseline = False
+                if queued.get(tr.BASELINE) and not baseline:
+                    trial.set_user_attr(tr.BASELINE, False)  # not ours: an ordinary trial
+                outcome = self.pipeline.evaluate(
+                    TrialInput(
+                        self.name,
+                        trial.number,
+                        params,
+                        self.points(),
+                        confirm_of=trial.user_attrs.get(tr.CONFIRM_OF),
+                        baseline=baseline,
+                        host=self.host,
+                        phase=self.progress.phase,
+                    )
+                )
+                if self.stop_event.is_set():  # Ctrl-C reached another slot's thread
+                    raise Interrupted(self.stop_signal)
+                self._tell(trial, outcome)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Cut off from the study past the stale threshold: a survivor ended this trial.
+            self.runner.close()
+            raise UserError(
+                f"trial {trial.number} was ended as interrupted by another worker while this "
+                "one was cut off from the study (no heartbeat for longer than "
+                f"{stale_after_s():g} s): start this worker again"
+            ) from None
+        except BaseException as exc:
+            self._abandon(trial, exc)
+            raise
+        self.summary.count(trial.number, outcome)
+        points = self.points()
+        best = tr.best(points)
+        self.progress.done(trial.number, outcome, best.score if best else None)
+        if outcome.stop_study:
+            raise UserError(outcome.stop_study)
+        self._stop_if_nothing_starts(points)
+        return outcome
+
+    def _enqueue_screened(self) -> None:
+        """Queue the screen's choice, unless a trial (baseline, warm start, confirm) waits."""
+        assert self.screen is not None
+        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            return
+        self.progress.phase("screening on the simulator")
+        choice = self.screen.choose(self.points())
+        self.study.set_user_attr(tr.CALIBRATION, self.screen.calibration_attrs())
+        if choice is not None:  # None: nothing new would start; the sampler proposes
+            self.study.enqueue_trial(choice.params, user_attrs=choice.attrs)
+
+    def _stop_if_nothing_starts(self, points: list[TrialPoint]) -> None:
+        """The first launches all failed at start the same way and no engine ever started:
+        every further trial would too. Stop with the cause, taken from the engine's log."""
+        if any(p.measured or p.attrs.get(tr.STARTUP_S) is not None for p in points):
+            return
+        causes = [
+            (p.failure_kind, re.sub(r"\d+", "N", p.attrs.get(tr.FAILURE_REASON) or ""))
+            for p in points
+            if p.status == "failed"
+            and not p.attrs.get(tr.PREDICTED)
+            and p.failure_kind not in _CONFIG_FAILURES
+            and not p.interrupted
+            and tr.REUSED_FROM not in p.attrs
+        ]
+        if len(causes) >= START_FAILURES_TO_STOP and len(set(causes)) == 1:
+            last = max((p for p in points if p.status == "failed"), key=lambda p: p.number)
+            log = last.attrs.get(tr.LOG_PATH)
+            raise UserError(
+                f"the first {len(causes)} engine starts all failed the same way and none "
+                f"ever started, so the study stops: {last.failure} (log: {log})"
+            )
+
+    def _tell(self, trial: optuna.Trial, outcome: Outcome) -> None:
+        """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
+        for k, v in outcome.attrs.items():
+            trial.set_user_attr(k, v)
+        if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
+            miss = tr.prediction_error(
+                trial.user_attrs, outcome.metrics, outcome.attrs.get(tr.SCORE)
+            )
+            if miss is not None:
+                trial.set_user_attr(tr.PREDICTION_ERROR, miss)
+        for k, v in outcome.constraints.items():
+            trial.set_constraint(k, v)
+        adapter.set_system_attr(
+            self.study, trial, tr.LEGACY_CONSTRAINTS, list(outcome.constraints.values())
+        )
+        if outcome.attrs.get(tr.SIMULATED) and not self.study.user_attrs.get(tr.STUDY_SIMULATED):
+            # A study that measured the simulated engine is labelled simulated, trial and study.
+            self.study.set_user_attr(tr.STUDY_SIMULATED, True)
+        if tr.PRUNED_REASON in outcome.attrs:  # stopped early (or its reuse): PRUNED, infeasible
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif outcome.values is None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, outcome.values)
+
+    def _abandon(self, trial: optuna.Trial, exc: BaseException) -> None:
+        """Ctrl-C or a bug mid-trial: stop the engine, end the trial as FAIL with the reason."""
+        self.runner.close()
+        if adapter.is_finished(self.study, trial):
+            return  # already recorded
+        if isinstance(exc, Interrupted):
+            kind, reason = FailureKind.INTERRUPTED, f"interrupted by {exc.signal_name}"
+        elif isinstance(exc, KeyboardInterrupt):
+            kind, reason = FailureKind.INTERRUPTED, "interrupted by the user"
+        else:
+            kind, reason = FailureKind.TUNER_ERROR, repr(exc)
+        trial.set_user_attr(tr.FAILURE_KIND, kind.value)
+        trial.set_user_attr(tr.FAILURE_REASON, reason[:500])
+        self.store.delete_trial(self.name, trial.number)
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def _is_baseline_of(attrs: dict[str, Any], spec_id: str, host: str | None) -> bool:
+    """A baseline queued for this spec (one left waiting by another spec is not: its
+    defaults may differ) and, when `host` is given, for that host."""
+    return (
+        bool(attrs.get(tr.BASELINE))
+        and attrs.get(tr.SPEC_OF, spec_id) == spec_id
+        and (host is None or attrs.get(tr.HOST, host) == host)
+    )
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _install(signum: int, handler: Any) -> Any:
+    if handler is None:
+        return None
+    try:
+        return signal.signal(signum, handler)
+    except ValueError:  # not the main thread: leave Python's default
+        return None

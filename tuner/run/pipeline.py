@@ -1,0 +1,327 @@
+"""One trial as a pipeline: reuse, then vLLM's rules, then the memory precheck, then measure,
+then score. It returns an `Outcome` value; the loop (`tuner.run.loop`) tells Optuna.
+
+The pipeline reads the study so far as `TrialPoint`s (what was measured, the baseline's
+figures) and writes only our own tables (the trial's argv and request records, the engine's
+identity for recovery). It never asks whether the engine is simulated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tuner.measure import objective as obj
+from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
+from tuner.runners.precheck import predict_refusal
+from tuner.spec.space import check_rules, effective_flags, engine_env, max_model_len
+from tuner.spec.study import StudySpec
+from tuner.store.storage import Store
+from tuner.trial import point as tr
+from tuner.trial import scoring
+from tuner.trial.point import FailureKind, TrialPoint, params_key
+
+# An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
+_UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
+
+OutcomeKind = Literal["measured", "reused", "refused", "failed", "pruned"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one trial ended: what Optuna is told, and what the run summary counts.
+
+    `values` is None when there is nothing to tell (the trial then ends FAIL); `stop_study`
+    says why no trial of this study can succeed (the loop stops after recording this one).
+    """
+
+    kind: OutcomeKind
+    values: list[float] | None
+    constraints: dict[str, float]
+    attrs: dict[str, Any]
+    metrics: dict[str, float] | None = None
+    saved_by: Literal["rules", "precheck", "reuse"] | None = None
+    stop_study: str | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return self.kind == "measured" and all(v <= 0 for v in self.constraints.values())
+
+    @property
+    def failure_kind(self) -> str | None:
+        return self.attrs.get(tr.FAILURE_KIND)
+
+    @property
+    def failure_reason(self) -> str:
+        return self.attrs.get(tr.FAILURE_REASON) or ""
+
+    @property
+    def reused_from(self) -> int | None:
+        return self.attrs.get(tr.REUSED_FROM)
+
+
+@dataclass(frozen=True)
+class TrialInput:
+    """The trial to evaluate, and the study as it stood when it was asked for."""
+
+    study_name: str
+    number: int
+    params: dict[str, Any]
+    points: list[TrialPoint]  # the trials of this spec so far, this one included
+    confirm_of: int | None = None
+    baseline: bool = False  # vLLM's defaults, enqueued until one is measured
+    host: str | None = None  # where it is measured: scores compare to this host's baseline
+    phase: PhaseFn = field(default=lambda text: None)
+
+
+class TrialPipeline:
+    """Evaluate one parameter set of a study, from reuse to score."""
+
+    def __init__(
+        self,
+        spec: StudySpec,
+        store: Store,
+        runner: TrialRunner,
+        *,
+        precheck: bool = True,
+        pruning: bool = True,
+    ) -> None:
+        self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
+        self.pruning = pruning and spec.pruning.enabled
+
+    def evaluate(self, t: TrialInput) -> Outcome:
+        if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
+            prev = _measured_before(t)
+            if prev is not None:
+                return _reuse(prev)
+        flags = effective_flags(self.spec, t.params)
+        refusal = check_rules(flags, max_model_len(self.spec))
+        if refusal is not None:
+            return self._refused(t, FailureKind.INVALID_ARGUMENT, refusal, saved_by="rules")
+        env = engine_env(self.spec, t.params)
+        predicted = predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env)
+        if predicted is not None and self.precheck:
+            return self._refused(t, predicted[0], predicted[1], saved_by="precheck")
+        m = self.runner.measure(self._context(t))
+        wrong = _precheck_wrong(predicted, m)
+        if m.pruned_reason:
+            return self._pruned(t, m)
+        if m.metrics is None:
+            return self._failed(t, m, wrong)
+        return self._measured(t, m, wrong)
+
+    def _context(self, t: TrialInput) -> TrialContext:
+        name, number = t.study_name, t.number
+        return TrialContext(
+            name,
+            number,
+            t.params,
+            t.phase,
+            on_engine_started=lambda ident, log: self.store.engine_started(
+                name, number, ident, log
+            ),
+            on_engine_stopped=lambda: self.store.engine_stopped(name, number),
+            checkpoint=self._stop_rule(t),
+            checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
+            check_every_s=self.spec.pruning.check_every_s,
+            check_every_requests=self.spec.pruning.check_every_requests,
+        )
+
+    def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
+        """Early stopping for this trial (never the baseline or a `--confirm` re-run: they are
+        references, measured whole), or for one scenario's run. None: never stop. A
+        scenario's run or a capacity step has only the SLO rule: no incumbent compares."""
+        from tuner.measure import pruning
+
+        o, p = self.spec.objective, self.spec.pruning
+        reference_run = t.baseline or t.confirm_of is not None
+        if not self.pruning or (reference_run and o.mode != "capacity"):
+            return None  # (a capacity step an SLO stops is above capacity whoever runs it)
+        ref, top = _reference(t.points, t.host), tr.best(t.points)
+        one_run = o.mode == "scalar" and not self.spec.scenarios
+        scalar = one_run and ref is not None and top is not None
+        rule = pruning.Rule(
+            slos=self.spec.slo_limits(scenario or None),
+            weights=o.weights if scalar else None,
+            reference=ref.metrics if scalar else None,
+            incumbent=top.score if scalar else None,
+            min_completed=p.min_completed,
+            min_fraction=p.min_fraction,
+            margin=p.margin,
+            queue_growth=p.queue_growth,
+        )
+        return lambda snap: pruning.decide(snap, rule)
+
+    # Endings ------------------------------------------------------------------------------
+
+    def _penalty(self, t: TrialInput) -> list[float] | None:
+        measured = [p.metrics for p in t.points if p.measured]
+        return obj.penalty_values(self.spec.objective, measured)
+
+    def _no_measurement(self) -> dict[str, float]:
+        return obj.constraints(self.spec.objective, None)
+
+    def _refused(self, t: TrialInput, kind: str, reason: str, *, saved_by: str) -> Outcome:
+        self.store.save_trial(
+            t.study_name,
+            t.number,
+            "predicted_infeasible",
+            result={tr.FAILURE_KIND: kind, "reason": reason},
+        )
+        attrs = {
+            tr.FAILURE_KIND: str(kind),
+            tr.FAILURE_REASON: reason,
+            tr.PREDICTED: True,
+            tr.SIMULATED: self.runner.simulated,
+            tr.ENGINE_S: 0.0,  # never launched
+        }
+        return Outcome(
+            "refused", self._penalty(t), self._no_measurement(), attrs, saved_by=saved_by
+        )
+
+    def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict) -> None:
+        """The trial's row and request records (one transaction), before Optuna is told."""
+        self.store.save_trial(
+            t.study_name,
+            t.number,
+            outcome,
+            argv=m.argv,
+            env=m.env,
+            vllm_version=m.vllm_version,
+            log_path=m.log_path,
+            startup_s=m.startup_s,
+            workload_s=m.workload_s,
+            result=result,
+            records=m.records,
+        )
+
+    def _failed(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
+        result = {tr.FAILURE_KIND: m.failure_kind, "reason": m.failure_reason}
+        self._save(t, "failed", m, {**result, "log_tail": m.log_tail})
+        attrs: dict[str, Any] = {
+            tr.FAILURE_KIND: m.failure_kind,
+            tr.FAILURE_REASON: m.failure_reason,
+            tr.LOG_PATH: m.log_path,
+            tr.STARTUP_S: m.startup_s,  # None: the engine never became ready
+            tr.ENGINE_S: m.engine_s,
+            tr.SIMULATED: m.simulated or self.runner.simulated,
+            tr.PREDICTED: False,
+        }
+        if m.vllm_version:
+            attrs[tr.VLLM_VERSION] = m.vllm_version
+        if wrong:
+            attrs[tr.PRECHECK_WRONG] = wrong
+        stop = None
+        if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
+            m.failure_reason or ""
+        ):
+            # No tuned value can fix a flag the engine does not know: every trial would fail.
+            stop = f"the engine does not accept its command line: {m.failure_reason}"
+        return Outcome("failed", self._penalty(t), self._no_measurement(), attrs, stop_study=stop)
+
+    def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
+        """Stopped early: the partial figures, labelled partial; never a candidate."""
+        metrics = {k: float(v) for k, v in (m.metrics or {}).items() if tr.is_finite(v)}
+        self._save(t, "pruned", m, {**metrics, "reason": m.pruned_reason})
+        attrs: dict[str, Any] = {
+            **metrics,
+            tr.PARTIAL: True,
+            tr.PRUNED_REASON: m.pruned_reason,
+            tr.PRUNED_AT_S: m.pruned_at_s,
+            **self._run_attrs(m),
+        }
+        if m.engine_full_s is not None:
+            attrs[tr.ENGINE_FULL_S] = m.engine_full_s
+        if m.pruned_engine is not None:
+            attrs[tr.PRUNED_QUEUE] = m.pruned_engine.waiting
+            attrs[tr.PRUNED_KV_USAGE] = m.pruned_engine.kv_cache_usage
+            attrs[tr.PRUNED_PREEMPTIONS] = m.pruned_engine.preemptions
+        # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
+        # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
+        return Outcome("pruned", None, {"pruned": 1.0}, attrs, metrics=metrics)
+
+    def _run_attrs(self, m: Measurement) -> dict[str, Any]:
+        """What every trial with a workload run records about its engine and timings."""
+        return {
+            tr.SIMULATED: m.simulated or self.runner.simulated,
+            tr.VLLM_VERSION: m.vllm_version or "unknown",
+            tr.LOG_PATH: m.log_path,
+            tr.STARTUP_S: m.startup_s,
+            tr.WORKLOAD_S: m.workload_s,
+            tr.ENGINE_S: m.engine_s,
+        }
+
+    def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
+        assert m.metrics is not None
+        metrics = m.metrics
+        ref = _reference(t.points, t.host)
+        total = metrics.get("completed", 0) + metrics.get("failed", 0)
+        failed_fraction = metrics.get("failed", 0) / total if total else 1.0
+        s = scoring.score_trial(self.spec, m, ref)
+        if self.spec.scenarios:
+            cons = {"measured": 0.0}
+            cons["failed_requests"] = failed_fraction - self.spec.objective.max_failed_fraction
+            cons.update(s.constraints)
+        else:
+            cons = obj.constraints(self.spec.objective, metrics, failed_fraction=failed_fraction)
+            cons.update(s.constraints)
+        attrs: dict[str, Any] = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and math.isfinite(v)
+        }
+        attrs.update({k + tr.CI_SUFFIX: [float(lo), float(hi)] for k, (lo, hi) in m.ci.items()})
+        attrs.update({tr.SCORE: s.score, **s.attrs, **self._run_attrs(m)})
+        if wrong:
+            attrs[tr.PRECHECK_WRONG] = wrong
+        if t.baseline:
+            attrs[tr.BASELINE] = True
+        attrs[tr.REFERENCE] = ref.number if ref is not None else t.number
+        self._save(t, "measured", m, {**metrics, tr.SCORE: s.score})
+        return Outcome("measured", s.values, cons, attrs, metrics=metrics)
+
+
+def _reuse(prev: TrialPoint) -> Outcome:
+    attrs = {k: v for k, v in prev.attrs.items() if k != tr.BASELINE}
+    attrs[tr.REUSED_FROM] = prev.number
+    attrs[tr.ENGINE_S] = 0.0  # not launched: the earlier trial's engine time is its own
+    named = {k: v for k, v in prev.constraints.items() if not k.isdigit()}
+    values = list(prev.values) if prev.values is not None else None
+    return Outcome("reused", values, named, attrs, metrics=prev.metrics, saved_by="reuse")
+
+
+def _measured_before(t: TrialInput) -> TrialPoint | None:
+    """A completed trial with the same parameters (measured, refused, or stopped early): its
+    result stands."""
+    key = params_key(t.params)
+    for p in t.points:
+        done = p.state == "COMPLETE" or p.status == "pruned"
+        if p.number != t.number and done and params_key(p.params) == key:
+            return p
+    return None
+
+
+def _reference(points: list[TrialPoint], host: str | None = None) -> TrialPoint | None:
+    """What scores are relative to: the measured baseline of this trial's host; when vLLM's
+    defaults could not be measured (refused, crashed), the first measured trial (of this host
+    first). Without a host, the first baseline measured."""
+    measured = [p for p in points if p.measured]
+    if not measured:
+        return None
+    return min(
+        measured, key=lambda p: (host is not None and p.host != host, not p.baseline, p.number)
+    )
+
+
+def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:
+    """Hold the memory precheck to what the engine really did: None when it was right."""
+    refused = m.failure_kind in tr.PREDICTABLE and m.startup_s is None
+    if predicted is None and not refused:
+        return None  # predicted to start, and it did
+    if predicted is not None and refused and predicted[0] == m.failure_kind:
+        return None  # predicted the very refusal (only seen with --no-precheck)
+    said = f"predicted {predicted[0]}" if predicted else "predicted to start"
+    did = f"engine {m.failure_kind}" if refused else "engine started"
+    return f"{said}; {did}"

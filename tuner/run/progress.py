@@ -1,0 +1,138 @@
+"""What a study reports while it runs; a rich live display for people, silence for tests."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from tuner.trial import point as tr
+
+if TYPE_CHECKING:
+    from tuner.run.pipeline import Outcome
+
+REASON_CHARS = 160
+
+
+def describe(outcome: Outcome) -> str:
+    """One line (rich markup) for a finished trial."""
+    if outcome.kind == "reused":
+        return f"same parameters as trial {outcome.reused_from}: result reused, not launched"
+    reason = escape(outcome.failure_reason[:REASON_CHARS])
+    if outcome.kind == "refused":
+        return f"[yellow]not launched[/yellow] ({outcome.failure_kind}): {reason}"
+    if outcome.kind == "failed":
+        return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
+    if outcome.kind == "pruned":
+        why = escape(str(outcome.attrs.get("pruned_reason", ""))[:REASON_CHARS])
+        at = outcome.attrs.get("pruned_at_s") or 0.0
+        return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
+    m = outcome.metrics or {}
+    tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
+    nan = float("nan")
+    return (
+        f"score {outcome.attrs.get(tr.SCORE, nan):+.3f}"
+        f"  p99 TTFT {m.get('p99_ttft_ms', nan):.1f} ms"
+        f"  mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms"
+        f"  {m.get('output_throughput', nan):.1f} tok/s{tag}"
+    )
+
+
+class StudyProgress(Protocol):
+    def start(self, total: int) -> None: ...
+    def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def done(self, number: int, outcome: Outcome, best: float | None) -> None: ...
+    def stop(self) -> None: ...
+
+
+class SilentProgress:
+    def start(self, total: int) -> None: ...
+    def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def done(self, number: int, outcome: Outcome, best: float | None) -> None: ...
+    def stop(self) -> None: ...
+
+
+def shared_display(console: Console) -> Progress:
+    """One live display for every GPU slot of a run (rich allows one at a time)."""
+    return _display(console, labelled=True)
+
+
+def _display(console: Console, *, labelled: bool) -> Progress:
+    """The live line(s): trial i/N, bar, elapsed, ETA, best, phase; each slot's label first."""
+    return Progress(
+        *([TextColumn("{task.description}")] if labelled else []),
+        TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta {task.fields[eta]}"),
+        TextColumn("best {task.fields[best]}"),
+        TextColumn("{task.fields[phase]}"),
+        console=console,
+        transient=False,
+    )
+
+
+class RichProgress:
+    """Trial i of N, the phase, the best score so far, elapsed time and an ETA.
+
+    With `display` (from `shared_display`) and a `label`, one line of a display that shows
+    every GPU slot; whoever made the display starts and stops it."""
+
+    def __init__(
+        self, console: Console | None = None, *, label: str = "", display: Progress | None = None
+    ) -> None:
+        self.console = console or Console(stderr=True)
+        self.label = label
+        self._owns = display is None
+        self._progress = display or _display(self.console, labelled=False)
+        self._task = None
+        self._t0 = time.monotonic()
+        self._finished = 0
+        self._best = "-"
+
+    def start(self, total: int) -> None:
+        if self._owns:
+            self._progress.start()
+        self._t0 = time.monotonic()
+        self._task = self._progress.add_task(
+            escape(self.label), total=total, phase="", best="-", eta="-"
+        )
+
+    def _print(self, text: str) -> None:
+        self.console.print(f"{escape(self.label)} {text}" if self.label else text)
+
+    def trial(self, index: int, number: int, params: dict[str, Any]) -> None:
+        shown = " ".join(
+            f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
+        )
+        self._print(f"[dim]trial {number}: {shown}[/dim]")
+        self.phase("validating")
+
+    def phase(self, text: str) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, phase=text)
+
+    def done(self, number: int, outcome: Outcome, best: float | None) -> None:
+        if outcome.kind == "reused":  # not a new config: the budget does not count it
+            self._print(f"trial {number}: {describe(outcome)}")
+            return
+        self._finished += 1
+        if best is not None:
+            self._best = f"{best:+.3f}"
+        self._print(f"trial {number}: {describe(outcome)}")
+        if self._task is not None:
+            task = next(t for t in self._progress.tasks if t.id == self._task)
+            remaining = max((task.total or 0) - self._finished, 0)
+            per_trial = (time.monotonic() - self._t0) / self._finished
+            eta = time.strftime("%H:%M:%S", time.gmtime(per_trial * remaining))
+            self._progress.update(self._task, advance=1, best=self._best, eta=eta, phase="")
+
+    def stop(self) -> None:
+        if self._owns:
+            self._progress.stop()

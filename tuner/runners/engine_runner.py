@@ -1,0 +1,337 @@
+"""Measure one configuration. Two runners, one interface: the study loop never asks which.
+
+`EngineRunner` starts an engine process (real vLLM or `tuner sim serve`: both are just argv),
+waits for it, drives the workload over HTTP and stops it. `tuner.runners.plan.PlanRunner` asks
+the simulation core directly, in virtual time, for `tuner plan`.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tuner.engine.cores import client_off_engine_cores
+from tuner.errors import FailureKind
+from tuner.measure.measurement import Measurement
+from tuner.runners.load_runs import measure_all
+from tuner.spec.space import engine_argv, engine_env
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
+
+PhaseFn = Callable[[str], None]
+PORT_ATTEMPTS = 3
+API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
+
+
+@dataclass
+class TrialContext:
+    study_name: str
+    number: int
+    params: dict[str, Any]
+    phase: PhaseFn
+    # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
+    on_engine_started: Callable[[dict, str], None] = lambda identity, log_path: None
+    on_engine_stopped: Callable[[], None] = lambda: None
+    # Early stopping (`tuner.measure.pruning`): a Snapshot in, a Decision out; None: never stop.
+    checkpoint: Callable[[Any], Any] | None = None
+    # A scenario's own rule (its SLOs), by scenario name; a name not here uses `checkpoint`.
+    checkpoints: dict[str, Callable[[Any], Any] | None] = field(default_factory=dict)
+    check_every_s: float = 2.0
+    check_every_requests: int | None = None
+
+
+class TrialRunner(abc.ABC):
+    """Measures one parameter set of a study."""
+
+    simulated: bool = False
+
+    def __init__(self, spec: StudySpec) -> None:
+        self.spec = spec
+        self._requests: list | None = None
+        self._scenario_requests: dict[str, list] = {}
+        self._tokenizer: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The workload's tokenizer, loaded once: it builds the requests and re-counts the
+        output tokens of a server that sends no usage."""
+        if self._tokenizer is None:
+            self._tokenizer = workload_tokenizer(self.spec)
+        return self._tokenizer
+
+    @property
+    def requests(self) -> list:
+        """The study's fixed requests, built once: same seed, same requests, same order."""
+        if self._requests is None:
+            self._requests = workload_requests(self.spec, self.tokenizer)
+        return self._requests
+
+    def requests_for(self, scenario: str) -> list:
+        """One scenario's fixed requests ("": the single workload's), built once."""
+        if not scenario:
+            return self.requests
+        if scenario not in self._scenario_requests:
+            from tuner.workload.datasets import build_requests
+
+            w = self.spec.workloads[scenario]
+            self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
+        return self._scenario_requests[scenario]
+
+    def use_requests(self, requests: list, scenario: str = "") -> None:
+        """Measure these requests instead of the study's, or of one scenario's
+        (`tuner.fidelity.robustness` perturbs them)."""
+        if scenario:
+            self._scenario_requests[scenario] = list(requests)
+        else:
+            self._requests = list(requests)
+
+    def with_spec(self, spec: StudySpec) -> TrialRunner:
+        """A runner like this one (same engine set-up, slot and tokenizer) for another spec's
+        workloads (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
+        clone = copy.copy(self)
+        clone.spec, clone._requests, clone._scenario_requests = spec, None, {}
+        return clone
+
+    def prepare(self) -> None:
+        """Build the workload before the first trial: its errors (a missing dataset, a bad
+        tokenizer) stop the run before any study exists, and its cost is not a trial's."""
+        for name in self.spec.workloads or [""]:
+            self.requests_for(name)
+
+    @abc.abstractmethod
+    def measure(self, ctx: TrialContext) -> Measurement: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Stop anything still running (called on Ctrl-C and at the end)."""
+
+    def kill(self) -> None:  # noqa: B027 - optional hook
+        """Kill anything still running at once (a second Ctrl-C)."""
+
+
+def is_simulated_version(version: str | None) -> bool:
+    """`tuner sim serve` answers /version with "sim-<tuner version>"."""
+    return bool(version) and version.startswith("sim-")
+
+
+def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[list[str], dict]:
+    """The argv and env as stored and logged: the API key never leaves memory."""
+    if not secret:
+        return list(argv), dict(env)
+    return (
+        ["***" if a == secret else a for a in argv],
+        {k: ("***" if v == secret else v) for k, v in env.items()},
+    )
+
+
+def workload_tokenizer(spec: StudySpec) -> Any:
+    """The study's tokenizer: the workload's, else the engine's model directory."""
+    from tuner.workload.tokenizer import load_tokenizer
+
+    return load_tokenizer(spec.workload.tokenizer or spec.engine.model)
+
+
+def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list:
+    """The study's requests, from its dataset and tokenizer (loaded when not given)."""
+    from tuner.workload.datasets import build_requests
+
+    return build_requests(
+        spec.workload, workload_tokenizer(spec) if tokenizer is None else tokenizer
+    )
+
+
+class EngineRunner(TrialRunner):
+    """Start the engine as a child process, measure it over HTTP, stop it."""
+
+    def __init__(
+        self,
+        spec: StudySpec,
+        log_dir: Path,
+        storage_url: str | None = None,
+        *,
+        gpus: list[int] | None = None,
+        cores: list[int] | None = None,
+        all_engine_cores: list[int] | None = None,
+    ) -> None:
+        """`storage_url` (default: the store's default, `$TUNER_STORAGE` or `sqlite:///tuner.db`)
+        keeps the logs of two databases apart in one `log_dir` (see `log_folder`).
+
+        One GPU slot of several (`tuner.run.slots`): its engines see only `gpus`
+        (`CUDA_VISIBLE_DEVICES`), are pinned to `cores` instead of `engine.cpu_affinity`,
+        and the client keeps off `all_engine_cores` (every slot's)."""
+        from tuner.store.storage import resolve_storage
+
+        super().__init__(spec)
+        self.log_dir = Path(log_dir).absolute()
+        self.storage_url = resolve_storage(storage_url)
+        self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
+        self._engine = None
+        self.gpus = gpus
+        self.cores = cores if cores is not None else spec.engine.cpu_affinity
+        self.client_avoid = all_engine_cores if all_engine_cores is not None else self.cores
+
+    def measure(self, ctx: TrialContext) -> Measurement:
+        from tuner.engine.ports import free_port, wait_port_free
+        from tuner.engine.process import EngineProcess, EngineStartFailed
+
+        spec = self.spec
+        env = engine_env(spec, ctx.params)
+        if self.api_key:
+            env[API_KEY_ENV] = self.api_key
+        if self.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
+        folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
+        started = int(time.time())
+        engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            again = f"-attempt{attempt}" if attempt > 1 else ""
+            log_path = folder / f"trial-{ctx.number:04d}-{started}{again}.log"
+            # The port is free when chosen, but another process may bind it before the
+            # engine does: then the engine's log says so, and another port is tried.
+            port = free_port(spec.engine.host)
+            argv = engine_argv(spec, ctx.params, port=port)
+            shown_argv, shown_env = redact(argv, env, self.api_key)
+            m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))
+            base_url = f"http://{spec.engine.host}:{port}"
+            ctx.phase("starting engine")
+            port_taken = False
+            launched = time.monotonic()
+            engine = EngineProcess.start(argv, env, log_path, cpu_affinity=self.cores)
+            self._engine = engine
+            ctx.on_engine_started(engine.identity(), str(log_path))
+            try:
+                try:
+                    ready = engine.wait_ready(
+                        base_url, spec.engine.startup_timeout_s, api_key=self.api_key
+                    )
+                except EngineStartFailed as exc:
+                    f = exc.failure
+                    port_taken = f.kind == FailureKind.PORT_IN_USE
+                    if port_taken and attempt < PORT_ATTEMPTS:
+                        continue
+                    return failed_measurement(m, f.kind, f.reason, f.log_tail)
+                m.startup_s, m.vllm_version = ready.startup_s, ready.version
+                m.simulated = is_simulated_version(ready.version)
+                m = measure_all(spec, partial(self._run_workload, ctx, engine, base_url, m))
+                return m
+            finally:
+                ctx.phase("stopping")
+                engine.stop()
+                engine_s += time.monotonic() - launched
+                m.engine_s = engine_s
+                self._engine = None
+                ctx.on_engine_stopped()
+                if not port_taken:  # a port someone else holds is not ours to wait for
+                    wait_port_free(spec.engine.host, port, timeout_s=30)
+        raise AssertionError("unreachable: the last attempt always returns")
+
+    def _run_workload(
+        self,
+        ctx: TrialContext,
+        engine: Any,
+        base_url: str,
+        base: Measurement,
+        name: str,
+        w: WorkloadSpec,
+    ) -> Measurement:
+        """One run of workload `w` (scenario `name`) against the engine that is up."""
+        from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
+
+        spec, m = self.spec, replace(base, rate_steps=[], scenarios={})
+        label = run_label(spec, name, w)
+
+        def crashed() -> str | None:
+            code = engine.poll()
+            return None if code is None else f"engine crashed during measurement (exit {code})"
+
+        def progress(done: int, total: int) -> None:
+            ctx.phase(f"{label}measuring {done} of {total} requests")
+
+        ctx.phase(f"{label}warming up" if w.num_warmups else f"{label}measuring")
+        t0 = time.monotonic()
+        with client_off_engine_cores(self.client_avoid):
+            try:
+                result = run_benchmark(
+                    w,
+                    base_url,
+                    spec.engine.served_model_name or spec.engine.model,
+                    self.requests_for(name),
+                    api_key=self.api_key,
+                    on_progress=progress,
+                    should_abort=crashed,
+                    stall_timeout_s=spec.trial.stall_timeout_s,
+                    tokenizer=self.tokenizer,
+                    checkpoint=ctx.checkpoints.get(name, ctx.checkpoint),
+                    checkpoint_every_s=ctx.check_every_s,
+                    checkpoint_every_requests=ctx.check_every_requests,
+                )
+            except BenchmarkPruned as exc:
+                m.workload_s = time.monotonic() - t0
+                m.metrics, m.records = exc.result.metrics, exc.result.records
+                m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
+                m.pruned_engine = exc.engine
+                return m
+            except BenchmarkAborted as exc:
+                return failed_measurement(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
+        m.workload_s = time.monotonic() - t0
+        m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
+        if not result.metrics.get("completed"):
+            errors = sorted({r.error for r in result.records if r.error})
+            reason = "every request failed: " + "; ".join(errors)[:500]
+            return failed_measurement(m, FailureKind.REQUESTS_FAILED, reason, engine.log_tail())
+        return m
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.stop()
+
+    def kill(self) -> None:
+        if self._engine is not None:
+            self._engine.stop(grace_s=0)  # straight through SIGINT and SIGTERM to SIGKILL
+
+
+def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:
+    """`<log_dir>/<study>-<8 hex>`: the hex hashes the database (a SQLite file by its resolved
+    path, any other by its URL without password) and the study name, so two databases sharing
+    a log directory, or two studies whose names read alike, never write into each other's."""
+    import hashlib
+    import re
+
+    from sqlalchemy.engine import make_url
+
+    url = make_url(storage_url)
+    db = url.database or ""
+    if url.drivername.startswith("sqlite") and db not in ("", ":memory:"):
+        where = "sqlite:" + str(Path(db.removeprefix("file:")).resolve())
+    else:
+        where = url.render_as_string(hide_password=True)
+    digest = hashlib.sha256(f"{where}\n{study_name}".encode()).hexdigest()[:8]
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", study_name)[:80] or "study"
+    return log_dir / f"{readable}-{digest}"
+
+
+def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
+    """What the live display says a run is: its scenario, and its rate in capacity mode."""
+    parts = [name] if name else []
+    if spec.objective.mode == "capacity":
+        parts.append(f"at {w.request_rate:.3g} req/s")
+    return " ".join(parts) + ": " if parts else ""
+
+
+def _abort_kind(reason: str) -> str:
+    """Why the workload stopped: the engine hung or died, or it refused the first request
+    (as `vllm bench serve`, the run stops there: e.g. a prompt longer than max-model-len)."""
+    if reason.startswith("initial test request failed"):
+        return FailureKind.REQUESTS_FAILED
+    return FailureKind.ENGINE_HUNG if "hung" in reason else FailureKind.ENGINE_CRASHED
+
+
+def failed_measurement(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:
+    m.metrics, m.failure_kind, m.failure_reason, m.log_tail = None, kind, reason, log_tail
+    return m

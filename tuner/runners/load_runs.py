@@ -1,0 +1,185 @@
+"""Several workload runs on one engine start: capacity mode's rate steps, and scenario mixes.
+
+A runner starts the engine (or its simulation) once and hands over `run(scenario, workload)`,
+which runs one workload against it and returns its `Measurement`. `measure_all` decides what
+to run: the single workload once; in capacity mode a rate search (`tuner.measure.capacity`) per
+workload; with scenarios, each scenario in turn. The engine start is the expensive part, so
+it is shared by every run (docs/objective.md, "Capacity mode" and "Scenario mixes").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from tuner.measure import capacity
+from tuner.measure.measurement import Measurement
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
+
+RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
+
+
+class _StepFailed(Exception):
+    def __init__(self, m: Measurement) -> None:
+        self.m = m
+
+
+def step_record(scenario: str, step: capacity.Step) -> dict:
+    """One rate step as stored (`tuner.trial.point.RATE_STEPS`): the curve's point, all figures."""
+    figures = {k: float(v) for k, v in step.metrics.items() if _finite(v)}
+    return {
+        "scenario": scenario or None,
+        "rate_rps": step.rate_rps,
+        "feasible": step.feasible,
+        "pruned_reason": step.pruned_reason,
+        **figures,
+    }
+
+
+def _finite(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def goodput_limits(slos: list) -> dict[str, float]:
+    """Per-request limits for `request_goodput` from the SLOs on TTFT, TPOT and E2EL (the
+    tightest of each), when the workload sets none: the good requests at the capacity rate."""
+    out: dict[str, float] = {}
+    for limit in slos:
+        kind = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
+        if limit.op in ("<=", "<") and kind in ("ttft", "tpot", "e2el"):
+            out[kind] = min(out.get(kind, math.inf), limit.value)
+    return out
+
+
+def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
+    """The search's first rate: the study's, else the workload's finite rate, else 1 req/s."""
+    c = spec.objective.search
+    if c.start_rps is not None:
+        return c.start_rps
+    return w.request_rate if math.isfinite(w.request_rate) else 1.0
+
+
+def search_capacity(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement:
+    """The rate search on one workload. The result is the run at the capacity rate (when no
+    rate met the SLOs, the lowest-rate run) with every step attached; a step whose engine
+    failed ends the trial as that failure."""
+    c, slos = spec.objective.search, spec.slo_limits(name or None)
+    if w.goodput is None:
+        w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
+    runs: list[Measurement] = []
+
+    def measure(rate: float) -> capacity.Step:
+        m = run(name, w.model_copy(update={"request_rate": rate}))
+        runs.append(m)
+        if m.metrics is None:
+            raise _StepFailed(m)
+        ok = not m.pruned_reason and capacity.meets(
+            m.metrics, slos, failed_fraction_max=spec.objective.max_failed_fraction
+        )
+        return capacity.Step(rate, dict(m.metrics), ok, m.pruned_reason)
+
+    try:
+        result = capacity.search(
+            measure,
+            start_rate(spec, w),
+            slos,
+            resolution=c.resolution,
+            max_runs=c.max_runs,
+            min_rps=c.min_rps,
+            max_rps=c.max_rps,
+        )
+    except _StepFailed as exc:
+        return _summed(exc.m, runs)
+    steps = result.steps
+    at = [i for i, s in enumerate(steps) if s.feasible and s.rate_rps == result.capacity_rps]
+    if not at:  # no rate met the SLOs: the lowest rate run whole, else the lowest
+        whole_first = [(bool(s.pruned_reason), s.rate_rps, i) for i, s in enumerate(steps)]
+        at = [min(whole_first)[2]]
+    chosen = runs[at[-1]]
+    goodput = chosen.metrics.get("request_goodput") if result.capacity_rps > 0 else None
+    out = _summed(chosen, runs)
+    out.pruned_reason, out.pruned_at_s, out.engine_full_s = None, None, None
+    out.rate_steps = [step_record(name, s) for s in steps]
+    out.capacity = {
+        "capacity_rps": result.capacity_rps,
+        "goodput_rps": goodput,
+        "resolved": result.resolved,
+        "capped": result.capped,
+        "runs": result.runs,
+        "above_rps": result.bracket[1],  # the lowest rate that broke an SLO (None: none did)
+    }
+    return out
+
+
+def _summed(m: Measurement, runs: list[Measurement]) -> Measurement:
+    """`m` with the workload and engine seconds of every run it took."""
+    return replace(
+        m,
+        workload_s=sum(r.workload_s or 0.0 for r in runs),
+        engine_s=sum(r.engine_s for r in runs),
+    )
+
+
+def _one(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement:
+    if spec.objective.mode == "capacity":
+        return search_capacity(spec, name, w, run)
+    return run(name, w)
+
+
+def measure_all(spec: StudySpec, run: RunFn) -> Measurement:
+    """Every run of one trial against one engine start, as one Measurement."""
+    if not spec.scenarios:
+        return _one(spec, "", spec.workload, run)
+    parts: dict[str, Measurement] = {}
+    for name, w in spec.workloads.items():
+        m = _one(spec, name, w, run)
+        if m.metrics is None or m.pruned_reason:  # a failure or a stop ends the trial
+            done = list(parts.values())
+            out = replace(m, workload_s=sum(p.workload_s or 0.0 for p in [*done, m]))
+            before = sum(p.engine_s for p in done)
+            out.engine_s = before + m.engine_s
+            if m.engine_full_s is not None:
+                out.engine_full_s = before + m.engine_full_s
+            return out
+        parts[name] = m
+    return _combined(spec, parts)
+
+
+def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
+    """The scenarios' runs as one trial: each scenario's figures apart, and the metrics of
+    every request pooled (all scenarios' requests over the sum of their durations)."""
+    from tuner.measure.metrics import compute_metrics
+
+    w = spec.workload
+    records = [r for m in parts.values() for r in m.records]
+    duration = sum((m.metrics or {}).get("duration", 0.0) for m in parts.values())
+    pooled = compute_metrics(
+        records,
+        duration,
+        selected_metrics=w.selected_metrics,
+        percentiles=w.percentiles,
+        goodput_ms=w.goodput,
+    )
+    first = next(iter(parts.values()))
+    weights = {s.name: s.weight for s in spec.scenarios}
+    return replace(
+        first,
+        metrics=pooled,
+        ci={},
+        records=records,
+        workload_s=sum(m.workload_s or 0.0 for m in parts.values()),
+        engine_s=sum(m.engine_s for m in parts.values()),
+        rate_steps=[s for m in parts.values() for s in m.rate_steps],
+        capacity=None,
+        scenarios={
+            name: {
+                "weight": weights[name],
+                "metrics": dict(m.metrics or {}),
+                "ci": {k: list(v) for k, v in m.ci.items()},
+                "capacity": m.capacity,
+            }
+            for name, m in parts.items()
+        },
+    )

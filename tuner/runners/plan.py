@@ -1,0 +1,155 @@
+"""`PlanRunner`: one configuration measured by the simulation core in virtual time, for
+`tuner plan` (and the robustness check). The same `TrialRunner` interface as `EngineRunner`:
+the study loop never asks which."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tuner.measure.measurement import Measurement
+from tuner.runners.engine_runner import TrialContext, TrialRunner, failed_measurement, run_label
+from tuner.runners.load_runs import measure_all
+from tuner.sim.fit import SimWorkload
+from tuner.spec.space import simulator_flags
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
+from tuner.trial.point import PLANNED_VERSION
+from tuner.workload.schedule import arrival_times
+
+
+class PlanRunner(TrialRunner):
+    """The simulation core in virtual time: no server, no waiting. Figures are predictions."""
+
+    simulated = True
+
+    def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
+        from tuner.sim.profile_file import load_gpu
+
+        super().__init__(spec)
+        self.measured_startup_s = measured_startup_s  # the real study's median, if any
+        # the study's accelerator, loaded once (a bad profile file is refused here)
+        self.gpu = load_gpu(spec.hardware.accelerator) if spec.hardware.accelerator else None
+
+    def startup_s(self, flags: dict[str, Any]) -> float:
+        """Modelled launch-to-ready seconds: the study file's, the real trials', an estimate."""
+        from tuner.trial.uptime import estimated_startup_s
+
+        if self.spec.hardware.startup_s is not None:
+            return self.spec.hardware.startup_s
+        if self.measured_startup_s is not None:
+            return self.measured_startup_s
+        gpu_name = self.gpu.name if self.gpu else None
+        return estimated_startup_s(self.spec.engine.model, gpu_name, flags)
+
+    def measure(self, ctx: TrialContext) -> Measurement:
+        from tuner.errors import EngineRefused
+        from tuner.runners.precheck import refusal_kind
+
+        spec = self.spec
+        flags = simulator_flags(spec, ctx.params)
+        ctx.phase("simulating")
+        try:
+            m = measure_all(spec, lambda name, w: self._simulate(ctx, flags, name, w))
+        except EngineRefused as exc:
+            m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
+            m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
+            return failed_measurement(m, refusal_kind(str(exc)), str(exc), "")
+        m.startup_s = self.startup_s(flags)
+        m.engine_s += m.startup_s  # one start, then every run (virtual seconds)
+        if m.engine_full_s is not None:
+            m.engine_full_s += m.startup_s
+        return m
+
+    def _simulate(self, ctx: TrialContext, flags: dict, name: str, w: WorkloadSpec) -> Measurement:
+        """One run in virtual time; `engine_s` is its workload part (the start is added once)."""
+        from tuner.measure.metrics import compute_metrics, confidence_intervals
+        from tuner.sim.planner import simulate
+
+        spec, reqs = self.spec, self.requests_for(name)
+        work = study_workload(spec, reqs, w)
+        ctx.phase(f"{run_label(spec, name, w)}simulating")
+        sim = simulate(
+            spec.engine.model,
+            self.gpu or str(flags.get("gpu", "")),
+            flags,
+            list(work.prompt_lens),
+            list(work.output_lens),
+            list(work.arrival_s),
+            max_concurrency=work.max_concurrency,
+        )
+        m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
+        m.metrics = compute_metrics(
+            sim.records,
+            sim.duration_s,
+            selected_metrics=w.selected_metrics,
+            percentiles=w.percentiles,
+            goodput_ms=w.goodput,
+        )
+        m.records, m.workload_s, m.engine_s = sim.records, sim.duration_s, sim.duration_s
+        check = ctx.checkpoints.get(name, ctx.checkpoint)
+        if check is not None and self._replay_stopped(check, ctx, w, reqs, m, sim.engine_trace):
+            return m
+        m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
+        return m
+
+    def _replay_stopped(
+        self,
+        check: Callable,
+        ctx: TrialContext,
+        w: WorkloadSpec,
+        reqs: list,
+        m: Measurement,
+        trace: list,
+    ) -> bool:
+        """The same stop rule at the same checkpoints as a real run, in virtual time: the run
+        is simulated whole, then its records replayed in time order up to each checkpoint
+        (the simulator does not look ahead; the replay shows only what a client had seen,
+        and the engine state a `/metrics` scrape would have read then)."""
+        from tuner.measure.metrics import compute_metrics
+        from tuner.measure.pruning import EngineSample, replay
+
+        outs = [r.output_len for r in reqs]
+        kw = {
+            "max_output_tokens": None if None in outs else sum(outs),
+            "input_tokens": sum(r.prompt_len for r in reqs),
+        }
+        engine = [EngineSample(t, q, kv, pre) for t, q, kv, pre in trace]
+        checkpoints = replay(m.records, ctx.check_every_s, ctx.check_every_requests, engine, **kw)
+        for t, snap in checkpoints:
+            decision = check(snap)
+            if not decision.stop:
+                continue
+            done = [r for r, d in zip(snap.sent, snap.done, strict=True) if d]
+            m.metrics = (
+                compute_metrics(
+                    done,
+                    t,
+                    selected_metrics=w.selected_metrics,
+                    percentiles=w.percentiles,
+                    goodput_ms=w.goodput,
+                )
+                if any(r.success for r in done)
+                else {}
+            )
+            m.records, m.ci = done, {}
+            m.pruned_reason, m.pruned_at_s = decision.reason, t
+            m.pruned_engine = decision.engine
+            m.engine_full_s, m.workload_s, m.engine_s = m.engine_s, t, t
+            return True
+        return False
+
+
+def study_workload(
+    spec: StudySpec, requests: Sequence[Any], w: WorkloadSpec | None = None
+) -> SimWorkload:
+    """The requests and send times of one workload run (the study's, unless `w` names one of
+    its rate steps or scenarios), as `vllm bench serve` would send them."""
+    w = w or spec.workload
+    arrivals = arrival_times(len(requests), w.request_rate, w.burstiness, w.seed)
+    return SimWorkload(
+        prompt_lens=tuple(r.prompt_len for r in requests),
+        output_lens=tuple(r.output_len or w.random_output_len for r in requests),
+        arrival_s=tuple(float(t) for t in arrivals),
+        max_concurrency=w.max_concurrency,
+    )

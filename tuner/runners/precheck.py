@@ -1,0 +1,62 @@
+"""Predict, before launching, configs that vLLM would refuse for lack of memory or support.
+
+An engine start costs minutes on a GPU box; the simulator's memory model answers in
+microseconds. The prediction uses the same code as `tuner sim serve`'s own refusals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tuner.engine.failures import classify_failure
+from tuner.errors import FailureKind, UserError
+from tuner.sim.memory import check_config
+from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import load_model
+from tuner.spec.study import HardwareSpec
+
+GiB = 1024**3
+
+
+def gpu_memory_gib_from_nvml() -> float | None:
+    """The first GPU's memory via nvidia-ml-py, where it is installed and a GPU exists."""
+    try:
+        import pynvml  # type: ignore[import-not-found]  # optional: only on GPU boxes
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return pynvml.nvmlDeviceGetMemoryInfo(handle).total / GiB
+    except Exception:  # no driver, no device: no reading
+        return None
+
+
+def predict_refusal(
+    model: str, hardware: HardwareSpec, flags: dict[str, Any], env: dict[str, str]
+) -> tuple[str, str] | None:
+    """(failure kind, vLLM's message) when the config is predicted not to start, else None.
+
+    Without a known GPU (or a model config the simulator can read) there is no prediction.
+    """
+    if hardware.accelerator is None:
+        return None
+    try:
+        profile = load_model(model)
+    except UserError:
+        return None
+    gpu = load_gpu(hardware.accelerator)
+    memory_gib = hardware.gpu_memory_gib or (
+        gpu_memory_gib_from_nvml() if gpu.platform == "cuda" else None
+    )
+    if memory_gib:
+        gpu = replace(gpu, memory_bytes=int(memory_gib * GiB))
+    message = check_config(profile, gpu, {**flags, **env})
+    return None if message is None else (refusal_kind(message), message)
+
+
+def refusal_kind(message: str) -> str:
+    """The failure kind of one of vLLM's start-up refusals: the engine logs' own table."""
+    kind = classify_failure(message, exit_code=1).kind
+    return FailureKind.INVALID_ARGUMENT if kind == FailureKind.CRASHED else kind

@@ -1,0 +1,76 @@
+"""Metric directions and SLO limits such as `p99_ttft_ms<=2000` (pure, no I/O)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from tuner.errors import UserError
+from tuner.spec import metric_keys
+from tuner.spec.metric_keys import Direction
+
+__all__ = ["Direction", "SloLimit", "metric_direction", "parse_slo"]
+
+
+def metric_direction(name: str) -> Direction:
+    """Whether a stored metric is better low or high; unknown names are a user error."""
+    found = metric_keys.direction(name)
+    if found is None:
+        raise UserError(f"unknown metric {name!r}")
+    return found
+
+
+_LIMIT = re.compile(r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*$")
+
+
+@dataclass(frozen=True)
+class SloLimit:
+    metric: str
+    op: Literal["<=", ">=", "<", ">"]
+    value: float
+
+    def violation(self, metrics: dict[str, float]) -> float:
+        """How far off the limit a value is, relative to it (> 0 means broken)."""
+        got = metrics.get(self.metric)
+        if got is None:
+            return float("inf")
+        scale = abs(self.value) or 1.0
+        if self.op in ("<=", "<"):
+            return (got - self.value) / scale
+        return (self.value - got) / scale
+
+    def met(self, metrics: dict[str, float]) -> bool:
+        got = metrics.get(self.metric)
+        if got is None:
+            return False
+        return {
+            "<=": got <= self.value,
+            "<": got < self.value,
+            ">=": got >= self.value,
+            ">": got > self.value,
+        }[self.op]
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.value:g}"
+
+
+def parse_slo(text: str) -> list[SloLimit]:
+    """Parse `p99_ttft_ms<=2000,mean_tpot_ms<=80` into limits; a bad part is a user error."""
+    limits = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        m = _LIMIT.match(part)
+        if not m:
+            raise UserError(f"malformed SLO {part.strip()!r}: expected METRIC<=VALUE")
+        metric, op, raw = m.groups()
+        metric_direction(metric)
+        try:
+            value = float(raw)
+        except ValueError:
+            raise UserError(f"malformed SLO {part.strip()!r}: {raw!r} is not a number") from None
+        limits.append(SloLimit(metric, op, value))  # type: ignore[arg-type]
+    if not limits:
+        raise UserError("empty SLO")
+    return limits

@@ -1,0 +1,160 @@
+"""Search-space parameters, vLLM's own flag rules, and the mapping of values to argv and env."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.spec.study import ParameterSpec, Scalar, SearchSpace, StudySpec
+from tuner.spec.vllm_rules import scheduler_error
+
+# Flags the simulator understands but production `vllm serve` does not.
+SIM_ONLY_FLAGS = frozenset({"gpu", "load-delay-s"})
+
+
+def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
+    """Optuna distributions for `study.ask`, one per parameter."""
+    return {name: _distribution(p) for name, p in space.parameters.items()}
+
+
+def _distribution(p: ParameterSpec) -> optuna.distributions.BaseDistribution:
+    D = optuna.distributions
+    if p.type == "int":
+        step = int(p.step or 1)
+        return D.IntDistribution(int(p.low), int(p.high), log=p.log, step=1 if p.log else step)
+    if p.type == "float":
+        return D.FloatDistribution(p.low, p.high, log=p.log, step=p.step)
+    if p.type == "bool":
+        return D.CategoricalDistribution([False, True])
+    return D.CategoricalDistribution(list(p.choices or []))
+
+
+def baseline_params(space: SearchSpace) -> dict[str, Scalar] | None:
+    """vLLM's defaults as declared in the space, or None when any parameter lacks one."""
+    if any(p.default is None for p in space.parameters.values()):
+        return None
+    return {name: p.default for name, p in space.parameters.items()}  # type: ignore[misc]
+
+
+def flag_args(name: str, value: Scalar | None) -> list[str]:
+    """One vLLM long flag: `--name value`, a bool as `--name`/`--no-name`, None as nothing."""
+    flag = name if name.startswith("--") else f"--{name}"
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        return [flag] if value else [f"--no-{flag[2:]}"]
+    return [flag, str(value)]
+
+
+def _clean(value: Any) -> Any:
+    """A stepped float range yields 0.7799999999999999: production commands say 0.78."""
+    return round(value, 10) if isinstance(value, float) else value
+
+
+def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]:
+    """Parameters that are flags, keyed by long flag name without dashes."""
+    out = {}
+    for name, p in space.parameters.items():
+        if p.env is None and name in params:
+            out[(p.flag or f"--{name}")[2:]] = _clean(params[name])
+    return out
+
+
+def tuned_env(space: SearchSpace, params: dict[str, Any]) -> dict[str, str]:
+    return {
+        p.env: str(_clean(params[name]))
+        for name, p in space.parameters.items()
+        if p.env is not None and name in params
+    }
+
+
+def effective_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
+    """Fixed flags overlaid with tuned ones: what the engine is told, minus host/port/key."""
+    return {**spec.engine.flags, **tuned_flags(spec.search_space, params)}
+
+
+def engine_argv(spec: StudySpec, params: dict[str, Any], *, port: int) -> list[str]:
+    """The argv that starts this trial's engine (real vLLM or `tuner sim serve`).
+
+    An API key never goes on the command line (vLLM logs its arguments, and `ps` shows them):
+    the runner passes it in the environment as VLLM_API_KEY, which vLLM reads.
+    """
+    eng = spec.engine
+    argv = [part.format(model=eng.model, python=sys.executable) for part in eng.command]
+    if eng.served_model_name:
+        argv += ["--served-model-name", eng.served_model_name]
+    for name, value in effective_flags(spec, params).items():
+        argv += flag_args(name, value)
+    argv += ["--host", eng.host, "--port", str(port)]
+    return argv
+
+
+def engine_env(spec: StudySpec, params: dict[str, Any]) -> dict[str, str]:
+    return {**spec.engine.env, **tuned_env(spec.search_space, params)}
+
+
+def simulator_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """What the simulation core takes for one config: the engine's flags and its env in one
+    mapping (it reads VLLM_CPU_KVCACHE_SPACE from there), as `tuner plan` passes them."""
+    return {**effective_flags(spec, params), **engine_env(spec, params)}
+
+
+def _production_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
+    drop = SIM_ONLY_FLAGS | set(spec.engine.export_drop_flags)
+    return {k: v for k, v in effective_flags(spec, params).items() if k not in drop}
+
+
+def serve_argv(spec: StudySpec, params: dict[str, Any]) -> list[str]:
+    """Production's `vllm serve MODEL ...`, whichever way the study launched the engine."""
+    argv = ["vllm", "serve", spec.engine.model]
+    if spec.engine.served_model_name:
+        argv += ["--served-model-name", spec.engine.served_model_name]
+    for name, value in _production_flags(spec, params).items():
+        argv += flag_args(name, value)
+    return argv
+
+
+def serve_env(spec: StudySpec, params: dict[str, Any]) -> dict[str, str]:
+    return engine_env(spec, params)
+
+
+def serve_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """A `vllm serve --config FILE` mapping: long-form argument names as keys."""
+    cfg: dict[str, Any] = {"model": spec.engine.model}
+    if spec.engine.served_model_name:
+        cfg["served-model-name"] = spec.engine.served_model_name
+    cfg.update({k: v for k, v in _production_flags(spec, params).items() if v is not None})
+    return cfg
+
+
+def max_model_len(spec: StudySpec) -> int | None:
+    """`--max-model-len`, else the model's max_position_embeddings when its config is local."""
+    value = spec.engine.flags.get("max-model-len")
+    if value is not None:
+        return int(value)
+    cfg = Path(spec.engine.model) / "config.json"
+    if cfg.is_file():
+        data = json.loads(cfg.read_text())
+        if "max_position_embeddings" in data:
+            return int(data["max_position_embeddings"])
+    return None
+
+
+def check_rules(flags: dict[str, Any], model_len: int | None) -> str | None:
+    """vLLM's scheduler checks on these flags, with its messages; None when they pass."""
+
+    def number(name: str, kind: type) -> Any:
+        value = flags.get(name)
+        return None if value is None else kind(value)
+
+    return scheduler_error(
+        max_num_seqs=number("max-num-seqs", int),
+        max_num_batched_tokens=number("max-num-batched-tokens", int),
+        enable_chunked_prefill=flags.get("enable-chunked-prefill", True) is not False,
+        max_model_len=model_len,
+        gpu_memory_utilization=number("gpu-memory-utilization", float),
+    )

@@ -1,0 +1,185 @@
+"""The study file: a YAML document validated by pydantic before anything starts.
+
+The sections live in `config_sections`, the YAML/error plumbing in `config_io`; this module
+puts them together (`StudySpec`) and re-exports their public names, so `tuner.spec.study` stays
+the one import for callers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from tuner.errors import UserError
+from tuner.spec import inputs, slo
+from tuner.spec.parsing import describe_validation_error, parse_duration_s, read_yaml_mapping
+from tuner.spec.sections import (
+    MAX_NAME_LEN,
+    MAX_TRIALS,
+    SEED_LIMIT,
+    BudgetSpec,
+    CapacitySpec,
+    EngineSpec,
+    HardwareSpec,
+    ObjectiveSpec,
+    ParameterSpec,
+    PruningSpec,
+    SamplerSpec,
+    Scalar,
+    ScenarioSpec,
+    SearchSpace,
+    SearchSpec,
+    TrialSpec,
+    _Strict,
+    parse_gpus,
+)
+from tuner.spec.workload import WorkloadSpec, check_measured
+
+__all__ = [
+    "MAX_NAME_LEN",
+    "MAX_TRIALS",
+    "SEED_LIMIT",
+    "BudgetSpec",
+    "CapacitySpec",
+    "EngineSpec",
+    "HardwareSpec",
+    "ObjectiveSpec",
+    "ParameterSpec",
+    "PruningSpec",
+    "SamplerSpec",
+    "Scalar",
+    "ScenarioSpec",
+    "SearchSpace",
+    "SearchSpec",
+    "StudySpec",
+    "TrialSpec",
+    "describe_validation_error",
+    "load_study_spec",
+    "parse_duration_s",
+    "parse_gpus",
+    "read_yaml_mapping",
+    "stored_spec",
+]
+
+
+class StudySpec(_Strict):
+    name: str
+    description: str = ""
+    engine: EngineSpec
+    search_space: SearchSpace
+    workload: WorkloadSpec  # with scenarios: the first one's (tokenizer, export, checks)
+    # `workload:` written as a list of named scenarios
+    scenarios: list[ScenarioSpec] = Field(default_factory=list)
+    objective: ObjectiveSpec = ObjectiveSpec()
+    budget: BudgetSpec = BudgetSpec()
+    sampler: SamplerSpec = SamplerSpec()
+    hardware: HardwareSpec = HardwareSpec()
+    trial: TrialSpec = TrialSpec()
+    pruning: PruningSpec = PruningSpec()
+    search: SearchSpec = SearchSpec()
+    storage: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        where = inputs.find_nul(data)
+        if where is not None:
+            raise ValueError(f"{where}: contains a NUL character, which no argv or env can carry")
+        if isinstance(data, dict) and isinstance(data.get("workload"), list):
+            if "scenarios" in data:
+                raise ValueError("workload: a list of scenarios, or scenarios:, not both")
+            mix = data["workload"]
+            if not mix or not all(isinstance(s, dict) for s in mix):
+                raise ValueError("workload: a list of scenarios, each a mapping with a name")
+            first = {k: v for k, v in mix[0].items() if k not in ("name", "weight", "slo")}
+            data = {**data, "workload": first, "scenarios": mix}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if len(v) > MAX_NAME_LEN:
+            raise ValueError(f"study name is {len(v)} characters long: at most {MAX_NAME_LEN}")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+            raise ValueError(f"study name {v!r} may hold only letters, digits, '.', '_' and '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _measured(self) -> StudySpec:
+        """Every metric the objective reads must be one the workload produces."""
+        obj = self.objective
+        wanted = [("objective.weights", n) for n, w in obj.weights.items() if w > 0]
+        if obj.mode == "multi":
+            wanted += [("objective.objectives", n) for n in obj.objectives]
+        for text in obj.slo:
+            wanted += [("objective.slo", limit.metric) for limit in slo.parse_slo(text)]
+        for w in list(self.workloads.values()) or [self.workload]:
+            for where, name in wanted:
+                if problem := check_measured(w, name):
+                    raise ValueError(f"{where}: {problem}")
+        for s in self.scenarios:
+            for limit in (lm for text in s.slo for lm in slo.parse_slo(text)):
+                if problem := check_measured(s, limit.metric):
+                    raise ValueError(f"workload.{s.name}.slo: {problem}")
+        return self
+
+    @model_validator(mode="after")
+    def _mix(self) -> StudySpec:
+        names = [s.name for s in self.scenarios]
+        if len(set(names)) != len(names):
+            raise ValueError(f"workload: scenario names repeat ({', '.join(names)})")
+        if self.scenarios and self.objective.mode == "multi":
+            raise ValueError("objective.mode multi takes one workload, not scenarios")
+        every_scenario_has_one = bool(self.scenarios) and all(s.slo for s in self.scenarios)
+        if self.objective.mode == "capacity" and not (self.objective.slo or every_scenario_has_one):
+            raise ValueError(
+                "objective.slo: capacity mode needs an SLO (the limits that the highest "
+                "rate must meet), e.g. p99_ttft_ms<=2000"
+            )
+        return self
+
+    @property
+    def workloads(self) -> dict[str, WorkloadSpec]:
+        """The named scenarios' workloads in order ({} for a single workload)."""
+        return {s.name: s.workload() for s in self.scenarios}
+
+    def slo_limits(self, scenario: str | None = None) -> list[slo.SloLimit]:
+        """The study's SLOs, plus one scenario's own."""
+        texts = list(self.objective.slo)
+        texts += next((s.slo for s in self.scenarios if s.name == scenario), [])
+        return [limit for text in texts for limit in slo.parse_slo(text)]
+
+
+def stored_spec(data: Any, study_name: str) -> StudySpec:
+    """A spec read back from a study's storage; one that this tuner's checks now refuse (it
+    was stored by an older tuner) is one line, not a traceback."""
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(
+            f"study {study_name!r} was stored with a study file this tuner refuses "
+            f"({describe_validation_error(exc)}): run it under a new study name"
+        ) from None
+
+
+def load_study_spec(path: str | Path) -> StudySpec:
+    """Read and validate a study file; each problem is one UserError naming file and field."""
+    path = Path(path)
+    data = read_yaml_mapping(path, "study file")
+    space = data.get("search_space")
+    space_path = path
+    if isinstance(space, str):
+        space_path = (path.parent / space).resolve()
+        data["search_space"] = read_yaml_mapping(space_path, "search-space file")
+    hardware = data.get("hardware")
+    if isinstance(hardware, dict) and isinstance(hardware.get("profile"), str):
+        hardware["profile"] = str((path.parent / hardware["profile"]).resolve())
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as exc:
+        where = describe_validation_error(exc)
+        if isinstance(space, str) and where.startswith("search_space."):
+            raise UserError(f"{space_path}: {where.removeprefix('search_space.')}") from None
+        raise UserError(f"{path}: {where}") from None

@@ -1,0 +1,168 @@
+"""The tuner's own tables in the study database, and the version of their schema.
+
+`tuner_schema` holds one row: the schema version of the `tuner_*` tables. A writer creates
+the tables and stamps the version; every open checks it. A database from a newer tuner is
+refused; an older one is migrated (writers) or refused with a hint (readers); a database
+with our tables but no version row predates versioning and is version 1. docs/storage.md
+describes every table and how a change adds its migration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from tuner import __version__
+from tuner.errors import UserError
+
+SCHEMA_VERSION = 1
+# MIGRATIONS[n] turns tables at version n - 1 into version n; it runs in the transaction that
+# then stamps n. Version 1 is the baseline (the tables as they were before the schema had a
+# version) and has no step. A change to the tables below bumps SCHEMA_VERSION and adds its
+# step here (see docs/storage.md); new tables need no step, create_all adds them.
+Migration = Callable[[sa.Connection], None]
+MIGRATIONS: dict[int, Migration] = {}
+BASELINE_VERSION = 1
+assert set(MIGRATIONS) == set(range(BASELINE_VERSION + 1, SCHEMA_VERSION + 1))
+
+metadata = sa.MetaData()
+trials_table = sa.Table(
+    "tuner_trials",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("trial_number", sa.Integer, primary_key=True),
+    sa.Column("outcome", sa.String(32), nullable=False),
+    sa.Column("argv", sa.JSON),
+    sa.Column("env", sa.JSON),
+    sa.Column("vllm_version", sa.String(128)),
+    sa.Column("log_path", sa.Text),
+    sa.Column("startup_s", sa.Float),
+    sa.Column("workload_s", sa.Float),
+    sa.Column("result", sa.JSON),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+requests_table = sa.Table(
+    "tuner_requests",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("trial_number", sa.Integer, primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("prompt_len", sa.Integer),
+    sa.Column("output_tokens", sa.Integer),
+    sa.Column("success", sa.Boolean),
+    sa.Column("ttft_s", sa.Float),
+    sa.Column("latency_s", sa.Float),
+    sa.Column("start_s", sa.Float),
+    sa.Column("itl_s", sa.JSON),
+    sa.Column("error", sa.Text),
+)
+engines_table = sa.Table(
+    "tuner_engines",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("trial_number", sa.Integer, primary_key=True),
+    sa.Column("identity", sa.JSON, nullable=False),
+    sa.Column("log_path", sa.Text),
+    sa.Column("running", sa.Boolean, nullable=False),
+)
+locks_table = sa.Table(  # one run per study at a time (tuner/run/lock.py)
+    "tuner_locks",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("owner", sa.JSON, nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),
+)
+workers_table = sa.Table(  # every worker of a study and its heartbeat (tuner/run/lock.py)
+    "tuner_workers",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("worker_id", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.JSON, nullable=False),  # host, boot id, pid, start ticks
+    sa.Column("host_id", sa.String(256), nullable=False),  # the host its baselines are of
+    sa.Column("slot", sa.String(64)),  # its GPUs, when it runs on one slot of a box
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),  # the worker's clock (time.time)
+)
+claims_table = sa.Table(  # configs being measured now: the key's uniqueness is the claim
+    "tuner_claims",
+    metadata,
+    sa.Column("study_name", sa.String(512), primary_key=True),
+    sa.Column("config_key", sa.String(64), primary_key=True),  # sha256 of the params
+    sa.Column("trial_number", sa.Integer, nullable=False),
+    sa.Column("worker_id", sa.String(64), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
+)
+schema_table = sa.Table(
+    "tuner_schema",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),  # always 1: the table has one row
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("tuner_version", sa.String(64)),  # the tuner that stamped it
+    sa.Column("stamped_at", sa.Float),
+)
+DATA_TABLES = (trials_table, requests_table, engines_table)
+
+
+def stored_version(conn: sa.Connection) -> tuple[int | None, str | None]:
+    """The schema version of this database's tuner tables and the tuner that stamped it.
+
+    (None, None): none of our tables (a new database, or one only Optuna wrote).
+    (1, None): our tables but no version row, i.e. written before the schema had a version.
+    """
+    names = set(sa.inspect(conn).get_table_names())
+    if schema_table.name in names:
+        row = conn.execute(sa.select(schema_table.c.version, schema_table.c.tuner_version)).first()
+        if row is not None:
+            return int(row.version), row.tuner_version or "?"
+    if any(t.name in names for t in DATA_TABLES):
+        return BASELINE_VERSION, None
+    return None, None
+
+
+def ensure_schema(engine: sa.Engine, url: str, *, readonly: bool) -> int:
+    """Check the tuner tables' version; writers also create, migrate and stamp them.
+
+    A writer does all of it in one transaction, on SQLite under `BEGIN IMMEDIATE`, so two
+    processes creating the same new database take turns. Returns the version now stored.
+    """
+    if readonly:
+        with engine.connect() as conn:
+            version, by = stored_version(conn)
+        if version is not None:
+            _refuse_newer(url, version, by)
+            if version < SCHEMA_VERSION:
+                raise UserError(
+                    f"cannot open storage {url}: its tuner tables are at schema version "
+                    f"{version}, this tuner reads {SCHEMA_VERSION}; run `tuner run` on it "
+                    "once to upgrade them"
+                )
+        return version or SCHEMA_VERSION
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        version, by = stored_version(conn)
+        if version is not None:
+            _refuse_newer(url, version, by)
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[step](conn)
+        metadata.create_all(conn)
+        if version != SCHEMA_VERSION or by is None:
+            conn.execute(sa.delete(schema_table))
+            conn.execute(
+                sa.insert(schema_table).values(
+                    id=1, version=SCHEMA_VERSION, tuner_version=__version__, stamped_at=time.time()
+                )
+            )
+        conn.commit()
+    return SCHEMA_VERSION
+
+
+def _refuse_newer(url: str, version: int, by: str | None) -> None:
+    if version > SCHEMA_VERSION:
+        raise UserError(
+            f"cannot open storage {url}: it was written by a newer tuner (tuner {by}, "
+            f"schema version {version}; this tuner {__version__} knows up to "
+            f"{SCHEMA_VERSION}): upgrade tuner"
+        )

@@ -1,0 +1,227 @@
+"""The study file a trial was measured under: stored with the study, compared on every resume.
+
+A study keeps every spec it has run under, keyed by a `spec_id`: a hash of the parts of the
+spec that change what a trial measures (engine, fixed flags, hardware, workload, objective,
+search space). Every trial records the id it ran under. So:
+- a resumed run whose file changes only comparable parts (the budget, the sampler, timeouts,
+  the description) goes on under the same id;
+- any other change stops the run with one line, unless the user passes `--accept-changes`:
+  then the new spec gets its own id, its own baseline, and nothing is reused or compared
+  across the two;
+- results (`best`, `export`, `report`) read the current spec's trials, and build every
+  command from the stored spec of the trial they print, never from today's file.
+
+Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
+`set_user_attr`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.spec.study import StudySpec, stored_spec
+from tuner.trial import point as tr
+
+# Parts of a spec that do not change what a trial measures: trials stay comparable.
+COMPARABLE = (
+    "name",
+    "description",
+    "storage",
+    "budget",
+    "sampler",
+    "trial.stall_timeout_s",
+    "trial.retry_interrupted",
+    "trial.repeat_measured",
+    "trial.confirm_repeats",
+    "engine.startup_timeout_s",
+    "engine.api_key_env",
+    "engine.export_drop_flags",
+    "pruning",  # when a hopeless trial stops, not what a finished trial measures
+    "hardware.startup_s",
+    "hardware.gpus",  # how many trials run at once, not what one trial measures
+    "hardware.gpus_per_trial",
+)
+SHOWN_CHANGES = 4
+# Fields added after studies were stored: left out of the id while at their default, so a
+# study stored before they existed keeps its id (its trials stay comparable).
+ADDED_DEFAULTS = {
+    "scenarios": [],
+    "objective.capacity": None,
+    "objective.aggregate": "weighted",
+}
+LONGDOC_FIELDS = ("longdoc_lengths", "longdoc_weights", "longdoc_output_len")
+
+
+def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
+    """A spec dump as it reads back from storage (JSON types), with every default filled in."""
+    spec = stored_spec(dict(dump), str(dump.get("name")))
+    return json.loads(json.dumps(spec.model_dump()))
+
+
+def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(data))
+    for path in COMPARABLE:
+        *parents, leaf = path.split(".")
+        node = out
+        for key in parents:
+            node = node.get(key, {})
+        node.pop(leaf, None)
+    for path, default in ADDED_DEFAULTS.items():
+        *parents, leaf = path.split(".")
+        node = out
+        for key in parents:
+            node = node.get(key, {})
+        if leaf in node and node[leaf] == default:
+            del node[leaf]
+    # The long-document fields measure nothing under another dataset; leaving them out also
+    # keeps the ids of studies stored before they existed.
+    workload = out.get("workload", {})
+    if workload.get("dataset_name") != "longdoc":
+        for key in LONGDOC_FIELDS:
+            workload.pop(key, None)
+    return out
+
+
+def spec_id(dump: Mapping[str, Any]) -> str:
+    """12 hex digits naming what the spec measures: equal ids, comparable trials."""
+    text = json.dumps(_measured_part(canonical(dump)), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out or {prefix: {}}
+    return {prefix: data}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return "unset" if value is None else json.dumps(value)
+
+
+def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What changed in the measured part, as `path: old → new`, in a stable order."""
+    a = _flatten(_measured_part(canonical(old)))
+    b = _flatten(_measured_part(canonical(new)))
+    return [
+        f"{path}: {_show(a.get(path))} → {_show(b.get(path))}"
+        for path in sorted(set(a) | set(b))
+        if a.get(path) != b.get(path)
+    ]
+
+
+def _current_dump(study: Any) -> dict[str, Any] | None:
+    data = study.user_attrs.get(tr.SPEC)
+    return dict(data) if data is not None else None
+
+
+def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
+    """What `bind` would refuse, without writing anything; return the new spec's id.
+
+    A run checks when it opens the study, and binds only once it holds the study's lock: a
+    second run that the lock refuses must not have switched the live run's current spec.
+    """
+    new = spec.model_dump()
+    new_id = spec_id(new)
+    stored = _current_dump(study)
+    if stored is None:
+        return new_id
+    current = study.user_attrs.get(tr.SPEC_ID) or spec_id(stored)
+    if current == new_id:
+        return new_id
+    _check_storable(stored_spec(stored, spec.name), spec)
+    if not accept_changes:
+        diff = changes(stored, new)
+        shown = "; ".join(diff[:SHOWN_CHANGES])
+        more = f" (and {len(diff) - SHOWN_CHANGES} more)" if len(diff) > SHOWN_CHANGES else ""
+        raise UserError(
+            f"the study file changed what study {spec.name!r} measures ({shown}{more}): "
+            "give the study a new name, or run with --accept-changes to start a new baseline "
+            "under the new file (its trials are never compared with the old ones)"
+        )
+    return new_id
+
+
+def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
+    """Tie this run to the study's stored spec; return the spec id its trials are stored under.
+
+    A study made by an older tuner has one spec and no id: its trials belong to that spec.
+    """
+    new_id = check(study, spec, accept_changes=accept_changes)
+    stored = _current_dump(study)
+    if stored is not None and tr.SPEC_ID not in study.user_attrs:
+        legacy = spec_id(stored)
+        study.set_user_attr(tr.LEGACY_SPEC_ID, legacy)
+        _remember(study, legacy, stored)
+    new = spec.model_dump()
+    _remember(study, new_id, new)
+    study.set_user_attr(tr.SPEC, new)
+    study.set_user_attr(tr.SPEC_ID, new_id)
+    return new_id
+
+
+def _storable_shape(p: Any) -> tuple:
+    """What Optuna's storage requires to stay the same for a parameter name within one study:
+    the kind of distribution, its log setting, and a categorical's choices."""
+    if p.type in ("int", "float"):
+        return (p.type, p.log)
+    if p.type == "bool":
+        return ("categorical", (False, True))
+    return ("categorical", tuple(p.choices or ()))
+
+
+def _check_storable(old: StudySpec, new: StudySpec) -> None:
+    for name, p in new.search_space.parameters.items():
+        before = old.search_space.parameters.get(name)
+        if before is not None and _storable_shape(before) != _storable_shape(p):
+            raise UserError(
+                f"search_space.parameters.{name}: its type, log setting or choices changed, "
+                "which one Optuna study cannot hold for the same parameter name: give the "
+                "study a new name"
+            )
+
+
+def _remember(study: Any, sid: str, dump: Mapping[str, Any]) -> None:
+    study.set_user_attr(tr.SPEC_BY_ID + sid, dict(dump))
+
+
+def current_id(study_attrs: Mapping[str, Any]) -> str | None:
+    sid = study_attrs.get(tr.SPEC_ID)
+    if sid is None and study_attrs.get(tr.SPEC) is not None:
+        sid = spec_id(study_attrs[tr.SPEC])
+    return sid
+
+
+def trial_spec_id(study_attrs: Mapping[str, Any], point: tr.TrialPoint) -> str | None:
+    """The spec a trial ran under (a trial from before specs were tracked: the first one)."""
+    return point.spec_id or study_attrs.get(tr.LEGACY_SPEC_ID) or current_id(study_attrs)
+
+
+def of_current(study_attrs: Mapping[str, Any], points: list[tr.TrialPoint]) -> list[tr.TrialPoint]:
+    """The trials measured under the study's current spec: the only ones compared."""
+    sid = current_id(study_attrs)
+    return [p for p in points if trial_spec_id(study_attrs, p) == sid]
+
+
+def spec_for(study_attrs: Mapping[str, Any], point: tr.TrialPoint) -> StudySpec:
+    """The stored spec a trial was measured under: what its command is built from."""
+    sid = trial_spec_id(study_attrs, point)
+    data = study_attrs.get(tr.SPEC_BY_ID + sid) if sid else None
+    data = data if data is not None else study_attrs.get(tr.SPEC)
+    if data is None:
+        raise UserError(f"trial {point.number} has no stored study spec (not made by tuner)")
+    return stored_spec(data, str(data.get("name")))
+
+
+def study_name(spec: StudySpec, simulated: bool) -> str:
+    """The stored study of a study file: `tuner plan`'s predictions live beside the real one."""
+    return f"{spec.name}-simulated" if simulated else spec.name

