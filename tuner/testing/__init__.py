@@ -1,0 +1,28 @@
+"""Helpers for tests and benchmarks that drive the `tuner` CLI end to end (as `optuna.testing`).
+
+The tests and the benchmarks in benchmarks/ build their study files and run the CLI with
+these, so both exercise the same study. Nothing in the tuner itself imports this module.
+"""
+
+from tuner.testing.cli import REPO, TUNER, start_run, tuner
+from tuner.testing.postgres import PG_USER, PostgresServer, postgres_missing, start_workers
+from tuner.testing.servers import loopback_app
+from tuner.testing.studies import cpu_study, sim_study
+from tuner.testing.trials import counted, launched, measured_at_once
+
+__all__ = [
+    "PG_USER",
+    "REPO",
+    "TUNER",
+    "PostgresServer",
+    "counted",
+    "cpu_study",
+    "launched",
+    "loopback_app",
+    "measured_at_once",
+    "postgres_missing",
+    "sim_study",
+    "start_run",
+    "start_workers",
+    "tuner",
+]
