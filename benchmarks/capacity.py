@@ -28,13 +28,13 @@ import numpy as np
 import optuna
 import yaml
 
+from tuner import trial as tr
 from tuner.measure import capacity
 from tuner.run.loop import StudyLoop
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import point as tr
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / ".cache" / "tiny-qwen2")

@@ -41,13 +41,13 @@ import optuna
 import yaml
 
 import tuner.sim.planner
+from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.run.loop import StudyLoop
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import point as tr
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = {

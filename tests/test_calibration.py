@@ -12,7 +12,7 @@ from tuner.sim.profile_file import load_gpu, profile_to_yaml
 from tuner.sim.profiles import GPUS
 from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
-from tuner.trial.point import PARTIAL, PLANNED_VERSION, VLLM_VERSION, TrialPoint
+from tuner.trial import PARTIAL, PLANNED_VERSION, VLLM_VERSION, StudyRecord, TrialPoint
 
 
 def _truth_file(tmp_path: Path) -> Path:
@@ -47,7 +47,7 @@ def test_only_trials_an_engine_measured_in_full_are_observations(tmp_path, tiny_
         _point(3, **{VLLM_VERSION: "0.11.0", PARTIAL: True}),  # stopped early
         _point(4, **{VLLM_VERSION: "0.11.0", "reused_from": 0}),  # not measured itself
     ]
-    obs = observations(spec, {}, points)
+    obs = observations(spec, StudyRecord(), points)
     assert [o.trial for o in obs] == [0, 2]
     assert obs[0].flags["max-num-seqs"] == 8 and obs[0].flags["tensor-parallel-size"] == 4
     assert obs[0].flags["gpu"] == "a6000"  # the sim-only flag rides along, as in `tuner plan`

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.engine.failures import MAX_REASON_CHARS, classify_failure, clean_line
-from tuner.trial.point import FailureKind
+from tuner.trial import FailureKind
 
 LOGS = Path(__file__).parent / "data" / "vllm_logs"
 

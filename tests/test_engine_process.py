@@ -20,7 +20,7 @@ from tuner.engine.failures import EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free, wait_port_free
 from tuner.engine.process import EngineProcess, group_members, start_ticks, stop_orphan
 from tuner.errors import UserError
-from tuner.trial.point import FailureKind
+from tuner.trial import FailureKind
 
 FAKE_ENGINE = textwrap.dedent(
     """

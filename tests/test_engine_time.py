@@ -8,6 +8,7 @@ import pytest
 
 from tuner.run.pipeline import Outcome
 from tuner.run.summary import RunSummary
+from tuner.trial import TrialRecord
 from tuner.trial.uptime import estimated_startup_s, median_startup_s, study_line, summary_line
 
 
@@ -26,13 +27,13 @@ def test_estimated_startup_for_4x_a6000_and_the_32b_model() -> None:
 
 def test_engine_s_is_added_up_over_every_kind_of_trial() -> None:
     s = RunSummary("s")
-    s.count(0, Outcome("measured", [0.0], {}, {"engine_s": 100.0}))
-    s.count(1, Outcome("measured", [0.0], {}, {"engine_s": 120.0}))
-    s.count(2, Outcome("refused", None, {}, {"engine_s": 0.0}, saved_by="rules"))
-    s.count(3, Outcome("reused", [0.0], {}, {"engine_s": 0.0}, saved_by="reuse"))
-    s.count(4, Outcome("pruned", None, {}, {"engine_s": 30.0, "engine_full_s": 150.0}))
-    s.count(5, Outcome("pruned", None, {}, {"engine_s": 40.0}))  # a real one: no full length
-    s.count(6, Outcome("failed", None, {}, {"engine_s": 10.0}))
+    s.count(0, Outcome("measured", [0.0], {}, TrialRecord(engine_s=100.0)))
+    s.count(1, Outcome("measured", [0.0], {}, TrialRecord(engine_s=120.0)))
+    s.count(2, Outcome("refused", None, {}, TrialRecord(engine_s=0.0), saved_by="rules"))
+    s.count(3, Outcome("reused", [0.0], {}, TrialRecord(engine_s=0.0), saved_by="reuse"))
+    s.count(4, Outcome("pruned", None, {}, TrialRecord(engine_s=30.0, engine_full_s=150.0)))
+    s.count(5, Outcome("pruned", None, {}, TrialRecord(engine_s=40.0)))  # a real one: no full
+    s.count(6, Outcome("failed", None, {}, TrialRecord(engine_s=10.0)))
     assert s.engine_s == pytest.approx(300.0)
     assert s.measured_engine_s == [100.0, 120.0]
     line = summary_line(s)
@@ -45,7 +46,7 @@ def test_engine_s_is_added_up_over_every_kind_of_trial() -> None:
 
 def test_study_line_sums_the_stored_trials() -> None:
     def point(status: str, **attrs: float) -> SimpleNamespace:
-        return SimpleNamespace(status=status, attrs=attrs)
+        return SimpleNamespace(status=status, record=TrialRecord(**attrs))
 
     points = [
         point("feasible", engine_s=100.0),

@@ -18,7 +18,7 @@ import pytest
 from tuner.engine.failures import EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free
 from tuner.engine.process import EngineProcess, group_members, stop_orphan
-from tuner.trial.point import FailureKind
+from tuner.trial import FailureKind
 
 pytestmark = pytest.mark.vllm
 SERVER_CORE = max(os.sched_getaffinity(0))  # as conftest.server_core()

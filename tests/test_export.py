@@ -19,7 +19,7 @@ from tuner.results.export import render, select_trial, shell_command, slo_violat
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store, spec_of
-from tuner.trial.point import read as trial_point
+from tuner.trial import read as trial_point
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tuner.results.report.page import hosts_section
+from tuner.trial import TrialPoint
 from tuner.trial.hosts import baseline_table, differences
-from tuner.trial.point import TrialPoint
 
 
 def _baseline(number: int, host: str, tput: float, ci: tuple[float, float]) -> TrialPoint:

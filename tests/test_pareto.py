@@ -10,7 +10,7 @@ from results_fixtures import frozen
 
 from tuner.errors import UserError
 from tuner.results.pareto import check_stored, front_of, pareto_front, parse_objectives
-from tuner.trial.point import read as trial_point
+from tuner.trial import read as trial_point
 
 MIN2 = [("p99_ttft_ms", "minimize"), ("mean_tpot_ms", "minimize")]
 

@@ -179,7 +179,7 @@ def test_a_pruned_trial_is_never_a_candidate() -> None:
     tempting partial score never enters it."""
     from types import SimpleNamespace
 
-    from tuner.trial.point import best, ranked, read
+    from tuner.trial import best, ranked, read
 
     def trial(n: int, state: str, score: float) -> SimpleNamespace:
         return SimpleNamespace(

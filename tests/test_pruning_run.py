@@ -11,7 +11,7 @@ import pytest
 
 from tuner.spec.study import StudySpec
 from tuner.testing import sim_study, tuner
-from tuner.trial.point import read_all
+from tuner.trial import read_all
 
 OVERLOADED = {
     # One sequence at a time, 24 requests at 16 req/s: the queue only grows.

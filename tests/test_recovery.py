@@ -9,11 +9,11 @@ import optuna
 import pytest
 import sqlalchemy as sa
 
+from tuner import trial as tr
 from tuner.run.recovery import owner_alive, recover, stale_after_s
 from tuner.store import optuna_adapter as adapter
 from tuner.store.schema import claims_table, workers_table
 from tuner.store.storage import Store
-from tuner.trial import point as tr
 
 ELSEWHERE = {"host": "box-b", "boot_id": "another-boot", "pid": 4242, "start_ticks": 1}
 

@@ -14,7 +14,7 @@ from tuner.results.report.front import SloLine, pareto_front_info
 from tuner.results.report.page import build_report, trials_table
 from tuner.results.report.plots import history_figure, importances, pareto_figure, write_png
 from tuner.store.storage import Store, spec_of
-from tuner.trial.point import read as trial_point
+from tuner.trial import read as trial_point
 
 
 def _load(url: str, name: str = "handbuilt"):
@@ -174,12 +174,14 @@ def test_png_is_written(stored, tmp_path: Path) -> None:
 
 
 def test_predictions_section_shows_predicted_against_measured() -> None:
+    from tuner import trial as tr
     from tuner.results.report.page import predictions_section
-    from tuner.trial import point as tr
-    from tuner.trial.point import TrialPoint
+    from tuner.trial import TrialPoint
 
     attrs = {
-        **tr.prediction_attrs({"p99_ttft_ms": 100.0, "mean_tpot_ms": 20.0}, -0.1),
+        **tr.TrialRecord(
+            predicted_metrics={"p99_ttft_ms": 100.0, "mean_tpot_ms": 20.0}, predicted_score=-0.1
+        ).encode(),
         tr.PREDICTION_ERROR: {"p99_ttft_ms": 0.25, "mean_tpot_ms": -0.5},
     }
     point = TrialPoint(

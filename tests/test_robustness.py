@@ -7,11 +7,11 @@ import math
 
 import pytest
 
+from tuner import trial as tr
 from tuner.fidelity import robustness as rb
 from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import TrialPoint
 from tuner.workload.datasets import BenchRequest
 
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
@@ -83,10 +83,12 @@ def test_check_best_stores_the_verdict_for_best_and_report(spec):
     base = _point(0, BASE, score=0.0, baseline=True, spec_id="s1")
     knife = _point(1, {**BASE, "max-num-batched-tokens": 1510}, score=-0.12, spec_id="s1")
     record = rb.check_best(study, spec, [base, knife], REQUESTS)
-    assert record is not None and record[tr.ROBUST_FRAGILE] is True
-    stored = tr.robustness_of(study.user_attrs, knife)
-    assert stored is not None and stored[tr.ROBUST_VERDICT].startswith("FRAGILE")
-    assert tr.robustness_of(study.user_attrs, _point(1, {}, spec_id="other")) is None
+    assert record is not None and record.fragile is True
+    stored = tr.StudyRecord.decode(study.user_attrs).robustness_of(knife)
+    assert stored is not None and stored.verdict.startswith("FRAGILE") and not stored.measured
+    assert study.user_attrs[f"{tr.ROBUSTNESS}1"]["verdict"] == stored.verdict  # the stored shape
+    other = _point(1, {}, spec_id="other")
+    assert tr.StudyRecord.decode(study.user_attrs).robustness_of(other) is None
     assert rb.check_best(study, spec, [base], REQUESTS) is None  # the baseline is the best
 
 
@@ -137,7 +139,7 @@ def test_a_capacity_study_is_checked_under_prompt_changes_only(tmp_path, tiny_mo
     record = rb.check(
         spec, reqs, _point(1, {**BASE, "max-num-batched-tokens": 4096}), _point(0, BASE)
     )
-    assert record[tr.ROBUST_FRAGILE] is not None and "capacity ×" in record[tr.ROBUST_VERDICT]
+    assert record.fragile is not None and "capacity ×" in record.verdict
 
 
 def test_capacity_verdict_words_and_the_resolution_rule():

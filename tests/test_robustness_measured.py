@@ -9,13 +9,13 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tuner import trial as tr
 from tuner.fidelity import robustness as rb
 from tuner.fidelity import robustness_measured as rm
 from tuner.runners.engine_runner import EngineRunner
 from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import TrialPoint
 
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
 # The demo's kind of load, smaller: ~2k-token prompts near the box's prefill capacity, where
@@ -84,20 +84,25 @@ def test_a_failed_engine_is_not_checked(tmp_path: Path, tiny_model_dir):
 
     study = Study()
     record = rm.check_best_measured(study, spec, points, runner)
-    assert record is not None and record[tr.ROBUST_FRAGILE] is None
-    assert record[tr.ROBUST_VERDICT].startswith("not checked on the engine: the config failed")
-    assert study.user_attrs == {f"{tr.ROBUSTNESS_MEASURED}1": record}
+    assert record is not None and record.fragile is None
+    assert record.verdict.startswith("not checked on the engine: the config failed")
+    assert study.user_attrs == {f"{tr.ROBUSTNESS_MEASURED}1": record.encode()}
 
 
 def test_the_measured_verdict_wins_over_the_simulated_one():
     point = TrialPoint(3, "COMPLETE", BASE, {}, "feasible", spec_id="s1")
-    simulated = {tr.ROBUST_SPEC: "s1", tr.ROBUST_VERDICT: "robust (SIMULATED)"}
-    measured = {tr.ROBUST_SPEC: "s1", tr.ROBUST_VERDICT: "FRAGILE (measured on the engine)"}
-    assert tr.robustness_of({f"{tr.ROBUSTNESS}3": simulated}, point) == simulated
+    simulated = {"spec_id": "s1", "verdict": "robust (SIMULATED)"}  # as stored
+    measured = {"spec_id": "s1", "verdict": "FRAGILE (measured on the engine)", "runs": {}}
+
+    def shown(attrs: dict) -> str | None:
+        found = tr.StudyRecord.decode(attrs).robustness_of(point)
+        return found.verdict if found is not None else None
+
+    assert shown({f"{tr.ROBUSTNESS}3": simulated}) == simulated["verdict"]
     both = {f"{tr.ROBUSTNESS}3": simulated, f"{tr.ROBUSTNESS_MEASURED}3": measured}
-    assert tr.robustness_of(both, point) == measured
-    stale = {**both, f"{tr.ROBUSTNESS_MEASURED}3": {**measured, tr.ROBUST_SPEC: "old"}}
-    assert tr.robustness_of(stale, point) == simulated  # measured under another spec
+    assert shown(both) == measured["verdict"]
+    stale = {**both, f"{tr.ROBUSTNESS_MEASURED}3": {**measured, "spec_id": "old"}}
+    assert shown(stale) == simulated["verdict"]  # measured under another spec
 
 
 def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_model_dir):
@@ -118,8 +123,8 @@ def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_
     number = int(best.stdout.split("# best trial ")[1].split()[0])
     assert not s.trials[number].user_attrs.get(tr.BASELINE)  # the screen's configs beat it
     record = s.user_attrs[f"{tr.ROBUSTNESS_MEASURED}{number}"]
-    assert set(record[tr.ROBUST_GAINS]) == {p.name for p in rb.PERTURBATIONS}
-    assert set(record[tr.ROBUST_RUNS]) == {"nominal", *(p.name for p in rb.PERTURBATIONS)}
-    assert f"# {record[tr.ROBUST_VERDICT]}" in best.stdout
+    assert set(record["gains"]) == {p.name for p in rb.PERTURBATIONS}
+    assert set(record["runs"]) == {"nominal", *(p.name for p in rb.PERTURBATIONS)}
+    assert f"# {record['verdict']}" in best.stdout
     assert "measured on the engine" in best.stdout
     assert f"{tr.ROBUSTNESS}{number}" in s.user_attrs  # the simulated check is kept too

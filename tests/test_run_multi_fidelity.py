@@ -9,10 +9,10 @@ from pathlib import Path
 
 import optuna
 
+from tuner import trial as tr
 from tuner.sim.profile_file import write_profile
 from tuner.sim.profiles import get_gpu
 from tuner.testing import sim_study, tuner
-from tuner.trial import point as tr
 
 
 def truth_profile(path: Path) -> Path:

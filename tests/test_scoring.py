@@ -7,11 +7,11 @@ import math
 
 import pytest
 
+from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import TrialPoint
 from tuner.trial.scoring import score_trial
 
 BASE = {
@@ -53,10 +53,15 @@ def _scenario_measurement(chat_ttft: float, doc_ttft: float) -> Measurement:
     return Measurement(
         metrics={"p99_ttft_ms": 1.0, "completed": 2.0},
         scenarios={
-            "chat": {"weight": 3.0, "metrics": {"p99_ttft_ms": chat_ttft}},
-            "doc": {"weight": 1.0, "metrics": {"p99_ttft_ms": doc_ttft}},
+            "chat": tr.ScenarioEntry(3.0, {"p99_ttft_ms": chat_ttft}),
+            "doc": tr.ScenarioEntry(1.0, {"p99_ttft_ms": doc_ttft}),
         },
     )
+
+
+def _stored(scored) -> dict:
+    """What the trial stores of a score (the attrs `TrialRecord` writes)."""
+    return tr.TrialRecord(**scored.fields()).encode()
 
 
 @pytest.mark.parametrize("how", ["weighted", "worst"])
@@ -68,14 +73,14 @@ def test_scenarios_are_scored_against_the_references_same_scenario(how: str) -> 
     ref_m = _scenario_measurement(100.0, 1000.0)
     first = score_trial(spec, ref_m, None)
     assert first.score == 0.0 and first.values == [0.0]
-    ref = _point({tr.SCENARIOS: first.attrs[tr.SCENARIOS]})
+    ref = _point({tr.SCENARIOS: _stored(first)[tr.SCENARIOS]})
     got = score_trial(
         spec, _scenario_measurement(200.0, 500.0), ref
     )  # chat 2× worse, doc 2× better
     chat, doc = math.log(2), -math.log(2)
     want = (3 * chat + doc) / 4 if how == "weighted" else chat
     assert got.score == pytest.approx(want) and got.values == [pytest.approx(want)]
-    entries = got.attrs[tr.SCENARIOS]
+    entries = _stored(got)[tr.SCENARIOS]
     assert entries["chat"][tr.SCORE] == pytest.approx(chat)
     assert entries["doc"][tr.SCORE] == pytest.approx(doc)
     # Per-scenario SLOs: chat's own (150 ms) is broken; the study's (5000 ms) holds for both.
@@ -90,13 +95,16 @@ def test_capacity_trial_scores_its_capacity_and_tells_optuna_the_rate() -> None:
         workload={"request_rate": 4}, objective={"mode": "capacity", "slo": ["p99_ttft_ms<=900"]}
     )
     steps = [{"scenario": None, "rate_rps": 4.0, "feasible": True, "pruned_reason": None}]
-    cap = {"capacity_rps": 6.0, "goodput_rps": 5.5, "resolved": True, "capped": False}
-    m = Measurement(metrics={"p99_ttft_ms": 800.0}, rate_steps=steps, capacity=cap)
+    cap = tr.CapacityResult(capacity_rps=6.0, goodput_rps=5.5, resolved=True, capped=False)
+    rate_steps = [tr.RateStep.decode(s) for s in steps]
+    m = Measurement(metrics={"p99_ttft_ms": 800.0}, rate_steps=rate_steps, capacity=cap)
     ref = _point({tr.CAPACITY_RPS: 3.0})
     got = score_trial(spec, m, ref)
     assert got.values == [6.0] and got.score == pytest.approx(-math.log(2))
-    assert got.attrs[tr.CAPACITY_RPS] == 6.0 and got.attrs[tr.CAPACITY_GOODPUT] == 5.5
-    assert got.attrs[tr.RATE_STEPS] == steps and got.constraints == {"capacity": 0.0}
-    none = score_trial(spec, Measurement(metrics={}, capacity={"capacity_rps": 0.0}), ref)
+    stored = _stored(got)
+    assert stored[tr.CAPACITY_RPS] == 6.0 and stored[tr.CAPACITY_GOODPUT] == 5.5
+    assert stored[tr.RATE_STEPS] == steps and got.constraints == {"capacity": 0.0}
+    assert stored[tr.CAPACITY]["capacity_rps"] == 6.0 and stored[tr.CAPACITY]["runs"] == 0
+    none = score_trial(spec, Measurement(metrics={}, capacity=tr.CapacityResult(0.0)), ref)
     assert none.constraints == {"capacity": 1.0} and none.values == [0.0]
     assert obj.directions(spec.objective) == ["maximize"]

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from tuner import trial as tr
 from tuner.fidelity.screen import Screen, _from_unit, _to_unit
 from tuner.run.pipeline import params_key
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import load_study_spec
 from tuner.testing import REPO
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import TrialPoint
 
 
 def _spec(tmp_path: Path, **search):
@@ -98,9 +98,17 @@ def test_greedy_rank_takes_the_best_predicted_and_exploration_moves_away(
 
 
 def test_prediction_error_is_measured_over_predicted() -> None:
-    attrs = tr.prediction_attrs({"p99_ttft_ms": 100.0, "output_throughput": 50.0}, -0.2)
-    assert tr.predictions(attrs) == {"p99_ttft_ms": 100.0, "output_throughput": 50.0}
+    predicted = {"p99_ttft_ms": 100.0, "output_throughput": 50.0}
+    attrs = tr.TrialRecord(predicted_metrics=predicted, predicted_score=-0.2).encode()
+    assert attrs == {
+        "predicted_p99_ttft_ms": 100.0,
+        "predicted_output_throughput": 50.0,
+        "predicted_score": -0.2,
+    }  # the stored keys
+    decoded = tr.TrialRecord.decode(attrs)
+    assert decoded.predicted_metrics == predicted and decoded.metrics == {}
     assert not tr.is_metric("predicted_p99_ttft_ms")  # never read as a measurement
-    miss = tr.prediction_error(attrs, {"p99_ttft_ms": 110.0, "output_throughput": 40.0}, 0.1)
+    measured = {"p99_ttft_ms": 110.0, "output_throughput": 40.0}
+    miss = tr.prediction_error(predicted, -0.2, measured, 0.1)
     assert miss == pytest.approx({"p99_ttft_ms": 0.1, "output_throughput": -0.2, "score": 0.3})
-    assert tr.prediction_error({}, {"p99_ttft_ms": 1.0}, 0.0) is None
+    assert tr.prediction_error({}, None, {"p99_ttft_ms": 1.0}, 0.0) is None

@@ -9,12 +9,12 @@ import optuna
 import pytest
 from test_study import _spec
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results.views import best_report
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.store.storage import Store
-from tuner.trial import point as tr
 from tuner.trial import specs
 
 
@@ -97,7 +97,7 @@ def test_edited_study_file_stops_the_run_with_one_line(tiny_model_dir: Path, sto
     study = store.load_study("loop-simulated")
     assert len(study.trials) == 2  # nothing ran under the edited file
     assert (
-        specs.spec_for(study.user_attrs, tr.read(study.trials[0])).engine.flags[
+        specs.spec_for(tr.StudyRecord.of(study), tr.read(study.trials[0])).engine.flags[
             "tensor-parallel-size"
         ]
         == 4
@@ -130,9 +130,14 @@ def test_accepted_changes_start_a_new_baseline_and_never_compare(
     assert loop.trials_left(None) == 9 - 4
     points = loop.points()
     assert {p.number for p in points} == {t.number for t in new}
-    assert "--tensor-parallel-size 2" in best_report(points, loop.name, loop.study.user_attrs)
+    assert "--tensor-parallel-size 2" in best_report(
+        points, loop.name, tr.StudyRecord.of(loop.study)
+    )
     first = tr.read(trials[0])
-    assert specs.spec_for(loop.study.user_attrs, first).engine.flags["tensor-parallel-size"] == 4
+    assert (
+        specs.spec_for(tr.StudyRecord.of(loop.study), first).engine.flags["tensor-parallel-size"]
+        == 4
+    )
 
 
 def test_changing_a_parameters_log_setting_is_one_line_not_a_traceback(

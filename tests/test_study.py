@@ -17,7 +17,7 @@ from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
 from tuner.store.optuna_adapter import set_system_attr
 from tuner.store.storage import Store
-from tuner.trial.point import OWNER
+from tuner.trial import OWNER
 from tuner.trial.specs import study_name
 
 
@@ -78,7 +78,7 @@ def test_plan_study_stores_every_trial_with_metrics(tiny_model_dir: Path, store:
     spec = _spec(tiny_model_dir)
     summary = _loop(spec, store).run(n_trials=3)
     assert summary.ran == 3
-    study = store.load_study(study_name(spec, simulated=True))
+    study = store.load_study(study_name(spec, planned=True))
     assert study.study_name == "loop-simulated"
     trials = study.get_trials()
     assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
@@ -201,7 +201,7 @@ def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
 
 def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> None:
     from tuner.results.views import best_report
-    from tuner.trial.point import confirmation_runs, ranked, read_all
+    from tuner.trial import StudyRecord, confirmation_runs, ranked, read_all
 
     spec = _spec(tiny_model_dir, trial={"confirm_repeats": 2})
     loop = _loop(spec, store)
@@ -215,7 +215,7 @@ def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> Non
     points = read_all(trials)
     assert len(confirmation_runs(points)[top]) == 3
     assert all(p.confirm_of is None for p in ranked(points))
-    assert "confirmed over 3 runs" in best_report(points, loop.name, loop.study.user_attrs)
+    assert "confirmed over 3 runs" in best_report(points, loop.name, StudyRecord.of(loop.study))
 
 
 # Results that can be trusted (resume, baseline, doomed studies, sampler errors) -------------
@@ -351,12 +351,12 @@ def test_recovery_does_not_depend_on_the_hostname(tiny_model_dir: Path, store: S
 
 
 def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.trial.point import ENGINE_S, WORKLOAD_S, read_all
+    from tuner.trial import ENGINE_S, WORKLOAD_S, read_all
     from tuner.trial.uptime import estimated_startup_s, summary_line
 
     spec = _spec(tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "startup_s": 50})
     summary = _loop(spec, store).run(n_trials=4)
-    points = read_all(store.load_study(study_name(spec, simulated=True)).get_trials())
+    points = read_all(store.load_study(study_name(spec, planned=True)).get_trials())
     assert all(ENGINE_S in p.attrs for p in points)
     for p in points:
         if p.measured:  # modelled start-up + the workload's virtual seconds
@@ -402,3 +402,25 @@ def test_the_budget_counts_every_worker_s_trials(tiny_model_dir: Path, store: St
     assert second.budget_used() == (2, 0)
     second.run()
     assert second.budget_used() == (3, 0)  # met: one more, not three
+
+
+def test_the_loop_reads_the_study_twice_per_trial(tiny_model_dir: Path, store: Store) -> None:
+    """Once as the trial starts (baseline checks, the pipeline's view) and once when it is told
+    (progress, the next budget check), not once per question (it was 5 to 7)."""
+    spec = _spec(tiny_model_dir)
+    loop = _loop(spec, store)
+    study_reads = 0
+    get_trials = loop.study.get_trials
+
+    def counted(*args, **kw):
+        nonlocal study_reads
+        study_reads += 1
+        return get_trials(*args, **kw)
+
+    loop.study.get_trials = counted  # type: ignore[method-assign]
+    summary = loop.run(n_trials=4)
+    assert summary.ran == 4
+    # one read before the first trial (the budget), then two per trial; the study's trials
+    # are fetched once more, by recovery's look for RUNNING trials (before it: 5 to 7 a trial)
+    assert loop.reading.reads == 1 + 2 * 4
+    assert study_reads == loop.reading.reads + 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from results_fixtures import frozen
 
-from tuner.trial.point import (
+from tuner.trial import (
     FailureKind,
     baseline_of,
     best,

@@ -8,10 +8,10 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tuner import trial as tr
 from tuner.fidelity.warm_start import fits
 from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
-from tuner.trial import point as tr
 
 
 def _trials(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:

@@ -39,13 +39,14 @@ def calibrate(
     from tuner.runners.engine_runner import workload_requests
     from tuner.sim.fit import MAX_FACTOR
     from tuner.sim.profile_file import write_profile
-    from tuner.trial.point import is_simulated, read_all
+    from tuner.trial import StudyRecord, read_all
 
     study, spec = open_stored_study(study_file, storage, simulated=False)
+    record = StudyRecord.of(study)
     points = read_all(study.get_trials(deepcopy=False))
     cal = calibrate_study(
         spec,
-        study.user_attrs,
+        record,
         points,
         workload_requests(spec),
         folds=folds,
@@ -61,7 +62,7 @@ def calibrate(
     write_profile(profile, output)
 
     console = Console(highlight=False)
-    simulated = is_simulated(study.user_attrs, points)
+    simulated = record.simulated_with(points)
     source = " (figures of the SIMULATED engine, `tuner sim serve`)" if simulated else ""
     typer.echo(
         f"calibrated {profile.name} on {cal.observations} measured trials of study "

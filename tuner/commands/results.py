@@ -16,23 +16,23 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.trial.point import TrialPoint
+    from tuner.trial import TrialPoint
 
 
 def _points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint]:
     """The trials of the study's current spec (results never compare across specs), or of
     every spec it ran under."""
-    from tuner.trial.point import read_all
+    from tuner.trial import StudyRecord, read_all
     from tuner.trial.specs import of_current
 
     points = read_all(study.get_trials(deepcopy=False))
-    return points if every_spec else of_current(study.user_attrs, points)
+    return points if every_spec else of_current(StudyRecord.of(study), points)
 
 
 def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
-    from tuner.trial.point import is_simulated
+    from tuner.trial import StudyRecord
 
-    return is_simulated(study.user_attrs, points)
+    return StudyRecord.of(study).simulated_with(points)
 
 
 def _choose(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -56,7 +56,7 @@ def pareto(
 ) -> None:
     """List the non-dominated feasible trials (default: P99 TTFT against mean TPOT)."""
     from tuner.results.pareto import check_stored, front_of, parse_objectives
-    from tuner.trial.point import for_scenario
+    from tuner.trial import for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
@@ -117,7 +117,7 @@ def _print_front(
     from rich.console import Console
     from rich.table import Table
 
-    from tuner.measure.objective import HEADLINE_METRICS
+    from tuner.spec.metric_keys import HEADLINE_METRICS
 
     axes = " vs ".join(f"{n} ({d[:3]})" for n, d in objs)
     title = f"Pareto front of {study_name}: {axes} — {len(front)} of {n_feasible} feasible trials"
@@ -154,7 +154,7 @@ def export(
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
     from tuner.results.export import FORMATS, render, select_trial
     from tuner.spec.slo import parse_slo
-    from tuner.trial.point import baseline_of
+    from tuner.trial import StudyRecord, baseline_of
     from tuner.trial.specs import spec_for, trial_spec_id
 
     _choose(fmt, FORMATS, "format")
@@ -165,9 +165,10 @@ def export(
     points = _points(study, every_spec=trial is not None)  # `--trial N` may be an older spec's
     choice = select_trial(points, study.study_name, trial=trial, limits=limits)
     # The command and the figures beside it come from the spec the chosen trial ran under.
-    spec = spec_for(study.user_attrs, choice.point)
-    sid = trial_spec_id(study.user_attrs, choice.point)
-    baseline = baseline_of([p for p in points if trial_spec_id(study.user_attrs, p) == sid])
+    record = StudyRecord.of(study)
+    spec = spec_for(record, choice.point)
+    sid = trial_spec_id(record, choice.point)
+    baseline = baseline_of([p for p in points if trial_spec_id(record, p) == sid])
     text = render(
         fmt,
         spec,

@@ -205,7 +205,7 @@ def _loop(
     from tuner.errors import RunInterrupted
     from tuner.run.loop import StudyLoop
     from tuner.run.progress import RichProgress
-    from tuner.trial.point import best as best_trial
+    from tuner.trial import best as best_trial
     from tuner.trial.uptime import summary_line
 
     console = Console(stderr=True)
@@ -327,12 +327,12 @@ def trials(
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
     from tuner.results.views import trials_frame
-    from tuner.trial.point import read_all
+    from tuner.trial import StudyRecord, read_all
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
     study, _ = open_stored_study(study_file, storage, simulated)
-    frame = trials_frame(read_all(study.get_trials(deepcopy=False)), study.user_attrs)
+    frame = trials_frame(read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study))
     if fmt == "csv":
         typer.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -353,8 +353,9 @@ def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = 
 def _print_best(study: optuna.Study) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
     from tuner.results.views import best_report
-    from tuner.trial.point import read_all
+    from tuner.trial import StudyRecord, read_all
     from tuner.trial.specs import of_current
 
-    points = of_current(study.user_attrs, read_all(study.get_trials(deepcopy=False)))
-    typer.echo(best_report(points, study.study_name, study.user_attrs))
+    record = StudyRecord.of(study)
+    points = of_current(record, read_all(study.get_trials(deepcopy=False)))
+    typer.echo(best_report(points, study.study_name, record))

@@ -5,9 +5,10 @@ lives in `tuner.sim.fit`; `tuner calibrate` and the multi-fidelity loop call thi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.runners.plan import study_workload
 from tuner.sim.fit import Calibration, Observation, fit
@@ -15,7 +16,6 @@ from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile, load_model
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
 from tuner.trial.specs import of_current
 
 
@@ -30,11 +30,11 @@ def study_profile(spec: StudySpec) -> GpuProfile:
 
 
 def observations(
-    spec: StudySpec, study_attrs: Mapping[str, Any], points: Sequence[tr.TrialPoint]
+    spec: StudySpec, study: tr.StudyRecord, points: Sequence[tr.TrialPoint]
 ) -> list[Observation]:
     """The trials an engine measured in full under the study's current spec, in trial order
     (`TrialPoint.engine_measured`: never `tuner plan`'s predictions or a stopped run)."""
-    current = of_current(study_attrs, list(points))
+    current = of_current(study, list(points))
     return [
         Observation(flags=simulator_flags(spec, p.params), metrics=dict(p.metrics), trial=p.number)
         for p in sorted(current, key=lambda p: p.number)
@@ -44,7 +44,7 @@ def observations(
 
 def calibrate_study(
     spec: StudySpec,
-    study_attrs: Mapping[str, Any],
+    study: tr.StudyRecord,
     points: Sequence[tr.TrialPoint],
     requests: Sequence[Any],
     **fit_options: Any,
@@ -52,7 +52,7 @@ def calibrate_study(
     """Fit the study's profile to its measured trials (`tuner.sim.fit.fit`'s options)."""
     return fit(
         study_profile(spec),
-        observations(spec, study_attrs, points),
+        observations(spec, study, points),
         model=load_model(spec.engine.model),
         workload=study_workload(spec, requests),
         **fit_options,

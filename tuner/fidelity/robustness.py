@@ -20,13 +20,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import RobustnessRecord, TrialPoint, TrialRecord
 from tuner.trial.scoring import score_trial
 
 
@@ -110,7 +110,8 @@ def simulated_metrics(
 def _as_reference(spec: StudySpec, m: Measurement, params: Mapping[str, Any]) -> TrialPoint:
     """The baseline's simulated run as the trial the study would score against."""
     scored = score_trial(spec, m, None)
-    return TrialPoint(-1, "COMPLETE", dict(params), m.metrics or {}, "feasible", attrs=scored.attrs)
+    record = TrialRecord(metrics=dict(m.metrics or {}), **scored.fields())
+    return TrialPoint.measured_as(-1, dict(params), record)
 
 
 def gains(
@@ -189,8 +190,10 @@ def verdict(
     )
 
 
-def check(spec: StudySpec, requests: Sequence[Any], point: TrialPoint, base: TrialPoint) -> dict:
-    """The stored record of one check (trials.ROBUST_* keys)."""
+def check(
+    spec: StudySpec, requests: Sequence[Any], point: TrialPoint, base: TrialPoint
+) -> RobustnessRecord:
+    """The record of one check (stored by `check_best`)."""
     try:
         found = gains(spec, requests, point.params, base.params)
     except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
@@ -200,32 +203,23 @@ def check(spec: StudySpec, requests: Sequence[Any], point: TrialPoint, base: Tri
         capacity = spec.objective.mode == "capacity"
         noise = math.log1p(spec.objective.search.resolution) if capacity else 0.0
         fragile, words = verdict(found, capacity=capacity, noise=noise)
-    return {
-        tr.ROBUST_SPEC: point.spec_id,
-        tr.ROBUST_FRAGILE: fragile,
-        tr.ROBUST_VERDICT: words,
-        tr.ROBUST_GAIN: found.get(NOMINAL.name),
-        tr.ROBUST_GAINS: {k: v for k, v in found.items() if k != NOMINAL.name},
-    }
+    return RobustnessRecord(
+        spec_id=point.spec_id,
+        fragile=fragile,
+        verdict=words,
+        gain=found.get(NOMINAL.name),
+        gains={k: v for k, v in found.items() if k != NOMINAL.name},
+    )
 
 
 def check_best(
     study: Any, spec: StudySpec, points: Sequence[TrialPoint], requests: Sequence[Any]
-) -> dict | None:
+) -> RobustnessRecord | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""
     best, base = tr.best(points), tr.baseline_of(points)
     if best is None or base is None or best.number == base.number:
         return None
     record = check(spec, requests, best, base)
-    study.set_user_attr(f"{tr.ROBUSTNESS}{best.number}", jsonable(record))
+    tr.write_robustness(study, best.number, record)
     return record
-
-
-def jsonable(record: dict) -> dict:
-    """±inf (a config the engine refuses) is stored as None: JSON has no infinity."""
-    g = record[tr.ROBUST_GAINS]
-    return {
-        **record,
-        tr.ROBUST_GAINS: {k: v if v is None or math.isfinite(v) else None for k, v in g.items()},
-    }

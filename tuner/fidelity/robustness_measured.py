@@ -11,10 +11,10 @@ so the check costs two engine starts, not ten: the start is the expensive part o
 
 The gains are scored as the simulated check scores them, config against baseline on the same
 workload, and judged by the same rule (`robustness.verdict`, labelled "measured"). The record
-is stored as `tuner_robustness_measured:<trial>`; `tuner.trial.point.robustness_of` prefers it to
-the simulator's, so `tuner best` and the report show the measured verdict once it exists.
-A study of several scenarios is not re-measured (each scenario times each perturbation would be
-its own run); its simulated check stands (docs/robustness.md).
+is stored as `tuner_robustness_measured:<trial>`; `tuner.trial.StudyRecord.robustness_of`
+prefers it to the simulator's, so `tuner best` and the report show the measured verdict once
+it exists. A study of several scenarios is not re-measured (each scenario times each
+perturbation would be its own run); its simulated check stands (docs/robustness.md).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tuner import trial as tr
 from tuner.fidelity.robustness import (
     NOMINAL,
     Perturbation,
     applicable,
-    jsonable,
     perturbed,
     verdict,
 )
@@ -35,8 +35,7 @@ from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
 from tuner.workload.datasets import resized
 
 SOURCE = "measured on the engine"
@@ -64,20 +63,20 @@ def perturbation_runs(
     return spec.model_copy(update={"scenarios": scenarios}), reqs
 
 
-def _gain(spec: StudySpec, mine: Mapping[str, Any], base: Mapping[str, Any]) -> float | None:
+def _gain(spec: StudySpec, mine: ScenarioEntry | None, base: ScenarioEntry | None) -> float | None:
     """−score of one run against the baseline's (a capacity ratio, as a log, in capacity mode);
     None where the baseline has no figure, −inf where the config has none."""
     if spec.objective.mode == "capacity":
-        c_base = (base.get("capacity") or {}).get("capacity_rps")
-        c_mine = (mine.get("capacity") or {}).get("capacity_rps")
+        c_base = base.capacity.capacity_rps if base and base.capacity else None
+        c_mine = mine.capacity.capacity_rps if mine and mine.capacity else None
         if not c_base:
             return None
         return math.log(c_mine / c_base) if c_mine else -math.inf
-    if not base.get("metrics"):
+    if base is None or not base.metrics:
         return None
-    if not mine.get("metrics"):
+    if mine is None or not mine.metrics:
         return -math.inf
-    return -obj.score(mine["metrics"], base["metrics"], spec.objective.weights)
+    return -obj.score(mine.metrics, base.metrics, spec.objective.weights)
 
 
 def measured_gains(
@@ -101,10 +100,13 @@ def measured_gains(
     names = {run_name(p): p.name for p in (NOMINAL, *applicable(spec))}
     gains, runs = {}, {}
     for slug, label in names.items():
-        base = measured["baseline"].scenarios.get(slug, {})
-        mine = measured["config"].scenarios.get(slug, {})
+        base = measured["baseline"].scenarios.get(slug)
+        mine = measured["config"].scenarios.get(slug)
         gains[label] = _gain(spec, mine, base)
-        runs[label] = {"config": mine.get("metrics", {}), "baseline": base.get("metrics", {})}
+        runs[label] = {
+            "config": dict(mine.metrics) if mine else {},
+            "baseline": dict(base.metrics) if base else {},
+        }
     return gains, runs, None
 
 
@@ -114,7 +116,7 @@ def check_best_measured(
     points: Sequence[TrialPoint],
     runner: TrialRunner,
     say: Callable[[str], None] = lambda _: None,
-) -> dict | None:
+) -> RobustnessRecord | None:
     """Measure the check for the best config of the current spec; store and return the record
     (None when there is no best, the best is the baseline, or the study is a scenario mix)."""
     best, base = tr.best(points), tr.baseline_of(points)
@@ -132,14 +134,13 @@ def check_best_measured(
         capacity = spec.objective.mode == "capacity"
         noise = math.log1p(spec.objective.search.resolution) if capacity else 0.0
         fragile, words = verdict(found, capacity=capacity, noise=noise, source=SOURCE)
-    record = {
-        tr.ROBUST_SPEC: best.spec_id,
-        tr.ROBUST_FRAGILE: fragile,
-        tr.ROBUST_VERDICT: words,
-        tr.ROBUST_GAIN: found.get(NOMINAL.name),
-        tr.ROBUST_GAINS: {k: v for k, v in found.items() if k != NOMINAL.name},
-        tr.ROBUST_RUNS: runs,
-    }
-    record = jsonable(record)
-    study.set_user_attr(f"{tr.ROBUSTNESS_MEASURED}{best.number}", record)
+    record = RobustnessRecord(
+        spec_id=best.spec_id,
+        fragile=fragile,
+        verdict=words,
+        gain=found.get(NOMINAL.name),
+        gains={k: v for k, v in found.items() if k != NOMINAL.name},
+        runs=runs,
+    )
+    tr.write_robustness(study, best.number, record)
     return record

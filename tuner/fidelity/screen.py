@@ -34,8 +34,10 @@ import numpy as np
 import optuna
 from scipy.stats import qmc
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure import objective as obj
+from tuner.runners.plan import study_workload
 from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
 from tuner.sim.profile_file import load_gpu
@@ -50,9 +52,7 @@ from tuner.spec.space import (
     max_model_len,
 )
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint, params_key
-from tuner.workload.schedule import arrival_times
+from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
 
 D = optuna.distributions
 # Until two real trials have a score error: the screen's score is assumed this far off per
@@ -72,7 +72,19 @@ class Choice:
     params: dict[str, Any]
     metrics: dict[str, float]
     score: float
-    attrs: dict[str, Any]  # what the trial records: `predicted_*` and `screen`
+    info: ScreenInfo
+
+    @property
+    def record(self) -> TrialRecord:
+        """What the trial records: the prediction (`predicted_*`) and how it was chosen."""
+        finite = {k: float(v) for k, v in self.metrics.items() if tr.is_finite(v)}
+        score = float(self.score) if tr.is_finite(self.score) else None
+        return TrialRecord(predicted_metrics=finite, predicted_score=score, screen=self.info)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The same as stored (Optuna user attrs)."""
+        return self.record.encode()
 
 
 @dataclass
@@ -82,19 +94,6 @@ class CalibrationState:
     held_out_error: dict[str, float]
     observations: int
     seconds: float = 0.0
-
-
-def sim_workload(spec: StudySpec, requests: Sequence[Any]) -> cal.SimWorkload:
-    """The study's fixed requests as the planner takes them (as `tuner plan` sends them)."""
-    w = spec.workload
-    return cal.SimWorkload(
-        prompt_lens=tuple(r.prompt_len for r in requests),
-        output_lens=tuple(r.output_len or w.random_output_len for r in requests),
-        arrival_s=tuple(
-            float(t) for t in arrival_times(len(requests), w.request_rate, w.burstiness, w.seed)
-        ),
-        max_concurrency=w.max_concurrency,
-    )
 
 
 def study_profile(spec: StudySpec) -> GpuProfile:
@@ -110,7 +109,7 @@ class Screen:
         self.spec = spec
         self.base = study_profile(spec)
         self.model = load_model(spec.engine.model)
-        self.workload = sim_workload(spec, requests).head(spec.search.screen_prompts)
+        self.workload = study_workload(spec, requests).head(spec.search.screen_prompts)
         self.dists = distributions(spec.search_space)
         self.names = list(self.dists)
         self.rng = np.random.default_rng(seed)
@@ -160,15 +159,12 @@ class Screen:
             min_observations=1,
         )
 
-    def calibration_attrs(self) -> dict[str, Any]:
-        """The calibrated profile as the study records it (`tr.CALIBRATION`)."""
+    def calibration_record(self) -> CalibrationRecord:
+        """The calibrated profile as the study records it."""
         c = self.calibration
-        return {
-            "profile": asdict(c.profile),
-            "factors": c.factors,
-            "held_out_error": c.held_out_error,
-            "observations": c.observations,
-        }
+        return CalibrationRecord(
+            asdict(c.profile), dict(c.factors), dict(c.held_out_error), c.observations
+        )
 
     # Prediction --------------------------------------------------------------------------
 
@@ -188,14 +184,16 @@ class Screen:
 
     # Choosing ----------------------------------------------------------------------------
 
-    def choose(self, points: Sequence[TrialPoint]) -> Choice | None:
-        """The next real trial (None: every candidate was run already or would not start)."""
+    def choose(self, points: Sequence[TrialPoint], host: str | None = None) -> Choice | None:
+        """The next real trial of `host` (None: every candidate was run already or would not
+        start). Scores are relative to the same reference trial as the measured ones'."""
         t0 = time.perf_counter()
         self.calibrate(points)
         t1 = time.perf_counter()
         tried = {params_key(p.params) for p in points}
         real = [p for p in points if _usable(p)]
-        ref_params = _reference_params(self.spec, points)
+        ref = tr.reference(points, host)
+        ref_params = ref.params if ref is not None else baseline_params(self.spec.search_space)
         reference = self.predict(ref_params) if ref_params is not None else None
         seen = np.array([self.to_unit(p.params) for p in real]) if real else None
         error = self.score_error(points)
@@ -219,20 +217,19 @@ class Screen:
         if best is None:
             return None
         (infeasible, rank), params, metrics, score, dist = best
-        info = {
-            "candidates": self.spec.search.candidates,
-            "screened": screened,
-            "requests": len(self.workload.prompt_lens),
-            "calibrate_s": round(t1 - t0, 4),
-            "screen_s": round(time.perf_counter() - t1, 4),
-            "rank": rank,
-            "distance": dist,
-            "score_error": error,
-            "predicted_feasible": not infeasible,
-            "calibrated_on": self.calibration.observations,
-        }
-        attrs = {**tr.prediction_attrs(metrics, score), tr.SCREEN: info}
-        return Choice(params, metrics, score, attrs)
+        info = ScreenInfo(
+            candidates=self.spec.search.candidates,
+            screened=screened,
+            requests=len(self.workload.prompt_lens),
+            calibrate_s=round(t1 - t0, 4),
+            screen_s=round(time.perf_counter() - t1, 4),
+            rank=rank,
+            distance=dist,
+            score_error=error,
+            predicted_feasible=not infeasible,
+            calibrated_on=self.calibration.observations,
+        )
+        return Choice(params, metrics, score, info)
 
     def score_error(self, points: Sequence[TrialPoint]) -> float:
         """How far off the screen's score is, in score units: the RMS of measured − predicted
@@ -241,9 +238,10 @@ class Screen:
         misses = [
             e["score"]
             for p in points
-            if isinstance(e := p.attrs.get(tr.PREDICTION_ERROR), dict)
+            if isinstance(e := p.record.prediction_error, dict)
             and tr.is_finite(e.get("score"))
-            and (p.attrs.get(tr.SCREEN) or {}).get("calibrated_on")
+            and p.record.screen is not None
+            and p.record.screen.calibrated_on
         ]
         if len(misses) >= 2:
             return float(np.sqrt(np.mean(np.square(misses))))
@@ -286,15 +284,7 @@ class Screen:
 
 def _usable(p: TrialPoint) -> bool:
     """A real trial the calibration and the distances may use: measured whole."""
-    return p.measured and not p.attrs.get(tr.PARTIAL) and bool(p.metrics)
-
-
-def _reference_params(spec: StudySpec, points: Sequence[TrialPoint]) -> dict[str, Any] | None:
-    """The config measured scores are relative to (the baseline, else the first measured)."""
-    measured = [p for p in points if p.measured]
-    if measured:
-        return min(measured, key=lambda p: (not p.baseline, p.number)).params
-    return baseline_params(spec.search_space)
+    return p.measured and not p.partial and bool(p.metrics)
 
 
 def _distance(u: Sequence[float], seen: np.ndarray | None) -> float:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import point as tr
 from tuner.trial import specs
 
 
@@ -33,7 +33,9 @@ def top_configs(
             )
         raise UserError(f"--warm-start: no study named {source!r} in {store.url}")
     study = store.load_study(source)
-    points = specs.of_current(study.user_attrs, tr.read_all(study.get_trials(deepcopy=False)))
+    points = specs.of_current(
+        tr.StudyRecord.of(study), tr.read_all(study.get_trials(deepcopy=False))
+    )
     out: list[tuple[str, dict[str, Any]]] = []
     base = baseline_params(spec.search_space)  # measured first anyway
     for p in tr.ranked(points):

@@ -32,9 +32,10 @@ class Measurement:
     )
     engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
-    # Several runs on one engine start (`tuner.runners.load_runs`): capacity mode's rate steps, each
-    # {scenario, rate_rps, feasible, pruned_reason, metrics...}; the search's result per
-    # workload; each scenario's own figures. Empty for one plain run.
-    rate_steps: list[dict[str, Any]] = field(default_factory=list)
-    capacity: dict[str, Any] | None = None
-    scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Several runs on one engine start (`tuner.runners.load_runs`), as the stored trial's
+    # payloads (`tuner.trial.payloads`, a layer above): capacity mode's rate steps
+    # (`RateStep`), the search's result per workload (`CapacityResult`), each scenario's own
+    # figures (`ScenarioEntry`). Empty for one plain run.
+    rate_steps: list[Any] = field(default_factory=list)
+    capacity: Any = None
+    scenarios: dict[str, Any] = field(default_factory=dict)

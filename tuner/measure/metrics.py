@@ -14,6 +14,7 @@ import numpy as np
 from tuner.measure.records import RequestRecord
 from tuner.spec.metric_keys import (
     GOODPUT_METRICS,
+    HEADLINE_METRICS,
     LATENCY_METRICS,
     is_throughput,
     latency_key,
@@ -32,14 +33,7 @@ __all__ = [
     "percentile_word",
 ]
 # The metrics each result carries a bootstrap confidence interval for.
-CI_METRICS = (
-    "p99_ttft_ms",
-    "mean_ttft_ms",
-    "mean_tpot_ms",
-    "mean_itl_ms",
-    "output_throughput",
-    "request_throughput",
-)
+CI_METRICS = (*HEADLINE_METRICS, "mean_ttft_ms", "mean_itl_ms", "request_throughput")
 
 
 def _stats(values: Sequence[float], name: str, percentiles: Sequence[float]) -> dict[str, float]:

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from tuner.spec.slo import SloLimit, metric_direction, parse_slo
 from tuner.spec.study import ObjectiveSpec
 
-HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 # A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
 # worse than the baseline on a weight-1 metric, far beyond any measured trial.
 PENALTY_SCORE = 10.0
@@ -127,7 +126,7 @@ def slo_constraints(
     scenario's figures): 0 when met, else its relative distance (1 with no measurement)."""
     out = {}
     for limit in limits:
-        key = f"{scenario}:{limit}" if scenario else str(limit)
+        key = limit.constraint_key(scenario)
         if metrics is None:
             out[key] = 1.0
         else:

@@ -15,15 +15,15 @@ from typing import Any
 
 import yaml
 
+from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure.objective import HEADLINE_METRICS
 from tuner.results.pareto import check_stored
 from tuner.spec.inputs import POSIX_NAME
+from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit
 from tuner.spec.space import serve_argv, serve_config, serve_env
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import CapacityResult, TrialPoint
 
 FORMATS = ("shell", "yaml", "json")
 
@@ -140,7 +140,7 @@ def justification(
     names = list(dict.fromkeys([*HEADLINE_METRICS, *(limit.metric for limit in choice.limits)]))
     lines = [
         f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
-        f"figures {_provenance(simulated, p.attrs.get(tr.VLLM_VERSION))}",
+        f"figures {_provenance(simulated, p.record.vllm_version)}",
         f"hardware: {_hardware(spec)}; workload: {_workload(spec)}",
     ]
     for name in names:
@@ -168,33 +168,32 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
     highest offered rate that met every SLO), the next rate up that broke one, the goodput;
     per scenario when the study has several."""
 
-    def one(found: dict, label: str, base: dict | None) -> str:
-        cap = found.get(tr.CAPACITY_RPS) or 0.0
+    def one(found: CapacityResult, label: str, base: CapacityResult | None) -> str:
+        cap = found.capacity_rps
         if cap <= 0:
             return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
-        above = found.get("above_rps")
+        above = found.above_rps
         bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
-        good = found.get("goodput_rps")
+        good = found.goodput_rps
         good_text = f"; goodput {good:.4g} req/s" if good is not None else ""
-        exact = "" if found.get("resolved") else " (run cap reached before the resolution)"
+        exact = "" if found.resolved else " (run cap reached before the resolution)"
         base_text = ""
-        if base and base.get(tr.CAPACITY_RPS) is not None and baseline is not p:
-            base_text = f"; baseline trial {baseline.number}: {base[tr.CAPACITY_RPS]:.4g} req/s"  # type: ignore[union-attr]
+        if base is not None and baseline is not None and baseline is not p:
+            base_text = f"; baseline trial {baseline.number}: {base.capacity_rps:.4g} req/s"
         return (
             f"  {label}capacity = {cap:.4g} req/s within the SLOs: measured at an offered rate "
             f"of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
         )
 
     out = []
-    found = p.attrs.get(tr.CAPACITY)
-    if isinstance(found, dict):
-        base = baseline.attrs.get(tr.CAPACITY) if baseline is not None else None
-        out.append(one(found, "", base if isinstance(base, dict) else None))
+    if p.record.capacity is not None:
+        base = baseline.record.capacity if baseline is not None else None
+        out.append(one(p.record.capacity, "", base))
     for name in p.scenario_names:
-        found = p.scenario(name).get("capacity")
-        if isinstance(found, dict):
-            base = baseline.scenario(name).get("capacity") if baseline is not None else None
-            out.append(one(found, f"{name}: ", base if isinstance(base, dict) else None))
+        entry = p.scenario(name)
+        if entry is not None and entry.capacity is not None:
+            theirs = baseline.scenario(name) if baseline is not None else None
+            out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
     if p.scenario_names and p.capacity_rps is not None:
         out.append(f"  capacity over the scenarios = {p.capacity_rps:.4g} req/s")
     return out
@@ -327,14 +326,10 @@ def render(
             "slo": [str(limit) for limit in choice.limits],
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",
-            "vllm_version": p.attrs.get(tr.VLLM_VERSION),
+            "vllm_version": p.record.vllm_version,
             "params": p.params,
             "metrics": p.metrics,
-            "metric_ci": {
-                k.removesuffix(tr.CI_SUFFIX): v
-                for k, v in p.attrs.items()
-                if k.endswith(tr.CI_SUFFIX)
-            },
+            "metric_ci": {m: list(ci) for m, ci in p.record.cis.items()},
             "score": p.score,
             "baseline_metrics": baseline.metrics if baseline is not None else None,
             "command": serve_argv(spec, p.params),

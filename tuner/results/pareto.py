@@ -13,7 +13,7 @@ import numpy as np
 
 from tuner.errors import UserError
 from tuner.spec.slo import Direction, metric_direction
-from tuner.trial.point import TrialPoint, is_finite
+from tuner.trial import TrialPoint, is_finite
 
 Objective = tuple[str, Direction]
 

@@ -1,45 +1,44 @@
 """Presentation of a stored study: the trial table and the best command (rich, pandas).
 
-Every figure is read through `tuner.trial.point`; nothing here decides what a trial means.
+Every figure is read through `tuner.trial` (`TrialPoint`, `StudyRecord`); nothing
+here decides what a trial means.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure.objective import HEADLINE_METRICS, clearly_better
+from tuner.measure.objective import clearly_better
 from tuner.results.export import shell_command
+from tuner.spec.metric_keys import HEADLINE_LATENCIES, HEADLINE_METRICS, headline_words
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
-from tuner.trial import specs
-from tuner.trial.point import TrialPoint
+from tuner.trial import StudyRecord, TrialPoint, specs
 
 FAILURE_CHARS = 60
 
 
-def trials_frame(
-    points: Sequence[TrialPoint], study_attrs: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
+def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None) -> pd.DataFrame:
     """One row per trial: number, state, parameters, headline metrics, score, failure; and
     the spec it ran under, when the study has run under more than one."""
-    study_attrs = study_attrs or {}
-    spec_ids = {specs.trial_spec_id(study_attrs, p) for p in points}
+    study = study or StudyRecord()
+    spec_ids = {specs.trial_spec_id(study, p) for p in points}
     capacity = any(p.capacity_rps is not None for p in points)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     # `search.fidelity: multi`: the screen's prediction beside each measured figure
-    screened = any(tr.predictions(p.attrs) for p in points)
+    screened = any(p.predictions for p in points)
     rows: list[dict[str, Any]] = []
     for p in points:
         state = "INFEASIBLE" if p.status == "infeasible" else p.state
         row: dict[str, Any] = {"number": p.number, "state": state}
         row.update({f"param_{k}": v for k, v in p.params.items()})
-        predicted = tr.predictions(p.attrs)
+        predicted, r = p.predictions, p.record
         for m in HEADLINE_METRICS:
             row[m] = p.metrics.get(m)
             if screened:
@@ -48,27 +47,27 @@ def trials_frame(
             row[tr.CAPACITY_RPS] = p.capacity_rps
             row["rate_steps"] = len(p.rate_steps) or None
         for name in scenarios:  # each scenario's own score and headline figures
-            row[f"{name}:score"] = p.scenario(name).get(tr.SCORE)
+            entry = p.scenario(name)
+            row[f"{name}:score"] = entry.score if entry is not None else None
             found = p.scenario_metrics(name)
-            row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_METRICS[:2]})
-            cap = (p.scenario(name).get("capacity") or {}).get(tr.CAPACITY_RPS)
-            if cap is not None:
-                row[f"{name}:{tr.CAPACITY_RPS}"] = cap
+            row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_LATENCIES})
+            if entry is not None and entry.capacity is not None:
+                row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
         row["score"] = p.score
         if screened:
-            row[tr.PREDICTED_SCORE] = p.attrs.get(tr.PREDICTED_SCORE)
-        row["engine_s"] = p.attrs.get(tr.ENGINE_S)
+            row[tr.PREDICTED_SCORE] = r.predicted_score
+        row["engine_s"] = r.engine_s
         row["baseline"] = p.baseline
-        row["reused_from"] = p.attrs.get(tr.REUSED_FROM)
+        row["reused_from"] = r.reused_from
         if p.status == "pruned":
-            row["failure"] = f"stopped early: {p.attrs.get(tr.PRUNED_REASON, '')}"
+            row["failure"] = f"stopped early: {r.pruned_reason or ''}"
         elif p.failure_kind:
             row["failure"] = p.failure
         else:
             broken = p.broken_constraints
             row["failure"] = f"breaks {', '.join(broken)}" if broken else ""
         if len(spec_ids) > 1:
-            row["spec"] = specs.trial_spec_id(study_attrs, p)
+            row["spec"] = specs.trial_spec_id(study, p)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -78,10 +77,10 @@ def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
     the simulator's error over the study in plain view (measured / predicted − 1)."""
     rows = []
     for p in sorted(points, key=lambda p: p.number):
-        predicted = tr.predictions(p.attrs)
+        predicted = p.predictions
         if not predicted:
             continue
-        miss = p.attrs.get(tr.PREDICTION_ERROR) or {}
+        miss = p.record.prediction_error or {}
         for m in HEADLINE_METRICS:
             if m in predicted:
                 rows.append(
@@ -126,24 +125,20 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
     console.print(table)
 
 
-def best_report(
-    points: Sequence[TrialPoint], study_name: str, study_attrs: Mapping[str, Any]
-) -> str:
+def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:
     """The best feasible trial as a serve command, with a plain word on how sure we are; the
     command comes from the stored spec that trial was measured under."""
     ranked = tr.ranked(points)
     if not ranked:
         raise UserError(f"study {study_name!r} has no complete feasible trial yet")
     top = ranked[0]
-    spec = specs.spec_for(study_attrs, top)
-    m, nan = top.metrics, float("nan")
+    spec = specs.spec_for(study, top)
+    m = top.metrics
     lines = [
         f"# best trial {top.number} of study {study_name}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
         f"# score {top.score:+.3f} ({_reference_words(top, points)} = 0, lower is better); "
-        f"p99 TTFT {m.get('p99_ttft_ms', nan):.1f} ms, "
-        f"mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms, "
-        f"output {m.get('output_throughput', nan):.1f} tok/s",
+        + ", ".join(headline_words(m)),
     ]
     if top.capacity_rps is not None:
         base = tr.baseline_of(points)
@@ -159,15 +154,15 @@ def best_report(
         spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
         lines.append(f"# confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)")
     lines += [f"# {line}" for line in _confidence(top, ranked, spec)]
-    robust = tr.robustness_of(study_attrs, top)
+    robust = study.robustness_of(top)
     if robust is not None:
-        lines.append(f"# {robust[tr.ROBUST_VERDICT]}")
+        lines.append(f"# {robust.verdict}")
     lines.append(shell_command(spec, top.params))
     return "\n".join(lines)
 
 
 def _reference_words(top: TrialPoint, points: Sequence[TrialPoint]) -> str:
-    ref = top.attrs.get(tr.REFERENCE)
+    ref = top.record.reference_trial
     if ref is None or any(p.number == ref and p.baseline for p in points):
         return "baseline"
     return f"trial {ref}, the first measured: vLLM's defaults were not measured,"

@@ -1,7 +1,7 @@
 """The study loop: budget, signals, recovery, and asking and telling Optuna.
 
 One trial is `tuner.run.pipeline`'s job; this loop asks Optuna for parameters, hands them to the
-pipeline, and tells Optuna the `Outcome`, writing through the names of `tuner.trial.point`. Every
+pipeline, and tells Optuna the `Outcome`, writing through `tuner.trial`'s encoders. Every
 path out of a trial (measured, refused, crashed, Ctrl-C) ends it in storage: nothing is left
 RUNNING, no engine is left alive. The loop never asks whether the engine is simulated.
 
@@ -14,7 +14,6 @@ host measures its own baseline (docs/scale-out.md).
 from __future__ import annotations
 
 import contextlib
-import re
 import signal
 import threading
 import time
@@ -23,22 +22,23 @@ from typing import Any
 
 import optuna
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure import objective as obj
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.run.progress import SilentProgress, StudyProgress
+from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
 from tuner.run.recovery import recover, stale_after_s
 from tuner.run.sampling import make_sampler, suggest
+from tuner.run.signals import Interrupted, handled
 from tuner.run.summary import RunSummary
 from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
 from tuner.store import optuna_adapter as adapter
 from tuner.store.storage import Store
-from tuner.trial import point as tr
-from tuner.trial import specs
-from tuner.trial.point import FailureKind, TrialPoint
+from tuner.trial import FailureKind, TrialPoint, TrialRecord, specs
 from tuner.trial.specs import study_name
 
 # A sampler that proposes only measured configs this often in a row has exhausted the space.
@@ -46,8 +46,6 @@ MAX_REUSED_IN_A_ROW = 25
 # This many launches failing at start the same way, before any engine ever started: the study
 # itself is broken (a model path typo, a missing tokenizer), not the configs.
 START_FAILURES_TO_STOP = 3
-# Configs that fail at start for reasons of their own: they say nothing about the study.
-_CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
 # Each further worker's sampler is seeded this far from the first's, so that workers started
 # together do not propose the same configs (a prime: never a multiple of a trial count).
 WORKER_SEED_STRIDE = 7919
@@ -58,16 +56,6 @@ _ASK_LOCK = threading.Lock()
 # A worker whose budget is all taken by other workers' trials in flight waits this long
 # between looks: a trial in flight may turn out a reused result, which counts nothing.
 BUDGET_POLL_S = 0.5
-
-
-class Interrupted(KeyboardInterrupt):
-    """A first Ctrl-C, SIGTERM or SIGHUP: the trial is ended as interrupted, then the tuner
-    exits with 128 + the signal's number."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        self.signal_name = signal.Signals(signum).name
-        super().__init__(f"interrupted by {self.signal_name}")
 
 
 class StudyLoop:
@@ -103,6 +91,7 @@ class StudyLoop:
         )
         # Checked now (one line before anything runs), stored only under the study's lock.
         self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
+        self.reading = StudyReading(self.study)
         self._accept_changes = accept_changes
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
         self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
@@ -126,9 +115,13 @@ class StudyLoop:
             self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)
 
     def points(self) -> list[TrialPoint]:
-        """The trials of this study's current spec: the only ones this run compares."""
-        all_points = tr.read_all(self.study.get_trials(deepcopy=False))
-        return specs.of_current(self.study.user_attrs, all_points)
+        """The trials of this study's current spec, read now: the only ones this run compares."""
+        self.reading.drop()
+        return self.reading.points()
+
+    def _points(self) -> list[TrialPoint]:
+        """The same, read at most once between two of the loop's writes (`tuner.run.reading`)."""
+        return self.reading.points()
 
     # Recovery ------------------------------------------------------------------------------
 
@@ -136,24 +129,16 @@ class StudyLoop:
         """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted
         (also called by the heartbeat thread: the trials of workers whose heartbeat stopped)."""
         done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
+        if done.interrupted:
+            self.reading.drop()
         self.summary.interrupted_recovered += done.interrupted
         self.summary.orphans_stopped += done.orphans_stopped
 
     # Budget --------------------------------------------------------------------------------
 
     def budget_used(self) -> tuple[int, int]:
-        """(trials done, trials in flight) of this spec, by every worker: what `n_trials`
-        counts. Interrupted trials and reused results are not counted (a re-run finishes the
-        plan); a trial in flight may still turn out a reused result."""
-        done = running = 0
-        for p in self.points():
-            if p.state == "RUNNING":
-                running += 1
-            elif p.state == "WAITING":
-                continue  # queued (a retry, a baseline): counted once it runs
-            elif not p.interrupted and tr.REUSED_FROM not in p.attrs:
-                done += 1
-        return done, running
+        """(trials done, trials in flight) of this spec by every worker (`reading.budget_used`)."""
+        return budget_used(self._points())
 
     def trials_left(self, n_trials: int | None) -> int:
         """`n_trials` more (this worker's), else what the study file's budget still allows."""
@@ -174,18 +159,17 @@ class StudyLoop:
                 return True
             if done + running < self.spec.budget.n_trials:
                 return False
-            if self.stop_event.wait(BUDGET_POLL_S):
-                raise Interrupted(self.stop_signal)
+            self._poll()
+
+    def _poll(self) -> None:
+        """Wait a moment for other workers, then read the study afresh."""
+        if self.stop_event.wait(BUDGET_POLL_S):
+            raise Interrupted(self.stop_signal)
+        self.reading.drop()
 
     def time_used_s(self) -> float:
         """Wall time of this spec's finished trials: what `budget.timeout` counts."""
-        total, attrs = 0.0, self.study.user_attrs
-        for t in self.study.get_trials(deepcopy=False):
-            if specs.trial_spec_id(attrs, tr.read(t)) != self.spec_id:
-                continue
-            if t.datetime_start and t.datetime_complete:
-                total += (t.datetime_complete - t.datetime_start).total_seconds()
-        return total
+        return sum(p.duration_s or 0.0 for p in self._points())
 
     # The loop ------------------------------------------------------------------------------
 
@@ -201,6 +185,7 @@ class StudyLoop:
                 stack.enter_context(StudyLock(self.store, self.name))
             stack.enter_context(self.worker)
             self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
+            self.reading.drop()
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
                 offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
@@ -211,16 +196,15 @@ class StudyLoop:
         """Another worker of this host is measuring its baseline: scores need it, so wait."""
         while self._has_baseline(running=True) and not self._has_baseline():
             self.progress.phase("waiting for this host's baseline")
-            if self.stop_event.wait(BUDGET_POLL_S):
-                raise Interrupted(self.stop_signal)
+            self._poll()
 
     def _run(self, *, n_trials: int | None, timeout_s: float | None, confirm: int) -> RunSummary:
         self.recover()
         if self._warm_start:  # after the baseline: `ask` takes the oldest waiting trial
             self._ensure_baseline()
         for source, params in self._warm_start:
-            attrs = {tr.WARM_START: source, tr.SPEC_OF: self.spec_id, tr.HOST: self.host}
-            self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)
+            queued = TrialRecord(warm_start=source, spec_id=self.spec_id, host=self.host)
+            self._enqueue(params, queued, skip_if_exists=True)
         todo = self.trials_left(n_trials)  # the baseline is queued before each ask
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
@@ -244,16 +228,12 @@ class StudyLoop:
         return self.summary
 
     def _has_baseline(self, *, running: bool = False) -> bool:
-        """Whether this host's baseline of this spec ended (measured, or truly failed: an
-        interrupted one does not count); with `running`, also one in flight."""
-        return any(
-            p.baseline
-            and p.host == self.host
-            and p.state != "WAITING"
-            and (running or p.status != "running")
-            and not p.interrupted
-            for p in self.points()
-        )
+        """Whether this host's baseline of this spec ended (or, with `running`, is in flight)."""
+        return has_baseline(self._points(), self.host, running=running)
+
+    def _enqueue(self, params: dict[str, Any], record: TrialRecord, **kw: Any) -> None:
+        self.study.enqueue_trial(params, user_attrs=record.encode(), **kw)
+        self.reading.drop()
 
     def _ensure_baseline(self) -> None:
         """Until vLLM's defaults are measured under this spec on this host, they are its next
@@ -261,19 +241,17 @@ class StudyLoop:
         base = baseline_params(self.spec.search_space)
         if base is None or self._has_baseline(running=True):
             return
-        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if any(_is_baseline_of(t.user_attrs, self.spec_id, self.host) for t in waiting):
+        if any(p.queued_baseline_for(self.spec_id, self.host) for p in self.reading.waiting()):
             return
-        attrs = {tr.BASELINE: True, tr.SPEC_OF: self.spec_id, tr.HOST: self.host}
-        self.study.enqueue_trial(base, user_attrs=attrs)
+        self._enqueue(base, TrialRecord(baseline=True, spec_id=self.spec_id, host=self.host))
 
     def _confirm(self, k: int, first_index: int) -> None:
         """Re-measure the best k configs; rankings then use the mean over all their runs."""
-        top = tr.ranked(self.points())[:k]
+        top = tr.ranked(self._points())[:k]
         repeats = self.spec.trial.confirm_repeats
         for p in top:
             for _ in range(repeats):
-                self.study.enqueue_trial(p.params, user_attrs={tr.CONFIRM_OF: p.number})
+                self._enqueue(p.params, TrialRecord(confirm_of=p.number))
         for i in range(len(top) * repeats):
             self._one_trial(first_index + i)
 
@@ -282,14 +260,10 @@ class StudyLoop:
         """Progress display and signal handling around a run; the engine is always stopped."""
         self.progress.start(total)
         self._interrupted = False
-        old = {sig: _install(sig, self._on_signal) for sig in STOP_SIGNALS}
         try:
-            yield
+            with handled(self._on_signal, lambda: self._interrupted):
+                yield
         finally:
-            # After an interruption the tuner is on its way out: later signals must not cut
-            # the cleanup short.
-            for sig, handler in old.items():
-                _install(sig, signal.SIG_IGN if self._interrupted else handler)
             self.progress.stop()
             self.runner.close()
 
@@ -305,6 +279,10 @@ class StudyLoop:
     # One trial -----------------------------------------------------------------------------
 
     def _one_trial(self, index: int) -> Outcome:
+        """One trial. The study is read twice: as it stands when the trial starts (what the
+        baseline checks and the pipeline see) and once it is told (the progress line, and the
+        next trial's budget check); reads in between are answered from those."""
+        self.reading.drop()  # other workers may have written since this loop last read
         self._ensure_baseline()  # an interrupted one, or one another host's worker took
         self._wait_for_baseline()
         if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
@@ -315,29 +293,28 @@ class StudyLoop:
             trial = self.study.ask()
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
-            queued = dict(trial.user_attrs)  # what enqueue_trial attached, if anything
+            queued = tr.record_of(trial)  # what enqueue_trial attached, if anything
             # Another host's queued baseline, taken by this worker (`ask` takes the oldest
             # waiting trial): this host's own, if it has none yet; else an ordinary trial.
-            baseline = _is_baseline_of(queued, self.spec_id, None) and not self._has_baseline(
-                running=queued.get(tr.HOST) != self.host
+            baseline = queued.queued_baseline_for(self.spec_id) and not self._has_baseline(
+                running=queued.host != self.host
             )
-            trial.set_user_attr(tr.HOST, self.host)
-            trial.set_user_attr(tr.SPEC_OF, self.spec_id)
+            tr.write(trial, TrialRecord(host=self.host, spec_id=self.spec_id))
             params = {name: suggest(trial, name, d) for name, d in self._dists.items()}
             self.progress.trial(index, trial.number, params)
             key = config_key(params, self.host if baseline else None)
-            with self.claims.hold(key, trial.number, lambda: self.progress.phase("waiting")):
+            with self.claims.hold(key, trial.number, lambda: self._waiting_for_claim()):
                 if baseline and self._has_baseline():  # this host's was measured meanwhile
                     baseline = False
-                if queued.get(tr.BASELINE) and not baseline:
-                    trial.set_user_attr(tr.BASELINE, False)  # not ours: an ordinary trial
+                if queued.baseline and not baseline:  # not ours: an ordinary trial
+                    tr.write(trial, TrialRecord(baseline=False))
                 outcome = self.pipeline.evaluate(
                     TrialInput(
                         self.name,
                         trial.number,
                         params,
-                        self.points(),
-                        confirm_of=trial.user_attrs.get(tr.CONFIRM_OF),
+                        self._points(),
+                        confirm_of=queued.confirm_of,
                         baseline=baseline,
                         host=self.host,
                         phase=self.progress.phase,
@@ -358,66 +335,45 @@ class StudyLoop:
             self._abandon(trial, exc)
             raise
         self.summary.count(trial.number, outcome)
-        points = self.points()
+        points = self._points()
         best = tr.best(points)
         self.progress.done(trial.number, outcome, best.score if best else None)
         if outcome.stop_study:
             raise UserError(outcome.stop_study)
-        self._stop_if_nothing_starts(points)
+        broken = nothing_starts(points, START_FAILURES_TO_STOP)
+        if broken is not None:
+            raise UserError(broken)
         return outcome
+
+    def _waiting_for_claim(self) -> None:
+        """Another worker measures this config: what it finds is read once it is done."""
+        self.progress.phase("waiting")
+        self.reading.drop()
 
     def _enqueue_screened(self) -> None:
         """Queue the screen's choice, unless a trial (baseline, warm start, confirm) waits."""
         assert self.screen is not None
-        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        if self.reading.waiting():
             return
         self.progress.phase("screening on the simulator")
-        choice = self.screen.choose(self.points())
-        self.study.set_user_attr(tr.CALIBRATION, self.screen.calibration_attrs())
+        choice = self.screen.choose(self._points(), host=self.host)
+        tr.write_calibration(self.study, self.screen.calibration_record())
         if choice is not None:  # None: nothing new would start; the sampler proposes
-            self.study.enqueue_trial(choice.params, user_attrs=choice.attrs)
-
-    def _stop_if_nothing_starts(self, points: list[TrialPoint]) -> None:
-        """The first launches all failed at start the same way and no engine ever started:
-        every further trial would too. Stop with the cause, taken from the engine's log."""
-        if any(p.measured or p.attrs.get(tr.STARTUP_S) is not None for p in points):
-            return
-        causes = [
-            (p.failure_kind, re.sub(r"\d+", "N", p.attrs.get(tr.FAILURE_REASON) or ""))
-            for p in points
-            if p.status == "failed"
-            and not p.attrs.get(tr.PREDICTED)
-            and p.failure_kind not in _CONFIG_FAILURES
-            and not p.interrupted
-            and tr.REUSED_FROM not in p.attrs
-        ]
-        if len(causes) >= START_FAILURES_TO_STOP and len(set(causes)) == 1:
-            last = max((p for p in points if p.status == "failed"), key=lambda p: p.number)
-            log = last.attrs.get(tr.LOG_PATH)
-            raise UserError(
-                f"the first {len(causes)} engine starts all failed the same way and none "
-                f"ever started, so the study stops: {last.failure} (log: {log})"
-            )
+            self._enqueue(choice.params, choice.record)
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome) -> None:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
-        for k, v in outcome.attrs.items():
-            trial.set_user_attr(k, v)
+        self.reading.drop()
+        record = outcome.record
         if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
-            miss = tr.prediction_error(
-                trial.user_attrs, outcome.metrics, outcome.attrs.get(tr.SCORE)
-            )
-            if miss is not None:
-                trial.set_user_attr(tr.PREDICTION_ERROR, miss)
-        for k, v in outcome.constraints.items():
-            trial.set_constraint(k, v)
-        adapter.set_system_attr(
-            self.study, trial, tr.LEGACY_CONSTRAINTS, list(outcome.constraints.values())
-        )
-        if outcome.attrs.get(tr.SIMULATED) and not self.study.user_attrs.get(tr.STUDY_SIMULATED):
+            record = record.judging(tr.record_of(trial), outcome.metrics)
+        tr.write(trial, record)
+        legacy = tr.write_constraints(trial, outcome.constraints)
+        adapter.set_system_attr(self.study, trial, tr.LEGACY_CONSTRAINTS, legacy)
+        if outcome.record.simulated:
             # A study that measured the simulated engine is labelled simulated, trial and study.
-            self.study.set_user_attr(tr.STUDY_SIMULATED, True)
-        if tr.PRUNED_REASON in outcome.attrs:  # stopped early (or its reuse): PRUNED, infeasible
+            tr.mark_simulated(self.study)
+        if outcome.record.pruned_reason is not None:  # stopped early (or its reuse): PRUNED
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif outcome.values is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -435,29 +391,7 @@ class StudyLoop:
             kind, reason = FailureKind.INTERRUPTED, "interrupted by the user"
         else:
             kind, reason = FailureKind.TUNER_ERROR, repr(exc)
-        trial.set_user_attr(tr.FAILURE_KIND, kind.value)
-        trial.set_user_attr(tr.FAILURE_REASON, reason[:500])
+        tr.write(trial, TrialRecord(failure_kind=kind.value, failure_reason=reason[:500]))
         self.store.delete_trial(self.name, trial.number)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-
-
-def _is_baseline_of(attrs: dict[str, Any], spec_id: str, host: str | None) -> bool:
-    """A baseline queued for this spec (one left waiting by another spec is not: its
-    defaults may differ) and, when `host` is given, for that host."""
-    return (
-        bool(attrs.get(tr.BASELINE))
-        and attrs.get(tr.SPEC_OF, spec_id) == spec_id
-        and (host is None or attrs.get(tr.HOST, host) == host)
-    )
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _install(signum: int, handler: Any) -> Any:
-    if handler is None:
-        return None
-    try:
-        return signal.signal(signum, handler)
-    except ValueError:  # not the main thread: leave Python's default
-        return None
+        self.reading.drop()

@@ -8,20 +8,18 @@ identity for recovery). It never asks whether the engine is simulated.
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
 from tuner.runners.precheck import predict_refusal
 from tuner.spec.space import check_rules, effective_flags, engine_env, max_model_len
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import point as tr
-from tuner.trial import scoring
-from tuner.trial.point import FailureKind, TrialPoint, params_key
+from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
 
 # An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
@@ -40,7 +38,7 @@ class Outcome:
     kind: OutcomeKind
     values: list[float] | None
     constraints: dict[str, float]
-    attrs: dict[str, Any]
+    record: TrialRecord  # the trial's attrs to store
     metrics: dict[str, float] | None = None
     saved_by: Literal["rules", "precheck", "reuse"] | None = None
     stop_study: str | None = None
@@ -51,15 +49,15 @@ class Outcome:
 
     @property
     def failure_kind(self) -> str | None:
-        return self.attrs.get(tr.FAILURE_KIND)
+        return self.record.failure_kind
 
     @property
     def failure_reason(self) -> str:
-        return self.attrs.get(tr.FAILURE_REASON) or ""
+        return self.record.failure_reason or ""
 
     @property
     def reused_from(self) -> int | None:
-        return self.attrs.get(tr.REUSED_FROM)
+        return self.record.reused_from
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ class TrialInput:
     study_name: str
     number: int
     params: dict[str, Any]
-    points: list[TrialPoint]  # the trials of this spec so far, this one included
+    points: list[TrialPoint]  # the trials of this spec as the trial started
     confirm_of: int | None = None
     baseline: bool = False  # vLLM's defaults, enqueued until one is measured
     host: str | None = None  # where it is measured: scores compare to this host's baseline
@@ -139,7 +137,7 @@ class TrialPipeline:
         reference_run = t.baseline or t.confirm_of is not None
         if not self.pruning or (reference_run and o.mode != "capacity"):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
-        ref, top = _reference(t.points, t.host), tr.best(t.points)
+        ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = o.mode == "scalar" and not self.spec.scenarios
         scalar = one_run and ref is not None and top is not None
         rule = pruning.Rule(
@@ -170,15 +168,15 @@ class TrialPipeline:
             "predicted_infeasible",
             result={tr.FAILURE_KIND: kind, "reason": reason},
         )
-        attrs = {
-            tr.FAILURE_KIND: str(kind),
-            tr.FAILURE_REASON: reason,
-            tr.PREDICTED: True,
-            tr.SIMULATED: self.runner.simulated,
-            tr.ENGINE_S: 0.0,  # never launched
-        }
+        record = TrialRecord(
+            failure_kind=str(kind),
+            failure_reason=reason,
+            predicted=True,
+            simulated=self.runner.simulated,
+            engine_s=0.0,  # never launched
+        )
         return Outcome(
-            "refused", self._penalty(t), self._no_measurement(), attrs, saved_by=saved_by
+            "refused", self._penalty(t), self._no_measurement(), record, saved_by=saved_by
         )
 
     def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict) -> None:
@@ -200,63 +198,60 @@ class TrialPipeline:
     def _failed(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
         result = {tr.FAILURE_KIND: m.failure_kind, "reason": m.failure_reason}
         self._save(t, "failed", m, {**result, "log_tail": m.log_tail})
-        attrs: dict[str, Any] = {
-            tr.FAILURE_KIND: m.failure_kind,
-            tr.FAILURE_REASON: m.failure_reason,
-            tr.LOG_PATH: m.log_path,
-            tr.STARTUP_S: m.startup_s,  # None: the engine never became ready
-            tr.ENGINE_S: m.engine_s,
-            tr.SIMULATED: m.simulated or self.runner.simulated,
-            tr.PREDICTED: False,
-        }
-        if m.vllm_version:
-            attrs[tr.VLLM_VERSION] = m.vllm_version
-        if wrong:
-            attrs[tr.PRECHECK_WRONG] = wrong
+        record = TrialRecord(
+            failure_kind=m.failure_kind,
+            failure_reason=m.failure_reason,
+            log_path=m.log_path,
+            startup_s=m.startup_s,  # None: the engine never became ready
+            engine_s=m.engine_s,
+            simulated=m.simulated or self.runner.simulated,
+            predicted=False,
+            vllm_version=m.vllm_version or None,
+            precheck_wrong=wrong or None,
+        )
         stop = None
         if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
             m.failure_reason or ""
         ):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
-        return Outcome("failed", self._penalty(t), self._no_measurement(), attrs, stop_study=stop)
+        return Outcome("failed", self._penalty(t), self._no_measurement(), record, stop_study=stop)
 
     def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
         """Stopped early: the partial figures, labelled partial; never a candidate."""
         metrics = {k: float(v) for k, v in (m.metrics or {}).items() if tr.is_finite(v)}
         self._save(t, "pruned", m, {**metrics, "reason": m.pruned_reason})
-        attrs: dict[str, Any] = {
-            **metrics,
-            tr.PARTIAL: True,
-            tr.PRUNED_REASON: m.pruned_reason,
-            tr.PRUNED_AT_S: m.pruned_at_s,
-            **self._run_attrs(m),
-        }
-        if m.engine_full_s is not None:
-            attrs[tr.ENGINE_FULL_S] = m.engine_full_s
-        if m.pruned_engine is not None:
-            attrs[tr.PRUNED_QUEUE] = m.pruned_engine.waiting
-            attrs[tr.PRUNED_KV_USAGE] = m.pruned_engine.kv_cache_usage
-            attrs[tr.PRUNED_PREEMPTIONS] = m.pruned_engine.preemptions
+        gauges = m.pruned_engine
+        record = replace(
+            self._run_record(m),
+            metrics=metrics,
+            partial=True,
+            pruned_reason=m.pruned_reason,
+            pruned_at_s=m.pruned_at_s,
+            engine_full_s=m.engine_full_s,
+            pruned_queue_waiting=gauges.waiting if gauges is not None else None,
+            pruned_kv_cache_usage=gauges.kv_cache_usage if gauges is not None else None,
+            pruned_preemptions=gauges.preemptions if gauges is not None else None,
+        )
         # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
         # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
-        return Outcome("pruned", None, {"pruned": 1.0}, attrs, metrics=metrics)
+        return Outcome("pruned", None, {"pruned": 1.0}, record, metrics=metrics)
 
-    def _run_attrs(self, m: Measurement) -> dict[str, Any]:
+    def _run_record(self, m: Measurement) -> TrialRecord:
         """What every trial with a workload run records about its engine and timings."""
-        return {
-            tr.SIMULATED: m.simulated or self.runner.simulated,
-            tr.VLLM_VERSION: m.vllm_version or "unknown",
-            tr.LOG_PATH: m.log_path,
-            tr.STARTUP_S: m.startup_s,
-            tr.WORKLOAD_S: m.workload_s,
-            tr.ENGINE_S: m.engine_s,
-        }
+        return TrialRecord(
+            simulated=m.simulated or self.runner.simulated,
+            vllm_version=m.vllm_version or "unknown",
+            log_path=m.log_path,
+            startup_s=m.startup_s,
+            workload_s=m.workload_s,
+            engine_s=m.engine_s,
+        )
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
         assert m.metrics is not None
         metrics = m.metrics
-        ref = _reference(t.points, t.host)
+        ref = tr.reference(t.points, t.host)
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
         s = scoring.score_trial(self.spec, m, ref)
@@ -267,29 +262,31 @@ class TrialPipeline:
         else:
             cons = obj.constraints(self.spec.objective, metrics, failed_fraction=failed_fraction)
             cons.update(s.constraints)
-        attrs: dict[str, Any] = {
-            k: float(v)
-            for k, v in metrics.items()
-            if isinstance(v, int | float) and math.isfinite(v)
-        }
-        attrs.update({k + tr.CI_SUFFIX: [float(lo), float(hi)] for k, (lo, hi) in m.ci.items()})
-        attrs.update({tr.SCORE: s.score, **s.attrs, **self._run_attrs(m)})
-        if wrong:
-            attrs[tr.PRECHECK_WRONG] = wrong
-        if t.baseline:
-            attrs[tr.BASELINE] = True
-        attrs[tr.REFERENCE] = ref.number if ref is not None else t.number
-        self._save(t, "measured", m, {**metrics, tr.SCORE: s.score})
-        return Outcome("measured", s.values, cons, attrs, metrics=metrics)
+        record = replace(
+            self._run_record(m),
+            **s.fields(),
+            metrics={k: float(v) for k, v in metrics.items() if tr.is_finite(v)},
+            cis={k: (float(lo), float(hi)) for k, (lo, hi) in m.ci.items()},
+            precheck_wrong=wrong or None,
+            baseline=True if t.baseline else None,
+            reference_trial=ref.number if ref is not None else t.number,
+        )
+        self._save(t, "measured", m, {**metrics, "score": s.score})
+        return Outcome("measured", s.values, cons, record, metrics=metrics)
 
 
 def _reuse(prev: TrialPoint) -> Outcome:
-    attrs = {k: v for k, v in prev.attrs.items() if k != tr.BASELINE}
-    attrs[tr.REUSED_FROM] = prev.number
-    attrs[tr.ENGINE_S] = 0.0  # not launched: the earlier trial's engine time is its own
-    named = {k: v for k, v in prev.constraints.items() if not k.isdigit()}
+    """The earlier trial's result, whole (its constraints by name), as this trial's."""
+    record = replace(
+        prev.record,
+        baseline=None,
+        reused_from=prev.number,
+        engine_s=0.0,  # not launched: the earlier trial's engine time is its own
+    )
+    assert isinstance(prev.constraints, tr.Constraints)
+    named = dict(prev.constraints.named)
     values = list(prev.values) if prev.values is not None else None
-    return Outcome("reused", values, named, attrs, metrics=prev.metrics, saved_by="reuse")
+    return Outcome("reused", values, named, record, metrics=prev.metrics, saved_by="reuse")
 
 
 def _measured_before(t: TrialInput) -> TrialPoint | None:
@@ -301,18 +298,6 @@ def _measured_before(t: TrialInput) -> TrialPoint | None:
         if p.number != t.number and done and params_key(p.params) == key:
             return p
     return None
-
-
-def _reference(points: list[TrialPoint], host: str | None = None) -> TrialPoint | None:
-    """What scores are relative to: the measured baseline of this trial's host; when vLLM's
-    defaults could not be measured (refused, crashed), the first measured trial (of this host
-    first). Without a host, the first baseline measured."""
-    measured = [p for p in points if p.measured]
-    if not measured:
-        return None
-    return min(
-        measured, key=lambda p: (host is not None and p.host != host, not p.baseline, p.number)
-    )
 
 
 def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from tuner.trial import point as tr
+from tuner.spec.metric_keys import headline_words
 
 if TYPE_CHECKING:
     from tuner.run.pipeline import Outcome
@@ -27,18 +27,14 @@ def describe(outcome: Outcome) -> str:
     if outcome.kind == "failed":
         return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
     if outcome.kind == "pruned":
-        why = escape(str(outcome.attrs.get("pruned_reason", ""))[:REASON_CHARS])
-        at = outcome.attrs.get("pruned_at_s") or 0.0
+        why = escape(str(outcome.record.pruned_reason or "")[:REASON_CHARS])
+        at = outcome.record.pruned_at_s or 0.0
         return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
     m = outcome.metrics or {}
     tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
-    nan = float("nan")
-    return (
-        f"score {outcome.attrs.get(tr.SCORE, nan):+.3f}"
-        f"  p99 TTFT {m.get('p99_ttft_ms', nan):.1f} ms"
-        f"  mean TPOT {m.get('mean_tpot_ms', nan):.2f} ms"
-        f"  {m.get('output_throughput', nan):.1f} tok/s{tag}"
-    )
+    score = outcome.record.score
+    words = "  ".join(headline_words(m))
+    return f"score {score if score is not None else float('nan'):+.3f}  {words}{tag}"
 
 
 class StudyProgress(Protocol):

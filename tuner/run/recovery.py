@@ -21,12 +21,12 @@ from typing import Any
 import optuna
 import sqlalchemy as sa
 
+from tuner import trial as tr
 from tuner.engine.process import boot_id, start_ticks, stop_orphan
 from tuner.errors import UserError
 from tuner.store import optuna_adapter as adapter
 from tuner.store.schema import claims_table, workers_table
 from tuner.store.storage import Store
-from tuner.trial import point as tr
 
 HOST_ENV = "TUNER_HOST_ID"  # declares the host whose baseline a worker's scores compare to
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # seconds between a worker's heartbeats
@@ -168,14 +168,15 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
             continue  # another survivor ended it first
         out.interrupted.append(number)
         # An interrupted baseline is queued again by the loop itself (it is the next trial).
-        if retry and not t.user_attrs.get(tr.RETRY_OF) and not t.user_attrs.get(tr.BASELINE):
-            study.enqueue_trial(t.params, user_attrs={tr.RETRY_OF: number})
+        queued = tr.record_of(t)
+        if retry and queued.retry_of is None and not queued.baseline:
+            study.enqueue_trial(t.params, user_attrs=tr.TrialRecord(retry_of=number).encode())
     _forget_dead_workers(store, name, beats, now)
     return out
 
 
 def _alive(t: optuna.trial.FrozenTrial, beats: Mapping[str, float], now: float) -> bool:
-    owner = t.system_attrs.get(tr.OWNER)
+    owner = tr.owner_of(t)
     if owner is None and t.datetime_start is not None:
         age_s = (datetime.now() - t.datetime_start).total_seconds()  # Optuna's local time
         return age_s < OWNERLESS_GRACE_S
@@ -186,8 +187,7 @@ def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -
     """End a dead owner's RUNNING trial as interrupted; give back its config's claim."""
     store.delete_trial(study.study_name, t.number)  # whatever the dead run half-wrote
     trial = adapter.writable(study, t)
-    trial.set_user_attr(tr.FAILURE_KIND, tr.FailureKind.INTERRUPTED.value)
-    owner = t.system_attrs.get(tr.OWNER) or {}
+    owner = tr.owner_of(t) or {}
     if not owner.get("worker"):
         reason = "interrupted: the tuner stopped during this trial"
     else:
@@ -195,7 +195,9 @@ def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -
             f"interrupted: worker pid {owner.get('pid')} on host {owner.get('host')} stopped "
             f"its heartbeat during this trial"
         )
-    trial.set_user_attr(tr.FAILURE_REASON, reason)
+    tr.write(
+        trial, tr.TrialRecord(failure_kind=tr.FailureKind.INTERRUPTED.value, failure_reason=reason)
+    )
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     with store.engine.begin() as conn:
         conn.execute(

@@ -23,7 +23,8 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.run.lock import StudyLock, takes_lock
-from tuner.run.loop import STOP_SIGNALS, Interrupted, StudyLoop
+from tuner.run.loop import StudyLoop
+from tuner.run.signals import STOP_SIGNALS, Interrupted
 from tuner.run.summary import RunSummary
 from tuner.spec.study import StudySpec
 

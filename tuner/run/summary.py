@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tuner.run.pipeline import Outcome
-from tuner.trial import point as tr
 
 
 @dataclass
@@ -39,11 +38,11 @@ class RunSummary:
         if outcome.saved_by is not None:
             name = f"saved_by_{outcome.saved_by}"
             setattr(self, name, getattr(self, name) + 1)
-        if tr.PRECHECK_WRONG in outcome.attrs and outcome.kind != "reused":
+        if outcome.record.precheck_wrong is not None and outcome.kind != "reused":
             self.precheck_wrong.append(number)
-        used = float(outcome.attrs.get(tr.ENGINE_S) or 0.0)
+        used = float(outcome.record.engine_s or 0.0)
         self.engine_s += used
         if outcome.kind == "measured":
             self.measured_engine_s.append(used)
         elif outcome.kind == "pruned":
-            self.pruned.append((used, outcome.attrs.get(tr.ENGINE_FULL_S)))
+            self.pruned.append((used, outcome.record.engine_full_s))

@@ -17,6 +17,7 @@ from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
+from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, is_finite
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
@@ -26,20 +27,10 @@ class _StepFailed(Exception):
         self.m = m
 
 
-def step_record(scenario: str, step: capacity.Step) -> dict:
-    """One rate step as stored (`tuner.trial.point.RATE_STEPS`): the curve's point, all figures."""
-    figures = {k: float(v) for k, v in step.metrics.items() if _finite(v)}
-    return {
-        "scenario": scenario or None,
-        "rate_rps": step.rate_rps,
-        "feasible": step.feasible,
-        "pruned_reason": step.pruned_reason,
-        **figures,
-    }
-
-
-def _finite(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+def step_record(scenario: str, step: capacity.Step) -> RateStep:
+    """One rate step as the trial stores it: the curve's point, all figures."""
+    figures = {k: float(v) for k, v in step.metrics.items() if is_finite(v)}
+    return RateStep(step.rate_rps, step.feasible, scenario or None, step.pruned_reason, figures)
 
 
 def goodput_limits(slos: list) -> dict[str, float]:
@@ -102,14 +93,14 @@ def search_capacity(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> 
     out = _summed(chosen, runs)
     out.pruned_reason, out.pruned_at_s, out.engine_full_s = None, None, None
     out.rate_steps = [step_record(name, s) for s in steps]
-    out.capacity = {
-        "capacity_rps": result.capacity_rps,
-        "goodput_rps": goodput,
-        "resolved": result.resolved,
-        "capped": result.capped,
-        "runs": result.runs,
-        "above_rps": result.bracket[1],  # the lowest rate that broke an SLO (None: none did)
-    }
+    out.capacity = CapacityResult(
+        capacity_rps=result.capacity_rps,
+        goodput_rps=goodput,
+        resolved=result.resolved,
+        capped=result.capped,
+        runs=result.runs,
+        above_rps=result.bracket[1],  # the lowest rate that broke an SLO (None: none did)
+    )
     return out
 
 
@@ -174,12 +165,7 @@ def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
         rate_steps=[s for m in parts.values() for s in m.rate_steps],
         capacity=None,
         scenarios={
-            name: {
-                "weight": weights[name],
-                "metrics": dict(m.metrics or {}),
-                "ci": {k: list(v) for k, v in m.ci.items()},
-                "capacity": m.capacity,
-            }
+            name: ScenarioEntry(weights[name], dict(m.metrics or {}), dict(m.ci), m.capacity)
             for name, m in parts.items()
         },
     )

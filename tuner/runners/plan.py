@@ -14,7 +14,7 @@ from tuner.sim.fit import SimWorkload
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
-from tuner.trial.point import PLANNED_VERSION
+from tuner.trial import PLANNED_VERSION
 from tuner.workload.schedule import arrival_times
 
 

@@ -31,8 +31,9 @@ from tuner.errors import EngineRefused, UserError
 from tuner.measure.metrics import compute_metrics
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import GpuProfile, ModelProfile
+from tuner.spec.metric_keys import HEADLINE_METRICS
 
-FIT_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
+FIT_METRICS = HEADLINE_METRICS  # what calibration fits: the headline figures
 MIN_OBSERVATIONS = 4  # three folds of at least one held-out trial, each fitted on >= 3
 MAX_OBSERVATIONS = 16  # fitted: the first (the baseline) and the latest; ample for 5 factors
 MAX_FACTOR = 20.0  # a constant moves at most 20x either way: a loaded CPU box ran 10-20x slow

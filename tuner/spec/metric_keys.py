@@ -24,6 +24,18 @@ THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughpu
 MAXIMIZED = (*THROUGHPUTS, "request_goodput", "completed")
 MINIMIZED = ("failed", "duration")
 
+# The headline figures, defined once: the default objective (weights and Pareto objectives),
+# what the simulator is calibrated to, and what every table, report and progress line shows
+# first (latencies first: HEADLINE_LATENCIES are the latency-against-load curves).
+HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
+HEADLINE_LATENCIES = HEADLINE_METRICS[:2]
+# In words, for one line of text: (label, unit, format) per headline metric.
+_HEADLINE_WORDS = {
+    "p99_ttft_ms": ("p99 TTFT", " ms", ".1f"),
+    "mean_tpot_ms": ("mean TPOT", " ms", ".2f"),
+    "output_throughput": ("output", " tok/s", ".1f"),
+}
+
 _LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 
 
@@ -67,6 +79,15 @@ def parse_latency_key(key: str) -> LatencyKey | None:
 
 def is_throughput(key: str) -> bool:
     return key in THROUGHPUTS
+
+
+def headline_words(metrics: dict[str, float]) -> list[str]:
+    """The headline figures in words ("p99 TTFT 812.0 ms", ...; nan where one is missing)."""
+    out = []
+    for key in HEADLINE_METRICS:
+        label, unit, fmt = _HEADLINE_WORDS[key]
+        out.append(f"{label} {format(metrics.get(key, float('nan')), fmt)}{unit}")
+    return out
 
 
 def direction(key: str) -> Direction | None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.errors import UserError
 from tuner.spec import inputs, slo
+from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.parsing import parse_duration_s
 from tuner.spec.workload import WorkloadSpec
 
@@ -188,8 +189,8 @@ class ObjectiveSpec(_Strict):
     Capacity: the highest request rate that meets every SLO, maximised."""
 
     mode: Literal["scalar", "multi", "capacity"] = "scalar"
-    weights: dict[str, float] = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
-    objectives: list[str] = ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
+    weights: dict[str, float] = dict.fromkeys(HEADLINE_METRICS, 1.0)
+    objectives: list[str] = list(HEADLINE_METRICS)
     slo: list[str] = []
     max_failed_fraction: float = Field(0.05, ge=0.0, le=1.0)
     capacity: CapacitySpec | None = None  # capacity mode's search; None: the defaults

@@ -10,7 +10,7 @@ from tuner.errors import UserError
 from tuner.spec import metric_keys
 from tuner.spec.metric_keys import Direction
 
-__all__ = ["Direction", "SloLimit", "metric_direction", "parse_slo"]
+__all__ = ["Direction", "SloLimit", "metric_direction", "parse_constraint_key", "parse_slo"]
 
 
 def metric_direction(name: str) -> Direction:
@@ -53,6 +53,25 @@ class SloLimit:
 
     def __str__(self) -> str:
         return f"{self.metric}{self.op}{self.value:g}"
+
+    def constraint_key(self, scenario: str = "") -> str:
+        """The Optuna constraint this SLO is stored as: `metric<=value`, or
+        `scenario:metric<=value` for one scenario's figures (`parse_constraint_key` reads it)."""
+        return f"{scenario}:{self}" if scenario else str(self)
+
+
+def parse_constraint_key(key: str) -> tuple[str, SloLimit] | None:
+    """(scenario, limit) of an SLO's constraint key (scenario "" for the study's own SLOs);
+    None for any other constraint (`measured`, `failed_requests`, `capacity`, `pruned`)."""
+    scenario, _, text = key.rpartition(":")
+    m = _LIMIT.match(text)
+    if m is None or metric_keys.direction(m.group(1)) is None:
+        return None
+    try:
+        value = float(m.group(3))
+    except ValueError:
+        return None
+    return scenario, SloLimit(m.group(1), m.group(2), value)  # type: ignore[arg-type]
 
 
 def parse_slo(text: str) -> list[SloLimit]:

@@ -18,11 +18,11 @@ import optuna
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
-from tuner.trial import point as tr
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
 SQLITE_BUSY_TIMEOUT_S = 60
@@ -185,14 +185,11 @@ class Store:
             directions=directions,
             load_if_exists=True,
         )
-        if tr.SPEC not in study.user_attrs:
+        if tr.StudyRecord.of(study).spec is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names(metric_names)
-            # Python-mode dump: an infinite request rate survives (Optuna writes it as
-            # JSON's Infinity), where pydantic's JSON mode would turn it into null.
-            study.set_user_attr(tr.SPEC, spec.model_dump())
-            study.set_user_attr(tr.STUDY_SIMULATED, simulated)
+            tr.create(study, spec.model_dump(), simulated)
         return study
 
     # Engines (for recovery after a tuner crash) -------------------------------------------
@@ -330,7 +327,7 @@ def _record_row(r: RequestRecord) -> dict[str, Any]:
 
 def spec_of(study: optuna.Study) -> StudySpec:
     """The spec a study was created with (results never need the study file to match)."""
-    data = study.user_attrs.get(tr.SPEC)
+    data = tr.StudyRecord.of(study).spec
     if data is None:
         raise UserError(f"study {study.study_name!r} was not created by tuner")
     return stored_spec(data, study.study_name)

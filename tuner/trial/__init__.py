@@ -1,1 +1,85 @@
-"""trial."""
+"""The stored trial: the one owner of what a trial and its study carry in Optuna's storage.
+
+Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
+other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`;
+a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
+attrs typed: `study.StudyRecord`; the one order and the reference trial: `ranking`; spec ids:
+`specs`; scoring a measurement: `scoring`. docs/storage.md lists every attr.
+"""
+
+from tuner.errors import PREDICTABLE, FailureKind
+from tuner.trial.keys import *  # noqa: F403 (the attr names are part of the package's API)
+from tuner.trial.payloads import (
+    CalibrationRecord,
+    CapacityResult,
+    Constraints,
+    RateStep,
+    RobustnessRecord,
+    ScenarioEntry,
+    ScreenInfo,
+    is_finite,
+    is_metric,
+)
+from tuner.trial.point import (
+    Status,
+    TrialPoint,
+    for_scenario,
+    owner_of,
+    read,
+    read_all,
+    record_of,
+)
+from tuner.trial.ranking import (
+    baseline_of,
+    best,
+    confirmation_runs,
+    host_baselines,
+    params_key,
+    ranked,
+    reference,
+)
+from tuner.trial.record import TrialRecord, prediction_error, write, write_constraints
+from tuner.trial.study import (
+    StudyRecord,
+    create,
+    mark_simulated,
+    write_calibration,
+    write_robustness,
+)
+
+__all__ = [
+    "PREDICTABLE",
+    "CalibrationRecord",
+    "CapacityResult",
+    "Constraints",
+    "FailureKind",
+    "RateStep",
+    "RobustnessRecord",
+    "ScenarioEntry",
+    "ScreenInfo",
+    "Status",
+    "StudyRecord",
+    "TrialPoint",
+    "TrialRecord",
+    "baseline_of",
+    "best",
+    "confirmation_runs",
+    "create",
+    "for_scenario",
+    "host_baselines",
+    "is_finite",
+    "is_metric",
+    "mark_simulated",
+    "owner_of",
+    "params_key",
+    "prediction_error",
+    "ranked",
+    "read",
+    "read_all",
+    "record_of",
+    "reference",
+    "write",
+    "write_calibration",
+    "write_constraints",
+    "write_robustness",
+]

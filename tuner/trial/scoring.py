@@ -8,81 +8,96 @@ mean or worst case, `objective.aggregate`); SLOs are judged per scenario. docs/o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
+from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry
 from tuner.trial.point import TrialPoint
 
 
 @dataclass(frozen=True)
 class Scored:
+    """What scoring adds to a trial's record: its score, Optuna values, the capacity search,
+    rate steps and scenarios, and constraints beyond `objective.constraints`."""
+
     score: float
     values: list[float]
-    attrs: dict[str, Any] = field(default_factory=dict)  # capacity, steps, scenarios
-    constraints: dict[str, float] = field(default_factory=dict)  # beyond objective.constraints
+    constraints: dict[str, float] = field(default_factory=dict)
+    capacity: CapacityResult | None = None
+    capacity_rps: float | None = None
+    capacity_goodput_rps: float | None = None
+    rate_steps: tuple[RateStep, ...] = ()
+    scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        """These figures as `TrialRecord` fields."""
+        return {
+            "score": self.score,
+            "capacity": self.capacity,
+            "capacity_rps": self.capacity_rps,
+            "capacity_goodput_rps": self.capacity_goodput_rps,
+            "rate_steps": self.rate_steps,
+            "scenarios": self.scenarios,
+        }
 
 
-def _capacity_of(entry: Mapping[str, Any] | None) -> float:
-    cap = (entry or {}).get("capacity_rps")
-    return float(cap) if tr.is_finite(cap) else 0.0
+def _capacity_of(found: CapacityResult | None) -> float:
+    return found.capacity_rps if found is not None else 0.0
 
 
 def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scored:
-    """Score `m` against the reference trial (None: `m` is its own reference, the baseline)."""
+    """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
+    `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads."""
     o = spec.objective
     capacity_mode = o.mode == "capacity"
     floor = o.search.min_rps / 2
-    steps = {tr.RATE_STEPS: m.rate_steps} if m.rate_steps else {}
+    steps = tuple(m.rate_steps)
     if not spec.scenarios:
         metrics = m.metrics or {}
         reference = ref.metrics if ref is not None else metrics
         if not capacity_mode:
             values = obj.objective_values(o, metrics, reference)
-            return Scored(obj.score(metrics, reference, o.weights), values)
+            return Scored(obj.score(metrics, reference, o.weights), values, rate_steps=steps)
         cap = _capacity_of(m.capacity)
         ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
         return Scored(
             obj.capacity_score(cap, ref_cap, floor),
             [cap],
-            {**_capacity_attrs(m.capacity), **steps},
             {"capacity": 0.0 if cap > 0 else 1.0},
+            capacity=m.capacity,
+            capacity_rps=cap if m.capacity is not None else None,
+            capacity_goodput_rps=m.capacity.goodput_rps if m.capacity is not None else None,
+            rate_steps=steps,
         )
     weights = {s.name: s.weight for s in spec.scenarios}
     per_score: dict[str, float] = {}
     caps: dict[str, float] = {}
     cons: dict[str, float] = {}
-    entries = {}
+    entries: dict[str, ScenarioEntry] = {}
     for name, entry in m.scenarios.items():
-        mine = entry["metrics"]
+        mine = entry.metrics
         theirs = ref.scenario_metrics(name) if ref is not None else mine
         if capacity_mode:
-            caps[name] = _capacity_of(entry.get("capacity"))
-            ref_cap = _capacity_of(ref.scenario(name).get("capacity")) if ref else caps[name]
+            caps[name] = _capacity_of(entry.capacity)
+            theirs_entry = ref.scenario(name) if ref is not None else None
+            ref_cap = (
+                _capacity_of(theirs_entry.capacity if theirs_entry else None)
+                if ref is not None
+                else caps[name]
+            )
             per_score[name] = obj.capacity_score(caps[name], ref_cap, floor)
             cons[f"{name}:capacity"] = 0.0 if caps[name] > 0 else 1.0
         else:
             per_score[name] = obj.score(mine, theirs or mine, o.weights)
         cons.update(obj.slo_constraints(spec.slo_limits(name), mine, name))
-        entries[name] = {**entry, tr.SCORE: per_score[name]}
-    attrs: dict[str, Any] = {tr.SCENARIOS: entries, **steps}
+        entries[name] = replace(entry, score=per_score[name])
     if capacity_mode:
         cap = obj.aggregate_capacity(caps, weights, o.aggregate)
         ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        attrs[tr.CAPACITY_RPS] = cap
-        return Scored(obj.capacity_score(cap, ref_cap, floor), [cap], attrs, cons)
+        score = obj.capacity_score(cap, ref_cap, floor)
+        return Scored(score, [cap], cons, capacity_rps=cap, rate_steps=steps, scenarios=entries)
     score = obj.aggregate(per_score, weights, o.aggregate)
-    return Scored(score, [score], attrs, cons)
-
-
-def _capacity_attrs(found: Mapping[str, Any] | None) -> dict[str, Any]:
-    if not found:
-        return {}
-    out: dict[str, Any] = {tr.CAPACITY: dict(found), tr.CAPACITY_RPS: _capacity_of(found)}
-    if tr.is_finite(found.get("goodput_rps")):
-        out[tr.CAPACITY_GOODPUT] = float(found["goodput_rps"])
-    return out
+    return Scored(score, [score], cons, rate_steps=steps, scenarios=entries)

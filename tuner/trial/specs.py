@@ -25,7 +25,9 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.spec.study import StudySpec, stored_spec
-from tuner.trial import point as tr
+from tuner.trial import keys as tr
+from tuner.trial.point import TrialPoint
+from tuner.trial.study import StudyRecord
 
 # Parts of a spec that do not change what a trial measures: trials stay comparable.
 COMPARABLE = (
@@ -194,34 +196,35 @@ def _remember(study: Any, sid: str, dump: Mapping[str, Any]) -> None:
     study.set_user_attr(tr.SPEC_BY_ID + sid, dict(dump))
 
 
-def current_id(study_attrs: Mapping[str, Any]) -> str | None:
-    sid = study_attrs.get(tr.SPEC_ID)
-    if sid is None and study_attrs.get(tr.SPEC) is not None:
-        sid = spec_id(study_attrs[tr.SPEC])
+def current_id(study: StudyRecord) -> str | None:
+    sid = study.spec_id
+    if sid is None and study.spec is not None:
+        sid = spec_id(study.spec)
     return sid
 
 
-def trial_spec_id(study_attrs: Mapping[str, Any], point: tr.TrialPoint) -> str | None:
+def trial_spec_id(study: StudyRecord, point: TrialPoint) -> str | None:
     """The spec a trial ran under (a trial from before specs were tracked: the first one)."""
-    return point.spec_id or study_attrs.get(tr.LEGACY_SPEC_ID) or current_id(study_attrs)
+    return point.spec_id or study.legacy_spec_id or current_id(study)
 
 
-def of_current(study_attrs: Mapping[str, Any], points: list[tr.TrialPoint]) -> list[tr.TrialPoint]:
+def of_current(study: StudyRecord, points: list[TrialPoint]) -> list[TrialPoint]:
     """The trials measured under the study's current spec: the only ones compared."""
-    sid = current_id(study_attrs)
-    return [p for p in points if trial_spec_id(study_attrs, p) == sid]
+    sid = current_id(study)
+    return [p for p in points if trial_spec_id(study, p) == sid]
 
 
-def spec_for(study_attrs: Mapping[str, Any], point: tr.TrialPoint) -> StudySpec:
+def spec_for(study: StudyRecord, point: TrialPoint) -> StudySpec:
     """The stored spec a trial was measured under: what its command is built from."""
-    sid = trial_spec_id(study_attrs, point)
-    data = study_attrs.get(tr.SPEC_BY_ID + sid) if sid else None
-    data = data if data is not None else study_attrs.get(tr.SPEC)
+    sid = trial_spec_id(study, point)
+    data = study.specs_by_id.get(sid) if sid else None
+    data = data if data is not None else study.spec
     if data is None:
         raise UserError(f"trial {point.number} has no stored study spec (not made by tuner)")
     return stored_spec(data, str(data.get("name")))
 
 
-def study_name(spec: StudySpec, simulated: bool) -> str:
-    """The stored study of a study file: `tuner plan`'s predictions live beside the real one."""
-    return f"{spec.name}-simulated" if simulated else spec.name
+def study_name(spec: StudySpec, planned: bool) -> str:
+    """The stored study of a study file: `tuner plan`'s predictions live beside the real one
+    (PLAN_STUDY_SUFFIX)."""
+    return f"{spec.name}{tr.PLAN_STUDY_SUFFIX}" if planned else spec.name

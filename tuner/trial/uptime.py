@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.trial.point import TrialPoint
 
 BASE_S = 30.0
 LOAD_GB_PER_S = 2.0
@@ -52,29 +55,26 @@ def median_startup_s(startups: Iterable[Any]) -> float | None:
 
 def real_startups_s(store: Any, name: str) -> float | None:
     """The median start-up of the measured, not simulated, trials of study `name` in `store`."""
-    from tuner.trial import point as tr
+    from tuner.trial.point import read_all
 
     if name not in store.study_names():
         return None
-    points = tr.read_all(store.load_study(name).get_trials(deepcopy=False))
-    return median_startup_s(
-        p.attrs.get(tr.STARTUP_S) for p in points if p.measured and not p.simulated
-    )
+    points = read_all(store.load_study(name).get_trials(deepcopy=False))
+    return median_startup_s(p.record.startup_s for p in points if p.measured and not p.simulated)
 
 
-def study_line(points: Iterable[Any]) -> str:
+def study_line(points: Iterable[TrialPoint]) -> str:
     """The whole study's engine time in words, from its trials' `engine_s` (the report's)."""
-    from tuner.trial import point as tr
-
     points = list(points)
-    total = sum(float(p.attrs.get(tr.ENGINE_S) or 0.0) for p in points)
-    launched = sum(1 for p in points if (p.attrs.get(tr.ENGINE_S) or 0) > 0)
+    engine_s = [float(p.record.engine_s or 0.0) for p in points]
+    total = sum(engine_s)
+    launched = sum(1 for s in engine_s if s > 0)
     words = f"{total:.0f} s of engine time over {launched} launched trial(s)"
-    stopped = [p for p in points if p.status == "pruned" and (p.attrs.get(tr.ENGINE_S) or 0) > 0]
+    stopped = [(p, s) for p, s in zip(points, engine_s, strict=True) if p.status == "pruned" and s]
     if stopped:
-        used = sum(float(p.attrs[tr.ENGINE_S]) for p in stopped)
+        used = sum(s for _, s in stopped)
         words += f"; {len(stopped)} stopped early, using {used:.0f} s"
-        full = [p.attrs.get(tr.ENGINE_FULL_S) for p in stopped]
+        full = [p.record.engine_full_s for p, _ in stopped]
         if all(isinstance(f, int | float) for f in full):  # `tuner plan` knows the full length
             words += f" instead of {sum(full):.0f} s"  # type: ignore[arg-type]
     return words

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tuner.results.pareto import front_of
 from tuner.spec.slo import parse_slo
-from tuner.trial.point import TrialPoint
+from tuner.trial import TrialPoint
 
 TPOT = "mean_tpot_ms"
 LOG_SPAN = 10.0

@@ -13,17 +13,18 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from tuner import trial as tr
+from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
-from tuner.trial import point as tr
-from tuner.trial.point import TrialPoint
+from tuner.trial import RateStep, TrialPoint
 
-CURVE_METRICS = ("p99_ttft_ms", "mean_tpot_ms")
+CURVE_METRICS = HEADLINE_LATENCIES
 _STYLE = {"baseline": ("#111111", "dash"), "best": ("#d62728", "solid")}
 
 
-def _steps(p: TrialPoint, scenario: str | None) -> list[dict]:
-    steps = [s for s in p.rate_steps if s.get("scenario") == scenario]
-    return sorted(steps, key=lambda s: s.get("rate_rps", 0.0))
+def _steps(p: TrialPoint, scenario: str | None) -> list[RateStep]:
+    steps = [s for s in p.rate_steps if s.scenario == scenario]
+    return sorted(steps, key=lambda s: s.rate_rps)
 
 
 def curve_figure(
@@ -47,20 +48,16 @@ def curve_figure(
         steps = _steps(p, scenario)
         label = f"{kind} (trial {p.number})"
         for col, metric in enumerate(CURVE_METRICS, start=1):
-            pts = [s for s in steps if metric in s]
+            pts = [s for s in steps if metric in s.metrics]
             fig.add_trace(
                 go.Scatter(
-                    x=[s["rate_rps"] for s in pts],
-                    y=[s[metric] for s in pts],
+                    x=[s.rate_rps for s in pts],
+                    y=[s.metrics[metric] for s in pts],
                     mode="lines+markers",
                     line={"color": color, "dash": dash},
                     marker={
                         "symbol": [
-                            "x"
-                            if s.get("pruned_reason")
-                            else "circle"
-                            if s["feasible"]
-                            else "circle-open"
+                            "x" if s.pruned_reason else "circle" if s.feasible else "circle-open"
                             for s in pts
                         ],
                         "size": 9,
@@ -102,17 +99,19 @@ def curve_figure(
 def _capacity(p: TrialPoint, scenario: str | None) -> float | None:
     if scenario is None:
         return p.capacity_rps
-    found = p.scenario(scenario).get("capacity") or {}
-    cap = found.get(tr.CAPACITY_RPS)
-    return float(cap) if tr.is_finite(cap) else None
+    entry = p.scenario(scenario)
+    return entry.capacity.capacity_rps if entry is not None and entry.capacity else None
 
 
-def _hover(step: dict) -> str:
-    lines = [f"{step['rate_rps']:.4g} req/s offered"]
-    lines += [f"{m} = {step[m]:.4g}" for m in (*CURVE_METRICS, "request_goodput") if m in step]
-    lines.append("met every SLO" if step["feasible"] else "broke an SLO")
-    if step.get("pruned_reason"):
-        lines.append("stopped early: " + html.escape(str(step["pruned_reason"]))[:200])
+def _hover(step: RateStep) -> str:
+    figures = step.metrics
+    lines = [f"{step.rate_rps:.4g} req/s offered"]
+    lines += [
+        f"{m} = {figures[m]:.4g}" for m in (*CURVE_METRICS, "request_goodput") if m in figures
+    ]
+    lines.append("met every SLO" if step.feasible else "broke an SLO")
+    if step.pruned_reason:
+        lines.append("stopped early: " + html.escape(str(step.pruned_reason))[:200])
     return "<br>".join(lines)
 
 
@@ -157,8 +156,9 @@ def scenario_table(points: Sequence[TrialPoint]) -> str:
         cells = []
         for n in names:
             entry, found = p.scenario(n), p.scenario_metrics(n)
-            cap = (entry.get("capacity") or {}).get(tr.CAPACITY_RPS)
-            values = [entry.get(tr.SCORE), *(found.get(m) for m in cols[1:4]), cap]
+            cap = entry.capacity.capacity_rps if entry and entry.capacity else None
+            score = entry.score if entry is not None else None
+            values = [score, *(found.get(m) for m in cols[1:4]), cap]
             cells += [f"<td>{'' if v is None else f'{v:.4g}'}</td>" for v in values]
         rows.append(
             f"<tr><td>{p.number}{' (baseline)' if p.baseline else ''}</td>{''.join(cells)}</tr>"

@@ -11,24 +11,23 @@ from __future__ import annotations
 import html
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import optuna
 
 from tuner.errors import UserError
-from tuner.measure.objective import HEADLINE_METRICS
 from tuner.results.export import justification, select_trial, shell_command
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.views import prediction_rows
+from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
-from tuner.trial import point as tr
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, host_baselines
+from tuner.trial import best as best_trial
 from tuner.trial.hosts import SHOWN, differences
-from tuner.trial.point import ENGINE_S, TrialPoint, baseline_of, host_baselines
-from tuner.trial.point import best as best_trial
 from tuner.trial.uptime import study_line
 
 _CSS = """
@@ -103,7 +102,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
             *(_fmt(p.params.get(k)) for k in params),
             *(_fmt(p.metrics.get(m)) for m in metrics),
             "" if p.status == "failed" else _fmt(p.score),  # a penalty, not a measurement
-            _fmt(p.attrs.get(ENGINE_S)),
+            _fmt(p.record.engine_s),
         ]
         tds = "".join(f"<td>{_e(c)}</td>" for c in cells[:1])
         tds += "".join(f'<td class="l">{_e(c)}</td>' for c in cells[1:2])
@@ -160,7 +159,7 @@ def best_commands(
     points: Sequence[TrialPoint],
     study_name: str,
     simulated: bool,
-    study_attrs: Mapping[str, Any] | None = None,
+    study: StudyRecord | None = None,
 ) -> str:
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
@@ -181,9 +180,9 @@ def best_commands(
             f"<td>{_e(_fmt(p.score))}</td></tr>"
         )
         notes = justification(spec, choice, study_name, simulated, baseline)
-        robust = tr.robustness_of(study_attrs or {}, p)
+        robust = study.robustness_of(p) if study is not None else None
         if robust is not None:
-            notes.append(robust[tr.ROBUST_VERDICT])
+            notes.append(robust.verdict)
         flag = f" --slo {shlex.quote(text)}" if text else ""
         cards.append(
             f"<details{' open' if not cards else ''}><summary><b>{_e(title)}</b>: trial "
@@ -201,7 +200,7 @@ def best_commands(
 
 def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> str:
     eng = spec.engine
-    versions = sorted({str(p.attrs["vllm_version"]) for p in points if p.attrs.get("vllm_version")})
+    versions = sorted({str(v) for p in points if (v := p.record.vllm_version)})
     engine_rows = [
         ("model", eng.model),
         ("served model name", eng.served_model_name),
@@ -361,7 +360,7 @@ def build_report(
 {banner}
 <div class="counts">{count_html}</div>
 <h2>What to deploy</h2>
-{best_commands(spec, points, study.study_name, simulated, study.user_attrs)}
+{best_commands(spec, points, study.study_name, simulated, StudyRecord.of(study))}
 <h2>Trade-off: {_e(x)} against mean TPOT</h2>
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.

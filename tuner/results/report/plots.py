@@ -14,9 +14,9 @@ from pathlib import Path
 import optuna
 import plotly.graph_objects as go
 
-from tuner.measure.objective import HEADLINE_METRICS
 from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
-from tuner.trial.point import TrialPoint
+from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.trial import TrialPoint
 
 THROUGHPUT = "output_throughput"
 # Fewest measured trials the report ranks parameters over. PED-ANOVA (Optuna's default) compares

@@ -1,0 +1,109 @@
+"""The study as the loop reads it: once per trial, not once per question.
+
+`StudyReading` caches what one read of the study gives (every trial as a `TrialPoint`, and
+the study's attrs as a `StudyRecord`); the loop drops it whenever it writes (asks, tells,
+enqueues, binds a spec) and whenever it waits on other workers, so every answer is as fresh
+as the loop's own last write. `reads` counts the storage reads (tests hold the loop to it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tuner import trial as tr
+from tuner.trial import FailureKind, StudyRecord, TrialPoint, specs
+
+# Configs that fail at start for reasons of their own: they say nothing about the study.
+CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
+
+
+class StudyReading:
+    """One study's trials and attrs, read at most once between two of the loop's writes."""
+
+    def __init__(self, study: Any) -> None:
+        self.study = study
+        self.reads = 0
+        self._all: list[TrialPoint] | None = None
+        self._record: StudyRecord | None = None
+
+    def drop(self) -> None:
+        """Forget what was read: the next question reads the study again."""
+        self._all = self._record = None
+
+    def _read(self) -> tuple[list[TrialPoint], StudyRecord]:
+        every, record = self._all, self._record  # `drop` may come from the heartbeat thread
+        if every is None or record is None:
+            self.reads += 1
+            record = StudyRecord.of(self.study)
+            every = tr.read_all(self.study.get_trials(deepcopy=False))
+            self._all, self._record = every, record
+        return every, record
+
+    @property
+    def record(self) -> StudyRecord:
+        return self._read()[1]
+
+    def all_points(self) -> list[TrialPoint]:
+        """Every trial of the study, of every spec."""
+        return self._read()[0]
+
+    def points(self) -> list[TrialPoint]:
+        """The trials of the study's current spec: the only ones a run compares."""
+        every, record = self._read()
+        return specs.of_current(record, every)
+
+    def waiting(self) -> list[TrialPoint]:
+        """Queued trials (a baseline, a retry, a warm start, a `--confirm`), of every spec."""
+        return [p for p in self.all_points() if p.state == "WAITING"]
+
+
+def budget_used(points: list[TrialPoint]) -> tuple[int, int]:
+    """(trials done, trials in flight): what `n_trials` counts. Interrupted trials and reused
+    results are not counted (a re-run finishes the plan); a trial in flight may still turn
+    out a reused result."""
+    done = running = 0
+    for p in points:
+        if p.state == "RUNNING":
+            running += 1
+        elif p.state == "WAITING":
+            continue  # queued (a retry, a baseline): counted once it runs
+        elif not p.interrupted and p.record.reused_from is None:
+            done += 1
+    return done, running
+
+
+def has_baseline(points: list[TrialPoint], host: str | None, *, running: bool = False) -> bool:
+    """Whether this host's baseline ended (measured, or truly failed: an interrupted one does
+    not count); with `running`, also one in flight."""
+    return any(
+        p.baseline
+        and p.host == host
+        and p.state != "WAITING"
+        and (running or p.status != "running")
+        and not p.interrupted
+        for p in points
+    )
+
+
+def nothing_starts(points: list[TrialPoint], enough: int) -> str | None:
+    """When the first launches all failed at start the same way and no engine ever started
+    (every further trial would too): why, from the engine's log. None otherwise."""
+    if any(p.measured or p.record.startup_s is not None for p in points):
+        return None
+    causes = [
+        (p.failure_kind, re.sub(r"\d+", "N", p.record.failure_reason or ""))
+        for p in points
+        if p.status == "failed"
+        and not p.record.predicted
+        and p.failure_kind not in CONFIG_FAILURES
+        and not p.interrupted
+        and p.record.reused_from is None
+    ]
+    if len(causes) < enough or len(set(causes)) != 1:
+        return None
+    last = max((p for p in points if p.status == "failed"), key=lambda p: p.number)
+    return (
+        f"the first {len(causes)} engine starts all failed the same way and none "
+        f"ever started, so the study stops: {last.failure} (log: {last.record.log_path})"
+    )

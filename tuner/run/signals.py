@@ -1,0 +1,44 @@
+"""Ctrl-C, SIGTERM and SIGHUP during a run: what they raise, and installing their handlers."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A first Ctrl-C, SIGTERM or SIGHUP: the trial is ended as interrupted, then the tuner
+    exits with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.signal_name}")
+
+
+def install(signum: int, handler: Any) -> Any:
+    """Set a handler; return the one it replaces (None off the main thread: left as it is)."""
+    if handler is None:
+        return None
+    try:
+        return signal.signal(signum, handler)
+    except ValueError:  # not the main thread: leave Python's default
+        return None
+
+
+@contextlib.contextmanager
+def handled(
+    on_signal: Callable[[int, Any], None], interrupted: Callable[[], bool]
+) -> Iterator[None]:
+    """`on_signal` handles the stop signals inside; after an interruption the tuner is on its
+    way out, so later signals are ignored (they must not cut the cleanup short)."""
+    old = {sig: install(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            install(sig, signal.SIG_IGN if interrupted() else handler)

@@ -1,0 +1,84 @@
+"""The names a stored trial and its study carry in Optuna's storage, written once.
+
+Only `tuner.trial` reads or writes these attrs; everything else gets typed fields from
+`TrialPoint` (a trial) and `StudyRecord` (the study). docs/storage.md lists every attr with
+its type and unit, for analysts reading them in optuna-dashboard or `tuner trials --format json`.
+
+"Simulated" has four distinct meanings here, each with its own name:
+- `SIMULATED_FIGURES` (trial attr "simulated"): the trial's figures come from the simulator,
+  whether `tuner sim serve` streamed them in real time or `tuner plan` computed them;
+- `PLANNED_VERSION` (the trial's `vllm_version` "simulated"): `tuner plan`'s virtual time,
+  no engine process at all (`TrialPoint.planned`);
+- `SIMULATED_STUDY` (study attr "simulated"): the study measured the simulator, so every
+  figure in it is a prediction (`StudyRecord.simulated`);
+- `PLAN_STUDY_SUFFIX` ("-simulated"): the name of the study `tuner plan` keeps beside the
+  real one (`tuner.trial.specs.study_name`).
+"""
+
+from __future__ import annotations
+
+# Study attrs ------------------------------------------------------------------------------
+SPEC = "tuner_spec"  # the current StudySpec (Python-mode dump): what `tuner run` last ran
+SPEC_ID = "tuner_spec_id"  # its id (`tuner.trial.specs.spec_id`)
+SPEC_BY_ID = "tuner_spec:"  # `tuner_spec:<id>`: every spec the study has run under
+LEGACY_SPEC_ID = "tuner_spec_legacy_id"  # the spec of trials stored before ids existed
+SIMULATED_STUDY = "simulated"  # the study measured the simulator: every figure is predicted
+CALIBRATION = "calibration"  # `search.fidelity: multi`: the screen's latest calibrated profile
+# `tuner_robustness:<trial>`: whether that config's gain over the baseline survives small
+# workload changes (`tuner.fidelity.robustness`; a `RobustnessRecord`), per spec checked under.
+ROBUSTNESS = "tuner_robustness:"
+# `tuner_robustness_measured:<trial>`: the same check measured on the engine by `tuner run
+# --confirm` (`tuner.fidelity.robustness_measured`); where both exist, the measured one is shown.
+ROBUSTNESS_MEASURED = "tuner_robustness_measured:"
+PLAN_STUDY_SUFFIX = "-simulated"  # `tuner plan`'s study of a study file: `<name>-simulated`
+
+# Trial user attrs -------------------------------------------------------------------------
+SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
+BASELINE = "baseline"  # vLLM's defaults, measured first: the reference of every score
+REFERENCE = "reference_trial"  # the trial this score is relative to (the baseline if measured)
+SPEC_OF = "spec_id"  # the spec this trial ran under
+HOST = "host"  # the host it was measured on (`$TUNER_HOST_ID` or the hostname)
+SIMULATED_FIGURES = "simulated"  # figures are the simulator's predictions
+CONFIRM_OF = "confirm_of"  # a `--confirm` re-measurement of trial N
+RETRY_OF = "retry_of"  # a re-run of trial N, which an interruption ended
+REUSED_FROM = "reused_from"  # same parameters as trial N: its result, not launched
+FAILURE_KIND = "failure_kind"  # a FailureKind value: present on every trial without metrics
+FAILURE_REASON = "failure_reason"  # in words, usually the engine's own log line
+PREDICTED = "predicted"  # refused before launch (vLLM's rules or the memory precheck)
+# `search.fidelity: multi` (docs/multi-fidelity.md): what the calibrated simulator predicted
+# for a trial before it ran, as `predicted_<metric>` (vLLM's keys) beside each measured one,
+# and the predicted score; never a measurement, never read as one.
+PREDICTED_PREFIX = "predicted_"
+PREDICTED_SCORE = "predicted_score"
+PREDICTION_ERROR = "prediction_error"  # {metric: measured / predicted - 1, score: difference}
+SCREEN = "screen"  # how the screen chose it (a `ScreenInfo`)
+WARM_START = "warm_start"  # enqueued from another study's best (`--from-plan`, `--warm-start`)
+PRECHECK_WRONG = "precheck_wrong"  # what the memory precheck said, against what happened
+VLLM_VERSION = "vllm_version"
+PLANNED_VERSION = "simulated"  # the VLLM_VERSION of a `tuner plan` trial: virtual time, no engine
+LOG_PATH = "log_path"
+STARTUP_S = "startup_s"  # launch until ready
+WORKLOAD_S = "workload_s"  # warm-ups and workload
+ENGINE_S = "engine_s"  # seconds the engine was up, launch until stopped (0: never launched)
+ENGINE_FULL_S = "engine_full_s"  # `tuner plan`, a pruned trial: its engine time had it run on
+PARTIAL = "partial"  # True: the metrics cover only the requests done when it was stopped
+PRUNED_REASON = "pruned_reason"  # why early stopping stopped it, in words
+PRUNED_AT_S = "pruned_at_s"  # seconds into the workload when it was stopped
+PRUNED_QUEUE = "pruned_queue_waiting"  # the engine's vllm:num_requests_waiting then
+PRUNED_KV_USAGE = "pruned_kv_cache_usage"  # its vllm:kv_cache_usage_perc then (0..1)
+PRUNED_PREEMPTIONS = "pruned_preemptions"  # its vllm:num_preemptions_total then
+CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
+# Capacity mode (docs/objective.md): the highest offered rate that met every SLO; the trial's
+# metrics are those of the run at that rate (when none met them, of the lowest-rate run).
+CAPACITY_RPS = "capacity_rps"  # req/s; 0: no rate tried met the SLOs
+CAPACITY_GOODPUT = "capacity_goodput_rps"  # request_goodput of the run at that rate
+CAPACITY = "capacity"  # the search (a `CapacityResult`)
+RATE_STEPS = "rate_steps"  # every run (a list of `RateStep`)
+# Scenario mixes: {name: `ScenarioEntry`}; the trial's own metrics then pool every
+# scenario's requests, and its score aggregates the scenarios' scores.
+SCENARIOS = "scenarios"
+
+# Trial system attrs -----------------------------------------------------------------------
+OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial
+LEGACY_CONSTRAINTS = "constraints"  # the list optuna-dashboard reads to grey a trial out
+NAMED_CONSTRAINT_PREFIX = "constraints:"  # where Optuna's `set_constraint` stores key=value

@@ -1,0 +1,225 @@
+"""Every user attr a trial can carry, typed: `TrialRecord`, with its one encoder and decoder.
+
+Writers (the pipeline, the loop, the screen, recovery) build a `TrialRecord` (or a part of
+one) and `write` it; readers get it decoded from `TrialPoint.record`. Absent attrs are None
+(or empty), so `TrialRecord.decode(attrs).encode() == attrs` for every attr the tuner writes,
+and an attr this version does not know is kept in `extra` and written back unchanged (a
+reused result copies its origin whole). Names and units: `tuner.trial.keys`, docs/storage.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tuner.trial import keys as k
+from tuner.trial.payloads import (
+    CapacityResult,
+    RateStep,
+    ScenarioEntry,
+    ScreenInfo,
+    decode_ci,
+    decode_rate_steps,
+    decode_scenarios,
+    encode_ci,
+    encode_scenarios,
+    is_finite,
+    is_metric,
+)
+
+# Plain attrs, stored as they are: field name -> attr key.
+_PLAIN = {
+    "score": k.SCORE,
+    "baseline": k.BASELINE,
+    "reference_trial": k.REFERENCE,
+    "spec_id": k.SPEC_OF,
+    "host": k.HOST,
+    "simulated": k.SIMULATED_FIGURES,
+    "confirm_of": k.CONFIRM_OF,
+    "retry_of": k.RETRY_OF,
+    "reused_from": k.REUSED_FROM,
+    "warm_start": k.WARM_START,
+    "failure_kind": k.FAILURE_KIND,
+    "failure_reason": k.FAILURE_REASON,
+    "predicted": k.PREDICTED,
+    "precheck_wrong": k.PRECHECK_WRONG,
+    "vllm_version": k.VLLM_VERSION,
+    "log_path": k.LOG_PATH,
+    "startup_s": k.STARTUP_S,
+    "workload_s": k.WORKLOAD_S,
+    "engine_s": k.ENGINE_S,
+    "engine_full_s": k.ENGINE_FULL_S,
+    "partial": k.PARTIAL,
+    "pruned_reason": k.PRUNED_REASON,
+    "pruned_at_s": k.PRUNED_AT_S,
+    "pruned_queue_waiting": k.PRUNED_QUEUE,
+    "pruned_kv_cache_usage": k.PRUNED_KV_USAGE,
+    "pruned_preemptions": k.PRUNED_PREEMPTIONS,
+    "predicted_score": k.PREDICTED_SCORE,
+    "prediction_error": k.PREDICTION_ERROR,
+    "capacity_rps": k.CAPACITY_RPS,
+    "capacity_goodput_rps": k.CAPACITY_GOODPUT,
+}
+_FIELD_OF = {key: name for name, key in _PLAIN.items()}
+_PAYLOADS = (k.CAPACITY, k.RATE_STEPS, k.SCENARIOS, k.SCREEN)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A trial's user attrs (None: not stored). Units in the names; docs/storage.md."""
+
+    # What it is
+    score: float | None = None  # against the reference trial (lower is better)
+    baseline: bool | None = None  # vLLM's defaults (False: queued as one, run as ordinary)
+    reference_trial: int | None = None  # the trial the score is relative to
+    spec_id: str | None = None
+    host: str | None = None
+    simulated: bool | None = None  # SIMULATED_FIGURES: the simulator's figures
+    confirm_of: int | None = None
+    retry_of: int | None = None
+    reused_from: int | None = None
+    warm_start: str | None = None  # where it came from ("<study> trial N")
+    # How it ended
+    failure_kind: str | None = None  # a FailureKind value
+    failure_reason: str | None = None
+    predicted: bool | None = None  # True: refused before launch
+    precheck_wrong: str | None = None
+    vllm_version: str | None = None  # PLANNED_VERSION: `tuner plan`'s virtual time
+    log_path: str | None = None
+    startup_s: float | None = None
+    workload_s: float | None = None
+    engine_s: float | None = None
+    engine_full_s: float | None = None
+    partial: bool | None = None  # stopped early: the metrics are partial
+    pruned_reason: str | None = None
+    pruned_at_s: float | None = None
+    pruned_queue_waiting: float | None = None
+    pruned_kv_cache_usage: float | None = None  # 0..1
+    pruned_preemptions: float | None = None
+    # What it measured (vLLM's keys, top-level attrs) and its intervals (`<metric>_ci`)
+    metrics: dict[str, float] = field(default_factory=dict)
+    cis: dict[str, tuple[float, float]] = field(default_factory=dict)
+    capacity_rps: float | None = None
+    capacity_goodput_rps: float | None = None
+    capacity: CapacityResult | None = None
+    rate_steps: tuple[RateStep, ...] = ()
+    scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)
+    # What the screen predicted before it ran (`predicted_<metric>`), and how wrong it was
+    predicted_metrics: dict[str, float] = field(default_factory=dict)
+    predicted_score: float | None = None
+    prediction_error: dict[str, float] | None = None
+    screen: ScreenInfo | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # attrs this version does not know
+
+    def encode(self) -> dict[str, Any]:
+        """The user attrs to store (None fields are left out)."""
+        out: dict[str, Any] = {}
+        for name, key in _PLAIN.items():
+            value = getattr(self, name)
+            if value is not None:
+                out[key] = value
+        out.update(self.metrics)
+        out.update({m + k.CI_SUFFIX: encode_ci(ci) for m, ci in self.cis.items()})
+        out.update({k.PREDICTED_PREFIX + m: v for m, v in self.predicted_metrics.items()})
+        if self.capacity is not None:
+            out[k.CAPACITY] = self.capacity.encode()
+        if self.rate_steps:
+            out[k.RATE_STEPS] = [s.encode() for s in self.rate_steps]
+        if self.scenarios:
+            out[k.SCENARIOS] = encode_scenarios(self.scenarios)
+        if self.screen is not None:
+            out[k.SCREEN] = self.screen.encode()
+        out.update(self.extra)
+        return out
+
+    def queued_baseline_for(self, spec_id: str, host: str | None = None) -> bool:
+        """Queued as the baseline of this spec (one left waiting by another spec is not: its
+        defaults may differ) and, when `host` is given, of that host."""
+        return (
+            bool(self.baseline)
+            and self.spec_id in (None, spec_id)
+            and (host is None or self.host in (None, host))
+        )
+
+    def judging(self, queued: TrialRecord, metrics: Mapping[str, float] | None) -> TrialRecord:
+        """This measured record with how wrong the screen's prediction (in `queued`, what the
+        trial was enqueued with) was about it; unchanged when there was none."""
+        miss = prediction_error(
+            queued.predicted_metrics, queued.predicted_score, metrics, self.score
+        )
+        return replace(self, prediction_error=miss) if miss is not None else self
+
+    @classmethod
+    def decode(cls, attrs: Mapping[str, Any]) -> TrialRecord:
+        plain: dict[str, Any] = {}
+        metrics: dict[str, float] = {}
+        cis: dict[str, tuple[float, float]] = {}
+        predicted: dict[str, float] = {}
+        extra: dict[str, Any] = {}
+        for key, value in attrs.items():
+            if key in _FIELD_OF:
+                plain[_FIELD_OF[key]] = value
+            elif key in _PAYLOADS:
+                continue
+            elif is_metric(key) and is_finite(value):
+                metrics[key] = float(value)
+            elif key.endswith(k.CI_SUFFIX) and (ci := decode_ci(value)) is not None:
+                cis[key.removesuffix(k.CI_SUFFIX)] = ci
+            elif _is_prediction(key, value):
+                predicted[key.removeprefix(k.PREDICTED_PREFIX)] = float(value)
+            else:
+                extra[key] = value  # includes figures that are not metrics (e.g. durations)
+        return cls(
+            **plain,
+            metrics=metrics,
+            cis=cis,
+            predicted_metrics=predicted,
+            capacity=CapacityResult.decode(attrs.get(k.CAPACITY)),
+            rate_steps=decode_rate_steps(attrs.get(k.RATE_STEPS)),
+            scenarios=decode_scenarios(attrs.get(k.SCENARIOS)),
+            screen=ScreenInfo.decode(attrs.get(k.SCREEN)),
+            extra=extra,
+        )
+
+
+def _is_prediction(key: str, value: Any) -> bool:
+    return (
+        key.startswith(k.PREDICTED_PREFIX)
+        and is_finite(value)
+        and is_metric(key[len(k.PREDICTED_PREFIX) :])
+    )
+
+
+def prediction_error(
+    predicted: Mapping[str, float],
+    predicted_score: float | None,
+    metrics: Mapping[str, float] | None,
+    score: float | None,
+) -> dict[str, float] | None:
+    """How wrong the screen was about a trial: measured / predicted − 1 per metric (0.1: the
+    engine measured 10 % more), and measured minus predicted score; None without both."""
+    if not predicted or not metrics:
+        return None
+    out = {
+        m: float(metrics[m]) / p - 1.0
+        for m, p in predicted.items()
+        if m in metrics and is_finite(metrics[m]) and p > 0
+    }
+    if is_finite(score) and is_finite(predicted_score):
+        out["score"] = float(score) - float(predicted_score)  # type: ignore[arg-type]
+    return out or None
+
+
+def write(trial: Any, record: TrialRecord) -> None:
+    """Store a record's attrs on a live trial (`optuna.Trial`, duck-typed)."""
+    for key, value in record.encode().items():
+        trial.set_user_attr(key, value)
+
+
+def write_constraints(trial: Any, constraints: Mapping[str, float]) -> list[float]:
+    """Tell a live trial its constraints by name (`set_constraint`); return the same values as
+    the legacy list optuna-dashboard reads, for the caller to store as a system attr."""
+    for key, value in constraints.items():
+        trial.set_constraint(key, value)
+    return list(constraints.values())

@@ -1,0 +1,100 @@
+"""What a study stores beside its trials, typed: `StudyRecord`, and its writers.
+
+Study user attrs (names in `tuner.trial.keys`): the specs it has run under (`tuner.trial.specs`
+binds them), whether it measured the simulator, the screen's calibration, and the robustness
+checks of its best configs. Readers get a `StudyRecord` with `StudyRecord.of(study)`; writers
+call the functions below. Duck-typed: `user_attrs`, `set_user_attr`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.trial import keys as k
+from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
+from tuner.trial.point import TrialPoint
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study's user attrs, typed."""
+
+    spec: dict[str, Any] | None = None  # the current spec (a StudySpec dump)
+    spec_id: str | None = None  # its id (None: stored before ids existed)
+    legacy_spec_id: str | None = None  # the spec of trials stored before ids existed
+    specs_by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    simulated: bool = False  # SIMULATED_STUDY: every figure is a prediction
+    calibration: CalibrationRecord | None = None
+    robustness: dict[int, RobustnessRecord] = field(default_factory=dict)
+    robustness_measured: dict[int, RobustnessRecord] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, study: Any) -> StudyRecord:
+        """Read a study's attrs (one storage read)."""
+        return cls.decode(study.user_attrs)
+
+    @classmethod
+    def decode(cls, attrs: Mapping[str, Any]) -> StudyRecord:
+        by_id: dict[str, dict[str, Any]] = {}
+        checks: dict[str, dict[int, RobustnessRecord]] = {
+            k.ROBUSTNESS: {},
+            k.ROBUSTNESS_MEASURED: {},
+        }
+        for key, value in attrs.items():
+            if key.startswith(k.SPEC_BY_ID) and isinstance(value, Mapping):
+                by_id[key.removeprefix(k.SPEC_BY_ID)] = dict(value)
+            for prefix, found in checks.items():
+                number = key.removeprefix(prefix)
+                rec = RobustnessRecord.decode(value) if key.startswith(prefix) else None
+                if rec is not None and number.isdecimal():
+                    found[int(number)] = rec
+        spec = attrs.get(k.SPEC)
+        return cls(
+            spec=dict(spec) if isinstance(spec, Mapping) else None,
+            spec_id=attrs.get(k.SPEC_ID),
+            legacy_spec_id=attrs.get(k.LEGACY_SPEC_ID),
+            specs_by_id=by_id,
+            simulated=bool(attrs.get(k.SIMULATED_STUDY)),
+            calibration=CalibrationRecord.decode(attrs.get(k.CALIBRATION)),
+            robustness=checks[k.ROBUSTNESS],
+            robustness_measured=checks[k.ROBUSTNESS_MEASURED],
+        )
+
+    def robustness_of(self, point: TrialPoint) -> RobustnessRecord | None:
+        """The stored robustness check of this trial's config under the spec it ran under: the
+        one measured on the engine (`--confirm`) if any, else the simulator's."""
+        for found in (self.robustness_measured, self.robustness):
+            rec = found.get(point.number)
+            if rec is not None and rec.spec_id == point.spec_id:
+                return rec
+        return None
+
+    def simulated_with(self, points: Sequence[TrialPoint]) -> bool:
+        """The study measured the simulator (its attr, or any trial's figures)."""
+        return self.simulated or any(p.simulated for p in points)
+
+
+def create(study: Any, spec_dump: Mapping[str, Any], simulated: bool) -> None:
+    """A new study's attrs: the spec it was created with, and whether it measures the
+    simulator. Python-mode dump: an infinite request rate survives (Optuna writes it as
+    JSON's Infinity), where pydantic's JSON mode would turn it into null."""
+    study.set_user_attr(k.SPEC, dict(spec_dump))
+    study.set_user_attr(k.SIMULATED_STUDY, simulated)
+
+
+def mark_simulated(study: Any) -> None:
+    """A study that measured the simulated engine is labelled simulated (once)."""
+    if not study.user_attrs.get(k.SIMULATED_STUDY):
+        study.set_user_attr(k.SIMULATED_STUDY, True)
+
+
+def write_calibration(study: Any, record: CalibrationRecord) -> None:
+    study.set_user_attr(k.CALIBRATION, record.encode())
+
+
+def write_robustness(study: Any, trial: int, record: RobustnessRecord) -> None:
+    """Store a robustness check of trial `trial`'s config (measured ones apart)."""
+    prefix = k.ROBUSTNESS_MEASURED if record.measured else k.ROBUSTNESS
+    study.set_user_attr(f"{prefix}{trial}", record.encode())
