@@ -108,7 +108,7 @@ def accuracy(requests: int) -> None:
         params = _params(spec, change)
         m = PlanRunner(spec).measure(_ctx(spec, params))
         assert m.capacity is not None, m.failure_reason
-        found, n = m.capacity["capacity_rps"], m.capacity["runs"]
+        found, n = m.capacity.capacity_rps, m.capacity.runs
         grid = sorted(
             {*np.geomspace(0.1, 200, 35), *(found * 1.02**k for k in range(-12, 12))}
             if found > 0
@@ -155,7 +155,7 @@ def seed_case(name: str, spec: StudySpec, seeds: int, db: Path) -> None:
                 update={"workload": spec.workload.model_copy(update={"seed": seed})}
             )
             m = PlanRunner(other).measure(_ctx(other, p.params))
-            caps.append(m.capacity["capacity_rps"] if m.capacity else 0.0)
+            caps.append(m.capacity.capacity_rps if m.capacity else 0.0)
         rows[label] = (p.capacity_rps, caps, p.params)
     measured = sum(p.measured for p in points)
     print(f"#### {name}: {len(points)} trials ({measured} measured), SLOs {spec.objective.slo}\n")

@@ -129,7 +129,7 @@ def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
     false_stops = 0
     ref = next((p for p in points if p.baseline and p.measured), None)
     for p in points:
-        if p.status != "pruned" or ref is None or tr.REUSED_FROM in p.attrs:
+        if p.status != "pruned" or ref is None or p.record.reused_from is not None:
             continue
         # Its full run, re-simulated without stopping: would it have been the best so far?
         before = tr.best([q for q in points if q.number < p.number])
@@ -149,7 +149,7 @@ def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
         "feasible": sum(p.status == "feasible" for p in points),
         "pruned": sum(p.status == "pruned" for p in points),
         "launched_pruned": sum(
-            p.status == "pruned" and tr.REUSED_FROM not in p.attrs for p in points
+            p.status == "pruned" and p.record.reused_from is None for p in points
         ),
         "false": false_stops,
     }
