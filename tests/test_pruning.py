@@ -276,6 +276,7 @@ def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
     from tuner.run.pipeline import Outcome
     from tuner.run.sampling import make_sampler
     from tuner.spec.study import StudySpec
+    from tuner.trial import TrialRecord
 
     def share_in_pruned_region(seed: int, told_pruned: bool) -> float:
         spec = StudySpec.model_validate(
@@ -293,13 +294,15 @@ def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
             trial = study.ask()
             x = trial.suggest_float("x", 0, 1)
             if x >= 0.4:  # feasible, the score best next to the stopped region
-                outcome = Outcome("measured", [x - 0.4], {"pruned": 0.0}, {"score": x - 0.4})
+                record = TrialRecord(score=x - 0.4)
+                outcome = Outcome("measured", [x - 0.4], {"pruned": 0.0}, record)
             elif told_pruned:
-                attrs = {"pruned_reason": "SLO broken for sure", "partial": True}
-                outcome = Outcome("pruned", None, {"pruned": 1.0}, attrs)
+                record = TrialRecord(pruned_reason="SLO broken for sure", partial=True)
+                outcome = Outcome("pruned", None, {"pruned": 1.0}, record)
             else:
-                outcome = Outcome("failed", None, {}, {})
-            StudyLoop._tell(SimpleNamespace(study=study), trial, outcome)  # type: ignore[arg-type]
+                outcome = Outcome("failed", None, {}, TrialRecord())
+            loop = SimpleNamespace(study=study, reading=SimpleNamespace(drop=lambda: None))
+            StudyLoop._tell(loop, trial, outcome)  # type: ignore[arg-type]
             if k >= 20:
                 late.append(x < 0.4)
         return sum(late) / len(late)

@@ -268,7 +268,7 @@ def _loop(
 
         console.print("checking that the best config's gain survives small workload changes")
         check_best(loop.study, spec, loop.points(), runner.requests)
-        if confirm and not runner.simulated:  # measured on the engine: it wins (`best`)
+        if confirm and not runner.planned:  # measured on the engine: it wins (`best`)
             from tuner.fidelity.robustness_measured import check_best_measured
 
             check_best_measured(loop.study, spec, loop.points(), runner, say=console.print)

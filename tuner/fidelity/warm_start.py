@@ -2,7 +2,7 @@
 
 `tuner run --from-plan K` takes the top K of the study's own `tuner plan` (its `-simulated`
 study); `--warm-start OTHER K` the top K of any stored study (the same box before a vLLM
-upgrade). Configs are ranked as `tuner best` ranks them (`tuner.trial.point.ranked`); a config
+upgrade). Configs are ranked as `tuner best` ranks them (`tuner.trial.ranked`); a config
 outside this study's search space, or vLLM's defaults (the baseline runs first anyway), is
 skipped. Optuna then measures each one for real: the
 other study's figures are never copied in.

@@ -60,7 +60,7 @@ def select_trial(
     replace the study file's SLO); else, with no limits, the best feasible trial. Lowest
     `score` wins (it is stored in multi-objective studies too), ties go to the earlier trial.
     When no trial qualifies, the UserError names the closest: the smallest total relative
-    SLO violation. The order is `tuner.trial.point.ranked`'s, shared with `tuner best`: configs
+    SLO violation. The order is `tuner.trial.ranked`'s, shared with `tuner best`: configs
     that `--confirm` re-measured rank by their mean score."""
     limits = tuple(limits)
     if not any(p.state == "COMPLETE" for p in points):

@@ -1,6 +1,6 @@
 """Pareto fronts over stored trials (pure: no storage, no printing).
 
-Trials are `tuner.trial.point.TrialPoint`s. The front is computed on their stored metrics, not on
+Trials are `tuner.trial.TrialPoint`s. The front is computed on their stored metrics, not on
 `trial.values`, so that scalarised and multi-objective studies give the same answer for the
 same measurements.
 """

@@ -80,14 +80,14 @@ class StudyLoop:
         `--warm-start`)."""
         self.spec, self.store, self.runner = spec, store, runner
         self.progress = progress or SilentProgress()
-        self.name = study_name(spec, runner.simulated)
+        self.name = study_name(spec, runner.planned)
         self.study = store.create_study(
             spec,
             self.name,
             make_sampler(spec),
             obj.directions(spec.objective),
             obj.metric_names(spec.objective),
-            simulated=runner.simulated,
+            simulated=runner.planned,
         )
         # Checked now (one line before anything runs), stored only under the study's lock.
         self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
@@ -109,7 +109,7 @@ class StudyLoop:
         # `search.fidelity: multi`: the calibrated simulator chooses each real trial (a plan
         # is the simulator already: it never screens itself)
         self.screen = None
-        if spec.search.fidelity == "multi" and not runner.simulated:
+        if spec.search.fidelity == "multi" and not runner.planned:
             from tuner.fidelity.screen import Screen
 
             self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)

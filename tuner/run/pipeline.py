@@ -172,7 +172,7 @@ class TrialPipeline:
             failure_kind=str(kind),
             failure_reason=reason,
             predicted=True,
-            simulated=self.runner.simulated,
+            simulated=self.runner.planned,
             engine_s=0.0,  # never launched
         )
         return Outcome(
@@ -204,7 +204,7 @@ class TrialPipeline:
             log_path=m.log_path,
             startup_s=m.startup_s,  # None: the engine never became ready
             engine_s=m.engine_s,
-            simulated=m.simulated or self.runner.simulated,
+            simulated=m.simulated or self.runner.planned,
             predicted=False,
             vllm_version=m.vllm_version or None,
             precheck_wrong=wrong or None,
@@ -240,7 +240,7 @@ class TrialPipeline:
     def _run_record(self, m: Measurement) -> TrialRecord:
         """What every trial with a workload run records about its engine and timings."""
         return TrialRecord(
-            simulated=m.simulated or self.runner.simulated,
+            simulated=m.simulated or self.runner.planned,
             vllm_version=m.vllm_version or "unknown",
             log_path=m.log_path,
             startup_s=m.startup_s,

@@ -50,7 +50,9 @@ class TrialContext:
 class TrialRunner(abc.ABC):
     """Measures one parameter set of a study."""
 
-    simulated: bool = False
+    # `tuner plan`'s virtual time, no engine process (its study is `<name>-simulated` and all
+    # its figures are the simulator's: the meanings of "simulated", `tuner.trial.keys`)
+    planned: bool = False
 
     def __init__(self, spec: StudySpec) -> None:
         self.spec = spec

@@ -21,7 +21,7 @@ from tuner.workload.schedule import arrival_times
 class PlanRunner(TrialRunner):
     """The simulation core in virtual time: no server, no waiting. Figures are predictions."""
 
-    simulated = True
+    planned = True
 
     def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
         from tuner.sim.profile_file import load_gpu

@@ -8,7 +8,7 @@ its type and unit, for analysts reading them in optuna-dashboard or `tuner trial
 - `SIMULATED_FIGURES` (trial attr "simulated"): the trial's figures come from the simulator,
   whether `tuner sim serve` streamed them in real time or `tuner plan` computed them;
 - `PLANNED_VERSION` (the trial's `vllm_version` "simulated"): `tuner plan`'s virtual time,
-  no engine process at all (`TrialPoint.planned`);
+  no engine process at all (`TrialPoint.planned`; the runner that does it: `TrialRunner.planned`);
 - `SIMULATED_STUDY` (study attr "simulated"): the study measured the simulator, so every
   figure in it is a prediction (`StudyRecord.simulated`);
 - `PLAN_STUDY_SUFFIX` ("-simulated"): the name of the study `tuner plan` keeps beside the
@@ -82,3 +82,5 @@ SCENARIOS = "scenarios"
 OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial
 LEGACY_CONSTRAINTS = "constraints"  # the list optuna-dashboard reads to grey a trial out
 NAMED_CONSTRAINT_PREFIX = "constraints:"  # where Optuna's `set_constraint` stores key=value
+
+__all__ = [name for name in dir() if name.isupper()]  # the names, for `from tuner.trial import *`

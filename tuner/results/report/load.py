@@ -2,7 +2,8 @@
 
 The latency–load curve is the seed's "P99 growth curve": every rate a capacity search ran,
 P99 TTFT and mean TPOT against the offered rate, the baseline's against the best config's,
-with the SLO limits drawn across. Read through `tuner.trial.point`; nothing is computed here.
+with the SLO limits drawn across. Read through `tuner.trial` (`TrialPoint`, `RateStep`);
+nothing is computed here.
 """
 
 from __future__ import annotations
