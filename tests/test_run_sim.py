@@ -19,6 +19,7 @@ import pytest
 
 from tuner.engine.process import group_members
 from tuner.testing import sim_study, start_run, tuner
+from tuner.trial import StudyRecord
 
 
 def _trials(tmp_path: Path, name: str = "e2e") -> list[optuna.trial.FrozenTrial]:
@@ -48,6 +49,8 @@ def test_run_stores_trials_and_prints_a_serve_command(tmp_path: Path, tiny_model
     assert base.user_attrs["baseline"] and base.user_attrs["simulated"] is True
     assert base.user_attrs["vllm_version"].startswith("sim-")
     assert base.user_attrs["completed"] == 16
+    stored = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
+    assert StudyRecord.of(stored).simulated  # it measured `tuner sim serve`: labelled so
     assert _engines(tmp_path) and _no_engine_left(tmp_path)
     assert not any(running for *_, running in _engines(tmp_path))
 

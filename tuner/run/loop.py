@@ -363,16 +363,16 @@ class StudyLoop:
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome) -> None:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
-        self.reading.drop()
         record = outcome.record
         if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
             record = record.judging(tr.record_of(trial), outcome.metrics)
         tr.write(trial, record)
         legacy = tr.write_constraints(trial, outcome.constraints)
         adapter.set_system_attr(self.study, trial, tr.LEGACY_CONSTRAINTS, legacy)
-        if outcome.record.simulated:
+        if outcome.record.simulated and not self.reading.record.simulated:
             # A study that measured the simulated engine is labelled simulated, trial and study.
             tr.mark_simulated(self.study)
+        self.reading.drop()
         if outcome.record.pruned_reason is not None:  # stopped early (or its reuse): PRUNED
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif outcome.values is None:
