@@ -35,10 +35,17 @@ model: install $(TINY_MODEL)/config.json
 $(TINY_MODEL)/config.json:
 	$(BIN)/tuner make-tiny-model $(TINY_MODEL)
 
-test: install vllm-env model
+# The PostgreSQL tests start a throw-away server: its programs are found on PATH or in
+# Debian's /usr/lib/postgresql/*/bin, else installed with apt-get as root (as CI runs).
+# Idempotent, 0.3 s when found (docs/scale-out.md, "The tests' PostgreSQL").
+.PHONY: postgres
+postgres: install
+	$(BIN)/python -m tuner.tools.postgres_env
+
+test: install vllm-env model postgres
 	$(BIN)/pytest -q
 
-test-fast: install model
+test-fast: install model postgres
 	$(BIN)/pytest -q -m "not vllm"
 
 lint: install
