@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
+from tuner.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 M32 = ["--model", "deepseek-r1-distill-qwen-32b", "--tensor-parallel-size", "4"]
@@ -123,13 +124,20 @@ def test_metrics_show_the_queue_and_the_cache():
                    for _ in range(5)]  # fmt: skip
         for t in threads:
             t.start()
-        time.sleep(0.5)
-        text = httpx.get(f"{sim.url}/metrics").text
-        values = {
-            line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("vllm:")
-        }
+
+        def all_five_in() -> dict[str, float] | None:
+            """/metrics once the engine holds all 5 requests (running or waiting)."""
+            text = httpx.get(f"{sim.url}/metrics").text
+            values = {
+                line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("vllm:")
+            }
+            held = values["vllm:num_requests_running"] + values["vllm:num_requests_waiting"]
+            return values if held + values["vllm:request_success_total"] == 5 else None
+
+        values = wait_for(all_five_in, "the 5 requests reaching the engine", 10, interval_s=0.02)
+        assert values["vllm:request_success_total"] == 0  # 60 tokens each: ~2 s to the first
         assert values["vllm:num_requests_running"] == 2
         assert values["vllm:num_requests_waiting"] == 3
         assert 0 < values["vllm:kv_cache_usage_perc"] < 1

@@ -14,6 +14,7 @@ from tuner.run.slots import plan_slots
 from tuner.spec.study import HardwareSpec, load_study_spec
 from tuner.store.schema import engines_table, trials_table
 from tuner.testing import measured_at_once, sim_study, tuner
+from tuner.testing.waiting import serving_engines, wait_for
 
 
 def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
@@ -79,7 +80,6 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
 ) -> None:
     import signal
     import subprocess
-    import time
 
     from tuner.testing import TUNER
 
@@ -97,22 +97,8 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
         text=True,
     )
     url = f"sqlite:///{tmp_path}/tuner.db"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until both slots measure
-        time.sleep(0.5)
-        if not (tmp_path / "tuner.db").exists():
-            continue
-        engine = sa.create_engine(url)
-        try:
-            with engine.connect() as conn:
-                q = sa.select(sa.func.count()).where(engines_table.c.running)
-                up = conn.execute(q).scalar()
-        except sa.exc.OperationalError:  # its tables are not there yet
-            up = 0
-        engine.dispose()
-        if up == 2:
-            break
-    time.sleep(2)
+    # both slots mid-trial: each one's engine has served a request of its workload
+    wait_for(lambda: len(serving_engines(url)) == 2, "both slots' engines serving", 120, proc=run)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130, err
