@@ -9,6 +9,7 @@ CI runs): `apt-get install postgresql`. As root the server runs as the `postgres
 without it. Idempotent; docs/scale-out.md, "The tests' PostgreSQL".
 
 Usage: `python -m tuner.tools.postgres_env` (prints one line: the version and where it is).
+It imports only the standard library, so that it also runs as a plain script in a bare root.
 """
 
 from __future__ import annotations
