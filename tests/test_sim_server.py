@@ -35,11 +35,15 @@ class Sim:
 
 
 @contextmanager
-def sim_server(*args: str, ready: bool = True, env: dict | None = None) -> Iterator[Sim]:
+def sim_server(
+    *args: str, ready: bool = True, env: dict | None = None, log: Path | None = None
+) -> Iterator[Sim]:
+    """`tuner sim serve` on a free port (its log lines into `log`, if given)."""
     port = free_port()
+    out = log.open("w") if log is not None else None
     proc = subprocess.Popen(
         sim_command(*args, "--port", str(port)),
-        stdout=subprocess.DEVNULL,
+        stdout=out or subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -55,6 +59,8 @@ def sim_server(*args: str, ready: bool = True, env: dict | None = None) -> Itera
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+        if out is not None:
+            out.close()
 
 
 def wait_ready(sim: Sim, timeout_s: float = 30.0) -> float:
@@ -194,11 +200,13 @@ def test_refused_configs_exit_1_with_vllms_message():
     assert done.returncode == 1 and "No common block size for 16" in done.stderr
 
 
-def test_fault_refuse_start_and_slow_start():
+def test_fault_refuse_start_and_slow_start(tmp_path):
     done = run_cli(*SMALL, "--fault-refuse-start", "--load-delay-s", "0.3")
     assert done.returncode == 1 and "Engine core initialization failed" in done.stderr
-    with sim_server(*SMALL, "--fault-slow-start-s", "1.5", ready=False) as sim:
-        time.sleep(0.3)
+    log = tmp_path / "sim.log"
+    with sim_server(*SMALL, "--fault-slow-start-s", "1.5", ready=False, log=log) as sim:
+        # its last line before the (slow) model load: the port must stay closed from here
+        wait_for(lambda: "CUDA_VISIBLE_DEVICES=" in log.read_text(), "the sim's start", 30)
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/health")
         assert wait_ready(sim) > 0.8
