@@ -10,6 +10,7 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -96,12 +97,7 @@ def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
     """Feasible trials coloured by output throughput; those on the front bigger and ringed."""
     feasible, on_front = info.feasible, info.front_numbers
     return go.Scatter(
-        x=[p.metrics[info.x] for p in feasible],
-        y=[p.metrics[info.y] for p in feasible],
-        mode="markers+text",
-        text=list(info.feasible_labels),
-        textposition="top right",
-        textfont={"size": 11, "color": "#333"},
+        **_labelled(info, feasible, info.feasible_labels, "#333"),
         marker={
             "size": [16 if p.number in on_front else 11 for p in feasible],
             "color": [p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
@@ -114,25 +110,31 @@ def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
             },
         },
         name="feasible trial (colour = output throughput)",
-        hovertext=[_hover(p) for p in feasible],
-        hoverinfo="text",
     )
 
 
 def _infeasible_trace(info: ParetoFrontInfo) -> go.Scatter:
-    infeasible = info.infeasible
     return go.Scatter(
-        x=[p.metrics[info.x] for p in infeasible],
-        y=[p.metrics[info.y] for p in infeasible],
-        mode="markers+text",
-        text=list(info.infeasible_labels),
-        textposition="top right",
-        textfont={"size": 11, "color": COLORS["infeasible"]},
+        **_labelled(info, info.infeasible, info.infeasible_labels, COLORS["infeasible"]),
         marker={"symbol": "x", "size": 11, "color": COLORS["infeasible"]},
         name="infeasible (breaks an SLO)",
-        hovertext=[_hover(p) for p in infeasible],
-        hoverinfo="text",
     )
+
+
+def _labelled(
+    info: ParetoFrontInfo, points: Sequence[TrialPoint], labels: Sequence[str], color: str
+) -> dict[str, Any]:
+    """Trials as points on the plot's axes, each with its label beside it and its hover text."""
+    return {
+        "x": [p.metrics[info.x] for p in points],
+        "y": [p.metrics[info.y] for p in points],
+        "mode": "markers+text",
+        "text": list(labels),
+        "textposition": "top right",
+        "textfont": {"size": 11, "color": color},
+        "hovertext": [_hover(p) for p in points],
+        "hoverinfo": "text",
+    }
 
 
 def _add_failed_note(fig: go.Figure, failed: Sequence[TrialPoint]) -> None:
