@@ -183,11 +183,7 @@ def _view() -> RunView:
 
     from tuner.run.progress import ConsoleView
 
-    class _Shown(ConsoleView):
-        def ran(self, summary: RunSummary, points: list[TrialPoint]) -> None:
-            _print_summary(self.console, summary, points)
-
-    return _Shown(Console(stderr=True))
+    return ConsoleView(Console(stderr=True), on_ran=_print_summary)
 
 
 def _print_summary(console: Console, summary: RunSummary, points: list[TrialPoint]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
@@ -164,8 +165,14 @@ class RunView:
 class ConsoleView(RunView):
     """The rich live display on the console: one line per GPU slot, or one for the run."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(
+        self,
+        console: Console,
+        on_ran: Callable[[Console, RunSummary, list[TrialPoint]], None] | None = None,
+    ) -> None:
+        """`on_ran(console, summary, points)`: what the run did, shown once the trials end."""
         self.console = console
+        self._on_ran = on_ran
         self._display: Progress | None = None
 
     def progress(self, slot: str | None) -> StudyProgress:
@@ -185,3 +192,7 @@ class ConsoleView(RunView):
 
     def say(self, text: str) -> None:
         self.console.print(text)
+
+    def ran(self, summary: RunSummary, points: list[TrialPoint]) -> None:
+        if self._on_ran is not None:
+            self._on_ran(self.console, summary, points)
