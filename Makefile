@@ -52,6 +52,7 @@ lint: install
 	$(BIN)/ruff check tuner tests benchmarks
 	$(BIN)/ruff format --check tuner tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_code_size.py
 
 demo: install model
 	$(BIN)/tuner run studies/demo-sim.yaml

@@ -54,6 +54,31 @@ def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
     assert any("CUDA_VISIBLE_DEVICES=2,3" in p.read_text() for p in logs)
 
 
+def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`--confirm 1` with `confirm_repeats: 1` is one re-measurement of the best config for the
+    whole study, not one per GPU slot (there used to be one per slot)."""
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        budget={"n_trials": 3},
+        workload={"num_prompts": 8},
+        trial={"stall_timeout_s": 5, "confirm_repeats": 1},
+    )
+    args = ("--gpus", "0-1", "--gpus-per-trial", "1", "--confirm", "1")
+    run = tuner("run", str(study), *args, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "GPU 0" in run.stderr and "GPU 1" in run.stderr  # it did run in two slots
+    trials = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db").trials
+    reruns = [t for t in trials if "confirm_of" in t.user_attrs]
+    assert len(reruns) == 1, [t.user_attrs for t in trials]
+    assert reruns[0].state == optuna.trial.TrialState.COMPLETE
+    assert reruns[0].number > max(t.number for t in trials if "confirm_of" not in t.user_attrs)
+    best = tuner("best", str(study), cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    if f"# best trial {reruns[0].user_attrs['confirm_of']}" in best.stdout:
+        assert "confirmed over 2 runs" in best.stdout
+
+
 def test_cores_are_split_between_slots(tiny_model_dir: Path, tmp_path: Path) -> None:
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
     engine = spec.engine.model_copy(update={"cpu_affinity": [0, 1, 2, 3, 4]})
