@@ -23,6 +23,7 @@ from tuner.spec.metric_keys import (
     percentile_key,
     percentile_word,
 )
+from tuner.spec.outputs import check_output_file
 
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
@@ -62,7 +63,7 @@ def bench(
         str | None, Opt("--base-url", "--base_url", help="Server URL, e.g. http://127.0.0.1:8000.")
     ] = None,
     host: Annotated[str, Opt(help="Used when --base-url is not given.")] = "127.0.0.1",
-    port: Annotated[int, Opt(help="Used when --base-url is not given.")] = 8000,
+    port: Annotated[int, Opt(min=1, max=65535, help="Used when --base-url is not given.")] = 8000,
     backend: Annotated[
         str, Opt("--backend", "--endpoint-type", help="vllm, openai or openai-chat.")
     ] = "vllm",
@@ -115,6 +116,8 @@ def bench(
     """Run one fixed workload against a running server and print vLLM's result table."""
     if backend not in BACKEND_ENDPOINTS:
         raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
+    if save_result is not None:
+        check_output_file(save_result, "--save-result")  # before the benchmark, not after
     goodput_ms = parse_goodput((goodput or []) + _goodput_extras(extra, bool(goodput)))
     if dataset_name in ("random", "longdoc") and dataset_path:
         raise UserError(f"--dataset-path cannot be used with --dataset-name {dataset_name}")

@@ -44,7 +44,7 @@ def serve(
         typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", rich_help_panel=_VLLM),
     ] = None,
     host: Annotated[str, typer.Option(rich_help_panel=_VLLM)] = "127.0.0.1",
-    port: Annotated[int, typer.Option(rich_help_panel=_VLLM)] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, rich_help_panel=_VLLM)] = 8000,
     api_key: Annotated[
         str | None, typer.Option(envvar="VLLM_API_KEY", rich_help_panel=_VLLM)
     ] = None,
@@ -178,12 +178,10 @@ def profile(
     Every datasheet figure and step-time constant is named, in bytes, bytes/s, FLOP/s and
     seconds; `tuner sim serve --gpu FILE` and `hardware.profile: FILE` read it back.
     """
-    from pathlib import Path
 
-    from tuner.sim.profile_file import load_gpu, profile_to_yaml
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml, write_profile
 
-    text = profile_to_yaml(load_gpu(name))
     if output is None:
-        typer.echo(text, nl=False)
+        typer.echo(profile_to_yaml(load_gpu(name)), nl=False)
     else:
-        Path(output).write_text(text)
+        write_profile(load_gpu(name), output, "--output")

@@ -299,10 +299,10 @@ def _check_run(spec, storage) -> None:
 
 
 def _check_plan(spec) -> None:
-    from tuner.run.checks import check_lengths_fit
+    from tuner.run.checks import check_plan
     from tuner.run.sampling import check_sampler
 
-    check_lengths_fit(spec)  # prompts longer than max-model-len: every request would fail
+    check_plan(spec)  # prompts longer than max-model-len, a bad profile, a missing tokenizer
     check_sampler(spec)
 
 

@@ -57,6 +57,11 @@ def check_run_environment(spec: StudySpec) -> None:
             f"{API_KEY_ENV} is set in the environment: the engine would require it and the "
             f"tuner would not send it; set engine.api_key_env: {API_KEY_ENV}, or unset it"
         )
+    check_plan(spec)
+
+
+def check_plan(spec: StudySpec) -> None:
+    """What both `tuner run` and `tuner plan` refuse before they create the database."""
     check_lengths_fit(spec)
     if spec.hardware.accelerator is not None:
         load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line

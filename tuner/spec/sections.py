@@ -20,7 +20,7 @@ MAX_TRIALS = 100_000
 SEED_LIMIT = 2**32  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 
 
-class _Strict(BaseModel):
+class _Strict(inputs.NoBoolNumbers, BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 

@@ -1,0 +1,129 @@
+"""Inputs refused through the CLI (issue 24): each is one line on stderr, exit 2, no
+traceback, and nothing written (no database, no log folder, no output file). None of
+them needs an engine run: the refusal comes before anything starts."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tuner.sim.profile_file import profile_to_yaml
+from tuner.sim.profiles import GPUS
+from tuner.testing import sim_study, tuner
+
+
+def refused(tmp_path: Path, needle: str, *args: str, env: dict | None = None) -> str:
+    """Run the CLI from `tmp_path`; it must refuse in one line holding `needle`, and leave
+    no database and no `runs/` folder behind."""
+    before = set(tmp_path.iterdir())
+    proc = tuner(*args, cwd=tmp_path, timeout=120, env={**os.environ, **(env or {})})
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert needle in proc.stderr, proc.stderr
+    assert set(tmp_path.iterdir()) == before, "the refusal wrote something"
+    return proc.stderr
+
+
+def _profile(tmp_path: Path, old: str, new: str) -> str:
+    text = profile_to_yaml(GPUS["a6000"])
+    assert old in text
+    (tmp_path / "gpu.yaml").write_text(text.replace(old, new))
+    return "gpu.yaml"
+
+
+# Profile files: units and physical bounds --------------------------------------------------
+
+_PROFILES = [
+    # bandwidth in GB/s, not bytes/s: numpy asked for 124 TiB
+    ("768000000000.0", "768", "bandwidth_bytes_s: 768 is outside 1e+10 to 1e+14 bytes/s"),
+    ("154800000000000.0", "1.0e-300", "flops: 1e-300 is outside 1e+10 to 1e+17 FLOP/s"),
+    ("flops_efficiency: 0.6", "flops_efficiency: 1.0e-300", "constants.flops_efficiency: 1e-300"),
+    ("memory_bytes: 51527024640", "memory_bytes: 48", "memory_bytes: 48 is outside 1.07374e+09"),
+    ("interconnect_bytes_s: 32000000000.0", "interconnect_bytes_s: 32", "100 MB/s to 100 TB/s"),
+    ("step_overhead_s: 0.0025", "step_overhead_s: 1.0e-300", "give 0, or 1e-09 to 10"),
+    ("memory_bytes: 51527024640", "memory_bytes: true", "not true or false"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "needle"), _PROFILES)
+def test_profile_out_of_physical_bounds_is_refused_by_plan_and_sim_serve(
+    tmp_path: Path, tiny_model_dir: Path, old: str, new: str, needle: str
+) -> None:
+    profile = _profile(tmp_path, old, new)
+    study = sim_study(tmp_path, tiny_model_dir, hardware={"profile": profile, "count": 4})
+    refused(tmp_path, needle, "plan", str(study), "--n-trials", "1")
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+    refused(tmp_path, needle, "sim", "serve", "tiny-qwen2", "--gpu", profile, "--port", "1")
+
+
+def test_every_builtin_profile_is_within_the_bounds(tmp_path: Path) -> None:
+    from tuner.sim.profile_file import load_gpu
+
+    for gpu in GPUS.values():
+        (tmp_path / "p.yaml").write_text(profile_to_yaml(gpu))
+        assert load_gpu(str(tmp_path / "p.yaml")) == gpu
+
+
+# Files that are not UTF-8 --------------------------------------------------------------------
+
+
+def test_non_utf8_study_profile_and_gpu_files_are_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    good = study.read_bytes()
+    study.write_bytes(good.replace(b"name: e2e", b"name: e2e\ndescription: caf\xe9"))
+    needle = "study.yaml: the study file is not UTF-8 text (byte 0xe9"
+    refused(tmp_path, needle, "plan", "study.yaml")
+    refused(tmp_path, "not UTF-8 text", "run", "study.yaml")
+    refused(tmp_path, "not UTF-8 text", "trials", "study.yaml")
+    profile = profile_to_yaml(GPUS["a6000"]).encode().replace(b"RTX", b"\xff\xfeRTX")
+    (tmp_path / "gpu.yaml").write_bytes(profile)
+    refused(tmp_path, "gpu.yaml: the profile file is not UTF-8", "sim", "serve", "tiny-qwen2",
+            "--gpu", "gpu.yaml")  # fmt: skip
+    study = sim_study(tmp_path, tiny_model_dir, hardware={"profile": "gpu.yaml", "count": 4})
+    refused(tmp_path, "gpu.yaml: the profile file is not UTF-8", "plan", str(study))
+
+
+# Output paths and ports ----------------------------------------------------------------------
+
+
+def test_sim_profile_output_into_a_missing_folder_or_onto_a_folder_is_refused(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "dir").mkdir()
+    refused(tmp_path, "the directory nosuch does not exist", "sim", "profile", "a6000", "-o",
+            "nosuch/gpu.yaml")  # fmt: skip
+    refused(tmp_path, "--output dir: is a directory", "sim", "profile", "a6000", "-o", "dir")
+    assert not list((tmp_path / "dir").iterdir())
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "0"])
+def test_sim_serve_port_outside_1_to_65535_is_refused(tmp_path: Path, port: str) -> None:
+    refused(tmp_path, "'--port'", "sim", "serve", "tiny-qwen2", "--port", port)
+
+
+def test_make_tiny_model_onto_proc_or_an_existing_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("keep me")
+    refused(tmp_path, "file: exists and is not a directory", "make-tiny-model", "file")
+    assert (tmp_path / "file").read_text() == "keep me"
+    refused(tmp_path, "/proc/x: cannot create the directory", "make-tiny-model", "/proc/x")
+
+
+def test_bench_save_result_path_is_checked_before_the_benchmark(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    # Port 1 serves nothing: a checked path refuses before the client ever connects.
+    args = ["bench", "--port", "1", "--model", str(tiny_model_dir), "--num-prompts", "1"]
+    refused(tmp_path, "--save-result nosuch/r.json: the directory nosuch does not exist",
+            *args, "--save-result", "nosuch/r.json")  # fmt: skip
+    (tmp_path / "dir").mkdir()
+    refused(tmp_path, "--save-result dir: is a directory", *args, "--save-result", "dir")
+
+
+def _unused() -> None:  # keeps `re` for later tests
+    re.compile("")
