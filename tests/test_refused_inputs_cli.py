@@ -5,7 +5,6 @@ them needs an engine run: the refusal comes before anything starts."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -125,5 +124,62 @@ def test_bench_save_result_path_is_checked_before_the_benchmark(
     refused(tmp_path, "--save-result dir: is a directory", *args, "--save-result", "dir")
 
 
-def _unused() -> None:  # keeps `re` for later tests
-    re.compile("")
+# `tuner run`'s checks of this machine, before the database -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "needle"),
+    [
+        ("10.0.0.1", "engine.host: '10.0.0.1' (10.0.0.1) is not an address of this machine"),
+        ("gpu-box-7.invalid", "engine.host: 'gpu-box-7.invalid' does not resolve"),
+    ],
+)
+def test_engine_host_not_of_this_machine_is_refused_before_the_database(
+    tmp_path: Path, tiny_model_dir: Path, host: str, needle: str
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    text = study.read_text().replace(
+        "  startup_timeout_s:", f"  host: {host}\n  startup_timeout_s:"
+    )
+    study.write_text(text)
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+
+
+def test_host_id_longer_than_the_database_column_is_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    env = {"TUNER_HOST_ID": "h" * 257}
+    refused(tmp_path, "TUNER_HOST_ID is 257 characters long: at most 256", "run", str(study),
+            env=env)  # fmt: skip
+    refused(tmp_path, "only printable", "run", str(study), env={"TUNER_HOST_ID": "a\tb"})
+
+
+def test_warm_start_from_a_missing_study_writes_nothing(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)
+    args = ("run", str(study), "--n-trials", "1")
+    refused(tmp_path, "--warm-start: no study named 'nosuch'", *args, "--warm-start", "nosuch", "3")
+    refused(tmp_path, "--from-plan: no plan study 'e2e-simulated'", *args, "--from-plan", "2")
+    refused(tmp_path, "--warm-start: K must be at least 1", *args, "--warm-start", "e2e", "0")
+
+
+def test_missing_tokenizer_or_dataset_writes_nothing(tmp_path: Path, tiny_model_dir: Path) -> None:
+    study = sim_study(tmp_path, tiny_model_dir, workload={"tokenizer": "nosuch-tok"})
+    needle = "workload.tokenizer: tokenizer directory not found: nosuch-tok"
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+    refused(tmp_path, needle, "plan", str(study), "--n-trials", "1")
+    mix = [
+        {"name": "chat", "dataset_name": "random", "tokenizer": "nosuch-tok", "num_prompts": 4},
+        {"name": "docs", "dataset_name": "random", "tokenizer": "nosuch-tok", "num_prompts": 4},
+    ]
+    study = sim_study(tmp_path, tiny_model_dir, workload=mix)
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+    mix = [
+        {"name": "chat", "dataset_name": "random", "tokenizer": str(tiny_model_dir)},
+        {"name": "docs", "dataset_name": "jsonl", "dataset_path": "nosuch.jsonl"},
+    ]
+    study = sim_study(tmp_path, tiny_model_dir, workload=mix)
+    needle = "workload.docs.dataset_path: dataset file not found: nosuch.jsonl"
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
