@@ -183,3 +183,92 @@ def test_missing_tokenizer_or_dataset_writes_nothing(tmp_path: Path, tiny_model_
     study = sim_study(tmp_path, tiny_model_dir, workload=mix)
     needle = "workload.docs.dataset_path: dataset file not found: nosuch.jsonl"
     refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+
+
+# What the study file alone decides ----------------------------------------------------------
+
+
+def _edited(tmp_path: Path, tiny_model_dir: Path, edit: dict, workload=None) -> Path:
+    """sim_study with `edit` merged in, a section at a time (`engine`, `objective`, ...)."""
+    import yaml
+
+    study = sim_study(tmp_path, tiny_model_dir, workload=workload)
+    data = yaml.safe_load(study.read_text())
+    for section, value in edit.items():
+        if isinstance(value, dict) and isinstance(data.get(section), dict):
+            data[section] = {**data[section], **value}
+        else:
+            data[section] = value
+    study.write_text(yaml.safe_dump(data, sort_keys=False))
+    return study
+
+
+_CAPACITY = {"mode": "capacity", "slo": ["p99_ttft_ms<=800"]}
+_SPACE = {
+    "parameters": {
+        "a": {"type": "int", "low": 8, "high": 64, "flag": "--max-num-seqs"},
+        "max-num-seqs": {"type": "int", "low": 8, "high": 64},
+    }
+}
+_STUDY_FILE_REFUSALS = [
+    # item 8: the exported command would not be the measured config
+    ({"engine": {"export_drop_flags": ["tokenizer", "max-num-seqs"]}},
+     "engine.export_drop_flags: 'max-num-seqs' is tuned (parameter 'max-num-seqs')"),
+    # item 1: capacity reported at rates a concurrency-capped client never sent
+    ({"objective": _CAPACITY, "workload": {"max_concurrency": 1}},
+     "workload.max_concurrency: capacity mode searches the highest offered rate"),
+    # item 7: the screen ranks by the latency score, not by capacity
+    ({"objective": _CAPACITY, "search": {"fidelity": "multi"}},
+     "search.fidelity: multi screens configs by the latency score, not by capacity"),
+    ({"search_space": _SPACE}, "parameters 'a' and 'max-num-seqs' both set flag --max-num-seqs"),
+    ({"objective": {"weights": {"p99_ttft_ms": 1e308}}},
+     "objective.weights: weight of p99_ttft_ms is 1e+308: give 0 to 1e+06"),
+    ({"objective": {"slo": ["p99_ttft_ms<=-5"]}},
+     "SLO 'p99_ttft_ms<=-5' can never be met: metrics are never negative"),
+    ({"objective": {"slo": ["output_throughput<=5"]}},
+     "SLO 'output_throughput<=5' bounds the wrong side: output_throughput is higher is better"),
+    ({"objective": {"slo": ["p99_ttft_ms>=100"]}}, "p99_ttft_ms is lower is better"),
+    ({"workload": {"num_prompts": True}}, "workload.num_prompts: a number is expected"),
+    ({"workload": {"request_rate": False}}, "workload.request_rate: a number is expected"),
+    ({"budget": {"n_trials": True}}, "budget.n_trials: a number is expected"),
+    ({"hardware": {"gpus": "0-9999"}}, "index 9999 is past 255: no box holds over 256 GPUs"),
+    ({"hardware": {"gpus": "0-7", "gpus_per_trial": 2}},
+     "hardware.gpus_per_trial: a slot has 2 GPU(s) but an engine may need 4"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("edit", "needle"), _STUDY_FILE_REFUSALS)
+def test_study_file_combinations_are_refused_at_load(
+    tmp_path: Path, tiny_model_dir: Path, edit: dict, needle: str
+) -> None:
+    study = _edited(tmp_path, tiny_model_dir, edit)
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+
+
+def test_a_scenario_s_own_tokenizer_is_refused_not_ignored(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    other = tmp_path / "other-tok"
+    other.mkdir()
+    mix = [
+        {"name": "chat", "dataset_name": "random", "tokenizer": str(tiny_model_dir)},
+        {"name": "docs", "dataset_name": "random", "tokenizer": str(other)},
+    ]
+    study = sim_study(tmp_path, tiny_model_dir, workload=mix)
+    needle = "workload.docs.tokenizer: every scenario is counted with one tokenizer"
+    refused(tmp_path, needle, "plan", str(study), "--n-trials", "1")
+
+
+def test_tp_larger_than_gpus_per_trial_from_the_cli_is_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)  # tensor-parallel-size 4
+    needle = "a slot has 2 GPU(s) but an engine may need 4"
+    refused(tmp_path, needle, "run", str(study), "--gpus", "0-3", "--gpus-per-trial", "2")
+
+
+def test_cpu_affinity_outside_this_machine_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    core = max(os.sched_getaffinity(0)) + 1
+    study = _edited(tmp_path, tiny_model_dir, {"engine": {"cpu_affinity": [0, core]}})
+    needle = f"engine.cpu_affinity: core(s) [{core}] are not cores of this machine"
+    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")

@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError
 
 from tuner.errors import UserError
 from tuner.sim.profile_file import load_gpu
+from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.space import max_model_len
 from tuner.spec.study import StudySpec
@@ -64,6 +65,11 @@ def check_run_environment(spec: StudySpec) -> None:
         )
     check_host_id()
     check_engine_host(spec.engine.host)
+    check_cores(spec.engine.cpu_affinity)
+    try:  # `--gpus-per-trial` is applied after the study file was loaded
+        check_engine_fits_slot(spec)
+    except ValueError as exc:
+        raise UserError(f"{exc} (--gpus-per-trial)") from None
     check_plan(spec)
 
 
@@ -86,6 +92,31 @@ def check_host_id() -> None:
         raise UserError(f"{HOST_ID_ENV} is {len(value)} characters long: at most {limit}")
     if not value.isprintable():
         raise UserError(f"{HOST_ID_ENV}={value!r}: only printable characters")
+
+
+def check_cores(cores: list[int] | None) -> None:
+    """`engine.cpu_affinity` names cores this process may run on (the engine inherits the
+    set; a core outside it fails every start)."""
+    if not cores:
+        return
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(set(cores) - allowed)
+    if missing:
+        raise UserError(
+            f"engine.cpu_affinity: core(s) {missing} are not cores of this machine this "
+            f"process may use ({_ranges(sorted(allowed))})"
+        )
+
+
+def _ranges(cores: list[int]) -> str:
+    """0,1,2,5 as "0-2,5"."""
+    parts: list[str] = []
+    for c in cores:
+        if parts and c == int(parts[-1].split("-")[-1]) + 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{c}"
+        else:
+            parts.append(str(c))
+    return ",".join(parts)
 
 
 def check_engine_host(host: str) -> None:
