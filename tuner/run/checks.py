@@ -24,6 +24,8 @@ from tuner.store.schema import workers_table
 from tuner.store.storage import resolve_storage
 
 HOST_ID_ENV = "TUNER_HOST_ID"  # as `tuner.run.recovery.HOST_ENV`
+# A Hugging Face tokenizer directory holds one of these (fast, SentencePiece, BPE vocab).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def check_run_storage(url: str) -> None:
@@ -145,11 +147,16 @@ def check_workload_files(spec: StudySpec) -> None:
     """The tokenizer and the dataset files the workload is built from exist (the runner
     builds it only after the database and the log folder are made)."""
     tokenizer = spec.workload.tokenizer or spec.engine.model
-    if not Path(tokenizer).expanduser().is_dir():
-        where = "workload.tokenizer" if spec.workload.tokenizer else "engine.model"
+    where = "workload.tokenizer" if spec.workload.tokenizer else "engine.model"
+    directory = Path(tokenizer).expanduser()
+    if not directory.is_dir():
         raise UserError(
             f"{where}: tokenizer directory not found: {tokenizer} (the workload is built "
             "with it; give workload.tokenizer)"
+        )
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise UserError(
+            f"{where}: {tokenizer} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)})"
         )
     named = {"": spec.workload, **spec.workloads}
     for name, w in named.items():
