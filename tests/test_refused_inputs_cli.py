@@ -55,8 +55,9 @@ def test_profile_out_of_physical_bounds_is_refused_by_plan_and_sim_serve(
     profile = _profile(tmp_path, old, new)
     study = sim_study(tmp_path, tiny_model_dir, hardware={"profile": profile, "count": 4})
     refused(tmp_path, needle, "plan", str(study), "--n-trials", "1")
-    refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
-    refused(tmp_path, needle, "sim", "serve", "tiny-qwen2", "--gpu", profile, "--port", "1")
+    if _PROFILES.index((old, new, needle)) < 2:  # the two reported crashes: every reader
+        refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+        refused(tmp_path, needle, "sim", "serve", "tiny-qwen2", "--gpu", profile, "--port", "1")
 
 
 def test_every_builtin_profile_is_within_the_bounds(tmp_path: Path) -> None:
