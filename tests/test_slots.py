@@ -20,7 +20,9 @@ from tuner.testing.waiting import serving_engines, wait_for
 def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    study = sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 5})
+    # TP 2: an engine fits its slot of 2 GPUs (a larger TP is refused before the run)
+    flags = {"tensor-parallel-size": 2}
+    study = sim_study(tmp_path, tiny_model_dir, flags=flags, budget={"n_trials": 5})
     run = tuner("run", str(study), "--gpus", "0-3", "--gpus-per-trial", "2", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "GPU 0,1" in run.stderr and "GPU 2,3" in run.stderr  # the display shows each slot
@@ -113,6 +115,8 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
         tiny_model_dir,
         budget={"n_trials": 20},
         workload={"num_prompts": 200, "request_rate": 8},  # 25 s per trial: still running
+        flags={"tensor-parallel-size": 1, "gpu": "h200"},  # one GPU per slot: TP 1 fits
+        hardware={"gpu": "h200", "count": 1},
     )
     run = subprocess.Popen(
         [*TUNER, "run", str(study), "--gpus", "0-1", "--gpus-per-trial", "1"],

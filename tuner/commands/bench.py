@@ -16,6 +16,7 @@ import typer
 from tuner.commands.bench_output import format_result, result_json
 from tuner.errors import UserError
 from tuner.spec.metric_keys import GOODPUT_METRICS, LATENCY_METRICS
+from tuner.spec.outputs import check_output_file
 
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
@@ -34,7 +35,7 @@ def bench(
         str | None, Opt("--base-url", "--base_url", help="Server URL, e.g. http://127.0.0.1:8000.")
     ] = None,
     host: Annotated[str, Opt(help="Used when --base-url is not given.")] = "127.0.0.1",
-    port: Annotated[int, Opt(help="Used when --base-url is not given.")] = 8000,
+    port: Annotated[int, Opt(min=1, max=65535, help="Used when --base-url is not given.")] = 8000,
     backend: Annotated[
         str, Opt("--backend", "--endpoint-type", help="vllm, openai or openai-chat.")
     ] = "vllm",
@@ -133,6 +134,8 @@ def _workload(flags: dict[str, Any]) -> WorkloadSpec:
     backend, goodput, longdoc = flags["backend"], flags["goodput"], flags["longdoc_lengths"]
     if backend not in BACKEND_ENDPOINTS:
         raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
+    if flags["save_result"] is not None:
+        check_output_file(flags["save_result"], "--save-result")  # before the benchmark, not after
     goodput_ms = parse_goodput((goodput or []) + _goodput_extras(flags["extra"], bool(goodput)))
     if flags["dataset_name"] in ("random", "longdoc") and flags["dataset_path"]:
         raise UserError(

@@ -41,8 +41,10 @@ def calibrate(
     from tuner.fidelity.calibration import calibrate_study
     from tuner.runners.engine_runner import workload_requests
     from tuner.sim.profile_file import write_profile
+    from tuner.spec.outputs import check_output_file
     from tuner.trial.point import read_all
 
+    check_output_file(output, "--output")  # before the fit, not after
     study, spec = open_stored_study(study_file, storage, simulated=False)
     points = read_all(study.get_trials(deepcopy=False))
     cal = calibrate_study(

@@ -74,7 +74,7 @@ def serve(
     gpu_memory_utilization: Annotated[float | None, typer.Option(rich_help_panel=_VLLM)] = None,
     enable_chunked_prefill: ChunkedPrefill = None,
     host: Annotated[str, typer.Option(rich_help_panel=_VLLM)] = "127.0.0.1",
-    port: Annotated[int, typer.Option(rich_help_panel=_VLLM)] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, rich_help_panel=_VLLM)] = 8000,
     api_key: ApiKey = None,
     gpu: Annotated[
         str,
@@ -197,12 +197,9 @@ def profile(
     Every datasheet figure and step-time constant is named, in bytes, bytes/s, FLOP/s and
     seconds; `tuner sim serve --gpu FILE` and `hardware.profile: FILE` read it back.
     """
-    from pathlib import Path
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml, write_profile
 
-    from tuner.sim.profile_file import load_gpu, profile_to_yaml
-
-    text = profile_to_yaml(load_gpu(name))
     if output is None:
-        typer.echo(text, nl=False)
+        typer.echo(profile_to_yaml(load_gpu(name)), nl=False)
     else:
-        Path(output).write_text(text)
+        write_profile(load_gpu(name), output, "--output")

@@ -87,7 +87,7 @@ def run(
     spec, store = open_study_file(
         study_file,
         storage,
-        check=lambda s: _check_run(s, storage),
+        check=lambda s: _check_run(s, storage, from_plan, warm_start),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
     queued = _warm_start(spec, store, from_plan, warm_start)
@@ -233,20 +233,23 @@ def _print_hosts(console, points) -> None:
         console.print(f"[yellow]{warning}[/yellow]")
 
 
-def _check_run(spec, storage) -> None:
+def _check_run(spec, storage, from_plan=None, warm_start=None) -> None:
+    from tuner.fidelity.warm_start import check_sources
     from tuner.run.checks import check_run
     from tuner.run.sampling import check_sampler
+    from tuner.store.storage import resolve_storage
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
+    check_sources(resolve_storage(storage or spec.storage), spec, from_plan, warm_start)
     _check_engine_command(spec)
     check_sampler(spec)
 
 
 def _check_plan(spec) -> None:
-    from tuner.run.checks import check_lengths_fit
+    from tuner.run.checks import check_plan
     from tuner.run.sampling import check_sampler
 
-    check_lengths_fit(spec)  # prompts longer than max-model-len: every request would fail
+    check_plan(spec)  # prompts longer than max-model-len, a bad profile, a missing tokenizer
     check_sampler(spec)
 
 
