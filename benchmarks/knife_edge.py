@@ -10,12 +10,18 @@ re-simulated on the same perturbed workload.
 `--scan LOW HIGH` also scores every max-num-batched-tokens in [LOW, HIGH] on the nominal
 workload and counts the one-token steps whose score changes by more than 0.01 (1 %).
 
-Usage: .venv/bin/python benchmarks/knife_edge.py [--scan 1024 4096]
+`--capacity` also gives the capacity example of docs/robustness.md: a capacity study (60
+prompts of exactly 1024 tokens, 256-token outputs, SLO p99 TTFT <= 1000 ms, resolution 5 %,
+at most 8 runs), each config's capacity against the defaults' on the same workload, nominal
+and with prompts -3 % / +3 %, and the check's verdict.
+
+Usage: .venv/bin/python benchmarks/knife_edge.py [--scan 1024 4096] [--capacity]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -66,9 +72,31 @@ def scan(spec, low: int, high: int) -> None:
     print("first ones:", jumps[:12])
 
 
+def capacity(tmp: Path) -> None:
+    tmp.mkdir()
+    objective = {"mode": "capacity", "slo": ["p99_ttft_ms<=1000"], "capacity": {"max_runs": 8}}
+    workload = {"random_input_len": 1024, "random_output_len": 256, "num_prompts": 60}
+    spec = load_study_spec(
+        sim_study(tmp, REPO / ".cache" / "tiny-qwen2", workload=workload, objective=objective)
+    )
+    reqs = [BenchRequest("", 1024, 256, ignore_eos=True)] * 60
+    noise = math.log1p(spec.objective.search.resolution)
+    print("| max-num-batched-tokens | capacity × defaults' | prompts -3% | prompts +3% | verdict |")
+    print("| --- | --- | --- | --- | --- |")
+    for mnbt in (4096, 1024, 1509, 1510):
+        found = rb.gains(spec, reqs, {**BASE, "max-num-batched-tokens": mnbt}, BASE)
+        ratios = [
+            f"×{math.exp(found[n]):.2f}" if found[n] is not None else "-"
+            for n in ("nominal", "prompts -3%", "prompts +3%")
+        ]
+        _, words = rb.verdict(found, capacity=True, noise=noise)
+        print(f"| {mnbt} | " + " | ".join(ratios) + f" | {words.split(':')[0]} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scan", type=int, nargs=2, metavar=("LOW", "HIGH"))
+    parser.add_argument("--capacity", action="store_true")
     args = parser.parse_args()
     workload = {
         "random_input_len": 1024,
@@ -86,6 +114,10 @@ def main() -> None:
         if args.scan:
             t0 = time.perf_counter()
             scan(spec, *args.scan)
+            print(f"(SIMULATED; {time.perf_counter() - t0:.1f} s)")
+        if args.capacity:
+            t0 = time.perf_counter()
+            capacity(Path(tmp) / "capacity")
             print(f"(SIMULATED; {time.perf_counter() - t0:.1f} s)")
 
 
