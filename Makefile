@@ -35,16 +35,24 @@ model: install $(TINY_MODEL)/config.json
 $(TINY_MODEL)/config.json:
 	$(BIN)/tuner make-tiny-model $(TINY_MODEL)
 
-test: install vllm-env model
+# The PostgreSQL tests start a throw-away server: its programs are found on PATH or in
+# Debian's /usr/lib/postgresql/*/bin, else installed with apt-get as root (as CI runs).
+# Idempotent, 0.3 s when found (docs/scale-out.md, "The tests' PostgreSQL").
+.PHONY: postgres
+postgres: install
+	$(BIN)/python -m tuner.tools.postgres_env
+
+test: install vllm-env model postgres
 	$(BIN)/pytest -q
 
-test-fast: install model
+test-fast: install model postgres
 	$(BIN)/pytest -q -m "not vllm"
 
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks
 	$(BIN)/ruff format --check tuner tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_code_size.py
 
 demo: install model
 	$(BIN)/tuner run studies/demo-sim.yaml

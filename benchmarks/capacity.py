@@ -30,7 +30,7 @@ import yaml
 
 from tuner import trial as tr
 from tuner.measure import capacity
-from tuner.run.loop import StudyLoop
+from tuner.run.session import RunOptions, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
@@ -142,7 +142,7 @@ def longdoc_spec(requests: int, trials: int) -> StudySpec:
 
 def seed_case(name: str, spec: StudySpec, seeds: int, db: Path) -> None:
     store = Store(f"sqlite:///{db}")
-    StudyLoop(spec, store, PlanRunner(spec)).run()
+    run_study(spec, store, lambda _: PlanRunner(spec), RunOptions(check_robustness=False))
     points = tr.read_all(store.load_study(f"{spec.name}-simulated").get_trials())
     store.close()
     base, top = tr.baseline_of(points), tr.best(points)

@@ -43,7 +43,7 @@ import yaml
 import tuner.sim.planner
 from tuner import trial as tr
 from tuner.measure import objective as obj
-from tuner.run.loop import StudyLoop
+from tuner.run.session import RunOptions, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
@@ -123,7 +123,8 @@ tuner.sim.planner.simulate = memo_simulate  # PlanRunner imports it at each call
 
 def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
     store = Store(f"sqlite:///{db}")
-    summary = StudyLoop(spec, store, runner, pruning=pruning).run()
+    options = RunOptions(pruning=pruning, check_robustness=False)
+    summary = run_study(spec, store, lambda _: runner, options).summary
     points = tr.read_all(store.load_study(f"{spec.name}-simulated").get_trials())
     top = tr.best(points)
     false_stops = 0

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from tuner.measure.objective import score
-from tuner.run.loop import StudyLoop
+from tuner.run.session import RunOptions, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.space import baseline_params
@@ -99,12 +99,12 @@ def run(method: str, seed: int, trials: int, tmp: Path) -> tuple[list[float], fl
     spec = spec_for(method, seed, tmp)
     store = Store(f"sqlite:///{tmp}/{method}-{seed}.db")
     runner = TruthRunner(truth_spec(spec))
-    runner.prepare()
-    loop = StudyLoop(spec, store, runner, pruning=False)
+    runner.prepare()  # not timed: the workload is built before the run
+    options = RunOptions(n_trials=trials, pruning=False, check_robustness=False)
     t0 = time.perf_counter()
-    loop.run(n_trials=trials)
+    result = run_study(spec, store, lambda _: runner, options)
     elapsed = time.perf_counter() - t0
-    points = sorted(loop.points(), key=lambda p: p.number)
+    points = sorted(result.points, key=lambda p: p.number)
     curve, best = [], 0.0
     for p in points:  # the baseline (score 0) counts as trial 1
         if p.feasible and p.score is not None:

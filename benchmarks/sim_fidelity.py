@@ -9,7 +9,8 @@
 
 Server pinned to the last core (VLLM_CPU_OMP_THREADS_BIND), client (`tuner bench`) to
 core 0, as brief §5 asks. Every engine first runs its workloads once as a warm-up, then
-three interleaved passes; each figure is the median of the three. Takes ~12-15 minutes.
+three interleaved passes; each figure is the median of the three. Took 634 s (about 11
+minutes) on the shared 2-core box under a load average of 7 (docs/simulator.md).
 
     .venv/bin/python benchmarks/sim_fidelity.py [--out results.json]
 """

@@ -38,6 +38,34 @@ VLLM_CPU_FLAGS = [
 _VLLM_FIXTURES = {"vllm_python", "vllm_server", "vllm_command"}
 
 
+def on_ci() -> bool:
+    """CI=true (set by .ci/run and by CI systems): every test must run, none may skip."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _skip_fails_on_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """On CI a skip is a failure: a test that did not run proved nothing (`pytest.skip`,
+    `skipif`, `importorskip`, in a test or a whole module); its reason is the message."""
+    if on_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped on CI (CI=true), which is a failure: {reason}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    report = yield
+    _skip_fails_on_ci(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
+    report = yield
+    _skip_fails_on_ci(report)
+    return report
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -126,13 +154,14 @@ def vllm_server(
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[object]:
-    """A real PostgreSQL 15 server for the session (`tuner.testing.PostgresServer`); each
-    test takes its own database with `postgres.new_database()`."""
+    """A real PostgreSQL server for the session (`tuner.testing.PostgresServer`); each test
+    takes its own database with `postgres.new_database()`. Missing is a failure, never a skip:
+    `make postgres` (which `make test` runs first) finds or installs one."""
     from tuner.testing import PostgresServer, postgres_missing
 
     why = postgres_missing()
     if why is not None:
-        pytest.skip(f"PostgreSQL cannot be started here: {why}")
+        pytest.fail(f"PostgreSQL cannot be started here: {why}")
     server = PostgresServer().start()
     try:
         yield server

@@ -20,7 +20,7 @@ def test_estimated_startup_for_4x_a6000_and_the_32b_model() -> None:
     )
     eager = estimated_startup_s("deepseek-r1-distill-qwen-32b", "a6000", {"enforce-eager": True})
     assert eager == pytest.approx(63, abs=1.5)  # no graph capture
-    assert estimated_startup_s("anything", "cpu", {}) == 36.0  # the measured CPU figure
+    assert estimated_startup_s("anything", "cpu", {}) == 53.0  # benchmarks/cpu_startup.py
     assert median_startup_s([40.0, None, 0, 50.0, 90.0, "x"]) == 50.0
     assert median_startup_s([]) is None
 

@@ -302,7 +302,9 @@ def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
 def test_api_key_env_unset_is_refused_by_run_not_by_readers(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("TUNER_TEST_KEY", raising=False)
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
-    study = _write(tmp_path, _data(engine={"api_key_env": "TUNER_TEST_KEY"}))
+    engine = {"api_key_env": "TUNER_TEST_KEY"}
+    (tmp_path / "tokenizer.json").write_text("{}")  # a tokenizer directory, as run checks
+    study = _write(tmp_path, _data(engine=engine, workload={"tokenizer": str(tmp_path)}))
     spec = load_study_spec(study)  # readers (trials, best, report) load it fine
     url = f"sqlite:///{tmp_path}/t.db"
     with pytest.raises(
@@ -369,7 +371,9 @@ def test_long_documents_over_max_model_len_less_the_output_are_refused_by_run(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    (tmp_path / "tokenizer.json").write_text("{}")  # a tokenizer directory, as run checks
     workload = {"dataset_name": "longdoc", "longdoc_lengths": [512, 65536]}
+    workload["tokenizer"] = str(tmp_path)
     engine = {"flags": {"max-model-len": 65536}}
     spec = load_study_spec(_write(tmp_path, _data(engine=engine, workload=workload)))
     with pytest.raises(UserError, match=r"65536 tokens plus 1024 output .* at most 64512 tokens"):

@@ -155,6 +155,19 @@ def test_capacity_verdict_words_and_the_resolution_rule():
     assert fragile is None and "resolution" in words
 
 
+def test_a_verdict_measured_on_the_engine_never_calls_its_gain_simulated():
+    log, measured = math.log, "measured on the engine"
+    for found, noise in (({"nominal": log(1.04), "x": 0.0}, log(1.05)), ({"nominal": -0.1}, 0)):
+        fragile, words = rb.verdict(found, capacity=True, noise=noise, source=measured)
+        assert fragile is None and "simul" not in words.lower(), words
+    fragile, words = rb.verdict({"nominal": log(1.04), "x": 0.0}, capacity=True, noise=log(1.05))
+    assert "the simulated gain (capacity ×1.040)" in words
+    fragile, words = rb.verdict(
+        {"nominal": log(1.04)}, capacity=True, noise=log(1.05), source=measured
+    )
+    assert "the measured gain (capacity ×1.040)" in words
+
+
 def test_a_scenario_mix_perturbs_every_scenario_and_scores_the_mix(tmp_path, tiny_model_dir):
     mix = [
         {"name": "chat", "weight": 3, "dataset_name": "random", "random_input_len": 256},

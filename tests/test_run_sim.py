@@ -19,6 +19,7 @@ import pytest
 
 from tuner.engine.process import group_members
 from tuner.testing import sim_study, start_run, tuner
+from tuner.testing.waiting import serving_engines, wait_for
 from tuner.trial import StudyRecord
 
 
@@ -95,19 +96,12 @@ def test_engine_faults_end_the_trial_with_the_reason(
 
 
 def _start_and_wait_for_engine(tmp_path: Path, study: Path) -> subprocess.Popen:
+    """`tuner run` in the background, once its engine has served a request of the workload
+    (by the engine's own /metrics): mid-trial, the engine up and the workload under way."""
     proc = start_run(study, tmp_path)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if (tmp_path / "tuner.db").exists():
-            try:
-                if any(running for *_, running in _engines(tmp_path)):
-                    time.sleep(4)  # the engine is up and the workload under way
-                    return proc
-            except sqlite3.OperationalError:
-                pass
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("the engine never started")
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    wait_for(lambda: serving_engines(url), "an engine serving the workload", 60, proc=proc)
+    return proc
 
 
 LONG = {"num_prompts": 400, "request_rate": 5}
@@ -120,9 +114,10 @@ def test_ctrl_c_ends_the_trial_and_stops_the_engine(
     study = sim_study(tmp_path, tiny_model_dir, workload=LONG)
     proc = _start_and_wait_for_engine(tmp_path, study)
     t0 = time.monotonic()
-    for _ in range(presses):
+    for press in range(presses):
+        if press:
+            time.sleep(0.2)  # a person's second press, while the first is being handled
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.2)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "tuner: error: interrupted by SIGINT" in err  # one line, Ctrl-C included

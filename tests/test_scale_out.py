@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from tuner.store.schema import claims_table, engines_table, workers_table
 from tuner.testing import counted, measured_at_once, sim_study, start_workers, tuner
+from tuner.testing.waiting import serving_engines, wait_for
 
 FAST = {"TUNER_HEARTBEAT_S": "0.5"}  # a dead worker's trial is recovered within ~2.5 s
 WORKER_TIMEOUT_S = 240
@@ -86,17 +87,18 @@ def test_a_killed_worker_s_trial_is_interrupted_and_the_survivors_finish_the_bud
     )
     procs = start_workers(study, url, 3, tmp_path, env=FAST)
     victim = procs[1]
-    deadline = time.monotonic() + 120
-    target = None
-    while target is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+
+    def victim_mid_trial() -> optuna.trial.FrozenTrial | None:
+        """The victim's running trial, once its engine has served a request of the workload."""
         for t in _trials(url):
             owner = t.system_attrs.get("tuner:owner") or {}
             mine = t.state == optuna.trial.TrialState.RUNNING and owner.get("pid") == victim.pid
-            if mine and "host" in t.user_attrs:  # past the ask: its engine is starting
-                target = t.number
-    assert target is not None, "the victim never ran a trial"
-    time.sleep(1.5)  # mid-trial: its engine is up
+            if mine and serving_engines(url, trial=t.number):
+                return t
+        return None
+
+    what = "the victim mid-trial, its engine serving the workload"
+    target = wait_for(victim_mid_trial, what, 120, proc=victim).number
     os.kill(victim.pid, signal.SIGKILL)
     killed_at = time.time()
     victim.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,13 +67,18 @@ def test_choose_predicts_a_new_config_and_records_its_prediction(tmp_path: Path)
     predicted = screen.predict(base)
     assert predicted is not None and set(predicted) >= {"p99_ttft_ms", "mean_tpot_ms"}
     points = [_point(0, base, predicted, 0.0)]
+    t0 = time.perf_counter()
     choice = screen.choose(points)
+    choose_s = time.perf_counter() - t0
     assert choice is not None
     assert params_key(choice.params) != params_key(base)
     assert choice.attrs["predicted_p99_ttft_ms"] == choice.metrics["p99_ttft_ms"]
     assert choice.attrs[tr.PREDICTED_SCORE] == choice.score
     info = choice.attrs[tr.SCREEN]
-    assert info["screened"] >= 1 and info["screen_s"] >= 0
+    # the distinct untried candidates were predicted, in a time within the call's own
+    assert info["candidates"] == spec.search.candidates
+    assert 1 <= info["screened"] <= spec.search.candidates, info
+    assert info["screen_s"] > 0 and info["calibrate_s"] + info["screen_s"] <= choose_s + 2e-4
     # the screen's own figures: its rank (a lower confidence bound on the score) is no worse
     # than the predicted baseline's (score 0 at distance 0); the exploration bonus may pick a
     # far config whose predicted score alone is a little worse

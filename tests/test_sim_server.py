@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
+from tuner.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 M32 = ["--model", "deepseek-r1-distill-qwen-32b", "--tensor-parallel-size", "4"]
@@ -34,11 +35,15 @@ class Sim:
 
 
 @contextmanager
-def sim_server(*args: str, ready: bool = True, env: dict | None = None) -> Iterator[Sim]:
+def sim_server(
+    *args: str, ready: bool = True, env: dict | None = None, log: Path | None = None
+) -> Iterator[Sim]:
+    """`tuner sim serve` on a free port (its log lines into `log`, if given)."""
     port = free_port()
+    out = log.open("w") if log is not None else None
     proc = subprocess.Popen(
         sim_command(*args, "--port", str(port)),
-        stdout=subprocess.DEVNULL,
+        stdout=out or subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -54,6 +59,8 @@ def sim_server(*args: str, ready: bool = True, env: dict | None = None) -> Itera
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+        if out is not None:
+            out.close()
 
 
 def wait_ready(sim: Sim, timeout_s: float = 30.0) -> float:
@@ -123,13 +130,20 @@ def test_metrics_show_the_queue_and_the_cache():
                    for _ in range(5)]  # fmt: skip
         for t in threads:
             t.start()
-        time.sleep(0.5)
-        text = httpx.get(f"{sim.url}/metrics").text
-        values = {
-            line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("vllm:")
-        }
+
+        def all_five_in() -> dict[str, float] | None:
+            """/metrics once the engine holds all 5 requests (running or waiting)."""
+            text = httpx.get(f"{sim.url}/metrics").text
+            values = {
+                line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("vllm:")
+            }
+            held = values["vllm:num_requests_running"] + values["vllm:num_requests_waiting"]
+            return values if held + values["vllm:request_success_total"] == 5 else None
+
+        values = wait_for(all_five_in, "the 5 requests reaching the engine", 10, interval_s=0.02)
+        assert values["vllm:request_success_total"] == 0  # 60 tokens each: ~2 s to the first
         assert values["vllm:num_requests_running"] == 2
         assert values["vllm:num_requests_waiting"] == 3
         assert 0 < values["vllm:kv_cache_usage_perc"] < 1
@@ -186,11 +200,13 @@ def test_refused_configs_exit_1_with_vllms_message():
     assert done.returncode == 1 and "No common block size for 16" in done.stderr
 
 
-def test_fault_refuse_start_and_slow_start():
+def test_fault_refuse_start_and_slow_start(tmp_path):
     done = run_cli(*SMALL, "--fault-refuse-start", "--load-delay-s", "0.3")
     assert done.returncode == 1 and "Engine core initialization failed" in done.stderr
-    with sim_server(*SMALL, "--fault-slow-start-s", "1.5", ready=False) as sim:
-        time.sleep(0.3)
+    log = tmp_path / "sim.log"
+    with sim_server(*SMALL, "--fault-slow-start-s", "1.5", ready=False, log=log) as sim:
+        # its last line before the (slow) model load: the port must stay closed from here
+        wait_for(lambda: "CUDA_VISIBLE_DEVICES=" in log.read_text(), "the sim's start", 30)
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/health")
         assert wait_ready(sim) > 0.8

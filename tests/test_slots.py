@@ -14,12 +14,15 @@ from tuner.run.slots import plan_slots
 from tuner.spec.study import HardwareSpec, load_study_spec
 from tuner.store.schema import engines_table, trials_table
 from tuner.testing import measured_at_once, sim_study, tuner
+from tuner.testing.waiting import serving_engines, wait_for
 
 
 def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    study = sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 5})
+    # TP 2: an engine fits its slot of 2 GPUs (a larger TP is refused before the run)
+    flags = {"tensor-parallel-size": 2}
+    study = sim_study(tmp_path, tiny_model_dir, flags=flags, budget={"n_trials": 5})
     run = tuner("run", str(study), "--gpus", "0-3", "--gpus-per-trial", "2", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "GPU 0,1" in run.stderr and "GPU 2,3" in run.stderr  # the display shows each slot
@@ -53,6 +56,31 @@ def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
     assert any("CUDA_VISIBLE_DEVICES=2,3" in p.read_text() for p in logs)
 
 
+def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`--confirm 1` with `confirm_repeats: 1` is one re-measurement of the best config for the
+    whole study, not one per GPU slot (there used to be one per slot)."""
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        budget={"n_trials": 3},
+        workload={"num_prompts": 8},
+        trial={"stall_timeout_s": 5, "confirm_repeats": 1},
+    )
+    args = ("--gpus", "0-1", "--gpus-per-trial", "1", "--confirm", "1")
+    run = tuner("run", str(study), *args, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "GPU 0" in run.stderr and "GPU 1" in run.stderr  # it did run in two slots
+    trials = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db").trials
+    reruns = [t for t in trials if "confirm_of" in t.user_attrs]
+    assert len(reruns) == 1, [t.user_attrs for t in trials]
+    assert reruns[0].state == optuna.trial.TrialState.COMPLETE
+    assert reruns[0].number > max(t.number for t in trials if "confirm_of" not in t.user_attrs)
+    best = tuner("best", str(study), cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    if f"# best trial {reruns[0].user_attrs['confirm_of']}" in best.stdout:
+        assert "confirmed over 2 runs" in best.stdout
+
+
 def test_cores_are_split_between_slots(tiny_model_dir: Path, tmp_path: Path) -> None:
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
     engine = spec.engine.model_copy(update={"cpu_affinity": [0, 1, 2, 3, 4]})
@@ -79,7 +107,6 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
 ) -> None:
     import signal
     import subprocess
-    import time
 
     from tuner.testing import TUNER
 
@@ -88,6 +115,8 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
         tiny_model_dir,
         budget={"n_trials": 20},
         workload={"num_prompts": 200, "request_rate": 8},  # 25 s per trial: still running
+        flags={"tensor-parallel-size": 1, "gpu": "h200"},  # one GPU per slot: TP 1 fits
+        hardware={"gpu": "h200", "count": 1},
     )
     run = subprocess.Popen(
         [*TUNER, "run", str(study), "--gpus", "0-1", "--gpus-per-trial", "1"],
@@ -97,22 +126,8 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
         text=True,
     )
     url = f"sqlite:///{tmp_path}/tuner.db"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until both slots measure
-        time.sleep(0.5)
-        if not (tmp_path / "tuner.db").exists():
-            continue
-        engine = sa.create_engine(url)
-        try:
-            with engine.connect() as conn:
-                q = sa.select(sa.func.count()).where(engines_table.c.running)
-                up = conn.execute(q).scalar()
-        except sa.exc.OperationalError:  # its tables are not there yet
-            up = 0
-        engine.dispose()
-        if up == 2:
-            break
-    time.sleep(2)
+    # both slots mid-trial: each one's engine has served a request of its workload
+    wait_for(lambda: len(serving_engines(url)) == 2, "both slots' engines serving", 120, proc=run)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130, err

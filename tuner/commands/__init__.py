@@ -1,8 +1,26 @@
-"""CLI commands, one module per area.
+"""The CLI's commands, one module per area: parse the options, call the packages, print.
+
+Modules (`tuner.cli` registers them on the typer app):
+- `study`: `tuner run`, `tuner plan`, `tuner trials`, `tuner best` (a study from its file);
+- `results`: `tuner pareto`, `tuner export`, `tuner report` (read-only);
+- `bench`: `tuner bench`, one workload against a running server, like `vllm bench serve`;
+- `calibrate`: `tuner calibrate`, the simulator's profile fitted to a study's trials;
+- `sim`: `tuner sim serve` and `tuner sim profile`;
+- `tools`: `tuner make-tiny-model`;
+- `common`: options and openers shared by the study and results commands.
+
+What may be assumed: a user's mistake is one line on stderr and exit 2 (`UserError`, turned
+into that by `tuner.cli`); read-only commands never import the run loop (an import-linter
+contract).
 
 The one place where function-local imports are deliberate: `tuner --help`, and the one-line
 errors for bad input, must not wait for optuna, pandas, plotly, transformers or the study
-loop to import, so each command imports what it uses inside its function. Everywhere else in
-`tuner/`, imports sit at the top of the module, apart from three slow, optional or ordered
+loop to import, so each command imports what it uses inside its function, and this package
+re-exports only the command modules (which import typer alone at their top). Everywhere else
+in `tuner/`, imports sit at the top of the module, apart from a few slow, optional or ordered
 ones that say why where they are (transformers, matplotlib, pynvml).
 """
+
+from tuner.commands import bench, calibrate, common, results, sim, study, tools
+
+__all__ = ["bench", "calibrate", "common", "results", "sim", "study", "tools"]

@@ -8,21 +8,15 @@ from __future__ import annotations
 import json
 import math
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner.commands.bench_output import format_result, result_json
 from tuner.errors import UserError
-from tuner.spec.metric_keys import (
-    GOODPUT_METRICS,
-    LATENCY_METRICS,
-    latency_key,
-    parse_latency_key,
-    percentile_key,
-    percentile_word,
-)
+from tuner.spec.metric_keys import GOODPUT_METRICS, LATENCY_METRICS
+from tuner.spec.outputs import check_output_file
 
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
@@ -33,27 +27,6 @@ BACKEND_ENDPOINTS = {
     "openai": "/v1/completions",
     "openai-chat": "/v1/chat/completions",
 }
-_HEADERS = {
-    "ttft": ("TTFT", "Time to First Token"),
-    "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
-    "itl": ("ITL", "Inter-token Latency"),
-    "e2el": ("E2EL", "End-to-end Latency"),
-}
-_CI_LABELS = {
-    "request_throughput": "Request throughput (req/s):",
-    "output_throughput": "Output token throughput (tok/s):",
-}
-# vLLM drops these per-request lists from the saved JSON unless --save-detailed.
-_DETAILED = (
-    "input_lens",
-    "output_lens",
-    "ttfts",
-    "itls",
-    "start_times",
-    "generated_texts",
-    "errors",
-)
-
 Opt = typer.Option
 
 
@@ -62,7 +35,7 @@ def bench(
         str | None, Opt("--base-url", "--base_url", help="Server URL, e.g. http://127.0.0.1:8000.")
     ] = None,
     host: Annotated[str, Opt(help="Used when --base-url is not given.")] = "127.0.0.1",
-    port: Annotated[int, Opt(help="Used when --base-url is not given.")] = 8000,
+    port: Annotated[int, Opt(min=1, max=65535, help="Used when --base-url is not given.")] = 8000,
     backend: Annotated[
         str, Opt("--backend", "--endpoint-type", help="vllm, openai or openai-chat.")
     ] = "vllm",
@@ -113,63 +86,12 @@ def bench(
     extra: Annotated[list[str] | None, typer.Argument(hidden=True)] = None,
 ) -> None:
     """Run one fixed workload against a running server and print vLLM's result table."""
-    if backend not in BACKEND_ENDPOINTS:
-        raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
-    goodput_ms = parse_goodput((goodput or []) + _goodput_extras(extra, bool(goodput)))
-    if dataset_name in ("random", "longdoc") and dataset_path:
-        raise UserError(f"--dataset-path cannot be used with --dataset-name {dataset_name}")
-    spec = workload_spec(
-        endpoint=endpoint or BACKEND_ENDPOINTS[backend],
-        dataset_name=dataset_name,
-        dataset_path=dataset_path,
-        random_input_len=random_input_len,
-        random_output_len=random_output_len,
-        random_range_ratio=random_range_ratio,
-        sharegpt_output_len=sharegpt_output_len,
-        **({} if longdoc_lengths is None else {"longdoc_lengths": longdoc_lengths}),
-        longdoc_weights=longdoc_weights,
-        longdoc_output_len=longdoc_output_len,
-        num_prompts=num_prompts,
-        request_rate=request_rate,
-        burstiness=burstiness,
-        max_concurrency=max_concurrency,
-        seed=seed,
-        num_warmups=num_warmups,
-        percentile_metrics=percentile_metrics,
-        metric_percentiles=metric_percentiles,
-        goodput=goodput_ms,
-        ignore_eos=ignore_eos,
-        request_timeout_s=request_timeout,
-    )
-    from tuner.run.checks import check_longest_fits
-    from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
-    from tuner.workload.client import served_max_model_len, server_model_cards
-    from tuner.workload.datasets import build_requests
-    from tuner.workload.tokenizer import load_tokenizer
-
+    spec = _workload(dict(locals()))  # every flag by name: no other local exists yet
     url = (base_url or f"http://{host}:{port}").rstrip("/")
     tokenizer_id = tokenizer or (model if model and Path(model).is_dir() else None)
     if tokenizer_id is None:
         raise UserError("--tokenizer DIR is required (a local tokenizer directory)")
-    tok = load_tokenizer(tokenizer_id)
-    requests = build_requests(spec, tok)
-    cards = server_model_cards(url, api_key)
-    model = _served_model(url, model, None if cards is None else [c["id"] for c in cards])
-    limit = served_max_model_len(cards, model)
-    if limit is not None and spec.dataset_name == "longdoc":  # random: as vLLM, let them fail
-        check_longest_fits(spec, limit, f"{url} serves max-model-len {limit}: ")
-
-    distribution = "Poisson process" if burstiness == 1.0 else "Gamma distribution"
-    print(f"Traffic request rate: {spec.request_rate}")
-    print(f"Burstiness factor: {spec.burstiness} ({distribution})")
-    print(f"Maximum request concurrency: {spec.max_concurrency}")
-    try:
-        result = run_benchmark(
-            spec, url, model, requests, api_key=api_key, on_progress=_progress(), tokenizer=tok
-        )
-    except BenchmarkAborted as exc:
-        print(f"tuner: error: benchmark aborted: {exc.reason}", file=sys.stderr)
-        raise typer.Exit(1) from None
+    result, model = _measure(spec, url, model, tokenizer_id, api_key)
     print(format_result(result, spec))
     if save_result is not None:
         data = result_json(
@@ -183,6 +105,81 @@ def bench(
         first_error = next((r.error for r in result.records if r.error), "")
         print(f"tuner: error: all requests failed; first error: {first_error}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+# The flags of `tuner bench` that are WorkloadSpec fields of the same name.
+_WORKLOAD_FLAGS = (
+    "dataset_name",
+    "dataset_path",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "sharegpt_output_len",
+    "longdoc_weights",
+    "longdoc_output_len",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "seed",
+    "num_warmups",
+    "percentile_metrics",
+    "metric_percentiles",
+    "ignore_eos",
+)
+
+
+def _workload(flags: dict[str, Any]) -> WorkloadSpec:
+    """The workload `tuner bench`'s flags (by name) describe; a bad one is a UserError."""
+    backend, goodput, longdoc = flags["backend"], flags["goodput"], flags["longdoc_lengths"]
+    if backend not in BACKEND_ENDPOINTS:
+        raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
+    if flags["save_result"] is not None:
+        check_output_file(flags["save_result"], "--save-result")  # before the benchmark, not after
+    goodput_ms = parse_goodput((goodput or []) + _goodput_extras(flags["extra"], bool(goodput)))
+    if flags["dataset_name"] in ("random", "longdoc") and flags["dataset_path"]:
+        raise UserError(
+            f"--dataset-path cannot be used with --dataset-name {flags['dataset_name']}"
+        )
+    return workload_spec(
+        endpoint=flags["endpoint"] or BACKEND_ENDPOINTS[backend],
+        **{name: flags[name] for name in _WORKLOAD_FLAGS},
+        **({} if longdoc is None else {"longdoc_lengths": longdoc}),
+        goodput=goodput_ms,
+        request_timeout_s=flags["request_timeout"],
+    )
+
+
+def _measure(
+    spec: WorkloadSpec, url: str, model: str | None, tokenizer_id: str, api_key: str | None
+) -> tuple[BenchmarkResult, str]:
+    """Build the requests, check the server, run the workload: the result and the model."""
+    from tuner.run.checks import check_longest_fits
+    from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
+    from tuner.workload.client import served_max_model_len, server_model_cards
+    from tuner.workload.datasets import build_requests
+    from tuner.workload.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_id)
+    requests = build_requests(spec, tok)
+    cards = server_model_cards(url, api_key)
+    model = _served_model(url, model, None if cards is None else [c["id"] for c in cards])
+    limit = served_max_model_len(cards, model)
+    if limit is not None and spec.dataset_name == "longdoc":  # random: as vLLM, let them fail
+        check_longest_fits(spec, limit, f"{url} serves max-model-len {limit}: ")
+
+    distribution = "Poisson process" if spec.burstiness == 1.0 else "Gamma distribution"
+    print(f"Traffic request rate: {spec.request_rate}")
+    print(f"Burstiness factor: {spec.burstiness} ({distribution})")
+    print(f"Maximum request concurrency: {spec.max_concurrency}")
+    try:
+        result = run_benchmark(
+            spec, url, model, requests, api_key=api_key, on_progress=_progress(), tokenizer=tok
+        )
+    except BenchmarkAborted as exc:
+        print(f"tuner: error: benchmark aborted: {exc.reason}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    return result, model
 
 
 def _served_model(url: str, model: str | None, served: list[str] | None) -> str:
@@ -268,108 +265,3 @@ def _progress():
         print(f"\r{done}/{total} requests", end=end, file=sys.stderr, flush=True)
 
     return show
-
-
-def _line(label: str, value: Any, fmt: str = "") -> str:
-    return f"{label:<40} {value:<10{fmt}}"
-
-
-def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
-    """The table `vllm bench serve` prints, then the bootstrap confidence intervals."""
-    m = result.metrics
-    lines = []
-    failed = [r.error for r in result.records if not r.success]
-    if failed:
-        lines.append("Failed requests during benchmark run detected (capping to 10):")
-        lines += [f"Error {i}: {err}" for i, err in enumerate(failed[:10])]
-    lines.append(f"{' Serving Benchmark Result ':=^50}")
-    lines.append(_line("Successful requests:", m["completed"]))
-    lines.append(_line("Failed requests:", m["failed"]))
-    if spec.max_concurrency is not None:
-        lines.append(_line("Maximum request concurrency:", spec.max_concurrency))
-    if not math.isinf(spec.request_rate):
-        lines.append(_line("Request rate configured (RPS):", spec.request_rate, ".2f"))
-    lines.append(_line("Benchmark duration (s):", m["duration"], ".2f"))
-    lines.append(_line("Total input tokens:", m["total_input_tokens"]))
-    lines.append(_line("Total generated tokens:", m["total_output_tokens"]))
-    lines.append(_line("Request throughput (req/s):", m["request_throughput"], ".2f"))
-    if "request_goodput" in m:
-        lines.append(_line("Request goodput (req/s):", m["request_goodput"], ".2f"))
-    lines.append(_line("Output token throughput (tok/s):", m["output_throughput"], ".2f"))
-    lines.append(
-        _line("Peak output token throughput (tok/s):", m["max_output_tokens_per_s"], ".2f")
-    )
-    lines.append(_line("Peak concurrent requests:", m["max_concurrent_requests"], ".2f"))
-    lines.append(_line("Total token throughput (tok/s):", m["total_token_throughput"], ".2f"))
-    for name, (short, header) in _HEADERS.items():
-        if name not in spec.selected_metrics:
-            continue
-        lines.append(f"{header:-^50}")
-        lines.append(_line(f"Mean {short} (ms):", m[latency_key("mean", name)], ".2f"))
-        lines.append(_line(f"Median {short} (ms):", m[latency_key("median", name)], ".2f"))
-        for p in spec.percentiles:
-            label = f"P{percentile_word(p)} {short} (ms):"
-            lines.append(_line(label, m[percentile_key(p, name)], ".2f"))
-    if result.ci:
-        lines.append(f"{' Bootstrap 95% CI (requests resampled) ':-^50}")
-        for key, (lo, hi) in result.ci.items():
-            lines.append(_line(_ci_label(key), f"[{lo:.2f}, {hi:.2f}]"))
-    lines.append("=" * 50)
-    return "\n".join(lines)
-
-
-def _ci_label(key: str) -> str:
-    if key in _CI_LABELS:
-        return _CI_LABELS[key]
-    parsed = parse_latency_key(key)
-    if parsed is None:
-        return f"{key}:"
-    stat = parsed.statistic
-    stat = stat.upper() if parsed.percentile is not None else stat.capitalize()
-    return f"{stat} {_HEADERS[parsed.metric][0]} (ms):"
-
-
-def result_json(
-    result: BenchmarkResult,
-    spec: WorkloadSpec,
-    *,
-    model: str,
-    tokenizer_id: str,
-    detailed: bool = False,
-) -> dict[str, Any]:
-    """vLLM's saved result (same keys and order), plus `<metric>_ci: [lo, hi]`."""
-    backend = "openai-chat" if spec.endpoint == "/v1/chat/completions" else "openai"
-    m = result.metrics
-    head_keys = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens")
-    data: dict[str, Any] = {
-        "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
-        "endpoint_type": backend,
-        "backend": backend,
-        "label": None,
-        "model_id": model,
-        "tokenizer_id": tokenizer_id,
-        "num_prompts": spec.num_prompts,
-        "request_rate": "inf" if math.isinf(spec.request_rate) else spec.request_rate,
-        "burstiness": spec.burstiness,
-        "max_concurrency": spec.max_concurrency,
-        **{k: m[k] for k in head_keys},
-        "request_throughput": m["request_throughput"],
-        "request_goodput": m.get("request_goodput"),
-        "output_throughput": m["output_throughput"],
-        "total_token_throughput": m["total_token_throughput"],
-    }
-    recs = result.records
-    if detailed:
-        per_request = (
-            [r.prompt_len for r in recs],
-            [r.output_tokens if r.success else 0 for r in recs],
-            [r.ttft_s for r in recs],
-            [r.itl_s for r in recs],
-            [r.start_s for r in recs],
-            [r.generated_text for r in recs],
-            [r.error for r in recs],
-        )
-        data.update(zip(_DETAILED, per_request, strict=True))
-    data.update({k: v for k, v in m.items() if k not in data})
-    data.update({f"{k}_ci": [lo, hi] for k, (lo, hi) in result.ci.items()})
-    return data

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tuner.commands.common import Storage, StudyFile, open_stored_study
+
+if TYPE_CHECKING:
+    import optuna
+    from rich.table import Table
+
+    from tuner.sim.fit import Calibration
 
 
 def calibrate(
@@ -32,15 +38,13 @@ def calibrate(
     error per metric on trials held out of the fit. The profile file it writes goes in
     `hardware.profile:` or `tuner sim serve --gpu`.
     """
-    from rich.console import Console
-    from rich.table import Table
-
     from tuner.fidelity.calibration import calibrate_study
     from tuner.runners.engine_runner import workload_requests
-    from tuner.sim.fit import MAX_FACTOR
     from tuner.sim.profile_file import write_profile
+    from tuner.spec.outputs import check_output_file
     from tuner.trial import StudyRecord, read_all
 
+    check_output_file(output, "--output")  # before the fit, not after
     study, spec = open_stored_study(study_file, storage, simulated=False)
     record = StudyRecord.of(study)
     points = read_all(study.get_trials(deepcopy=False))
@@ -60,26 +64,47 @@ def calibrate(
         ).lstrip("; "),
     )
     write_profile(profile, output)
+    _print_fit(cal, profile.name, study, points)
+    typer.echo(
+        f"wrote {output}: use it as `hardware.profile: {output}` in a study file "
+        f"or `tuner sim serve --gpu {output}`"
+    )
+
+
+def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list) -> None:
+    """What was fitted on which trials, and its error on the trials held out of the fit."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tuner.sim.fit import MAX_FACTOR
+    from tuner.trial import StudyRecord
 
     console = Console(highlight=False)
-    simulated = record.simulated_with(points)
+    simulated = StudyRecord.of(study).simulated_with(points)
     source = " (figures of the SIMULATED engine, `tuner sim serve`)" if simulated else ""
     typer.echo(
-        f"calibrated {profile.name} on {cal.observations} measured trials of study "
+        f"calibrated {name} on {cal.observations} measured trials of study "
         f"{study.study_name!r}{source} in {cal.seconds:.1f} s"
     )
     if cal.skipped:
         typer.echo(f"left out (the simulator refuses them): trials {list(cal.skipped)}")
     factors = Table("factor", "× base profile", title="fitted factors", title_justify="left")
-    for name, value in cal.factors.items():
-        factors.add_row(name, f"{value:.3f}")
+    for factor, value in cal.factors.items():
+        factors.add_row(factor, f"{value:.3f}")
     console.print(factors)
     pinned = [n for n, v in cal.factors.items() if max(v, 1 / v) > 0.99 * MAX_FACTOR]
     if pinned:
         typer.echo(
             f"at the bound ({MAX_FACTOR:g}x): {', '.join(pinned)}: this machine is far from "
-            f"the {profile.name} profile, or the trials do not hold what those factors explain"
+            f"the {name} profile, or the trials do not hold what those factors explain"
         )
+    console.print(_error_table(cal))
+
+
+def _error_table(cal: Calibration) -> Table:
+    """Median |predicted / measured − 1| per metric: held out, in the fit, before the fit."""
+    from rich.table import Table
+
     errors = Table(
         "metric",
         f"held out ({cal.folds}-fold)",
@@ -96,8 +121,4 @@ def calibrate(
                 f"{100 * cal.fit_error.get(metric, float('nan')):.1f} %",
                 f"{100 * cal.base_error.get(metric, float('nan')):.1f} %",
             )
-    console.print(errors)
-    typer.echo(
-        f"wrote {output}: use it as `hardware.profile: {output}` in a study file "
-        f"or `tuner sim serve --gpu {output}`"
-    )
+    return errors

@@ -17,80 +17,86 @@ _IGNORED = "Accepted for compatibility with vllm serve; no effect"
 _FAULTS = "Fault injection"
 
 
+# `tuner sim serve`'s options that are not vLLM's own: the simulated GPU's load time, faults.
+LoadDelay = Annotated[
+    float, typer.Option(min=0, help="Simulated model-load time before the port opens.")
+]
+RefuseStart = Annotated[
+    bool, typer.Option(help="Fail at start-up after the load delay.", rich_help_panel=_FAULTS)
+]
+CrashAfter = Annotated[
+    int | None,
+    typer.Option(min=0, help="Exit abruptly once N requests started.", rich_help_panel=_FAULTS),
+]
+HangAfter = Annotated[
+    int | None,
+    typer.Option(min=0, help="Stop streaming once N requests started.", rich_help_panel=_FAULTS),
+]
+SlowStart = Annotated[
+    float,
+    typer.Option(min=0, help="Extra seconds before the port opens.", rich_help_panel=_FAULTS),
+]
+NoUsage = Annotated[
+    bool,
+    typer.Option(help="Stream no usage chunk, even when asked for one.", rich_help_panel=_FAULTS),
+]
+# vLLM's flags that the simulator reads, and those it accepts and ignores.
+ModelArg = Annotated[str | None, typer.Argument(metavar="[MODEL]", help="As `vllm serve MODEL`.")]
+Model = Annotated[
+    str | None,
+    typer.Option(help="Directory with config.json, or a built-in name.", rich_help_panel=_VLLM),
+]
+Tokenizer = Annotated[
+    str | None,
+    typer.Option(help="Tokenizer directory (default: the model directory).", rich_help_panel=_VLLM),
+]
+VllmInt = Annotated[int | None, typer.Option(rich_help_panel=_VLLM)]
+ChunkedPrefill = Annotated[
+    bool | None,
+    typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", rich_help_panel=_VLLM),
+]
+ApiKey = Annotated[str | None, typer.Option(envvar="VLLM_API_KEY", rich_help_panel=_VLLM)]
+Ignored = Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)]
+IgnoredSwitch = Annotated[bool, typer.Option(rich_help_panel=_IGNORED)]
+
+
 @app.command()
 def serve(
-    model_arg: Annotated[
-        str | None, typer.Argument(metavar="[MODEL]", help="As `vllm serve MODEL`.")
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Directory with config.json, or a built-in name.", rich_help_panel=_VLLM),
-    ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            help="Tokenizer directory (default: the model directory).", rich_help_panel=_VLLM
-        ),
-    ] = None,
+    model_arg: ModelArg = None,
+    model: Model = None,
+    tokenizer: Tokenizer = None,
     served_model_name: Annotated[str | None, typer.Option(rich_help_panel=_VLLM)] = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
-    max_model_len: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
-    block_size: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(rich_help_panel=_VLLM)] = None,
+    tensor_parallel_size: VllmInt = None,
+    max_model_len: VllmInt = None,
+    max_num_seqs: VllmInt = None,
+    block_size: VllmInt = None,
+    max_num_batched_tokens: VllmInt = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(rich_help_panel=_VLLM)] = None,
-    enable_chunked_prefill: Annotated[
-        bool | None,
-        typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", rich_help_panel=_VLLM),
-    ] = None,
+    enable_chunked_prefill: ChunkedPrefill = None,
     host: Annotated[str, typer.Option(rich_help_panel=_VLLM)] = "127.0.0.1",
-    port: Annotated[int, typer.Option(rich_help_panel=_VLLM)] = 8000,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="VLLM_API_KEY", rich_help_panel=_VLLM)
-    ] = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, rich_help_panel=_VLLM)] = 8000,
+    api_key: ApiKey = None,
     gpu: Annotated[
         str,
         typer.Option(
             help="Accelerator: a built-in name (a6000, h100, cpu, ...) or a profile file."
         ),
     ] = "a6000",
-    load_delay_s: Annotated[
-        float, typer.Option(min=0, help="Simulated model-load time before the port opens.")
-    ] = 0.0,
-    fault_refuse_start: Annotated[
-        bool, typer.Option(help="Fail at start-up after the load delay.", rich_help_panel=_FAULTS)
-    ] = False,
-    fault_crash_after: Annotated[
-        int | None,
-        typer.Option(min=0, help="Exit abruptly once N requests started.", rich_help_panel=_FAULTS),
-    ] = None,
-    fault_hang_after: Annotated[
-        int | None,
-        typer.Option(
-            min=0, help="Stop streaming once N requests started.", rich_help_panel=_FAULTS
-        ),
-    ] = None,
-    fault_slow_start_s: Annotated[
-        float,
-        typer.Option(min=0, help="Extra seconds before the port opens.", rich_help_panel=_FAULTS),
-    ] = 0.0,
-    fault_no_usage: Annotated[
-        bool,
-        typer.Option(
-            help="Stream no usage chunk, even when asked for one.", rich_help_panel=_FAULTS
-        ),
-    ] = False,
-    dtype: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
-    load_format: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
+    load_delay_s: LoadDelay = 0.0,
+    fault_refuse_start: RefuseStart = False,
+    fault_crash_after: CrashAfter = None,
+    fault_hang_after: HangAfter = None,
+    fault_slow_start_s: SlowStart = 0.0,
+    fault_no_usage: NoUsage = False,
+    dtype: Ignored = None,
+    load_format: Ignored = None,
     seed: Annotated[int | None, typer.Option(rich_help_panel=_IGNORED)] = None,
-    chat_template: Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)] = None,
-    chat_template_content_format: Annotated[
-        str | None, typer.Option(rich_help_panel=_IGNORED)
-    ] = None,
-    enforce_eager: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
-    disable_log_requests: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
-    disable_log_stats: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
-    trust_remote_code: Annotated[bool, typer.Option(rich_help_panel=_IGNORED)] = False,
+    chat_template: Ignored = None,
+    chat_template_content_format: Ignored = None,
+    enforce_eager: IgnoredSwitch = False,
+    disable_log_requests: IgnoredSwitch = False,
+    disable_log_stats: IgnoredSwitch = False,
+    trust_remote_code: IgnoredSwitch = False,
 ) -> None:
     """Serve the OpenAI API from a simulated vLLM engine, in real time.
 
@@ -98,21 +104,9 @@ def serve(
     and bad values exit 2. The environment variable VLLM_CPU_KVCACHE_SPACE (GiB) sizes the
     KV cache of the `cpu` profile, as in vLLM's CPU build.
     """
-    from tuner.errors import UserError
     from tuner.sim.faults import FaultPlan
-    from tuner.sim.memory import resolve_flags
-    from tuner.sim.profile_file import load_gpu
-    from tuner.sim.profiles import load_model
     from tuner.sim.server import ServeOptions, serve
-    from tuner.sim.text import TokenText
 
-    model_path = model or model_arg
-    if model_path is None:
-        raise UserError("tuner sim serve: give the model (--model DIR or a built-in name)")
-    if model and model_arg and model != model_arg:
-        raise UserError(f"two different models given: {model_arg!r} and --model {model!r}")
-    profile = load_model(model_path)
-    accelerator = load_gpu(gpu)
     flags = {
         "tensor-parallel-size": tensor_parallel_size,
         "max-model-len": max_model_len,
@@ -121,18 +115,10 @@ def serve(
         "max-num-batched-tokens": max_num_batched_tokens,
         "gpu-memory-utilization": gpu_memory_utilization,
         "enable-chunked-prefill": enable_chunked_prefill,
-        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
     }
-    flags = {k: v for k, v in flags.items() if v is not None}
-    resolve_flags(profile, accelerator, flags)  # bad values are a UserError here
-    text = TokenText(_tokenizer(tokenizer, model_path))
     options = ServeOptions(
-        model=profile,
-        gpu=accelerator,
-        flags=flags,
-        model_path=model_path,
-        served_model_names=[served_model_name or model_path],
-        text=text,
+        **_engine(_model_path(model, model_arg), gpu, flags, tokenizer),
+        served_model_names=[served_model_name or model or model_arg],
         host=host,
         port=port,
         api_key=api_key,
@@ -148,6 +134,39 @@ def serve(
     code = serve(options)
     if code:
         raise typer.Exit(code)
+
+
+def _model_path(model: str | None, model_arg: str | None) -> str:
+    """`--model` or the positional MODEL, as `vllm serve` takes either."""
+    from tuner.errors import UserError
+
+    if model is None and model_arg is None:
+        raise UserError("tuner sim serve: give the model (--model DIR or a built-in name)")
+    if model and model_arg and model != model_arg:
+        raise UserError(f"two different models given: {model_arg!r} and --model {model!r}")
+    return model or model_arg  # type: ignore[return-value]
+
+
+def _engine(model_path: str, gpu: str, flags: dict, tokenizer: str | None) -> dict:
+    """The simulated engine's model, accelerator, flags and text: bad values are a UserError
+    here, before the port opens."""
+    from tuner.sim.memory import resolve_flags
+    from tuner.sim.profile_file import load_gpu
+    from tuner.sim.profiles import load_model
+    from tuner.sim.text import TokenText
+
+    profile = load_model(model_path)
+    accelerator = load_gpu(gpu)
+    flags = {**flags, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None}
+    flags = {k: v for k, v in flags.items() if v is not None}
+    resolve_flags(profile, accelerator, flags)
+    return {
+        "model": profile,
+        "gpu": accelerator,
+        "flags": flags,
+        "model_path": model_path,
+        "text": TokenText(_tokenizer(tokenizer, model_path)),
+    }
 
 
 def _tokenizer(tokenizer: str | None, model_path: str):
@@ -178,12 +197,9 @@ def profile(
     Every datasheet figure and step-time constant is named, in bytes, bytes/s, FLOP/s and
     seconds; `tuner sim serve --gpu FILE` and `hardware.profile: FILE` read it back.
     """
-    from pathlib import Path
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml, write_profile
 
-    from tuner.sim.profile_file import load_gpu, profile_to_yaml
-
-    text = profile_to_yaml(load_gpu(name))
     if output is None:
-        typer.echo(text, nl=False)
+        typer.echo(profile_to_yaml(load_gpu(name)), nl=False)
     else:
-        Path(output).write_text(text)
+        write_profile(load_gpu(name), output, "--output")

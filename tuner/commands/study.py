@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,10 +22,13 @@ NoPruning = Annotated[
 
 if TYPE_CHECKING:
     import optuna
+    from rich.console import Console
 
-    from tuner.runners.engine_runner import TrialRunner
+    from tuner.run.progress import RunView
+    from tuner.run.session import RunResult
+    from tuner.run.summary import RunSummary
     from tuner.spec.study import StudySpec
-    from tuner.store.storage import Store
+    from tuner.trial.point import TrialPoint
 
 
 def run(
@@ -79,41 +81,18 @@ def run(
     ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
-    from tuner.errors import UserError
-    from tuner.run.slots import plan_slots
-    from tuner.runners.engine_runner import EngineRunner
-    from tuner.spec.study import parse_duration_s
+    from tuner.run.session import RunOptions, engine_runners, run_study
 
-    timeout_s = None
-    if timeout is not None:
-        try:
-            timeout_s = parse_duration_s(timeout)
-        except ValueError as exc:
-            raise UserError(f"--timeout: {exc}") from None
+    timeout_s = _duration_s("--timeout", timeout)
     spec, store = open_study_file(
         study_file,
         storage,
-        check=lambda s: _check_run(s, storage),
+        check=lambda s: _check_run(s, storage, from_plan, warm_start),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
     queued = _warm_start(spec, store, from_plan, warm_start)
     log_dir.mkdir(parents=True, exist_ok=True)
-    slots = plan_slots(spec)
-    every_core = sorted({c for slot in slots for c in slot.cores or []}) or None
-    runners = [
-        EngineRunner(
-            spec, log_dir, store.url, gpus=s.gpus, cores=s.cores, all_engine_cores=every_core
-        )
-        for s in slots
-    ] or [EngineRunner(spec, log_dir, store.url)]
-    _loop(
-        spec,
-        store,
-        runners[0],
-        # One slot (all of --gpus in one trial) needs no threads: its runner is the run's.
-        slot_runners=[(s.label, r) for s, r in zip(slots, runners, strict=True)]
-        if len(slots) > 1
-        else None,
+    options = RunOptions(
         n_trials=n_trials,
         timeout_s=timeout_s,
         precheck=not no_precheck,
@@ -121,7 +100,22 @@ def run(
         accept_changes=accept_changes,
         pruning=not no_pruning,
         warm_start=queued,
+        gpu_slots=True,
     )
+    result = run_study(spec, store, engine_runners(spec, log_dir, store.url), options, _view())
+    _print_result(result)
+
+
+def _duration_s(flag: str, text: str | None) -> float | None:
+    from tuner.errors import UserError
+    from tuner.spec.study import parse_duration_s
+
+    if text is None:
+        return None
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise UserError(f"{flag}: {exc}") from None
 
 
 def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
@@ -149,19 +143,17 @@ def plan(
     no_pruning: NoPruning = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
+    from tuner.run.session import RunOptions, run_study
     from tuner.runners.plan import PlanRunner
     from tuner.trial.uptime import real_startups_s
 
     spec, store = open_study_file(study_file, storage, check=_check_plan)
-    runner = PlanRunner(spec, measured_startup_s=real_startups_s(store, spec.name))
-    _loop(
-        spec,
-        store,
-        runner,
-        n_trials=n_trials,
-        accept_changes=accept_changes,
-        pruning=not no_pruning,
+    startup_s = real_startups_s(store, spec.name)
+    options = RunOptions(n_trials=n_trials, accept_changes=accept_changes, pruning=not no_pruning)
+    result = run_study(
+        spec, store, lambda _: PlanRunner(spec, measured_startup_s=startup_s), options, _view()
     )
+    _print_result(result)
 
 
 def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> StudySpec:
@@ -185,63 +177,19 @@ def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> Stud
     return spec.model_copy(update={"hardware": hardware})
 
 
-def _loop(
-    spec: StudySpec,
-    store: Store,
-    runner: TrialRunner,
-    *,
-    slot_runners: list[tuple[str, TrialRunner]] | None = None,
-    n_trials: int | None,
-    timeout_s: float | None = None,
-    precheck: bool = True,
-    confirm: int = 0,
-    accept_changes: bool = False,
-    pruning: bool = True,
-    warm_start: list | None = None,
-) -> None:
-    """Run the study loop with a live display, then print the run's summary and its best."""
+def _view() -> RunView:
+    """The live display on stderr; once the trials end, what the run did."""
     from rich.console import Console
 
-    from tuner.errors import RunInterrupted
-    from tuner.run.loop import StudyLoop
-    from tuner.run.progress import RichProgress
-    from tuner.trial import best as best_trial
+    from tuner.run.progress import ConsoleView
+
+    return ConsoleView(Console(stderr=True), on_ran=_print_summary)
+
+
+def _print_summary(console: Console, summary: RunSummary, points: list[TrialPoint]) -> None:
+    """What the run did: trials, launches saved, engine time, hosts."""
     from tuner.trial.uptime import summary_line
 
-    console = Console(stderr=True)
-    runner.prepare()
-    kw = {
-        "precheck": precheck,
-        "accept_changes": accept_changes,
-        "pruning": pruning,
-        "warm_start": warm_start,
-    }
-    try:
-        if slot_runners:
-            from tuner.run.progress import shared_display
-            from tuner.run.slots import run_slots
-
-            display = shared_display(console)
-            loops = []
-            for label, r in slot_runners:
-                r._requests, r._tokenizer = runner.requests, runner.tokenizer  # built once
-                progress = RichProgress(console, label=label, display=display)
-                loops.append(StudyLoop(spec, store, r, progress=progress, slot=label, **kw))
-            loop = loops[0]
-            summary = run_slots(
-                loops,
-                n_trials=n_trials,
-                timeout_s=timeout_s,
-                confirm=confirm,
-                on_start=display.start,
-                on_stop=display.stop,
-            )
-        else:
-            loop = StudyLoop(spec, store, runner, progress=RichProgress(console), **kw)
-            summary = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
-    except KeyboardInterrupt as exc:  # recorded already; typer would swallow the signal's name
-        signum = getattr(exc, "signum", signal.SIGINT)
-        raise RunInterrupted(signum, signal.Signals(signum).name) from None
     if summary.interrupted_recovered:
         console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
     if summary.precheck_wrong:
@@ -257,24 +205,20 @@ def _loop(
         f"memory precheck, {summary.saved_by_reuse} by reusing a measured config"
     )
     console.print(summary_line(summary))
-    _print_hosts(console, loop.points())
+    _print_hosts(console, points)
     if summary.exhausted:
         console.print(
             "the sampler kept proposing configs already measured: the search space looks "
             "exhausted, so the run stopped early"
         )
-    if best_trial(loop.points()) is not None:
-        from tuner.fidelity.robustness import check_best
 
-        console.print("checking that the best config's gain survives small workload changes")
-        check_best(loop.study, spec, loop.points(), runner.requests)
-        if confirm and not runner.planned:  # measured on the engine: it wins (`best`)
-            from tuner.fidelity.robustness_measured import check_best_measured
 
-            check_best_measured(loop.study, spec, loop.points(), runner, say=console.print)
-        _print_best(loop.study)
+def _print_result(result: RunResult) -> None:
+    """The best config (its robustness verdicts were stored by the run), or why none."""
+    if result.best is not None:
+        _print_best(result.study)
     else:
-        console.print("no feasible trial yet: see `tuner trials` for the failure reasons")
+        typer.echo("no feasible trial yet: see `tuner trials` for the failure reasons", err=True)
 
 
 def _print_hosts(console, points) -> None:
@@ -289,20 +233,23 @@ def _print_hosts(console, points) -> None:
         console.print(f"[yellow]{warning}[/yellow]")
 
 
-def _check_run(spec, storage) -> None:
+def _check_run(spec, storage, from_plan=None, warm_start=None) -> None:
+    from tuner.fidelity.warm_start import check_sources
     from tuner.run.checks import check_run
     from tuner.run.sampling import check_sampler
+    from tuner.store.storage import resolve_storage
 
     check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
+    check_sources(resolve_storage(storage or spec.storage), spec, from_plan, warm_start)
     _check_engine_command(spec)
     check_sampler(spec)
 
 
 def _check_plan(spec) -> None:
-    from tuner.run.checks import check_lengths_fit
+    from tuner.run.checks import check_plan
     from tuner.run.sampling import check_sampler
 
-    check_lengths_fit(spec)  # prompts longer than max-model-len: every request would fail
+    check_plan(spec)  # prompts longer than max-model-len, a bad profile, a missing tokenizer
     check_sampler(spec)
 
 

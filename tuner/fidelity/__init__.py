@@ -1,1 +1,24 @@
-"""fidelity."""
+"""Cheaper signals than a real trial, and checks of the answer: the simulator around a study.
+
+A study's measured trials → a calibrated simulator (`calibration`) → the screen chooses the
+next real trial (`screen`, `search.fidelity: multi`); the best config → re-simulated (or
+re-measured, `--confirm`) under perturbed workloads → robust or FRAGILE (`robustness`,
+`robustness_measured`); another study's best configs → this study's first trials
+(`warm_start`).
+
+Modules:
+- `screen`: `Screen`, the calibrated simulator that picks every real trial;
+- `calibration`: a study's trials, workload and profile as the calibration fit's input;
+- `robustness`: does the best's gain survive prompts ±3 % and rate ±10 % (SIMULATED);
+- `robustness_measured`: the same check on the engine (`tuner run --confirm K`);
+- `warm_start`: the best configs of another stored study, queued first.
+
+What may be assumed: every figure from the simulator is labelled SIMULATED and never stored
+as a measured trial; a verdict measured on the engine says so and wins over the simulated one.
+
+Nothing is re-exported here: `screen`, `calibration` and `robustness*` load scipy (the fit)
+and `warm_start` the database, and the run loop imports each only when a study asks for it;
+a re-export would load them all for any one. Import from the modules.
+"""
+
+__all__: list[str] = []

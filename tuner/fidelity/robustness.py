@@ -157,12 +157,14 @@ def verdict(
     search's resolution, as a log ratio) is no gain to check. `source` labels the figures:
     the simulator's, or measured on the engine (`tuner.fidelity.robustness_measured`)."""
     gain = found.get(NOMINAL.name)
-    who = "the simulator sees" if source == "SIMULATED" else "the engine shows"
+    who, kind = ("the simulator sees", "simulated")
+    if source != "SIMULATED":
+        who, kind = ("the engine shows", "measured")
     if gain is None or gain <= 0:
         return None, f"not checked: {who} no gain over the baseline on the study's workload"
     if gain <= noise:
         return None, (
-            f"not checked: the simulated gain ({_figure(gain, capacity)}) is within the "
+            f"not checked: the {kind} gain ({_figure(gain, capacity)}) is within the "
             f"capacity search's resolution"
         )
     lost = {

@@ -27,10 +27,7 @@ def top_configs(
     search space, best first."""
     if source not in store.study_names():
         if plan:
-            raise UserError(
-                f"--from-plan: no plan study {source!r} in {store.url}: run `tuner plan` on "
-                "this study file first"
-            )
+            raise _no_plan(source, store.url)
         raise UserError(f"--warm-start: no study named {source!r} in {store.url}")
     study = store.load_study(source)
     points = specs.of_current(
@@ -51,6 +48,37 @@ def top_configs(
             f"{what}: study {source!r} has no feasible trial whose config fits this search space"
         )
     return out
+
+
+def check_sources(
+    url: str, spec: StudySpec, from_plan: int | None, warm_start: tuple[str, int] | None
+) -> None:
+    """What `--from-plan K` and `--warm-start STUDY K` would queue, found (or refused) on a
+    read-only store before `tuner run` creates its database: a failed start writes nothing."""
+    if from_plan is None and warm_start is None:
+        return
+    if warm_start is not None and warm_start[1] < 1:
+        raise UserError(f"--warm-start: K must be at least 1, not {warm_start[1]}")
+    try:
+        store = Store(url, readonly=True)
+    except UserError:  # no database yet (or none readable): no study to start from
+        if from_plan is not None:
+            raise _no_plan(specs.study_name(spec, True), url) from None
+        assert warm_start is not None
+        raise UserError(f"--warm-start: no study named {warm_start[0]!r} in {url}") from None
+    try:
+        if from_plan is not None:
+            top_configs(store, specs.study_name(spec, True), from_plan, spec, plan=True)
+        if warm_start is not None:
+            top_configs(store, warm_start[0], warm_start[1], spec)
+    finally:
+        store.close()
+
+
+def _no_plan(source: str, url: str) -> UserError:
+    return UserError(
+        f"--from-plan: no plan study {source!r} in {url}: run `tuner plan` on this study file first"
+    )
 
 
 def fits(spec: StudySpec, params: dict[str, Any]) -> bool:

@@ -1,1 +1,29 @@
-"""measure."""
+"""From what the client recorded to a score: records → metrics → objective (and capacity).
+
+Modules:
+- `records`: `RequestRecord`, one request as the client (or the simulator) saw it;
+- `metrics`: vLLM bench's metrics from records (`compute_metrics`), bootstrap intervals;
+- `measurement`: `Measurement`, what a runner hands to the trial pipeline;
+- `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
+- `capacity`: the rate search of `objective.mode: capacity` (pure);
+- `pruning`: early stopping's rule, from partial records and the engine's gauges.
+
+What may be assumed: everything here is computation, no I/O, no HTTP, no storage; the same
+records give the same figures (the bootstrap is seeded).
+
+Re-exported here: the names every runner and the simulator use (they load numpy, as every
+user of this package does). `objective` is not re-exported: it reads the study file
+(`tuner.spec.study`), which the simulation core (a user of `metrics`) must not load. Import
+it, `capacity` and `pruning` from their modules.
+"""
+
+from tuner.measure.measurement import Measurement
+from tuner.measure.metrics import compute_metrics, confidence_intervals
+from tuner.measure.records import RequestRecord
+
+__all__ = [
+    "Measurement",
+    "RequestRecord",
+    "compute_metrics",
+    "confidence_intervals",
+]

@@ -1,1 +1,23 @@
-"""results."""
+"""What people take out of a stored study: the best, the front, the command to ship, the report.
+
+stored trials (`tuner.trial.point.TrialPoint`, read from `tuner.store`) → the trial table and
+the best (`views`) → Pareto fronts (`pareto`) → the production command (`export`) → the
+HTML report (`report`).
+
+Modules:
+- `pareto`: Pareto fronts over stored trials (pure);
+- `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
+- `views`: the trial table and `tuner best`'s words (rich, pandas);
+- `report`: the self-contained HTML report and its figures (a package).
+
+What may be assumed: read-only, never the run loop (an import-linter contract); a simulated
+figure is labelled SIMULATED wherever it is shown.
+
+Re-exported here: the front and the export. `views` (pandas) and `report` (plotly, pandas)
+are heavy: import them from `tuner.results.views` and `tuner.results.report.page`.
+"""
+
+from tuner.results.export import select_trial, shell_command
+from tuner.results.pareto import front_of, pareto_front
+
+__all__ = ["front_of", "pareto_front", "select_trial", "shell_command"]

@@ -1,1 +1,28 @@
-"""run."""
+"""The study loop: ask Optuna, run one trial through the pipeline, tell Optuna, until the budget.
+
+`StudyLoop` (budget, signals, recovery, sampler) → per trial `TrialPipeline`: reuse of an
+identical config, vLLM's rules, the memory precheck, measure (a runner), score (`tuner.trial`)
+→ `Outcome` → the stored trial; afterwards the run's `RunSummary`.
+
+Modules:
+- `loop`: `StudyLoop`, `Interrupted`;
+- `pipeline`: one trial (`TrialPipeline`, `TrialInput`, `Outcome`);
+- `checks`: what `tuner run` refuses before it touches the database or starts an engine;
+- `lock`: one process per SQLite study, many workers per server study, config claims;
+- `recovery`: cleaning up after a tuner that died mid-trial (heartbeats, orphaned engines);
+- `slots`: several trials at once on one box, one per GPU slot;
+- `sampling`: the study's sampler and the public-API suggestion of a config;
+- `progress`: the live display (rich) or silence (tests);
+- `summary`: what one `tuner run` / `tuner plan` invocation did.
+
+What may be assumed: a trial is stored once, in one transaction with its requests; an
+interrupted run leaves nothing RUNNING that the next run cannot recover. Read-only commands
+and `tuner.results` never import this package (an import-linter contract).
+
+Nothing is re-exported here: `tuner bench` imports `checks` (the length checks), and a
+re-export of the loop would load it (optuna, the storage, the runners) into every such
+import. Import from the modules: `tuner.run.loop.StudyLoop`, `tuner.run.pipeline.Outcome`,
+`tuner.run.summary.RunSummary`.
+"""
+
+__all__: list[str] = []

@@ -7,17 +7,25 @@ Readers of a study file (`tuner trials`, `best`, `report`) do not apply these.
 from __future__ import annotations
 
 import os
+import socket
+from pathlib import Path
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from tuner.errors import UserError
 from tuner.sim.profile_file import load_gpu
+from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.space import max_model_len
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
+from tuner.store.schema import workers_table
 from tuner.store.storage import resolve_storage
+
+HOST_ID_ENV = "TUNER_HOST_ID"  # as `tuner.run.recovery.HOST_ENV`
+# A Hugging Face tokenizer directory holds one of these (fast, SentencePiece, BPE vocab).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def check_run_storage(url: str) -> None:
@@ -57,9 +65,105 @@ def check_run_environment(spec: StudySpec) -> None:
             f"{API_KEY_ENV} is set in the environment: the engine would require it and the "
             f"tuner would not send it; set engine.api_key_env: {API_KEY_ENV}, or unset it"
         )
+    check_host_id()
+    check_engine_host(spec.engine.host)
+    check_cores(spec.engine.cpu_affinity)
+    try:  # `--gpus-per-trial` is applied after the study file was loaded
+        check_engine_fits_slot(spec)
+    except ValueError as exc:
+        raise UserError(f"{exc} (--gpus-per-trial)") from None
+    check_plan(spec)
+
+
+def check_plan(spec: StudySpec) -> None:
+    """What both `tuner run` and `tuner plan` refuse before they create the database."""
     check_lengths_fit(spec)
     if spec.hardware.accelerator is not None:
         load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line
+    check_workload_files(spec)
+
+
+def check_host_id() -> None:
+    """`$TUNER_HOST_ID` fits the database's column and holds printable characters (it is
+    stored with every worker; PostgreSQL refuses a longer one mid-run)."""
+    value = os.environ.get(HOST_ID_ENV)
+    limit = workers_table.c.host_id.type.length
+    if not value:
+        return
+    if limit is not None and len(value) > limit:
+        raise UserError(f"{HOST_ID_ENV} is {len(value)} characters long: at most {limit}")
+    if not value.isprintable():
+        raise UserError(f"{HOST_ID_ENV}={value!r}: only printable characters")
+
+
+def check_cores(cores: list[int] | None) -> None:
+    """`engine.cpu_affinity` names cores this process may run on (the engine inherits the
+    set; a core outside it fails every start)."""
+    if not cores:
+        return
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(set(cores) - allowed)
+    if missing:
+        raise UserError(
+            f"engine.cpu_affinity: core(s) {missing} are not cores of this machine this "
+            f"process may use ({_ranges(sorted(allowed))})"
+        )
+
+
+def _ranges(cores: list[int]) -> str:
+    """0,1,2,5 as "0-2,5"."""
+    parts: list[str] = []
+    for c in cores:
+        if parts and c == int(parts[-1].split("-")[-1]) + 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{c}"
+        else:
+            parts.append(str(c))
+    return ",".join(parts)
+
+
+def check_engine_host(host: str) -> None:
+    """`engine.host` is where the engine, started on this machine, listens: it must resolve
+    to an address of this machine (a bind to it succeeds), else every trial fails."""
+    try:
+        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UserError(
+            f"engine.host: {host!r} does not resolve ({reason}): give an address of this "
+            "machine, e.g. 127.0.0.1"
+        ) from None
+    address = infos[0][4][0]
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError as exc:
+            raise UserError(
+                f"engine.host: {host!r} ({address}) is not an address of this machine "
+                f"({exc.strerror}): the engine starts here and listens on it"
+            ) from None
+
+
+def check_workload_files(spec: StudySpec) -> None:
+    """The tokenizer and the dataset files the workload is built from exist (the runner
+    builds it only after the database and the log folder are made)."""
+    tokenizer = spec.workload.tokenizer or spec.engine.model
+    where = "workload.tokenizer" if spec.workload.tokenizer else "engine.model"
+    directory = Path(tokenizer).expanduser()
+    if not directory.is_dir():
+        raise UserError(
+            f"{where}: tokenizer directory not found: {tokenizer} (the workload is built "
+            "with it; give workload.tokenizer)"
+        )
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise UserError(
+            f"{where}: {tokenizer} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)})"
+        )
+    named = {"": spec.workload, **spec.workloads}
+    for name, w in named.items():
+        path = w.dataset_path if w.dataset_name in ("sharegpt", "jsonl") else None
+        if path is not None and not Path(path).expanduser().is_file():
+            where = f"workload.{name}" if name else "workload"
+            raise UserError(f"{where}.dataset_path: dataset file not found: {path}")
 
 
 def check_lengths_fit(spec: StudySpec) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
@@ -13,6 +14,8 @@ from tuner.spec.metric_keys import headline_words
 
 if TYPE_CHECKING:
     from tuner.run.pipeline import Outcome
+    from tuner.run.summary import RunSummary
+    from tuner.trial.point import TrialPoint
 
 REASON_CHARS = 160
 
@@ -132,3 +135,60 @@ class RichProgress:
     def stop(self) -> None:
         if self._owns:
             self._progress.stop()
+
+
+class RunView:
+    """How a whole run shows itself (`tuner.run.session.run_study`); this one shows nothing
+    (benchmarks, tests)."""
+
+    def progress(self, slot: str | None) -> StudyProgress:
+        """The progress of one loop: a GPU slot's (its label), or the run's (None)."""
+        return SilentProgress()
+
+    def start(self) -> None:
+        """The GPU slots' loops are about to start (their shared display)."""
+
+    def stop(self) -> None:
+        """Every GPU slot's loop has ended."""
+
+    def say(self, text: str) -> None:
+        """One line about what the run does next."""
+
+    def ran(self, summary: RunSummary, points: list[TrialPoint]) -> None:
+        """The trials (and their confirmations) ended; the robustness checks come next."""
+
+
+class ConsoleView(RunView):
+    """The rich live display on the console: one line per GPU slot, or one for the run."""
+
+    def __init__(
+        self,
+        console: Console,
+        on_ran: Callable[[Console, RunSummary, list[TrialPoint]], None] | None = None,
+    ) -> None:
+        """`on_ran(console, summary, points)`: what the run did, shown once the trials end."""
+        self.console = console
+        self._on_ran = on_ran
+        self._display: Progress | None = None
+
+    def progress(self, slot: str | None) -> StudyProgress:
+        if slot is None:
+            return RichProgress(self.console)
+        if self._display is None:
+            self._display = shared_display(self.console)
+        return RichProgress(self.console, label=slot, display=self._display)
+
+    def start(self) -> None:
+        if self._display is not None:
+            self._display.start()
+
+    def stop(self) -> None:
+        if self._display is not None:
+            self._display.stop()
+
+    def say(self, text: str) -> None:
+        self.console.print(text)
+
+    def ran(self, summary: RunSummary, points: list[TrialPoint]) -> None:
+        if self._on_ran is not None:
+            self._on_ran(self.console, summary, points)

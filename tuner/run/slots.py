@@ -88,14 +88,15 @@ def run_slots(
     *,
     n_trials: int | None,
     timeout_s: float | None,
-    confirm: int,
     on_start: Callable[[], None] = lambda: None,
     on_stop: Callable[[], None] = lambda: None,
 ) -> RunSummary:
     """Run one loop per slot in threads until the study's budget is met; one summary.
 
     `--n-trials N` gives each slot N more. An exception in one slot (a broken study) stops
-    the others; the first one is raised once every thread has ended.
+    the others; the first one is raised once every thread has ended. The confirmation of the
+    best configs (`--confirm`) is the study's, not a slot's: `tuner.run.session` runs it once,
+    after the slots.
     """
     first = loops[0]
     results: dict[int, RunSummary] = {}
@@ -104,7 +105,7 @@ def run_slots(
 
     def work(i: int, loop: StudyLoop) -> None:
         try:
-            results[i] = loop.run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
+            results[i] = loop.run(n_trials=n_trials, timeout_s=timeout_s)
         except BaseException as exc:
             errors.append(exc)
             stop_all(getattr(exc, "signum", signal.SIGINT), close=False)

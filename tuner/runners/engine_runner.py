@@ -94,6 +94,13 @@ class TrialRunner(abc.ABC):
         else:
             self._requests = list(requests)
 
+    def share_workload(self, other: TrialRunner) -> None:
+        """Measure `other`'s tokenizer and requests, built once for both (GPU slots: every
+        slot's runner measures the same workload as the first)."""
+        self._tokenizer = other.tokenizer
+        self._requests = other.requests
+        self._scenario_requests = dict(other._scenario_requests)
+
     def with_spec(self, spec: StudySpec) -> TrialRunner:
         """A runner like this one (same engine set-up, slot and tokenizer) for another spec's
         workloads (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""

@@ -1,1 +1,43 @@
-"""A discrete-event model of vLLM's V1 scheduler, with a server and a planner around it."""
+"""The simulated engine: a discrete-event model of vLLM V1's scheduler, with drivers around it.
+
+flags + model profile + accelerator profile → memory plan and vLLM's start-up refusals →
+scheduler steps timed by a roofline cost model → per-request token times (`RequestRecord`s).
+Every figure it produces is a prediction, labelled SIMULATED, never a measurement.
+
+Modules of the core (plain computation: no HTTP, no asyncio, no CLI, no study file; an
+import-linter contract holds it):
+- `profiles`: model shapes and accelerator datasheets (`load_model`, `get_gpu`);
+- `profile_file`: accelerator profiles as YAML files (`load_gpu`);
+- `memory`: flag defaults, the memory plan, vLLM's refusals (`check_config`);
+- `scheduler`: V1's rules (token budget, max-num-seqs, paged blocks, preemption);
+- `steptime`: the step-time model (roofline + all-reduce + overhead);
+- `engine`: scheduler + step times + a clock;
+- `planner`: the virtual-time driver (`simulate`), what `tuner plan` and the screen call;
+- `fit`: fitting a profile's constants to measured trials (`tuner calibrate`, the screen);
+- `text`, `faults`: token text for the server, injected faults.
+
+Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp).
+
+What may be assumed: deterministic (same inputs, same figures); the core takes plain values
+(flags, profiles, prompt and output lengths, arrival times), never a `StudySpec`.
+
+Re-exported here: the core's everyday names (numpy only). Not `server` (aiohttp must stay out
+of the core's path), nor `fit` (scipy) or `profile_file` (pydantic): import them from their
+modules.
+"""
+
+from tuner.sim.engine import Engine
+from tuner.sim.memory import check_config
+from tuner.sim.planner import SimResult, simulate
+from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
+
+__all__ = [
+    "Engine",
+    "GpuProfile",
+    "ModelProfile",
+    "SimResult",
+    "check_config",
+    "get_gpu",
+    "load_model",
+    "simulate",
+]

@@ -62,77 +62,112 @@ def simulate(
     model = load_model(model) if isinstance(model, str) else model
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     engine = Engine(model, gpu, flags, record_times=True)
-    n = len(prompt_lens)
-    records: list[RequestRecord | None] = [None] * n
-    start_s = [0.0] * n
-    order = deque(sorted(range(n), key=lambda i: arrival_s[i]))
-    slots = [0.0] * max_concurrency if max_concurrency else None  # heap: times slots free
-    frontend_s = gpu.constants.request_overhead_s
-    last_s = 0.0
-
-    def next_dispatch_s() -> float:
-        """When the next request reaches the engine (sent, plus the API server's delay)."""
-        if not order:
-            return math.inf
-        if slots is None:
-            return arrival_s[order[0]] + frontend_s
-        return max(arrival_s[order[0]], slots[0]) + frontend_s if slots else math.inf
-
-    def dispatch(now: float) -> None:
-        nonlocal last_s
-        while order and next_dispatch_s() <= now:
-            i = order.popleft()
-            sent = arrival_s[i] if slots is None else max(arrival_s[i], heapq.heappop(slots))
-            start_s[i] = sent
-            error = engine.request_error(prompt_lens[i], output_lens[i])
-            if error:
-                records[i] = RequestRecord(prompt_lens[i], error=error, start_s=sent)
-                last_s = max(last_s, sent)
-                if slots is not None:
-                    heapq.heappush(slots, sent)
-                continue
-            engine.add_request(str(i), prompt_lens[i], output_lens[i], sent + frontend_s)
-
-    def complete(done: list[SimRequest]) -> None:
-        nonlocal last_s
-        for req in done:
-            i = int(req.id)
-            records[i] = _record(req, start_s[i])
-            last_s = max(last_s, records[i].start_s + records[i].latency_s)
-            if slots is not None:
-                heapq.heappush(slots, engine.clock)
-
-    trace: list[tuple[float, int, float, int]] = []
-
-    def observe(t: float) -> None:
-        state = (engine.num_waiting, engine.kv_cache_usage, engine.num_preemptions)
-        if not trace or trace[-1][1:] != state:
-            trace.append((t, *state))
-
+    client = _Client(engine, prompt_lens, output_lens, arrival_s, max_concurrency)
     now = 0.0
     while True:
-        dispatch(now)
-        observe(now)
+        client.dispatch(now)
+        client.observe(now)
         if not engine.has_work:
-            if not order:
+            if not client.order:
                 break
-            now = next_dispatch_s()
+            now = client.next_dispatch_s()
             continue
-        steps, done = engine.run_decodes(until_s=next_dispatch_s())
+        steps, done = engine.run_decodes(until_s=client.next_dispatch_s())
         if not steps:
             duration, _, done = engine.advance(now)
             if not duration:
                 raise RuntimeError("simulated engine made no progress")  # a scheduler bug
-        complete(done)
+        client.complete(done)
         now = engine.clock
-        observe(now)
+        client.observe(now)
     return SimResult(
-        records=[r for r in records if r is not None],
-        duration_s=last_s,
+        records=[r for r in client.records if r is not None],
+        duration_s=client.last_s,
         events=engine.steps,
         preemptions=engine.num_preemptions,
-        engine_trace=trace,
+        engine_trace=client.trace,
     )
+
+
+class _Client:
+    """The client's part of a run: each request sent at its arrival time (or once a
+    concurrency slot frees), reaching the engine the API server's delay later; its record;
+    the engine's `/metrics` after every dispatch and step."""
+
+    __slots__ = (
+        "arrival_s",
+        "engine",
+        "frontend_s",
+        "last_s",
+        "order",
+        "output_lens",
+        "prompt_lens",
+        "records",
+        "slots",
+        "start_s",
+        "trace",
+    )
+
+    def __init__(
+        self,
+        engine: Engine,
+        prompt_lens: list[int],
+        output_lens: list[int],
+        arrival_s: list[float],
+        max_concurrency: int | None,
+    ) -> None:
+        n = len(prompt_lens)
+        self.engine = engine
+        self.prompt_lens, self.output_lens, self.arrival_s = prompt_lens, output_lens, arrival_s
+        self.records: list[RequestRecord | None] = [None] * n
+        self.start_s = [0.0] * n
+        self.order = deque(sorted(range(n), key=lambda i: arrival_s[i]))
+        # heap: the times the concurrency slots free; None: no limit
+        self.slots = [0.0] * max_concurrency if max_concurrency else None
+        self.frontend_s = engine.gpu.constants.request_overhead_s
+        self.last_s = 0.0
+        self.trace: list[tuple[float, int, float, int]] = []
+
+    def next_dispatch_s(self) -> float:
+        """When the next request reaches the engine (sent, plus the API server's delay)."""
+        if not self.order:
+            return math.inf
+        first = self.arrival_s[self.order[0]]
+        if self.slots is None:
+            return first + self.frontend_s
+        return max(first, self.slots[0]) + self.frontend_s if self.slots else math.inf
+
+    def dispatch(self, now: float) -> None:
+        engine, slots, order = self.engine, self.slots, self.order
+        while order and self.next_dispatch_s() <= now:
+            i = order.popleft()
+            arrived = self.arrival_s[i]
+            sent = arrived if slots is None else max(arrived, heapq.heappop(slots))
+            self.start_s[i] = sent
+            error = engine.request_error(self.prompt_lens[i], self.output_lens[i])
+            if error:
+                self.records[i] = RequestRecord(self.prompt_lens[i], error=error, start_s=sent)
+                self.last_s = max(self.last_s, sent)
+                if slots is not None:
+                    heapq.heappush(slots, sent)
+                continue
+            engine.add_request(
+                str(i), self.prompt_lens[i], self.output_lens[i], sent + self.frontend_s
+            )
+
+    def complete(self, done: list[SimRequest]) -> None:
+        for req in done:
+            i = int(req.id)
+            record = self.records[i] = _record(req, self.start_s[i])
+            self.last_s = max(self.last_s, record.start_s + record.latency_s)
+            if self.slots is not None:
+                heapq.heappush(self.slots, self.engine.clock)
+
+    def observe(self, t: float) -> None:
+        engine, trace = self.engine, self.trace
+        state = (engine.num_waiting, engine.kv_cache_usage, engine.num_preemptions)
+        if not trace or trace[-1][1:] != state:
+            trace.append((t, *state))
 
 
 def _record(req: SimRequest, sent_s: float) -> RequestRecord:

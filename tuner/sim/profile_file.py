@@ -14,13 +14,29 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from tuner.errors import UserError
 from tuner.sim.profiles import GPUS, GpuProfile, StepTimeConstants, get_gpu
+from tuner.spec.inputs import NoBoolNumbers
+from tuner.spec.outputs import write_output_file
 from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 
 MAX_OVERHEAD_S = 10.0  # a fixed cost of seconds per step is a unit mistake (ms for s)
+# Physical bounds of each figure, in the file's units, with the words of the refusal. Far
+# wider than any accelerator's datasheet (T4 to B200, and a CPU), far narrower than a unit
+# mistake: 768 for a bandwidth (GB/s for bytes/s) or 1e-300 for anything overflows the
+# simulator (a step of 1e300 seconds, a KV cache of 1e300 blocks).
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "memory_bytes": (2**30, 2**44, "bytes (1 GiB to 16 TiB)"),
+    "bandwidth_bytes_s": (1e10, 1e14, "bytes/s (10 GB/s to 100 TB/s)"),
+    "flops": (1e10, 1e17, "FLOP/s (10 GFLOP/s to 100 PFLOP/s)"),
+    "interconnect_bytes_s": (1e8, 1e14, "bytes/s (100 MB/s to 100 TB/s)"),
+    "allreduce_latency_s": (0.0, 1.0, "seconds (0 to 1 s)"),
+    "flops_efficiency": (0.01, 1.0, "(a share of the peak)"),
+    "bandwidth_efficiency": (0.01, 1.0, "(a share of the peak)"),
+}
+MIN_OVERHEAD_S = 1e-9  # a cost per step, request or token: 0, or 1 ns to MAX_OVERHEAD_S
 HEADER = (
     "# An accelerator profile for tuner's simulator (docs/simulator.md, 'Profile files').\n"
     "# Units: bytes, bytes/s, FLOP/s, seconds. Use it as `hardware.profile: FILE` in a\n"
@@ -28,8 +44,21 @@ HEADER = (
 )
 
 
-class _Strict(BaseModel):
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _physical(cls, v: object, info: ValidationInfo) -> object:
+        """Each figure within physical bounds, the bound and the unit in the refusal."""
+        name = info.field_name or ""
+        if name in BOUNDS and isinstance(v, int | float):
+            low, high, unit = BOUNDS[name]
+            if not low <= v <= high:
+                raise ValueError(f"{v:g} is outside {low:g} to {high:g} {unit}")
+        if name.endswith("overhead_s") and isinstance(v, float) and 0 < v < MIN_OVERHEAD_S:
+            raise ValueError(f"{v:g} seconds: give 0, or {MIN_OVERHEAD_S:g} to {MAX_OVERHEAD_S:g}")
+        return v
 
 
 class ConstantsFile(_Strict):
@@ -64,14 +93,18 @@ class ProfileFile(_Strict):
 def profile_to_yaml(gpu: GpuProfile) -> str:
     """The profile as a file's text (validated first, so what is written can be read back)."""
     data = asdict(gpu)
-    ProfileFile.model_validate(data)
+    try:
+        ProfileFile.model_validate(data)
+    except ValidationError as exc:  # a fit pushed past a bound (fitting a fitted profile)
+        raise UserError(f"profile {gpu.name}: {describe_validation_error(exc)}") from None
     order = list(ProfileFile.model_fields)
     text = yaml.safe_dump({k: data[k] for k in order}, sort_keys=False, allow_unicode=True)
     return HEADER + text
 
 
-def write_profile(gpu: GpuProfile, path: str | Path) -> None:
-    Path(path).write_text(profile_to_yaml(gpu))
+def write_profile(gpu: GpuProfile, path: str | Path, what: str = "profile file") -> None:
+    """The profile to a file; a folder or a missing directory is one line."""
+    write_output_file(path, profile_to_yaml(gpu), what)
 
 
 def read_profile(path: str | Path) -> GpuProfile:

@@ -211,7 +211,7 @@ def load_model(name_or_dir: str | Path) -> ModelProfile:
         )
     try:
         data = json.loads(config.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JSON or UTF-8 decoding
         raise UserError(f"{config}: cannot read config.json: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{config}: config.json is not a JSON object")

@@ -1,1 +1,38 @@
-"""spec."""
+"""The study file and everything read from it: the first step of the data flow.
+
+study file (YAML) → `StudySpec` (validated, nothing started) → search space → engine argv/env.
+Every user mistake in a study file is found here, at load time, as one line (`UserError`).
+
+Modules:
+- `study`: `StudySpec`, `load_study_spec(path)`, `stored_spec` (the spec a trial ran under);
+- `sections`: the file's sections (engine, search space, objective, budget, hardware, ...);
+- `workload`: `WorkloadSpec`, the workload options shared with `tuner bench`;
+- `space`: the search space's distributions and defaults, and a trial's engine argv and env
+  (`engine_argv`, `engine_env`), the production command (`serve_argv`), vLLM's flag rules;
+- `slo`: metric directions and SLO limits (`p99_ttft_ms<=2000`);
+- `metric_keys`: the grammar of vLLM's metric keys (`p99_ttft_ms`, `output_throughput`);
+- `vllm_rules`: vLLM's own configuration checks, with its messages;
+- `parsing`, `yamlfile`, `inputs`: YAML reading, durations, pydantic errors in a user's words,
+  field checks.
+
+What may be assumed: a `StudySpec` is valid (every later stage trusts it); the pure modules
+(`slo`, `metric_keys`, `vllm_rules`, `inputs`) do no I/O and load no third-party package.
+
+Re-exported here: only the pure names, so that importing one of them stays cheap. `StudySpec`,
+`load_study_spec`, `WorkloadSpec` and the argv functions load pydantic (and `space` optuna),
+and the simulation core must not reach the study file: import them from `tuner.spec.study`,
+`tuner.spec.workload` and `tuner.spec.space`.
+"""
+
+from tuner.spec.metric_keys import Direction, parse_latency_key
+from tuner.spec.slo import SloLimit, metric_direction, parse_slo
+from tuner.spec.vllm_rules import scheduler_error
+
+__all__ = [
+    "Direction",
+    "SloLimit",
+    "metric_direction",
+    "parse_latency_key",
+    "parse_slo",
+    "scheduler_error",
+]

@@ -10,10 +10,10 @@ import ipaddress
 import math
 import re
 import string
-from typing import TYPE_CHECKING, Any
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
 
-if TYPE_CHECKING:
-    pass
+from pydantic import BaseModel, ValidationInfo, field_validator
 
 POSIX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own; the tuner sets it from `engine.api_key_env`
@@ -90,3 +90,42 @@ def find_nul(data: Any) -> str | None:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _wants_number(ann: Any) -> bool:
+    """Whether a field of type `ann` takes a number and no bool (`int`, `float | None`)."""
+    if get_origin(ann) is Annotated:
+        return _wants_number(get_args(ann)[0])
+    if get_origin(ann) in (Union, types.UnionType):
+        branches = get_args(ann)
+        return bool not in branches and any(_wants_number(a) for a in branches)
+    return ann in (int, float)
+
+
+def bool_for_number(ann: Any, value: Any) -> bool:
+    """Whether `value` holds a YAML `true`/`false` where `ann` wants a number (pydantic's
+    lax mode would take it as 1 or 0), at the top or inside a list or a mapping."""
+    if isinstance(value, bool):
+        return _wants_number(ann)
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Annotated or origin in (Union, types.UnionType):
+        branches = args[:1] if origin is Annotated else args
+        return any(bool_for_number(a, value) for a in branches if a is not type(None))
+    if origin is list and isinstance(value, list):
+        return any(bool_for_number(args[0], x) for x in value)
+    if origin is dict and isinstance(value, dict):
+        return any(bool_for_number(args[1], x) for x in value.values())
+    return False
+
+
+class NoBoolNumbers(BaseModel):
+    """A section whose numbers must be numbers: `num_prompts: true` is refused, not read
+    as 1 (strict mode would also refuse `1e3`, which YAML 1.1 reads as a string)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, v: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and bool_for_number(field.annotation, v):
+            raise ValueError("a number is expected here, not true or false")
+        return v

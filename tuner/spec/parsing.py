@@ -30,7 +30,16 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: {what} not found")
     try:
-        data = yamlfile.load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path}: the {what} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+            f"offset {exc.start}): save it as UTF-8"
+        ) from None
+    try:
+        data = yamlfile.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

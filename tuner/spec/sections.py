@@ -19,9 +19,11 @@ Scalar = str | int | float | bool
 MAX_NAME_LEN = 128  # study names go into log file names: `<name>-simulated-trial-0001.log`
 MAX_TRIALS = 100_000
 SEED_LIMIT = 2**32  # numpy's and Optuna's samplers take seeds in [0, 2**32)
+MAX_WEIGHT = 1e6  # only ratios of weights matter; 1e308 printed 300-digit scores
+MAX_GPUS = 256  # GPU indices 0..255: no box holds more (CUDA numbers them from 0)
 
 
-class _Strict(BaseModel):
+class _Strict(inputs.NoBoolNumbers, BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
@@ -161,7 +163,7 @@ def _checked(check: Any, value: str) -> None:
 
 def _check_slos(v: list[str]) -> list[str]:
     for text in v:
-        _checked(slo.parse_slo, text)
+        _checked(slo.check_sense, text)  # parses it, and refuses an inverted limit
         for limit in slo.parse_slo(text):
             if not math.isfinite(limit.value):
                 raise ValueError(f"SLO {text!r}: the limit must be a finite number")
@@ -205,8 +207,8 @@ class ObjectiveSpec(_Strict):
     def _weights(cls, v: dict[str, float]) -> dict[str, float]:
         for name, w in v.items():
             _checked(slo.metric_direction, name)
-            if w < 0:
-                raise ValueError(f"weight of {name} is negative")
+            if not 0 <= w <= MAX_WEIGHT:
+                raise ValueError(f"weight of {name} is {w:g}: give 0 to {MAX_WEIGHT:g}")
         if not any(w > 0 for w in v.values()):
             raise ValueError("at least one weight must be > 0")
         return v
@@ -285,6 +287,11 @@ def parse_gpus(text: str) -> list[int]:
         low, high = int(m[1]), int(m[2] or m[1])
         if high < low:
             raise ValueError(f"GPUs {text!r}: range {part.strip()} runs backwards")
+        if high >= MAX_GPUS:
+            raise ValueError(
+                f"GPUs {text!r}: index {high} is past {MAX_GPUS - 1}: no box holds over "
+                f"{MAX_GPUS} GPUs (give the indices CUDA numbers them by, from 0)"
+            )
         out.extend(range(low, high + 1))
     if len(set(out)) != len(out):
         raise ValueError(f"GPUs {text!r}: a GPU is listed twice")

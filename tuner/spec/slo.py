@@ -74,6 +74,22 @@ def parse_constraint_key(key: str) -> tuple[str, SloLimit] | None:
     return scenario, SloLimit(m.group(1), m.group(2), value)  # type: ignore[arg-type]
 
 
+def check_sense(text: str) -> None:
+    """An SLO that can be met and bounds the side it should: metrics are never negative,
+    and a limit bounds a lower-is-better metric from above, a higher-is-better one from
+    below (`output_throughput<=5` would reward a slower engine)."""
+    for limit in parse_slo(text):
+        if limit.value < 0 or (limit.op == "<" and limit.value == 0):
+            raise UserError(f"SLO {str(limit)!r} can never be met: metrics are never negative")
+        upper = limit.op in ("<=", "<")
+        if upper != (metric_direction(limit.metric) == "minimize"):
+            side, better = (">=", "higher") if upper else ("<=", "lower")
+            raise UserError(
+                f"SLO {str(limit)!r} bounds the wrong side: {limit.metric} is {better} "
+                f"is better, so its limit is {limit.metric}{side}VALUE"
+            )
+
+
 def parse_slo(text: str) -> list[SloLimit]:
     """Parse `p99_ttft_ms<=2000,mean_tpot_ms<=80` into limits; a bad part is a user error."""
     limits = []

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import UserError
-from tuner.spec import inputs, slo
+from tuner.spec import coherence, inputs, slo
 from tuner.spec.parsing import describe_validation_error, parse_duration_s, read_yaml_mapping
 from tuner.spec.sections import (
     MAX_NAME_LEN,
@@ -138,6 +138,11 @@ class StudySpec(_Strict):
                 "objective.slo: capacity mode needs an SLO (the limits that the highest "
                 "rate must meet), e.g. p99_ttft_ms<=2000"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StudySpec:
+        coherence.check_study(self)
         return self
 
     @property

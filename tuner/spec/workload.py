@@ -7,13 +7,14 @@ import re
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+
+from tuner.spec.inputs import NoBoolNumbers
 
 LATENCY_NAMES = ("ttft", "tpot", "itl", "e2el")
 # Caps on sizes, so that a typo cannot exhaust memory (docs/study-file.md, "Limits").
@@ -29,7 +30,7 @@ LONGDOC_OUTPUT_LEN = 1024
 _LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 
 
-class WorkloadSpec(BaseModel):
+class WorkloadSpec(NoBoolNumbers):
     """One fixed workload. Field names are `vllm bench serve` flags with `_` for `-`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)

@@ -1,34 +1,16 @@
 """A throw-away PostgreSQL for the multi-worker tests and benchmarks/scale_out.py, and the
-workers that share it."""
+workers that share it. Its programs are found (or installed: `make postgres`) by
+`tuner.tools.postgres_env`; the tests' `postgres` fixture fails, never skips, without them."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 from tuner.testing.cli import TUNER
-
-PG_USER = "postgres"  # the system user the server runs as (it refuses to run as root)
-
-
-def postgres_missing() -> str | None:
-    """Why a throw-away PostgreSQL cannot be started here, or None when it can."""
-    import shutil
-
-    for exe in ("initdb", "pg_ctl"):
-        if shutil.which(exe) is None:
-            return f"{exe} is not on PATH (Debian: apt-get install postgresql-15)"
-    if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
-            return "running as root without runuser: cannot start PostgreSQL as another user"
-        import pwd
-
-        try:
-            pwd.getpwnam(PG_USER)
-        except KeyError:
-            return f"running as root and no {PG_USER!r} system user to run PostgreSQL as"
-    return None
+from tuner.tools.postgres_env import PG_USER, postgres_missing, server_bin_dir, system_tool
 
 
 class PostgresServer:
@@ -43,39 +25,39 @@ class PostgresServer:
 
         from tuner.engine.ports import free_port
 
+        bin_dir = server_bin_dir()
+        if bin_dir is None:
+            raise RuntimeError(postgres_missing())
+        self.initdb, self.pg_ctl = str(bin_dir / "initdb"), str(bin_dir / "pg_ctl")
         self.dir = Path(tempfile.mkdtemp(prefix="tuner-pg-"))
         self.port = free_port("127.0.0.1")
-        self._as = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
+        runuser = system_tool("runuser") or "runuser"
+        self._as = [runuser, "-u", PG_USER, "--"] if os.geteuid() == 0 else []
         if self._as:
-            import shutil
-
             shutil.chown(self.dir, user=PG_USER)
         self._databases = 0
 
     def start(self) -> PostgresServer:
         data = self.dir / "data"
-        run = self._as
-        subprocess.run(
-            [*run, "initdb", "-D", str(data), "-A", "trust", "-U", PG_USER],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        self._run(self.initdb, "-D", str(data), "-A", "trust", "-U", PG_USER)
         opts = f"-k {self.dir} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off"
-        log = str(self.dir / "log")
-        subprocess.run(
-            [*run, "pg_ctl", "-D", str(data), "-o", opts, "-l", log, "-w", "start"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        log = self.dir / "log"
+        try:
+            self._run(self.pg_ctl, "-D", str(data), "-o", opts, "-l", str(log), "-w", "start")
+        except RuntimeError as exc:
+            text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{exc}\n{text}") from None
         return self
 
-    def stop(self) -> None:
-        import shutil
+    def _run(self, *argv: str) -> None:
+        """One server program (as the `postgres` user when root); its output on failure."""
+        done = subprocess.run([*self._as, *argv], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]}")
 
+    def stop(self) -> None:
         subprocess.run(
-            [*self._as, "pg_ctl", "-D", str(self.dir / "data"), "-m", "immediate", "stop"],
+            [*self._as, self.pg_ctl, "-D", str(self.dir / "data"), "-m", "immediate", "stop"],
             capture_output=True,
             timeout=120,
         )

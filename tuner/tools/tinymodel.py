@@ -14,6 +14,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+from tuner.spec.outputs import make_output_dir
+
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
@@ -145,8 +147,7 @@ def make_tiny_model(out_dir: Path, *, vocab_size: int = 1024, seed: int = 0) -> 
 
     The same arguments always give byte-identical files. Returns `out_dir`.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_output_dir(out_dir, "make-tiny-model:")  # a file or /proc/x: one line
     tok = _train_tokenizer(vocab_size, seed)
     eos_id = tok.token_to_id(EOS_TOKEN)
     bos_id = tok.token_to_id(BOS_TOKEN)

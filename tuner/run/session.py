@@ -1,0 +1,189 @@
+"""One `tuner run` or `tuner plan`, start to end: the run package's entry point.
+
+`run_study` is the run's whole sequence: the study's GPU slots (one loop per slot in threads,
+`tuner.run.slots`) or a single loop; the confirmation of the best configs (`--confirm`), once
+per study, after every slot has ended; then the robustness checks of the best config (on the
+simulator; also on the engine after a confirmation on a real engine). The CLI
+(`tuner.commands.study`) and the benchmarks both call it: commands parse flags, call it and
+print; what the run shows while it runs goes through a `RunView` (silent by default).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner import trial as tr
+from tuner.errors import RunInterrupted
+from tuner.run.loop import StudyLoop
+from tuner.run.progress import RunView, StudyProgress
+from tuner.run.slots import Slot, merge, plan_slots, run_slots
+from tuner.run.summary import RunSummary
+from tuner.runners.engine_runner import EngineRunner, TrialRunner
+from tuner.spec.study import StudySpec
+from tuner.store.storage import Store
+from tuner.trial import TrialPoint
+
+# A runner for one GPU slot, or (None) for a run that measures one trial at a time.
+RunnerFactory = Callable[[Slot | None], TrialRunner]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a study: the flags of `tuner run` / `tuner plan`."""
+
+    n_trials: int | None = None  # this many more trials; None: the study file's budget
+    timeout_s: float | None = None  # stop starting trials after this long
+    precheck: bool = True  # skip configs predicted not to fit in memory
+    confirm: int = 0  # re-measure the best K configs at the end (once per study)
+    accept_changes: bool = False  # a changed study file starts a new baseline
+    pruning: bool = True  # stop hopeless trials early
+    warm_start: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (source, params)
+    gpu_slots: bool = False  # split the study's `hardware.gpus` into slots (`plan_slots`)
+    check_robustness: bool = True  # does the best config's gain survive small workload changes?
+
+
+@dataclass
+class RunResult:
+    """What the run did (`summary`), the study, and the trials of its current spec."""
+
+    summary: RunSummary
+    study: optuna.Study
+    points: list[TrialPoint]
+    robustness: tr.RobustnessRecord | None = None  # the simulated check (`fidelity.robustness`)
+    robustness_measured: tr.RobustnessRecord | None = None  # measured on the engine (`--confirm`)
+
+    @property
+    def best(self) -> TrialPoint | None:
+        return tr.best(self.points)
+
+
+def engine_runners(spec: StudySpec, log_dir: Path, storage_url: str | None) -> RunnerFactory:
+    """Engine runners: a slot's engines see only its GPUs and run on its share of the cores,
+    and the client keeps off every slot's engine cores."""
+    slots = plan_slots(spec)
+    every_core = sorted({c for s in slots for c in s.cores or []}) or None
+
+    def make(slot: Slot | None) -> TrialRunner:
+        if slot is None:
+            return EngineRunner(spec, log_dir, storage_url)
+        return EngineRunner(
+            spec,
+            log_dir,
+            storage_url,
+            gpus=slot.gpus,
+            cores=slot.cores,
+            all_engine_cores=every_core,
+        )
+
+    return make
+
+
+def run_study(
+    spec: StudySpec,
+    store: Store,
+    make_runner: RunnerFactory,
+    options: RunOptions | None = None,
+    view: RunView | None = None,
+) -> RunResult:
+    """Run (or continue) the study up to its budget, confirm, check the best; the result.
+
+    Ctrl-C, SIGTERM or SIGHUP during the trials: the trial in flight is recorded as interrupted
+    and `RunInterrupted` is raised."""
+    options = options or RunOptions()
+    view = view or RunView()
+    slots = plan_slots(spec) if options.gpu_slots else []
+    runner = make_runner(slots[0] if slots else None)  # the run's: its workload, its checks
+    runner.prepare()
+    try:
+        if len(slots) > 1:
+            loop, summary = _run_slots(spec, store, runner, make_runner, slots, options, view)
+        else:  # one slot (all of --gpus in one trial) needs no threads
+            loop = _loop(spec, store, runner, options, view.progress(None))
+            summary = loop.run(
+                n_trials=options.n_trials, timeout_s=options.timeout_s, confirm=options.confirm
+            )
+    except KeyboardInterrupt as exc:  # recorded already; typer would swallow the signal's name
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise RunInterrupted(signum, signal.Signals(signum).name) from None
+    points = loop.points()
+    view.ran(summary, points)
+    result = RunResult(summary, loop.study, points)
+    if options.check_robustness and result.best is not None:
+        _check_robustness(result, spec, runner, options, view)
+    return result
+
+
+def _loop(
+    spec: StudySpec,
+    store: Store,
+    runner: TrialRunner,
+    options: RunOptions,
+    progress: StudyProgress,
+    slot: str | None = None,
+) -> StudyLoop:
+    return StudyLoop(
+        spec,
+        store,
+        runner,
+        precheck=options.precheck,
+        progress=progress,
+        accept_changes=options.accept_changes,
+        pruning=options.pruning,
+        slot=slot,
+        warm_start=options.warm_start,
+    )
+
+
+def _run_slots(
+    spec: StudySpec,
+    store: Store,
+    runner: TrialRunner,
+    make_runner: RunnerFactory,
+    slots: list[Slot],
+    options: RunOptions,
+    view: RunView,
+) -> tuple[StudyLoop, RunSummary]:
+    """One loop per slot, in threads; then the study's one confirmation, on the first slot."""
+    loops = []
+    for i, slot in enumerate(slots):
+        r = runner if i == 0 else make_runner(slot)
+        if r is not runner:
+            r.share_workload(runner)  # built once
+        loops.append(_loop(spec, store, r, options, view.progress(slot.label), slot.label))
+    summary = run_slots(
+        loops,
+        n_trials=options.n_trials,
+        timeout_s=options.timeout_s,
+        on_start=view.start,
+        on_stop=view.stop,
+    )
+    if not options.confirm:
+        return loops[0], summary
+    # Every slot has ended: one worker re-measures the best configs, holding the study's lock
+    # like any single run (no new trials: n_trials=0).
+    confirming = _loop(spec, store, runner, replace(options, warm_start=[]), view.progress(None))
+    confirmed = confirming.run(n_trials=0, confirm=options.confirm)
+    return confirming, merge([summary, confirmed])
+
+
+def _check_robustness(
+    result: RunResult, spec: StudySpec, runner: TrialRunner, options: RunOptions, view: RunView
+) -> None:
+    """Whether the best config's gain survives small workload changes: on the simulator, and
+    measured on the engine after a confirmation on a real engine (it then wins in `best`)."""
+    from tuner.fidelity.robustness import check_best
+
+    view.say("checking that the best config's gain survives small workload changes")
+    result.robustness = check_best(result.study, spec, result.points, runner.requests)
+    if options.confirm and not runner.planned:
+        from tuner.fidelity.robustness_measured import check_best_measured
+
+        result.robustness_measured = check_best_measured(
+            result.study, spec, result.points, runner, say=view.say
+        )

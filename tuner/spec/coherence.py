@@ -1,0 +1,113 @@
+"""Checks across the study file's sections: combinations that each section accepts alone
+but that together measure something other than what the output would claim (pure; each
+raises ValueError `section.field: why`, which `StudySpec` turns into one line)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.spec.sections import ParameterSpec
+
+# `StudySpec` runs these in its validator, so they take it untyped (`tuner.spec.study`
+# imports this module, not the other way round).
+StudySpec = Any
+
+WORLD_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")  # GPUs of one engine
+
+
+def check_study(spec: StudySpec) -> None:
+    """Every cross-section rule, in the order a reader meets the sections."""
+    check_flags_tuned_once(spec)
+    check_export_drops(spec)
+    check_capacity(spec)
+    check_one_tokenizer(spec)
+    check_engine_fits_slot(spec)
+
+
+def flag_of(name: str, p: ParameterSpec) -> str:
+    """The long flag a parameter sets, without dashes ("" for an env parameter)."""
+    return "" if p.env is not None else (p.flag or f"--{name}")[2:]
+
+
+def check_flags_tuned_once(spec: StudySpec) -> None:
+    """Two parameters on one flag (or one env var): only the last would reach the engine."""
+    seen: dict[str, str] = {}
+    for name, p in spec.search_space.parameters.items():
+        target = f"env {p.env}" if p.env is not None else f"flag --{flag_of(name, p)}"
+        if target in seen:
+            raise ValueError(
+                f"search_space: parameters {seen[target]!r} and {name!r} both set {target}: "
+                "one of them would have no effect"
+            )
+        seen[target] = name
+
+
+def check_export_drops(spec: StudySpec) -> None:
+    """`export_drop_flags` leaves fixed flags out of `best`/`export`; a tuned one would
+    make the exported command differ from the measured config."""
+    tuned = {flag_of(n, p): n for n, p in spec.search_space.parameters.items() if p.env is None}
+    for flag in spec.engine.export_drop_flags:
+        if flag.lstrip("-") in tuned:
+            raise ValueError(
+                f"engine.export_drop_flags: {flag!r} is tuned (parameter "
+                f"{tuned[flag.lstrip('-')]!r}): the exported command would leave out the "
+                "value that was measured"
+            )
+
+
+def check_capacity(spec: StudySpec) -> None:
+    """Capacity mode offers rising request rates; what it reports must be a served rate."""
+    if spec.objective.mode != "capacity":
+        return
+    for name, w in [("", spec.workload), *spec.workloads.items()]:
+        if w.max_concurrency is not None:
+            where = f"workload.{name}" if name else "workload"
+            raise ValueError(
+                f"{where}.max_concurrency: capacity mode searches the highest offered rate, "
+                "and a client capped at a concurrency does not send that rate: leave "
+                "max_concurrency out of a capacity study (docs/study-file.md)"
+            )
+    if spec.search.fidelity == "multi":
+        raise ValueError(
+            "search.fidelity: multi screens configs by the latency score, not by capacity: "
+            "use search.fidelity: single with objective.mode: capacity"
+        )
+
+
+def check_one_tokenizer(spec: StudySpec) -> None:
+    """Scenarios share one engine and one tokenizer (the first scenario's): another
+    scenario's own `tokenizer:` would be silently ignored."""
+    first = spec.workload.tokenizer
+    for s in spec.scenarios[1:]:
+        if s.tokenizer is not None and s.tokenizer != first:
+            raise ValueError(
+                f"workload.{s.name}.tokenizer: every scenario is counted with one tokenizer, "
+                f"the first scenario's ({first or 'the model directory'}): give it there, "
+                "or the same in each scenario"
+            )
+
+
+def world_sizes(spec: StudySpec, flag: str) -> list[int]:
+    """Every value a world-size flag can take in this study (fixed or tuned)."""
+    for name, p in spec.search_space.parameters.items():
+        if flag_of(name, p) == flag:
+            if p.type == "categorical":
+                return [int(c) for c in p.choices or [] if isinstance(c, int | float)]
+            if p.type == "int" and p.high is not None:
+                return [int(p.high)]
+    value = spec.engine.flags.get(flag)
+    return [int(value)] if isinstance(value, int | float) and not isinstance(value, bool) else [1]
+
+
+def check_engine_fits_slot(spec: StudySpec) -> None:
+    """An engine of TP x PP GPUs on a slot of fewer GPUs fails at every start."""
+    per_trial = spec.hardware.gpus_per_trial
+    if per_trial is None:
+        return
+    tp, pp = (max(world_sizes(spec, flag), default=1) for flag in WORLD_FLAGS)
+    if tp * pp > per_trial:
+        raise ValueError(
+            f"hardware.gpus_per_trial: a slot has {per_trial} GPU(s) but an engine may need "
+            f"{tp * pp} (tensor-parallel-size {tp} x pipeline-parallel-size {pp}): every "
+            "such trial would fail to start"
+        )
