@@ -65,6 +65,8 @@ def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_pat
         budget={"n_trials": 3},
         workload={"num_prompts": 8},
         trial={"stall_timeout_s": 5, "confirm_repeats": 1},
+        flags={"tensor-parallel-size": 1, "gpu": "h200"},  # one GPU per slot: TP 1 fits
+        hardware={"gpu": "h200", "count": 1},
     )
     args = ("--gpus", "0-1", "--gpus-per-trial", "1", "--confirm", "1")
     run = tuner("run", str(study), *args, cwd=tmp_path, timeout=600)

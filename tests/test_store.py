@@ -230,8 +230,8 @@ def test_a_sqlite_file_without_a_study_is_one_user_error_for_readers(tmp_path: P
         Store(f"sqlite:///{db}", readonly=True)
 
 
-def test_the_cli_says_a_garbage_database_in_one_line(tmp_path: Path) -> None:
-    study = sim_study(tmp_path, tmp_path / "tokenizer")
+def test_the_cli_says_a_garbage_database_in_one_line(tiny_model_dir: Path, tmp_path: Path) -> None:
+    study = sim_study(tmp_path, tiny_model_dir)  # a real tokenizer: it is checked before storage
     (tmp_path / "tuner.db").write_bytes(os.urandom(2048))
     for command in ("run", "trials"):
         done = tuner(command, str(study), cwd=tmp_path, timeout=120)
