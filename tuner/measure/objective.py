@@ -39,7 +39,7 @@ def capacity_score(capacity_rps: float, reference_rps: float, floor_rps: float) 
     """Capacity mode's score: −ln(capacity / the reference's), lower is better like every
     score; a capacity of 0 counts as `floor_rps` (below the lowest rate the search tries)."""
     ratio = max(capacity_rps, floor_rps) / max(reference_rps, floor_rps)
-    return max(min(-math.log(ratio), PENALTY_SCORE), -PENALTY_SCORE)
+    return max(min(-math.log(ratio), PENALTY_SCORE), -PENALTY_SCORE) + 0.0  # never −0.0
 
 
 def equivalent_capacity(score: float, reference_rps: float, floor_rps: float) -> float:

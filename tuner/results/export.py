@@ -17,6 +17,7 @@ import yaml
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.results import capacity_words as words
 from tuner.results.pareto import check_stored
 from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.metric_keys import HEADLINE_METRICS
@@ -177,12 +178,15 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
         good = found.goodput_rps
         good_text = f"; goodput {good:.4g} req/s" if good is not None else ""
         exact = "" if found.resolved else " (run cap reached before the resolution)"
+        if found.capped:  # met every SLO at max_rps: no higher rate was tried
+            bound, exact = ", capacity.max_rps: no higher rate was tried", ""
         base_text = ""
         if base is not None and baseline is not None and baseline is not p:
-            base_text = f"; baseline trial {baseline.number}: {base.capacity_rps:.4g} req/s"
+            base_rate = words.rate(base.capacity_rps, base.capped)
+            base_text = f"; baseline trial {baseline.number}: {base_rate}"
         return (
-            f"  {label}capacity = {cap:.4g} req/s within the SLOs: measured at an offered rate "
-            f"of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
+            f"  {label}capacity = {words.rate(cap, found.capped)} within the SLOs: "
+            f"measured at an offered rate of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
         )
 
     out = []
@@ -195,7 +199,7 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
             theirs = baseline.scenario(name) if baseline is not None else None
             out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
     if p.scenario_names and p.capacity_rps is not None:
-        out.append(f"  capacity over the scenarios = {p.capacity_rps:.4g} req/s")
+        out.append(f"  capacity over the scenarios = {words.rate(p.capacity_rps, p.capacity_capped)}")
     return out
 
 

@@ -132,6 +132,13 @@ class TrialPoint:
         return float(value) if is_finite(value) else None
 
     @property
+    def capacity_capped(self) -> bool:
+        """The capacity is only a lower bound: its search, or any scenario's (the mix's
+        capacity is then a lower bound too), met every SLO at `capacity.max_rps`."""
+        found = [self.record.capacity, *(e.capacity for e in self.record.scenarios.values())]
+        return any(c is not None and c.capped for c in found)
+
+    @property
     def rate_steps(self) -> tuple[RateStep, ...]:
         """The latency–load curve: every rate tried, in the order run."""
         return self.record.rate_steps
