@@ -138,9 +138,7 @@ def test_a_capacity_mix_scores_each_scenario_not_the_mean_rate(how: str) -> None
         assert got.score < -0.03  # a clear gain, as the scenarios' own scores say
     assert got.scenarios["doc"].score == pytest.approx(doc)
     # the mix's capacity shown is still the mean (or lowest) rate
-    assert got.capacity_rps == pytest.approx(
-        (13.9 + 0.54) / 2 if how == "weighted" else 0.54
-    )
+    assert got.capacity_rps == pytest.approx((13.9 + 0.54) / 2 if how == "weighted" else 0.54)
     # Optuna's value ranks as the score does
     worse = score_trial(spec, _capacity_mix(14.2, 0.45), ref)
     assert worse.score > got.score and worse.values[0] < got.values[0]

@@ -115,11 +115,17 @@ def test_dataset_tokenizer_and_chat_template_contents_are_in_the_spec(
     assert specs.spec_id(load_study_spec(study).model_dump()) == specs.spec_id(first)
 
 
-def test_file_contents_cannot_be_written_in_the_study_file(
+def test_file_contents_written_in_the_study_file_are_replaced(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    study = sim_study(tmp_path, tiny_model_dir, file_contents={"hardware.profile": "x"})
-    out = tuner("plan", str(study), "--n-trials", "1", cwd=tmp_path)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "file_contents is filled in by the tuner" in out.stderr
-    assert not (tmp_path / "tuner.db").exists()
+    """A dumped spec read back (as tests and scripts do) holds what the files hold now."""
+    assert tuner("sim", "profile", "a6000", "-o", "prof.yaml", cwd=tmp_path).returncode == 0
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        hardware={"profile": "prof.yaml", "count": 4},
+        file_contents={"hardware.profile": "sha256:0000", "engine.flags.nosuch": "x"},
+    )
+    found = load_study_spec(study).file_contents
+    assert found["hardware.profile"] not in ("sha256:0000", None)
+    assert "engine.flags.nosuch" not in found

@@ -139,9 +139,10 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
 def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:
     """The best feasible trial as a serve command, with a plain word on how sure we are; the
     command comes from the stored spec that trial was measured under."""
-    ranked = tr.ranked(points)
+    ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        raise UserError(f"study {study_name!r} has no complete feasible trial yet")
+        held = "".join(f"; {note}" for note in notes)
+        raise UserError(f"study {study_name!r} has no complete feasible trial yet{held}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
     m = top.metrics
@@ -154,12 +155,14 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     if top.capacity_rps is not None:
         base = tr.baseline_of(points)
         vs = (
-            f" (baseline trial {base.number}: {words.rate(base.capacity_rps, base.capacity_capped)})"
+            f" (baseline trial {base.number}: "
+            f"{words.rate(base.capacity_rps, base.capacity_capped)})"
             if base is not None and base.capacity_rps is not None and base is not top
             else ""
         )
         top_rate = words.rate(top.capacity_rps, top.capacity_capped)
         lines.append(f"# capacity {top_rate} within the SLOs{vs}")
+    lines += [f"# {note}" for note in notes]
     runs = tr.confirmation_runs(points).get(top.number)
     if runs:
         mean = sum(runs) / len(runs)

@@ -80,8 +80,9 @@ class StudySpec(_Strict):
     pruning: PruningSpec = PruningSpec()
     search: SearchSpec = SearchSpec()
     storage: str | None = None
-    # filled in when the file is read, never written in it (`tuner.spec.contents`): the
-    # digests of the files it names, so that an edited profile or dataset is a changed spec
+    # filled in when the file is read (`tuner.spec.contents`; one written in the file, as in a
+    # dumped spec, is replaced): the digests of the files it names, so that an edited profile
+    # or dataset is a changed spec
     file_contents: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -181,8 +182,6 @@ def load_study_spec(path: str | Path) -> StudySpec:
     if isinstance(space, str):
         space_path = (path.parent / space).resolve()
         data["search_space"] = read_yaml_mapping(space_path, "search-space file")
-    if "file_contents" in data:
-        raise UserError(f"{path}: file_contents is filled in by the tuner, not written")
     hardware = data.get("hardware")
     if isinstance(hardware, dict) and isinstance(hardware.get("profile"), str):
         hardware["profile"] = str((path.parent / hardware["profile"]).resolve())

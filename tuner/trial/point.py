@@ -117,6 +117,11 @@ class TrialPoint:
         return self.record.confirm_of
 
     @property
+    def reference(self) -> int | None:
+        """The trial this score is relative to (its own number: the reference itself)."""
+        return self.record.reference_trial
+
+    @property
     def interrupted(self) -> bool:
         return self.failure_kind == FailureKind.INTERRUPTED
 
@@ -220,10 +225,6 @@ def read(trial: Any) -> TrialPoint:
     )
     point.__dict__["record"] = rec  # decoded once (the `record` cached property)
     return point
-
-
-def read_all(trials: Iterable[Any]) -> list[TrialPoint]:
-    return [read(t) for t in trials]
 
 
 def owner_of(trial: Any) -> dict[str, Any] | None:
