@@ -108,3 +108,38 @@ def test_capacity_trial_scores_its_capacity_and_tells_optuna_the_rate() -> None:
     none = score_trial(spec, Measurement(metrics={}, capacity=tr.CapacityResult(0.0)), ref)
     assert none.constraints == {"capacity": 1.0} and none.values == [0.0]
     assert obj.directions(spec.objective) == ["maximize"]
+
+
+def _capacity_mix(chat_rps: float, doc_rps: float) -> Measurement:
+    def entry(rps: float) -> tr.ScenarioEntry:
+        return tr.ScenarioEntry(1.0, {"p99_ttft_ms": 500.0}, capacity=tr.CapacityResult(rps))
+
+    return Measurement(
+        metrics={"p99_ttft_ms": 500.0}, scenarios={"chat": entry(chat_rps), "doc": entry(doc_rps)}
+    )
+
+
+@pytest.mark.parametrize("how", ["weighted", "worst"])
+def test_a_capacity_mix_scores_each_scenario_not_the_mean_rate(how: str) -> None:
+    """Issue 24 item 6: chat at 14 req/s no longer drowns a long-document scenario at 0.5 req/s.
+    Before, −ln(mean capacity ratio) scored +8 % longdoc capacity −0.003."""
+    spec = _spec(
+        workload=[{**CHAT, "weight": 1}, {**DOC, "weight": 1}],
+        objective={"mode": "capacity", "aggregate": how, "slo": ["p99_ttft_ms<=900"]},
+    )
+    base = score_trial(spec, _capacity_mix(14.0, 0.5), None)
+    assert base.score == 0.0
+    ref = _point(_stored(base))
+    got = score_trial(spec, _capacity_mix(13.9, 0.54), ref)  # chat −0.7 %, doc +8 %
+    chat, doc = -math.log(13.9 / 14.0), -math.log(0.54 / 0.5)
+    want = (chat + doc) / 2 if how == "weighted" else chat
+    assert got.score == pytest.approx(want)
+    if how == "weighted":
+        assert got.score < -0.03  # a clear gain, as the scenarios' own scores say
+    assert got.scenarios["doc"].score == pytest.approx(doc)
+    # the mix's capacity shown is still the mean (or lowest) rate
+    assert got.capacity_rps == pytest.approx((13.9 + 0.54) / 2 if how == "weighted" else 0.54)
+    # Optuna's value ranks as the score does
+    worse = score_trial(spec, _capacity_mix(14.2, 0.45), ref)
+    assert worse.score > got.score and worse.values[0] < got.values[0]
+    assert base.values[0] == pytest.approx(ref.capacity_rps)

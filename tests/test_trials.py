@@ -76,8 +76,10 @@ def test_confirmed_configs_rank_by_their_mean_and_reruns_are_not_candidates() ->
             frozen(5, score=-9.0, confirm_of=2, constraints={"measured": 1.0}),
         ]
     )
-    assert confirmation_runs(points) == {1: [-0.6, 0.5, 0.4]}
-    assert [p.number for p in ranked(points)] == [2, 0, 1]  # 1's mean is +0.1
+    # every re-run counts, the one that broke a constraint too (issue 24 item 2)
+    assert confirmation_runs(points) == {1: [-0.6, 0.5, 0.4], 2: [-0.4, -9.0]}
+    # 1's mean is +0.1; 2's re-run broke a constraint: 2 is no candidate, whatever it scored
+    assert [p.number for p in ranked(points)] == [0, 1]
 
 
 def test_broken_constraints_and_cis() -> None:

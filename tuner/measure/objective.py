@@ -39,7 +39,13 @@ def capacity_score(capacity_rps: float, reference_rps: float, floor_rps: float) 
     """Capacity mode's score: −ln(capacity / the reference's), lower is better like every
     score; a capacity of 0 counts as `floor_rps` (below the lowest rate the search tries)."""
     ratio = max(capacity_rps, floor_rps) / max(reference_rps, floor_rps)
-    return max(min(-math.log(ratio), PENALTY_SCORE), -PENALTY_SCORE)
+    return max(min(-math.log(ratio), PENALTY_SCORE), -PENALTY_SCORE) + 0.0  # never −0.0
+
+
+def equivalent_capacity(score: float, reference_rps: float, floor_rps: float) -> float:
+    """What Optuna maximises for a capacity-mode scenario mix: the reference's capacity scaled
+    by e^(−score), the aggregated per-scenario log-ratios (req/s, in the score's order)."""
+    return max(reference_rps, floor_rps) * math.exp(-score)
 
 
 def aggregate(values: Mapping[str, float], weights: Mapping[str, float], how: str) -> float:
@@ -53,7 +59,9 @@ def aggregate(values: Mapping[str, float], weights: Mapping[str, float], how: st
 def aggregate_capacity(
     values: Mapping[str, float], weights: Mapping[str, float], how: str
 ) -> float:
-    """Scenario capacities as one (req/s): their weighted mean, or the lowest."""
+    """Scenario capacities as one (req/s): their weighted mean, or the lowest. Shown as the
+    mix's capacity; never scored (a busy scenario's rate would drown a slow one's: the score
+    aggregates each scenario's own score)."""
     if how == "worst":
         return min(values.values())
     total = sum(weights[k] for k in values)

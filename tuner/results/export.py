@@ -17,6 +17,7 @@ import yaml
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.results import capacity_words as words
 from tuner.results.pareto import check_stored
 from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.metric_keys import HEADLINE_METRICS
@@ -36,6 +37,7 @@ class Choice:
     why: str
     limits: tuple[SloLimit, ...] = ()
     scores: tuple[float, ...] = ()  # every measured score of this config when it was confirmed
+    notes: tuple[str, ...] = ()  # configs `--confirm` found wanting (`tuner.trial.miss_notes`)
 
 
 def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
@@ -81,7 +83,8 @@ def select_trial(
         why = f"best score among the {len(pool)} {kind} trials"
         if limits:
             why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
-        return Choice(best, why, limits, tuple(tr.confirmation_runs(points).get(best.number, ())))
+        runs = tuple(tr.confirmation_runs(points).get(best.number, ()))
+        return Choice(best, why, limits, runs, tuple(tr.miss_notes(points)))
     if pool:
         near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
         figures = _figures(near, [limit.metric for limit in limits])
@@ -89,6 +92,9 @@ def select_trial(
             f"no {kind} trial of study {study_name!r} meets {text}; "
             f"closest is trial {near.number} ({figures})"
         )
+    notes = "".join(f"; {note}" for note in tr.miss_notes(points))
+    if notes and not limits:
+        raise UserError(f"no feasible trial of study {study_name!r} held up{notes}")
     measured = [p for p in points if p.status == "infeasible"]
     if not measured:
         raise UserError(f"no trial of study {study_name!r} was measured: nothing to export")
@@ -120,7 +126,8 @@ def _given(
     if point.status == "infeasible":
         broken = ", ".join(point.broken_constraints)
         why += f" (WARNING: it breaks the study's constraints: {broken})"
-    return Choice(point, why, limits)
+    notes = [n for n in tr.miss_notes(points) if n.startswith(f"trial {number} ")]
+    return Choice(point, why, limits, notes=tuple(f"WARNING: {n}" for n in notes))
 
 
 # Rendering ------------------------------------------------------------------------------
@@ -152,6 +159,7 @@ def justification(
                 base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
     lines += capacity_lines(p, baseline)
+    lines += [f"  {note}" for note in choice.notes]
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
     if len(choice.scores) > 1:
@@ -177,12 +185,15 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
         good = found.goodput_rps
         good_text = f"; goodput {good:.4g} req/s" if good is not None else ""
         exact = "" if found.resolved else " (run cap reached before the resolution)"
+        if found.capped:  # met every SLO at max_rps: no higher rate was tried
+            bound, exact = ", capacity.max_rps: no higher rate was tried", ""
         base_text = ""
         if base is not None and baseline is not None and baseline is not p:
-            base_text = f"; baseline trial {baseline.number}: {base.capacity_rps:.4g} req/s"
+            base_rate = words.rate(base.capacity_rps, base.capped)
+            base_text = f"; baseline trial {baseline.number}: {base_rate}"
         return (
-            f"  {label}capacity = {cap:.4g} req/s within the SLOs: measured at an offered rate "
-            f"of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
+            f"  {label}capacity = {words.rate(cap, found.capped)} within the SLOs: "
+            f"measured at an offered rate of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
         )
 
     out = []
@@ -195,7 +206,8 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
             theirs = baseline.scenario(name) if baseline is not None else None
             out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
     if p.scenario_names and p.capacity_rps is not None:
-        out.append(f"  capacity over the scenarios = {p.capacity_rps:.4g} req/s")
+        mix = words.rate(p.capacity_rps, p.capacity_capped)
+        out.append(f"  capacity over the scenarios = {mix}")
     return out
 
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.objective import clearly_better
+from tuner.results import capacity_words as words
 from tuner.results.export import shell_command
 from tuner.spec.metric_keys import HEADLINE_LATENCIES, HEADLINE_METRICS, headline_words
 from tuner.spec.study import StudySpec
@@ -45,6 +46,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
                 row[tr.PREDICTED_PREFIX + m] = predicted.get(m)
         if capacity:
             row[tr.CAPACITY_RPS] = p.capacity_rps
+            row["capacity_capped"] = p.capacity_capped  # at least that: met the SLOs at max_rps
             row["rate_steps"] = len(p.rate_steps) or None
         for name in scenarios:  # each scenario's own score and headline figures
             entry = p.scenario(name)
@@ -53,6 +55,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_LATENCIES})
             if entry is not None and entry.capacity is not None:
                 row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
+                row[f"{name}:capacity_capped"] = entry.capacity.capped
         row["score"] = p.score
         if screened:
             row[tr.PREDICTED_SCORE] = r.predicted_score
@@ -95,11 +98,17 @@ def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
     return rows
 
 
+def _capped_cell(row: Any, col: str) -> bool:
+    """Whether a capacity cell is a lower bound (its search met the SLOs at max_rps)."""
+    flag = row.get(col.removesuffix(tr.CAPACITY_RPS) + "capacity_capped")
+    return bool(flag) and not pd.isna(flag)
+
+
 def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> None:
     console = console or Console(width=200)
     table = Table(show_lines=False)
     for col in frame.columns:
-        if col in ("baseline", "reused_from"):
+        if col in ("baseline", "reused_from") or col.endswith("capacity_capped"):
             continue
         if col == "failure":
             table.add_column(col, min_width=30, no_wrap=True, overflow="ellipsis")
@@ -110,13 +119,15 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
     for _, row in frame.iterrows():
         cells = []
         for col in frame.columns:
-            if col in ("baseline", "reused_from"):
+            if col in ("baseline", "reused_from") or col.endswith("capacity_capped"):
                 continue
             v = row[col]
             if col == "number" and row["baseline"]:
                 cells.append(f"{v} (baseline)")
             elif col == "failure" and len(v) > FAILURE_CHARS:
                 cells.append(v[: FAILURE_CHARS - 1] + "…")  # the whole reason: --format csv
+            elif col.endswith(tr.CAPACITY_RPS) and _capped_cell(row, col):
+                cells.append(words.rate(v, True).removesuffix(f" {words.CAPPED_NOTE}"))
             elif isinstance(v, float):
                 cells.append("" if pd.isna(v) else f"{v:.4g}")
             else:
@@ -128,9 +139,10 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
 def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:
     """The best feasible trial as a serve command, with a plain word on how sure we are; the
     command comes from the stored spec that trial was measured under."""
-    ranked = tr.ranked(points)
+    ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        raise UserError(f"study {study_name!r} has no complete feasible trial yet")
+        held = "".join(f"; {note}" for note in notes)
+        raise UserError(f"study {study_name!r} has no complete feasible trial yet{held}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
     m = top.metrics
@@ -143,11 +155,14 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     if top.capacity_rps is not None:
         base = tr.baseline_of(points)
         vs = (
-            f" (baseline trial {base.number}: {base.capacity_rps:.4g} req/s)"
+            f" (baseline trial {base.number}: "
+            f"{words.rate(base.capacity_rps, base.capacity_capped)})"
             if base is not None and base.capacity_rps is not None and base is not top
             else ""
         )
-        lines.append(f"# capacity {top.capacity_rps:.4g} req/s within the SLOs{vs}")
+        top_rate = words.rate(top.capacity_rps, top.capacity_capped)
+        lines.append(f"# capacity {top_rate} within the SLOs{vs}")
+    lines += [f"# {note}" for note in notes]
     runs = tr.confirmation_runs(points).get(top.number)
     if runs:
         mean = sum(runs) / len(runs)

@@ -91,7 +91,7 @@ class TrialPipeline:
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
-            prev = _measured_before(t)
+            prev = _measured_before(t, pruning=self.pruning)
             if prev is not None:
                 return _reuse(prev)
         flags = effective_flags(self.spec, t.params)
@@ -144,7 +144,7 @@ class TrialPipeline:
             slos=self.spec.slo_limits(scenario or None),
             weights=o.weights if scalar else None,
             reference=ref.metrics if scalar else None,
-            incumbent=top.score if scalar else None,
+            incumbent=_unpooled(top, ref) if scalar else None,
             min_completed=p.min_completed,
             min_fraction=p.min_fraction,
             margin=p.margin,
@@ -289,15 +289,43 @@ def _reuse(prev: TrialPoint) -> Outcome:
     return Outcome("reused", values, named, record, metrics=prev.metrics, saved_by="reuse")
 
 
-def _measured_before(t: TrialInput) -> TrialPoint | None:
-    """A completed trial with the same parameters (measured, refused, or stopped early): its
-    result stands."""
+def _measured_before(t: TrialInput, *, pruning: bool = True) -> TrialPoint | None:
+    """An earlier trial with the same parameters whose result stands for this one
+    (`_is_result`)."""
     key = params_key(t.params)
     for p in t.points:
-        done = p.state == "COMPLETE" or p.status == "pruned"
-        if p.number != t.number and done and params_key(p.params) == key:
+        if p.number != t.number and params_key(p.params) == key and _is_result(p, pruning):
             return p
     return None
+
+
+# What the engine itself says of a config at start, the same every time it is launched.
+_CONFIG_REFUSALS = tr.PREDICTABLE | {FailureKind.INVALID_ARGUMENT}
+
+
+def _is_result(p: TrialPoint, pruning: bool) -> bool:
+    """Whether a trial's outcome may be reused for the same config: a measurement, or the
+    engine's own refusal of the config at start. Never a prediction (vLLM's rules, the
+    memory precheck: they are checked again, and `--no-precheck` launches), nor a crash or
+    hang a re-run may not repeat; a trial stopped early only while this run stops trials
+    too (`--no-pruning` measures it whole)."""
+    if p.status == "pruned":
+        return pruning
+    if p.state != "COMPLETE":
+        return False
+    if not p.failure_kind:
+        return bool(p.metrics) and not p.partial
+    observed = not p.record.predicted and p.record.startup_s is None
+    return observed and p.failure_kind in _CONFIG_REFUSALS
+
+
+def _unpooled(top: TrialPoint, ref: TrialPoint) -> float | None:
+    """The best score as a new trial is scored: against the reference's first run, not its
+    pooled `--confirm` runs (`tuner.trial.pooled` moved both by the reference's own score,
+    which is 0 against its first run)."""
+    if top.score is None:
+        return None
+    return top.score - (ref.score or 0.0) if ref.reference == ref.number else top.score
 
 
 def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import UserError
-from tuner.spec import coherence, inputs, slo
+from tuner.spec import coherence, contents, inputs, slo
 from tuner.spec.parsing import describe_validation_error, parse_duration_s, read_yaml_mapping
 from tuner.spec.sections import (
     MAX_NAME_LEN,
@@ -80,6 +80,10 @@ class StudySpec(_Strict):
     pruning: PruningSpec = PruningSpec()
     search: SearchSpec = SearchSpec()
     storage: str | None = None
+    # filled in when the file is read (`tuner.spec.contents`; one written in the file, as in a
+    # dumped spec, is replaced): the digests of the files it names, so that an edited profile
+    # or dataset is a changed spec
+    file_contents: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -182,9 +186,10 @@ def load_study_spec(path: str | Path) -> StudySpec:
     if isinstance(hardware, dict) and isinstance(hardware.get("profile"), str):
         hardware["profile"] = str((path.parent / hardware["profile"]).resolve())
     try:
-        return StudySpec.model_validate(data)
+        spec = StudySpec.model_validate(data)
     except ValidationError as exc:
         where = describe_validation_error(exc)
         if isinstance(space, str) and where.startswith("search_space."):
             raise UserError(f"{space_path}: {where.removeprefix('search_space.')}") from None
         raise UserError(f"{path}: {where}") from None
+    return spec.model_copy(update={"file_contents": contents.file_contents(spec)})

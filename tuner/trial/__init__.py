@@ -3,8 +3,9 @@
 Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`;
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
-attrs typed: `study.StudyRecord`; the one order and the reference trial: `ranking`; spec ids:
-`specs`; scoring a measurement: `scoring`. docs/storage.md lists every attr.
+attrs typed: `study.StudyRecord`; the one order, the reference trial, `--confirm`'s re-runs
+and `read_all` (scores pooled over re-runs of the reference): `ranking`; spec ids: `specs`;
+scoring a measurement: `scoring`. docs/storage.md lists every attr.
 """
 
 from tuner.errors import PREDICTABLE, FailureKind
@@ -26,17 +27,21 @@ from tuner.trial.point import (
     for_scenario,
     owner_of,
     read,
-    read_all,
     record_of,
 )
 from tuner.trial.ranking import (
     baseline_of,
     best,
+    confirmation_misses,
     confirmation_runs,
     host_baselines,
+    miss_notes,
     params_key,
+    pooled,
     ranked,
+    read_all,
     reference,
+    reruns,
 )
 from tuner.trial.record import TrialRecord, prediction_error, write, write_constraints
 from tuner.trial.study import (
@@ -63,6 +68,7 @@ __all__ = [
     "TrialRecord",
     "baseline_of",
     "best",
+    "confirmation_misses",
     "confirmation_runs",
     "create",
     "for_scenario",
@@ -70,14 +76,17 @@ __all__ = [
     "is_finite",
     "is_metric",
     "mark_simulated",
+    "miss_notes",
     "owner_of",
     "params_key",
+    "pooled",
     "prediction_error",
     "ranked",
     "read",
     "read_all",
     "record_of",
     "reference",
+    "reruns",
     "write",
     "write_calibration",
     "write_constraints",

@@ -117,6 +117,11 @@ class TrialPoint:
         return self.record.confirm_of
 
     @property
+    def reference(self) -> int | None:
+        """The trial this score is relative to (its own number: the reference itself)."""
+        return self.record.reference_trial
+
+    @property
     def interrupted(self) -> bool:
         return self.failure_kind == FailureKind.INTERRUPTED
 
@@ -130,6 +135,13 @@ class TrialPoint:
     def capacity_rps(self) -> float | None:
         value = self.record.capacity_rps
         return float(value) if is_finite(value) else None
+
+    @property
+    def capacity_capped(self) -> bool:
+        """The capacity is only a lower bound: its search, or any scenario's (the mix's
+        capacity is then a lower bound too), met every SLO at `capacity.max_rps`."""
+        found = [self.record.capacity, *(e.capacity for e in self.record.scenarios.values())]
+        return any(c is not None and c.capped for c in found)
 
     @property
     def rate_steps(self) -> tuple[RateStep, ...]:
@@ -213,10 +225,6 @@ def read(trial: Any) -> TrialPoint:
     )
     point.__dict__["record"] = rec  # decoded once (the `record` cached property)
     return point
-
-
-def read_all(trials: Iterable[Any]) -> list[TrialPoint]:
-    return [read(t) for t in trials]
 
 
 def owner_of(trial: Any) -> dict[str, Any] | None:

@@ -1,41 +1,125 @@
-"""The one order of trials, and the one reference trial (pure).
+"""The one order of trials, the one reference trial, and `--confirm`'s re-runs (pure).
 
 `ranked` is the order that `tuner best`, `tuner export`, the report and `--confirm` share;
 `reference` is the trial every score is relative to, for the pipeline and the screen alike.
+
+`--confirm`'s re-runs as results (issue 24, items 2 and 12; docs/objective.md, "Noise"):
+every finished re-run counts, an SLO-breaking one too (`confirmation_runs`); a config with a
+re-run that broke a constraint or failed is never a candidate (`confirmation_misses`, in
+words `miss_notes`); and once the reference (the baseline) is re-measured, scores read
+relative to its pooled figures (`pooled`, which `read_all` applies).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from tuner.trial.point import TrialPoint
+from tuner.trial.point import TrialPoint, read
+
+
+def read_all(trials: Iterable[Any]) -> list[TrialPoint]:
+    """Every trial (Optuna's `FrozenTrial`s, duck-typed), its score relative to its
+    reference's pooled figures (`pooled`)."""
+    return pooled([read(t) for t in trials])
+
+
+def reruns(points: Sequence[TrialPoint]) -> dict[int, list[TrialPoint]]:
+    """Each config's finished `--confirm` re-runs, by the trial they re-measured (an
+    interrupted re-run, or one still running, is no result)."""
+    by_number = {p.number: p for p in points}
+    out: dict[int, list[TrialPoint]] = {}
+    for p in points:
+        origin = by_number.get(p.confirm_of) if p.confirm_of is not None else None
+        if origin is not None and p.status != "running" and not p.interrupted:
+            out.setdefault(origin.number, []).append(p)
+    return out
 
 
 def confirmation_runs(points: Sequence[TrialPoint]) -> dict[int, list[float]]:
-    """Every measured score of each config that `--confirm` re-measured, the original first."""
+    """Every measured score of each config that `--confirm` re-measured, the original first:
+    a re-run that broke an SLO counts like any other (a failed one has no score: see
+    `confirmation_misses`)."""
     by_number = {p.number: p for p in points}
     runs: dict[int, list[float]] = {}
-    for p in points:
-        origin = by_number.get(p.confirm_of) if p.confirm_of is not None else None
-        if origin is None or not p.feasible or p.score is None or origin.score is None:
-            continue
-        runs.setdefault(origin.number, [origin.score]).append(p.score)
+    for number, again in reruns(points).items():
+        origin = by_number[number]
+        scores = [
+            r.score for r in again if r.status in ("feasible", "infeasible") and r.score is not None
+        ]
+        if origin.score is not None and scores:
+            runs[number] = [origin.score, *scores]
     return runs
+
+
+def confirmation_misses(points: Sequence[TrialPoint]) -> dict[int, list[TrialPoint]]:
+    """The re-runs of each config that broke a constraint (an SLO) or failed: such a config
+    is never "best", whatever its first run scored."""
+    out = {n: [r for r in again if not r.feasible] for n, again in reruns(points).items()}
+    return {n: misses for n, misses in out.items() if misses}
+
+
+def pooled(points: list[TrialPoint]) -> list[TrialPoint]:
+    """Scores relative to the reference's pooled figures: once `--confirm` has re-measured
+    the reference (the baseline), 0 is the mean over its runs, not its first run alone.
+
+    Scores are log-ratios to the reference's first run, so against the (geometric) pool of
+    its runs each score moves by the mean score of those runs: the baseline's confirmed
+    mean is then 0, and a trial that scored worse than the pooled baseline reads > 0.
+    """
+    offsets = {
+        n: sum(scores) / len(scores)
+        for n, scores in confirmation_runs(points).items()
+        if any(p.number == n and p.reference == n for p in points)
+    }
+    if not offsets:
+        return points
+    out = []
+    for p in points:
+        shift = offsets.get(p.reference) if p.reference is not None else None
+        out.append(p if shift is None or p.score is None else replace(p, score=p.score - shift))
+    return out
+
+
+def miss_notes(points: Sequence[TrialPoint]) -> list[str]:
+    """In words, each config that `--confirm` re-measured and found wanting: what its re-runs
+    did, and that it is not recommended (its first run alone looked good enough)."""
+    all_reruns, out = reruns(points), []
+    for number, misses in sorted(confirmation_misses(points).items()):
+        broke = sorted(
+            {c for r in misses if r.status == "infeasible" for c in r.broken_constraints}
+        )
+        failed = sorted({r.failure_kind or "failed" for r in misses if r.status == "failed"})
+        what = []
+        if broke:
+            what.append(f"broke {', '.join(broke)}")
+        if failed:
+            what.append(f"failed ({', '.join(failed)})")
+        out.append(
+            f"trial {number} is not recommended: {len(misses)} of its "
+            f"{len(all_reruns[number])} --confirm re-runs {' or '.join(what)}"
+        )
+    return out
 
 
 def ranked(
     points: Sequence[TrialPoint], eligible: Callable[[TrialPoint], bool] | None = None
 ) -> list[TrialPoint]:
     """Candidates best first: by the mean score over `--confirm` runs where there are some (so
-    one lucky run does not win), else by the single score; ties go to the earlier trial.
+    one lucky run does not win), else by the single score; ties go to the earlier trial. A
+    config whose re-runs broke an SLO or failed is no candidate (`confirmation_misses`).
 
     Candidates are feasible trials with a score (`eligible` replaces "feasible", e.g. with an
     export-time SLO); re-measurements are never candidates themselves.
     """
-    runs = confirmation_runs(points)
+    runs, misses = confirmation_runs(points), confirmation_misses(points)
     keep = eligible or (lambda p: p.feasible)
-    pool = [p for p in points if keep(p) and p.score is not None and p.confirm_of is None]
+    pool = [
+        p
+        for p in points
+        if keep(p) and p.score is not None and p.confirm_of is None and p.number not in misses
+    ]
 
     def key(p: TrialPoint) -> tuple[float, int]:
         scores = runs.get(p.number) or [p.score]

@@ -2,8 +2,9 @@
 
 One workload in scalar or multi mode: `tuner.measure.objective` as always. Capacity mode: the score
 is −ln(capacity / the reference's capacity), Optuna maximises `capacity_rps`. Scenarios:
-each scenario is scored against the reference's same scenario, then aggregated (weighted
-mean or worst case, `objective.aggregate`); SLOs are judged per scenario. docs/objective.md.
+each scenario is scored against the reference's same scenario, then the scores aggregated
+(weighted mean or worst case, `objective.aggregate`), in capacity mode too (so a 14 req/s
+scenario does not drown a 0.5 req/s one); SLOs are judged per scenario. docs/objective.md.
 """
 
 from __future__ import annotations
@@ -94,10 +95,10 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
             per_score[name] = obj.score(mine, theirs or mine, o.weights)
         cons.update(obj.slo_constraints(spec.slo_limits(name), mine, name))
         entries[name] = replace(entry, score=per_score[name])
+    score = obj.aggregate(per_score, weights, o.aggregate)
     if capacity_mode:
         cap = obj.aggregate_capacity(caps, weights, o.aggregate)
         ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        score = obj.capacity_score(cap, ref_cap, floor)
-        return Scored(score, [cap], cons, capacity_rps=cap, rate_steps=steps, scenarios=entries)
-    score = obj.aggregate(per_score, weights, o.aggregate)
+        value = obj.equivalent_capacity(score, ref_cap, floor) if cap > 0 else 0.0
+        return Scored(score, [value], cons, capacity_rps=cap, rate_steps=steps, scenarios=entries)
     return Scored(score, [score], cons, rate_steps=steps, scenarios=entries)

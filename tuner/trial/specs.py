@@ -2,7 +2,9 @@
 
 A study keeps every spec it has run under, keyed by a `spec_id`: a hash of the parts of the
 spec that change what a trial measures (engine, fixed flags, hardware, workload, objective,
-search space). Every trial records the id it ran under. So:
+search space), and of the contents of the files it names (`file_contents`: the profile,
+datasets, tokenizer files, chat template; `tuner.spec.contents`). Every trial records the id
+it ran under. So:
 - a resumed run whose file changes only comparable parts (the budget, the sampler, timeouts,
   the description) goes on under the same id;
 - any other change stops the run with one line, unless the user passes `--accept-changes`:
@@ -55,7 +57,9 @@ ADDED_DEFAULTS = {
     "scenarios": [],
     "objective.capacity": None,
     "objective.aggregate": "weighted",
+    "file_contents": {},
 }
+CONTENTS = "file_contents."  # `file_contents.<where>`: a named file's digest (spec/contents.py)
 LONGDOC_FIELDS = ("longdoc_lengths", "longdoc_weights", "longdoc_output_len")
 
 
@@ -115,10 +119,16 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     a = _flatten(_measured_part(canonical(old)))
     b = _flatten(_measured_part(canonical(new)))
     return [
-        f"{path}: {_show(a.get(path))} → {_show(b.get(path))}"
+        _change(path, a.get(path), b.get(path))
         for path in sorted(set(a) | set(b))
         if a.get(path) != b.get(path)
     ]
+
+
+def _change(path: str, old: Any, new: Any) -> str:
+    if path.startswith(CONTENTS) and old is not None and new is not None:
+        return f"{path.removeprefix(CONTENTS)}: the file's contents changed"
+    return f"{path}: {_show(old)} → {_show(new)}"
 
 
 def _current_dump(study: Any) -> dict[str, Any] | None:

@@ -59,7 +59,7 @@ def median_startup_s(startups: Iterable[Any]) -> float | None:
 
 def real_startups_s(store: Any, name: str) -> float | None:
     """The median start-up of the measured, not simulated, trials of study `name` in `store`."""
-    from tuner.trial.point import read_all
+    from tuner.trial.ranking import read_all
 
     if name not in store.study_names():
         return None

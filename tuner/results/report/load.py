@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tuner import trial as tr
+from tuner.results import capacity_words as words
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
 from tuner.trial import RateStep, TrialPoint
@@ -127,7 +128,8 @@ def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
             y=[p.capacity_rps for p in shown],
             marker={"color": ["#111111" if p.baseline else "#1f77b4" for p in shown]},
             hovertext=[
-                f"trial {p.number}: {p.capacity_rps:.4g} req/s, {len(p.rate_steps)} runs"
+                f"trial {p.number}: {words.rate(p.capacity_rps, p.capacity_capped)}, "
+                f"{len(p.rate_steps)} runs"
                 for p in shown
             ],
             hoverinfo="text",
@@ -159,8 +161,10 @@ def scenario_table(points: Sequence[TrialPoint]) -> str:
             entry, found = p.scenario(n), p.scenario_metrics(n)
             cap = entry.capacity.capacity_rps if entry and entry.capacity else None
             score = entry.score if entry is not None else None
-            values = [score, *(found.get(m) for m in cols[1:4]), cap]
+            values = [score, *(found.get(m) for m in cols[1:4])]
             cells += [f"<td>{'' if v is None else f'{v:.4g}'}</td>" for v in values]
+            capped = words.entry_capped(entry.capacity if entry is not None else None)
+            cells.append(f"<td>{'' if cap is None else html.escape(words.rate(cap, capped))}</td>")
         rows.append(
             f"<tr><td>{p.number}{' (baseline)' if p.baseline else ''}</td>{''.join(cells)}</tr>"
         )
