@@ -84,17 +84,18 @@ def _real_time_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.M
         monkeypatch.setenv("TUNER_SIM_TIME_SCALE", "1")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
     # Under `pytest -n 2 --dist loadgroup` (`make test`) a session fixture starts once per
-    # worker: the tests of one real vLLM, or of one PostgreSQL, all run on one worker.
-    for item in items:
-        if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.vllm)
-            item.add_marker(pytest.mark.xdist_group("vllm"))
-        if "postgres" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.postgres)
-            item.add_marker(pytest.mark.xdist_group("postgres"))
+    # worker: the tests of one real vLLM, or of one PostgreSQL, all run on one worker. Marked
+    # as each test is collected, before pytest-xdist reads the groups.
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if _VLLM_FIXTURES & fixtures:
+        item.add_marker(pytest.mark.vllm)
+    if "postgres" in fixtures:
+        item.add_marker(pytest.mark.postgres)
+    for group in ("vllm", "postgres"):
+        if item.get_closest_marker(group) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def server_core() -> int:
