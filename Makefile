@@ -42,11 +42,14 @@ $(TINY_MODEL)/config.json:
 postgres: install
 	$(BIN)/python -m tuner.tools.postgres_env
 
+# Two workers; the real-vLLM tests share one (tests/conftest.py). The slowest 25 are listed.
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadgroup --durations=25
+
 test: install vllm-env model postgres
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 test-fast: install model postgres
-	$(BIN)/pytest -q -m "not vllm"
+	$(PYTEST) -m "not vllm"
 
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks

@@ -4,6 +4,12 @@ A real vLLM start costs ~20–40 s on these 2-core machines, so `vllm_server` st
 whole session. Tests that need their own engine (other flags) build it with `vllm_command`.
 Any test that uses the vLLM fixtures is marked `vllm` automatically (`make test-fast` skips
 them with `-m "not vllm"`).
+
+Tests check the tuner's logic, not the simulator's timing, so `tuner sim serve` serves
+SIM_TIME_SCALE times faster than real time in them (`--time-scale`, docs/simulator.md): the
+same events in less wall time, measured in simulated seconds. A test marked `realtime` (it
+checks wall-clock timing, or runs a client that does not follow the scale) gets real time;
+`TUNER_SIM_TIME_SCALE=1 make test` runs every test in real time.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ VLLM_CPU_FLAGS = [
 ]  # fmt: skip
 
 _VLLM_FIXTURES = {"vllm_python", "vllm_server", "vllm_command"}
+SIM_TIME_SCALE = "4"  # higher: the box's lag, N times larger, shows in the figures (simulator.md)
 
 
 def on_ci() -> bool:
@@ -66,12 +73,29 @@ def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectRep
     return report
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.vllm)
-        if "postgres" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.postgres)
+def pytest_configure(config: pytest.Config) -> None:
+    # in the environment, so that every `tuner sim serve` the tests start inherits it
+    os.environ.setdefault("TUNER_SIM_TIME_SCALE", SIM_TIME_SCALE)
+
+
+@pytest.fixture(autouse=True)
+def _real_time_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    if request.node.get_closest_marker("realtime") is not None:
+        monkeypatch.setenv("TUNER_SIM_TIME_SCALE", "1")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Under `pytest -n 2 --dist loadgroup` (`make test`) a session fixture starts once per
+    # worker: the tests of one real vLLM, or of one PostgreSQL, all run on one worker. Marked
+    # as each test is collected, before pytest-xdist reads the groups.
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if _VLLM_FIXTURES & fixtures:
+        item.add_marker(pytest.mark.vllm)
+    if "postgres" in fixtures:
+        item.add_marker(pytest.mark.postgres)
+    for group in ("vllm", "postgres"):
+        if item.get_closest_marker(group) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def server_core() -> int:

@@ -93,6 +93,7 @@ def run_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.realtime  # checks the wall-clock pace of the tokens
 def test_streams_completions_and_chat_at_simulated_speed(tiny_model_dir):
     with sim_server(*SMALL, "--tokenizer", str(tiny_model_dir)) as sim:
         body = {"model": "m32", "prompt": "tell me about the cache", "max_tokens": 40,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import random
 import sqlite3
 from pathlib import Path
 
@@ -197,7 +198,10 @@ def test_processes_creating_one_new_database_at_once_all_succeed(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "content", [os.urandom(4096), b"hello, not sqlite", b"SQLite format 2\x00" + bytes(100)]
+    "content",
+    # seeded: every pytest-xdist worker must collect the same test ids (`make test`)
+    [random.Random(0).randbytes(4096), b"hello, not sqlite", b"SQLite format 2\x00" + bytes(100)],
+    ids=["random-bytes", "text", "sqlite-2"],
 )
 @pytest.mark.parametrize("readonly", [False, True])
 def test_a_file_that_is_not_a_database_is_one_user_error(

@@ -17,9 +17,19 @@ _IGNORED = "Accepted for compatibility with vllm serve; no effect"
 _FAULTS = "Fault injection"
 
 
-# `tuner sim serve`'s options that are not vLLM's own: the simulated GPU's load time, faults.
+# `tuner sim serve`'s options that are not vLLM's own: the simulated GPU's load time, the time
+# scale (tests), faults.
 LoadDelay = Annotated[
     float, typer.Option(min=0, help="Simulated model-load time before the port opens.")
+]
+TimeScale = Annotated[
+    float,
+    typer.Option(
+        min=1,
+        envvar="TUNER_SIM_TIME_SCALE",
+        help="For tests of logic, not timing: serve N times faster than real time (the "
+        "tuner's client follows, and measures in simulated seconds). Default 1.",
+    ),
 ]
 RefuseStart = Annotated[
     bool, typer.Option(help="Fail at start-up after the load delay.", rich_help_panel=_FAULTS)
@@ -83,6 +93,7 @@ def serve(
         ),
     ] = "a6000",
     load_delay_s: LoadDelay = 0.0,
+    time_scale: TimeScale = 1.0,
     fault_refuse_start: RefuseStart = False,
     fault_crash_after: CrashAfter = None,
     fault_hang_after: HangAfter = None,
@@ -123,6 +134,7 @@ def serve(
         port=port,
         api_key=api_key,
         load_delay_s=load_delay_s,
+        time_scale=time_scale,
         faults=FaultPlan(
             refuse_start=fault_refuse_start,
             crash_after=fault_crash_after,

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ class ServeOptions:
     api_key: str | None = None
     load_delay_s: float = 0.0
     faults: FaultPlan = field(default_factory=FaultPlan)
+    time_scale: float = 1.0  # simulated seconds per wall second while serving
 
 
 class SimServer:
@@ -54,7 +56,9 @@ class SimServer:
         self.generation_tokens_total = 0
         self.finished_total = 0
         self._wake = asyncio.Event()
+        self._arrivals: deque[tuple[float, str, int, int]] = deque()  # (now, id, prompt, max)
         self._t0 = 0.0
+        self.scale = opts.time_scale
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 2**20)
@@ -77,11 +81,16 @@ class SimServer:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while engine.has_work and not self.faults.hung:
-                duration, emitted, finished = engine.advance(loop.time() - self._t0)
+            while not self.faults.hung:
+                self._admit()
+                if not engine.has_work:
+                    break
+                # on the engine's own clock: a late wake-up delays this step's tokens, not
+                # the steps after it (the sleep below is shorter until the clock is due)
+                duration, emitted, finished = engine.advance()
                 if not duration:
                     break
-                await asyncio.sleep(max(0.0, self._t0 + engine.clock - loop.time()))
+                await asyncio.sleep(max(0.0, self._t0 + engine.clock / self.scale - loop.time()))
                 done = {r.id for r in finished}
                 self.generation_tokens_total += len(emitted)
                 self.finished_total += len(done)
@@ -91,6 +100,15 @@ class SimServer:
                         queue.put_nowait(req.id in done)
                 self.faults.after_step()
 
+    def _admit(self) -> None:
+        """Hand the engine the requests that arrived by its clock, as `tuner plan` does (a
+        request joins the first step that starts after it arrived); an idle engine takes the
+        next one, its clock jumping to that arrival."""
+        arrivals, engine = self._arrivals, self.engine
+        while arrivals and (arrivals[0][0] <= engine.clock or not engine.has_work):
+            now, rid, prompt_len, max_tokens = arrivals.popleft()
+            engine.add_request(rid, prompt_len, max_tokens, now)
+
     # ---- plain endpoints -------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
@@ -98,9 +116,13 @@ class SimServer:
 
     async def version(self, request: web.Request) -> web.Response:
         # vLLM answers {"version"} alone; the devices let tests check that GPU slots never
-        # overlap (a simulated engine has no GPU to claim).
+        # overlap (a simulated engine has no GPU to claim); a time scale other than 1 tells the
+        # tuner's client to pace and time its requests on the same scale.
         devices = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return web.json_response({"version": f"sim-{__version__}", "cuda_visible_devices": devices})
+        info = {"version": f"sim-{__version__}", "cuda_visible_devices": devices}
+        if self.scale != 1.0:
+            info["time_scale"] = self.scale
+        return web.json_response(info)
 
     async def models(self, request: web.Request) -> web.Response:
         if denied := self._unauthorized(request):
@@ -183,8 +205,8 @@ class SimServer:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         queue: asyncio.Queue[bool] = asyncio.Queue()
         self.streams[rid] = queue
-        await asyncio.sleep(self.engine.gpu.constants.request_overhead_s)  # the frontend's share
-        self.engine.add_request(rid, prompt_len, max_tokens, self._now())
+        await asyncio.sleep(self.engine.gpu.constants.request_overhead_s / self.scale)  # frontend
+        self._arrivals.append((self._now(), rid, prompt_len, max_tokens))
         self.prompt_tokens_total += prompt_len
         self.faults.request_started()
         self._wake.set()
@@ -204,6 +226,8 @@ class SimServer:
         finally:
             self.streams.pop(rid, None)
             self.engine.abort_request(rid)  # a no-op once the request finished
+            if self._arrivals:  # gone before the engine took it
+                self._arrivals = deque(a for a in self._arrivals if a[1] != rid)
 
     async def _stream(self, request, queue, chunks, prompt_len: int, usage: bool):
         resp = web.StreamResponse(
@@ -230,7 +254,8 @@ class SimServer:
         return resp
 
     def _now(self) -> float:
-        return asyncio.get_running_loop().time() - self._t0
+        """Seconds on the engine's (simulated) clock since the server started."""
+        return (asyncio.get_running_loop().time() - self._t0) * self.scale
 
     def _unauthorized(self, request: web.Request) -> web.Response | None:
         key = self.opts.api_key

@@ -7,7 +7,7 @@ these, so both exercise the same study. Nothing in the tuner itself imports this
 from tuner.testing.cli import REPO, TUNER, start_run, tuner
 from tuner.testing.postgres import PG_USER, PostgresServer, postgres_missing, start_workers
 from tuner.testing.servers import loopback_app
-from tuner.testing.studies import cpu_study, sim_study
+from tuner.testing.studies import cpu_study, sim_study, sim_time_scale
 from tuner.testing.trials import counted, launched, measured_at_once
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "measured_at_once",
     "postgres_missing",
     "sim_study",
+    "sim_time_scale",
     "start_run",
     "start_workers",
     "tuner",

@@ -3,12 +3,20 @@ a real vLLM."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tuner.testing.cli import REPO
+
+
+def sim_time_scale() -> float:
+    """Simulated seconds per wall second of the `tuner sim serve` a test starts (the suite sets
+    TUNER_SIM_TIME_SCALE, tests/conftest.py; docs/simulator.md): to compare a wall-clock
+    figure (`engine_s`) with a measured one (`pruned_at_s`, in simulated seconds)."""
+    return float(os.environ.get("TUNER_SIM_TIME_SCALE") or 1.0)
 
 
 def sim_study(

@@ -28,6 +28,8 @@ from tuner.workload.client import (
     make_transport,
     request_body,
     request_headers,
+    scaled_clock,
+    server_time_scale,
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
@@ -60,8 +62,8 @@ class BenchmarkPruned(RuntimeError):
 @dataclass
 class BenchmarkResult:
     """Per-request records, the run's duration, vLLM's metrics and bootstrap CIs (key ->
-    (lo, hi)). `start_perf_s` is the perf_counter of the first dispatch: records'
-    `start_s` count from it."""
+    (lo, hi)). `start_perf_s` is the perf_counter of the first dispatch (times the server's
+    time scale, `tuner.workload.client.scaled_clock`): records' `start_s` count from it."""
 
     records: list[RequestRecord]
     duration_s: float
@@ -96,10 +98,15 @@ def run_benchmark(
     `checkpoint_every_requests` completed requests (`tuner.measure.pruning.Checkpoints`), with the
     engine's `/metrics` scraped then (best effort); a Decision to stop cancels every request
     and raises BenchmarkPruned with the finished ones.
+
+    Against `tuner sim serve --time-scale N` (a test setting), arrivals, records and
+    checkpoints are in the server's simulated seconds, N per wall second; the watchdog's
+    stall timeout and the request timeout stay in wall seconds.
     """
     if not requests:
         raise ValueError("no requests to run")
     run = _Run(spec, base_url, model, requests, api_key, on_progress)
+    run.set_time_scale(server_time_scale(base_url, api_key))
     run.checkpoint = checkpoint
     run.schedule = Checkpoints(checkpoint_every_s, checkpoint_every_requests)
     gc.collect()
@@ -182,13 +189,19 @@ class _Run:
         self.headers = request_headers(api_key)
         self.on_progress = on_progress
         self.activity = StreamActivity()
-        self.t0 = time.perf_counter()
+        self.scale = 1.0  # the server's simulated seconds per wall second
+        self.clock = time.perf_counter  # measures in the server's seconds
+        self.t0 = self.clock()
         self.measuring = False  # the measured requests are being sent
         self.live: list[RequestRecord] = []  # measured requests sent so far, filling as they go
         self.done: list[bool] = []
         self.checkpoint: Callable[[Any], Any] | None = None
         self.schedule = Checkpoints(2.0)
         self.scraper = Scraper(base_url, self.headers)
+
+    def set_time_scale(self, time_scale: float) -> None:
+        self.scale, self.clock = time_scale, scaled_clock(time_scale)
+        self.t0 = self.activity.last_s = self.clock()
 
     async def supervised(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
@@ -214,20 +227,20 @@ class _Run:
     ) -> str | _Stopped:
         async with httpx.AsyncClient(trust_env=False) as metrics_client:  # as the workload
             while True:
-                await asyncio.sleep(WATCHDOG_POLL_S)
+                await asyncio.sleep(WATCHDOG_POLL_S / self.scale)
                 reason = should_abort() if should_abort else None
                 if reason:
                     return reason
                 if self.checkpoint is not None and self.measuring:
-                    elapsed_s = time.perf_counter() - self.t0
+                    elapsed_s = self.clock() - self.t0
                     live = zip(self.live, self.done, strict=True)
                     completed = sum(1 for r, d in live if d and r.success)
                     if self.schedule.due(elapsed_s, completed):
                         await self.scraper.scrape(metrics_client, elapsed_s)
-                        stopped = self._check(time.perf_counter() - self.t0)
+                        stopped = self._check(self.clock() - self.t0)
                         if stopped is not None:
                             return stopped
-                idle_s = time.perf_counter() - self.activity.last_s
+                idle_s = (self.clock() - self.activity.last_s) / self.scale  # wall seconds
                 if stall_timeout_s and self.activity.in_flight and idle_s > stall_timeout_s:
                     return f"engine hung: no tokens for {stall_timeout_s:g} s"
 
@@ -260,12 +273,13 @@ class _Run:
                 activity=self.activity,
                 connect_timeout_s=self.spec.request_timeout_s,
                 rec=rec,
+                clock=self.clock,
             )
 
     async def _send_timed(
         self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None
     ) -> RequestRecord:
-        sent = time.perf_counter()
+        sent = self.clock()
         try:
             return await self._send(transport, i, t0, rec)
         except TimeoutError:
@@ -299,17 +313,17 @@ class _Run:
             return rec
 
         async with make_transport(spec.max_concurrency) as transport:
-            first = await self._send_timed(transport, 0, time.perf_counter())
+            first = await self._send_timed(transport, 0, self.clock())
             if not first.success:
                 raise BenchmarkAborted(f"initial test request failed: {first.error}")
-            warm_t0 = time.perf_counter()
+            warm_t0 = self.clock()
             await asyncio.gather(*(limited(0, warm_t0, False) for _ in range(spec.num_warmups)))
-            self.t0 = t0 = time.perf_counter()
+            self.t0 = t0 = self.clock()
             self.measuring = True
             tasks: list[asyncio.Task[RequestRecord]] = []
             try:
                 for i, offset in enumerate(offsets):
-                    delay = t0 + offset - time.perf_counter()
+                    delay = (t0 + offset - self.clock()) / self.scale  # wall seconds
                     if delay > 0:
                         await asyncio.sleep(delay)
                     tasks.append(asyncio.create_task(limited(i, t0, True)))
@@ -317,4 +331,4 @@ class _Run:
             finally:  # an abort during dispatch must not leave requests running
                 for task in tasks:
                     task.cancel()
-            return records, time.perf_counter() - t0
+            return records, self.clock() - t0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -97,10 +98,12 @@ async def stream_request(
     activity: StreamActivity | None = None,
     connect_timeout_s: float | None = None,
     rec: RequestRecord | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> RequestRecord:
     """Send one streaming request; never raises for a failed request (the record says why).
 
-    `t0` is the run's first dispatch (perf_counter), so `start_s = st - t0`. Success needs
+    `t0` is the run's first dispatch on `clock` (perf_counter, or `scaled_clock`), so
+    `start_s = st - t0`. Success needs
     a token message and `[DONE]`, with no in-stream error. No read timeout here (a timer per
     read costs at 100k chunks/s): the caller bounds the whole request.
     """
@@ -113,7 +116,7 @@ async def stream_request(
     request = httpx.Request(
         "POST", url, content=body, headers=headers, extensions={"timeout": timeouts}
     )
-    st = time.perf_counter()
+    st = clock()
     if not activity.in_flight:  # busy from now: the hang clock starts here, not at each send
         activity.last_s = st
     activity.in_flight += 1
@@ -128,7 +131,7 @@ async def stream_request(
                     f"(Content-Encoding: {encoding[:40]}) though the client asked for identity"
                 )
             elif resp.status_code == 200:
-                await _read_stream(resp, rec, chat, st, activity)
+                await _read_stream(resp, rec, chat, st, activity, clock)
             else:
                 raw = (await _read_head(resp, ERROR_BODY_READ))[:ERROR_BODY_CHARS]
                 text = raw.decode("utf-8", "replace")
@@ -158,11 +161,16 @@ async def _read_head(resp: httpx.Response, limit: int) -> bytes:
 
 
 async def _read_stream(
-    resp: httpx.Response, rec: RequestRecord, chat: bool, st: float, activity: StreamActivity
+    resp: httpx.Response,
+    rec: RequestRecord,
+    chat: bool,
+    st: float,
+    activity: StreamActivity,
+    clock: Callable[[], float],
 ) -> None:
     """Fill `rec` from the SSE stream: timestamps per message with choices, usage, errors."""
     decoder = SseDecoder()
-    clock, itl, text = time.perf_counter, rec.itl_s, []
+    itl, text = rec.itl_s, []
     last_token_t = st
     got_token = done = False
     try:
@@ -194,6 +202,29 @@ async def _read_stream(
         rec.error = "no token received: the stream had no message with choices"
     elif not rec.error and not done:
         rec.error = "stream ended before [DONE]"
+
+
+def scaled_clock(time_scale: float) -> Callable[[], float]:
+    """perf_counter in the server's seconds: `time_scale` simulated seconds per wall second
+    (`server_time_scale`); plain perf_counter at 1."""
+    if time_scale == 1.0:
+        return time.perf_counter
+    return lambda: time.perf_counter() * time_scale
+
+
+def server_time_scale(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> float:
+    """Simulated seconds per wall second of the server: `tuner sim serve --time-scale N` says N
+    in `GET /version` (a test setting, docs/simulator.md); 1 for every other server (vLLM,
+    no /version, no answer), which serves in real time."""
+    try:
+        resp = httpx.get(
+            base_url.rstrip("/") + "/version", headers=request_headers(api_key), timeout=timeout_s
+        )
+        scale = resp.json().get("time_scale", 1.0) if resp.status_code == 200 else 1.0
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return 1.0
+    ok = isinstance(scale, int | float) and not isinstance(scale, bool) and scale >= 1
+    return float(scale) if ok else 1.0
 
 
 def server_models(
