@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import yaml
 from test_run_sim import _no_engine_left, _trials
 
 from tuner.testing import cpu_study, tuner
@@ -30,6 +31,9 @@ def test_one_capacity_trial_on_real_vllm(
             "capacity": {"start_rps": 4, "max_runs": 3, "resolution": 0.25},
         },
     )
+    data = yaml.safe_load(study.read_text())
+    del data["workload"]["max_concurrency"]  # a capacity is a rate served, not a capped one
+    study.write_text(yaml.safe_dump(data, sort_keys=False))
     run = tuner("run", str(study), "--n-trials", "1", cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     (base,) = _trials(tmp_path, "cpu-tiny")
