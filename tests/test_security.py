@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from tuner.errors import UserError
-from tuner.results.export import Choice, env_assignments, render
+from tuner.results.export import Selection, env_assignments, render
 from tuner.results.pareto import TrialPoint
 from tuner.spec.space import engine_argv
 from tuner.spec.study import StudySpec
@@ -89,7 +89,7 @@ def test_shell_and_yaml_exports_sourced_by_bash_run_nothing(tmp_path: Path) -> N
     point = TrialPoint(
         number=0, state="COMPLETE", params={"max-num-seqs": 4}, metrics={}, status="feasible"
     )
-    choice = Choice(point, "trial 0, as asked")
+    choice = Selection(point, "trial 0, as asked")
     shell = render("shell", spec, choice, "s", simulated=True)
     yaml_text = render("yaml", spec, choice, "s", simulated=True, config_path="my cfg $(x).yaml")
     (run_line,) = [line for line in yaml_text.splitlines() if line.startswith("# run with: ")]

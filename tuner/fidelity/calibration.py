@@ -9,24 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tuner import trial as tr
-from tuner.errors import UserError
-from tuner.runners.plan import study_workload
+from tuner.runners.plan import study_profile, study_workload
 from tuner.sim.fit import Calibration, Observation, fit
-from tuner.sim.profile_file import load_gpu
-from tuner.sim.profiles import GpuProfile, load_model
+from tuner.sim.profiles import load_model
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
 from tuner.trial.specs import of_current
-
-
-def study_profile(spec: StudySpec) -> GpuProfile:
-    """The profile the study's simulator starts from: `hardware.profile`, else `hardware.gpu`."""
-    if spec.hardware.accelerator is None:
-        raise UserError(
-            "hardware.gpu (or hardware.profile) is not set in the study file: "
-            "calibration needs a profile to start from"
-        )
-    return load_gpu(spec.hardware.accelerator)
 
 
 def observations(

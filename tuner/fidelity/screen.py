@@ -37,10 +37,9 @@ from scipy.stats import qmc
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure import objective as obj
-from tuner.runners.plan import study_workload
+from tuner.runners.plan import study_profile, study_workload
 from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
-from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile, load_model
 from tuner.spec.slo import parse_slo
 from tuner.spec.space import (
@@ -66,7 +65,7 @@ CALIBRATION_MAX_OBSERVATIONS = 12  # the best real trials fit the region the sea
 
 
 @dataclass(frozen=True)
-class Choice:
+class ScreenChoice:
     """The config the screen runs next, and what it predicted for it."""
 
     params: dict[str, Any]
@@ -94,12 +93,6 @@ class CalibrationState:
     held_out_error: dict[str, float]
     observations: int
     seconds: float = 0.0
-
-
-def study_profile(spec: StudySpec) -> GpuProfile:
-    """The accelerator the study says it runs on: the uncalibrated screen's profile."""
-    name = spec.hardware.accelerator or str(spec.engine.flags.get("gpu") or "")
-    return load_gpu(name)
 
 
 class Screen:
@@ -184,7 +177,7 @@ class Screen:
 
     # Choosing ----------------------------------------------------------------------------
 
-    def choose(self, points: Sequence[TrialPoint], host: str | None = None) -> Choice | None:
+    def choose(self, points: Sequence[TrialPoint], host: str | None = None) -> ScreenChoice | None:
         """The next real trial of `host` (None: every candidate was run already or would not
         start). Scores are relative to the same reference trial as the measured ones'."""
         t0 = time.perf_counter()
@@ -229,7 +222,7 @@ class Screen:
             predicted_feasible=not infeasible,
             calibrated_on=self.calibration.observations,
         )
-        return Choice(params, metrics, score, info)
+        return ScreenChoice(params, metrics, score, info)
 
     def score_error(self, points: Sequence[TrialPoint]) -> float:
         """How far off the screen's score is, in score units: the RMS of measured − predicted

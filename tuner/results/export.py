@@ -1,6 +1,6 @@
 """Pick the trial to ship and write it for production `vllm serve` (shell, `--config` YAML, JSON).
 
-Selection is pure (trial points in, a `Choice` out). Rendering always targets production's
+Selection is pure (trial points in, a `Selection` out). Rendering always targets production's
 `vllm serve MODEL ...` through `tuner.spec.space`, whichever way the study launched its engine,
 and carries the figures that justify the choice so whoever deploys it knows what to expect.
 """
@@ -30,7 +30,7 @@ FORMATS = ("shell", "yaml", "json")
 
 
 @dataclass(frozen=True)
-class Choice:
+class Selection:
     """The trial to export and, in words, why it was picked."""
 
     point: TrialPoint
@@ -57,7 +57,7 @@ def select_trial(
     *,
     trial: int | None = None,
     limits: Sequence[SloLimit] = (),
-) -> Choice:
+) -> Selection:
     """`--trial N`; else the best-scoring healthy trial that meets every limit given (they
     replace the study file's SLO); else, with no limits, the best feasible trial. Lowest
     `score` wins (it is stored in multi-objective studies too), ties go to the earlier trial.
@@ -84,7 +84,7 @@ def select_trial(
         if limits:
             why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
         runs = tuple(tr.confirmation_runs(points).get(best.number, ()))
-        return Choice(best, why, limits, runs, tuple(tr.miss_notes(points)))
+        return Selection(best, why, limits, runs, tuple(tr.miss_notes(points)))
     if pool:
         near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
         figures = _figures(near, [limit.metric for limit in limits])
@@ -108,7 +108,7 @@ def select_trial(
 
 def _given(
     points: Sequence[TrialPoint], study_name: str, number: int, limits: tuple[SloLimit, ...]
-) -> Choice:
+) -> Selection:
     by_number = {p.number: p for p in points}
     point = by_number.get(number)
     if point is None:
@@ -127,7 +127,7 @@ def _given(
         broken = ", ".join(point.broken_constraints)
         why += f" (WARNING: it breaks the study's constraints: {broken})"
     notes = [n for n in tr.miss_notes(points) if n.startswith(f"trial {number} ")]
-    return Choice(point, why, limits, notes=tuple(f"WARNING: {n}" for n in notes))
+    return Selection(point, why, limits, notes=tuple(f"WARNING: {n}" for n in notes))
 
 
 # Rendering ------------------------------------------------------------------------------
@@ -140,7 +140,11 @@ def _provenance(simulated: bool, version: str | None) -> str:
 
 
 def justification(
-    spec: StudySpec, choice: Choice, study_name: str, simulated: bool, baseline: TrialPoint | None
+    spec: StudySpec,
+    choice: Selection,
+    study_name: str,
+    simulated: bool,
+    baseline: TrialPoint | None,
 ) -> list[str]:
     """The lines that say what this config is and what to expect from it."""
     p = choice.point
@@ -307,7 +311,7 @@ def _comment(lines: Sequence[str]) -> str:
 def render(
     fmt: str,
     spec: StudySpec,
-    choice: Choice,
+    choice: Selection,
     study_name: str,
     *,
     simulated: bool,

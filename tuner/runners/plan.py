@@ -7,10 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner, failed_measurement, run_label
 from tuner.runners.load_runs import measure_all
 from tuner.sim.fit import SimWorkload
+from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import GpuProfile
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -24,8 +27,6 @@ class PlanRunner(TrialRunner):
     planned = True
 
     def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
-        from tuner.sim.profile_file import load_gpu
-
         super().__init__(spec)
         self.measured_startup_s = measured_startup_s  # the real study's median, if any
         # the study's accelerator, loaded once (a bad profile file is refused here)
@@ -153,3 +154,16 @@ def study_workload(
         arrival_s=tuple(float(t) for t in arrivals),
         max_concurrency=w.max_concurrency,
     )
+
+
+def study_profile(spec: StudySpec) -> GpuProfile:
+    """The accelerator the study's simulator starts from (the screen's and calibration's one
+    definition): `hardware.profile` or `hardware.gpu`, else the simulated engine's own `--gpu`
+    flag (`tuner sim serve --gpu`); a study that names none is a UserError."""
+    name = spec.hardware.accelerator or str(spec.engine.flags.get("gpu") or "")
+    if not name:
+        raise UserError(
+            "hardware.gpu (or hardware.profile) is not set in the study file: "
+            "the simulator needs a profile to start from"
+        )
+    return load_gpu(name)
