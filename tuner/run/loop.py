@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -28,6 +29,7 @@ from tuner.measure import objective as obj
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.run.progress import SilentProgress, StudyProgress
+from tuner.run.queue import ask
 from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
 from tuner.run.recovery import recover, stale_after_s
 from tuner.run.sampling import make_sampler, suggest
@@ -49,10 +51,6 @@ START_FAILURES_TO_STOP = 3
 # Each further worker's sampler is seeded this far from the first's, so that workers started
 # together do not propose the same configs (a prime: never a multiple of a trial count).
 WORKER_SEED_STRIDE = 7919
-# `ask` takes a WAITING trial by reading then updating its row: atomic on PostgreSQL (a row
-# lock), not on SQLite, which ignores FOR UPDATE. One process runs a SQLite study (the lock),
-# so serializing its GPU slots' asks here makes taking a queued trial atomic there too.
-_ASK_LOCK = threading.Lock()
 # A worker whose budget is all taken by other workers' trials in flight waits this long
 # between looks: a trial in flight may turn out a reused result, which counts nothing.
 BUDGET_POLL_S = 0.5
@@ -91,7 +89,7 @@ class StudyLoop:
         )
         # Checked now (one line before anything runs), stored only under the study's lock.
         self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
-        self.reading = StudyReading(self.study)
+        self.reading = StudyReading(self.study, self.spec_id)  # this spec's trials only
         self._accept_changes = accept_changes
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
         self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
@@ -185,6 +183,7 @@ class StudyLoop:
                 stack.enter_context(StudyLock(self.store, self.name))
             stack.enter_context(self.worker)
             self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
+            self.reading.spec_id = self.spec_id
             self.reading.drop()
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
@@ -232,6 +231,8 @@ class StudyLoop:
         return has_baseline(self._points(), self.host, running=running)
 
     def _enqueue(self, params: dict[str, Any], record: TrialRecord, **kw: Any) -> None:
+        """Queue a trial of this spec: only a run of this spec takes it (`_ask`)."""
+        record = replace(record, spec_id=self.spec_id)
         self.study.enqueue_trial(params, user_attrs=record.encode(), **kw)
         self.reading.drop()
 
@@ -289,8 +290,7 @@ class StudyLoop:
             self._enqueue_screened()
         # Ask without distributions: the trial exists (and is ours to end) before the sampler
         # runs, so an exception from the sampler cannot leave it RUNNING.
-        with _ASK_LOCK:
-            trial = self.study.ask()
+        trial = ask(self.study, self.reading.waiting())  # this spec's queued work, or new
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
             queued = tr.record_of(trial)  # what enqueue_trial attached, if anything

@@ -21,8 +21,10 @@ CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
 class StudyReading:
     """One study's trials and attrs, read at most once between two of the loop's writes."""
 
-    def __init__(self, study: Any) -> None:
+    def __init__(self, study: Any, spec_id: str | None = None) -> None:
+        """`spec_id`: the spec this run measures under (None: the study's current one)."""
         self.study = study
+        self.spec_id = spec_id
         self.reads = 0
         self._all: list[TrialPoint] | None = None
         self._record: StudyRecord | None = None
@@ -49,13 +51,18 @@ class StudyReading:
         return self._read()[0]
 
     def points(self) -> list[TrialPoint]:
-        """The trials of the study's current spec: the only ones a run compares."""
+        """The trials of this run's spec, queued ones too: the only ones it scores against and
+        counts toward its budget, even once another worker's `--accept-changes` has made
+        another spec the study's current one (issue 24, item 3)."""
         every, record = self._read()
-        return specs.of_current(record, every)
+        if self.spec_id is None:
+            return specs.of_current(record, every)
+        return specs.of_spec(record, every, self.spec_id)
 
     def waiting(self) -> list[TrialPoint]:
-        """Queued trials (a baseline, a retry, a warm start, a `--confirm`), of every spec."""
-        return [p for p in self.all_points() if p.state == "WAITING"]
+        """This spec's queued trials (a baseline, a retry, a warm start, a `--confirm`), oldest
+        first: the only queued work this run takes (another spec's stays WAITING)."""
+        return sorted((p for p in self.points() if p.state == "WAITING"), key=lambda p: p.number)
 
 
 def budget_used(points: list[TrialPoint]) -> tuple[int, int]:

@@ -170,7 +170,8 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
         # An interrupted baseline is queued again by the loop itself (it is the next trial).
         queued = tr.record_of(t)
         if retry and queued.retry_of is None and not queued.baseline:
-            study.enqueue_trial(t.params, user_attrs=tr.TrialRecord(retry_of=number).encode())
+            again = tr.TrialRecord(retry_of=number, spec_id=queued.spec_id)  # its spec's work
+            study.enqueue_trial(t.params, user_attrs=again.encode())
     _forget_dead_workers(store, name, beats, now)
     return out
 

@@ -6,7 +6,10 @@ Optuna 5's public `Trial` has `set_user_attr` and `set_constraint` but no system
   dashboard's tables) and the legacy `constraints` list, the only thing optuna-dashboard 0.21
   reads to grey an infeasible trial out (`set_constraint` writes `constraints:<key>`);
 - a writable handle on another process's RUNNING trial, to end it as interrupted after that
-  process died (`study.tell` then ends it through the public API).
+  process died (`study.tell` then ends it through the public API);
+- asking for a trial without taking just any WAITING one: `study.ask` takes the oldest queued
+  trial of the study, whichever spec queued it; `take_waiting` and `new_trial` are its two
+  halves (the same storage calls), so a run takes only its own spec's queued work.
 Both need the storage and the trial's id, which Optuna keeps private.
 """
 
@@ -30,3 +33,23 @@ def writable(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> optuna.Tr
 def is_finished(study: optuna.Study, trial: optuna.Trial) -> bool:
     """Whether the trial has already been told (its stored state, not the handle's)."""
     return study._storage.get_trial(trial._trial_id).state.is_finished()
+
+
+def take_waiting(study: optuna.Study, number: int) -> optuna.Trial | None:
+    """Take queued trial `number` as `ask` would (WAITING → RUNNING, atomic on PostgreSQL);
+    None when another worker took or ended it first."""
+    storage = study._storage
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
+    try:
+        if not storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.RUNNING):
+            return None
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return None
+    study._thread_local.cached_all_trials = None  # what `ask` does: the sampler reads afresh
+    return optuna.Trial(study, trial_id)
+
+
+def new_trial(study: optuna.Study) -> optuna.Trial:
+    """A new RUNNING trial, as `ask` makes when nothing is queued."""
+    study._thread_local.cached_all_trials = None
+    return optuna.Trial(study, study._storage.create_new_trial(study._study_id))

@@ -218,10 +218,34 @@ def trial_spec_id(study: StudyRecord, point: TrialPoint) -> str | None:
     return point.spec_id or study.legacy_spec_id or current_id(study)
 
 
+def owner_spec_id(
+    study: StudyRecord, point: TrialPoint, by_number: Mapping[int, TrialPoint]
+) -> str | None:
+    """The spec a trial belongs to, queued ones included: a trial queued without an id (a
+    `--confirm` re-run or a retry queued by an older tuner) belongs to the spec of the trial
+    it re-measures, never to whichever spec is current when it is taken (issue 24, item 4).
+    None: a trial queued by hand (Optuna's `enqueue_trial`, no id, nothing it re-measures),
+    which a run of any spec may take."""
+    if point.spec_id is None:
+        origin_number = point.confirm_of if point.confirm_of is not None else point.record.retry_of
+        origin = by_number.get(origin_number) if origin_number is not None else None
+        if origin is not None and origin.number != point.number:
+            return trial_spec_id(study, origin)
+        if point.state == "WAITING" and origin_number is None:
+            return None
+    return trial_spec_id(study, point)
+
+
+def of_spec(study: StudyRecord, points: list[TrialPoint], sid: str | None) -> list[TrialPoint]:
+    """The trials of spec `sid`, and queued ones it may take: a run compares and counts only
+    these."""
+    by_number = {p.number: p for p in points}
+    return [p for p in points if owner_spec_id(study, p, by_number) in (sid, None)]
+
+
 def of_current(study: StudyRecord, points: list[TrialPoint]) -> list[TrialPoint]:
-    """The trials measured under the study's current spec: the only ones compared."""
-    sid = current_id(study)
-    return [p for p in points if trial_spec_id(study, p) == sid]
+    """The trials measured under the study's current spec: what results read."""
+    return of_spec(study, points, current_id(study))
 
 
 def spec_for(study: StudyRecord, point: TrialPoint) -> StudySpec:
