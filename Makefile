@@ -32,7 +32,9 @@ $(VLLM_VENV)/.ready:
 
 model: install $(TINY_MODEL)/config.json
 
-$(TINY_MODEL)/config.json:
+# Rebuilt when its recipe changes (tinymodel.py): the same code always gives the same files.
+$(TINY_MODEL)/config.json: tuner/tools/tinymodel.py
+	rm -rf $(TINY_MODEL)
 	$(BIN)/tuner make-tiny-model $(TINY_MODEL)
 
 # The PostgreSQL tests start a throw-away server: its programs are found on PATH or in

@@ -185,12 +185,12 @@ def _tokenizer(tokenizer: str | None, model_path: str):
     """The given tokenizer dir, else the model dir when it has one, else none (word counts)."""
     from pathlib import Path
 
-    from tuner.workload.tokenizer import load_tokenizer
+    from tuner.workload.tokenizer import load_counter
 
     if tokenizer:
-        return load_tokenizer(tokenizer)
+        return load_counter(tokenizer)
     if (Path(model_path) / "tokenizer.json").is_file():
-        return load_tokenizer(model_path)
+        return load_counter(model_path)
     return None
 
 

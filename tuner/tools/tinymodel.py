@@ -12,7 +12,16 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 from tuner.spec.outputs import make_output_dir
 
@@ -67,9 +76,24 @@ def _corpus(seed: int, n_sentences: int = 4000) -> Iterator[str]:
         yield " ".join(words) + rng.choice([".", ".", ".", "?", "!", ",", ";"])
 
 
+# Qwen2's split (its tokenizer.json, and the pipeline transformers' Qwen2Tokenizer builds).
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
 def _train_tokenizer(vocab_size: int, seed: int):
+    """Qwen2's pipeline (NFC, its split, byte-level BPE), so that `tokenizer.json` alone
+    encodes as transformers' Qwen2Tokenizer does (`tuner.workload.tokenizer.load_counter`)."""
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(

@@ -1,8 +1,21 @@
-"""Load a Hugging Face tokenizer from a local directory, never from the network."""
+"""Load a Hugging Face tokenizer from a local directory, never from the network.
+
+Two loaders, one directory format:
+- `load_tokenizer`: transformers' AutoTokenizer, exactly what `vllm bench serve` uses, for
+  the workload (prompts built to an exact token length must match vLLM's own counts);
+- `load_counter`: the same `tokenizer.json` through the `tokenizers` library, for the
+  simulated server, which only counts prompt tokens and names output tokens. It adds about
+  0.03 s of CPU to a start of `tuner sim serve` where transformers' import and load cost
+  about 1.4 s (`benchmarks/sim_startup.py`, docs/performance.md), and the simulated engine
+  starts once per trial. A chat template still needs transformers: it is loaded the first
+  time one is rendered.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +24,7 @@ from tuner.errors import UserError
 
 def load_tokenizer(path: str) -> Any:
     """transformers' AutoTokenizer from `path`, offline; a missing or bad dir is a UserError."""
-    directory = Path(path).expanduser()
-    if not directory.is_dir():
-        raise UserError(f"tokenizer directory not found: {path}")
+    directory = _directory(path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     # Imported here: transformers takes seconds to import, and its env vars must be set first.
@@ -22,5 +33,78 @@ def load_tokenizer(path: str) -> Any:
     try:
         return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UserError(f"cannot load a tokenizer from {path}: {first_line}") from exc
+        raise UserError(f"cannot load a tokenizer from {path}: {_first_line(exc)}") from exc
+
+
+def load_counter(path: str) -> Any:
+    """A `TokenCounter` when `path` holds a `tokenizer.json`, else transformers' tokenizer
+    (`load_tokenizer`): both answer the calls `tuner.sim.text.TokenText` makes."""
+    directory = _directory(path)
+    if not (directory / "tokenizer.json").is_file():
+        return load_tokenizer(path)
+    from tokenizers import Tokenizer
+
+    try:
+        backend = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    except Exception as exc:  # the Rust library raises bare Exceptions on a bad file
+        raise UserError(f"cannot load a tokenizer from {path}: {_first_line(exc)}") from exc
+    return TokenCounter(path, backend)
+
+
+class TokenCounter:
+    """Counts and decodes with `tokenizer.json`'s own pipeline (normalizer, pre-tokenizer,
+    model, post-processor: the same backend transformers' fast tokenizers wrap); renders a
+    chat template with transformers, loaded on first use."""
+
+    def __init__(self, path: str, backend: Any) -> None:
+        self.path = path
+        self.backend = backend
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": self.encode(text, add_special_tokens=add_special_tokens)}
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.backend.decode(ids, skip_special_tokens=False)
+
+    @property
+    def vocab_size(self) -> int:
+        """The base vocabulary, without added tokens (transformers' `vocab_size`)."""
+        return self.backend.get_vocab_size(with_added_tokens=False)
+
+    def __len__(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    @cached_property
+    def chat_template(self) -> str | None:
+        """The template in tokenizer_config.json or chat_template.jinja, if any."""
+        directory = Path(self.path).expanduser()
+        jinja = directory / "chat_template.jinja"
+        if jinja.is_file():
+            return jinja.read_text(encoding="utf-8")
+        try:
+            config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        template = config.get("chat_template") if isinstance(config, dict) else None
+        return template if isinstance(template, str) and template else None
+
+    def apply_chat_template(self, messages: list[dict], **kwargs: Any) -> Any:
+        return self._full.apply_chat_template(messages, **kwargs)
+
+    @cached_property
+    def _full(self) -> Any:
+        return load_tokenizer(self.path)
+
+
+def _directory(path: str) -> Path:
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"tokenizer directory not found: {path}")
+    return directory
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
