@@ -155,6 +155,31 @@ def test_metrics_show_the_queue_and_the_cache():
         assert 'vllm:num_requests_running{engine="0",model_name="m32"} 0.0' in after
 
 
+def test_the_server_counts_prefix_cache_tokens_in_vllms_metrics() -> None:
+    """Over real HTTP: token-id prompts with a shared document hit the cache, and /metrics
+    carries vLLM's counters; `--no-enable-prefix-caching` keeps them at 0 hits."""
+    doc = list(range(100, 400))
+
+    def counters(*flags: str) -> dict[str, float]:
+        with sim_server(*SMALL, "--block-size", "16", *flags) as sim:
+            for i in range(2):
+                body = {"model": "m32", "prompt": doc + [7 + i] * 4, "max_tokens": 2}
+                assert httpx.post(f"{sim.url}/v1/completions", json=body).status_code == 200
+            text = httpx.get(f"{sim.url}/metrics").text
+        return {
+            line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("vllm:prefix_cache")
+        }
+
+    assert counters() == {
+        "vllm:prefix_cache_queries_total": 608.0,
+        "vllm:prefix_cache_hits_total": 288.0,  # 300 // 16 = 18 full blocks of the document
+    }
+    off = counters("--no-enable-prefix-caching")
+    assert off["vllm:prefix_cache_hits_total"] == 0.0
+
+
 def test_models_version_and_api_key():
     with sim_server(*SMALL, "--api-key", "s3cret") as sim:
         assert httpx.get(f"{sim.url}/v1/models").status_code == 401

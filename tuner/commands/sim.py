@@ -65,6 +65,10 @@ ChunkedPrefill = Annotated[
     bool | None,
     typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill", rich_help_panel=_VLLM),
 ]
+PrefixCaching = Annotated[
+    bool | None,
+    typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", rich_help_panel=_VLLM),
+]
 ApiKey = Annotated[str | None, typer.Option(envvar="VLLM_API_KEY", rich_help_panel=_VLLM)]
 Ignored = Annotated[str | None, typer.Option(rich_help_panel=_IGNORED)]
 IgnoredSwitch = Annotated[bool, typer.Option(rich_help_panel=_IGNORED)]
@@ -83,6 +87,7 @@ def serve(
     max_num_batched_tokens: VllmInt = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(rich_help_panel=_VLLM)] = None,
     enable_chunked_prefill: ChunkedPrefill = None,
+    enable_prefix_caching: PrefixCaching = None,
     host: Annotated[str, typer.Option(rich_help_panel=_VLLM)] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, rich_help_panel=_VLLM)] = 8000,
     api_key: ApiKey = None,
@@ -126,6 +131,7 @@ def serve(
         "max-num-batched-tokens": max_num_batched_tokens,
         "gpu-memory-utilization": gpu_memory_utilization,
         "enable-chunked-prefill": enable_chunked_prefill,
+        "enable-prefix-caching": enable_prefix_caching,
     }
     options = ServeOptions(
         **_engine(_model_path(model, model_arg), gpu, flags, tokenizer),

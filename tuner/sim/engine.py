@@ -9,6 +9,7 @@ closed form.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,6 +23,7 @@ from tuner.sim.memory import (
     resolve_flags,
     startup_error,
 )
+from tuner.sim.prefix_cache import block_hashes
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.scheduler import Scheduler, SimRequest
 from tuner.sim.steptime import StepCostModel
@@ -74,14 +76,24 @@ class Engine:
             )
         return None
 
-    def add_request(self, request_id: str, prompt_len: int, max_tokens: int, now: float) -> None:
-        """Queue a request that arrived at `now` (seconds on the engine's clock)."""
+    def add_request(
+        self,
+        request_id: str,
+        prompt_len: int,
+        max_tokens: int,
+        now: float,
+        prompt_ids: Sequence[int] | None = None,
+    ) -> None:
+        """Queue a request that arrived at `now` (seconds on the engine's clock); its prompt's
+        token ids, when known, let it use and fill the prefix cache."""
         error = self.request_error(prompt_len, max_tokens)
         if error:
             raise ValueError(error)
         if request_id in self.requests:
             raise ValueError(f"duplicate request id {request_id!r}")
         req = SimRequest(request_id, prompt_len, max(1, max_tokens), now)
+        if prompt_ids is not None and self.config.enable_prefix_caching:
+            req.block_hashes = block_hashes(prompt_ids, self.config.block_size)
         self.requests[request_id] = req
         self.scheduler.add(req)
         if not self.scheduler.running and len(self.scheduler.waiting) == 1:
@@ -194,6 +206,12 @@ class Engine:
     @property
     def num_preemptions(self) -> int:
         return self.scheduler.preemptions
+
+    @property
+    def prefix_cache_tokens(self) -> tuple[int, int]:
+        """(queried, hit) prompt tokens so far: vllm:prefix_cache_queries / _hits."""
+        cache = self.scheduler.cache
+        return (cache.queries_tokens, cache.hits_tokens) if cache is not None else (0, 0)
 
 
 def token_times(req: SimRequest) -> np.ndarray:

@@ -47,6 +47,7 @@ class EngineConfig:
     max_model_len: int
     tensor_parallel_size: int
     kv_cache_space_gib: int | None = None  # VLLM_CPU_KVCACHE_SPACE on the CPU platform
+    enable_prefix_caching: bool = True  # vLLM V1's default (tuner.sim.prefix_cache)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -
     ints = {k: _as_int(k, f[k]) for k in _INT_FLAGS if f.get(k) is not None}
     tp = ints.get("tensor-parallel-size", 1)
     chunked = _as_bool("enable-chunked-prefill", f.get("enable-chunked-prefill", True))
+    prefix = _as_bool("enable-prefix-caching", f.get("enable-prefix-caching", True))
     util = _as_float("gpu-memory-utilization", f.get("gpu-memory-utilization", 0.92))
     max_model_len = ints.get("max-model-len", model.max_position_embeddings)
     if gpu.platform == "cpu":
@@ -114,6 +116,7 @@ def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -
         max_model_len=max_model_len,
         tensor_parallel_size=tp,
         kv_cache_space_gib=_as_int("VLLM_CPU_KVCACHE_SPACE", space) if space else None,
+        enable_prefix_caching=prefix,
     )
 
 

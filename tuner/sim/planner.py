@@ -36,6 +36,8 @@ class SimResult:
     events: int
     preemptions: int
     engine_trace: list[tuple[float, int, float, int]] = field(default_factory=list)
+    prefix_cache_queries: int = 0  # prompt tokens looked up in the prefix cache
+    prefix_cache_hits: int = 0  # of which cached: vLLM's prefix-cache hit rate is hits/queries
 
 
 def simulate(
@@ -47,22 +49,28 @@ def simulate(
     arrival_s: list[float],
     *,
     max_concurrency: int | None = None,
+    prompt_ids: list[list[int]] | None = None,
 ) -> SimResult:
     """Run one workload. Raises `EngineRefused` (vLLM's message) if the engine would not start.
 
     Request i is sent at max(arrival_s[i], a free concurrency slot), in order, reaches the
     engine `request_overhead_s` later, and asks for exactly output_lens[i] tokens
     (ignore_eos). Requests longer than max-model-len fail
-    with vLLM's 400 message, like the real server answers them.
+    with vLLM's 400 message, like the real server answers them. With `prompt_ids` (each
+    prompt's token ids) requests share cached prefixes (`tuner.sim.prefix_cache`); without,
+    no two prompts share a block, as with random prompts.
     """
     if not len(prompt_lens) == len(output_lens) == len(arrival_s):
         raise UserError("prompt_lens, output_lens and arrival_s must have the same length")
+    if prompt_ids is not None and len(prompt_ids) != len(prompt_lens):
+        raise UserError("prompt_ids must have one entry per request")
     if max_concurrency is not None and max_concurrency < 1:
         raise UserError("max_concurrency must be >= 1")
     model = load_model(model) if isinstance(model, str) else model
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     engine = Engine(model, gpu, flags, record_times=True)
     client = _Client(engine, prompt_lens, output_lens, arrival_s, max_concurrency)
+    client.prompt_ids = prompt_ids
     now = 0.0
     while True:
         client.dispatch(now)
@@ -86,6 +94,8 @@ def simulate(
         events=engine.steps,
         preemptions=engine.num_preemptions,
         engine_trace=client.trace,
+        prefix_cache_queries=engine.prefix_cache_tokens[0],
+        prefix_cache_hits=engine.prefix_cache_tokens[1],
     )
 
 
@@ -101,6 +111,7 @@ class _Client:
         "last_s",
         "order",
         "output_lens",
+        "prompt_ids",
         "prompt_lens",
         "records",
         "slots",
@@ -127,6 +138,7 @@ class _Client:
         self.frontend_s = engine.gpu.constants.request_overhead_s
         self.last_s = 0.0
         self.trace: list[tuple[float, int, float, int]] = []
+        self.prompt_ids: list[list[int]] | None = None
 
     def next_dispatch_s(self) -> float:
         """When the next request reaches the engine (sent, plus the API server's delay)."""
@@ -151,8 +163,9 @@ class _Client:
                 if slots is not None:
                     heapq.heappush(slots, sent)
                 continue
+            ids = self.prompt_ids[i] if self.prompt_ids is not None else None
             engine.add_request(
-                str(i), self.prompt_lens[i], self.output_lens[i], sent + self.frontend_s
+                str(i), self.prompt_lens[i], self.output_lens[i], sent + self.frontend_s, ids
             )
 
     def complete(self, done: list[SimRequest]) -> None:

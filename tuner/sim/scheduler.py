@@ -7,6 +7,11 @@ running request is preempted (recompute: its blocks are freed and it goes back t
 front of the queue). Waiting requests are admitted only when nothing was preempted,
 while fewer than max-num-seqs run; with chunked prefill off a prompt that does not fit
 the budget left waits for the next step.
+
+With prefix caching on (vLLM V1's default), a request admitted with a prompt whose leading
+full blocks are cached starts with those tokens computed (`tuner.sim.prefix_cache`); its
+prompt's blocks are named as they are computed. A request without `block_hashes` (its
+tokens unknown) neither hits nor fills the cache.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tuner.sim.memory import EngineConfig
+from tuner.sim.prefix_cache import PrefixCache
 
 
 @dataclass(slots=True, eq=False)
@@ -32,6 +38,10 @@ class SimRequest:
     # closed-form decode runs append arrays to `segments`, single steps floats to `pending`.
     segments: list = field(default_factory=list)
     pending: list = field(default_factory=list)
+    # Prefix caching: the chained names of the prompt's full blocks (empty: tokens unknown),
+    # and the names of this request's blocks that are cached (its leading blocks).
+    block_hashes: tuple[bytes, ...] = ()
+    cached: list[bytes] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:
@@ -58,6 +68,7 @@ class Scheduler:
         self.running: list[SimRequest] = []
         self.waiting: deque[SimRequest] = deque()
         self.preemptions = 0
+        self.cache: PrefixCache | None = PrefixCache() if cfg.enable_prefix_caching else None
 
     @property
     def has_work(self) -> bool:
@@ -110,11 +121,12 @@ class Scheduler:
         chunked = self.cfg.enable_chunked_prefill
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             req = self.waiting[0]
-            q = req.num_tokens - req.num_computed
+            hits = self._hits(req)
+            q = req.num_tokens - len(hits) * self.block_size
             if not chunked and q > budget:
                 break
             q = min(q, budget)
-            if not self._allocate(req, q):
+            if not self._allocate_with_hits(req, hits, q):
                 break
             self.waiting.popleft()
             self.running.append(req)
@@ -129,6 +141,8 @@ class Scheduler:
         max_len = self.cfg.max_model_len
         for req, q in batch.items:
             req.num_computed += q
+            if self.cache is not None and req.block_hashes:
+                self._name_computed_blocks(req)
             if req.num_computed < req.num_tokens:
                 continue  # a prefill chunk: nothing sampled yet
             req.num_output += 1
@@ -169,7 +183,7 @@ class Scheduler:
             req.num_computed += steps
             req.num_output += steps
             blocks = -(-req.num_computed // bs)
-            self.free_blocks -= blocks - req.num_blocks
+            self._take(blocks - req.num_blocks)
             req.num_blocks = blocks
             if req.num_output >= req.max_tokens or req.num_tokens >= max_len:
                 finished.append(req)
@@ -184,9 +198,58 @@ class Scheduler:
         if extra > self.free_blocks:
             return False
         if extra > 0:
-            self.free_blocks -= extra
+            self._take(extra)
             req.num_blocks = blocks
         return True
+
+    # ---- prefix caching ----------------------------------------------------------------
+
+    def _hits(self, req: SimRequest) -> tuple[bytes, ...]:
+        """The cached leading blocks a request starting from scratch would take."""
+        if self.cache is None or not req.block_hashes or req.num_computed:
+            return ()
+        # at least one prompt token is computed: it samples the first output token
+        limit = (req.prompt_len - 1) // self.block_size
+        return req.block_hashes[: self.cache.longest_hit(req.block_hashes, limit)]
+
+    def _allocate_with_hits(self, req: SimRequest, hits: tuple[bytes, ...], q: int) -> bool:
+        """Admit-time allocation: the hits, then blocks for `q` new tokens (all or nothing)."""
+        if not hits:
+            fresh = not req.num_computed
+            if not self._allocate(req, q):
+                return False
+            if self.cache is not None and req.block_hashes and fresh:
+                self.cache.record(req.prompt_len, 0)
+            return True
+        hit_tokens = len(hits) * self.block_size
+        new_blocks = -(-(hit_tokens + q) // self.block_size) - len(hits)
+        if new_blocks > self.free_blocks - self.cache.evictable_among(hits):
+            return False
+        self.cache.record(req.prompt_len, hit_tokens)
+        self.free_blocks -= self.cache.evictable_among(hits)
+        self.cache.take(hits)
+        req.cached = list(hits)
+        req.num_computed = hit_tokens
+        req.num_blocks = len(hits)
+        return self._allocate(req, q)
+
+    def _name_computed_blocks(self, req: SimRequest) -> None:
+        """Name the prompt blocks this request has now computed in full."""
+        full = min(req.num_computed, req.prompt_len) // self.block_size
+        for name in req.block_hashes[len(req.cached) : full]:
+            if not self.cache.add(name):
+                break  # another request's copy is cached: this one and the rest stay unnamed
+            req.cached.append(name)
+
+    def _take(self, blocks: int) -> None:
+        """Use `blocks` free blocks: never-cached ones first, then evict cached ones."""
+        if blocks <= 0:
+            return
+        if self.cache is not None:
+            uncached = self.free_blocks - len(self.cache.evictable)
+            if blocks > uncached:
+                self.cache.evict(blocks - uncached)
+        self.free_blocks -= blocks
 
     def _preempt(self, req: SimRequest) -> None:
         self._free(req)
@@ -195,5 +258,10 @@ class Scheduler:
         self.preemptions += 1
 
     def _free(self, req: SimRequest) -> None:
-        self.free_blocks += req.num_blocks
+        """Free a request's blocks; a cached block another request still uses stays in use."""
+        freed = req.num_blocks
+        if req.cached:
+            freed -= len(req.cached) - self.cache.release(req.cached)
+            req.cached = []
+        self.free_blocks += freed
         req.num_blocks = 0

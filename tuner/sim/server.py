@@ -56,7 +56,8 @@ class SimServer:
         self.generation_tokens_total = 0
         self.finished_total = 0
         self._wake = asyncio.Event()
-        self._arrivals: deque[tuple[float, str, int, int]] = deque()  # (now, id, prompt, max)
+        # (now, id, prompt tokens, max tokens, prompt token ids or None)
+        self._arrivals: deque[tuple[float, str, int, int, list[int] | None]] = deque()
         self._t0 = 0.0
         self.scale = opts.time_scale
 
@@ -106,8 +107,8 @@ class SimServer:
         next one, its clock jumping to that arrival."""
         arrivals, engine = self._arrivals, self.engine
         while arrivals and (arrivals[0][0] <= engine.clock or not engine.has_work):
-            now, rid, prompt_len, max_tokens = arrivals.popleft()
-            engine.add_request(rid, prompt_len, max_tokens, now)
+            now, rid, prompt_len, max_tokens, prompt_ids = arrivals.popleft()
+            engine.add_request(rid, prompt_len, max_tokens, now, prompt_ids)
 
     # ---- plain endpoints -------------------------------------------------------------------
 
@@ -160,6 +161,10 @@ class SimServer:
              self.generation_tokens_total),
             ("request_success_total", "counter", "Count of successfully processed requests.",
              self.finished_total),
+            ("prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of "
+             "number of queried tokens.", e.prefix_cache_tokens[0]),
+            ("prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of "
+             "cached tokens.", e.prefix_cache_tokens[1]),
         ]  # fmt: skip
         lines = []
         for name, kind, help_text, value in rows:
@@ -190,10 +195,10 @@ class SimServer:
                 return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
             text = self.opts.text
             if chat:
-                prompt_len = text.count_chat(body.get("messages") or [])
+                prompt_len, prompt_ids = text.chat_tokens(body.get("messages") or [])
                 limit = body.get("max_completion_tokens") or body.get("max_tokens")
             else:
-                prompt_len = text.count_prompt(body.get("prompt", ""))
+                prompt_len, prompt_ids = text.prompt_tokens(body.get("prompt", ""))
                 limit = body.get("max_tokens", 16)
             max_tokens = int(limit) if limit else self.engine.config.max_model_len - prompt_len
             if limit is not None and max_tokens < 1:
@@ -206,7 +211,7 @@ class SimServer:
         queue: asyncio.Queue[bool] = asyncio.Queue()
         self.streams[rid] = queue
         await asyncio.sleep(self.engine.gpu.constants.request_overhead_s / self.scale)  # frontend
-        self._arrivals.append((self._now(), rid, prompt_len, max_tokens))
+        self._arrivals.append((self._now(), rid, prompt_len, max_tokens, prompt_ids))
         self.prompt_tokens_total += prompt_len
         self.faults.request_started()
         self._wake.set()

@@ -25,26 +25,38 @@ class TokenText:
 
     def count_prompt(self, prompt: Any) -> int:
         """Tokens of a completions prompt: a string or a list of token ids."""
+        return self.prompt_tokens(prompt)[0]
+
+    def prompt_tokens(self, prompt: Any) -> tuple[int, list[int] | None]:
+        """(token count, token ids) of a completions prompt; the ids are None without a
+        tokenizer (whitespace words are counted instead)."""
         if isinstance(prompt, list):
             if all(isinstance(t, int) for t in prompt):
-                return len(prompt)
+                return len(prompt), list(prompt)
             if len(prompt) == 1:
-                return self.count_prompt(prompt[0])
+                return self.prompt_tokens(prompt[0])
             raise ValueError("only one prompt per request is supported")
         if not isinstance(prompt, str):
             raise ValueError("prompt must be a string or a list of token ids")
         if self.tokenizer is None:
-            return len(prompt.split())
-        return len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+            return len(prompt.split()), None
+        ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        return len(ids), ids
 
     def count_chat(self, messages: list[dict]) -> int:
         """Tokens of chat messages after the chat template (or a Qwen-style estimate)."""
+        return self.chat_tokens(messages)[0]
+
+    def chat_tokens(self, messages: list[dict]) -> tuple[int, list[int] | None]:
+        """(token count, token ids) of chat messages after the chat template; without one,
+        a Qwen-style estimate of the count and no ids."""
         if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
             try:
                 ids = self.tokenizer.apply_chat_template(
                     messages, add_generation_prompt=True, tokenize=True
                 )
-                return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+                ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+                return len(ids), ids
             except ImportError:  # jinja2 missing: fall back to the estimate below
                 pass
         total = _CHAT_GENERATION_PROMPT_TOKENS
@@ -53,7 +65,7 @@ class TokenText:
             if isinstance(content, list):  # OpenAI content parts
                 content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
             total += _CHAT_TOKENS_PER_MESSAGE + self.count_prompt(str(content or ""))
-        return total
+        return total, None
 
     def token(self, index: int) -> str:
         """Text of the index-th generated token of a request."""

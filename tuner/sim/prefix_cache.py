@@ -1,0 +1,102 @@
+"""vLLM V1's automatic prefix caching, block by block (vllm/v1/core/kv_cache_manager.py,
+block_pool.py, kv_cache_utils.py).
+
+- A full block of prompt tokens is named by a hash chained over every block before it, so a
+  block is only ever shared by requests whose prompts agree up to its end. Partial blocks are
+  never cached, never hit.
+- A block becomes cached when its tokens have been computed. A request that arrives (or comes
+  back after a preemption) first takes the longest run of its prompt's leading blocks that is
+  cached; those tokens are not computed again. At least one prompt token is always computed
+  (the one that samples the first output token), so a prompt that hits entirely recomputes its
+  last block.
+- A freed block keeps its contents and its name until its memory is needed: it counts as free
+  (`kv_cache_usage` excludes it, as vLLM's does), and an allocation takes never-cached blocks
+  first, then evicts cached ones, least recently freed first; a request's blocks are freed
+  tail first, so its tail is evicted before its head.
+- Two requests that compute the same block at the same time hold two copies; only the first
+  is named here (vLLM names both and hits the first; the difference shows only when the
+  first copy is evicted while the second is still free).
+
+Queries and hits count prompt tokens, as vLLM's `vllm:prefix_cache_queries` and
+`vllm:prefix_cache_hits` do. Pure bookkeeping: the scheduler owns the free-block count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+
+_SEED = b"tuner-sim-prefix"
+
+
+def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[bytes, ...]:
+    """The chained name of each full block of `token_ids` (a trailing partial block has none)."""
+    names: list[bytes] = []
+    parent = _SEED
+    for end in range(block_size, len(token_ids) + 1, block_size):
+        block = ",".join(map(str, token_ids[end - block_size : end])).encode()
+        parent = hashlib.blake2b(parent + b"|" + block, digest_size=16).digest()
+        names.append(parent)
+    return tuple(names)
+
+
+class PrefixCache:
+    """Which named blocks hold KV, how many requests use each, and which free ones to evict."""
+
+    def __init__(self) -> None:
+        self.refs: dict[bytes, int] = {}  # named block -> requests using it (0: free, cached)
+        self.evictable: OrderedDict[bytes, None] = OrderedDict()  # free named blocks, LRU first
+        self.queries_tokens = 0
+        self.hits_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def longest_hit(self, names: Sequence[bytes], max_blocks: int) -> int:
+        """Leading blocks of `names` (at most `max_blocks`) that are cached."""
+        hit = 0
+        for name in names[:max_blocks]:
+            if name not in self.refs:
+                break
+            hit += 1
+        return hit
+
+    def evictable_among(self, names: Sequence[bytes]) -> int:
+        """How many of `names` are free now: taking them uses that many free blocks."""
+        return sum(1 for name in names if self.refs.get(name) == 0)
+
+    def take(self, names: Sequence[bytes]) -> None:
+        """A request uses these cached blocks (a hit)."""
+        for name in names:
+            if self.refs[name] == 0:
+                del self.evictable[name]
+            self.refs[name] += 1
+
+    def add(self, name: bytes) -> bool:
+        """Name a block a request just computed; False when that name is cached already."""
+        if name in self.refs:
+            return False
+        self.refs[name] = 1
+        return True
+
+    def release(self, names: Sequence[bytes]) -> int:
+        """A request frees its named blocks: those no other request uses become free (and
+        stay cached, tail evicted first). Returns how many became free."""
+        freed = 0
+        for name in reversed(names):
+            self.refs[name] -= 1
+            if self.refs[name] == 0:
+                self.evictable[name] = None
+                freed += 1
+        return freed
+
+    def evict(self, count: int) -> None:
+        """Reuse the memory of `count` free cached blocks, least recently freed first."""
+        for _ in range(count):
+            name, _ = self.evictable.popitem(last=False)
+            del self.refs[name]
+
+    def record(self, queried_tokens: int, hit_tokens: int) -> None:
+        self.queries_tokens += queried_tokens
+        self.hits_tokens += hit_tokens
