@@ -50,8 +50,9 @@ PYTEST := $(BIN)/pytest -q -n 2 --dist loadgroup --durations=25
 test: install vllm-env model postgres
 	$(PYTEST)
 
+# The inner loop: no real vLLM and no whole-study modules (marked `slow`); `make test` runs all.
 test-fast: install model postgres
-	$(PYTEST) -m "not vllm"
+	$(PYTEST) -m "not vllm and not slow"
 
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks

@@ -14,6 +14,8 @@ from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
 from tuner.trial import PARTIAL, PLANNED_VERSION, VLLM_VERSION, StudyRecord, TrialPoint
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 
 def _truth_file(tmp_path: Path) -> Path:
     """The A6000 with 25 % less bandwidth and twice the step overhead: the 'real' GPU."""

@@ -13,9 +13,12 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tuner.testing import sim_study, tuner
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 ENGINE = """import os, sys
 argv = sys.argv[1:]

@@ -12,6 +12,8 @@ import pytest
 
 from tuner.testing import sim_study, tuner
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 CAPACITY = {
     "mode": "capacity",
     "slo": ["p99_ttft_ms<=1500", "mean_tpot_ms<=60"],

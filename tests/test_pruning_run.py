@@ -13,6 +13,8 @@ from tuner.spec.study import StudySpec
 from tuner.testing import sim_study, sim_time_scale, tuner
 from tuner.trial import read_all
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 OVERLOADED = {
     # One sequence at a time, 24 requests at 16 req/s: the queue only grows.
     "parameters": {

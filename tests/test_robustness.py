@@ -14,6 +14,8 @@ from tuner.testing import sim_study
 from tuner.trial import TrialPoint
 from tuner.workload.datasets import BenchRequest
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
 N = 100
 

@@ -17,6 +17,8 @@ from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
 from tuner.trial import TrialPoint
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
 # The demo's kind of load, smaller: ~2k-token prompts near the box's prefill capacity, where
 # vLLM's default chunk budget stalls the decodes in flight and 1024 tokens cuts TPOT.

@@ -8,11 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import optuna
+import pytest
 
 from tuner import trial as tr
 from tuner.sim.profile_file import write_profile
 from tuner.sim.profiles import get_gpu
 from tuner.testing import sim_study, tuner
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 
 def truth_profile(path: Path) -> Path:

@@ -22,6 +22,8 @@ from tuner.testing import sim_study, start_run, tuner
 from tuner.testing.waiting import serving_engines, wait_for
 from tuner.trial import StudyRecord
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 
 def _trials(tmp_path: Path, name: str = "e2e") -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path}/tuner.db").trials

@@ -17,6 +17,8 @@ from tuner.sim.text import TokenText
 from tuner.testing import sim_study, tuner
 from tuner.workload.tokenizer import load_tokenizer
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 PROMPTS, OUTPUT_LEN = 16, 16
 
 

@@ -20,6 +20,8 @@ from tuner.store.schema import claims_table, engines_table, workers_table
 from tuner.testing import counted, measured_at_once, sim_study, start_workers, tuner
 from tuner.testing.waiting import serving_engines, wait_for
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 FAST = {"TUNER_HEARTBEAT_S": "0.5"}  # a dead worker's trial is recovered within ~2.5 s
 WORKER_TIMEOUT_S = 240
 

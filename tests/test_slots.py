@@ -16,6 +16,8 @@ from tuner.store.schema import engines_table, trials_table
 from tuner.testing import measured_at_once, sim_study, tuner
 from tuner.testing.waiting import serving_engines, wait_for
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 
 def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
     tiny_model_dir: Path, tmp_path: Path

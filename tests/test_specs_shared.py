@@ -16,6 +16,8 @@ from tuner import trial as tr
 from tuner.testing import counted, sim_study, start_workers, tuner
 from tuner.testing.waiting import wait_for
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 FAST = {"TUNER_HEARTBEAT_S": "0.5"}
 WORKER_TIMEOUT_S = 240
 WAITING = optuna.trial.TrialState.WAITING

@@ -13,6 +13,8 @@ from tuner.fidelity.warm_start import fits
 from tuner.spec.study import load_study_spec
 from tuner.testing import sim_study, tuner
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 
 def _trials(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path}/tuner.db").trials
