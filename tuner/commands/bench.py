@@ -61,6 +61,13 @@ def bench(
         str | None, Opt(help="Share of each length, a comma list (default: equal).")
     ] = None,
     longdoc_output_len: Annotated[int, Opt(help="Output tokens of each long document.")] = 1024,
+    longdoc_questions: Annotated[
+        str, Opt(help="Questions per document, drawn from a comma list (docs/datasets.md).")
+    ] = "1",
+    longdoc_system_len: Annotated[int, Opt(help="Tokens of a system prompt all share.")] = 0,
+    longdoc_order: Annotated[
+        str, Opt(help="burst (a document's questions together) or spread.")
+    ] = "burst",
     num_prompts: Annotated[int, Opt(help="Requests to measure.")] = 1000,
     request_rate: Annotated[float, Opt(help="Requests/s, or inf for all at once.")] = math.inf,
     burstiness: Annotated[float, Opt(help="Gamma shape of arrivals; 1 = Poisson.")] = 1.0,
@@ -97,14 +104,18 @@ def bench(
         data = result_json(
             result, spec, model=model, tokenizer_id=tokenizer_id, detailed=save_detailed
         )
-        try:
-            save_result.write_text(json.dumps(data, indent=2) + "\n")
-        except OSError as exc:
-            raise UserError(f"cannot write {save_result}: {exc.strerror or exc}") from None
+        _write_json(save_result, data)
     if result.metrics["completed"] == 0:
         first_error = next((r.error for r in result.records if r.error), "")
         print(f"tuner: error: all requests failed; first error: {first_error}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 # The flags of `tuner bench` that are WorkloadSpec fields of the same name.
@@ -117,6 +128,9 @@ _WORKLOAD_FLAGS = (
     "sharegpt_output_len",
     "longdoc_weights",
     "longdoc_output_len",
+    "longdoc_questions",
+    "longdoc_system_len",
+    "longdoc_order",
     "num_prompts",
     "request_rate",
     "burstiness",

@@ -78,6 +78,7 @@ class PlanRunner(TrialRunner):
             list(work.output_lens),
             list(work.arrival_s),
             max_concurrency=work.max_concurrency,
+            prompt_ids=work.prompt_id_lists(),
         )
         m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
         m.metrics = compute_metrics(
@@ -153,7 +154,14 @@ def study_workload(
         output_lens=tuple(r.output_len or w.random_output_len for r in requests),
         arrival_s=tuple(float(t) for t in arrivals),
         max_concurrency=w.max_concurrency,
+        prompt_ids=_shared_prompt_ids(requests),
     )
+
+
+def _shared_prompt_ids(requests: Sequence[Any]) -> tuple[tuple[int, ...], ...] | None:
+    """The prompts' token ids when the workload kept them (prompts that share prefixes)."""
+    ids = [getattr(r, "prompt_ids", None) for r in requests]
+    return tuple(ids) if ids and all(i is not None for i in ids) else None
 
 
 def study_profile(spec: StudySpec) -> GpuProfile:

@@ -71,6 +71,12 @@ class SimWorkload:
     output_lens: tuple[int, ...]
     arrival_s: tuple[float, ...]
     max_concurrency: int | None = None
+    # each prompt's token ids where the workload shares prefixes on purpose (the prefix cache)
+    prompt_ids: tuple[tuple[int, ...], ...] | None = None
+
+    def prompt_id_lists(self) -> list[list[int]] | None:
+        """`prompt_ids` as `tuner.sim.planner.simulate` takes them."""
+        return None if self.prompt_ids is None else [list(ids) for ids in self.prompt_ids]
 
     def head(self, n: int | None) -> SimWorkload:
         """The first `n` requests (all when None): a cheaper, rougher stand-in."""
@@ -81,6 +87,7 @@ class SimWorkload:
             prompt_lens=self.prompt_lens[:n],
             output_lens=self.output_lens[:n],
             arrival_s=self.arrival_s[:n],
+            prompt_ids=None if self.prompt_ids is None else self.prompt_ids[:n],
         )
 
 
@@ -118,6 +125,7 @@ def predict(
             list(workload.output_lens),
             list(workload.arrival_s),
             max_concurrency=workload.max_concurrency,
+            prompt_ids=workload.prompt_id_lists(),
         )
     except EngineRefused:
         return None

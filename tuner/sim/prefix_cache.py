@@ -27,6 +27,8 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
+import numpy as np
+
 _SEED = b"tuner-sim-prefix"
 
 
@@ -34,9 +36,10 @@ def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[bytes, ...]
     """The chained name of each full block of `token_ids` (a trailing partial block has none)."""
     names: list[bytes] = []
     parent = _SEED
-    for end in range(block_size, len(token_ids) + 1, block_size):
-        block = ",".join(map(str, token_ids[end - block_size : end])).encode()
-        parent = hashlib.blake2b(parent + b"|" + block, digest_size=16).digest()
+    tokens = np.asarray(token_ids, dtype=np.int64)
+    for end in range(block_size, len(tokens) + 1, block_size):
+        block = tokens[end - block_size : end].tobytes()
+        parent = hashlib.blake2b(parent + block, digest_size=16).digest()
         names.append(parent)
     return tuple(names)
 

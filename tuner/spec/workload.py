@@ -46,6 +46,11 @@ class WorkloadSpec(NoBoolNumbers):
     longdoc_lengths: list[int] = Field(default_factory=lambda: list(LONGDOC_LENGTHS))
     longdoc_weights: list[float] | None = None
     longdoc_output_len: int = Field(LONGDOC_OUTPUT_LEN, ge=1, le=MAX_LEN)
+    # Documents asked several times (docs/datasets.md): each document's number of questions
+    # is drawn from this list; a system prompt every request shares; burst or spread order.
+    longdoc_questions: list[int] = Field(default_factory=lambda: [1])
+    longdoc_system_len: int = Field(0, ge=0, le=MAX_LEN)
+    longdoc_order: Literal["burst", "spread"] = "burst"
     num_prompts: int = Field(1000, ge=1, le=MAX_PROMPTS)
     request_rate: float = Field(math.inf, allow_inf_nan=True)
     burstiness: float = Field(1.0, gt=0.0)
@@ -81,6 +86,24 @@ class WorkloadSpec(NoBoolNumbers):
                 raise ValueError(f"{item!r} must be a whole number of tokens, 1 to {MAX_LEN}")
             out.append(n)
         return out
+
+    @field_validator("longdoc_questions", mode="before")
+    @classmethod
+    def _questions(cls, v: object) -> object:
+        items = _items(v) if isinstance(v, str) else [v] if isinstance(v, int) else v
+        if not isinstance(items, list | tuple) or not items:
+            raise ValueError("give questions per document, e.g. 4 or 1,4,8")
+        for item in items:
+            n = int(item) if isinstance(item, str) and item.strip().isdigit() else item
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
+                raise ValueError(f"{item!r} must be a whole number of questions, 1 to 1000")
+        return [int(i) for i in items]
+
+    @property
+    def longdoc_shared(self) -> bool:
+        """Long documents asked several times, or a shared system prompt: prompts that share
+        prefixes (`tuner.workload.longdoc.shared_longdoc_prompts`)."""
+        return self.longdoc_questions != [1] or self.longdoc_system_len > 0
 
     @field_validator("longdoc_weights", mode="before")
     @classmethod

@@ -22,7 +22,7 @@ import numpy as np
 from tuner.errors import UserError
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.exact import exact_length_prompt, resized_prompt
-from tuner.workload.longdoc import longdoc_prompts
+from tuner.workload.longdoc import longdoc_prompts, shared_longdoc_prompts
 
 ChatMessages = list[dict[str, Any]]
 
@@ -42,6 +42,9 @@ class BenchRequest:
     prompt_len: int
     output_len: int | None
     ignore_eos: bool = False
+    # Kept only where prompts share prefixes on purpose (documents asked several times), for
+    # the simulator's prefix cache (`tuner plan`); None: nothing shared worth modelling.
+    prompt_ids: tuple[int, ...] | None = None
 
 
 def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchRequest:
@@ -58,7 +61,12 @@ def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchReques
             return request
         last["content"], old, new = resized_prompt(tokenizer, content, factor)
         changed = [*prompt[:-1], last]
-    return dataclasses.replace(request, prompt=changed, prompt_len=request.prompt_len + new - old)
+    ids = None  # a resized prompt's tokens, where the original's were kept
+    if request.prompt_ids is not None and isinstance(changed, str):
+        ids = tuple(tokenizer.encode(changed, add_special_tokens=False))
+    return dataclasses.replace(
+        request, prompt=changed, prompt_len=request.prompt_len + new - old, prompt_ids=ids
+    )
 
 
 def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
@@ -72,6 +80,22 @@ def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
             range_ratio=spec.random_range_ratio,
             seed=spec.seed,
         )
+    if spec.dataset_name == "longdoc" and spec.longdoc_shared:
+        docs = shared_longdoc_prompts(
+            tokenizer,
+            spec.num_prompts,
+            lengths=spec.longdoc_lengths,
+            weights=spec.longdoc_weights,
+            questions=spec.longdoc_questions,
+            system_len=spec.longdoc_system_len,
+            order=spec.longdoc_order,
+            seed=spec.seed,
+        )
+        out_len = spec.longdoc_output_len
+        return [
+            BenchRequest(text, len(ids), out_len, ignore_eos=True, prompt_ids=tuple(ids))
+            for text, ids in docs
+        ]
     if spec.dataset_name == "longdoc":
         docs = longdoc_prompts(
             tokenizer,

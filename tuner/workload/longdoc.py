@@ -6,6 +6,11 @@ lengths (by default the seed's long-document QA case: 512, 2048, 8192 and 32768 
 tokens, 1024 output tokens) and is exact with the study's tokenizer, as for random prompts
 (`tuner.workload.exact`). The document is built from token ids (the words' ids, encoded
 once), so a 32k-token prompt costs one decode and one encode. Same seed, same prompts.
+
+Documents asked several times (`shared_longdoc_prompts`, docs/datasets.md): the document comes
+first and its question last, so every question on one document shares the document as a
+prefix that vLLM's prefix cache can reuse, after an optional system prompt that every request
+shares. Such a document holds one fact per question.
 """
 
 from __future__ import annotations
@@ -93,6 +98,95 @@ def _head(key: int, number: int) -> str:
 
 def _fact(key: int, code: int) -> str:
     return f". The code of record {key} is {code}."
+
+
+def shared_longdoc_prompts(
+    tokenizer: Any,
+    num_prompts: int,
+    *,
+    lengths: Sequence[int],
+    weights: Sequence[float] | None,
+    questions: Sequence[int],
+    system_len: int,
+    order: str,
+    seed: int,
+) -> list[tuple[str, list[int]]]:
+    """`num_prompts` prompts (text and token ids): system prompt, instruction, document, then
+    one of its questions. Each document's length is drawn from `lengths` (by `weights`) and
+    its number of questions uniformly from `questions`; a prompt is its document's length,
+    less up to a few tokens when its question encodes shorter than the longest one. `order`
+    "burst": a document's questions one after another; "spread": all prompts shuffled."""
+    num_special = int(tokenizer.num_special_tokens_to_add())
+    words = _Words(tokenizer)
+    rng = np.random.default_rng(seed)
+    system = _system_ids(words, system_len)
+    tail = max(len(words.encode(_question(k))) for k in (100, 555, 999))
+    head = len(words.encode(_shared_head(99_999)))
+    shortest = len(system) + head + tail + len(words.encode(_fact(999, 99_999))) + _MIN_WORDS
+    if min(lengths) - num_special < shortest:
+        raise UserError(
+            f"longdoc length {min(lengths)} is too short for a system prompt of {system_len} "
+            f"tokens, a document and its question with this tokenizer (at least "
+            f"{shortest + num_special} tokens)"
+        )
+    p = None if weights is None else np.asarray(weights, float) / float(sum(weights))
+    docs: list[list[tuple[str, list[int]]]] = []
+    total = 0
+    while total < num_prompts:
+        target = int(lengths[int(rng.choice(len(lengths), p=p))]) - num_special
+        asked = int(questions[int(rng.integers(0, len(questions)))])
+        docs.append(_asked_document(tokenizer, words, rng, system, len(docs), target, asked))
+        total += asked
+    prompts = [prompt for doc in docs for prompt in doc][:num_prompts]
+    if order == "spread":
+        prompts = [prompts[i] for i in rng.permutation(len(prompts))]
+    return prompts
+
+
+def _system_ids(words: _Words, n_tokens: int) -> list[int]:
+    """`n_tokens` of fixed text that every prompt starts with (the same for every seed)."""
+    if n_tokens <= 0:
+        return []
+    text = words.encode("You answer questions about documents, briefly and exactly.\n")
+    filler = [t for word in words.draw(np.random.default_rng(0), n_tokens) for t in word]
+    return (text + filler)[:n_tokens]
+
+
+def _shared_head(number: int) -> str:
+    return f"Answer the question at the end using only this document.\n\nDocument {number}:\n"
+
+
+def _question(key: int) -> str:
+    return f"\n\nQuestion: what is the code of record {key}?\nAnswer:"
+
+
+def _asked_document(
+    tokenizer: Any,
+    words: _Words,
+    rng: np.random.Generator,
+    system: list[int],
+    k: int,
+    target: int,
+    asked: int,
+) -> list[tuple[str, list[int]]]:
+    """The `asked` prompts of document k: one shared prefix, one question each."""
+    keys = [int(x) for x in rng.choice(np.arange(100, 1000), size=asked, replace=False)]
+    facts = [words.encode(_fact(key, int(rng.integers(10_000, 100_000)))) for key in keys]
+    questions = [words.encode(_question(key)) for key in keys]
+    prefix = system + words.encode(_shared_head(k + 1))
+    room = target - len(prefix) - max(len(q) for q in questions) - sum(len(f) for f in facts)
+    body = words.draw(rng, max(room, 1))
+    ends = np.cumsum([len(word) for word in body])
+    span = max(int(np.searchsorted(ends, room * _FACT_SPAN)), 1)
+    places = rng.integers(0, span, size=asked).tolist()
+    for at, fact in sorted(zip(places, facts, strict=True), reverse=True):
+        body.insert(int(at), fact)
+    document = (prefix + [t for word in body for t in word])[: target - max(map(len, questions))]
+    prompts = []
+    for question in questions:
+        text = tokenizer.decode(document + question)
+        prompts.append((text, tokenizer.encode(text, add_special_tokens=False)))
+    return prompts
 
 
 def _document(
