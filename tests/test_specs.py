@@ -78,6 +78,22 @@ def test_longdoc_fields_count_only_for_the_longdoc_dataset(tiny_model_dir: Path)
     assert specs.changes(ld, ld2) == ["workload.longdoc_lengths: [512, 2048, 8192, 32768] → [100]"]
 
 
+def test_document_reuse_fields_count_only_when_set(tiny_model_dir: Path) -> None:
+    """`longdoc_questions`, `longdoc_system_len` and `longdoc_order` came later: at their
+    defaults they are not hashed (in the workload or a scenario), so older ids stay."""
+    a = _spec(tiny_model_dir).model_dump()
+    ld = {**a, "workload": {**a["workload"], "dataset_name": "longdoc"}}
+    hashed = json.dumps(specs._measured_part(specs.canonical(ld)))
+    assert "longdoc_lengths" in hashed and "longdoc_questions" not in hashed
+    assert "longdoc_order" not in hashed and "longdoc_system_len" not in hashed
+    asked = {**ld, "workload": {**ld["workload"], "longdoc_questions": [4]}}
+    assert specs.spec_id(asked) != specs.spec_id(ld)
+    assert specs.changes(ld, asked) == ["workload.longdoc_questions: unset → [4]"]
+    mix = {**a, "scenarios": [{**ld["workload"], "name": "docs"}]}
+    hashed = json.dumps(specs._measured_part(specs.canonical(mix)))
+    assert "longdoc_questions" not in hashed
+
+
 def test_changes_name_what_a_trial_measures(tiny_model_dir: Path) -> None:
     diff = specs.changes(_spec(tiny_model_dir).model_dump(), _edited(tiny_model_dir).model_dump())
     assert "engine.flags.tensor-parallel-size: 4 → 2" in diff

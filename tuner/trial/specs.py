@@ -60,7 +60,21 @@ ADDED_DEFAULTS = {
     "file_contents": {},
 }
 CONTENTS = "file_contents."  # `file_contents.<where>`: a named file's digest (spec/contents.py)
-LONGDOC_FIELDS = ("longdoc_lengths", "longdoc_weights", "longdoc_output_len")
+LONGDOC_FIELDS = (
+    "longdoc_lengths",
+    "longdoc_weights",
+    "longdoc_output_len",
+    "longdoc_questions",
+    "longdoc_system_len",
+    "longdoc_order",
+)
+# Workload fields added later, at the value that measures what studies stored before them did:
+# left out of the id there (in the study's workload and in every scenario's).
+ADDED_WORKLOAD_DEFAULTS = {
+    "longdoc_questions": [1],
+    "longdoc_system_len": 0,
+    "longdoc_order": "burst",
+}
 
 
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,6 +104,10 @@ def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
     if workload.get("dataset_name") != "longdoc":
         for key in LONGDOC_FIELDS:
             workload.pop(key, None)
+    for w in [workload, *(s for s in out.get("scenarios") or [] if isinstance(s, dict))]:
+        for key, default in ADDED_WORKLOAD_DEFAULTS.items():
+            if key in w and w[key] == default:
+                del w[key]
     return out
 
 
