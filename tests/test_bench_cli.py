@@ -285,6 +285,29 @@ def test_bench_longdoc_against_the_simulated_engine(sim_url, tiny_model_dir, tmp
     assert data["total_input_tokens"] == sum(data["input_lens"])
 
 
+def test_bench_reports_the_engines_prefix_cache_hit_rate(sim_url, tiny_model_dir, tmp_path):
+    """Documents asked 4 times: the engine's counters (here the simulator's) give the share of
+    prompt tokens found in its prefix cache over the measured run, printed and saved."""
+    out = tmp_path / "shared.json"
+    proc = _tuner(
+        "--base-url", sim_url,
+        "--tokenizer", str(tiny_model_dir),
+        "--dataset-name", "longdoc",
+        "--longdoc-lengths", "700",
+        "--longdoc-questions", "4",
+        "--longdoc-output-len", "4",
+        "--num-prompts", "8",
+        "--request-rate", "2",
+        "--save-result", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Prefix cache hit rate (%):" in proc.stdout
+    rate = json.loads(out.read_text())["prefix_cache_hit_rate"]
+    # 3 of each document's 4 prompts reuse its ~688 leading tokens (43 blocks of 16): 74 %,
+    # and the first prompt too, which the initial test request already sent: 86 % at most
+    assert 0.6 < rate <= 0.87
+
+
 def test_bench_longdoc_longer_than_the_servers_max_model_len_is_refused(sim_url, tiny_model_dir):
     proc = _tuner(
         "--base-url", sim_url,

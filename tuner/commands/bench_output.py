@@ -6,7 +6,13 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tuner.spec.metric_keys import latency_key, parse_latency_key, percentile_key, percentile_word
+from tuner.spec.metric_keys import (
+    PREFIX_CACHE_HIT_RATE,
+    latency_key,
+    parse_latency_key,
+    percentile_key,
+    percentile_word,
+)
 
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
@@ -65,6 +71,8 @@ def format_result(result: BenchmarkResult, spec: WorkloadSpec) -> str:
     )
     lines.append(_line("Peak concurrent requests:", m["max_concurrent_requests"], ".2f"))
     lines.append(_line("Total token throughput (tok/s):", m["total_token_throughput"], ".2f"))
+    if PREFIX_CACHE_HIT_RATE in m:  # the engine's counters, not vLLM bench's own table
+        lines.append(_line("Prefix cache hit rate (%):", 100 * m[PREFIX_CACHE_HIT_RATE], ".2f"))
     for name, (short, header) in _HEADERS.items():
         if name not in spec.selected_metrics:
             continue

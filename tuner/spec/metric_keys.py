@@ -7,6 +7,10 @@ vLLM's result keys (vllm/benchmarks/serve.py; docs/metrics.md):
 - throughputs: `request_throughput`, `output_throughput`, `total_token_throughput`, and
   `request_goodput` and `completed`: higher is better;
 - `failed` and `duration`: lower is better.
+
+And one figure of the engine's own (its `/metrics` counters, not `vllm bench serve`'s result):
+`prefix_cache_hit_rate`, the share of the measured run's prompt tokens found in vLLM's prefix
+cache (0..1; higher is better), present only where the engine exports the counters.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 STATISTICS = ("mean", "median", "std")  # and p<N>
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
-MAXIMIZED = (*THROUGHPUTS, "request_goodput", "completed")
+PREFIX_CACHE_HIT_RATE = "prefix_cache_hit_rate"
+MAXIMIZED = (*THROUGHPUTS, "request_goodput", "completed", PREFIX_CACHE_HIT_RATE)
 MINIMIZED = ("failed", "duration")
 
 # The headline figures, defined once: the default objective (weights and Pareto objectives),

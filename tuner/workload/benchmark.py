@@ -21,6 +21,7 @@ import httpx
 from tuner.measure.metrics import compute_metrics, confidence_intervals
 from tuner.measure.pruning import Checkpoints, EngineSample, Snapshot
 from tuner.measure.records import RequestRecord
+from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.client import (
     CHAT_ENDPOINT,
@@ -33,7 +34,7 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
-from tuner.workload.engine_metrics import Scraper
+from tuner.workload.engine_metrics import Scraper, prefix_cache_hit_rate, scrape_prefix_cache
 from tuner.workload.schedule import arrival_times
 
 WATCHDOG_POLL_S = 0.25
@@ -142,6 +143,8 @@ def run_benchmark(
         goodput_ms=spec.goodput,
     )
     ci = confidence_intervals(records, duration_s, metrics, seed=spec.seed)
+    if (rate := prefix_cache_hit_rate(*run.prefix_cache)) is not None:
+        metrics[PREFIX_CACHE_HIT_RATE] = rate
     return BenchmarkResult(records, duration_s, metrics, ci, run.t0)
 
 
@@ -198,6 +201,9 @@ class _Run:
         self.checkpoint: Callable[[Any], Any] | None = None
         self.schedule = Checkpoints(2.0)
         self.scraper = Scraper(base_url, self.headers)
+        self.base_url = base_url
+        # the engine's prefix-cache counters when the measured run starts and ends
+        self.prefix_cache: list[tuple[float, float] | None] = []
 
     def set_time_scale(self, time_scale: float) -> None:
         self.scale, self.clock = time_scale, scaled_clock(time_scale)
@@ -318,6 +324,7 @@ class _Run:
                 raise BenchmarkAborted(f"initial test request failed: {first.error}")
             warm_t0 = self.clock()
             await asyncio.gather(*(limited(0, warm_t0, False) for _ in range(spec.num_warmups)))
+            await self._scrape_prefix_cache()
             self.t0 = t0 = self.clock()
             self.measuring = True
             tasks: list[asyncio.Task[RequestRecord]] = []
@@ -331,4 +338,10 @@ class _Run:
             finally:  # an abort during dispatch must not leave requests running
                 for task in tasks:
                     task.cancel()
-            return records, self.clock() - t0
+            duration_s = self.clock() - t0
+            await self._scrape_prefix_cache()
+            return records, duration_s
+
+    async def _scrape_prefix_cache(self) -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            self.prefix_cache.append(await scrape_prefix_cache(client, self.base_url, self.headers))

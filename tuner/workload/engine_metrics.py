@@ -18,6 +18,9 @@ from tuner.measure.pruning import EngineSample
 WAITING = "vllm:num_requests_waiting"
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # V1, then V0
 PREEMPTIONS = "vllm:num_preemptions_total"
+# Counters, in prompt tokens: looked up in the prefix cache, and found there (V1).
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
 SCRAPE_TIMEOUT_S = 1.0
 
 
@@ -76,6 +79,41 @@ def engine_sample(text: str, t_s: float) -> EngineSample | None:
         kv_cache_usage=max(kv) if kv else None,
         preemptions=round(sum(preempt)) if preempt else None,
     )
+
+
+def prefix_cache_tokens(text: str) -> tuple[float, float] | None:
+    """(queried, hit) prompt tokens of the prefix cache so far, summed over ranks; None when
+    the engine exports no such counters (prefix caching off in V0, or not vLLM)."""
+    samples = parse_samples(text)
+    if PREFIX_QUERIES not in samples or PREFIX_HITS not in samples:
+        return None
+    return sum(samples[PREFIX_QUERIES]), sum(samples[PREFIX_HITS])
+
+
+def prefix_cache_hit_rate(
+    before: tuple[float, float] | None, after: tuple[float, float] | None
+) -> float | None:
+    """The share of prompt tokens found in the prefix cache between two scrapes (0..1);
+    None when either scrape has no counters or nothing was looked up in between."""
+    if before is None or after is None:
+        return None
+    queried, hit = after[0] - before[0], after[1] - before[1]
+    return hit / queried if queried > 0 and 0 <= hit <= queried else None
+
+
+async def scrape_prefix_cache(
+    client: httpx.AsyncClient, base_url: str, headers: dict[str, str]
+) -> tuple[float, float] | None:
+    """The prefix-cache counters now (best effort: None on any failure)."""
+    auth = {k: v for k, v in headers.items() if k.lower() == "authorization"}
+    try:
+        resp = await client.get(
+            base_url.rstrip("/") + "/metrics", headers=auth, timeout=SCRAPE_TIMEOUT_S
+        )
+        resp.raise_for_status()
+        return prefix_cache_tokens(resp.text)
+    except (httpx.HTTPError, OSError, UnicodeDecodeError):
+        return None
 
 
 class Scraper:
