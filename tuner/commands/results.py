@@ -152,7 +152,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
-    from tuner.results.export import FORMATS, render, select_trial
+    from tuner.results.export import FORMATS, judge, render, select_trial
     from tuner.spec.slo import parse_slo
     from tuner.trial import StudyRecord, baseline_of
     from tuner.trial.specs import spec_for, trial_spec_id
@@ -168,7 +168,9 @@ def export(
     record = StudyRecord.of(study)
     spec = spec_for(record, choice.point)
     sid = trial_spec_id(record, choice.point)
-    baseline = baseline_of([p for p in points if trial_spec_id(record, p) == sid])
+    same_spec = [p for p in points if trial_spec_id(record, p) == sid]
+    baseline = baseline_of(same_spec)
+    choice = judge(choice, same_spec, spec, record, baseline)
     text = render(
         fmt,
         spec,
