@@ -27,7 +27,8 @@ from tuner.spec.slo import SloLimit
 from tuner.spec.space import serve_argv, serve_config, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
-from tuner.trial import CapacityResult, StudyRecord, TrialPoint
+from tuner.trial import StudyRecord, TrialPoint
+from tuner.trial.words import at_rate, scenario_parts
 
 FORMATS = ("shell", "yaml", "json")
 
@@ -178,8 +179,14 @@ def justification(
         f"hardware: {_hardware(spec)}",
         *workload_lines(spec),
     ]
+    if choice.comparison is not None:
+        lines += choice.comparison.lines()
+    lines += words.capacity_lines(p, baseline)  # capacity mode: the headline
     if p.scenario_names:
-        lines.append("  figures pooled over every scenario's requests (each scenario's own below)")
+        lines += [f"  {part}" for part in scenario_parts(p.record)]
+        lines.append("  pooled over every scenario's requests (a mix no one serves):")
+    elif p.record.capacity is not None:
+        lines.append(f"  {at_rate(p.record.capacity)}:")
     for name in names:
         if name in p.metrics:
             ci = p.ci(name)
@@ -188,75 +195,13 @@ def justification(
             if baseline is not None and name in baseline.metrics and baseline.number != p.number:
                 base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
-    lines += capacity_lines(p, baseline)
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
-    if choice.comparison is not None:
-        lines += choice.comparison.lines()
     if choice.verdicts:
         lines += [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
     else:
         lines += [f"  {note}" for note in choice.notes]
     return lines
-
-
-def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
-    """Capacity mode: the capacity measured for this config, the rate it was measured at (the
-    highest offered rate that met every SLO), the next rate up that broke one, the goodput;
-    per scenario when the study has several."""
-
-    def one(found: CapacityResult, label: str, base: CapacityResult | None) -> str:
-        cap = found.capacity_rps
-        if cap <= 0:
-            return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
-        above = found.above_rps
-        bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
-        good = found.goodput_rps
-        good_text = f"; {words.goodput(good)}" if good is not None else ""
-        exact = "" if found.resolved else " (run cap reached before the resolution)"
-        if found.capped:  # met every SLO at max_rps: no higher rate was tried
-            bound, exact = ", capacity.max_rps: no higher rate was tried", ""
-        base_text = ""
-        if base is not None and baseline is not None and baseline is not p:
-            base_rate = words.rate(base.capacity_rps, base.capped)
-            base_text = f"; baseline trial {baseline.number}: {base_rate}"
-        return (
-            f"  {label}capacity = {words.rate(cap, found.capped)} within the SLOs: "
-            f"measured at an offered rate of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
-        )
-
-    out = []
-    if p.record.capacity is not None:
-        base = baseline.record.capacity if baseline is not None else None
-        out.append(one(p.record.capacity, "", base))
-    for name in p.scenario_names:
-        entry = p.scenario(name)
-        if entry is not None and entry.capacity is not None:
-            theirs = baseline.scenario(name) if baseline is not None else None
-            out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
-    if p.scenario_names and p.capacity_rps is not None:
-        mix = words.rate(p.capacity_rps, p.capacity_capped)
-        out.append(f"  capacity over the scenarios = {mix}")
-    return out
-
-
-def _capacity_json(p: TrialPoint) -> dict[str, Any] | None:
-    """Capacity mode: the capacity (a lower bound when capped), with goodput explained."""
-    if p.capacity_rps is None:
-        return None
-    found = p.record.capacity
-    return {
-        "capacity_rps": p.capacity_rps,
-        "lower_bound": p.capacity_capped,
-        "text": words.rate(p.capacity_rps, p.capacity_capped),
-        "goodput_rps": found.goodput_rps if found is not None else None,
-        "goodput_means": words.GOODPUT_NOTE.strip("()"),
-        "scenarios": {
-            name: e.capacity.encode()
-            for name in p.scenario_names
-            if (e := p.scenario(name)) is not None and e.capacity is not None
-        },
-    }
 
 
 def _hardware(spec: StudySpec) -> str:
@@ -405,7 +350,7 @@ def render(
             "baseline_metrics": baseline.metrics if baseline is not None else None,
             "against_defaults": choice.comparison.as_json() if choice.comparison else None,
             "verdicts": [v.as_json() for v in choice.verdicts],
-            "capacity": _capacity_json(p),
+            "capacity": words.capacity_json(p),
             "command": serve_argv(spec, p.params),
             "env": serve_env(spec, p.params),
             "config": vllm_config(spec, p.params),

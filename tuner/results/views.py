@@ -6,6 +6,7 @@ here decides what a trial means.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,6 +76,20 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             row["spec"] = specs.trial_spec_id(study, p)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def trials_records(
+    points: Sequence[TrialPoint], study: StudyRecord | None = None
+) -> list[dict[str, Any]]:
+    """`tuner trials --format json`: the table's rows, each capacity trial's latency–load
+    points (`rate_steps`) as a list of objects, every figure of each rate run (the table and
+    the CSV show how many there were)."""
+    rows = json.loads(trials_frame(points, study).to_json(orient="records"))
+    by_number = {p.number: p for p in points}
+    for row in rows:
+        if "rate_steps" in row:
+            row["rate_steps"] = [s.encode() for s in by_number[row["number"]].rate_steps]
+    return rows
 
 
 def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
