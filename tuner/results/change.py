@@ -76,7 +76,7 @@ class Change:
         label, unit = metric_words(self.metric)
         before = ("≥ " if self.before_capped else "") + plain(self.before)
         after = ("≥ " if self.after_capped else "") + plain(self.after)
-        bound = self.before_capped or self.after_capped
+        bound = self.before_capped != self.after_capped  # both: the percent words say so
         capped = f"; ≥: {CAPPED_NOTE.strip('()')}" if bound else ""
         return f"{label} {before} → {after}{unit} ({self._percent_words()}{capped})"
 
