@@ -15,7 +15,14 @@ import yaml
 from results_fixtures import PARAMS, build_study
 
 from tuner.errors import UserError
-from tuner.results.export import render, select_trial, shell_command, slo_violation, vllm_config
+from tuner.results.export import (
+    judge,
+    render,
+    select_trial,
+    shell_command,
+    slo_violation,
+    vllm_config,
+)
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store, spec_of
@@ -77,10 +84,12 @@ def test_confirmed_configs_rank_by_their_mean_score(stored) -> None:
     # Trial 6 scored -0.4 once, but its confirmation runs average +0.03: trial 1 (-0.3) wins.
     unlucky = [*points, rerun(8, 0.2), rerun(9, 0.3)]
     assert select_trial(unlucky, "s").point.number == 1
-    choice = select_trial([*points, rerun(8, -0.5), rerun(9, -0.3)], "s")
+    confirmed = [*points, rerun(8, -0.5), rerun(9, -0.3)]
+    choice = select_trial(confirmed, "s")
     assert choice.point.number == 6 and choice.scores == (-0.4, -0.5, -0.3)
+    choice = judge(choice, confirmed, spec, None, None)
     text = render("shell", spec, choice, "s", simulated=False)
-    assert "#   confirmed over 3 runs: mean score -0.4, range 0.2" in text
+    assert "# note: confirmed over 3 runs: score -0.400 ± 0.100 (std)" in text
 
 
 def test_explicit_trial_and_its_errors(stored) -> None:

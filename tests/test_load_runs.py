@@ -4,6 +4,8 @@ a two-scenario study, through `tuner plan` (virtual time) and `tuner run` (real 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -101,8 +103,14 @@ def test_two_scenario_study_stores_each_scenario_and_has_a_front_per_scenario(
         ],
         objective={"aggregate": "worst", "slo": ["p99_ttft_ms<=30000"]},
     )
-    plan = tuner("plan", str(study), "--n-trials", "4", cwd=tmp_path)
+    wide = {**os.environ, "COLUMNS": "300"}  # rich wraps the live lines at the terminal's width
+    plan = tuner("plan", str(study), "--n-trials", "4", cwd=tmp_path, env=wide)
     assert plan.returncode == 0, plan.stderr
+    # the live line: each scenario's own score and figures, not the pooled figures
+    live = re.findall(r"^trial \d: score .*$", plan.stderr, re.M)
+    assert len(live) == 4
+    for line in live:
+        assert " over the scenarios  chat: score " in line and " | doc: score " in line
     measured = [t for t in _trials(tmp_path, "e2e-simulated") if "scenarios" in t.user_attrs]
     assert measured
     for t in measured:
@@ -121,10 +129,20 @@ def test_two_scenario_study_stores_each_scenario_and_has_a_front_per_scenario(
     doc = {t.number: t.user_attrs["scenarios"]["doc"]["metrics"] for t in measured}
     for row in json.loads(front.stdout):
         assert row["metrics"]["p99_ttft_ms"] == pytest.approx(doc[row["trial"]]["p99_ttft_ms"])
+    titled = tuner("pareto", str(study), "--simulated", "--scenario", "doc", cwd=tmp_path)
+    assert "Pareto front of e2e-simulated, scenario doc (its own figures)" in titled.stdout
+    export = tuner("export", str(study), "--simulated", cwd=tmp_path).stdout
+    assert "# workload: 2 scenarios, the score is the worst of theirs:" in export
+    assert "#   chat (weight 3): random 256 in / 128 out, 16 prompts, 4 req/s" in export
+    assert "#   doc (weight 1): random 2048 in / 128 out (±50%), 16 prompts" in export
+    assert "SLO p99_ttft_ms<=20000" in export
     bad = tuner("pareto", str(study), "--simulated", "--scenario", "nope", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "chat, doc" in bad.stderr
     report = tuner("report", str(study), "--simulated", "--output", "r.html", cwd=tmp_path)
-    assert report.returncode == 0 and "<h2>Scenarios</h2>" in (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text()
+    assert report.returncode == 0 and "<h2>Scenarios</h2>" in page
+    for name in ("chat", "doc"):  # a front per scenario, on its own figures
+        assert f"Scenario {name}: p99_ttft_ms against mean_tpot_ms" in page
 
 
 @pytest.mark.parametrize(

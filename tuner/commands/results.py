@@ -72,7 +72,8 @@ def pareto(
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
     if fmt == "table":
         feasible = sum(p.feasible for p in points)
-        _print_front(front, objs, study.study_name, feasible, _is_simulated(study, points))
+        sim = _is_simulated(study, points)
+        _print_front(front, objs, study.study_name, feasible, sim, scenario)
     else:
         typer.echo(_front_text(front, fmt), nl=False)
 
@@ -113,6 +114,7 @@ def _print_front(
     study_name: str,
     n_feasible: int,
     simulated: bool,
+    scenario: str | None = None,
 ) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -120,7 +122,8 @@ def _print_front(
     from tuner.spec.metric_keys import HEADLINE_METRICS
 
     axes = " vs ".join(f"{n} ({d[:3]})" for n, d in objs)
-    title = f"Pareto front of {study_name}: {axes} — {len(front)} of {n_feasible} feasible trials"
+    of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
+    title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible trials"
     if simulated:
         title += "\n(simulated study: figures are predictions, not measurements)"
     table = Table(title=title)
@@ -152,7 +155,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
-    from tuner.results.export import FORMATS, render, select_trial
+    from tuner.results.export import FORMATS, judge, render, select_trial
     from tuner.spec.slo import parse_slo
     from tuner.trial import StudyRecord, baseline_of
     from tuner.trial.specs import spec_for, trial_spec_id
@@ -168,7 +171,9 @@ def export(
     record = StudyRecord.of(study)
     spec = spec_for(record, choice.point)
     sid = trial_spec_id(record, choice.point)
-    baseline = baseline_of([p for p in points if trial_spec_id(record, p) == sid])
+    same_spec = [p for p in points if trial_spec_id(record, p) == sid]
+    baseline = baseline_of(same_spec)
+    choice = judge(choice, same_spec, spec, record, baseline)
     text = render(
         fmt,
         spec,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -273,17 +274,19 @@ def trials(
 ) -> None:
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
-    from tuner.results.views import trials_frame
+    from tuner.results.views import trials_frame, trials_records
     from tuner.trial import StudyRecord, read_all
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
     study, _ = open_stored_study(study_file, storage, simulated)
-    frame = trials_frame(read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study))
+    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
+    if fmt == "json":  # every rate run of a capacity trial as an object, not a count
+        typer.echo(json.dumps(trials_records(points, record), indent=2, ensure_ascii=False))
+        return
+    frame = trials_frame(points, record)
     if fmt == "csv":
         typer.echo(frame.to_csv(index=False), nl=False)
-    elif fmt == "json":
-        typer.echo(frame.to_json(orient="records", indent=2))
     else:
         from tuner.results.views import print_trials_table
 

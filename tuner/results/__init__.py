@@ -6,6 +6,10 @@ HTML report (`report`).
 
 Modules:
 - `pareto`: Pareto fronts over stored trials (pure);
+- `change`: the chosen trial against vLLM's defaults per headline metric, in units and percent
+  (`DefaultsComparison`, computed once, rendered by `best`, `export` and the report);
+- `verdicts`: every doubt about the chosen trial (`Verdict`s, computed once, likewise);
+- `capacity_words`: a capacity in words (`≥ …` when capped), capacity mode's export lines;
 - `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
 - `views`: the trial table and `tuner best`'s words (rich, pandas);
 - `report`: the self-contained HTML report and its figures (a package).

@@ -1,15 +1,27 @@
 """A capacity in words, the same in `best`, `export`, `trials` and the report.
 
 A capacity search that met every SLO at `capacity.max_rps` stopped there: the config serves
-at least that rate, and how much more is unknown. Such a capacity reads "at least 5 req/s
-(the highest rate allowed)", never "capacity 5 req/s", and never "run cap reached".
+at least that rate, and how much more is unknown. Such a capacity reads "≥ 5 req/s
+(the highest rate allowed)", never "capacity 5 req/s", and never "run cap reached". The words
+themselves are `tuner.trial.words` (the live line of `tuner run` uses them too).
 """
 
 from __future__ import annotations
 
-from tuner.trial import CapacityResult
+from typing import Any
 
-CAPPED_NOTE = "(the highest rate allowed)"
+from tuner.trial import CapacityResult, TrialPoint
+from tuner.trial.words import CAPPED_NOTE, GOODPUT_NOTE, goodput, rate
+
+__all__ = [
+    "CAPPED_NOTE",
+    "GOODPUT_NOTE",
+    "capacity_json",
+    "capacity_lines",
+    "entry_capped",
+    "goodput",
+    "rate",
+]
 
 
 def entry_capped(found: CapacityResult | None) -> bool:
@@ -17,6 +29,60 @@ def entry_capped(found: CapacityResult | None) -> bool:
     return found is not None and found.capped
 
 
-def rate(rps: float, is_capped: bool) -> str:
-    """`5 req/s`, or `at least 5 req/s (the highest rate allowed)`."""
-    return f"at least {rps:.4g} req/s {CAPPED_NOTE}" if is_capped else f"{rps:.4g} req/s"
+def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
+    """Capacity mode: the capacity measured for this config, the rate it was measured at (the
+    highest offered rate that met every SLO), the next rate up that broke one, the goodput;
+    per scenario when the study has several."""
+
+    def one(found: CapacityResult, label: str, base: CapacityResult | None) -> str:
+        cap = found.capacity_rps
+        if cap <= 0:
+            return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
+        above = found.above_rps
+        bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
+        good = found.goodput_rps
+        good_text = f"; {goodput(good)}" if good is not None else ""
+        exact = "" if found.resolved else " (run cap reached before the resolution)"
+        if found.capped:  # met every SLO at max_rps: no higher rate was tried
+            bound, exact = ", capacity.max_rps: no higher rate was tried", ""
+        base_text = ""
+        if base is not None and baseline is not None and baseline is not p:
+            base_rate = rate(base.capacity_rps, base.capped)
+            base_text = f"; baseline trial {baseline.number}: {base_rate}"
+        return (
+            f"  {label}capacity = {rate(cap, found.capped)} within the SLOs: "
+            f"measured at an offered rate of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
+        )
+
+    out = []
+    if p.record.capacity is not None:
+        base = baseline.record.capacity if baseline is not None else None
+        out.append(one(p.record.capacity, "", base))
+    for name in p.scenario_names:
+        entry = p.scenario(name)
+        if entry is not None and entry.capacity is not None:
+            theirs = baseline.scenario(name) if baseline is not None else None
+            out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
+    if p.scenario_names and p.capacity_rps is not None:
+        mix = rate(p.capacity_rps, p.capacity_capped)
+        out.append(f"  capacity over the scenarios = {mix}")
+    return out
+
+
+def capacity_json(p: TrialPoint) -> dict[str, Any] | None:
+    """Capacity mode: the capacity (a lower bound when capped), with goodput explained."""
+    if p.capacity_rps is None:
+        return None
+    found = p.record.capacity
+    return {
+        "capacity_rps": p.capacity_rps,
+        "lower_bound": p.capacity_capped,
+        "text": rate(p.capacity_rps, p.capacity_capped),
+        "goodput_rps": found.goodput_rps if found is not None else None,
+        "goodput_means": GOODPUT_NOTE.strip("()"),
+        "scenarios": {
+            name: e.capacity.encode()
+            for name in p.scenario_names
+            if (e := p.scenario(name)) is not None and e.capacity is not None
+        },
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -18,13 +18,17 @@ import yaml
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
+from tuner.results.change import DefaultsComparison, against_defaults
 from tuner.results.pareto import check_stored
+from tuner.results.verdicts import Verdict, verdicts
 from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit
 from tuner.spec.space import serve_argv, serve_config, serve_env
 from tuner.spec.study import StudySpec
-from tuner.trial import CapacityResult, TrialPoint
+from tuner.spec.workload import WorkloadSpec
+from tuner.trial import StudyRecord, TrialPoint
+from tuner.trial.words import at_rate, scenario_parts
 
 FORMATS = ("shell", "yaml", "json")
 
@@ -38,6 +42,26 @@ class Selection:
     limits: tuple[SloLimit, ...] = ()
     scores: tuple[float, ...] = ()  # every measured score of this config when it was confirmed
     notes: tuple[str, ...] = ()  # configs `--confirm` found wanting (`tuner.trial.miss_notes`)
+    ranked: tuple[TrialPoint, ...] = ()  # the candidates it was chosen among, best first
+    # set by `judge`: the change against vLLM's defaults, and every verdict on the choice
+    comparison: DefaultsComparison | None = None
+    verdicts: tuple[Verdict, ...] = ()
+
+
+def judge(
+    choice: Selection,
+    points: Sequence[TrialPoint],
+    spec: StudySpec,
+    study: StudyRecord | None,
+    baseline: TrialPoint | None,
+) -> Selection:
+    """The choice with its change against vLLM's defaults and its verdicts, computed once for
+    every output that shows it (each `export` format, the report's deploy cards)."""
+    ranked = choice.ranked or tuple(tr.ranked(points))
+    found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
+    return replace(
+        choice, comparison=against_defaults(spec, choice.point, baseline), verdicts=found
+    )
 
 
 def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
@@ -84,7 +108,7 @@ def select_trial(
         if limits:
             why = f"best score among the {len(ok)} of {len(pool)} {kind} trials meeting {text}"
         runs = tuple(tr.confirmation_runs(points).get(best.number, ()))
-        return Selection(best, why, limits, runs, tuple(tr.miss_notes(points)))
+        return Selection(best, why, limits, runs, tuple(tr.miss_notes(points)), tuple(ok))
     if pool:
         near = min(pool, key=lambda p: (slo_violation(p, limits), p.number))
         figures = _figures(near, [limit.metric for limit in limits])
@@ -152,8 +176,17 @@ def justification(
     lines = [
         f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
         f"figures {_provenance(simulated, p.record.vllm_version)}",
-        f"hardware: {_hardware(spec)}; workload: {_workload(spec)}",
+        f"hardware: {_hardware(spec)}",
+        *workload_lines(spec),
     ]
+    if choice.comparison is not None:
+        lines += choice.comparison.lines()
+    lines += words.capacity_lines(p, baseline)  # capacity mode: the headline
+    if p.scenario_names:
+        lines += [f"  {part}" for part in scenario_parts(p.record)]
+        lines.append("  pooled over every scenario's requests (a mix no one serves):")
+    elif p.record.capacity is not None:
+        lines.append(f"  {at_rate(p.record.capacity)}:")
     for name in names:
         if name in p.metrics:
             ci = p.ci(name)
@@ -162,57 +195,13 @@ def justification(
             if baseline is not None and name in baseline.metrics and baseline.number != p.number:
                 base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
-    lines += capacity_lines(p, baseline)
-    lines += [f"  {note}" for note in choice.notes]
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
-    if len(choice.scores) > 1:
-        mean = sum(choice.scores) / len(choice.scores)
-        spread = max(choice.scores) - min(choice.scores)
-        lines.append(
-            f"  confirmed over {len(choice.scores)} runs: mean score {mean:.4g}, range {spread:.3g}"
-        )
+    if choice.verdicts:
+        lines += [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
+    else:
+        lines += [f"  {note}" for note in choice.notes]
     return lines
-
-
-def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
-    """Capacity mode: the capacity measured for this config, the rate it was measured at (the
-    highest offered rate that met every SLO), the next rate up that broke one, the goodput;
-    per scenario when the study has several."""
-
-    def one(found: CapacityResult, label: str, base: CapacityResult | None) -> str:
-        cap = found.capacity_rps
-        if cap <= 0:
-            return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
-        above = found.above_rps
-        bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
-        good = found.goodput_rps
-        good_text = f"; goodput {good:.4g} req/s" if good is not None else ""
-        exact = "" if found.resolved else " (run cap reached before the resolution)"
-        if found.capped:  # met every SLO at max_rps: no higher rate was tried
-            bound, exact = ", capacity.max_rps: no higher rate was tried", ""
-        base_text = ""
-        if base is not None and baseline is not None and baseline is not p:
-            base_rate = words.rate(base.capacity_rps, base.capped)
-            base_text = f"; baseline trial {baseline.number}: {base_rate}"
-        return (
-            f"  {label}capacity = {words.rate(cap, found.capped)} within the SLOs: "
-            f"measured at an offered rate of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
-        )
-
-    out = []
-    if p.record.capacity is not None:
-        base = baseline.record.capacity if baseline is not None else None
-        out.append(one(p.record.capacity, "", base))
-    for name in p.scenario_names:
-        entry = p.scenario(name)
-        if entry is not None and entry.capacity is not None:
-            theirs = baseline.scenario(name) if baseline is not None else None
-            out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
-    if p.scenario_names and p.capacity_rps is not None:
-        mix = words.rate(p.capacity_rps, p.capacity_capped)
-        out.append(f"  capacity over the scenarios = {mix}")
-    return out
 
 
 def _hardware(spec: StudySpec) -> str:
@@ -220,8 +209,7 @@ def _hardware(spec: StudySpec) -> str:
     return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
 
 
-def _workload(spec: StudySpec) -> str:
-    w = spec.workload
+def _workload(w: WorkloadSpec, capacity: bool) -> str:
     if w.dataset_name == "random":
         data = f"random {w.random_input_len} in / {w.random_output_len} out"
         if w.random_range_ratio:
@@ -234,12 +222,24 @@ def _workload(spec: StudySpec) -> str:
         if w.sharegpt_output_len:
             data += f" (output {w.sharegpt_output_len})"
     rate = "all at once" if w.request_rate == float("inf") else f"{w.request_rate:g} req/s"
-    if spec.objective.mode == "capacity":
+    if capacity:
         rate = "rate searched for the capacity"
-    if spec.scenarios:
-        data = "scenarios " + ", ".join(f"{s.name} (weight {s.weight:g})" for s in spec.scenarios)
     conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
     return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
+
+
+def workload_lines(spec: StudySpec) -> list[str]:
+    """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
+    capacity = spec.objective.mode == "capacity"
+    if not spec.scenarios:
+        return [f"workload: {_workload(spec.workload, capacity)}"]
+    how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"
+    head = f"workload: {len(spec.scenarios)} scenarios, the score is {how} of theirs:"
+    return [head] + [
+        f"  {s.name} (weight {s.weight:g}): {_workload(s.workload(), capacity)}"
+        + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
+        for s in spec.scenarios
+    ]
 
 
 def env_assignments(env: dict[str, str], quote: Callable[[str], str] = shlex.quote) -> list[str]:
@@ -348,11 +348,22 @@ def render(
             "metric_ci": {m: list(ci) for m, ci in p.record.cis.items()},
             "score": p.score,
             "baseline_metrics": baseline.metrics if baseline is not None else None,
+            "against_defaults": choice.comparison.as_json() if choice.comparison else None,
+            "verdicts": [v.as_json() for v in choice.verdicts],
+            "capacity": words.capacity_json(p),
             "command": serve_argv(spec, p.params),
             "env": serve_env(spec, p.params),
             "config": vllm_config(spec, p.params),
             "hardware": spec.hardware.model_dump(),
             "workload": json.loads(spec.workload.model_dump_json()),
+            "scenarios": {
+                s.name: {
+                    "weight": s.weight,
+                    "slo": s.slo,
+                    "workload": json.loads(s.workload().model_dump_json()),
+                }
+                for s in spec.scenarios
+            },
         }
         return json.dumps(doc, indent=2) + "\n"
     raise UserError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

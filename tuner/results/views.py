@@ -6,6 +6,7 @@ here decides what a trial means.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,12 +16,14 @@ from rich.table import Table
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure.objective import clearly_better
 from tuner.results import capacity_words as words
+from tuner.results.change import against_defaults
 from tuner.results.export import shell_command
+from tuner.results.verdicts import reference_words, verdicts
 from tuner.spec.metric_keys import HEADLINE_LATENCIES, HEADLINE_METRICS, headline_words
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs
+from tuner.trial.words import at_rate, scenario_parts
 
 FAILURE_CHARS = 60
 
@@ -73,6 +76,20 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             row["spec"] = specs.trial_spec_id(study, p)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def trials_records(
+    points: Sequence[TrialPoint], study: StudyRecord | None = None
+) -> list[dict[str, Any]]:
+    """`tuner trials --format json`: the table's rows, each capacity trial's latency–load
+    points (`rate_steps`) as a list of objects, every figure of each rate run (the table and
+    the CSV show how many there were)."""
+    rows = json.loads(trials_frame(points, study).to_json(orient="records"))
+    by_number = {p.number: p for p in points}
+    for row in rows:
+        if "rate_steps" in row:
+            row["rate_steps"] = [s.encode() for s in by_number[row["number"]].rate_steps]
+    return rows
 
 
 def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
@@ -137,71 +154,44 @@ def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> N
 
 
 def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:
-    """The best feasible trial as a serve command, with a plain word on how sure we are; the
-    command comes from the stored spec that trial was measured under."""
+    """The best feasible trial as a serve command, its change against vLLM's defaults, and
+    every verdict on how sure we are; the command comes from the stored spec that trial was
+    measured under."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
         held = "".join(f"; {note}" for note in notes)
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{held}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
-    m = top.metrics
     lines = [
         f"# best trial {top.number} of study {study_name}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
-        f"# score {top.score:+.3f} ({_reference_words(top, points)} = 0, lower is better); "
-        + ", ".join(headline_words(m)),
+        *(f"# {line}" for line in headline_lines(top, points, spec)),
     ]
-    if top.capacity_rps is not None:
-        base = tr.baseline_of(points)
-        vs = (
-            f" (baseline trial {base.number}: "
-            f"{words.rate(base.capacity_rps, base.capacity_capped)})"
-            if base is not None and base.capacity_rps is not None and base is not top
-            else ""
-        )
-        top_rate = words.rate(top.capacity_rps, top.capacity_capped)
-        lines.append(f"# capacity {top_rate} within the SLOs{vs}")
-    lines += [f"# {note}" for note in notes]
-    runs = tr.confirmation_runs(points).get(top.number)
-    if runs:
-        mean = sum(runs) / len(runs)
-        spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
-        lines.append(f"# confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)")
-    lines += [f"# {line}" for line in _confidence(top, ranked, spec)]
-    robust = study.robustness_of(top)
-    if robust is not None:
-        lines.append(f"# {robust.verdict}")
+    comparison = against_defaults(spec, top, tr.baseline_of(points))
+    lines += [f"# {line}" for line in comparison.lines()]
+    found = verdicts(top, points, spec, study, ranked=ranked, notes=notes)
+    lines += [f"# {v.text}" for v in found]
     lines.append(shell_command(spec, top.params))
     return "\n".join(lines)
 
 
-def _reference_words(top: TrialPoint, points: Sequence[TrialPoint]) -> str:
-    ref = top.record.reference_trial
-    if ref is None or any(p.number == ref and p.baseline for p in points):
-        return "baseline"
-    return f"trial {ref}, the first measured: vLLM's defaults were not measured,"
-
-
-def _confidence(top: TrialPoint, ranked: list[TrialPoint], spec: StudySpec) -> list[str]:
-    weights = spec.objective.weights
-    out = []
-    base = [p for p in ranked if p.baseline]
-    if top.baseline:
-        out.append("the baseline (vLLM's defaults) is the best trial: no tuned config beat it")
-    elif base and not clearly_better(
-        top.cis(HEADLINE_METRICS), base[0].cis(HEADLINE_METRICS), weights
-    ):
-        out.append(
-            f"NOT clearly better than the baseline (trial {base[0].number}): "
-            "the 95% confidence intervals overlap on every weighted metric"
-        )
-    runner_up = next((p for p in ranked if p.number != top.number), None)
-    if runner_up is not None and not clearly_better(
-        top.cis(HEADLINE_METRICS), runner_up.cis(HEADLINE_METRICS), weights
-    ):
-        out.append(
-            f"not clearly better than the runner-up (trial {runner_up.number}): "
-            "re-measure both (tuner run --confirm K) before trusting the order"
-        )
-    return out
+def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
+    """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
+    each with their own score and figures."""
+    score = f"score {top.score:+.3f} ({reference_words(top, points)} = 0, lower is better)"
+    found = top.record.capacity
+    if top.record.scenarios:
+        how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"
+        head = f"{score}: {how} of the scenarios' scores"
+        if top.capacity_rps is not None:
+            head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (
+                f"scenarios within the SLOs; {head}"
+            )
+        return [head, *(f"  {part}" for part in scenario_parts(top.record))]
+    if found is not None:
+        return [
+            f"capacity {words.rate(found.capacity_rps, found.capped)} within the SLOs; {score}",
+            f"{at_rate(found)}: " + ", ".join(headline_words(top.metrics)),
+        ]
+    return [f"{score}; " + ", ".join(headline_words(top.metrics))]

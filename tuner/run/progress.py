@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from tuner.spec.metric_keys import headline_words
+from tuner.trial.words import trial_line
 
 if TYPE_CHECKING:
     from tuner.run.pipeline import Outcome
@@ -33,11 +33,8 @@ def describe(outcome: Outcome) -> str:
         why = escape(str(outcome.record.pruned_reason or "")[:REASON_CHARS])
         at = outcome.record.pruned_at_s or 0.0
         return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
-    m = outcome.metrics or {}
     tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
-    score = outcome.record.score
-    words = "  ".join(headline_words(m))
-    return f"score {score if score is not None else float('nan'):+.3f}  {words}{tag}"
+    return escape(trial_line(outcome.record, outcome.metrics or {})) + tag
 
 
 class StudyProgress(Protocol):

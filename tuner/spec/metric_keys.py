@@ -95,6 +95,27 @@ def headline_words(metrics: dict[str, float]) -> list[str]:
     return out
 
 
+_OTHER_WORDS = {
+    "request_throughput": ("request throughput", " req/s"),
+    "total_token_throughput": ("total throughput", " tok/s"),
+    "request_goodput": ("goodput", " req/s"),
+    "capacity_rps": ("capacity", " req/s"),
+    "duration": ("duration", " s"),
+}
+
+
+def metric_words(key: str) -> tuple[str, str]:
+    """A metric's label and unit for a line of text: `("mean TPOT", " ms")`,
+    `("output", " tok/s")`, `("p95 E2EL", " ms")`; an unknown key is its own label."""
+    if key in _HEADLINE_WORDS:
+        label, unit, _ = _HEADLINE_WORDS[key]
+        return label, unit
+    parsed = parse_latency_key(key)
+    if parsed is not None:
+        return f"{parsed.statistic} {parsed.metric.upper()}", " ms"
+    return _OTHER_WORDS.get(key, (key, ""))
+
+
 def direction(key: str) -> Direction | None:
     """Whether a metric is better low or high; None for a name that is not a metric key."""
     if key in MAXIMIZED:

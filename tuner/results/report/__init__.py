@@ -5,7 +5,8 @@ stored trials → the Pareto front's data (`front`, computed once for both rende
 the scenario table) → the page (`page.build_report`: tables, the best commands, hosts,
 predictions).
 
-Modules: `page` (`build_report`), `plots` (`plot_pareto`, `write_png`), `load`, `front`.
+Modules: `page` (`build_report`), `deploy` ("What to deploy": `export`'s choice, change and
+verdicts), `plots` (`plot_pareto`, `write_png`), `load`, `front`.
 
 What may be assumed: the report only reads; every simulated figure in it says SIMULATED.
 

@@ -73,6 +73,7 @@ class ParetoFrontInfo:
     log_x: bool
     log_y: bool
     simulated: bool
+    scenario: str | None = None  # one scenario's figures (a mix), None: the trials' own
 
     @property
     def front_numbers(self) -> frozenset[int]:
@@ -83,9 +84,13 @@ class ParetoFrontInfo:
 
 
 def pareto_front_info(
-    points: Sequence[TrialPoint], slo_lines: Sequence[str] = (), simulated: bool = False
+    points: Sequence[TrialPoint],
+    slo_lines: Sequence[str] = (),
+    simulated: bool = False,
+    scenario: str | None = None,
 ) -> ParetoFrontInfo:
-    """The Pareto plot's data: axes, plotted trials, front, labels, SLO lines, log scales."""
+    """The Pareto plot's data: axes, plotted trials, front, labels, SLO lines, log scales;
+    `scenario`: the points are that scenario's (`tuner.trial.for_scenario`), the title says so."""
     x, y = ttft_axis(points), TPOT
 
     def plotted(status: str) -> tuple[TrialPoint, ...]:
@@ -113,4 +118,5 @@ def pareto_front_info(
         log_x=_log_scale([p.metrics[x] for p in shown]),
         log_y=_log_scale([p.metrics[y] for p in shown]),
         simulated=simulated,
+        scenario=scenario,
     )

@@ -108,9 +108,9 @@ def _capacity(p: TrialPoint, scenario: str | None) -> float | None:
 def _hover(step: RateStep) -> str:
     figures = step.metrics
     lines = [f"{step.rate_rps:.4g} req/s offered"]
-    lines += [
-        f"{m} = {figures[m]:.4g}" for m in (*CURVE_METRICS, "request_goodput") if m in figures
-    ]
+    lines += [f"{m} = {figures[m]:.4g}" for m in CURVE_METRICS if m in figures]
+    if "request_goodput" in figures:
+        lines.append(words.goodput(figures["request_goodput"]))
     lines.append("met every SLO" if step.feasible else "broke an SLO")
     if step.pruned_reason:
         lines.append("stopped early: " + html.escape(str(step.pruned_reason))[:200])

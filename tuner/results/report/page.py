@@ -17,15 +17,13 @@ from typing import Any
 
 import optuna
 
-from tuner.errors import UserError
-from tuner.results.export import justification, select_trial, shell_command
+from tuner.results.report.deploy import best_commands
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.views import prediction_rows
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of, host_baselines
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
 from tuner.trial import best as best_trial
 from tuner.trial.hosts import SHOWN, differences
 from tuner.trial.uptime import study_line
@@ -45,6 +43,9 @@ h3 { font-size: 16px; margin: 18px 0 6px; }
   margin: 10px 0; }
 pre { background: #f3f4f6; padding: 10px 12px; border-radius: 6px; overflow-x: auto;
   font-size: 13px; line-height: 1.45; white-space: pre; }
+pre.notes { white-space: pre-wrap; overflow-wrap: anywhere; }
+td.words { text-align: left; min-width: 280px; max-width: 520px; }
+.doubt { color: #a11; }
 pre.cmd { background: #0f172a; color: #e2e8f0; }
 table { border-collapse: collapse; font-size: 13px; background: #fff; }
 th, td { border: 1px solid #e1e1e1; padding: 4px 8px; text-align: right; vertical-align: top; }
@@ -139,63 +140,6 @@ def predictions_section(points: Sequence[TrialPoint]) -> str:
         "Predictions are never results: only measured figures rank trials.</p>"
         f'<div class="wrap"><table><thead><tr>{head}</tr></thead>{body}</table></div>'
     )
-
-
-def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
-    """(title, SLO text) for: no SLO, each SLO entry of the study file, and all of them."""
-    sets: list[tuple[str, str | None]] = [
-        ("Best feasible trial (the study's own constraints)", None)
-    ]
-    entries = list(spec.objective.slo)
-    for text in entries:
-        sets.append((f"Under SLO {text}", text))
-    if len(entries) > 1:
-        sets.append((f"Under all SLOs: {', '.join(entries)}", ",".join(entries)))
-    return sets
-
-
-def best_commands(
-    spec: StudySpec,
-    points: Sequence[TrialPoint],
-    study_name: str,
-    simulated: bool,
-    study: StudyRecord | None = None,
-) -> str:
-    """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
-    each command with the figures that justify it (the first one unfolded)."""
-    baseline = baseline_of(points)
-    rows, cards = [], []
-    for title, text in _slo_sets(spec):
-        limits = parse_slo(text) if text else []
-        try:
-            choice = select_trial(points, study_name, limits=limits)
-        except UserError as exc:
-            cell = f'<td class="l err" colspan="5">{_e(exc)}</td>'
-            rows.append(f'<tr><td class="l">{_e(title)}</td>{cell}</tr>')
-            continue
-        p = choice.point
-        figures = "".join(f"<td>{_e(_fmt(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS)
-        rows.append(
-            f'<tr><td class="l">{_e(title)}</td><td>{p.number}</td>{figures}'
-            f"<td>{_e(_fmt(p.score))}</td></tr>"
-        )
-        notes = justification(spec, choice, study_name, simulated, baseline)
-        robust = study.robustness_of(p) if study is not None else None
-        if robust is not None:
-            notes.append(robust.verdict)
-        flag = f" --slo {shlex.quote(text)}" if text else ""
-        cards.append(
-            f"<details{' open' if not cards else ''}><summary><b>{_e(title)}</b>: trial "
-            f"{p.number}</summary>"
-            f'<pre class="cmd">{_e(shell_command(spec, p.params))}</pre>'
-            f"<pre>{_e(chr(10).join(notes))}</pre>"
-            f"<p class='sub'>Same as <code>tuner export STUDY.yaml{_e(flag)}</code>; "
-            "<code>--format yaml</code> gives a <code>vllm serve --config</code> file.</p>"
-            "</details>"
-        )
-    head = "".join(f"<th>{_e(h)}</th>" for h in ("trial", *HEADLINE_METRICS, "score"))
-    table = f'<table><tr><th class="l">selection</th>{head}</tr>{"".join(rows)}</table>'
-    return table + f'<div class="card">{"".join(cards)}</div>'
 
 
 def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> str:
@@ -317,6 +261,26 @@ def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict) -
     return "".join(html_parts)
 
 
+def _scenario_fronts(
+    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: dict
+) -> str:
+    """A scenario mix: one front per scenario, on that scenario's own figures (the trials'
+    figures pool every scenario's requests, a mix no one serves)."""
+    parts = []
+    for s in spec.scenarios:
+        texts = [*spec.objective.slo, *s.slo]
+        info = pareto_front_info(for_scenario(points, s.name), texts, simulated, s.name)
+        if info.feasible or info.infeasible:
+            fig = plot_pareto(info)
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=False, config=config))
+    if not parts:
+        return ""
+    return (
+        "<h3>Per scenario</h3><p class='sub'>Each scenario's own figures: the front above pools "
+        "every scenario's requests.</p>" + "".join(parts)
+    )
+
+
 def build_report(
     study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
 ) -> str:
@@ -337,6 +301,7 @@ def build_report(
         for i, fig in enumerate(figures)
     ]
     imp_html = divs[2] if isinstance(imp, dict) else f"<p class='sub'>{_e(imp)}</p>"
+    scenario_fronts = _scenario_fronts(spec, points, simulated, config)
     load_html = _load_section(spec, points, config)
     banner = (
         '<div class="banner">SIMULATED study: every figure in this report is a prediction of '
@@ -367,6 +332,7 @@ as good on both axes and better on one). Colour: output throughput. Star: the ba
 Grey crosses: measured but breaking an SLO. Failed trials have no measurement and are listed
 under the plot. Hover a point for its flags.</p>
 {divs[0]}
+{scenario_fronts}
 {load_html}
 <h2>Search</h2>
 {divs[1]}

@@ -156,6 +156,8 @@ def _add_failed_note(fig: go.Figure, failed: Sequence[TrialPoint]) -> None:
 def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
     """Title (SIMULATED when predicted), log axes where `info` asks for them, legend."""
     title = f"{info.x} against {info.y} (both lower is better)"
+    if info.scenario is not None:
+        title = f"Scenario {info.scenario}: {title}"
     if info.simulated:
         title += " — SIMULATED: predicted, not measured"
     if info.log_x:

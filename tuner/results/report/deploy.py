@@ -1,0 +1,102 @@
+"""The report's "What to deploy": the best command with no SLO, under each SLO of the study file
+and under all of them, each with its change against vLLM's defaults and every verdict.
+
+The choice, the change and the verdicts are `tuner export`'s (`select_trial`, `judge`): computed
+there once, drawn here as a table row and a card whose notes wrap (never cut off).
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.results import capacity_words as words
+from tuner.results.export import Selection, judge, justification, select_trial, shell_command
+from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.slo import parse_slo
+from tuner.spec.study import StudySpec
+from tuner.trial import StudyRecord, TrialPoint, baseline_of
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
+    """(title, SLO text) for: no SLO, each SLO entry of the study file, and all of them."""
+    sets: list[tuple[str, str | None]] = [
+        ("Best feasible trial (the study's own constraints)", None)
+    ]
+    entries = list(spec.objective.slo)
+    for text in entries:
+        sets.append((f"Under SLO {text}", text))
+    if len(entries) > 1:
+        sets.append((f"Under all SLOs: {', '.join(entries)}", ",".join(entries)))
+    return sets
+
+
+def _row(title: str, choice: Selection, capacity: bool) -> str:
+    """One selection: the trial, (capacity mode: its capacity first), the headline figures, the
+    score, the change against vLLM's defaults and the doubts."""
+    p = choice.point
+    cells = [f"<td>{p.number}</td>"]
+    if capacity:
+        rate = words.rate(p.capacity_rps, p.capacity_capped) if p.capacity_rps is not None else ""
+        cells.append(f"<td>{_e(rate)}</td>")
+    cells += [f"<td>{_e(_fmt(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS]
+    cells.append(f"<td>{_e(_fmt(p.score))}</td>")
+    found = choice.comparison.lines() if choice.comparison is not None else []
+    change = "<br>".join(_e(line) for line in found)
+    doubts = "<br>".join(_e(v.text) for v in choice.verdicts if v.doubt) or "none"
+    cells.append(f'<td class="words">{change}</td><td class="words doubt">{doubts}</td>')
+    return f'<tr><td class="l">{_e(title)}</td>{"".join(cells)}</tr>'
+
+
+def best_commands(
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    study_name: str,
+    simulated: bool,
+    study: StudyRecord | None = None,
+) -> str:
+    """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
+    each command with the figures that justify it (the first one unfolded)."""
+    baseline = baseline_of(points)
+    capacity = spec.objective.mode == "capacity"
+    heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
+    heads += ["against vLLM's defaults", "doubts"]
+    rows, cards = [], []
+    for title, text in _slo_sets(spec):
+        limits = parse_slo(text) if text else []
+        try:
+            choice = select_trial(points, study_name, limits=limits)
+        except UserError as exc:
+            cell = f'<td class="l err" colspan="{len(heads)}">{_e(exc)}</td>'
+            rows.append(f'<tr><td class="l">{_e(title)}</td>{cell}</tr>')
+            continue
+        choice = judge(choice, points, spec, study, baseline)
+        rows.append(_row(title, choice, capacity))
+        p = choice.point
+        notes = justification(spec, choice, study_name, simulated, baseline)
+        flag = f" --slo {shlex.quote(text)}" if text else ""
+        cards.append(
+            f"<details{' open' if not cards else ''}><summary><b>{_e(title)}</b>: trial "
+            f"{p.number}</summary>"
+            f'<pre class="cmd">{_e(shell_command(spec, p.params))}</pre>'
+            f'<pre class="notes">{_e(chr(10).join(notes))}</pre>'
+            f"<p class='sub'>Same as <code>tuner export STUDY.yaml{_e(flag)}</code>; "
+            "<code>--format yaml</code> gives a <code>vllm serve --config</code> file.</p>"
+            "</details>"
+        )
+    head = "".join(f"<th>{_e(h)}</th>" for h in heads)
+    table = f'<table><tr><th class="l">selection</th>{head}</tr>{"".join(rows)}</table>'
+    return table + f'<div class="card">{"".join(cards)}</div>'

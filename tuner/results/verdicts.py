@@ -1,0 +1,139 @@
+"""How sure we are of a chosen config, in words, computed once (pure).
+
+`verdicts` lists every doubt (and every reassurance) about the trial `tuner best` or `tuner
+export` picked: vLLM's defaults unmeasured, `--confirm` re-runs that broke an SLO or failed,
+the confirmed mean, not clearly better than the baseline or than the runner-up (by the 95 %
+confidence intervals of the weighted headline metrics, `objective.clearly_better`), and the
+robustness check (FRAGILE or robust). `best` prints them as comment lines, `export` as comment
+lines (shell, YAML) or a `verdicts` list (JSON), the report in the deploy card: one list,
+rendered per output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tuner import trial as tr
+from tuner.measure.objective import clearly_better
+from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.study import StudySpec
+from tuner.trial import StudyRecord, TrialPoint
+
+Kind = Literal[
+    "defaults-not-measured",
+    "confirmation-failed",
+    "confirmed",
+    "baseline-is-best",
+    "not-clearly-better-than-baseline",
+    "not-clearly-better-than-runner-up",
+    "not-the-best",
+    "fragile",
+    "robust",
+    "robustness-not-checked",
+]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One finding about the chosen config; `doubt`: a reason to hesitate before deploying."""
+
+    kind: Kind
+    text: str
+    doubt: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "doubt": self.doubt}
+
+
+def reference_words(point: TrialPoint, points: Sequence[TrialPoint]) -> str:
+    """What the score is relative to: "baseline", or the first measured trial."""
+    ref = point.record.reference_trial
+    if ref is None or any(p.number == ref and p.baseline for p in points):
+        return "baseline"
+    return f"trial {ref}, the first measured: vLLM's defaults were not measured,"
+
+
+def verdicts(
+    point: TrialPoint,
+    points: Sequence[TrialPoint],
+    spec: StudySpec,
+    study: StudyRecord | None,
+    *,
+    ranked: Sequence[TrialPoint] | None = None,
+    notes: Sequence[str] | None = None,
+) -> tuple[Verdict, ...]:
+    """Every verdict on `point`, in the order `tuner best` prints them. `ranked`: the
+    candidates it was chosen among, best first (default `tuner.trial.ranked`); `notes`: the
+    configs `--confirm` found wanting (default `tuner.trial.miss_notes`)."""
+    ranked = list(tr.ranked(points) if ranked is None else ranked)
+    out: list[Verdict] = []
+    if reference_words(point, points) != "baseline":
+        out.append(
+            Verdict(
+                "defaults-not-measured",
+                f"vLLM's defaults were not measured: scores are relative to trial "
+                f"{point.record.reference_trial}, the first measured",
+                True,
+            )
+        )
+    for note in tr.miss_notes(points) if notes is None else notes:
+        out.append(Verdict("confirmation-failed", note, True))
+    runs = tr.confirmation_runs(points).get(point.number)
+    if runs:
+        mean = sum(runs) / len(runs)
+        spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
+        text = f"confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)"
+        out.append(Verdict("confirmed", text, False))
+    out += _confidence(point, ranked, spec)
+    robust = study.robustness_of(point) if study is not None else None
+    if robust is not None and robust.verdict:
+        kind: Kind = (
+            "fragile"
+            if robust.fragile
+            else "robust"
+            if robust.fragile is False
+            else "robustness-not-checked"
+        )
+        out.append(Verdict(kind, robust.verdict, bool(robust.fragile)))
+    return tuple(out)
+
+
+def _confidence(point: TrialPoint, ranked: list[TrialPoint], spec: StudySpec) -> list[Verdict]:
+    weights = spec.objective.weights
+    mine = point.cis(HEADLINE_METRICS)
+    out = []
+    base = [p for p in ranked if p.baseline]
+    if point.baseline and ranked and ranked[0].number == point.number:
+        text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
+        out.append(Verdict("baseline-is-best", text, False))
+    elif (
+        base
+        and not point.baseline
+        and not clearly_better(mine, base[0].cis(HEADLINE_METRICS), weights)
+    ):
+        out.append(
+            Verdict(
+                "not-clearly-better-than-baseline",
+                f"NOT clearly better than the baseline (trial {base[0].number}): "
+                "the 95% confidence intervals overlap on every weighted metric",
+                True,
+            )
+        )
+    if ranked and ranked[0].number != point.number:
+        top = ranked[0]
+        text = f"not the first choice: trial {top.number} ranks above it"
+        out.append(Verdict("not-the-best", text, True))
+        return out
+    runner_up = next((p for p in ranked if p.number != point.number), None)
+    if runner_up is not None and not clearly_better(mine, runner_up.cis(HEADLINE_METRICS), weights):
+        out.append(
+            Verdict(
+                "not-clearly-better-than-runner-up",
+                f"not clearly better than the runner-up (trial {runner_up.number}): "
+                "re-measure both (tuner run --confirm K) before trusting the order",
+                True,
+            )
+        )
+    return out

@@ -1,0 +1,69 @@
+"""A trial's figures in words, the same in the live line of `tuner run`, `best`, `export`,
+`trials` and the report (pure).
+
+Capacity mode leads with the capacity; a capacity search that met every SLO at
+`capacity.max_rps` stopped there, so the config serves at least that rate and how much more is
+unknown: it reads "≥ 5 req/s (the highest rate allowed)", never "capacity 5 req/s". A scenario
+mix shows each scenario's own score and figures, never the pooled figures alone (pooled over
+scenarios they can contradict the score, which is aggregated from the scenarios' own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tuner.spec.metric_keys import headline_words
+from tuner.trial.payloads import CapacityResult, metrics_of
+from tuner.trial.record import TrialRecord
+
+CAPPED_NOTE = "(the highest rate allowed)"
+GOODPUT_NOTE = "(requests per second served within the latency limits)"
+
+
+def rate(rps: float, is_capped: bool) -> str:
+    """`5 req/s`, or `≥ 5 req/s (the highest rate allowed)`."""
+    return f"≥ {rps:.4g} req/s {CAPPED_NOTE}" if is_capped else f"{rps:.4g} req/s"
+
+
+def goodput(rps: float) -> str:
+    """`goodput 4.8 req/s (requests per second served within the latency limits)`."""
+    return f"goodput {rps:.4g} req/s {GOODPUT_NOTE}"
+
+
+def score_words(score: float | None) -> str:
+    return f"score {score if score is not None else float('nan'):+.3f}"
+
+
+def figures(metrics: Mapping[str, float], found: CapacityResult | None, sep: str = "  ") -> str:
+    """One workload's headline in words: its capacity first (capacity mode), then the headline
+    metrics (of the run at that rate)."""
+    words = headline_words(dict(metrics))
+    if found is None:
+        return sep.join(words)
+    return f"capacity {rate(found.capacity_rps, found.capped)}{sep}{at_rate(found)}: " + sep.join(
+        words
+    )
+
+
+def at_rate(found: CapacityResult) -> str:
+    """Which run a capacity trial's own figures come from."""
+    return "at that rate" if found.capacity_rps > 0 else "at the lowest rate tried"
+
+
+def scenario_parts(record: TrialRecord) -> list[str]:
+    """Each scenario of a mix in words: `chat: score −0.052, p99 TTFT 812.0 ms, ...`."""
+    return [
+        f"{name}: {score_words(e.score)}, {figures(metrics_of(e.metrics), e.capacity, ', ')}"
+        for name, e in record.scenarios.items()
+    ]
+
+
+def trial_line(record: TrialRecord, metrics: Mapping[str, float]) -> str:
+    """A measured trial in one line: the score and the headline figures; in capacity mode the
+    capacity first; in a scenario mix each scenario's score and figures, not the pooled ones."""
+    score = score_words(record.score)
+    if record.scenarios:
+        return f"{score} over the scenarios  " + " | ".join(scenario_parts(record))
+    if record.capacity is not None:
+        return f"{figures(metrics, record.capacity)}  ({score})"
+    return f"{score}  {figures(metrics, None)}"
