@@ -57,3 +57,25 @@ def test_a_directory_without_tokenizer_json_uses_transformers(tmp_path: Path) ->
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(UserError, match="cannot load a tokenizer"):
         load_counter(str(tmp_path))
+
+
+def test_chat_templates_render_without_transformers(both) -> None:
+    """The counter renders the chat template itself (jinja2, as transformers does), so a chat
+    request does not make the simulated server import transformers."""
+    full, fast = both
+    for messages in (
+        [{"role": "user", "content": "hi"}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why?\n"}],
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+         {"role": "user", "content": "c  d"}],
+    ):  # fmt: skip
+        for gen in (True, False):
+            want = full.apply_chat_template(messages, add_generation_prompt=gen, tokenize=False)
+            assert (
+                fast.apply_chat_template(messages, add_generation_prompt=gen, tokenize=False)
+                == want
+            )
+            ids = full.apply_chat_template(messages, add_generation_prompt=gen, tokenize=True)
+            ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+            assert fast.apply_chat_template(messages, add_generation_prompt=gen) == ids
+    assert "_full" not in vars(fast)  # transformers' tokenizer never loaded

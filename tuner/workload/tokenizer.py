@@ -7,8 +7,10 @@ Two loaders, one directory format:
   simulated server, which only counts prompt tokens and names output tokens. It adds about
   0.03 s of CPU to a start of `tuner sim serve` where transformers' import and load cost
   about 1.4 s (`benchmarks/sim_startup.py`, docs/performance.md), and the simulated engine
-  starts once per trial. A chat template still needs transformers: it is loaded the first
-  time one is rendered.
+  starts once per trial. Chat templates are rendered with jinja2 as transformers renders
+  them (a sandbox, `trim_blocks`/`lstrip_blocks`, the special tokens as variables), then
+  encoded without special tokens; a template that needs more (tools, custom filters) falls
+  back to transformers, loaded then.
 """
 
 from __future__ import annotations
@@ -91,8 +93,50 @@ class TokenCounter:
         template = config.get("chat_template") if isinstance(config, dict) else None
         return template if isinstance(template, str) and template else None
 
-    def apply_chat_template(self, messages: list[dict], **kwargs: Any) -> Any:
-        return self._full.apply_chat_template(messages, **kwargs)
+    def apply_chat_template(
+        self, messages: list[dict], *, add_generation_prompt: bool = False, tokenize: bool = True
+    ) -> Any:
+        """The rendered chat (its token ids with `tokenize`), as transformers gives it."""
+        try:
+            text = self._template.render(
+                messages=messages, add_generation_prompt=add_generation_prompt, **self._specials
+            )
+        except Exception:  # anything the plain render cannot do: transformers' own
+            return self._full.apply_chat_template(
+                messages, add_generation_prompt=add_generation_prompt, tokenize=tokenize
+            )
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    @cached_property
+    def _template(self) -> Any:
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise ValueError(message)
+
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+        )
+        env.globals["raise_exception"] = raise_exception
+        return env.from_string(self.chat_template or "")
+
+    @cached_property
+    def _specials(self) -> dict[str, str]:
+        """bos_token, eos_token, ... from tokenizer_config.json, as template variables."""
+        try:
+            path = Path(self.path).expanduser() / "tokenizer_config.json"
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        out = {}
+        for name in ("bos_token", "eos_token", "unk_token", "pad_token"):
+            value = config.get(name) if isinstance(config, dict) else None
+            if isinstance(value, dict):  # {"content": ...} in older configs
+                value = value.get("content")
+            if isinstance(value, str):
+                out[name] = value
+        return out
 
     @cached_property
     def _full(self) -> Any:
