@@ -217,6 +217,7 @@ def test_run_states_the_cost_and_plan_how_far_it_was_off(
     assert cost < first, proc.stderr
     proc = tuner("check", str(study), cwd=tmp_path, timeout=120)
     assert "(the mean of 2 launched trial(s) of this study)" in proc.stdout, proc.stdout
+    assert "night's cost: 1 trial(s) left (2 done) × ~" in proc.stdout  # a budget of 3
     proc = tuner("plan", str(study), "--n-trials", "2", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "from the built-in a6000 profile, never fitted to this box (uncalibrated)" in (

@@ -39,16 +39,24 @@ def check(
 
 
 def report(found: Preflight, *, err: bool) -> None:
-    """Each problem as one line on stderr and exit 2 when there is any; the cost and the notes
-    as information: on stdout with what the flags were checked against (`tuner check`), or on
-    stderr only when there is no problem (`err`: `tuner run`, `tuner plan`)."""
-    if not (err and found.problems):
-        if found.cost is not None:
-            typer.echo(found.cost.line(), err=err)
-        if found.flags_against and not err:
-            typer.echo(f"flag names checked against {found.flags_against}")
-        for note in found.notes:
-            typer.echo(f"note: {note}", err=err)
+    """The information, then each problem (`refuse`)."""
+    inform(found, err=err)
+    refuse(found)
+
+
+def inform(found: Preflight, *, err: bool) -> None:
+    """The night's cost and the notes; with `err` (`tuner run`, `tuner plan`) on stderr, else
+    on stdout with what the flag names were checked against (`tuner check`)."""
+    if found.cost is not None:
+        typer.echo(found.cost.line(), err=err)
+    if found.flags_against and not err:
+        typer.echo(f"flag names checked against {found.flags_against}")
+    for note in found.notes:
+        typer.echo(f"note: {note}", err=err)
+
+
+def refuse(found: Preflight) -> None:
+    """Each problem as one line on stderr (a count after several), and exit 2; none: return."""
     for problem in found.problems:
         typer.echo(f"tuner: error: {' '.join(problem.split())}", err=True)
     if len(found.problems) > 1:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import optuna
     from rich.console import Console
 
+    from tuner.run.preflight import Preflight
     from tuner.run.progress import RunView
     from tuner.run.session import RunResult
     from tuner.run.summary import RunSummary
@@ -96,13 +97,15 @@ def run(
     from tuner.run.session import RunOptions, engine_runners, run_study
 
     timeout_s = duration_s("--timeout", timeout)
-    args = RunArgs(storage, n_trials, timeout_s, from_plan, warm_start)
+    args = RunArgs(storage, n_trials, timeout_s, from_plan, warm_start, accept_changes)
+    found = []
     spec, store = open_study_file(
         study_file,
         storage,
-        check=lambda s: _preflight(s, args, slow=not no_preflight),
+        check=lambda s: found.append(_preflight(s, args, slow=not no_preflight)),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
+    _inform(found)
     queued = _warm_start(spec, store, from_plan, warm_start)
     log_dir.mkdir(parents=True, exist_ok=True)
     options = RunOptions(
@@ -148,7 +151,11 @@ def plan(
     from tuner.runners.plan import PlanRunner
     from tuner.trial.uptime import real_startups_s
 
-    spec, store = open_study_file(study_file, storage, check=lambda s: _check_plan(s, storage))
+    found = []
+    spec, store = open_study_file(
+        study_file, storage, check=lambda s: found.append(_check_plan(s, storage))
+    )
+    _inform(found)
     startup_s = real_startups_s(store, spec.name)
     options = RunOptions(n_trials=n_trials, accept_changes=accept_changes, pruning=not no_pruning)
     result = run_study(
@@ -234,20 +241,31 @@ def _print_hosts(console, points) -> None:
         console.print(f"[yellow]{warning}[/yellow]")
 
 
-def _preflight(spec, args, *, slow: bool) -> None:
+def _preflight(spec, args, *, slow: bool) -> Preflight:
     """Every problem of the run, one line each, before anything is written (exit 2); the
-    night's cost and the plan's trust as information (docs/preflight.md)."""
-    from tuner.commands.check import report
+    night's cost and the plan's trust come once the store is open (docs/preflight.md)."""
+    from tuner.commands.check import refuse
     from tuner.run.preflight import preflight
 
-    report(preflight(spec, args, slow=slow), err=True)
+    found = preflight(spec, args, slow=slow)
+    refuse(found)
+    return found
 
 
-def _check_plan(spec, storage) -> None:
-    from tuner.commands.check import report
+def _check_plan(spec, storage) -> Preflight:
+    from tuner.commands.check import refuse
     from tuner.run.preflight import plan_preflight
 
-    report(plan_preflight(spec, storage), err=True)
+    found = plan_preflight(spec, storage)
+    refuse(found)
+    return found
+
+
+def _inform(found: list[Preflight]) -> None:
+    from tuner.commands.check import inform
+
+    for f in found:
+        inform(f, err=True)
 
 
 def trials(

@@ -37,6 +37,7 @@ class NightCost:
     timeout_s: float | None = None
     simulated: bool = False
     startup_s: float | None = None  # of `trial_s`, the engine's start-up
+    done: int = 0  # trials of the budget already done (a continued study): `n_trials` are left
 
     @property
     def total_s(self) -> float | None:
@@ -60,8 +61,9 @@ class NightCost:
         if self.trial_s is None:
             return f"night's cost: unknown ({self.source})"
         label = "SIMULATED, " if self.simulated else ""
+        left = f" left ({self.done} done)" if self.done else ""
         text = (
-            f"night's cost: {self.n_trials} trial(s) × ~{duration(self.trial_s)} = "
+            f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
             f"{duration(self.total_s or 0.0)} of engine time ({label}{self.source})"
         )
         if self.timeout_s is None:
@@ -90,11 +92,13 @@ def night_cost(
     n_trials: int | None = None,
     timeout_s: float | None = None,
     real_trials: Sequence[TrialPoint] = (),
+    done: int = 0,
 ) -> NightCost:
-    """The expected engine time of `n_trials` (default: the budget's) against `timeout_s`
-    (default: the budget's). `real_trials`: the study's stored trials, if any (the measured
-    ones, not `tuner plan`'s, give the estimate)."""
-    n = n_trials or spec.budget.n_trials
+    """The expected engine time of `n_trials` (default: the budget's, less `done`) against
+    `timeout_s` (default: the budget's). `real_trials`: the study's stored trials, if any
+    (the launched ones, not `tuner plan`'s, give the estimate)."""
+    n = n_trials if n_trials is not None else max(spec.budget.n_trials - done, 0)
+    done = 0 if n_trials is not None else done
     timeout = timeout_s if timeout_s is not None else spec.budget.timeout_s
     launched = [
         p for p in real_trials if not p.planned and p.record.engine_s and p.status != "running"
@@ -103,10 +107,10 @@ def night_cost(
         mean_s = sum(float(p.record.engine_s or 0.0) for p in launched) / len(launched)
         source = f"the mean of {len(launched)} launched trial(s) of this study"
         startup = median_startup_s(p.record.startup_s for p in launched)
-        return NightCost(n, mean_s, source, timeout, startup_s=startup)
+        return NightCost(n, mean_s, source, timeout, startup_s=startup, done=done)
     unknown = _no_lengths(spec)
     if unknown is not None:
-        return NightCost(n, None, unknown, timeout)
+        return NightCost(n, None, unknown, timeout, done=done)
     stand_in = builtin_stand_in(spec.engine.model)
     if stand_in is not None:
         engine = spec.engine.model_copy(update={"model": stand_in})
@@ -114,11 +118,11 @@ def night_cost(
     try:
         trial_s, startup_s = simulated_trial_s(spec)
     except UserError as exc:
-        return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout)
+        return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout, done=done)
     source = "the simulator's baseline trial"
     if stand_in is not None:
         source += f", with the built-in {stand_in} for the missing model directory"
-    return NightCost(n, trial_s, source, timeout, simulated=True, startup_s=startup_s)
+    return NightCost(n, trial_s, source, timeout, True, startup_s, done)
 
 
 def _no_lengths(spec: StudySpec) -> str | None:

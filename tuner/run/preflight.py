@@ -22,11 +22,12 @@ from tuner.run import checks
 from tuner.run.cost import NightCost, night_cost
 from tuner.run.flagcheck import check_flags, unmodelled
 from tuner.run.plan_notes import plan_notes
+from tuner.run.reading import budget_used
 from tuner.run.sampling import check_sampler
 from tuner.sim.profiles import load_model
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store, resolve_storage
-from tuner.trial import StudyRecord, TrialPoint, read_all
+from tuner.trial import StudyRecord, TrialPoint, read_all, specs
 from tuner.trial.specs import study_name
 
 
@@ -50,6 +51,7 @@ class RunArgs:
     timeout_s: float | None = None
     from_plan: int | None = None
     warm_start: tuple[str, int] | None = None
+    accept_changes: bool = False
 
 
 def preflight(spec: StudySpec, args: RunArgs = RunArgs(), *, slow: bool = True) -> Preflight:
@@ -76,13 +78,16 @@ def preflight(spec: StudySpec, args: RunArgs = RunArgs(), *, slow: bool = True) 
     problems += flags.problems
     result.notes += flags.notes
     result.flags_against = flags.against
+    real = stored_real_trials(spec, args.storage, args.accept_changes, problems)
     if slow:
-        real = stored_real_trials(spec, args.storage)
+        sid = specs.spec_id(spec.model_dump())  # this file's trials (a new baseline: none yet)
+        current = specs.of_spec(real[0], real[1], sid) if real else []
         result.cost = night_cost(
             spec,
             n_trials=args.n_trials,
             timeout_s=args.timeout_s,
-            real_trials=real[1] if real else [],
+            real_trials=current,
+            done=budget_used(current)[0],
         )
         if args.from_plan:
             result.notes += plan_notes(spec, real)
@@ -163,10 +168,14 @@ def _names_a_file(value: str) -> bool:
 
 
 def stored_real_trials(
-    spec: StudySpec, storage: str | None
+    spec: StudySpec,
+    storage: str | None,
+    accept_changes: bool = False,
+    problems: list[str] | None = None,
 ) -> tuple[StudyRecord, list[TrialPoint]] | None:
     """The study's real (not planned) stored trials, read only; None when there are none (no
-    database yet, or no such study)."""
+    database yet, or no such study). With `problems`, a study file that changed what the
+    stored study measures is added to them (`tuner run` would refuse it)."""
     try:
         store = Store(storage or spec.storage, readonly=True)
     except UserError:
@@ -176,6 +185,8 @@ def stored_real_trials(
         if name not in store.study_names():
             return None
         study = store.load_study(name)
+        if problems is not None:
+            problems += _collect([lambda: specs.check(study, spec, accept_changes=accept_changes)])
         return StudyRecord.of(study), read_all(study.get_trials(deepcopy=False))
     finally:
         store.close()
