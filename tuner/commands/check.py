@@ -24,9 +24,8 @@ def check(
 ) -> None:
     """Find every problem `tuner run` would meet, one line each (exit 2), and the night's cost.
 
-    Checks the engine command, the model directory, tokenizer, dataset files and chat
-    template, the flag names (against vLLM's own parser where the engine's python imports
-    vLLM), and everything `tuner run` refuses; writes nothing (docs/preflight.md)."""
+    Engine, model, tokenizer, datasets, chat template, flag names; writes nothing.
+    """
     from tuner.run.preflight import RunArgs, preflight
     from tuner.spec.study import load_study_spec
 
