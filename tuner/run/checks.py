@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError
 
 from tuner.errors import UserError
 from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import load_model
 from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.space import max_model_len
@@ -72,15 +73,27 @@ def check_run_environment(spec: StudySpec) -> None:
         check_engine_fits_slot(spec)
     except ValueError as exc:
         raise UserError(f"{exc} (--gpus-per-trial)") from None
-    check_plan(spec)
+    check_plan(spec, planned=False)
 
 
-def check_plan(spec: StudySpec) -> None:
-    """What both `tuner run` and `tuner plan` refuse before they create the database."""
+def check_plan(spec: StudySpec, *, planned: bool = True) -> None:
+    """What both `tuner run` and `tuner plan` refuse before they create the database;
+    `planned`: for `tuner plan`, where the simulator runs every trial."""
+    if planned or spec.engine.simulated or spec.search.fidelity == "multi":
+        check_simulator_model(spec.engine.model)
     check_lengths_fit(spec)
     if spec.hardware.accelerator is not None:
         load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line
     check_workload_files(spec)
+
+
+def check_simulator_model(model: str) -> None:
+    """The simulator reads `engine.model` (a built-in name or a directory with config.json):
+    one it cannot read is refused before any study or trial is stored."""
+    try:
+        load_model(model)
+    except UserError as exc:
+        raise UserError(f"engine.model: {exc}") from None
 
 
 def check_host_id() -> None:
