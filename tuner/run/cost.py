@@ -1,0 +1,163 @@
+"""The night's cost before it starts: expected engine time per trial × the budget, against the
+timeout (docs/preflight.md).
+
+A trial's engine time is its start-up plus its workload (every rate step of a capacity
+search). Where the study has real trials, their mean engine time is the estimate (what
+launched trials cost on this box); else the simulator runs vLLM's defaults (the baseline
+trial) in virtual time, as `tuner plan` would: SIMULATED, and as good as the profile.
+`night_cost` is the one entry point (`tuner check`, `tuner run`, `tuner init`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.errors import UserError
+from tuner.runners.engine_runner import TrialContext
+from tuner.runners.plan import PlanRunner
+from tuner.sim.profiles import BUILTIN_MODELS
+from tuner.spec.space import baseline_params
+from tuner.spec.study import StudySpec
+from tuner.trial.point import TrialPoint
+from tuner.trial.uptime import median_startup_s
+from tuner.workload.lengths import length_only_requests
+
+
+@dataclass(frozen=True)
+class NightCost:
+    """Expected engine time of a study's budget. `trial_s` None: no estimate (`source` says
+    why). `simulated`: the estimate is the simulator's, not a measurement."""
+
+    n_trials: int
+    trial_s: float | None
+    source: str
+    timeout_s: float | None = None
+    simulated: bool = False
+    startup_s: float | None = None  # of `trial_s`, the engine's start-up
+
+    @property
+    def total_s(self) -> float | None:
+        return None if self.trial_s is None else self.trial_s * self.n_trials
+
+    @property
+    def trials_in_timeout(self) -> int | None:
+        """About how many trials the timeout allows (None: no timeout or no estimate)."""
+        if self.timeout_s is None or not self.trial_s:
+            return None
+        return int(self.timeout_s // self.trial_s)
+
+    @property
+    def fits(self) -> bool:
+        """The budget ends before the timeout (or there is no timeout, or no estimate)."""
+        total = self.total_s
+        return total is None or self.timeout_s is None or total <= self.timeout_s
+
+    def line(self) -> str:
+        """`30 trials × ~72 min = 37.6 h of engine time; timeout 12h allows about 10 trials`."""
+        if self.trial_s is None:
+            return f"night's cost: unknown ({self.source})"
+        label = "SIMULATED, " if self.simulated else ""
+        text = (
+            f"night's cost: {self.n_trials} trial(s) × ~{duration(self.trial_s)} = "
+            f"{duration(self.total_s or 0.0)} of engine time ({label}{self.source})"
+        )
+        if self.timeout_s is None:
+            return text + "; no timeout"
+        allowed = self.trials_in_timeout or 0
+        if self.fits:
+            return text + f"; fits in the timeout of {duration(self.timeout_s)}"
+        return (
+            text + f"; timeout {duration(self.timeout_s)} allows about {allowed} trial(s): "
+            f"lower budget.n_trials to {max(allowed, 1)} or raise budget.timeout"
+        )
+
+
+def duration(seconds: float) -> str:
+    """90 s, 72 min, 37.6 h: the unit a person reads a night in."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def night_cost(
+    spec: StudySpec,
+    *,
+    n_trials: int | None = None,
+    timeout_s: float | None = None,
+    real_trials: Sequence[TrialPoint] = (),
+) -> NightCost:
+    """The expected engine time of `n_trials` (default: the budget's) against `timeout_s`
+    (default: the budget's). `real_trials`: the study's stored trials, if any (the measured
+    ones, not `tuner plan`'s, give the estimate)."""
+    n = n_trials or spec.budget.n_trials
+    timeout = timeout_s if timeout_s is not None else spec.budget.timeout_s
+    launched = [
+        p for p in real_trials if not p.planned and p.record.engine_s and p.status != "running"
+    ]
+    if launched:
+        mean_s = sum(float(p.record.engine_s or 0.0) for p in launched) / len(launched)
+        source = f"the mean of {len(launched)} launched trial(s) of this study"
+        startup = median_startup_s(p.record.startup_s for p in launched)
+        return NightCost(n, mean_s, source, timeout, startup_s=startup)
+    unknown = _no_lengths(spec)
+    if unknown is not None:
+        return NightCost(n, None, unknown, timeout)
+    stand_in = builtin_stand_in(spec.engine.model)
+    if stand_in is not None:
+        engine = spec.engine.model_copy(update={"model": stand_in})
+        spec = spec.model_copy(update={"engine": engine})
+    try:
+        trial_s, startup_s = simulated_trial_s(spec)
+    except UserError as exc:
+        return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout)
+    source = "the simulator's baseline trial"
+    if stand_in is not None:
+        source += f", with the built-in {stand_in} for the missing model directory"
+    return NightCost(n, trial_s, source, timeout, simulated=True, startup_s=startup_s)
+
+
+def _no_lengths(spec: StudySpec) -> str | None:
+    """Why the requests' lengths are not known before the run, or None: a dataset file's
+    texts need the tokenizer to count (it is also the run's to report missing)."""
+    tokenizer = Path(spec.workload.tokenizer or spec.engine.model).expanduser()
+    for w in [spec.workload, *spec.workloads.values()]:
+        if length_only_requests(w) is None and not tokenizer.is_dir():
+            return f"the {w.dataset_name} dataset's lengths need the tokenizer, not found"
+    return None
+
+
+def builtin_stand_in(model: str) -> str | None:
+    """The built-in model named like a model directory that is not here (the shipped studies'
+    `/mnt/data/models/DeepSeek-R1-Distill-Qwen-32B`), else None."""
+    path = Path(model).expanduser()
+    key = path.name.lower()
+    if path.is_dir() or key == model.strip().lower() or key not in BUILTIN_MODELS:
+        return None
+    return key
+
+
+def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
+    """(engine seconds, start-up seconds) of vLLM's defaults run once, in virtual time, with
+    no early stopping. UserError: the simulator cannot run it (no GPU named, an unknown
+    model, a dataset file without its tokenizer)."""
+    runner = PlanRunner(spec)
+    if runner.gpu is None:
+        raise UserError("hardware.gpu is not set")
+    for name, w in {"": spec.workload, **spec.workloads}.items():
+        requests = length_only_requests(w)
+        if requests is not None:  # else the runner builds them with the tokenizer
+            runner.use_requests(requests, name)
+    params = baseline_params(spec.search_space) or {}
+    ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
+    m = runner.measure(ctx)
+    startup = runner.startup_s(dict(spec.engine.flags))
+    if m.failure_kind is not None and not m.workload_s:
+        raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
+    if not math.isfinite(m.engine_s):
+        raise UserError("the simulated trial did not end")
+    return m.engine_s, startup

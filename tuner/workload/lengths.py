@@ -1,0 +1,40 @@
+"""The token lengths of a workload's requests without its tokenizer: what the simulator needs.
+
+`build_requests` makes the prompts' text with the study's tokenizer; the simulator reads only
+their lengths. For the built-in datasets (random, longdoc) the lengths are drawn from the seed
+exactly as `build_requests` draws them, less the tokenizer's special tokens (a few tokens per
+prompt), so the night's cost is estimated before the tokenizer is there (`tuner check`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tuner.spec.workload import WorkloadSpec
+from tuner.workload.datasets import BenchRequest
+
+
+def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
+    """The requests' lengths with empty prompts; None for a dataset file (its lengths are its
+    texts', which need the tokenizer)."""
+    rng = np.random.default_rng(w.seed)
+    n = w.num_prompts
+    if w.dataset_name == "random":
+        r = w.random_range_ratio
+        in_low = max(math.floor(w.random_input_len * (1 - r)), 1)
+        in_high = max(math.ceil(w.random_input_len * (1 + r)), in_low)
+        out_low = max(math.floor(w.random_output_len * (1 - r)), 1)
+        out_high = max(math.ceil(w.random_output_len * (1 + r)), 1)
+        inputs = rng.integers(in_low, in_high + 1, size=n)
+        outputs = rng.integers(out_low, out_high + 1, size=n)
+        pairs = zip(inputs, outputs, strict=True)
+        return [BenchRequest("", int(i), int(o), ignore_eos=True) for i, o in pairs]
+    if w.dataset_name == "longdoc":
+        lengths, weights = w.longdoc_lengths, w.longdoc_weights
+        p = None if weights is None else np.asarray(weights, float) / float(sum(weights))
+        picks = rng.choice(len(lengths), size=n, p=p)
+        out = w.longdoc_output_len
+        return [BenchRequest("", int(lengths[int(k)]), out, ignore_eos=True) for k in picks]
+    return None
