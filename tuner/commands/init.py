@@ -64,11 +64,8 @@ def init(
 ) -> None:
     """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
     budget (docs/study-file.md, "tuner init")."""
-    from tuner.scaffold.study import InitOptions, draft_study
-    from tuner.scaffold.write import check_output, write_study
+    from tuner.scaffold.options import InitOptions, check_options, check_output
 
-    if output is not None:
-        check_output(output, force)
     opts = InitOptions(
         model=model,
         engine=engine,
@@ -85,6 +82,13 @@ def init(
         tokenizer=tokenizer,
         search_space=search_space,
     )
+    check_options(opts)
+    if output is not None:
+        check_output(output, force)
+
+    from tuner.scaffold.study import draft_study
+    from tuner.scaffold.write import write_study
+
     draft = draft_study(opts, output or Path("PENDING.yaml"))
     path = output or Path(f"{draft.data['name']}.yaml")
     write_study(draft, path, force)

@@ -7,7 +7,7 @@ The choices, each overridable by an option (docs/study-file.md, "tuner init"):
 - request rate: 60 % of the rate vLLM's defaults sustain on the simulator (all requests sent
   at once), so that the flags show in the latencies without an overloaded queue;
 - budget: as many trials as `--hours` holds at the preflight's estimate of one trial
-  (`tuner.run.cost`), at most `MAX_TRIALS`, and a timeout of `--hours`.
+  (`tuner.run.cost`), at most `NIGHT_TRIALS`, and a timeout of `--hours`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,45 +26,25 @@ from tuner.errors import UserError
 from tuner.run.checks import TOKENIZER_FILES, check_plan
 from tuner.run.cost import duration, night_cost, simulated_trial_s
 from tuner.scaffold import box
+from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.traffic import Traffic, traffic
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
-from tuner.spec import slo
 from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
 
-ENGINES = ("sim", "vllm")
 SIM_GPU = "a6000"  # `tuner sim serve`'s own default
 SIM_TOKENIZER = ".cache/tiny-qwen2"  # `make model` writes it; the demo's tokenizer
+VLLM_COMMAND = ["vllm", "serve", "{model}"]
 SIM_COMMAND = ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"]
 LOAD_FRACTION = 0.6  # of the rate vLLM's defaults sustain: the chosen request rate
-MAX_TRIALS = 100  # a longer night adds trials past the point where TPE still learns much
+# at most, in a budget that fits --hours: past it, more trials teach TPE little
+NIGHT_TRIALS = 100
 MIN_TRIALS = 2  # the baseline and one tuned config
-MAX_HOURS = 7 * 24.0
 REPO = Path(__file__).resolve().parents[2]  # search_spaces/ of a checkout
 # Hugging Face ids of the simulator's built-in models: what production's `vllm serve` loads.
 HF_IDS = {
     "deepseek-r1-distill-qwen-32b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-r1-0528-qwen3-8b": "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",
 }
-
-
-@dataclass
-class InitOptions:
-    """`tuner init`'s options; None: chosen from the box and the simulator."""
-
-    model: str | None = None
-    engine: str | None = None
-    gpu: str | None = None
-    count: int | None = None
-    traffic: str = "chat"
-    slo: list[str] = field(default_factory=list)
-    hours: float = 8.0
-    trials: int | None = None
-    rate: float | None = None
-    num_prompts: int | None = None
-    name: str | None = None
-    production_model: str | None = None
-    tokenizer: str | None = None
-    search_space: str | None = None
 
 
 @dataclass
@@ -89,15 +69,7 @@ def draft_study(
 ) -> Draft:
     """The study file's data, checked; `output` is where it will be written (the search
     space's path is relative to it). Every mistake is one UserError; nothing is written."""
-    if not 0 < opts.hours <= MAX_HOURS:
-        raise UserError(f"--hours {opts.hours:g}: give more than 0 and at most {MAX_HOURS:g}")
-    if opts.engine is not None and opts.engine not in ENGINES:
-        raise UserError(f"--engine {opts.engine}: give sim or vllm")
-    for text in opts.slo:
-        try:
-            slo.check_sense(text)
-        except UserError as exc:
-            raise UserError(f"--slo {text}: {exc}") from None
+    check_options(opts)
     profile = _model(opts)
     hw = _hardware(opts, detect)
     if hw.engine == "vllm" and not Path(opts.model or "").expanduser().is_dir():
@@ -135,13 +107,12 @@ def _model(opts: InitOptions) -> ModelProfile:
 
 
 def _hardware(opts: InitOptions, detect: Callable[[], box.Gpus | None]) -> _Hardware:
-    """The GPUs: `--gpu` and `--count`, else what this box has, else one simulated A6000."""
-    if opts.count is not None and opts.count < 1:
-        raise UserError(f"--count {opts.count}: give at least 1")
+    """The GPUs: `--gpu` and `--count`, else what this box has (simulated with `--engine
+    sim`), else one simulated A6000."""
     if opts.gpu is not None:
         name = get_gpu(opts.gpu).name
         return _Hardware(name, opts.count or 1, opts.engine or "sim", "given with --gpu")
-    found = detect() if opts.engine != "sim" else None
+    found = detect()
     if found is not None:
         count = opts.count or found.count
         if count > found.count:
@@ -185,11 +156,6 @@ def _tokenizer(opts: InitOptions, engine: str) -> str | None:
 
 def _name(opts: InitOptions, profile: ModelProfile, hw: _Hardware, kind: str) -> str:
     if opts.name is not None:
-        if not re.fullmatch(rf"[A-Za-z0-9_.-]{{1,{MAX_NAME_LEN}}}", opts.name):
-            raise UserError(
-                f"--name {opts.name!r}: letters, digits, '.', '_' and '-', at most "
-                f"{MAX_NAME_LEN} characters"
-            )
         return opts.name
     sim = "-sim" if hw.engine == "sim" else ""
     text = f"{profile.name}-{hw.count}x{hw.gpu}-{kind}{sim}"
@@ -214,6 +180,8 @@ def _data(
     production = opts.production_model or HF_IDS.get(model.lower())
     if production and production != model:
         engine["production_model"] = production
+    if hw.engine == "vllm":
+        engine = {"command": VLLM_COMMAND, **engine}
     if hw.engine == "sim":
         engine = {"command": SIM_COMMAND, **engine, "startup_timeout_s": 60}
         flags = {"gpu": hw.gpu, "load-delay-s": 1}
@@ -273,8 +241,6 @@ def _hardware_note(profile: ModelProfile, hw: _Hardware) -> str:
 def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -> float:
     """The request rate: `--rate`, else LOAD_FRACTION of what vLLM's defaults sustain."""
     if opts.rate is not None:
-        if not 0 < opts.rate < math.inf:
-            raise UserError(f"--rate {opts.rate:g}: give a rate in req/s above 0")
         rate, why = opts.rate, "as given"
     else:
         try:
@@ -315,8 +281,6 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
     hours = _hours_text(opts.hours)
     cost = night_cost(spec, n_trials=1)
     if opts.trials is not None:
-        if not 1 <= opts.trials <= 100_000:
-            raise UserError(f"--trials {opts.trials}: give 1 to 100000")
         n, why = opts.trials, "as given"
     elif cost.trial_s is None:
         raise UserError(f"cannot estimate one trial's time ({cost.source}): give --trials N")
@@ -327,8 +291,8 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
                 f"one trial takes about {duration(cost.trial_s)} ({cost.source}): --hours "
                 f"{opts.hours:g} holds {fit}; give more --hours or fewer --num-prompts"
             )
-        n = min(fit, MAX_TRIALS)
-        cap = f", at most {MAX_TRIALS}" if fit > MAX_TRIALS else ""
+        n = min(fit, NIGHT_TRIALS)
+        cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
         why = f"what {hours} holds{cap}"
     if cost.trial_s is not None:
         label = "SIMULATED, " if cost.simulated else ""

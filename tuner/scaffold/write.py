@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from tuner.errors import UserError
+from tuner.scaffold.options import check_output
 from tuner.scaffold.study import Draft
 from tuner.spec.study import load_study_spec
 
@@ -31,16 +32,6 @@ def _list(dumper: yaml.SafeDumper, items: list) -> yaml.Node:
 
 
 _Dumper.add_representer(list, _list)
-
-
-def check_output(path: Path, force: bool) -> None:
-    """Refuse, before any work, a file that exists (without `force`) or a missing folder."""
-    if path.is_dir():
-        raise UserError(f"{path} is a directory: give -o FILE.yaml")
-    if path.exists() and not force:
-        raise UserError(f"{path} exists: give another -o FILE, or --force to replace it")
-    if not path.resolve().parent.is_dir():
-        raise UserError(f"{path}: folder {path.resolve().parent} not found")
 
 
 def render(draft: Draft, path: Path) -> str:
