@@ -244,3 +244,13 @@ def test_unknown_model_refused_before_a_study_is_stored(tmp_path: Path, command:
     assert done.returncode == 2
     assert "engine.model" in one_error_line(done.stderr) and "llama-nope" in done.stderr
     assert not db.exists()
+
+
+def test_help_names_every_builtin_model_and_gpu() -> None:
+    from tuner.commands.init import init
+    from tuner.sim.profiles import BUILTIN_MODELS, GPUS
+
+    doc = " ".join((init.__doc__ or "").split())
+    models = doc.split("Built-in models: ", 1)[1].split(".", 1)[0].split(", ")
+    gpus = doc.split("Built-in GPUs: ", 1)[1].split(".", 1)[0].split(", ")
+    assert sorted(models) == sorted(BUILTIN_MODELS) and sorted(gpus) == sorted(GPUS)

@@ -7,63 +7,70 @@ from typing import Annotated
 
 import typer
 
+Output = Annotated[
+    Path | None,
+    typer.Option("-o", "--output", help="The study file to write (default: NAME.yaml)."),
+]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", help="A model directory with config.json, or a built-in model."),
+]
+Engine = Annotated[
+    str | None, typer.Option("--engine", help="vllm or sim (default: vllm when a GPU is found).")
+]
+Gpu = Annotated[
+    str | None,
+    typer.Option("--gpu", help="A built-in GPU (default: the GPUs found here)."),
+]
+Count = Annotated[int | None, typer.Option("--count", min=1, help="GPUs (tensor parallel).")]
+Traffic = Annotated[str, typer.Option("--traffic", help="chat, longdoc or FILE.jsonl.")]
+Slo = Annotated[
+    list[str] | None,
+    typer.Option("--slo", help="A limit such as p99_ttft_ms<=800 (repeat for more)."),
+]
+Hours = Annotated[float, typer.Option("--hours", help="The night: the budget fits it.")]
+Trials = Annotated[
+    int | None, typer.Option("--trials", help="The budget in trials (default: fits --hours).")
+]
+Rate = Annotated[
+    float | None, typer.Option("--rate", help="Request rate, req/s (default: simulated).")
+]
+NumPrompts = Annotated[int | None, typer.Option("--num-prompts", min=1, help="Requests per trial.")]
+Name = Annotated[str | None, typer.Option("--name", help="The study's name.")]
+ProductionModel = Annotated[
+    str | None, typer.Option("--production-model", help="The model production serves (a HF id).")
+]
+Tokenizer = Annotated[
+    str | None, typer.Option("--tokenizer", help="Tokenizer directory of the workload.")
+]
+SearchSpace = Annotated[str | None, typer.Option("--search-space", help="Search-space file.")]
+Force = Annotated[bool, typer.Option("--force", help="Replace an existing file.")]
+
 
 def init(
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output", help="The study file to write (default: NAME.yaml)."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="A model directory with config.json, or a built-in name "
-            "(deepseek-r1-distill-qwen-32b, deepseek-r1-0528-qwen3-8b, tiny-qwen2).",
-        ),
-    ] = None,
-    engine: Annotated[
-        str | None,
-        typer.Option("--engine", help="vllm or sim (default: vllm when a GPU is found)."),
-    ] = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option("--gpu", help="a6000, a100-80g, h100, h200, l40s, t4, cpu (default: found)."),
-    ] = None,
-    count: Annotated[
-        int | None, typer.Option("--count", min=1, help="GPUs (tensor parallel).")
-    ] = None,
-    traffic: Annotated[
-        str, typer.Option("--traffic", help="chat, longdoc or FILE.jsonl.")
-    ] = "chat",
-    slo: Annotated[
-        list[str] | None,
-        typer.Option("--slo", help="A limit such as p99_ttft_ms<=800 (repeat for more)."),
-    ] = None,
-    hours: Annotated[float, typer.Option("--hours", help="The night: the budget fits it.")] = 8.0,
-    trials: Annotated[
-        int | None, typer.Option("--trials", help="The budget in trials (default: fits --hours).")
-    ] = None,
-    rate: Annotated[
-        float | None, typer.Option("--rate", help="Request rate, req/s (default: simulated).")
-    ] = None,
-    num_prompts: Annotated[
-        int | None, typer.Option("--num-prompts", min=1, help="Requests per trial.")
-    ] = None,
-    name: Annotated[str | None, typer.Option("--name", help="The study's name.")] = None,
-    production_model: Annotated[
-        str | None,
-        typer.Option("--production-model", help="The model production serves (a HF id)."),
-    ] = None,
-    tokenizer: Annotated[
-        str | None, typer.Option("--tokenizer", help="Tokenizer directory of the workload.")
-    ] = None,
-    search_space: Annotated[
-        str | None, typer.Option("--search-space", help="Search-space file.")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
+    output: Output = None,
+    model: Model = None,
+    engine: Engine = None,
+    gpu: Gpu = None,
+    count: Count = None,
+    traffic: Traffic = "chat",
+    slo: Slo = None,
+    hours: Hours = 8.0,
+    trials: Trials = None,
+    rate: Rate = None,
+    num_prompts: NumPrompts = None,
+    name: Name = None,
+    production_model: ProductionModel = None,
+    tokenizer: Tokenizer = None,
+    search_space: SearchSpace = None,
+    force: Force = False,
 ) -> None:
     """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
-    budget (docs/study-file.md, "tuner init")."""
+    budget (docs/study-file.md, "tuner init").
+
+    Built-in models: deepseek-r1-distill-qwen-32b, deepseek-r1-0528-qwen3-8b, tiny-qwen2.
+    Built-in GPUs: a6000, a100-80g, h100, h200, l40s, t4, cpu.
+    """
     from tuner.scaffold.options import InitOptions, check_options, check_output
 
     opts = InitOptions(
