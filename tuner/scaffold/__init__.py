@@ -1,5 +1,6 @@
 """`tuner init`: a ready study file from what is on the box (docs/study-file.md, "tuner init").
 
+Modules:
 - `box`: the GPUs this machine has (nvidia-smi, else NVML; neither: none), as built-in names;
 - `options`: `InitOptions` and the checks that need only the options (before slow imports);
 - `traffic`: the workload and default SLOs of each traffic kind (chat, longdoc, a JSONL file);
