@@ -140,7 +140,10 @@ def _tokenizer(opts: InitOptions, engine: str) -> str | None:
     """The workload's tokenizer: `--tokenizer`, else the model directory's own, else (on the
     simulated engine) the tiny one `make model` writes."""
     if opts.tokenizer:
-        return str(Path(opts.tokenizer).expanduser().resolve())
+        path = Path(opts.tokenizer).expanduser()
+        if not path.is_dir():
+            raise UserError(f"--tokenizer {opts.tokenizer}: directory not found")
+        return str(path.resolve())
     model = Path(opts.model or "").expanduser()
     if model.is_dir() and any((model / name).is_file() for name in TOKENIZER_FILES):
         return None
