@@ -10,7 +10,7 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from tuner.commands import bench, calibrate, results, sim, study, tools
+from tuner.commands import bench, calibrate, check, results, sim, study, tools
 from tuner.errors import RunInterrupted, UserError
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("bench")(bench.bench)
+app.command("check")(check.check)
 app.command("run")(study.run)
 app.command("plan")(study.plan)
 app.command("trials")(study.trials)
