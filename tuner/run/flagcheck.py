@@ -44,7 +44,7 @@ def check_flags(spec: StudySpec, *, probe: bool = True) -> FlagCheck:
     vLLM (seconds to a minute); without it a real engine's names are checked only for typos."""
     command, model = spec.engine.command, spec.engine.model
     if is_simulated_engine(command):
-        return _against(spec, SIM_FLAGS, "the simulated engine's flags (tuner/sim/flags.py)")
+        return _against(spec, SIM_FLAGS, "the simulated engine's flags in tuner/sim/flags.py")
     python = engine_python(command, model) if probe else None
     if python is not None:
         found = vllm_flags(python)

@@ -98,7 +98,7 @@ def plan_preflight(spec: StudySpec, storage: str | None = None) -> Preflight:
     flags = check_flags(spec)
     result.problems += flags.problems
     result.flags_against = flags.against
-    result.notes += flags.notes + unmodelled(spec)
+    result.notes += flags.notes + ([] if flags.problems else unmodelled(spec))
     if not result.problems:
         result.notes += plan_notes(spec, stored_real_trials(spec, storage))
     return result
