@@ -39,20 +39,19 @@ def check(
 
 
 def report(found: Preflight, *, err: bool) -> None:
-    """The cost and the notes (information), then each problem as one line on stderr and exit
-    2 when there is any. `err`: the information goes to stderr too (`tuner run`, `plan`)."""
-    if found.cost is not None:
-        typer.echo(found.cost.line(), err=err)
-    if found.flags_against:
-        typer.echo(f"flag names checked against {found.flags_against}", err=err)
-    for note in found.notes:
-        typer.echo(f"note: {note}", err=err)
+    """Each problem as one line on stderr and exit 2 when there is any; the cost and the notes
+    as information: on stdout with what the flags were checked against (`tuner check`), or on
+    stderr only when there is no problem (`err`: `tuner run`, `tuner plan`)."""
+    if not (err and found.problems):
+        if found.cost is not None:
+            typer.echo(found.cost.line(), err=err)
+        if found.flags_against and not err:
+            typer.echo(f"flag names checked against {found.flags_against}")
+        for note in found.notes:
+            typer.echo(f"note: {note}", err=err)
     for problem in found.problems:
         typer.echo(f"tuner: error: {' '.join(problem.split())}", err=True)
+    if len(found.problems) > 1:
+        typer.echo(f"tuner: {len(found.problems)} problems, nothing written", err=True)
     if found.problems:
-        typer.echo(
-            f"tuner: {len(found.problems)} problem(s): fix them before the run "
-            "(nothing was written)",
-            err=True,
-        )
         raise typer.Exit(2)
