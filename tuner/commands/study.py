@@ -21,6 +21,14 @@ NoPruning = Annotated[
     bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
 ]
 
+NoPreflight = Annotated[
+    bool,
+    typer.Option(
+        "--no-preflight",
+        help="Skip the slow part of the preflight: asking vLLM for its flags, the cost.",
+    ),
+]
+
 if TYPE_CHECKING:
     import optuna
     from rich.console import Console
@@ -44,13 +52,7 @@ def run(
     no_precheck: Annotated[
         bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
     ] = False,
-    no_preflight: Annotated[
-        bool,
-        typer.Option(
-            "--no-preflight",
-            help="Skip the slow part of the preflight: asking vLLM for its flags, the cost.",
-        ),
-    ] = False,
+    no_preflight: NoPreflight = False,
     confirm: Annotated[
         int,
         typer.Option(
