@@ -65,3 +65,15 @@ def open_stored_study(
     spec, store = open_study_file(study_file, storage, readonly=True)
     study = store.load_study(study_name(spec, simulated))
     return study, spec_of(study)
+
+
+def duration_s(flag: str, text: str | None) -> float | None:
+    from tuner.errors import UserError
+    from tuner.spec.study import parse_duration_s
+
+    if text is None:
+        return None
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise UserError(f"{flag}: {exc}") from None

@@ -12,12 +12,21 @@ from tuner.commands.common import (
     Simulated,
     Storage,
     StudyFile,
+    duration_s,
     open_stored_study,
     open_study_file,
 )
 
 NoPruning = Annotated[
     bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
+]
+
+NoPreflight = Annotated[
+    bool,
+    typer.Option(
+        "--no-preflight",
+        help="Skip the slow part of the preflight: asking vLLM for its flags, the cost.",
+    ),
 ]
 
 if TYPE_CHECKING:
@@ -43,6 +52,7 @@ def run(
     no_precheck: Annotated[
         bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
     ] = False,
+    no_preflight: NoPreflight = False,
     confirm: Annotated[
         int,
         typer.Option(
@@ -81,13 +91,15 @@ def run(
     ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
+    from tuner.run.preflight import RunArgs
     from tuner.run.session import RunOptions, engine_runners, run_study
 
-    timeout_s = _duration_s("--timeout", timeout)
+    timeout_s = duration_s("--timeout", timeout)
+    args = RunArgs(storage, n_trials, timeout_s, from_plan, warm_start)
     spec, store = open_study_file(
         study_file,
         storage,
-        check=lambda s: _check_run(s, storage, from_plan, warm_start),
+        check=lambda s: _preflight(s, args, slow=not no_preflight),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
     queued = _warm_start(spec, store, from_plan, warm_start)
@@ -104,18 +116,6 @@ def run(
     )
     result = run_study(spec, store, engine_runners(spec, log_dir, store.url), options, _view())
     _print_result(result)
-
-
-def _duration_s(flag: str, text: str | None) -> float | None:
-    from tuner.errors import UserError
-    from tuner.spec.study import parse_duration_s
-
-    if text is None:
-        return None
-    try:
-        return parse_duration_s(text)
-    except ValueError as exc:
-        raise UserError(f"{flag}: {exc}") from None
 
 
 def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
@@ -147,7 +147,7 @@ def plan(
     from tuner.runners.plan import PlanRunner
     from tuner.trial.uptime import real_startups_s
 
-    spec, store = open_study_file(study_file, storage, check=_check_plan)
+    spec, store = open_study_file(study_file, storage, check=lambda s: _check_plan(s, storage))
     startup_s = real_startups_s(store, spec.name)
     options = RunOptions(n_trials=n_trials, accept_changes=accept_changes, pruning=not no_pruning)
     result = run_study(
@@ -233,36 +233,20 @@ def _print_hosts(console, points) -> None:
         console.print(f"[yellow]{warning}[/yellow]")
 
 
-def _check_run(spec, storage, from_plan=None, warm_start=None) -> None:
-    from tuner.fidelity.warm_start import check_sources
-    from tuner.run.checks import check_run
-    from tuner.run.sampling import check_sampler
-    from tuner.store.storage import resolve_storage
+def _preflight(spec, args, *, slow: bool) -> None:
+    """Every problem of the run, one line each, before anything is written (exit 2); the
+    night's cost and the plan's trust as information (docs/preflight.md)."""
+    from tuner.commands.check import report
+    from tuner.run.preflight import preflight
 
-    check_run(spec, storage)  # storage that keeps nothing, api_key_env unset, lengths
-    check_sources(resolve_storage(storage or spec.storage), spec, from_plan, warm_start)
-    _check_engine_command(spec)
-    check_sampler(spec)
+    report(preflight(spec, args, slow=slow), err=True)
 
 
-def _check_plan(spec) -> None:
-    from tuner.run.checks import check_plan
-    from tuner.run.sampling import check_sampler
+def _check_plan(spec, storage) -> None:
+    from tuner.commands.check import report
+    from tuner.run.preflight import plan_preflight
 
-    check_plan(spec)  # prompts longer than max-model-len, a bad profile, a missing tokenizer
-    check_sampler(spec)
-
-
-def _check_engine_command(spec) -> None:
-    """A missing engine executable is the user's mistake: say so before creating anything."""
-    import shutil
-    import sys
-
-    from tuner.errors import UserError
-
-    exe = spec.engine.command[0].format(model=spec.engine.model, python=sys.executable)
-    if shutil.which(exe) is None:
-        raise UserError(f"engine command {exe!r} not found (engine.command in the study file)")
+    report(plan_preflight(spec, storage), err=True)
 
 
 def trials(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -45,17 +46,46 @@ def check_run_storage(url: str) -> None:
         )
 
 
+Check = Callable[[], None]  # raises UserError: one problem, one line
+
+
 def check_run(spec: StudySpec, storage: str | None) -> None:
     """Everything `tuner run` refuses before it touches the database or starts an engine;
-    `storage` is `--storage` (None: the study file's, else $TUNER_STORAGE, else the default)."""
-    check_run_storage(resolve_storage(storage or spec.storage))
-    check_run_environment(spec)
+    `storage` is `--storage` (None: the study file's, else $TUNER_STORAGE, else the default).
+    The first problem is raised; `tuner.run.preflight` reports them all."""
+    for check in run_checks(spec, storage):
+        check()
+    check_workload_files(spec)
+
+
+def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
+    """`check_run`'s checks, one problem each (the workload's files: `workload_file_problems`)."""
+    return [
+        lambda: check_run_storage(resolve_storage(storage or spec.storage)),
+        *environment_checks(spec),
+    ]
 
 
 def check_run_environment(spec: StudySpec) -> None:
     """What `tuner run` needs from the environment and the model that loading cannot check
     (readers of the study file, `tuner trials`/`best`/`report`, do not need them)."""
-    name = spec.engine.api_key_env
+    for check in environment_checks(spec):
+        check()
+    check_workload_files(spec)
+
+
+def environment_checks(spec: StudySpec) -> list[Check]:
+    return [
+        lambda: check_api_key(spec.engine.api_key_env),
+        check_host_id,
+        lambda: check_engine_host(spec.engine.host),
+        lambda: check_cores(spec.engine.cpu_affinity),
+        lambda: check_slot(spec),
+        *plan_checks(spec),
+    ]
+
+
+def check_api_key(name: str | None) -> None:
     if name is not None and not os.environ.get(name):
         raise UserError(
             f"engine.api_key_env: the environment variable {name} is not set (or is empty): "
@@ -66,25 +96,32 @@ def check_run_environment(spec: StudySpec) -> None:
             f"{API_KEY_ENV} is set in the environment: the engine would require it and the "
             f"tuner would not send it; set engine.api_key_env: {API_KEY_ENV}, or unset it"
         )
-    check_host_id()
-    check_engine_host(spec.engine.host)
-    check_cores(spec.engine.cpu_affinity)
+
+
+def check_slot(spec: StudySpec) -> None:
     try:  # `--gpus-per-trial` is applied after the study file was loaded
         check_engine_fits_slot(spec)
     except ValueError as exc:
         raise UserError(f"{exc} (--gpus-per-trial)") from None
-    check_plan(spec, planned=False)
 
 
-def check_plan(spec: StudySpec, *, planned: bool = True) -> None:
-    """What both `tuner run` and `tuner plan` refuse before they create the database;
-    `planned`: for `tuner plan`, where the simulator runs every trial."""
-    if planned or spec.engine.simulated or spec.search.fidelity == "multi":
-        check_simulator_model(spec.engine.model)
-    check_lengths_fit(spec)
+def check_plan(spec: StudySpec) -> None:
+    """What `tuner plan` refuses before it creates the database: the simulator's model (it
+    simulates every trial), and what `tuner run` refuses of the plan too."""
+    check_simulator_model(spec.engine.model)
+    for check in plan_checks(spec):
+        check()
+    check_workload_files(spec)
+
+
+def plan_checks(spec: StudySpec) -> list[Check]:
+    """`check_plan`'s checks but the workload's files and the model, one problem each."""
+    return [lambda: check_lengths_fit(spec), lambda: check_accelerator(spec)]
+
+
+def check_accelerator(spec: StudySpec) -> None:
     if spec.hardware.accelerator is not None:
         load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line
-    check_workload_files(spec)
 
 
 def check_simulator_model(model: str) -> None:
@@ -158,17 +195,25 @@ def check_engine_host(host: str) -> None:
 
 def check_workload_files(spec: StudySpec) -> None:
     """The tokenizer and the dataset files the workload is built from exist (the runner
-    builds it only after the database and the log folder are made)."""
+    builds it only after the database and the log folder are made): the first missing."""
+    problems = workload_file_problems(spec)
+    if problems:
+        raise UserError(problems[0])
+
+
+def workload_file_problems(spec: StudySpec) -> list[str]:
+    """Each missing tokenizer or dataset file, one line each."""
+    problems = []
     tokenizer = spec.workload.tokenizer or spec.engine.model
     where = "workload.tokenizer" if spec.workload.tokenizer else "engine.model"
     directory = Path(tokenizer).expanduser()
     if not directory.is_dir():
-        raise UserError(
+        problems.append(
             f"{where}: tokenizer directory not found: {tokenizer} (the workload is built "
             "with it; give workload.tokenizer)"
         )
-    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
-        raise UserError(
+    elif not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        problems.append(
             f"{where}: {tokenizer} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)})"
         )
     named = {"": spec.workload, **spec.workloads}
@@ -176,7 +221,8 @@ def check_workload_files(spec: StudySpec) -> None:
         path = w.dataset_path if w.dataset_name in ("sharegpt", "jsonl") else None
         if path is not None and not Path(path).expanduser().is_file():
             where = f"workload.{name}" if name else "workload"
-            raise UserError(f"{where}.dataset_path: dataset file not found: {path}")
+            problems.append(f"{where}.dataset_path: dataset file not found: {path}")
+    return problems
 
 
 def check_lengths_fit(spec: StudySpec) -> None:

@@ -114,7 +114,7 @@ def read_profile(path: str | Path) -> GpuProfile:
     try:
         return ProfileFile.model_validate(data).to_profile()
     except ValidationError as exc:
-        raise UserError(f"{path}: {describe_validation_error(exc)}") from None
+        raise UserError(f"{path}: {describe_validation_error(exc, model=ProfileFile)}") from None
 
 
 def is_profile_path(name_or_path: str) -> bool:

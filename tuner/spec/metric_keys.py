@@ -97,3 +97,16 @@ def direction(key: str) -> Direction | None:
     if key in MINIMIZED or parse_latency_key(key) is not None:
         return "minimize"
     return None
+
+
+EXAMPLE_PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
+# Every metric name in words, for an unknown metric's error
+METRICS_WORDS = "{mean,median,std,pNN}_{ttft,tpot,itl,e2el}_ms (e.g. p99_ttft_ms), " + ", ".join(
+    (*MAXIMIZED, *MINIMIZED)
+)
+
+
+def example_metrics() -> list[str]:
+    """The metric names a study file most often means (for "did you mean")."""
+    stats = (*STATISTICS, *EXAMPLE_PERCENTILES)
+    return [latency_key(s, m) for s in stats for m in LATENCY_METRICS] + [*MAXIMIZED, *MINIMIZED]

@@ -4,14 +4,17 @@ user's words. Below `config_sections`, so every section can use it."""
 from __future__ import annotations
 
 import re
+import types
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tuner.errors import UserError
 from tuner.spec import yamlfile
+from tuner.spec.suggest import closest, did_you_mean
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 
@@ -28,7 +31,7 @@ def parse_duration_s(text: str) -> float:
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     """A user's YAML file that must hold a mapping; each problem is one UserError line."""
     if not path.is_file():
-        raise UserError(f"{path}: {what} not found")
+        raise UserError(f"{path}: {what} not found{_near_file(path)}")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -49,12 +52,57 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+def _near_file(path: Path) -> str:
+    """` (did you mean 'studies/demo-sim.yaml'?)` for a file of a near name in its folder."""
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.is_file()]
+    except OSError:
+        return ""
+    near = closest(path.name, names)
+    return f" (did you mean '{path.parent / near}'?)" if near else ""
+
+
+def valid_keys(model: Any, loc: Sequence[Any]) -> list[str]:
+    """The keys a study file may write at `loc` (a pydantic error's path), walking `model`'s
+    fields through mappings, lists and optional sections; [] when the walk is lost."""
+    ann = model
+    for part in loc:
+        ann = _section(ann)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            field = ann.model_fields.get(str(part))
+            if field is None:
+                return []
+            ann = field.annotation
+        elif get_origin(ann) in (dict, list):
+            ann = get_args(ann)[-1]
+        else:
+            return []
+    ann = _section(ann)
+    return list(ann.model_fields) if isinstance(ann, type) and issubclass(ann, BaseModel) else []
+
+
+def _section(ann: Any) -> Any:
+    """`X | None`, `Annotated[X, ...]`: X (the first branch that is a model, a dict or a list)."""
+    while get_origin(ann) is Annotated or get_origin(ann) in (Union, types.UnionType):
+        args = get_args(ann)
+        if get_origin(ann) is Annotated:
+            ann = args[0]
+            continue
+        nested = [a for a in args if get_origin(a) in (dict, list)]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        ann = (models or nested or [args[0]])[0]
+    return ann
+
+
 _UNION_TAGS = {"str", "int", "float", "bool"}  # how pydantic names a Scalar's branches
 
 
-def describe_validation_error(exc: ValidationError, *, as_flag: bool = False) -> str:
+def describe_validation_error(
+    exc: ValidationError, *, as_flag: bool = False, model: Any = None
+) -> str:
     """The one translation of a pydantic error into a user's words: `field.path: message`
-    for the first bad field, or `--flag-name: message` for a CLI value (`as_flag`)."""
+    for the first bad field, or `--flag-name: message` for a CLI value (`as_flag`). With
+    the `model` validated, an unknown key names the closest valid one."""
     errors = exc.errors()
     err = errors[0]
     path = list(err["loc"])
@@ -67,6 +115,8 @@ def describe_validation_error(exc: ValidationError, *, as_flag: bool = False) ->
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
+        if model is not None and path:
+            msg += did_you_mean(str(path[-1]), valid_keys(model, path[:-1]))
     if as_flag and path:
         loc = "--" + str(path[0]).replace("_", "-")
     return f"{loc}: {msg}" if loc else msg

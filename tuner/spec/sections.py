@@ -121,11 +121,6 @@ class EngineSpec(_Strict):
         """The model of the exported `vllm serve MODEL`: `production_model`, else `model`."""
         return self.production_model or self.model
 
-    @property
-    def simulated(self) -> bool:
-        """The engine is the simulated one: `sim serve` in the command (`tuner sim serve`)."""
-        return any(self.command[i : i + 2] == ["sim", "serve"] for i in range(len(self.command)))
-
     @field_validator("command")
     @classmethod
     def _command(cls, v: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Literal
 from tuner.errors import UserError
 from tuner.spec import metric_keys
 from tuner.spec.metric_keys import Direction
+from tuner.spec.suggest import did_you_mean
 
 __all__ = ["Direction", "SloLimit", "metric_direction", "parse_constraint_key", "parse_slo"]
 
@@ -17,7 +18,8 @@ def metric_direction(name: str) -> Direction:
     """Whether a stored metric is better low or high; unknown names are a user error."""
     found = metric_keys.direction(name)
     if found is None:
-        raise UserError(f"unknown metric {name!r}")
+        hint = did_you_mean(name, metric_keys.example_metrics())
+        raise UserError(f"unknown metric {name!r}{hint}; metrics: {metric_keys.METRICS_WORDS}")
     return found
 
 

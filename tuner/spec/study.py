@@ -188,7 +188,7 @@ def load_study_spec(path: str | Path) -> StudySpec:
     try:
         spec = StudySpec.model_validate(data)
     except ValidationError as exc:
-        where = describe_validation_error(exc)
+        where = describe_validation_error(exc, model=StudySpec)
         if isinstance(space, str) and where.startswith("search_space."):
             raise UserError(f"{space_path}: {where.removeprefix('search_space.')}") from None
         raise UserError(f"{path}: {where}") from None

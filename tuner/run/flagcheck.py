@@ -1,0 +1,118 @@
+"""Flag names the engine does not accept, found before the night (docs/preflight.md).
+
+Names are checked against vLLM's own argument parser when the engine's python imports vLLM,
+against the simulated engine's flags (`tuner.sim.flags`) when the engine is the simulator,
+and otherwise against the vLLM flags the simulator knows: there a name close to one of them
+(`max-num-seq`) is a typo, and any other is a note (it could not be checked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tuner.engine.vllm_flags import VllmFlags, engine_python, is_simulated_engine, vllm_flags
+from tuner.sim.flags import MODELLED, SIM_FLAGS, VLLM_FLAGS
+from tuner.spec.study import StudySpec
+from tuner.spec.suggest import closest
+
+TYPO_CUTOFF = 0.85  # a name this close to a known one is a typo of it (difflib's ratio)
+
+
+@dataclass
+class FlagCheck:
+    """What the check found: problems (each one line), notes, and what it checked against."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    against: str = ""
+
+
+def study_flags(spec: StudySpec) -> list[tuple[str, str, bool]]:
+    """(where in the study file, flag name without dashes, may be False) of every flag the
+    engine is given: the fixed ones and the tuned ones (env vars are not flags)."""
+    out = [(f"engine.flags.{k}", k, v is False) for k, v in spec.engine.flags.items()]
+    for name, p in spec.search_space.parameters.items():
+        if p.env is None:
+            flag = (p.flag or f"--{name}").removeprefix("--")
+            negated = p.type == "bool" or False in (p.choices or [])
+            out.append((f"search_space.{name}", flag, negated))
+    return out
+
+
+def check_flags(spec: StudySpec, *, probe: bool = True) -> FlagCheck:
+    """The study's flag names against what its engine accepts. `probe`: ask the engine's
+    vLLM (seconds to a minute); without it a real engine's names are checked only for typos."""
+    command, model = spec.engine.command, spec.engine.model
+    if is_simulated_engine(command):
+        return _against(spec, SIM_FLAGS, "the simulated engine's flags in tuner/sim/flags.py")
+    python = engine_python(command, model) if probe else None
+    if python is not None:
+        found = vllm_flags(python)
+        if isinstance(found, VllmFlags):
+            return _against_vllm(spec, found)
+        result = _typos(spec, f"engine python {python} cannot import vLLM")
+        result.problems.insert(
+            0, f"engine.command: {python} cannot build vLLM's argument parser: {found}"
+        )
+        return result
+    why = (
+        "vLLM's parser was not asked (--no-preflight)"
+        if probe is False
+        else ("no python of the engine command imports vLLM here")
+    )
+    return _typos(spec, why)
+
+
+def _against(spec: StudySpec, accepted: frozenset[str], against: str) -> FlagCheck:
+    result = FlagCheck(against=against)
+    for where, name, _ in study_flags(spec):
+        if name not in accepted:
+            result.problems.append(_unknown(where, name, accepted, against))
+    return result
+
+
+def _against_vllm(spec: StudySpec, vllm: VllmFlags) -> FlagCheck:
+    """vLLM's FlexibleArgumentParser takes `_` for `-`; a bool's False is `--no-NAME`."""
+    against = f"vLLM {vllm.version}'s argument parser ({vllm.python})"
+    result = FlagCheck(against=against)
+    for where, name, negated in study_flags(spec):
+        dashed = name.replace("_", "-")
+        if dashed not in vllm.names:
+            result.problems.append(_unknown(where, name, vllm.names, against))
+        elif negated and f"no-{dashed}" not in vllm.names:
+            result.problems.append(
+                f"{where}: vLLM {vllm.version} has --{dashed} but no --no-{dashed}: false "
+                "cannot be passed (leave the flag out instead)"
+            )
+    return result
+
+
+def _typos(spec: StudySpec, why: str) -> FlagCheck:
+    against = f"the vLLM flags the simulator knows ({why})"
+    result = FlagCheck(against=against)
+    for where, name, _ in study_flags(spec):
+        dashed = name.replace("_", "-")
+        if dashed in VLLM_FLAGS:
+            continue
+        if closest(dashed, VLLM_FLAGS, TYPO_CUTOFF) is not None:
+            result.problems.append(_unknown(where, name, VLLM_FLAGS, against))
+        else:
+            result.notes.append(f"{where}: --{name} not checked ({why})")
+    return result
+
+
+def _unknown(where: str, name: str, accepted: frozenset[str], against: str) -> str:
+    near = closest(name.replace("_", "-"), accepted)
+    hint = f": did you mean --{near}?" if near else ""
+    return f"{where}: the engine does not accept --{name}{hint} (checked against {against})"
+
+
+def unmodelled(spec: StudySpec) -> list[str]:
+    """Tuned flags the simulator does not model: `tuner plan` predicts the same figures for
+    every value of them."""
+    return [
+        f"{where}: the simulator does not model --{name}: `tuner plan` predicts the same "
+        "figures for every value of it"
+        for where, name, _ in study_flags(spec)
+        if where.startswith("search_space.") and name.replace("_", "-") not in MODELLED
+    ]

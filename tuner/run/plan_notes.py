@@ -1,0 +1,82 @@
+"""How far to trust `tuner plan`: whether its profile was ever fitted to this box, and how far
+its predictions are off the study's measured trials (docs/preflight.md).
+
+`tuner plan`, `tuner run --from-plan` and `tuner check` print these lines.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.fidelity.calibration import observations
+from tuner.runners.plan import PlanRunner, study_profile, study_workload
+from tuner.sim.fit import FIT_METRICS, is_positive, predict
+from tuner.sim.profiles import load_model
+from tuner.spec.study import StudySpec
+from tuner.trial import StudyRecord, TrialPoint
+from tuner.workload.lengths import length_only_requests
+
+CALIBRATED_MARK = "calibrated on"  # in the description `tuner calibrate` writes
+_WORDS = {"p99_ttft_ms": "P99 TTFT", "mean_tpot_ms": "mean TPOT", "output_throughput": "throughput"}
+
+
+def calibration_note(spec: StudySpec) -> str | None:
+    """A line when the plan's profile is a built-in one never fitted to this box, else None."""
+    try:
+        gpu = study_profile(spec)
+    except UserError:
+        return None
+    if spec.hardware.profile is not None and CALIBRATED_MARK in gpu.description:
+        return None
+    return (
+        f"the plan's predictions come from the built-in {gpu.name} profile, never fitted to "
+        "this box (uncalibrated): SIMULATED figures that may be off by a factor; once real "
+        "trials exist, `tuner calibrate` fits one (docs/simulator.md)"
+    )
+
+
+def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]) -> str | None:
+    """How far the plan's predictions are off the study's measured trials (median of
+    |predicted / measured - 1| per headline figure), or None when there are none to compare.
+    Capacity mode and scenario mixes measure at several rates or workloads: not compared."""
+    if spec.objective.mode == "capacity" or spec.scenarios:
+        return None
+    seen = observations(spec, record, points)
+    if not seen:
+        return None
+    try:
+        workload = study_workload(spec, _requests(spec))
+        model, gpu = load_model(spec.engine.model), study_profile(spec)
+    except UserError:
+        return None
+    misses: dict[str, list[float]] = {m: [] for m in FIT_METRICS}
+    for o in seen:
+        predicted = predict(model, gpu, o.flags, workload) or {}
+        for m in FIT_METRICS:
+            if m in predicted and is_positive(o.metrics.get(m)):
+                misses[m].append(abs(predicted[m] / o.metrics[m] - 1.0))
+    parts = [f"{_WORDS[m]} {100 * statistics.median(v):.0f} %" for m, v in misses.items() if v]
+    if not parts:
+        return None
+    return (
+        f"the plan's predictions against the {len(seen)} measured trial(s) of study "
+        f"{spec.name!r} are off by (median): {', '.join(parts)}"
+    )
+
+
+def _requests(spec: StudySpec) -> list[Any]:
+    requests = length_only_requests(spec.workload)
+    return requests if requests is not None else PlanRunner(spec).requests
+
+
+def plan_notes(spec: StudySpec, real: tuple[StudyRecord, list[TrialPoint]] | None) -> list[str]:
+    """The lines to print before a plan is used: uncalibrated, and how far off. `real`: the
+    study's stored real trials, None when it has none."""
+    notes = [n for n in [calibration_note(spec)] if n]
+    if real is not None:
+        note = accuracy_note(spec, *real)
+        if note:
+            notes.append(note)
+    return notes
