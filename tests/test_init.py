@@ -45,7 +45,7 @@ def one_error_line(stderr: str) -> str:
 @pytest.fixture(scope="module")
 def sim_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """`tuner init` on a box with no GPU (the simulated engine), a tiny workload, then
-    `tuner run --n-trials 2`: the study file and its storage."""
+    `tuner check` and `tuner run --n-trials 2`: the study file and its storage's folder."""
     tmp = tmp_path_factory.mktemp("init")
     study = tmp / "study.yaml"
     made = tuner(
@@ -55,6 +55,8 @@ def sim_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     db = f"sqlite:///{tmp / 'tuner.db'}"
+    checked = tuner("check", str(study), "--storage", db, cwd=tmp)
+    assert checked.returncode == 0 and "no problem found" in checked.stdout, checked.stderr
     ran = tuner(
         "run", str(study), "--n-trials", "2", "--storage", db, "--log-dir", str(tmp / "runs"),
         cwd=tmp, timeout=600,
