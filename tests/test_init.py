@@ -65,6 +65,7 @@ def sim_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return study, tmp
 
 
+@pytest.mark.slow  # a whole study: `make test`, not `make test-fast`
 def test_init_writes_a_simulated_study_that_runs(sim_study: tuple[Path, Path]) -> None:
     study, _ = sim_study
     text = study.read_text()
@@ -82,6 +83,7 @@ def test_init_writes_a_simulated_study_that_runs(sim_study: tuple[Path, Path]) -
     assert (Path(study.parent) / data["search_space"]).resolve().is_file()
 
 
+@pytest.mark.slow
 def test_best_and_export_serve_the_production_model(sim_study: tuple[Path, Path]) -> None:
     study, tmp = sim_study
     db = f"sqlite:///{tmp / 'tuner.db'}"
@@ -95,6 +97,7 @@ def test_best_and_export_serve_the_production_model(sim_study: tuple[Path, Path]
         assert wanted in out.stdout and "--tokenizer" not in out.stdout
 
 
+@pytest.mark.slow
 def test_production_model_change_keeps_the_trials(sim_study: tuple[Path, Path]) -> None:
     """The production id is not part of what a trial measures: a changed one is no new
     spec (`tuner trials` reads the same study without --accept-changes)."""
