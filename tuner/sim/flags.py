@@ -16,6 +16,7 @@ MODELLED = (
     "max-num-batched-tokens",
     "gpu-memory-utilization",
     "enable-chunked-prefill",
+    "enable-prefix-caching",  # main's prefix cache (issue 23), merged beside the preflight
 )
 # vLLM's flags that it takes as `vllm serve` does, and that change no figure
 SERVING = ("model", "tokenizer", "served-model-name", "host", "port", "api-key")
