@@ -26,6 +26,7 @@ PACKAGES = [
     "run",
     "results",
     "results.report",
+    "scaffold",
     "commands",
     "tools",
 ]

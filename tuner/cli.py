@@ -10,7 +10,7 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from tuner.commands import bench, calibrate, check, results, sim, study, tools
+from tuner.commands import bench, calibrate, check, init, results, sim, study, tools
 from tuner.errors import RunInterrupted, UserError
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("init")(init.init)
 app.command("bench")(bench.bench)
 app.command("check")(check.check)
 app.command("run")(study.run)

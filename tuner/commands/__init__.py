@@ -1,6 +1,7 @@
 """The CLI's commands, one module per area: parse the options, call the packages, print.
 
 Modules (`tuner.cli` registers them on the typer app):
+- `init`: `tuner init`, a ready study file from what is on the box (`tuner.scaffold`);
 - `check`: `tuner check`, the preflight (every problem of a study in one pass, its cost);
 - `study`: `tuner run`, `tuner plan`, `tuner trials`, `tuner best` (a study from its file);
 - `results`: `tuner pareto`, `tuner export`, `tuner report` (read-only);
@@ -22,6 +23,16 @@ in `tuner/`, imports sit at the top of the module, apart from a few slow, option
 ones that say why where they are (transformers, matplotlib, pynvml).
 """
 
-from tuner.commands import bench, calibrate, check, common, results, sim, study, tools
+from tuner.commands import bench, calibrate, check, common, init, results, sim, study, tools
 
-__all__ = ["bench", "calibrate", "check", "common", "results", "sim", "study", "tools"]
+__all__ = [
+    "bench",
+    "calibrate",
+    "check",
+    "common",
+    "init",
+    "results",
+    "sim",
+    "study",
+    "tools",
+]

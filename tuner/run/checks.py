@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError
 
 from tuner.errors import UserError
 from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import load_model
 from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.space import max_model_len
@@ -119,6 +120,15 @@ def plan_checks(spec: StudySpec) -> list[Check]:
 def check_accelerator(spec: StudySpec) -> None:
     if spec.hardware.accelerator is not None:
         load_gpu(spec.hardware.accelerator)  # an unknown GPU or a bad profile file: one line
+
+
+def check_simulator_model(model: str) -> None:
+    """The simulator reads `engine.model` (a built-in name or a directory with config.json):
+    one it cannot read is refused before any study or trial is stored."""
+    try:
+        load_model(model)
+    except UserError as exc:
+        raise UserError(f"engine.model: {exc}") from None
 
 
 def check_host_id() -> None:

@@ -24,7 +24,6 @@ from tuner.run.flagcheck import check_flags, unmodelled
 from tuner.run.plan_notes import plan_notes
 from tuner.run.reading import budget_used
 from tuner.run.sampling import check_sampler
-from tuner.sim.profiles import load_model
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store, resolve_storage
 from tuner.trial import StudyRecord, TrialPoint, read_all, specs
@@ -98,7 +97,8 @@ def plan_preflight(spec: StudySpec, storage: str | None = None) -> Preflight:
     """What `tuner plan` refuses (prompts longer than max-model-len, a bad profile, a missing
     tokenizer or dataset, unknown flags), all in one pass, and how far to trust the plan."""
     result = Preflight()
-    result.problems += _collect([*checks.plan_checks(spec), lambda: check_sampler(spec)])
+    model = [lambda: checks.check_simulator_model(spec.engine.model)]  # every trial reads it
+    result.problems += _collect([*model, *checks.plan_checks(spec), lambda: check_sampler(spec)])
     result.problems += checks.workload_file_problems(spec)
     flags = check_flags(spec)
     result.problems += flags.problems
@@ -121,16 +121,14 @@ def _collect(found: Sequence[Callable[[], None]]) -> list[str]:
 
 
 def engine_problems(spec: StudySpec) -> list[str]:
-    """The engine command's program not found; the simulator's model unknown."""
+    """The engine command's program not found; the simulator's model unknown (on the simulated
+    engine, or where the multi-fidelity screen simulates each candidate)."""
     eng = spec.engine
     exe = executable(eng.command, eng.model)
     if shutil.which(exe) is None:
         return [f"engine command {exe!r} not found (engine.command in the study file)"]
-    if is_simulated_engine(eng.command):
-        try:
-            load_model(eng.model)
-        except UserError as exc:
-            return [f"engine.model: {exc}"]
+    if is_simulated_engine(eng.command) or spec.search.fidelity == "multi":  # the screen reads it
+        return _collect([lambda: checks.check_simulator_model(eng.model)])
     return []
 
 

@@ -103,6 +103,10 @@ class EngineSpec(_Strict):
 
     command: list[str] = ["vllm", "serve", "{model}"]
     model: str
+    # what production's `vllm serve` loads (a Hugging Face id, or a path on the serving box)
+    # when it is not `model` (which the simulator reads, e.g. a local copy of config.json):
+    # the exported command's model; not part of what a trial measures
+    production_model: str | None = Field(None, min_length=1)
     served_model_name: str | None = None
     flags: dict[str, Scalar | None] = {}
     env: dict[str, str] = {}
@@ -111,6 +115,11 @@ class EngineSpec(_Strict):
     cpu_affinity: list[Annotated[int, Field(ge=0, lt=65536)]] | None = None
     api_key_env: str | None = None
     export_drop_flags: list[str] = []
+
+    @property
+    def deployed_model(self) -> str:
+        """The model of the exported `vllm serve MODEL`: `production_model`, else `model`."""
+        return self.production_model or self.model
 
     @field_validator("command")
     @classmethod

@@ -110,7 +110,7 @@ def _production_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scal
 
 def serve_argv(spec: StudySpec, params: dict[str, Any]) -> list[str]:
     """Production's `vllm serve MODEL ...`, whichever way the study launched the engine."""
-    argv = ["vllm", "serve", spec.engine.model]
+    argv = ["vllm", "serve", spec.engine.deployed_model]
     if spec.engine.served_model_name:
         argv += ["--served-model-name", spec.engine.served_model_name]
     for name, value in _production_flags(spec, params).items():
@@ -124,7 +124,7 @@ def serve_env(spec: StudySpec, params: dict[str, Any]) -> dict[str, str]:
 
 def serve_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
     """A `vllm serve --config FILE` mapping: long-form argument names as keys."""
-    cfg: dict[str, Any] = {"model": spec.engine.model}
+    cfg: dict[str, Any] = {"model": spec.engine.deployed_model}
     if spec.engine.served_model_name:
         cfg["served-model-name"] = spec.engine.served_model_name
     cfg.update({k: v for k, v in _production_flags(spec, params).items() if v is not None})

@@ -45,6 +45,7 @@ COMPARABLE = (
     "engine.startup_timeout_s",
     "engine.api_key_env",
     "engine.export_drop_flags",
+    "engine.production_model",
     "pruning",  # when a hopeless trial stops, not what a finished trial measures
     "hardware.startup_s",
     "hardware.gpus",  # how many trials run at once, not what one trial measures

@@ -1,0 +1,104 @@
+"""`tuner init`: write a ready study file from what is on the box (`tuner.scaffold`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Output = Annotated[
+    Path | None,
+    typer.Option("-o", "--output", help="The study file to write (default: NAME.yaml)."),
+]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", help="A model directory with config.json, or a built-in model."),
+]
+Engine = Annotated[
+    str | None, typer.Option("--engine", help="vllm or sim (default: vllm when a GPU is found).")
+]
+Gpu = Annotated[
+    str | None,
+    typer.Option("--gpu", help="A built-in GPU (default: the GPUs found here)."),
+]
+Count = Annotated[int | None, typer.Option("--count", min=1, help="GPUs (tensor parallel).")]
+Traffic = Annotated[str, typer.Option("--traffic", help="chat, longdoc or FILE.jsonl.")]
+Slo = Annotated[
+    list[str] | None,
+    typer.Option("--slo", help="A limit such as p99_ttft_ms<=800 (repeat for more)."),
+]
+Hours = Annotated[float, typer.Option("--hours", help="The night: the budget fits it.")]
+Trials = Annotated[
+    int | None, typer.Option("--trials", help="The budget in trials (default: fits --hours).")
+]
+Rate = Annotated[
+    float | None, typer.Option("--rate", help="Request rate, req/s (default: simulated).")
+]
+NumPrompts = Annotated[int | None, typer.Option("--num-prompts", min=1, help="Requests per trial.")]
+Name = Annotated[str | None, typer.Option("--name", help="The study's name.")]
+ProductionModel = Annotated[
+    str | None, typer.Option("--production-model", help="The model production serves (a HF id).")
+]
+Tokenizer = Annotated[
+    str | None, typer.Option("--tokenizer", help="Tokenizer directory of the workload.")
+]
+SearchSpace = Annotated[str | None, typer.Option("--search-space", help="Search-space file.")]
+Force = Annotated[bool, typer.Option("--force", help="Replace an existing file.")]
+
+
+def init(
+    output: Output = None,
+    model: Model = None,
+    engine: Engine = None,
+    gpu: Gpu = None,
+    count: Count = None,
+    traffic: Traffic = "chat",
+    slo: Slo = None,
+    hours: Hours = 8.0,
+    trials: Trials = None,
+    rate: Rate = None,
+    num_prompts: NumPrompts = None,
+    name: Name = None,
+    production_model: ProductionModel = None,
+    tokenizer: Tokenizer = None,
+    search_space: SearchSpace = None,
+    force: Force = False,
+) -> None:
+    """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
+    budget (docs/study-file.md, "tuner init").
+
+    Built-in models: deepseek-r1-distill-qwen-32b, deepseek-r1-0528-qwen3-8b, tiny-qwen2.
+    Built-in GPUs: a6000, a100-80g, h100, h200, l40s, t4, cpu.
+    """
+    from tuner.scaffold.options import InitOptions, check_options, check_output
+
+    opts = InitOptions(
+        model=model,
+        engine=engine,
+        gpu=gpu,
+        count=count,
+        traffic=traffic,
+        slo=list(slo or []),
+        hours=hours,
+        trials=trials,
+        rate=rate,
+        num_prompts=num_prompts,
+        name=name,
+        production_model=production_model,
+        tokenizer=tokenizer,
+        search_space=search_space,
+    )
+    check_options(opts)
+    if output is not None:
+        check_output(output, force)
+
+    from tuner.scaffold.study import draft_study
+    from tuner.scaffold.write import write_study
+
+    draft = draft_study(opts, output or Path("PENDING.yaml"))
+    path = output or Path(f"{draft.data['name']}.yaml")
+    write_study(draft, path, force)
+    for line in draft.notes:
+        typer.echo(line)
+    typer.echo(f"wrote {path}; next: tuner check {path}, tuner run {path}, tuner best {path}")

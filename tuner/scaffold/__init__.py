@@ -1,0 +1,16 @@
+"""`tuner init`: a ready study file from what is on the box (docs/study-file.md, "tuner init").
+
+Modules:
+- `box`: the GPUs this machine has (nvidia-smi, else NVML; neither: none), as built-in names;
+- `options`: `InitOptions` and the checks that need only the options (before slow imports);
+- `traffic`: the workload and default SLOs of each traffic kind (chat, longdoc, a JSONL file);
+- `study`: the study drafted and checked as `tuner plan` checks a study, its rate and budget
+  from the simulator (`tuner.run.cost.night_cost`, the preflight's estimate of one trial);
+- `write`: the file, with comments saying what was chosen and why, read back, then placed.
+
+What may be assumed: nothing is written until the study has passed every check, and an
+existing file is replaced only when asked; a mistake is one `UserError` line. Re-exports
+nothing: import from the modules (`tuner.scaffold.study.draft_study`).
+"""
+
+__all__: list[str] = []

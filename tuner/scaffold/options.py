@@ -1,0 +1,74 @@
+"""`tuner init`'s options, and the checks that need nothing but the options themselves: they
+run before anything slow is imported, so a mistyped option is one line at once."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuner.errors import UserError
+from tuner.spec import slo
+from tuner.spec.sections import MAX_NAME_LEN, MAX_TRIALS
+
+ENGINES = ("sim", "vllm")
+MAX_HOURS = 7 * 24.0
+
+
+@dataclass
+class InitOptions:
+    """`tuner init`'s options; None: chosen from the box and the simulator."""
+
+    model: str | None = None
+    engine: str | None = None
+    gpu: str | None = None
+    count: int | None = None
+    traffic: str = "chat"
+    slo: list[str] = field(default_factory=list)
+    hours: float = 8.0
+    trials: int | None = None
+    rate: float | None = None
+    num_prompts: int | None = None
+    name: str | None = None
+    production_model: str | None = None
+    tokenizer: str | None = None
+    search_space: str | None = None
+
+
+def check_output(path: Path, force: bool) -> None:
+    """Refuse a file that exists (without `force`), a directory, or a missing folder."""
+    if path.is_dir():
+        raise UserError(f"{path} is a directory: give -o FILE.yaml")
+    if path.exists() and not force:
+        raise UserError(f"{path} exists: give another -o FILE, or --force to replace it")
+    if not path.resolve().parent.is_dir():
+        raise UserError(f"{path}: folder {path.resolve().parent} not found")
+
+
+def check_options(opts: InitOptions) -> None:
+    """Each option that is wrong on its face: one UserError naming it."""
+    if not 0 < opts.hours <= MAX_HOURS:
+        raise UserError(f"--hours {opts.hours:g}: give more than 0 and at most {MAX_HOURS:g}")
+    if opts.engine is not None and opts.engine not in ENGINES:
+        raise UserError(f"--engine {opts.engine}: give sim or vllm")
+    if opts.count is not None and opts.count < 1:
+        raise UserError(f"--count {opts.count}: give at least 1")
+    if opts.rate is not None and not 0 < opts.rate < math.inf:
+        raise UserError(f"--rate {opts.rate:g}: give a rate in req/s above 0")
+    if opts.trials is not None and not 1 <= opts.trials <= MAX_TRIALS:
+        raise UserError(f"--trials {opts.trials}: give 1 to {MAX_TRIALS}")
+    if opts.name is not None and not re.fullmatch(
+        rf"[A-Za-z0-9_.-]{{1,{MAX_NAME_LEN}}}", opts.name
+    ):
+        raise UserError(
+            f"--name {opts.name!r}: letters, digits, '.', '_' and '-', at most "
+            f"{MAX_NAME_LEN} characters"
+        )
+    if opts.production_model is not None and not opts.production_model.strip():
+        raise UserError("--production-model: give the model production serves, e.g. a HF id")
+    for text in opts.slo:
+        try:
+            slo.check_sense(text)
+        except UserError as exc:
+            raise UserError(f"--slo {text}: {exc}") from None

@@ -1,0 +1,304 @@
+"""The study `tuner init` writes: the model, the GPUs, the traffic, an SLO and a night's budget,
+checked as `tuner plan` checks a study file before anything is written.
+
+The choices, each overridable by an option (docs/study-file.md, "tuner init"):
+- engine: `vllm serve` when this box has GPUs, else the simulated engine (`tuner sim serve`,
+  every figure a prediction) on the GPU given, or one A6000;
+- request rate: 60 % of the rate vLLM's defaults sustain on the simulator (all requests sent
+  at once), so that the flags show in the latencies without an overloaded queue;
+- budget: as many trials as `--hours` holds at the preflight's estimate of one trial
+  (`tuner.run.cost`), at most `NIGHT_TRIALS`, and a timeout of `--hours`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tuner.errors import UserError
+from tuner.run.checks import TOKENIZER_FILES, check_plan
+from tuner.run.cost import duration, night_cost, simulated_trial_s
+from tuner.scaffold import box
+from tuner.scaffold.options import InitOptions, check_options
+from tuner.scaffold.traffic import Traffic, traffic
+from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
+from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
+
+SIM_GPU = "a6000"  # `tuner sim serve`'s own default
+SIM_TOKENIZER = ".cache/tiny-qwen2"  # `make model` writes it; the demo's tokenizer
+VLLM_COMMAND = ["vllm", "serve", "{model}"]
+SIM_COMMAND = ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"]
+LOAD_FRACTION = 0.6  # of the rate vLLM's defaults sustain: the chosen request rate
+# at most, in a budget that fits --hours: past it, more trials teach TPE little
+NIGHT_TRIALS = 100
+MIN_TRIALS = 2  # the baseline and one tuned config
+REPO = Path(__file__).resolve().parents[2]  # search_spaces/ of a checkout
+# Hugging Face ids of the simulator's built-in models: what production's `vllm serve` loads.
+HF_IDS = {
+    "deepseek-r1-distill-qwen-32b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+    "deepseek-r1-0528-qwen3-8b": "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",
+}
+
+
+@dataclass
+class Draft:
+    """A checked study: its data (search space by path), spec, and what was chosen and why."""
+
+    data: dict[str, Any]
+    spec: StudySpec
+    notes: list[str]
+
+
+@dataclass
+class _Hardware:
+    gpu: str
+    count: int
+    engine: str
+    found: str  # how the GPUs were known, in words
+
+
+def draft_study(
+    opts: InitOptions, output: Path, detect: Callable[[], box.Gpus | None] = box.detect
+) -> Draft:
+    """The study file's data, checked; `output` is where it will be written (the search
+    space's path is relative to it). Every mistake is one UserError; nothing is written."""
+    check_options(opts)
+    profile = _model(opts)
+    hw = _hardware(opts, detect)
+    if hw.engine == "vllm" and not Path(opts.model or "").expanduser().is_dir():
+        raise UserError(
+            f"--model {opts.model}: vLLM loads a model directory; give --model DIR (its "
+            "config.json is what the simulator reads), or --engine sim"
+        )
+    mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
+    space_path = _search_space(opts, hw.gpu)
+    data = _data(opts, profile, hw, mix, space_path, output)
+    space = read_yaml_mapping(space_path, "search-space file")
+    spec = _validated(data, space)
+    check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
+    notes = [_hardware_note(profile, hw), *mix.notes]
+    data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
+    spec = _validated(data, space)
+    data["budget"]["n_trials"] = _trials(spec, opts, notes)
+    spec = _validated(data, space)
+    limits = ", ".join(spec.objective.slo)
+    given = "as given" if opts.slo else f"the default for {mix.kind} traffic; --slo to change"
+    notes.append(f"SLO: {limits} ({given})")
+    return Draft(data, spec, notes)
+
+
+def _model(opts: InitOptions) -> ModelProfile:
+    if not opts.model:
+        raise UserError(
+            "give --model DIR (a model directory with config.json) or a model the simulator "
+            f"knows ({', '.join(sorted(BUILTIN_MODELS))})"
+        )
+    try:
+        return load_model(opts.model)
+    except UserError as exc:
+        raise UserError(f"--model: {exc}") from None
+
+
+def _hardware(opts: InitOptions, detect: Callable[[], box.Gpus | None]) -> _Hardware:
+    """The GPUs: `--gpu` and `--count`, else what this box has (simulated with `--engine
+    sim`), else one simulated A6000."""
+    if opts.gpu is not None:
+        name = get_gpu(opts.gpu).name
+        return _Hardware(name, opts.count or 1, opts.engine or "sim", "given with --gpu")
+    found = detect()
+    if found is not None:
+        count = opts.count or found.count
+        if count > found.count:
+            raise UserError(
+                f"--count {count}: {found.source} finds {found.count}× {found.product} here"
+            )
+        words = f"found by {found.source}: {found.count}× {found.product}"
+        return _Hardware(found.name, count, opts.engine or "vllm", words)
+    if opts.engine == "vllm":
+        raise UserError(
+            "no GPU found (nvidia-smi, NVML): give --gpu NAME --count N, or --engine sim"
+        )
+    return _Hardware(SIM_GPU, opts.count or 1, "sim", "no GPU here: a simulated one")
+
+
+def _search_space(opts: InitOptions, gpu: str) -> Path:
+    default = REPO / "search_spaces" / ("cpu-tiny.yaml" if gpu == "cpu" else "vllm-core.yaml")
+    path = Path(opts.search_space).expanduser() if opts.search_space else default
+    if not path.is_file():
+        raise UserError(f"search space {path} not found: give --search-space FILE")
+    return path.resolve()
+
+
+def _tokenizer(opts: InitOptions, engine: str) -> str | None:
+    """The workload's tokenizer: `--tokenizer`, else the model directory's own, else (on the
+    simulated engine) the tiny one `make model` writes."""
+    if opts.tokenizer:
+        path = Path(opts.tokenizer).expanduser()
+        if not path.is_dir():
+            raise UserError(f"--tokenizer {opts.tokenizer}: directory not found")
+        return str(path.resolve())
+    model = Path(opts.model or "").expanduser()
+    if model.is_dir() and any((model / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    if engine == "vllm":
+        return None  # `tuner check` names the missing tokenizer
+    if not Path(SIM_TOKENIZER).is_dir():
+        raise UserError(
+            f"the simulated engine needs a tokenizer: give --tokenizer DIR, or run `make "
+            f"model` (it writes {SIM_TOKENIZER})"
+        )
+    return str(Path(SIM_TOKENIZER).resolve())
+
+
+def _name(opts: InitOptions, profile: ModelProfile, hw: _Hardware, kind: str) -> str:
+    if opts.name is not None:
+        return opts.name
+    sim = "-sim" if hw.engine == "sim" else ""
+    text = f"{profile.name}-{hw.count}x{hw.gpu}-{kind}{sim}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:MAX_NAME_LEN] or "study"
+
+
+def _data(
+    opts: InitOptions,
+    profile: ModelProfile,
+    hw: _Hardware,
+    mix: Traffic,
+    space: Path,
+    output: Path,
+) -> dict[str, Any]:
+    """The study file's mapping, in the order it is written."""
+    tokenizer = _tokenizer(opts, hw.engine)
+    model = str(opts.model)
+    if Path(model).expanduser().is_dir():
+        model = str(Path(model).expanduser().resolve())
+    flags: dict[str, Any] = {}
+    engine: dict[str, Any] = {"model": model}
+    production = opts.production_model or HF_IDS.get(model.lower())
+    if production and production != model:
+        engine["production_model"] = production
+    if hw.engine == "vllm":
+        engine = {"command": VLLM_COMMAND, **engine}
+    if hw.engine == "sim":
+        engine = {"command": SIM_COMMAND, **engine, "startup_timeout_s": 60}
+        flags = {"gpu": hw.gpu, "load-delay-s": 1}
+        if tokenizer:
+            flags["tokenizer"] = tokenizer
+    if hw.count > 1:
+        flags["tensor-parallel-size"] = hw.count
+    engine["flags"] = flags
+    if "tokenizer" in flags:
+        engine["export_drop_flags"] = ["tokenizer"]
+    workload = {**mix.workload, **({"tokenizer": tokenizer} if tokenizer else {})}
+    simulated = "SIMULATED engine, figures are predictions" if hw.engine == "sim" else "vLLM"
+    return {
+        "name": _name(opts, profile, hw, mix.kind),
+        "description": f"{profile.name} on {hw.count}× {hw.gpu}, {mix.kind} traffic ({simulated})",
+        "engine": engine,
+        "hardware": {"gpu": hw.gpu, "count": hw.count},
+        "search_space": _relative(space, output.resolve().parent),
+        "workload": {**workload, "request_rate": math.inf, "seed": 0},
+        "objective": {
+            "weights": {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0},
+            "slo": list(opts.slo or mix.slo),
+        },
+        "budget": {"n_trials": MIN_TRIALS, "timeout": _hours_text(opts.hours)},
+        "sampler": {"name": "tpe", "seed": 0},
+        "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
+    }
+
+
+def _relative(path: Path, start: Path) -> str:
+    """`path` as the study file names it: from the file's own folder (absolute when no
+    path leads there, or the file is outside the checkout that holds it)."""
+    if not (start.is_relative_to(REPO) or path.is_relative_to(start)):
+        return str(path)
+    try:
+        return os.path.relpath(path, start)
+    except ValueError:
+        return str(path)
+
+
+def _hours_text(hours: float) -> str:
+    return f"{hours:g}h" if float(hours).is_integer() else f"{round(hours * 60)}m"
+
+
+def _validated(data: dict[str, Any], space: dict[str, Any]) -> StudySpec:
+    try:
+        return StudySpec.model_validate({**data, "search_space": space})
+    except ValidationError as exc:
+        raise UserError(f"the study would be refused: {describe_validation_error(exc)}") from None
+
+
+def _hardware_note(profile: ModelProfile, hw: _Hardware) -> str:
+    engine = "`tuner sim serve`, SIMULATED" if hw.engine == "sim" else "`vllm serve`"
+    return f"{profile.name} on {hw.count}× {hw.gpu} ({hw.found}); engine: {engine}"
+
+
+def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -> float:
+    """The request rate: `--rate`, else LOAD_FRACTION of what vLLM's defaults sustain."""
+    if opts.rate is not None:
+        rate, why = opts.rate, "as given"
+    else:
+        try:
+            engine_s, startup_s = simulated_trial_s(spec)
+        except UserError as exc:
+            raise UserError(
+                f"{spec.engine.model} on {hw.count}× {hw.gpu}: {exc}: give more GPUs "
+                "(--count) or a larger --gpu"
+            ) from None
+        sustained = spec.workload.num_prompts / max(engine_s - startup_s, 1e-9)
+        rate = float(f"{LOAD_FRACTION * sustained:.2g}")
+        why = (
+            f"{LOAD_FRACTION:.0%} of the {sustained:.3g} req/s that vLLM's defaults sustain, "
+            "SIMULATED; --rate to change"
+        )
+    notes.append(f"traffic: {_traffic_words(spec)} at {rate:g} req/s ({why})")
+    return rate
+
+
+def _traffic_words(spec: StudySpec) -> str:
+    w = spec.workload
+    if w.dataset_name == "random":
+        r = w.random_range_ratio
+        return (
+            f"{w.num_prompts} random prompts of {w.random_input_len}±{r:.0%} tokens, "
+            f"answers of {w.random_output_len}±{r:.0%}"
+        )
+    if w.dataset_name == "longdoc":
+        lengths = "/".join(map(str, w.longdoc_lengths))
+        return (
+            f"{w.num_prompts} long documents of {lengths} tokens, answers of {w.longdoc_output_len}"
+        )
+    return f"{w.num_prompts} requests of {w.dataset_path}"
+
+
+def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
+    """`--trials`, else as many trials as `--hours` holds at the preflight's estimate."""
+    hours = _hours_text(opts.hours)
+    cost = night_cost(spec, n_trials=1)
+    if opts.trials is not None:
+        n, why = opts.trials, "as given"
+    elif cost.trial_s is None:
+        raise UserError(f"cannot estimate one trial's time ({cost.source}): give --trials N")
+    else:
+        fit = int(opts.hours * 3600 // cost.trial_s)
+        if fit < MIN_TRIALS:
+            raise UserError(
+                f"one trial takes about {duration(cost.trial_s)} ({cost.source}): --hours "
+                f"{opts.hours:g} holds {fit}; give more --hours or fewer --num-prompts"
+            )
+        n = min(fit, NIGHT_TRIALS)
+        cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
+        why = f"what {hours} holds{cap}"
+    if cost.trial_s is not None:
+        label = "SIMULATED, " if cost.simulated else ""
+        why += f"; one trial ≈ {duration(cost.trial_s)}, {label}{cost.source}"
+    notes.append(f"budget: {n} trials, timeout {hours} ({why})")
+    return n

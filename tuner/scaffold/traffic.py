@@ -1,0 +1,110 @@
+"""The traffic `tuner init` writes: a workload and its default SLOs, per kind.
+
+- `chat`: random prompts of 512–1536 tokens, answers of 128–384 (vLLM's RandomDataset,
+  `random_range_ratio` 0.5), 200 prompts;
+- `longdoc`: the long-document QA mix (docs/datasets.md), lengths that fit the model, 64
+  prompts of 1024-token answers;
+- `FILE.jsonl`: the file's requests (docs/datasets.md, `jsonl`), every line once.
+
+Default SLOs, when `--slo` gives none: chat and a file, P99 TTFT ≤ 2 s and mean TPOT ≤ 80 ms
+(an interactive service: the first token within 2 s, then faster than one reads);
+longdoc, P99 TTFT ≤ 20 s (a 32k-token prompt takes seconds to prefill) and mean TPOT ≤ 80 ms.
+They are the shipped studies' (studies/a6000x4-*.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.spec.workload import LONGDOC_LENGTHS, LONGDOC_OUTPUT_LEN, MAX_PROMPTS
+
+KINDS = ("chat", "longdoc")
+CHAT_SLO = ("p99_ttft_ms<=2000", "mean_tpot_ms<=80")
+LONGDOC_SLO = ("p99_ttft_ms<=20000", "mean_tpot_ms<=80")
+CHAT_PROMPTS = 200
+LONGDOC_PROMPTS = 64
+FILE_PROMPTS_MAX = 1000  # a longer file: its first 1000 requests (--num-prompts for more)
+
+
+@dataclass
+class Traffic:
+    """A workload section (without its rate and tokenizer) and its default SLOs."""
+
+    kind: str  # chat, longdoc or jsonl
+    workload: dict[str, Any]
+    slo: tuple[str, ...]
+    notes: list[str] = field(default_factory=list)
+
+
+def traffic(text: str, max_len: int, num_prompts: int | None) -> Traffic:
+    """`--traffic`: chat, longdoc or a JSONL file; `max_len` is the model's length limit
+    (prompt plus output), `num_prompts` `--num-prompts` (None: the kind's default)."""
+    if text == "chat":
+        w = {
+            "endpoint": "/v1/completions",
+            "dataset_name": "random",
+            "random_input_len": 1024,
+            "random_output_len": 256,
+            "random_range_ratio": 0.5,
+            "num_prompts": num_prompts or CHAT_PROMPTS,
+        }
+        return Traffic("chat", w, CHAT_SLO)
+    if text == "longdoc":
+        return _longdoc(max_len, num_prompts)
+    path = Path(text).expanduser()
+    if path.suffix != ".jsonl" or not path.is_file():
+        what = "not found" if path.suffix == ".jsonl" else "is neither chat, longdoc nor a .jsonl"
+        raise UserError(f"--traffic {text}: {what} (give chat, longdoc or FILE.jsonl)")
+    lines, chat = _jsonl_shape(path)
+    w = {
+        "endpoint": "/v1/chat/completions" if chat else "/v1/completions",
+        "dataset_name": "jsonl",
+        "dataset_path": str(path.resolve()),
+        "num_prompts": num_prompts or min(lines, FILE_PROMPTS_MAX),
+    }
+    return Traffic("jsonl", w, CHAT_SLO)
+
+
+def _longdoc(max_len: int, num_prompts: int | None) -> Traffic:
+    output = LONGDOC_OUTPUT_LEN
+    lengths = [n for n in LONGDOC_LENGTHS if n + output <= max_len]
+    if not lengths:
+        raise UserError(
+            f"--traffic longdoc: the model takes at most {max_len} tokens, too few for the "
+            f"shortest document ({LONGDOC_LENGTHS[0]}) and its {output}-token answer"
+        )
+    w = {
+        "endpoint": "/v1/completions",
+        "dataset_name": "longdoc",
+        "longdoc_lengths": lengths,
+        "longdoc_output_len": output,
+        "num_prompts": num_prompts or LONGDOC_PROMPTS,
+    }
+    notes = []
+    if len(lengths) < len(LONGDOC_LENGTHS):
+        notes.append(
+            f"longdoc lengths {', '.join(map(str, lengths))}: the model's {max_len} tokens "
+            f"hold no longer document with a {output}-token answer"
+        )
+    return Traffic("longdoc", w, LONGDOC_SLO, notes)
+
+
+def _jsonl_shape(path: Path) -> tuple[int, bool]:
+    """How many requests the file holds, and whether the first is chat `messages`."""
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--traffic {path}: cannot read it: {exc}") from None
+    if not lines:
+        raise UserError(f"--traffic {path}: the file holds no requests")
+    if len(lines) > MAX_PROMPTS:
+        lines = lines[:MAX_PROMPTS]
+    try:
+        first = json.loads(lines[0])
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--traffic {path}:1: malformed JSON: {exc.msg}") from None
+    return len(lines), isinstance(first, dict) and "messages" in first

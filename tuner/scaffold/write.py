@@ -1,0 +1,66 @@
+"""Write the study `tuner init` drafted: comment lines that say what was chosen and why, the
+YAML, read back with `load_study_spec` as `tuner run` will read it, then put in place.
+
+An existing file is never replaced unless asked (`force`); without it the file appears only
+if no other has appeared there meanwhile (a hard link, which fails on an existing name).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import textwrap
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import yaml
+
+from tuner.errors import UserError
+from tuner.scaffold.options import check_output
+from tuner.scaffold.study import Draft
+from tuner.spec.study import load_study_spec
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, except lists of plain values on one line (`command: [vllm, serve]`)."""
+
+
+def _list(dumper: yaml.SafeDumper, items: list) -> yaml.Node:
+    flow = all(isinstance(item, str | int | float | bool) for item in items)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
+
+
+_Dumper.add_representer(list, _list)
+
+
+def render(draft: Draft, path: Path) -> str:
+    """The study file's text: the notes as comments, then the YAML."""
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = [f"Written by `tuner init` on {when}.", *draft.notes]
+    head += ["Next:", f"  tuner check {path}", f"  tuner run {path}", f"  tuner best {path}"]
+    wrap = partial(textwrap.wrap, width=98, subsequent_indent="  ", break_on_hyphens=False)
+    comments = "".join(f"# {part}\n" for line in head for part in wrap(line) or [""])
+    body = yaml.dump(draft.data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return comments + body
+
+
+def write_study(draft: Draft, path: Path, force: bool) -> None:
+    """Write `draft` to `path`, read it back as a study file, then put it in place."""
+    check_output(path, force)
+    text = render(draft, path)
+    folder = path.resolve().parent
+    fd, temp = tempfile.mkstemp(prefix=".tuner-init-", suffix=".yaml", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        load_study_spec(temp)  # as `tuner run` will read it: a refusal here is a bug
+        if force:
+            os.replace(temp, path)
+        else:
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                raise UserError(f"{path} exists: give another -o FILE, or --force") from None
+    finally:
+        Path(temp).unlink(missing_ok=True)
