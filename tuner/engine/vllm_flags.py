@@ -5,10 +5,15 @@
 before), which adds the frontend's and `AsyncEngineArgs.add_cli_args`' flags. A subprocess
 of the engine's python builds it and prints the long option names: vLLM imports torch, so
 this takes seconds (a minute on a loaded box); `tuner run --no-preflight` skips it.
+
+The answer is kept in `$XDG_CACHE_HOME/tuner/vllm-flags/` (default `~/.cache`), keyed by the
+python's path and the installed vLLM package's `__init__.py` (path, size, modification time),
+so a reinstalled or upgraded vLLM is asked again and the same one is asked once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -90,7 +95,46 @@ def engine_python(command: list[str], model: str) -> str | None:
 
 def vllm_flags(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> VllmFlags | str:
     """vLLM's `vllm serve` flags as that python's vLLM parses them, or why they cannot be had
-    (one line: vLLM not importable, the probe failed or timed out)."""
+    (one line: vLLM not importable, the probe failed or timed out); from the cache when this
+    python's vLLM was asked before."""
+    cache = _cache_file(python)
+    if cache is not None:
+        try:
+            data = json.loads(cache.read_text(encoding="utf-8"))
+            return VllmFlags(str(data["version"]), frozenset(data["flags"]), python)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    found = _probe(python, timeout_s)
+    if cache is not None and isinstance(found, VllmFlags):
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            data = {"version": found.version, "flags": sorted(found.names)}
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            tmp.replace(cache)  # atomic: a concurrent reader sees the old file or the new
+        except OSError:
+            pass  # a cache that cannot be written costs the next probe, nothing else
+    return found
+
+
+def _cache_file(python: str) -> Path | None:
+    """Where this python's vLLM flags are kept; None when its vLLM package is not found where
+    a virtual environment keeps it (then every check asks vLLM)."""
+    exe = Path(python).absolute()
+    inits = sorted(exe.parent.parent.glob("lib/python3*/site-packages/vllm/__init__.py"))
+    if not inits:
+        return None
+    try:
+        st = inits[0].stat()
+    except OSError:
+        return None
+    key = f"{exe}|{inits[0]}|{st.st_size}|{st.st_mtime_ns}"
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "tuner" / "vllm-flags" / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
+
+
+def _probe(python: str, timeout_s: float) -> VllmFlags | str:
+    """Ask vLLM in a subprocess of `python`."""
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "TRANSFORMERS_VERBOSITY": "error"}
     try:
         done = subprocess.run(
