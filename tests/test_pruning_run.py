@@ -68,7 +68,12 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
     rows = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
     assert '"state":"PRUNED"' in rows.stdout.replace(" ", "")
     assert "stopped early: SLO" in rows.stdout
-    assert all(row["engine_s"] > 0 for row in json.loads(rows.stdout) if row["reused_from"] is None)
+    launched_rows = [row for row in json.loads(rows.stdout) if row["reused_from"] is None]
+    assert launched_rows and all(row["engine_s"] > 0 for row in launched_rows)
+    for row in launched_rows:  # the split on every launched trial: start-up, then the rest
+        assert row["startup_s"] > 0 and row["workload_s"] > 0
+        assert row["startup_s"] + row["workload_s"] == pytest.approx(row["engine_s"])
+    assert "starting engines)" in run.stderr  # the run summary's share
     csv = tuner("trials", str(study), "--format", "csv", cwd=tmp_path)
     assert "engine_s" in csv.stdout.splitlines()[0].split(",")
     table = tuner("trials", str(study), cwd=tmp_path)
