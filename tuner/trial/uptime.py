@@ -90,7 +90,7 @@ def study_line(points: Iterable[TrialPoint]) -> str:
 
 
 def startup_share(total_s: float, splits: Iterable[tuple[float, float] | None]) -> str:
-    """", of which N s (P %) starting engines": the start-up part of `total_s` from the trials'
+    """ ", of which N s (P %) starting engines": the start-up part of `total_s` from the trials'
     `engine_split_s`; "" when no trial stored its split."""
     known = [s for s in splits if s is not None]
     if not known or total_s <= 0:
