@@ -32,13 +32,18 @@ def test_the_second_start_of_a_study_reads_the_cache_of_the_first(
     data = yaml.safe_load(study.read_text())
     data["engine"]["env"]["VLLM_LOGGING_LEVEL"] = "DEBUG"  # the cache's words are debug lines
     data["workload"].update(num_prompts=4, num_warmups=0)
+    # one config, vLLM's defaults, twice: both launched (no rule or precheck may refuse it)
+    data["search_space"] = {
+        "parameters": {"max-num-seqs": {"type": "categorical", "choices": [128], "default": 128}}
+    }
     data["trial"]["repeat_measured"] = True  # the same config twice is launched twice
     study.write_text(yaml.safe_dump(data, sort_keys=False))
 
     run = tuner("run", str(study), "--n-trials", "2", cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     logs = sorted((tmp_path / "runs").glob("*/trial-*.log"))
-    assert [int(re.search(r"trial-(\d+)", p.name).group(1)) for p in logs] == [0, 1]
+    numbers = [int(re.search(r"trial-(\d+)", p.name).group(1)) for p in logs]
+    assert numbers == [0, 1], (numbers, run.stderr[-2000:])
     cache = logs[0].parent / CACHE_DIR  # beside the study's logs, one for both trials
     written = cache / "modelinfos" / (MODEL_INFO.replace(".", "-") + ".json")
     assert written.is_file()
