@@ -7,13 +7,23 @@ search space's defaults), starts it pinned to the last core with `EngineProcess`
 records as `startup_s`. Runs are one at a time; the 1-minute load average before each run is
 printed beside it, because the box is shared and the figure moves with the load.
 
+With `--cache-pairs N` it measures what a study's shared vLLM cache (`VLLM_CACHE_ROOT`, one
+per study since the tuner sets it; docs/engine.md) does to a start: a first start with an
+empty cache root, then N pairs, interleaved so that both see the same load, of a start that
+finds that root populated ("later", as every trial after a study's first) and a start with a
+fresh empty root ("first"). vLLM logs at DEBUG, so each start also reports how long vLLM's
+model inspection took (`Registry inspect model class`, the one thing this CPU build with
+--enforce-eager caches: `<root>/modelinfos/`).
+
 Usage: .venv/bin/python benchmarks/cpu_startup.py [--repeats N] [--pause-s S]
+       .venv/bin/python benchmarks/cpu_startup.py --cache-pairs N
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -31,33 +41,71 @@ VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 CORE = max(os.sched_getaffinity(0))
 
 
-def run_once(spec, tmp: Path) -> float:
+def run_once(spec, tmp: Path, cache_root: Path | None = None) -> tuple[float, float | None]:
+    """One start: launch to ready, and vLLM's model inspection seconds (when logged)."""
     params = {name: p.default for name, p in spec.search_space.parameters.items()}
     port = free_port()
     argv = engine_argv(spec, params, port=port)
     env = engine_env(spec, params)
-    proc = EngineProcess.start(
-        argv, env, tmp / f"engine-{port}.log", cpu_affinity=spec.engine.cpu_affinity
-    )
+    if cache_root is not None:
+        env.update(VLLM_CACHE_ROOT=str(cache_root), VLLM_LOGGING_LEVEL="DEBUG")
+    log = tmp / f"engine-{port}.log"
+    proc = EngineProcess.start(argv, env, log, cpu_affinity=spec.engine.cpu_affinity)
     try:
-        return proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=300).startup_s
+        startup_s = proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=300).startup_s
     finally:
         proc.stop()
+    found = INSPECT.search(log.read_text(errors="replace"))
+    return startup_s, float(found.group(1)) if found else None
+
+
+INSPECT = re.compile(r"Registry inspect model class: Elapsed time ([0-9.]+) secs")
+
+
+def cache_pairs(spec, tmp: Path, pairs: int, pause_s: float) -> None:
+    """A study's first start, then `pairs` × (a later start, a first start), interleaved."""
+    shared = tmp / "study-cache"
+    runs: dict[str, list[tuple[float, float | None]]] = {"first": [], "later": []}
+    plan = ["first"] + ["later", "first"] * pairs
+    for i, kind in enumerate(plan):
+        root = shared if kind == "later" or i == 0 else tmp / f"fresh-{i}"
+        load_1m = os.getloadavg()[0]
+        startup_s, inspect_s = run_once(spec, tmp, root)
+        runs[kind].append((startup_s, inspect_s))
+        shown = f"{inspect_s:.2f} s" if inspect_s is not None else "not logged"
+        print(
+            f"run {i + 1} ({kind} start): startup_s {startup_s:.1f}, model inspection {shown} "
+            f"(load 1m before: {load_1m:.2f})",
+            flush=True,
+        )
+        time.sleep(pause_s)
+    for kind, values in runs.items():
+        starts = [s for s, _ in values]
+        inspects = [x for _, x in values if x is not None]
+        inspect = f"{statistics.median(inspects):.2f} s" if inspects else "not logged"
+        print(
+            f"== {kind} starts ({len(starts)}): startup_s median {statistics.median(starts):.1f} "
+            f"(min {min(starts):.1f}, max {max(starts):.1f}); model inspection median {inspect}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pause-s", type=float, default=5.0, help="idle seconds between runs")
+    parser.add_argument("--cache-pairs", type=int, help="first against later starts (see above)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         model = make_tiny_model(tmp / "model")
         spec = load_study_spec(cpu_study(tmp, model, VLLM_PYTHON, CORE))
+        if args.cache_pairs:
+            cache_pairs(spec, tmp, args.cache_pairs, args.pause_s)
+            return
         values = []
         for i in range(args.repeats):
             load_1m = os.getloadavg()[0]
-            startup_s = run_once(spec, tmp)
+            startup_s, _ = run_once(spec, tmp)
             values.append(startup_s)
             print(f"run {i + 1}: startup_s {startup_s:.1f} (load 1m before: {load_1m:.2f})")
             time.sleep(args.pause_s)

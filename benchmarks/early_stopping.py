@@ -2,18 +2,21 @@
 
 For each workload and seed, one 40-trial TPE study over search_spaces/vllm-core.yaml
 (4×A6000, DeepSeek-R1-Distill-Qwen-32B, TP=4; max-num-seqs from 2 so that hopeless configs
-exist) runs twice in virtual time: with early stopping and without. Reported per workload,
-summed over seeds:
+exist) runs three times in virtual time: with early stopping, with early stopping but without
+its "stop only when it pays" rule (`pruning.min_saving` 0, as before issue 22), and without
+early stopping. Reported per workload, summed over seeds:
 
-- engine time (modelled start-up + workload, `engine_s`) with and without, and the saving;
+- engine time (modelled start-up + workload, `engine_s`) of each, and the saving;
 - the best feasible score each found (lower is better; relative to the same baseline);
 - false stops: stopped trials whose *full* run (re-simulated without stopping) would have
-  been feasible and better than the best feasible score at the time they were stopped.
+  been feasible and better than the best feasible score at the time they were stopped;
+- late stops: stopped trials stopped in the last 20 % of their full run's workload time.
 
 Every figure is SIMULATED. The default run is small for a 2-core box; the full one (10 seeds)
 can run one workload per process and be summed up afterwards:
 
     .venv/bin/python benchmarks/early_stopping.py [--seeds 2] [--trials 40] [--requests 100]
+    .venv/bin/python benchmarks/early_stopping.py --no-late-rule-run   # skip the third study
     .venv/bin/python benchmarks/early_stopping.py --workload long-output --seeds 10 --json lo.json
     .venv/bin/python benchmarks/early_stopping.py --summarize chat.json burst.json lo.json
 
@@ -123,11 +126,12 @@ tuner.sim.planner.simulate = memo_simulate  # PlanRunner imports it at each call
 
 def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
     store = Store(f"sqlite:///{db}")
+    runner.spec = spec  # the same workload; `pruning.min_saving` may differ
     options = RunOptions(pruning=pruning, check_robustness=False)
     summary = run_study(spec, store, lambda _: runner, options).summary
     points = tr.read_all(store.load_study(f"{spec.name}-simulated").get_trials())
     top = tr.best(points)
-    false_stops = 0
+    false_stops, late, shares = 0, 0, []
     ref = next((p for p in points if p.baseline and p.measured), None)
     for p in points:
         if p.status != "pruned" or ref is None or p.record.reused_from is not None:
@@ -137,6 +141,9 @@ def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
         m = runner.measure(TrialContext(spec.name, p.number, p.params, lambda s: None))
         if m.metrics is None:
             continue
+        share = (p.record.pruned_at_s or 0.0) / m.workload_s if m.workload_s else 0.0
+        shares.append(share)
+        late += share > 0.8
         total = m.metrics.get("completed", 0) + m.metrics.get("failed", 0)
         failed = m.metrics.get("failed", 0) / total if total else 1.0
         cons = obj.constraints(spec.objective, m.metrics, failed_fraction=failed)
@@ -153,16 +160,24 @@ def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
             p.status == "pruned" and p.record.reused_from is None for p in points
         ),
         "false": false_stops,
+        "late": late,
+        "latest_share": max(shares, default=None),
+        "startup_s": summary.startup_s,
     }
 
 
-def run_pair(name: str, seed: int, requests: int, trials: int, tmp: Path) -> dict:
+def run_pair(name: str, seed: int, requests: int, trials: int, tmp: Path, late: bool) -> dict:
     _memo.clear()  # another seed: other arrival times, no hits; keep memory flat
     spec = spec_for(name, seed, requests, trials)
     runner = PlanRunner(spec)  # its workload (tokenizer, requests) is built once
     off = one(spec, False, tmp / f"{name}-{seed}-off.db", runner)
     on = one(spec, True, tmp / f"{name}-{seed}-on.db", runner)
-    return {"workload": name, "seed": seed, "off": off, "on": on}
+    out = {"workload": name, "seed": seed, "off": off, "on": on}
+    if late:  # as before issue 22: stops at any point of the run
+        pruning = spec.pruning.model_copy(update={"min_saving": 0.0})
+        spec0 = spec.model_copy(update={"pruning": pruning})
+        out["on0"] = one(spec0, True, tmp / f"{name}-{seed}-on0.db", runner)
+    return out
 
 
 def _fmt(x: float | None) -> str:
@@ -171,12 +186,29 @@ def _fmt(x: float | None) -> str:
 
 def row(r: dict) -> str:
     off, on = r["off"], r["on"]
+    on0 = r.get("on0") or {}
     saved = 1 - on["engine_s"] / off["engine_s"] if off["engine_s"] else 0.0
+    e0 = f"{on0['engine_s']:.0f}" if on0 else "-"
+    share = f"{on['startup_s'] / on['engine_s']:.0%}" if on.get("startup_s") else "-"
     return (
         f"| {r['workload']} | {r['seed']} | {off['engine_s']:.0f} | {on['engine_s']:.0f} | "
-        f"{saved:.0%} | {_fmt(off['best'])} | {_fmt(on['best'])} | {on['launched_pruned']} | "
-        f"{on['false']} |"
+        f"{e0} | {saved:.0%} | {share} | {_fmt(off['best'])} | {_fmt(on['best'])} | "
+        f"{_fmt(on0.get('best'))} | {on['launched_pruned']} ({_late(on)}) | "
+        f"{on0.get('launched_pruned', '-')} ({_late(on0)}) | {on['false']} |"
     )
+
+
+def _late(result: dict) -> str:
+    """Late stops (in the last 20 % of the full run), and the latest stop's share of it."""
+    if not result or "late" not in result:
+        return "-"
+    latest = result.get("latest_share")
+    return f"{result['late']} late" + (f", latest {latest:.0%}" if latest is not None else "")
+
+
+def _sum(rows: list[dict], run: str, key: str) -> str:
+    found = [r[run][key] for r in rows if key in (r.get(run) or {})]
+    return f"{sum(found):.0f}" if found else "-"
 
 
 def summarize(rows: list[dict]) -> str:
@@ -185,8 +217,8 @@ def summarize(rows: list[dict]) -> str:
     out = [
         "| workload | seeds | engine s without | engine s with | saved (sum) | saved per seed: "
         "median [min, max] | median best without | median best with | difference | "
-        "stopped | false stops |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "stopped | false stops | engine s with, no 20 % rule | late stops: with / no rule |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in dict.fromkeys(r["workload"] for r in rows):
         rs = [r for r in rows if r["workload"] == name]
@@ -207,6 +239,8 @@ def summarize(rows: list[dict]) -> str:
             f"{statistics.median(per):.0%} [{min(per):.0%}, {max(per):.0%}] | {_fmt(m_off)} "
             f"({len(b_off)} found) | {_fmt(m_on)} ({len(b_on)} found) | {diff} | "
             f"{sum(r['on']['launched_pruned'] for r in rs)} | {sum(r['on']['false'] for r in rs)} |"
+            f" {_sum(rs, 'on0', 'engine_s')} | {_sum(rs, 'on', 'late')} / "
+            f"{_sum(rs, 'on0', 'late')} |"
         )
     return "\n".join(out)
 
@@ -220,6 +254,9 @@ def main() -> None:
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     ap.add_argument("--json", type=Path, help="also write every row here")
     ap.add_argument("--summarize", type=Path, nargs="+", help="only sum up these --json files")
+    ap.add_argument(
+        "--no-late-rule-run", action="store_true", help="skip the study without min_saving"
+    )
     args = ap.parse_args()
     if args.summarize:
         rows = [r for f in args.summarize for r in json.loads(f.read_text())]
@@ -240,7 +277,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
         for name in args.workload or WORKLOADS:
             for seed in seeds:
-                rows.append(run_pair(name, seed, args.requests, args.trials, Path(tmp)))
+                late = not args.no_late_rule_run
+                rows.append(run_pair(name, seed, args.requests, args.trials, Path(tmp), late))
                 print(row(rows[-1]), flush=True)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1))
@@ -249,8 +287,10 @@ def main() -> None:
 
 
 HEADER = (
-    "| workload | seed | engine s without | engine s with | saved | best without | best with | "
-    "stopped | false stops |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| workload | seed | engine s without | engine s with | engine s with, no 20 % rule | "
+    "saved | start-up share (with) | best without | best with | best with, no 20 % rule | "
+    "stopped (late) | stopped, no 20 % rule (late) | false stops |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 
 if __name__ == "__main__":

@@ -44,6 +44,25 @@ def test_engine_s_is_added_up_over_every_kind_of_trial() -> None:
     assert "saved by early stopping about 190 s (2 trial(s) stopped; estimate)" in line
 
 
+def test_the_start_up_split_sums_to_engine_s_and_is_counted() -> None:
+    ready = TrialRecord(startup_s=30.0, workload_s=70.0, engine_s=100.0)
+    never_ready = TrialRecord(workload_s=0.0, engine_s=12.0)  # all of it spent starting
+    assert ready.engine_split_s == (30.0, 70.0)
+    assert never_ready.engine_split_s == (12.0, 0.0)
+    assert TrialRecord(engine_s=0.0, startup_s=5.0).engine_split_s is None  # not launched
+    assert TrialRecord(engine_s=50.0).engine_split_s is None  # stored without the split
+    s = RunSummary("s")
+    s.count(0, Outcome("measured", [0.0], {}, ready))
+    s.count(1, Outcome("failed", None, {}, never_ready))
+    assert s.startup_s == pytest.approx(42.0)
+    assert summary_line(s).startswith("engine time used 112 s (42 s of it, 38%, starting engines)")
+    points = [SimpleNamespace(status="feasible", record=ready)]
+    points.append(SimpleNamespace(status="failed", record=never_ready))
+    assert study_line(points) == (
+        "112 s of engine time over 2 launched trial(s), of which 42 s (38%) starting engines"
+    )
+
+
 def test_study_line_sums_the_stored_trials() -> None:
     def point(status: str, **attrs: float) -> SimpleNamespace:
         return SimpleNamespace(status=status, record=TrialRecord(**attrs))

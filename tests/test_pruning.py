@@ -12,6 +12,7 @@ from tuner.measure.pruning import (
     Rule,
     Snapshot,
     decide,
+    expected_workload_s,
     lower_bounds,
     metric_bound,
     overloaded,
@@ -83,10 +84,27 @@ def test_behind_early_is_not_stopped_and_min_completed_holds() -> None:
     behind = [_done(0.1 * i, 0.15, 0.285) for i in range(5)]
     snap = Snapshot(behind, [True] * 5, 100, 6.5, max_output_tokens=1000)
     assert not decide(snap, rule_now).stop
-    many = [_done(0.01 * i, 5.0, 6.0) for i in range(90)]
-    snap = Snapshot(many, [True] * 90, 100, 10.0, max_output_tokens=1000)
+    many = [_done(0.01 * i, 5.0, 6.0) for i in range(60)]
+    snap = Snapshot(many, [True] * 60, 100, 10.0, max_output_tokens=1000)
     d = decide(snap, rule_now)
     assert d.stop and "cannot beat" in d.reason
+    assert d.score_bound is not None and d.score_bound > -0.5  # what the sampler is told
+
+
+def test_never_stops_in_the_last_fifth_of_the_expected_run() -> None:
+    """A stop must save at least `min_saving` (20 %) of the run's expected workload time.
+    90 of 100 done after 10 s: about 0.6 s of 10.6 left (5 %), so the trial runs to the end
+    and is scored, though its SLO is broken for sure."""
+    slos = parse_slo("p99_ttft_ms<=1000")
+    late = Snapshot([_done(0.01 * i, 5.0, 6.0) for i in range(90)], [True] * 90, 100, 10.0)
+    # the pace of its second half (all 90 finished after 5 s): 10 s + 10 × 5 s / 90
+    assert expected_workload_s(late) == pytest.approx(10 + 10 * 5 / 90)
+    assert not decide(late, Rule(slos=slos)).stop
+    assert decide(late, Rule(slos=slos, min_saving=0.0)).stop  # the rule, not the bound
+    # 50 of 100 after 10 s: 5 s of 15 left (33 %), the stop pays, and says what it learnt
+    early = Snapshot([_done(0.01 * i, 5.0, 6.0) for i in range(50)], [True] * 50, 100, 10.0)
+    d = decide(early, Rule(slos=slos))
+    assert d.stop and d.censored == {"p99_ttft_ms<=1000": pytest.approx(4.0)}
 
 
 def test_never_stops_a_trace_whose_full_run_beats_the_incumbent(tiny_model_dir) -> None:

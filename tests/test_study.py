@@ -351,7 +351,7 @@ def test_recovery_does_not_depend_on_the_hostname(tiny_model_dir: Path, store: S
 
 
 def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.trial import ENGINE_S, WORKLOAD_S, read_all
+    from tuner.trial import ENGINE_S, STARTUP_S, WORKLOAD_S, read_all
     from tuner.trial.uptime import estimated_startup_s, summary_line
 
     spec = _spec(tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "startup_s": 50})
@@ -361,11 +361,18 @@ def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
     for p in points:
         if p.measured:  # modelled start-up + the workload's virtual seconds
             assert p.attrs[ENGINE_S] == pytest.approx(50 + p.attrs[WORKLOAD_S])
+            assert p.attrs[STARTUP_S] == 50 and p.record.engine_split_s == (
+                50,
+                pytest.approx(p.attrs[WORKLOAD_S]),
+            )
         elif p.attrs.get("predicted") or "reused_from" in p.attrs:
             assert p.attrs[ENGINE_S] == 0
     assert summary.engine_s == pytest.approx(sum(p.attrs[ENGINE_S] for p in points))
     assert summary.measured_engine_s and summary.engine_s >= 50 * len(summary.measured_engine_s)
     assert summary_line(summary).startswith(f"engine time used {summary.engine_s:.0f} s")
+    launched = [p for p in points if p.record.engine_split_s is not None]
+    assert summary.startup_s == pytest.approx(sum(p.record.engine_split_s[0] for p in launched))
+    assert f"({summary.startup_s:.0f} s of it, " in summary_line(summary)
     # The documented default for 4×A6000 with the 32B model (an estimate): about 88 s.
     assert estimated_startup_s("deepseek-r1-distill-qwen-32b", "a6000", {}) == pytest.approx(
         88, abs=2

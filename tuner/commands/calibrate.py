@@ -34,11 +34,13 @@ def calibrate(
     """Fit the simulator's constants to the study's measured trials, from its hardware profile.
 
     Reads the trials an engine measured in full under the study's current spec (never
-    `tuner plan`'s), fits a few factors (docs/simulator.md, "Calibration") and prints the
-    error per metric on trials held out of the fit. The profile file it writes goes in
-    `hardware.profile:` or `tuner sim serve --gpu`.
+    `tuner plan`'s; a trial stopped early is left out, and said so), fits a few factors with
+    the search loop's prior, so from one trial on (docs/simulator.md, "Calibration"), and
+    prints the error per metric: on trials held out of the fit from 4 trials on, else
+    in-sample. The profile file it writes goes in `hardware.profile:` or `tuner sim serve
+    --gpu`.
     """
-    from tuner.fidelity.calibration import calibrate_study
+    from tuner.fidelity.calibration import calibrate_study, left_out
     from tuner.runners.engine_runner import workload_requests
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
@@ -65,6 +67,8 @@ def calibrate(
     )
     write_profile(profile, output)
     _print_fit(cal, profile.name, study, points)
+    for number, why in left_out(record, points).items():
+        typer.echo(f"left out: trial {number}, {why}")
     typer.echo(
         f"wrote {output}: use it as `hardware.profile: {output}` in a study file "
         f"or `tuner sim serve --gpu {output}`"
@@ -76,16 +80,25 @@ def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list) -
     from rich.console import Console
     from rich.table import Table
 
-    from tuner.sim.fit import MAX_FACTOR
+    from tuner.sim.fit import MAX_FACTOR, MIN_OBSERVATIONS
     from tuner.trial import StudyRecord
 
     console = Console(highlight=False)
     simulated = StudyRecord.of(study).simulated_with(points)
     source = " (figures of the SIMULATED engine, `tuner sim serve`)" if simulated else ""
+    used = ", ".join(str(n) for n in cal.trials)
     typer.echo(
-        f"calibrated {name} on {cal.observations} measured trials of study "
-        f"{study.study_name!r}{source} in {cal.seconds:.1f} s"
+        f"calibrated {name} on {cal.observations} measured trial(s) of study "
+        f"{study.study_name!r} (trials {used}){source} in {cal.seconds:.1f} s"
     )
+    if cal.observations < MIN_OBSERVATIONS:
+        figures = cal.observations * len(cal.metrics)
+        typer.echo(
+            f"{cal.observations} trial(s) fix little: {figures} figures for "
+            f"{len(cal.factors)} factors; the search loop's prior (a factor of 2 is one "
+            "standard deviation) holds what they cannot tell apart, so the profile is a first "
+            f"guess: calibrate again once {MIN_OBSERVATIONS} trials are measured in full"
+        )
     if cal.skipped:
         typer.echo(f"left out (the simulator refuses them): trials {list(cal.skipped)}")
     factors = Table("factor", "× base profile", title="fitted factors", title_justify="left")
@@ -102,23 +115,30 @@ def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list) -
 
 
 def _error_table(cal: Calibration) -> Table:
-    """Median |predicted / measured − 1| per metric: held out, in the fit, before the fit."""
+    """Median |predicted / measured − 1| per metric: held out, in the fit, before the fit;
+    with fewer than `MIN_OBSERVATIONS` trials nothing is held out, and the table says so."""
     from rich.table import Table
 
+    from tuner.sim.fit import MIN_OBSERVATIONS
+
+    held, n = cal.observations >= MIN_OBSERVATIONS, cal.observations
+    heads = [f"held out ({cal.folds}-fold)"] if held else []
     errors = Table(
         "metric",
-        f"held out ({cal.folds}-fold)",
-        "in fit",
+        *heads,
+        "in fit" if held else f"in-sample, {n} trial{'s' if n > 1 else ''}",
         f"{cal.profile.name}, before",
         title="median |predicted / measured − 1|",
         title_justify="left",
     )
     for metric in cal.metrics:
-        if metric in cal.held_out_error:
-            errors.add_row(
-                metric,
-                f"{100 * cal.held_out_error[metric]:.1f} %",
-                f"{100 * cal.fit_error.get(metric, float('nan')):.1f} %",
-                f"{100 * cal.base_error.get(metric, float('nan')):.1f} %",
-            )
+        if metric not in cal.fit_error:
+            continue
+        cells = [f"{100 * cal.held_out_error.get(metric, float('nan')):.1f} %"] if held else []
+        errors.add_row(
+            metric,
+            *cells,
+            f"{100 * cal.fit_error[metric]:.1f} %",
+            f"{100 * cal.base_error.get(metric, float('nan')):.1f} %",
+        )
     return errors

@@ -10,7 +10,7 @@ from typing import Any
 
 from tuner import trial as tr
 from tuner.runners.plan import study_profile, study_workload
-from tuner.sim.fit import Calibration, Observation, fit
+from tuner.sim.fit import LOOP_PRIOR_WEIGHT, Calibration, Observation, fit
 from tuner.sim.profiles import load_model
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
@@ -30,6 +30,20 @@ def observations(
     ]
 
 
+def left_out(study: tr.StudyRecord, points: Sequence[tr.TrialPoint]) -> dict[int, str]:
+    """Trials of the current spec that ran on an engine but are not observations, with why."""
+    out: dict[int, str] = {}
+    for p in of_current(study, list(points)):
+        if p.planned or p.record.reused_from is not None or p.engine_measured:
+            continue
+        if p.status == "pruned":
+            out[p.number] = (
+                "stopped early: its figures cover only the requests finished by the stop, "
+                "and the simulator predicts the whole workload"
+            )
+    return out
+
+
 def calibrate_study(
     spec: StudySpec,
     study: tr.StudyRecord,
@@ -37,11 +51,13 @@ def calibrate_study(
     requests: Sequence[Any],
     **fit_options: Any,
 ) -> Calibration:
-    """Fit the study's profile to its measured trials (`tuner.sim.fit.fit`'s options)."""
+    """Fit the study's profile to its measured trials (`tuner.sim.fit.fit`'s options), with
+    the search loop's prior (`LOOP_PRIOR_WEIGHT`), so from one trial on, as the loop does."""
+    options = {"prior_weight": LOOP_PRIOR_WEIGHT, "min_observations": 1, **fit_options}
     return fit(
         study_profile(spec),
         observations(spec, study, points),
         model=load_model(spec.engine.model),
         workload=study_workload(spec, requests),
-        **fit_options,
+        **options,
     )

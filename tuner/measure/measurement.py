@@ -30,6 +30,7 @@ class Measurement:
     pruned_engine: Any = (
         None  # a tuner.measure.pruning.EngineSample: the engine's gauges at the stop
     )
+    pruned_decision: Any = None  # the tuner.measure.pruning.Decision (what the stop learnt)
     engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
     # Several runs on one engine start (`tuner.runners.load_runs`), as the stored trial's

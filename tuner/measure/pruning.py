@@ -34,7 +34,7 @@ import bisect
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -101,13 +101,24 @@ class Rule:
     min_fraction: float = 0.2
     margin: float = 0.0
     queue_growth: int = 8  # requests the engine's queue must grow by to count as overload
+    # A stop must save this fraction of the run's expected workload time: never stop later
+    # than (1 - min_saving) of it (`expected_workload_s`); such a trial runs on and is scored.
+    min_saving: float = 0.2
+    # the workload's length in the study's full runs so far (the median; None: unknown)
+    expected_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
+    """Stop or go on. A stop says what it learnt, for the sampler: `score_bound`, the lower
+    bound on the final score that rule (b) stopped on; `censored`, each SLO that rule (a) found
+    broken with the lower bound of its violation ({`metric<=value`: relative distance})."""
+
     stop: bool
     reason: str = ""
     engine: EngineSample | None = None  # the engine's gauges when it stopped, if scraped
+    score_bound: float | None = None
+    censored: Mapping[str, float] = field(default_factory=dict)
 
 
 GO_ON = Decision(False)
@@ -189,8 +200,54 @@ def overloaded(snap: Snapshot, growth: int) -> str | None:
     )
 
 
+def expected_workload_s(snap: Snapshot) -> float | None:
+    """The run's expected length (an estimate, erring short so that a stop errs towards
+    running on; None: no pace to project from yet).
+
+    Once every request is streaming or done, only decoding is left: each streaming request
+    ends its typical decode (the median of finished ones, first token to end) after its
+    first token; before any has finished there is no pace, and the run may end any moment
+    (then every TTFT is final, so an SLO on it would have stopped the run already). Before
+    that, the requests not finished are projected at the pace of finishes, the smaller of
+    the whole run's and its second half's (a queue drains faster once arrivals end), or at
+    the pace of first tokens while none has finished."""
+    t = snap.elapsed_s
+    if t <= 0:
+        return None
+    live = list(zip(snap.sent, snap.done, strict=True))
+    ended = [r for r, d in live if d]
+    streaming = [r.start_s + r.ttft_s for r, d in live if not d and r.ttft_s]
+    if len(snap.sent) == snap.total and len(ended) + len(streaming) == snap.total:
+        decodes = [r.latency_s - r.ttft_s for r in ended if r.success and r.ttft_s]
+        if not decodes:  # no pace: it may end any moment (and rule (b) needs finishes)
+            return t
+        typical = float(np.median(decodes))
+        return max([t, *(f + typical for f in streaming)])
+    if not ended:
+        return t * snap.total / len(streaming) if streaming else None
+    expected = t * snap.total / len(ended)
+    recent = sum(1 for r in ended if r.start_s + r.latency_s > t / 2)
+    if recent:
+        expected = min(expected, t + (snap.total - len(ended)) * (t / 2) / recent)
+    return expected
+
+
+def too_late(snap: Snapshot, rule: Rule) -> bool:
+    """A stop now would save less than `rule.min_saving` of the run's expected workload time:
+    the smaller of this run's own estimate (`expected_workload_s`) and the study's full runs'
+    length (`rule.expected_s`), so that a late stop is ruled out when either says so."""
+    found = [e for e in (expected_workload_s(snap), rule.expected_s) if e is not None]
+    if not found:
+        return False
+    expected = min(found)
+    return expected - snap.elapsed_s < rule.min_saving * expected
+
+
 def decide(snap: Snapshot, rule: Rule) -> Decision:
-    """Stop (with the reason) or go on, at one checkpoint."""
+    """Stop (with the reason) or go on, at one checkpoint. Never in the last `min_saving` of
+    the expected run: a stop there saves little and throws away an almost whole measurement."""
+    if too_late(snap, rule):
+        return GO_ON
     queue = snap.waiting_first_token
     last = snap.engine[-1] if snap.engine else None
     over = overloaded(snap, rule.queue_growth)
@@ -210,6 +267,7 @@ def decide(snap: Snapshot, rule: Rule) -> Decision:
                 f"{snap.elapsed_s:.1f} s ({snap.completed} of {snap.total} requests done)"
                 f"{evidence}",
                 last,
+                censored={str(slo): max(slo.violation({slo.metric: bound}), 1e-6)},
             )
     if rule.weights is None or rule.reference is None or rule.incumbent is None:
         return GO_ON
@@ -224,6 +282,7 @@ def decide(snap: Snapshot, rule: Rule) -> Decision:
             f"is {rule.incumbent:+.3f} ({snap.completed} of {snap.total} requests done after "
             f"{snap.elapsed_s:.1f} s){evidence}",
             last,
+            score_bound=bound,
         )
     return GO_ON
 

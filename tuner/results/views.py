@@ -63,6 +63,8 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         if screened:
             row[tr.PREDICTED_SCORE] = r.predicted_score
         row["engine_s"] = r.engine_s
+        split = r.engine_split_s  # launched: start-up and workload seconds, summing to engine_s
+        row["startup_s"], row["workload_s"] = split if split is not None else (None, None)
         row["baseline"] = p.baseline
         row["reused_from"] = r.reused_from
         if p.status == "pruned":

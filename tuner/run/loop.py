@@ -374,6 +374,9 @@ class StudyLoop:
             tr.mark_simulated(self.study)
         self.reading.drop()
         if outcome.record.pruned_reason is not None:  # stopped early (or its reuse): PRUNED
+            bound = outcome.record.pruned_score_bound  # "cannot beat": scalar mode, one value
+            if bound is not None and len(self.study.directions) == 1:
+                trial.report(bound, 0)  # what TPE ranks a PRUNED trial by (its censored score)
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif outcome.values is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)

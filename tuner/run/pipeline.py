@@ -9,6 +9,7 @@ identity for recovery). It never asks whether the engine is simulated.
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -149,6 +150,8 @@ class TrialPipeline:
             min_fraction=p.min_fraction,
             margin=p.margin,
             queue_growth=p.queue_growth,
+            min_saving=p.min_saving,
+            expected_s=_workload_s(t.points) if one_run else None,
         )
         return lambda snap: pruning.decide(snap, rule)
 
@@ -203,6 +206,7 @@ class TrialPipeline:
             failure_reason=m.failure_reason,
             log_path=m.log_path,
             startup_s=m.startup_s,  # None: the engine never became ready
+            workload_s=m.workload_s if m.engine_s else None,
             engine_s=m.engine_s,
             simulated=m.simulated or self.runner.planned,
             predicted=False,
@@ -221,7 +225,8 @@ class TrialPipeline:
         """Stopped early: the partial figures, labelled partial; never a candidate."""
         metrics = {k: float(v) for k, v in (m.metrics or {}).items() if tr.is_finite(v)}
         self._save(t, "pruned", m, {**metrics, "reason": m.pruned_reason})
-        gauges = m.pruned_engine
+        gauges, decision = m.pruned_engine, m.pruned_decision
+        bound = getattr(decision, "score_bound", None)
         record = replace(
             self._run_record(m),
             metrics=metrics,
@@ -232,10 +237,9 @@ class TrialPipeline:
             pruned_queue_waiting=gauges.waiting if gauges is not None else None,
             pruned_kv_cache_usage=gauges.kv_cache_usage if gauges is not None else None,
             pruned_preemptions=gauges.preemptions if gauges is not None else None,
+            pruned_score_bound=bound,
         )
-        # TPE reads a trial with a constraint > 0 as infeasible: the worst group, whatever its
-        # state (optuna/samplers/_tpe/sampler.py, `_split_trials`).
-        return Outcome("pruned", None, {"pruned": 1.0}, record, metrics=metrics)
+        return Outcome("pruned", None, _censored(decision), record, metrics=metrics)
 
     def _run_record(self, m: Measurement) -> TrialRecord:
         """What every trial with a workload run records about its engine and timings."""
@@ -282,6 +286,8 @@ def _reuse(prev: TrialPoint) -> Outcome:
         baseline=None,
         reused_from=prev.number,
         engine_s=0.0,  # not launched: the earlier trial's engine time is its own
+        startup_s=None,
+        workload_s=None,
     )
     assert isinstance(prev.constraints, tr.Constraints)
     named = dict(prev.constraints.named)
@@ -317,6 +323,28 @@ def _is_result(p: TrialPoint, pruning: bool) -> bool:
         return bool(p.metrics) and not p.partial
     observed = not p.record.predicted and p.record.startup_s is None
     return observed and p.failure_kind in _CONFIG_REFUSALS
+
+
+def _workload_s(points: list[TrialPoint]) -> float | None:
+    """The median workload length (`duration`, first send to last answer) of the study's
+    full runs so far: what the stop rule expects a run to take (None: none measured)."""
+    found = [p.metrics["duration"] for p in points if p.measured and "duration" in p.metrics]
+    return statistics.median(found) if found else None
+
+
+def _censored(decision: Any) -> dict[str, float]:
+    """What a stopped trial tells the sampler through its constraints (TPE reads a trial with
+    a constraint > 0 as infeasible: the worst group, whatever its state; optuna/samplers/_tpe/
+    sampler.py, `_split_trials`). An SLO broken for sure: infeasible, by the lower bound of the
+    violation. "Cannot beat the best": feasible as far as is known, `pruned` 0; its score bound
+    goes to Optuna as the PRUNED trial's intermediate value (`StudyLoop._tell`). Neither
+    (a stop without a decision, e.g. stored before this): `pruned` 1, infeasible."""
+    censored = dict(getattr(decision, "censored", None) or {})
+    if censored:
+        return {"pruned": 0.0, **censored}
+    if getattr(decision, "score_bound", None) is not None:
+        return {"pruned": 0.0}
+    return {"pruned": 1.0}
 
 
 def _unpooled(top: TrialPoint, ref: TrialPoint) -> float | None:

@@ -21,6 +21,7 @@ class RunSummary:
     precheck_wrong: list[int] = field(default_factory=list)
     exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
     engine_s: float = 0.0  # engine time of this run's trials (`tuner.trial.uptime`)
+    startup_s: float = 0.0  # the part of it spent starting engines (launch until ready)
     measured_engine_s: list[float] = field(default_factory=list)
     pruned: list[tuple[float, float | None]] = field(default_factory=list)  # (used, full)
 
@@ -42,6 +43,8 @@ class RunSummary:
             self.precheck_wrong.append(number)
         used = float(outcome.record.engine_s or 0.0)
         self.engine_s += used
+        split = outcome.record.engine_split_s
+        self.startup_s += split[0] if split is not None else 0.0
         if outcome.kind == "measured":
             self.measured_engine_s.append(used)
         elif outcome.kind == "pruned":

@@ -28,6 +28,10 @@ from tuner.spec.workload import WorkloadSpec
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
+# vLLM's cache root (vllm/envs.py, 0.32: default ~/.cache/vllm): compiled graphs, kernels and
+# model info that a later start reuses. Every trial of a study gets one, beside its logs.
+CACHE_ROOT_ENV = "VLLM_CACHE_ROOT"
+CACHE_DIR = "vllm-cache"
 
 
 @dataclass
@@ -196,6 +200,8 @@ class EngineRunner(TrialRunner):
         if self.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
         folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
+        if CACHE_ROOT_ENV not in env and CACHE_ROOT_ENV not in os.environ:  # the user's wins
+            env[CACHE_ROOT_ENV] = str(folder / CACHE_DIR)
         started = int(time.time())
         engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
         for attempt in range(1, PORT_ATTEMPTS + 1):
@@ -225,7 +231,8 @@ class EngineRunner(TrialRunner):
                     if port_taken and attempt < PORT_ATTEMPTS:
                         continue
                     return failed_measurement(m, f.kind, f.reason, f.log_tail)
-                m.startup_s, m.vllm_version = ready.startup_s, ready.version
+                # launch until ready, with any earlier launch a taken port ended
+                m.startup_s, m.vllm_version = engine_s + ready.startup_s, ready.version
                 m.simulated = is_simulated_version(ready.version)
                 m = measure_all(spec, partial(self._run_workload, ctx, engine, base_url, m))
                 return m
@@ -234,6 +241,10 @@ class EngineRunner(TrialRunner):
                 engine.stop()
                 engine_s += time.monotonic() - launched
                 m.engine_s = engine_s
+                # ready until stopped (warm-ups, every run, the stop): engine_s is the sum;
+                # an engine never ready spent all its time starting (no startup_s, 0 here)
+                up = m.startup_s
+                m.workload_s = max(engine_s - up, 0.0) if up is not None else 0.0
                 self._engine = None
                 ctx.on_engine_stopped()
                 if not port_taken:  # a port someone else holds is not ours to wait for
@@ -284,7 +295,7 @@ class EngineRunner(TrialRunner):
                 m.workload_s = time.monotonic() - t0
                 m.metrics, m.records = exc.result.metrics, exc.result.records
                 m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
-                m.pruned_engine = exc.engine
+                m.pruned_engine, m.pruned_decision = exc.engine, exc.decision
                 return m
             except BenchmarkAborted as exc:
                 return failed_measurement(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())

@@ -55,6 +55,7 @@ class PlanRunner(TrialRunner):
         except EngineRefused as exc:
             m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
             m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
+            m.workload_s = 0.0  # never ready: all of it is start-up (no `startup_s`)
             return failed_measurement(m, refusal_kind(str(exc)), str(exc), "")
         m.startup_s = self.startup_s(flags)
         m.engine_s += m.startup_s  # one start, then every run (virtual seconds)
@@ -136,7 +137,7 @@ class PlanRunner(TrialRunner):
             )
             m.records, m.ci = done, {}
             m.pruned_reason, m.pruned_at_s = decision.reason, t
-            m.pruned_engine = decision.engine
+            m.pruned_engine, m.pruned_decision = decision.engine, decision
             m.engine_full_s, m.workload_s, m.engine_s = m.engine_s, t, t
             return True
         return False

@@ -87,6 +87,7 @@ class Calibration:
     folds: int  # held-out folds: the observation count for leave-one-out
     held_out_method: str  # "leave-one-out (linearised)", "k-fold refits" or "none (one trial)"
     skipped: tuple[int | None, ...] = ()  # trials the base profile refuses, or with no figure
+    trials: tuple[int | None, ...] = ()  # the trials it was fitted to (`Observation.trial`)
     seconds: float = 0.0
     evaluations: int = 0
     metrics: tuple[str, ...] = field(default=FIT_METRICS)
@@ -190,6 +191,7 @@ def fit(
         folds=k,
         held_out_method=method,
         skipped=skipped,
+        trials=tuple(o.trial for o in usable),
         seconds=time.perf_counter() - started,
         evaluations=full.evaluations,
         metrics=metrics,

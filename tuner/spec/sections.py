@@ -376,6 +376,8 @@ class PruningSpec(_Strict):
     check_every_requests: int | None = Field(None, ge=1, le=MAX_TRIALS)  # and every N completed
     queue_growth: int = Field(8, ge=1, le=MAX_TRIALS)  # engine queue rise that shows overload
     margin: float = Field(0.0, ge=0.0, le=10.0)  # score slack before "cannot beat" stops
+    # a stop must save this fraction of the run's expected workload time (never later)
+    min_saving: float = Field(0.2, ge=0.0, lt=1.0)
 
 
 class SearchSpec(_Strict):

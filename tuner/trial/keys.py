@@ -67,6 +67,9 @@ PRUNED_AT_S = "pruned_at_s"  # seconds into the workload when it was stopped
 PRUNED_QUEUE = "pruned_queue_waiting"  # the engine's vllm:num_requests_waiting then
 PRUNED_KV_USAGE = "pruned_kv_cache_usage"  # its vllm:kv_cache_usage_perc then (0..1)
 PRUNED_PREEMPTIONS = "pruned_preemptions"  # its vllm:num_preemptions_total then
+# "cannot beat the best": the lower bound on its final score it was stopped on (what the
+# sampler is told, as the PRUNED trial's intermediate value; docs/early-stopping.md)
+PRUNED_SCORE_BOUND = "pruned_score_bound"
 CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
 # Capacity mode (docs/objective.md): the highest offered rate that met every SLO; the trial's
 # metrics are those of the run at that rate (when none met them, of the lowest-rate run).

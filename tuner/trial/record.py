@@ -56,6 +56,7 @@ _PLAIN = {
     "pruned_queue_waiting": k.PRUNED_QUEUE,
     "pruned_kv_cache_usage": k.PRUNED_KV_USAGE,
     "pruned_preemptions": k.PRUNED_PREEMPTIONS,
+    "pruned_score_bound": k.PRUNED_SCORE_BOUND,
     "predicted_score": k.PREDICTED_SCORE,
     "prediction_error": k.PREDICTION_ERROR,
     "capacity_rps": k.CAPACITY_RPS,
@@ -97,6 +98,7 @@ class TrialRecord:
     pruned_queue_waiting: float | None = None
     pruned_kv_cache_usage: float | None = None  # 0..1
     pruned_preemptions: float | None = None
+    pruned_score_bound: float | None = None  # the score it could at best have reached
     # What it measured (vLLM's keys, top-level attrs) and its intervals (`<metric>_ci`)
     metrics: dict[str, float] = field(default_factory=dict)
     cis: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -132,6 +134,17 @@ class TrialRecord:
             out[k.SCREEN] = self.screen.encode()
         out.update(self.extra)
         return out
+
+    @property
+    def engine_split_s(self) -> tuple[float, float] | None:
+        """(start-up, workload) seconds of a launched trial, summing to `engine_s`; None: never
+        launched, or stored without the split. An engine that never became ready (no
+        `startup_s`, `workload_s` 0) spent all its time starting."""
+        if not self.engine_s or (self.startup_s is None and self.workload_s is None):
+            return None
+        engine_s = float(self.engine_s)
+        startup_s = min(float(self.startup_s), engine_s) if self.startup_s is not None else engine_s
+        return startup_s, engine_s - startup_s
 
     def queued_baseline_for(self, spec_id: str, host: str | None = None) -> bool:
         """Queued as the baseline of this spec (one left waiting by another spec is not: its

@@ -3,6 +3,10 @@
 Every trial records `engine_s` (`tuner.trial.point.ENGINE_S`): 0 for a config never launched
 (refused by vLLM's rules or the memory precheck, or a reused result); for `tuner plan` the virtual
 seconds a real engine would have been up, i.e. a modelled start-up plus the workload.
+A launched trial stores the split too: `startup_s` (launch until ready) and `workload_s` (ready
+until stopped: warm-ups, every run, the stop), and `engine_s` is their sum; an engine that never
+became ready has no `startup_s` and `workload_s` 0 (`TrialRecord.engine_split_s`). The run
+summary and the report say how much of the night went on starting engines (`startup_share`).
 
 The planner's start-up is, in order: `hardware.startup_s` from the study file; else the median
 start-up of the real study's measured trials, when `tuner run` has some; else
@@ -74,6 +78,7 @@ def study_line(points: Iterable[TrialPoint]) -> str:
     total = sum(engine_s)
     launched = sum(1 for s in engine_s if s > 0)
     words = f"{total:.0f} s of engine time over {launched} launched trial(s)"
+    words += startup_share(total, [p.record.engine_split_s for p in points])
     stopped = [(p, s) for p, s in zip(points, engine_s, strict=True) if p.status == "pruned" and s]
     if stopped:
         used = sum(s for _, s in stopped)
@@ -82,6 +87,16 @@ def study_line(points: Iterable[TrialPoint]) -> str:
         if all(isinstance(f, int | float) for f in full):  # `tuner plan` knows the full length
             words += f" instead of {sum(full):.0f} s"  # type: ignore[arg-type]
     return words
+
+
+def startup_share(total_s: float, splits: Iterable[tuple[float, float] | None]) -> str:
+    """ ", of which N s (P %) starting engines": the start-up part of `total_s` from the trials'
+    `engine_split_s`; "" when no trial stored its split."""
+    known = [s for s in splits if s is not None]
+    if not known or total_s <= 0:
+        return ""
+    startup = sum(s for s, _ in known)
+    return f", of which {startup:.0f} s ({startup / total_s:.0%}) starting engines"
 
 
 def summary_line(summary: Any) -> str:
@@ -93,6 +108,11 @@ def summary_line(summary: Any) -> str:
     mean = sum(measured) / len(measured) if measured else None
     never = summary.saved_by_rules + summary.saved_by_precheck + summary.saved_by_reuse
     parts = [f"engine time used {summary.engine_s:.0f} s"]
+    if summary.engine_s > 0:
+        parts[0] += (
+            f" ({summary.startup_s:.0f} s of it, {summary.startup_s / summary.engine_s:.0%}, "
+            "starting engines)"
+        )
     if mean is None:
         parts.append(
             f"{never} launch(es) saved by rules/precheck/reuse (no measured trial to "

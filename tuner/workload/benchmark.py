@@ -54,10 +54,14 @@ class BenchmarkPruned(RuntimeError):
     the engine's gauges then (None: not scraped)."""
 
     def __init__(
-        self, reason: str, result: BenchmarkResult, engine: EngineSample | None = None
+        self,
+        reason: str,
+        result: BenchmarkResult,
+        engine: EngineSample | None = None,
+        decision: Any = None,  # the `tuner.measure.pruning.Decision` (what the stop learnt)
     ) -> None:
         super().__init__(reason)
-        self.reason, self.result, self.engine = reason, result, engine
+        self.reason, self.result, self.engine, self.decision = reason, result, engine, decision
 
 
 @dataclass
@@ -129,7 +133,7 @@ def run_benchmark(
                 goodput_ms=spec.goodput,
             )
         result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0)
-        raise BenchmarkPruned(stop.reason, result, stop.engine) from None
+        raise BenchmarkPruned(stop.reason, result, stop.engine, stop.decision) from None
     finally:
         gc.unfreeze()
     for rec in records:
@@ -167,9 +171,12 @@ def count_output_tokens(rec: RequestRecord, tokenizer: Any) -> None:
 class _Stopped(Exception):
     """Early stopping's decision, raised out of the event loop."""
 
-    def __init__(self, reason: str, elapsed_s: float, engine: EngineSample | None) -> None:
+    def __init__(
+        self, reason: str, elapsed_s: float, engine: EngineSample | None, decision: Any = None
+    ) -> None:
         super().__init__(reason)
         self.reason, self.elapsed_s, self.engine = reason, elapsed_s, engine
+        self.decision = decision
 
 
 class _Run:
@@ -262,7 +269,9 @@ class _Run:
             engine=list(self.scraper.samples),
         )
         decision = self.checkpoint(snap)  # type: ignore[misc]
-        return _Stopped(decision.reason, elapsed_s, decision.engine) if decision.stop else None
+        if not decision.stop:
+            return None
+        return _Stopped(decision.reason, elapsed_s, decision.engine, decision)
 
     async def _send(
         self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None

@@ -90,7 +90,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
     """Every trial: number, status, parameters, headline metrics, score, failure reason."""
     params = list(dict.fromkeys(k for p in points for k in p.params))
     metrics = list(HEADLINE_METRICS)
-    head = ["trial", "status", *params, *metrics, "score", "engine s"]
+    head = ["trial", "status", *params, *metrics, "score", "engine s", "start-up s"]
     head.append("failure / broken constraints")
     rows = []
     for p in sorted(points, key=lambda p: p.number):
@@ -104,6 +104,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
             *(_fmt(p.metrics.get(m)) for m in metrics),
             "" if p.status == "failed" else _fmt(p.score),  # a penalty, not a measurement
             _fmt(p.record.engine_s),
+            _fmt(split[0] if (split := p.record.engine_split_s) is not None else None),
         ]
         tds = "".join(f"<td>{_e(c)}</td>" for c in cells[:1])
         tds += "".join(f'<td class="l">{_e(c)}</td>' for c in cells[1:2])
