@@ -50,7 +50,7 @@ FAULTS = {
     "crash": {"fault-crash-after": 6},
     "hang": {"fault-hang-after": 6},
     "refuse": {"fault-refuse-start": True},
-    "slow-start": {"fault-slow-start-s": 30},
+    "slow-start": {"fault-slow-start-s": None},  # twice the startup timeout (_set_fault)
 }
 # How a stop signal may end a run: 128 + signum from the tuner's handler, or death by the
 # signal itself (negative) when it landed after the run's loop had ended and the default
@@ -66,11 +66,14 @@ SUMMARY = re.compile(r"(\d+) trial\(s\) run, (\d+) of them new configs")
 NOTHING_STARTS = "engine starts all failed the same way"
 
 
-def _set_fault(study: Path, fault: str) -> None:
+def _set_fault(study: Path, fault: str, startup_timeout_s: float) -> None:
+    """The fault's flags in the study file; a startup timeout the slow start runs past (it
+    must stay well above a normal start: on a loaded 2-core box one takes 5-10 s)."""
     data = yaml.safe_load(study.read_text())
     flags = {k: v for k, v in data["engine"]["flags"].items() if not k.startswith("fault-")}
-    data["engine"]["flags"] = {**flags, **FAULTS[fault]}
-    data["engine"]["startup_timeout_s"] = 6
+    fault_flags = {k: 2 * startup_timeout_s if v is None else v for k, v in FAULTS[fault].items()}
+    data["engine"]["flags"] = {**flags, **fault_flags}
+    data["engine"]["startup_timeout_s"] = startup_timeout_s
     study.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -283,12 +286,12 @@ class Soak:
         while self.finished() < args.trials:
             fault = rng.choice(list(FAULTS))
             self.fault_runs[fault] += 1
-            _set_fault(study, fault)
+            _set_fault(study, fault, args.startup_timeout_s)
             if self.invocations and rng.random() < args.edit_share:
                 self.refused_edit(study)
             self.invoke(study, fault)
         # One last run recovers whatever the last kill left, and fills the spec's budget.
-        _set_fault(study, "none")
+        _set_fault(study, "none", args.startup_timeout_s)
         self.invoke(study, "none", final=True)
         report = self.report()
         report.update(
@@ -680,6 +683,7 @@ def main() -> None:
     ap.add_argument("--kill-share", type=float, default=0.3)
     ap.add_argument("--concurrent-share", type=float, default=0.7)
     ap.add_argument("--edit-share", type=float, default=0.15)
+    ap.add_argument("--startup-timeout-s", type=float, default=6, help="the night's engines")
     ap.add_argument("--phases", default="night," + ",".join(PHASES), help="comma list")
     ap.add_argument("--phase-runs", type=int, default=3, help="stoppable runs per phase")
     ap.add_argument("--phase-budget", type=int, default=4, help="budget.n_trials per phase spec")
