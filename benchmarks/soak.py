@@ -10,12 +10,27 @@ with one line, adding no trial), and some get a second `tuner run` of the same s
 trial runs (which must be refused, adding no trial and leaving the current spec alone). Some
 invocations run with `--n-trials`, the others up to the study's per-spec budget.
 
-At the end it checks what docs/reliability.md reports: stale trials, orphaned engine
-processes, engines marked running, rows lost, results reused across specs, and the budget
-(per invocation and per spec). Any check that fails is listed under "violations" and the
-script exits 1.
+That is the "night" phase. The other phases (`--phases`, all by default) run an engine
+that draws a fault at each start (benchmarks/soak_engine.py: a crash at once or after half
+the workload, a hang, a refusal, or none), so faults hit some trials of one spec and not
+others: "capacity" (capacity-mode studies, the crash or hang landing in the rate search's
+second step), "confirm" (`--confirm 1`, two re-runs, stops during the confirmation; `tuner
+best` must not recommend a config whose re-runs failed), "slots" (`--gpus 0-3
+--gpus-per-trial 2 --confirm 1`: one re-run per run, not one per slot), and "postgres" (a
+throw-away PostgreSQL, `tuner.testing.PostgresServer`: worker A runs; once A has a trial
+stored, worker B starts on an edited file with `--accept-changes` while A runs; A is
+sometimes killed, and run again at the end). Each phase runs two study files that differ in
+one number (two specs), without --n-trials, so each spec's budget must hold exactly.
 
-    .venv/bin/python benchmarks/soak.py --trials 40 --out /tmp/soak
+At the end of each phase it checks what docs/reliability.md reports (`tuner.testing.soak`,
+reading trials through `tuner.trial`): trials scored, reused or re-measured across specs,
+budgets exceeded per spec, stale RUNNING trials, orphaned engine processes (the process
+groups and pids the tuner recorded, never by name), engines marked running, rows lost (a
+launched trial not stored as ended, or without its row, its failure reason, its request
+records), and for the night the budget per invocation. Any check that fails is listed under
+"violations" and the script exits 1.
+
+    TUNER_SIM_TIME_SCALE=4 PYTHONPATH=. .venv/bin/python benchmarks/soak.py --out /tmp/soak
 """
 
 from __future__ import annotations
@@ -558,11 +573,13 @@ def capacity_phase(args: argparse.Namespace) -> dict:
     study = phase_study(
         phase.folder,
         engine_faults(n, capacity=True),
-        workload={"num_prompts": n, "request_rate": 2},
+        # 512-token prompts against a 300 ms P99 TTFT: a knee near 6 req/s (`tuner plan`), so
+        # the search brackets it in 5 steps instead of stopping at max_rps
+        workload={"num_prompts": n, "request_rate": 2, "random_input_len": 512},
         objective={
             "mode": "capacity",
-            "slo": ["p99_ttft_ms<=1500"],
-            "capacity": {"start_rps": 2, "max_rps": 64, "max_runs": 4},
+            "slo": ["p99_ttft_ms<=300"],
+            "capacity": {"start_rps": 2, "max_rps": 64, "max_runs": 5},
         },
         budget={"n_trials": args.phase_budget},
     )
