@@ -375,7 +375,12 @@ def phase_study(folder: Path, faults: dict[str, list], **kw: Any) -> Path:
     faults_file.write_text(json.dumps(faults))
     path = sim_study(folder, TOKENIZER, **kw)
     data = yaml.safe_load(path.read_text())
-    data["engine"]["command"] = ["{python}", str(ENGINE), str(faults_file), "--model", "{model}"]
+    data["engine"]["command"] = [
+        "{python}",
+        str(ENGINE),
+        str(faults_file),
+        *data["engine"]["command"][1:],
+    ]
     data["engine"]["startup_timeout_s"] = 60  # a busy box: only a refusal fails a start
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
