@@ -253,7 +253,10 @@ class StudyLoop:
         for p in top:
             for _ in range(repeats):
                 self._enqueue(p.params, TrialRecord(confirm_of=p.number))
-        for i in range(len(top) * repeats):
+        for i in range(len(self.reading.waiting())):  # a stopped confirmation's re-runs too
+            self.reading.drop()
+            if not any(q.confirm_of is not None for q in self.reading.waiting()):
+                break
             self._one_trial(first_index + i)
 
     @contextlib.contextmanager

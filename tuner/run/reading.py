@@ -68,9 +68,13 @@ class StudyReading:
 def budget_used(points: list[TrialPoint]) -> tuple[int, int]:
     """(trials done, trials in flight): what `n_trials` counts. Interrupted trials and reused
     results are not counted (a re-run finishes the plan); a trial in flight may still turn
-    out a reused result."""
+    out a reused result. Nor are `--confirm`'s re-runs: they measure a config again, not a
+    new one (they used to count, so a study confirmed once ran fewer configs than its budget
+    when the budget was raised or a killed confirmation was resumed)."""
     done = running = 0
     for p in points:
+        if p.confirm_of is not None:
+            continue
         if p.state == "RUNNING":
             running += 1
         elif p.state == "WAITING":
