@@ -253,3 +253,26 @@ def test_an_unknown_key_metric_or_study_file_names_the_closest(
     proc = tuner("check", "studies/demo_sim.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert "study file not found (did you mean 'studies/demo-sim.yaml'?)" in proc.stderr
+
+
+def test_a_python_without_vllm_is_a_problem_only_when_the_command_runs_vllm(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """`python -m vllm...` with a python that cannot import vLLM would not start: a problem.
+    A wrapper of the user's (`python launch.py`) may take other flags: a note, and the typo
+    check still runs."""
+    from tuner.run.flagcheck import check_flags
+    from tuner.spec.study import load_study_spec
+
+    study = sim_study(tmp_path, tiny_model_dir)
+    for command, is_problem in (
+        [[sys.executable, "-m", "vllm.entrypoints.openai.api_server"], True],
+        [[sys.executable, str(tmp_path / "launch.py")], False],
+    ):
+        _edit(study, engine={"command": command})
+        found = check_flags(load_study_spec(study))
+        lines = found.problems if is_problem else found.notes
+        assert any("cannot build vLLM's argument parser" in line for line in lines), found
+        assert not any(
+            "argument parser" in p for p in (found.notes if is_problem else found.problems)
+        )

@@ -9,6 +9,7 @@ and otherwise against the vLLM flags the simulator knows: there a name close to 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tuner.engine.vllm_flags import VllmFlags, engine_python, is_simulated_engine, vllm_flags
 from tuner.sim.flags import MODELLED, SIM_FLAGS, VLLM_FLAGS
@@ -51,9 +52,11 @@ def check_flags(spec: StudySpec, *, probe: bool = True) -> FlagCheck:
         if isinstance(found, VllmFlags):
             return _against_vllm(spec, found)
         result = _typos(spec, f"engine python {python} cannot import vLLM")
-        result.problems.insert(
-            0, f"engine.command: {python} cannot build vLLM's argument parser: {found}"
-        )
+        line = f"engine.command: {python} cannot build vLLM's argument parser: {found}"
+        if _names_vllm(command):  # the engine is vLLM itself: it would not start either
+            result.problems.insert(0, line)
+        else:  # a wrapper of the user's (`python launch.py`): its flags may not be vLLM's
+            result.notes.insert(0, line)
         return result
     why = (
         "vLLM's parser was not asked (--no-preflight)"
@@ -61,6 +64,11 @@ def check_flags(spec: StudySpec, *, probe: bool = True) -> FlagCheck:
         else ("no python of the engine command imports vLLM here")
     )
     return _typos(spec, why)
+
+
+def _names_vllm(command: list[str]) -> bool:
+    """The command runs vLLM itself: the `vllm` script, or `python -m vllm...`."""
+    return any(Path(part).name == "vllm" or part.startswith("vllm.") for part in command[:4])
 
 
 def _against(spec: StudySpec, accepted: frozenset[str], against: str) -> FlagCheck:
