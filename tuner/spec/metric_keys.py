@@ -34,11 +34,11 @@ MINIMIZED = ("failed", "duration")
 # first (latencies first: HEADLINE_LATENCIES are the latency-against-load curves).
 HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 HEADLINE_LATENCIES = HEADLINE_METRICS[:2]
-# In words, for one line of text: (label, unit, format) per headline metric.
+# In words, for one line of text: (label, unit, decimal places) per headline metric.
 _HEADLINE_WORDS = {
-    "p99_ttft_ms": ("p99 TTFT", " ms", ".1f"),
-    "mean_tpot_ms": ("mean TPOT", " ms", ".2f"),
-    "output_throughput": ("output", " tok/s", ".1f"),
+    "p99_ttft_ms": ("p99 TTFT", " ms", 1),
+    "mean_tpot_ms": ("mean TPOT", " ms", 2),
+    "output_throughput": ("output", " tok/s", 1),
 }
 
 _LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
@@ -88,10 +88,12 @@ def is_throughput(key: str) -> bool:
 
 def headline_words(metrics: dict[str, float]) -> list[str]:
     """The headline figures in words ("p99 TTFT 812.0 ms", ...; nan where one is missing)."""
+    from tuner.spec.figures import figure  # figures reads the key grammar from here
+
     out = []
     for key in HEADLINE_METRICS:
-        label, unit, fmt = _HEADLINE_WORDS[key]
-        out.append(f"{label} {format(metrics.get(key, float('nan')), fmt)}{unit}")
+        label, unit, places = _HEADLINE_WORDS[key]
+        out.append(f"{label} {figure(metrics.get(key), places) or 'nan'}{unit}")
     return out
 
 
