@@ -136,7 +136,8 @@ def _print_front(
     ]
     cols += [Column(metric_label(m), [figure(p.metrics.get(m)) for p in front]) for m in metrics]
     cols.append(Column("score", [figure(p.score, 3, sign=True) for p in front]))
-    notes = ["* the baseline: vLLM's defaults"] if any(p.baseline for p in front) and not wide else []
+    marked = any(p.baseline for p in front) and not wide
+    notes = ["* the baseline: vLLM's defaults"] if marked else []
     print_table(Console(), cols, wide=wide, title=title, notes=notes)
 
 

@@ -26,6 +26,7 @@ from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs
 from tuner.trial.words import at_rate, scenario_parts
 
+
 def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None) -> pd.DataFrame:
     """One row per trial: number, state, parameters, headline metrics, score, failure; and
     the spec it ran under, when the study has run under more than one."""
