@@ -308,8 +308,6 @@ def best(
 
 def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
-    from rich.console import Console
-
     from tuner.results.table import wrap_comments
     from tuner.results.views import best_report
     from tuner.trial import StudyRecord, read_all
@@ -318,4 +316,18 @@ def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
     record = StudyRecord.of(study)
     points = of_current(record, read_all(study.get_trials(deepcopy=False)))
     text = best_report(points, study.study_name, record)
-    typer.echo(text if wide else wrap_comments(text, Console().width))
+    width = None if wide else _terminal_width()
+    typer.echo(text if width is None else wrap_comments(text, width))
+
+
+def _terminal_width() -> int | None:
+    """The width to wrap `best`'s comment lines to: the terminal's, or $COLUMNS; None (lines
+    whole) when the output goes to a file or a pipe and COLUMNS is unset."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return Console().width
+    return None
