@@ -136,9 +136,7 @@ def test_wide_shows_every_column_whole(handbuilt: tuple[Path, str], tmp_path: Pa
     assert "0 (baseline)" in wide.stdout
 
 
-def test_rich_console_80_columns_on_a_simulated_study(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
+def test_rich_console_80_columns_on_a_simulated_study(tmp_path: Path, tiny_model_dir: Path) -> None:
     """A `tuner plan` study of the shipped demo (the simulator, virtual time), printed to a rich
     console 80 columns wide: it fits, and leaves out only what it says it left out."""
     store = f"sqlite:///{tmp_path / 't.db'}"

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tuner.run.summary import RunSummary
     from tuner.trial.point import TrialPoint
 
-REASON_CHARS = 160
+REASON_CHARS = 400  # a longer reason: its first sentences that fit (engine log lines)
 # Seconds between two plain progress lines while a trial runs and the output is not a terminal
 # (nohup, a log file: no live display there); the tests set it low.
 HEARTBEAT_ENV = "TUNER_PROGRESS_INTERVAL_S"
@@ -156,9 +156,10 @@ class RichProgress:
         number, t0 = running
         total = next((t.total for t in self._progress.tasks if t.id == self._task), None)
         done = f"{self._finished}/{total:.0f}" if total else str(self._finished)
+        best = f", best {self._best}" if self._best != "-" else ""
         line = (
             f"trial {number}: {self._phase or 'running'}, {time.monotonic() - t0:.0f} s in "
-            f"({done} trials done, best {self._best})"
+            f"({done} trials done{best})"
         )
         self.console.print(
             f"{self.label} {line}" if self.label else line, markup=False, highlight=False
