@@ -62,8 +62,10 @@ def run(
             "--confirm",
             min=0,
             help=(
-                "Re-measure the best K configs at the end, then the best and the baseline "
-                "under perturbed workloads (docs/robustness.md)."
+                "Re-measure the best K configs at the end, each trial.confirm_repeats times "
+                "(3 by default): K × 3 more engine runs; then the best and the baseline under "
+                "perturbed workloads: 2 more engine starts of 5 workload runs each "
+                "(docs/robustness.md)."
             ),
         ),
     ] = 0,
