@@ -16,7 +16,8 @@ from rich.console import Console
 
 from tuner.results.table import FLAG_ALIASES, flag_alias
 from tuner.results.views import print_trials_table, trials_frame
-from tuner.spec.figures import figure, metric_label
+from tuner.spec.figures import figure
+from tuner.spec.metric_keys import metric_label
 from tuner.store.storage import Store
 from tuner.testing import REPO, tuner
 from tuner.trial import read_all

@@ -117,8 +117,8 @@ def _print_front(
     from rich.console import Console
 
     from tuner.results.table import Column, flag_alias, print_table
-    from tuner.spec.figures import figure, metric_label
-    from tuner.spec.metric_keys import HEADLINE_METRICS
+    from tuner.spec.figures import figure
+    from tuner.spec.metric_keys import HEADLINE_METRICS, metric_label
 
     axes = " against ".join(
         f"{metric_label(n)}, {'lower' if d == 'minimize' else 'higher'} is better" for n, d in objs

@@ -20,8 +20,13 @@ from tuner.results.change import against_defaults
 from tuner.results.export import shell_command
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words, verdicts
-from tuner.spec.figures import figure, metric_label
-from tuner.spec.metric_keys import HEADLINE_LATENCIES, HEADLINE_METRICS, headline_words
+from tuner.spec.figures import figure
+from tuner.spec.metric_keys import (
+    HEADLINE_LATENCIES,
+    HEADLINE_METRICS,
+    headline_words,
+    metric_label,
+)
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs
 from tuner.trial.words import at_rate, scenario_parts

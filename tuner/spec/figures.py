@@ -1,16 +1,14 @@
-"""How a number and a metric's name read to a person: one formatter for every table and line.
+"""How a number reads to a person: one formatter for every table and line.
 
 `figure` is the only number formatter of `tuner trials`, `tuner pareto` and `tuner best` (and of
 the headline words every progress line shows): plain decimals, never `1.726e+04`, never
-`0.8999999999999999`. `metric_label` is a metric key with its unit, for a table's header.
+`0.8999999999999999` (a metric's name with its unit: `tuner.spec.metric_keys.metric_label`).
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
-
-from tuner.spec.metric_keys import parse_latency_key
 
 SIGNIFICANT = 4  # digits kept when no places are asked: 3123, 197.5, 88.1, 0.09684
 MAX_PLACES = 6  # a smaller figure reads 0 (its sign kept)
@@ -48,31 +46,3 @@ def figure(value: Any, places: int | None = None, *, sign: bool = False) -> str:
     if sign and not text.startswith("-"):
         text = "+" + text
     return text
-
-
-# Metrics that are not latencies: (words, unit)
-_NAMED = {
-    "output_throughput": ("output", "tok/s"),
-    "total_token_throughput": ("total", "tok/s"),
-    "request_throughput": ("requests", "req/s"),
-    "request_goodput": ("goodput", "req/s"),
-    "capacity_rps": ("capacity", "req/s"),
-    "completed": ("completed", ""),
-    "failed": ("failed", ""),
-    "duration": ("duration", "s"),
-    "engine_s": ("engine", "s"),
-    "score": ("score", ""),
-}
-
-
-def metric_label(key: str) -> str:
-    """A metric key in words with its unit: `p99_ttft_ms` -> "P99 TTFT (ms)",
-    `output_throughput` -> "output (tok/s)"; a key it does not know, as written."""
-    latency = parse_latency_key(key)
-    if latency is not None:
-        stat = latency.statistic.upper() if latency.percentile is not None else latency.statistic
-        return f"{stat} {latency.metric.upper()} (ms)"
-    if key in _NAMED:
-        words, unit = _NAMED[key]
-        return f"{words} ({unit})" if unit else words
-    return key

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tuner.spec.figures import figure
+
 Direction = Literal["minimize", "maximize"]
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -88,8 +90,6 @@ def is_throughput(key: str) -> bool:
 
 def headline_words(metrics: dict[str, float]) -> list[str]:
     """The headline figures in words ("p99 TTFT 812.0 ms", ...; nan where one is missing)."""
-    from tuner.spec.figures import figure  # figures reads the key grammar from here
-
     out = []
     for key in HEADLINE_METRICS:
         label, unit, places = _HEADLINE_WORDS[key]
@@ -138,3 +138,31 @@ def example_metrics() -> list[str]:
     """The metric names a study file most often means (for "did you mean")."""
     stats = (*STATISTICS, *EXAMPLE_PERCENTILES)
     return [latency_key(s, m) for s in stats for m in LATENCY_METRICS] + [*MAXIMIZED, *MINIMIZED]
+
+
+# Metrics that are not latencies: (words, unit)
+_NAMED = {
+    "output_throughput": ("output", "tok/s"),
+    "total_token_throughput": ("total", "tok/s"),
+    "request_throughput": ("requests", "req/s"),
+    "request_goodput": ("goodput", "req/s"),
+    "capacity_rps": ("capacity", "req/s"),
+    "completed": ("completed", ""),
+    "failed": ("failed", ""),
+    "duration": ("duration", "s"),
+    "engine_s": ("engine", "s"),
+    "score": ("score", ""),
+}
+
+
+def metric_label(key: str) -> str:
+    """A metric key in words with its unit: `p99_ttft_ms` -> "P99 TTFT (ms)",
+    `output_throughput` -> "output (tok/s)"; a key it does not know, as written."""
+    latency = parse_latency_key(key)
+    if latency is not None:
+        stat = latency.statistic.upper() if latency.percentile is not None else latency.statistic
+        return f"{stat} {latency.metric.upper()} (ms)"
+    if key in _NAMED:
+        words, unit = _NAMED[key]
+        return f"{words} ({unit})" if unit else words
+    return key
