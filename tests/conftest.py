@@ -76,6 +76,9 @@ def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectRep
 def pytest_configure(config: pytest.Config) -> None:
     # in the environment, so that every `tuner sim serve` the tests start inherits it
     os.environ.setdefault("TUNER_SIM_TIME_SCALE", SIM_TIME_SCALE)
+    # The CLI fits its tables and `best`'s comments to $COLUMNS (docs/results.md): the tests
+    # read the output of a pipe (80 columns, `best` unwrapped) unless one sets COLUMNS itself.
+    os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(autouse=True)

@@ -75,8 +75,14 @@ def test_calibrate_fits_a_hidden_truth_end_to_end(tmp_path, tiny_model_dir):
 
     more = tuner("run", str(study), cwd=tmp_path)
     assert more.returncode == 0, more.stderr
-    out = tuner("calibrate", str(study), "-o", "cal.yaml", "--folds", "2", cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"  # not the study's directory: paths differ from there
+    elsewhere.mkdir()
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    out = tuner("calibrate", "../study.yaml", "-o", "../cal.yaml", "--folds", "2",
+                "--storage", db, cwd=elsewhere)  # fmt: skip
     assert out.returncode == 0, out.stderr
+    # what the study file must say: relative to the study's directory, not to the cwd
+    assert "`hardware.profile: cal.yaml`" in out.stdout, out.stdout
     assert "SIMULATED engine" in out.stdout and "held out (2-fold)" in out.stdout
     for metric in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput"):
         assert metric in out.stdout

@@ -77,8 +77,8 @@ def test_overloaded_config_is_stopped_early_and_the_study_goes_on(
     assert "starting engines)" in said  # the run summary's share
     csv = tuner("trials", str(study), "--format", "csv", cwd=tmp_path)
     assert "engine_s" in csv.stdout.splitlines()[0].split(",")
-    table = tuner("trials", str(study), cwd=tmp_path)
-    assert "engine_s" in table.stdout and "PRUNED" in table.stdout
+    table = tuner("trials", str(study), "--wide", cwd=tmp_path)
+    assert "engine (s)" in table.stdout and "PRUNED" in table.stdout
     best = tuner("best", str(study), cwd=tmp_path)
     assert "vllm serve" not in best.stdout  # a pruned trial is never the best
 

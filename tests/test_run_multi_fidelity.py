@@ -13,6 +13,7 @@ import pytest
 from tuner import trial as tr
 from tuner.sim.profile_file import write_profile
 from tuner.sim.profiles import get_gpu
+from tuner.spec.figures import figure
 from tuner.testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -76,6 +77,7 @@ def test_multi_fidelity_study_predicts_every_real_trial(tmp_path: Path, tiny_mod
     assert top.values[0] == top.user_attrs[tr.SCORE]  # what Optuna was told: measured
     if tr.PREDICTED_SCORE in top.user_attrs:  # the best may be the (unscreened) baseline
         assert top.user_attrs[tr.PREDICTED_SCORE] != top.user_attrs[tr.SCORE]
-    table = tuner("trials", str(study), cwd=tmp_path)
+    table = tuner("trials", str(study), "--wide", cwd=tmp_path)
     assert table.returncode == 0
-    assert f"{trials[1].user_attrs['predicted_p99_ttft_ms']:.4g}" in table.stdout
+    assert "predicted P99 TTFT (ms)" in table.stdout
+    assert figure(trials[1].user_attrs["predicted_p99_ttft_ms"]) in table.stdout

@@ -8,10 +8,22 @@ import sqlite3
 import sys
 
 import typer
+from typer.core import TyperOption
 from typer.exceptions import TyperException
 
 from tuner.commands import bench, calibrate, check, init, results, sim, study, tools
 from tuner.errors import RunInterrupted, UserError
+
+_value_type = TyperOption.display_type_rich
+
+
+def _switch_shows_no_type(self: TyperOption, ctx) -> str | None:
+    """A switch (`--no-pruning`, `--help`) takes no value: `--help` shows no `<bool>` beside it
+    (typer 0.29 shows one for every option)."""
+    return None if self.is_bool_flag else _value_type(self, ctx)
+
+
+TyperOption.display_type_rich = _switch_shows_no_type
 
 app = typer.Typer(
     name="tuner",

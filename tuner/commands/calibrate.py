@@ -70,9 +70,20 @@ def calibrate(
     for number, why in left_out(record, points).items():
         typer.echo(f"left out: trial {number}, {why}")
     typer.echo(
-        f"wrote {output}: use it as `hardware.profile: {output}` in a study file "
-        f"or `tuner sim serve --gpu {output}`"
+        f"wrote {output}: use it as `hardware.profile: {profile_setting(output, study_file)}` "
+        f"in {study_file} or `tuner sim serve --gpu {output}`"
     )
+
+
+def profile_setting(output: Path, study_file: Path) -> str:
+    """`hardware.profile:` as the study file must write it: the study resolves it from its own
+    directory, not from where `tuner` ran (`tuner.spec.study`)."""
+    import os
+
+    try:
+        return os.path.relpath(output.resolve(), study_file.resolve().parent)
+    except ValueError:  # another drive (Windows): only the whole path reaches it
+        return str(output.resolve())
 
 
 def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list) -> None:

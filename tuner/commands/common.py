@@ -30,6 +30,11 @@ Simulated = Annotated[
     bool, typer.Option("--simulated", help="Read the planner's simulated study (`tuner plan`).")
 ]
 
+Wide = Annotated[
+    bool,
+    typer.Option("--wide", help="Every column, whole headers and lines: do not fit the terminal."),
+]
+
 
 def open_study_file(
     study_file: Path,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.commands.common import Simulated, Storage, StudyFile, open_stored_study
+from tuner.commands.common import Simulated, Storage, StudyFile, Wide, open_stored_study
 from tuner.errors import UserError
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def pareto(
     scenario: Annotated[
         str | None, typer.Option(help="One scenario's front (a study with scenarios).")
     ] = None,
+    wide: Wide = False,
 ) -> None:
     """List the non-dominated feasible trials (default: P99 TTFT against mean TPOT)."""
     from tuner.results.pareto import check_stored, front_of, parse_objectives
@@ -73,7 +74,7 @@ def pareto(
     if fmt == "table":
         feasible = sum(p.feasible for p in points)
         sim = _is_simulated(study, points)
-        _print_front(front, objs, study.study_name, feasible, sim, scenario)
+        _print_front(front, objs, study.study_name, feasible, sim, scenario, wide=wide)
     else:
         typer.echo(_front_text(front, fmt), nl=False)
 
@@ -103,11 +104,6 @@ def _front_text(front: list[TrialPoint], fmt: str) -> str:
     return buf.getvalue()
 
 
-def _param_text(value: object) -> str:
-    """Floats from a stepped range (0.7799999999999999) shown as the step meant (0.78)."""
-    return f"{value:.10g}" if isinstance(value, float) else str(value)
-
-
 def _print_front(
     front: list[TrialPoint],
     objs: list[tuple[str, str]],
@@ -115,29 +111,34 @@ def _print_front(
     n_feasible: int,
     simulated: bool,
     scenario: str | None = None,
+    *,
+    wide: bool = False,
 ) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    from tuner.spec.metric_keys import HEADLINE_METRICS
+    from tuner.results.table import Column, flag_alias, print_table
+    from tuner.spec.figures import figure
+    from tuner.spec.metric_keys import HEADLINE_METRICS, metric_label
 
-    axes = " vs ".join(f"{n} ({d[:3]})" for n, d in objs)
+    axes = " against ".join(
+        f"{metric_label(n)}, {'lower' if d == 'minimize' else 'higher'} is better" for n, d in objs
+    )
     of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
     title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible trials"
     if simulated:
-        title += "\n(simulated study: figures are predictions, not measurements)"
-    table = Table(title=title)
+        title += " (simulated study: figures are predictions, not measurements)"
+    mark = " (baseline)" if wide else "*"
     params = list(dict.fromkeys(k for p in front for k in p.params))
     metrics = list(dict.fromkeys([*(n for n, _ in objs), *HEADLINE_METRICS]))
-    for col in ["trial", *params, *metrics, "score"]:
-        table.add_column(col, justify="right")
-    for p in front:
-        cells = [str(p.number) + (" (baseline)" if p.baseline else "")]
-        cells += [_param_text(p.params.get(k, "")) for k in params]
-        cells += [f"{p.metrics[m]:.4g}" if m in p.metrics else "" for m in metrics]
-        cells.append("" if p.score is None else f"{p.score:.3f}")
-        table.add_row(*cells)
-    Console(width=max(120, 14 * (len(params) + len(metrics) + 2))).print(table)
+    cols = [Column("trial", [f"{p.number}{mark if p.baseline else ''}" for p in front], text=True)]
+    cols += [
+        Column(k, [figure(p.params.get(k)) for p in front], short=flag_alias(k)) for k in params
+    ]
+    cols += [Column(metric_label(m), [figure(p.metrics.get(m)) for p in front]) for m in metrics]
+    cols.append(Column("score", [figure(p.score, 3, sign=True) for p in front]))
+    marked = any(p.baseline for p in front) and not wide
+    notes = ["* the baseline: vLLM's defaults"] if marked else []
+    print_table(Console(), cols, wide=wide, title=title, notes=notes)
 
 
 def export(

@@ -7,6 +7,11 @@ from typing import Annotated
 
 import typer
 
+from tuner.sim.profiles import BUILTIN_MODELS, GPUS
+
+MODEL_NAMES = ", ".join(BUILTIN_MODELS)
+GPU_NAMES = ", ".join(GPUS)
+
 app = typer.Typer(
     help="The simulated vLLM engine: a stand-in for `vllm serve` that needs no GPU.",
     no_args_is_help=True,
@@ -51,10 +56,18 @@ NoUsage = Annotated[
     typer.Option(help="Stream no usage chunk, even when asked for one.", rich_help_panel=_FAULTS),
 ]
 # vLLM's flags that the simulator reads, and those it accepts and ignores.
-ModelArg = Annotated[str | None, typer.Argument(metavar="[MODEL]", help="As `vllm serve MODEL`.")]
+ModelArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="[MODEL]", help=f"As `vllm serve MODEL`: as --model (built in: {MODEL_NAMES})."
+    ),
+]
 Model = Annotated[
     str | None,
-    typer.Option(help="Directory with config.json, or a built-in name.", rich_help_panel=_VLLM),
+    typer.Option(
+        help=f"Directory with config.json, or a built-in name: {MODEL_NAMES}.",
+        rich_help_panel=_VLLM,
+    ),
 ]
 Tokenizer = Annotated[
     str | None,
@@ -93,9 +106,7 @@ def serve(
     api_key: ApiKey = None,
     gpu: Annotated[
         str,
-        typer.Option(
-            help="Accelerator: a built-in name (a6000, h100, cpu, ...) or a profile file."
-        ),
+        typer.Option(help=f"Accelerator: a built-in name ({GPU_NAMES}) or a profile file."),
     ] = "a6000",
     load_delay_s: LoadDelay = 0.0,
     time_scale: TimeScale = 1.0,
@@ -204,7 +215,7 @@ def _tokenizer(tokenizer: str | None, model_path: str):
 def profile(
     name: Annotated[
         str,
-        typer.Argument(help="A built-in accelerator (a6000, h100, cpu, ...) or a profile file."),
+        typer.Argument(help=f"A built-in accelerator ({GPU_NAMES}) or a profile file."),
     ],
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")

@@ -13,6 +13,7 @@ from tuner.commands.common import (
     Simulated,
     Storage,
     StudyFile,
+    Wide,
     duration_s,
     open_stored_study,
     open_study_file,
@@ -61,8 +62,10 @@ def run(
             "--confirm",
             min=0,
             help=(
-                "Re-measure the best K configs at the end, then the best and the baseline "
-                "under perturbed workloads (docs/robustness.md)."
+                "Re-measure the best K configs at the end, each trial.confirm_repeats times "
+                "(3 by default): K × 3 more engine runs; then the best and the baseline under "
+                "perturbed workloads: 2 more engine starts of 5 workload runs each "
+                "(docs/robustness.md)."
             ),
         ),
     ] = 0,
@@ -273,6 +276,7 @@ def trials(
     storage: Storage = None,
     simulated: Simulated = False,
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    wide: Wide = False,
 ) -> None:
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
@@ -292,22 +296,40 @@ def trials(
     else:
         from tuner.results.views import print_trials_table
 
-        print_trials_table(frame)
+        print_trials_table(frame, wide=wide)
 
 
-def best(study_file: StudyFile, storage: Storage = None, simulated: Simulated = False) -> None:
+def best(
+    study_file: StudyFile, storage: Storage = None, simulated: Simulated = False, wide: Wide = False
+) -> None:
     """Print the best feasible trial as a ready-to-run `vllm serve` command."""
 
     study, _ = open_stored_study(study_file, storage, simulated)
-    _print_best(study)
+    _print_best(study, wide=wide)
 
 
-def _print_best(study: optuna.Study) -> None:
+def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
+    from tuner.results.table import wrap_comments
     from tuner.results.views import best_report
     from tuner.trial import StudyRecord, read_all
     from tuner.trial.specs import of_current
 
     record = StudyRecord.of(study)
     points = of_current(record, read_all(study.get_trials(deepcopy=False)))
-    typer.echo(best_report(points, study.study_name, record))
+    text = best_report(points, study.study_name, record)
+    width = None if wide else _terminal_width()
+    typer.echo(text if width is None else wrap_comments(text, width))
+
+
+def _terminal_width() -> int | None:
+    """The width to wrap `best`'s comment lines to: the terminal's, or $COLUMNS; None (lines
+    whole) when the output goes to a file or a pipe and COLUMNS is unset."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return Console().width
+    return None

@@ -12,20 +12,24 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
 from tuner.results.change import against_defaults
 from tuner.results.export import shell_command
+from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words, verdicts
-from tuner.spec.metric_keys import HEADLINE_LATENCIES, HEADLINE_METRICS, headline_words
+from tuner.spec.figures import figure
+from tuner.spec.metric_keys import (
+    HEADLINE_LATENCIES,
+    HEADLINE_METRICS,
+    headline_words,
+    metric_label,
+)
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs
 from tuner.trial.words import at_rate, scenario_parts
-
-FAILURE_CHARS = 60
 
 
 def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None) -> pd.DataFrame:
@@ -123,36 +127,71 @@ def _capped_cell(row: Any, col: str) -> bool:
     return bool(flag) and not pd.isna(flag)
 
 
-def print_trials_table(frame: pd.DataFrame, console: Console | None = None) -> None:
-    console = console or Console(width=200)
-    table = Table(show_lines=False)
+_HIDDEN = ("baseline", "reused_from", "failure")  # shown otherwise: a mark, a note
+
+
+def _header(col: str) -> tuple[str, str, bool]:
+    """A frame column's header, its short alias, and whether a narrow table may leave it out
+    (the figures a screen predicted, the time spent, each scenario's own figures)."""
+    if col.startswith("param_"):
+        name = col.removeprefix("param_")
+        return name, flag_alias(name), False
+    scenario, _, key = col.rpartition(":")
+    predicted = key.startswith(tr.PREDICTED_PREFIX)
+    label = metric_label(key.removeprefix(tr.PREDICTED_PREFIX))
+    label = f"predicted {label}" if predicted else label
+    if scenario:
+        return f"{scenario}: {label}", "", True
+    return label.replace("_", " "), "", predicted or key in ("engine_s", "rate_steps")
+
+
+def _cell(row: Any, col: str) -> str:
+    v = row[col]
+    if col.endswith(tr.CAPACITY_RPS) and _capped_cell(row, col):
+        return words.rate(v, True).removesuffix(f" {words.CAPPED_NOTE}")
+    if col.endswith("score"):
+        return figure(None if pd.isna(v) else v, 3, sign=True)
+    if col == "engine_s":
+        return figure(None if pd.isna(v) else v, 0)
+    if isinstance(v, float) and pd.isna(v):
+        return ""
+    return figure(v)
+
+
+def print_trials_table(
+    frame: pd.DataFrame, console: Console | None = None, *, wide: bool = False
+) -> None:
+    """The trials as a table that fits the console (`tuner.results.table`); each failure
+    reason whole under it (`wide`: in a last column)."""
+    console = console or Console()
+    rows = [row for _, row in frame.iterrows()]
+    mark = " (baseline)" if wide else "*"
+    cols = [
+        Column("#", [f"{r['number']}{mark if r['baseline'] else ''}" for r in rows], text=True),
+        Column("state", [str(r["state"]) for r in rows], text=True),
+    ]
     for col in frame.columns:
-        if col in ("baseline", "reused_from") or col.endswith("capacity_capped"):
+        if col in ("number", "state", "spec", *_HIDDEN) or col.endswith("capacity_capped"):
             continue
-        if col == "failure":
-            table.add_column(col, min_width=30, no_wrap=True, overflow="ellipsis")
-        elif col in ("number", "state"):
-            table.add_column(col, no_wrap=True)
-        else:
-            table.add_column(col.removeprefix("param_"), overflow="fold")
-    for _, row in frame.iterrows():
-        cells = []
-        for col in frame.columns:
-            if col in ("baseline", "reused_from") or col.endswith("capacity_capped"):
-                continue
-            v = row[col]
-            if col == "number" and row["baseline"]:
-                cells.append(f"{v} (baseline)")
-            elif col == "failure" and len(v) > FAILURE_CHARS:
-                cells.append(v[: FAILURE_CHARS - 1] + "…")  # the whole reason: --format csv
-            elif col.endswith(tr.CAPACITY_RPS) and _capped_cell(row, col):
-                cells.append(words.rate(v, True).removesuffix(f" {words.CAPPED_NOTE}"))
-            elif isinstance(v, float):
-                cells.append("" if pd.isna(v) else f"{v:.4g}")
-            else:
-                cells.append("" if v is None else str(v))
-        table.add_row(*cells)
-    console.print(table)
+        header, short, optional = _header(col)
+        cells = [_cell(r, col) for r in rows]
+        cols.append(Column(header, cells, short=short, optional=optional))
+    if "spec" in frame.columns:
+        cols.append(Column("spec", [str(r["spec"]) for r in rows], text=True))
+    notes = []
+    if any(r["baseline"] for r in rows) and not wide:
+        notes.append("* the baseline: vLLM's defaults")
+    failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
+    if wide:
+        cols.append(Column("reused from", [figure(_int(r["reused_from"])) for r in rows]))
+        cols.append(Column("failure", [str(r["failure"] or "") for r in rows], text=True))
+    else:
+        notes += [f"trial {number}: {why}" for number, why in failures]
+    print_table(console, cols, wide=wide, notes=notes)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
 
 
 def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:

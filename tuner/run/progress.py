@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -10,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+from tuner.spec.figures import figure
 from tuner.trial.words import trial_line
 
 if TYPE_CHECKING:
@@ -17,20 +21,44 @@ if TYPE_CHECKING:
     from tuner.run.summary import RunSummary
     from tuner.trial.point import TrialPoint
 
-REASON_CHARS = 160
+REASON_CHARS = 400  # a longer reason: its first sentences that fit (engine log lines)
+# Seconds between two plain progress lines while a trial runs and the output is not a terminal
+# (nohup, a log file: no live display there); the tests set it low.
+HEARTBEAT_ENV = "TUNER_PROGRESS_INTERVAL_S"
+HEARTBEAT_S = 30.0
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def first_sentences(text: str, chars: int = REASON_CHARS) -> str:
+    """The sentences of `text` that fit in `chars`, and always the whole first one: a reason
+    is shortened between sentences, never in the middle of one (`tuner trials` has it whole)."""
+    out = ""
+    for sentence in _SENTENCE_END.split(text.strip()):
+        if out and len(out) + 1 + len(sentence) > chars:
+            return out + " (…)"
+        out = f"{out} {sentence}" if out else sentence
+    return out
+
+
+def heartbeat_s() -> float:
+    """The interval of the plain progress lines ($TUNER_PROGRESS_INTERVAL_S, else 30 s)."""
+    try:
+        return max(float(os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_S), 0.05)
+    except ValueError:
+        return HEARTBEAT_S
 
 
 def describe(outcome: Outcome) -> str:
     """One line (rich markup) for a finished trial."""
     if outcome.kind == "reused":
         return f"same parameters as trial {outcome.reused_from}: result reused, not launched"
-    reason = escape(outcome.failure_reason[:REASON_CHARS])
+    reason = escape(first_sentences(outcome.failure_reason))
     if outcome.kind == "refused":
         return f"[yellow]not launched[/yellow] ({outcome.failure_kind}): {reason}"
     if outcome.kind == "failed":
         return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
     if outcome.kind == "pruned":
-        why = escape(str(outcome.record.pruned_reason or "")[:REASON_CHARS])
+        why = escape(first_sentences(str(outcome.record.pruned_reason or "")))
         at = outcome.record.pruned_at_s or 0.0
         return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
     tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
@@ -91,10 +119,15 @@ class RichProgress:
         self._t0 = time.monotonic()
         self._finished = 0
         self._best = "-"
+        self._phase = ""
+        self._running: tuple[int, float] | None = None  # the trial that runs, since when
+        self._stop_beats = threading.Event()
 
     def start(self, total: int) -> None:
         if self._owns:
             self._progress.start()
+        if not self.console.is_terminal:
+            threading.Thread(target=self._beats, name="progress-lines", daemon=True).start()
         self._t0 = time.monotonic()
         self._task = self._progress.add_task(
             escape(self.label), total=total, phase="", best="-", eta="-"
@@ -104,17 +137,41 @@ class RichProgress:
         self.console.print(f"{escape(self.label)} {text}" if self.label else text)
 
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None:
-        shown = " ".join(
-            f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
-        )
-        self._print(f"[dim]trial {number}: {shown}[/dim]")
+        shown = " ".join(f"{k}={figure(v)}" for k, v in params.items())
+        self._print(f"[dim]trial {number}: {escape(shown)}[/dim]")
+        self._running = (number, time.monotonic())
         self.phase("validating")
 
     def phase(self, text: str) -> None:
+        self._phase = text
         if self._task is not None:
             self._progress.update(self._task, phase=text)
 
+    def _beat(self) -> None:
+        """One plain line on the trial that runs: where it is and for how long (no live
+        display when the output is not a terminal, so this is all a log shows meanwhile)."""
+        running = self._running
+        if running is None:
+            return
+        number, t0 = running
+        total = next((t.total for t in self._progress.tasks if t.id == self._task), None)
+        done = f"{self._finished}/{total:.0f}" if total else str(self._finished)
+        best = f", best {self._best}" if self._best != "-" else ""
+        line = (
+            f"trial {number}: {self._phase or 'running'}, {time.monotonic() - t0:.0f} s in "
+            f"({done} trials done{best})"
+        )
+        self.console.print(
+            f"{self.label} {line}" if self.label else line, markup=False, highlight=False
+        )
+
+    def _beats(self) -> None:
+        interval = heartbeat_s()
+        while not self._stop_beats.wait(interval):
+            self._beat()
+
     def done(self, number: int, outcome: Outcome, best: float | None) -> None:
+        self._running = None
         if outcome.kind == "reused":  # not a new config: the budget does not count it
             self._print(f"trial {number}: {describe(outcome)}")
             return
@@ -130,6 +187,7 @@ class RichProgress:
             self._progress.update(self._task, advance=1, best=self._best, eta=eta, phase="")
 
     def stop(self) -> None:
+        self._stop_beats.set()
         if self._owns:
             self._progress.stop()
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import UserError
+from tuner.sim import vllm_defaults
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
 from tuner.spec.vllm_rules import scheduler_error
 
@@ -80,27 +81,28 @@ _INT_FLAGS = (
 
 
 def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -> EngineConfig:
-    """Fill vLLM V1's defaults (API server usage context) for the flags not given.
-
-    Defaults: chunked prefill on; gpu-memory-utilization 0.92; max-model-len from the
-    config; block size 16 (CUDA) or 128 (CPU); max-num-seqs 256 and max-num-batched-tokens
-    2048 (CUDA below 70 GiB or A100), 1024 and 8192 (H100/H200 class), 128*TP and 2048*TP
-    (CPU). With chunked prefill off the default token budget is raised to max-model-len.
-    Keys are vLLM long names (`max-num-seqs` or `max_num_seqs`); others are ignored.
+    """Fill vLLM's defaults (`vllm serve`, `tuner.sim.vllm_defaults`) for the flags not given;
+    max-model-len from the model's config. With chunked prefill off the default token budget
+    is raised to max-model-len. Keys are vLLM long names (`max-num-seqs` or `max_num_seqs`);
+    others are ignored.
     """
     f = {str(k).lstrip("-").replace("_", "-"): v for k, v in flags.items()}
     ints = {k: _as_int(k, f[k]) for k in _INT_FLAGS if f.get(k) is not None}
     tp = ints.get("tensor-parallel-size", 1)
-    chunked = _as_bool("enable-chunked-prefill", f.get("enable-chunked-prefill", True))
-    prefix = _as_bool("enable-prefix-caching", f.get("enable-prefix-caching", True))
-    util = _as_float("gpu-memory-utilization", f.get("gpu-memory-utilization", 0.92))
+    default = vllm_defaults.serve_defaults(gpu, tp)
+    chunked = _as_bool(
+        "enable-chunked-prefill", f.get("enable-chunked-prefill", default["enable-chunked-prefill"])
+    )
+    prefix = _as_bool(
+        "enable-prefix-caching", f.get("enable-prefix-caching", default["enable-prefix-caching"])
+    )
+    util = _as_float(
+        "gpu-memory-utilization",
+        f.get("gpu-memory-utilization", default["gpu-memory-utilization"]),
+    )
     max_model_len = ints.get("max-model-len", model.max_position_embeddings)
-    if gpu.platform == "cpu":
-        seqs_default, tokens_default, block_default = 128 * tp, 2048 * tp, 128
-    elif gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.name:
-        seqs_default, tokens_default, block_default = 1024, 8192, 16
-    else:
-        seqs_default, tokens_default, block_default = 256, 2048, 16
+    seqs_default = default["max-num-seqs"]
+    tokens_default, block_default = default["max-num-batched-tokens"], default["block-size"]
     tokens = ints.get("max-num-batched-tokens")
     if tokens is None:
         tokens = tokens_default if chunked else max(max_model_len, tokens_default)

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tuner.spec.figures import figure
+
 Direction = Literal["minimize", "maximize"]
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -34,11 +36,11 @@ MINIMIZED = ("failed", "duration")
 # first (latencies first: HEADLINE_LATENCIES are the latency-against-load curves).
 HEADLINE_METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 HEADLINE_LATENCIES = HEADLINE_METRICS[:2]
-# In words, for one line of text: (label, unit, format) per headline metric.
+# In words, for one line of text: (label, unit, decimal places) per headline metric.
 _HEADLINE_WORDS = {
-    "p99_ttft_ms": ("p99 TTFT", " ms", ".1f"),
-    "mean_tpot_ms": ("mean TPOT", " ms", ".2f"),
-    "output_throughput": ("output", " tok/s", ".1f"),
+    "p99_ttft_ms": ("p99 TTFT", " ms", 1),
+    "mean_tpot_ms": ("mean TPOT", " ms", 2),
+    "output_throughput": ("output", " tok/s", 1),
 }
 
 _LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
@@ -90,8 +92,8 @@ def headline_words(metrics: dict[str, float]) -> list[str]:
     """The headline figures in words ("p99 TTFT 812.0 ms", ...; nan where one is missing)."""
     out = []
     for key in HEADLINE_METRICS:
-        label, unit, fmt = _HEADLINE_WORDS[key]
-        out.append(f"{label} {format(metrics.get(key, float('nan')), fmt)}{unit}")
+        label, unit, places = _HEADLINE_WORDS[key]
+        out.append(f"{label} {figure(metrics.get(key), places) or 'nan'}{unit}")
     return out
 
 
@@ -136,3 +138,31 @@ def example_metrics() -> list[str]:
     """The metric names a study file most often means (for "did you mean")."""
     stats = (*STATISTICS, *EXAMPLE_PERCENTILES)
     return [latency_key(s, m) for s in stats for m in LATENCY_METRICS] + [*MAXIMIZED, *MINIMIZED]
+
+
+# Metrics that are not latencies: (words, unit)
+_NAMED = {
+    "output_throughput": ("output", "tok/s"),
+    "total_token_throughput": ("total", "tok/s"),
+    "request_throughput": ("requests", "req/s"),
+    "request_goodput": ("goodput", "req/s"),
+    "capacity_rps": ("capacity", "req/s"),
+    "completed": ("completed", ""),
+    "failed": ("failed", ""),
+    "duration": ("duration", "s"),
+    "engine_s": ("engine", "s"),
+    "score": ("score", ""),
+}
+
+
+def metric_label(key: str) -> str:
+    """A metric key in words with its unit: `p99_ttft_ms` -> "P99 TTFT (ms)",
+    `output_throughput` -> "output (tok/s)"; a key it does not know, as written."""
+    latency = parse_latency_key(key)
+    if latency is not None:
+        stat = latency.statistic.upper() if latency.percentile is not None else latency.statistic
+        return f"{stat} {latency.metric.upper()} (ms)"
+    if key in _NAMED:
+        words, unit = _NAMED[key]
+        return f"{words} ({unit})" if unit else words
+    return key

@@ -1,0 +1,59 @@
+"""What `tuner run` says while it runs (issue 21, §5): live reasons are never cut mid-sentence,
+and when the output is not a terminal (nohup, a log file) a plain progress line comes at least
+every TUNER_PROGRESS_INTERVAL_S seconds (30 by default) while a trial runs."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from tuner.run.progress import first_sentences
+from tuner.testing import sim_study, tuner
+
+REFUSAL = (
+    "max_num_batched_tokens (2048) is smaller than max_model_len (8192). This effectively "
+    "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject "
+    "longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."
+)
+
+
+def test_first_sentences_never_cut_inside_one() -> None:
+    assert first_sentences(REFUSAL, 400) == REFUSAL
+    short = first_sentences(REFUSAL, 160)
+    assert short == REFUSAL.split(". ")[0] + ". (…)"
+    assert (
+        first_sentences("one long first sentence " * 20)
+        == ("one long first sentence " * 20).strip()
+    )
+
+
+def test_live_refusal_is_whole(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """vLLM's refusal of the baseline (chunked prefill off, a token budget under
+    max-model-len) reads whole in the live lines, however narrow the terminal."""
+    study = sim_study(tmp_path, tiny_model_dir, flags={"enable-chunked-prefill": False})
+    env = {**os.environ, "COLUMNS": "80"}
+    done = tuner("plan", str(study), "--n-trials", "1", "--storage", "sqlite:///t.db",
+                 cwd=tmp_path, env=env)  # fmt: skip
+    said = " ".join(done.stderr.split())
+    assert f"not launched (invalid_argument): {REFUSAL}" in said, done.stderr
+
+
+def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """`tuner run` into a pipe: no live display, but a plain line on the running trial at
+    least every interval (0.3 s here, 30 s by default), each saying the phase and the time."""
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        workload={"num_prompts": 12, "request_rate": 3, "random_output_len": 32},
+    )
+    env = {**os.environ, "TUNER_PROGRESS_INTERVAL_S": "0.3"}
+    done = tuner("run", str(study), "--n-trials", "1", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stderr  # plain text: no terminal codes in a log file
+    beats = re.findall(r"^trial 0: (.+?), (\d+) s in \((\d+)/1 trials done\)$", done.stderr, re.M)
+    assert len(beats) >= 5, done.stderr  # the trial lasts seconds: a line every 0.3 s
+    phases = {phase for phase, _, _ in beats}
+    assert any("measuring" in p for p in phases), phases  # where the trial is, not only "running"
+    seconds = [int(s) for _, s, _ in beats]
+    assert seconds == sorted(seconds)

@@ -1,0 +1,48 @@
+"""How a number reads to a person: one formatter for every table and line.
+
+`figure` is the only number formatter of `tuner trials`, `tuner pareto` and `tuner best` (and of
+the headline words every progress line shows): plain decimals, never `1.726e+04`, never
+`0.8999999999999999` (a metric's name with its unit: `tuner.spec.metric_keys.metric_label`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+SIGNIFICANT = 4  # digits kept when no places are asked: 3123, 197.5, 88.1, 0.09684
+MAX_PLACES = 6  # a smaller figure reads 0 (its sign kept)
+
+
+def figure(value: Any, places: int | None = None, *, sign: bool = False) -> str:
+    """`value` as people read it; "" for None or NaN.
+
+    A bool reads True/False, an int as written. A float is rounded to `places` decimals when
+    given (kept, so a column's decimals line up: 197.50), else to SIGNIFICANT digits without
+    ever rounding away a digit before the point (17255.3 -> 17255) and without trailing zeros
+    (0.8999999999999999 -> 0.9). `sign`: a + on positive figures (a score: +0.097).
+    """
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:+d}" if sign else str(value)
+    v = float(value)
+    if math.isnan(v):
+        return ""
+    if math.isinf(v):
+        return ("+" if sign and v > 0 else "") + ("inf" if v > 0 else "-inf")
+    if places is None:
+        magnitude = math.floor(math.log10(abs(v))) if v else 0
+        decimals = min(max(SIGNIFICANT - 1 - magnitude, 0), MAX_PLACES)
+        text = f"{v:.{decimals}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+    else:
+        text = f"{v:.{places}f}"
+    if text.lstrip("-").strip("0.") == "":  # -0.000 and -0 read as 0
+        text = text.lstrip("-")
+    if sign and not text.startswith("-"):
+        text = "+" + text
+    return text
