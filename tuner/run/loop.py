@@ -1,14 +1,11 @@
 """The study loop: budget, signals, recovery, and asking and telling Optuna.
 
 One trial is `tuner.run.pipeline`'s job; this loop asks Optuna for parameters, hands them to the
-pipeline, and tells Optuna the `Outcome`, writing through `tuner.trial`'s encoders. Every
-path out of a trial (measured, refused, crashed, Ctrl-C) ends it in storage: nothing is left
-RUNNING, no engine is left alive. The loop never asks whether the engine is simulated.
-
-One loop is one worker (`tuner.run.lock.Worker`): several loops, in several processes or hosts
-(PostgreSQL) or in threads of one process (GPU slots, `tuner.run.slots`), share one study. The
-budget counts every worker's trials, a config is measured by one worker at a time, and each
-host measures its own baseline (docs/scale-out.md).
+pipeline, and tells Optuna the `Outcome`, writing through `tuner.trial`'s encoders. Every path
+out of a trial (measured, refused, crashed, Ctrl-C) ends it in storage: nothing is left RUNNING,
+no engine is left alive. The loop never asks whether the engine is simulated. One loop is one
+worker (`tuner.run.lock.Worker`); several (processes, hosts on PostgreSQL, GPU slots' threads)
+share one study, its budget, one claim per config and each host's baseline (docs/scale-out.md).
 """
 
 from __future__ import annotations

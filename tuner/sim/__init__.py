@@ -21,15 +21,43 @@ Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aio
 What may be assumed: deterministic (same inputs, same figures); the core takes plain values
 (flags, profiles, prompt and output lengths, arrival times), never a `StudySpec`.
 
-Re-exported here: the core's everyday names (numpy only). Not `server` (aiohttp must stay out
-of the core's path), nor `fit` (scipy) or `profile_file` (pydantic): import them from their
-modules.
+Re-exported here, on first use: the core's everyday names (numpy only), so that importing a
+light module (`tuner.sim.profiles`, whose model and GPU names the CLI's help lists) does not
+import numpy. Not `server` (aiohttp must stay out of the core's path), nor `fit` (scipy) or
+`profile_file` (pydantic): import them from their modules.
 """
 
-from tuner.sim.engine import Engine
-from tuner.sim.memory import check_config
-from tuner.sim.planner import SimResult, simulate
-from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.sim.engine import Engine
+    from tuner.sim.memory import check_config
+    from tuner.sim.planner import SimResult, simulate
+    from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
+
+_HOME = {
+    "Engine": "tuner.sim.engine",
+    "check_config": "tuner.sim.memory",
+    "SimResult": "tuner.sim.planner",
+    "simulate": "tuner.sim.planner",
+    "GpuProfile": "tuner.sim.profiles",
+    "ModelProfile": "tuner.sim.profiles",
+    "get_gpu": "tuner.sim.profiles",
+    "load_model": "tuner.sim.profiles",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tuner.sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Engine",
