@@ -189,6 +189,26 @@ def test_missing_tokenizer_or_dataset_writes_nothing(tmp_path: Path, tiny_model_
     refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
 
 
+def test_broken_tokenizer_or_dataset_file_writes_nothing(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Files that exist but cannot be read as what they claim: the workload is built before
+    the database and the log folder, so the refusal leaves neither (run and plan)."""
+    import shutil
+
+    broken = tmp_path / "tok"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "tokenizer.json").write_text("{garbage")
+    study = sim_study(tmp_path, broken)
+    for command in ("run", "plan"):
+        refused(tmp_path, f"cannot load a tokenizer from {broken}", command, str(study))
+    (tmp_path / "garbage.jsonl").write_text("not json at all\n")
+    data = {"dataset_name": "jsonl", "dataset_path": "garbage.jsonl"}
+    study = sim_study(tmp_path, tiny_model_dir, workload=data)
+    refused(tmp_path, "garbage.jsonl:1: malformed JSON", "run", str(study), "--n-trials", "1")
+    refused(tmp_path, "garbage.jsonl:1: malformed JSON", "plan", str(study), "--n-trials", "1")
+
+
 # What the study file alone decides ----------------------------------------------------------
 
 

@@ -46,10 +46,20 @@ def open_study_file(
 ) -> tuple[StudySpec, Store]:
     """The validated spec (with `change`, e.g. command-line overrides, applied) and its
     store; `check(spec)` runs before the database is touched."""
+    spec = load_study_file(study_file, check=check, change=change)
+    return spec, open_store(spec, storage, readonly=readonly)
+
+
+def load_study_file(
+    study_file: Path,
+    *,
+    check: Callable[[StudySpec], None] | None = None,
+    change: Callable[[StudySpec], StudySpec] | None = None,
+) -> StudySpec:
+    """The validated spec, `change` applied, `check` passed; no database touched yet."""
     import optuna
 
     from tuner.spec.study import load_study_spec
-    from tuner.store.storage import Store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the tuner reports progress itself
     spec = load_study_spec(study_file)
@@ -57,7 +67,15 @@ def open_study_file(
         spec = change(spec)
     if check is not None:
         check(spec)
-    return spec, Store(storage or spec.storage, readonly=readonly)
+    return spec
+
+
+def open_store(spec: StudySpec, storage: str | None, *, readonly: bool = False) -> Store:
+    """The study's store: `--storage`, else the study file's, else the default (created here
+    unless `readonly`)."""
+    from tuner.store.storage import Store
+
+    return Store(storage or spec.storage, readonly=readonly)
 
 
 def open_stored_study(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,8 +16,9 @@ from tuner.commands.common import (
     StudyFile,
     Wide,
     duration_s,
+    load_study_file,
+    open_store,
     open_stored_study,
-    open_study_file,
 )
 
 NoPruning = Annotated[
@@ -97,20 +99,18 @@ def run(
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.run.preflight import RunArgs
-    from tuner.run.session import RunOptions, engine_runners, run_study
+    from tuner.run.session import RunOptions, engine_runners, first_runner, run_study
+    from tuner.store.storage import resolve_storage
 
     timeout_s = duration_s("--timeout", timeout)
     args = RunArgs(storage, n_trials, timeout_s, from_plan, warm_start, accept_changes)
     found = []
-    spec, store = open_study_file(
+    spec = load_study_file(
         study_file,
-        storage,
         check=lambda s: found.append(_preflight(s, args, slow=not no_preflight)),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
     _inform(found)
-    queued = _warm_start(spec, store, from_plan, warm_start)
-    log_dir.mkdir(parents=True, exist_ok=True)
     options = RunOptions(
         n_trials=n_trials,
         timeout_s=timeout_s,
@@ -118,10 +118,14 @@ def run(
         confirm=confirm,
         accept_changes=accept_changes,
         pruning=not no_pruning,
-        warm_start=queued,
         gpu_slots=True,
     )
-    result = run_study(spec, store, engine_runners(spec, log_dir, store.url), options, _view())
+    make_runner = engine_runners(spec, log_dir, resolve_storage(storage or spec.storage))
+    runner = first_runner(spec, make_runner, options)  # a broken file: nothing written yet
+    store = open_store(spec, storage)
+    options = replace(options, warm_start=_warm_start(spec, store, from_plan, warm_start))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    result = run_study(spec, store, make_runner, options, _view(), runner)
     _print_result(result)
 
 
@@ -155,15 +159,14 @@ def plan(
     from tuner.trial.uptime import real_startups_s
 
     found = []
-    spec, store = open_study_file(
-        study_file, storage, check=lambda s: found.append(_check_plan(s, storage))
-    )
+    spec = load_study_file(study_file, check=lambda s: found.append(_check_plan(s, storage)))
     _inform(found)
-    startup_s = real_startups_s(store, spec.name)
+    runner = PlanRunner(spec)
+    runner.prepare()  # a broken tokenizer or dataset file: nothing written yet
+    store = open_store(spec, storage)
+    runner.measured_startup_s = real_startups_s(store, spec.name)
     options = RunOptions(n_trials=n_trials, accept_changes=accept_changes, pruning=not no_pruning)
-    result = run_study(
-        spec, store, lambda _: PlanRunner(spec, measured_startup_s=startup_s), options, _view()
-    )
+    result = run_study(spec, store, lambda _: runner, options, _view(), runner)
     _print_result(result)
 
 

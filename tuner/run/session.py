@@ -84,22 +84,37 @@ def engine_runners(spec: StudySpec, log_dir: Path, storage_url: str | None) -> R
     return make
 
 
+def first_runner(
+    spec: StudySpec, make_runner: RunnerFactory, options: RunOptions | None = None
+) -> TrialRunner:
+    """The run's runner (its first GPU slot's: its workload, its checks), the workload built.
+    What can fail in building it (a broken tokenizer file, a dataset of garbage) fails here:
+    a caller that calls this before it creates the study's database writes nothing when the
+    study cannot start."""
+    slots = plan_slots(spec) if (options or RunOptions()).gpu_slots else []
+    runner = make_runner(slots[0] if slots else None)
+    runner.prepare()
+    return runner
+
+
 def run_study(
     spec: StudySpec,
     store: Store,
     make_runner: RunnerFactory,
     options: RunOptions | None = None,
     view: RunView | None = None,
+    runner: TrialRunner | None = None,
 ) -> RunResult:
     """Run (or continue) the study up to its budget, confirm, check the best; the result.
+    `runner`: the run's, from `first_runner` (built here when not given).
 
     Ctrl-C, SIGTERM or SIGHUP during the trials: the trial in flight is recorded as interrupted
     and `RunInterrupted` is raised."""
     options = options or RunOptions()
     view = view or RunView()
     slots = plan_slots(spec) if options.gpu_slots else []
-    runner = make_runner(slots[0] if slots else None)  # the run's: its workload, its checks
-    runner.prepare()
+    if runner is None:
+        runner = first_runner(spec, make_runner, options)
     try:
         if len(slots) > 1:
             loop, summary = _run_slots(spec, store, runner, make_runner, slots, options, view)
