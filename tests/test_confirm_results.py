@@ -9,6 +9,7 @@ The engine drifts on purpose between the search and the confirmation: `engine.py
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -93,6 +94,10 @@ def test_a_config_whose_reruns_break_the_slo_is_not_best(
     assert "trial 0:" in export.stdout.splitlines()[0] and note in export.stdout
     asked = tuner("export", str(study), "--trial", "1", cwd=tmp_path)
     assert f"WARNING: {note}" in asked.stdout
+    # the re-runs are no rows of `tuner pareto`, and config 1, whose re-runs broke the SLO,
+    # is off its front as it is out of `best`
+    front = json.loads(tuner("pareto", str(study), "--format", "json", cwd=tmp_path).stdout)
+    assert [(r["trial"], r["runs"]) for r in front] == [(0, 1)]
 
 
 def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
@@ -124,3 +129,26 @@ def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
     assert _score(best.stdout) == round(rows[1]["score"], 3) < 0
     export = tuner("export", str(study), cwd=tmp_path)
     assert f"score = {rows[1]['score']:.4g} (lower is better" in export.stdout
+    _front_pools_the_baseline(study, rows)
+
+
+AXES = ("p99_ttft_ms", "mean_tpot_ms")  # `tuner pareto`'s default objectives, both minimised
+
+
+def _front_pools_the_baseline(study: Path, rows: list[dict]) -> None:
+    """`tuner pareto`: the baseline's config in one row, its three runs pooled (geometric
+    means, the figures of its mean score), on the front exactly when those pooled figures
+    are not dominated by trial 1's; the re-runs are no rows."""
+    pooled = {m: math.prod(rows[n][m] for n in (0, 2, 3)) ** (1 / 3) for m in AXES}
+    one = {m: rows[1][m] for m in AXES}
+
+    def beats(a: dict, b: dict) -> bool:
+        return all(a[m] <= b[m] for m in AXES) and a != b
+
+    expected = [n for n, me, other in [(0, pooled, one), (1, one, pooled)] if not beats(other, me)]
+    out = tuner("pareto", str(study), "--format", "json", cwd=study.parent)
+    front = {r["trial"]: r for r in json.loads(out.stdout)}
+    assert sorted(front) == expected, (pooled, one)
+    if 0 in front:
+        assert front[0]["runs"] == 3 and front[0]["pooled_trials"] == [0, 2, 3]
+        assert front[0]["metrics"]["p99_ttft_ms"] == pytest.approx(pooled["p99_ttft_ms"])

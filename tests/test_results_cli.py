@@ -43,7 +43,8 @@ def test_pareto_json_csv_table(study) -> None:
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["trial"] for r in rows] == [1, 2, 0, 6]
-    assert set(rows[0]) == {"trial", "params", "metrics"}
+    assert set(rows[0]) == {"trial", "runs", "pooled_trials", "params", "metrics"}
+    assert rows[0]["runs"] == 1 and rows[0]["pooled_trials"] == [1]
     assert rows[0]["params"]["max-num-seqs"] == 64 and rows[0]["metrics"]["p99_ttft_ms"] == 900
 
     done = tuner("pareto", study_file, "--storage", url, "--format", "csv",
@@ -56,6 +57,7 @@ def test_pareto_json_csv_table(study) -> None:
     done = tuner("pareto", study_file, "--storage", url)
     assert done.returncode == 0 and "Pareto front of handbuilt" in done.stdout
     assert "0* " in done.stdout and "* the baseline" in done.stdout
+    assert "4 of 5 feasible configs" in " ".join(done.stdout.split())
 
 
 def test_pareto_and_export_agree_across_objective_modes(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from tuner.trial import (
     FailureKind,
     baseline_of,
     best,
+    configs,
     confirmation_runs,
     is_metric,
     ranked,
@@ -80,6 +81,34 @@ def test_confirmed_configs_rank_by_their_mean_and_reruns_are_not_candidates() ->
     assert confirmation_runs(points) == {1: [-0.6, 0.5, 0.4], 2: [-0.4, -9.0]}
     # 1's mean is +0.1; 2's re-run broke a constraint: 2 is no candidate, whatever it scored
     assert [p.number for p in ranked(points)] == [0, 1]
+
+
+def test_each_config_once_its_reruns_pooled_and_reused_copies_left_out() -> None:
+    points = read_all(
+        [
+            frozen(0, score=0.0, baseline=True, p99_ttft_ms=10.0, failed=0.0),
+            frozen(1, score=-0.3, p99_ttft_ms=8.0, failed=0.0),
+            frozen(2, score=-0.3, reused_from=1, p99_ttft_ms=8.0, failed=0.0),  # a copy
+            frozen(3, score=-0.1, confirm_of=1, p99_ttft_ms=4.0, failed=0.0),
+            frozen(4, score=0.1, confirm_of=2, p99_ttft_ms=16.0, failed=2.0),  # re-ran the copy
+            frozen(5, score=-0.5, p99_ttft_ms=7.0),
+            frozen(6, score=0.4, confirm_of=5, constraints={"slo": 0.2}, p99_ttft_ms=20.0),
+        ]
+    )
+    found = configs(points)
+    assert [(c.point.number, c.runs, c.reused) for c in found] == [
+        (0, (0,), ()),
+        (1, (1, 3, 4), (2,)),
+        (5, (5, 6), ()),
+    ]
+    one = found[1].point
+    # the mean score `ranked` ranks by, and the figures (geometric mean) that score it
+    assert one.score == pytest.approx(sum(confirmation_runs(points)[1]) / 3) == -0.1
+    assert one.metrics["p99_ttft_ms"] == pytest.approx(8.0)  # (8 × 4 × 16) ** (1/3)
+    assert one.metrics["failed"] == pytest.approx(2 / 3)  # a zero among them: the plain mean
+    assert one.feasible and not found[2].point.feasible  # 5's re-run broke the SLO
+    # a reused copy is no candidate of its own: it would rank on its origin's first run alone
+    assert [p.number for p in ranked(points)] == [1, 0]
 
 
 def test_broken_constraints_and_cis() -> None:

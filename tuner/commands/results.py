@@ -16,7 +16,7 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.trial import TrialPoint
+    from tuner.trial import Config, TrialPoint
 
 
 def _points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint]:
@@ -55,9 +55,10 @@ def pareto(
     ] = None,
     wide: Wide = False,
 ) -> None:
-    """List the non-dominated feasible trials (default: P99 TTFT against mean TPOT)."""
+    """List the non-dominated feasible configs (default: P99 TTFT against mean TPOT), each
+    once: a config's `--confirm` re-runs pooled into its row, reused results left out."""
     from tuner.results.pareto import check_stored, front_of, parse_objectives
-    from tuner.trial import for_scenario
+    from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
@@ -68,35 +69,48 @@ def pareto(
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     check_stored(points, [name for name, _ in objs], study.study_name)
-    front = front_of(points, objs)
+    each = {c.point.number: c for c in configs(points)}
+    front = [each[p.number] for p in front_of([c.point for c in each.values()], objs)]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
     if fmt == "table":
-        feasible = sum(p.feasible for p in points)
+        feasible = sum(c.point.feasible for c in each.values())
         sim = _is_simulated(study, points)
         _print_front(front, objs, study.study_name, feasible, sim, scenario, wide=wide)
     else:
         typer.echo(_front_text(front, fmt), nl=False)
 
 
-def _front_text(front: list[TrialPoint], fmt: str) -> str:
-    """JSON: a list of {trial, params, metrics}. CSV: one row per trial, params then metrics."""
+def _front_text(front: list[Config], fmt: str) -> str:
+    """JSON: a list of {trial, runs, pooled_trials, params, metrics}. CSV: one row per
+    config, its trial and runs, params then metrics. `runs`: the measurements pooled."""
     import csv
     import io
     import json
 
-    rows = [{"trial": p.number, "params": p.params, "metrics": p.metrics} for p in front]
+    rows = [
+        {
+            "trial": c.point.number,
+            "runs": len(c.runs),
+            "pooled_trials": list(c.runs),
+            "params": c.point.params,
+            "metrics": c.point.metrics,
+        }
+        for c in front
+    ]
     if fmt == "json":
         return json.dumps(rows, indent=2) + "\n"
-    params = list(dict.fromkeys(k for p in front for k in p.params))
-    metrics = sorted({k for p in front for k in p.metrics})
+    params = list(dict.fromkeys(k for c in front for k in c.point.params))
+    metrics = sorted({k for c in front for k in c.point.metrics})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["trial", *params, *metrics])
-    for p in front:
+    writer.writerow(["trial", "runs", *params, *metrics])
+    for c in front:
+        p = c.point
         writer.writerow(
             [
                 p.number,
+                len(c.runs),
                 *(p.params.get(k, "") for k in params),
                 *(p.metrics.get(k, "") for k in metrics),
             ]
@@ -105,7 +119,7 @@ def _front_text(front: list[TrialPoint], fmt: str) -> str:
 
 
 def _print_front(
-    front: list[TrialPoint],
+    front: list[Config],
     objs: list[tuple[str, str]],
     study_name: str,
     n_feasible: int,
@@ -124,20 +138,27 @@ def _print_front(
         f"{metric_label(n)}, {'lower' if d == 'minimize' else 'higher'} is better" for n, d in objs
     )
     of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
-    title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible trials"
+    title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible configs"
     if simulated:
         title += " (simulated study: figures are predictions, not measurements)"
     mark = " (baseline)" if wide else "*"
-    params = list(dict.fromkeys(k for p in front for k in p.params))
+    points = [c.point for c in front]
+    params = list(dict.fromkeys(k for p in points for k in p.params))
     metrics = list(dict.fromkeys([*(n for n, _ in objs), *HEADLINE_METRICS]))
-    cols = [Column("trial", [f"{p.number}{mark if p.baseline else ''}" for p in front], text=True)]
+    cols = [Column("trial", [f"{p.number}{mark if p.baseline else ''}" for p in points], text=True)]
+    cols.append(Column("runs", [str(len(c.runs)) for c in front]))
     cols += [
-        Column(k, [figure(p.params.get(k)) for p in front], short=flag_alias(k)) for k in params
+        Column(k, [figure(p.params.get(k)) for p in points], short=flag_alias(k)) for k in params
     ]
-    cols += [Column(metric_label(m), [figure(p.metrics.get(m)) for p in front]) for m in metrics]
-    cols.append(Column("score", [figure(p.score, 3, sign=True) for p in front]))
-    marked = any(p.baseline for p in front) and not wide
+    cols += [Column(metric_label(m), [figure(p.metrics.get(m)) for p in points]) for m in metrics]
+    cols.append(Column("score", [figure(p.score, 3, sign=True) for p in points]))
+    marked = any(p.baseline for p in points) and not wide
     notes = ["* the baseline: vLLM's defaults"] if marked else []
+    if any(len(c.runs) > 1 for c in front):
+        notes.append(
+            "runs: the config's measurements pooled in its row (--confirm re-runs): "
+            "mean score, geometric-mean figures"
+        )
     print_table(Console(), cols, wide=wide, title=title, notes=notes)
 
 

@@ -30,8 +30,10 @@ from tuner.trial.point import (
     record_of,
 )
 from tuner.trial.ranking import (
+    Config,
     baseline_of,
     best,
+    configs,
     confirmation_misses,
     confirmation_runs,
     host_baselines,
@@ -56,6 +58,7 @@ __all__ = [
     "PREDICTABLE",
     "CalibrationRecord",
     "CapacityResult",
+    "Config",
     "Constraints",
     "FailureKind",
     "RateStep",
@@ -68,6 +71,7 @@ __all__ = [
     "TrialRecord",
     "baseline_of",
     "best",
+    "configs",
     "confirmation_misses",
     "confirmation_runs",
     "create",

@@ -12,8 +12,9 @@ relative to its pooled figures (`pooled`, which `read_all` applies).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tuner.trial.point import TrialPoint, read
@@ -27,14 +28,37 @@ def read_all(trials: Iterable[Any]) -> list[TrialPoint]:
 
 def reruns(points: Sequence[TrialPoint]) -> dict[int, list[TrialPoint]]:
     """Each config's finished `--confirm` re-runs, by the trial they re-measured (an
-    interrupted re-run, or one still running, is no result)."""
+    interrupted re-run, or one still running, is no result). A re-run of a reused result
+    re-measured the trial it reused (`origin`)."""
     by_number = {p.number: p for p in points}
     out: dict[int, list[TrialPoint]] = {}
     for p in points:
         origin = by_number.get(p.confirm_of) if p.confirm_of is not None else None
         if origin is not None and p.status != "running" and not p.interrupted:
-            out.setdefault(origin.number, []).append(p)
+            out.setdefault(origin_of(origin, by_number).number, []).append(p)
     return out
+
+
+def origin_of(p: TrialPoint, by_number: Mapping[int, TrialPoint]) -> TrialPoint:
+    """The trial whose result `p` is: itself, or the measured trial a reused result copies
+    (a copy of a copy: the first)."""
+    seen = {p.number}
+    while p.record.reused_from is not None and p.record.reused_from in by_number:
+        p = by_number[p.record.reused_from]
+        if p.number in seen:
+            break
+        seen.add(p.number)
+    return p
+
+
+def _measured_reruns(points: Sequence[TrialPoint]) -> dict[int, list[TrialPoint]]:
+    """Each config's `--confirm` re-runs that measured it (an SLO-breaking one too): the
+    runs pooled with its first (`confirmation_runs`, `configs`)."""
+    out = {
+        n: [r for r in again if r.status in ("feasible", "infeasible") and r.score is not None]
+        for n, again in reruns(points).items()
+    }
+    return {n: runs for n, runs in out.items() if runs}
 
 
 def confirmation_runs(points: Sequence[TrialPoint]) -> dict[int, list[float]]:
@@ -43,14 +67,63 @@ def confirmation_runs(points: Sequence[TrialPoint]) -> dict[int, list[float]]:
     `confirmation_misses`)."""
     by_number = {p.number: p for p in points}
     runs: dict[int, list[float]] = {}
-    for number, again in reruns(points).items():
+    for number, again in _measured_reruns(points).items():
         origin = by_number[number]
-        scores = [
-            r.score for r in again if r.status in ("feasible", "infeasible") and r.score is not None
-        ]
-        if origin.score is not None and scores:
-            runs[number] = [origin.score, *scores]
+        if origin.score is not None:
+            runs[number] = [origin.score, *(r.score for r in again if r.score is not None)]
     return runs
+
+
+@dataclass(frozen=True)
+class Config:
+    """One measured config (`configs`): its first trial, its figures pooled over its runs."""
+
+    point: TrialPoint  # the first measured trial; metrics, score and status pooled
+    runs: tuple[int, ...]  # the trials pooled: the first, then its `--confirm` re-runs
+    reused: tuple[int, ...] = ()  # trials that reused its result (copies, not runs)
+
+
+def configs(points: Sequence[TrialPoint]) -> list[Config]:
+    """Each measured config once, in trial order (`tuner pareto`): reused results and
+    `--confirm` re-runs are not configs of their own. A re-measured config's score is the
+    mean over its runs, as `ranked` ranks it (`confirmation_runs`); each metric the
+    geometric mean over the same runs (scores are log-ratios, so these are the figures that
+    score that mean); and it is infeasible when a re-run broke a constraint or failed
+    (`confirmation_misses`: never best either)."""
+    by_number = {p.number: p for p in points}
+    again, misses = _measured_reruns(points), confirmation_misses(points)
+    scores = confirmation_runs(points)
+    copies: dict[int, list[int]] = {}
+    for p in points:
+        if p.record.reused_from is not None:
+            copies.setdefault(origin_of(p, by_number).number, []).append(p.number)
+    out = []
+    for p in points:
+        if not p.measured or p.confirm_of is not None:
+            continue
+        runs = [p, *again.get(p.number, [])]
+        point = replace(p, status="infeasible") if p.number in misses else p
+        if len(runs) > 1:
+            mean = sum(scores[p.number]) / len(scores[p.number]) if p.number in scores else None
+            point = replace(point, metrics=_pooled_metrics(runs), score=mean)
+        out.append(Config(point, tuple(r.number for r in runs), tuple(copies.get(p.number, ()))))
+    return out
+
+
+def _pooled_metrics(runs: Sequence[TrialPoint]) -> dict[str, float]:
+    """Each metric every run measured: the geometric mean (the arithmetic one where a run
+    measured 0, e.g. `failed`)."""
+    names = [m for m in runs[0].metrics if all(m in r.metrics for r in runs[1:])]
+    out = {}
+    for m in names:
+        values = [float(r.metrics[m]) for r in runs]
+        if len(set(values)) == 1:
+            out[m] = values[0]  # exactly (8 completed every time, not 7.999999999999998)
+        elif all(v > 0 for v in values):
+            out[m] = math.exp(sum(math.log(v) for v in values) / len(values))
+        else:
+            out[m] = sum(values) / len(values)
+    return out
 
 
 def confirmation_misses(points: Sequence[TrialPoint]) -> dict[int, list[TrialPoint]]:
@@ -111,14 +184,19 @@ def ranked(
     config whose re-runs broke an SLO or failed is no candidate (`confirmation_misses`).
 
     Candidates are feasible trials with a score (`eligible` replaces "feasible", e.g. with an
-    export-time SLO); re-measurements are never candidates themselves.
+    export-time SLO); re-measurements and reused results (copies of a candidate's result,
+    its re-runs not pooled in) are never candidates themselves.
     """
     runs, misses = confirmation_runs(points), confirmation_misses(points)
     keep = eligible or (lambda p: p.feasible)
     pool = [
         p
         for p in points
-        if keep(p) and p.score is not None and p.confirm_of is None and p.number not in misses
+        if keep(p)
+        and p.score is not None
+        and p.confirm_of is None
+        and p.record.reused_from is None
+        and p.number not in misses
     ]
 
     def key(p: TrialPoint) -> tuple[float, int]:
