@@ -48,6 +48,7 @@ def test_a_predicted_refusal_is_launched_under_no_precheck(
     predicted = [r for r in _trials(study) if r["param_gpu-memory-utilization"] == 0.3]
     assert predicted and predicted[0]["engine_s"] == 0.0  # refused before launch
     assert predicted[0]["failure"].startswith("kv_cache_too_small")
+    assert predicted[0]["state"] == "REFUSED (predicted)"  # not COMPLETE: nothing measured
 
     again = tuner("run", str(study), "--n-trials", "1", "--no-precheck", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
@@ -55,6 +56,7 @@ def test_a_predicted_refusal_is_launched_under_no_precheck(
     launched = [r for r in rows if r["reused_from"] is None and r["engine_s"] > 0]
     assert len(launched) == 1, rows  # the engine itself was asked, not the prediction reused
     assert launched[0]["failure"].startswith("kv_cache_too_small")  # and it agreed
+    assert launched[0]["state"] == "FAILED"
 
 
 def test_a_trial_stopped_early_is_measured_whole_under_no_pruning(

@@ -43,8 +43,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     screened = any(p.predictions for p in points)
     rows: list[dict[str, Any]] = []
     for p in points:
-        state = "INFEASIBLE" if p.status == "infeasible" else p.state
-        row: dict[str, Any] = {"number": p.number, "state": state}
+        row: dict[str, Any] = {"number": p.number, "state": _state(p)}
         row.update({f"param_{k}": v for k, v in p.params.items()})
         predicted, r = p.predictions, p.record
         for m in HEADLINE_METRICS:
@@ -71,6 +70,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["startup_s"], row["workload_s"] = split if split is not None else (None, None)
         row["baseline"] = p.baseline
         row["reused_from"] = r.reused_from
+        row["partial"] = p.partial  # stopped early: the figures cover the requests done then
         if p.status == "pruned":
             row["failure"] = f"stopped early: {r.pruned_reason or ''}"
         elif p.failure_kind:
@@ -96,6 +96,17 @@ def trials_records(
         if "rate_steps" in row:
             row["rate_steps"] = [s.encode() for s in by_number[row["number"]].rate_steps]
     return rows
+
+
+def _state(p: TrialPoint) -> str:
+    """Optuna's state, in words that match the row: a completed trial that measured nothing
+    is not COMPLETE (refused before launch on a prediction, or failed), nor is one that
+    broke a constraint."""
+    if p.status == "infeasible":
+        return "INFEASIBLE"
+    if p.state == "COMPLETE" and p.status == "failed":
+        return "REFUSED (predicted)" if p.record.predicted else "FAILED"
+    return p.state
 
 
 def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
@@ -127,7 +138,8 @@ def _capped_cell(row: Any, col: str) -> bool:
     return bool(flag) and not pd.isna(flag)
 
 
-_HIDDEN = ("baseline", "reused_from", "failure")  # shown otherwise: a mark, a note
+_HIDDEN = ("baseline", "reused_from", "failure", "partial")  # shown otherwise: a mark, a note
+PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
 
 
 def _header(col: str) -> tuple[str, str, bool]:
@@ -146,6 +158,12 @@ def _header(col: str) -> tuple[str, str, bool]:
 
 
 def _cell(row: Any, col: str) -> str:
+    text = _figure_cell(row, col)
+    partial = bool(row.get("partial")) and tr.is_metric(col.rpartition(":")[2])
+    return f"{PARTIAL_MARK}{text}" if partial and text else text
+
+
+def _figure_cell(row: Any, col: str) -> str:
     v = row[col]
     if col.endswith(tr.CAPACITY_RPS) and _capped_cell(row, col):
         return words.rate(v, True).removesuffix(f" {words.CAPPED_NOTE}")
@@ -181,6 +199,8 @@ def print_trials_table(
     notes = []
     if any(r["baseline"] for r in rows) and not wide:
         notes.append("* the baseline: vLLM's defaults")
+    if any(r.get("partial") for r in rows):
+        notes.append(f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)")
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
     if wide:
         cols.append(Column("reused from", [figure(_int(r["reused_from"])) for r in rows]))
