@@ -136,6 +136,7 @@ def test_sigterm_and_sighup_end_the_trial_like_ctrl_c(
 ) -> None:
     """`timeout`, systemd, `docker stop` (SIGTERM) and a dropped ssh session (SIGHUP)."""
     study = sim_study(tmp_path, tiny_model_dir, workload=LONG)
+    t0 = time.monotonic()
     proc = _start_and_wait_for_engine(tmp_path, study)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
@@ -146,15 +147,23 @@ def test_sigterm_and_sighup_end_the_trial_like_ctrl_c(
     assert trial.state == optuna.trial.TrialState.FAIL
     assert trial.user_attrs["failure_kind"] == "interrupted"
     assert trial.user_attrs["failure_reason"] == f"interrupted by {signum.name}"
+    # the engine time used until the signal counts (it had started and served a request)
+    used = trial.user_attrs["engine_s"]
+    assert 0 < used < time.monotonic() - t0 and used >= trial.user_attrs.get("startup_s", 0)
     assert _no_engine_left(tmp_path)
     assert not any(running for *_, running in _engines(tmp_path))
 
 
-def test_kill_9_then_rerun_recovers(tmp_path: Path, tiny_model_dir) -> None:
+def test_kill_9_then_rerun_recovers(
+    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TUNER_HEARTBEAT_S", "0.2")  # when the killed run was last seen alive
     study = sim_study(tmp_path, tiny_model_dir, workload=LONG, budget={"n_trials": 1})
+    t0 = time.monotonic()
     proc = _start_and_wait_for_engine(tmp_path, study)
     proc.kill()
     proc.communicate(timeout=30)
+    killed_after_s = time.monotonic() - t0
     # The engine dies with its tuner (parent-death signal), or the next run stops it.
     study.write_text(study.read_text().replace("num_prompts: 400", "num_prompts: 8"))
     refused = tuner("run", str(study), cwd=tmp_path)  # the workload changed: not comparable
@@ -165,6 +174,8 @@ def test_kill_9_then_rerun_recovers(tmp_path: Path, tiny_model_dir) -> None:
     first, second = _trials(tmp_path)
     assert first.state == optuna.trial.TrialState.FAIL
     assert first.user_attrs["failure_kind"] == "interrupted"
+    # recovery counts the engine time used: from the launch to the last heartbeat
+    assert 0 < first.user_attrs["engine_s"] < killed_after_s
     assert second.state == optuna.trial.TrialState.COMPLETE  # the budget of 1 is still met
     assert _no_engine_left(tmp_path)
     assert not any(running for *_, running in _engines(tmp_path))

@@ -30,15 +30,16 @@ from tuner.run.queue import ask
 from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
 from tuner.run.recovery import recover, stale_after_s
 from tuner.run.sampling import make_sampler, suggest
-from tuner.run.signals import Interrupted, handled
+from tuner.run.signals import Interrupted, ended_by, handled
 from tuner.run.summary import RunSummary
 from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
 from tuner.store import optuna_adapter as adapter
 from tuner.store.storage import Store
-from tuner.trial import FailureKind, TrialPoint, TrialRecord, specs
+from tuner.trial import TrialPoint, TrialRecord, specs
 from tuner.trial.specs import study_name
+from tuner.trial.uptime import launch_recorder
 
 # A sampler that proposes only measured configs this often in a row has exhausted the space.
 MAX_REUSED_IN_A_ROW = 25
@@ -318,6 +319,7 @@ class StudyLoop:
                         baseline=baseline,
                         host=self.host,
                         phase=self.progress.phase,
+                        on_launch=launch_recorder(trial),
                     )
                 )
                 if self.stop_event.is_set():  # Ctrl-C reached another slot's thread
@@ -388,13 +390,7 @@ class StudyLoop:
         self.runner.close()
         if adapter.is_finished(self.study, trial):
             return  # already recorded
-        if isinstance(exc, Interrupted):
-            kind, reason = FailureKind.INTERRUPTED, f"interrupted by {exc.signal_name}"
-        elif isinstance(exc, KeyboardInterrupt):
-            kind, reason = FailureKind.INTERRUPTED, "interrupted by the user"
-        else:
-            kind, reason = FailureKind.TUNER_ERROR, repr(exc)
-        tr.write(trial, TrialRecord(failure_kind=kind.value, failure_reason=reason[:500]))
+        tr.write(trial, ended_by(exc, trial))  # the engine was just stopped
         self.store.delete_trial(self.name, trial.number)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         self.reading.drop()

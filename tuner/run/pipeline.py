@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -73,6 +74,7 @@ class TrialInput:
     baseline: bool = False  # vLLM's defaults, enqueued until one is measured
     host: str | None = None  # where it is measured: scores compare to this host's baseline
     phase: PhaseFn = field(default=lambda text: None)
+    on_launch: Callable[[], None] = field(default=lambda: None)  # each engine launch
 
 
 class TrialPipeline:
@@ -118,8 +120,9 @@ class TrialPipeline:
             number,
             t.params,
             t.phase,
-            on_engine_started=lambda ident, log: self.store.engine_started(
-                name, number, ident, log
+            on_engine_started=lambda ident, log: (
+                self.store.engine_started(name, number, ident, log),
+                t.on_launch(),
             ),
             on_engine_stopped=lambda: self.store.engine_stopped(name, number),
             checkpoint=self._stop_rule(t),
@@ -288,6 +291,7 @@ def _reuse(prev: TrialPoint) -> Outcome:
         engine_s=0.0,  # not launched: the earlier trial's engine time is its own
         startup_s=None,
         workload_s=None,
+        engine_started_at=None,
     )
     assert isinstance(prev.constraints, tr.Constraints)
     named = dict(prev.constraints.named)

@@ -27,6 +27,7 @@ from tuner.errors import UserError
 from tuner.store import optuna_adapter as adapter
 from tuner.store.schema import claims_table, workers_table
 from tuner.store.storage import Store
+from tuner.trial.uptime import interrupted_engine_s
 
 HOST_ENV = "TUNER_HOST_ID"  # declares the host whose baseline a worker's scores compare to
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # seconds between a worker's heartbeats
@@ -154,16 +155,18 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
         if t.state == optuna.trial.TrialState.RUNNING
     }
     stale = {n for n, t in running.items() if not _alive(t, beats, now)}
+    ended_at = {n: _last_seen(running[n], beats) for n in stale}  # its engine died with it
     for number, identity in store.running_engines(study.study_name):
         if number in running and number not in stale:
             continue  # a live tuner's engine
         if stop_orphan(identity):
             out.orphans_stopped += 1
+            ended_at[number] = now  # it ran until now (this boot: the trial's clock)
         store.engine_stopped(study.study_name, number)
     for number in sorted(stale):
         t = running[number]
         try:
-            _interrupt(study, store, t)
+            _interrupt(study, store, t, ended_at[number])
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # another survivor ended it first
         out.interrupted.append(number)
@@ -184,8 +187,17 @@ def _alive(t: optuna.trial.FrozenTrial, beats: Mapping[str, float], now: float) 
     return owner_alive(owner, beats, now)
 
 
-def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -> None:
-    """End a dead owner's RUNNING trial as interrupted; give back its config's claim."""
+def _last_seen(t: optuna.trial.FrozenTrial, beats: Mapping[str, float]) -> float | None:
+    """When a dead owner was last alive: its worker's last heartbeat (its own clock, as the
+    trial's `engine_started_at`); None: unknown."""
+    return beats.get((tr.owner_of(t) or {}).get("worker") or "")
+
+
+def _interrupt(
+    study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial, ended_at: float | None
+) -> None:
+    """End a dead owner's RUNNING trial as interrupted, with the engine time it used until
+    `ended_at` (`tuner.trial.uptime.interrupted_engine_s`); give back its config's claim."""
     store.delete_trial(study.study_name, t.number)  # whatever the dead run half-wrote
     trial = adapter.writable(study, t)
     owner = tr.owner_of(t) or {}
@@ -196,9 +208,13 @@ def _interrupt(study: optuna.Study, store: Store, t: optuna.trial.FrozenTrial) -
             f"interrupted: worker pid {owner.get('pid')} on host {owner.get('host')} stopped "
             f"its heartbeat during this trial"
         )
-    tr.write(
-        trial, tr.TrialRecord(failure_kind=tr.FailureKind.INTERRUPTED.value, failure_reason=reason)
+    started_at = tr.record_of(t).engine_started_at
+    record = tr.TrialRecord(
+        failure_kind=tr.FailureKind.INTERRUPTED.value,
+        failure_reason=reason,
+        engine_s=interrupted_engine_s(started_at, ended_at),
     )
+    tr.write(trial, record)
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     with store.engine.begin() as conn:
         conn.execute(

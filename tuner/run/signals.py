@@ -7,6 +7,9 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tuner.errors import FailureKind
+from tuner.trial import TrialRecord
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -42,3 +45,19 @@ def handled(
     finally:
         for sig, handler in old.items():
             install(sig, signal.SIG_IGN if interrupted() else handler)
+
+
+def ended_by(exc: BaseException, trial: Any) -> TrialRecord:
+    """What a trial ended mid-way by `exc` records: interrupted (a signal, Ctrl-C) or the
+    tuner's error, and the engine time it used until now (`engine_started_at` on)."""
+    from tuner.trial.uptime import engine_s_until_now
+
+    if isinstance(exc, Interrupted):
+        kind, reason = FailureKind.INTERRUPTED, f"interrupted by {exc.signal_name}"
+    elif isinstance(exc, KeyboardInterrupt):
+        kind, reason = FailureKind.INTERRUPTED, "interrupted by the user"
+    else:
+        kind, reason = FailureKind.TUNER_ERROR, repr(exc)
+    return TrialRecord(
+        failure_kind=kind.value, failure_reason=reason[:500], engine_s=engine_s_until_now(trial)
+    )

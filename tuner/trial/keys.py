@@ -60,6 +60,9 @@ LOG_PATH = "log_path"
 STARTUP_S = "startup_s"  # launch until ready
 WORKLOAD_S = "workload_s"  # warm-ups and workload
 ENGINE_S = "engine_s"  # seconds the engine was up, launch until stopped (0: never launched)
+# Unix time (s, the measuring worker's clock) of the trial's first engine launch: what an
+# interruption's engine_s is counted from (`tuner.trial.uptime.interrupted_engine_s`).
+ENGINE_STARTED_AT = "engine_started_at"
 ENGINE_FULL_S = "engine_full_s"  # `tuner plan`, a pruned trial: its engine time had it run on
 PARTIAL = "partial"  # True: the metrics cover only the requests done when it was stopped
 PRUNED_REASON = "pruned_reason"  # why early stopping stopped it, in words

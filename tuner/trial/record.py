@@ -49,6 +49,7 @@ _PLAIN = {
     "startup_s": k.STARTUP_S,
     "workload_s": k.WORKLOAD_S,
     "engine_s": k.ENGINE_S,
+    "engine_started_at": k.ENGINE_STARTED_AT,
     "engine_full_s": k.ENGINE_FULL_S,
     "partial": k.PARTIAL,
     "pruned_reason": k.PRUNED_REASON,
@@ -91,6 +92,7 @@ class TrialRecord:
     startup_s: float | None = None
     workload_s: float | None = None
     engine_s: float | None = None
+    engine_started_at: float | None = None  # unix s: the first launch (an interruption's start)
     engine_full_s: float | None = None
     partial: bool | None = None  # stopped early: the metrics are partial
     pruned_reason: str | None = None

@@ -24,7 +24,8 @@ model: `CPU_STARTUP_S`, measured by `benchmarks/cpu_startup.py` (docs/engine.md,
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -97,6 +98,39 @@ def startup_share(total_s: float, splits: Iterable[tuple[float, float] | None]) 
         return ""
     startup = sum(s for s, _ in known)
     return f", of which {startup:.0f} s ({startup / total_s:.0%}) starting engines"
+
+
+def interrupted_engine_s(started_at: float | None, ended_at: float | None) -> float | None:
+    """The engine time an interrupted trial used: from its first launch (`engine_started_at`)
+    until the interruption (`ended_at`, on the same clock); 0 when no engine was launched;
+    None when the end is unknown."""
+    if started_at is None:
+        return 0.0
+    if ended_at is None:
+        return None
+    return max(ended_at - started_at, 0.0)
+
+
+def launch_recorder(trial: Any) -> Callable[[], None]:
+    """A hook for the runner's engine launches that records the first on the live trial
+    (`engine_started_at`, unix s): an interruption's engine time counts from it."""
+    from tuner.trial.record import TrialRecord, write
+
+    first: list[float] = []
+
+    def launched() -> None:
+        if not first:
+            first.append(time.time())
+            write(trial, TrialRecord(engine_started_at=first[0]))
+
+    return launched
+
+
+def engine_s_until_now(trial: Any) -> float | None:
+    """The engine time a trial interrupted in this process used, until now."""
+    from tuner.trial.point import record_of
+
+    return interrupted_engine_s(record_of(trial).engine_started_at, time.time())
 
 
 def summary_line(summary: Any) -> str:
