@@ -4,6 +4,7 @@ processes, real HTTP on loopback, real SQLite."""
 from __future__ import annotations
 
 import math
+import signal
 from pathlib import Path
 
 import optuna
@@ -14,7 +15,8 @@ from tuner.fidelity import robustness as rb
 from tuner.fidelity import robustness_measured as rm
 from tuner.runners.engine_runner import EngineRunner
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study, tuner
+from tuner.testing import sim_study, start_run, tuner
+from tuner.testing.waiting import requests_served, wait_for
 from tuner.trial import TrialPoint
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -130,3 +132,73 @@ def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_
     assert f"# {record['verdict']}" in best.stdout
     assert "measured on the engine" in best.stdout
     assert f"{tr.ROBUSTNESS}{number}" in s.user_attrs  # the simulated check is kept too
+
+
+def _check_logs(tmp_path: Path, who: str) -> list[Path]:
+    return sorted((tmp_path / "runs").rglob(f"robustness-*-{who}-*.log"))
+
+
+def _answers(log: Path) -> bool:
+    """Whether the engine that wrote `log` still answers on its port."""
+    import httpx
+
+    from tuner.testing.waiting import engine_url
+
+    try:
+        httpx.get(f"{engine_url(log)}/metrics", timeout=2.0)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def test_a_signal_during_the_measured_check_stops_it_and_a_later_run_redoes_it(
+    tmp_path: Path, tiny_model_dir
+):
+    """SIGTERM (`timeout`, systemd) as during a trial (SIGINT and SIGHUP take the same
+    handler, `tuner.run.signals`): the engine stopped, one line, the check recorded as not
+    finished, 128 + the signal; the next run redoes it."""
+    signum = signal.SIGTERM
+    # two configs: vLLM's default chunk budget and 1024, which wins on this load (above)
+    space = {"max-num-batched-tokens": {"type": "categorical", "choices": [2048, 1024],
+                                        "default": 2048}}  # fmt: skip
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        workload=LOADED,
+        search_space={"parameters": space},
+        budget={"n_trials": 2},
+        trial={"stall_timeout_s": 20, "confirm_repeats": 1},
+    )
+    proc = start_run(study, tmp_path, "--confirm", "1")
+    # the check's first engine (the best config's) is up and serving its workload
+    logs = wait_for(
+        lambda: [log for log in _check_logs(tmp_path, "config") if requests_served(log) >= 1],
+        "the measured check's engine serving",
+        240,
+        proc=proc,
+    )
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    lines = [line for line in err.splitlines() if line.startswith("tuner: error:")]
+    assert len(lines) == 1, err
+    assert f"interrupted by {signum.name} during the measured robustness check of trial" in err
+    assert not _answers(logs[0])  # its engine was stopped before the tuner exited
+    assert not list((tmp_path / "runs").rglob("trial--*"))  # named apart, not trial -1
+
+    s = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
+    number = int(lines[0].split("robustness check of trial ")[1].split(":")[0])
+    record = tr.StudyRecord.of(s).robustness_measured[number]
+    assert not record.finished and f"interrupted by {signum.name}" in record.verdict
+    best = tuner("best", str(study), cwd=tmp_path)
+    assert f"the check was interrupted by {signum.name}" in best.stdout
+
+    # a later run, without --confirm, knows the check did not finish and redoes it
+    again = tuner("run", str(study), cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"re-measuring trial {number} and the baseline" in again.stderr
+    s = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
+    record = tr.StudyRecord.of(s).robustness_measured[number]
+    assert record.finished and set(record.runs) == {"nominal", *(p.name for p in rb.PERTURBATIONS)}
+    assert len(_check_logs(tmp_path, "config")) == 2 and len(_check_logs(tmp_path, "baseline")) == 1
+    assert all(f"robustness-{number:04d}-" in log.name for log in _check_logs(tmp_path, "*"))

@@ -54,11 +54,14 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         _fail(str(exc))
     except RunInterrupted as exc:
-        _fail(
-            f"{exc}: the running trial (if any) is recorded as interrupted; run the same "
-            "command again to continue",
-            code=128 + exc.signum,
+        then = (
+            "its engine is stopped and it is recorded as not finished; `tuner run` on the same "
+            "study redoes it"
+            if exc.during
+            else "the running trial (if any) is recorded as interrupted; run the same command "
+            "again to continue"
         )
+        _fail(f"{exc}: {then}", code=128 + exc.signum)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

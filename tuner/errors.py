@@ -51,9 +51,10 @@ class RunInterrupted(Exception):
     """A run stopped by Ctrl-C, SIGTERM or SIGHUP, after its trial was recorded as
     interrupted. The CLI prints one line and exits with 128 + `signum`."""
 
-    def __init__(self, signum: int, signal_name: str) -> None:
-        super().__init__(f"interrupted by {signal_name}")
-        self.signum, self.signal_name = signum, signal_name
+    def __init__(self, signum: int, signal_name: str, during: str | None = None) -> None:
+        """`during`: what was interrupted when it was not a trial (recorded as unfinished)."""
+        super().__init__(f"interrupted by {signal_name}" + (f" during {during}" if during else ""))
+        self.signum, self.signal_name, self.during = signum, signal_name, during
 
 
 class FailureKind(StrEnum):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tuner import trial as tr
@@ -39,6 +40,8 @@ from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
 from tuner.workload.datasets import resized
 
 SOURCE = "measured on the engine"
+REDO = "a later `tuner run` of this study redoes it"
+NOT_FINISHED = f"not checked on the engine: the check started and did not finish; {REDO}"
 
 
 def run_name(p: Perturbation) -> str:
@@ -80,10 +83,15 @@ def _gain(spec: StudySpec, mine: ScenarioEntry | None, base: ScenarioEntry | Non
 
 
 def measured_gains(
-    spec: StudySpec, runner: TrialRunner, params: Mapping[str, Any], base_params: Mapping[str, Any]
+    spec: StudySpec,
+    runner: TrialRunner,
+    params: Mapping[str, Any],
+    base_params: Mapping[str, Any],
+    log_name: str = "robustness",
 ) -> tuple[dict[str, float | None], dict[str, dict], str | None]:
     """(gain per perturbation, the runs' figures, a failure) from one engine start of the
-    config and one of the baseline."""
+    config and one of the baseline (their logs `<log_name>-config-<ts>.log` and
+    `<log_name>-baseline-<ts>.log`)."""
     pspec, reqs = perturbation_runs(spec, runner.requests, runner.tokenizer)
     check = runner.with_spec(pspec)
     for name, r in reqs.items():
@@ -93,7 +101,9 @@ def measured_gains(
         ("config", params),
         ("baseline", base_params),
     ):  # a failed config: no baseline run
-        ctx = TrialContext(spec.name, -1, dict(p), phase=lambda _: None)
+        ctx = TrialContext(
+            spec.name, -1, dict(p), phase=lambda _: None, log_name=f"{log_name}-{who}"
+        )
         measured[who] = check.measure(ctx)
         if measured[who].metrics is None:
             return {}, {}, f"the {who} failed: {measured[who].failure_reason}"
@@ -127,7 +137,17 @@ def check_best_measured(
         f"re-measuring trial {best.number} and the baseline on the engine under "
         f"{', '.join(changes)} (2 engine starts, {len(changes) + 1} runs each)"
     )
-    found, runs, failure = measured_gains(spec, runner, best.params, base.params)
+    unfinished = RobustnessRecord(best.spec_id, None, NOT_FINISHED, runs={}, finished=False)
+    tr.write_robustness(study, best.number, unfinished)  # what a killed tuner leaves
+    try:
+        found, runs, failure = measured_gains(
+            spec, runner, best.params, base.params, f"robustness-{best.number:04d}"
+        )
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (`tuner.run.signals`)
+        name = getattr(exc, "signal_name", "SIGINT")
+        words = f"not checked on the engine: the check was interrupted by {name}; {REDO}"
+        tr.write_robustness(study, best.number, replace(unfinished, verdict=words))
+        raise
     if failure is not None:
         fragile, words = None, f"not checked on the engine: {failure}"
     else:

@@ -22,6 +22,7 @@ from tuner import trial as tr
 from tuner.errors import RunInterrupted
 from tuner.run.loop import StudyLoop
 from tuner.run.progress import RunView, StudyProgress
+from tuner.run.signals import Interrupted, handled
 from tuner.run.slots import Slot, merge, plan_slots, run_slots
 from tuner.run.summary import RunSummary
 from tuner.runners.engine_runner import EngineRunner, TrialRunner
@@ -191,14 +192,46 @@ def _check_robustness(
     result: RunResult, spec: StudySpec, runner: TrialRunner, options: RunOptions, view: RunView
 ) -> None:
     """Whether the best config's gain survives small workload changes: on the simulator, and
-    measured on the engine after a confirmation on a real engine (it then wins in `best`)."""
+    measured on the engine after a confirmation on a real engine (it then wins in `best`), or
+    again when an earlier run's measured check of this config did not finish."""
     from tuner.fidelity.robustness import check_best
 
     view.say("checking that the best config's gain survives small workload changes")
     result.robustness = check_best(result.study, spec, result.points, runner.requests)
-    if options.confirm and not runner.planned:
-        from tuner.fidelity.robustness_measured import check_best_measured
+    if not runner.planned and (options.confirm or _unfinished(result)):
+        result.robustness_measured = _measured_check(result, spec, runner, view)
 
-        result.robustness_measured = check_best_measured(
-            result.study, spec, result.points, runner, say=view.say
-        )
+
+def _unfinished(result: RunResult) -> bool:
+    """The best config's measured check started and did not finish (interrupted, killed)."""
+    best = result.best
+    assert best is not None
+    found = tr.StudyRecord.of(result.study).robustness_measured.get(best.number)
+    return found is not None and not found.finished and found.spec_id == best.spec_id
+
+
+def _measured_check(
+    result: RunResult, spec: StudySpec, runner: TrialRunner, view: RunView
+) -> tr.RobustnessRecord | None:
+    """The measured check, its signals handled as a trial's: the first Ctrl-C, SIGTERM or
+    SIGHUP stops its engine, records the check as interrupted (`finished` false: a later run
+    redoes it) and raises `RunInterrupted`; a second one kills the engine at once."""
+    from tuner.fidelity.robustness_measured import check_best_measured
+
+    stopping: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stopping:
+            runner.kill()
+            return
+        stopping.append(signum)
+        raise Interrupted(signum)
+
+    try:
+        with handled(on_signal, lambda: bool(stopping)):
+            return check_best_measured(result.study, spec, result.points, runner, say=view.say)
+    except Interrupted as exc:
+        runner.close()
+        best = result.best.number if result.best is not None else None
+        during = f"the measured robustness check of trial {best}"
+        raise RunInterrupted(exc.signum, exc.signal_name, during) from None

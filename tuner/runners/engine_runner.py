@@ -49,6 +49,8 @@ class TrialContext:
     checkpoints: dict[str, Callable[[Any], Any] | None] = field(default_factory=dict)
     check_every_s: float = 2.0
     check_every_requests: int | None = None
+    # The engine log's name before its time stamp; None: `trial-<number>` (a trial's)
+    log_name: str | None = None
 
 
 class TrialRunner(abc.ABC):
@@ -206,7 +208,8 @@ class EngineRunner(TrialRunner):
         engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
         for attempt in range(1, PORT_ATTEMPTS + 1):
             again = f"-attempt{attempt}" if attempt > 1 else ""
-            log_path = folder / f"trial-{ctx.number:04d}-{started}{again}.log"
+            name = ctx.log_name or f"trial-{ctx.number:04d}"
+            log_path = folder / f"{name}-{started}{again}.log"
             # The port is free when chosen, but another process may bind it before the
             # engine does: then the engine's log says so, and another port is tried.
             port = free_port(spec.engine.host)

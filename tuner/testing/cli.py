@@ -13,10 +13,10 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout (studies/, search_spa
 TUNER = [sys.executable, "-m", "tuner.cli"]
 
 
-def start_run(study: Path, cwd: Path) -> subprocess.Popen:
-    """`tuner run STUDY` in the background, as an operator's terminal would hold it."""
+def start_run(study: Path, cwd: Path, *args: str) -> subprocess.Popen:
+    """`tuner run STUDY [ARGS]` in the background, as an operator's terminal would hold it."""
     return subprocess.Popen(
-        [*TUNER, "run", str(study)],
+        [*TUNER, "run", str(study), *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

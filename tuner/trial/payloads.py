@@ -246,6 +246,9 @@ class RobustnessRecord:
     gains: dict[str, float | None] = field(default_factory=dict)  # per perturbation
     # measured only: {perturbation: {"config": metrics, "baseline": metrics}}
     runs: dict[str, dict[str, dict[str, float]]] | None = None
+    # measured only: False while the check runs, and after it was interrupted (a signal, a
+    # killed tuner): a later `tuner run` redoes it
+    finished: bool = True
 
     def encode(self) -> dict[str, Any]:
         """±inf (a config the engine refuses) is stored as None: JSON has no infinity."""
@@ -260,6 +263,8 @@ class RobustnessRecord:
         }
         if self.runs is not None:
             out["runs"] = self.runs
+        if not self.finished:
+            out["finished"] = False
         return out
 
     @classmethod
@@ -275,6 +280,7 @@ class RobustnessRecord:
             gain=_float(raw.get("gain")),
             gains=dict(gains) if isinstance(gains, Mapping) else {},
             runs=dict(runs) if isinstance(runs, Mapping) else None,
+            finished=raw.get("finished") is not False,
         )
 
     @property
