@@ -100,7 +100,6 @@ def run(
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
     from tuner.run.preflight import RunArgs
     from tuner.run.session import RunOptions, engine_runners, first_runner, run_study
-    from tuner.store.storage import resolve_storage
 
     timeout_s = duration_s("--timeout", timeout)
     args = RunArgs(storage, n_trials, timeout_s, from_plan, warm_start, accept_changes)
@@ -120,13 +119,12 @@ def run(
         pruning=not no_pruning,
         gpu_slots=True,
     )
-    make_runner = engine_runners(spec, log_dir, resolve_storage(storage or spec.storage))
+    make_runner = engine_runners(spec, log_dir, storage or spec.storage)
     runner = first_runner(spec, make_runner, options)  # a broken file: nothing written yet
     store = open_store(spec, storage)
     options = replace(options, warm_start=_warm_start(spec, store, from_plan, warm_start))
     log_dir.mkdir(parents=True, exist_ok=True)
-    result = run_study(spec, store, make_runner, options, _view(), runner)
-    _print_result(result)
+    _print_result(run_study(spec, store, make_runner, options, _view(), runner))
 
 
 def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
