@@ -109,7 +109,6 @@ def run(
         check=lambda s: found.append(_preflight(s, args, slow=not no_preflight)),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
-    _inform(found)
     options = RunOptions(
         n_trials=n_trials,
         timeout_s=timeout_s,
@@ -121,6 +120,7 @@ def run(
     )
     make_runner = engine_runners(spec, log_dir, storage or spec.storage)
     runner = first_runner(spec, make_runner, options)  # a broken file: nothing written yet
+    _inform(found)  # once the study can start
     store = open_store(spec, storage)
     options = replace(options, warm_start=_warm_start(spec, store, from_plan, warm_start))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -158,9 +158,9 @@ def plan(
 
     found = []
     spec = load_study_file(study_file, check=lambda s: found.append(_check_plan(s, storage)))
-    _inform(found)
     runner = PlanRunner(spec)
     runner.prepare()  # a broken tokenizer or dataset file: nothing written yet
+    _inform(found)  # once the study can start
     store = open_store(spec, storage)
     runner.measured_startup_s = real_startups_s(store, spec.name)
     options = RunOptions(n_trials=n_trials, accept_changes=accept_changes, pruning=not no_pruning)
