@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.spec.study import StudySpec
-from tuner.trial import TrialPoint, TrialRecord, baseline_of, specs
+from tuner.trial import TrialPoint, TrialRecord, baseline_of, params_key, specs
 
 
 def bind(study: Any, spec: StudySpec, accept_changes: bool) -> tuple[str, list[str]]:
@@ -42,17 +42,19 @@ def requeue(
 
 def to_measure_again(points: list[TrialPoint], spec: StudySpec) -> list[TrialPoint]:
     """The trials stopped early under a previous judging whose partial figures meet every SLO
-    of `spec` (the single workload's, and each scenario's on its own figures), not yet queued
-    again."""
-    queued = {p.record.retry_of for p in points if p.state == "WAITING"}
+    of `spec` (the single workload's, and each scenario's on its own figures): one per config,
+    none whose config is queued or running already."""
+    queued = {params_key(p.params) for p in points if p.state in ("WAITING", "RUNNING")}
     out = []
     for p in points:
-        if not p.stale_stop or p.number in queued:
+        key = params_key(p.params)
+        if not p.stale_stop or p.record.reused_from is not None or key in queued:
             continue
         checks = [(spec.slo_limits(None), p.metrics)]
         checks += [(spec.slo_limits(n), p.scenario_metrics(n)) for n in p.scenario_names]
         if all(lim.met(dict(m)) for limits, m in checks for lim in limits if lim.metric in m):
             out.append(p)
+            queued.add(key)
     return out
 
 
