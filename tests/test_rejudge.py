@@ -48,9 +48,7 @@ def _score(metrics: dict[str, float], ref: dict[str, float], weights: dict[str, 
 def measured(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
     """A 3-trial study whose SLO nothing meets: every trial measured and infeasible."""
     cwd = tmp_path_factory.mktemp("rejudge")
-    study = sim_study(
-        cwd, tiny_model_dir, workload=WORKLOAD, objective={"slo": ["p99_ttft_ms<=1"]}
-    )
+    study = sim_study(cwd, tiny_model_dir, workload=WORKLOAD, objective={"slo": ["p99_ttft_ms<=1"]})
     run = tuner("run", str(study), cwd=cwd)
     assert run.returncode == 0, run.stderr
     return cwd
@@ -156,38 +154,36 @@ def test_a_trial_stopped_under_the_previous_slo_is_shown_so_and_measured_again(
 def test_from_plan_refuses_another_files_plan_and_says_what_it_skips(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    study = sim_study(tmp_path, tiny_model_dir, workload=WORKLOAD)
-    assert tuner("plan", str(study), "--n-trials", "5", cwd=tmp_path).returncode == 0
-    run = tuner("run", str(study), "--from-plan", "2", cwd=tmp_path)
+    study = sim_study(tmp_path, tiny_model_dir, workload=WORKLOAD, budget={"n_trials": 2})
+    assert tuner("plan", str(study), "--n-trials", "4", cwd=tmp_path).returncode == 0
+    run = tuner("run", str(study), "--from-plan", "1", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    old = _frozen(tmp_path)
-    assert len(old) == 3
+    (first,) = [t for t in _frozen(tmp_path) if "warm_start" in t.user_attrs]
 
     # The file's workload changed, the plan did not: refused, one line, nothing written.
     _edit(study, workload={"num_prompts": 6})
-    stale = tuner("run", str(study), "--from-plan", "2", "--accept-changes", cwd=tmp_path)
+    stale = tuner("run", str(study), "--from-plan", "1", "--accept-changes", cwd=tmp_path)
     assert stale.returncode == 2 and len(stale.stderr.strip().splitlines()) == 1
     assert "--from-plan: plan study 'e2e-simulated' was made under another study file" in (
         stale.stderr
     )
     assert "workload.num_prompts: 8 → 6" in stale.stderr
-    assert len(_frozen(tmp_path)) == 3
+    assert len(_frozen(tmp_path)) == 2
 
-    # Planned again: the configs measured under the old file are measured under the new one
-    # (they are not this measurement's), each named in the run's words.
-    replan = tuner("plan", str(study), "--n-trials", "5", "--accept-changes", cwd=tmp_path)
+    # Planned again: a config measured under the old file is measured under the new one (it
+    # is not this measurement's; Optuna's `skip_if_exists` used to drop it without a word).
+    replan = tuner("plan", str(study), "--n-trials", "4", "--accept-changes", cwd=tmp_path)
     assert replan.returncode == 0, replan.stderr
-    new = tuner("run", str(study), "--from-plan", "2", "--accept-changes", cwd=tmp_path)
+    new = tuner("run", str(study), "--from-plan", "1", "--accept-changes", cwd=tmp_path)
     assert new.returncode == 0, new.stderr
     trials = _frozen(tmp_path)
-    queued = [t for t in trials[3:] if "warm_start" in t.user_attrs]
-    assert len(queued) == 2
-    # Once more: both are trials of this measurement already, and the run says so.
-    same = tuner("run", str(study), "--from-plan", "2", cwd=tmp_path)
+    (queued,) = [t for t in trials[2:] if "warm_start" in t.user_attrs]
+    assert queued.user_attrs["spec_id"] != first.user_attrs["spec_id"]
+    # Once more: it is a trial of this measurement already, and the run says so.
+    same = tuner("run", str(study), "--from-plan", "1", cwd=tmp_path)
     assert same.returncode == 0, same.stderr
     said = " ".join(same.stderr.split())
-    for t in queued:
-        assert f"skipped {t.user_attrs['warm_start']}: its config is trial {t.number}" in said
+    assert f"skipped {queued.user_attrs['warm_start']}: its config is trial {queued.number}" in said
     assert len(_frozen(tmp_path)) == len(trials)
 
 
@@ -210,3 +206,77 @@ def test_judging_and_measurement_ids(tiny_model_dir: Path, tmp_path: Path) -> No
     capacity = ids(mode="capacity", slo=["p99_ttft_ms<=50"])
     capacity_looser = ids(mode="capacity", slo=["p99_ttft_ms<=70"])
     assert capacity[0] != capacity_looser[0]
+
+
+def test_an_id_stored_by_an_older_tuner_maps_to_its_measurement(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Ids stored before the split hashed the judging too: the spec stored under each says
+    what it measured, so two that differ only in SLOs are one measurement."""
+    from tuner.spec.study import load_study_spec
+    from tuner.trial import StudyRecord, TrialPoint
+
+    def dump(slo: str) -> dict[str, Any]:
+        path = sim_study(tmp_path, tiny_model_dir, objective={"slo": [slo]})
+        return load_study_spec(path).model_dump()
+
+    old, new = dump("p99_ttft_ms<=50"), dump("p99_ttft_ms<=70")
+    record = StudyRecord(
+        spec=new, spec_id="0123456789ab", specs_by_id={"0123456789ab": old, "ba9876543210": new}
+    )
+    points = [
+        TrialPoint(n, "COMPLETE", {}, {}, "feasible", spec_id=s)
+        for n, s in enumerate(["0123456789ab", "ba9876543210"])
+    ]
+    mid = specs.spec_id(new)
+    assert specs.current_id(record) == mid
+    assert {specs.trial_spec_id(record, p) for p in points} == {mid}
+    assert [p.number for p in specs.of_current(record, points)] == [0, 1]
+
+
+MIX = [
+    {"name": "chat", "weight": 3, "dataset_name": "random", "random_input_len": 256},
+    {"name": "doc", "weight": 1, "dataset_name": "random", "random_input_len": 1024},
+]
+
+
+@pytest.mark.parametrize(
+    "objective",
+    [
+        {"slo": ["p99_ttft_ms<=30000"]},
+        {"mode": "capacity", "slo": ["p99_ttft_ms<=1500"], "capacity": {"max_runs": 3}},
+    ],
+    ids=["scalar", "capacity"],
+)
+def test_a_scenario_mix_reads_as_scored_and_rescores_on_new_weights(
+    tmp_path: Path, tiny_model_dir: Path, objective: dict[str, Any]
+) -> None:
+    """`tuner plan` (virtual time): every score read back is the one stored when told; new
+    scenario weights re-aggregate the stored scenario scores."""
+    tok = {"tokenizer": str(tiny_model_dir), "num_prompts": 12, "request_rate": 4}
+    study = sim_study(
+        tmp_path, tiny_model_dir, workload=[{**s, **tok} for s in MIX], objective=objective
+    )
+    plan = tuner("plan", str(study), "--n-trials", "3", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    told = {t.number: t.user_attrs.get("score") for t in _frozen(tmp_path, "e2e-simulated")}
+    rows = _rows_simulated(study, tmp_path)
+    for r in rows:
+        assert r["score"] == pytest.approx(told[r["number"]], abs=1e-9)
+
+    data = yaml.safe_load(study.read_text())
+    data["workload"][1]["weight"] = 5
+    study.write_text(yaml.safe_dump(data, sort_keys=False))
+    again = tuner("plan", str(study), "--n-trials", "1", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "scenarios.doc.weight: 1.0 → 5.0" in " ".join(again.stderr.split())
+    for r in _rows_simulated(study, tmp_path):
+        if r["chat:score"] is not None:
+            mean = (3 * r["chat:score"] + 5 * r["doc:score"]) / 8
+            assert r["score"] == pytest.approx(mean, abs=1e-9)
+
+
+def _rows_simulated(study: Path, cwd: Path) -> list[dict[str, Any]]:
+    out = tuner("trials", str(study), "--simulated", "--format", "json", cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return [r for r in json.loads(out.stdout) if r["score"] is not None]
