@@ -201,7 +201,7 @@ class StudyLoop:
         self.recover()
         if self._warm_start:  # after the baseline: `ask` takes the oldest waiting trial
             self._ensure_baseline()
-        queue_warm_starts(self._points(), self._warm_start, self.host, self.say, self._enqueue)
+        queue_warm_starts(self._points, self._warm_start, self.host, self.say, self._enqueue)
         todo = self.trials_left(n_trials)  # the baseline is queued before each ask
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()

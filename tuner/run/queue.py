@@ -36,7 +36,7 @@ def ask(study: optuna.Study, waiting: Sequence[TrialPoint]) -> optuna.Trial:
 
 
 def queue_warm_starts(
-    points: Sequence[TrialPoint],
+    points: Callable[[], Sequence[TrialPoint]],
     configs: Sequence[tuple[str, dict[str, Any]]],
     host: str | None,
     say: Callable[[str], None],
@@ -45,10 +45,11 @@ def queue_warm_starts(
     """Queue `--from-plan` / `--warm-start` configs (source, params), each once per
     measurement: a config that a trial of this measurement already has (measured, stopped,
     queued or running) is skipped with one line saying which trial. One measured only under
-    an older spec (before `--accept-changes`) is queued: it must be measured under this one."""
+    an older spec (before `--accept-changes`) is queued: it must be measured under this one.
+    `points`: this measurement's trials, read only when there are configs."""
     for source, params in configs:
         key = params_key(params)
-        there = [p for p in points if p.state != "FAIL" and params_key(p.params) == key]
+        there = [p for p in points() if p.state != "FAIL" and params_key(p.params) == key]
         if there:
             what = "queued" if there[0].state == "WAITING" else there[0].status
             say(f"skipped {source}: its config is trial {there[0].number} ({what}) already")
