@@ -54,6 +54,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> 
     return cwd
 
 
+@pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+@pytest.mark.xdist_group("rejudge-measured")  # one measured study for the three
 def test_loosened_slo_keeps_trials_and_baseline_and_changes_best(measured: Path) -> None:
     cwd, study = measured, measured / "study.yaml"
     before = _rows(study, cwd)
@@ -85,10 +87,12 @@ def test_loosened_slo_keeps_trials_and_baseline_and_changes_best(measured: Path)
     assert pareto.returncode == 0 and json.loads(pareto.stdout)
 
 
+@pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+@pytest.mark.xdist_group("rejudge-measured")  # one measured study for the three
 def test_changed_weight_rescores_every_trial_from_its_metrics(measured: Path) -> None:
     cwd, study = measured, measured / "study.yaml"
     weights = {**WEIGHTS, "mean_tpot_ms": 3.0}
-    _edit(study, objective={"weights": weights})
+    _edit(study, objective={"weights": weights, "slo": ["p99_ttft_ms<=100000"]})
     run = tuner("run", str(study), cwd=cwd)
     assert run.returncode == 0, run.stderr
     assert "objective.weights:" in " ".join(run.stderr.split())
@@ -104,6 +108,8 @@ def test_changed_weight_rescores_every_trial_from_its_metrics(measured: Path) ->
     assert f"# best trial {top['number']} " in tuner("best", str(study), cwd=cwd).stdout
 
 
+@pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+@pytest.mark.xdist_group("rejudge-measured")  # one measured study for the three
 def test_changed_workload_is_still_refused(measured: Path) -> None:
     cwd, study = measured, measured / "study.yaml"
     _edit(study, workload={"num_prompts": 6}, objective={"slo": ["p99_ttft_ms<=5"]})
@@ -123,6 +129,7 @@ OVERLOADED = {  # one sequence at a time, 24 requests at 16 req/s: an SLO of 1 s
 }
 
 
+@pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 def test_a_trial_stopped_under_the_previous_slo_is_shown_so_and_measured_again(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -151,6 +158,7 @@ def test_a_trial_stopped_under_the_previous_slo_is_shown_so_and_measured_again(
     assert _frozen(tmp_path)[1].params == _frozen(tmp_path)[0].params
 
 
+@pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 def test_from_plan_refuses_another_files_plan_and_says_what_it_skips(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -240,6 +248,7 @@ MIX = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "objective",
     [

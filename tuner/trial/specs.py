@@ -2,29 +2,23 @@
 
 A spec has two parts (docs/reliability.md, "Re-judging"):
 - what a trial *measures*: engine, fixed flags, hardware, workload, search space, the
-  objective's mode (and multi mode's objectives, capacity mode's search), and the contents of
-  the files it names (`file_contents`: the profile, datasets, tokenizer files, chat template;
-  `tuner.spec.contents`). Its hash is the `spec_id` (the *measurement id*): trials are grouped,
-  compared and counted by it, and every trial records the one it ran under;
-- how trials are *judged*: the objective's weights and aggregate, the SLOs, the scenarios'
-  weights and SLOs (`JUDGING`; in capacity mode the SLOs decide which rates the search runs,
-  so there they are part of the measurement). Its hash is the `judging_id`.
+  objective's mode (multi mode's objectives, capacity mode's search), and the contents of the
+  files it names (`file_contents`, `tuner.spec.contents`). Its hash is the `spec_id` (the
+  measurement id): trials are grouped, compared and counted by it, and record it;
+- how trials are *judged* (`JUDGING`: weights, aggregate, SLOs, the scenarios' weights and
+  SLOs; in capacity mode the SLOs choose the rates the search runs, so there they are
+  measurement). Its hash is the `judging_id`.
 
-A study keeps every spec it has run under, keyed by measurement id, the latest judging of each.
-- a resumed run whose file changes only comparable parts (the budget, the sampler, timeouts,
-  the description) goes on under the same id;
-- a change to the judging only is taken as it is: the stored trials are re-scored from their
-  stored metrics under the new judging (`tuner.trial.scoring.rejudge`, applied by `of_spec`
-  on every read), the baseline stays;
-- any change to the measurement stops the run with one line, unless the user passes
-  `--accept-changes`: then the new spec gets its own id, its own baseline, and nothing is
-  reused or compared across the two;
-- results (`best`, `export`, `report`) read the current spec's trials, and build every
-  command from the stored spec of the trial they print, never from today's file.
-
-Ids stored by a tuner that hashed the judging too are mapped to measurement ids through the
-spec stored under them (`_measurement_of`), so two such specs that differ only in judging
-become one measurement.
+A study keeps every spec it has run under, by measurement id, the latest judging of each:
+- a change to comparable parts only (budget, sampler, timeouts, description) goes on;
+- a change to the judging only is taken: every read re-scores the stored trials from their
+  metrics under it (`of_spec` → `tuner.trial.scoring.rejudge`), the baseline stays;
+- any change to the measurement stops the run with one line, unless `--accept-changes`: then
+  the new spec gets its own id, its own baseline, and nothing is compared across the two;
+- results read the current spec's trials, and build every command from the stored spec of
+  the trial they print, never from today's file.
+Ids stored by a tuner that hashed the judging too map to measurement ids through the spec
+stored under them (`_measurement_of`).
 
 Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
 `set_user_attr`).
