@@ -183,8 +183,7 @@ class StudyLoop:
             self.spec_id, rejudged = rejudge.bind(self.study, self.spec, self._accept_changes)
             self.reading.spec_id = self.spec_id
             self.reading.drop()
-            if rejudged:  # the stored trials are re-scored on read; stale stops run again
-                rejudge.requeue(self._points(), self.spec, rejudged, self.say, self._enqueue)
+            rejudge.requeue(self._points, self.spec, rejudged, self.say, self._enqueue)
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
                 offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
@@ -300,9 +299,7 @@ class StudyLoop:
             baseline = queued.queued_baseline_for(self.spec_id) and not self._has_baseline(
                 running=queued.host != self.host
             )
-            tr.write(
-                trial, TrialRecord(host=self.host, spec_id=self.spec_id, judging_id=self.judging)
-            )
+            tr.write(trial, TrialRecord(host=self.host, spec_id=self.spec_id))
             params = {name: suggest(trial, name, d) for name, d in self._dists.items()}
             self.progress.trial(index, trial.number, params)
             key = config_key(params, self.host if baseline else None)
@@ -366,7 +363,7 @@ class StudyLoop:
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome) -> None:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
-        record = outcome.record
+        record = replace(outcome.record, judging_id=self.judging)  # what it was judged under
         if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
             record = record.judging(tr.record_of(trial), outcome.metrics)
         tr.write(trial, record)

@@ -26,14 +26,18 @@ def bind(study: Any, spec: StudySpec, accept_changes: bool) -> tuple[str, list[s
 
 
 def requeue(
-    points: list[TrialPoint],
+    read: Callable[[], list[TrialPoint]],
     spec: StudySpec,
     change: list[str],
     say: Callable[[str], None],
     enqueue: Callable[[dict[str, Any], TrialRecord], None],
 ) -> None:
-    """After a judging change: say so in one line, and queue again the stale stops that the
-    new judging would not have stopped at once (`to_measure_again`)."""
+    """After a judging change (`change`, [] for none: nothing to do, nothing read): say so in
+    one line, and queue again the stale stops that the new judging would not have stopped at
+    once (`to_measure_again`). `read`: this measurement's trials, re-scored."""
+    if not change:
+        return
+    points = read()
     again = to_measure_again(points, spec)
     say(announce(change, points, again))
     for p in again:

@@ -17,8 +17,7 @@ A study keeps every spec it has run under, by measurement id, the latest judging
   the new spec gets its own id, its own baseline, and nothing is compared across the two;
 - results read the current spec's trials, and build every command from the stored spec of
   the trial they print, never from today's file.
-Ids stored by a tuner that hashed the judging too map to measurement ids through the spec
-stored under them (`_measurement_of`).
+Ids stored by a tuner that hashed the judging too map to measurement ids (`_measurement_of`).
 
 Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
 `set_user_attr`).
