@@ -71,9 +71,8 @@ class StudyLoop:
         warm_start: list[tuple[str, dict[str, Any]]] | None = None,
         say: Callable[[str], None] = lambda text: None,
     ) -> None:
-        """`slot`: the GPUs of this worker when it is one of several in this process (its label
-        in the workers table; `tuner.run.slots` holds the lock). `warm_start`: (source, params)
-        queued after the baseline (`--from-plan`, `--warm-start`). `say`: one line to the user."""
+        """`slot`: this worker's GPUs, one of several in this process (`tuner.run.slots` holds
+        the lock). `warm_start`: (source, params) queued first. `say`: one line to the user."""
         self.spec, self.store, self.runner, self.say = spec, store, runner, say
         self.progress = progress or SilentProgress()
         self.name = study_name(spec, runner.planned)
@@ -122,8 +121,7 @@ class StudyLoop:
     # Recovery ------------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted (also
-        the heartbeat thread's: the trials of workers whose heartbeat stopped)."""
+        """End a dead tuner's engines and RUNNING trials (also the heartbeat's watchdog)."""
         done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
         if done.interrupted:
             self.reading.drop()
@@ -288,8 +286,7 @@ class StudyLoop:
         self._wait_for_baseline()
         if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
             self._enqueue_screened()
-        # Ask without distributions: the trial exists (and is ours to end) before the sampler
-        # runs, so an exception from the sampler cannot leave it RUNNING.
+        # Asked without distributions: a sampler's exception cannot leave the trial RUNNING.
         trial = ask(self.study, self.reading.waiting())  # this spec's queued work, or new
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
