@@ -23,10 +23,10 @@ def _points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint
     """The trials of the study's current spec (results never compare across specs), or of
     every spec it ran under."""
     from tuner.trial import StudyRecord, read_all
-    from tuner.trial.specs import of_current
+    from tuner.trial.specs import judged_all, of_current
 
-    points = read_all(study.get_trials(deepcopy=False))
-    return points if every_spec else of_current(StudyRecord.of(study), points)
+    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
+    return judged_all(record, points) if every_spec else of_current(record, points)
 
 
 def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:

@@ -133,14 +133,18 @@ def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] 
     from tuner.fidelity.warm_start import top_configs
     from tuner.trial.specs import study_name
 
-    queued = []
+    queued: list = []
+    skipped: list[str] = []
     if from_plan is not None:
-        queued += top_configs(store, study_name(spec, True), from_plan, spec, plan=True)
+        plan = study_name(spec, True)
+        queued += top_configs(store, plan, from_plan, spec, plan=True, skipped=skipped)
     if warm_start is not None:
         other, k = warm_start
         if k < 1:
             raise UserError(f"--warm-start: K must be at least 1, not {k}")
-        queued += top_configs(store, other, k, spec)
+        queued += top_configs(store, other, k, spec, skipped=skipped)
+    for line in skipped:
+        typer.echo(line, err=True)
     return queued
 
 
@@ -283,11 +287,13 @@ def trials(
     from tuner.errors import UserError
     from tuner.results.views import trials_frame, trials_records
     from tuner.trial import StudyRecord, read_all
+    from tuner.trial.specs import judged_all
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
     study, _ = open_stored_study(study_file, storage, simulated)
     points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
+    points = judged_all(record, points)  # each measurement's under its latest judging
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
         typer.echo(json.dumps(trials_records(points, record), indent=2, ensure_ascii=False))
         return

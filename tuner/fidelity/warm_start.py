@@ -4,8 +4,13 @@
 study); `--warm-start OTHER K` the top K of any stored study (the same box before a vLLM
 upgrade). Configs are ranked as `tuner best` ranks them (`tuner.trial.ranked`); a config
 outside this study's search space, or vLLM's defaults (the baseline runs first anyway), is
-skipped. Optuna then measures each one for real: the
-other study's figures are never copied in.
+skipped, and each skip is said in one line (`skipped`). Optuna then measures each one for
+real: the other study's figures are never copied in.
+
+`--from-plan` reads a plan of this very study file: a plan made under another measurement
+(another workload, engine, hardware, search space: `tuner.trial.specs.changes`) is refused
+with one line, and its trials are ranked under this file's judging (objective, SLOs), so a
+plan made before an SLO was loosened still gives the configs this file would choose.
 """
 
 from __future__ import annotations
@@ -17,37 +22,67 @@ from tuner.errors import UserError
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import specs
+from tuner.trial import scoring, specs
 
 
 def top_configs(
-    store: Store, source: str, k: int, spec: StudySpec, *, plan: bool = False
+    store: Store,
+    source: str,
+    k: int,
+    spec: StudySpec,
+    *,
+    plan: bool = False,
+    skipped: list[str] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """(label, params) of the best `k` feasible trials of study `source` that fit `spec`'s
-    search space, best first."""
+    search space, best first; why each better one was passed over, appended to `skipped`."""
+    what = "--from-plan" if plan else "--warm-start"
     if source not in store.study_names():
         if plan:
             raise _no_plan(source, store.url)
         raise UserError(f"--warm-start: no study named {source!r} in {store.url}")
     study = store.load_study(source)
-    points = specs.of_current(
-        tr.StudyRecord.of(study), tr.read_all(study.get_trials(deepcopy=False))
-    )
+    record = tr.StudyRecord.of(study)
+    points = specs.of_current(record, tr.read_all(study.get_trials(deepcopy=False)))
+    if plan:
+        _same_measurement(record, spec, source)
+        points = scoring.rejudge(points, spec, specs.judging_id(spec))
     out: list[tuple[str, dict[str, Any]]] = []
+    notes = skipped if skipped is not None else []
     base = baseline_params(spec.search_space)  # measured first anyway
     for p in tr.ranked(points):
         if len(out) >= k:
             break
-        if p.params == base or any(p.params == params for _, params in out):
-            continue
-        if fits(spec, p.params):
-            out.append((f"{source} trial {p.number}", dict(p.params)))
+        label = f"{source} trial {p.number}"
+        if p.params == base:
+            notes.append(f"{what}: skipped {label}: vLLM's defaults (the baseline runs anyway)")
+        elif any(p.params == params for _, params in out):
+            continue  # the same config again (a reused result)
+        elif not fits(spec, p.params):
+            notes.append(f"{what}: skipped {label}: its config is outside this search space")
+        else:
+            out.append((label, dict(p.params)))
     if not out:
-        what = "--from-plan" if plan else "--warm-start"
         raise UserError(
             f"{what}: study {source!r} has no feasible trial whose config fits this search space"
         )
     return out
+
+
+def _same_measurement(record: tr.StudyRecord, spec: StudySpec, source: str) -> None:
+    """A plan made under another measurement predicted other trials: refuse it, one line."""
+    if record.spec is None:
+        return
+    diff = specs.changes(record.spec, spec.model_dump())
+    if diff:
+        shown = "; ".join(diff[: specs.SHOWN_CHANGES])
+        more = (
+            f" (and {len(diff) - specs.SHOWN_CHANGES} more)" if diff[specs.SHOWN_CHANGES :] else ""
+        )
+        raise UserError(
+            f"--from-plan: plan study {source!r} was made under another study file ({shown}"
+            f"{more}): run `tuner plan` on this study file again (with --accept-changes)"
+        )
 
 
 def check_sources(

@@ -72,7 +72,8 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["reused_from"] = r.reused_from
         row["partial"] = p.partial  # stopped early: the figures cover the requests done then
         if p.status == "pruned":
-            row["failure"] = f"stopped early: {r.pruned_reason or ''}"
+            under = " under the previous SLOs/objective" if p.stale_stop else ""
+            row["failure"] = f"stopped early{under}: {r.pruned_reason or ''}"
         elif p.failure_kind:
             row["failure"] = p.failure
         else:

@@ -14,7 +14,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -23,10 +23,11 @@ import optuna
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure import objective as obj
+from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.run.progress import SilentProgress, StudyProgress
-from tuner.run.queue import ask
+from tuner.run.queue import ask, queue_warm_starts
 from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
 from tuner.run.recovery import recover, stale_after_s
 from tuner.run.sampling import make_sampler, suggest
@@ -69,12 +70,11 @@ class StudyLoop:
         pruning: bool = True,
         slot: str | None = None,
         warm_start: list[tuple[str, dict[str, Any]]] | None = None,
+        say: Callable[[str], None] = lambda text: None,
     ) -> None:
-        """`slot`: the GPUs of this worker when it is one of several in this process (its
-        label in the workers table); such loops run under `tuner.run.slots`, which holds the lock.
-        `warm_start`: (source, params) configs queued after the baseline (`--from-plan`,
-        `--warm-start`)."""
-        self.spec, self.store, self.runner = spec, store, runner
+        """`slot`: this worker's GPUs, one of several in this process (`tuner.run.slots` holds
+        the lock). `warm_start`: (source, params) queued first. `say`: one line to the user."""
+        self.spec, self.store, self.runner, self.say = spec, store, runner, say
         self.progress = progress or SilentProgress()
         self.name = study_name(spec, runner.planned)
         self.study = store.create_study(
@@ -88,7 +88,7 @@ class StudyLoop:
         # Checked now (one line before anything runs), stored only under the study's lock.
         self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
         self.reading = StudyReading(self.study, self.spec_id)  # this spec's trials only
-        self._accept_changes = accept_changes
+        self._accept_changes, self.judging = accept_changes, specs.judging_id(spec)
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
         self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
         self.summary = RunSummary(self.name)
@@ -111,19 +111,18 @@ class StudyLoop:
             self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)
 
     def points(self) -> list[TrialPoint]:
-        """The trials of this study's current spec, read now: the only ones this run compares."""
+        """This spec's trials, read now: the only ones this run compares."""
         self.reading.drop()
         return self.reading.points()
 
     def _points(self) -> list[TrialPoint]:
-        """The same, read at most once between two of the loop's writes (`tuner.run.reading`)."""
+        """The same, read once between two of the loop's writes (`tuner.run.reading`)."""
         return self.reading.points()
 
     # Recovery ------------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """Stop engines a dead tuner left behind; end its RUNNING trials as interrupted
-        (also called by the heartbeat thread: the trials of workers whose heartbeat stopped)."""
+        """End a dead tuner's engines and RUNNING trials (also the heartbeat's watchdog)."""
         done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
         if done.interrupted:
             self.reading.drop()
@@ -180,9 +179,10 @@ class StudyLoop:
             if takes_lock(self.store) and not self.in_slots:
                 stack.enter_context(StudyLock(self.store, self.name))
             stack.enter_context(self.worker)
-            self.spec_id = specs.bind(self.study, self.spec, accept_changes=self._accept_changes)
+            self.spec_id, rejudged = rejudge.bind(self.study, self.spec, self._accept_changes)
             self.reading.spec_id = self.spec_id
             self.reading.drop()
+            rejudge.requeue(self._points, self.spec, rejudged, self.say, self._enqueue)
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
                 offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
@@ -199,9 +199,7 @@ class StudyLoop:
         self.recover()
         if self._warm_start:  # after the baseline: `ask` takes the oldest waiting trial
             self._ensure_baseline()
-        for source, params in self._warm_start:
-            queued = TrialRecord(warm_start=source, spec_id=self.spec_id, host=self.host)
-            self._enqueue(params, queued, skip_if_exists=True)
+        queue_warm_starts(self._points, self._warm_start, self.host, self.say, self._enqueue)
         todo = self.trials_left(n_trials)  # the baseline is queued before each ask
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
@@ -289,8 +287,7 @@ class StudyLoop:
         self._wait_for_baseline()
         if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
             self._enqueue_screened()
-        # Ask without distributions: the trial exists (and is ours to end) before the sampler
-        # runs, so an exception from the sampler cannot leave it RUNNING.
+        # Asked without distributions: a sampler's exception cannot leave the trial RUNNING.
         trial = ask(self.study, self.reading.waiting())  # this spec's queued work, or new
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
@@ -365,7 +362,7 @@ class StudyLoop:
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome) -> None:
         """End the trial COMPLETE with its constraints; FAIL when it has no values to give."""
-        record = outcome.record
+        record = replace(outcome.record, judging_id=self.judging)  # what it was judged under
         if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
             record = record.judging(tr.record_of(trial), outcome.metrics)
         tr.write(trial, record)

@@ -318,9 +318,10 @@ def _is_result(p: TrialPoint, pruning: bool) -> bool:
     engine's own refusal of the config at start. Never a prediction (vLLM's rules, the
     memory precheck: they are checked again, and `--no-precheck` launches), nor a crash or
     hang a re-run may not repeat; a trial stopped early only while this run stops trials
-    too (`--no-pruning` measures it whole)."""
+    too (`--no-pruning` measures it whole) and under the judging it was stopped under (a
+    looser SLO may not have stopped it: `TrialPoint.stale_stop`)."""
     if p.status == "pruned":
-        return pruning
+        return pruning and not p.stale_stop
     if p.state != "COMPLETE":
         return False
     if not p.failure_kind:

@@ -10,12 +10,13 @@ else makes a new trial; another spec's queued work stays WAITING for a run of th
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import optuna
 
 from tuner.store import optuna_adapter as adapter
-from tuner.trial import TrialPoint
+from tuner.trial import TrialPoint, TrialRecord, params_key
 
 # Taking a WAITING trial reads then updates its row: atomic on PostgreSQL (a row lock), not on
 # SQLite, which ignores FOR UPDATE. One process runs a SQLite study (the lock), so serializing
@@ -32,3 +33,25 @@ def ask(study: optuna.Study, waiting: Sequence[TrialPoint]) -> optuna.Trial:
             if trial is not None:
                 return trial
         return adapter.new_trial(study)
+
+
+def queue_warm_starts(
+    points: Callable[[], Sequence[TrialPoint]],
+    configs: Sequence[tuple[str, dict[str, Any]]],
+    host: str | None,
+    say: Callable[[str], None],
+    enqueue: Callable[[dict[str, Any], TrialRecord], None],
+) -> None:
+    """Queue `--from-plan` / `--warm-start` configs (source, params), each once per
+    measurement: a config that a trial of this measurement already has (measured, stopped,
+    queued or running) is skipped with one line saying which trial. One measured only under
+    an older spec (before `--accept-changes`) is queued: it must be measured under this one.
+    `points`: this measurement's trials, read only when there are configs."""
+    for source, params in configs:
+        key = params_key(params)
+        there = [p for p in points() if p.state != "FAIL" and params_key(p.params) == key]
+        if there:
+            what = "queued" if there[0].state == "WAITING" else there[0].status
+            say(f"skipped {source}: its config is trial {there[0].number} ({what}) already")
+            continue
+        enqueue(params, TrialRecord(warm_start=source, host=host))

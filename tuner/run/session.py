@@ -21,7 +21,7 @@ import optuna
 from tuner import trial as tr
 from tuner.errors import RunInterrupted
 from tuner.run.loop import StudyLoop
-from tuner.run.progress import RunView, StudyProgress
+from tuner.run.progress import RunView
 from tuner.run.signals import Interrupted, handled
 from tuner.run.slots import Slot, merge, plan_slots, run_slots
 from tuner.run.summary import RunSummary
@@ -120,7 +120,7 @@ def run_study(
         if len(slots) > 1:
             loop, summary = _run_slots(spec, store, runner, make_runner, slots, options, view)
         else:  # one slot (all of --gpus in one trial) needs no threads
-            loop = _loop(spec, store, runner, options, view.progress(None))
+            loop = _loop(spec, store, runner, options, view)
             summary = loop.run(
                 n_trials=options.n_trials, timeout_s=options.timeout_s, confirm=options.confirm
             )
@@ -140,7 +140,7 @@ def _loop(
     store: Store,
     runner: TrialRunner,
     options: RunOptions,
-    progress: StudyProgress,
+    view: RunView,
     slot: str | None = None,
 ) -> StudyLoop:
     return StudyLoop(
@@ -148,11 +148,12 @@ def _loop(
         store,
         runner,
         precheck=options.precheck,
-        progress=progress,
+        progress=view.progress(slot),
         accept_changes=options.accept_changes,
         pruning=options.pruning,
         slot=slot,
         warm_start=options.warm_start,
+        say=view.say,
     )
 
 
@@ -171,7 +172,7 @@ def _run_slots(
         r = runner if i == 0 else make_runner(slot)
         if r is not runner:
             r.share_workload(runner)  # built once
-        loops.append(_loop(spec, store, r, options, view.progress(slot.label), slot.label))
+        loops.append(_loop(spec, store, r, options, view, slot.label))
     summary = run_slots(
         loops,
         n_trials=options.n_trials,
@@ -183,7 +184,7 @@ def _run_slots(
         return loops[0], summary
     # Every slot has ended: one worker re-measures the best configs, holding the study's lock
     # like any single run (no new trials: n_trials=0).
-    confirming = _loop(spec, store, runner, replace(options, warm_start=[]), view.progress(None))
+    confirming = _loop(spec, store, runner, replace(options, warm_start=[]), view)
     confirmed = confirming.run(n_trials=0, confirm=options.confirm)
     return confirming, merge([summary, confirmed])
 

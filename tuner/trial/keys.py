@@ -33,14 +33,19 @@ ROBUSTNESS_MEASURED = "tuner_robustness_measured:"
 PLAN_STUDY_SUFFIX = "-simulated"  # `tuner plan`'s study of a study file: `<name>-simulated`
 
 # Trial user attrs -------------------------------------------------------------------------
-SCORE = "score"  # weighted log-ratio against the baseline (docs/objective.md); both modes
+# weighted log-ratio against the baseline (docs/objective.md); both modes. As scored when the
+# trial was told: readers get it recomputed from the metrics (`tuner.trial.scoring.rejudge`)
+SCORE = "score"
 BASELINE = "baseline"  # vLLM's defaults, measured first: the reference of every score
 REFERENCE = "reference_trial"  # the trial this score is relative to (the baseline if measured)
-SPEC_OF = "spec_id"  # the spec this trial ran under
+SPEC_OF = "spec_id"  # the measurement this trial ran under (`tuner.trial.specs.spec_id`)
+JUDGING_OF = "judging_id"  # the judging it was scored under when told (`specs.judging_id`)
 HOST = "host"  # the host it was measured on (`$TUNER_HOST_ID` or the hostname)
 SIMULATED_FIGURES = "simulated"  # figures are the simulator's predictions
 CONFIRM_OF = "confirm_of"  # a `--confirm` re-measurement of trial N
-RETRY_OF = "retry_of"  # a re-run of trial N, which an interruption ended
+# a re-run of trial N: an interruption ended it, or it was stopped early under a judging the
+# study no longer uses (docs/reliability.md, "Re-judging")
+RETRY_OF = "retry_of"
 REUSED_FROM = "reused_from"  # same parameters as trial N: its result, not launched
 FAILURE_KIND = "failure_kind"  # a FailureKind value: present on every trial without metrics
 FAILURE_REASON = "failure_reason"  # in words, usually the engine's own log line

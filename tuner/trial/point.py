@@ -56,6 +56,9 @@ class TrialPoint:
     spec_id: str | None = None  # None: stored before spec ids existed
     host: str | None = None  # its host attr, else its owner's hostname; None: unknown
     duration_s: float | None = None  # wall time, start to end (None: not ended)
+    # Stopped early under a judging (objective, SLOs) the study no longer uses: its stop says
+    # nothing under today's (`tuner.trial.scoring.rejudge` sets it)
+    stale_stop: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.constraints, Constraints):
@@ -200,9 +203,8 @@ def read(trial: Any) -> TrialPoint:
         status = "pruned"
     else:
         status = "running"
-    score = rec.score
-    if not is_finite(score) and state == "COMPLETE" and not kind and len(trial.values or []) == 1:
-        score = float(trial.values[0])  # a study without the score attr: its single value
+    values = tuple(trial.values) if trial.values is not None else None
+    score = stored_score(rec, state, values)
     owner = trial.system_attrs.get(k.OWNER) or {}
     start, end = getattr(trial, "datetime_start", None), getattr(trial, "datetime_complete", None)
     point = TrialPoint(
@@ -211,20 +213,35 @@ def read(trial: Any) -> TrialPoint:
         params=dict(trial.params),
         metrics=dict(rec.metrics),
         status=status,
-        score=float(score) if is_finite(score) else None,
+        score=score,
         baseline=bool(rec.baseline),
         simulated=bool(rec.simulated),
         failure=failure,
         failure_kind=str(kind) if kind else None,
         constraints=constraints,
         attrs=attrs,
-        values=tuple(trial.values) if trial.values is not None else None,
+        values=values,
         spec_id=rec.spec_id,
         host=rec.host or owner.get("host"),
         duration_s=(end - start).total_seconds() if start and end else None,
     )
     point.__dict__["record"] = rec  # decoded once (the `record` cached property)
     return point
+
+
+def stored_score(rec: TrialRecord, state: str, values: tuple[float, ...] | None) -> float | None:
+    """The score as stored when the trial was told (a study without the score attr: its
+    single Optuna value), before any pooling or re-judging."""
+    score = rec.score
+    if (
+        not is_finite(score)
+        and state == "COMPLETE"
+        and not rec.failure_kind
+        and len(values or ()) == 1
+    ):
+        assert values is not None
+        score = float(values[0])
+    return float(score) if is_finite(score) else None
 
 
 def owner_of(trial: Any) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ _PLAIN = {
     "baseline": k.BASELINE,
     "reference_trial": k.REFERENCE,
     "spec_id": k.SPEC_OF,
+    "judging_id": k.JUDGING_OF,
     "host": k.HOST,
     "simulated": k.SIMULATED_FIGURES,
     "confirm_of": k.CONFIRM_OF,
@@ -76,6 +77,7 @@ class TrialRecord:
     baseline: bool | None = None  # vLLM's defaults (False: queued as one, run as ordinary)
     reference_trial: int | None = None  # the trial the score is relative to
     spec_id: str | None = None
+    judging_id: str | None = None  # None: told before judgings were tracked
     host: str | None = None
     simulated: bool | None = None  # SIMULATED_FIGURES: the simulator's figures
     confirm_of: int | None = None

@@ -9,14 +9,16 @@ scenario does not drown a 0.5 req/s one); SLOs are judged per scenario. docs/obj
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.spec.study import StudySpec
-from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry
-from tuner.trial.point import TrialPoint
+from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
+from tuner.trial.point import TrialPoint, stored_score
+from tuner.trial.ranking import pooled
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,55 @@ def _capacity_of(found: CapacityResult | None) -> float:
     return found.capacity_rps if found is not None else 0.0
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A measurement judged under a spec's objective and SLOs against a reference trial."""
+
+    score: float
+    slos: dict[str, float]  # the SLO constraints (scenarios: `scenario:metric<=value`)
+    capacity_rps: float | None = None  # capacity mode: the trial's (a mix's: aggregated)
+    scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)  # each with its score
+
+
+def judge(
+    spec: StudySpec,
+    metrics: dict[str, float],
+    capacity: CapacityResult | None,
+    scenarios: dict[str, ScenarioEntry],
+    ref: TrialPoint | None,
+) -> Judged:
+    """The one place a measurement is judged: when it is measured (`score_trial`) and every
+    time it is read (`rejudge`), so a stored score can never disagree with today's judging.
+    `ref` None: the measurement is its own reference (the baseline)."""
+    o = spec.objective
+    if not spec.scenarios:
+        slos = obj.slo_constraints(spec.slo_limits(None), metrics)
+        if o.mode != "capacity":
+            reference = ref.metrics if ref is not None else metrics
+            return Judged(obj.score(metrics, reference, o.weights), slos)
+        cap = _capacity_of(capacity)
+        ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
+        score = obj.capacity_score(cap, ref_cap, o.search.min_rps / 2)
+        return Judged(score, slos, cap if capacity is not None else None)
+    weights = {s.name: s.weight for s in spec.scenarios}
+    per_score, caps, slos, entries = {}, {}, {}, {}
+    for name, entry in scenarios.items():
+        if o.mode == "capacity":
+            caps[name] = _capacity_of(entry.capacity)
+            theirs = ref.scenario(name) if ref is not None else entry
+            ref_cap = _capacity_of(theirs.capacity if theirs is not None else None)
+            per_score[name] = obj.capacity_score(caps[name], ref_cap, o.search.min_rps / 2)
+        else:
+            mine = entry.metrics
+            theirs_metrics = ref.scenario_metrics(name) if ref is not None else mine
+            per_score[name] = obj.score(mine, theirs_metrics or mine, o.weights)
+        slos.update(obj.slo_constraints(spec.slo_limits(name), entry.metrics, name))
+        entries[name] = replace(entry, score=per_score[name], weight=weights.get(name, 0.0))
+    score = obj.aggregate(per_score, weights, o.aggregate)
+    cap_mix = obj.aggregate_capacity(caps, weights, o.aggregate) if caps else None
+    return Judged(score, slos, cap_mix, entries)
+
+
 def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scored:
     """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
     `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads."""
@@ -56,49 +107,83 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     capacity_mode = o.mode == "capacity"
     floor = o.search.min_rps / 2
     steps = tuple(m.rate_steps)
+    metrics = m.metrics or {}
+    j = judge(spec, metrics, m.capacity, dict(m.scenarios), ref)
     if not spec.scenarios:
-        metrics = m.metrics or {}
-        reference = ref.metrics if ref is not None else metrics
         if not capacity_mode:
+            reference = ref.metrics if ref is not None else metrics
             values = obj.objective_values(o, metrics, reference)
-            return Scored(obj.score(metrics, reference, o.weights), values, rate_steps=steps)
+            return Scored(j.score, values, rate_steps=steps)
         cap = _capacity_of(m.capacity)
-        ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
         return Scored(
-            obj.capacity_score(cap, ref_cap, floor),
+            j.score,
             [cap],
             {"capacity": 0.0 if cap > 0 else 1.0},
             capacity=m.capacity,
-            capacity_rps=cap if m.capacity is not None else None,
+            capacity_rps=j.capacity_rps,
             capacity_goodput_rps=m.capacity.goodput_rps if m.capacity is not None else None,
             rate_steps=steps,
         )
-    weights = {s.name: s.weight for s in spec.scenarios}
-    per_score: dict[str, float] = {}
-    caps: dict[str, float] = {}
-    cons: dict[str, float] = {}
-    entries: dict[str, ScenarioEntry] = {}
-    for name, entry in m.scenarios.items():
-        mine = entry.metrics
-        theirs = ref.scenario_metrics(name) if ref is not None else mine
-        if capacity_mode:
-            caps[name] = _capacity_of(entry.capacity)
-            theirs_entry = ref.scenario(name) if ref is not None else None
-            ref_cap = (
-                _capacity_of(theirs_entry.capacity if theirs_entry else None)
-                if ref is not None
-                else caps[name]
-            )
-            per_score[name] = obj.capacity_score(caps[name], ref_cap, floor)
-            cons[f"{name}:capacity"] = 0.0 if caps[name] > 0 else 1.0
-        else:
-            per_score[name] = obj.score(mine, theirs or mine, o.weights)
-        cons.update(obj.slo_constraints(spec.slo_limits(name), mine, name))
-        entries[name] = replace(entry, score=per_score[name])
-    score = obj.aggregate(per_score, weights, o.aggregate)
+    cons = dict(j.slos)
     if capacity_mode:
-        cap = obj.aggregate_capacity(caps, weights, o.aggregate)
+        cons.update(
+            {
+                f"{n}:capacity": 0.0 if _capacity_of(e.capacity) > 0 else 1.0
+                for n, e in m.scenarios.items()
+            }
+        )
+        cap = j.capacity_rps or 0.0
         ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        value = obj.equivalent_capacity(score, ref_cap, floor) if cap > 0 else 0.0
-        return Scored(score, [value], cons, capacity_rps=cap, rate_steps=steps, scenarios=entries)
-    return Scored(score, [score], cons, rate_steps=steps, scenarios=entries)
+        value = obj.equivalent_capacity(j.score, ref_cap, floor) if cap > 0 else 0.0
+        return Scored(
+            j.score, [value], cons, capacity_rps=cap, rate_steps=steps, scenarios=j.scenarios
+        )
+    return Scored(j.score, [j.score], cons, rate_steps=steps, scenarios=j.scenarios)
+
+
+def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list[TrialPoint]:
+    """The trials of one measurement as `spec` judges them (docs/reliability.md, "Re-judging"):
+    each measured trial's score, SLO constraints and so feasibility recomputed from its stored
+    metrics against its stored reference trial (`judge`), then pooled over `--confirm`
+    re-runs (`pooled`); a trial stopped early under another judging (`judging`: the id of
+    `spec`'s) is marked `stale_stop`. What Optuna was told (`values`) stays as told."""
+    by_number = {p.number: p for p in points}
+    out = []
+    for p in points:
+        raw = stored_score(p.record, p.state, p.values)
+        if p.status == "pruned":
+            stale = p.record.judging_id not in (None, judging)
+            out.append(replace(p, score=raw, stale_stop=stale))
+            continue
+        if p.status not in ("feasible", "infeasible") or not p.metrics:
+            out.append(p if p.score == raw else replace(p, score=raw))
+            continue
+        ref = by_number.get(p.reference) if p.reference is not None else None
+        ref = p if p.reference == p.number else ref
+        out.append(_rejudged(p, spec, ref, raw))
+    return pooled(out)
+
+
+def _rejudged(
+    p: TrialPoint, spec: StudySpec, ref: TrialPoint | None, raw: float | None
+) -> TrialPoint:
+    """One measured trial judged anew. Its score stays as stored where it cannot be
+    recomputed (its reference trial is not among these, or lacks figures; a weighted metric
+    it lacks); its SLOs are judged anew whenever its constraints have names."""
+    rec = p.record
+    scored = ref is not None and bool(ref.metrics)
+    try:
+        against = ref if scored and ref is not p else None
+        j = judge(spec, p.metrics, rec.capacity, dict(rec.scenarios), against)
+    except (KeyError, ZeroDivisionError):  # a metric, or every scenario, it lacks
+        return replace(p, score=raw)
+    cons = p.constraints
+    assert isinstance(cons, Constraints)
+    if cons.named and spec.objective.mode != "capacity":  # capacity: SLOs are the measurement
+        health = {k: v for k, v in cons.named.items() if k not in cons.slos}
+        cons = Constraints({**health, **j.slos})
+    status = "infeasible" if cons.any_broken else "feasible"
+    new = replace(p, score=j.score if scored else raw, constraints=cons, status=status)
+    if scored and spec.scenarios:
+        new.__dict__["record"] = replace(rec, scenarios=j.scenarios, capacity_rps=j.capacity_rps)
+    return new

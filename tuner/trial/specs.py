@@ -1,17 +1,23 @@
 """The study file a trial was measured under: stored with the study, compared on every resume.
 
-A study keeps every spec it has run under, keyed by a `spec_id`: a hash of the parts of the
-spec that change what a trial measures (engine, fixed flags, hardware, workload, objective,
-search space), and of the contents of the files it names (`file_contents`: the profile,
-datasets, tokenizer files, chat template; `tuner.spec.contents`). Every trial records the id
-it ran under. So:
-- a resumed run whose file changes only comparable parts (the budget, the sampler, timeouts,
-  the description) goes on under the same id;
-- any other change stops the run with one line, unless the user passes `--accept-changes`:
-  then the new spec gets its own id, its own baseline, and nothing is reused or compared
-  across the two;
-- results (`best`, `export`, `report`) read the current spec's trials, and build every
-  command from the stored spec of the trial they print, never from today's file.
+A spec has two parts (docs/reliability.md, "Re-judging"):
+- what a trial *measures*: engine, fixed flags, hardware, workload, search space, the
+  objective's mode (multi mode's objectives, capacity mode's search), and the contents of the
+  files it names (`file_contents`, `tuner.spec.contents`). Its hash is the `spec_id` (the
+  measurement id): trials are grouped, compared and counted by it, and record it;
+- how trials are *judged* (`JUDGING`: weights, aggregate, SLOs, the scenarios' weights and
+  SLOs; in capacity mode the SLOs choose the rates the search runs, so there they are
+  measurement). Its hash is the `judging_id`.
+
+A study keeps every spec it has run under, by measurement id, the latest judging of each:
+- a change to comparable parts only (budget, sampler, timeouts, description) goes on;
+- a change to the judging only is taken: every read re-scores the stored trials from their
+  metrics under it (`of_spec` → `tuner.trial.scoring.rejudge`), the baseline stays;
+- any change to the measurement stops the run with one line, unless `--accept-changes`: then
+  the new spec gets its own id, its own baseline, and nothing is compared across the two;
+- results read the current spec's trials, and build every command from the stored spec of
+  the trial they print, never from today's file.
+Ids stored by a tuner that hashed the judging too map to measurement ids (`_measurement_of`).
 
 Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
 `set_user_attr`).
@@ -28,6 +34,7 @@ from typing import Any
 from tuner.errors import UserError
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.trial import keys as tr
+from tuner.trial import scoring
 from tuner.trial.point import TrialPoint
 from tuner.trial.study import StudyRecord
 
@@ -60,6 +67,9 @@ ADDED_DEFAULTS = {
     "objective.aggregate": "weighted",
     "file_contents": {},
 }
+# How trials are judged, not what they measure: a change re-scores the stored trials.
+JUDGING = ("objective.weights", "objective.aggregate", "objective.slo")
+SCENARIO_JUDGING = ("weight", "slo")
 CONTENTS = "file_contents."  # `file_contents.<where>`: a named file's digest (spec/contents.py)
 LONGDOC_FIELDS = (
     "longdoc_lengths",
@@ -109,11 +119,51 @@ def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
         for key, default in ADDED_WORKLOAD_DEFAULTS.items():
             if key in w and w[key] == default:
                 del w[key]
+    judging = _judging_part(out)
+    objective = out.get("objective", {})
+    for key in ("weights", "aggregate", "slo"):
+        if f"objective.{key}" in judging:
+            objective.pop(key, None)
+    for scenario in out.get("scenarios") or []:
+        for key in SCENARIO_JUDGING:
+            if f"scenarios.{scenario.get('name')}.{key}" in judging:
+                scenario.pop(key, None)
     return out
 
 
+def _judging_part(data: Mapping[str, Any]) -> dict[str, Any]:
+    """How trials are judged, flat (`path: value`) from a canonical dump. Capacity mode: the
+    SLOs choose the rates its search runs, so they stay part of the measurement."""
+    objective = data.get("objective", {})
+    capacity = objective.get("mode") == "capacity"
+    out = {p: objective.get(p.split(".")[1]) for p in JUDGING if not (capacity and "slo" in p)}
+    for scenario in data.get("scenarios") or []:
+        for key in SCENARIO_JUDGING:
+            if not (capacity and key == "slo"):
+                out[f"scenarios.{scenario.get('name')}.{key}"] = scenario.get(key)
+    return out
+
+
+def judging_id(spec: StudySpec | Mapping[str, Any]) -> str:
+    """12 hex digits naming how a spec judges trials (its objective and SLOs)."""
+    dump = spec.model_dump() if isinstance(spec, StudySpec) else spec
+    text = json.dumps(_judging_part(canonical(dump)), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def judging_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What changed in how trials are judged, as `path: old → new`."""
+    a, b = _judging_part(canonical(old)), _judging_part(canonical(new))
+    return [
+        f"{path}: {_show(a.get(path))} → {_show(b.get(path))}"
+        for path in sorted(set(a) | set(b))
+        if a.get(path) != b.get(path)
+    ]
+
+
 def spec_id(dump: Mapping[str, Any]) -> str:
-    """12 hex digits naming what the spec measures: equal ids, comparable trials."""
+    """12 hex digits naming what the spec measures (the measurement id): equal ids,
+    comparable trials."""
     text = json.dumps(_measured_part(canonical(dump)), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -166,7 +216,10 @@ def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
     stored = _current_dump(study)
     if stored is None:
         return new_id
-    current = study.user_attrs.get(tr.SPEC_ID) or spec_id(stored)
+    try:  # recomputed: an id stored by an older tuner hashed the judging too
+        current = spec_id(stored)
+    except UserError:  # a spec this tuner refuses: `_check_storable` says so below
+        current = study.user_attrs.get(tr.SPEC_ID)
     if current == new_id:
         return new_id
     _check_storable(stored_spec(stored, spec.name), spec)
@@ -225,16 +278,51 @@ def _remember(study: Any, sid: str, dump: Mapping[str, Any]) -> None:
     study.set_user_attr(tr.SPEC_BY_ID + sid, dict(dump))
 
 
+def judging_change(study: Any, spec: StudySpec) -> list[str]:
+    """What `spec` changes in how the study's current measurement is judged ([]: nothing, or
+    another measurement): the stored trials are then re-scored, not re-measured."""
+    stored = _current_dump(study)
+    if stored is None:
+        return []
+    try:
+        if spec_id(stored) != spec_id(spec.model_dump()):
+            return []
+        return judging_changes(stored, spec.model_dump())
+    except UserError:
+        return []
+
+
+def _measurement_of(study: StudyRecord, sid: str | None) -> str | None:
+    """The measurement id of a stored spec id (an older tuner's ids hashed the judging too:
+    the spec stored under the id says what it measured). Cached on the record."""
+    if sid is None:
+        return None
+    cache = study.__dict__.setdefault("_measurement_ids", {})
+    if sid not in cache:
+        dump = study.specs_by_id.get(sid)
+        try:
+            cache[sid] = spec_id(dump) if dump is not None else sid
+        except UserError:  # stored under rules this tuner refuses: keep the id as stored
+            cache[sid] = sid
+    return cache[sid]
+
+
 def current_id(study: StudyRecord) -> str | None:
-    sid = study.spec_id
-    if sid is None and study.spec is not None:
-        sid = spec_id(study.spec)
-    return sid
+    if study.spec is not None:
+        cache = study.__dict__.setdefault("_measurement_ids", {})
+        if "" not in cache:
+            try:
+                cache[""] = spec_id(study.spec)
+            except UserError:
+                cache[""] = study.spec_id
+        return cache[""]
+    return study.spec_id
 
 
 def trial_spec_id(study: StudyRecord, point: TrialPoint) -> str | None:
-    """The spec a trial ran under (a trial from before specs were tracked: the first one)."""
-    return point.spec_id or study.legacy_spec_id or current_id(study)
+    """The measurement a trial ran under (a trial from before specs were tracked: the first
+    one)."""
+    return _measurement_of(study, point.spec_id or study.legacy_spec_id) or current_id(study)
 
 
 def owner_spec_id(
@@ -257,9 +345,38 @@ def owner_spec_id(
 
 def of_spec(study: StudyRecord, points: list[TrialPoint], sid: str | None) -> list[TrialPoint]:
     """The trials of spec `sid`, and queued ones it may take: a run compares and counts only
-    these."""
+    these; each judged under the spec's latest judging (`judged`)."""
     by_number = {p.number: p for p in points}
-    return [p for p in points if owner_spec_id(study, p, by_number) in (sid, None)]
+    mine = [p for p in points if owner_spec_id(study, p, by_number) in (sid, None)]
+    return judged(study, mine, sid)
+
+
+def judging_spec(study: StudyRecord, sid: str | None) -> StudySpec | None:
+    """The spec whose judging the trials of measurement `sid` are read under: the latest
+    stored under that id (the study's current spec for the current id). None: not readable."""
+    data = study.spec if sid == current_id(study) else study.specs_by_id.get(sid or "")
+    if data is None:
+        return None
+    try:
+        return stored_spec(data, str(data.get("name")))
+    except UserError:
+        return None
+
+
+def judged(study: StudyRecord, points: list[TrialPoint], sid: str | None) -> list[TrialPoint]:
+    """The trials of measurement `sid`, scored and checked against the SLOs under its latest
+    judging, from their stored metrics (`tuner.trial.scoring.rejudge`)."""
+    spec = judging_spec(study, sid)
+    return points if spec is None else scoring.rejudge(points, spec, judging_id(spec))
+
+
+def judged_all(study: StudyRecord, points: list[TrialPoint]) -> list[TrialPoint]:
+    """Every trial, each judged under its own measurement's latest judging (`tuner trials`)."""
+    groups: dict[str | None, list[TrialPoint]] = {}
+    for p in points:
+        groups.setdefault(trial_spec_id(study, p), []).append(p)
+    out = {p.number: p for sid, group in groups.items() for p in judged(study, group, sid)}
+    return [out[p.number] for p in points]
 
 
 def of_current(study: StudyRecord, points: list[TrialPoint]) -> list[TrialPoint]:

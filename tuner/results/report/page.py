@@ -292,6 +292,10 @@ def build_report(
     counts = {s: sum(p.status == s for p in points) for s in statuses}
     counts["stopped early (pruned)"] = counts.pop("pruned")
     counts["other (running)"] = len(points) - sum(counts.values())
+    if any(p.stale_stop for p in points):  # docs/reliability.md, "Re-judging"
+        counts["of them stopped under the previous SLOs/objective"] = sum(
+            p.stale_stop for p in points
+        )
     figures = [plot_pareto(pareto), history_figure(points)]
     imp = importances(study, points)
     if isinstance(imp, dict):
