@@ -178,7 +178,10 @@ def test_bad_capacity_and_scenario_input_is_one_line_and_exit_2(
     study = sim_study(tmp_path, tiny_model_dir, **change)
     proc = tuner("plan", str(study), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and words in proc.stderr and "Traceback" not in proc.stderr
+    # one line per problem (the preflight reports them all in one pass), each `tuner: ...`
+    lines = proc.stderr.splitlines()
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert lines and all(line.startswith("tuner: ") for line in lines), proc.stderr
 
 
 def test_two_scenarios_in_run_share_one_engine_start(tmp_path: Path, tiny_model_dir: Path) -> None:

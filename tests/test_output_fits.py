@@ -31,7 +31,7 @@ def _header_words() -> set[str]:
     """Every word a header may show: whole labels' words, flag names, their hyphen parts and
     aliases; a header cut mid-word (`utili`, `d-token`) is none of them."""
     labels = [metric_label(m) for m in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")]
-    labels += ["#", "state", "trial", "score", "engine (s)", *FLAGS, *FLAG_ALIASES.values()]
+    labels += ["#", "state", "trial", "runs", "score", "engine (s)", *FLAGS, *FLAG_ALIASES.values()]
     labels += [flag_alias(f) for f in FLAGS]
     words = {w for label in labels for w in label.split()}
     for flag in FLAGS:

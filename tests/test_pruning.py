@@ -319,7 +319,9 @@ def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
                 outcome = Outcome("pruned", None, {"pruned": 1.0}, record)
             else:
                 outcome = Outcome("failed", None, {}, TrialRecord())
-            loop = SimpleNamespace(study=study, reading=SimpleNamespace(drop=lambda: None))
+            loop = SimpleNamespace(
+                study=study, reading=SimpleNamespace(drop=lambda: None), judging=None
+            )
             StudyLoop._tell(loop, trial, outcome)  # type: ignore[arg-type]
             if k >= 20:
                 late.append(x < 0.4)

@@ -44,14 +44,19 @@ def report(found: Preflight, *, err: bool) -> None:
 
 
 def inform(found: Preflight, *, err: bool) -> None:
-    """The night's cost and the notes; with `err` (`tuner run`, `tuner plan`) on stderr, else
-    on stdout with what the flag names were checked against (`tuner check`)."""
-    if found.cost is not None:
-        typer.echo(found.cost.line(), err=err)
+    """The night's cost and the notes; with `err` on stderr, else on stdout with what the flag
+    names were checked against (`tuner check`)."""
     if found.flags_against and not err:
         typer.echo(f"flag names checked against {found.flags_against}")
-    for note in found.notes:
-        typer.echo(f"note: {note}", err=err)
+    for line in info_lines(found):
+        typer.echo(line, err=err)
+
+
+def info_lines(found: Preflight) -> list[str]:
+    """The night's cost and the notes, as lines (`tuner run`/`plan` show them once the study
+    can start, so that a refusal before that stays one line)."""
+    lines = [found.cost.line()] if found.cost is not None else []
+    return lines + [f"note: {note}" for note in found.notes]
 
 
 def refuse(found: Preflight) -> None:

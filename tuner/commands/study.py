@@ -120,9 +120,9 @@ def run(
     )
     make_runner = engine_runners(spec, log_dir, storage or spec.storage)
     runner = first_runner(spec, make_runner, options)  # a broken file: nothing written yet
-    _inform(found)  # once the study can start
     store = open_store(spec, storage)
-    options = replace(options, warm_start=_warm_start(spec, store, from_plan, warm_start))
+    queued = _warm_start(spec, store, from_plan, warm_start)
+    options = replace(options, warm_start=queued, notes=_info(found))  # shown once it starts
     log_dir.mkdir(parents=True, exist_ok=True)
     _print_result(run_study(spec, store, make_runner, options, _view(), runner))
 
@@ -164,10 +164,14 @@ def plan(
     spec = load_study_file(study_file, check=lambda s: found.append(_check_plan(s, storage)))
     runner = PlanRunner(spec)
     runner.prepare()  # a broken tokenizer or dataset file: nothing written yet
-    _inform(found)  # once the study can start
     store = open_store(spec, storage)
     runner.measured_startup_s = real_startups_s(store, spec.name)
-    options = RunOptions(n_trials=n_trials, accept_changes=accept_changes, pruning=not no_pruning)
+    options = RunOptions(
+        n_trials=n_trials,
+        accept_changes=accept_changes,
+        pruning=not no_pruning,
+        notes=_info(found),  # shown once the study can start: a refusal stays one line
+    )
     result = run_study(spec, store, lambda _: runner, options, _view(), runner)
     _print_result(result)
 
@@ -269,11 +273,10 @@ def _check_plan(spec, storage) -> Preflight:
     return found
 
 
-def _inform(found: list[Preflight]) -> None:
-    from tuner.commands.check import inform
+def _info(found: list[Preflight]) -> tuple[str, ...]:
+    from tuner.commands.check import info_lines
 
-    for f in found:
-        inform(f, err=True)
+    return tuple(line for f in found for line in info_lines(f))
 
 
 def trials(

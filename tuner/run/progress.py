@@ -242,7 +242,7 @@ class ConsoleView(RunView):
             self._display.stop()
 
     def say(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)  # whole lines
 
     def ran(self, summary: RunSummary, points: list[TrialPoint]) -> None:
         if self._on_ran is not None:

@@ -47,6 +47,8 @@ class RunOptions:
     warm_start: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (source, params)
     gpu_slots: bool = False  # split the study's `hardware.gpus` into slots (`plan_slots`)
     check_robustness: bool = True  # does the best config's gain survive small workload changes?
+    # shown once the study can start (its file checked, storage open): the night's cost, notes
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -121,6 +123,7 @@ def run_study(
             loop, summary = _run_slots(spec, store, runner, make_runner, slots, options, view)
         else:  # one slot (all of --gpus in one trial) needs no threads
             loop = _loop(spec, store, runner, options, view)
+            _say(view, options.notes)
             summary = loop.run(
                 n_trials=options.n_trials, timeout_s=options.timeout_s, confirm=options.confirm
             )
@@ -157,6 +160,11 @@ def _loop(
     )
 
 
+def _say(view: RunView, lines: tuple[str, ...]) -> None:
+    for line in lines:
+        view.say(line)
+
+
 def _run_slots(
     spec: StudySpec,
     store: Store,
@@ -173,6 +181,7 @@ def _run_slots(
         if r is not runner:
             r.share_workload(runner)  # built once
         loops.append(_loop(spec, store, r, options, view, slot.label))
+    _say(view, options.notes)
     summary = run_slots(
         loops,
         n_trials=options.n_trials,
