@@ -139,3 +139,42 @@ def test_the_baseline_as_best_is_said_in_words(tmp_path: Path) -> None:
     assert BASELINE_BEST in lines
     assert NOT_BASELINE not in lines  # not compared with itself
     assert NOT_RUNNER_UP.format(n=1) in lines
+
+
+def _rerun(number: int, of: int, score: float, cis: tuple) -> optuna.trial.FrozenTrial:
+    """A `--confirm` re-run of trial `of`, with the same parameters."""
+    trial = _trial(of, score, cis)
+    trial.number = number
+    trial.set_user_attr(tr.CONFIRM_OF, of)
+    return trial
+
+
+@pytest.mark.parametrize(
+    ("best_again", "runner_up_again", "verdict"),
+    [
+        (-0.20, -0.19, "over their --confirm repeats"),  # gap within the repeats' noise
+        (-0.21, -0.05, None),  # repeats set them clearly apart
+    ],
+)
+def test_after_confirm_the_repeats_decide_the_runner_up_verdict(
+    tmp_path: Path, best_again: float, runner_up_again: float, verdict: str | None
+) -> None:
+    """Issue 21: once `--confirm` re-measured both configs, the verdict on the runner-up uses
+    their pooled repeats and never asks for `--confirm` again."""
+    spec = _spec(tmp_path)
+    lines = _best(
+        spec,
+        _trial(0, 0.0, BASE, baseline=True),
+        _trial(1, -0.20, FASTER_TTFT),
+        _trial(2, -0.18, FASTER_TTFT),  # one run each: the intervals overlap
+        _rerun(3, 1, best_again, FASTER_TTFT),
+        _rerun(4, 2, runner_up_again, FASTER_TTFT),
+        _rerun(5, 1, best_again + 0.01, FASTER_TTFT),
+        _rerun(6, 2, runner_up_again - 0.01, FASTER_TTFT),
+    )
+    text = "\n".join(lines)
+    assert "re-measure both" not in text, text
+    if verdict is None:
+        assert "not clearly better than the runner-up" not in text, text
+    else:
+        assert verdict in text and "(trial 2)" in text, text

@@ -86,7 +86,7 @@ def verdicts(
         spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
         text = f"confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)"
         out.append(Verdict("confirmed", text, False))
-    out += _confidence(point, ranked, spec)
+    out += _confidence(point, ranked, spec, tr.confirmation_runs(points))
     robust = study.robustness_of(point) if study is not None else None
     if robust is not None and robust.verdict:
         kind: Kind = (
@@ -100,7 +100,35 @@ def verdicts(
     return tuple(out)
 
 
-def _confidence(point: TrialPoint, ranked: list[TrialPoint], spec: StudySpec) -> list[Verdict]:
+def _pooled_order(
+    point: TrialPoint, runner_up: TrialPoint, confirmed: dict[int, list[float]]
+) -> Verdict | bool | None:
+    """With `--confirm` repeats of both configs (2 or more runs each): False when the means of
+    their scores differ by more than twice the standard error of the difference (Welch), else
+    a verdict saying they do not; None without such repeats (the intervals of one run decide)."""
+    a, b = confirmed.get(point.number) or [], confirmed.get(runner_up.number) or []
+    if len(a) < 2 or len(b) < 2:
+        return None
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    var_a = sum((x - mean_a) ** 2 for x in a) / (len(a) - 1)
+    var_b = sum((x - mean_b) ** 2 for x in b) / (len(b) - 1)
+    se = (var_a / len(a) + var_b / len(b)) ** 0.5
+    if mean_b - mean_a > 2 * se:  # lower scores are better
+        return False
+    text = (
+        f"not clearly better than the runner-up (trial {runner_up.number}) over their "
+        f"--confirm repeats: mean score {mean_a:+.3f} over {len(a)} runs against "
+        f"{mean_b:+.3f} over {len(b)} (a gap within twice its standard error, {se:.3f})"
+    )
+    return Verdict("not-clearly-better-than-runner-up", text, True)
+
+
+def _confidence(
+    point: TrialPoint,
+    ranked: list[TrialPoint],
+    spec: StudySpec,
+    confirmed: dict[int, list[float]] | None = None,
+) -> list[Verdict]:
     weights = spec.objective.weights
     mine = point.cis(HEADLINE_METRICS)
     out = []
@@ -127,7 +155,14 @@ def _confidence(point: TrialPoint, ranked: list[TrialPoint], spec: StudySpec) ->
         out.append(Verdict("not-the-best", text, True))
         return out
     runner_up = next((p for p in ranked if p.number != point.number), None)
-    if runner_up is not None and not clearly_better(mine, runner_up.cis(HEADLINE_METRICS), weights):
+    if runner_up is None:
+        return out
+    pooled = _pooled_order(point, runner_up, confirmed or {})
+    if pooled is not None:  # both re-measured: their repeats decide, not one run's intervals
+        if pooled:
+            out.append(pooled)
+        return out
+    if not clearly_better(mine, runner_up.cis(HEADLINE_METRICS), weights):
         out.append(
             Verdict(
                 "not-clearly-better-than-runner-up",
