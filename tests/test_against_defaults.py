@@ -46,6 +46,7 @@ def _run(study: Path, *args: str) -> str:
     return out.stdout
 
 
+@pytest.mark.slow  # a whole study
 def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -> None:
     best = _run(study, "best").splitlines()
     (change,) = [line for line in best if line.startswith("# against vLLM's defaults")]

@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tuner.testing import sim_study, tuner
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 AT_LEAST = "≥ 2 req/s (the highest rate allowed)"
 GOODPUT = "(requests per second served within the latency limits)"

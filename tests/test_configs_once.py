@@ -9,7 +9,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tuner.testing import sim_study, tuner
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 TWO_CONFIGS = {
     "parameters": {"max-num-seqs": {"type": "categorical", "choices": [8, 256], "default": 256}}

@@ -7,10 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 
 from tuner import trial as tr
 from tuner.testing import sim_study, tuner
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 
 def _study(tmp_path: Path, tokenizer: Path) -> Path:

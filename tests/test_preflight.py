@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 import yaml
 
@@ -202,6 +203,7 @@ def test_run_refuses_every_problem_before_anything_is_written(
     assert set(tmp_path.iterdir()) == before
 
 
+@pytest.mark.slow  # a whole study
 def test_run_states_the_cost_and_plan_how_far_it_was_off(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:

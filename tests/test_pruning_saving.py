@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 
 from tuner.testing import sim_study, tuner
 from tuner.trial import read_all
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 # About 3.5 × what the baseline serves: every config queues, and the TTFT SLO is broken at
 # every point of the run, from the first seconds to the last fifth.

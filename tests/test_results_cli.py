@@ -200,6 +200,7 @@ def test_failed_trials_keep_the_dashboard_axes_readable(tmp_path: Path) -> None:
     assert max(failed["values"]) <= 100 * max(measured)
 
 
+@pytest.mark.slow  # a whole study
 def test_end_to_end_planned_study_export_report_dashboard(tmp_path: Path) -> None:
     """A short simulated study (`tuner plan`), then export, report and the dashboard on it."""
     if not (REPO / ".cache" / "tiny-qwen2" / "tokenizer.json").exists():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tuner.spec.study import load_study_spec
@@ -41,6 +42,7 @@ def _trials(study: Path) -> list[dict]:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # a whole study
 def test_an_edited_profile_is_a_changed_spec(tmp_path: Path, tiny_model_dir: Path) -> None:
     assert tuner("sim", "profile", "a6000", "-o", "prof.yaml", cwd=tmp_path).returncode == 0
     study = sim_study(

@@ -9,8 +9,12 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from tuner.spec.figures import figure
 from tuner.testing import sim_study, tuner
+
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
 # max-num-seqs 1 queues 32 prompts (stopped early on the TTFT SLO); 0.3 of an A6000 leaves
 # the 32B model no KV cache (refused on the precheck's prediction, never launched).
