@@ -69,6 +69,34 @@ def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchReques
     )
 
 
+def _longdoc_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
+    """The long documents; asked several times (`longdoc_shared`), each keeps its token ids
+    for the simulator's prefix cache."""
+    common = {"lengths": spec.longdoc_lengths, "weights": spec.longdoc_weights, "seed": spec.seed}
+    shared = spec.longdoc_shared
+    if shared:
+        docs = shared_longdoc_prompts(
+            tokenizer,
+            spec.num_prompts,
+            questions=spec.longdoc_questions,
+            system_len=spec.longdoc_system_len,
+            order=spec.longdoc_order,
+            **common,
+        )
+    else:
+        docs = longdoc_prompts(tokenizer, spec.num_prompts, **common)
+    return [
+        BenchRequest(
+            text,
+            len(ids),
+            spec.longdoc_output_len,
+            ignore_eos=True,
+            prompt_ids=tuple(ids) if shared else None,
+        )
+        for text, ids in docs
+    ]
+
+
 def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
     """The spec's `num_prompts` requests, deterministic for a given seed and dataset."""
     if spec.dataset_name == "random":
@@ -80,32 +108,8 @@ def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
             range_ratio=spec.random_range_ratio,
             seed=spec.seed,
         )
-    if spec.dataset_name == "longdoc" and spec.longdoc_shared:
-        docs = shared_longdoc_prompts(
-            tokenizer,
-            spec.num_prompts,
-            lengths=spec.longdoc_lengths,
-            weights=spec.longdoc_weights,
-            questions=spec.longdoc_questions,
-            system_len=spec.longdoc_system_len,
-            order=spec.longdoc_order,
-            seed=spec.seed,
-        )
-        out_len = spec.longdoc_output_len
-        return [
-            BenchRequest(text, len(ids), out_len, ignore_eos=True, prompt_ids=tuple(ids))
-            for text, ids in docs
-        ]
     if spec.dataset_name == "longdoc":
-        docs = longdoc_prompts(
-            tokenizer,
-            spec.num_prompts,
-            lengths=spec.longdoc_lengths,
-            weights=spec.longdoc_weights,
-            seed=spec.seed,
-        )
-        out_len = spec.longdoc_output_len
-        return [BenchRequest(text, len(ids), out_len, ignore_eos=True) for text, ids in docs]
+        return _longdoc_requests(spec, tokenizer)
     assert spec.dataset_path is not None  # the spec's validator requires it
     if spec.dataset_name == "sharegpt":
         return sharegpt_requests(
