@@ -23,6 +23,7 @@ import pytest
 
 from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
+from tuner.engine.sockets import RPC_BASE_ENV
 from tuner.tools.tinymodel import make_tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,9 +138,11 @@ def vllm_python() -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_command(
-    vllm_python: Path, tiny_model_dir: Path
+    vllm_python: Path, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[..., tuple[list[str], dict[str, str]]]:
-    """Build (argv, env) for a vLLM on `port`: brief §5 flags, then `extra` flags (last wins)."""
+    """Build (argv, env) for a vLLM on `port`: brief §5 flags, then `extra` flags (last wins).
+    Its IPC sockets go to the session's temp folder, not /tmp (`tuner.engine.sockets`)."""
+    ipc = tmp_path_factory.mktemp("ipc")
 
     def build(port: int, *extra: str, kv_cache_gib: int = 1) -> tuple[list[str], dict[str, str]]:
         argv = [
@@ -154,6 +157,7 @@ def vllm_command(
             "VLLM_CPU_OMP_THREADS_BIND": str(server_core()),
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
+            RPC_BASE_ENV: str(ipc),
         }
         return argv, env
 

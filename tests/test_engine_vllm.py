@@ -1,4 +1,6 @@
-"""The engine layer against real vLLM (CPU build): serving, a refused start, timeout, stop.
+"""The engine layer against real vLLM (CPU build): serving, timeout, stop, a dead tuner.
+
+A refused start (block size 16) is classified in `test_run_vllm.py`, through the whole loop.
 
 Each test here starts at most one engine (~20–60 s each); the session server is shared.
 """
@@ -72,23 +74,6 @@ def test_session_server_is_pinned_and_reports_its_version(vllm_server) -> None:
     assert len(members) >= 2, "API server and EngineCore share the engine's process group"
     for pid in members:
         assert os.sched_getaffinity(pid) == {SERVER_CORE}
-
-
-def test_block_size_16_is_refused_and_classified(vllm_command, tmp_path: Path) -> None:
-    port = free_port()
-    argv, env = vllm_command(port, "--block-size", "16")
-    proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
-    t0 = time.monotonic()
-    try:
-        with pytest.raises(EngineStartFailed) as err:
-            proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=240)
-    finally:
-        proc.stop()
-    print(f"block-size 16 refused after {time.monotonic() - t0:.1f} s")
-    failure = err.value.failure
-    assert failure.kind == FailureKind.UNSUPPORTED_BLOCK_SIZE
-    assert "No common block size for 16" in failure.reason
-    assert_group_gone(proc.pgid)
 
 
 def test_startup_timeout_kills_the_whole_group_and_frees_the_port(

@@ -16,8 +16,9 @@ import pytest
 import yaml
 from test_run_sim import _engines, _no_engine_left, _trials
 
+from tuner.engine.sockets import RPC_BASE_ENV
 from tuner.run.loop import StudyLoop
-from tuner.runners.engine_runner import EngineRunner
+from tuner.runners.engine_runner import CACHE_DIR, EngineRunner
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store
 from tuner.testing import cpu_study, start_run, tuner
@@ -25,6 +26,7 @@ from tuner.testing import cpu_study, start_run, tuner
 pytestmark = pytest.mark.vllm
 
 REPO = Path(__file__).resolve().parent.parent
+MODEL_INFO = "vllm.model_executor.models.qwen2.Qwen2ForCausalLM"
 
 
 @pytest.fixture
@@ -34,7 +36,18 @@ def study_file(tmp_path: Path, tiny_model_dir: Path, vllm_python: Path) -> Path:
     return cpu_study(tmp_path, tiny_model_dir, vllm_python, server_core())
 
 
-def test_cpu_study_runs_resumes_and_exports(tmp_path: Path, study_file: Path) -> None:
+def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
+    tmp_path: Path, study_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three trials, a resumed fourth, `best`; every start after the first reads the cache the
+    first wrote (one `VLLM_CACHE_ROOT` per study, beside its logs), and each engine's IPC
+    sockets lived in a folder of their own, gone with the engine (`tuner.engine.sockets`)."""
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)  # the tuner sets it: none of ours
+    monkeypatch.delenv(RPC_BASE_ENV, raising=False)
+    data = yaml.safe_load(study_file.read_text())
+    data["engine"]["env"]["VLLM_LOGGING_LEVEL"] = "DEBUG"  # the cache's words are debug lines
+    study_file.write_text(yaml.safe_dump(data, sort_keys=False))
+
     run = tuner("run", str(study_file), "--n-trials", "3", cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     trials = _trials(tmp_path, "cpu-tiny")
@@ -58,7 +71,27 @@ def test_cpu_study_runs_resumes_and_exports(tmp_path: Path, study_file: Path) ->
     command = " ".join(x for x in best.stdout.splitlines() if not x.startswith("#"))
     assert "VLLM_CPU_KVCACHE_SPACE=" in command and " vllm serve " in command
     assert "--load-format" not in command
+    assert RPC_BASE_ENV not in command and "VLLM_CACHE_ROOT" not in command
     assert _no_engine_left(tmp_path)
+
+    # The cache: the first start misses vLLM's model inspection and writes it; the later
+    # starts (the resumed run's too) read it. On this CPU build with `--enforce-eager` nothing
+    # is compiled: model info is what vLLM caches (vllm/model_executor/models/registry.py).
+    logs = sorted((tmp_path / "runs").glob("*/trial-*.log"))
+    assert len(logs) >= 2, [p.name for p in logs]
+    cache = logs[0].parent / CACHE_DIR
+    assert (cache / "modelinfos" / (MODEL_INFO.replace(".", "-") + ".json")).is_file()
+    first, *later = (p.read_text(errors="replace") for p in logs)
+    assert f"Cached model info file for class {MODEL_INFO} not found" in first
+    for text in later:
+        assert f"Loaded model info for class {MODEL_INFO} from cache" in text
+        assert f"Cached model info file for class {MODEL_INFO} not found" not in text
+    # The sockets' folders: one per start, named in the trial's env, removed after the stop.
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    rows = [store.trial_row("cpu-tiny", t.number) for t in _trials(tmp_path, "cpu-tiny")]
+    store.close()
+    folders = {r["env"][RPC_BASE_ENV] for r in rows if r and RPC_BASE_ENV in (r["env"] or {})}
+    assert len(folders) == len(logs) and not any(Path(f).exists() for f in folders)
 
 
 def test_refused_block_size_is_recorded_and_the_study_goes_on(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.engine.cores import client_off_engine_cores
+from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.runners.load_runs import measure_all
@@ -192,9 +193,6 @@ class EngineRunner(TrialRunner):
         self.client_avoid = all_engine_cores if all_engine_cores is not None else self.cores
 
     def measure(self, ctx: TrialContext) -> Measurement:
-        from tuner.engine.ports import free_port, wait_port_free
-        from tuner.engine.process import EngineProcess, EngineStartFailed
-
         spec = self.spec
         env = engine_env(spec, ctx.params)
         if self.api_key:
@@ -204,6 +202,15 @@ class EngineRunner(TrialRunner):
         folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
         if CACHE_ROOT_ENV not in env and CACHE_ROOT_ENV not in os.environ:  # the user's wins
             env[CACHE_ROOT_ENV] = str(folder / CACHE_DIR)
+        with private_ipc_dir(env):  # vLLM's sockets: gone with the engine (engine.sockets)
+            return self._launch(ctx, env, folder)
+
+    def _launch(self, ctx: TrialContext, env: dict[str, str], folder: Path) -> Measurement:
+        """Start the engine (another port if one was taken), run the workload, stop it."""
+        from tuner.engine.ports import free_port, wait_port_free
+        from tuner.engine.process import EngineProcess, EngineStartFailed
+
+        spec = self.spec
         started = int(time.time())
         engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
         for attempt in range(1, PORT_ATTEMPTS + 1):
