@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import optuna
-from scipy.stats import qmc
 
 from tuner import trial as tr
 from tuner.errors import UserError
@@ -255,6 +254,8 @@ class Screen:
         )
         n_local = int(n * LOCAL_SHARE) if top is not None else 0
         n_sobol = n - n_local
+        from scipy.stats import qmc  # on first use: a refused `tuner run` stays quick
+
         sobol = qmc.Sobol(d, scramble=True, seed=self.rng.integers(2**32))
         units = list(sobol.random_base2(max(n_sobol - 1, 1).bit_length())[:n_sobol])
         if top is not None:

@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
-from scipy.stats import qmc
 
 from tuner.errors import EngineRefused
 from tuner.measure.metrics import compute_metrics
@@ -192,11 +190,15 @@ class Problem:
         x0 = np.clip(np.log([float((start or {}).get(n, 1.0)) for n in names]), -bound, bound)
         if start is not None:
             return [x0]  # a previous fit: already near, a second search would only cost time
+        from scipy.stats import qmc  # scipy on first use: the CLI's start stays quick
+
         design = qmc.Sobol(len(names), scramble=True, seed=0).random(START_DESIGN)
         spread = np.clip(x0 + math.log(START_SPAN) * (2 * design - 1), -bound, bound)
         return [x0, min(spread, key=self.cost)]
 
     def solve(self, x0: np.ndarray, max_nfev: int):
+        from scipy.optimize import least_squares
+
         bound = math.log(MAX_FACTOR)
         return least_squares(
             self.residuals,
