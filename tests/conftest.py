@@ -77,6 +77,10 @@ def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectRep
 def pytest_configure(config: pytest.Config) -> None:
     # in the environment, so that every `tuner sim serve` the tests start inherits it
     os.environ.setdefault("TUNER_SIM_TIME_SCALE", SIM_TIME_SCALE)
+    # Every real vLLM of the session shares one cache (the user's root wins over the tuner's
+    # per-study one): only the first start pays vLLM's model-inspection subprocess (~10 s of
+    # CPU here). The test of the per-study cache unsets it (test_run_vllm.py).
+    os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO / ".cache" / "vllm-tests"))
     # The CLI fits its tables and `best`'s comments to $COLUMNS (docs/results.md): the tests
     # read the output of a pipe (80 columns, `best` unwrapped) unless one sets COLUMNS itself.
     os.environ.pop("COLUMNS", None)
