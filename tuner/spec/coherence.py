@@ -13,6 +13,7 @@ from tuner.spec.sections import ParameterSpec
 StudySpec = Any
 
 WORLD_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")  # GPUs of one engine
+DP_FLAG = "data-parallel-size"  # engines (replicas) of one trial: TP x PP GPUs each
 
 
 def check_study(spec: StudySpec) -> None:
@@ -100,14 +101,17 @@ def world_sizes(spec: StudySpec, flag: str) -> list[int]:
 
 
 def check_engine_fits_slot(spec: StudySpec) -> None:
-    """An engine of TP x PP GPUs on a slot of fewer GPUs fails at every start."""
+    """An engine of TP x PP GPUs (times its smallest data-parallel-size) on a slot of fewer
+    GPUs fails at every start. A searched data-parallel-size that overflows the slot with
+    some TP is refused per trial instead (`tuner.spec.space.shape_error`)."""
     per_trial = spec.hardware.gpus_per_trial
     if per_trial is None:
         return
     tp, pp = (max(world_sizes(spec, flag), default=1) for flag in WORLD_FLAGS)
-    if tp * pp > per_trial:
+    dp = 1 if spec.search_space.fill_data_parallel else min(world_sizes(spec, DP_FLAG))
+    if tp * pp * dp > per_trial:
         raise ValueError(
             f"hardware.gpus_per_trial: a slot has {per_trial} GPU(s) but an engine may need "
-            f"{tp * pp} (tensor-parallel-size {tp} x pipeline-parallel-size {pp}): every "
-            "such trial would fail to start"
+            f"{tp * pp * dp} (tensor-parallel-size {tp} x pipeline-parallel-size {pp} x "
+            f"data-parallel-size {dp}): every such trial would fail to start"
         )
