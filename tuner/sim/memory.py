@@ -197,6 +197,23 @@ def config_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str
     )
 
 
+def devices_error(gpu: GpuProfile, cfg: EngineConfig, visible: str | None) -> str | None:
+    """vLLM's refusal of a shape wider than the GPUs it sees (`visible`: CUDA_VISIBLE_DEVICES;
+    vllm/config/parallel.py checks one replica's world size; each local data-parallel rank
+    takes its own GPUs)."""
+    if gpu.platform != "cuda" or not visible:
+        return None
+    count, world = len(visible.split(",")), cfg.tensor_parallel_size
+    if count >= world * cfg.data_parallel_size:
+        return None
+    if count < world:
+        return f"World size ({world}) is larger than the number of available GPUs ({count})"
+    return (
+        f"data_parallel_size ({cfg.data_parallel_size}) x world size ({world}) is larger "
+        f"than the number of available GPUs ({count}) (simulated)"
+    )
+
+
 def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str | None:
     """Errors vLLM raises after loading the weights: attention backend, then KV cache."""
     if gpu.platform == "cpu" and cfg.block_size % CPU_BLOCK_MULTIPLE:

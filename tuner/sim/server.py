@@ -22,7 +22,13 @@ from aiohttp import web
 
 from tuner import __version__
 from tuner.sim.faults import REFUSE_START_MESSAGE, FaultPlan, FaultState
-from tuner.sim.memory import config_error, memory_breakdown, resolve_flags, startup_error
+from tuner.sim.memory import (
+    config_error,
+    devices_error,
+    memory_breakdown,
+    resolve_flags,
+    startup_error,
+)
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
 from tuner.sim.text import TokenText
@@ -341,7 +347,9 @@ def serve(opts: ServeOptions) -> int:
     Returns the process exit code: 1 for a refused config or a port in use (as vLLM).
     """
     cfg = resolve_flags(opts.model, opts.gpu, opts.flags)
-    if message := config_error(opts.model, opts.gpu, cfg):
+    if message := config_error(opts.model, opts.gpu, cfg) or devices_error(
+        opts.gpu, cfg, os.environ.get("CUDA_VISIBLE_DEVICES")
+    ):
         return _refuse(f"ValueError: {message}")
     _log(
         f"simulated vLLM engine (tuner {__version__}): model={opts.model_path} gpu={opts.gpu.name}"

@@ -19,6 +19,7 @@ DP_FLAG = "data-parallel-size"  # engines (replicas) of one trial: TP x PP GPUs 
 def check_study(spec: StudySpec) -> None:
     """Every cross-section rule, in the order a reader meets the sections."""
     check_flags_tuned_once(spec)
+    check_derived_shape(spec)
     check_export_drops(spec)
     check_capacity(spec)
     check_one_tokenizer(spec)
@@ -41,6 +42,18 @@ def check_flags_tuned_once(spec: StudySpec) -> None:
                 "one of them would have no effect"
             )
         seen[target] = name
+
+
+def check_derived_shape(spec: StudySpec) -> None:
+    """`fill_data_parallel` derives data-parallel-size: a parameter on it would be overridden."""
+    space = spec.search_space
+    if space.fill_data_parallel and any(
+        flag_of(n, p) == DP_FLAG for n, p in space.parameters.items()
+    ):
+        raise ValueError(
+            "search_space.fill_data_parallel derives data-parallel-size: it cannot also be a "
+            "parameter"
+        )
 
 
 def check_export_drops(spec: StudySpec) -> None:

@@ -86,9 +86,7 @@ class ParameterSpec(_Strict):
 
 class SearchSpace(_Strict):
     parameters: dict[str, ParameterSpec]
-    # the deployment shape (docs/search-space.md, "Deployment shape"): data-parallel-size is
-    # not searched but derived, the trial's GPUs / tensor-parallel-size, so that every shape
-    # fills the GPUs of a trial (a tensor-parallel-size that does not divide them is refused)
+    # data-parallel-size derived: the trial's GPUs / tensor-parallel-size (tuner.spec.space)
     fill_data_parallel: bool = False
 
     @field_validator("parameters")
@@ -100,15 +98,6 @@ class SearchSpace(_Strict):
             if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):
                 raise ValueError(f"bad parameter name {name!r}")
         return v
-
-    @model_validator(mode="after")
-    def _derived(self) -> SearchSpace:
-        flags = {(p.flag or f"--{n}")[2:] for n, p in self.parameters.items() if p.env is None}
-        if self.fill_data_parallel and "data-parallel-size" in flags:
-            raise ValueError(
-                "fill_data_parallel derives data-parallel-size: it cannot also be a parameter"
-            )
-        return self
 
 
 class EngineSpec(_Strict):
