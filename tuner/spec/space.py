@@ -107,16 +107,16 @@ def shape_error(flags: dict[str, Any], gpus: int | None, *, filled: bool = False
     if gpus is None:
         return None
     tp, pp, dp = (_size(flags, name) for name in SHAPE_FLAGS)
-    if filled and gpus % (tp * pp):
-        return (
-            f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} does not divide the "
-            f"trial's {gpus} GPU(s): no data-parallel-size fills them"
-        )
     if tp * pp * dp > gpus:
         return (
             f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} x data-parallel-size "
             f"{dp} needs {tp * pp * dp} GPUs, more than the trial's {gpus} "
             "(hardware.gpus_per_trial, gpus or count)"
+        )
+    if filled and gpus % (tp * pp):
+        return (
+            f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} does not divide the "
+            f"trial's {gpus} GPU(s): no data-parallel-size fills them"
         )
     return None
 
