@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from tuner.errors import FailureKind
@@ -102,3 +103,53 @@ def test_replicas_each_have_their_own_cache_and_share_the_load() -> None:
     plain = simulate(M32, A6000, {"tensor-parallel-size": 2, "max-model-len": 8192}, lens, outs,
                      arrivals)  # fmt: skip
     assert [r.ttft_s for r in plain.records] == [r.ttft_s for r in one.records]
+
+
+def test_the_server_and_the_planner_agree_on_two_replicas(tmp_path, tiny_model_dir) -> None:
+    """`tuner sim serve --data-parallel-size 2` (real HTTP) against `tuner plan`'s virtual
+    time on the same burst: the same routing, so the same figures within the box's lag."""
+    from tuner.engine.ports import free_port
+    from tuner.engine.process import EngineProcess
+    from tuner.spec.workload import WorkloadSpec
+    from tuner.testing import TUNER
+    from tuner.workload.benchmark import run_benchmark
+    from tuner.workload.datasets import BenchRequest
+
+    n, prompt_len, out = 12, 2000, 24  # words: the server counts them without a tokenizer
+    shape = ["--tensor-parallel-size", "2", "--data-parallel-size", "2"]
+    port = free_port()
+    argv = [*TUNER, "sim", "serve", "--model", "deepseek-r1-distill-qwen-32b", *shape]
+    argv += ["--served-model-name", "m", "--port", str(port)]
+    argv += ["--max-model-len", "8192", "--no-enable-prefix-caching"]
+    workload = WorkloadSpec(tokenizer=str(tiny_model_dir), num_prompts=n, request_rate="inf")
+    requests = [BenchRequest("x " * prompt_len, prompt_len, out, ignore_eos=True)] * n
+    process = EngineProcess.start(argv, {}, tmp_path / "sim.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        process.wait_ready(url, 60)
+        served = run_benchmark(workload, url, "m", requests, tokenizer=None)
+        metrics = httpx.get(f"{url}/metrics", timeout=5).text
+    finally:
+        process.stop()
+    flags = {"tensor-parallel-size": 2, "data-parallel-size": 2, "max-model-len": 8192}
+    planned = simulate(M32, A6000, flags, [prompt_len] * n, [out] * n, [0.0] * n)
+    plan = _means(planned.records, out)
+    assert served.metrics["completed"] == n
+    for key in ("mean_ttft_ms", "mean_tpot_ms"):
+        assert served.metrics[key] == pytest.approx(plan[key], rel=0.25), key
+    assert 'vllm:num_requests_running{engine="1"' in metrics  # a gauge per replica
+    # one replica alone would be far off: the agreement is the routing's, not chance
+    alone = simulate(M32, A6000, {**flags, "data-parallel-size": 1}, [prompt_len] * n,
+                     [out] * n, [0.0] * n)  # fmt: skip
+    one = _means(alone.records, out)
+    assert one["mean_ttft_ms"] > 1.5 * served.metrics["mean_ttft_ms"]
+
+
+def _means(records: list, out: int) -> dict[str, float]:
+    """Mean TTFT and TPOT (ms) of simulated records, as vLLM's benchmark defines them."""
+    ttft = [r.ttft_s for r in records]
+    tpot = [(r.latency_s - r.ttft_s) / (out - 1) for r in records]
+    return {
+        "mean_ttft_ms": 1e3 * sum(ttft) / len(ttft),
+        "mean_tpot_ms": 1e3 * sum(tpot) / len(tpot),
+    }
