@@ -21,12 +21,16 @@ class ShapeRow:
     shape: str  # "2 x TP=2, prefix caching on"
     trials: int
     feasible: int
+    infeasible: int  # measured, over an SLO (capacity mode: no rate met them)
     failed: int
     best: TrialPoint | None  # the lowest score among the feasible ones
     reason: str | None  # why its trials failed (the first one's reason), when none measured
 
     def line(self) -> str:
-        ended = f"{self.trials} trial(s), {self.feasible} feasible, {self.failed} failed"
+        ended = (
+            f"{self.trials} trial(s): {self.feasible} feasible, {self.infeasible} over the "
+            f"SLOs, {self.failed} failed"
+        )
         if self.best is None:
             return f"{self.shape}: {ended}" + (f": {self.reason}" if self.reason else "")
         top = self.best
@@ -60,11 +64,17 @@ def shape_rows(spec: StudySpec, points: Sequence[TrialPoint]) -> list[ShapeRow]:
     rows = []
     for shape, group in groups.items():
         feasible = [p for p in group if p.feasible and p.score is not None]
+        over = sum(p.status == "infeasible" for p in group)
         failed = [p for p in group if p.status == "failed"]
         best = min(feasible, key=lambda p: p.score or 0.0) if feasible else None
-        reason = failed[0].failure if failed and best is None else None
-        rows.append(ShapeRow(shape, len(group), len(feasible), len(failed), best, reason))
+        reason = _first_sentence(failed[0].failure) if failed and best is None else None
+        rows.append(ShapeRow(shape, len(group), len(feasible), over, len(failed), best, reason))
     return sorted(rows, key=lambda r: (r.best is None, r.best.score if r.best else 0.0))
+
+
+def _first_sentence(text: str | None) -> str | None:
+    """A failure's kind and the first sentence of its reason: one line in a list of shapes."""
+    return None if text is None else text.split(". ")[0].rstrip(".")
 
 
 def shape_lines(spec: StudySpec, points: Sequence[TrialPoint]) -> list[str]:
