@@ -49,26 +49,36 @@ def study_file(out: Path, shape: str, questions: int, tokenizer: str) -> Path:
     return path
 
 
+def planned(path: Path, storage: str) -> bool:
+    name = yaml.safe_load(path.read_text())["name"] + "-simulated"
+    try:
+        return bool(optuna.load_study(study_name=name, storage=storage).trials)
+    except KeyError:  # no such study yet
+        return False
+
+
 def summary(path: Path, storage: str) -> list[str]:
     name = yaml.safe_load(path.read_text())["name"] + "-simulated"
     study = optuna.load_study(study_name=name, storage=storage)
     points = of_current(StudyRecord.of(study), read_all(study.get_trials(deepcopy=False)))
-    found = [p for p in points if p.capacity_rps is not None and p.feasible]
+    found = [p for p in points if p.capacity_rps is not None and p.rate_steps]
     base = next((p for p in points if p.baseline), None)
     if not found:
-        return [f"{name}: no feasible trial"]
-    best = max(found, key=lambda p: p.capacity_rps or 0.0)
+        return [f"{name}: no trial measured"]
+    best = max(found, key=lambda p: (p.capacity_rps or 0.0, -(p.score or 0.0)))
+    failed = sum(p.status == "failed" for p in points)
     lines = [
         f"{name}: baseline {base.capacity_rps if base else None} req/s, best trial "
-        f"{best.number} {best.capacity_rps:.4g} req/s ({len(points)} trials) {best.params}",
+        f"{best.number} {best.capacity_rps:.4g} req/s ({len(points)} trials, {failed} refused "
+        f"or failed) {best.params}",
         "  rate (req/s)  meets SLO  p99 TTFT (ms)  mean TPOT (ms)",
     ]
     for s in sorted(best.rate_steps, key=lambda s: s.rate_rps):
         ttft, tpot = s.metrics.get("p99_ttft_ms"), s.metrics.get("mean_tpot_ms")
         lines.append(
             f"  {s.rate_rps:12.4g}  {'yes' if s.feasible else 'no':>9}  "
-            f"{ttft if ttft is None else round(ttft):>13}  "
-            f"{tpot if tpot is None else round(tpot, 1):>14}"
+            f"{'-' if ttft is None else round(ttft):>13}  "
+            f"{'-' if tpot is None else round(tpot, 1):>14}"
         )
     return lines
 
@@ -87,7 +97,8 @@ def main() -> None:
             path = study_file(args.out, shape, questions, args.tokenizer)
             cmd = [sys.executable, "-m", "tuner.cli", "plan", str(path)]
             cmd += ["--n-trials", str(args.n_trials), "--storage", storage]
-            subprocess.run(cmd, check=True, capture_output=True)
+            if not planned(path, storage):  # a rerun only prints what is stored
+                subprocess.run(cmd, check=True, capture_output=True)
             print("\n".join(summary(path, storage)), flush=True)
 
 
