@@ -107,8 +107,8 @@ def world_sizes(spec: StudySpec, flag: str) -> list[int]:
         if flag_of(name, p) == flag:
             if p.type == "categorical":
                 return [int(c) for c in p.choices or [] if isinstance(c, int | float)]
-            if p.type == "int" and p.high is not None:
-                return [int(p.high)]
+            if p.type == "int" and p.low is not None and p.high is not None:
+                return [int(p.low), int(p.high)]
     value = spec.engine.flags.get(flag)
     return [int(value)] if isinstance(value, int | float) and not isinstance(value, bool) else [1]
 
