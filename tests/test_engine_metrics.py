@@ -63,20 +63,23 @@ def test_v0_names_timestamps_and_missing_gauges() -> None:
 
 
 def test_the_simulators_metrics_parse_the_same() -> None:
-    """`tuner sim serve` serves the names vLLM does: the parser reads its text."""
-    from tuner.sim.engine import Engine
+    """`tuner sim serve` serves the names vLLM does, one series per data-parallel rank: the
+    parser reads its text (and sums the ranks)."""
     from tuner.sim.profiles import get_gpu, load_model
+    from tuner.sim.replicas import Replicas
     from tuner.sim.server import ServeOptions, SimServer
 
     model, gpu = load_model("deepseek-r1-distill-qwen-32b"), get_gpu("a6000")
-    flags = {"tensor-parallel-size": 4, "max-model-len": 4096}
-    engine = Engine(model, gpu, flags)
+    flags = {"tensor-parallel-size": 2, "data-parallel-size": 2, "max-model-len": 4096}
+    engine = Replicas(model, gpu, flags)
     for i in range(3):
         engine.add_request(str(i), 512, 16, 0.0)
     server = SimServer(engine, ServeOptions(model, gpu, flags, "/m", ["m"]))
     resp = asyncio.run(server.metrics(None))  # type: ignore[arg-type]
     s = engine_sample(resp.text, 0.0)
     assert s is not None and s.waiting == 3 and s.kv_cache_usage == 0.0 and s.preemptions == 0
+    assert [e.num_waiting for e in engine.engines] == [2, 1]  # routed round-robin when idle
+    assert 'vllm:num_requests_waiting{engine="1",model_name="m"} 1.0' in resp.text
 
 
 @pytest.mark.parametrize("answer", ["refused", "500", "no gauges"])

@@ -94,6 +94,7 @@ def serve(
     tokenizer: Tokenizer = None,
     served_model_name: Annotated[str | None, typer.Option(rich_help_panel=_VLLM)] = None,
     tensor_parallel_size: VllmInt = None,
+    data_parallel_size: VllmInt = None,
     max_model_len: VllmInt = None,
     max_num_seqs: VllmInt = None,
     block_size: VllmInt = None,
@@ -136,6 +137,7 @@ def serve(
 
     flags = {
         "tensor-parallel-size": tensor_parallel_size,
+        "data-parallel-size": data_parallel_size,
         "max-model-len": max_model_len,
         "max-num-seqs": max_num_seqs,
         "block-size": block_size,

@@ -43,11 +43,10 @@ from tuner.sim.profiles import GpuProfile, load_model
 from tuner.spec.slo import parse_slo
 from tuner.spec.space import (
     baseline_params,
-    check_rules,
     distributions,
     effective_flags,
     engine_env,
-    max_model_len,
+    spec_rules,
 )
 from tuner.spec.study import StudySpec
 from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
@@ -167,7 +166,7 @@ class Screen:
     def predict(self, params: Mapping[str, Any]) -> dict[str, float] | None:
         """The calibrated simulator's figures for one config; None if it would not start."""
         flags = self.flags(params)
-        if check_rules(flags, max_model_len(self.spec)) is not None:
+        if spec_rules(self.spec, flags) is not None:
             return None
         env = engine_env(self.spec, dict(params))
         if predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env) is not None:

@@ -37,6 +37,8 @@ def study_flags(spec: StudySpec) -> list[tuple[str, str, bool]]:
             flag = (p.flag or f"--{name}").removeprefix("--")
             negated = p.type == "bool" or False in (p.choices or [])
             out.append((f"search_space.{name}", flag, negated))
+    if spec.search_space.fill_data_parallel:  # derived, but on the command line all the same
+        out.append(("search_space.fill_data_parallel", "data-parallel-size", False))
     return out
 
 

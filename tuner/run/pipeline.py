@@ -18,7 +18,7 @@ from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
 from tuner.runners.precheck import predict_refusal
-from tuner.spec.space import check_rules, effective_flags, engine_env, max_model_len
+from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
@@ -98,7 +98,7 @@ class TrialPipeline:
             if prev is not None:
                 return _reuse(prev)
         flags = effective_flags(self.spec, t.params)
-        refusal = check_rules(flags, max_model_len(self.spec))
+        refusal = spec_rules(self.spec, flags)
         if refusal is not None:
             return self._refused(t, FailureKind.INVALID_ARGUMENT, refusal, saved_by="rules")
         env = engine_env(self.spec, t.params)

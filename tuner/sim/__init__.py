@@ -12,6 +12,7 @@ import-linter contract holds it):
 - `scheduler`: V1's rules (token budget, max-num-seqs, paged blocks, preemption);
 - `steptime`: the step-time model (roofline + all-reduce + overhead);
 - `engine`: scheduler + step times + a clock;
+- `replicas`: data-parallel replicas (one engine each) behind vLLM's DP load balancer;
 - `planner`: the virtual-time driver (`simulate`), what `tuner plan` and the screen call;
 - `fit`: fitting a profile's constants to measured trials (`tuner calibrate`, the screen);
 - `text`, `faults`: token text for the server, injected faults.

@@ -10,6 +10,7 @@ from __future__ import annotations
 # vLLM's flags that the simulator models: they change its figures
 MODELLED = (
     "tensor-parallel-size",
+    "data-parallel-size",
     "max-model-len",
     "max-num-seqs",
     "block-size",

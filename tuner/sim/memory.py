@@ -47,6 +47,7 @@ class EngineConfig:
     enable_chunked_prefill: bool
     max_model_len: int
     tensor_parallel_size: int
+    data_parallel_size: int = 1  # replicas, TP GPUs each (tuner.sim.replicas)
     kv_cache_space_gib: int | None = None  # VLLM_CPU_KVCACHE_SPACE on the CPU platform
     enable_prefix_caching: bool = True  # vLLM V1's default (tuner.sim.prefix_cache)
 
@@ -77,6 +78,7 @@ _INT_FLAGS = (
     "max-num-batched-tokens",
     "max-model-len",
     "tensor-parallel-size",
+    "data-parallel-size",
 )
 
 
@@ -117,6 +119,7 @@ def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -
         enable_chunked_prefill=chunked,
         max_model_len=max_model_len,
         tensor_parallel_size=tp,
+        data_parallel_size=ints.get("data-parallel-size", 1),
         kv_cache_space_gib=_as_int("VLLM_CPU_KVCACHE_SPACE", space) if space else None,
         enable_prefix_caching=prefix,
     )
@@ -165,9 +168,11 @@ def config_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str
     tp = cfg.tensor_parallel_size
     if not 0 < cfg.gpu_memory_utilization <= 1:
         return f"gpu_memory_utilization must be in (0, 1], got {cfg.gpu_memory_utilization}"
-    if min(cfg.max_num_seqs, cfg.block_size, cfg.max_num_batched_tokens, tp) < 1:
+    sizes = (cfg.max_num_seqs, cfg.block_size, cfg.max_num_batched_tokens, tp)
+    if min(*sizes, cfg.data_parallel_size) < 1:
         return (
-            "max_num_seqs, block_size, max_num_batched_tokens and tensor_parallel_size must be >= 1"
+            "max_num_seqs, block_size, max_num_batched_tokens, tensor_parallel_size and "
+            "data_parallel_size must be >= 1"
         )
     if gpu.platform == "cuda" and cfg.block_size not in CUDA_BLOCK_CHOICES:
         choices = ", ".join(map(str, CUDA_BLOCK_CHOICES))
@@ -192,6 +197,23 @@ def config_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str
     )
 
 
+def devices_error(gpu: GpuProfile, cfg: EngineConfig, visible: str | None) -> str | None:
+    """vLLM's refusal of a shape wider than the GPUs it sees (`visible`: CUDA_VISIBLE_DEVICES;
+    vllm/config/parallel.py checks one replica's world size; each local data-parallel rank
+    takes its own GPUs)."""
+    if gpu.platform != "cuda" or not visible:
+        return None
+    count, world = len(visible.split(",")), cfg.tensor_parallel_size
+    if count >= world * cfg.data_parallel_size:
+        return None
+    if count < world:
+        return f"World size ({world}) is larger than the number of available GPUs ({count})"
+    return (
+        f"data_parallel_size ({cfg.data_parallel_size}) x world size ({world}) is larger "
+        f"than the number of available GPUs ({count}) (simulated)"
+    )
+
+
 def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str | None:
     """Errors vLLM raises after loading the weights: attention backend, then KV cache."""
     if gpu.platform == "cpu" and cfg.block_size % CPU_BLOCK_MULTIPLE:
@@ -205,6 +227,13 @@ def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> st
             f"{CUDA_MAX_BLOCK_SIZE} are supported."
         )
     mem = memory_breakdown(model, gpu, cfg)
+    if gpu.platform == "cuda" and mem.weights_bytes + mem.non_torch_bytes > mem.total_bytes:
+        return (
+            "torch.OutOfMemoryError: CUDA out of memory while loading the model: its weights "
+            f"take {_gib(mem.weights_bytes)} GiB per GPU at tensor-parallel-size "
+            f"{cfg.tensor_parallel_size}, and the GPU has a total capacity of "
+            f"{_gib(mem.total_bytes)} GiB (simulated). Use a larger tensor-parallel-size."
+        )
     if mem.kv_cache_bytes <= 0:
         return (
             "No available memory for the cache blocks. Try increasing "

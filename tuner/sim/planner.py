@@ -16,9 +16,9 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
-from tuner.sim.engine import Engine
 from tuner.sim.engine import token_times as _token_times
 from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
+from tuner.sim.replicas import Replicas
 from tuner.sim.scheduler import SimRequest
 
 
@@ -68,14 +68,17 @@ def simulate(
         raise UserError("max_concurrency must be >= 1")
     model = load_model(model) if isinstance(model, str) else model
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
-    engine = Engine(model, gpu, flags, record_times=True)
-    client = _Client(engine, prompt_lens, output_lens, arrival_s, max_concurrency)
+    fleet = Replicas(model, gpu, flags, record_times=True)
+    client = _Client(fleet, prompt_lens, output_lens, arrival_s, max_concurrency)
     client.prompt_ids = prompt_ids
     now = 0.0
     while True:
         client.dispatch(now)
         client.observe(now)
-        if not engine.has_work:
+        # the replica whose clock is earliest steps next: every request that arrived before
+        # its step was routed first, with every replica's state as of that time
+        engine = fleet.earliest()
+        if engine is None:
             if not client.order:
                 break
             now = client.next_dispatch_s()
@@ -85,17 +88,18 @@ def simulate(
             duration, _, done = engine.advance(now)
             if not duration:
                 raise RuntimeError("simulated engine made no progress")  # a scheduler bug
-        client.complete(done)
-        now = engine.clock
+        client.complete(done, engine.clock)
+        following = fleet.earliest()
+        now = max(now, following.clock if following is not None else engine.clock)
         client.observe(now)
     return SimResult(
         records=[r for r in client.records if r is not None],
         duration_s=client.last_s,
-        events=engine.steps,
-        preemptions=engine.num_preemptions,
+        events=fleet.steps,
+        preemptions=fleet.num_preemptions,
         engine_trace=client.trace,
-        prefix_cache_queries=engine.prefix_cache_tokens[0],
-        prefix_cache_hits=engine.prefix_cache_tokens[1],
+        prefix_cache_queries=fleet.prefix_cache_tokens[0],
+        prefix_cache_hits=fleet.prefix_cache_tokens[1],
     )
 
 
@@ -121,7 +125,7 @@ class _Client:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Replicas,
         prompt_lens: list[int],
         output_lens: list[int],
         arrival_s: list[float],
@@ -168,13 +172,15 @@ class _Client:
                 str(i), self.prompt_lens[i], self.output_lens[i], sent + self.frontend_s, ids
             )
 
-    def complete(self, done: list[SimRequest]) -> None:
+    def complete(self, done: list[SimRequest], clock: float) -> None:
+        """Record finished requests; `clock`: when their replica's step ended."""
+        self.engine.finished([req.id for req in done])
         for req in done:
             i = int(req.id)
             record = self.records[i] = _record(req, self.start_s[i])
             self.last_s = max(self.last_s, record.start_s + record.latency_s)
             if self.slots is not None:
-                heapq.heappush(self.slots, self.engine.clock)
+                heapq.heappush(self.slots, clock)
 
     def observe(self, t: float) -> None:
         engine, trace = self.engine, self.trace

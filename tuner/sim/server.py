@@ -21,10 +21,16 @@ from typing import Any
 from aiohttp import web
 
 from tuner import __version__
-from tuner.sim.engine import Engine
 from tuner.sim.faults import REFUSE_START_MESSAGE, FaultPlan, FaultState
-from tuner.sim.memory import config_error, memory_breakdown, resolve_flags, startup_error
+from tuner.sim.memory import (
+    config_error,
+    devices_error,
+    memory_breakdown,
+    resolve_flags,
+    startup_error,
+)
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
+from tuner.sim.replicas import Replicas
 from tuner.sim.text import TokenText
 
 
@@ -45,9 +51,10 @@ class ServeOptions:
 
 
 class SimServer:
-    """Routes and the real-time engine loop."""
+    """Routes and the real-time engine loops: one per data-parallel replica, each request
+    routed by vLLM's balancer (`tuner.sim.replicas`)."""
 
-    def __init__(self, engine: Engine, opts: ServeOptions) -> None:
+    def __init__(self, engine: Replicas, opts: ServeOptions) -> None:
         self.engine = engine
         self.opts = opts
         self.faults = FaultState(opts.faults)
@@ -55,9 +62,11 @@ class SimServer:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.finished_total = 0
-        self._wake = asyncio.Event()
-        # (now, id, prompt tokens, max tokens, prompt token ids or None)
-        self._arrivals: deque[tuple[float, str, int, int, list[int] | None]] = deque()
+        n = len(engine.engines)
+        self._wake = [asyncio.Event() for _ in range(n)]
+        # per replica: (now, id, prompt tokens, max tokens, prompt token ids or None)
+        self._arrivals: list[deque[tuple[float, str, int, int, list[int] | None]]]
+        self._arrivals = [deque() for _ in range(n)]
         self._t0 = 0.0
         self.scale = opts.time_scale
 
@@ -74,16 +83,18 @@ class SimServer:
 
     async def _start_engine(self, app: web.Application) -> None:
         self._t0 = asyncio.get_running_loop().time()
-        app["engine_task"] = asyncio.create_task(self._run_engine())
+        app["engine_tasks"] = [
+            asyncio.create_task(self._run_engine(i)) for i in range(len(self._arrivals))
+        ]
 
-    async def _run_engine(self) -> None:
+    async def _run_engine(self, replica: int) -> None:
         loop = asyncio.get_running_loop()
-        engine = self.engine
+        engine, wake = self.engine.engines[replica], self._wake[replica]
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            await wake.wait()
+            wake.clear()
             while not self.faults.hung:
-                self._admit()
+                self._admit(replica)
                 if not engine.has_work:
                     break
                 # on the engine's own clock: a late wake-up delays this step's tokens, not
@@ -93,6 +104,7 @@ class SimServer:
                     break
                 await asyncio.sleep(max(0.0, self._t0 + engine.clock / self.scale - loop.time()))
                 done = {r.id for r in finished}
+                self.engine.finished(list(done))
                 self.generation_tokens_total += len(emitted)
                 self.finished_total += len(done)
                 for req in emitted:
@@ -101,11 +113,11 @@ class SimServer:
                         queue.put_nowait(req.id in done)
                 self.faults.after_step()
 
-    def _admit(self) -> None:
-        """Hand the engine the requests that arrived by its clock, as `tuner plan` does (a
-        request joins the first step that starts after it arrived); an idle engine takes the
-        next one, its clock jumping to that arrival."""
-        arrivals, engine = self._arrivals, self.engine
+    def _admit(self, replica: int) -> None:
+        """Hand a replica's engine the requests that arrived by its clock, as `tuner plan`
+        does (a request joins the first step that starts after it arrived); an idle engine
+        takes the next one, its clock jumping to that arrival."""
+        arrivals, engine = self._arrivals[replica], self.engine.engines[replica]
         while arrivals and (arrivals[0][0] <= engine.clock or not engine.has_work):
             now, rid, prompt_len, max_tokens, prompt_ids = arrivals.popleft()
             engine.add_request(rid, prompt_len, max_tokens, now, prompt_ids)
@@ -144,35 +156,36 @@ class SimServer:
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(self, request: web.Request) -> web.Response:
-        labels = f'{{engine="0",model_name="{self.opts.served_model_names[0]}"}}'
-        e = self.engine
+        """vLLM's names; the engine gauges once per data-parallel rank (`engine="i"`)."""
+        name0 = self.opts.served_model_names[0]
+        ranks = [
+            (f'{{engine="{i}",model_name="{name0}"}}', e) for i, e in enumerate(self.engine.engines)
+        ]
+        served = ranks[:1]  # the API server's counters
         rows = [
             ("num_requests_running", "gauge", "Number of requests in model execution batches.",
-             e.num_running),
+             [(lab, e.num_running) for lab, e in ranks]),
             ("num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-             e.num_waiting),
+             [(lab, e.num_waiting) for lab, e in ranks]),
             ("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-             e.kv_cache_usage),
+             [(lab, e.kv_cache_usage) for lab, e in ranks]),
             ("num_preemptions_total", "counter", "Cumulative number of preemption from the "
-             "engine.", e.num_preemptions),
+             "engine.", [(lab, e.num_preemptions) for lab, e in ranks]),
             ("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-             self.prompt_tokens_total),
+             [(lab, self.prompt_tokens_total) for lab, _ in served]),
             ("generation_tokens_total", "counter", "Number of generation tokens processed.",
-             self.generation_tokens_total),
+             [(lab, self.generation_tokens_total) for lab, _ in served]),
             ("request_success_total", "counter", "Count of successfully processed requests.",
-             self.finished_total),
+             [(lab, self.finished_total) for lab, _ in served]),
             ("prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of "
-             "number of queried tokens.", e.prefix_cache_tokens[0]),
+             "number of queried tokens.", [(lab, e.prefix_cache_tokens[0]) for lab, e in ranks]),
             ("prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of "
-             "cached tokens.", e.prefix_cache_tokens[1]),
+             "cached tokens.", [(lab, e.prefix_cache_tokens[1]) for lab, e in ranks]),
         ]  # fmt: skip
         lines = []
-        for name, kind, help_text, value in rows:
-            lines += [
-                f"# HELP vllm:{name} {help_text}",
-                f"# TYPE vllm:{name} {kind}",
-                f"vllm:{name}{labels} {float(value)}",
-            ]
+        for name, kind, help_text, series in rows:
+            lines += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} {kind}"]
+            lines += [f"vllm:{name}{labels} {float(value)}" for labels, value in series]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     # ---- generation ------------------------------------------------------------------------
@@ -211,10 +224,12 @@ class SimServer:
         queue: asyncio.Queue[bool] = asyncio.Queue()
         self.streams[rid] = queue
         await asyncio.sleep(self.engine.gpu.constants.request_overhead_s / self.scale)  # frontend
-        self._arrivals.append((self._now(), rid, prompt_len, max_tokens, prompt_ids))
+        replica = self.engine.route([len(a) for a in self._arrivals])
+        self.engine.owner[rid] = replica
+        self._arrivals[replica].append((self._now(), rid, prompt_len, max_tokens, prompt_ids))
         self.prompt_tokens_total += prompt_len
         self.faults.request_started()
-        self._wake.set()
+        self._wake[replica].set()
         chunks = _Chunks(rid, model, chat)
         finished = False
         try:
@@ -231,8 +246,9 @@ class SimServer:
         finally:
             self.streams.pop(rid, None)
             self.engine.abort_request(rid)  # a no-op once the request finished
-            if self._arrivals:  # gone before the engine took it
-                self._arrivals = deque(a for a in self._arrivals if a[1] != rid)
+            for i, queue_i in enumerate(self._arrivals):  # gone before its engine took it
+                if any(a[1] == rid for a in queue_i):
+                    self._arrivals[i] = deque(a for a in queue_i if a[1] != rid)
 
     async def _stream(self, request, queue, chunks, prompt_len: int, usage: bool):
         resp = web.StreamResponse(
@@ -331,7 +347,9 @@ def serve(opts: ServeOptions) -> int:
     Returns the process exit code: 1 for a refused config or a port in use (as vLLM).
     """
     cfg = resolve_flags(opts.model, opts.gpu, opts.flags)
-    if message := config_error(opts.model, opts.gpu, cfg):
+    if message := config_error(opts.model, opts.gpu, cfg) or devices_error(
+        opts.gpu, cfg, os.environ.get("CUDA_VISIBLE_DEVICES")
+    ):
         return _refuse(f"ValueError: {message}")
     _log(
         f"simulated vLLM engine (tuner {__version__}): model={opts.model_path} gpu={opts.gpu.name}"
@@ -349,11 +367,13 @@ def serve(opts: ServeOptions) -> int:
         f"Available KV cache memory: {mem.kv_cache_bytes / GiB:.2f} GiB"
     )
     _log(f"GPU KV cache size: {mem.kv_cache_tokens:,} tokens (# blocks: {mem.num_blocks})")
+    tp, dp = cfg.tensor_parallel_size, cfg.data_parallel_size
+    _log(f"deployment shape: data_parallel_size={dp} x tensor_parallel_size={tp} ({dp * tp} GPUs)")
     _log(
         f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
         f"{mem.kv_cache_tokens / cfg.max_model_len:.2f}x"
     )
-    server = SimServer(Engine(opts.model, opts.gpu, opts.flags), opts)
+    server = SimServer(Replicas(opts.model, opts.gpu, opts.flags), opts)
     _log(f"Starting vLLM API server on http://{opts.host}:{opts.port}")
     try:
         web.run_app(

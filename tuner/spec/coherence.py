@@ -13,11 +13,13 @@ from tuner.spec.sections import ParameterSpec
 StudySpec = Any
 
 WORLD_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")  # GPUs of one engine
+DP_FLAG = "data-parallel-size"  # engines (replicas) of one trial: TP x PP GPUs each
 
 
 def check_study(spec: StudySpec) -> None:
     """Every cross-section rule, in the order a reader meets the sections."""
     check_flags_tuned_once(spec)
+    check_derived_shape(spec)
     check_export_drops(spec)
     check_capacity(spec)
     check_one_tokenizer(spec)
@@ -40,6 +42,18 @@ def check_flags_tuned_once(spec: StudySpec) -> None:
                 "one of them would have no effect"
             )
         seen[target] = name
+
+
+def check_derived_shape(spec: StudySpec) -> None:
+    """`fill_data_parallel` derives data-parallel-size: a parameter on it would be overridden."""
+    space = spec.search_space
+    if space.fill_data_parallel and any(
+        flag_of(n, p) == DP_FLAG for n, p in space.parameters.items()
+    ):
+        raise ValueError(
+            "search_space.fill_data_parallel derives data-parallel-size: it cannot also be a "
+            "parameter"
+        )
 
 
 def check_export_drops(spec: StudySpec) -> None:
@@ -93,21 +107,24 @@ def world_sizes(spec: StudySpec, flag: str) -> list[int]:
         if flag_of(name, p) == flag:
             if p.type == "categorical":
                 return [int(c) for c in p.choices or [] if isinstance(c, int | float)]
-            if p.type == "int" and p.high is not None:
-                return [int(p.high)]
+            if p.type == "int" and p.low is not None and p.high is not None:
+                return [int(p.low), int(p.high)]
     value = spec.engine.flags.get(flag)
     return [int(value)] if isinstance(value, int | float) and not isinstance(value, bool) else [1]
 
 
 def check_engine_fits_slot(spec: StudySpec) -> None:
-    """An engine of TP x PP GPUs on a slot of fewer GPUs fails at every start."""
+    """An engine of TP x PP GPUs (times its smallest data-parallel-size) on a slot of fewer
+    GPUs fails at every start. A searched data-parallel-size that overflows the slot with
+    some TP is refused per trial instead (`tuner.spec.space.shape_error`)."""
     per_trial = spec.hardware.gpus_per_trial
     if per_trial is None:
         return
     tp, pp = (max(world_sizes(spec, flag), default=1) for flag in WORLD_FLAGS)
-    if tp * pp > per_trial:
+    dp = 1 if spec.search_space.fill_data_parallel else min(world_sizes(spec, DP_FLAG))
+    if tp * pp * dp > per_trial:
         raise ValueError(
             f"hardware.gpus_per_trial: a slot has {per_trial} GPU(s) but an engine may need "
-            f"{tp * pp} (tensor-parallel-size {tp} x pipeline-parallel-size {pp}): every "
-            "such trial would fail to start"
+            f"{tp * pp * dp} (tensor-parallel-size {tp} x pipeline-parallel-size {pp} x "
+            f"data-parallel-size {dp}): every such trial would fail to start"
         )

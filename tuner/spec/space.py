@@ -73,8 +73,60 @@ def tuned_env(space: SearchSpace, params: dict[str, Any]) -> dict[str, str]:
 
 
 def effective_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
-    """Fixed flags overlaid with tuned ones: what the engine is told, minus host/port/key."""
-    return {**spec.engine.flags, **tuned_flags(spec.search_space, params)}
+    """Fixed flags overlaid with tuned ones (and the derived data-parallel-size): what the
+    engine is told, minus host/port/key."""
+    flags = {**spec.engine.flags, **tuned_flags(spec.search_space, params)}
+    gpus = trial_gpus(spec)
+    if spec.search_space.fill_data_parallel and gpus is not None:
+        flags["data-parallel-size"] = max(1, gpus // _size(flags, "tensor-parallel-size"))
+    return flags
+
+
+def trial_gpus(spec: StudySpec) -> int | None:
+    """The GPUs one trial's engine may use: a slot's (`gpus_per_trial`), the listed `gpus`,
+    else the box's `hardware.count`; None when the study names no hardware."""
+    hw = spec.hardware
+    if hw.gpus_per_trial is not None:
+        return hw.gpus_per_trial
+    if hw.gpu_list:
+        return len(hw.gpu_list)
+    return hw.count if hw.accelerator is not None else None
+
+
+def _size(flags: dict[str, Any], name: str) -> int:
+    value = flags.get(name)
+    return 1 if value is None or isinstance(value, bool) else int(value)
+
+
+SHAPE_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
+
+
+def shape_error(flags: dict[str, Any], gpus: int | None, *, filled: bool = False) -> str | None:
+    """Why this deployment shape (TP x PP x DP GPUs) cannot run on a trial's GPUs; None if it
+    can or the GPUs are unknown. `filled`: data-parallel-size was derived to fill them."""
+    if gpus is None:
+        return None
+    tp, pp, dp = (_size(flags, name) for name in SHAPE_FLAGS)
+    if tp * pp * dp > gpus:
+        return (
+            f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} x data-parallel-size "
+            f"{dp} needs {tp * pp * dp} GPUs, more than the trial's {gpus} "
+            "(hardware.gpus_per_trial, gpus or count)"
+        )
+    if filled and gpus % (tp * pp):
+        return (
+            f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} does not divide the "
+            f"trial's {gpus} GPU(s): no data-parallel-size fills them"
+        )
+    return None
+
+
+def spec_rules(spec: StudySpec, flags: dict[str, Any]) -> str | None:
+    """The shape's fit on a trial's GPUs, then vLLM's scheduler checks: one line, or None."""
+    filled = spec.search_space.fill_data_parallel
+    return shape_error(flags, trial_gpus(spec), filled=filled) or check_rules(
+        flags, max_model_len(spec)
+    )
 
 
 def engine_argv(spec: StudySpec, params: dict[str, Any], *, port: int) -> list[str]:

@@ -20,6 +20,7 @@ import optuna
 from tuner.results.report.deploy import best_commands
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
+from tuner.results.shapes import shape_rows
 from tuner.results.views import prediction_rows
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.study import StudySpec
@@ -190,6 +191,15 @@ def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> str:
     )
 
 
+def shapes_section(spec: StudySpec, points: Sequence[TrialPoint]) -> str:
+    """The deployment shapes tried, best first; nothing when one shape was."""
+    rows = shape_rows(spec, points)
+    if not rows:
+        return ""
+    items = "".join(f"<li>{_e(row.line())}</li>" for row in rows)
+    return f"<h2>Deployment shapes</h2><p class='sub'>Replicas x TP, best first</p><ul>{items}</ul>"
+
+
 def hosts_section(points: Sequence[TrialPoint]) -> str:
     """Each host's baseline side by side (several hosts only), and the plain-words warning
     for hosts whose baselines differ beyond the noise."""
@@ -339,6 +349,7 @@ under the plot. Hover a point for its flags.</p>
 {divs[0]}
 {scenario_fronts}
 {load_html}
+{shapes_section(spec, points)}
 <h2>Search</h2>
 {divs[1]}
 {imp_html}
