@@ -83,7 +83,11 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO / ".cache" / "vllm-tests"))
     # The CLI fits its tables and `best`'s comments to $COLUMNS (docs/results.md): the tests
     # read the output of a pipe (80 columns, `best` unwrapped) unless one sets COLUMNS itself.
-    os.environ.pop("COLUMNS", None)
+    # pytest imports readline (`_pytest/capture.py`), and GNU readline puts COLUMNS and LINES
+    # in the C environment, not in `os.environ`, so the children would inherit them: unset both.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+        os.unsetenv(name)
 
 
 @pytest.fixture(autouse=True)
