@@ -127,60 +127,50 @@ def test_refused_block_size_is_recorded_and_the_study_goes_on(
     assert _no_engine_left(tmp_path)
 
 
-def _start_measuring(tmp_path: Path, study_file: Path) -> subprocess.Popen:
-    """Start `tuner run` on a long workload; return once requests reach the engine."""
-    _long(study_file)
-    proc = start_run(study_file, tmp_path)
+def _until_measuring(tmp_path: Path, proc: subprocess.Popen, launches: int) -> None:
+    """Return once the `launches`-th engine of the study serves requests."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        logs = list((tmp_path / "runs").rglob("*.log")) if (tmp_path / "runs").exists() else []
-        if logs and "POST /v1/completions" in logs[0].read_text(errors="replace"):
-            return proc
+        logs = sorted((tmp_path / "runs").rglob("trial-*.log"))  # trial-<number>-<time>
+        newest = logs[-1].read_text("utf-8", "replace") if len(logs) >= launches else ""
+        if "POST /v1/completions" in newest:
+            return
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.5)
     proc.kill()
     raise AssertionError("no request reached the engine")
 
 
-LONG = {"num_prompts": 2000, "random_output_len": 64}
-
-
-def _long(study_file: Path) -> None:
-
+def test_kill_9_mid_trial_then_a_rerun_recovers_and_ctrl_c_stops_it(
+    tmp_path: Path, study_file: Path
+) -> None:
+    """A dead tuner's engine and trial are taken back by the next run; a Ctrl-C during that
+    run's measurement ends it with 130, its trial failed with the reason, no engine left.
+    (Two engine starts: the rerun's trial is the one interrupted.)"""
     data = yaml.safe_load(study_file.read_text())
-    data["workload"].update(LONG)
+    data["workload"].update(num_prompts=2000, random_output_len=64)  # measuring for minutes
     data["budget"] = {"n_trials": 1}
     study_file.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
-def test_ctrl_c_during_measurement(tmp_path: Path, study_file: Path) -> None:
-    proc = _start_measuring(tmp_path, study_file)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=120)
-    assert proc.returncode == 130
-    (trial,) = _trials(tmp_path, "cpu-tiny")
-    assert trial.state == optuna.trial.TrialState.FAIL
-    assert trial.user_attrs["failure_reason"] == "interrupted by SIGINT"
-    assert _no_engine_left(tmp_path)
-
-
-def test_kill_9_mid_trial_then_rerun_recovers(tmp_path: Path, study_file: Path) -> None:
-    proc = _start_measuring(tmp_path, study_file)
+    proc = start_run(study_file, tmp_path)
+    _until_measuring(tmp_path, proc, launches=1)
     proc.kill()
     proc.communicate(timeout=30)
     (stale,) = _trials(tmp_path, "cpu-tiny")
     assert stale.state == optuna.trial.TrialState.RUNNING
     assert any(running for *_, running in _engines(tmp_path))
 
-    # The re-run stops whatever the dead tuner left, marks the trial, and spends the budget
-    # (1 trial) on a fresh one: a short workload this time.
-    text = study_file.read_text().replace("num_prompts: 2000", "num_prompts: 8")
-    study_file.write_text(text)
-    rerun = tuner("run", str(study_file), "--accept-changes", cwd=tmp_path, timeout=600)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    first, second = _trials(tmp_path, "cpu-tiny")
+    # The rerun stops whatever the dead tuner left, marks its trial, and spends the budget
+    # (1 trial: an interrupted one does not count) on a fresh one, which Ctrl-C then stops.
+    rerun = start_run(study_file, tmp_path)
+    _until_measuring(tmp_path, rerun, launches=2)
+    first = _trials(tmp_path, "cpu-tiny")[0]
     assert first.state == optuna.trial.TrialState.FAIL
     assert first.user_attrs["failure_kind"] == "interrupted"
-    assert second.state == optuna.trial.TrialState.COMPLETE
+    rerun.send_signal(signal.SIGINT)
+    rerun.communicate(timeout=120)
+    assert rerun.returncode == 130
+    _, second = _trials(tmp_path, "cpu-tiny")
+    assert second.state == optuna.trial.TrialState.FAIL
+    assert second.user_attrs["failure_reason"] == "interrupted by SIGINT"
     assert _no_engine_left(tmp_path)
     assert not any(running for *_, running in _engines(tmp_path))
