@@ -126,4 +126,6 @@ def _held(metrics: dict[str, float], metric: str) -> str:
     """`p99 TTFT 1450 ms`: one SLO metric's simulated figure, in words."""
     label, unit = metric_words(metric)
     value = metrics.get(metric)
-    return f"{label} {'not measured' if value is None else f'{value:.4g}{unit}'}"
+    if value is None:
+        return f"{label} not measured"
+    return f"{label} {value:.0f}{unit}" if value >= 100 else f"{label} {value:.3g}{unit}"

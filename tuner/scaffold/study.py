@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,10 @@ from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
+from tuner.spec.metric_keys import parse_latency_key, percentile_word
+from tuner.spec.slo import parse_slo
 from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
+from tuner.spec.workload import WorkloadSpec
 
 SIM_GPU = "a6000"  # `tuner sim serve`'s own default
 SIM_TOKENIZER = ".cache/tiny-qwen2"  # `make model` writes it; the demo's tokenizer
@@ -150,12 +153,14 @@ def _tokenizer(opts: InitOptions, engine: str) -> str | None:
         return None
     if engine == "vllm":
         return None  # `tuner check` names the missing tokenizer
-    if not Path(SIM_TOKENIZER).is_dir():
-        raise UserError(
-            f"the simulated engine needs a tokenizer: give --tokenizer DIR, or run `make "
-            f"model` (it writes {SIM_TOKENIZER})"
-        )
-    return str(Path(SIM_TOKENIZER).resolve())
+    # `make model` writes it in the checkout; `tuner init` may run from anywhere
+    for path in (Path(SIM_TOKENIZER), REPO / SIM_TOKENIZER):
+        if path.is_dir():
+            return str(path.resolve())
+    raise UserError(
+        f"the simulated engine needs a tokenizer: give --tokenizer DIR, or run `make model` "
+        f"(it writes {SIM_TOKENIZER})"
+    )
 
 
 def _name(opts: InitOptions, profile: ModelProfile, hw: _Hardware, kind: str) -> str:
@@ -196,7 +201,8 @@ def _data(
     engine["flags"] = flags
     if "tokenizer" in flags:
         engine["export_drop_flags"] = ["tokenizer"]
-    workload = {**mix.workload, **({"tokenizer": tokenizer} if tokenizer else {})}
+    workload = {**mix.workload, **_measured(opts.slo or mix.slo)}
+    workload.update({"tokenizer": tokenizer} if tokenizer else {})
     simulated = "SIMULATED engine, figures are predictions" if hw.engine == "sim" else "vLLM"
     return {
         "name": _name(opts, profile, hw, mix.kind),
@@ -213,6 +219,25 @@ def _data(
         "sampler": {"name": "tpe", "seed": 0},
         "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
     }
+
+
+def _measured(slos: Sequence[str]) -> dict[str, str]:
+    """The workload's `percentile_metrics` and `metric_percentiles` when an SLO names a
+    latency or percentile the defaults (ttft, tpot, itl at P99) do not measure."""
+    default = WorkloadSpec()
+    metrics, percentiles = default.selected_metrics, default.percentiles
+    for limit in (x for text in slos for x in parse_slo(text)):
+        key = parse_latency_key(limit.metric)
+        if key is not None and key.metric not in metrics:
+            metrics = [*metrics, key.metric]
+        if key is not None and key.percentile is not None and key.percentile not in percentiles:
+            percentiles = sorted([*percentiles, key.percentile])
+    out = {}
+    if metrics != default.selected_metrics:
+        out["percentile_metrics"] = ",".join(metrics)
+    if percentiles != default.percentiles:
+        out["metric_percentiles"] = ",".join(map(percentile_word, percentiles))
+    return out
 
 
 def _relative(path: Path, start: Path) -> str:
