@@ -144,6 +144,7 @@ def test_existing_file_is_kept_unless_force(tmp_path: Path) -> None:
         (["--slo", "output_throughput<=5"], "wrong side"),
         (["--traffic", "reddit"], "--traffic reddit"),
         (["--traffic", "missing.jsonl"], "not found"),
+        (["--traffic", "longdocs"], "(did you mean 'longdoc'?)"),
         (["--hours", "0"], "--hours"),
         (["--engine", "tgi"], "--engine tgi"),
         (["--gpu", "b200"], "unknown GPU"),

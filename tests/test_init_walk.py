@@ -78,3 +78,16 @@ def test_a_rule_refusal_counts_as_a_rule(walk: tuple[Path, str, str]) -> None:
     assert refused >= 1, out
     saved = re.search(r"saved: (\d+) by vLLM's rules, (\d+) by the memory precheck", out)
     assert saved is not None and saved.groups() == (str(refused), "0"), out
+
+
+def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None:
+    study, db, _ = walk
+    typo = tuner("init", "--model", MODEL, "--traffic", "chat.jsonl", cwd=study.parent)
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
+    assert "(did you mean 'chats.jsonl'?)" in typo.stderr
+    moved = study.parent / "moved.yaml"
+    moved.write_text(study.read_text().replace("chats.jsonl", "chat.jsonl"))
+    checked = tuner("check", moved.name, "--storage", db, cwd=study.parent)
+    assert checked.returncode == 2
+    line = next(x for x in checked.stderr.splitlines() if "dataset file not found" in x)
+    assert line.endswith(f"(did you mean '{study.parent / 'chats.jsonl'}'?)"), line
