@@ -91,3 +91,31 @@ def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None
     assert checked.returncode == 2
     line = next(x for x in checked.stderr.splitlines() if "dataset file not found" in x)
     assert line.endswith(f"(did you mean '{study.parent / 'chats.jsonl'}'?)"), line
+
+
+def test_an_slo_change_is_said_then_rejudged_keeping_the_trials(
+    walk: tuple[Path, str, str],
+) -> None:
+    """Last in this module: it re-judges the walk's study. Before a run re-scores them,
+    `best` said nothing of the file's new SLO and judged by the old one."""
+    study, db, _ = walk
+    changed = study.parent / "tighter.yaml"
+    changed.write_text(study.read_text().replace("p99_ttft_ms<=2000", "p99_ttft_ms<=1500"))
+    args = ("--storage", db, "--simulated")
+    before = tuner("best", changed.name, *args, cwd=study.parent)
+    assert before.returncode == 0, before.stderr
+    (note,) = before.stderr.splitlines()
+    assert note.startswith("note: tighter.yaml changes how trials are judged (objective.slo:")
+    assert "`tuner run tighter.yaml` re-scores them" in note
+    trials = tuner("trials", study.name, *args, "--format", "json", cwd=study.parent).stdout
+    planned = tuner("plan", changed.name, "--n-trials", "1", "--storage", db, cwd=study.parent)
+    assert planned.returncode == 0, planned.stderr
+    assert "none is measured again; the baseline (trial 0) is kept" in " ".join(
+        (planned.stdout + planned.stderr).split()
+    )
+    after = tuner("trials", changed.name, *args, "--format", "json", cwd=study.parent)
+    kept = {t["number"]: t.get("p99_ttft_ms") for t in json.loads(trials)}
+    now = {t["number"]: t.get("p99_ttft_ms") for t in json.loads(after.stdout)}
+    assert {n: now[n] for n in kept} == kept and len(now) == len(kept) + 1
+    best = tuner("best", changed.name, *args, cwd=study.parent)
+    assert best.returncode == 0 and best.stderr == "", best.stderr
