@@ -46,3 +46,9 @@ def test_default_rate_gives_a_feasible_best(tmp_path: Path) -> None:
     trials = tuner("trials", str(study), "--storage", db, "--format", "json", cwd=tmp_path)
     baseline = next(t for t in yaml.safe_load(trials.stdout) if t["number"] == 0)
     assert baseline["p99_ttft_ms"] <= 600, baseline
+    # the SLO tightened in the file: `tuner check` says the run will re-score, not re-measure
+    study.write_text(study.read_text().replace("p99_ttft_ms<=600", "p99_ttft_ms<=550"))
+    checked = tuner("check", str(study), "--storage", db, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(f"note: {study} changes how trials are judged (objective.slo:")
+    assert "none is measured again" in checked.stdout.splitlines()[0]
