@@ -144,6 +144,7 @@ def test_existing_file_is_kept_unless_force(tmp_path: Path) -> None:
         (["--slo", "output_throughput<=5"], "wrong side"),
         (["--traffic", "reddit"], "--traffic reddit"),
         (["--traffic", "missing.jsonl"], "not found"),
+        (["--traffic", "longdocs"], "(did you mean 'longdoc'?)"),
         (["--hours", "0"], "--hours"),
         (["--engine", "tgi"], "--engine tgi"),
         (["--gpu", "b200"], "unknown GPU"),
@@ -151,6 +152,9 @@ def test_existing_file_is_kept_unless_force(tmp_path: Path) -> None:
         (["--engine", "vllm", "--gpu", "a6000"], "model directory"),
         (["--count", "1"], "do not start"),  # a 32B model on one 48 GB GPU
         (["--count", "4", "--hours", "0.01"], "--hours 0.01 holds"),
+        # no rate keeps vLLM's defaults within the SLO: not a study with nothing feasible
+        (["--count", "4", "--slo", "p99_ttft_ms<=100"], "miss p99_ttft_ms<=100 (p99 TTFT"),
+        (["--count", "4", "--slo", "output_throughput>=5000"], "miss output_throughput>=5000"),
     ],
 )
 def test_mistakes_are_one_line_and_write_nothing(tmp_path: Path, args: list, words: str) -> None:
@@ -161,6 +165,28 @@ def test_mistakes_are_one_line_and_write_nothing(tmp_path: Path, args: list, wor
     assert done.returncode == 2, done.stdout
     assert words in one_error_line(done.stderr)
     assert not out.exists()
+
+
+def test_default_rate_keeps_the_defaults_within_the_slo(tmp_path: Path) -> None:
+    """Long documents on one L40S: 60 % of what vLLM's defaults sustain (the old rule) put
+    their SIMULATED P99 TTFT at 49 s against the 20 s SLO; the rate written keeps it within
+    80 % of the limit, and `--rate` still overrides it."""
+    from tuner.run.cost import simulated_baseline
+    from tuner.spec.study import load_study_spec
+
+    out = tmp_path / "s.yaml"
+    args = ["--model", "deepseek-r1-0528-qwen3-8b", "--gpu", "l40s", "--traffic", "longdoc"]
+    done = tuner("init", *args, "-o", str(out), cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    spec = load_study_spec(out)
+    figures = simulated_baseline(spec).metrics
+    assert figures["p99_ttft_ms"] <= 0.8 * 20000 and figures["mean_tpot_ms"] <= 0.8 * 80
+    rate = spec.workload.request_rate
+    assert f"at {rate:g} req/s (the highest round rate" in done.stdout
+    assert "rate at which vLLM's defaults keep every SLO metric" in out.read_text()
+    given = tuner("init", *args, "--rate", "0.05", "-o", str(out), "--force", cwd=REPO)
+    assert given.returncode == 0, given.stderr
+    assert load_study_spec(out).workload.request_rate == 0.05 and "(as given)" in given.stdout
 
 
 def test_gpus_found_by_nvidia_smi(tmp_path: Path) -> None:

@@ -32,6 +32,11 @@ def check(
     spec = load_study_spec(study_file)
     args = RunArgs(storage=storage, n_trials=n_trials, timeout_s=duration_s("--timeout", timeout))
     found = preflight(spec, args)
+    if found.judging:
+        typer.echo(
+            f"note: {study_file} changes how trials are judged ({'; '.join(found.judging)}): "
+            "`tuner run` re-scores the stored trials from their metrics, none is measured again"
+        )
     report(found, err=False)
     if not found.problems:
         typer.echo(f"{study_file}: no problem found; `tuner run {study_file}` is ready to start")

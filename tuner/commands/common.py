@@ -87,7 +87,23 @@ def open_stored_study(
 
     spec, store = open_study_file(study_file, storage, readonly=True)
     study = store.load_study(study_name(spec, simulated))
+    _say_judging_change(study_file, study, spec)
     return study, spec_of(study)
+
+
+def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) -> None:
+    """A study file whose objective or SLOs changed since the last run: the stored trials are
+    judged as that run left them until `tuner run` re-scores them; say so, on stderr."""
+    from tuner.trial.specs import judging_change
+
+    change = judging_change(study, spec)
+    if change:
+        typer.echo(
+            f"note: {study_file} changes how trials are judged ({'; '.join(change)}); shown "
+            f"as the last run judged them: `tuner run {study_file}` re-scores them (nothing "
+            "is measured again)",
+            err=True,
+        )
 
 
 def duration_s(flag: str, text: str | None) -> float | None:

@@ -178,6 +178,7 @@ def justification(
         f"figures {_provenance(simulated, p.record.vllm_version)}",
         f"hardware: {_hardware(spec)}",
         *workload_lines(spec),
+        f"SLO: {_slo_words(spec, choice)}",
     ]
     if choice.comparison is not None:
         lines += choice.comparison.lines()
@@ -202,6 +203,18 @@ def justification(
     else:
         lines += [f"  {note}" for note in choice.notes]
     return lines
+
+
+def judged_by(spec: StudySpec, choice: Selection) -> list[str]:
+    """The limits the choice was picked under: `--slo`'s, else the study's own."""
+    return [str(limit) for limit in (choice.limits or spec.slo_limits())]
+
+
+def _slo_words(spec: StudySpec, choice: Selection) -> str:
+    limits = ", ".join(judged_by(spec, choice)) or "none"
+    if choice.limits:
+        return f"{limits} (given with --slo, in place of the study's)"
+    return limits if spec.objective.slo else f"{limits} in the study file"
 
 
 def _hardware(spec: StudySpec) -> str:
@@ -339,11 +352,12 @@ def render(
             "study": study_name,
             "trial": p.number,
             "selection": choice.why,
-            "slo": [str(limit) for limit in choice.limits],
+            "slo": judged_by(spec, choice),
+            "slo_given": bool(choice.limits),  # --slo replaced the study's
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",
             "vllm_version": p.record.vllm_version,
-            "params": p.params,
+            "params": {k: round(v, 10) if isinstance(v, float) else v for k, v in p.params.items()},
             "metrics": p.metrics,
             "metric_ci": {m: list(ci) for m, ci in p.record.cis.items()},
             "score": p.score,

@@ -19,6 +19,7 @@ from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import load_model
 from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
+from tuner.spec.parsing import near_file
 from tuner.spec.space import max_model_len
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -219,7 +220,8 @@ def workload_file_problems(spec: StudySpec) -> list[str]:
         path = w.dataset_path if w.dataset_name in ("sharegpt", "jsonl") else None
         if path is not None and not Path(path).expanduser().is_file():
             where = f"workload.{name}" if name else "workload"
-            problems.append(f"{where}.dataset_path: dataset file not found: {path}")
+            near = near_file(Path(path).expanduser())
+            problems.append(f"{where}.dataset_path: dataset file not found: {path}{near}")
     return problems
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.errors import UserError
+from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.sim.profiles import BUILTIN_MODELS
@@ -149,6 +150,16 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
     """(engine seconds, start-up seconds) of vLLM's defaults run once, in virtual time, with
     no early stopping. UserError: the simulator cannot run it (no GPU named, an unknown
     model, a dataset file without its tokenizer)."""
+    m = simulated_baseline(spec)
+    if not math.isfinite(m.engine_s):
+        raise UserError("the simulated trial did not end")
+    return m.engine_s, float(m.startup_s or 0.0)
+
+
+def simulated_baseline(spec: StudySpec) -> Measurement:
+    """vLLM's defaults (the baseline trial) measured once by the simulator in virtual time,
+    no early stopping: SIMULATED figures, `engine_s` counting the start-up (`startup_s`).
+    UserError: the simulator cannot run it (as `simulated_trial_s`)."""
     runner = PlanRunner(spec)
     if runner.gpu is None:
         raise UserError("hardware.gpu is not set")
@@ -159,9 +170,6 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
     params = baseline_params(spec.search_space) or {}
     ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
     m = runner.measure(ctx)
-    startup = runner.startup_s(dict(spec.engine.flags))
     if m.failure_kind is not None and not m.workload_s:
         raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
-    if not math.isfinite(m.engine_s):
-        raise UserError("the simulated trial did not end")
-    return m.engine_s, startup
+    return m

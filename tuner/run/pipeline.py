@@ -104,7 +104,11 @@ class TrialPipeline:
         env = engine_env(self.spec, t.params)
         predicted = predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env)
         if predicted is not None and self.precheck:
-            return self._refused(t, predicted[0], predicted[1], saved_by="precheck")
+            # the simulator also applies vLLM's rules where the study cannot (a built-in
+            # model's length): such a refusal is a rule's, not a memory prediction's
+            rule = predicted[0] == FailureKind.INVALID_ARGUMENT
+            by = "rules" if rule else "precheck"
+            return self._refused(t, predicted[0], predicted[1], saved_by=by)
         m = self.runner.measure(self._context(t))
         wrong = _precheck_wrong(predicted, m)
         if m.pruned_reason:

@@ -39,6 +39,7 @@ class Preflight:
     notes: list[str] = field(default_factory=list)
     cost: NightCost | None = None
     flags_against: str = ""
+    judging: list[str] = field(default_factory=list)  # what the file changes in the judging
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def preflight(spec: StudySpec, args: RunArgs = RunArgs(), *, slow: bool = True) 
     problems += flags.problems
     result.notes += flags.notes
     result.flags_against = flags.against
-    real = stored_real_trials(spec, args.storage, args.accept_changes, problems)
+    real = stored_real_trials(spec, args.storage, args.accept_changes, problems, result.judging)
     if slow:
         sid = specs.spec_id(spec.model_dump())  # this file's trials (a new baseline: none yet)
         current = specs.of_spec(real[0], real[1], sid) if real else []
@@ -170,10 +171,12 @@ def stored_real_trials(
     storage: str | None,
     accept_changes: bool = False,
     problems: list[str] | None = None,
+    judging: list[str] | None = None,
 ) -> tuple[StudyRecord, list[TrialPoint]] | None:
     """The study's real (not planned) stored trials, read only; None when there are none (no
     database yet, or no such study). With `problems`, a study file that changed what the
-    stored study measures is added to them (`tuner run` would refuse it)."""
+    stored study measures is added to them (`tuner run` would refuse it); with `judging`,
+    what it changes in how they are judged (`tuner run` re-scores them)."""
     try:
         store = Store(storage or spec.storage, readonly=True)
     except UserError:
@@ -185,6 +188,8 @@ def stored_real_trials(
         study = store.load_study(name)
         if problems is not None:
             problems += _collect([lambda: specs.check(study, spec, accept_changes=accept_changes)])
+        if judging is not None:
+            judging += specs.judging_change(study, spec)
         return StudyRecord.of(study), read_all(study.get_trials(deepcopy=False))
     finally:
         store.close()

@@ -4,8 +4,9 @@ checked as `tuner plan` checks a study file before anything is written.
 The choices, each overridable by an option (docs/study-file.md, "tuner init"):
 - engine: `vllm serve` when this box has GPUs, else the simulated engine (`tuner sim serve`,
   every figure a prediction) on the GPU given, or one A6000;
-- request rate: 60 % of the rate vLLM's defaults sustain on the simulator (all requests sent
-  at once), so that the flags show in the latencies without an overloaded queue;
+- request rate: the highest round rate at which vLLM's defaults meet the SLO, each metric
+  within 80 % of its limit, on the simulator (`tuner.scaffold.rate`): the baseline is a
+  feasible point, so every tuned config has one to beat;
 - budget: as many trials as `--hours` holds at the preflight's estimate of one trial
   (`tuner.run.cost`), at most `NIGHT_TRIALS`, and a timeout of `--hours`.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,18 +25,21 @@ from pydantic import ValidationError
 
 from tuner.errors import UserError
 from tuner.run.checks import TOKENIZER_FILES, check_plan
-from tuner.run.cost import duration, night_cost, simulated_trial_s
+from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
 from tuner.scaffold.options import InitOptions, check_options
+from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
+from tuner.spec.metric_keys import parse_latency_key, percentile_word
+from tuner.spec.slo import parse_slo
 from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
+from tuner.spec.workload import WorkloadSpec
 
 SIM_GPU = "a6000"  # `tuner sim serve`'s own default
 SIM_TOKENIZER = ".cache/tiny-qwen2"  # `make model` writes it; the demo's tokenizer
 VLLM_COMMAND = ["vllm", "serve", "{model}"]
 SIM_COMMAND = ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"]
-LOAD_FRACTION = 0.6  # of the rate vLLM's defaults sustain: the chosen request rate
 # at most, in a budget that fits --hours: past it, more trials teach TPE little
 NIGHT_TRIALS = 100
 MIN_TRIALS = 2  # the baseline and one tuned config
@@ -149,12 +153,14 @@ def _tokenizer(opts: InitOptions, engine: str) -> str | None:
         return None
     if engine == "vllm":
         return None  # `tuner check` names the missing tokenizer
-    if not Path(SIM_TOKENIZER).is_dir():
-        raise UserError(
-            f"the simulated engine needs a tokenizer: give --tokenizer DIR, or run `make "
-            f"model` (it writes {SIM_TOKENIZER})"
-        )
-    return str(Path(SIM_TOKENIZER).resolve())
+    # `make model` writes it in the checkout; `tuner init` may run from anywhere
+    for path in (Path(SIM_TOKENIZER), REPO / SIM_TOKENIZER):
+        if path.is_dir():
+            return str(path.resolve())
+    raise UserError(
+        f"the simulated engine needs a tokenizer: give --tokenizer DIR, or run `make model` "
+        f"(it writes {SIM_TOKENIZER})"
+    )
 
 
 def _name(opts: InitOptions, profile: ModelProfile, hw: _Hardware, kind: str) -> str:
@@ -195,7 +201,8 @@ def _data(
     engine["flags"] = flags
     if "tokenizer" in flags:
         engine["export_drop_flags"] = ["tokenizer"]
-    workload = {**mix.workload, **({"tokenizer": tokenizer} if tokenizer else {})}
+    workload = {**mix.workload, **_measured(opts.slo or mix.slo)}
+    workload.update({"tokenizer": tokenizer} if tokenizer else {})
     simulated = "SIMULATED engine, figures are predictions" if hw.engine == "sim" else "vLLM"
     return {
         "name": _name(opts, profile, hw, mix.kind),
@@ -212,6 +219,25 @@ def _data(
         "sampler": {"name": "tpe", "seed": 0},
         "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
     }
+
+
+def _measured(slos: Sequence[str]) -> dict[str, str]:
+    """The workload's `percentile_metrics` and `metric_percentiles` when an SLO names a
+    latency or percentile the defaults (ttft, tpot, itl at P99) do not measure."""
+    default = WorkloadSpec()
+    metrics, percentiles = default.selected_metrics, default.percentiles
+    for limit in (x for text in slos for x in parse_slo(text)):
+        key = parse_latency_key(limit.metric)
+        if key is not None and key.metric not in metrics:
+            metrics = [*metrics, key.metric]
+        if key is not None and key.percentile is not None and key.percentile not in percentiles:
+            percentiles = sorted([*percentiles, key.percentile])
+    out = {}
+    if metrics != default.selected_metrics:
+        out["percentile_metrics"] = ",".join(metrics)
+    if percentiles != default.percentiles:
+        out["metric_percentiles"] = ",".join(map(percentile_word, percentiles))
+    return out
 
 
 def _relative(path: Path, start: Path) -> str:
@@ -242,23 +268,20 @@ def _hardware_note(profile: ModelProfile, hw: _Hardware) -> str:
 
 
 def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -> float:
-    """The request rate: `--rate`, else LOAD_FRACTION of what vLLM's defaults sustain."""
+    """The request rate: `--rate`, else the highest round rate at which vLLM's defaults meet
+    the SLO with a margin on the simulator (`tuner.scaffold.rate`)."""
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
     else:
         try:
-            engine_s, startup_s = simulated_trial_s(spec)
+            sustained = sustained_rate(spec)
         except UserError as exc:
             raise UserError(
                 f"{spec.engine.model} on {hw.count}× {hw.gpu}: {exc}: give more GPUs "
                 "(--count) or a larger --gpu"
             ) from None
-        sustained = spec.workload.num_prompts / max(engine_s - startup_s, 1e-9)
-        rate = float(f"{LOAD_FRACTION * sustained:.2g}")
-        why = (
-            f"{LOAD_FRACTION:.0%} of the {sustained:.3g} req/s that vLLM's defaults sustain, "
-            "SIMULATED; --rate to change"
-        )
+        choice = choose_rate(spec, sustained)
+        rate, why = choice.rate, choice.why()
     notes.append(f"traffic: {_traffic_words(spec)} at {rate:g} req/s ({why})")
     return rate
 

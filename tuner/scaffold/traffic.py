@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UserError
+from tuner.spec.parsing import near_file
+from tuner.spec.suggest import did_you_mean
 from tuner.spec.workload import LONGDOC_LENGTHS, LONGDOC_OUTPUT_LEN, MAX_PROMPTS
 
 KINDS = ("chat", "longdoc")
@@ -57,8 +59,10 @@ def traffic(text: str, max_len: int, num_prompts: int | None) -> Traffic:
         return _longdoc(max_len, num_prompts)
     path = Path(text).expanduser()
     if path.suffix != ".jsonl" or not path.is_file():
-        what = "not found" if path.suffix == ".jsonl" else "is neither chat, longdoc nor a .jsonl"
-        raise UserError(f"--traffic {text}: {what} (give chat, longdoc or FILE.jsonl)")
+        if path.suffix == ".jsonl":
+            raise UserError(f"--traffic {text}: file not found{near_file(path)}")
+        hint = did_you_mean(text, KINDS)
+        raise UserError(f"--traffic {text}: give chat, longdoc or FILE.jsonl{hint}")
     lines, chat = _jsonl_shape(path)
     w = {
         "endpoint": "/v1/chat/completions" if chat else "/v1/completions",

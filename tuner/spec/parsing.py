@@ -31,7 +31,7 @@ def parse_duration_s(text: str) -> float:
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     """A user's YAML file that must hold a mapping; each problem is one UserError line."""
     if not path.is_file():
-        raise UserError(f"{path}: {what} not found{_near_file(path)}")
+        raise UserError(f"{path}: {what} not found{near_file(path)}")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -52,7 +52,7 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _near_file(path: Path) -> str:
+def near_file(path: Path) -> str:
     """` (did you mean 'studies/demo-sim.yaml'?)` for a file of a near name in its folder."""
     try:
         names = [p.name for p in path.parent.iterdir() if p.is_file()]

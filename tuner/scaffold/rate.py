@@ -1,0 +1,131 @@
+"""The request rate `tuner init` writes: the highest round rate at which vLLM's defaults (the
+baseline trial) meet the study's SLO with a margin, on the simulator in virtual time
+(`tuner.run.cost.simulated_baseline`, what `tuner plan` runs): SIMULATED.
+
+A rate the baseline meets leaves every tuned config a feasible point to beat, and the margin
+(each limit's `SLO_MARGIN`) room for the live engine's own noise; a higher rate would test the
+flags under an overloaded queue, where the defaults already miss the SLO and `tuner best` has
+nothing feasible to offer. Rates are tried from what vLLM's defaults sustain with every request
+sent at once, down a ladder of round values (`ROUND_STEPS` per decade, at most
+`LOWEST_FRACTION` lower), by bisection: the baseline's latencies grow with the rate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NoReturn
+
+from tuner.errors import UserError
+from tuner.run.cost import simulated_baseline
+from tuner.spec.metric_keys import metric_words
+from tuner.spec.slo import SloLimit
+from tuner.spec.study import StudySpec
+
+SLO_MARGIN = 0.8  # the baseline keeps each SLO metric within 80 % of its limit
+ROUND_STEPS = (1.0, 1.2, 1.5, 1.8, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+LOWEST_FRACTION = 0.01  # of the sustained rate: the lowest rate tried
+
+
+@dataclass(frozen=True)
+class RateChoice:
+    """The rate chosen, what vLLM's defaults sustain (req/s, every request sent at once), and
+    the baseline's SIMULATED figures at the rate chosen."""
+
+    rate: float
+    sustained_rps: float
+    metrics: dict[str, float]
+    limits: tuple[SloLimit, ...]
+
+    def why(self) -> str:
+        """The note's reason: the rule, the figures that met it, and the ceiling."""
+        held = ", ".join(_held(self.metrics, x.metric) for x in self.limits)
+        return (
+            f"the highest round rate at which vLLM's defaults keep every SLO metric within "
+            f"{SLO_MARGIN:.0%} of its limit, SIMULATED: {held}; they sustain "
+            f"{self.sustained_rps:.3g} req/s with every request sent at once; --rate to change"
+        )
+
+
+def sustained_rate(spec: StudySpec) -> float:
+    """The request rate (req/s) vLLM's defaults sustain on the simulator with every request
+    sent at once. UserError: the simulator cannot run them (`simulated_baseline`)."""
+    burst = simulated_baseline(_at(spec, math.inf))
+    return spec.workload.num_prompts / max(burst.workload_s or 0.0, 1e-9)
+
+
+def choose_rate(spec: StudySpec, sustained: float) -> RateChoice:
+    """The highest round rate up to `sustained` whose simulated baseline meets `spec`'s SLOs
+    with the margin. UserError: no rate tried meets them."""
+    limits = [_with_margin(x) for x in spec.slo_limits()]
+    latencies = [x for x in limits if x.op in ("<=", "<")]  # met more easily at lower rates
+    ladder = round_rates(sustained, sustained * LOWEST_FRACTION)
+    runs: dict[float, dict[str, float]] = {}
+
+    def meets(rate: float, among: list[SloLimit]) -> bool:
+        if rate not in runs:
+            runs[rate] = simulated_baseline(_at(spec, rate)).metrics
+        return all(x.met(runs[rate]) for x in among)
+
+    if not ladder or not meets(ladder[-1], latencies):
+        _refused(spec, ladder[-1] if ladder else sustained, runs)
+    low, high = len(ladder) - 1, -1  # ladder[low] meets; every index <= high misses
+    while low - high > 1:
+        mid = (low + high) // 2
+        if meets(ladder[mid], latencies):
+            low = mid
+        else:
+            high = mid
+    rate = ladder[low]
+    if not meets(rate, limits):  # a throughput floor: no lower rate raises it
+        _refused(spec, rate, runs)
+    return RateChoice(rate, sustained, runs[rate], tuple(spec.slo_limits()))
+
+
+def _refused(spec: StudySpec, rate: float, runs: dict[float, dict[str, float]]) -> NoReturn:
+    """No rate tried meets the SLO: name each limit missed, with the figure at `rate`."""
+    figures = runs.get(rate, {})
+    missed = [
+        f"{limit} ({_held(figures, limit.metric)})"
+        for limit in spec.slo_limits()
+        if not _with_margin(limit).met(figures)
+    ]
+    raise UserError(
+        f"vLLM's defaults miss {', '.join(missed) or 'the SLO'} at {rate:g} req/s on the "
+        f"simulator, with the {1 - SLO_MARGIN:.0%} margin `tuner init` keeps (SIMULATED): "
+        "give a looser --slo, or --rate R to write the study anyway"
+    )
+
+
+def round_rates(top: float, bottom: float) -> list[float]:
+    """The round rates (`ROUND_STEPS` × a power of ten) in [bottom, top], highest first."""
+    if not 0 < bottom <= top < math.inf:
+        return []
+    rates = []
+    for exponent in range(math.floor(math.log10(bottom)), math.floor(math.log10(top)) + 1):
+        for step in ROUND_STEPS:
+            rate = float(f"{step * 10.0**exponent:.3g}")
+            if bottom <= rate <= top:
+                rates.append(rate)
+    return sorted(set(rates), reverse=True)
+
+
+def _at(spec: StudySpec, rate: float) -> StudySpec:
+    workload = spec.workload.model_copy(update={"request_rate": rate})
+    return spec.model_copy(update={"workload": workload})
+
+
+def _with_margin(limit: SloLimit) -> SloLimit:
+    """`limit` tightened by the margin: an upper limit × SLO_MARGIN, a lower one ÷ it."""
+    upper = limit.op in ("<=", "<")
+    value = limit.value * SLO_MARGIN if upper else limit.value / SLO_MARGIN
+    return SloLimit(limit.metric, limit.op, value)
+
+
+def _held(metrics: dict[str, float], metric: str) -> str:
+    """`p99 TTFT 1450 ms`: one SLO metric's simulated figure, in words."""
+    label, unit = metric_words(metric)
+    value = metrics.get(metric)
+    if value is None:
+        return f"{label} not measured"
+    return f"{label} {value:.0f}{unit}" if value >= 100 else f"{label} {value:.3g}{unit}"
