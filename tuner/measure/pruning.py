@@ -24,6 +24,11 @@ own: a waiting queue that keeps growing while requests still arrive at the workl
 means overload at this rate (`overloaded`). That lets (b) decide before its `min_completed` /
 `min_fraction` wait is over (the bound still decides), and is named in the reason.
 
+(c) queue growth (`tuner.measure.backlog`): the requests waiting for a first token and those
+    still to be sent, against the most the engine can admit, bound a latency percentile
+    from below long before (a) can. It stops only when the engine's gauges also show
+    pressure (`backlog.pressure`): never on a gauge alone, never on the projection alone.
+
 A request that has waited long and then fails leaves the final statistics; the failed-request
 constraint (`objective.max_failed_fraction`) then judges the trial instead.
 """
@@ -38,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tuner.measure import backlog
 from tuner.measure.records import RequestRecord
 from tuner.spec.slo import SloLimit, metric_direction
 
@@ -70,7 +76,8 @@ class Snapshot:
     not (`done[i]` says which); `total`: the workload's request count; `elapsed_s`: since the
     first dispatch; `max_output_tokens` / `input_tokens`: the whole workload's (None: unknown);
     `engine`: the engine's gauges at this and every earlier checkpoint, oldest first (empty
-    when a scrape failed or the server has no `/metrics`)."""
+    when a scrape failed or the server has no `/metrics`); `arrivals_s`: every request's
+    scheduled send time, in order (None: unknown, e.g. under a client concurrency limit)."""
 
     sent: Sequence[RequestRecord]
     done: Sequence[bool]
@@ -79,6 +86,7 @@ class Snapshot:
     max_output_tokens: int | None = None
     input_tokens: int | None = None
     engine: Sequence[EngineSample] = ()
+    arrivals_s: Sequence[float] | None = None
 
     @property
     def completed(self) -> int:
@@ -106,6 +114,7 @@ class Rule:
     min_saving: float = 0.2
     # the workload's length in the study's full runs so far (the median; None: unknown)
     expected_s: float | None = None
+    backlog: bool = True  # rule (c), queue growth (off: the rule before it, for comparisons)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,8 @@ class Decision:
     engine: EngineSample | None = None  # the engine's gauges when it stopped, if scraped
     score_bound: float | None = None
     censored: Mapping[str, float] = field(default_factory=dict)
+    sent_fraction: float | None = None  # of the workload's requests, sent by the stop
+    backlog_bound_ms: float | None = None  # rule (c)'s bound, when (c) stopped it
 
 
 GO_ON = Decision(False)
@@ -268,7 +279,11 @@ def decide(snap: Snapshot, rule: Rule) -> Decision:
                 f"{evidence}",
                 last,
                 censored={str(slo): max(slo.violation({slo.metric: bound}), 1e-6)},
+                sent_fraction=len(snap.sent) / snap.total,
             )
+    stopped = backlog_stop(snap, rule.slos, evidence) if rule.backlog else None
+    if stopped is not None:
+        return stopped
     if rule.weights is None or rule.reference is None or rule.incumbent is None:
         return GO_ON
     early = snap.completed < rule.min_completed or snap.completed < rule.min_fraction * snap.total
@@ -283,8 +298,37 @@ def decide(snap: Snapshot, rule: Rule) -> Decision:
             f"{snap.elapsed_s:.1f} s){evidence}",
             last,
             score_bound=bound,
+            sent_fraction=len(snap.sent) / snap.total,
         )
     return GO_ON
+
+
+def backlog_stop(snap: Snapshot, slos: Sequence[SloLimit], evidence: str) -> Decision | None:
+    """Rule (c): a percentile SLO on TTFT or E2EL that the queue's growth already breaks
+    (`backlog.percentile_bound_ms`), taken only while the engine's gauges show pressure."""
+    seen = backlog.pressure(snap.engine)
+    if seen is None:
+        return None
+    for slo in slos:
+        m = _LATENCY.match(slo.metric)
+        if slo.op not in ("<=", "<") or not m or m.group(1) == "mean" or m.group(3) == "tpot":
+            continue
+        q = 50.0 if m.group(1) == "median" else float(m.group(2))
+        bound = backlog.percentile_bound_ms(snap, m.group(3), q)
+        if bound is None or not (bound > slo.value or (slo.op == "<" and bound >= slo.value)):
+            continue
+        pending = snap.waiting_first_token + snap.total - len(snap.sent)
+        return Decision(
+            True,
+            f"SLO {slo} broken by queue growth: {slo.metric} will be at least {bound:.0f} ms, "
+            f"{pending} request(s) not yet served after {snap.elapsed_s:.1f} s "
+            f"({len(snap.sent)} of {snap.total} sent) and {seen}{evidence}",
+            snap.engine[-1],
+            censored={str(slo): max(slo.violation({slo.metric: bound}), 1e-6)},
+            sent_fraction=len(snap.sent) / snap.total,
+            backlog_bound_ms=bound,
+        )
+    return None
 
 
 class Checkpoints:

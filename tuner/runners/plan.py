@@ -116,6 +116,7 @@ class PlanRunner(TrialRunner):
         kw = {
             "max_output_tokens": None if None in outs else sum(outs),
             "input_tokens": sum(r.prompt_len for r in reqs),
+            "arrivals_s": sorted(r.start_s for r in m.records),  # the schedule, as sent
         }
         engine = [EngineSample(t, q, kv, pre) for t, q, kv, pre in trace]
         checkpoints = replay(m.records, ctx.check_every_s, ctx.check_every_requests, engine, **kw)

@@ -205,6 +205,7 @@ class _Run:
         self.measuring = False  # the measured requests are being sent
         self.live: list[RequestRecord] = []  # measured requests sent so far, filling as they go
         self.done: list[bool] = []
+        self.offsets: list[float] | None = None  # the measured requests' send times
         self.checkpoint: Callable[[Any], Any] | None = None
         self.schedule = Checkpoints(2.0)
         self.scraper = Scraper(base_url, self.headers)
@@ -267,6 +268,8 @@ class _Run:
             max_output_tokens=None if None in outs else sum(outs),  # type: ignore[arg-type]
             input_tokens=sum(r.prompt_len for r in self.requests),
             engine=list(self.scraper.samples),
+            # the schedule, when requests reach the engine at it (no client-side limit)
+            arrivals_s=None if self.spec.max_concurrency else self.offsets,
         )
         decision = self.checkpoint(snap)  # type: ignore[misc]
         if not decision.stop:
@@ -308,6 +311,7 @@ class _Run:
         spec = self.spec
         limit = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
         offsets = arrival_times(len(self.requests), spec.request_rate, spec.burstiness, spec.seed)
+        self.offsets = [float(o) for o in offsets]
         done = 0
 
         async def limited(i: int, t0: float, measured: bool) -> RequestRecord:
