@@ -245,6 +245,8 @@ class TrialPipeline:
             pruned_kv_cache_usage=gauges.kv_cache_usage if gauges is not None else None,
             pruned_preemptions=gauges.preemptions if gauges is not None else None,
             pruned_score_bound=bound,
+            pruned_sent_fraction=getattr(decision, "sent_fraction", None),
+            pruned_backlog_bound_ms=getattr(decision, "backlog_bound_ms", None),
         )
         return Outcome("pruned", None, _censored(decision), record, metrics=metrics)
 

@@ -78,6 +78,9 @@ PRUNED_PREEMPTIONS = "pruned_preemptions"  # its vllm:num_preemptions_total then
 # "cannot beat the best": the lower bound on its final score it was stopped on (what the
 # sampler is told, as the PRUNED trial's intermediate value; docs/early-stopping.md)
 PRUNED_SCORE_BOUND = "pruned_score_bound"
+PRUNED_SENT = "pruned_sent_fraction"  # the share of the workload's requests sent by the stop
+# rule (c), queue growth: the lower bound (ms) on the SLO's percentile it was stopped on
+PRUNED_BACKLOG_BOUND = "pruned_backlog_bound_ms"
 CI_SUFFIX = "_ci"  # `<metric>_ci`: [low, high] of its 95 % bootstrap interval
 # Capacity mode (docs/objective.md): the highest offered rate that met every SLO; the trial's
 # metrics are those of the run at that rate (when none met them, of the lowest-rate run).

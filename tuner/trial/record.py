@@ -59,6 +59,8 @@ _PLAIN = {
     "pruned_kv_cache_usage": k.PRUNED_KV_USAGE,
     "pruned_preemptions": k.PRUNED_PREEMPTIONS,
     "pruned_score_bound": k.PRUNED_SCORE_BOUND,
+    "pruned_sent_fraction": k.PRUNED_SENT,
+    "pruned_backlog_bound_ms": k.PRUNED_BACKLOG_BOUND,
     "predicted_score": k.PREDICTED_SCORE,
     "prediction_error": k.PREDICTION_ERROR,
     "capacity_rps": k.CAPACITY_RPS,
@@ -103,6 +105,8 @@ class TrialRecord:
     pruned_kv_cache_usage: float | None = None  # 0..1
     pruned_preemptions: float | None = None
     pruned_score_bound: float | None = None  # the score it could at best have reached
+    pruned_sent_fraction: float | None = None  # 0..1 of the workload's requests
+    pruned_backlog_bound_ms: float | None = None  # queue growth's bound, when it stopped it
     # What it measured (vLLM's keys, top-level attrs) and its intervals (`<metric>_ci`)
     metrics: dict[str, float] = field(default_factory=dict)
     cis: dict[str, tuple[float, float]] = field(default_factory=dict)
