@@ -12,6 +12,11 @@ median and quartiles, and how many were stopped in the first quarter; over the p
 full run meets the SLO: false stops (must be 0). Every figure is SIMULATED.
 
     .venv/bin/python benchmarks/early_decision.py [--requests 64] [--every 1.0]
+    .venv/bin/python benchmarks/early_decision.py --safety-sweep   # the assumption's margin
+
+`--safety-sweep`: over the same traces, at every 0.5 s checkpoint, how often the queue-growth
+bound on P50 / P99 TTFT (`tuner.measure.backlog`) exceeds the run's final value with the
+assumed admission factor (`backlog.ADMIT_SAFETY`) at 2, 1.5, 1.25 and 1.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 
 import numpy as np
 
+from tuner.measure import backlog
 from tuner.measure.pruning import EngineSample, Rule, decide, replay
 from tuner.sim.planner import simulate
 from tuner.spec.slo import parse_slo
@@ -57,11 +63,39 @@ def stop_fraction(sim, engine, slo, backlog: bool, every_s: float) -> float:
     return 1.0
 
 
+def safety_sweep(n: int) -> None:
+    runs = [(sim, engine) for _, sim, engine in traces(n)]
+    print(f"SIMULATED, {len(runs)} planner traces, {n} requests a run, checkpoints every 0.5 s")
+    print("| ADMIT_SAFETY | checks | bound above the final value | worst final / bound |")
+    print("|---|---|---|---|")
+    for safety in (2.0, 1.5, 1.25, 1.0):
+        backlog.ADMIT_SAFETY = safety
+        checks = over = 0
+        worst = np.inf
+        for sim, engine in runs:
+            ttfts = [r.ttft_s * 1000 for r in sim.records if r.success]
+            arrivals = sorted(r.start_s for r in sim.records)
+            for _, snap in replay(sim.records, 0.5, None, engine, arrivals_s=arrivals):
+                for q in (50, 99):
+                    bound = backlog.percentile_bound_ms(snap, "ttft", q)
+                    if not bound:
+                        continue
+                    final = float(np.percentile(ttfts, q))
+                    checks += 1
+                    over += bound > final + 1e-6
+                    worst = min(worst, final / bound)
+        print(f"| {safety:g} | {checks} | {over} | {worst:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--every", type=float, default=1.0, help="checkpoint period (virtual s)")
+    ap.add_argument("--safety-sweep", action="store_true", help="the assumption's margin")
     args = ap.parse_args()
+    if args.safety_sweep:
+        safety_sweep(args.requests)
+        return
     fractions: dict[bool, list[float]] = {False: [], True: []}
     false_stops = {False: 0, True: 0}
     met_pairs = 0
