@@ -300,3 +300,28 @@ def test_port_belongs_to_someone_else_until_the_engine_binds_it(tmp_path: Path) 
         finally:
             proc.stop(grace_s=1.0)
     assert info.version == "9.9.9-fake" and info.startup_s >= 2.0
+
+
+def test_an_engine_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Path) -> None:
+    """A tuner launched by a script in the background (`tuner run ... &`) has SIGINT ignored;
+    its engines must not inherit that, or every stop waits out the grace before SIGTERM."""
+    script = tmp_path / "fake_engine.py"
+    script.write_text(FAKE_ENGINE)
+    port = free_port()
+    starter = textwrap.dedent(
+        f"""
+        import json, signal, sys
+        from pathlib import Path
+        from tuner.engine.process import EngineProcess
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a non-interactive shell's `&` does
+        argv = [sys.executable, {str(script)!r}, json.dumps({{"port": {port}}})]
+        proc = EngineProcess.start(argv, {{}}, Path({str(tmp_path / "engine.log")!r}))
+        proc.wait_ready("http://127.0.0.1:{port}", timeout_s=20)
+        print(proc.stop(grace_s=30.0))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", starter], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) in (-signal.SIGINT, 1)  # SIGINT did it, not SIGTERM

@@ -42,9 +42,13 @@ _POLL_S = 0.05
 _LOG_READ_BYTES = 1 << 20
 
 # Runs in the child before exec: parent-death signal, check the parent is still the one that
-# started us (it may have died before prctl), CPU pinning, then become the engine.
+# started us (it may have died before prctl), CPU pinning, then become the engine. SIGINT is
+# set back to its default: a tuner started in the background by a script (`tuner run ... &`
+# in a non-interactive shell) inherits SIGINT ignored, exec keeps an ignored signal ignored,
+# and an engine that ignores the stop's first signal costs every trial the whole grace.
 _LAUNCHER = """\
 import ctypes, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 parent, cpus, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
 if os.getppid() != parent:
