@@ -97,7 +97,7 @@ def _real_time_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.M
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    # Under `pytest -n 2 --dist loadgroup` (`make test`) a session fixture starts once per
+    # Under `pytest -n 3 --dist loadgroup` (`make test`) a session fixture starts once per
     # worker: the tests of one real vLLM, or of one PostgreSQL, all run on one worker. Marked
     # as each test is collected, before pytest-xdist reads the groups.
     fixtures = set(getattr(item, "fixturenames", ()))
