@@ -18,6 +18,7 @@ from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.run import skipping
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
+from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.precheck import predict_refusal
 from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
@@ -130,6 +131,7 @@ class TrialPipeline:
 
     def _context(self, t: TrialInput) -> TrialContext:
         name, number = t.study_name, t.number
+        reference_run = t.baseline or t.confirm_of is not None  # measured whole
         return TrialContext(
             name,
             number,
@@ -144,6 +146,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
+            beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
         )
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
@@ -337,8 +340,9 @@ def _is_result(p: TrialPoint, pruning: bool) -> bool:
     hang a re-run may not repeat; a trial stopped early only while this run stops trials
     too (`--no-pruning` measures it whole) and under the judging it was stopped under (a
     looser SLO may not have stopped it: `TrialPoint.stale_stop`)."""
-    if p.status == "pruned":
-        return pruning and not p.stale_stop
+    if p.status == "pruned":  # a launch ruled out on a prediction measured nothing
+        skip = p.record.skip_prediction
+        return pruning and not p.stale_stop and (skip is None or not skip.ruled_out)
     if p.state != "COMPLETE":
         return False
     if not p.failure_kind:
