@@ -4,6 +4,7 @@ with its margin; never the baseline or a queued config; off with a flag or a set
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,11 @@ def test_a_queued_config_is_launched_whatever_is_predicted(
     # predicted to break the SLO beyond its margin, and launched all the same; it did break it
     assert sp.metrics["p99_ttft_ms"] * math.exp(-sp.margin["p99_ttft_ms"]) > 2000
     assert queued.status == "infeasible"
+
+
+def test_run_and_plan_take_no_prediction_skip(tmp_path: Path) -> None:
+    from tuner.testing import tuner
+
+    for command in ("run", "plan"):
+        out = tuner(command, "--help", cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+        assert out.returncode == 0 and "--no-prediction-skip" in out.stdout

@@ -25,6 +25,10 @@ NoPruning = Annotated[
     bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
 ]
 
+NoPrecheck = Annotated[
+    bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
+]
+
 NoPredictionSkip = Annotated[
     bool,
     typer.Option(
@@ -62,9 +66,7 @@ def run(
         str | None, typer.Option("--timeout", help="Stop after this long (8h, 90m).")
     ] = None,
     storage: Storage = None,
-    no_precheck: Annotated[
-        bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
-    ] = False,
+    no_precheck: NoPrecheck = False,
     no_preflight: NoPreflight = False,
     confirm: Annotated[
         int,
