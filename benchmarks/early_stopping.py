@@ -127,7 +127,8 @@ tuner.sim.planner.simulate = memo_simulate  # PlanRunner imports it at each call
 def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
     store = Store(f"sqlite:///{db}")
     runner.spec = spec  # the same workload; `pruning.min_saving` may differ
-    options = RunOptions(pruning=pruning, check_robustness=False)
+    # early stopping alone (prediction skips: benchmarks/night_saving.py)
+    options = RunOptions(pruning=pruning, prediction_skip=False, check_robustness=False)
     summary = run_study(spec, store, lambda _: runner, options).summary
     points = tr.read_all(store.load_study(f"{spec.name}-simulated").get_trials())
     top = tr.best(points)

@@ -100,7 +100,9 @@ def run(method: str, seed: int, trials: int, tmp: Path) -> tuple[list[float], fl
     store = Store(f"sqlite:///{tmp}/{method}-{seed}.db")
     runner = TruthRunner(truth_spec(spec))
     runner.prepare()  # not timed: the workload is built before the run
-    options = RunOptions(n_trials=trials, pruning=False, check_robustness=False)
+    options = RunOptions(
+        n_trials=trials, pruning=False, prediction_skip=False, check_robustness=False
+    )
     t0 = time.perf_counter()
     result = run_study(spec, store, lambda _: runner, options)
     elapsed = time.perf_counter() - t0

@@ -143,7 +143,8 @@ def test_calibrate_works_from_one_trial_and_leaves_stopped_ones_out(tmp_path, ti
         pruning={"check_every_s": 1.0},
         trial={"stall_timeout_s": 5, "repeat_measured": True},  # a repeated config runs again
     )
-    run = tuner("run", str(study), "--n-trials", "5", cwd=tmp_path)
+    # stopped early, not ruled out before launch (tests/test_predict_skip.py)
+    run = tuner("run", str(study), "--n-trials", "5", "--no-prediction-skip", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     rows = json.loads(tuner("trials", str(study), "--format", "json", cwd=tmp_path).stdout)
     assert [r["state"] for r in rows] == ["INFEASIBLE"] + ["PRUNED"] * 4, rows

@@ -122,3 +122,19 @@ def test_bad_search_settings_are_refused() -> None:
     measure, _ = queue_curve(1.0)
     with pytest.raises(ValueError, match="resolution"):
         search(measure, 1.0, SLOS, resolution=0)
+
+
+def test_a_config_that_cannot_beat_the_best_is_stopped_after_one_run() -> None:
+    # early stopping's "cannot beat the best" (docs/early-stopping.md): start at the best
+    measure, calls = queue_curve(2.0)
+    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=7, beat_rps=3.0)
+    assert got.beaten and calls == [3.0] and got.bracket == (0.0, 3.0)
+
+
+def test_a_tie_with_the_best_resolves_in_two_runs_and_a_better_one_is_searched_whole() -> None:
+    measure, calls = queue_curve(3.1)  # within 5 % of the best (3.0): a tie
+    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=7, beat_rps=3.0)
+    assert not got.beaten and got.resolved and got.capacity_rps == 3.0 and len(calls) == 2
+    measure, calls = queue_curve(6.0)  # twice the best: found like any search
+    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=10, beat_rps=3.0)
+    assert got.resolved and 6.0 / 1.05 <= got.capacity_rps <= 6.0 * (1 + 1e-9)

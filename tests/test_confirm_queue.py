@@ -32,7 +32,8 @@ def _points(tmp_path: Path) -> list[tr.TrialPoint]:
 
 
 def _run(study: Path, *args: str) -> None:
-    out = tuner("run", str(study), *args, cwd=study.parent)
+    # every sampled config launched (none ruled out on a prediction: tests/test_predict_skip.py)
+    out = tuner("run", str(study), *args, "--no-prediction-skip", cwd=study.parent)
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -43,7 +43,7 @@ def _stops(tmp_path: Path, tiny_model_dir: Path, min_saving: float) -> list[floa
         pruning={"min_saving": min_saving, "check_every_requests": 1},
         sampler={"name": "tpe", "seed": 0},
     )
-    run = tuner("plan", str(study), "--n-trials", "14", cwd=folder)
+    run = tuner("plan", str(study), "--n-trials", "14", "--no-prediction-skip", cwd=folder)
     assert run.returncode == 0, run.stderr
     stored = optuna.load_study(study_name="e2e-simulated", storage=f"sqlite:///{folder}/tuner.db")
     shares = []

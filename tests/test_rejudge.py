@@ -49,7 +49,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> 
     """A 3-trial study whose SLO nothing meets: every trial measured and infeasible."""
     cwd = tmp_path_factory.mktemp("rejudge")
     study = sim_study(cwd, tiny_model_dir, workload=WORKLOAD, objective={"slo": ["p99_ttft_ms<=1"]})
-    run = tuner("run", str(study), cwd=cwd)
+    # every trial measured, none ruled out on a prediction (tests/test_predict_skip.py)
+    run = tuner("run", str(study), "--no-prediction-skip", cwd=cwd)
     assert run.returncode == 0, run.stderr
     return cwd
 

@@ -73,11 +73,12 @@ def test_a_trial_stopped_early_is_measured_whole_under_no_pruning(
         pruning={"check_every_requests": 2},
     )
     db = ("--storage", "sqlite:///t.db")
-    assert tuner("plan", str(study), "--n-trials", "2", *db, cwd=tmp_path).returncode == 0
+    skip = "--no-prediction-skip"  # stopped, not ruled out before launch
+    assert tuner("plan", str(study), "--n-trials", "2", skip, *db, cwd=tmp_path).returncode == 0
     stopped = [r for r in _trials(study, "--simulated", *db) if r["param_max-num-seqs"] == 1]
     assert [r["state"] for r in stopped] == ["PRUNED"]
 
-    out = tuner("plan", str(study), "--n-trials", "1", "--no-pruning", *db, cwd=tmp_path)
+    out = tuner("plan", str(study), "--n-trials", "1", "--no-pruning", skip, *db, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [r for r in _trials(study, "--simulated", *db) if r["param_max-num-seqs"] == 1]
     assert [r["state"] for r in rows] == ["PRUNED", "INFEASIBLE"]  # run to the end this time

@@ -25,6 +25,18 @@ NoPruning = Annotated[
     bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
 ]
 
+NoPrecheck = Annotated[
+    bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
+]
+
+NoPredictionSkip = Annotated[
+    bool,
+    typer.Option(
+        "--no-prediction-skip",
+        help="Launch every config, even one the calibrated simulator rules out.",
+    ),
+]
+
 NoPreflight = Annotated[
     bool,
     typer.Option(
@@ -54,9 +66,7 @@ def run(
         str | None, typer.Option("--timeout", help="Stop after this long (8h, 90m).")
     ] = None,
     storage: Storage = None,
-    no_precheck: Annotated[
-        bool, typer.Option("--no-precheck", help="Launch configs predicted not to fit in memory.")
-    ] = False,
+    no_precheck: NoPrecheck = False,
     no_preflight: NoPreflight = False,
     confirm: Annotated[
         int,
@@ -74,6 +84,7 @@ def run(
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
     no_pruning: NoPruning = False,
+    no_prediction_skip: NoPredictionSkip = False,
     gpus: Annotated[
         str | None,
         typer.Option("--gpus", help="GPUs to split into slots, e.g. 0-7 (docs/scale-out.md)."),
@@ -116,6 +127,7 @@ def run(
         confirm=confirm,
         accept_changes=accept_changes,
         pruning=not no_pruning,
+        prediction_skip=not no_prediction_skip,
         gpu_slots=True,
     )
     make_runner = engine_runners(spec, log_dir, storage or spec.storage)
@@ -154,6 +166,7 @@ def plan(
     storage: Storage = None,
     accept_changes: AcceptChanges = False,
     no_pruning: NoPruning = False,
+    no_prediction_skip: NoPredictionSkip = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
     from tuner.run.session import RunOptions, run_study
@@ -170,6 +183,7 @@ def plan(
         n_trials=n_trials,
         accept_changes=accept_changes,
         pruning=not no_pruning,
+        prediction_skip=not no_prediction_skip,
         notes=_info(found),  # shown once the study can start: a refusal stays one line
     )
     result = run_study(spec, store, lambda _: runner, options, _view(), runner)

@@ -36,7 +36,9 @@ def left_out(study: tr.StudyRecord, points: Sequence[tr.TrialPoint]) -> dict[int
     for p in of_current(study, list(points)):
         if p.planned or p.record.reused_from is not None or p.engine_measured:
             continue
-        if p.status == "pruned":
+        if p.record.skip_prediction is not None and p.record.skip_prediction.ruled_out:
+            out[p.number] = "never launched: ruled out by prediction"
+        elif p.status == "pruned":
             out[p.number] = (
                 "stopped early: its figures cover only the requests finished by the stop, "
                 "and the simulator predicts the whole workload"

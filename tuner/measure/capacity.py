@@ -47,6 +47,9 @@ class Result:
     resolved: bool  # the bracket closed to the resolution (False: the run cap came first)
     capped: bool  # feasible at max_rps: the capacity is at least this
     bracket: tuple[float, float | None] = field(default=(0.0, None))  # (lo, hi) at the end
+    # SLOs broken at `beat_rps` (the best capacity so far): this config cannot beat it, and
+    # the search stopped there (its capacity is below that rate, how far is not measured)
+    beaten: bool = False
 
     @property
     def capacity_step(self) -> Step | None:
@@ -103,8 +106,12 @@ def search(
     max_runs: int = 8,
     min_rps: float = 0.01,
     max_rps: float = 1000.0,
+    beat_rps: float | None = None,
 ) -> Result:
-    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`."""
+    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`.
+    With `beat_rps` (early stopping: the best capacity so far) the search starts there, and
+    stops after that first run when it breaks an SLO: the config cannot beat the best; when it
+    meets them, the next run is one resolution above (a tie with the best resolves there)."""
     if not (resolution > 0 and max_runs >= 1 and 0 < min_rps <= max_rps):
         raise ValueError("capacity search: resolution > 0, max_runs ≥ 1, 0 < min ≤ max rate")
     steps: list[Step] = []
@@ -115,11 +122,15 @@ def search(
         return step
 
     lo, hi = 0.0, math.inf
-    rate = min(max(start_rps, min_rps), max_rps)
+    rate = min(max(beat_rps or start_rps, min_rps), max_rps)
     first = run(rate)
+    if beat_rps is not None and not first.feasible:
+        return Result(steps, 0.0, False, False, (0.0, rate), beaten=True)
     if first.feasible:
         lo = rate
         factor = _grow(first, slos)
+        if beat_rps is not None:  # next, the lowest rate that beats the best by a resolution
+            factor = (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
     else:
         hi = rate
         factor = _shrink(first)

@@ -72,7 +72,11 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["baseline"] = p.baseline
         row["reused_from"] = r.reused_from
         row["partial"] = p.partial  # stopped early: the figures cover the requests done then
-        if p.status == "pruned":
+        skip = r.skip_prediction
+        if skip is not None and skip.ruled_out:  # never launched: what it saved, predicted
+            row["saved_engine_s"] = skip.engine_s
+            row["failure"] = r.pruned_reason
+        elif p.status == "pruned":
             under = " under the previous SLOs/objective" if p.stale_stop else ""
             row["failure"] = f"stopped early{under}: {r.pruned_reason or ''}"
         elif p.failure_kind:
@@ -106,6 +110,8 @@ def _state(p: TrialPoint) -> str:
     broke a constraint."""
     if p.status == "infeasible":
         return "INFEASIBLE"
+    if p.record.skip_prediction is not None and p.record.skip_prediction.ruled_out:
+        return "RULED OUT (predicted)"
     if p.state == "COMPLETE" and p.status == "failed":
         return "REFUSED (predicted)" if p.record.predicted else "FAILED"
     return p.state

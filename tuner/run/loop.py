@@ -68,6 +68,7 @@ class StudyLoop:
         progress: StudyProgress | None = None,
         accept_changes: bool = False,
         pruning: bool = True,
+        prediction_skip: bool = True,
         slot: str | None = None,
         warm_start: list[tuple[str, dict[str, Any]]] | None = None,
         say: Callable[[str], None] = lambda text: None,
@@ -90,7 +91,9 @@ class StudyLoop:
         self.reading = StudyReading(self.study, self.spec_id)  # this spec's trials only
         self._accept_changes, self.judging = accept_changes, specs.judging_id(spec)
         self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
-        self.pipeline = TrialPipeline(spec, store, runner, precheck=precheck, pruning=pruning)
+        self.pipeline = TrialPipeline(
+            spec, store, runner, precheck=precheck, pruning=pruning, prediction_skip=prediction_skip
+        )
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
         self._interrupted = False
@@ -288,7 +291,8 @@ class StudyLoop:
         if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
             self._enqueue_screened()
         # Asked without distributions: a sampler's exception cannot leave the trial RUNNING.
-        trial = ask(self.study, self.reading.waiting())  # this spec's queued work, or new
+        waiting = self.reading.waiting()
+        trial = ask(self.study, waiting)  # this spec's queued work, or new
         try:
             adapter.set_system_attr(self.study, trial, tr.OWNER, self.worker.owner)
             queued = tr.record_of(trial)  # what enqueue_trial attached, if anything
@@ -314,6 +318,7 @@ class StudyLoop:
                         self._points(),
                         confirm_of=queued.confirm_of,
                         baseline=baseline,
+                        queued=any(p.number == trial.number for p in waiting),
                         host=self.host,
                         phase=self.progress.phase,
                         on_launch=launch_recorder(trial),

@@ -16,7 +16,9 @@ from typing import Any, Literal
 
 from tuner import trial as tr
 from tuner.measure import objective as obj
+from tuner.run import skipping
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
+from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.precheck import predict_refusal
 from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
@@ -42,7 +44,7 @@ class Outcome:
     constraints: dict[str, float]
     record: TrialRecord  # the trial's attrs to store
     metrics: dict[str, float] | None = None
-    saved_by: Literal["rules", "precheck", "reuse"] | None = None
+    saved_by: Literal["rules", "precheck", "reuse", "prediction"] | None = None
     stop_study: str | None = None
 
     @property
@@ -72,6 +74,7 @@ class TrialInput:
     points: list[TrialPoint]  # the trials of this spec as the trial started
     confirm_of: int | None = None
     baseline: bool = False  # vLLM's defaults, enqueued until one is measured
+    queued: bool = False  # enqueued (warm start, screen, re-queue): never ruled out on a prediction
     host: str | None = None  # where it is measured: scores compare to this host's baseline
     phase: PhaseFn = field(default=lambda text: None)
     on_launch: Callable[[], None] = field(default=lambda: None)  # each engine launch
@@ -88,9 +91,11 @@ class TrialPipeline:
         *,
         precheck: bool = True,
         pruning: bool = True,
+        prediction_skip: bool = True,
     ) -> None:
         self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
         self.pruning = pruning and spec.pruning.enabled
+        self.skip = skipping.make(spec, runner, prediction_skip)
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
@@ -109,6 +114,13 @@ class TrialPipeline:
             rule = predicted[0] == FailureKind.INVALID_ARGUMENT
             by = "rules" if rule else "precheck"
             return self._refused(t, predicted[0], predicted[1], saved_by=by)
+        forecast = skipping.forecast(self.skip, t)
+        if forecast is not None and forecast.ruled_out:
+            record, cons = skipping.ruled_out(self.store, t, forecast, self.runner.planned)
+            return Outcome("pruned", None, cons, record, saved_by="prediction")
+        return skipping.attach(self._launch(t, predicted), forecast)
+
+    def _launch(self, t: TrialInput, predicted: tuple[str, str] | None) -> Outcome:
         m = self.runner.measure(self._context(t))
         wrong = _precheck_wrong(predicted, m)
         if m.pruned_reason:
@@ -119,6 +131,7 @@ class TrialPipeline:
 
     def _context(self, t: TrialInput) -> TrialContext:
         name, number = t.study_name, t.number
+        reference_run = t.baseline or t.confirm_of is not None  # measured whole
         return TrialContext(
             name,
             number,
@@ -133,6 +146,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
+            beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
         )
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
@@ -326,8 +340,9 @@ def _is_result(p: TrialPoint, pruning: bool) -> bool:
     hang a re-run may not repeat; a trial stopped early only while this run stops trials
     too (`--no-pruning` measures it whole) and under the judging it was stopped under (a
     looser SLO may not have stopped it: `TrialPoint.stale_stop`)."""
-    if p.status == "pruned":
-        return pruning and not p.stale_stop
+    if p.status == "pruned":  # a launch ruled out on a prediction measured nothing
+        skip = p.record.skip_prediction
+        return pruning and not p.stale_stop and (skip is None or not skip.ruled_out)
     if p.state != "COMPLETE":
         return False
     if not p.failure_kind:

@@ -44,6 +44,7 @@ class RunOptions:
     confirm: int = 0  # re-measure the best K configs at the end (once per study)
     accept_changes: bool = False  # a changed study file starts a new baseline
     pruning: bool = True  # stop hopeless trials early
+    prediction_skip: bool = True  # never launch what the calibrated simulator rules out
     warm_start: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (source, params)
     gpu_slots: bool = False  # split the study's `hardware.gpus` into slots (`plan_slots`)
     check_robustness: bool = True  # does the best config's gain survive small workload changes?
@@ -154,6 +155,7 @@ def _loop(
         progress=view.progress(slot),
         accept_changes=options.accept_changes,
         pruning=options.pruning,
+        prediction_skip=options.prediction_skip,
         slot=slot,
         warm_start=options.warm_start,
         say=view.say,

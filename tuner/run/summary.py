@@ -18,6 +18,8 @@ class RunSummary:
     saved_by_rules: int = 0  # refused by vLLM's scheduler rules: never launched
     saved_by_precheck: int = 0  # predicted not to fit in memory / not supported
     saved_by_reuse: int = 0  # parameters already measured: result reused
+    saved_by_prediction: int = 0  # ruled out by the calibrated simulator: never launched
+    prediction_saved_s: float = 0.0  # the engine time those launches were expected to take
     precheck_wrong: list[int] = field(default_factory=list)
     exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
     engine_s: float = 0.0  # engine time of this run's trials (`tuner.trial.uptime`)
@@ -45,7 +47,10 @@ class RunSummary:
         self.engine_s += used
         split = outcome.record.engine_split_s
         self.startup_s += split[0] if split is not None else 0.0
-        if outcome.kind == "measured":
+        if outcome.saved_by == "prediction":
+            sp = outcome.record.skip_prediction
+            self.prediction_saved_s += (sp.engine_s or 0.0) if sp is not None else 0.0
+        elif outcome.kind == "measured":
             self.measured_engine_s.append(used)
         elif outcome.kind == "pruned":
             self.pruned.append((used, outcome.record.engine_full_s))

@@ -50,6 +50,8 @@ class TrialContext:
     checkpoints: dict[str, Callable[[Any], Any] | None] = field(default_factory=dict)
     check_every_s: float = 2.0
     check_every_requests: int | None = None
+    # Capacity mode's "cannot beat the best" (`load_runs.capacity_to_beat`); None: never
+    beat: Any = None
     # The engine log's name before its time stamp; None: `trial-<number>` (a trial's)
     log_name: str | None = None
 
@@ -244,7 +246,8 @@ class EngineRunner(TrialRunner):
                 # launch until ready, with any earlier launch a taken port ended
                 m.startup_s, m.vllm_version = engine_s + ready.startup_s, ready.version
                 m.simulated = is_simulated_version(ready.version)
-                m = measure_all(spec, partial(self._run_workload, ctx, engine, base_url, m))
+                run = partial(self._run_workload, ctx, engine, base_url, m)
+                m = measure_all(spec, run, ctx.beat)
                 return m
             finally:
                 ctx.phase("stopping")

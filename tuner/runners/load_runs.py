@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, is_finite
+from tuner.trial.ranking import best, reference
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
@@ -52,10 +54,13 @@ def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
     return w.request_rate if math.isfinite(w.request_rate) else 1.0
 
 
-def search_capacity(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement:
+def search_capacity(
+    spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn, beat: Beat | None = None
+) -> Measurement:
     """The rate search on one workload. The result is the run at the capacity rate (when no
     rate met the SLOs, the lowest-rate run) with every step attached; a step whose engine
-    failed ends the trial as that failure."""
+    failed ends the trial as that failure. `beat`: early stopping's "cannot beat the best"
+    (`capacity_to_beat`); a config that breaks an SLO at the best capacity is stopped there."""
     c, slos = spec.objective.search, spec.slo_limits(name or None)
     if w.goodput is None:
         w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
@@ -80,10 +85,13 @@ def search_capacity(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> 
             max_runs=c.max_runs,
             min_rps=c.min_rps,
             max_rps=c.max_rps,
+            beat_rps=beat.best_rps if beat is not None else None,
         )
     except _StepFailed as exc:
         return _summed(exc.m, runs)
     steps = result.steps
+    if result.beaten and beat is not None:
+        return _beaten(spec, runs[0], steps[0], beat, step_record(name, steps[0]))
     at = [i for i, s in enumerate(steps) if s.feasible and s.rate_rps == result.capacity_rps]
     if not at:  # no rate met the SLOs: the lowest rate run whole, else the lowest
         whole_first = [(bool(s.pruned_reason), s.rate_rps, i) for i, s in enumerate(steps)]
@@ -104,6 +112,49 @@ def search_capacity(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> 
     return out
 
 
+@dataclass(frozen=True)
+class Beat:
+    """Capacity mode's "cannot beat the best": the best capacity so far, and the reference
+    trial's (what a score is relative to)."""
+
+    best_rps: float
+    reference_rps: float
+
+
+def capacity_to_beat(spec: StudySpec, t: Any) -> Beat | None:
+    """What a trial's capacity search must beat (`t`: the pipeline's TrialInput, its points and
+    host; None: not capacity mode, scenarios, or no capacity found yet)."""
+    if spec.objective.mode != "capacity" or spec.scenarios:
+        return None
+    top, ref = best(t.points), reference(t.points, t.host)
+    if top is None or ref is None or not top.capacity_rps or not ref.capacity_rps:
+        return None
+    return Beat(top.capacity_rps, ref.capacity_rps)
+
+
+def _beaten(
+    spec: StudySpec, m: Measurement, step: capacity.Step, beat: Beat, record: RateStep
+) -> Measurement:
+    """The first run broke an SLO at the best capacity so far: stopped, a partial trial whose
+    score is at least what that capacity scores (its censored bound, for the sampler)."""
+    from tuner.measure.objective import capacity_score
+    from tuner.measure.pruning import Decision
+
+    floor = spec.objective.search.min_rps / 2
+    bound = capacity_score(step.rate_rps, beat.reference_rps, floor)
+    reason = (
+        f"cannot beat the best: SLOs broken at the best capacity so far "
+        f"({step.rate_rps:.4g} req/s), after 1 run"
+    )
+    return replace(
+        m,
+        rate_steps=[record],
+        pruned_reason=reason,
+        pruned_at_s=m.workload_s,
+        pruned_decision=Decision(True, reason, score_bound=bound),
+    )
+
+
 def _summed(m: Measurement, runs: list[Measurement]) -> Measurement:
     """`m` with the workload and engine seconds of every run it took."""
     return replace(
@@ -119,9 +170,11 @@ def _one(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement
     return run(name, w)
 
 
-def measure_all(spec: StudySpec, run: RunFn) -> Measurement:
+def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measurement:
     """Every run of one trial against one engine start, as one Measurement."""
     if not spec.scenarios:
+        if beat is not None and spec.objective.mode == "capacity":
+            return search_capacity(spec, "", spec.workload, run, beat)
         return _one(spec, "", spec.workload, run)
     parts: dict[str, Measurement] = {}
     for name, w in spec.workloads.items():

@@ -380,6 +380,8 @@ class PruningSpec(_Strict):
     margin: float = Field(0.0, ge=0.0, le=10.0)  # score slack before "cannot beat" stops
     # a stop must save this fraction of the run's expected workload time (never later)
     min_saving: float = Field(0.2, ge=0.0, lt=1.0)
+    # never launch a config the calibrated simulator rules out (docs/early-stopping.md)
+    prediction_skip: bool = True
 
 
 class SearchSpec(_Strict):

@@ -46,6 +46,7 @@ from tuner.trial.ranking import (
     reruns,
 )
 from tuner.trial.record import TrialRecord, prediction_error, write, write_constraints
+from tuner.trial.skip import SkipPrediction
 from tuner.trial.study import (
     StudyRecord,
     create,
@@ -65,6 +66,7 @@ __all__ = [
     "RobustnessRecord",
     "ScenarioEntry",
     "ScreenInfo",
+    "SkipPrediction",
     "Status",
     "StudyRecord",
     "TrialPoint",

@@ -27,6 +27,7 @@ from tuner.trial.payloads import (
     is_finite,
     is_metric,
 )
+from tuner.trial.skip import SkipPrediction
 
 # Plain attrs, stored as they are: field name -> attr key.
 _PLAIN = {
@@ -67,7 +68,7 @@ _PLAIN = {
     "capacity_goodput_rps": k.CAPACITY_GOODPUT,
 }
 _FIELD_OF = {key: name for name, key in _PLAIN.items()}
-_PAYLOADS = (k.CAPACITY, k.RATE_STEPS, k.SCENARIOS, k.SCREEN)
+_PAYLOADS = (k.CAPACITY, k.RATE_STEPS, k.SCENARIOS, k.SCREEN, k.SKIP_PREDICTION)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class TrialRecord:
     predicted_score: float | None = None
     prediction_error: dict[str, float] | None = None
     screen: ScreenInfo | None = None
+    skip_prediction: SkipPrediction | None = None  # before launch ("ruled out": not launched)
     extra: dict[str, Any] = field(default_factory=dict)  # attrs this version does not know
 
     def encode(self) -> dict[str, Any]:
@@ -140,6 +142,8 @@ class TrialRecord:
             out[k.SCENARIOS] = encode_scenarios(self.scenarios)
         if self.screen is not None:
             out[k.SCREEN] = self.screen.encode()
+        if self.skip_prediction is not None:
+            out[k.SKIP_PREDICTION] = self.skip_prediction.encode()
         out.update(self.extra)
         return out
 
@@ -200,6 +204,7 @@ class TrialRecord:
             rate_steps=decode_rate_steps(attrs.get(k.RATE_STEPS)),
             scenarios=decode_scenarios(attrs.get(k.SCENARIOS)),
             screen=ScreenInfo.decode(attrs.get(k.SCREEN)),
+            skip_prediction=SkipPrediction.decode(attrs.get(k.SKIP_PREDICTION)),
             extra=extra,
         )
 

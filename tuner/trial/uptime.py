@@ -157,6 +157,12 @@ def summary_line(summary: Any) -> str:
             f"saved by rules/precheck/reuse about {never * mean:.0f} s (estimate: "
             f"{never} launch(es) × {mean:.0f} s, the mean of measured trials)"
         )
+    skipped = getattr(summary, "saved_by_prediction", 0)
+    if skipped:
+        parts.append(
+            f"saved by prediction skips about {summary.prediction_saved_s:.0f} s ({skipped} "
+            "launch(es) ruled out by the calibrated simulator; estimate)"
+        )
     if summary.pruned:
         # A pruned trial of `tuner plan` knows its full length; a real one is estimated.
         saved = sum(

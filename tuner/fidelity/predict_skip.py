@@ -1,0 +1,164 @@
+"""Never launch what the simulator already rules out (issue 22 §2; docs/early-stopping.md,
+"Prediction skips").
+
+Before each launch of `tuner run` / `tuner plan`, with any sampler, the study's simulator
+predicts the config's whole trial in virtual time (`PlanRunner`, the planner's own code: the
+same workload, rate steps and scenarios, no early stop). The prediction is calibrated on this
+study's launched trials, and trusted only to a margin measured on them:
+
+- every launched trial stores the prediction made for it *before* it ran (`SkipPrediction`);
+  once measured whole, its miss is a true held-out error: log(measured / predicted) per SLO
+  metric, measured − predicted for the score;
+- calibration: the median miss over those trials is added to each new prediction (the
+  simulator's systematic error on this study's engine);
+- margin: `SAFETY` × the largest miss left after calibration, at least `MIN_MARGIN`; with
+  fewer than `MIN_ERRORS` such trials, the stated conservative margin `CONSERVATIVE_MARGIN`
+  (the simulator may be off by a factor of 2 on every figure) and no calibration.
+
+Once one launched trial is measured whole, a config is ruled out when, even with the whole
+margin in its favour, it breaks an SLO (scalar mode) or its score cannot beat the best
+feasible score so far. The baseline, a `--confirm` re-run and every queued config (warm
+starts, the screen's choices, re-queued trials) are predicted but never ruled out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from tuner import trial as tr
+from tuner.measure.objective import metric_direction
+from tuner.runners.engine_runner import TrialContext
+from tuner.runners.plan import PlanRunner
+from tuner.spec.slo import parse_slo
+from tuner.spec.study import StudySpec
+from tuner.trial import SkipPrediction, TrialPoint, scoring
+
+MIN_ERRORS = 3  # launched trials measured whole with a prediction, before margins are measured
+CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a factor of 2
+SAFETY = 1.5  # the measured margin: this times the largest held-out miss after calibration
+MIN_MARGIN = 0.05  # never trusted closer than 5 % (0.05 in score units)
+SCORE = "score"
+
+
+class PredictionSkip:
+    """Predicts each config before launch and says whether to skip it."""
+
+    def __init__(self, spec: StudySpec, requests: list[Any]) -> None:
+        self.spec = spec
+        self.plan = PlanRunner(spec)  # the study's own profile: never a hidden truth
+        self.plan.use_requests(requests)
+        self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
+        self.capacity = spec.objective.mode == "capacity"
+        w = spec.objective.weights
+        self.score_scale = 1.0 if self.capacity else sum(abs(v) for v in w.values()) or 1.0
+
+    def predict(
+        self, params: dict[str, Any], points: Sequence[TrialPoint], host: str | None
+    ) -> SkipPrediction | None:
+        """The calibrated prediction with its margins (None: the simulator refuses it)."""
+        m = self.plan.measure(TrialContext(self.spec.name, -1, dict(params), lambda s: None))
+        if m.metrics is None:
+            return None
+        ref = tr.reference(points, host)
+        raw_score = scoring.score_trial(self.spec, m, ref).score if ref is not None else None
+        keys = [s.metric for s in self.slos if s.metric in m.metrics]
+        raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
+        misses = _misses(points)
+        bias, margin = {}, {}
+        for key in [*raw, SCORE]:
+            found = [e[key] for e in misses if key in e]
+            scale = self.score_scale if key == SCORE else 1.0
+            if len(found) < MIN_ERRORS:
+                bias[key], margin[key] = 0.0, CONSERVATIVE_MARGIN * scale
+                continue
+            bias[key] = statistics.median(found)
+            spread = max(abs(e - bias[key]) for e in found)
+            margin[key] = max(SAFETY * spread, MIN_MARGIN * scale)
+        return SkipPrediction(
+            raw=raw,
+            raw_score=raw_score,
+            metrics={k: v * math.exp(bias[k]) for k, v in raw.items()},
+            score=raw_score + bias[SCORE] if raw_score is not None else None,
+            margin=margin,
+            errors_from=min((sum(k in e for e in misses) for k in margin), default=0),
+            engine_s=_typical_engine_s(points) or m.engine_s,
+        )
+
+    def judge(
+        self,
+        params: dict[str, Any],
+        points: Sequence[TrialPoint],
+        host: str | None,
+        *,
+        may_skip: bool,
+    ) -> SkipPrediction | None:
+        """The prediction, with `ruled_out` set when the launch is to be skipped."""
+        p = self.predict(params, points, host)
+        if p is None or not may_skip or not any(_whole(q) for q in points):
+            return p  # nothing measured yet: nothing calibrates the simulator
+        if not self.capacity:
+            for s in self.slos:
+                if s.metric not in p.metrics:
+                    continue
+                best_case = _in_favour(s.metric, p.metrics[s.metric], p.margin[s.metric])
+                if not s.met({s.metric: best_case}):
+                    why = f"predicted {s.metric} {p.metrics[s.metric]:.4g} breaks {s}"
+                    return replace(p, ruled_out=f"{why} by more than its margin")
+        top = tr.best(points)
+        if top is None or top.score is None or p.score is None:
+            return p
+        if p.score - p.margin[SCORE] >= top.score:
+            return replace(
+                p,
+                incumbent=top.score,
+                ruled_out=(
+                    f"predicted score {p.score:+.3f} ± {p.margin[SCORE]:.3f} cannot beat "
+                    f"the best so far ({top.score:+.3f}, trial {top.number})"
+                ),
+            )
+        return p
+
+
+def _in_favour(metric: str, value: float, margin: float) -> float:
+    """The figure with the whole margin on the config's side (lower latency, higher rate)."""
+    lower_is_better = metric_direction(metric) == "minimize"
+    return value * math.exp(-margin if lower_is_better else margin)
+
+
+def _misses(points: Sequence[TrialPoint]) -> list[dict[str, float]]:
+    """Per launched trial measured whole: how far its pre-launch prediction was off."""
+    out = []
+    for p in points:
+        pred = p.record.skip_prediction
+        if pred is None or pred.ruled_out or not p.measured or p.partial or not p.metrics:
+            continue
+        e = {
+            k: math.log(p.metrics[k] / v)
+            for k, v in pred.raw.items()
+            if tr.is_finite(p.metrics.get(k)) and p.metrics[k] > 0 and v > 0
+        }
+        if pred.raw_score is not None and p.score is not None and not p.baseline:
+            e[SCORE] = p.score - pred.raw_score
+        out.append(e)
+    return out
+
+
+def _whole(p: TrialPoint) -> bool:
+    """Launched and measured to the end (a reused result is not launched)."""
+    return p.measured and not p.partial and bool(p.record.engine_s)
+
+
+def _typical_engine_s(points: Sequence[TrialPoint]) -> float | None:
+    """The median engine time of this study's launched trials measured whole."""
+    found = [float(p.record.engine_s or 0.0) for p in points if _whole(p)]
+    return statistics.median(found) if found else None
+
+
+def ruled_out(p: TrialPoint) -> bool:
+    """Skipped before launch on a prediction."""
+    s = p.record.skip_prediction
+    return s is not None and s.ruled_out is not None

@@ -1,0 +1,65 @@
+"""What the prediction skip (`tuner.fidelity.predict_skip`) recorded about a trial before its
+launch: the calibrated prediction, the margin it was trusted to, and, when the launch was
+skipped, why ("ruled out by prediction"). Stored under `keys.SKIP_PREDICTION`;
+docs/early-stopping.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.trial.payloads import is_finite
+
+
+def _floats(raw: Any) -> dict[str, float]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in raw.items() if is_finite(v)}
+
+
+def _opt(raw: Any) -> float | None:
+    return float(raw) if is_finite(raw) else None
+
+
+@dataclass(frozen=True)
+class SkipPrediction:
+    """One config's prediction before launch. `raw`: the simulator's figures (what each
+    launched trial's error is measured against); `score`/`metrics`: calibrated by the study's
+    errors so far; `margin`: how far each (and the score, key "score") may still be off, in
+    log units (score units for "score"); `errors_from`: launched trials those errors came
+    from (0: the stated conservative margin). `ruled_out`: why it was not launched (None: it
+    was launched); `incumbent`: the best score then; `engine_s`: the engine time a launch was
+    predicted to take (what a skip saves)."""
+
+    raw: dict[str, float] = field(default_factory=dict)
+    raw_score: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    score: float | None = None
+    margin: dict[str, float] = field(default_factory=dict)
+    errors_from: int = 0
+    engine_s: float | None = None
+    incumbent: float | None = None
+    ruled_out: str | None = None
+
+    def encode(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: v for k, v in out.items() if v is not None}
+
+    @classmethod
+    def decode(cls, raw: Any) -> SkipPrediction | None:
+        if not isinstance(raw, Mapping):
+            return None
+        reason = raw.get("ruled_out")
+        return cls(
+            raw=_floats(raw.get("raw")),
+            raw_score=_opt(raw.get("raw_score")),
+            metrics=_floats(raw.get("metrics")),
+            score=_opt(raw.get("score")),
+            margin=_floats(raw.get("margin")),
+            errors_from=int(raw.get("errors_from") or 0),
+            engine_s=_opt(raw.get("engine_s")),
+            incumbent=_opt(raw.get("incumbent")),
+            ruled_out=str(reason) if reason else None,
+        )
