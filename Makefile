@@ -1,4 +1,7 @@
 # The README's two commands: `make demo` (simulated study) and `make test` (the whole suite).
+# Two jobs: the tuner's environment and vLLM's are installed side by side (each waits on pip's
+# cache and the disk half the time); every recipe names what it needs, so the order holds.
+MAKEFLAGS += -j2
 PYTHON ?= python3
 VENV := .venv
 VLLM_VENV := .venv-vllm
@@ -33,7 +36,7 @@ $(VLLM_VENV)/.ready:
 model: install $(TINY_MODEL)/config.json
 
 # Rebuilt when its recipe changes (tinymodel.py): the same code always gives the same files.
-$(TINY_MODEL)/config.json: tuner/tools/tinymodel.py
+$(TINY_MODEL)/config.json: tuner/tools/tinymodel.py | $(BIN)/tuner
 	rm -rf $(TINY_MODEL)
 	$(BIN)/tuner make-tiny-model $(TINY_MODEL)
 

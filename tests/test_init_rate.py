@@ -35,7 +35,7 @@ def test_default_rate_gives_a_feasible_best(tmp_path: Path) -> None:
     checked = tuner("check", str(study), "--storage", db, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     ran = tuner(
-        "run", str(study), "--n-trials", "2", "--storage", db, "--log-dir",
+        "run", str(study), "--n-trials", "1", "--storage", db, "--log-dir",
         str(tmp_path / "runs"), cwd=tmp_path, timeout=600,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
