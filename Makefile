@@ -1,6 +1,6 @@
 # The README's two commands: `make demo` (simulated study) and `make test` (the whole suite).
-# Two jobs: the tuner's environment and vLLM's are installed side by side (each waits on pip's
-# cache and the disk half the time); every recipe names what it needs, so the order holds.
+# Two jobs: the tuner's environment and vLLM's are installed side by side (the two pip runs
+# need nothing of each other); every recipe names what it needs, so the order holds.
 MAKEFLAGS += -j2
 PYTHON ?= python3
 VENV := .venv
