@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -47,10 +47,12 @@ SCORE = "score"
 class PredictionSkip:
     """Predicts each config before launch and says whether to skip it."""
 
-    def __init__(self, spec: StudySpec, requests: list[Any]) -> None:
+    def __init__(self, spec: StudySpec, requests: Callable[[], list[Any]]) -> None:
+        """`requests()`: the study's workload, asked on the first prediction (the runner
+        builds it when the study starts, after this is made)."""
         self.spec = spec
-        self.plan = PlanRunner(spec)  # the study's own profile: never a hidden truth
-        self.plan.use_requests(requests)
+        self._requests = requests
+        self._plan: PlanRunner | None = None
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
         self.capacity = spec.objective.mode == "capacity"
         w = spec.objective.weights
@@ -60,7 +62,10 @@ class PredictionSkip:
         self, params: dict[str, Any], points: Sequence[TrialPoint], host: str | None
     ) -> SkipPrediction | None:
         """The calibrated prediction with its margins (None: the simulator refuses it)."""
-        m = self.plan.measure(TrialContext(self.spec.name, -1, dict(params), lambda s: None))
+        if self._plan is None:
+            self._plan = PlanRunner(self.spec)  # the study's own profile: never a hidden truth
+            self._plan.use_requests(self._requests())
+        m = self._plan.measure(TrialContext(self.spec.name, -1, dict(params), lambda s: None))
         if m.metrics is None:
             return None
         ref = tr.reference(points, host)

@@ -31,20 +31,7 @@ def make(spec: StudySpec, runner: TrialRunner, wanted: bool) -> PredictionSkip |
         return None
     if not (spec.hardware.accelerator or spec.engine.flags.get("gpu")):
         return None
-    return _Lazy(spec, runner)  # type: ignore[return-value]
-
-
-class _Lazy:
-    """Builds the predictor on first use: the runner's requests exist by then."""
-
-    def __init__(self, spec: StudySpec, runner: TrialRunner) -> None:
-        self.spec, self.runner = spec, runner
-        self._skip: PredictionSkip | None = None
-
-    def judge(self, *args, **kw):  # type: ignore[no-untyped-def]
-        if self._skip is None:
-            self._skip = PredictionSkip(self.spec, self.runner.requests)
-        return self._skip.judge(*args, **kw)
+    return PredictionSkip(spec, lambda: runner.requests)
 
 
 def forecast(skip: PredictionSkip | None, t: Any) -> SkipPrediction | None:
