@@ -6,7 +6,9 @@ Modules:
 - `measurement`: `Measurement`, what a runner hands to the trial pipeline;
 - `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
 - `capacity`: the rate search of `objective.mode: capacity` (pure);
-- `pruning`: early stopping's rule, from partial records and the engine's gauges.
+- `snapshot`: what an early-stopping check sees (`Snapshot`, `EngineSample`);
+- `pruning`: early stopping's rule, from partial records and the engine's gauges;
+- `backlog`: queue growth, a lower bound on the latency percentile a run will end with.
 
 What may be assumed: everything here is computation, no I/O, no HTTP, no storage; the same
 records give the same figures (the bootstrap is seeded).

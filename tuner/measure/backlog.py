@@ -26,14 +26,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-# `tuner.measure.pruning`'s Snapshot and EngineSample (pruning imports this module, and the
-# import linter allows no cycle, not even a typing one)
-Snapshot = Any
-EngineSample = Any
+from tuner.measure.snapshot import EngineSample, Snapshot
 
 ADMIT_SAFETY = 2.0  # later windows may admit up to this many times the busiest one so far
 MIN_ADMITTED = 3  # first tokens seen before the engine's pace counts as evidence

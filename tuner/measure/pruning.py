@@ -45,56 +45,11 @@ import numpy as np
 
 from tuner.measure import backlog
 from tuner.measure.records import RequestRecord
+from tuner.measure.snapshot import EngineSample, Snapshot
 from tuner.spec.slo import SloLimit, metric_direction
 
 _LATENCY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|e2el)_ms$")
 _FLOOR = 1e-9
-
-
-@dataclass(frozen=True)
-class EngineSample:
-    """The engine's `/metrics` at one checkpoint, `t_s` seconds into the workload (summed over
-    a data-parallel engine's ranks; KV usage: the fullest rank's, 0..1)."""
-
-    t_s: float
-    waiting: int  # vllm:num_requests_waiting
-    kv_cache_usage: float | None = None  # vllm:kv_cache_usage_perc
-    preemptions: int | None = None  # vllm:num_preemptions_total, since the engine started
-
-    def describe(self) -> str:
-        words = [f"{self.waiting} waiting in the engine's queue"]
-        if self.kv_cache_usage is not None:
-            words.append(f"KV cache {self.kv_cache_usage:.0%} used")
-        if self.preemptions is not None:
-            words.append(f"{self.preemptions} preemption(s)")
-        return ", ".join(words)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The measured requests at one checkpoint. `sent`: every request sent so far, finished or
-    not (`done[i]` says which); `total`: the workload's request count; `elapsed_s`: since the
-    first dispatch; `max_output_tokens` / `input_tokens`: the whole workload's (None: unknown);
-    `engine`: the engine's gauges at this and every earlier checkpoint, oldest first (empty
-    when a scrape failed or the server has no `/metrics`); `arrivals_s`: every request's
-    scheduled send time, in order (None: unknown, e.g. under a client concurrency limit)."""
-
-    sent: Sequence[RequestRecord]
-    done: Sequence[bool]
-    total: int
-    elapsed_s: float
-    max_output_tokens: int | None = None
-    input_tokens: int | None = None
-    engine: Sequence[EngineSample] = ()
-    arrivals_s: Sequence[float] | None = None
-
-    @property
-    def completed(self) -> int:
-        return sum(1 for r, d in zip(self.sent, self.done, strict=True) if d and r.success)
-
-    @property
-    def waiting_first_token(self) -> int:
-        return sum(1 for r, d in zip(self.sent, self.done, strict=True) if not d and not r.ttft_s)
 
 
 @dataclass(frozen=True)
