@@ -61,10 +61,16 @@ def test_constraints() -> None:
     assert missing["measured"] > 0 and missing["p99_ttft_ms<=800"] > 0
 
 
-def test_clearly_better_needs_disjoint_intervals() -> None:
+def test_clearly_better_is_the_interval_of_the_difference() -> None:
     a = {"p99_ttft_ms": (100.0, 120.0)}
     assert clearly_better(a, {"p99_ttft_ms": (130.0, 150.0)}, W)
+    # 110 against 130: the difference's interval, 20 ± hypot(10, 20), includes 0
     assert not clearly_better(a, {"p99_ttft_ms": (110.0, 150.0)}, W)
+    # overlapping intervals, a clear difference: 86 against 100, 14 > hypot(6, 10) = 11.7
+    tpot = {"mean_tpot_ms": (80.0, 92.0)}
+    assert clearly_better(tpot, {"mean_tpot_ms": (90.0, 110.0)}, W)
+    # the estimates decide which side of each interval counts: 91 sits at the top of its own
+    assert not clearly_better(tpot, {"mean_tpot_ms": (90.0, 110.0)}, W, {"mean_tpot_ms": 91.0})
     thr = {"output_throughput": (500.0, 600.0)}
     assert clearly_better(thr, {"output_throughput": (300.0, 400.0)}, W)
     assert not clearly_better(thr, {"output_throughput": (300.0, 400.0)}, {"output_throughput": 0})

@@ -127,3 +127,46 @@ def test_run_and_plan_take_no_prediction_skip(tmp_path: Path) -> None:
     for command in ("run", "plan"):
         out = tuner(command, "--help", cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
         assert out.returncode == 0 and "--no-prediction-skip" in out.stdout
+
+
+def test_the_score_is_trusted_to_5_percent_of_its_heaviest_metric(tiny_model_dir: Path) -> None:
+    """A factor of 2 on every figure moves the score by Σ|w|·ln 2; 5 % on one figure by at
+    most max|w|·0.05. The floor is the latter: Σ|w|·0.05 hid predictions measured to 0.005."""
+    spec = _spec(tiny_model_dir)
+    weights = {"p99_ttft_ms": 2.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    spec = spec.model_copy(
+        update={"objective": spec.objective.model_copy(update={"weights": weights})}
+    )
+    skip = ps.PredictionSkip(spec, list)
+    assert skip.score_scale == pytest.approx(4.0)
+    assert skip.score_floor == pytest.approx(ps.MIN_MARGIN * 2.0)
+
+
+def _launched(ttft_ms: float, score: float, raw_ttft_ms: float, raw_score: float):
+    """A launched trial measured whole, as `_misses` reads it."""
+    from types import SimpleNamespace
+
+    from tuner.trial import SkipPrediction
+
+    pred = SkipPrediction(raw={"p99_ttft_ms": raw_ttft_ms}, raw_score=raw_score)
+    return SimpleNamespace(
+        record=SimpleNamespace(skip_prediction=pred),
+        measured=True,
+        partial=False,
+        metrics={"p99_ttft_ms": ttft_ms},
+        score=score,
+        baseline=False,
+    )
+
+
+def test_configs_predicted_alike_are_one_miss_and_few_misses_a_wide_margin() -> None:
+    alike = [_launched(1200.0, 0.12, 1000.0, -0.2) for _ in range(3)]
+    misses = ps._misses([*alike, _launched(900.0, 0.0, 1000.0, -0.1)])
+    assert len(misses) == 2  # three identical predictions: one piece of evidence
+    assert misses[0]["p99_ttft_ms"] == pytest.approx(math.log(1.2))
+    assert misses[0][ps.SCORE] == pytest.approx(0.32)
+    # the same spread of misses, from 3 and from 17 distinct predictions: the bound from 3 is
+    # the wider (the largest of 3 says less about the next miss)
+    few = [0.30, 0.32, 0.34]
+    many = [0.30, 0.32, 0.34] * 5 + [0.31, 0.33]
+    assert ps._margin(few, 0.32) > ps._margin(many, 0.32) > ps.SAFETY * 0.02

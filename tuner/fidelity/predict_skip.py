@@ -8,12 +8,15 @@ study's launched trials, and trusted only to a margin measured on them:
 
 - every launched trial stores the prediction made for it *before* it ran (`SkipPrediction`);
   once measured whole, its miss is a true held-out error: log(measured / predicted) per SLO
-  metric, measured − predicted for the score;
-- calibration: the median miss over those trials is added to each new prediction (the
-  simulator's systematic error on this study's engine);
-- margin: `SAFETY` × the largest miss left after calibration, at least `MIN_MARGIN`; with
-  fewer than `MIN_ERRORS` such trials, the stated conservative margin `CONSERVATIVE_MARGIN`
-  (the simulator may be off by a factor of 2 on every figure) and no calibration.
+  metric, measured − predicted for the score; trials the simulator predicted alike give one
+  (averaged) miss;
+- calibration: the median miss is added to each new prediction (the simulator's systematic
+  error on this study's engine);
+- margin: the larger of `SAFETY` × the largest miss left after calibration and a one-sided
+  99 % prediction bound from the misses' spread, at least `MIN_MARGIN` (on the score:
+  `MIN_MARGIN` × the largest weight, 5 % of the heaviest-weighted metric); with fewer than
+  `MIN_ERRORS` distinct misses, the stated conservative margin `CONSERVATIVE_MARGIN` (the
+  simulator may be off by a factor of 2 on every figure) and no calibration.
 
 Once one launched trial is measured whole, a config is ruled out when, even with the whole
 margin in its favour, it breaks an SLO (scalar mode) or its score cannot beat the best
@@ -40,7 +43,7 @@ from tuner.trial import SkipPrediction, TrialPoint, scoring
 MIN_ERRORS = 3  # launched trials measured whole with a prediction, before margins are measured
 CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a factor of 2
 SAFETY = 1.5  # the measured margin: this times the largest held-out miss after calibration
-MIN_MARGIN = 0.05  # never trusted closer than 5 % (0.05 in score units)
+MIN_MARGIN = 0.05  # never trusted closer than 5 % on one figure
 SCORE = "score"
 
 
@@ -55,8 +58,11 @@ class PredictionSkip:
         self._plan: PlanRunner | None = None
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
         self.capacity = spec.objective.mode == "capacity"
-        w = spec.objective.weights
-        self.score_scale = 1.0 if self.capacity else sum(abs(v) for v in w.values()) or 1.0
+        w = [abs(v) for v in spec.objective.weights.values()]
+        # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
+        # metric by max|w| times 0.05 (capacity mode's score is one log-ratio)
+        self.score_scale = 1.0 if self.capacity else sum(w) or 1.0
+        self.score_floor = MIN_MARGIN * (1.0 if self.capacity else max(w, default=1.0) or 1.0)
 
     def predict(
         self, params: dict[str, Any], points: Sequence[TrialPoint], host: str | None
@@ -76,13 +82,13 @@ class PredictionSkip:
         bias, margin = {}, {}
         for key in [*raw, SCORE]:
             found = [e[key] for e in misses if key in e]
-            scale = self.score_scale if key == SCORE else 1.0
             if len(found) < MIN_ERRORS:
+                scale = self.score_scale if key == SCORE else 1.0
                 bias[key], margin[key] = 0.0, CONSERVATIVE_MARGIN * scale
                 continue
             bias[key] = statistics.median(found)
-            spread = max(abs(e - bias[key]) for e in found)
-            margin[key] = max(SAFETY * spread, MIN_MARGIN * scale)
+            floor = self.score_floor if key == SCORE else MIN_MARGIN
+            margin[key] = max(_margin(found, bias[key]), floor)
         return SkipPrediction(
             raw=raw,
             raw_score=raw_score,
@@ -135,8 +141,11 @@ def _in_favour(metric: str, value: float, margin: float) -> float:
 
 
 def _misses(points: Sequence[TrialPoint]) -> list[dict[str, float]]:
-    """Per launched trial measured whole: how far its pre-launch prediction was off."""
-    out = []
+    """How far the pre-launch predictions of the launched trials measured whole were off, one
+    entry per distinct prediction: configs that the simulator predicts alike (flags that
+    change nothing it models) are one piece of evidence, not several, so their misses are
+    averaged into one."""
+    groups: dict[tuple, list[dict[str, float]]] = {}
     for p in points:
         pred = p.record.skip_prediction
         if pred is None or pred.ruled_out or not p.measured or p.partial or not p.metrics:
@@ -148,8 +157,28 @@ def _misses(points: Sequence[TrialPoint]) -> list[dict[str, float]]:
         }
         if pred.raw_score is not None and p.score is not None and not p.baseline:
             e[SCORE] = p.score - pred.raw_score
-        out.append(e)
-    return out
+        key = (
+            tuple(sorted((k, float(f"{v:.6g}")) for k, v in pred.raw.items())),
+            None if pred.raw_score is None else float(f"{pred.raw_score:.6g}"),
+        )
+        groups.setdefault(key, []).append(e)
+    return [
+        {k: statistics.fmean(e[k] for e in group if k in e) for k in {k for e in group for k in e}}
+        for group in groups.values()
+    ]
+
+
+def _margin(found: Sequence[float], bias: float) -> float:
+    """How far the next miss may lie from `bias`, from `found` (held-out misses, one per
+    distinct prediction): the larger of `SAFETY` × the largest seen and the one-sided 99 %
+    prediction bound of a normal sample, t(0.99, n − 1) · s · √(1 + 1/n). The second grows
+    as n shrinks: the largest of 3 misses says less about the next than the largest of 17."""
+    from scipy.stats import t  # lazily: the CLI's start-up does not pay for scipy
+
+    n = len(found)
+    largest = max(abs(e - bias) for e in found)
+    bound = float(t.ppf(0.99, n - 1)) * statistics.stdev(found) * math.sqrt(1 + 1 / n)
+    return max(SAFETY * largest, bound)
 
 
 def _whole(p: TrialPoint) -> bool:

@@ -3,10 +3,10 @@
 `verdicts` lists every doubt (and every reassurance) about the trial `tuner best` or `tuner
 export` picked: vLLM's defaults unmeasured, `--confirm` re-runs that broke an SLO or failed,
 the confirmed mean, not clearly better than the baseline or than the runner-up (by the 95 %
-confidence intervals of the weighted headline metrics, `objective.clearly_better`), and the
-robustness check (FRAGILE or robust). `best` prints them as comment lines, `export` as comment
-lines (shell, YAML) or a `verdicts` list (JSON), the report in the deploy card: one list,
-rendered per output.
+interval of the difference on each weighted headline metric, `objective.clearly_better`),
+and the robustness check (FRAGILE or robust). `best` prints them as comment lines, `export`
+as comment lines (shell, YAML) or a `verdicts` list (JSON), the report in the deploy card:
+one list, rendered per output.
 """
 
 from __future__ import annotations
@@ -139,13 +139,16 @@ def _confidence(
     elif (
         base
         and not point.baseline
-        and not clearly_better(mine, base[0].cis(HEADLINE_METRICS), weights)
+        and not clearly_better(
+            mine, base[0].cis(HEADLINE_METRICS), weights, point.metrics, base[0].metrics
+        )
     ):
         out.append(
             Verdict(
                 "not-clearly-better-than-baseline",
                 f"NOT clearly better than the baseline (trial {base[0].number}): "
-                "the 95% confidence intervals overlap on every weighted metric",
+                "the 95% confidence intervals of the differences include no gain on any "
+                "weighted metric",
                 True,
             )
         )
@@ -162,7 +165,9 @@ def _confidence(
         if pooled:
             out.append(pooled)
         return out
-    if not clearly_better(mine, runner_up.cis(HEADLINE_METRICS), weights):
+    if not clearly_better(
+        mine, runner_up.cis(HEADLINE_METRICS), weights, point.metrics, runner_up.metrics
+    ):
         out.append(
             Verdict(
                 "not-clearly-better-than-runner-up",

@@ -28,10 +28,10 @@ class SkipPrediction:
     """One config's prediction before launch. `raw`: the simulator's figures (what each
     launched trial's error is measured against); `score`/`metrics`: calibrated by the study's
     errors so far; `margin`: how far each (and the score, key "score") may still be off, in
-    log units (score units for "score"); `errors_from`: launched trials those errors came
-    from (0: the stated conservative margin). `ruled_out`: why it was not launched (None: it
-    was launched); `incumbent`: the best score then; `engine_s`: the engine time a launch was
-    predicted to take (what a skip saves)."""
+    log units (score units for "score"); `errors_from`: the distinct predictions of launched
+    trials those errors came from (below 3: the stated conservative margin). `ruled_out`: why
+    it was not launched (None: it was launched); `incumbent`: the best score then; `engine_s`:
+    the engine time a launch was predicted to take (what a skip saves)."""
 
     raw: dict[str, float] = field(default_factory=dict)
     raw_score: float | None = None
