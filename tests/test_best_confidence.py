@@ -4,6 +4,7 @@ runner-up, by the 95 % confidence intervals of the weighted headline metrics
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import optuna
@@ -178,3 +179,28 @@ def test_after_confirm_the_repeats_decide_the_runner_up_verdict(
         assert "not clearly better than the runner-up" not in text, text
     else:
         assert verdict in text and "(trial 2)" in text, text
+
+
+def test_capacity_mode_judges_the_capacity_by_the_search_resolution(tmp_path: Path) -> None:
+    """In capacity mode the figures were measured at each config's own rate: their intervals
+    do not compare. The capacity does, beyond the search's resolution (5 % here)."""
+    data = yaml.safe_load(
+        (REPO / "studies" / "a6000x4-r1-distill-qwen-32b-longdoc.yaml").read_text()
+    )
+    data["search_space"] = str(REPO / "search_spaces" / "vllm-core.yaml")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
+    spec = load_study_spec(tmp_path / "c.yaml")
+
+    def at(number: int, rps: float, baseline: bool = False) -> optuna.trial.FrozenTrial:
+        trial = _trial(number, -math.log(rps / 0.10), OVERLAPS_BASE if number else BASE, baseline)
+        trial.set_user_attr(tr.CAPACITY_RPS, rps)
+        return trial
+
+    clear = "\n".join(_best(spec, at(0, 0.10, baseline=True), at(1, 0.11), at(2, 0.09)))
+    assert "NOT clearly better than the baseline" not in clear  # +10 %: beyond 5 %
+    assert "not clearly better than the runner-up" not in clear
+    close = "\n".join(_best(spec, at(0, 0.10, baseline=True), at(1, 0.103)))
+    assert (
+        "NOT clearly better than the baseline (trial 0): the capacities differ by no more "
+        "than the capacity search's resolution (5%)" in close
+    )

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tuner import trial as tr
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.sections import CapacitySpec
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 
@@ -129,26 +130,17 @@ def _confidence(
     spec: StudySpec,
     confirmed: dict[int, list[float]] | None = None,
 ) -> list[Verdict]:
-    weights = spec.objective.weights
-    mine = point.cis(HEADLINE_METRICS)
+    clear = _ClearlyBetter(spec)
     out = []
     base = [p for p in ranked if p.baseline]
     if point.baseline and ranked and ranked[0].number == point.number:
         text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
         out.append(Verdict("baseline-is-best", text, False))
-    elif (
-        base
-        and not point.baseline
-        and not clearly_better(
-            mine, base[0].cis(HEADLINE_METRICS), weights, point.metrics, base[0].metrics
-        )
-    ):
+    elif base and not point.baseline and not clear(point, base[0]):
         out.append(
             Verdict(
                 "not-clearly-better-than-baseline",
-                f"NOT clearly better than the baseline (trial {base[0].number}): "
-                "the 95% confidence intervals of the differences include no gain on any "
-                "weighted metric",
+                f"NOT clearly better than the baseline (trial {base[0].number}): " + clear.why,
                 True,
             )
         )
@@ -165,9 +157,7 @@ def _confidence(
         if pooled:
             out.append(pooled)
         return out
-    if not clearly_better(
-        mine, runner_up.cis(HEADLINE_METRICS), weights, point.metrics, runner_up.metrics
-    ):
+    if not clear(point, runner_up):
         out.append(
             Verdict(
                 "not-clearly-better-than-runner-up",
@@ -177,3 +167,38 @@ def _confidence(
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class _ClearlyBetter:
+    """Is trial a clearly better than trial b, for this study? Scalar modes: the 95 % interval
+    of the difference on some weighted headline metric (`objective.clearly_better`). Capacity
+    mode: the capacity, which is what is ranked, beyond the search's resolution (the metrics
+    were measured at each config's own rate, so their intervals do not compare)."""
+
+    spec: StudySpec
+
+    @property
+    def resolution(self) -> float | None:
+        o = self.spec.objective
+        return (o.capacity or CapacitySpec()).resolution if o.mode == "capacity" else None
+
+    @property
+    def why(self) -> str:
+        if self.resolution is not None:
+            return (
+                "the capacities differ by no more than the capacity search's resolution "
+                f"({self.resolution:.0%})"
+            )
+        return (
+            "the 95% confidence intervals of the differences include no gain on any weighted metric"
+        )
+
+    def __call__(self, a: TrialPoint, b: TrialPoint) -> bool:
+        if self.resolution is not None:
+            if a.capacity_rps is None or b.capacity_rps is None:
+                return a.capacity_rps is not None
+            return a.capacity_rps > b.capacity_rps * (1 + self.resolution)
+        h = HEADLINE_METRICS
+        weights = self.spec.objective.weights
+        return clearly_better(a.cis(h), b.cis(h), weights, a.metrics, b.metrics)
