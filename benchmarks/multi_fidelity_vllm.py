@@ -16,6 +16,12 @@ gap the note states. Gap = multi âˆ’ tpe in score units (lower is better; 0.01 â
 weight-1 metric). Needs `make vllm-env model`. Measured, not simulated.
 
     .venv/bin/python benchmarks/multi_fidelity_vllm.py --seeds 3 --json mf-vllm.json
+
+`--factors` judges instead vLLM's defaults against one change at a time (the flags that the
+studies' bests shared: block size 32, a 2 GiB KV cache, both, chunked prefill off), the same
+way: fresh engines, rotating order, scores against the defaults' median.
+
+    .venv/bin/python benchmarks/multi_fidelity_vllm.py --factors --judge-rounds 3
 """
 
 from __future__ import annotations
@@ -129,7 +135,11 @@ def main() -> None:
     ap.add_argument("--tpe-trials", type=int, default=20)
     ap.add_argument("--judge-rounds", type=int, default=2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--factors", action="store_true", help="judge one change at a time")
     args = ap.parse_args()
+    if args.factors:
+        factors(args.judge_rounds)
+        return
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -151,6 +161,37 @@ def main() -> None:
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
     summarize(rows, args)
+
+
+FACTORS = {
+    "block-size 32": {"block-size": 32},
+    "KV 2 GiB": {"VLLM_CPU_KVCACHE_SPACE": 2},
+    "block-size 32, KV 2 GiB": {"block-size": 32, "VLLM_CPU_KVCACHE_SPACE": 2},
+    "chunked prefill off": {"enable-chunked-prefill": False},
+}
+
+
+def factors(rounds: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        spec = load_study_spec(study_file("factors", 0, tmp))
+        base = baseline_params(spec.search_space)
+        configs = {"baseline": base, **{k: {**base, **v} for k, v in FACTORS.items()}}
+        verdict = judge(spec, configs, rounds, tmp)
+    print(json.dumps(verdict))
+    print(
+        "| config | score per run (vs the defaults' median) | median | p99 TTFT ms | mean TPOT ms "
+        "| output tok/s |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for name, v in verdict.items():
+        m = v["median_metrics"] or {}
+        runs = ", ".join(f"{x:+.2f}" for x in v["scores"])
+        print(
+            f"| {name} | {runs} | {statistics.median(v['scores']):+.2f} | "
+            f"{m.get('p99_ttft_ms', 0):.1f} | {m.get('mean_tpot_ms', 0):.2f} | "
+            f"{m.get('output_throughput', 0):.0f} |"
+        )
 
 
 def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
