@@ -3,6 +3,7 @@ own reading, so the tests check it)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 
@@ -42,6 +43,13 @@ def measured_at_once(trials: list[Any]) -> int:
                 "host"
             ):
                 continue
-            if a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete:
+            if _engine_from(a) < b.datetime_complete and _engine_from(b) < a.datetime_complete:
                 pairs += 1
     return pairs
+
+
+def _engine_from(t: Any) -> Any:
+    """When the trial's engine started: its end less its engine time (`engine_s`). Not
+    `datetime_start`: a worker asks for its trial, then may wait on another's claim of the
+    same config (a dead worker's, until a survivor ends that trial) before it launches."""
+    return max(t.datetime_start, t.datetime_complete - timedelta(seconds=t.user_attrs["engine_s"]))
