@@ -48,12 +48,12 @@ import yaml
 from tuner import trial as tr
 from tuner.fidelity.predict_skip import ruled_out
 from tuner.measure import objective as obj
+from tuner.measure.capacity import beats_by_resolution
 from tuner.run.session import RunOptions, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.sim.fit import apply_factors
 from tuner.sim.profile_file import load_gpu
-from tuner.spec.sections import CapacitySpec
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import scoring
@@ -146,9 +146,7 @@ def one(spec: StudySpec, on: bool, db: Path, runner: PlanRunner) -> dict:
     ref = next((p for p in points if p.baseline and p.measured), None)
     false, ties, late, stopped, skipped = 0, 0, 0, 0, 0
     detail: list[dict] = []  # each false stop / skip: what it was, what its full run gives
-    # capacity mode: a capacity within the search's resolution of the best's is a tie, by the
-    # study's own rule (a launched config must meet the best's rate × (1 + resolution))
-    tie_factor = 1 + (spec.objective.capacity or CapacitySpec()).resolution
+    resolution = spec.objective.search.resolution  # capacity mode: within it, a tie
     for p in points:
         if p.status != "pruned" or ref is None or p.record.reused_from is not None:
             continue
@@ -173,7 +171,9 @@ def one(spec: StudySpec, on: bool, db: Path, runner: PlanRunner) -> dict:
             tie = (
                 spec.objective.mode == "capacity"
                 and before is not None
-                and (full.capacity_rps or 0.0) <= (before.capacity_rps or 0.0) * tie_factor
+                and not beats_by_resolution(
+                    full.capacity_rps or 0.0, before.capacity_rps or 0.0, resolution
+                )
             )
             ties += tie
             false += not tie

@@ -40,7 +40,7 @@ from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
 from tuner.trial import SkipPrediction, TrialPoint, scoring
 
-MIN_ERRORS = 3  # launched trials measured whole with a prediction, before margins are measured
+MIN_ERRORS = 3  # distinct predictions measured whole, before margins are measured
 CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a factor of 2
 SAFETY = 1.5  # the measured margin: this times the largest held-out miss after calibration
 MIN_MARGIN = 0.05  # never trusted closer than 5 % on one figure

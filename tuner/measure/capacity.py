@@ -168,3 +168,9 @@ def search(
         capped=lo >= max_rps,
         bracket=(lo, None if math.isinf(hi) else hi),
     )
+
+
+def beats_by_resolution(rps: float, other_rps: float, resolution: float) -> bool:
+    """A capacity above another by more than the search's resolution: within it, the two are
+    a tie (what `search` with `beat_rps` resolves, and what the verdicts and benchmarks read)."""
+    return rps > other_rps * (1 + resolution)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tuner import trial as tr
+from tuner.measure.capacity import beats_by_resolution
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.sections import CapacitySpec
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 
@@ -181,7 +181,7 @@ class _ClearlyBetter:
     @property
     def resolution(self) -> float | None:
         o = self.spec.objective
-        return (o.capacity or CapacitySpec()).resolution if o.mode == "capacity" else None
+        return o.search.resolution if o.mode == "capacity" else None
 
     @property
     def why(self) -> str:
@@ -198,7 +198,7 @@ class _ClearlyBetter:
         if self.resolution is not None:
             if a.capacity_rps is None or b.capacity_rps is None:
                 return a.capacity_rps is not None
-            return a.capacity_rps > b.capacity_rps * (1 + self.resolution)
+            return beats_by_resolution(a.capacity_rps, b.capacity_rps, self.resolution)
         h = HEADLINE_METRICS
         weights = self.spec.objective.weights
         return clearly_better(a.cis(h), b.cis(h), weights, a.metrics, b.metrics)
