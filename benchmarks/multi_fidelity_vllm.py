@@ -17,11 +17,15 @@ weight-1 metric). Needs `make vllm-env model`. Measured, not simulated.
 
     .venv/bin/python benchmarks/multi_fidelity_vllm.py --seeds 3 --json mf-vllm.json
 
-`--factors` judges instead vLLM's defaults against one change at a time (the flags that the
-studies' bests shared: block size 32, a 2 GiB KV cache, both, chunked prefill off), the same
-way: fresh engines, rotating order, scores against the defaults' median.
+`--factors` judges instead vLLM's defaults against one change at a time (what the studies'
+bests shared: block size 32, a 2 GiB KV cache, both, chunked prefill off; and the two batch
+limits, a smaller token budget or 16 sequences), the same way: fresh engines, rotating order,
+scores against the defaults' median, with a Mann-Whitney p against the defaults' own runs
+and what the `cpu` profile predicts (`--predict-only`: that alone, no engine).
 
     .venv/bin/python benchmarks/multi_fidelity_vllm.py --factors --judge-rounds 3
+    .venv/bin/python benchmarks/multi_fidelity_vllm.py --factors --judge-rounds 8 \\
+        --only "block-size 32, KV 2 GiB"
 """
 
 from __future__ import annotations
@@ -136,9 +140,15 @@ def main() -> None:
     ap.add_argument("--judge-rounds", type=int, default=2)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--factors", action="store_true", help="judge one change at a time")
+    ap.add_argument(
+        "--only", nargs="+", choices=sorted(FACTORS), help="with --factors: these changes only"
+    )
+    ap.add_argument(
+        "--predict-only", action="store_true", help="with --factors: the simulator's figures only"
+    )
     args = ap.parse_args()
     if args.factors:
-        factors(args.judge_rounds)
+        factors(args.judge_rounds, args.only or list(FACTORS), args.predict_only)
         return
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as d:
@@ -168,30 +178,57 @@ FACTORS = {
     "KV 2 GiB": {"VLLM_CPU_KVCACHE_SPACE": 2},
     "block-size 32, KV 2 GiB": {"block-size": 32, "VLLM_CPU_KVCACHE_SPACE": 2},
     "chunked prefill off": {"enable-chunked-prefill": False},
+    "max-num-batched-tokens 512": {"max-num-batched-tokens": 512},
+    "max-num-batched-tokens 256": {"max-num-batched-tokens": 256},
+    "max-num-seqs 16": {"max-num-seqs": 16},
 }
 
 
-def factors(rounds: int) -> None:
+def factors(rounds: int, names: list[str], predict_only: bool = False) -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         spec = load_study_spec(study_file("factors", 0, tmp))
         base = baseline_params(spec.search_space)
-        configs = {"baseline": base, **{k: {**base, **v} for k, v in FACTORS.items()}}
+        configs = {"baseline": base, **{k: {**base, **FACTORS[k]} for k in names}}
+        predicted = predictions(spec, configs)
+        if predict_only:
+            for name, (s, m) in predicted.items():
+                figures = ", ".join(f"{k} {m[k]:.2f}" for k in METRICS)
+                print(f"{name}: predicted {s:+.3f} ({figures}; SIMULATED, `cpu` profile)")
+            return
         verdict = judge(spec, configs, rounds, tmp)
     print(json.dumps(verdict))
+    from scipy.stats import mannwhitneyu
+
     print(
-        "| config | score per run (vs the defaults' median) | median | p99 TTFT ms | mean TPOT ms "
-        "| output tok/s |"
+        "| config | score per run (vs the defaults' median) | median | p, against the defaults' "
+        "runs | predicted (SIMULATED) | p99 TTFT ms | mean TPOT ms | output tok/s |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, v in verdict.items():
         m = v["median_metrics"] or {}
         runs = ", ".join(f"{x:+.2f}" for x in v["scores"])
+        p = mannwhitneyu(v["scores"], verdict["baseline"]["scores"]).pvalue
         print(
-            f"| {name} | {runs} | {statistics.median(v['scores']):+.2f} | "
-            f"{m.get('p99_ttft_ms', 0):.1f} | {m.get('mean_tpot_ms', 0):.2f} | "
-            f"{m.get('output_throughput', 0):.0f} |"
+            f"| {name} | {runs} | {statistics.median(v['scores']):+.2f} | {p:.2f} | "
+            f"{predicted[name][0]:+.3f} | {m.get('p99_ttft_ms', 0):.1f} | "
+            f"{m.get('mean_tpot_ms', 0):.2f} | {m.get('output_throughput', 0):.0f} |"
         )
+
+
+def predictions(spec: StudySpec, configs: dict[str, dict]) -> dict[str, tuple[float, dict]]:
+    """The study's `cpu` profile, uncalibrated: each config's score against the defaults'
+    prediction, and its predicted metrics."""
+    from tuner.fidelity.robustness import simulated
+    from tuner.runners.plan import PlanRunner
+
+    runner = PlanRunner(spec)
+    out: dict[str, dict] = {}
+    for name, params in configs.items():
+        m = simulated(runner, params)
+        out[name] = m.metrics if m is not None else {}
+    base = out["baseline"]
+    return {n: (score(m, base, spec.objective.weights), m) for n, m in out.items()}
 
 
 def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:

@@ -144,3 +144,38 @@ def test_online_api_steps_in_time():
     assert emitted == {"a": 3} and finished == ["a"]
     assert engine.clock == pytest.approx(t)
     assert engine.num_running == engine.num_waiting == 0 and engine.kv_cache_usage == 0
+
+
+def test_the_api_servers_front_end_admits_one_request_at_a_time():
+    """vLLM's API server is one process: a burst reaches the engine request_overhead_s apart,
+    in order (docs/simulator.md, "The API server's front end"); spaced arrivals never wait."""
+    gpu = get_gpu("a6000").with_constants(request_overhead_s=0.05)
+    burst = simulate(M32, gpu, TP4, [64] * 4, [2] * 4, [0.0] * 4)
+    ttfts = [r.ttft_s for r in burst.records]
+    spaced = simulate(M32, gpu, TP4, [64] * 4, [2] * 4, [0.0, 1.0, 2.0, 3.0])
+    alone = [r.ttft_s for r in spaced.records]
+    assert max(alone) - min(alone) < 1e-6 and alone[0] == pytest.approx(ttfts[0])
+    for k, ttft in enumerate(ttfts, start=1):
+        assert ttft >= 0.05 * k  # admitted at 0.05, 0.10, 0.15, 0.20 s
+    # then at most the step under way and its own prefill (each no longer than a lone one)
+    assert ttfts[-1] <= 0.05 * 4 + 2 * alone[0]
+
+
+def test_the_sim_servers_front_end_queues_like_the_planners():
+    import asyncio
+    from types import SimpleNamespace
+
+    from tuner.sim.server import SimServer
+
+    constants = SimpleNamespace(request_overhead_s=0.02)
+    server = SimpleNamespace(
+        engine=SimpleNamespace(gpu=SimpleNamespace(constants=constants)),
+        scale=2.0,  # two simulated seconds per wall second
+        _frontend_free=0.0,
+    )
+
+    async def burst() -> list[float]:
+        return [SimServer._admission_delay_s(server) for _ in range(3)]
+
+    waits = asyncio.run(burst())
+    assert waits == pytest.approx([0.01, 0.02, 0.03], abs=2e-3)

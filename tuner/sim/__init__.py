@@ -15,7 +15,8 @@ import-linter contract holds it):
 - `replicas`: data-parallel replicas (one engine each) behind vLLM's DP load balancer;
 - `planner`: the virtual-time driver (`simulate`), what `tuner plan` and the screen call;
 - `fit`: fitting a profile's constants to measured trials (`tuner calibrate`, the screen);
-- `text`, `faults`: token text for the server, injected faults.
+- `text`, `faults`, `openai_shapes`: token text for the server, injected faults, the
+  OpenAI response objects it writes.
 
 Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp).
 

@@ -53,8 +53,9 @@ def simulate(
 ) -> SimResult:
     """Run one workload. Raises `EngineRefused` (vLLM's message) if the engine would not start.
 
-    Request i is sent at max(arrival_s[i], a free concurrency slot), in order, reaches the
-    engine `request_overhead_s` later, and asks for exactly output_lens[i] tokens
+    Request i is sent at max(arrival_s[i], a free concurrency slot), in order, waits for the
+    API server's front end (one process: it admits one request at a time, `request_overhead_s`
+    each), reaches the engine when admitted, and asks for exactly output_lens[i] tokens
     (ignore_eos). Requests longer than max-model-len fail
     with vLLM's 400 message, like the real server answers them. With `prompt_ids` (each
     prompt's token ids) requests share cached prefixes (`tuner.sim.prefix_cache`); without,
@@ -105,12 +106,14 @@ def simulate(
 
 class _Client:
     """The client's part of a run: each request sent at its arrival time (or once a
-    concurrency slot frees), reaching the engine the API server's delay later; its record;
-    the engine's `/metrics` after every dispatch and step."""
+    concurrency slot frees), reaching the engine once the API server's front end has admitted
+    it (one at a time, in order: vLLM's API server is one process); its record; the engine's
+    `/metrics` after every dispatch and step."""
 
     __slots__ = (
         "arrival_s",
         "engine",
+        "frontend_free_s",
         "frontend_s",
         "last_s",
         "order",
@@ -140,18 +143,23 @@ class _Client:
         # heap: the times the concurrency slots free; None: no limit
         self.slots = [0.0] * max_concurrency if max_concurrency else None
         self.frontend_s = engine.gpu.constants.request_overhead_s
+        self.frontend_free_s = 0.0  # when the front end has admitted the last request sent
         self.last_s = 0.0
         self.trace: list[tuple[float, int, float, int]] = []
         self.prompt_ids: list[list[int]] | None = None
 
     def next_dispatch_s(self) -> float:
-        """When the next request reaches the engine (sent, plus the API server's delay)."""
+        """When the next request reaches the engine: sent, then admitted by the front end."""
+        sent = self._next_sent_s()
+        return max(sent, self.frontend_free_s) + self.frontend_s
+
+    def _next_sent_s(self) -> float:
         if not self.order:
             return math.inf
         first = self.arrival_s[self.order[0]]
         if self.slots is None:
-            return first + self.frontend_s
-        return max(first, self.slots[0]) + self.frontend_s if self.slots else math.inf
+            return first
+        return max(first, self.slots[0]) if self.slots else math.inf
 
     def dispatch(self, now: float) -> None:
         engine, slots, order = self.engine, self.slots, self.order
@@ -168,9 +176,8 @@ class _Client:
                     heapq.heappush(slots, sent)
                 continue
             ids = self.prompt_ids[i] if self.prompt_ids is not None else None
-            engine.add_request(
-                str(i), self.prompt_lens[i], self.output_lens[i], sent + self.frontend_s, ids
-            )
+            admitted = self.frontend_free_s = max(sent, self.frontend_free_s) + self.frontend_s
+            engine.add_request(str(i), self.prompt_lens[i], self.output_lens[i], admitted, ids)
 
     def complete(self, done: list[SimRequest], clock: float) -> None:
         """Record finished requests; `clock`: when their replica's step ended."""

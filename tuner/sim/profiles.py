@@ -169,7 +169,7 @@ GPUS: dict[str, GpuProfile] = {
         "cpu",
         16 * GiB,
         10e9,
-        1.256e11,
+        9.68e10,
         10e9,
         50e-6,
         platform="cpu",
@@ -177,10 +177,10 @@ GPUS: dict[str, GpuProfile] = {
         constants=StepTimeConstants(
             flops_efficiency=1.0,
             bandwidth_efficiency=1.0,
-            step_overhead_s=2.53e-3,
-            per_seq_overhead_s=0.129e-3,
+            step_overhead_s=2.59e-3,
+            per_seq_overhead_s=0.075e-3,
             per_token_overhead_s=0.0,
-            request_overhead_s=4.0e-3,
+            request_overhead_s=5.06e-3,
         ),
     ),
 }

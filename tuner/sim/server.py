@@ -9,7 +9,6 @@ drives the engine in real time; each request handler waits on its own queue.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
@@ -29,6 +28,7 @@ from tuner.sim.memory import (
     resolve_flags,
     startup_error,
 )
+from tuner.sim.openai_shapes import Chunks, sse, usage_of
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
 from tuner.sim.text import TokenText
@@ -69,6 +69,15 @@ class SimServer:
         self._arrivals = [deque() for _ in range(n)]
         self._t0 = 0.0
         self.scale = opts.time_scale
+        self._frontend_free = 0.0  # loop time when the front end has admitted the last request
+
+    def _admission_delay_s(self) -> float:
+        """The wait before this request reaches the engine: vLLM's API server is one process,
+        so its front end admits one request at a time, `request_overhead_s` each, in order."""
+        now = asyncio.get_running_loop().time()
+        per_request = self.engine.gpu.constants.request_overhead_s / self.scale
+        self._frontend_free = max(now, self._frontend_free) + per_request
+        return self._frontend_free - now
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 2**20)
@@ -223,14 +232,14 @@ class SimServer:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         queue: asyncio.Queue[bool] = asyncio.Queue()
         self.streams[rid] = queue
-        await asyncio.sleep(self.engine.gpu.constants.request_overhead_s / self.scale)  # frontend
+        await asyncio.sleep(self._admission_delay_s())
         replica = self.engine.route([len(a) for a in self._arrivals])
         self.engine.owner[rid] = replica
         self._arrivals[replica].append((self._now(), rid, prompt_len, max_tokens, prompt_ids))
         self.prompt_tokens_total += prompt_len
         self.faults.request_started()
         self._wake[replica].set()
-        chunks = _Chunks(rid, model, chat)
+        chunks = Chunks(rid, model, chat)
         finished = False
         try:
             if body.get("stream"):
@@ -242,7 +251,7 @@ class SimServer:
                 finished = await queue.get()
                 count += 1
             out = "".join(text.token(i) for i in range(count))
-            return web.json_response(chunks.full(out, _usage(prompt_len, count)))
+            return web.json_response(chunks.full(out, usage_of(prompt_len, count)))
         finally:
             self.streams.pop(rid, None)
             self.engine.abort_request(rid)  # a no-op once the request finished
@@ -265,9 +274,9 @@ class SimServer:
                     parts.append(chunks.role())
                 parts.append(chunks.token(self.opts.text.token(count), finished))
                 count += 1
-                await resp.write(b"".join(_sse(p) for p in parts))
+                await resp.write(b"".join(sse(p) for p in parts))
             if usage:
-                await resp.write(_sse(chunks.usage(_usage(prompt_len, count))))
+                await resp.write(sse(chunks.usage(usage_of(prompt_len, count))))
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
         except ConnectionError:  # the client went away; the caller aborts the request
@@ -283,57 +292,6 @@ class SimServer:
         if key and request.headers.get("Authorization") != f"Bearer {key}":
             return web.json_response({"error": "Unauthorized"}, status=401)
         return None
-
-
-class _Chunks:
-    """OpenAI response objects, shaped as vLLM writes them."""
-
-    def __init__(self, rid: str, model: str, chat: bool) -> None:
-        self.chat = chat
-        self.head = {
-            "id": rid,
-            "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": model,
-        }
-
-    def role(self) -> dict:
-        delta = {"role": "assistant", "content": ""}
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
-        return {**self.head, "choices": [choice]}
-
-    def token(self, text: str, last: bool) -> dict:
-        reason = "length" if last else None
-        if self.chat:
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None}
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "stop_reason": None}
-        return {**self.head, "choices": [{**choice, "finish_reason": reason}]}
-
-    def usage(self, usage: dict) -> dict:
-        return {**self.head, "choices": [], "usage": usage}
-
-    def full(self, text: str, usage: dict) -> dict:
-        if self.chat:
-            message = {"role": "assistant", "content": text}
-            choice = {"index": 0, "message": message, "finish_reason": "length"}
-            head = {**self.head, "object": "chat.completion"}
-        else:
-            choice = {"index": 0, "text": text, "finish_reason": "length", "stop_reason": None}
-            head = self.head
-        return {**head, "choices": [{**choice, "logprobs": None}], "usage": usage}
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
-    }
-
-
-def _sse(obj: dict) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
