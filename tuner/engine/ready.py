@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from tuner.errors import NotReady
+from tuner.tls import tls_context
 
 POLL_S = 0.25
 PROBE_TIMEOUT_S = 2.0
@@ -99,7 +100,11 @@ def wait_ready(
     # No keep-alive: every probe is a new connection, accepted by whoever listens now.
     limits = httpx.Limits(max_keepalive_connections=0)
     with httpx.Client(
-        timeout=timeout, headers=_headers(api_key), limits=limits, trust_env=False
+        timeout=timeout,
+        headers=_headers(api_key),
+        limits=limits,
+        trust_env=False,
+        verify=tls_context(),
     ) as client:
         while True:
             models, foreign = _probe_engine(client, base_url, owned)

@@ -227,7 +227,36 @@ def _latency_samples(
         filled = np.where(valid, values, 0.0)
         counts = valid[idx].sum(axis=1)
         return np.where(counts > 0, filled[idx].sum(axis=1) / np.maximum(counts, 1), 0.0)
-    return np.array([_statistic(stat, pct, values[row][valid[row]]) for row in idx])
+    return _row_statistics(stat, pct, values[idx])
+
+
+def _row_statistics(stat: str, pct: float | None, table: np.ndarray) -> np.ndarray:
+    """`_statistic` of every row of `table` at once, its NaNs left out (a row of NaNs only: 0).
+
+    Without NaNs, numpy's own call along the rows (the same figures as row by row); with
+    them, rows sorted (NaNs last) and numpy's linear interpolation at each row's own count.
+    """
+    nan = np.isnan(table)
+    if not nan.any():
+        if stat == "median":
+            return np.median(table, axis=1)
+        if stat == "std":
+            return table.std(axis=1)
+        return np.percentile(table, pct, axis=1)
+    if stat in ("median", "std"):  # not a headline statistic: row by row
+        return np.array(
+            [_statistic(stat, pct, row[~gone]) for row, gone in zip(table, nan, strict=True)]
+        )
+    counts = (~nan).sum(axis=1)
+    ordered = np.sort(table, axis=1)  # NaNs sort last
+    at = np.maximum(counts - 1, 0) * (float(pct) / 100.0)  # type: ignore[arg-type]
+    below = np.floor(at).astype(int)
+    above = np.minimum(below + 1, np.maximum(counts - 1, 0))
+    a = np.take_along_axis(ordered, below[:, None], axis=1)[:, 0]
+    b = np.take_along_axis(ordered, above[:, None], axis=1)[:, 0]
+    t = at - below
+    lerp = np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)  # numpy's _lerp
+    return np.where(counts > 0, lerp, 0.0)
 
 
 def confidence_intervals(

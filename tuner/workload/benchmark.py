@@ -23,6 +23,7 @@ from tuner.measure.pruning import Checkpoints, EngineSample, Snapshot
 from tuner.measure.records import RequestRecord
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
 from tuner.spec.workload import WorkloadSpec
+from tuner.tls import tls_context
 from tuner.workload.client import (
     CHAT_ENDPOINT,
     StreamActivity,
@@ -239,7 +240,8 @@ class _Run:
     async def _watch(
         self, should_abort: Callable[[], str | None] | None, stall_timeout_s: float | None
     ) -> str | _Stopped:
-        async with httpx.AsyncClient(trust_env=False) as metrics_client:  # as the workload
+        # trust_env off, as the workload's client
+        async with httpx.AsyncClient(trust_env=False, verify=tls_context()) as metrics_client:
             while True:
                 await asyncio.sleep(WATCHDOG_POLL_S / self.scale)
                 reason = should_abort() if should_abort else None
@@ -356,5 +358,5 @@ class _Run:
             return records, duration_s
 
     async def _scrape_prefix_cache(self) -> None:
-        async with httpx.AsyncClient(trust_env=False) as client:
+        async with httpx.AsyncClient(trust_env=False, verify=tls_context()) as client:
             self.prefix_cache.append(await scrape_prefix_cache(client, self.base_url, self.headers))

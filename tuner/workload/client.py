@@ -19,6 +19,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
+from tuner.tls import tls_context
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.sse import SseDecoder, interpret
 
@@ -50,7 +51,7 @@ def make_transport(max_concurrency: int | None) -> AiohttpTransport:
         force_close=False,
     )
     session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-    return AiohttpTransport(client=session)
+    return AiohttpTransport(client=session, verify=tls_context())
 
 
 def request_body(endpoint: str, model: str, req: BenchRequest) -> bytes:
@@ -218,7 +219,10 @@ def server_time_scale(base_url: str, api_key: str | None = None, timeout_s: floa
     no /version, no answer), which serves in real time."""
     try:
         resp = httpx.get(
-            base_url.rstrip("/") + "/version", headers=request_headers(api_key), timeout=timeout_s
+            base_url.rstrip("/") + "/version",
+            headers=request_headers(api_key),
+            timeout=timeout_s,
+            verify=tls_context(),
         )
         scale = resp.json().get("time_scale", 1.0) if resp.status_code == 200 else 1.0
     except (httpx.HTTPError, ValueError, AttributeError):
@@ -243,7 +247,9 @@ def server_model_cards(
     """The model cards of `GET /v1/models` (vLLM's carry `max_model_len`), as `server_models`."""
     url = base_url.rstrip("/") + "/v1/models"
     try:
-        resp = httpx.get(url, headers=request_headers(api_key), timeout=timeout_s)
+        resp = httpx.get(
+            url, headers=request_headers(api_key), timeout=timeout_s, verify=tls_context()
+        )
     except httpx.HTTPError as exc:
         raise UserError(
             f"cannot reach the server at {base_url}: {exc or type(exc).__name__}"
