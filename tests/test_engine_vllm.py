@@ -82,16 +82,21 @@ def test_startup_timeout_kills_the_whole_group_and_frees_the_port(
     port = free_port()
     argv, env = vllm_command(port)
     proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
+    # The timeout must hit a multi-process engine: wait (however loaded the box) until vLLM
+    # has spawned EngineCore, then time out just after, long before it could be ready.
+    deadline = time.monotonic() + 180
+    while len(group_members(proc.pgid)) < 2 and proc.poll() is None:
+        assert time.monotonic() < deadline, "vLLM never spawned EngineCore"
+        time.sleep(0.05)
     sizes: list[int] = []
     with pytest.raises(EngineStartFailed) as err:
-        # Long enough for vLLM to have spawned EngineCore, short of being ready.
         proc.wait_ready(
             f"http://127.0.0.1:{port}",
-            timeout_s=12,
+            timeout_s=time.monotonic() - proc.started_at + 0.5,  # counted from launch
             on_tick=lambda _: sizes.append(len(group_members(proc.pgid))),
         )
     assert err.value.failure.kind == FailureKind.STARTUP_TIMEOUT
-    assert max(sizes) >= 2, "the timeout must have hit a multi-process engine"
+    assert max(sizes, default=0) >= 2, "the timeout must have hit a multi-process engine"
     assert_group_gone(proc.pgid)
     assert port_is_free("127.0.0.1", port)
 

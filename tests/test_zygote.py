@@ -1,0 +1,64 @@
+"""`tuner.testing.tuner` forks the zygote (tuner.testing.zygote): the same exit code, output
+and files as a fresh `python -m tuner.cli`, and a timeout that kills the command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tuner.engine.ports import free_port
+from tuner.testing import TUNER, sim_study, tuner
+
+
+def _fresh(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*TUNER, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("trialsx",),  # a usage error: one line, exit 2
+        ("run", "missing.yaml"),  # a user error
+        ("sim", "--help"),  # exit 0, stdout only
+    ],
+)
+def test_a_forked_command_answers_as_a_fresh_one(tmp_path: Path, args: tuple[str, ...]) -> None:
+    forked, fresh = tuner(*args, cwd=tmp_path), _fresh(*args, cwd=tmp_path)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (
+        fresh.returncode,
+        fresh.stdout,
+        fresh.stderr,
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_command_gets_its_own_cwd_and_env(tmp_path: Path, tiny_model_dir: Path) -> None:
+    sim_study(tmp_path, tiny_model_dir)
+    env = {**os.environ, "TUNER_STORAGE": f"sqlite:///{tmp_path}/elsewhere.db"}
+    forked = tuner("trials", "study.yaml", cwd=tmp_path, env=env)
+    assert forked.returncode == 2
+    message = f"no database at {tmp_path}/elsewhere.db: run the study first, or pass --storage"
+    assert forked.stderr == f"tuner: error: {message}\n"
+    assert forked.stderr == _fresh("trials", "study.yaml", cwd=tmp_path, env=env).stderr
+
+
+def test_a_timeout_kills_the_command_and_raises(tmp_path: Path) -> None:
+    port = free_port()
+    args = (
+        "sim",
+        "serve",
+        "--model",
+        "deepseek-r1-distill-qwen-32b",
+        "--tensor-parallel-size",
+        "4",
+    )
+    args += ("--port", str(port))
+    with pytest.raises(subprocess.TimeoutExpired) as err:
+        tuner(*args, cwd=tmp_path, timeout=3)
+    assert "Application startup complete" in (err.value.stderr or "") + (err.value.output or "")
+    assert tuner("sim", "--help", cwd=tmp_path).returncode == 0  # the zygote serves on

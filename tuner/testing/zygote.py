@@ -1,0 +1,115 @@
+"""A `tuner` with its imports done, to fork the tests' CLI runs from.
+
+Most of the suite's end-to-end tests run the CLI to completion, hundreds of times; a fresh
+`python -m tuner.cli` spends about 1.5 s of CPU importing optuna, sqlalchemy, pandas and
+httpx, and a `run` or `plan` 1.3 s more importing transformers for the workload's tokenizer
+(docs/performance.md, "The suite's time"). On the 2-core box that was a third of the suite.
+
+`python -m tuner.testing.zygote` imports all of that once, then forks one child per request
+read from its stdin (one JSON line: argv, cwd, env, and the files that become the child's
+stdin, stdout and stderr). The child is a process of its own (its own pid, cwd, environment
+and file descriptors) that runs `tuner.cli.main` and exits as the interpreter would: the
+exit code of `SystemExit`, non-daemon threads joined, `atexit` run. The zygote answers the
+child's pid at once and its exit code (`subprocess`'s convention: -N for signal N) when it
+ends. What differs from a fresh process: the modules were imported before the command's
+environment was set (the tuner reads no environment at import; `HF_HUB_OFFLINE` and
+`TRANSFORMERS_VERBOSITY` are set as `tuner.workload.tokenizer.load_tokenizer` sets them), and
+`/proc/<pid>/cmdline` names the zygote. Tests that need a real start (signals to a run in
+the background, the console script) use `start_run` or `TUNER` with `subprocess` instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import pkgutil
+import runpy
+import sys
+import threading
+import traceback
+
+# Every module a command may import, loaded once here.
+_PRELOAD = ("transformers", "tokenizers", "jinja2.sandbox")
+# Not `tuner.cli`: each child runs it as `__main__`, as `-m` does, so it is never imported.
+_SKIP = ("tuner.testing", "tuner.tools", "tuner.cli")
+
+
+def _preload() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import tuner
+
+    for info in pkgutil.walk_packages(tuner.__path__, "tuner."):
+        if not info.name.startswith(_SKIP):
+            importlib.import_module(info.name)
+    assert "tuner.cli" not in sys.modules, "a module imports tuner.cli"
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    from transformers import AutoTokenizer  # noqa: F401 - resolves transformers' lazy modules
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _child(request: dict, inherited: tuple[int, ...]) -> None:
+    """Become the requested `tuner` process; never returns."""
+    code = 1
+    try:
+        for fd in inherited:  # as `subprocess`'s close_fds: only 0, 1 and 2 stay
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        streams = ("stdin", os.O_RDONLY), ("stdout", os.O_WRONLY), ("stderr", os.O_WRONLY)
+        for fd, (name, mode) in enumerate(streams):
+            opened = os.open(request[name], mode)
+            os.dup2(opened, fd)
+            os.close(opened)
+        sys.argv = ["tuner.cli", *request["argv"]]  # argv[0]: the module's file, set by runpy
+        try:
+            runpy.run_module("tuner.cli", run_name="__main__", alter_sys=True)  # as `-m`
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc)
+        except BaseException:  # what the interpreter prints for an uncaught exception
+            traceback.print_exc()
+            code = 1
+        threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter's exit
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve() -> None:
+    """Read requests on stdin until it closes; answer `{"pid"}` then `{"returncode"}`."""
+    requests = os.fdopen(os.dup(0), "r")
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(2, 1)  # nothing the preload prints reaches the answers
+    _preload()
+    inherited = (requests.fileno(), answers.fileno(), null)
+    for line in requests:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(request, inherited)
+        answers.write(json.dumps({"pid": pid}) + "\n")
+        _, status = os.waitpid(pid, 0)
+        answers.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
+if __name__ == "__main__":
+    serve()
