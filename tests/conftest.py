@@ -105,9 +105,12 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.vllm)
     if "postgres" in fixtures:
         item.add_marker(pytest.mark.postgres)
-    for group in ("vllm", "postgres"):
-        if item.get_closest_marker(group) is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    if item.get_closest_marker("postgres") is not None:
+        item.add_marker(pytest.mark.xdist_group("postgres"))
+    # The real-vLLM group is the suite's longest path: only tests that start a vLLM server
+    # (pinned to `server_core()`) belong to it; ones that only run vLLM's programs do not.
+    if item.get_closest_marker("vllm") and not item.get_closest_marker("vllm_env"):
+        item.add_marker(pytest.mark.xdist_group("vllm"))
 
 
 def server_core() -> int:

@@ -123,6 +123,7 @@ print(json.dumps([[r.prompt, r.prompt_len, r.expected_output_len] for r in reqs]
 """
 
 
+@pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 def test_random_prompts_are_vllms(vllm_python, tiny_model_dir):
     """Same seed and tokenizer: vLLM's RandomDataset prompts, except where vLLM gives up on
     the exact length (then ours is exact and vLLM's is a few tokens off)."""

@@ -183,6 +183,7 @@ def _pairs(argv: list[str]) -> set[tuple[str, ...]]:
     return out
 
 
+@pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(
     stored, tmp_path: Path, vllm_python: Path
 ) -> None:

@@ -294,6 +294,7 @@ def test_tuner_bench_runs_unmodified_against_the_sim(tiny_model_dir, tmp_path):
         assert result["mean_tpot_ms"] > 20
 
 
+@pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 @pytest.mark.vllm
 def test_vllm_bench_serve_runs_unmodified_against_the_sim(tiny_model_dir, tmp_path):
     vllm = REPO / ".venv-vllm" / "bin" / "vllm"

@@ -63,6 +63,7 @@ def test_tokenizer_loads_offline_and_round_trips(tiny_model_dir: Path, monkeypat
     assert tok.convert_tokens_to_ids("<|im_start|>") < 1024
 
 
+@pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 def test_chat_template_renders_chatml_in_the_vllm_env(tiny_model_dir: Path, vllm_python) -> None:
     """Rendered by the vLLM environment's transformers, which is what the server uses."""
     code = (

@@ -90,6 +90,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 def test_the_pinned_vllm_has_these_defaults(vllm_python: Path) -> None:
     gpus = [(k, g.memory_bytes, g.description) for k, g in GPUS.items() if g.platform != "cpu"]
     gpus.append(("b200", 180 * 2**30, "NVIDIA B200"))  # the 160 GiB branch: no built-in has it

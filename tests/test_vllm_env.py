@@ -71,6 +71,7 @@ def test_main_usage_and_errors(fake_venv: Path, capsys) -> None:
     assert "error:" in capsys.readouterr().err
 
 
+@pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 def test_real_console_script_works(vllm_python: Path) -> None:
     """After `make vllm-env`, the `vllm` console script starts (it dies without the dist-info)."""
     vllm = vllm_python.parent / "vllm"
