@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tuner.engine.ports import free_port
 from tuner.testing import TUNER, sim_study, tuner
+from tuner.testing.cli import _Zygote
 
 
 def _fresh(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -62,3 +64,17 @@ def test_a_timeout_kills_the_command_and_raises(tmp_path: Path) -> None:
         tuner(*args, cwd=tmp_path, timeout=3)
     assert "Application startup complete" in (err.value.stderr or "") + (err.value.output or "")
     assert tuner("sim", "--help", cwd=tmp_path).returncode == 0  # the zygote serves on
+
+
+def test_two_answers_that_arrive_in_one_read_are_both_seen() -> None:
+    """A command that ends at once: its pid and its exit code reach the pipe together, and
+    the second must not wait in a buffer where `select` cannot see it."""
+    read_fd, write_fd = os.pipe()
+    zygote = object.__new__(_Zygote)
+    zygote._buffer = b""
+    zygote.process = SimpleNamespace(stdout=os.fdopen(read_fd, "rb", buffering=0))
+    os.write(write_fd, b'{"pid": 7}\n{"returncode": 2}\n')
+    assert zygote.answer(None) == {"pid": 7}
+    assert zygote.answer(0.1) == {"returncode": 2}
+    assert zygote.answer(0.1) is None  # nothing more: the timeout, not a hang
+    os.close(write_fd)

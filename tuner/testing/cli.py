@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import locale
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,33 +69,53 @@ def tuner(
 
 
 _ZYGOTE_LOCK = threading.Lock()  # one request at a time; a second caller starts afresh
-_zygote: subprocess.Popen | None = None
 
 
-def _zygote_process() -> subprocess.Popen:
-    global _zygote
-    if _zygote is None or _zygote.poll() is not None:
-        _zygote = subprocess.Popen(
+class _Zygote:
+    """The zygote process and its answers: JSON lines read from the pipe's raw fd (a
+    buffered reader could hold the next answer where `select` cannot see it)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
             [sys.executable, "-m", "tuner.testing.zygote"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            bufsize=0,
         )
-        atexit.register(_zygote.stdin.close)  # type: ignore[union-attr]  # EOF: it exits
+        self._buffer = b""
+        atexit.register(self.process.stdin.close)  # type: ignore[union-attr]  # EOF: it exits
+
+    def ask(self, request: dict) -> None:
+        data = memoryview((json.dumps(request) + "\n").encode())
+        fd = self.process.stdin.fileno()  # type: ignore[union-attr]
+        while data:
+            data = data[os.write(fd, data) :]
+
+    def answer(self, timeout_s: float | None) -> dict | None:
+        """The next answer, or None when `timeout_s` passed first."""
+        fd = self.process.stdout.fileno()  # type: ignore[union-attr]
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            if deadline is not None:
+                left_s = deadline - time.monotonic()
+                if left_s <= 0 or not select.select([fd], [], [], left_s)[0]:
+                    return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError(f"the zygote died (exit code {self.process.wait()})")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+
+_zygote: _Zygote | None = None
+
+
+def _zygote_process() -> _Zygote:
+    global _zygote
+    if _zygote is None or _zygote.process.poll() is not None:
+        _zygote = _Zygote()
     return _zygote
-
-
-def _answer(zygote: subprocess.Popen, timeout_s: float | None) -> dict | None:
-    """The zygote's next answer line, or None when `timeout_s` passed first."""
-    stdout = zygote.stdout
-    assert stdout is not None
-    if timeout_s is not None and not select.select([stdout], [], [], max(timeout_s, 0))[0]:
-        return None
-    line = stdout.readline()
-    if not line:
-        raise RuntimeError(f"the zygote died (exit code {zygote.wait()})")
-    return json.loads(line)
 
 
 def _forked(
@@ -112,13 +134,13 @@ def _forked(
             "env": dict(os.environ if env is None else env),
             **paths,
         }
-        assert zygote.stdin is not None
-        zygote.stdin.write(json.dumps(request) + "\n")
-        pid = (_answer(zygote, None) or {})["pid"]
-        done = _answer(zygote, timeout_s)
+        zygote.ask(request)
+        pid = (zygote.answer(None) or {})["pid"]
+        done = zygote.answer(timeout_s)
         if done is None:
-            os.kill(pid, signal.SIGKILL)
-            _answer(zygote, None)
+            with contextlib.suppress(ProcessLookupError):  # it ended just now
+                os.kill(pid, signal.SIGKILL)
+            zygote.answer(None)
         # newline=None: universal newlines, as subprocess's text mode reads a pipe
         out, err = (Path(paths[name]).read_text(encoding=encoding) for name in ("stdout", "stderr"))
     cmd = [*TUNER, *args]
