@@ -1,5 +1,6 @@
 """The CPU start-up figure (`tuner.trial.uptime.CPU_STARTUP_S`): launch to ready of the baseline
-trial's engine of the CPU study, as the tests run it (`tuner.testing.cpu_study`).
+trial's engine of the CPU study (`tuner.testing.cpu_study` with the shipped file's 4 GiB KV
+cache, which the tests' engines shrink to 1).
 
 Each run builds the baseline trial's argv and env from the study file (`engine_argv`, the
 search space's defaults), starts it pinned to the last core with `EngineProcess`, waits for
@@ -98,7 +99,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         model = make_tiny_model(tmp / "model")
-        spec = load_study_spec(cpu_study(tmp, model, VLLM_PYTHON, CORE))
+        spec = load_study_spec(cpu_study(tmp, model, VLLM_PYTHON, CORE, kv_cache_gib=None))
         if args.cache_pairs:
             cache_pairs(spec, tmp, args.cache_pairs, args.pause_s)
             return

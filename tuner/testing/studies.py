@@ -84,10 +84,28 @@ def sim_study(
     return path
 
 
-def cpu_study(tmp_path: Path, model_dir: Path, vllm_python: Path, core: int, **top: Any) -> Path:
-    """studies/cpu-tiny.yaml aimed at this test's model and vLLM, with a smaller workload."""
+def cpu_study(
+    tmp_path: Path,
+    model_dir: Path,
+    vllm_python: Path,
+    core: int,
+    *,
+    kv_cache_gib: tuple[int, int] | None = (1, 2),
+    **top: Any,
+) -> Path:
+    """studies/cpu-tiny.yaml aimed at this test's model and vLLM, with a smaller workload.
+
+    `kv_cache_gib` = (default, high) of VLLM_CPU_KVCACHE_SPACE; None keeps the file's (4, 4).
+    vLLM's CPU build fills its whole KV cache as it starts: its "init engine" took 3.9–6.4 s
+    at 1 GiB and 23.8–25.5 s at 4 on this box (ready after 27–35 s against 49–50 s), so the
+    tests' engines hold 1 or 2 GiB."""
     data = yaml.safe_load((REPO / "studies" / "cpu-tiny.yaml").read_text())
     data["search_space"] = yaml.safe_load((REPO / "search_spaces" / "cpu-tiny.yaml").read_text())
+    if kv_cache_gib is not None:
+        default, high = kv_cache_gib
+        data["search_space"]["parameters"]["VLLM_CPU_KVCACHE_SPACE"].update(
+            default=default, high=high
+        )
     engine = data["engine"]
     engine["command"] = [str(vllm_python), *engine["command"][1:]]
     engine["model"] = str(model_dir)
