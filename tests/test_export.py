@@ -189,31 +189,38 @@ def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(
 ) -> None:
     """vLLM's own `vllm serve` parser gives the same namespace from `--config` and from argv."""
     _, spec, points = stored
-    for number in (0, 2):  # chunked prefill on, then off
+    numbers = (0, 2)  # chunked prefill on, then off
+    cases = []
+    for number in numbers:
         choice = select_trial(points, "handbuilt", trial=number)
         cfg = tmp_path / f"t{number}.yaml"
         cfg.write_text(render("yaml", spec, choice, "handbuilt", simulated=False))
         argv = shlex.split(shell_command(spec, PARAMS[number]).replace("\\\n", " "))[3:]
-        script = (
-            "import json, sys\n"
-            "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-            "from vllm.entrypoints.cli.serve import ServeSubcommand\n"
-            "def ns(args):\n"
-            "    p = FlexibleArgumentParser()\n"
-            "    ServeSubcommand().subparser_init(p.add_subparsers(dest='subparser'))\n"
-            "    d = vars(p.parse_args(args))\n"
-            "    d['model'] = d.pop('model_tag') or d['model']\n"
-            "    return {k: repr(v) for k, v in d.items() if k != 'config'}\n"
-            "print(json.dumps([ns(['serve', '--config', sys.argv[1]]), ns(sys.argv[3:])]))\n"
-        )
-        done = subprocess.run(
-            [str(vllm_python), "-c", script, str(cfg), "--", *argv],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        from_config, from_argv = json.loads(done.stdout.strip().splitlines()[-1])
+        cases.append([str(cfg), argv])
+    # one process for both (importing vLLM's CLI costs ~10 s of CPU here)
+    script = (
+        "import json, sys\n"
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.entrypoints.cli.serve import ServeSubcommand\n"
+        "def ns(args):\n"
+        "    p = FlexibleArgumentParser()\n"
+        "    ServeSubcommand().subparser_init(p.add_subparsers(dest='subparser'))\n"
+        "    d = vars(p.parse_args(args))\n"
+        "    d['model'] = d.pop('model_tag') or d['model']\n"
+        "    return {k: repr(v) for k, v in d.items() if k != 'config'}\n"
+        "cases = json.loads(sys.argv[1])\n"
+        "print(json.dumps([[ns(['serve', '--config', c]), ns(a)] for c, a in cases]))\n"
+    )
+    done = subprocess.run(
+        [str(vllm_python), "-c", script, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(parsed) == len(numbers)
+    for number, (from_config, from_argv) in zip(numbers, parsed, strict=True):
         assert from_config == from_argv
         assert from_config["enable_chunked_prefill"] == repr(number == 0)
         assert from_config["max_num_seqs"] == repr(PARAMS[number]["max-num-seqs"])
