@@ -18,6 +18,11 @@ model inspection took (`Registry inspect model class`, the one thing this CPU bu
 
 Usage: .venv/bin/python benchmarks/cpu_startup.py [--repeats N] [--pause-s S]
        .venv/bin/python benchmarks/cpu_startup.py --cache-pairs N
+       .venv/bin/python benchmarks/cpu_startup.py --kv-cache-gib 1 4 --repeats N
+
+With `--kv-cache-gib` it starts the baseline's engine at each KV cache size, interleaved, and
+prints vLLM's own "init engine (profile, create kv cache, warmup model)" seconds beside the
+start-up: this CPU build fills the whole cache as it starts.
 """
 
 from __future__ import annotations
@@ -42,9 +47,12 @@ VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 CORE = max(os.sched_getaffinity(0))
 
 
-def run_once(spec, tmp: Path, cache_root: Path | None = None) -> tuple[float, float | None]:
-    """One start: launch to ready, and vLLM's model inspection seconds (when logged)."""
-    params = {name: p.default for name, p in spec.search_space.parameters.items()}
+def run_once(
+    spec, tmp: Path, cache_root: Path | None = None, **overrides: object
+) -> tuple[float, float | None, float | None]:
+    """One start of the baseline's engine (with `overrides` of its params): launch to ready,
+    vLLM's model inspection seconds (when logged) and its "init engine" seconds."""
+    params = {name: p.default for name, p in spec.search_space.parameters.items()} | overrides
     port = free_port()
     argv = engine_argv(spec, params, port=port)
     env = engine_env(spec, params)
@@ -56,11 +64,42 @@ def run_once(spec, tmp: Path, cache_root: Path | None = None) -> tuple[float, fl
         startup_s = proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=300).startup_s
     finally:
         proc.stop()
-    found = INSPECT.search(log.read_text(errors="replace"))
-    return startup_s, float(found.group(1)) if found else None
+    text = log.read_text(errors="replace")
+    found, init = INSPECT.search(text), INIT.search(text)
+    return (
+        startup_s,
+        float(found.group(1)) if found else None,
+        float(init.group(1)) if init else None,
+    )
 
 
 INSPECT = re.compile(r"Registry inspect model class: Elapsed time ([0-9.]+) secs")
+INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s")
+
+
+def kv_sizes(spec, tmp: Path, sizes: list[int], repeats: int, pause_s: float) -> None:
+    """The baseline's engine with each KV cache size (VLLM_CPU_KVCACHE_SPACE, GiB), the sizes
+    interleaved `repeats` times: the CPU build fills its whole cache as it starts."""
+    runs: dict[int, list[tuple[float, float]]] = {gib: [] for gib in sizes}
+    for i in range(repeats):
+        for gib in sizes:
+            load_1m = os.getloadavg()[0]
+            startup_s, _, init_s = run_once(spec, tmp, VLLM_CPU_KVCACHE_SPACE=gib)
+            runs[gib].append((startup_s, init_s or float("nan")))
+            print(
+                f"round {i + 1}, {gib} GiB: startup_s {startup_s:.1f}, init engine "
+                f"{init_s} s (load 1m before: {load_1m:.2f})",
+                flush=True,
+            )
+            time.sleep(pause_s)
+    for gib, values in runs.items():
+        starts, inits = [a for a, _ in values], [b for _, b in values]
+        print(
+            f"== {gib} GiB ({len(values)} starts): startup_s median "
+            f"{statistics.median(starts):.1f} (min {min(starts):.1f}, max {max(starts):.1f}); "
+            f"init engine median {statistics.median(inits):.2f} s "
+            f"(min {min(inits):.2f}, max {max(inits):.2f})"
+        )
 
 
 def cache_pairs(spec, tmp: Path, pairs: int, pause_s: float) -> None:
@@ -71,7 +110,7 @@ def cache_pairs(spec, tmp: Path, pairs: int, pause_s: float) -> None:
     for i, kind in enumerate(plan):
         root = shared if kind == "later" or i == 0 else tmp / f"fresh-{i}"
         load_1m = os.getloadavg()[0]
-        startup_s, inspect_s = run_once(spec, tmp, root)
+        startup_s, inspect_s, _ = run_once(spec, tmp, root)
         runs[kind].append((startup_s, inspect_s))
         shown = f"{inspect_s:.2f} s" if inspect_s is not None else "not logged"
         print(
@@ -95,18 +134,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pause-s", type=float, default=5.0, help="idle seconds between runs")
     parser.add_argument("--cache-pairs", type=int, help="first against later starts (see above)")
+    parser.add_argument(
+        "--kv-cache-gib", type=int, nargs="+", help="start-up at these KV cache sizes (GiB)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         model = make_tiny_model(tmp / "model")
         spec = load_study_spec(cpu_study(tmp, model, VLLM_PYTHON, CORE, kv_cache_gib=None))
+        if args.kv_cache_gib:
+            kv_sizes(spec, tmp, args.kv_cache_gib, args.repeats, args.pause_s)
+            return
         if args.cache_pairs:
             cache_pairs(spec, tmp, args.cache_pairs, args.pause_s)
             return
         values = []
         for i in range(args.repeats):
             load_1m = os.getloadavg()[0]
-            startup_s, _ = run_once(spec, tmp)
+            startup_s, _, _ = run_once(spec, tmp)
             values.append(startup_s)
             print(f"run {i + 1}: startup_s {startup_s:.1f} (load 1m before: {load_1m:.2f})")
             time.sleep(args.pause_s)

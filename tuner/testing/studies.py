@@ -96,8 +96,9 @@ def cpu_study(
     """studies/cpu-tiny.yaml aimed at this test's model and vLLM, with a smaller workload.
 
     `kv_cache_gib` = (default, high) of VLLM_CPU_KVCACHE_SPACE; None keeps the file's (4, 4).
-    vLLM's CPU build fills its whole KV cache as it starts: its "init engine" took 3.9–6.4 s
-    at 1 GiB and 23.8–25.5 s at 4 on this box (ready after 27–35 s against 49–50 s), so the
+    vLLM's CPU build fills its whole KV cache as it starts: its "init engine" took 0.5 s at
+    1 GiB and 1.8 s at 4 on this box, but 3.9-6.4 s and 23.8-25.5 s at another time, with the
+    box's memory in another state (docs/performance.md, "The KV cache at start-up"). The
     tests' engines hold 1 or 2 GiB."""
     data = yaml.safe_load((REPO / "studies" / "cpu-tiny.yaml").read_text())
     data["search_space"] = yaml.safe_load((REPO / "search_spaces" / "cpu-tiny.yaml").read_text())
