@@ -77,28 +77,35 @@ INSPECT = re.compile(r"Registry inspect model class: Elapsed time ([0-9.]+) secs
 INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s")
 
 
+def spread(values: list[float | None], digits: int = 1) -> str:
+    """'median M s (min A, max B)' of the logged values, or 'not logged'."""
+    found = [v for v in values if v is not None]
+    if not found:
+        return "not logged"
+    median, low, high = statistics.median(found), min(found), max(found)
+    return f"median {median:.{digits}f} s (min {low:.{digits}f}, max {high:.{digits}f})"
+
+
 def kv_sizes(spec, tmp: Path, sizes: list[int], repeats: int, pause_s: float) -> None:
     """The baseline's engine with each KV cache size (VLLM_CPU_KVCACHE_SPACE, GiB), the sizes
     interleaved `repeats` times: the CPU build fills its whole cache as it starts."""
-    runs: dict[int, list[tuple[float, float]]] = {gib: [] for gib in sizes}
+    runs: dict[int, list[tuple[float, float | None]]] = {gib: [] for gib in sizes}
     for i in range(repeats):
         for gib in sizes:
             load_1m = os.getloadavg()[0]
             startup_s, _, init_s = run_once(spec, tmp, VLLM_CPU_KVCACHE_SPACE=gib)
-            runs[gib].append((startup_s, init_s or float("nan")))
+            runs[gib].append((startup_s, init_s))
+            shown = f"{init_s:.2f} s" if init_s is not None else "not logged"
             print(
-                f"round {i + 1}, {gib} GiB: startup_s {startup_s:.1f}, init engine "
-                f"{init_s} s (load 1m before: {load_1m:.2f})",
+                f"round {i + 1}, {gib} GiB: startup_s {startup_s:.1f}, init engine {shown} "
+                f"(load 1m before: {load_1m:.2f})",
                 flush=True,
             )
             time.sleep(pause_s)
     for gib, values in runs.items():
-        starts, inits = [a for a, _ in values], [b for _, b in values]
         print(
-            f"== {gib} GiB ({len(values)} starts): startup_s median "
-            f"{statistics.median(starts):.1f} (min {min(starts):.1f}, max {max(starts):.1f}); "
-            f"init engine median {statistics.median(inits):.2f} s "
-            f"(min {min(inits):.2f}, max {max(inits):.2f})"
+            f"== {gib} GiB ({len(values)} starts): startup_s {spread([a for a, _ in values])}; "
+            f"init engine {spread([b for _, b in values], 2)}"
         )
 
 
@@ -120,12 +127,9 @@ def cache_pairs(spec, tmp: Path, pairs: int, pause_s: float) -> None:
         )
         time.sleep(pause_s)
     for kind, values in runs.items():
-        starts = [s for s, _ in values]
-        inspects = [x for _, x in values if x is not None]
-        inspect = f"{statistics.median(inspects):.2f} s" if inspects else "not logged"
         print(
-            f"== {kind} starts ({len(starts)}): startup_s median {statistics.median(starts):.1f} "
-            f"(min {min(starts):.1f}, max {max(starts):.1f}); model inspection median {inspect}"
+            f"== {kind} starts ({len(values)}): startup_s {spread([s for s, _ in values])}; "
+            f"model inspection {spread([x for _, x in values], 2)}"
         )
 
 
@@ -155,10 +159,7 @@ def main() -> None:
             values.append(startup_s)
             print(f"run {i + 1}: startup_s {startup_s:.1f} (load 1m before: {load_1m:.2f})")
             time.sleep(args.pause_s)
-        print(
-            f"== CPU start-up, {len(values)} runs on {os.cpu_count()} cores: median "
-            f"{statistics.median(values):.1f} s (min {min(values):.1f}, max {max(values):.1f})"
-        )
+        print(f"== CPU start-up, {len(values)} runs on {os.cpu_count()} cores: {spread(values)}")
 
 
 if __name__ == "__main__":
