@@ -19,7 +19,9 @@ from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.sim.model_names import known_model
 from tuner.sim.profiles import BUILTIN_MODELS
+from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.trial.point import TrialPoint
@@ -116,6 +118,10 @@ def night_cost(
     if stand_in is not None:
         engine = spec.engine.model_copy(update={"model": stand_in})
         spec = spec.model_copy(update={"engine": engine})
+    elif known_model(spec.engine.model) is None:  # the preflight's note says why, once
+        return NightCost(
+            n, None, "engine.model: no shape to simulate, see its note", timeout, done=done
+        )
     try:
         trial_s, startup_s = simulated_trial_s(spec)
     except UserError as exc:
@@ -129,7 +135,7 @@ def night_cost(
 def _no_lengths(spec: StudySpec) -> str | None:
     """Why the requests' lengths are not known before the run, or None: a dataset file's
     texts need the tokenizer to count (it is also the run's to report missing)."""
-    tokenizer = Path(spec.workload.tokenizer or spec.engine.model).expanduser()
+    tokenizer = Path(tokenizer_source(spec.workload.tokenizer, spec.engine.model)).expanduser()
     for w in [spec.workload, *spec.workloads.values()]:
         if length_only_requests(w) is None and not tokenizer.is_dir():
             return f"the {w.dataset_name} dataset's lengths need the tokenizer, not found"

@@ -32,6 +32,7 @@ from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
+from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
 from tuner.spec.workload import WorkloadSpec
@@ -76,10 +77,11 @@ def draft_study(
     check_options(opts)
     profile = _model(opts)
     hw = _hardware(opts, detect)
-    if hw.engine == "vllm" and not Path(opts.model or "").expanduser().is_dir():
+    if hw.engine == "vllm" and model_dir(opts.model or "") is None:
         raise UserError(
-            f"--model {opts.model}: vLLM loads a model directory; give --model DIR (its "
-            "config.json is what the simulator reads), or --engine sim"
+            f"--model {opts.model}: vLLM loads a model directory or a hub id cached in "
+            f"{hub_cache_dir()}; give --model DIR (its config.json is what the simulator "
+            "reads), or --engine sim"
         )
     mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
     space_path = _search_space(opts, hw.gpu)
@@ -148,8 +150,8 @@ def _tokenizer(opts: InitOptions, engine: str) -> str | None:
         if not path.is_dir():
             raise UserError(f"--tokenizer {opts.tokenizer}: directory not found")
         return str(path.resolve())
-    model = Path(opts.model or "").expanduser()
-    if model.is_dir() and any((model / name).is_file() for name in TOKENIZER_FILES):
+    model = model_dir(opts.model or "")  # a directory, or a cached hub id's snapshot
+    if model is not None and any((model / name).is_file() for name in TOKENIZER_FILES):
         return None
     if engine == "vllm":
         return None  # `tuner check` names the missing tokenizer

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import optuna
 
+from tuner.spec.model_source import model_config
 from tuner.spec.study import ParameterSpec, Scalar, SearchSpace, StudySpec
 from tuner.spec.vllm_rules import scheduler_error
 
@@ -188,8 +188,8 @@ def max_model_len(spec: StudySpec) -> int | None:
     value = spec.engine.flags.get("max-model-len")
     if value is not None:
         return int(value)
-    cfg = Path(spec.engine.model) / "config.json"
-    if cfg.is_file():
+    cfg = model_config(spec.engine.model)  # a directory's, or a cached hub id's
+    if cfg is not None:
         data = json.loads(cfg.read_text())
         if "max_position_embeddings" in data:
             return int(data["max_position_embeddings"])

@@ -45,13 +45,11 @@ def estimated_startup_s(model: Any, gpu: str | None, flags: Mapping[str, Any]) -
     """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
     if (gpu or "").strip().lower() == "cpu":
         return CPU_STARTUP_S
-    try:
-        from tuner.sim.profiles import load_model
+    from tuner.sim.model_names import known_model
 
-        profile = load_model(model) if isinstance(model, str) else model
-        load_s = profile.weight_bytes() / 1e9 / LOAD_GB_PER_S
-    except Exception:  # an unknown model: the 32B figure
-        load_s = 65.5 / LOAD_GB_PER_S
+    profile = known_model(model) if isinstance(model, str) else model
+    weight_gb = profile.weight_bytes / 1e9 if profile is not None else 65.5  # unknown: 32B's
+    load_s = weight_gb / LOAD_GB_PER_S
     eager = bool(flags.get("enforce-eager") or flags.get("enforce_eager"))
     return BASE_S + load_s + (0.0 if eager else GRAPH_CAPTURE_S)
 
