@@ -209,3 +209,19 @@ def test_init_refuses_a_model_option_that_is_a_flag(tmp_path: Path, option: str)
     assert out.returncode == 2, out.stdout
     assert out.stderr.startswith(f"tuner: error: {option}: '--help' is not a model name")
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "s.yaml").exists()
+
+
+def test_init_takes_a_cached_hub_id_for_vllm(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """`vllm serve` loads a hub id from the cache: `tuner init --engine vllm` writes it as
+    given, with the snapshot's tokenizer (it used to ask for a model directory)."""
+    hub = fake_hub(tmp_path / "hub", tiny_model_dir)
+    args = ["--model", HUB_ID, "--engine", "vllm", "--gpu", "a6000", "--rate", "2"]
+    out = tuner("init", *args, "--trials", "4", "-o", "s.yaml", cwd=tmp_path,
+                env=_env(HF_HUB_CACHE=str(hub)))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = yaml.safe_load((tmp_path / "s.yaml").read_text())
+    assert data["engine"]["command"] == ["vllm", "serve", "{model}"]
+    assert data["engine"]["model"] == HUB_ID and "tokenizer" not in data["workload"]
+    refused = tuner("init", *args, "-o", "t.yaml", cwd=tmp_path,
+                    env=_env(HF_HUB_CACHE=str(tmp_path / "empty")))  # fmt: skip
+    assert refused.returncode == 2 and "a hub id cached in" in refused.stderr
