@@ -108,6 +108,18 @@ def test_the_start_up_estimate_reads_the_models_weights() -> None:
     assert estimated_startup_s("acme-chat-v2", "a6000", {}) == pytest.approx(large, abs=0.1)
 
 
+def test_only_a_missing_local_path_borrows_a_built_in_shape(hub: Path) -> None:
+    """The night's cost takes the built-in 32B for the shipped studies' GPU-box path; a hub id
+    that is not cached is unknown, as its note says, whatever its name."""
+    from tuner.run.cost import builtin_stand_in
+
+    assert builtin_stand_in("/mnt/data/models/DeepSeek-R1-Distill-Qwen-32B") == (
+        "deepseek-r1-distill-qwen-32b"
+    )
+    assert builtin_stand_in("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B") is None
+    assert builtin_stand_in("deepseek-r1-distill-qwen-32b") is None  # known by name already
+
+
 # Whole studies: `check` agrees with `run` --------------------------------------------------
 
 

@@ -125,8 +125,9 @@ def check_accelerator(spec: StudySpec) -> None:
 
 
 def check_simulator_model(model: str) -> None:
-    """The simulator reads `engine.model` (a built-in name or a directory with config.json):
-    one it cannot read is refused before any study or trial is stored."""
+    """The simulator reads `engine.model` (a built-in name, a directory with config.json or a
+    cached hub id): where it is the engine (`tuner sim serve`, `tuner plan`), one it cannot
+    read is refused before any study or trial is stored."""
     try:
         load_model(model)
     except UserError as exc:

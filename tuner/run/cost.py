@@ -144,10 +144,12 @@ def _no_lengths(spec: StudySpec) -> str | None:
 
 def builtin_stand_in(model: str) -> str | None:
     """The built-in model named like a model directory that is not here (the shipped studies'
-    `/mnt/data/models/DeepSeek-R1-Distill-Qwen-32B`), else None."""
+    `/mnt/data/models/DeepSeek-R1-Distill-Qwen-32B`), else None. Only a local path (absolute,
+    from `~` or `.`): a hub id is the cache's or unknown (`tuner.spec.model_source`)."""
     path = Path(model).expanduser()
     key = path.name.lower()
-    if path.is_dir() or key == model.strip().lower() or key not in BUILTIN_MODELS:
+    local = model.strip().startswith(("/", "~", "."))
+    if not local or path.is_dir() or key not in BUILTIN_MODELS:
         return None
     return key
 
