@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
@@ -23,7 +24,7 @@ from tuner.sim.profiles import BUILTIN_MODELS
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.trial.point import TrialPoint
-from tuner.trial.uptime import median_startup_s
+from tuner.trial.uptime import median_startup_s, simulated_engine_startup_s
 from tuner.workload.lengths import length_only_requests
 
 
@@ -39,6 +40,16 @@ class NightCost:
     simulated: bool = False
     startup_s: float | None = None  # of `trial_s`, the engine's start-up
     done: int = 0  # trials of the budget already done (a continued study): `n_trials` are left
+    startup_source: str = ""  # whose start-up `startup_s` is, in words
+
+    @property
+    def basis(self) -> str:
+        """Where the figure comes from, and whose start-up it counts."""
+        label = "SIMULATED, " if self.simulated else ""
+        start = ""
+        if self.startup_s is not None and self.startup_source:
+            start = f"; start-up ~{duration(self.startup_s)} per trial: {self.startup_source}"
+        return f"{label}{self.source}{start}"
 
     @property
     def total_s(self) -> float | None:
@@ -61,11 +72,10 @@ class NightCost:
         """`30 trials × ~72 min = 37.6 h of engine time; timeout 12h allows about 10 trials`."""
         if self.trial_s is None:
             return f"night's cost: unknown ({self.source})"
-        label = "SIMULATED, " if self.simulated else ""
         left = f" left ({self.done} done)" if self.done else ""
         text = (
             f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
-            f"{duration(self.total_s or 0.0)} of engine time ({label}{self.source})"
+            f"{duration(self.total_s or 0.0)} of engine time ({self.basis})"
         )
         if self.timeout_s is None:
             return text + "; no timeout"
@@ -108,7 +118,9 @@ def night_cost(
         mean_s = sum(float(p.record.engine_s or 0.0) for p in launched) / len(launched)
         source = f"the mean of {len(launched)} launched trial(s) of this study"
         startup = median_startup_s(p.record.startup_s for p in launched)
-        return NightCost(n, mean_s, source, timeout, startup_s=startup, done=done)
+        measured = "measured on them (median)" if startup is not None else ""
+        return NightCost(n, mean_s, source, timeout, startup_s=startup, done=done,
+                         startup_source=measured)  # fmt: skip
     unknown = _no_lengths(spec)
     if unknown is not None:
         return NightCost(n, None, unknown, timeout, done=done)
@@ -123,7 +135,22 @@ def night_cost(
     source = "the simulator's baseline trial"
     if stand_in is not None:
         source += f", with the built-in {stand_in} for the missing model directory"
-    return NightCost(n, trial_s, source, timeout, True, startup_s, done)
+    workload_s = trial_s - startup_s
+    startup_s, whose = engine_startup(spec, startup_s)
+    return NightCost(n, workload_s + startup_s, source, timeout, True, startup_s, done, whose)
+
+
+def engine_startup(spec: StudySpec, planned_s: float) -> tuple[float, str]:
+    """(seconds, whose, in words) of one engine start in this study: the simulated engine's
+    own when the study runs `tuner sim serve` (seconds, whatever GPU it stands in for),
+    else the real engine's that `tuner plan` counted (`planned_s`)."""
+    if is_simulated_engine(spec.engine.command):
+        return simulated_engine_startup_s(
+            spec.engine.flags
+        ), "the simulated engine's, measured (benchmarks/sim_startup.py)"
+    if spec.hardware.startup_s is not None:
+        return planned_s, "a real engine's, from hardware.startup_s"
+    return planned_s, "a real engine's, estimated (docs/early-stopping.md)"
 
 
 def _no_lengths(spec: StudySpec) -> str | None:
