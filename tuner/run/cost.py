@@ -41,6 +41,10 @@ class NightCost:
     startup_s: float | None = None  # of `trial_s`, the engine's start-up
     done: int = 0  # trials of the budget already done (a continued study): `n_trials` are left
     startup_source: str = ""  # whose start-up `startup_s` is, in words
+    # the multi-fidelity screen's seconds choosing each next trial (between engines), when
+    # measured on the study's trials; `screened`: the study has such a screen
+    screen_s: float | None = None
+    screened: bool = False
 
     @property
     def basis(self) -> str:
@@ -52,15 +56,31 @@ class NightCost:
         return f"{label}{self.source}{start}"
 
     @property
+    def per_trial_s(self) -> float | None:
+        """One trial's engine time and, when measured, the screen's time before it."""
+        return None if self.trial_s is None else self.trial_s + (self.screen_s or 0.0)
+
+    @property
     def total_s(self) -> float | None:
-        return None if self.trial_s is None else self.trial_s * self.n_trials
+        each = self.per_trial_s
+        return None if each is None else each * self.n_trials
 
     @property
     def trials_in_timeout(self) -> int | None:
         """About how many trials the timeout allows (None: no timeout or no estimate)."""
-        if self.timeout_s is None or not self.trial_s:
+        if self.timeout_s is None or not self.per_trial_s:
             return None
-        return int(self.timeout_s // self.trial_s)
+        return int(self.timeout_s // self.per_trial_s)
+
+    def _screen_words(self) -> str:
+        if self.screen_s is not None:
+            return (
+                f", and ~{duration(self.screen_s)} a trial choosing it (the multi-fidelity "
+                f"screen, measured on them): {duration(self.total_s or 0.0)} in all"
+            )
+        if self.screened:
+            return ", and the multi-fidelity screen's time choosing each trial (not yet measured)"
+        return ""
 
     @property
     def fits(self) -> bool:
@@ -73,9 +93,10 @@ class NightCost:
         if self.trial_s is None:
             return f"night's cost: unknown ({self.source})"
         left = f" left ({self.done} done)" if self.done else ""
+        engine_s = self.trial_s * self.n_trials
         text = (
             f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
-            f"{duration(self.total_s or 0.0)} of engine time ({self.basis})"
+            f"{duration(engine_s)} of engine time ({self.basis}){self._screen_words()}"
         )
         if self.timeout_s is None:
             return text + "; no timeout"
@@ -111,6 +132,7 @@ def night_cost(
     n = n_trials if n_trials is not None else max(spec.budget.n_trials - done, 0)
     done = 0 if n_trials is not None else done
     timeout = timeout_s if timeout_s is not None else spec.budget.timeout_s
+    multi = spec.search.fidelity == "multi"
     launched = [
         p for p in real_trials if not p.planned and p.record.engine_s and p.status != "running"
     ]
@@ -119,8 +141,12 @@ def night_cost(
         source = f"the mean of {len(launched)} launched trial(s) of this study"
         startup = median_startup_s(p.record.startup_s for p in launched)
         measured = "measured on them (median)" if startup is not None else ""
+        screens = [p.record.screen for p in launched if p.record.screen is not None]
+        screen_s = (
+            sum(x.calibrate_s + x.screen_s for x in screens) / len(screens) if screens else None
+        )
         return NightCost(n, mean_s, source, timeout, startup_s=startup, done=done,
-                         startup_source=measured)  # fmt: skip
+                         startup_source=measured, screen_s=screen_s, screened=multi)  # fmt: skip
     unknown = _no_lengths(spec)
     if unknown is not None:
         return NightCost(n, None, unknown, timeout, done=done)
@@ -137,7 +163,9 @@ def night_cost(
         source += f", with the built-in {stand_in} for the missing model directory"
     workload_s = trial_s - startup_s
     startup_s, whose = engine_startup(spec, startup_s)
-    return NightCost(n, workload_s + startup_s, source, timeout, True, startup_s, done, whose)
+    return NightCost(
+        n, workload_s + startup_s, source, timeout, True, startup_s, done, whose, screened=multi
+    )
 
 
 def engine_startup(spec: StudySpec, planned_s: float) -> tuple[float, str]:
