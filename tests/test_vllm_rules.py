@@ -144,3 +144,26 @@ def test_a_spec_without_a_gpu_has_no_platform() -> None:
         {"name": "s", "engine": {"model": "m"}, "search_space": SPACE, "workload": {}}
     )
     assert study_platform(spec) is None
+
+
+def test_check_notes_a_baseline_that_is_not_vllm_s_defaults_on_the_gpu(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    from tuner.run.defaults_notes import defaults_notes
+
+    core = yaml.safe_load((REPO / "search_spaces" / "vllm-core.yaml").read_text())
+    h100 = load_study_spec(
+        sim_study(tmp_path, tiny_model_dir, search_space=core, hardware={"gpu": "h100", "count": 4})
+    )
+    (note,) = defaults_notes(h100)
+    assert note.startswith("the baseline (trial 0) is not vLLM 0.32.0's defaults on h100: ")
+    assert "max-num-seqs 256 (vLLM: 1024), max-num-batched-tokens 2048 (vLLM: 8192)" in note
+    a6000 = load_study_spec(sim_study(tmp_path, tiny_model_dir, search_space=core))
+    assert defaults_notes(a6000) == []
+    eight = load_study_spec(sim_study(tmp_path, tiny_model_dir, search_space=SPACE))
+    (note,) = defaults_notes(eight)
+    assert note.startswith("block-size 8 of the search space: vLLM 0.32.0 refuses it on cuda")
+    assert CUDA_REFUSAL in note and "skipped before launch" in note
+    proc = tuner("check", str(tmp_path / "study.yaml"), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: block-size 8 of the search space" in proc.stdout, proc.stdout
