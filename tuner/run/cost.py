@@ -173,9 +173,8 @@ def engine_startup(spec: StudySpec, planned_s: float) -> tuple[float, str]:
     own when the study runs `tuner sim serve` (seconds, whatever GPU it stands in for),
     else the real engine's that `tuner plan` counted (`planned_s`)."""
     if is_simulated_engine(spec.engine.command):
-        return simulated_engine_startup_s(
-            spec.engine.flags
-        ), "the simulated engine's, measured (benchmarks/sim_startup.py)"
+        whose = "the simulated engine's, measured (benchmarks/sim_startup.py)"
+        return simulated_engine_startup_s(spec.engine.flags), whose
     if spec.hardware.startup_s is not None:
         return planned_s, "a real engine's, from hardware.startup_s"
     return planned_s, "a real engine's, estimated (docs/early-stopping.md)"

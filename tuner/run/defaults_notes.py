@@ -44,7 +44,8 @@ def defaults_notes(spec: StudySpec) -> list[str]:
         )
     block = params.get("block-size")
     sizes = [*(block.choices or []), block.default] if block is not None else []
-    refused = sorted({int(s) for s in sizes if block_size_error(int(s), gpu.platform)})
+    ints = {s for s in sizes if isinstance(s, int) and not isinstance(s, bool)}
+    refused = sorted(s for s in ints if block_size_error(s, gpu.platform))
     if refused:
         example = block_size_error(refused[0], gpu.platform)
         notes.append(

@@ -45,19 +45,25 @@ def space_for_gpu(space: dict[str, Any], gpu: GpuProfile, world_size: int) -> Gp
 
 
 def _hold(p: dict[str, Any], value: Any) -> None:
-    """Widen a range, or add a choice, so that the parameter can take `value`."""
-    if p.get("type") in ("int", "float"):
-        p["low"] = min(p["low"], value)
-        p["high"] = max(p["high"], value)
-    elif p.get("type") == "categorical" and value not in p.get("choices", []):
-        p["choices"] = sorted([*p["choices"], value])
+    """Widen a range, or add a choice, so that the parameter can take `value` (a malformed
+    parameter is left as it is: the study's validation names it)."""
+    low, high, choices = p.get("low"), p.get("high"), p.get("choices")
+    if p.get("type") in ("int", "float") and _number(low) and _number(high):
+        p["low"], p["high"] = min(low, value), max(high, value)
+    elif p.get("type") == "categorical" and isinstance(choices, list) and value not in choices:
+        numbers = all(_number(c) for c in choices)
+        p["choices"] = sorted([*choices, value]) if numbers else [*choices, value]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _drop_refused_blocks(p: Any, platform: str) -> list[str]:
     """Remove the block sizes vLLM refuses on `platform` from a categorical `block-size`."""
-    if not isinstance(p, dict) or p.get("type") != "categorical":
+    if not isinstance(p, dict) or not isinstance(p.get("choices"), list):
         return []
-    refused = [c for c in p["choices"] if block_size_error(int(c), platform) is not None]
+    refused = [c for c in p["choices"] if type(c) is int and block_size_error(c, platform)]
     if not refused:
         return []
     p["choices"] = [c for c in p["choices"] if c not in refused]
