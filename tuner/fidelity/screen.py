@@ -175,7 +175,7 @@ class Screen:
     def predict(self, params: Mapping[str, Any]) -> dict[str, float] | None:
         """The calibrated simulator's figures for one config; None if it would not start."""
         flags = self.flags(params)
-        if spec_rules(self.spec, flags) is not None:
+        if spec_rules(self.spec, flags, self.base.platform) is not None:
             return None
         env = engine_env(self.spec, dict(params))
         if predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env) is not None:

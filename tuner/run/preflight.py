@@ -20,6 +20,7 @@ from tuner.errors import UserError
 from tuner.fidelity.warm_start import check_sources
 from tuner.run import checks
 from tuner.run.cost import NightCost, night_cost
+from tuner.run.defaults_notes import defaults_notes
 from tuner.run.flagcheck import check_flags, unmodelled
 from tuner.run.plan_notes import plan_notes
 from tuner.run.reading import budget_used
@@ -78,7 +79,7 @@ def preflight(spec: StudySpec, args: RunArgs = RunArgs(), *, slow: bool = True) 
     result.notes += model_notes(spec)
     flags = check_flags(spec, probe=slow)
     problems += flags.problems
-    result.notes += flags.notes
+    result.notes += flags.notes + defaults_notes(spec)
     result.flags_against = flags.against
     real = stored_real_trials(spec, args.storage, args.accept_changes, problems, result.judging)
     if slow:

@@ -177,3 +177,12 @@ def study_profile(spec: StudySpec) -> GpuProfile:
             "the simulator needs a profile to start from"
         )
     return load_gpu(name)
+
+
+def study_platform(spec: StudySpec) -> str | None:
+    """The platform ("cuda", "cpu") whose vLLM rules a study's engine meets (its block sizes:
+    `tuner.spec.vllm_rules`): `study_profile`'s; None when the study names no accelerator."""
+    try:
+        return study_profile(spec).platform
+    except UserError:
+        return None

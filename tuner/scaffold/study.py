@@ -27,10 +27,12 @@ from tuner.errors import UserError
 from tuner.run.checks import TOKENIZER_FILES, check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
+from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
+from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
 from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.slo import parse_slo
@@ -86,10 +88,10 @@ def draft_study(
     mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
     space_path = _search_space(opts, hw.gpu)
     data = _data(opts, profile, hw, mix, space_path, output)
-    space = read_yaml_mapping(space_path, "search-space file")
+    space, space_note = _space(space_path, hw, data)
     spec = _validated(data, space)
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
-    notes = [_hardware_note(profile, hw), *mix.notes]
+    notes = [_hardware_note(profile, hw), *mix.notes, space_note]
     data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
     spec = _validated(data, space)
     data["budget"]["n_trials"] = _trials(spec, opts, notes)
@@ -140,6 +142,19 @@ def _search_space(opts: InitOptions, gpu: str) -> Path:
     if not path.is_file():
         raise UserError(f"search space {path} not found: give --search-space FILE")
     return path.resolve()
+
+
+def _space(path: Path, hw: _Hardware, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The search space with vLLM's defaults on the study's GPU as the baseline
+    (`tuner.scaffold.baseline`): written into the study when they differ from the file's."""
+    gpu = get_gpu(hw.gpu)
+    found = space_for_gpu(read_yaml_mapping(path, "search-space file"), gpu, hw.count)
+    words = f"vLLM {VLLM_VERSION}'s defaults on {hw.count}× {hw.gpu}"
+    if not found.changes:
+        return found.space, f"baseline (trial 0): {words}, as {path.name} declares them"
+    data["search_space"] = found.space
+    changed = "; ".join(found.changes)
+    return found.space, f"baseline (trial 0): {words}, written here with {path.name}: {changed}"
 
 
 def _tokenizer(opts: InitOptions, engine: str) -> str | None:
@@ -323,7 +338,6 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
         cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
         why = f"what {hours} holds{cap}"
     if cost.trial_s is not None:
-        label = "SIMULATED, " if cost.simulated else ""
-        why += f"; one trial ≈ {duration(cost.trial_s)}, {label}{cost.source}"
+        why += f"; one trial ≈ {duration(cost.trial_s)}, {cost.basis}"
     notes.append(f"budget: {n} trials, timeout {hours} ({why})")
     return n
