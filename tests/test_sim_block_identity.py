@@ -86,9 +86,9 @@ KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")
 
 def _word_prompts(tokenizer, n: int, length: int, seed: int) -> list[str]:
     """Distinct prompts of exactly `length` tokens: random single-token words."""
-    from tuner.sim.text import _word_tokens
+    from tuner.sim.text import TokenText
 
-    words = _word_tokens(tokenizer, 256)
+    words = TokenText(tokenizer).words
     rng = random.Random(seed)
     prompts = ["".join(rng.choice(words) for _ in range(length)) for _ in range(n)]
     assert all(len(tokenizer(p)["input_ids"]) == length for p in prompts)
