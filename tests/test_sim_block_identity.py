@@ -77,8 +77,8 @@ def test_known_and_unknown_prompts_mix_in_one_workload() -> None:
 
 # 12 prompts of 2500 tokens at 2 req/s (Poisson), 192-token answers, 32B at TP=4 on A6000s
 # with a KV cache of 28,112 tokens: the cache fills and the engine preempts. `tuner plan`
-# before block identity: 15 preemptions, mean TPOT 80 ms, against 2 and 54 ms with it and on
-# the server (SIMULATED).
+# before block identity: 25 preemptions, mean TPOT 107 ms, 31.8 s; with it 2, 54 ms and
+# 20.8 s, as on the server (SIMULATED).
 N, PROMPT_LEN, OUTPUT_LEN = 12, 2500, 192
 FLAGS = {"tensor-parallel-size": 4, "max-model-len": 4096, "gpu-memory-utilization": 0.38}
 KEYS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")
