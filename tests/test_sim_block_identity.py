@@ -13,6 +13,7 @@ import pytest
 
 from tuner.sim.memory import resolve_flags
 from tuner.sim.planner import simulate
+from tuner.sim.prefix_cache import block_hashes
 from tuner.sim.profiles import get_gpu, load_model
 from tuner.sim.scheduler import Scheduler, SimRequest
 
@@ -28,8 +29,6 @@ def _resumed_start(prompt_ids: list[int] | None) -> tuple[int, int, Scheduler]:
     sched = Scheduler(resolve_flags(MODEL, GPU, BASE), 20)
     first, second = SimRequest("a", 100, 80, 0.0), SimRequest("b", 100, 100, 0.0)
     if prompt_ids is not None:
-        from tuner.sim.prefix_cache import block_hashes
-
         second.block_hashes = block_hashes(prompt_ids, 16)
     sched.add(first)
     sched.add(second)
@@ -155,3 +154,35 @@ def test_plan_and_sim_serve_agree_on_long_prompts_that_preempt(tmp_path, tiny_mo
     # every prompt looked up once (the client's initial test request too): a resumed
     # request's lookup is not a new query
     assert counters["vllm:prefix_cache_queries_total"] == counters["vllm:prompt_tokens_total"]
+
+
+def test_the_kept_lookup_of_the_queues_head_is_a_fresh_lookup() -> None:
+    """`PrefixCache.leading_hits` keeps the head's run between steps and re-checks only what
+    was evicted since: on a workload that thrashes (documents shared, answers evicting them),
+    at every step it equals a scan of the names from scratch."""
+    rng = random.Random(3)
+    docs = [[rng.randrange(1, 30000) for _ in range(900)] for _ in range(3)]
+    sched = Scheduler(resolve_flags(MODEL, GPU, BASE), 120)
+    for i in range(14):
+        ids = [*docs[i % 3], i] if i % 2 else None
+        req = SimRequest(str(i), 901, 300, 0.0)
+        if ids is not None:
+            req.block_hashes = block_hashes(ids, 16)
+        sched.add(req)
+    checked = 0
+    while sched.has_work:
+        if sched.waiting and sched.cache is not None:
+            head = sched.waiting[0]
+            limit = (head.num_tokens - 1) // 16
+            fresh = []
+            for name in sched._names(head, 0, limit):
+                if name not in sched.cache.refs:
+                    break
+                fresh.append(name)
+            kept = sched._hits(head)
+            if head.block_hashes or head.resumed:
+                assert kept == fresh
+                checked += bool(fresh)
+        sched.finish_step(sched.schedule())
+    assert sched.preemptions > 10 and checked > 1000
+    assert sched.free_blocks == sched.total_blocks
