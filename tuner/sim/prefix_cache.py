@@ -18,8 +18,9 @@ block_pool.py, kv_cache_utils.py, vllm/v1/request.py; 0.32).
   first, then evicts cached ones, least recently freed first; a request's blocks are freed
   tail first, so its tail is evicted before its head.
 - Two requests that compute the same block at the same time hold two copies; only the first
-  is named here (vLLM names both and hits the first; the difference shows only when the
-  first copy is evicted while the second is still free).
+  is named here, the second request naming its blocks past it (vLLM names both and hits the
+  first; the difference shows only when the first copy is evicted while the second is still
+  free).
 
 Queries and hits count new requests' prompt tokens, as vLLM's `vllm:prefix_cache_queries` and
 `vllm:prefix_cache_hits` do (a resumed request's lookup is counted apart there, not here).
