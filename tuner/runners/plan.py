@@ -160,10 +160,14 @@ def study_workload(
     )
 
 
-def _shared_prompt_ids(requests: Sequence[Any]) -> tuple[tuple[int, ...], ...] | None:
-    """The prompts' token ids when the workload kept them (prompts that share prefixes)."""
-    ids = [getattr(r, "prompt_ids", None) for r in requests]
-    return tuple(ids) if ids and all(i is not None for i in ids) else None
+def _shared_prompt_ids(
+    requests: Sequence[Any],
+) -> tuple[tuple[int, ...] | None, ...] | None:
+    """Each prompt's token ids where the workload kept them (prompts that share prefixes), None
+    for a prompt without (the simulator names its blocks by the request alone); None when no
+    prompt has them."""
+    ids = tuple(getattr(r, "prompt_ids", None) for r in requests)
+    return ids if any(i is not None for i in ids) else None
 
 
 def study_profile(spec: StudySpec) -> GpuProfile:
