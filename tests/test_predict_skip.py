@@ -342,3 +342,34 @@ def test_a_study_on_an_engine_3x_faster_than_its_profile_finds_what_no_skip_find
     assert found[True][0] >= 3, found  # configs after the baseline were launched
     assert found[True][1] == pytest.approx(found[False][1]), found
     assert not false, f"ruled out, and would have beaten the best: trials {false}"
+
+
+def test_a_multi_fidelity_budget_counts_real_trials_not_ruled_out_ones(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 37 §4: a multi-fidelity study's budget is its few real trials. The screen's
+    choices are queued (never ruled out); when it finds nothing new the sampler proposes, and
+    a proposal ruled out on a prediction used to count as one of the trials: a real trial
+    lost. Now every counted trial is launched."""
+
+    class Engine(PlanRunner):  # a real engine to the loop (the screen runs), the truth 2× faster
+        planned = False
+        simulated = False
+
+    data = _spec(tiny_model_dir).model_dump()
+    data |= {"budget": {"n_trials": 6}, "search": {"fidelity": "multi", "candidates": 16}}
+    spec = StudySpec.model_validate(data)
+    engine = Engine(spec)
+    engine.gpu = _truth_faster(spec, 2.0).gpu
+    store = Store(f"sqlite:///{tmp_path}/mf.db")
+    loop = StudyLoop(spec, store, engine)
+    assert loop.screen is not None
+    loop.screen.choose = lambda points, host=None: None  # nothing new: the sampler proposes
+    loop.run()
+    points = read_all(store.load_study("skip").get_trials())
+    store.close()
+    out = [p for p in points if ps.ruled_out(p)]
+    launched = [p for p in points if p.record.engine_s]
+    assert out, "nothing was ruled out: the test shows nothing"
+    assert len(launched) == spec.budget.n_trials
+    assert loop.budget_used() == (spec.budget.n_trials, 0)
