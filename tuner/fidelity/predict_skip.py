@@ -84,7 +84,8 @@ class PredictionSkip:
                 self._plan.use_requests(self._requests())
             ctx = TrialContext(self.spec.name, -1, dict(params), lambda s: None)
             m = self._plan.measure(ctx)
-            self._simulated[key] = m if m.metrics is not None else None
+            # kept without its per-request records: scoring reads the figures alone
+            self._simulated[key] = replace(m, records=[]) if m.metrics is not None else None
         return self._simulated[key]
 
     def predict(
