@@ -3,20 +3,24 @@
 
 Before each launch of `tuner run` / `tuner plan`, with any sampler, the study's simulator
 predicts the config's whole trial in virtual time (`PlanRunner`, the planner's own code: the
-same workload, rate steps and scenarios, no early stop). The prediction is calibrated on this
-study's launched trials, and trusted only to a margin measured on them:
+same workload, rate steps and scenarios, no early stop). A profile may be off in scale by far
+more than any margin (issue 32 §5), so nothing is judged on the simulator's absolute figures:
 
-- every launched trial stores the prediction made for it *before* it ran (`SkipPrediction`);
-  once measured whole, its miss is a true held-out error: log(measured / predicted) per SLO
-  metric, measured − predicted for the score; trials the simulator predicted alike give one
-  (averaged) miss;
-- calibration: the median miss is added to each new prediction (the simulator's systematic
-  error on this study's engine);
+- relative to the reference: the predicted score is scored against the simulator's own
+  prediction of the reference trial (the baseline), so a scale common to both cancels; each
+  predicted SLO figure is anchored on the reference's miss, predicted × measured/predicted of
+  the reference;
+- misses: every launched trial measured whole gives ln(measured / predicted) − the
+  reference's miss per SLO figure and measured − predicted score, both re-scored under
+  today's judging (a weights or SLO change re-scores the prediction as it re-scores the
+  measurement); trials the simulator predicted alike give one (averaged) miss;
+- calibration: the median miss is added to each new prediction;
 - margin: the larger of `SAFETY` × the largest miss left after calibration and a one-sided
   99 % prediction bound from the misses' spread, at least `MIN_MARGIN` (on the score:
   `MIN_MARGIN` × the largest weight, 5 % of the heaviest-weighted metric); with fewer than
-  `MIN_ERRORS` distinct misses, the stated conservative margin `CONSERVATIVE_MARGIN` (the
-  simulator may be off by a factor of 2 on every figure) and no calibration.
+  `MIN_ERRORS` distinct misses, the stated conservative margin `CONSERVATIVE_MARGIN` (a
+  factor of 2 on every figure) widened by the reference's own miss, and no calibration. Never
+  narrower than `SAFETY` × the largest miss seen.
 
 Once one launched trial is measured whole, a config is ruled out when, even with the whole
 margin in its favour, it breaks an SLO (scalar mode) or its score cannot beat the best
@@ -33,6 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from tuner import trial as tr
+from tuner.measure.measurement import Measurement
 from tuner.measure.objective import metric_direction
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
@@ -45,6 +50,7 @@ CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a f
 SAFETY = 1.5  # the measured margin: this times the largest held-out miss after calibration
 MIN_MARGIN = 0.05  # never trusted closer than 5 % on one figure
 SCORE = "score"
+CAPACITY = "capacity_rps"  # capacity mode's figure
 
 
 class PredictionSkip:
@@ -56,48 +62,145 @@ class PredictionSkip:
         self.spec = spec
         self._requests = requests
         self._plan: PlanRunner | None = None
+        self._simulated: dict[tuple, Measurement | None] = {}
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
         self.capacity = spec.objective.mode == "capacity"
-        w = [abs(v) for v in spec.objective.weights.values()]
+        self.weights = {k: abs(v) for k, v in spec.objective.weights.items() if v}
+        w = list(self.weights.values())
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
         # metric by max|w| times 0.05 (capacity mode's score is one log-ratio)
         self.score_scale = 1.0 if self.capacity else sum(w) or 1.0
         self.score_floor = MIN_MARGIN * (1.0 if self.capacity else max(w, default=1.0) or 1.0)
 
+    def simulate(self, params: dict[str, Any]) -> Measurement | None:
+        """The simulator's whole trial of a config (None: it refuses it). The planner is
+        deterministic, so each config is simulated once per process; a resumed study
+        simulates its launched trials again, with today's simulator (their misses are the
+        misses of the predictor that predicts the next config)."""
+        key = tr.params_key(params)
+        if key not in self._simulated:
+            if self._plan is None:
+                self._plan = PlanRunner(self.spec)  # the study's own profile: never a hidden truth
+                self._plan.use_requests(self._requests())
+            ctx = TrialContext(self.spec.name, -1, dict(params), lambda s: None)
+            m = self._plan.measure(ctx)
+            # kept without its per-request records: scoring reads the figures alone
+            self._simulated[key] = replace(m, records=[]) if m.metrics is not None else None
+        return self._simulated[key]
+
     def predict(
         self, params: dict[str, Any], points: Sequence[TrialPoint], host: str | None
     ) -> SkipPrediction | None:
         """The calibrated prediction with its margins (None: the simulator refuses it)."""
-        if self._plan is None:
-            self._plan = PlanRunner(self.spec)  # the study's own profile: never a hidden truth
-            self._plan.use_requests(self._requests())
-        m = self._plan.measure(TrialContext(self.spec.name, -1, dict(params), lambda s: None))
-        if m.metrics is None:
+        m = self.simulate(params)
+        if m is None or m.metrics is None:
             return None
-        ref = tr.reference(points, host)
-        raw_score = scoring.score_trial(self.spec, m, ref).score if ref is not None else None
         keys = [s.metric for s in self.slos if s.metric in m.metrics]
         raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
-        misses = _misses(points)
+        engine_s = _typical_engine_s(points) or m.engine_s
+        ref = tr.reference(points, host)
+        anchored = self._anchored(ref) if ref is not None else None
+        if anchored is None:  # nothing measured yet, or the simulator refuses the reference
+            return SkipPrediction(raw=raw, engine_s=engine_s)
+        predicted_ref, anchor = anchored
+        raw_score = scoring.score_trial(self.spec, m, predicted_ref).score
+        misses = self.misses(points)
         bias, margin = {}, {}
         for key in [*raw, SCORE]:
             found = [e[key] for e in misses if key in e]
-            if len(found) < MIN_ERRORS:
-                scale = self.score_scale if key == SCORE else 1.0
-                bias[key], margin[key] = 0.0, CONSERVATIVE_MARGIN * scale
-                continue
-            bias[key] = statistics.median(found)
-            floor = self.score_floor if key == SCORE else MIN_MARGIN
-            margin[key] = max(_margin(found, bias[key]), floor)
+            bias[key], margin[key] = self._trusted(key, found, anchor)
         return SkipPrediction(
             raw=raw,
             raw_score=raw_score,
-            metrics={k: v * math.exp(bias[k]) for k, v in raw.items()},
-            score=raw_score + bias[SCORE] if raw_score is not None else None,
+            metrics={k: v * math.exp(anchor[k] + bias[k]) for k, v in raw.items() if k in anchor},
+            score=raw_score + bias[SCORE],
             margin=margin,
+            anchor=anchor,
             errors_from=min((sum(k in e for e in misses) for k in margin), default=0),
-            engine_s=_typical_engine_s(points) or m.engine_s,
+            engine_s=engine_s,
         )
+
+    def _anchored(self, ref: TrialPoint) -> tuple[TrialPoint, dict[str, float]] | None:
+        """The reference trial as the simulator predicts it (what predicted scores are
+        relative to, so the profile's scale cancels), and its miss: ln(measured / predicted)
+        per figure the prediction reads (capacity mode: `capacity_rps` too). None: the
+        simulator refuses the reference's config."""
+        m = self.simulate(ref.params)
+        if m is None:
+            return None
+        predicted = scoring.simulated_reference(self.spec, m, ref.params)
+        mine, theirs = _figures(ref), _figures(predicted)
+        wanted = {s.metric for s in self.slos} | set(self.weights) | {CAPACITY}
+        anchor = {
+            k: math.log(mine[k] / theirs[k])
+            for k in wanted
+            if k in mine and k in theirs and mine[k] > 0 and theirs[k] > 0
+        }
+        return predicted, anchor
+
+    def _trusted(self, key: str, found: Sequence[float], anchor: dict[str, float]) -> tuple:
+        """(calibration, margin) of one figure (or the score) from the misses `found`. With
+        fewer than `MIN_ERRORS`: no calibration, the stated margin widened by the reference's
+        own miss (a profile that far off may misjudge the engine's load too, not only its
+        scale). Never narrower than `SAFETY` × the largest miss seen."""
+        seen = SAFETY * max((abs(e) for e in found), default=0.0)
+        if len(found) < MIN_ERRORS:
+            if key == SCORE:
+                off = abs(anchor.get(CAPACITY, 0.0)) if self.capacity else 0.0
+                off += sum(w * abs(anchor.get(k, 0.0)) for k, w in self.weights.items())
+                stated = CONSERVATIVE_MARGIN * self.score_scale + off
+            else:
+                stated = CONSERVATIVE_MARGIN + abs(anchor.get(key, 0.0))
+            return 0.0, max(stated, seen)
+        bias = statistics.median(found)
+        floor = self.score_floor if key == SCORE else MIN_MARGIN
+        return bias, max(_margin(found, bias), floor)
+
+    def misses(self, points: Sequence[TrialPoint]) -> list[dict[str, float]]:
+        """How far the predictions of the launched trials measured whole were off, under
+        today's judging, one entry per distinct prediction: ln(measured / predicted) − the
+        reference's own miss per SLO figure, measured − predicted score (both relative to
+        their reference trial). The reference itself gives none (its relative miss is 0 by
+        construction: it is the anchor). Configs that the simulator predicts alike (flags
+        that change nothing it models) are one piece of evidence, not several: their misses
+        are averaged into one."""
+        by_number = {p.number: p for p in points}
+        anchors: dict[int, tuple[TrialPoint, dict[str, float]] | None] = {}
+        groups: dict[tuple, list[dict[str, float]]] = {}
+        for p in points:
+            if not _whole(p) or not p.metrics or p.record.skip_prediction is None:
+                continue
+            ref = by_number.get(p.reference) if p.reference is not None else None
+            ref = ref or tr.reference(points, p.host)
+            m = self.simulate(p.params)
+            if ref is None or ref.number == p.number or m is None or m.metrics is None:
+                continue
+            if ref.number not in anchors:
+                anchors[ref.number] = self._anchored(ref)
+            if (anchored := anchors[ref.number]) is None:
+                continue
+            predicted_ref, anchor = anchored
+            raw = {s.metric: m.metrics.get(s.metric, 0.0) for s in self.slos}
+            e = {
+                k: math.log(p.metrics[k] / v) - anchor[k]
+                for k, v in raw.items()
+                if k in anchor and tr.is_finite(p.metrics.get(k)) and p.metrics[k] > 0 and v > 0
+            }
+            predicted = scoring.score_trial(self.spec, m, predicted_ref).score
+            if p.score is not None:
+                e[SCORE] = p.score - predicted
+            key = (
+                tuple(sorted((k, float(f"{v:.6g}")) for k, v in raw.items())),
+                f"{predicted:.6g}",
+            )
+            groups.setdefault(key, []).append(e)
+        return [
+            {
+                k: statistics.fmean(e[k] for e in group if k in e)
+                for k in {k for e in group for k in e}
+            }
+            for group in groups.values()
+        ]
 
     def judge(
         self,
@@ -140,34 +243,6 @@ def _in_favour(metric: str, value: float, margin: float) -> float:
     return value * math.exp(-margin if lower_is_better else margin)
 
 
-def _misses(points: Sequence[TrialPoint]) -> list[dict[str, float]]:
-    """How far the pre-launch predictions of the launched trials measured whole were off, one
-    entry per distinct prediction: configs that the simulator predicts alike (flags that
-    change nothing it models) are one piece of evidence, not several, so their misses are
-    averaged into one."""
-    groups: dict[tuple, list[dict[str, float]]] = {}
-    for p in points:
-        pred = p.record.skip_prediction
-        if pred is None or pred.ruled_out or not p.measured or p.partial or not p.metrics:
-            continue
-        e = {
-            k: math.log(p.metrics[k] / v)
-            for k, v in pred.raw.items()
-            if tr.is_finite(p.metrics.get(k)) and p.metrics[k] > 0 and v > 0
-        }
-        if pred.raw_score is not None and p.score is not None and not p.baseline:
-            e[SCORE] = p.score - pred.raw_score
-        key = (
-            tuple(sorted((k, float(f"{v:.6g}")) for k, v in pred.raw.items())),
-            None if pred.raw_score is None else float(f"{pred.raw_score:.6g}"),
-        )
-        groups.setdefault(key, []).append(e)
-    return [
-        {k: statistics.fmean(e[k] for e in group if k in e) for k in {k for e in group for k in e}}
-        for group in groups.values()
-    ]
-
-
 def _margin(found: Sequence[float], bias: float) -> float:
     """How far the next miss may lie from `bias`, from `found` (held-out misses, one per
     distinct prediction): the larger of `SAFETY` × the largest seen and the one-sided 99 %
@@ -179,6 +254,12 @@ def _margin(found: Sequence[float], bias: float) -> float:
     largest = max(abs(e - bias) for e in found)
     bound = float(t.ppf(0.99, n - 1)) * statistics.stdev(found) * math.sqrt(1 + 1 / n)
     return max(SAFETY * largest, bound)
+
+
+def _figures(p: TrialPoint) -> dict[str, float]:
+    """A trial's metrics, and its capacity in capacity mode (`CAPACITY`)."""
+    cap = p.capacity_rps
+    return {**p.metrics, **({CAPACITY: cap} if cap is not None else {})}
 
 
 def _whole(p: TrialPoint) -> bool:

@@ -26,8 +26,8 @@ from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
-from tuner.trial import RobustnessRecord, TrialPoint, TrialRecord
-from tuner.trial.scoring import score_trial
+from tuner.trial import RobustnessRecord, TrialPoint
+from tuner.trial.scoring import score_trial, simulated_reference
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,13 +107,6 @@ def simulated_metrics(
     return m.metrics if m is not None else None
 
 
-def _as_reference(spec: StudySpec, m: Measurement, params: Mapping[str, Any]) -> TrialPoint:
-    """The baseline's simulated run as the trial the study would score against."""
-    scored = score_trial(spec, m, None)
-    record = TrialRecord(metrics=dict(m.metrics or {}), **scored.fields())
-    return TrialPoint.measured_as(-1, dict(params), record)
-
-
 def gains(
     spec: StudySpec,
     requests: Sequence[Any],
@@ -135,7 +128,9 @@ def gains(
         elif mine is None:
             out[p.name] = -math.inf
         else:
-            out[p.name] = -score_trial(s, mine, _as_reference(s, base, base_params)).score
+            out[p.name] = -score_trial(
+                s, mine, simulated_reference(s, base, dict(base_params))
+            ).score
     return out
 
 

@@ -135,8 +135,9 @@ class StudyLoop:
     # Budget --------------------------------------------------------------------------------
 
     def budget_used(self) -> tuple[int, int]:
-        """(trials done, trials in flight) of this spec by every worker (`reading.budget_used`)."""
-        return budget_used(self._points())
+        """(trials done, trials in flight) of this spec by every worker (`reading.budget_used`;
+        multi-fidelity counts real trials: a launch ruled out on a prediction is not one)."""
+        return budget_used(self._points(), real_only=self.screen is not None)
 
     def trials_left(self, n_trials: int | None) -> int:
         """`n_trials` more (this worker's), else what the study file's budget still allows."""
@@ -214,7 +215,8 @@ class StudyLoop:
                 if n_trials is None and budget_s is not None and self.time_used_s() >= budget_s:
                     break
                 outcome = self._one_trial(new)
-                if outcome.kind != "reused":
+                free = self.screen is not None and outcome.saved_by == "prediction"
+                if outcome.kind != "reused" and not free:  # multi-fidelity: real trials count
                     new, reused_in_a_row = new + 1, 0
                     continue
                 reused_in_a_row += 1

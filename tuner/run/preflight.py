@@ -90,7 +90,7 @@ def preflight(spec: StudySpec, args: RunArgs = RunArgs(), *, slow: bool = True) 
             n_trials=args.n_trials,
             timeout_s=args.timeout_s,
             real_trials=current,
-            done=budget_used(current)[0],
+            done=budget_used(current, real_only=spec.search.fidelity == "multi")[0],
         )
         if args.from_plan:
             result.notes += plan_notes(spec, real)

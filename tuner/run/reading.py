@@ -65,12 +65,14 @@ class StudyReading:
         return sorted((p for p in self.points() if p.state == "WAITING"), key=lambda p: p.number)
 
 
-def budget_used(points: list[TrialPoint]) -> tuple[int, int]:
+def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[int, int]:
     """(trials done, trials in flight): what `n_trials` counts. Interrupted trials and reused
     results are not counted (a re-run finishes the plan); a trial in flight may still turn
     out a reused result. Nor are `--confirm`'s re-runs: they measure a config again, not a
     new one (they used to count, so a study confirmed once ran fewer configs than its budget
-    when the budget was raised or a killed confirmation was resumed)."""
+    when the budget was raised or a killed confirmation was resumed). `real_only`
+    (multi-fidelity, whose budget is its few real trials): nor launches ruled out on a
+    prediction (issue 37 §4)."""
     done = running = 0
     for p in points:
         if p.confirm_of is not None:
@@ -80,7 +82,8 @@ def budget_used(points: list[TrialPoint]) -> tuple[int, int]:
         elif p.state == "WAITING":
             continue  # queued (a retry, a baseline): counted once it runs
         elif not p.interrupted and p.record.reused_from is None:
-            done += 1
+            skip = p.record.skip_prediction
+            done += not (real_only and skip is not None and skip.ruled_out)
     return done, running
 
 

@@ -19,6 +19,7 @@ from tuner.spec.study import StudySpec
 from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
 from tuner.trial.point import TrialPoint, stored_score
 from tuner.trial.ranking import pooled
+from tuner.trial.record import TrialRecord
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,14 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
             j.score, [value], cons, capacity_rps=cap, rate_steps=steps, scenarios=j.scenarios
         )
     return Scored(j.score, [j.score], cons, rate_steps=steps, scenarios=j.scenarios)
+
+
+def simulated_reference(spec: StudySpec, m: Measurement, params: dict[str, Any]) -> TrialPoint:
+    """A simulated run of the reference config as the trial the study would score against
+    (robustness's perturbed baselines, prediction skips' predicted baseline)."""
+    scored = score_trial(spec, m, None)
+    record = TrialRecord(metrics=dict(m.metrics or {}), **scored.fields())
+    return TrialPoint.measured_as(-1, dict(params), record)
 
 
 def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list[TrialPoint]:

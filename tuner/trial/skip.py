@@ -25,19 +25,23 @@ def _opt(raw: Any) -> float | None:
 
 @dataclass(frozen=True)
 class SkipPrediction:
-    """One config's prediction before launch. `raw`: the simulator's figures (what each
-    launched trial's error is measured against); `score`/`metrics`: calibrated by the study's
-    errors so far; `margin`: how far each (and the score, key "score") may still be off, in
-    log units (score units for "score"); `errors_from`: the distinct predictions of launched
-    trials those errors came from (below 3: the stated conservative margin). `ruled_out`: why
-    it was not launched (None: it was launched); `incumbent`: the best score then; `engine_s`:
-    the engine time a launch was predicted to take (what a skip saves)."""
+    """One config's prediction before launch. `raw`: the simulator's figures; `raw_score`:
+    its score against the simulator's figures for the reference trial (the profile's scale
+    cancels); `anchor`: the reference trial's own miss, ln(measured / predicted) per figure;
+    `score`/`metrics`: calibrated (the figures by the anchor, both by the median miss of the
+    study's other launched trials); `margin`: how far each (and the score, key "score") may
+    still be off, in log units (score units for "score"); `errors_from`: the distinct
+    predictions of launched trials those misses came from (below 3: the stated conservative
+    margin). `ruled_out`: why it was not launched (None: it was launched); `incumbent`: the
+    best score then; `engine_s`: the engine time a launch was predicted to take (what a skip
+    saves)."""
 
     raw: dict[str, float] = field(default_factory=dict)
     raw_score: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     score: float | None = None
     margin: dict[str, float] = field(default_factory=dict)
+    anchor: dict[str, float] = field(default_factory=dict)
     errors_from: int = 0
     engine_s: float | None = None
     incumbent: float | None = None
@@ -58,6 +62,7 @@ class SkipPrediction:
             metrics=_floats(raw.get("metrics")),
             score=_opt(raw.get("score")),
             margin=_floats(raw.get("margin")),
+            anchor=_floats(raw.get("anchor")),
             errors_from=int(raw.get("errors_from") or 0),
             engine_s=_opt(raw.get("engine_s")),
             incumbent=_opt(raw.get("incumbent")),
