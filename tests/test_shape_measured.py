@@ -21,6 +21,7 @@ from tuner.runners.plan import PlanRunner
 from tuner.spec.space import serve_argv
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
+from tuner.testing import sim_study, tuner
 from tuner.trial import specs
 
 TP = {"type": "categorical", "choices": [1, 2], "default": 2}
@@ -86,3 +87,26 @@ def test_other_gpus_per_trial_are_refused_or_a_new_baseline_and_old_trials_keep_
     assert _dp(specs.spec_for(record, old), old.params) == "2"
     assert _dp(specs.spec_for(record, new), new.params) == "1"
     assert "--data-parallel-size 1" in best_report(loop.points(), loop.name, record)
+
+
+@pytest.mark.slow  # one engine start on the simulated engine
+def test_tuner_run_with_other_gpus_per_trial_is_one_line_and_best_keeps_the_measured_shape(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        flags={"tensor-parallel-size": None},  # the shape is searched
+        workload={"num_prompts": 4, "request_rate": 8},
+        search_space={"parameters": {"tensor-parallel-size": TP}, "fill_data_parallel": True},
+        budget={"n_trials": 1},
+    )
+    slots = ["--gpus", "0-3", "--gpus-per-trial"]
+    first = tuner("run", str(study), *slots, "4", cwd=tmp_path, timeout=300)
+    assert first.returncode == 0, first.stderr
+    again = tuner("run", str(study), *slots, "2", "--n-trials", "1", cwd=tmp_path, timeout=300)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert "the GPUs of a trial" in again.stderr and "4 → 2" in again.stderr
+    best = tuner("best", str(study), cwd=tmp_path, timeout=120)
+    assert best.returncode == 0, best.stderr
+    assert "--data-parallel-size 2" in " ".join(best.stdout.replace("\\\n", " ").split())
