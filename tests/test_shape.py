@@ -181,7 +181,7 @@ def test_data_parallel_fills_what_tensor_times_pipeline_parallel_leave() -> None
 
 def test_a_fixed_data_parallel_size_under_fill_is_refused_not_overridden() -> None:
     space = {"parameters": {"tensor-parallel-size": SHAPE}, "fill_data_parallel": True}
-    with pytest.raises(ValueError, match="engine.flags.data-parallel-size: 1 contradicts"):
+    with pytest.raises(ValueError, match=r"engine\.flags\.data-parallel-size: 1 contradicts"):
         _fixed(space, {"data-parallel-size": 1})
     # without fill_data_parallel the fixed value is what the engine is told
     plain = _fixed({"parameters": {"enable-prefix-caching": PREFIX}}, {"data-parallel-size": 2})

@@ -127,7 +127,10 @@ def check_baseline_starts(spec: StudySpec) -> None:
     why = spec_rules(spec, flags)
     if why is None:
         env = engine_env(spec, base)
-        predicted = predict_refusal(spec.engine.model, spec.hardware, flags, env)
+        try:
+            predicted = predict_refusal(spec.engine.model, spec.hardware, flags, env)
+        except UserError:  # a profile file it cannot read: `check_accelerator`'s to say
+            predicted = None
         rule = predicted is not None and predicted[0] == FailureKind.INVALID_ARGUMENT
         why = predicted[1] if predicted is not None and rule else None
     if why is not None:

@@ -17,7 +17,8 @@ import math
 import re
 from typing import Any
 
-# flag → (kind, least value): vLLM's EngineArgs fields of type int or float
+# flag → its least value (None: any): vLLM 0.32's EngineArgs fields of type int, and of type
+# float below (vllm/engine/arg_utils.py); a flag not listed is passed as written
 INT_FLAGS = {
     "tensor-parallel-size": 1,
     "pipeline-parallel-size": 1,
@@ -28,8 +29,6 @@ INT_FLAGS = {
     "max-num-scheduled-tokens": 1,
     "max-model-len": 1,
     "block-size": 1,
-    "max-num-partial-prefills": 1,
-    "max-long-partial-prefills": 1,
     "long-prefill-token-threshold": 0,
     "num-gpu-blocks-override": 1,
     "kv-cache-memory-bytes": 1,
@@ -39,7 +38,7 @@ INT_FLAGS = {
     "seed": None,
     "max-logprobs": None,
 }
-FLOAT_FLAGS = {"gpu-memory-utilization": 0.0, "cpu-offload-gb": 0.0, "swap-space": 0.0}
+FLOAT_FLAGS = {"gpu-memory-utilization": 0.0, "cpu-offload-gb": None}
 # vLLM parses these with `human_readable_int` (1k = 1000, 1K = 1024, 25.6k = 25600)
 HUMAN_READABLE = frozenset(
     {"max-num-batched-tokens", "max-num-scheduled-tokens", "kv-cache-memory-bytes", "max-model-len"}
@@ -63,7 +62,7 @@ def flag_value(flag: str, value: Any) -> Any:
     number = _number(flag, value)
     if flag == "max-model-len" and number == AUTO_MAX_MODEL_LEN:
         return number
-    least = INT_FLAGS.get(flag) if flag in INT_FLAGS else FLOAT_FLAGS[flag]
+    least = INT_FLAGS[flag] if flag in INT_FLAGS else FLOAT_FLAGS[flag]
     if least is not None and (number < least or (flag in FLOAT_FLAGS and number <= least)):
         bound = f"at least {least}" if flag in INT_FLAGS else f"more than {least:g}"
         raise ValueError(f"--{flag} takes {bound}, not {value!r}")
