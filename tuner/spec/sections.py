@@ -86,7 +86,7 @@ class ParameterSpec(_Strict):
 
 class SearchSpace(_Strict):
     parameters: dict[str, ParameterSpec]
-    # data-parallel-size derived: the trial's GPUs / tensor-parallel-size (tuner.spec.space)
+    # data-parallel-size derived: the trial's GPUs / (TP x PP) (tuner.spec.space)
     fill_data_parallel: bool = False
 
     @field_validator("parameters")
