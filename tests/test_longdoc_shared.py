@@ -79,6 +79,18 @@ def test_bad_reuse_options_are_refused_in_one_line(tok) -> None:
         build_requests(_spec(longdoc_system_len=590), tok)
 
 
+def test_every_documented_number_of_questions_builds(tok) -> None:
+    """Issue 33: a document drew its record numbers from 100-999, so 901 to 1000 questions
+    (the documented limit) crashed the build after `check` passed; up to 900 questions a
+    document's prompts are the ones they were."""
+    for asked in (901, 1000):
+        requests = build_requests(_spec(longdoc_questions=[asked], num_prompts=asked), tok)
+        assert len(requests) == asked and len({r.prompt for r in requests}) == asked
+        assert max(r.prompt_len for r in requests) <= 1200
+    kept = build_requests(_spec(longdoc_questions=[4]), tok)
+    assert "record 559?" in kept[0].prompt  # as drawn before the change (seed 0)
+
+
 def test_with_repeated_documents_block_size_changes_the_predicted_ttft(tok) -> None:
     """Issue 23: with documents asked several times, hits depend on the block size, so the
     planner's P99 TTFT does; with each document asked once it does not."""

@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tuner.errors import FailureKind
+from tuner.errors import FailureKind, UserError
+from tuner.run.checks import check_baseline_starts
 from tuner.runners.precheck import predict_refusal
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import get_gpu, load_model
@@ -153,3 +154,65 @@ def _means(records: list, out: int) -> dict[str, float]:
         "mean_ttft_ms": 1e3 * sum(ttft) / len(ttft),
         "mean_tpot_ms": 1e3 * sum(tpot) / len(tpot),
     }
+
+
+def _fixed(space: dict[str, Any], flags: dict[str, Any], **hardware: Any) -> StudySpec:
+    data = _spec(space, **hardware).model_dump()
+    data["engine"]["flags"].update(flags)
+    return StudySpec.model_validate(data)
+
+
+def test_data_parallel_fills_what_tensor_times_pipeline_parallel_leave() -> None:
+    """Issue 33: PP=2 on 4 GPUs gave TP=2 two replicas (8 GPUs) and refused every trial, the
+    baseline included; a replica is TP x PP GPUs."""
+    tp = {"type": "categorical", "choices": [1, 2], "default": 2}
+    space = {"parameters": {"tensor-parallel-size": tp}, "fill_data_parallel": True}
+    spec = _fixed(space, {"pipeline-parallel-size": 2})
+    two = effective_flags(spec, {"tensor-parallel-size": 2})
+    assert two["data-parallel-size"] == 1 and spec_rules(spec, two) is None
+    one = effective_flags(spec, {"tensor-parallel-size": 1})
+    assert one["data-parallel-size"] == 2 and spec_rules(spec, one) is None
+    check_baseline_starts(spec)  # trial 0 starts: nothing to say
+    # TP x PP that does not divide the GPUs is still refused per trial, in those words
+    three = _fixed(space, {"pipeline-parallel-size": 3})
+    why = spec_rules(three, effective_flags(three, {"tensor-parallel-size": 1}))
+    assert why is not None and "pipeline-parallel-size 3 does not divide the trial's 4" in why
+
+
+def test_a_fixed_data_parallel_size_under_fill_is_refused_not_overridden() -> None:
+    space = {"parameters": {"tensor-parallel-size": SHAPE}, "fill_data_parallel": True}
+    with pytest.raises(ValueError, match=r"engine\.flags\.data-parallel-size: 1 contradicts"):
+        _fixed(space, {"data-parallel-size": 1})
+    # without fill_data_parallel the fixed value is what the engine is told
+    plain = _fixed({"parameters": {"enable-prefix-caching": PREFIX}}, {"data-parallel-size": 2})
+    assert effective_flags(plain, {})["data-parallel-size"] == 2
+
+
+@pytest.mark.parametrize(
+    ("space", "flags", "hardware", "needle"),
+    [
+        # TP=3 filling 4 GPUs: no data-parallel-size does
+        ({"tensor-parallel-size": {**SHAPE, "default": 3}}, {}, {},
+         "tensor-parallel-size 3 x pipeline-parallel-size 1 does not divide the trial's 4"),
+        # a fixed TP=3 without fill: vLLM's rule on the model's 40 heads
+        ({}, {"tensor-parallel-size": 3}, {},
+         "Total number of attention heads (40) must be divisible by tensor parallel size (3)"),
+        # more GPUs than the box has
+        ({}, {"tensor-parallel-size": 8}, {}, "needs 8 GPUs, more than the trial's 4"),
+        ({}, {"tensor-parallel-size": 4}, {"gpus": "0-1"}, "needs 4 GPUs, more than the trial's 2"),
+    ],
+)  # fmt: skip
+def test_a_baseline_that_can_never_start_is_a_problem_before_the_run(
+    space: dict, flags: dict, hardware: dict, needle: str
+) -> None:
+    fill = "tensor-parallel-size" in space
+    spec = _fixed(
+        {"parameters": {**space, "enable-prefix-caching": PREFIX}, "fill_data_parallel": fill},
+        flags,
+        **hardware,
+    )
+    with pytest.raises(UserError) as err:
+        check_baseline_starts(spec)
+    text = str(err.value)
+    assert needle in text and text.startswith("search_space: the baseline (trial 0"), text
+    assert "\n" not in text

@@ -15,7 +15,7 @@ from tuner.results.views import best_report
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.store.storage import Store
-from tuner.trial import specs
+from tuner.trial import spec_ids, specs
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_longdoc_fields_count_only_for_the_longdoc_dataset(tiny_model_dir: Path)
     a = _spec(tiny_model_dir).model_dump()
     # a study stored before the longdoc fields existed keeps its id: the hashed part is what
     # the older tuner hashed (no longdoc key at all)
-    assert "longdoc" not in json.dumps(specs._measured_part(specs.canonical(a)))
+    assert "longdoc" not in json.dumps(spec_ids.measured_part(spec_ids.canonical(a)))
     b = {**a, "workload": {**a["workload"], "longdoc_lengths": [100]}}
     assert specs.spec_id(a) == specs.spec_id(b)  # random prompts: the field measures nothing
     ld = {**a, "workload": {**a["workload"], "dataset_name": "longdoc"}}
@@ -83,14 +83,14 @@ def test_document_reuse_fields_count_only_when_set(tiny_model_dir: Path) -> None
     defaults they are not hashed (in the workload or a scenario), so older ids stay."""
     a = _spec(tiny_model_dir).model_dump()
     ld = {**a, "workload": {**a["workload"], "dataset_name": "longdoc"}}
-    hashed = json.dumps(specs._measured_part(specs.canonical(ld)))
+    hashed = json.dumps(spec_ids.measured_part(spec_ids.canonical(ld)))
     assert "longdoc_lengths" in hashed and "longdoc_questions" not in hashed
     assert "longdoc_order" not in hashed and "longdoc_system_len" not in hashed
     asked = {**ld, "workload": {**ld["workload"], "longdoc_questions": [4]}}
     assert specs.spec_id(asked) != specs.spec_id(ld)
     assert specs.changes(ld, asked) == ["workload.longdoc_questions: unset → [4]"]
     mix = {**a, "scenarios": [{**ld["workload"], "name": "docs"}]}
-    hashed = json.dumps(specs._measured_part(specs.canonical(mix)))
+    hashed = json.dumps(spec_ids.measured_part(spec_ids.canonical(mix)))
     assert "longdoc_questions" not in hashed
 
 

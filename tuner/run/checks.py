@@ -14,14 +14,22 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from tuner.errors import UserError
+from tuner.errors import FailureKind, UserError
+from tuner.runners.precheck import predict_refusal
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import load_model
 from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.model_source import hub_cache_dir, tokenizer_source
 from tuner.spec.parsing import near_file
-from tuner.spec.space import max_model_len
+from tuner.spec.space import (
+    SHAPE_FLAGS,
+    baseline_params,
+    effective_flags,
+    engine_env,
+    max_model_len,
+    spec_rules,
+)
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.store.schema import workers_table
@@ -83,6 +91,7 @@ def environment_checks(spec: StudySpec) -> list[Check]:
         lambda: check_engine_host(spec.engine.host),
         lambda: check_cores(spec.engine.cpu_affinity),
         lambda: check_slot(spec),
+        lambda: check_baseline_starts(spec),
         *plan_checks(spec),
     ]
 
@@ -105,6 +114,32 @@ def check_slot(spec: StudySpec) -> None:
         check_engine_fits_slot(spec)
     except ValueError as exc:
         raise UserError(f"{exc} (--gpus-per-trial)") from None
+
+
+def check_baseline_starts(spec: StudySpec) -> None:
+    """Trial 0 runs every parameter's default (vLLM's own) on a trial's GPUs: a deployment
+    shape that cannot run there, or a config vLLM's rules refuse (the pipeline's rule check:
+    `spec_rules`, then the simulator's rules where it knows the model and GPU), would refuse
+    the baseline every other trial is scored against."""
+    base = baseline_params(spec.search_space)
+    if base is None:  # no baseline trial: each sampled config is checked on its own
+        return
+    flags = effective_flags(spec, base)
+    why = spec_rules(spec, flags)
+    if why is None:
+        env = engine_env(spec, base)
+        try:
+            predicted = predict_refusal(spec.engine.model, spec.hardware, flags, env)
+        except UserError:  # a profile file it cannot read: `check_accelerator`'s to say
+            predicted = None
+        rule = predicted is not None and predicted[0] == FailureKind.INVALID_ARGUMENT
+        why = predicted[1] if predicted is not None and rule else None
+    if why is not None:
+        shape = ", ".join(f"{k} {v}" for k, v in flags.items() if k in SHAPE_FLAGS)
+        raise UserError(
+            f"search_space: the baseline (trial 0: every parameter's default"
+            f"{'; ' + shape if shape else ''}) can never start: {why}"
+        )
 
 
 def check_plan(spec: StudySpec) -> None:

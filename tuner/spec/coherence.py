@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.spec.flag_values import long_flag
 from tuner.spec.sections import ParameterSpec
 
 # `StudySpec` runs these in its validator, so they take it untyped (`tuner.spec.study`
@@ -28,7 +29,7 @@ def check_study(spec: StudySpec) -> None:
 
 def flag_of(name: str, p: ParameterSpec) -> str:
     """The long flag a parameter sets, without dashes ("" for an env parameter)."""
-    return "" if p.env is not None else (p.flag or f"--{name}")[2:]
+    return long_flag(name, p)
 
 
 def check_flags_tuned_once(spec: StudySpec) -> None:
@@ -45,14 +46,21 @@ def check_flags_tuned_once(spec: StudySpec) -> None:
 
 
 def check_derived_shape(spec: StudySpec) -> None:
-    """`fill_data_parallel` derives data-parallel-size: a parameter on it would be overridden."""
+    """`fill_data_parallel` derives data-parallel-size: a parameter on it, or a fixed value in
+    `engine.flags`, would be overridden without a word."""
     space = spec.search_space
-    if space.fill_data_parallel and any(
-        flag_of(n, p) == DP_FLAG for n, p in space.parameters.items()
-    ):
+    if not space.fill_data_parallel:
+        return
+    if any(flag_of(n, p) == DP_FLAG for n, p in space.parameters.items()):
         raise ValueError(
             "search_space.fill_data_parallel derives data-parallel-size: it cannot also be a "
             "parameter"
+        )
+    fixed = spec.engine.flags.get(DP_FLAG)
+    if fixed is not None:
+        raise ValueError(
+            f"engine.flags.{DP_FLAG}: {fixed} contradicts search_space.fill_data_parallel, "
+            "which derives it from the trial's GPUs: remove one of them"
         )
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.errors import UserError
-from tuner.spec import inputs, slo
+from tuner.spec import flag_values, inputs, slo
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.parsing import parse_duration_s
 from tuner.spec.workload import WorkloadSpec
@@ -86,7 +86,7 @@ class ParameterSpec(_Strict):
 
 class SearchSpace(_Strict):
     parameters: dict[str, ParameterSpec]
-    # data-parallel-size derived: the trial's GPUs / tensor-parallel-size (tuner.spec.space)
+    # data-parallel-size derived: the trial's GPUs / (TP x PP) (tuner.spec.space)
     fill_data_parallel: bool = False
 
     @field_validator("parameters")
@@ -97,7 +97,8 @@ class SearchSpace(_Strict):
         for name in v:
             if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):
                 raise ValueError(f"bad parameter name {name!r}")
-        return v
+        # one of vLLM's numeric flags draws numbers of its kind, written as vLLM reads them
+        return {name: flag_values.numeric_parameter(name, p) for name, p in v.items()}
 
 
 class EngineSpec(_Strict):
@@ -161,7 +162,7 @@ class EngineSpec(_Strict):
                 raise ValueError(f"write flag {name!r} without leading dashes")
             if name in managed:
                 raise ValueError(f"flag {name!r} is set by the tuner")
-        return v
+        return {name: flag_values.flag_value(name, value) for name, value in v.items()}
 
 
 def _checked(check: Any, value: str) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import optuna
 
+from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, as_written, long_flag
 from tuner.spec.model_source import model_config
-from tuner.spec.study import ParameterSpec, Scalar, SearchSpace, StudySpec
+from tuner.spec.study import HardwareSpec, ParameterSpec, Scalar, SearchSpace, StudySpec
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 # Flags the simulator understands but production `vllm serve` does not.
@@ -56,11 +57,13 @@ def _clean(value: Any) -> Any:
 
 
 def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]:
-    """Parameters that are flags, keyed by long flag name without dashes."""
+    """Parameters that are flags, keyed by long flag name without dashes (a numeric flag's
+    value as vLLM reads it: a trial stored by an older tuner with the choice 2.0 says 2)."""
     out = {}
     for name, p in space.parameters.items():
         if p.env is None and name in params:
-            out[(p.flag or f"--{name}")[2:]] = _clean(params[name])
+            flag = long_flag(name, p)
+            out[flag] = as_written(flag, _clean(params[name]))
     return out
 
 
@@ -73,19 +76,25 @@ def tuned_env(space: SearchSpace, params: dict[str, Any]) -> dict[str, str]:
 
 
 def effective_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
-    """Fixed flags overlaid with tuned ones (and the derived data-parallel-size): what the
-    engine is told, minus host/port/key."""
+    """Fixed flags overlaid with tuned ones (and the derived data-parallel-size: the trial's
+    GPUs over one replica's, tensor-parallel-size x pipeline-parallel-size): what the engine
+    is told, minus host/port/key."""
     flags = {**spec.engine.flags, **tuned_flags(spec.search_space, params)}
     gpus = trial_gpus(spec)
     if spec.search_space.fill_data_parallel and gpus is not None:
-        flags["data-parallel-size"] = max(1, gpus // _size(flags, "tensor-parallel-size"))
+        replica = _size(flags, "tensor-parallel-size") * _size(flags, "pipeline-parallel-size")
+        flags["data-parallel-size"] = max(1, gpus // max(replica, 1))
     return flags
 
 
 def trial_gpus(spec: StudySpec) -> int | None:
     """The GPUs one trial's engine may use: a slot's (`gpus_per_trial`), the listed `gpus`,
     else the box's `hardware.count`; None when the study names no hardware."""
-    hw = spec.hardware
+    return hardware_gpus(spec.hardware)
+
+
+def hardware_gpus(hw: HardwareSpec) -> int | None:
+    """`trial_gpus` of a study's `hardware:` section."""
     if hw.gpus_per_trial is not None:
         return hw.gpus_per_trial
     if hw.gpu_list:
@@ -185,9 +194,10 @@ def serve_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def max_model_len(spec: StudySpec) -> int | None:
-    """`--max-model-len`, else the model's max_position_embeddings when its config is local."""
+    """`--max-model-len`, else the model's max_position_embeddings when its config is local
+    (also for `-1`/`auto`, vLLM's longest that fits: at most that)."""
     value = spec.engine.flags.get("max-model-len")
-    if value is not None:
+    if value is not None and value != AUTO_MAX_MODEL_LEN:
         return int(value)
     cfg = model_config(spec.engine.model)  # a directory's, or a cached hub id's
     if cfg is not None:

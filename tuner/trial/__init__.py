@@ -4,8 +4,9 @@ Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` 
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`;
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the one order, the reference trial, `--confirm`'s re-runs
-and `read_all` (scores pooled over re-runs of the reference): `ranking`; spec ids: `specs`;
-scoring a measurement: `scoring`. docs/storage.md lists every attr.
+and `read_all` (scores pooled over re-runs of the reference): `ranking`; the spec a trial
+ran under: `specs` (its ids: `spec_ids`); scoring a measurement: `scoring`.
+docs/storage.md lists every attr.
 """
 
 from tuner.errors import PREDICTABLE, FailureKind

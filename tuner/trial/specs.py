@@ -18,6 +18,7 @@ A study keeps every spec it has run under, by measurement id, the latest judging
 - results read the current spec's trials, and build every command from the stored spec of
   the trial they print, never from today's file.
 Ids stored by a tuner that hashed the judging too map to measurement ids (`_measurement_of`).
+The ids and the differences themselves: `tuner.trial.spec_ids`.
 
 Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
 `set_user_attr`).
@@ -25,9 +26,6 @@ Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,168 +34,10 @@ from tuner.spec.study import StudySpec, stored_spec
 from tuner.trial import keys as tr
 from tuner.trial import scoring
 from tuner.trial.point import TrialPoint
+from tuner.trial.spec_ids import changes, judging_changes, judging_id, spec_id
 from tuner.trial.study import StudyRecord
 
-# Parts of a spec that do not change what a trial measures: trials stay comparable.
-COMPARABLE = (
-    "name",
-    "description",
-    "storage",
-    "budget",
-    "sampler",
-    "trial.stall_timeout_s",
-    "trial.retry_interrupted",
-    "trial.repeat_measured",
-    "trial.confirm_repeats",
-    "engine.startup_timeout_s",
-    "engine.api_key_env",
-    "engine.export_drop_flags",
-    "engine.production_model",
-    "pruning",  # when a hopeless trial stops, not what a finished trial measures
-    "hardware.startup_s",
-    "hardware.gpus",  # how many trials run at once, not what one trial measures
-    "hardware.gpus_per_trial",
-)
 SHOWN_CHANGES = 4
-# Fields added after studies were stored: left out of the id while at their default, so a
-# study stored before they existed keeps its id (its trials stay comparable).
-ADDED_DEFAULTS = {
-    "scenarios": [],
-    "objective.capacity": None,
-    "objective.aggregate": "weighted",
-    "file_contents": {},
-}
-# How trials are judged, not what they measure: a change re-scores the stored trials.
-JUDGING = ("objective.weights", "objective.aggregate", "objective.slo")
-SCENARIO_JUDGING = ("weight", "slo")
-CONTENTS = "file_contents."  # `file_contents.<where>`: a named file's digest (spec/contents.py)
-LONGDOC_FIELDS = (
-    "longdoc_lengths",
-    "longdoc_weights",
-    "longdoc_output_len",
-    "longdoc_questions",
-    "longdoc_system_len",
-    "longdoc_order",
-)
-# Workload fields added later, at the value that measures what studies stored before them did:
-# left out of the id there (in the study's workload and in every scenario's).
-ADDED_WORKLOAD_DEFAULTS = {
-    "longdoc_questions": [1],
-    "longdoc_system_len": 0,
-    "longdoc_order": "burst",
-}
-
-
-def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
-    """A spec dump as it reads back from storage (JSON types), with every default filled in."""
-    spec = stored_spec(dict(dump), str(dump.get("name")))
-    return json.loads(json.dumps(spec.model_dump()))
-
-
-def _measured_part(data: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(data))
-    for path in COMPARABLE:
-        *parents, leaf = path.split(".")
-        node = out
-        for key in parents:
-            node = node.get(key, {})
-        node.pop(leaf, None)
-    for path, default in ADDED_DEFAULTS.items():
-        *parents, leaf = path.split(".")
-        node = out
-        for key in parents:
-            node = node.get(key, {})
-        if leaf in node and node[leaf] == default:
-            del node[leaf]
-    # The long-document fields measure nothing under another dataset; leaving them out also
-    # keeps the ids of studies stored before they existed.
-    workload = out.get("workload", {})
-    if workload.get("dataset_name") != "longdoc":
-        for key in LONGDOC_FIELDS:
-            workload.pop(key, None)
-    for w in [workload, *(s for s in out.get("scenarios") or [] if isinstance(s, dict))]:
-        for key, default in ADDED_WORKLOAD_DEFAULTS.items():
-            if key in w and w[key] == default:
-                del w[key]
-    judging = _judging_part(out)
-    objective = out.get("objective", {})
-    for key in ("weights", "aggregate", "slo"):
-        if f"objective.{key}" in judging:
-            objective.pop(key, None)
-    for scenario in out.get("scenarios") or []:
-        for key in SCENARIO_JUDGING:
-            if f"scenarios.{scenario.get('name')}.{key}" in judging:
-                scenario.pop(key, None)
-    return out
-
-
-def _judging_part(data: Mapping[str, Any]) -> dict[str, Any]:
-    """How trials are judged, flat (`path: value`) from a canonical dump. Capacity mode: the
-    SLOs choose the rates its search runs, so they stay part of the measurement."""
-    objective = data.get("objective", {})
-    capacity = objective.get("mode") == "capacity"
-    out = {p: objective.get(p.split(".")[1]) for p in JUDGING if not (capacity and "slo" in p)}
-    for scenario in data.get("scenarios") or []:
-        for key in SCENARIO_JUDGING:
-            if not (capacity and key == "slo"):
-                out[f"scenarios.{scenario.get('name')}.{key}"] = scenario.get(key)
-    return out
-
-
-def judging_id(spec: StudySpec | Mapping[str, Any]) -> str:
-    """12 hex digits naming how a spec judges trials (its objective and SLOs)."""
-    dump = spec.model_dump() if isinstance(spec, StudySpec) else spec
-    text = json.dumps(_judging_part(canonical(dump)), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def judging_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What changed in how trials are judged, as `path: old → new`."""
-    a, b = _judging_part(canonical(old)), _judging_part(canonical(new))
-    return [
-        f"{path}: {_show(a.get(path))} → {_show(b.get(path))}"
-        for path in sorted(set(a) | set(b))
-        if a.get(path) != b.get(path)
-    ]
-
-
-def spec_id(dump: Mapping[str, Any]) -> str:
-    """12 hex digits naming what the spec measures (the measurement id): equal ids,
-    comparable trials."""
-    text = json.dumps(_measured_part(canonical(dump)), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out or {prefix: {}}
-    return {prefix: data}
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return "unset" if value is None else json.dumps(value)
-
-
-def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What changed in the measured part, as `path: old → new`, in a stable order."""
-    a = _flatten(_measured_part(canonical(old)))
-    b = _flatten(_measured_part(canonical(new)))
-    return [
-        _change(path, a.get(path), b.get(path))
-        for path in sorted(set(a) | set(b))
-        if a.get(path) != b.get(path)
-    ]
-
-
-def _change(path: str, old: Any, new: Any) -> str:
-    if path.startswith(CONTENTS) and old is not None and new is not None:
-        return f"{path.removeprefix(CONTENTS)}: the file's contents changed"
-    return f"{path}: {_show(old)} → {_show(new)}"
 
 
 def _current_dump(study: Any) -> dict[str, Any] | None:

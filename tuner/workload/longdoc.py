@@ -25,6 +25,7 @@ from tuner.workload.exact import exact_length_prompt
 
 _MIN_WORDS = 8  # of document text around the answer, at the least
 _FACT_SPAN = 0.8  # the answer sits in this leading share of the document
+_FIRST_KEY, _KEYS = 100, 900  # record numbers 100-999; a document asked more times gets more
 _WORDS = (
     "the of and to in is that for it as was with be by on not he this are or his from at "
     "which but have an they you were her she there been one all we their has would when "
@@ -120,9 +121,10 @@ def shared_longdoc_prompts(
     words = _Words(tokenizer)
     rng = np.random.default_rng(seed)
     system = _system_ids(words, system_len)
-    tail = max(len(words.encode(_question(k))) for k in (100, 555, 999))
+    last = _keys_end(max(questions)) - 1  # the largest record number a question may name
+    tail = max(len(words.encode(_question(k))) for k in (100, 555, 999, last))
     head = len(words.encode(_shared_head(99_999)))
-    shortest = len(system) + head + tail + len(words.encode(_fact(999, 99_999))) + _MIN_WORDS
+    shortest = len(system) + head + tail + len(words.encode(_fact(last, 99_999))) + _MIN_WORDS
     if min(lengths) - num_special < shortest:
         raise UserError(
             f"longdoc length {min(lengths)} is too short for a system prompt of {system_len} "
@@ -152,6 +154,13 @@ def _system_ids(words: _Words, n_tokens: int) -> list[int]:
     return (text + filler)[:n_tokens]
 
 
+def _keys_end(asked: int) -> int:
+    """One past the record numbers a document asked `asked` times draws from: 100-999 (as
+    ever) up to 900 questions, one more number per question above that (each question names
+    its own record)."""
+    return _FIRST_KEY + max(_KEYS, asked)
+
+
 def _shared_head(number: int) -> str:
     return f"Answer the question at the end using only this document.\n\nDocument {number}:\n"
 
@@ -170,7 +179,7 @@ def _asked_document(
     asked: int,
 ) -> list[tuple[str, list[int]]]:
     """The `asked` prompts of document k: one shared prefix, one question each."""
-    keys = [int(x) for x in rng.choice(np.arange(100, 1000), size=asked, replace=False)]
+    keys = [int(x) for x in rng.choice(np.arange(_FIRST_KEY, _keys_end(asked)), asked, False)]
     facts = [words.encode(_fact(key, int(rng.integers(10_000, 100_000)))) for key in keys]
     questions = [words.encode(_question(key)) for key in keys]
     prefix = system + words.encode(_shared_head(k + 1))

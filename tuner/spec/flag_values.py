@@ -1,0 +1,152 @@
+"""vLLM's numeric flags: their values checked as numbers when the study file is read, and
+written the way vLLM's parser reads them (pure; ValueError `why`, which the sections turn
+into one line naming the field).
+
+A value the tuner computes with (the deployment shape, the scheduler rules, the memory
+precheck) or hands to `vllm serve` must be a number of the flag's kind: `tensor-parallel-size:
+0`, a choice `"two"` or `max-num-seqs: "abc"` would otherwise pass the load and fail later as
+a traceback (ZeroDivisionError, ValueError), on every resume. An integral flag written as a
+float (`4.0`) is an int: vLLM's argparse `type=int` refuses "4.0", so the exported command
+must say `4`. Types and human-readable sizes as in vLLM's `EngineArgs.add_cli_args`
+(vllm/engine/arg_utils.py: `human_readable_int`, `human_readable_int_or_auto`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+# flag → its least value (None: any): vLLM 0.32's EngineArgs fields of type int, and of type
+# float below (vllm/engine/arg_utils.py); a flag not listed is passed as written
+INT_FLAGS = {
+    "tensor-parallel-size": 1,
+    "pipeline-parallel-size": 1,
+    "data-parallel-size": 1,
+    "data-parallel-size-local": 1,
+    "max-num-seqs": 1,
+    "max-num-batched-tokens": 1,
+    "max-num-scheduled-tokens": 1,
+    "max-model-len": 1,
+    "block-size": 1,
+    "long-prefill-token-threshold": 0,
+    "num-gpu-blocks-override": 1,
+    "kv-cache-memory-bytes": 1,
+    "max-parallel-loading-workers": 1,
+    "max-cudagraph-capture-size": 1,
+    "stream-interval": 1,
+    "seed": None,
+    "max-logprobs": None,
+}
+FLOAT_FLAGS = {"gpu-memory-utilization": 0.0, "cpu-offload-gb": None}
+# vLLM parses these with `human_readable_int` (1k = 1000, 1K = 1024, 25.6k = 25600)
+HUMAN_READABLE = frozenset(
+    {"max-num-batched-tokens", "max-num-scheduled-tokens", "kv-cache-memory-bytes", "max-model-len"}
+)
+AUTO_MAX_MODEL_LEN = -1  # `--max-model-len -1` or `auto`: the longest that fits (vLLM's own)
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def is_numeric(flag: str) -> bool:
+    return flag in INT_FLAGS or flag in FLOAT_FLAGS
+
+
+def flag_value(flag: str, value: Any) -> Any:
+    """`value` as vLLM reads it for a numeric `flag` (an int flag's `4.0` is 4, a size's
+    "32k" 32000); ValueError when it is not a number of the flag's kind, or below its least
+    value. Other flags' values, and None (the flag left out), are returned as they are."""
+    if value is None or not is_numeric(flag):
+        return value
+    number = _number(flag, value)
+    if flag == "max-model-len" and number == AUTO_MAX_MODEL_LEN:
+        return number
+    least = INT_FLAGS[flag] if flag in INT_FLAGS else FLOAT_FLAGS[flag]
+    if least is not None and (number < least or (flag in FLOAT_FLAGS and number <= least)):
+        bound = f"at least {least}" if flag in INT_FLAGS else f"more than {least:g}"
+        raise ValueError(f"--{flag} takes {bound}, not {value!r}")
+    return number
+
+
+def _number(flag: str, value: Any) -> int | float:
+    kind = "a whole number" if flag in INT_FLAGS else "a number"
+    if isinstance(value, str):
+        value = _parse(flag, value.strip())
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"--{flag} takes {kind}, not {value!r}")
+    if flag in FLOAT_FLAGS:
+        return value
+    if not float(value).is_integer():
+        raise ValueError(f"--{flag} takes {kind}, not {value!r}")
+    return int(value)
+
+
+def _parse(flag: str, text: str) -> Any:
+    """A number written as text: "8", "0.9", and for vLLM's human-readable sizes "32k"."""
+    if flag == "max-model-len" and text.lower() == "auto":
+        return AUTO_MAX_MODEL_LEN
+    m = _SIZE.fullmatch(text) if flag in HUMAN_READABLE else None
+    if m is not None:
+        number, suffix = m.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." in number:  # vLLM refuses a fraction of a binary multiple
+            return text
+        return int(number) * _BINARY[suffix]
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def as_written(flag: str, value: Any) -> Any:
+    """A stored trial's value for `flag`, as vLLM reads it (an old study's `2.0` choice
+    exports as 2); a value that is not one stays as it was stored."""
+    try:
+        return flag_value(flag, value)
+    except ValueError:
+        return value
+
+
+def long_flag(name: str, p: Any) -> str:
+    """The long flag a parameter (`name`, its `ParameterSpec`) sets, without dashes; "" for an
+    env var."""
+    return "" if p.env is not None else (p.flag or f"--{name}")[2:]
+
+
+def numeric_parameter(name: str, p: Any) -> Any:
+    """Search-space parameter `name` (a `ParameterSpec` on `flag`), its choices and default
+    written as vLLM reads them; ValueError naming it: a bool parameter, a float range on an
+    int flag, a bound, choice or default that is no number of the flag's kind, choices that
+    repeat once written so."""
+    flag = long_flag(name, p)
+    try:
+        update = _parameter_values(flag, p)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    choices = update.get("choices")
+    if choices is not None and len(set(choices)) != len(choices):
+        raise ValueError(f"{name}: choices {p.choices} repeat a value as vLLM reads them")
+    return p.model_copy(update=update) if update else p
+
+
+def _parameter_values(flag: str, p: Any) -> dict[str, Any]:
+    if not is_numeric(flag):
+        return {}
+    if p.type == "bool":
+        raise ValueError(f"--{flag} takes a number: a bool parameter would pass true or false")
+    if p.type == "float" and flag in INT_FLAGS:
+        raise ValueError(
+            f"--{flag} takes a whole number: give the parameter type int or categorical"
+        )
+    if p.type in ("int", "float"):
+        for value in (p.low, p.high):
+            flag_value(flag, value)
+        return {}
+    choices = [flag_value(flag, c) for c in p.choices or []]
+    return {"choices": choices, "default": flag_value(flag, p.default)}
