@@ -29,6 +29,7 @@ from tuner.trial.point import (
     read,
     record_of,
 )
+from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.ranking import (
     Config,
     baseline_of,
@@ -62,6 +63,7 @@ __all__ = [
     "Config",
     "Constraints",
     "FailureKind",
+    "PrefixCacheRun",
     "RateStep",
     "RobustnessRecord",
     "ScenarioEntry",

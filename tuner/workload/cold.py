@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,18 @@ RESET_TIMEOUT_S = 5.0
 # The smallest KV block vLLM's CUDA backends take: the most hits a prompt set can imply (a
 # larger block only ever hits fewer tokens of the same shared prefix).
 IMPLIED_BLOCK_TOKENS = 16
+
+
+def is_loopback(host: str) -> bool:
+    """A host only this machine reaches: there, the engine may offer vLLM's dev-mode
+    endpoints (`VLLM_SERVER_DEV_MODE=1`: cache resets, but also sleep and RPCs), which a
+    tuner's private engine needs and nobody else can call."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def warmup_request(first: BenchRequest) -> BenchRequest:

@@ -200,9 +200,9 @@ def _word_tokens(tokenizer: Any, allowed: np.ndarray) -> list[int]:
     words = []
     for t in allowed.tolist():
         text = tokenizer.decode([t])
-        if len(text) > 1 and text[0] == " " and text[1:].isalpha():
-            if tokenizer.encode(text, add_special_tokens=False) == [t]:
-                words.append(t)
+        word = len(text) > 1 and text[0] == " " and text[1:].isalpha()
+        if word and tokenizer.encode(text, add_special_tokens=False) == [t]:
+            words.append(t)
     return words or allowed.tolist()
 
 
