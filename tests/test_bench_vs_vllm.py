@@ -138,7 +138,7 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
         interleaved_runs(RUNS_PER_CLIENT)
         report, off = medians()
     n = len(results["tuner"])
-    print(f"medians of {n} runs (tuner, vllm): {report}")  # shown with -s
+    print(f"medians of {n} runs (tuner, vllm): {report}; ratios {ratios()}")  # shown with -s
     assert all(v <= TOLERANCE for v in off.values()), f"medians of {n} (tuner, vllm): {report}"
     assert max(ratios().values()) <= RATIO, f"median ratios over {n} runs: {ratios()}"
     # every run cold: `tuner bench` measured no cached prompt tokens (its own stand-in
