@@ -184,6 +184,7 @@ def vllm_server(
     """One real vLLM (brief §5 config) pinned to `server_core()`, ready, for the whole session."""
     port = free_port()
     argv, env = vllm_command(port)
+    env["VLLM_SERVER_DEV_MODE"] = "1"  # its prefix cache reset between runs, as the tuner's
     log_path = tmp_path_factory.mktemp("vllm-server") / "engine.log"
     process = EngineProcess.start(argv, env, log_path, cpu_affinity=[server_core()])
     base_url = f"http://127.0.0.1:{port}"

@@ -33,11 +33,16 @@ def _chunk(chat: bool, text: str | None, role: bool = False) -> bytes:
     return b"data: " + json.dumps({"id": "x", "choices": [choice]}).encode() + b"\n\n"
 
 
+_MODES = ("ok", "http500", "hang", "stuck", "broken", "stream-error", "no-usage")
+
+
 async def _handle(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     request.app[SEEN].append((dict(request.headers), body))
     prompt = body["messages"][0]["content"] if "messages" in body else body["prompt"]
     mode = prompt.split()[0]
+    if mode.startswith("~"):  # a warm-up: the first prompt with its first character changed
+        mode = next((m for m in _MODES if m[1:] == mode[1:]), mode)
     if mode == "http500":
         return web.Response(status=500, text="internal boom")
     chat = request.path.endswith("chat/completions")
@@ -138,6 +143,12 @@ def test_warmups_are_not_measured(server):
     res = run_benchmark(_spec(num_prompts=3, num_warmups=2), server.url, "m", _reqs(3, out=2))
     assert len(server.seen) == 1 + 2 + 3  # initial test request, warm-ups, measured
     assert len(res.records) == 3
+    # The unmeasured ones send a prompt outside the measured set (a first request that the
+    # warm-ups sent again would be measured from the engine's prefix cache), of its shape.
+    prompts = [body["prompt"] for _, body in server.seen]
+    assert prompts[3:] == ["ok 0", "ok 1", "ok 2"]
+    assert prompts[:3] == ["~k 0"] * 3 and not set(prompts[:3]) & set(prompts[3:])
+    assert {body["max_tokens"] for _, body in server.seen} == {2}
 
 
 def _mixed(mode: str, n_bad: int = 3, out: int = 3) -> list[BenchRequest]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 
 from tuner.testing import sim_study, tuner
 
@@ -89,6 +90,39 @@ def test_capacity_trial_in_run_shares_one_engine_start(
     with sqlite3.connect(tmp_path / "tuner.db") as db:
         launches = db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0]
     assert launches == 1  # every rate step against the one engine start
+    # Every step measured cold: the same prompts at each rate, the engine's prefix cache
+    # emptied before each (and the warm-ups' prompts outside the measured set). Before, every
+    # step after the first found its prompts cached.
+    runs = base.user_attrs["prefix_cache_runs"]
+    assert [r["rate_rps"] for r in runs] == [s["rate_rps"] for s in steps]
+    assert all(r["reset"] and r["hit_rate"] < 0.05 and r["implied_rate"] < 0.05 for r in runs)
+    listed = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
+    assert "warm prefix cache" not in listed.stdout
+
+
+def test_a_run_measured_warm_is_flagged_in_trials_best_and_the_report(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """An engine that cannot reset its cache (not in vLLM's dev mode): the rate steps after
+    the first send prompts it has cached, and the stored hit rates say so where people look."""
+    objective = {**CAPACITY, "capacity": {"resolution": 0.25, "max_runs": 2, "start_rps": 2}}
+    study = _study(tmp_path, tiny_model_dir, objective=objective, budget={"n_trials": 1})
+    data = yaml.safe_load(study.read_text())
+    data["engine"]["env"] = {"VLLM_SERVER_DEV_MODE": "0"}
+    study.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = tuner("run", str(study), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (base,) = _trials(tmp_path, "e2e")
+    first, *later = base.user_attrs["prefix_cache_runs"]
+    assert not first["reset"] and first["hit_rate"] < 0.05
+    assert later and all(r["hit_rate"] > 0.5 for r in later)
+    rows = json.loads(tuner("trials", str(study), "--format", "json", cwd=tmp_path).stdout)
+    assert "warm prefix cache" in rows[0]["failure"]
+    best = tuner("best", str(study), cwd=tmp_path)
+    assert "measured with a warm prefix cache" in best.stdout, best.stdout
+    report = tuner("report", str(study), "--output", "r.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "measured with a warm prefix cache" in (tmp_path / "r.html").read_text()
 
 
 def test_two_scenario_study_stores_each_scenario_and_has_a_front_per_scenario(
@@ -199,3 +233,6 @@ def test_two_scenarios_in_run_share_one_engine_start(tmp_path: Path, tiny_model_
     with sqlite3.connect(tmp_path / "tuner.db") as db:
         assert db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0] == 1
         assert db.execute("SELECT COUNT(*) FROM tuner_requests").fetchone()[0] == 16
+    runs = base.user_attrs["prefix_cache_runs"]  # each scenario measured cold
+    assert [r["scenario"] for r in runs] == ["chat", "doc"]
+    assert all(r["reset"] and r["hit_rate"] < 0.05 for r in runs)

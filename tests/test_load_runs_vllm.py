@@ -18,6 +18,8 @@ pytestmark = pytest.mark.vllm
 def test_one_capacity_trial_on_real_vllm(
     tmp_path: Path, tiny_model_dir: Path, vllm_python: Path
 ) -> None:
+    """A capacity search over a two-scenario mix, then `--confirm`'s re-run: every run on
+    an engine start measured cold (issue 33), the hit rates stored per run."""
     from conftest import server_core
 
     study = cpu_study(
@@ -28,26 +30,43 @@ def test_one_capacity_trial_on_real_vllm(
         objective={
             "mode": "capacity",
             "slo": ["p99_ttft_ms<=2000"],
-            "capacity": {"start_rps": 4, "max_runs": 3, "resolution": 0.25},
+            "capacity": {"start_rps": 4, "max_runs": 2, "resolution": 0.25},
         },
     )
     data = yaml.safe_load(study.read_text())
-    del data["workload"]["max_concurrency"]  # a capacity is a rate served, not a capped one
+    w = data["workload"]
+    del w["max_concurrency"]  # a capacity is a rate served, not a capped one
+    data["workload"] = [  # a scenario mix: two workloads on each engine start
+        {**w, "name": "short", "weight": 1, "random_input_len": 64},
+        {**w, "name": "long", "weight": 1, "random_input_len": 256},
+    ]
+    data.setdefault("trial", {})["confirm_repeats"] = 1
     study.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = tuner("run", str(study), "--n-trials", "1", cwd=tmp_path, timeout=900)
+    run = tuner("run", str(study), "--n-trials", "1", "--confirm", "1", cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    (base,) = _trials(tmp_path, "cpu-tiny")
-    a = base.user_attrs
-    assert a["simulated"] is False and a["vllm_version"].startswith("0.")
-    steps = a["rate_steps"]
-    assert 1 <= len(steps) <= 3 and steps[0]["rate_rps"] == 4
-    for s in steps:
-        assert s["pruned_reason"] or s["completed"] == 16
-    feasible = [s["rate_rps"] for s in steps if s["feasible"]]
-    assert a["capacity_rps"] == (max(feasible) if feasible else 0.0)
-    with sqlite3.connect(tmp_path / "tuner.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0] == 1
+    base, again = _trials(tmp_path, "cpu-tiny")
+    assert again.user_attrs["confirm_of"] == base.number
+    for t in (base, again):
+        a = t.user_attrs
+        assert a["simulated"] is False and a["vllm_version"].startswith("0.")
+        steps = a["rate_steps"]
+        assert {s["scenario"] for s in steps} == {"short", "long"} and len(steps) <= 4
+        assert all(s["rate_rps"] == 4 for s in steps[:1])
+        for s in steps:
+            assert s["pruned_reason"] or s["completed"] == 16
+        for name in ("short", "long"):
+            feasible = [s["rate_rps"] for s in steps if s["scenario"] == name and s["feasible"]]
+            found = a["scenarios"][name]["capacity"]["capacity_rps"]
+            assert found == (max(feasible) if feasible else 0.0)
+        # Every run cold: the engine's own counters over each run's measured requests, random
+        # prompts: under 5 % (before, every run after the first re-sent cached prompts)
+        runs = a["prefix_cache_runs"]
+        assert [r["scenario"] for r in runs] == [s["scenario"] for s in steps]
+        assert all(r["reset"] and r["implied_rate"] < 0.05 for r in runs), runs
+        assert all(r["hit_rate"] < 0.05 for r in runs if r["hit_rate"] is not None), runs
+        assert any(r["hit_rate"] is not None for r in runs), runs
+    with sqlite3.connect(tmp_path / "tuner.db") as db:  # one engine start per trial
+        assert db.execute("SELECT COUNT(*) FROM tuner_engines").fetchone()[0] == 2
     assert _no_engine_left(tmp_path)
-    export = tuner("export", str(study), cwd=tmp_path)
-    if feasible:
-        assert export.returncode == 0 and "capacity = " in export.stdout
+    listed = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0 and "warm prefix cache" not in listed.stdout

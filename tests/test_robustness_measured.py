@@ -61,6 +61,10 @@ def test_the_perturbations_run_on_two_engine_starts(tmp_path: Path, tiny_model_d
     assert base["rate -10%"]["total_input_tokens"] == tokens
     assert base["rate -10%"]["duration"] > base["rate +10%"]["duration"]
     assert all(r["config"]["completed"] == LOADED["num_prompts"] for r in runs.values())
+    # every run measured cold: the perturbed prompts begin like the nominal ones, and the
+    # engine's cache is emptied before each run (before, they found the nominal's cached)
+    hits = [r[who]["prefix_cache_hit_rate"] for r in runs.values() for who in r]
+    assert len(hits) == 10 and max(hits) < 0.05, hits
     # the budget near 1024 tokens wins on this load, as the simulated check says it should
     assert gains["nominal"] > 0.05
     # two engine starts: one for the config, one for the baseline

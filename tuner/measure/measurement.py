@@ -40,3 +40,5 @@ class Measurement:
     rate_steps: list[Any] = field(default_factory=list)
     capacity: Any = None
     scenarios: dict[str, Any] = field(default_factory=dict)
+    # Every run's prefix cache, in order (`PrefixCacheRun`s): measured hit rate, implied rate
+    prefix_cache_runs: list[Any] = field(default_factory=list)

@@ -33,6 +33,7 @@ Kind = Literal[
     "fragile",
     "robust",
     "robustness-not-checked",
+    "warm-prefix-cache",
 ]
 
 
@@ -79,6 +80,14 @@ def verdicts(
                 True,
             )
         )
+    if point.warm_runs:  # docs/metrics.md, "Every run cold"
+        first, n = point.warm_runs[0], len(point.warm_runs)
+        text = (
+            f"measured with a warm prefix cache: {first.words()}"
+            + (f", and {n - 1} more run(s)" if n > 1 else "")
+            + "; its figures are better than a cold engine's"
+        )
+        out.append(Verdict("warm-prefix-cache", text, True))
     for note in tr.miss_notes(points) if notes is None else notes:
         out.append(Verdict("confirmation-failed", note, True))
     runs = tr.confirmation_runs(points).get(point.number)

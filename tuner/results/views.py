@@ -85,10 +85,19 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         else:
             broken = p.broken_constraints
             row["failure"] = f"breaks {', '.join(broken)}" if broken else ""
+        if p.warm_runs:  # docs/metrics.md, "Every run cold"
+            row["failure"] = "; ".join(filter(None, [row["failure"], warm_words(p)]))
         if len(spec_ids) > 1:
             row["spec"] = specs.trial_spec_id(study, p)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def warm_words(p: TrialPoint) -> str:
+    """A trial measured with a warm prefix cache, in words: how many runs, the first one."""
+    runs = p.warm_runs
+    more = f" ({len(runs)} runs)" if len(runs) > 1 else ""
+    return f"warm prefix cache{more}: {runs[0].words()}"
 
 
 def trials_records(

@@ -278,6 +278,7 @@ class TrialPipeline:
             startup_s=m.startup_s,
             workload_s=m.workload_s,
             engine_s=m.engine_s,
+            prefix_cache_runs=tuple(m.prefix_cache_runs),
         )
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:

@@ -21,11 +21,12 @@ from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
-from tuner.runners.load_runs import measure_all
+from tuner.runners.load_runs import cache_run, measure_all
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
+from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
@@ -195,12 +196,15 @@ class EngineRunner(TrialRunner):
         self.gpus = gpus
         self.cores = cores if cores is not None else spec.engine.cpu_affinity
         self.client_avoid = all_engine_cores if all_engine_cores is not None else self.cores
+        self.implied: dict[str, tuple[list, float]] = {}  # per scenario: its requests' rate
 
     def measure(self, ctx: TrialContext) -> Measurement:
         spec = self.spec
         env = engine_env(spec, ctx.params)
         if self.api_key:
             env[API_KEY_ENV] = self.api_key
+        if is_loopback(spec.engine.host):  # its cache reset between runs (workload.cold)
+            env.setdefault(DEV_MODE_ENV, "1")
         if self.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpus)
         folder = log_folder(self.log_dir, self.storage_url, ctx.study_name)
@@ -278,7 +282,7 @@ class EngineRunner(TrialRunner):
         """One run of workload `w` (scenario `name`) against the engine that is up."""
         from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
-        spec, m = self.spec, replace(base, rate_steps=[], scenarios={})
+        spec, m = self.spec, replace(base, rate_steps=[], scenarios={}, prefix_cache_runs=[])
         label = run_label(spec, name, w)
 
         def crashed() -> str | None:
@@ -307,6 +311,7 @@ class EngineRunner(TrialRunner):
                     checkpoint_every_requests=ctx.check_every_requests,
                 )
             except BenchmarkPruned as exc:
+                m.prefix_cache_runs = [self._cache_run(name, w, exc.result)]
                 m.workload_s = time.monotonic() - t0
                 m.metrics, m.records = exc.result.metrics, exc.result.records
                 m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
@@ -316,11 +321,16 @@ class EngineRunner(TrialRunner):
                 return failed_measurement(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
         m.workload_s = time.monotonic() - t0
         m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
+        m.prefix_cache_runs = [self._cache_run(name, w, result)]
         if not result.metrics.get("completed"):
             errors = sorted({r.error for r in result.records if r.error})
             reason = "every request failed: " + "; ".join(errors)[:500]
             return failed_measurement(m, FailureKind.REQUESTS_FAILED, reason, engine.log_tail())
         return m
+
+    def _cache_run(self, name: str, w: WorkloadSpec, result: Any) -> Any:
+        """One run's prefix cache (`load_runs.cache_run`); implied rates memoized per list."""
+        return cache_run(self.spec, name, w, self.requests_for(name), self, result)
 
     def close(self) -> None:
         if self._engine is not None:

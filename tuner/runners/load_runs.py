@@ -16,10 +16,14 @@ from typing import Any
 
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
+from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, is_finite
+from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.ranking import best, reference
+from tuner.workload.client import CHAT_ENDPOINT
+from tuner.workload.cold import workload_hit_rate
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
@@ -27,6 +31,25 @@ RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single worklo
 class _StepFailed(Exception):
     def __init__(self, m: Measurement) -> None:
         self.m = m
+
+
+def cache_run(
+    spec: StudySpec, name: str, w: WorkloadSpec, requests: list, runner: Any, result: Any
+) -> PrefixCacheRun:
+    """One run's prefix cache: the hit rate measured (`result`, a BenchmarkResult) against
+    what its prompts imply, computed once per request list (`runner.implied`, by scenario)."""
+    known = runner.implied.get(name)
+    if known is None or known[0] is not requests:
+        chat = w.endpoint == CHAT_ENDPOINT
+        known = (requests, workload_hit_rate(requests, runner.tokenizer, chat))
+        runner.implied[name] = known
+    return PrefixCacheRun(
+        hit_rate=result.metrics.get(PREFIX_CACHE_HIT_RATE),
+        implied_rate=known[1],
+        scenario=name or None,
+        rate_rps=w.request_rate if spec.objective.mode == "capacity" else None,
+        reset=result.cache_reset,
+    )
 
 
 def step_record(scenario: str, step: capacity.Step) -> RateStep:
@@ -156,12 +179,17 @@ def _beaten(
 
 
 def _summed(m: Measurement, runs: list[Measurement]) -> Measurement:
-    """`m` with the workload and engine seconds of every run it took."""
+    """`m` with the workload and engine seconds, and the prefix cache, of every run it took."""
     return replace(
         m,
         workload_s=sum(r.workload_s or 0.0 for r in runs),
         engine_s=sum(r.engine_s for r in runs),
+        prefix_cache_runs=_cache_runs(runs),
     )
+
+
+def _cache_runs(runs: list[Measurement]) -> list[Any]:
+    return [c for r in runs for c in r.prefix_cache_runs]
 
 
 def _one(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement:
@@ -181,7 +209,11 @@ def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measur
         m = _one(spec, name, w, run)
         if m.metrics is None or m.pruned_reason:  # a failure or a stop ends the trial
             done = list(parts.values())
-            out = replace(m, workload_s=sum(p.workload_s or 0.0 for p in [*done, m]))
+            out = replace(
+                m,
+                workload_s=sum(p.workload_s or 0.0 for p in [*done, m]),
+                prefix_cache_runs=_cache_runs([*done, m]),
+            )
             before = sum(p.engine_s for p in done)
             out.engine_s = before + m.engine_s
             if m.engine_full_s is not None:
@@ -216,6 +248,7 @@ def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
         workload_s=sum(m.workload_s or 0.0 for m in parts.values()),
         engine_s=sum(m.engine_s for m in parts.values()),
         rate_steps=[s for m in parts.values() for s in m.rate_steps],
+        prefix_cache_runs=_cache_runs(list(parts.values())),
         capacity=None,
         scenarios={
             name: ScenarioEntry(weights[name], dict(m.metrics or {}), dict(m.ci), m.capacity)

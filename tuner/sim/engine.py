@@ -214,6 +214,15 @@ class Engine:
         cache = self.scheduler.cache
         return (cache.queries_tokens, cache.hits_tokens) if cache is not None else (0, 0)
 
+    def reset_prefix_cache(self) -> bool:
+        """Empty the prefix cache, as vLLM's `/reset_prefix_cache`: False (nothing done) while
+        a request is queued or running, as vLLM refuses while blocks are held."""
+        if self.scheduler.has_work:
+            return False
+        if self.scheduler.cache is not None:
+            self.scheduler.cache.reset()
+        return True
+
 
 def token_times(req: SimRequest) -> np.ndarray:
     """All emission times of a recorded request, in order."""

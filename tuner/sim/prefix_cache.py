@@ -131,6 +131,11 @@ class PrefixCache:
             if self._evicted is not None:
                 self._evicted.append(name)
 
+    def reset(self) -> None:
+        """Forget every free cached block (vLLM's `reset_prefix_cache`, which refuses while a
+        request holds blocks: the caller checks that none runs)."""
+        self.evict(len(self.evictable))
+
     def record(self, queried_tokens: int, hit_tokens: int) -> None:
         self.queries_tokens += queried_tokens
         self.hits_tokens += hit_tokens

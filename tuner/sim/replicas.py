@@ -150,3 +150,7 @@ class Replicas:
     def prefix_cache_tokens(self) -> tuple[int, int]:
         pairs = [e.prefix_cache_tokens for e in self.engines]
         return sum(q for q, _ in pairs), sum(h for _, h in pairs)
+
+    def reset_prefix_cache(self) -> bool:
+        """Every replica's prefix cache emptied; False where one still had work."""
+        return all([e.reset_prefix_cache() for e in self.engines])

@@ -87,6 +87,8 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
+        if dev_mode():  # vLLM offers its cache resets only in dev mode (serve/dev/)
+            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         app.on_startup.append(self._start_engine)
         return app
 
@@ -163,6 +165,14 @@ class SimServer:
             for name in self.opts.served_model_names
         ]
         return web.json_response({"object": "list", "data": data})
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """vLLM's dev-mode `POST /reset_prefix_cache`: `{"success": bool}`, false while a
+        request holds blocks (vllm/entrypoints/serve/dev/cache/api_router.py)."""
+        if denied := self._unauthorized(request):
+            return denied
+        idle = not any(self._arrivals)  # a request on its way to an engine holds blocks soon
+        return web.json_response({"success": idle and self.engine.reset_prefix_cache()})
 
     async def metrics(self, request: web.Request) -> web.Response:
         """vLLM's names; the engine gauges once per data-parallel rank (`engine="i"`)."""
@@ -292,6 +302,14 @@ class SimServer:
         if key and request.headers.get("Authorization") != f"Bearer {key}":
             return web.json_response({"error": "Unauthorized"}, status=401)
         return None
+
+
+def dev_mode() -> bool:
+    """vLLM's `VLLM_SERVER_DEV_MODE` (vllm/envs.py: an integer, "1" on)."""
+    try:
+        return bool(int(os.environ.get("VLLM_SERVER_DEV_MODE", "0")))
+    except ValueError:
+        return False
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:

@@ -1,7 +1,8 @@
 """The stored trial: the one owner of what a trial and its study carry in Optuna's storage.
 
 Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
-other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`;
+other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`
+(each run's prefix cache: `prefix_cache`);
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the one order, the reference trial, `--confirm`'s re-runs
 and `read_all` (scores pooled over re-runs of the reference): `ranking`; the spec a trial
@@ -30,6 +31,7 @@ from tuner.trial.point import (
     read,
     record_of,
 )
+from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.ranking import (
     Config,
     baseline_of,
@@ -63,6 +65,7 @@ __all__ = [
     "Config",
     "Constraints",
     "FailureKind",
+    "PrefixCacheRun",
     "RateStep",
     "RobustnessRecord",
     "ScenarioEntry",

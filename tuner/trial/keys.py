@@ -93,6 +93,9 @@ RATE_STEPS = "rate_steps"  # every run (a list of `RateStep`)
 # Scenario mixes: {name: `ScenarioEntry`}; the trial's own metrics then pool every
 # scenario's requests, and its score aggregates the scenarios' scores.
 SCENARIOS = "scenarios"
+# Every run's prefix-cache hit rate, measured and implied by its prompts (a list of
+# `PrefixCacheRun`): a run above what its workload implies was measured warm.
+PREFIX_CACHE_RUNS = "prefix_cache_runs"
 
 # Trial system attrs -----------------------------------------------------------------------
 OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial

@@ -8,6 +8,7 @@ for a value that is not of the shape at all. docs/storage.md lists them with the
 The SLO constraint's key (`metric<=value`, `scenario:metric<=value`) is coded by
 `tuner.spec.slo.SloLimit.constraint_key` and `parse_constraint_key`, below the measurement
 layer that writes it; `Constraints` here is the one reader of a trial's constraints.
+Each run's prefix-cache hit rate (`PrefixCacheRun`) has its own module, `prefix_cache`.
 """
 
 from __future__ import annotations

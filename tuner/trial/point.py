@@ -30,6 +30,7 @@ from tuner.trial.payloads import (
     is_metric,
     metrics_of,
 )
+from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.record import TrialRecord
 
 Status = Literal["feasible", "infeasible", "failed", "pruned", "running"]
@@ -145,6 +146,11 @@ class TrialPoint:
         capacity is then a lower bound too), met every SLO at `capacity.max_rps`."""
         found = [self.record.capacity, *(e.capacity for e in self.record.scenarios.values())]
         return any(c is not None and c.capped for c in found)
+
+    @property
+    def warm_runs(self) -> tuple[PrefixCacheRun, ...]:
+        """Its runs whose prefix-cache hit rate is above what their prompts imply."""
+        return tuple(r for r in self.record.prefix_cache_runs if r.warm)
 
     @property
     def rate_steps(self) -> tuple[RateStep, ...]:

@@ -27,6 +27,7 @@ from tuner.trial.payloads import (
     is_finite,
     is_metric,
 )
+from tuner.trial.prefix_cache import PrefixCacheRun, decode_prefix_cache_runs
 from tuner.trial.skip import SkipPrediction
 
 # Plain attrs, stored as they are: field name -> attr key.
@@ -68,7 +69,14 @@ _PLAIN = {
     "capacity_goodput_rps": k.CAPACITY_GOODPUT,
 }
 _FIELD_OF = {key: name for name, key in _PLAIN.items()}
-_PAYLOADS = (k.CAPACITY, k.RATE_STEPS, k.SCENARIOS, k.SCREEN, k.SKIP_PREDICTION)
+_PAYLOADS = (
+    k.CAPACITY,
+    k.RATE_STEPS,
+    k.SCENARIOS,
+    k.SCREEN,
+    k.SKIP_PREDICTION,
+    k.PREFIX_CACHE_RUNS,
+)
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,7 @@ class TrialRecord:
     capacity: CapacityResult | None = None
     rate_steps: tuple[RateStep, ...] = ()
     scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)
+    prefix_cache_runs: tuple[PrefixCacheRun, ...] = ()  # every run's hit rate, in order
     # What the screen predicted before it ran (`predicted_<metric>`), and how wrong it was
     predicted_metrics: dict[str, float] = field(default_factory=dict)
     predicted_score: float | None = None
@@ -140,6 +149,8 @@ class TrialRecord:
             out[k.RATE_STEPS] = [s.encode() for s in self.rate_steps]
         if self.scenarios:
             out[k.SCENARIOS] = encode_scenarios(self.scenarios)
+        if self.prefix_cache_runs:
+            out[k.PREFIX_CACHE_RUNS] = [r.encode() for r in self.prefix_cache_runs]
         if self.screen is not None:
             out[k.SCREEN] = self.screen.encode()
         if self.skip_prediction is not None:
@@ -203,6 +214,7 @@ class TrialRecord:
             capacity=CapacityResult.decode(attrs.get(k.CAPACITY)),
             rate_steps=decode_rate_steps(attrs.get(k.RATE_STEPS)),
             scenarios=decode_scenarios(attrs.get(k.SCENARIOS)),
+            prefix_cache_runs=decode_prefix_cache_runs(attrs.get(k.PREFIX_CACHE_RUNS)),
             screen=ScreenInfo.decode(attrs.get(k.SCREEN)),
             skip_prediction=SkipPrediction.decode(attrs.get(k.SKIP_PREDICTION)),
             extra=extra,

@@ -13,6 +13,8 @@ Modules:
 - `longdoc`, `exact`: the built-in long-document dataset; prompts of an exact token length;
 - `schedule`: arrival times drawn as `vllm bench serve` draws them;
 - `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;
+- `cold`: every run measured cold (warm-up prompts outside the measured set, vLLM's dev-mode
+  prefix-cache reset, the hit rate a prompt set implies);
 - `tokenizer`: a local Hugging Face tokenizer, never from the network.
 
 What may be assumed: a workload is a fixed list, built once per run before the first trial;

@@ -34,11 +34,13 @@ from tuner.workload.client import (
     server_time_scale,
     stream_request,
 )
+from tuner.workload.cold import reset_prefix_cache, warmup_request
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.engine_metrics import Scraper, prefix_cache_hit_rate, scrape_prefix_cache
 from tuner.workload.schedule import arrival_times
 
 WATCHDOG_POLL_S = 0.25
+WARMUP = -1  # the request index of the warm-ups: a prompt outside the measured set
 
 
 class BenchmarkAborted(RuntimeError):
@@ -76,6 +78,7 @@ class BenchmarkResult:
     metrics: dict[str, float]
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     start_perf_s: float = 0.0
+    cache_reset: bool = False  # the engine emptied its prefix cache before the measured run
 
 
 def run_benchmark(
@@ -92,6 +95,7 @@ def run_benchmark(
     checkpoint: Callable[[Any], Any] | None = None,
     checkpoint_every_s: float = 2.0,
     checkpoint_every_requests: int | None = None,
+    reset_cache: bool = True,
 ) -> BenchmarkResult:
     """Measure `requests` against `base_url` (synchronous; runs its own event loop).
 
@@ -105,6 +109,10 @@ def run_benchmark(
     engine's `/metrics` scraped then (best effort); a Decision to stop cancels every request
     and raises BenchmarkPruned with the finished ones.
 
+    The initial test request and the warm-ups send a prompt outside the measured set, and
+    (`reset_cache`) the engine's prefix cache is emptied after them where it offers that
+    (`tuner.workload.cold`): the measured run starts cold.
+
     Against `tuner sim serve --time-scale N` (a test setting), arrivals, records and
     checkpoints are in the server's simulated seconds, N per wall second; the watchdog's
     stall timeout and the request timeout stay in wall seconds.
@@ -112,6 +120,7 @@ def run_benchmark(
     if not requests:
         raise ValueError("no requests to run")
     run = _Run(spec, base_url, model, requests, api_key, on_progress)
+    run.reset_cache = reset_cache
     run.set_time_scale(server_time_scale(base_url, api_key))
     run.checkpoint = checkpoint
     run.schedule = Checkpoints(checkpoint_every_s, checkpoint_every_requests)
@@ -133,7 +142,7 @@ def run_benchmark(
                 percentiles=spec.percentiles,
                 goodput_ms=spec.goodput,
             )
-        result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0)
+        result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0, run.cache_reset)
         raise BenchmarkPruned(stop.reason, result, stop.engine, stop.decision) from None
     finally:
         gc.unfreeze()
@@ -150,7 +159,7 @@ def run_benchmark(
     ci = confidence_intervals(records, duration_s, metrics, seed=spec.seed)
     if (rate := prefix_cache_hit_rate(*run.prefix_cache)) is not None:
         metrics[PREFIX_CACHE_HIT_RATE] = rate
-    return BenchmarkResult(records, duration_s, metrics, ci, run.t0)
+    return BenchmarkResult(records, duration_s, metrics, ci, run.t0, run.cache_reset)
 
 
 NO_OUTPUT_COUNT = (
@@ -197,6 +206,9 @@ class _Run:
         self.chat = spec.endpoint == CHAT_ENDPOINT
         self.requests = requests
         self.bodies = [request_body(spec.endpoint, model, r) for r in requests]
+        self.warm_body = request_body(spec.endpoint, model, warmup_request(requests[0]))
+        self.reset_cache = True  # empty the engine's prefix cache after the warm-ups
+        self.cache_reset = False  # it did
         self.headers = request_headers(api_key)
         self.on_progress = on_progress
         self.activity = StreamActivity()
@@ -285,9 +297,9 @@ class _Run:
             return await stream_request(
                 transport,
                 self.url,
-                self.bodies[i],
+                self.warm_body if i == WARMUP else self.bodies[i],
                 self.headers,
-                prompt_len=self.requests[i].prompt_len,
+                prompt_len=self.requests[max(i, 0)].prompt_len,
                 chat=self.chat,
                 t0=t0,
                 activity=self.activity,
@@ -304,7 +316,7 @@ class _Run:
             return await self._send(transport, i, t0, rec)
         except TimeoutError:
             return RequestRecord(
-                prompt_len=self.requests[i].prompt_len,
+                prompt_len=self.requests[max(i, 0)].prompt_len,
                 start_s=sent - t0,
                 error=f"request timed out after {self.spec.request_timeout_s:g} s",
             )
@@ -334,11 +346,14 @@ class _Run:
             return rec
 
         async with make_transport(spec.max_concurrency) as transport:
-            first = await self._send_timed(transport, 0, self.clock())
+            first = await self._send_timed(transport, WARMUP, self.clock())
             if not first.success:
                 raise BenchmarkAborted(f"initial test request failed: {first.error}")
             warm_t0 = self.clock()
-            await asyncio.gather(*(limited(0, warm_t0, False) for _ in range(spec.num_warmups)))
+            warm = (limited(WARMUP, warm_t0, False) for _ in range(spec.num_warmups))
+            await asyncio.gather(*warm)
+            if self.reset_cache:
+                self.cache_reset = await reset_prefix_cache(self.base_url, self.headers)
             await self._scrape_prefix_cache()
             self.t0 = t0 = self.clock()
             self.measuring = True

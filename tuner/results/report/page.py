@@ -306,6 +306,8 @@ def build_report(
         counts["of them stopped under the previous SLOs/objective"] = sum(
             p.stale_stop for p in points
         )
+    if warm := sum(bool(p.warm_runs) for p in points):  # docs/metrics.md, "Every run cold"
+        counts["of them measured with a warm prefix cache"] = warm
     figures = [plot_pareto(pareto), history_figure(points)]
     imp = importances(study, points)
     if isinstance(imp, dict):
