@@ -21,6 +21,7 @@ from tuner.results import capacity_words as words
 from tuner.results.change import DefaultsComparison, against_defaults
 from tuner.results.pareto import check_stored
 from tuner.results.verdicts import Verdict, verdicts
+from tuner.spec.figures import exact_all
 from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit
@@ -357,7 +358,7 @@ def render(
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",
             "vllm_version": p.record.vllm_version,
-            "params": {k: round(v, 10) if isinstance(v, float) else v for k, v in p.params.items()},
+            "params": p.params,
             "metrics": p.metrics,
             "metric_ci": {m: list(ci) for m, ci in p.record.cis.items()},
             "score": p.score,
@@ -379,5 +380,5 @@ def render(
                 for s in spec.scenarios
             },
         }
-        return json.dumps(doc, indent=2) + "\n"
+        return json.dumps(exact_all(doc), indent=2) + "\n"
     raise UserError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

@@ -76,6 +76,11 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         if skip is not None and skip.ruled_out:  # never launched: what it saved, predicted
             row["saved_engine_s"] = skip.engine_s
             row["failure"] = r.pruned_reason
+        elif p.stale_queue:
+            row["failure"] = (
+                "queued to run again under SLOs/objective the study file no longer has: not "
+                "run unless they come back"
+            )
         elif p.status == "pruned":
             under = " under the previous SLOs/objective" if p.stale_stop else ""
             row["failure"] = f"stopped early{under}: {r.pruned_reason or ''}"
@@ -110,6 +115,8 @@ def _state(p: TrialPoint) -> str:
     broke a constraint."""
     if p.status == "infeasible":
         return "INFEASIBLE"
+    if p.stale_queue:
+        return "WAITING (not taken)"
     if p.record.skip_prediction is not None and p.record.skip_prediction.ruled_out:
         return "RULED OUT (predicted)"
     if p.state == "COMPLETE" and p.status == "failed":
@@ -150,6 +157,10 @@ _HIDDEN = ("baseline", "reused_from", "failure", "partial")  # shown otherwise: 
 PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
 
 
+# The time a trial took or saved: left out first on a narrow table (with the screen's predictions)
+_TIME_SPENT = ("engine_s", "startup_s", "workload_s", "saved_engine_s", "rate_steps")
+
+
 def _header(col: str) -> tuple[str, str, bool]:
     """A frame column's header, its short alias, and whether a narrow table may leave it out
     (the figures a screen predicted, the time spent, each scenario's own figures)."""
@@ -162,7 +173,7 @@ def _header(col: str) -> tuple[str, str, bool]:
     label = f"predicted {label}" if predicted else label
     if scenario:
         return f"{scenario}: {label}", "", True
-    return label.replace("_", " "), "", predicted or key in ("engine_s", "rate_steps")
+    return label.replace("_", " "), "", predicted or key in _TIME_SPENT
 
 
 def _cell(row: Any, col: str) -> str:
@@ -192,16 +203,18 @@ def print_trials_table(
     console = console or Console()
     rows = [row for _, row in frame.iterrows()]
     mark = " (baseline)" if wide else "*"
+    states = [str(r["state"]) for r in rows]
     cols = [
         Column("#", [f"{r['number']}{mark if r['baseline'] else ''}" for r in rows], text=True),
-        Column("state", [str(r["state"]) for r in rows], text=True),
+        Column("state", states, text=True, short_cells=[_short_state(x) for x in states]),
     ]
     for col in frame.columns:
         if col in ("number", "state", "spec", *_HIDDEN) or col.endswith("capacity_capped"):
             continue
         header, short, optional = _header(col)
         cells = [_cell(r, col) for r in rows]
-        cols.append(Column(header, cells, short=short, optional=optional))
+        spare = col.startswith("param_")  # left out after the optional ones, rightmost first
+        cols.append(Column(header, cells, short=short, optional=optional, spare=spare))
     if "spec" in frame.columns:
         cols.append(Column("spec", [str(r["spec"]) for r in rows], text=True))
     notes = []
@@ -216,6 +229,12 @@ def print_trials_table(
     else:
         notes += [f"trial {number}: {why}" for number, why in failures]
     print_table(console, cols, wide=wide, notes=notes)
+
+
+def _short_state(state: str) -> str:
+    """A state without its qualifier (`RULED OUT (predicted)` -> `RULED OUT`), for a narrow
+    table: the legend spells it out, and the note under the table says why."""
+    return state.split(" (")[0]
 
 
 def _int(value: Any) -> int | None:

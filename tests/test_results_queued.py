@@ -1,0 +1,66 @@
+"""What the results commands say about trials that are not plain measurements of the current
+study file (issue 33): queued trials show the config they will run, not empty cells."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+from results_fixtures import PARAMS, build_study
+
+from tuner import trial as tr
+from tuner.testing import tuner
+
+
+def test_queued_trials_show_the_params_they_will_run(tmp_path: Path) -> None:
+    study_file, url = build_study(tmp_path)
+    stored = optuna.load_study(study_name="handbuilt", storage=url)
+    stored.enqueue_trial(PARAMS[1], user_attrs=tr.TrialRecord(confirm_of=1).encode())
+    rows = json.loads(tuner("trials", str(study_file), "--format", "json", cwd=tmp_path).stdout)
+    queued = [r for r in rows if r["state"] == "WAITING"]
+    assert len(queued) == 1
+    assert {k: queued[0][f"param_{k}"] for k in PARAMS[1]} == PARAMS[1]
+    table = tuner("trials", str(study_file), "--wide", cwd=tmp_path).stdout
+    line = next(line for line in table.splitlines() if "WAITING" in line)
+    assert str(PARAMS[1]["max-num-seqs"]) in line.split() and "0.85" in line.split(), table
+
+
+def test_a_rerun_queued_by_a_loosened_slo_is_not_taken_once_it_is_put_back(
+    tmp_path: Path,
+) -> None:
+    """Re-judging queues a stopped trial again under the judging that queued it; with the
+    study's judging put back (here: the study's own, another queued it), the run does not
+    take it, `trials` says so, and a later re-judging may queue the config afresh."""
+    from tuner.run import rejudge
+    from tuner.run.reading import StudyReading
+    from tuner.spec.study import load_study_spec
+    from tuner.trial import specs
+
+    study_file, url = build_study(tmp_path)
+    spec = load_study_spec(study_file)
+    loose = spec.model_copy(
+        update={"objective": spec.objective.model_copy(update={"slo": ["p99_ttft_ms<=9000"]})}
+    )
+    stopped = tr.TrialPoint(9, "PRUNED", PARAMS[3], {"p99_ttft_ms": 2500.0}, "pruned", None)
+    stopped = replace(stopped, stale_stop=True)  # stopped under the study's SLO
+    queued: list[tr.TrialRecord] = []
+    rejudge.requeue(
+        lambda: [stopped], loose, ["slo"], lambda _: None, lambda _, r: queued.append(r)
+    )
+    assert [r.judging_id for r in queued] == [specs.judging_id(loose)] != [specs.judging_id(spec)]
+
+    stored = optuna.load_study(study_name="handbuilt", storage=url)
+    for record in (queued[0], tr.TrialRecord(retry_of=1, judging_id=specs.judging_id(spec))):
+        stored.enqueue_trial(PARAMS[3], user_attrs=record.encode())
+    waiting = StudyReading(stored).waiting()
+    assert [p.record.judging_id for p in waiting] == [specs.judging_id(spec)]  # its own only
+    points = StudyReading(stored).points()
+    put_back = [p for p in points if p.stale_queue]
+    assert len(put_back) == 1 and put_back[0].state == "WAITING"
+    # the loosened SLO's stale queue holds no config: re-judging may queue it again
+    assert rejudge.to_measure_again([stopped, *put_back], loose) == [stopped]
+    table = tuner("trials", str(study_file), cwd=tmp_path).stdout
+    assert "WAITING (not taken)" in table or "WAITING" in table
+    assert "no longer has: not run unless they come back" in " ".join(table.split()), table
