@@ -87,9 +87,7 @@ def bench(
         Path | None, Opt(help="Write the result JSON (vLLM's keys) here.")
     ] = None,
     save_detailed: Annotated[bool, Opt(help="Also save per-request lists.")] = False,
-    force: Annotated[
-        bool, Opt(help="Replace an existing --save-result file (a regular file only).")
-    ] = False,
+    force: Annotated[bool, Opt(help="Replace an existing --save-result file.")] = False,
     api_key: Annotated[
         str | None, Opt(envvar="OPENAI_API_KEY", show_envvar=False, help="Bearer token.")
     ] = None,
@@ -107,13 +105,15 @@ def bench(
         data = result_json(
             result, spec, model=model, tokenizer_id=tokenizer_id, detailed=save_detailed
         )
-        write_output_file(
-            save_result, json.dumps(data, indent=2) + "\n", "--save-result", force=force
-        )
+        write_output_file(save_result, _json_text(data), "--save-result", force=force)
     if result.metrics["completed"] == 0:
         first_error = next((r.error for r in result.records if r.error), "")
         print(f"tuner: error: all requests failed; first error: {first_error}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2) + "\n"
 
 
 # The flags of `tuner bench` that are WorkloadSpec fields of the same name.
