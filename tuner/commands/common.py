@@ -119,9 +119,21 @@ def open_stored_study_files(
 
 def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) -> None:
     """A study file whose objective or SLOs changed since the last run: the stored trials are
-    judged as that run left them until `tuner run` re-scores them; say so, on stderr."""
-    from tuner.trial.specs import judging_change
+    judged as that run left them until `tuner run` re-scores them; say so, on stderr. One
+    whose measurement changed (the workload, a flag): the trials shown were measured under
+    the stored spec, not the file's; say so too."""
+    from tuner.trial.specs import SHOWN_CHANGES, judging_change, measurement_change
 
+    measured = measurement_change(study, spec)
+    if measured:
+        more = f" and {len(measured) - SHOWN_CHANGES} more" if len(measured) > SHOWN_CHANGES else ""
+        typer.echo(
+            f"note: {study_file} changes what a trial measures since these trials ran "
+            f"({'; '.join(measured[:SHOWN_CHANGES])}{more}): shown as measured under the "
+            f"study's stored spec; `tuner run {study_file}` refuses the file until "
+            "--accept-changes starts a new baseline under it",
+            err=True,
+        )
     change = judging_change(study, spec)
     if change:
         typer.echo(

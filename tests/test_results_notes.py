@@ -1,5 +1,7 @@
 """What the results commands say about trials that are not plain measurements of the current
-study file (issue 33): queued trials show the config they will run, not empty cells."""
+study file (issue 33): queued trials show the config they will run, not empty cells; a re-run
+queued by a loosened SLO is not taken once it is put back; a study file whose measurement
+changed since the trials ran is said so."""
 
 from __future__ import annotations
 
@@ -64,3 +66,17 @@ def test_a_rerun_queued_by_a_loosened_slo_is_not_taken_once_it_is_put_back(
     table = tuner("trials", str(study_file), cwd=tmp_path).stdout
     assert "WAITING (not taken)" in table or "WAITING" in table
     assert "no longer has: not run unless they come back" in " ".join(table.split()), table
+
+
+def test_results_say_when_the_file_measures_otherwise_than_the_trials(tmp_path: Path) -> None:
+    study_file, _ = build_study(tmp_path)
+    same = tuner("best", str(study_file), cwd=tmp_path)
+    assert same.returncode == 0 and "changes what a trial measures" not in same.stderr
+    study_file.write_text(study_file.read_text().replace("num_prompts: 100", "num_prompts: 50"))
+    for command in (["best"], ["trials"], ["export"], ["pareto"]):
+        done = tuner(*command, str(study_file), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        note = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+        assert len(note) == 1, done.stderr
+        assert "changes what a trial measures" in note[0]
+        assert "workload.num_prompts: 100 → 50" in note[0] and "--accept-changes" in note[0]
