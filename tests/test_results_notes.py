@@ -80,3 +80,38 @@ def test_results_say_when_the_file_measures_otherwise_than_the_trials(tmp_path: 
         assert len(note) == 1, done.stderr
         assert "changes what a trial measures" in note[0]
         assert "workload.num_prompts: 100 → 50" in note[0] and "--accept-changes" in note[0]
+
+
+def test_a_confirmed_config_reads_the_same_in_trials_best_export_and_pareto(
+    tmp_path: Path,
+) -> None:
+    """Trial 6 re-measured twice by `--confirm`: every result gives its figures pooled over
+    its three runs (`tuner.trial.config_figures`), not its first run's in some and the
+    pool's in others (before: trials and export said score -0.4, pareto -0.3)."""
+    from results_fixtures import _trial
+
+    study_file, url = build_study(tmp_path)
+    stored = optuna.load_study(study_name="handbuilt", storage=url)
+    first = next(t for t in stored.get_trials() if t.number == 6)
+    dists = first.distributions
+    for ttft, score in ((2000.0, -0.2), (1700.0, -0.3)):  # both within the SLO
+        again = _trial(6, ttft, 50.0, 1300.0, score, "ok", dists, "scalar", False, None)
+        again.user_attrs["confirm_of"] = 6
+        stored.add_trial(again)
+    rows = json.loads(tuner("trials", str(study_file), "--format", "json", cwd=tmp_path).stdout)
+    row = next(r for r in rows if r["number"] == 6)
+    exported = json.loads(
+        tuner("export", str(study_file), "--trial", "6", "--format", "json", cwd=tmp_path).stdout
+    )
+    front = json.loads(tuner("pareto", str(study_file), "--format", "json", cwd=tmp_path).stdout)
+    pooled_ttft = (1800.0 * 2000.0 * 1700.0) ** (1 / 3)
+    assert row["score"] == exported["score"] and abs(row["score"] - -0.3) < 1e-9
+    assert row["runs"] == 3 and [r["runs"] for r in rows if r["number"] > 7] == [None, None]
+    for ttft in (row["p99_ttft_ms"], exported["metrics"]["p99_ttft_ms"]):
+        assert abs(ttft - pooled_ttft) < 1e-6
+    in_front = [r for r in front if r["trial"] == 6]
+    assert not in_front or abs(in_front[0]["metrics"]["p99_ttft_ms"] - pooled_ttft) < 1e-6
+    best = tuner("best", str(study_file), cwd=tmp_path).stdout
+    assert "score -0.300" in best or "best trial 6" not in best, best
+    table = " ".join(tuner("trials", str(study_file), cwd=tmp_path).stdout.split())
+    assert "trial 8 re-ran 6; trial 9 re-ran 6" in table, table

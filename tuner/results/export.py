@@ -135,7 +135,7 @@ def _given(
     points: Sequence[TrialPoint], study_name: str, number: int, limits: tuple[SloLimit, ...]
 ) -> Selection:
     by_number = {p.number: p for p in points}
-    point = by_number.get(number)
+    point = tr.config_figures(points).get(number, by_number.get(number))  # pooled if confirmed
     if point is None:
         span = f"0–{max(by_number)}" if by_number else "none"
         raise UserError(f"study {study_name!r} has no trial {number} (trials: {span})")

@@ -42,8 +42,12 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     # `search.fidelity: multi`: the screen's prediction beside each measured figure
     screened = any(p.predictions for p in points)
+    # a config `--confirm` re-measured: its row holds its figures pooled over its runs, as
+    # every result shows them (`tuner.trial.config_figures`); each re-run its own
+    confirmed, runs = tr.config_figures(points), tr.confirmation_runs(points)
     rows: list[dict[str, Any]] = []
     for p in points:
+        p = confirmed.get(p.number, p)
         row: dict[str, Any] = {"number": p.number, "state": _state(p)}
         row.update({f"param_{k}": v for k, v in p.params.items()})
         predicted, r = p.predictions, p.record
@@ -64,6 +68,10 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
                 row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
                 row[f"{name}:capacity_capped"] = entry.capacity.capped
         row["score"] = p.score
+        if confirmed:
+            alone = 1 if p.measured and p.confirm_of is None else None  # a re-run: pooled above
+            row["runs"] = len(runs.get(p.number, ())) or alone
+            row["rerun_of"] = p.confirm_of
         if screened:
             row[tr.PREDICTED_SCORE] = r.predicted_score
         row["engine_s"] = r.engine_s
@@ -153,7 +161,8 @@ def _capped_cell(row: Any, col: str) -> bool:
     return bool(flag) and not pd.isna(flag)
 
 
-_HIDDEN = ("baseline", "reused_from", "failure", "partial")  # shown otherwise: a mark, a note
+# shown otherwise: a mark, a note
+_HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of")
 PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
 
 
@@ -220,6 +229,16 @@ def print_trials_table(
     notes = []
     if any(r["baseline"] for r in rows) and not wide:
         notes.append("* the baseline: vLLM's defaults")
+    if "runs" in frame.columns:
+        notes.append(
+            "runs: a config --confirm re-measured holds its figures pooled over its runs "
+            "(mean score, geometric-mean figures), as best, export and pareto give them; "
+            + "; ".join(
+                f"trial {r['number']} re-ran {_int(r['rerun_of'])}"
+                for r in rows
+                if _int(r["rerun_of"]) is not None
+            )
+        )
     if any(r.get("partial") for r in rows):
         notes.append(f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)")
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
