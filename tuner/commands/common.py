@@ -122,9 +122,13 @@ def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) 
     judged as that run left them until `tuner run` re-scores them; say so, on stderr. One
     whose measurement changed (the workload, a flag): the trials shown were measured under
     the stored spec, not the file's; say so too."""
-    from tuner.trial.specs import SHOWN_CHANGES, judging_change, measurement_change
+    from tuner.trial import StudyRecord
+    from tuner.trial.specs import SHOWN_CHANGES, changes, current_id, judging_change, spec_id
 
-    measured = measurement_change(study, spec)
+    record, new = StudyRecord.of(study), spec.model_dump()
+    measured = []
+    if record.spec is not None and current_id(record) != spec_id(new):
+        measured = changes(record.spec, new)
     if measured:
         more = f" and {len(measured) - SHOWN_CHANGES} more" if len(measured) > SHOWN_CHANGES else ""
         typer.echo(

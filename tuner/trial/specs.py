@@ -292,22 +292,6 @@ def judging_change(study: Any, spec: StudySpec) -> list[str]:
         return []
 
 
-def measurement_change(study: Any, spec: StudySpec) -> list[str]:
-    """What `spec` changes in what the study's current measurement measures (a workload, an
-    engine flag: `tuner run` refuses it without `--accept-changes`), as `path: old → new`;
-    []: nothing, or a study with no stored spec."""
-    stored = _current_dump(study)
-    if stored is None:
-        return []
-    new = spec.model_dump()
-    try:
-        if spec_id(stored) == spec_id(new):
-            return []
-    except UserError:  # a stored spec this tuner refuses: not a change of the file's
-        return []
-    return changes(stored, new)
-
-
 def _measurement_of(study: StudyRecord, sid: str | None) -> str | None:
     """The measurement id of a stored spec id (an older tuner's ids hashed the judging too:
     the spec stored under the id says what it measured). Cached on the record."""
