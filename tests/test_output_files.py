@@ -137,3 +137,17 @@ def test_init_writes_a_file_readable_as_any_other(tmp_path: Path) -> None:
     mask = os.umask(0o022)
     os.umask(mask)
     assert (tmp_path / "s.yaml").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_database_is_never_replaced_even_one_of_another_study(tmp_path: Path) -> None:
+    """`tuner init -o tuner.db --force` would replace the default storage with YAML."""
+    from tuner.store.storage import Store
+
+    Store(f"sqlite:///{tmp_path / 'tuner.db'}").close()
+    before = (tmp_path / "tuner.db").read_bytes()
+    made = tuner(
+        "init", "--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2",
+        "-o", "tuner.db", "--force", cwd=tmp_path,
+    )  # fmt: skip
+    _refused(made, "SQLite database", "never")
+    assert (tmp_path / "tuner.db").read_bytes() == before

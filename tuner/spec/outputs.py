@@ -6,8 +6,9 @@ One rule for every file a command writes (`check_output_file`, `write_output_fil
 - a new file is written;
 - an existing regular file is replaced only with `--force` (`force=True`);
 - never, even with `--force`: what is not a regular file (a device such as /dev/null, a
-  folder, a pipe, a socket, a link to one of them or to nothing), and the files the caller
-  names as its own (`keep`: the study file, its SQLite database).
+  folder, a pipe, a socket, a link to one of them or to nothing), a SQLite database (any
+  study's: `tuner init -o tuner.db --force` would replace the default one), and the files the
+  caller names as its own (`keep`: the study file, its SQLite database).
 
 The file is opened without truncating, checked again on the open descriptor (what it really
 is, whatever the path pointed at when it was first checked), and only then emptied and
@@ -23,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tuner.errors import UserError
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
 
 # A file the writing command must never replace, and what it is in words: (path, "the study file")
 Kept = tuple[Path, str]
@@ -67,8 +70,21 @@ def _check_existing(
                 f"{what} {path}: is {name}: never written over, even with --force; "
                 "give another file name"
             )
+    if _is_database(path):
+        raise UserError(
+            f"{what} {path}: is a SQLite database: never written over, even with --force; "
+            "give another file name"
+        )
     if not force:
         raise UserError(f"{what} {path}: exists; give another file name, or --force to replace it")
+
+
+def _is_database(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:  # unreadable: the write's own check says so
+        return False
 
 
 def _same(found: os.stat_result, other: Path) -> bool:

@@ -21,12 +21,12 @@ from sqlalchemy.engine import make_url
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
+from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
 SQLITE_BUSY_TIMEOUT_S = 60
-SQLITE_HEADER = b"SQLite format 3\x00"
 # Two processes creating one new database at once: the loser of Optuna's table creation
 # fails with "table ... already exists" or a UNIQUE constraint on its version rows; it
 # tries again, and then finds the winner's tables.
