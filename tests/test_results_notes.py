@@ -85,9 +85,10 @@ def test_results_say_when_the_file_measures_otherwise_than_the_trials(tmp_path: 
 def test_a_confirmed_config_reads_the_same_in_trials_best_export_and_pareto(
     tmp_path: Path,
 ) -> None:
-    """Trial 6 re-measured twice by `--confirm`: every result gives its figures pooled over
-    its three runs (`tuner.trial.config_figures`), not its first run's in some and the
-    pool's in others (before: trials and export said score -0.4, pareto -0.3)."""
+    """Trial 6 re-measured twice by `--confirm`: every result gives the config's figures
+    pooled over its three runs (`tuner.trial.config_figures`): best, export and pareto, and
+    `trials` beside each run's own (before: export said score -0.4, pareto -0.3, and trials
+    never said which)."""
     from results_fixtures import _trial
 
     study_file, url = build_study(tmp_path)
@@ -105,13 +106,15 @@ def test_a_confirmed_config_reads_the_same_in_trials_best_export_and_pareto(
     )
     front = json.loads(tuner("pareto", str(study_file), "--format", "json", cwd=tmp_path).stdout)
     pooled_ttft = (1800.0 * 2000.0 * 1700.0) ** (1 / 3)
-    assert row["score"] == exported["score"] and abs(row["score"] - -0.3) < 1e-9
-    assert row["runs"] == 3 and [r["runs"] for r in rows if r["number"] > 7] == [None, None]
-    for ttft in (row["p99_ttft_ms"], exported["metrics"]["p99_ttft_ms"]):
+    assert row["score"] == -0.4  # its own first run, as every trial row
+    assert row["pooled_score"] == exported["score"] and abs(exported["score"] - -0.3) < 1e-9
+    for ttft in (row["pooled_p99_ttft_ms"], exported["metrics"]["p99_ttft_ms"]):
         assert abs(ttft - pooled_ttft) < 1e-6
+    assert [r["pooled_score"] for r in rows if r["number"] > 7] == [None, None]
     in_front = [r for r in front if r["trial"] == 6]
     assert not in_front or abs(in_front[0]["metrics"]["p99_ttft_ms"] - pooled_ttft) < 1e-6
     best = tuner("best", str(study_file), cwd=tmp_path).stdout
     assert "score -0.300" in best or "best trial 6" not in best, best
     table = " ".join(tuner("trials", str(study_file), cwd=tmp_path).stdout.split())
-    assert "trial 8 re-ran 6; trial 9 re-ran 6" in table, table
+    assert "trial 6, re-run by --confirm as 8, 9: its figures pooled" in table, table
+    assert "score -0.300, p99 TTFT 1829.2 ms" in table, table

@@ -42,12 +42,11 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     # `search.fidelity: multi`: the screen's prediction beside each measured figure
     screened = any(p.predictions for p in points)
-    # a config `--confirm` re-measured: its row holds its figures pooled over its runs, as
-    # every result shows them (`tuner.trial.config_figures`); each re-run its own
-    confirmed, runs = tr.config_figures(points), tr.confirmation_runs(points)
+    # a config `--confirm` re-measured: each row its own run's figures, and the config's first
+    # trial its figures pooled over its runs too, as every result gives them (`config_figures`)
+    confirmed = tr.config_figures(points)
     rows: list[dict[str, Any]] = []
     for p in points:
-        p = confirmed.get(p.number, p)
         row: dict[str, Any] = {"number": p.number, "state": _state(p)}
         row.update({f"param_{k}": v for k, v in p.params.items()})
         predicted, r = p.predictions, p.record
@@ -69,8 +68,10 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
                 row[f"{name}:capacity_capped"] = entry.capacity.capped
         row["score"] = p.score
         if confirmed:
-            alone = 1 if p.measured and p.confirm_of is None else None  # a re-run: pooled above
-            row["runs"] = len(runs.get(p.number, ())) or alone
+            pooled = confirmed.get(p.number)
+            row["pooled_score"] = pooled.score if pooled is not None else None
+            for m in HEADLINE_METRICS:
+                row[POOLED + m] = pooled.metrics.get(m) if pooled is not None else None
             row["rerun_of"] = p.confirm_of
         if screened:
             row[tr.PREDICTED_SCORE] = r.predicted_score
@@ -162,7 +163,8 @@ def _capped_cell(row: Any, col: str) -> bool:
 
 
 # shown otherwise: a mark, a note
-_HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of")
+_HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of", "pooled_score")
+POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note under the table)
 PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
 
 
@@ -218,7 +220,8 @@ def print_trials_table(
         Column("state", states, text=True, short_cells=[_short_state(x) for x in states]),
     ]
     for col in frame.columns:
-        if col in ("number", "state", "spec", *_HIDDEN) or col.endswith("capacity_capped"):
+        hidden = col in ("number", "state", "spec", *_HIDDEN) or col.startswith(POOLED)
+        if hidden or col.endswith("capacity_capped"):
             continue
         header, short, optional = _header(col)
         cells = [_cell(r, col) for r in rows]
@@ -229,16 +232,7 @@ def print_trials_table(
     notes = []
     if any(r["baseline"] for r in rows) and not wide:
         notes.append("* the baseline: vLLM's defaults")
-    if "runs" in frame.columns:
-        notes.append(
-            "runs: a config --confirm re-measured holds its figures pooled over its runs "
-            "(mean score, geometric-mean figures), as best, export and pareto give them; "
-            + "; ".join(
-                f"trial {r['number']} re-ran {_int(r['rerun_of'])}"
-                for r in rows
-                if _int(r["rerun_of"]) is not None
-            )
-        )
+    notes += _pooled_notes(frame, rows)
     if any(r.get("partial") for r in rows):
         notes.append(f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)")
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
@@ -248,6 +242,28 @@ def print_trials_table(
     else:
         notes += [f"trial {number}: {why}" for number, why in failures]
     print_table(console, cols, wide=wide, notes=notes)
+
+
+def _pooled_notes(frame: pd.DataFrame, rows: list[Any]) -> list[str]:
+    """Each config `--confirm` re-measured: its re-runs, and its figures pooled over them,
+    the ones `tuner best`, `export` and `pareto` give it (`tuner.trial.config_figures`)."""
+    if "rerun_of" not in frame.columns:
+        return []
+    again: dict[int, list[Any]] = {}
+    for r in rows:
+        if _int(r["rerun_of"]) is not None:
+            again.setdefault(_int(r["rerun_of"]), []).append(r)  # type: ignore[arg-type]
+    out = []
+    for r in rows:
+        if r["number"] in again and not pd.isna(r["pooled_score"]):
+            numbers = ", ".join(str(x["number"]) for x in again[r["number"]])
+            figures = {m: r[POOLED + m] for m in HEADLINE_METRICS if not pd.isna(r[POOLED + m])}
+            out.append(
+                f"trial {r['number']}, re-run by --confirm as {numbers}: its figures pooled "
+                "over its runs, as best, export and pareto give them: score "
+                f"{figure(r['pooled_score'], 3, sign=True)}, {', '.join(headline_words(figures))}"
+            )
+    return out
 
 
 def _short_state(state: str) -> str:
