@@ -11,7 +11,12 @@ prints, per study, the baseline's and the tuned best's capacity and the best's l
 curve (every rate its capacity search ran). Every figure is SIMULATED.
 
     .venv/bin/python benchmarks/shape_longdoc.py [--n-trials 30] [--out DIR]
-        [--tokenizer .cache/tiny-qwen2]
+        [--tokenizer .cache/tiny-qwen2] [--why]
+
+`--why` prints instead the figures the page's "Why" quotes, each one `tuner plan` run of the
+workload at vLLM's defaults (the planner's inputs, `tuner.runners.plan.study_workload`): the
+preemptions, P99 TTFT and prefix-cache hit rate of each shape at 0.05 req/s with one
+question per document and at 0.1 req/s with four.
 
 The tokenizer only builds the prompts to their exact token lengths (the simulated engine
 counts tokens, not words); the model's own tokenizer gives the same lengths. The figures are
@@ -83,13 +88,42 @@ def summary(path: Path, storage: str) -> list[str]:
     return lines
 
 
+def why(out: Path, tokenizer: str) -> None:
+    from tuner.measure.metrics import compute_metrics
+    from tuner.runners.plan import study_workload
+    from tuner.sim.planner import simulate
+    from tuner.spec.study import load_study_spec
+    from tuner.workload.datasets import build_requests
+    from tuner.workload.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    for questions, rate in ((1, 0.05), (4, 0.1)):
+        for shape in SHAPES:
+            spec = load_study_spec(study_file(out, shape, questions, tokenizer))
+            w = spec.workload.model_copy(update={"request_rate": rate})
+            work = study_workload(spec, build_requests(spec.workload, tok), w)
+            sim = simulate(spec.engine.model, "a6000", dict(spec.engine.flags),
+                           list(work.prompt_lens), list(work.output_lens), list(work.arrival_s),
+                           prompt_ids=work.prompt_id_lists())  # fmt: skip
+            m = compute_metrics(sim.records, sim.duration_s, selected_metrics=["ttft"],
+                                percentiles=[99.0])  # fmt: skip
+            hits = sim.prefix_cache_hits / max(1, sim.prefix_cache_queries)
+            print(f"{questions} question(s), {shape}, {rate} req/s: {sim.preemptions} "
+                  f"preemptions, p99 TTFT {m['p99_ttft_ms'] / 1e3:.1f} s, prefix-cache hit "
+                  f"rate {hits:.1%}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-trials", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path("shape-longdoc"))
     ap.add_argument("--tokenizer", default=str(REPO / ".cache/tiny-qwen2"))
+    ap.add_argument("--why", action="store_true", help="the figures of the page's 'Why'")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.why:
+        why(args.out, args.tokenizer)
+        return
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = f"sqlite:///{args.out.resolve()}/shape.db"
     for questions in QUESTIONS:

@@ -80,6 +80,8 @@ def test_check_of_a_good_study_exits_0_with_its_cost(tmp_path: Path, tiny_model_
     assert "no problem found" in proc.stdout
     assert "night's cost: 4 trial(s) × ~" in proc.stdout
     assert "SIMULATED, the simulator's baseline trial" in proc.stdout
+    # the simulated engine starts in seconds: its own start-up, not a real engine's
+    assert "start-up ~2 s per trial: the simulated engine's, measured" in proc.stdout
     assert "fits in the timeout of 60 min" in proc.stdout
     assert "flag names checked against the simulated engine's flags" in proc.stdout
 
@@ -91,6 +93,7 @@ def test_the_shipped_longdoc_study_s_night_does_not_fit_its_timeout(tmp_path: Pa
     assert "engine command 'vllm' not found" in proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("night's cost"))
     assert "30 trial(s) × ~86 min = 43.0 h of engine time" in line, line
+    assert "start-up ~88 s per trial: a real engine's, estimated" in line, line
     assert "timeout 12.0 h allows about 8 trial(s)" in line, line
     # --n-trials and --timeout ask about another night
     proc = tuner("check", str(LONGDOC), "--n-trials", "8", cwd=tmp_path, timeout=120)
@@ -218,7 +221,8 @@ def test_run_states_the_cost_and_plan_how_far_it_was_off(
     first = next(i for i, x in enumerate(lines) if x.startswith("trial 0"))
     assert cost < first, proc.stderr
     proc = tuner("check", str(study), cwd=tmp_path, timeout=120)
-    assert "(the mean of 2 launched trial(s) of this study)" in proc.stdout, proc.stdout
+    assert "(the mean of 2 launched trial(s) of this study; start-up ~" in proc.stdout
+    assert "per trial: measured on them (median))" in proc.stdout, proc.stdout
     assert "night's cost: 1 trial(s) left (2 done) × ~" in proc.stdout  # a budget of 3
     proc = tuner("plan", str(study), "--n-trials", "2", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr

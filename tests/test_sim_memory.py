@@ -63,14 +63,22 @@ def test_kv_cache_shrinks_with_utilization_and_grows_less_with_batched_tokens():
          "No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"),
         ({"gpu-memory-utilization": 0.42, "max-num-batched-tokens": 8192},
          "To serve at least one request with the model's max seq len (65536), (4.0 GiB KV"),
-        ({"block-size": 24}, "argument --block-size: invalid choice: 24"),
-        ({"block-size": 64}, "Block size 64 is not supported on CUDA"),
+        # vLLM 0.32 on CUDA: a multiple of 16, else no attention backend takes it
+        ({"block-size": 8}, "No valid attention backend found for cuda"),
+        ({"block-size": 24}, "block_size=24, ...). Reasons: {FLASH_ATTN: [block_size not sup"),
         ({"tensor-parallel-size": 3}, "Total number of attention heads (40) must be divisible"),
     ],
 )  # fmt: skip
 def test_refusals_match_vllm(flags, expected):
     message = check_config(M32, A6000, {**SEED_000, **flags})
     assert message is not None and expected in message
+
+
+@pytest.mark.parametrize("block", [16, 32, 64, 128])
+def test_cuda_takes_any_multiple_of_16(block):
+    # vLLM 0.32 has no list of choices and no "up to 32" limit (vllm/config/cache.py):
+    # FLASH_ATTN takes MultipleOf(16) (vllm/v1/attention/backends/flash_attn.py)
+    assert check_config(M32, A6000, {**SEED_000, "block-size": block}) is None
 
 
 def test_cpu_block_size_rule_and_kv_space():

@@ -91,7 +91,7 @@ def test_prefix_caching_off_or_unknown_tokens_never_hit() -> None:
         engine.add_request(str(i), 500, 4, 0.0)  # lengths only, as random prompts
     while engine.has_work:
         engine.step()
-    assert engine.prefix_cache_tokens == (0, 0)
+    assert engine.prefix_cache_tokens == (1000, 0)  # looked up, as vLLM does; never shared
 
 
 def test_freed_blocks_are_evicted_least_recently_freed_first() -> None:
@@ -102,10 +102,10 @@ def test_freed_blocks_are_evicted_least_recently_freed_first() -> None:
     assert cache.release(a) == 2 and cache.release(b) == 2
     cache.take(b[:1])  # b's head is used again: not free, not evictable
     cache.evict(2)  # a's two blocks, tail first
-    assert cache.longest_hit(a, 2) == 0
-    assert cache.longest_hit(b, 2) == 2
+    assert cache.leading_hits("a", lambda i: a[i:]) == []
+    assert cache.leading_hits("b", lambda i: b[i:]) == list(b)
     cache.evict(1)  # b's tail: the only free one left
-    assert cache.longest_hit(b, 2) == 1
+    assert cache.leading_hits("b", lambda i: b[i:]) == list(b[:1])
 
 
 @pytest.mark.parametrize("utilization", [0.9, 0.5])

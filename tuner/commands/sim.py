@@ -202,15 +202,16 @@ def _engine(model_path: str, gpu: str, flags: dict, tokenizer: str | None) -> di
 
 
 def _tokenizer(tokenizer: str | None, model_path: str):
-    """The given tokenizer dir, else the model dir when it has one, else none (word counts)."""
-    from pathlib import Path
-
+    """The given tokenizer dir, else the model's directory (a hub id's cached snapshot) when
+    it has one, else none (word counts)."""
+    from tuner.spec.model_source import model_dir
     from tuner.workload.tokenizer import load_counter
 
     if tokenizer:
         return load_counter(tokenizer)
-    if (Path(model_path) / "tokenizer.json").is_file():
-        return load_counter(model_path)
+    directory = model_dir(model_path)
+    if directory is not None and (directory / "tokenizer.json").is_file():
+        return load_counter(str(directory))
     return None
 
 

@@ -18,7 +18,13 @@ FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
     (kind, re.compile(pattern), extra_lines)
     for kind, pattern, extra_lines in (
         (FailureKind.UNSUPPORTED_BLOCK_SIZE, r"No common block size for", 0),
-        # The simulator's CUDA rule: --block-size above 32, or outside vLLM's choices.
+        # CUDA in vLLM 0.32: no attention backend takes the size (tuner.spec.vllm_rules)
+        (
+            FailureKind.UNSUPPORTED_BLOCK_SIZE,
+            r"No valid attention backend found .*block_size not supported",
+            0,
+        ),
+        # Older vLLM (0.10): CUDA's argparse choices and its "up to 32" limit.
         (
             FailureKind.UNSUPPORTED_BLOCK_SIZE,
             r"[Bb]lock size \d+ is not supported|--block-size: invalid choice",

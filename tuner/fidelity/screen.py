@@ -39,6 +39,7 @@ from tuner.measure import objective as obj
 from tuner.runners.plan import study_profile, study_workload
 from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
+from tuner.sim.model_names import known_model
 from tuner.sim.profiles import GpuProfile, load_model
 from tuner.spec.slo import parse_slo
 from tuner.spec.space import (
@@ -91,6 +92,14 @@ class CalibrationState:
     held_out_error: dict[str, float]
     observations: int
     seconds: float = 0.0
+
+
+def make_screen(spec: StudySpec, requests: Sequence[Any], *, seed: int = 0) -> Screen | None:
+    """The study's screen; None when the simulator does not know its model (an unknown
+    model: the sampler proposes every trial, as the preflight's note says)."""
+    if known_model(spec.engine.model) is None:
+        return None
+    return Screen(spec, requests, seed=seed)
 
 
 class Screen:
@@ -166,7 +175,7 @@ class Screen:
     def predict(self, params: Mapping[str, Any]) -> dict[str, float] | None:
         """The calibrated simulator's figures for one config; None if it would not start."""
         flags = self.flags(params)
-        if spec_rules(self.spec, flags) is not None:
+        if spec_rules(self.spec, flags, self.base.platform) is not None:
             return None
         env = engine_env(self.spec, dict(params))
         if predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env) is not None:

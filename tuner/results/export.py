@@ -20,6 +20,7 @@ from tuner.errors import UserError
 from tuner.results import capacity_words as words
 from tuner.results.change import DefaultsComparison, against_defaults
 from tuner.results.pareto import check_stored
+from tuner.results.refusal import check_deployable
 from tuner.results.verdicts import Verdict, verdicts
 from tuner.spec.figures import exact_all
 from tuner.spec.inputs import POSIX_NAME
@@ -334,6 +335,7 @@ def render(
 ) -> str:
     """The export as text, in one of FORMATS; a YAML's comment names `config_path` to run it."""
     p = choice.point
+    check_deployable(spec, p.number, p.params)
     notes = justification(spec, choice, study_name, simulated, baseline)
     if fmt == "shell":
         return _comment(notes) + shell_command(spec, p.params) + "\n"

@@ -18,6 +18,7 @@ from tuner.errors import UserError
 from tuner.results import capacity_words as words
 from tuner.results.change import against_defaults
 from tuner.results.export import shell_command
+from tuner.results.refusal import check_deployable
 from tuner.results.shapes import shape_lines
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words, verdicts
@@ -296,6 +297,7 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     found = verdicts(top, points, spec, study, ranked=ranked, notes=notes)
     lines += [f"# {v.text}" for v in found]
     lines += [f"# {line}" for line in shape_lines(spec, points)]
+    check_deployable(spec, top.number, top.params)
     lines.append(shell_command(spec, top.params))
     return "\n".join(lines)
 

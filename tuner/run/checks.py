@@ -19,6 +19,7 @@ from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import load_model
 from tuner.spec.coherence import check_engine_fits_slot
 from tuner.spec.inputs import API_KEY_ENV
+from tuner.spec.model_source import hub_cache_dir, tokenizer_source
 from tuner.spec.parsing import near_file
 from tuner.spec.space import max_model_len
 from tuner.spec.study import StudySpec
@@ -124,8 +125,9 @@ def check_accelerator(spec: StudySpec) -> None:
 
 
 def check_simulator_model(model: str) -> None:
-    """The simulator reads `engine.model` (a built-in name or a directory with config.json):
-    one it cannot read is refused before any study or trial is stored."""
+    """The simulator reads `engine.model` (a built-in name, a directory with config.json or a
+    cached hub id): where it is the engine (`tuner sim serve`, `tuner plan`), one it cannot
+    read is refused before any study or trial is stored."""
     try:
         load_model(model)
     except UserError as exc:
@@ -205,11 +207,12 @@ def workload_file_problems(spec: StudySpec) -> list[str]:
     problems = []
     tokenizer = spec.workload.tokenizer or spec.engine.model
     where = "workload.tokenizer" if spec.workload.tokenizer else "engine.model"
-    directory = Path(tokenizer).expanduser()
+    directory = Path(tokenizer_source(spec.workload.tokenizer, tokenizer)).expanduser()
     if not directory.is_dir():
+        hub = "" if spec.workload.tokenizer else f", nor a hub id cached in {hub_cache_dir()}"
         problems.append(
-            f"{where}: tokenizer directory not found: {tokenizer} (the workload is built "
-            "with it; give workload.tokenizer)"
+            f"{where}: tokenizer directory not found: {tokenizer}{hub} (the workload is "
+            "built with it; give workload.tokenizer)"
         )
     elif not any((directory / name).is_file() for name in TOKENIZER_FILES):
         problems.append(

@@ -15,15 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.sim.model_names import known_model
 from tuner.sim.profiles import BUILTIN_MODELS
+from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.trial.point import TrialPoint
-from tuner.trial.uptime import median_startup_s
+from tuner.trial.uptime import median_startup_s, simulated_engine_startup_s
 from tuner.workload.lengths import length_only_requests
 
 
@@ -39,17 +42,47 @@ class NightCost:
     simulated: bool = False
     startup_s: float | None = None  # of `trial_s`, the engine's start-up
     done: int = 0  # trials of the budget already done (a continued study): `n_trials` are left
+    startup_source: str = ""  # whose start-up `startup_s` is, in words
+    # the multi-fidelity screen's seconds choosing each next trial (between engines), when
+    # measured on the study's trials; `screened`: the study has such a screen
+    screen_s: float | None = None
+    screened: bool = False
+
+    @property
+    def basis(self) -> str:
+        """Where the figure comes from, and whose start-up it counts."""
+        label = "SIMULATED, " if self.simulated else ""
+        start = ""
+        if self.startup_s is not None and self.startup_source:
+            start = f"; start-up ~{duration(self.startup_s)} per trial: {self.startup_source}"
+        return f"{label}{self.source}{start}"
+
+    @property
+    def per_trial_s(self) -> float | None:
+        """One trial's engine time and, when measured, the screen's time before it."""
+        return None if self.trial_s is None else self.trial_s + (self.screen_s or 0.0)
 
     @property
     def total_s(self) -> float | None:
-        return None if self.trial_s is None else self.trial_s * self.n_trials
+        each = self.per_trial_s
+        return None if each is None else each * self.n_trials
 
     @property
     def trials_in_timeout(self) -> int | None:
         """About how many trials the timeout allows (None: no timeout or no estimate)."""
-        if self.timeout_s is None or not self.trial_s:
+        if self.timeout_s is None or not self.per_trial_s:
             return None
-        return int(self.timeout_s // self.trial_s)
+        return int(self.timeout_s // self.per_trial_s)
+
+    def _screen_words(self) -> str:
+        if self.screen_s is not None:
+            return (
+                f", and ~{duration(self.screen_s)} a trial choosing it (the multi-fidelity "
+                f"screen, measured on them): {duration(self.total_s or 0.0)} in all"
+            )
+        if self.screened:
+            return ", and the multi-fidelity screen's time choosing each trial (not yet measured)"
+        return ""
 
     @property
     def fits(self) -> bool:
@@ -61,11 +94,11 @@ class NightCost:
         """`30 trials × ~72 min = 37.6 h of engine time; timeout 12h allows about 10 trials`."""
         if self.trial_s is None:
             return f"night's cost: unknown ({self.source})"
-        label = "SIMULATED, " if self.simulated else ""
         left = f" left ({self.done} done)" if self.done else ""
+        engine_s = self.trial_s * self.n_trials
         text = (
             f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
-            f"{duration(self.total_s or 0.0)} of engine time ({label}{self.source})"
+            f"{duration(engine_s)} of engine time ({self.basis}){self._screen_words()}"
         )
         if self.timeout_s is None:
             return text + "; no timeout"
@@ -101,6 +134,7 @@ def night_cost(
     n = n_trials if n_trials is not None else max(spec.budget.n_trials - done, 0)
     done = 0 if n_trials is not None else done
     timeout = timeout_s if timeout_s is not None else spec.budget.timeout_s
+    multi = spec.search.fidelity == "multi"
     launched = [
         p for p in real_trials if not p.planned and p.record.engine_s and p.status != "running"
     ]
@@ -108,7 +142,13 @@ def night_cost(
         mean_s = sum(float(p.record.engine_s or 0.0) for p in launched) / len(launched)
         source = f"the mean of {len(launched)} launched trial(s) of this study"
         startup = median_startup_s(p.record.startup_s for p in launched)
-        return NightCost(n, mean_s, source, timeout, startup_s=startup, done=done)
+        measured = "measured on them (median)" if startup is not None else ""
+        screens = [p.record.screen for p in launched if p.record.screen is not None]
+        screen_s = (
+            sum(x.calibrate_s + x.screen_s for x in screens) / len(screens) if screens else None
+        )
+        return NightCost(n, mean_s, source, timeout, startup_s=startup, done=done,
+                         startup_source=measured, screen_s=screen_s, screened=multi)  # fmt: skip
     unknown = _no_lengths(spec)
     if unknown is not None:
         return NightCost(n, None, unknown, timeout, done=done)
@@ -116,6 +156,10 @@ def night_cost(
     if stand_in is not None:
         engine = spec.engine.model_copy(update={"model": stand_in})
         spec = spec.model_copy(update={"engine": engine})
+    elif known_model(spec.engine.model) is None:  # the preflight's note says why, once
+        return NightCost(
+            n, None, "engine.model: no shape to simulate, see its note", timeout, done=done
+        )
     try:
         trial_s, startup_s = simulated_trial_s(spec)
     except UserError as exc:
@@ -123,13 +167,29 @@ def night_cost(
     source = "the simulator's baseline trial"
     if stand_in is not None:
         source += f", with the built-in {stand_in} for the missing model directory"
-    return NightCost(n, trial_s, source, timeout, True, startup_s, done)
+    workload_s = trial_s - startup_s
+    startup_s, whose = engine_startup(spec, startup_s)
+    return NightCost(
+        n, workload_s + startup_s, source, timeout, True, startup_s, done, whose, screened=multi
+    )
+
+
+def engine_startup(spec: StudySpec, planned_s: float) -> tuple[float, str]:
+    """(seconds, whose, in words) of one engine start in this study: the simulated engine's
+    own when the study runs `tuner sim serve` (seconds, whatever GPU it stands in for),
+    else the real engine's that `tuner plan` counted (`planned_s`)."""
+    if is_simulated_engine(spec.engine.command):
+        whose = "the simulated engine's, measured (benchmarks/sim_startup.py)"
+        return simulated_engine_startup_s(spec.engine.flags), whose
+    if spec.hardware.startup_s is not None:
+        return planned_s, "a real engine's, from hardware.startup_s"
+    return planned_s, "a real engine's, estimated (docs/early-stopping.md)"
 
 
 def _no_lengths(spec: StudySpec) -> str | None:
     """Why the requests' lengths are not known before the run, or None: a dataset file's
     texts need the tokenizer to count (it is also the run's to report missing)."""
-    tokenizer = Path(spec.workload.tokenizer or spec.engine.model).expanduser()
+    tokenizer = Path(tokenizer_source(spec.workload.tokenizer, spec.engine.model)).expanduser()
     for w in [spec.workload, *spec.workloads.values()]:
         if length_only_requests(w) is None and not tokenizer.is_dir():
             return f"the {w.dataset_name} dataset's lengths need the tokenizer, not found"
@@ -138,10 +198,12 @@ def _no_lengths(spec: StudySpec) -> str | None:
 
 def builtin_stand_in(model: str) -> str | None:
     """The built-in model named like a model directory that is not here (the shipped studies'
-    `/mnt/data/models/DeepSeek-R1-Distill-Qwen-32B`), else None."""
+    `/mnt/data/models/DeepSeek-R1-Distill-Qwen-32B`), else None. Only a local path (absolute,
+    from `~` or `.`): a hub id is the cache's or unknown (`tuner.spec.model_source`)."""
     path = Path(model).expanduser()
     key = path.name.lower()
-    if path.is_dir() or key == model.strip().lower() or key not in BUILTIN_MODELS:
+    local = model.strip().startswith(("/", "~", "."))
+    if not local or path.is_dir() or key not in BUILTIN_MODELS:
         return None
     return key
 

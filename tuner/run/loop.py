@@ -106,12 +106,12 @@ class StudyLoop:
         self.stop_signal = signal.SIGINT
         self._warm_start = warm_start or []
         # `search.fidelity: multi`: the calibrated simulator chooses each real trial (a plan
-        # is the simulator already: it never screens itself)
+        # is the simulator already: it never screens itself; nor does a model it does not know)
         self.screen = None
         if spec.search.fidelity == "multi" and not runner.planned:
-            from tuner.fidelity.screen import Screen
+            from tuner.fidelity.screen import make_screen
 
-            self.screen = Screen(spec, runner.requests, seed=spec.sampler.seed or 0)
+            self.screen = make_screen(spec, runner.requests, seed=spec.sampler.seed or 0)
 
     def points(self) -> list[TrialPoint]:
         """This spec's trials, read now: the only ones this run compares."""

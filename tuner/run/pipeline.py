@@ -19,7 +19,8 @@ from tuner.measure import objective as obj
 from tuner.run import skipping
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
-from tuner.runners.precheck import predict_refusal
+from tuner.runners.plan import study_platform
+from tuner.runners.precheck import predict_refusal, refusal_kind
 from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
@@ -96,6 +97,7 @@ class TrialPipeline:
         self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
         self.pruning = pruning and spec.pruning.enabled
         self.skip = skipping.make(spec, runner, prediction_skip)
+        self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
@@ -103,15 +105,18 @@ class TrialPipeline:
             if prev is not None:
                 return _reuse(prev)
         flags = effective_flags(self.spec, t.params)
-        refusal = spec_rules(self.spec, flags)
+        refusal = spec_rules(self.spec, flags, self.platform)
         if refusal is not None:
-            return self._refused(t, FailureKind.INVALID_ARGUMENT, refusal, saved_by="rules")
+            return self._refused(t, refusal_kind(refusal), refusal, saved_by="rules")
         env = engine_env(self.spec, t.params)
         predicted = predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env)
         if predicted is not None and self.precheck:
             # the simulator also applies vLLM's rules where the study cannot (a built-in
             # model's length): such a refusal is a rule's, not a memory prediction's
-            rule = predicted[0] == FailureKind.INVALID_ARGUMENT
+            rule = predicted[0] in (
+                FailureKind.INVALID_ARGUMENT,
+                FailureKind.UNSUPPORTED_BLOCK_SIZE,
+            )
             by = "rules" if rule else "precheck"
             return self._refused(t, predicted[0], predicted[1], saved_by=by)
         forecast = skipping.forecast(self.skip, t)

@@ -20,10 +20,12 @@ from tuner.errors import UserError
 from tuner.fidelity.warm_start import check_sources
 from tuner.run import checks
 from tuner.run.cost import NightCost, night_cost
+from tuner.run.defaults_notes import defaults_notes
 from tuner.run.flagcheck import check_flags, unmodelled
 from tuner.run.plan_notes import plan_notes
 from tuner.run.reading import budget_used
 from tuner.run.sampling import check_sampler
+from tuner.sim.model_names import unknown_model_note
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store, resolve_storage
 from tuner.trial import StudyRecord, TrialPoint, read_all, specs
@@ -74,9 +76,10 @@ def preflight(spec: StudySpec, args: RunArgs = RunArgs(), *, slow: bool = True) 
     )
     problems += engine_problems(spec)
     problems += file_problems(spec)
+    result.notes += model_notes(spec)
     flags = check_flags(spec, probe=slow)
     problems += flags.problems
-    result.notes += flags.notes
+    result.notes += flags.notes + defaults_notes(spec)
     result.flags_against = flags.against
     real = stored_real_trials(spec, args.storage, args.accept_changes, problems, result.judging)
     if slow:
@@ -122,20 +125,36 @@ def _collect(found: Sequence[Callable[[], None]]) -> list[str]:
 
 
 def engine_problems(spec: StudySpec) -> list[str]:
-    """The engine command's program not found; the simulator's model unknown (on the simulated
-    engine, or where the multi-fidelity screen simulates each candidate)."""
+    """The engine command's program not found; the simulator's model unknown on the simulated
+    engine (which is the simulator: `tuner sim serve` would refuse it at every start)."""
     eng = spec.engine
     exe = executable(eng.command, eng.model)
     if shutil.which(exe) is None:
         return [f"engine command {exe!r} not found (engine.command in the study file)"]
-    if is_simulated_engine(eng.command) or spec.search.fidelity == "multi":  # the screen reads it
+    if is_simulated_engine(eng.command):
         return _collect([lambda: checks.check_simulator_model(eng.model)])
     return []
 
 
-def _looks_like_path(text: str) -> bool:
-    """A local path rather than a hub id (`org/name`): absolute, from `~` or from `.`."""
-    return text.startswith(("/", "~", "."))
+def model_notes(spec: StudySpec) -> list[str]:
+    """On a real engine, a model the simulator does not know: the one line saying which
+    estimates are unknown (`tuner.sim.model_names`); the study runs and the engine decides.
+    A local path that is not there is `file_problems`' (a problem, not a note)."""
+    if is_simulated_engine(spec.engine.command) or _missing_directory(spec):
+        return []
+    note = unknown_model_note(spec.engine.model)
+    return [note] if note is not None else []
+
+
+def _missing_directory(spec: StudySpec) -> bool:
+    """On a real engine, `engine.model` is a local path (absolute, from `~` or from `.`;
+    else a hub id, `org/name`) that is not there."""
+    model = spec.engine.model
+    return (
+        not is_simulated_engine(spec.engine.command)
+        and model.replace("\\", "/").startswith(("/", "~", "."))
+        and not Path(model).expanduser().is_dir()
+    )
 
 
 def file_problems(spec: StudySpec) -> list[str]:
@@ -143,12 +162,7 @@ def file_problems(spec: StudySpec) -> list[str]:
     missing one on its own line (the model's directory once, when it is also the tokenizer)."""
     problems = checks.workload_file_problems(spec)
     model = spec.engine.model
-    missing_model = (
-        not is_simulated_engine(spec.engine.command)
-        and _looks_like_path(model.replace("\\", "/"))
-        and not Path(model).expanduser().is_dir()
-    )
-    if missing_model:
+    if _missing_directory(spec):
         tokenizer_too = spec.workload.tokenizer is None
         if tokenizer_too:
             problems = [p for p in problems if not p.startswith("engine.model: ")]

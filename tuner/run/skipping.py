@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from tuner.fidelity.predict_skip import PredictionSkip
 from tuner.runners.engine_runner import TrialRunner
+from tuner.sim.model_names import known_model
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import SkipPrediction, TrialRecord
@@ -26,10 +27,13 @@ RULED_OUT = "ruled out by prediction"
 
 def make(spec: StudySpec, runner: TrialRunner, wanted: bool) -> PredictionSkip | None:
     """The study's predictor, unless turned off (`--no-prediction-skip`,
-    `pruning.prediction_skip: false`) or the study names no accelerator profile to predict on."""
+    `pruning.prediction_skip: false`), or the study names no accelerator profile to predict
+    on, or a model the simulator does not know (`tuner.sim.model_names`)."""
     if not wanted or not spec.pruning.prediction_skip:
         return None
     if not (spec.hardware.accelerator or spec.engine.flags.get("gpu")):
+        return None
+    if known_model(spec.engine.model) is None:
         return None
     return PredictionSkip(spec, lambda: runner.requests)
 

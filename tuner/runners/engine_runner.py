@@ -22,6 +22,7 @@ from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.runners.load_runs import measure_all
+from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -149,10 +150,11 @@ def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[li
 
 
 def workload_tokenizer(spec: StudySpec) -> Any:
-    """The study's tokenizer: the workload's, else the engine's model directory."""
+    """The study's tokenizer: the workload's, else the engine's model directory (a hub id's
+    cached snapshot: `tuner.spec.model_source`)."""
     from tuner.workload.tokenizer import load_tokenizer
 
-    return load_tokenizer(spec.workload.tokenizer or spec.engine.model)
+    return load_tokenizer(tokenizer_source(spec.workload.tokenizer, spec.engine.model))
 
 
 def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list:

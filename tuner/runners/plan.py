@@ -160,10 +160,14 @@ def study_workload(
     )
 
 
-def _shared_prompt_ids(requests: Sequence[Any]) -> tuple[tuple[int, ...], ...] | None:
-    """The prompts' token ids when the workload kept them (prompts that share prefixes)."""
-    ids = [getattr(r, "prompt_ids", None) for r in requests]
-    return tuple(ids) if ids and all(i is not None for i in ids) else None
+def _shared_prompt_ids(
+    requests: Sequence[Any],
+) -> tuple[tuple[int, ...] | None, ...] | None:
+    """Each prompt's token ids where the workload kept them (prompts that share prefixes), None
+    for a prompt without (the simulator names its blocks by the request alone); None when no
+    prompt has them."""
+    ids = tuple(getattr(r, "prompt_ids", None) for r in requests)
+    return ids if any(i is not None for i in ids) else None
 
 
 def study_profile(spec: StudySpec) -> GpuProfile:
@@ -177,3 +181,12 @@ def study_profile(spec: StudySpec) -> GpuProfile:
             "the simulator needs a profile to start from"
         )
     return load_gpu(name)
+
+
+def study_platform(spec: StudySpec) -> str | None:
+    """The platform ("cuda", "cpu") whose vLLM rules a study's engine meets (its block sizes:
+    `tuner.spec.vllm_rules`): `study_profile`'s; None when the study names no accelerator."""
+    try:
+        return study_profile(spec).platform
+    except UserError:
+        return None

@@ -10,10 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from tuner.engine.failures import classify_failure
-from tuner.errors import FailureKind, UserError
+from tuner.errors import FailureKind
 from tuner.sim.memory import check_config
+from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
-from tuner.sim.profiles import load_model
 from tuner.spec.study import HardwareSpec
 
 GiB = 1024**3
@@ -38,13 +38,10 @@ def predict_refusal(
 ) -> tuple[str, str] | None:
     """(failure kind, vLLM's message) when the config is predicted not to start, else None.
 
-    Without a known GPU (or a model config the simulator can read) there is no prediction.
+    Without a known GPU, or a model the simulator knows (`known_model`), no prediction.
     """
-    if hardware.accelerator is None:
-        return None
-    try:
-        profile = load_model(model)
-    except UserError:
+    profile = known_model(model) if hardware.accelerator is not None else None
+    if profile is None:
         return None
     gpu = load_gpu(hardware.accelerator)
     memory_gib = hardware.gpu_memory_gib or (

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tuner.errors import UserError
 from tuner.spec import slo
+from tuner.spec.inputs import check_model_name
 from tuner.spec.outputs import check_output_file
 from tuner.spec.sections import MAX_NAME_LEN, MAX_TRIALS
 
@@ -62,8 +63,12 @@ def check_options(opts: InitOptions) -> None:
             f"--name {opts.name!r}: letters, digits, '.', '_' and '-', at most "
             f"{MAX_NAME_LEN} characters"
         )
-    if opts.production_model is not None and not opts.production_model.strip():
-        raise UserError("--production-model: give the model production serves, e.g. a HF id")
+    for option, value in (("--model", opts.model), ("--production-model", opts.production_model)):
+        try:
+            if value is not None:
+                check_model_name(value)
+        except ValueError as exc:
+            raise UserError(f"{option}: {exc}") from None
     for text in opts.slo:
         try:
             slo.check_sense(text)

@@ -27,11 +27,14 @@ from tuner.errors import UserError
 from tuner.run.checks import TOKENIZER_FILES, check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
+from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
+from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
+from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
 from tuner.spec.workload import WorkloadSpec
@@ -76,18 +79,19 @@ def draft_study(
     check_options(opts)
     profile = _model(opts)
     hw = _hardware(opts, detect)
-    if hw.engine == "vllm" and not Path(opts.model or "").expanduser().is_dir():
+    if hw.engine == "vllm" and model_dir(opts.model or "") is None:
         raise UserError(
-            f"--model {opts.model}: vLLM loads a model directory; give --model DIR (its "
-            "config.json is what the simulator reads), or --engine sim"
+            f"--model {opts.model}: vLLM loads a model directory or a hub id cached in "
+            f"{hub_cache_dir()}; give --model DIR (its config.json is what the simulator "
+            "reads), or --engine sim"
         )
     mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
     space_path = _search_space(opts, hw.gpu)
     data = _data(opts, profile, hw, mix, space_path, output)
-    space = read_yaml_mapping(space_path, "search-space file")
+    space, space_note = _space(space_path, hw, data)
     spec = _validated(data, space)
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
-    notes = [_hardware_note(profile, hw), *mix.notes]
+    notes = [_hardware_note(profile, hw), *mix.notes, space_note]
     data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
     spec = _validated(data, space)
     data["budget"]["n_trials"] = _trials(spec, opts, notes)
@@ -140,6 +144,19 @@ def _search_space(opts: InitOptions, gpu: str) -> Path:
     return path.resolve()
 
 
+def _space(path: Path, hw: _Hardware, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The search space with vLLM's defaults on the study's GPU as the baseline
+    (`tuner.scaffold.baseline`): written into the study when they differ from the file's."""
+    gpu = get_gpu(hw.gpu)
+    found = space_for_gpu(read_yaml_mapping(path, "search-space file"), gpu, hw.count)
+    words = f"vLLM {VLLM_VERSION}'s defaults on {hw.count}× {hw.gpu}"
+    if not found.changes:
+        return found.space, f"baseline (trial 0): {words}, as {path.name} declares them"
+    data["search_space"] = found.space
+    changed = "; ".join(found.changes)
+    return found.space, f"baseline (trial 0): {words}, written here with {path.name}: {changed}"
+
+
 def _tokenizer(opts: InitOptions, engine: str) -> str | None:
     """The workload's tokenizer: `--tokenizer`, else the model directory's own, else (on the
     simulated engine) the tiny one `make model` writes."""
@@ -148,8 +165,8 @@ def _tokenizer(opts: InitOptions, engine: str) -> str | None:
         if not path.is_dir():
             raise UserError(f"--tokenizer {opts.tokenizer}: directory not found")
         return str(path.resolve())
-    model = Path(opts.model or "").expanduser()
-    if model.is_dir() and any((model / name).is_file() for name in TOKENIZER_FILES):
+    model = model_dir(opts.model or "")  # a directory, or a cached hub id's snapshot
+    if model is not None and any((model / name).is_file() for name in TOKENIZER_FILES):
         return None
     if engine == "vllm":
         return None  # `tuner check` names the missing tokenizer
@@ -321,7 +338,6 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
         cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
         why = f"what {hours} holds{cap}"
     if cost.trial_s is not None:
-        label = "SIMULATED, " if cost.simulated else ""
-        why += f"; one trial ≈ {duration(cost.trial_s)}, {label}{cost.source}"
+        why += f"; one trial ≈ {duration(cost.trial_s)}, {cost.basis}"
     notes.append(f"budget: {n} trials, timeout {hours} ({why})")
     return n

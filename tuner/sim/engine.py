@@ -84,8 +84,9 @@ class Engine:
         now: float,
         prompt_ids: Sequence[int] | None = None,
     ) -> None:
-        """Queue a request that arrived at `now` (seconds on the engine's clock); its prompt's
-        token ids, when known, let it use and fill the prefix cache."""
+        """Queue a request that arrived at `now` (seconds on the engine's clock). Its prompt's
+        token ids, when known, let it share cached blocks with other requests; without them
+        its blocks are its own (`tuner.sim.scheduler`: it still hits them after a preemption)."""
         error = self.request_error(prompt_len, max_tokens)
         if error:
             raise ValueError(error)

@@ -69,12 +69,15 @@ class SimWorkload:
     output_lens: tuple[int, ...]
     arrival_s: tuple[float, ...]
     max_concurrency: int | None = None
-    # each prompt's token ids where the workload shares prefixes on purpose (the prefix cache)
-    prompt_ids: tuple[tuple[int, ...], ...] | None = None
+    # each prompt's token ids where the workload shares prefixes on purpose (the prefix cache);
+    # None for a prompt without, or for all
+    prompt_ids: tuple[tuple[int, ...] | None, ...] | None = None
 
-    def prompt_id_lists(self) -> list[list[int]] | None:
+    def prompt_id_lists(self) -> list[list[int] | None] | None:
         """`prompt_ids` as `tuner.sim.planner.simulate` takes them."""
-        return None if self.prompt_ids is None else [list(ids) for ids in self.prompt_ids]
+        if self.prompt_ids is None:
+            return None
+        return [None if ids is None else list(ids) for ids in self.prompt_ids]
 
     def head(self, n: int | None) -> SimWorkload:
         """The first `n` requests (all when None): a cheaper, rougher stand-in."""

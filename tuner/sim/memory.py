@@ -15,11 +15,7 @@ from typing import Any
 from tuner.errors import UserError
 from tuner.sim import vllm_defaults
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
-from tuner.spec.vllm_rules import scheduler_error
-
-CUDA_BLOCK_CHOICES = (1, 8, 16, 32, 64, 128)  # vLLM 0.10's `--block-size` choices
-CUDA_MAX_BLOCK_SIZE = 32  # "On CUDA devices, only block sizes up to 32 are supported."
-CPU_BLOCK_MULTIPLE = 32  # CPU_ATTN: [MultipleOf(32)]
+from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +170,6 @@ def config_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str
             "max_num_seqs, block_size, max_num_batched_tokens, tensor_parallel_size and "
             "data_parallel_size must be >= 1"
         )
-    if gpu.platform == "cuda" and cfg.block_size not in CUDA_BLOCK_CHOICES:
-        choices = ", ".join(map(str, CUDA_BLOCK_CHOICES))
-        return f"argument --block-size: invalid choice: {cfg.block_size} (choose from {choices})"
     if model.num_heads % tp:
         return (
             f"Total number of attention heads ({model.num_heads}) must be divisible by "
@@ -215,17 +208,11 @@ def devices_error(gpu: GpuProfile, cfg: EngineConfig, visible: str | None) -> st
 
 
 def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> str | None:
-    """Errors vLLM raises after loading the weights: attention backend, then KV cache."""
-    if gpu.platform == "cpu" and cfg.block_size % CPU_BLOCK_MULTIPLE:
-        return (
-            f"No common block size for {cfg.block_size} "
-            f"(CPU_ATTN: [MultipleOf({CPU_BLOCK_MULTIPLE})])."
-        )
-    if gpu.platform == "cuda" and cfg.block_size > CUDA_MAX_BLOCK_SIZE:
-        return (
-            f"Block size {cfg.block_size} is not supported on CUDA: only block sizes up to "
-            f"{CUDA_MAX_BLOCK_SIZE} are supported."
-        )
+    """Errors vLLM raises while loading the model: the attention backend's block size (vLLM
+    0.32's rule per platform, `tuner.spec.vllm_rules`), then the KV cache."""
+    refused = block_size_error(cfg.block_size, gpu.platform)
+    if refused is not None:
+        return refused
     mem = memory_breakdown(model, gpu, cfg)
     if gpu.platform == "cuda" and mem.weights_bytes + mem.non_torch_bytes > mem.total_bytes:
         return (

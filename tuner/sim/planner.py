@@ -49,7 +49,7 @@ def simulate(
     arrival_s: list[float],
     *,
     max_concurrency: int | None = None,
-    prompt_ids: list[list[int]] | None = None,
+    prompt_ids: list[list[int] | None] | None = None,
 ) -> SimResult:
     """Run one workload. Raises `EngineRefused` (vLLM's message) if the engine would not start.
 
@@ -58,8 +58,10 @@ def simulate(
     each), reaches the engine when admitted, and asks for exactly output_lens[i] tokens
     (ignore_eos). Requests longer than max-model-len fail
     with vLLM's 400 message, like the real server answers them. With `prompt_ids` (each
-    prompt's token ids) requests share cached prefixes (`tuner.sim.prefix_cache`); without,
-    no two prompts share a block, as with random prompts.
+    prompt's token ids, or None where unknown) requests share cached prefixes
+    (`tuner.sim.prefix_cache`); a prompt of unknown tokens shares no block with another, as
+    random prompts do, but, like every request, hits its own cached blocks again when it
+    comes back after a preemption.
     """
     if not len(prompt_lens) == len(output_lens) == len(arrival_s):
         raise UserError("prompt_lens, output_lens and arrival_s must have the same length")
@@ -146,7 +148,7 @@ class _Client:
         self.frontend_free_s = 0.0  # when the front end has admitted the last request sent
         self.last_s = 0.0
         self.trace: list[tuple[float, int, float, int]] = []
-        self.prompt_ids: list[list[int]] | None = None
+        self.prompt_ids: list[list[int] | None] | None = None
 
     def next_dispatch_s(self) -> float:
         """When the next request reaches the engine: sent, then admitted by the front end."""

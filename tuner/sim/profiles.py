@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tuner.errors import UserError
+from tuner.spec.model_source import hub_cache_dir, model_config
 
 GiB = 1024**3
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
@@ -204,10 +205,12 @@ def load_model(name_or_dir: str | Path) -> ModelProfile:
         return BUILTIN_MODELS[key.lower()]
     path = Path(key)
     config = path / "config.json" if path.is_dir() else path
+    if not config.is_file():  # a hub id: its cached snapshot's (tuner.spec.model_source)
+        config = model_config(key) or config
     if not config.is_file():
         raise UserError(
-            f"model {key!r} is neither a built-in name ({', '.join(sorted(BUILTIN_MODELS))}) "
-            "nor a directory with config.json"
+            f"model {key!r} is neither a built-in name ({', '.join(sorted(BUILTIN_MODELS))}), "
+            f"a directory with config.json, nor a hub id cached in {hub_cache_dir()}"
         )
     try:
         data = json.loads(config.read_text())
@@ -215,7 +218,8 @@ def load_model(name_or_dir: str | Path) -> ModelProfile:
         raise UserError(f"{config}: cannot read config.json: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{config}: config.json is not a JSON object")
-    return model_from_config(data, name=path.name if path.is_dir() else path.parent.name)
+    name = path.name if path.is_dir() else config.parent.name if config == path else key
+    return model_from_config(data, name=name)
 
 
 def model_from_config(data: dict, name: str = "model") -> ModelProfile:

@@ -8,16 +8,22 @@ front of the queue). Waiting requests are admitted only when nothing was preempt
 while fewer than max-num-seqs run; with chunked prefill off a prompt that does not fit
 the budget left waits for the next step.
 
-With prefix caching on (vLLM V1's default), a request admitted with a prompt whose leading
-full blocks are cached starts with those tokens computed (`tuner.sim.prefix_cache`); its
-prompt's blocks are named as they are computed. A request without `block_hashes` (its
-tokens unknown) neither hits nor fills the cache.
+With prefix caching on (vLLM V1's default), every full block a request computes is named,
+prompt and generated tokens alike, as vLLM hashes every full block of a request
+(`Request.update_block_hashes`); a request admitted from scratch (new, or back after a
+preemption) whose leading blocks are cached starts with those tokens computed
+(`tuner.sim.prefix_cache`). A prompt's blocks are named by its token ids when they are known
+(`block_hashes`); the rest of its blocks, and all of a prompt whose tokens are unknown, by the
+request's own identity (`key`): distinct from every other request's, the same when the
+request comes back after a preemption.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import count
 
 from tuner.sim.memory import EngineConfig
 from tuner.sim.prefix_cache import PrefixCache
@@ -38,10 +44,15 @@ class SimRequest:
     # closed-form decode runs append arrays to `segments`, single steps floats to `pending`.
     segments: list = field(default_factory=list)
     pending: list = field(default_factory=list)
-    # Prefix caching: the chained names of the prompt's full blocks (empty: tokens unknown),
-    # and the names of this request's blocks that are cached (its leading blocks).
+    # Prefix caching: the chained names of the prompt's full blocks (empty: tokens unknown);
+    # `key` names its other blocks (set by `Scheduler.add`, unique in the engine); the names
+    # of its blocks that are cached and that it holds; how many of its leading blocks were
+    # named (or found named by another request's copy); whether it was ever preempted.
     block_hashes: tuple[bytes, ...] = ()
-    cached: list[bytes] = field(default_factory=list)
+    key: int = -1
+    cached: list = field(default_factory=list)
+    num_named: int = 0
+    resumed: bool = False
 
     @property
     def num_tokens(self) -> int:
@@ -69,6 +80,7 @@ class Scheduler:
         self.waiting: deque[SimRequest] = deque()
         self.preemptions = 0
         self.cache: PrefixCache | None = PrefixCache() if cfg.enable_prefix_caching else None
+        self._keys = count()
 
     @property
     def has_work(self) -> bool:
@@ -80,6 +92,7 @@ class Scheduler:
         return 1.0 - self.free_blocks / self.total_blocks if self.total_blocks else 0.0
 
     def add(self, req: SimRequest) -> None:
+        req.key = next(self._keys)
         self.waiting.append(req)
 
     def abort(self, req: SimRequest) -> None:
@@ -88,6 +101,8 @@ class Scheduler:
             self.running.remove(req)
         elif req in self.waiting:
             self.waiting.remove(req)
+        if self.cache is not None:
+            self.cache.forget(req)
         self._free(req)
 
     def schedule(self) -> Batch:
@@ -129,6 +144,8 @@ class Scheduler:
             if not self._allocate_with_hits(req, hits, q):
                 break
             self.waiting.popleft()
+            if self.cache is not None:
+                self.cache.forget(req)
             self.running.append(req)
             items.append((req, q))
             budget -= q
@@ -141,7 +158,7 @@ class Scheduler:
         max_len = self.cfg.max_model_len
         for req, q in batch.items:
             req.num_computed += q
-            if self.cache is not None and req.block_hashes:
+            if self.cache is not None:
                 self._name_computed_blocks(req)
             if req.num_computed < req.num_tokens:
                 continue  # a prefill chunk: nothing sampled yet
@@ -185,6 +202,8 @@ class Scheduler:
             blocks = -(-req.num_computed // bs)
             self._take(blocks - req.num_blocks)
             req.num_blocks = blocks
+            if self.cache is not None:
+                self._name_computed_blocks(req)
             if req.num_output >= req.max_tokens or req.num_tokens >= max_len:
                 finished.append(req)
         for req in finished:
@@ -204,42 +223,63 @@ class Scheduler:
 
     # ---- prefix caching ----------------------------------------------------------------
 
-    def _hits(self, req: SimRequest) -> tuple[bytes, ...]:
-        """The cached leading blocks a request starting from scratch would take."""
-        if self.cache is None or not req.block_hashes or req.num_computed:
-            return ()
-        # at least one prompt token is computed: it samples the first output token
-        limit = (req.prompt_len - 1) // self.block_size
-        return req.block_hashes[: self.cache.longest_hit(req.block_hashes, limit)]
+    def _names(self, req: SimRequest, start: int, stop: int) -> Iterator:
+        """The names of a request's blocks start..stop-1: its prompt's token-id hashes, then
+        (key, block index), unique to the request."""
+        hashes = req.block_hashes
+        for j in range(start, stop):
+            yield hashes[j] if j < len(hashes) else (req.key, j)
 
-    def _allocate_with_hits(self, req: SimRequest, hits: tuple[bytes, ...], q: int) -> bool:
-        """Admit-time allocation: the hits, then blocks for `q` new tokens (all or nothing)."""
+    def _hits(self, req: SimRequest) -> list:
+        """The cached leading blocks a request starting from scratch would take."""
+        if self.cache is None or req.num_computed or not (req.block_hashes or req.resumed):
+            return []  # a new request with no token ids has blocks nobody else computed
+        # at least one token is computed: it samples the next output token
+        limit = (req.num_tokens - 1) // self.block_size
+        return self.cache.leading_hits(req, lambda start: self._names(req, start, limit))
+
+    def _allocate_with_hits(self, req: SimRequest, hits: list, q: int) -> bool:
+        """Admit-time allocation: the hits, then blocks for `q` new tokens (all or nothing).
+        Only a new request's lookup counts in the hit rate (vLLM counts a resumed one's apart:
+        `PrefixCacheStats.record(preempted=True)`)."""
+        counted = self.cache is not None and not req.resumed
         if not hits:
-            fresh = not req.num_computed
             if not self._allocate(req, q):
                 return False
-            if self.cache is not None and req.block_hashes and fresh:
+            if counted:
                 self.cache.record(req.prompt_len, 0)
             return True
         hit_tokens = len(hits) * self.block_size
         new_blocks = -(-(hit_tokens + q) // self.block_size) - len(hits)
-        if new_blocks > self.free_blocks - self.cache.evictable_among(hits):
+        if new_blocks > self.free_blocks:
             return False
-        self.cache.record(req.prompt_len, hit_tokens)
-        self.free_blocks -= self.cache.evictable_among(hits)
+        # taking a free cached block uses a free block; the request's own names past its
+        # prompt's token ids are all free (a waiting request holds nothing, nobody else
+        # holds them)
+        shared = len(req.block_hashes)
+        evictable = self.cache.evictable_among(hits[:shared]) + max(0, len(hits) - shared)
+        if new_blocks > self.free_blocks - evictable:
+            return False
+        if counted:
+            self.cache.record(req.prompt_len, hit_tokens)
+        self.free_blocks -= evictable
         self.cache.take(hits)
         req.cached = list(hits)
+        req.num_named = len(hits)
         req.num_computed = hit_tokens
         req.num_blocks = len(hits)
         return self._allocate(req, q)
 
     def _name_computed_blocks(self, req: SimRequest) -> None:
-        """Name the prompt blocks this request has now computed in full."""
-        full = min(req.num_computed, req.prompt_len) // self.block_size
-        for name in req.block_hashes[len(req.cached) : full]:
-            if not self.cache.add(name):
-                break  # another request's copy is cached: this one and the rest stay unnamed
-            req.cached.append(name)
+        """Name the blocks this request has now computed in full. A block whose name another
+        request's copy holds stays unnamed here (that copy is the one that hits)."""
+        full = req.num_computed // self.block_size
+        if full <= req.num_named:
+            return
+        for name in self._names(req, req.num_named, full):
+            if self.cache.add(name):
+                req.cached.append(name)
+        req.num_named = full
 
     def _take(self, blocks: int) -> None:
         """Use `blocks` free blocks: never-cached ones first, then evict cached ones."""
@@ -254,6 +294,7 @@ class Scheduler:
     def _preempt(self, req: SimRequest) -> None:
         self._free(req)
         req.num_computed = 0
+        req.resumed = True
         self.waiting.appendleft(req)
         self.preemptions += 1
 
@@ -264,4 +305,4 @@ class Scheduler:
             freed -= len(req.cached) - self.cache.release(req.cached)
             req.cached = []
         self.free_blocks += freed
-        req.num_blocks = 0
+        req.num_blocks = req.num_named = 0

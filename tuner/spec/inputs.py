@@ -13,7 +13,7 @@ import string
 import types
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ValidationInfo, field_validator
 
 POSIX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own; the tuner sets it from `engine.api_key_env`
@@ -59,6 +59,25 @@ def check_host(host: str) -> None:
         return
     if addr.version == 6:
         raise ValueError(f"{host!r}: IPv6 addresses are not supported; use an IPv4 address")
+
+
+def check_model_name(value: str) -> str:
+    """A model as vLLM takes it, a directory or a hub id (`org/name`): not blank, one
+    printable line, and never a flag (`--help` would reach `vllm serve` and the export as
+    one; a directory of that name is `./--help`)."""
+    if not value.strip():
+        raise ValueError("give a model: a directory or a Hugging Face id (org/name)")
+    if not value.isprintable():
+        raise ValueError(f"{value!r} is not a model name: one line of printable characters")
+    if value.lstrip().startswith("-"):
+        raise ValueError(
+            f"{value!r} is not a model name: it starts with '-', so vLLM reads it as a flag "
+            f"(a directory of that name: ./{value.strip()})"
+        )
+    return value
+
+
+ModelName = Annotated[str, AfterValidator(check_model_name)]
 
 
 def check_finite(value: float, what: str) -> None:

@@ -104,11 +104,11 @@ class EngineSpec(_Strict):
     """How to start the engine. `{model}` and `{python}` are substituted in `command`."""
 
     command: list[str] = ["vllm", "serve", "{model}"]
-    model: str
+    model: inputs.ModelName
     # what production's `vllm serve` loads (a Hugging Face id, or a path on the serving box)
     # when it is not `model` (which the simulator reads, e.g. a local copy of config.json):
     # the exported command's model; not part of what a trial measures
-    production_model: str | None = Field(None, min_length=1)
+    production_model: inputs.ModelName | None = None
     served_model_name: str | None = None
     flags: dict[str, Scalar | None] = {}
     env: dict[str, str] = {}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import optuna
 
 from tuner.spec.figures import exact
+from tuner.spec.model_source import model_config
 from tuner.spec.study import ParameterSpec, Scalar, SearchSpace, StudySpec
-from tuner.spec.vllm_rules import scheduler_error
+from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 # Flags the simulator understands but production `vllm serve` does not.
 SIM_ONLY_FLAGS = frozenset({"gpu", "load-delay-s"})
@@ -122,11 +122,12 @@ def shape_error(flags: dict[str, Any], gpus: int | None, *, filled: bool = False
     return None
 
 
-def spec_rules(spec: StudySpec, flags: dict[str, Any]) -> str | None:
-    """The shape's fit on a trial's GPUs, then vLLM's scheduler checks: one line, or None."""
+def spec_rules(spec: StudySpec, flags: dict[str, Any], platform: str | None = None) -> str | None:
+    """The shape's fit on a trial's GPUs, then vLLM's checks (the block size on `platform`,
+    "cuda" or "cpu", when known: `tuner.runners.plan.study_platform`): one line, or None."""
     filled = spec.search_space.fill_data_parallel
     return shape_error(flags, trial_gpus(spec), filled=filled) or check_rules(
-        flags, max_model_len(spec)
+        flags, max_model_len(spec), platform
     )
 
 
@@ -189,21 +190,27 @@ def max_model_len(spec: StudySpec) -> int | None:
     value = spec.engine.flags.get("max-model-len")
     if value is not None:
         return int(value)
-    cfg = Path(spec.engine.model) / "config.json"
-    if cfg.is_file():
+    cfg = model_config(spec.engine.model)  # a directory's, or a cached hub id's
+    if cfg is not None:
         data = json.loads(cfg.read_text())
         if "max_position_embeddings" in data:
             return int(data["max_position_embeddings"])
     return None
 
 
-def check_rules(flags: dict[str, Any], model_len: int | None) -> str | None:
-    """vLLM's scheduler checks on these flags, with its messages; None when they pass."""
+def check_rules(
+    flags: dict[str, Any], model_len: int | None, platform: str | None = None
+) -> str | None:
+    """vLLM's checks on these flags, with its messages: the block size `platform`'s attention
+    backends take (unchecked when None), then the scheduler's; None when they pass."""
 
     def number(name: str, kind: type) -> Any:
         value = flags.get(name)
         return None if value is None else kind(value)
 
+    refused = block_size_error(number("block-size", int), platform)
+    if refused is not None:
+        return refused
     return scheduler_error(
         max_num_seqs=number("max-num-seqs", int),
         max_num_batched_tokens=number("max-num-batched-tokens", int),

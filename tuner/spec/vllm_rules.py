@@ -1,7 +1,21 @@
-"""vLLM's own configuration checks, with its messages (vllm/config/scheduler.py, cache.py).
+"""vLLM's own configuration checks, with its messages (vllm/config/scheduler.py, cache.py,
+and the attention backends' block sizes).
 
 Shared by the tuner's pre-launch rule check and the simulated engine, so that both refuse
 exactly what vLLM refuses, in vLLM's words. Pure and light: no optuna, no numpy.
+
+Block sizes, read from vLLM 0.32.0's source (docs/simulator.md, "Block sizes"): `--block-size`
+takes any integer > 0 (`CacheConfig.block_size`, vllm/config/cache.py: no list of choices
+since 0.10's), and the platform's attention backend decides. Each backend states its kernel
+sizes in `get_supported_kernel_block_sizes`, and `AttentionBackend.supports_block_size`
+(vllm/v1/attention/backend.py) accepts any multiple of one of them:
+- CUDA (`_get_backend_priorities`, vllm/platforms/cuda.py; a decoder without MLA):
+  FLASH_ATTN `[MultipleOf(16)]` (flash_attn.py), FLASHINFER `[16, 32, 64]` (flashinfer.py),
+  TRITON_ATTN and FLEX_ATTENTION `[MultipleOf(16)]` (triton_attn.py, flex_attention.py): a
+  multiple of 16, else `CudaPlatform.get_attn_backend_cls` raises "No valid attention backend
+  found" with each backend's reason;
+- CPU: CPU_ATTN `[MultipleOf(32)]` (cpu_attn.py), refused by `select_common_block_size`
+  (vllm/v1/worker/utils.py) with "No common block size"; checked here (brief §5).
 """
 
 from __future__ import annotations
@@ -35,3 +49,23 @@ def scheduler_error(
             f"max_num_seqs ({max_num_seqs})."
         )
     return None
+
+
+# The platform's block-size multiple, and the attention backends vLLM 0.32 tries on it.
+BLOCK_MULTIPLE = {"cuda": 16, "cpu": 32}
+CUDA_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
+
+
+def block_size_error(block_size: int | None, platform: str | None) -> str | None:
+    """The message vLLM 0.32 refuses `--block-size` with on `platform` ("cuda", "cpu"), or
+    None. An unknown platform or block size is not checked."""
+    multiple = BLOCK_MULTIPLE.get(platform or "")
+    if block_size is None or multiple is None or block_size % multiple == 0:
+        return None
+    if platform == "cpu":
+        return f"No common block size for {block_size} (CPU_ATTN: [MultipleOf({multiple})])."
+    reasons = ", ".join(f"{name}: [block_size not supported]" for name in CUDA_BACKENDS)
+    return (
+        f"No valid attention backend found for cuda with AttentionSelectorConfig(..., "
+        f"block_size={block_size}, ...). Reasons: {{{reasons}}}."
+    )

@@ -19,6 +19,10 @@ start-up of the real study's measured trials, when `tuner run` has some; else
 
 So 4×A6000 with the 32B model: about 88 s. On the CPU the figure is a measurement, not this
 model: `CPU_STARTUP_S`, measured by `benchmarks/cpu_startup.py` (docs/engine.md, "Figures").
+
+The simulated engine (`tuner sim serve`) is neither: it starts in seconds, whatever GPU it
+stands in for. `simulated_engine_startup_s` is its measured start-up plus its `--load-delay-s`;
+the night's cost of a study on it counts that, not a real engine's (docs/preflight.md).
 """
 
 from __future__ import annotations
@@ -39,19 +43,31 @@ GRAPH_CAPTURE_S = 25.0
 # 0.32, --enforce-eager, pinned to one core of the shared 2-core box), median of 10 starts
 # 53.4 s (33.5-65.0 s) under a load average of 2.5-6.7; an idle box starts it in 20-23 s.
 CPU_STARTUP_S = 53.0
+# Measured: `.venv/bin/python benchmarks/sim_startup.py --repeats 3` (5 Dec 2026, 03:29 UTC,
+# load average 2.0): `tuner sim serve` launch to its first /health 200, median 1.75 s
+# (1.16-2.07 s) with the tiny tokenizer; 7-8 s under a load average of 12-17 (docs/performance.md).
+SIM_STARTUP_S = 2.0
+
+
+def simulated_engine_startup_s(flags: Mapping[str, Any]) -> float:
+    """The launch-to-ready seconds of `tuner sim serve` with these engine flags: its measured
+    start-up plus the `load-delay-s` it is told to wait."""
+    try:
+        delay = float(flags.get("load-delay-s") or 0.0)
+    except (TypeError, ValueError):  # `tuner check` names a bad flag value
+        delay = 0.0
+    return SIM_STARTUP_S + delay
 
 
 def estimated_startup_s(model: Any, gpu: str | None, flags: Mapping[str, Any]) -> float:
     """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
     if (gpu or "").strip().lower() == "cpu":
         return CPU_STARTUP_S
-    try:
-        from tuner.sim.profiles import load_model
+    from tuner.sim.model_names import known_model
 
-        profile = load_model(model) if isinstance(model, str) else model
-        load_s = profile.weight_bytes() / 1e9 / LOAD_GB_PER_S
-    except Exception:  # an unknown model: the 32B figure
-        load_s = 65.5 / LOAD_GB_PER_S
+    profile = known_model(model) if isinstance(model, str) else model
+    weight_gb = profile.weight_bytes / 1e9 if profile is not None else 65.5  # unknown: 32B's
+    load_s = weight_gb / LOAD_GB_PER_S
     eager = bool(flags.get("enforce-eager") or flags.get("enforce_eager"))
     return BASE_S + load_s + (0.0 if eager else GRAPH_CAPTURE_S)
 

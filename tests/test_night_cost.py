@@ -1,0 +1,43 @@
+"""The night's cost counts the start-up of the engine the study runs, and says whose (issue 32
+§6, docs/preflight.md); a multi-fidelity study's line names the screen's time too."""
+
+from __future__ import annotations
+
+from tuner.run.cost import NightCost, night_cost
+from tuner.spec.study import load_study_spec
+from tuner.testing.cli import REPO
+from tuner.trial.uptime import SIM_STARTUP_S, simulated_engine_startup_s
+
+# `make demo` measured here (docs/preflight.md, 5 Dec 2026): 6 trials of 33-34 s each on the
+# simulated engine, 2-4 s of it the engine's start-up.
+DEMO_TRIAL_S = 34.0
+
+
+def test_make_demo_announces_its_own_trials_within_30_percent() -> None:
+    """It announced `6 trial(s) × ~115 s = 11 min` (a real engine's 88 s start-up each) for
+    trials that took 34 s."""
+    cost = night_cost(load_study_spec(REPO / "studies" / "demo-sim.yaml"))
+    assert cost.simulated and cost.trial_s is not None
+    assert abs(cost.trial_s / DEMO_TRIAL_S - 1) <= 0.30, cost.line()
+    assert cost.startup_s == SIM_STARTUP_S + 1  # the demo's `load-delay-s: 1`
+    line = cost.line()
+    assert "start-up ~3 s per trial: the simulated engine's, measured" in line, line
+    assert "the multi-fidelity screen's time choosing each trial (not yet measured)" in line
+
+
+def test_the_simulated_engine_s_start_up_is_its_own_plus_its_load_delay() -> None:
+    assert simulated_engine_startup_s({}) == SIM_STARTUP_S
+    assert simulated_engine_startup_s({"load-delay-s": 5}) == SIM_STARTUP_S + 5
+    assert simulated_engine_startup_s({"load-delay-s": "x"}) == SIM_STARTUP_S
+
+
+def test_a_measured_screen_time_counts_in_the_night() -> None:
+    cost = NightCost(6, 30.0, "trials", 240.0, startup_s=3.0, startup_source="measured",
+                     screen_s=20.0, screened=True)  # fmt: skip
+    assert cost.total_s == 300.0 and not cost.fits and cost.trials_in_timeout == 4
+    line = cost.line()
+    assert "6 trial(s) × ~30 s = 3 min of engine time (trials; start-up ~3 s per trial" in line
+    assert "and ~20 s a trial choosing it (the multi-fidelity screen, measured on them)" in line
+    assert "5 min in all; timeout 4 min allows about 4 trial(s)" in line
+    single = NightCost(6, 30.0, "trials")
+    assert "screen" not in single.line() and single.total_s == 180.0

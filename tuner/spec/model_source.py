@@ -1,0 +1,76 @@
+"""Where `engine.model` is on this machine, found as vLLM finds it, never over the network.
+
+vLLM takes a model as a local directory or as a Hugging Face hub id (`org/name`), which it
+reads from the local hub cache when the files are there (`HF_HUB_OFFLINE=1`: only there).
+The cache's layout is huggingface_hub's: `models--{org}--{name}/refs/main` holds the
+revision, `snapshots/<revision>/` its files. The cache folder is read from the environment
+at each call: `HF_HUB_CACHE`, else `HUGGINGFACE_HUB_CACHE`, else `HF_HOME/hub`, else
+`$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub` (huggingface_hub's own
+order, `huggingface_hub.constants`, which it reads once at import).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CONFIG = "config.json"
+
+
+def hub_cache_dir() -> Path:
+    """The local Hugging Face hub cache, as the environment names it now."""
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(name):
+            return _expand(os.environ[name])
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"
+    )
+    return _expand(home) / "hub"
+
+
+def _expand(text: str) -> Path:
+    return Path(os.path.expandvars(text)).expanduser()
+
+
+def hub_snapshot(repo_id: str) -> Path | None:
+    """The cached snapshot (`refs/main`, vLLM's default revision) of hub id `repo_id` that
+    holds a `config.json`; None when it is not cached or is not a hub id at all."""
+    # huggingface_hub comes with transformers (a dependency); imported only for a name that
+    # is neither built in nor a directory
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, CONFIG, cache_dir=hub_cache_dir())
+    except ValueError:  # HFValidationError: not a repo id ("a/b/c", spaces, "..")
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def model_dir(model: str) -> Path | None:
+    """The directory vLLM loads `model` from: a local directory, else the cached snapshot of
+    the hub id; None when neither is here (a name of another engine's, or not cached)."""
+    text = model.strip()
+    if not text:
+        return None
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists() or text.startswith(("/", "~", ".")):
+        return None  # a file, or a path that is not there: not a hub id
+    return hub_snapshot(text)
+
+
+def model_config(model: str) -> Path | None:
+    """`config.json` of `model_dir(model)`, when there is one."""
+    directory = model_dir(model)
+    config = directory / CONFIG if directory is not None else None
+    return config if config is not None and config.is_file() else None
+
+
+def tokenizer_source(tokenizer: str | None, model: str) -> str:
+    """What the workload's tokenizer is loaded from: `tokenizer` when given, else the
+    model's directory (a hub id's cached snapshot), else the model as named (missing)."""
+    if tokenizer:
+        return tokenizer
+    directory = model_dir(model)
+    return str(directory) if directory is not None else model
