@@ -189,6 +189,38 @@ def test_default_rate_keeps_the_defaults_within_the_slo(tmp_path: Path) -> None:
     assert load_study_spec(out).workload.request_rate == 0.05 and "(as given)" in given.stdout
 
 
+@pytest.mark.parametrize(
+    ("slo", "met"),
+    [
+        # met by vLLM's defaults at every rate: a count keeps no margin (200 of 200 complete)
+        ("completed>=200", lambda m: m["completed"] == 200),
+        # met more easily the higher the rate: judged at the rate found, not bisected down to
+        ("duration<=200", lambda m: m["duration"] <= 0.8 * 200),
+        ("failed<=0", lambda m: m["failed"] == 0),
+    ],
+)
+def test_counts_and_durations_are_judged_in_their_own_direction(
+    tmp_path: Path, slo: str, met
+) -> None:
+    from tuner.run.cost import simulated_baseline
+    from tuner.spec.study import load_study_spec
+
+    out = tmp_path / "s.yaml"
+    args = ["--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2", "--num-prompts", "200"]
+    done = tuner("init", *args, "--slo", slo, "-o", str(out), cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    spec = load_study_spec(out)
+    assert met(simulated_baseline(spec).metrics)
+    # the highest round rate the latencies allow: not a lower one for a duration's sake
+    plain = tuner("init", *args, "-o", str(tmp_path / "plain.yaml"), cwd=REPO)
+    assert plain.returncode == 0, plain.stderr
+    assert load_study_spec(tmp_path / "plain.yaml").workload.request_rate == (
+        spec.workload.request_rate
+    )
+    never = tuner("init", *args, "--slo", "completed>=201", "-o", str(out), "--force", cwd=REPO)
+    assert never.returncode == 2 and "completed>=201" in one_error_line(never.stderr)
+
+
 def test_gpus_found_by_nvidia_smi(tmp_path: Path) -> None:
     """Two H200s on the box: a vLLM study at TP=2 for a model directory; `--engine sim`
     simulates the same GPUs."""

@@ -152,7 +152,65 @@ def test_rich_console_80_columns_on_a_simulated_study(tmp_path: Path, tiny_model
     out = io.StringIO()
     print_trials_table(trials_frame(points), Console(file=out, width=80))
     _check_fits(out.getvalue())
-    assert "not shown, to fit 80 columns: engine (s) (--wide)" in out.getvalue()
+    # the time spent gives way first, and the note names every column left out
+    assert "not shown, to fit 80 columns: engine (s), start-up (s), workload (s) (--wide)" in (
+        " ".join(out.getvalue().split())
+    )
+    narrow = out.getvalue()
     out = io.StringIO()
-    print_trials_table(trials_frame(points), Console(file=out, width=160))
+    print_trials_table(trials_frame(points), Console(file=out, width=200))
     assert "engine" in out.getvalue() and "not shown" not in out.getvalue()  # room for all
+    _same_cells(narrow, out.getvalue())
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """Each table row's words, by its first (the trial number)."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("──"))
+    rows = {}
+    for line in lines[rule + 1 :]:
+        if not line.strip() or not line[0].isdigit():
+            break
+        words = line.split()
+        rows[words[0]] = words
+    return rows
+
+
+def _same_cells(narrow: str, wide: str) -> None:
+    """Every cell a narrow table shows is a whole cell of the wide one: no number cut."""
+    narrow_rows, wide_rows = _rows(narrow), _rows(wide)
+    assert narrow_rows.keys() == wide_rows.keys()
+    for number, words in narrow_rows.items():
+        missing = set(words) - set(wide_rows[number])
+        assert not missing, f"trial {number}: {missing} cut\n{narrow}\n{wide}"
+
+
+def test_a_table_too_wide_leaves_out_whole_columns_and_says_which() -> None:
+    """Nine tuned flags, three figures and a score do not fit 80 columns: the optional column
+    goes first, then the flags from the right, each named; the figures and the score stay
+    whole (before, rich cut them: 165 tok/s read `16`, and the score vanished unsaid)."""
+    from tuner.results.table import Column, print_table
+
+    flags = [f"flag-number-{i}" for i in range(9)]
+    cols = [Column("#", ["0", "1"], text=True)]
+    states = ["RULED OUT (predicted)", "COMPLETE"]
+    cols.append(Column("state", states, text=True, short_cells=["RULED OUT", "COMPLETE"]))
+    cols += [Column(f, ["123456", "7"], short=flag_alias(f), spare=True) for f in flags]
+    cols += [Column("output (tok/s)", ["165.25", "1650.5"]), Column("score", ["+0.125", "-1.5"])]
+    cols.insert(5, Column("engine (s)", ["92", "93"], optional=True))
+    out = io.StringIO()
+    print_table(Console(file=out, width=80), cols)
+    text = out.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    rows = _rows(text)
+    assert {"165.25", "+0.125"} <= set(rows["0"]) and {"1650.5", "-1.5"} <= set(rows["1"])
+    left = " ".join(text.split()).split("not shown, to fit 80 columns: ")[1]
+    named = [f for f in flags if f in left]
+    assert left.startswith("engine (s), ") and named == flags[-len(named) :], left
+    shown = [f for f in flags if f not in named]
+    assert shown and all(flag_alias(f) in text for f in shown)  # the rest, by alias
+    assert "RULED OUT = RULED OUT (predicted)" in " ".join(text.split())
+    # columns that are never left out and still do not fit: printed wider, never cut
+    out = io.StringIO()
+    print_table(Console(file=out, width=20), cols[:2] + cols[-2:])
+    assert {"165.25", "+0.125"} <= set(_rows(out.getvalue())["0"]), out.getvalue()

@@ -68,7 +68,7 @@ def test_pareto_and_export_agree_across_objective_modes(tmp_path: Path) -> None:
     done = tuner("export", str(study_file), "--storage", url, "--format", "json")
     assert json.loads(done.stdout)["trial"] == 6
     done = tuner("export", str(study_file), "--storage", url, "-o", str(tmp_path / "no" / "x"))
-    assert done.returncode == 2 and "cannot write" in done.stderr
+    assert done.returncode == 2 and "does not exist" in done.stderr
 
 
 def test_export_formats_and_output_file(study, tmp_path: Path) -> None:
@@ -230,3 +230,28 @@ def test_end_to_end_planned_study_export_report_dashboard(tmp_path: Path) -> Non
     assert store.load_study("demo-sim-simulated").user_attrs["simulated"] is True
     store.close()
     assert optuna.__version__ >= "5"
+
+
+def test_json_and_csv_floats_read_as_the_decimals_they_stand_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stepped float range stores 0.8999999999999999 (and a figure its binary noise):
+    `pareto --format json|csv` and `export --format json` write 0.9, as the command does,
+    and keep a measured figure's digits that matter (`tuner.spec.figures.exact`)."""
+    from results_fixtures import PARAMS
+
+    for n in (1, 2):  # both on the front
+        monkeypatch.setitem(PARAMS, n, {**PARAMS[n], "gpu-memory-utilization": 0.8999999999999999})
+    study_file, _ = build_study(tmp_path)
+    outputs = [
+        tuner("pareto", str(study_file), "--format", fmt, cwd=tmp_path).stdout
+        for fmt in ("json", "csv")
+    ]
+    outputs.append(tuner("export", str(study_file), "--format", "json", cwd=tmp_path).stdout)
+    for text in outputs:
+        assert "0.8999999" not in text, text
+    rows = json.loads(outputs[0])
+    assert {r["params"]["gpu-memory-utilization"] for r in rows if r["trial"] in (1, 2)} == {0.9}
+    exported = json.loads(outputs[2])
+    assert exported["params"]["gpu-memory-utilization"] == 0.9
+    assert "--gpu-memory-utilization 0.9" in " ".join(exported["command"])

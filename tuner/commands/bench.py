@@ -16,7 +16,7 @@ import typer
 from tuner.commands.bench_output import format_result, result_json
 from tuner.errors import UserError
 from tuner.spec.metric_keys import GOODPUT_METRICS, LATENCY_METRICS
-from tuner.spec.outputs import check_output_file
+from tuner.spec.outputs import check_output_file, write_output_file
 
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
@@ -87,6 +87,7 @@ def bench(
         Path | None, Opt(help="Write the result JSON (vLLM's keys) here.")
     ] = None,
     save_detailed: Annotated[bool, Opt(help="Also save per-request lists.")] = False,
+    force: Annotated[bool, Opt(help="Replace an existing --save-result file.")] = False,
     api_key: Annotated[
         str | None, Opt(envvar="OPENAI_API_KEY", show_envvar=False, help="Bearer token.")
     ] = None,
@@ -104,18 +105,15 @@ def bench(
         data = result_json(
             result, spec, model=model, tokenizer_id=tokenizer_id, detailed=save_detailed
         )
-        _write_json(save_result, data)
+        write_output_file(save_result, _json_text(data), "--save-result", force=force)
     if result.metrics["completed"] == 0:
         first_error = next((r.error for r in result.records if r.error), "")
         print(f"tuner: error: all requests failed; first error: {first_error}", file=sys.stderr)
         raise typer.Exit(1)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    try:
-        path.write_text(json.dumps(data, indent=2) + "\n")
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+def _json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2) + "\n"
 
 
 # The flags of `tuner bench` that are WorkloadSpec fields of the same name.
@@ -149,7 +147,8 @@ def _workload(flags: dict[str, Any]) -> WorkloadSpec:
     if backend not in BACKEND_ENDPOINTS:
         raise UserError(f"--backend must be one of {', '.join(BACKEND_ENDPOINTS)}, got {backend!r}")
     if flags["save_result"] is not None:
-        check_output_file(flags["save_result"], "--save-result")  # before the benchmark, not after
+        # before the benchmark, not after
+        check_output_file(flags["save_result"], "--save-result", force=flags["force"])
     goodput_ms = parse_goodput((goodput or []) + _goodput_extras(flags["extra"], bool(goodput)))
     if flags["dataset_name"] in ("random", "longdoc") and flags["dataset_path"]:
         raise UserError(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.commands.common import Storage, StudyFile, open_stored_study
+from tuner.commands.common import Force, Storage, StudyFile, open_stored_study_files
 
 if TYPE_CHECKING:
     import optuna
@@ -30,6 +30,7 @@ def calibrate(
         int | None,
         typer.Option(min=1, help="Simulate only the workload's first N requests (faster)."),
     ] = None,
+    force: Force = False,
 ) -> None:
     """Fit the simulator's constants to the study's measured trials, from its hardware profile.
 
@@ -46,8 +47,8 @@ def calibrate(
     from tuner.spec.outputs import check_output_file
     from tuner.trial import StudyRecord, read_all
 
-    check_output_file(output, "--output")  # before the fit, not after
-    study, spec = open_stored_study(study_file, storage, simulated=False)
+    study, spec, kept = open_stored_study_files(study_file, storage, simulated=False)
+    check_output_file(output, "--output", force=force, keep=kept)  # before the fit, not after
     record = StudyRecord.of(study)
     points = read_all(study.get_trials(deepcopy=False))
     cal = calibrate_study(
@@ -65,7 +66,7 @@ def calibrate(
             f"of study {study.study_name}"
         ).lstrip("; "),
     )
-    write_profile(profile, output)
+    write_profile(profile, output, "--output", force=force, keep=kept)
     _print_fit(cal, profile.name, study, points)
     for number, why in left_out(record, points).items():
         typer.echo(f"left out: trial {number}, {why}")

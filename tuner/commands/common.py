@@ -11,6 +11,7 @@ import typer
 if TYPE_CHECKING:
     import optuna
 
+    from tuner.spec.outputs import Kept
     from tuner.spec.study import StudySpec
     from tuner.store.storage import Store
 
@@ -28,6 +29,14 @@ AcceptChanges = Annotated[
 ]
 Simulated = Annotated[
     bool, typer.Option("--simulated", help="Read the planner's simulated study (`tuner plan`).")
+]
+
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace an existing file (never the study file, its database, or a device).",
+    ),
 ]
 
 Wide = Annotated[
@@ -82,20 +91,53 @@ def open_stored_study(
     study_file: Path, storage: str | None, simulated: bool
 ) -> tuple[optuna.Study, StudySpec]:
     """The stored study for a study file, and the spec it was run with (kept in the study)."""
-    from tuner.store.storage import spec_of
+    study, spec, _ = open_stored_study_files(study_file, storage, simulated)
+    return study, spec
+
+
+def open_stored_study_files(
+    study_file: Path, storage: str | None, simulated: bool
+) -> tuple[optuna.Study, StudySpec, list[Kept]]:
+    """`open_stored_study`, and the files a command's output must never replace (`Kept`,
+    `tuner.spec.outputs`): the study file, its SQLite database and SQLite's files beside it."""
+    from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 
     spec, store = open_study_file(study_file, storage, readonly=True)
     study = store.load_study(study_name(spec, simulated))
     _say_judging_change(study_file, study, spec)
-    return study, spec_of(study)
+    kept: list[Kept] = [(study_file, "the study file")]
+    database = sqlite_file(store.url)
+    if database is not None:
+        kept.append((database, "the study's database"))
+        kept += [
+            (database.with_name(database.name + end), "a file of the study's database")
+            for end in ("-wal", "-shm", "-journal")
+        ]
+    return study, spec_of(study), kept
 
 
 def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) -> None:
     """A study file whose objective or SLOs changed since the last run: the stored trials are
-    judged as that run left them until `tuner run` re-scores them; say so, on stderr."""
-    from tuner.trial.specs import judging_change
+    judged as that run left them until `tuner run` re-scores them; say so, on stderr. One
+    whose measurement changed (the workload, a flag): the trials shown were measured under
+    the stored spec, not the file's; say so too."""
+    from tuner.trial import StudyRecord
+    from tuner.trial.specs import SHOWN_CHANGES, changes, current_id, judging_change, spec_id
 
+    record, new = StudyRecord.of(study), spec.model_dump()
+    measured = []
+    if record.spec is not None and current_id(record) != spec_id(new):
+        measured = changes(record.spec, new)
+    if measured:
+        more = f" and {len(measured) - SHOWN_CHANGES} more" if len(measured) > SHOWN_CHANGES else ""
+        typer.echo(
+            f"note: {study_file} changes what a trial measures since these trials ran "
+            f"({'; '.join(measured[:SHOWN_CHANGES])}{more}): shown as measured under the "
+            f"study's stored spec; `tuner run {study_file}` refuses the file until "
+            "--accept-changes starts a new baseline under it",
+            err=True,
+        )
     change = judging_change(study, spec)
     if change:
         typer.echo(

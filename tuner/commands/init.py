@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from tuner.commands.common import Force
+
 Output = Annotated[
     Path | None,
     typer.Option("-o", "--output", help="The study file to write (default: NAME.yaml)."),
@@ -44,7 +46,6 @@ Tokenizer = Annotated[
     str | None, typer.Option("--tokenizer", help="Tokenizer directory of the workload.")
 ]
 SearchSpace = Annotated[str | None, typer.Option("--search-space", help="Search-space file.")]
-Force = Annotated[bool, typer.Option("--force", help="Replace an existing file.")]
 
 
 def init(

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.commands.common import Simulated, Storage, StudyFile, Wide, open_stored_study
+from tuner.commands.common import (
+    Force,
+    Simulated,
+    Storage,
+    StudyFile,
+    Wide,
+    open_stored_study,
+    open_stored_study_files,
+)
 from tuner.errors import UserError
 
 if TYPE_CHECKING:
@@ -88,6 +96,8 @@ def _front_text(front: list[Config], fmt: str) -> str:
     import io
     import json
 
+    from tuner.spec.figures import exact, exact_all
+
     rows = [
         {
             "trial": c.point.number,
@@ -99,7 +109,7 @@ def _front_text(front: list[Config], fmt: str) -> str:
         for c in front
     ]
     if fmt == "json":
-        return json.dumps(rows, indent=2) + "\n"
+        return json.dumps(exact_all(rows), indent=2) + "\n"
     params = list(dict.fromkeys(k for c in front for k in c.point.params))
     metrics = sorted({k for c in front for k in c.point.metrics})
     buf = io.StringIO()
@@ -111,8 +121,8 @@ def _front_text(front: list[Config], fmt: str) -> str:
             [
                 p.number,
                 len(c.runs),
-                *(p.params.get(k, "") for k in params),
-                *(p.metrics.get(k, "") for k in metrics),
+                *(exact(p.params.get(k, "")) for k in params),
+                *(exact(p.metrics.get(k, "")) for k in metrics),
             ]
         )
     return buf.getvalue()
@@ -148,7 +158,8 @@ def _print_front(
     cols = [Column("trial", [f"{p.number}{mark if p.baseline else ''}" for p in points], text=True)]
     cols.append(Column("runs", [str(len(c.runs)) for c in front]))
     cols += [
-        Column(k, [figure(p.params.get(k)) for p in points], short=flag_alias(k)) for k in params
+        Column(k, [figure(p.params.get(k)) for p in points], short=flag_alias(k), spare=True)
+        for k in params
     ]
     cols += [Column(metric_label(m), [figure(p.metrics.get(m)) for p in points]) for m in metrics]
     cols.append(Column("score", [figure(p.score, 3, sign=True) for p in points]))
@@ -175,9 +186,11 @@ def export(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file.")
     ] = None,
+    force: Force = False,
 ) -> None:
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
     from tuner.results.export import FORMATS, judge, render, select_trial
+    from tuner.spec.outputs import check_output_file, write_output_file
     from tuner.spec.slo import parse_slo
     from tuner.trial import StudyRecord, baseline_of
     from tuner.trial.specs import spec_for, trial_spec_id
@@ -186,7 +199,9 @@ def export(
     limits = parse_slo(slo) if slo is not None else []
     if output is not None and fmt == "yaml" and output.suffix not in (".yaml", ".yml"):
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
-    study, _ = open_stored_study(study_file, storage, simulated)
+    study, _, kept = open_stored_study_files(study_file, storage, simulated)
+    if output is not None:
+        check_output_file(output, "-o", force=force, keep=kept)  # before the work
     points = _points(study, every_spec=trial is not None)  # `--trial N` may be an older spec's
     choice = select_trial(points, study.study_name, trial=trial, limits=limits)
     # The command and the figures beside it come from the spec the chosen trial ran under.
@@ -208,10 +223,7 @@ def export(
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise UserError(f"cannot write {output}: {exc.strerror}") from None
+    write_output_file(output, text, "-o", force=force, keep=kept)
     typer.echo(f"wrote {output} (trial {choice.point.number}: {choice.why})", err=True)
 
 
@@ -223,25 +235,34 @@ def report(
     png: Annotated[
         Path | None, typer.Option("--png", help="Also write the Pareto plot as a PNG.")
     ] = None,
+    force: Force = False,
 ) -> None:
     """Write one self-contained HTML report (opens offline), optionally the front as PNG."""
+    import io
+
     import optuna
 
     from tuner.results.report.page import build_report
     from tuner.results.report.plots import write_png
+    from tuner.spec.outputs import check_output_file, write_output_file
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
 
-    study, spec = open_stored_study(study_file, storage, simulated)
+    study, spec, kept = open_stored_study_files(study_file, storage, simulated)
+    files = [(output, "-o"), *([(png, "--png")] if png is not None else [])]
+    for path, what in files:  # before the work, each as it will be written
+        check_output_file(path, what, force=force, keep=kept)
+    if png is not None and png.resolve() == output.resolve():
+        raise UserError(f"--png {png}: the same file as -o; give another file name")
     points = _points(study)
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     sim = _is_simulated(study, points)
     html = build_report(study, spec, points, simulated=sim)
-    try:
-        output.write_text(html, encoding="utf-8")
-        if png is not None:
-            write_png(points, png, study.study_name, slo_lines=spec.objective.slo, simulated=sim)
-    except OSError as exc:
-        raise UserError(f"cannot write {exc.filename}: {exc.strerror}") from None
+    image = io.BytesIO()
+    if png is not None:
+        write_png(points, image, study.study_name, slo_lines=spec.objective.slo, simulated=sim)
+    write_output_file(output, html, "-o", force=force, keep=kept)
+    if png is not None:
+        write_output_file(png, image.getvalue(), "--png", force=force, keep=kept)
     typer.echo(f"wrote {output}" + (f" and {png}" if png else ""), err=True)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tuner.commands.common import Force
 from tuner.sim.profiles import BUILTIN_MODELS, GPUS
 
 MODEL_NAMES = ", ".join(BUILTIN_MODELS)
@@ -223,6 +224,7 @@ def profile(
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")
     ] = None,
+    force: Force = False,
 ) -> None:
     """Print a built-in accelerator profile as a profile file, to edit for another GPU.
 
@@ -234,4 +236,4 @@ def profile(
     if output is None:
         typer.echo(profile_to_yaml(load_gpu(name)), nl=False)
     else:
-        write_profile(load_gpu(name), output, "--output")
+        write_profile(load_gpu(name), output, "--output", force=force)

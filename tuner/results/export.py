@@ -22,6 +22,7 @@ from tuner.results.change import DefaultsComparison, against_defaults
 from tuner.results.pareto import check_stored
 from tuner.results.refusal import check_deployable
 from tuner.results.verdicts import Verdict, verdicts
+from tuner.spec.figures import exact_all
 from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit
@@ -135,7 +136,7 @@ def _given(
     points: Sequence[TrialPoint], study_name: str, number: int, limits: tuple[SloLimit, ...]
 ) -> Selection:
     by_number = {p.number: p for p in points}
-    point = by_number.get(number)
+    point = tr.config_figures(points).get(number, by_number.get(number))  # pooled if confirmed
     if point is None:
         span = f"0–{max(by_number)}" if by_number else "none"
         raise UserError(f"study {study_name!r} has no trial {number} (trials: {span})")
@@ -359,7 +360,7 @@ def render(
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",
             "vllm_version": p.record.vllm_version,
-            "params": {k: round(v, 10) if isinstance(v, float) else v for k, v in p.params.items()},
+            "params": p.params,
             "metrics": p.metrics,
             "metric_ci": {m: list(ci) for m, ci in p.record.cis.items()},
             "score": p.score,
@@ -381,5 +382,5 @@ def render(
                 for s in spec.scenarios
             },
         }
-        return json.dumps(doc, indent=2) + "\n"
+        return json.dumps(exact_all(doc), indent=2) + "\n"
     raise UserError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

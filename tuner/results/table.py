@@ -2,11 +2,17 @@
 wrap (`tuner best`).
 
 A table is a list of `Column`s of ready-made cells (`tuner.spec.figures.figure` made every
-number). Narrow terminals (80 columns) get, in this order, until the table fits:
+number). Narrow terminals (80 columns, and any pipe or file: rich reads 80 there) get, in this
+order, until the table fits:
 headers stacked on whole words (never `max-num -batche d-token s`), then short header aliases
-explained in a legend line, then optional columns left out, said so under the table. No cell is
-ever wrapped or cut (`no_wrap`): a number is never split across lines. Columns empty for every
-row are dropped. `wide=True` (`--wide`) shows every column with its whole header, however wide.
+and short cells (`RULED OUT` for `RULED OUT (predicted)`) explained in a legend line, then
+whole columns left out by a stated priority, said so under the table by their headers:
+first the optional ones (a screen's predictions, engine time, each scenario's figures), then
+the spare ones (the tuned flags, rightmost first: `tuner best` and `--wide` show every one).
+The trial, its state, its figures and its score are never left out. No cell is ever wrapped
+or cut (`no_wrap`, and a table still too wide prints wider than the terminal rather than
+cutting): a number is never split or shortened. Columns empty for every row are dropped.
+`wide=True` (`--wide`) shows every column with its whole header, however wide.
 """
 
 from __future__ import annotations
@@ -54,11 +60,22 @@ class Column:
     cells: list[str]
     short: str = ""  # an alias, spelled out in the legend: a flag name's `flag_alias`
     text: bool = False  # left-justified words; numbers go right
-    optional: bool = False  # left out (and said so) when the table does not fit
+    optional: bool = False  # left out first (and said so) when the table does not fit
+    spare: bool = False  # left out next, after every optional column (a tuned flag)
     stack: bool = field(default=True)  # header may stack its words on lines
+    short_cells: list[str] | None = None  # shorter words for text cells, in the legend
 
     def header_for(self, short: bool) -> str:
         return self.short if short and self.short else self.header
+
+    def cells_for(self, short: bool) -> list[str]:
+        return self.short_cells if short and self.short_cells is not None else self.cells
+
+    @property
+    def give_way(self) -> int:
+        """Which columns a narrow table leaves out first: the highest, the rightmost first;
+        0: never."""
+        return 2 if self.optional else 1 if self.spare else 0
 
 
 def _pieces(header: str) -> list[str]:
@@ -84,7 +101,7 @@ def _stacked(header: str, width: int) -> str:
 
 def _width_of(col: Column, short: bool, stack: bool) -> int:
     header = col.header_for(short)
-    widest_cell = max((len(c) for c in col.cells), default=0)
+    widest_cell = max((len(c) for c in col.cells_for(short)), default=0)
     if not (stack and col.stack):
         return max(widest_cell, len(header))
     return max(widest_cell, max((len(p) for p in _pieces(header)), default=0))
@@ -112,36 +129,56 @@ def _table(cols: Sequence[Column], short: bool, stack: bool, title: str | None) 
             no_wrap=True,
             min_width=width,
         )
-    for row in zip(*(c.cells for c in cols), strict=True):
+    for row in zip(*(c.cells_for(short) for c in cols), strict=True):
         table.add_row(*row)
     return table
 
 
+@dataclass
+class Layout:
+    """A table fitted to a width: the rich table, the lines to print under it (the aliases
+    used, the columns left out), and the width it needs (more than asked only when the
+    columns that are never left out do not fit: then it is printed wider, never cut)."""
+
+    table: Table
+    notes: list[str]
+    width: int
+
+
 def layout(
     columns: Sequence[Column], width: int, *, wide: bool = False, title: str | None = None
-) -> tuple[Table, list[str]]:
-    """The table for a terminal `width` columns wide, and the lines to print under it (the
-    aliases used, the columns left out)."""
+) -> Layout:
+    """The table for a terminal `width` columns wide (`Layout`)."""
     cols = [c for c in columns if any(c.cells)]  # a column empty for every row says nothing
     if wide:
-        return _table(cols, short=False, stack=False, title=title), []
+        needed = _total(cols, False, False)
+        return Layout(_table(cols, short=False, stack=False, title=title), [], needed)
     # whole headers on one line, stacked on words, then aliases: the first that fits
     short, stack = next(
         ((sh, st) for sh, st in ((False, False), (False, True)) if _total(cols, sh, st) <= width),
         (True, True),
     )
-    left_out: list[str] = []
-    while _total(cols, short, stack) > width and any(c.optional for c in cols):
-        last = max(i for i, c in enumerate(cols) if c.optional)
-        left_out.insert(0, cols.pop(last).header)
+    left_out: list[Column] = []
+    while _total(cols, short, stack) > width and any(c.give_way for c in cols):
+        rank = max(c.give_way for c in cols)
+        left_out.append(cols.pop(max(i for i, c in enumerate(cols) if c.give_way == rank)))
     notes = []
     if short:
         used = [f"{c.short} = {c.header}" for c in cols if c.short and c.short != c.header]
+        used += [
+            f"{brief} = {whole}"
+            for c in cols
+            if c.short_cells is not None
+            for brief, whole in dict(zip(c.short_cells, c.cells, strict=True)).items()
+            if brief != whole
+        ]
         if used:
-            notes.append("; ".join(used))
+            notes.append("; ".join(dict.fromkeys(used)))
     if left_out:
-        notes.append(f"not shown, to fit {width} columns: {', '.join(left_out)} (--wide)")
-    return _table(cols, short, stack, title), notes
+        shown = [c.header for c in columns if any(c is gone for gone in left_out)]
+        notes.append(f"not shown, to fit {width} columns: {', '.join(shown)} (--wide)")
+    table = _table(cols, short, stack, title)
+    return Layout(table, notes, max(width, _total(cols, short, stack)))
 
 
 def print_table(
@@ -153,16 +190,13 @@ def print_table(
     notes: Sequence[str] = (),
 ) -> None:
     """The table fitted to the console, then its legend and `notes`, wrapped to the console."""
-    table, legend = layout(columns, console.width, wide=wide, title=title)
-    if wide:  # as wide as it needs: a terminal wraps it, a file or `less -S` keeps it
-        console = Console(
-            file=console.file,
-            width=max(console.width, _total([c for c in columns if any(c.cells)], False, False)),
-            highlight=False,
-        )
-    console.print(table)
-    for line in [*legend, *notes]:
-        console.print(wrap(line, console.width), markup=False, highlight=False, soft_wrap=True)
+    fitted, width = layout(columns, console.width, wide=wide, title=title), console.width
+    if fitted.width > console.width:  # as wide as it needs: a terminal wraps it, a file or
+        # `less -S` keeps it; never a number cut to fit
+        console = Console(file=console.file, width=fitted.width, highlight=False)
+    console.print(fitted.table)
+    for line in [*fitted.notes, *notes]:
+        console.print(wrap(line, width), markup=False, highlight=False, soft_wrap=True)
 
 
 def wrap(line: str, width: int, indent: str = "  ") -> str:

@@ -43,6 +43,9 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     # `search.fidelity: multi`: the screen's prediction beside each measured figure
     screened = any(p.predictions for p in points)
+    # a config `--confirm` re-measured: each row its own run's figures, and the config's first
+    # trial its figures pooled over its runs too, as every result gives them (`config_figures`)
+    confirmed = tr.config_figures(points)
     rows: list[dict[str, Any]] = []
     for p in points:
         row: dict[str, Any] = {"number": p.number, "state": _state(p)}
@@ -65,6 +68,12 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
                 row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
                 row[f"{name}:capacity_capped"] = entry.capacity.capped
         row["score"] = p.score
+        if confirmed:
+            pooled = confirmed.get(p.number)
+            row["pooled_score"] = pooled.score if pooled is not None else None
+            for m in HEADLINE_METRICS:
+                row[POOLED + m] = pooled.metrics.get(m) if pooled is not None else None
+            row["rerun_of"] = p.confirm_of
         if screened:
             row[tr.PREDICTED_SCORE] = r.predicted_score
         row["engine_s"] = r.engine_s
@@ -77,6 +86,11 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         if skip is not None and skip.ruled_out:  # never launched: what it saved, predicted
             row["saved_engine_s"] = skip.engine_s
             row["failure"] = r.pruned_reason
+        elif p.stale_queue:
+            row["failure"] = (
+                "queued to run again under SLOs/objective the study file no longer has: not "
+                "run unless they come back"
+            )
         elif p.status == "pruned":
             under = " under the previous SLOs/objective" if p.stale_stop else ""
             row["failure"] = f"stopped early{under}: {r.pruned_reason or ''}"
@@ -120,6 +134,8 @@ def _state(p: TrialPoint) -> str:
     broke a constraint."""
     if p.status == "infeasible":
         return "INFEASIBLE"
+    if p.stale_queue:
+        return "WAITING (not taken)"
     if p.record.skip_prediction is not None and p.record.skip_prediction.ruled_out:
         return "RULED OUT (predicted)"
     if p.state == "COMPLETE" and p.status == "failed":
@@ -156,8 +172,14 @@ def _capped_cell(row: Any, col: str) -> bool:
     return bool(flag) and not pd.isna(flag)
 
 
-_HIDDEN = ("baseline", "reused_from", "failure", "partial")  # shown otherwise: a mark, a note
+# shown otherwise: a mark, a note
+_HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of", "pooled_score")
+POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note under the table)
 PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
+
+
+# The time a trial took or saved: left out first on a narrow table (with the screen's predictions)
+_TIME_SPENT = ("engine_s", "startup_s", "workload_s", "saved_engine_s", "rate_steps")
 
 
 def _header(col: str) -> tuple[str, str, bool]:
@@ -172,7 +194,7 @@ def _header(col: str) -> tuple[str, str, bool]:
     label = f"predicted {label}" if predicted else label
     if scenario:
         return f"{scenario}: {label}", "", True
-    return label.replace("_", " "), "", predicted or key in ("engine_s", "rate_steps")
+    return label.replace("_", " "), "", predicted or key in _TIME_SPENT
 
 
 def _cell(row: Any, col: str) -> str:
@@ -202,21 +224,25 @@ def print_trials_table(
     console = console or Console()
     rows = [row for _, row in frame.iterrows()]
     mark = " (baseline)" if wide else "*"
+    states = [str(r["state"]) for r in rows]
     cols = [
         Column("#", [f"{r['number']}{mark if r['baseline'] else ''}" for r in rows], text=True),
-        Column("state", [str(r["state"]) for r in rows], text=True),
+        Column("state", states, text=True, short_cells=[_short_state(x) for x in states]),
     ]
     for col in frame.columns:
-        if col in ("number", "state", "spec", *_HIDDEN) or col.endswith("capacity_capped"):
+        hidden = col in ("number", "state", "spec", *_HIDDEN) or col.startswith(POOLED)
+        if hidden or col.endswith("capacity_capped"):
             continue
         header, short, optional = _header(col)
         cells = [_cell(r, col) for r in rows]
-        cols.append(Column(header, cells, short=short, optional=optional))
+        spare = col.startswith("param_")  # left out after the optional ones, rightmost first
+        cols.append(Column(header, cells, short=short, optional=optional, spare=spare))
     if "spec" in frame.columns:
         cols.append(Column("spec", [str(r["spec"]) for r in rows], text=True))
     notes = []
     if any(r["baseline"] for r in rows) and not wide:
         notes.append("* the baseline: vLLM's defaults")
+    notes += _pooled_notes(frame, rows)
     if any(r.get("partial") for r in rows):
         notes.append(f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)")
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
@@ -226,6 +252,34 @@ def print_trials_table(
     else:
         notes += [f"trial {number}: {why}" for number, why in failures]
     print_table(console, cols, wide=wide, notes=notes)
+
+
+def _pooled_notes(frame: pd.DataFrame, rows: list[Any]) -> list[str]:
+    """Each config `--confirm` re-measured: its re-runs, and its figures pooled over them,
+    the ones `tuner best`, `export` and `pareto` give it (`tuner.trial.config_figures`)."""
+    if "rerun_of" not in frame.columns:
+        return []
+    again: dict[int, list[Any]] = {}
+    for r in rows:
+        if _int(r["rerun_of"]) is not None:
+            again.setdefault(_int(r["rerun_of"]), []).append(r)  # type: ignore[arg-type]
+    out = []
+    for r in rows:
+        if r["number"] in again and not pd.isna(r["pooled_score"]):
+            numbers = ", ".join(str(x["number"]) for x in again[r["number"]])
+            figures = {m: r[POOLED + m] for m in HEADLINE_METRICS if not pd.isna(r[POOLED + m])}
+            out.append(
+                f"trial {r['number']}, re-run by --confirm as {numbers}: its figures pooled "
+                "over its runs, as best, export and pareto give them: score "
+                f"{figure(r['pooled_score'], 3, sign=True)}, {', '.join(headline_words(figures))}"
+            )
+    return out
+
+
+def _short_state(state: str) -> str:
+    """A state without its qualifier (`RULED OUT (predicted)` -> `RULED OUT`), for a narrow
+    table: the legend spells it out, and the note under the table says why."""
+    return state.split(" (")[0]
 
 
 def _int(value: Any) -> int | None:

@@ -61,8 +61,10 @@ class StudyReading:
 
     def waiting(self) -> list[TrialPoint]:
         """This spec's queued trials (a baseline, a retry, a warm start, a `--confirm`), oldest
-        first: the only queued work this run takes (another spec's stays WAITING)."""
-        return sorted((p for p in self.points() if p.state == "WAITING"), key=lambda p: p.number)
+        first: the only queued work this run takes (another spec's stays WAITING, and so does
+        a re-run queued by a judging since changed: `stale_queue`)."""
+        mine = (p for p in self.points() if p.state == "WAITING" and not p.stale_queue)
+        return sorted(mine, key=lambda p: p.number)
 
 
 def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[int, int]:

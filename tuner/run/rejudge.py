@@ -5,8 +5,10 @@ re-scores the stored trials under the study's current judging (`tuner.trial.scor
 What a run adds (docs/reliability.md, "Re-judging"): one line saying so, and the trials that
 early stopping ended under the previous judging queued again when the new one would not
 have stopped them at once (their partial figures meet every new SLO). A re-queued trial
-carries `retry_of` (the trial it measures again); it runs before new trials, within the
-budget, and early stopping may stop it again under the new rules.
+carries `retry_of` (the trial it measures again) and the judging that queued it
+(`judging_id`); it runs before new trials, within the budget, and early stopping may stop it
+again under the new rules. Put the judging back before it runs and it is not taken (it stays
+WAITING, `stale_queue`: `tuner trials` says so); the judging that queued it, again, takes it.
 """
 
 from __future__ import annotations
@@ -40,15 +42,20 @@ def requeue(
     points = read()
     again = to_measure_again(points, spec)
     say(announce(change, points, again))
+    judging = specs.judging_id(spec)  # the judging that queues it: taken only under it
     for p in again:
-        enqueue(p.params, TrialRecord(retry_of=p.number))
+        enqueue(p.params, TrialRecord(retry_of=p.number, judging_id=judging))
 
 
 def to_measure_again(points: list[TrialPoint], spec: StudySpec) -> list[TrialPoint]:
     """The trials stopped early under a previous judging whose partial figures meet every SLO
     of `spec` (the single workload's, and each scenario's on its own figures): one per config,
     none whose config is queued or running already."""
-    queued = {params_key(p.params) for p in points if p.state in ("WAITING", "RUNNING")}
+    queued = {
+        params_key(p.params)
+        for p in points
+        if p.state in ("WAITING", "RUNNING") and not p.stale_queue
+    }
     out = []
     for p in points:
         key = params_key(p.params)

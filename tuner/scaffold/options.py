@@ -11,6 +11,7 @@ from pathlib import Path
 from tuner.errors import UserError
 from tuner.spec import slo
 from tuner.spec.inputs import check_model_name
+from tuner.spec.outputs import check_output_file
 from tuner.spec.sections import MAX_NAME_LEN, MAX_TRIALS
 
 ENGINES = ("sim", "vllm")
@@ -38,13 +39,9 @@ class InitOptions:
 
 
 def check_output(path: Path, force: bool) -> None:
-    """Refuse a file that exists (without `force`), a directory, or a missing folder."""
-    if path.is_dir():
-        raise UserError(f"{path} is a directory: give -o FILE.yaml")
-    if path.exists() and not force:
-        raise UserError(f"{path} exists: give another -o FILE, or --force to replace it")
-    if not path.resolve().parent.is_dir():
-        raise UserError(f"{path}: folder {path.resolve().parent} not found")
+    """The study file to write, as every output is checked (`tuner.spec.outputs`): an
+    existing file only with `force`, never a device, a folder or a link to one."""
+    check_output_file(path, "-o", force=force)
 
 
 def check_options(opts: InitOptions) -> None:

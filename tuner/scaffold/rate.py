@@ -8,6 +8,14 @@ flags under an overloaded queue, where the defaults already miss the SLO and `tu
 nothing feasible to offer. Rates are tried from what vLLM's defaults sustain with every request
 sent at once, down a ladder of round values (`ROUND_STEPS` per decade, at most
 `LOWEST_FRACTION` lower), by bisection: the baseline's latencies grow with the rate.
+
+Each limit is judged in its own direction (`eases_at_lower_rates`): the bisection looks for
+the highest rate that keeps the limits met more easily at lower rates (latencies, `failed`,
+a floor on `completed`); the rest are met more easily at higher rates (a ceiling on
+`duration`: the same prompts sent faster end sooner; a floor on a throughput), so they are
+judged at the rate the bisection found, where they are easiest to meet. Counts (`completed`,
+`failed`) are exact, not noisy: their limits keep no margin (`completed>=200` of 200
+prompts is met when all 200 complete).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import NoReturn
 
 from tuner.errors import UserError
 from tuner.run.cost import simulated_baseline
-from tuner.spec.metric_keys import metric_words
+from tuner.spec.metric_keys import COUNTS, metric_words
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 
@@ -58,7 +66,7 @@ def choose_rate(spec: StudySpec, sustained: float) -> RateChoice:
     """The highest round rate up to `sustained` whose simulated baseline meets `spec`'s SLOs
     with the margin. UserError: no rate tried meets them."""
     limits = [_with_margin(x) for x in spec.slo_limits()]
-    latencies = [x for x in limits if x.op in ("<=", "<")]  # met more easily at lower rates
+    latencies = [x for x in limits if eases_at_lower_rates(x)]
     ladder = round_rates(sustained, sustained * LOWEST_FRACTION)
     runs: dict[float, dict[str, float]] = {}
 
@@ -77,7 +85,7 @@ def choose_rate(spec: StudySpec, sustained: float) -> RateChoice:
         else:
             high = mid
     rate = ladder[low]
-    if not meets(rate, limits):  # a throughput floor: no lower rate raises it
+    if not meets(rate, limits):  # a throughput floor, a duration: no lower rate helps them
         _refused(spec, rate, runs)
     return RateChoice(rate, sustained, runs[rate], tuple(spec.slo_limits()))
 
@@ -115,8 +123,22 @@ def _at(spec: StudySpec, rate: float) -> StudySpec:
     return spec.model_copy(update={"workload": workload})
 
 
+def eases_at_lower_rates(limit: SloLimit) -> bool:
+    """Whether a limit is met more easily at a lower request rate: a ceiling on a latency or
+    on `failed`, a floor on `completed` (an overloaded engine times requests out). A ceiling
+    on `duration` (the run of the same prompts ends sooner at a higher rate) and a floor on a
+    throughput are met more easily at higher rates."""
+    upper = limit.op in ("<=", "<")
+    if limit.metric == "completed":
+        return not upper
+    return upper and limit.metric != "duration"
+
+
 def _with_margin(limit: SloLimit) -> SloLimit:
-    """`limit` tightened by the margin: an upper limit × SLO_MARGIN, a lower one ÷ it."""
+    """`limit` tightened by the margin: an upper limit × SLO_MARGIN, a lower one ÷ it; a
+    count's limit as it is (a count is exact)."""
+    if limit.metric in COUNTS:
+        return limit
     upper = limit.op in ("<=", "<")
     value = limit.value * SLO_MARGIN if upper else limit.value / SLO_MARGIN
     return SloLimit(limit.metric, limit.op, value)

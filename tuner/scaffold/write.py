@@ -54,8 +54,12 @@ def write_study(draft: Draft, path: Path, force: bool) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(temp, 0o666 & ~mask)  # as a file written in place would be, not mkstemp's 0600
         load_study_spec(temp)  # as `tuner run` will read it: a refusal here is a bug
         if force:
+            check_output(path, force)  # still a regular file: never a device or a folder
             os.replace(temp, path)
         else:
             try:

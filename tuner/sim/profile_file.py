@@ -9,6 +9,7 @@ silently kept default. The format is documented in docs/simulator.md ("Profile f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
@@ -19,7 +20,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from tuner.errors import UserError
 from tuner.sim.profiles import GPUS, GpuProfile, StepTimeConstants, get_gpu
 from tuner.spec.inputs import NoBoolNumbers
-from tuner.spec.outputs import write_output_file
+from tuner.spec.outputs import Kept, write_output_file
 from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 
 MAX_OVERHEAD_S = 10.0  # a fixed cost of seconds per step is a unit mistake (ms for s)
@@ -102,9 +103,17 @@ def profile_to_yaml(gpu: GpuProfile) -> str:
     return HEADER + text
 
 
-def write_profile(gpu: GpuProfile, path: str | Path, what: str = "profile file") -> None:
-    """The profile to a file; a folder or a missing directory is one line."""
-    write_output_file(path, profile_to_yaml(gpu), what)
+def write_profile(
+    gpu: GpuProfile,
+    path: str | Path,
+    what: str = "profile file",
+    *,
+    force: bool = False,
+    keep: Sequence[Kept] = (),
+) -> None:
+    """The profile to a file, as `tuner.spec.outputs` writes every output (an existing file
+    only with `force`, never one of `keep`); a bad path is one line."""
+    write_output_file(path, profile_to_yaml(gpu), what, force=force, keep=keep)
 
 
 def read_profile(path: str | Path) -> GpuProfile:

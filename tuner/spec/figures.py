@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+EXACT_DIGITS = 12  # a float written for a program (JSON, CSV, a flag): what it stands for
 SIGNIFICANT = 4  # digits kept when no places are asked: 3123, 197.5, 88.1, 0.09684
 MAX_PLACES = 6  # a smaller figure reads 0 (its sign kept)
 
@@ -46,3 +47,22 @@ def figure(value: Any, places: int | None = None, *, sign: bool = False) -> str:
     if sign and not text.startswith("-"):
         text = "+" + text
     return text
+
+
+def exact(value: Any) -> Any:
+    """A float as the decimal it stands for, for a program to read (JSON, CSV, a flag's
+    value): `EXACT_DIGITS` significant digits, so a stepped range's 0.9199999999999999 is
+    0.92 and 0.7799999999999999 is 0.78, while a measured figure keeps every digit that
+    matters (1.2345678901e-05 stays). Anything else as it is."""
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.{EXACT_DIGITS}g}")
+    return value
+
+
+def exact_all(value: Any) -> Any:
+    """`exact` on every float in nested dicts, lists and tuples (a JSON document)."""
+    if isinstance(value, dict):
+        return {k: exact_all(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [exact_all(v) for v in value]
+    return exact(value)

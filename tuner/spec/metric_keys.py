@@ -30,6 +30,7 @@ THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughpu
 PREFIX_CACHE_HIT_RATE = "prefix_cache_hit_rate"
 MAXIMIZED = (*THROUGHPUTS, "request_goodput", "completed", PREFIX_CACHE_HIT_RATE)
 MINIMIZED = ("failed", "duration")
+COUNTS = ("completed", "failed")  # requests counted, exactly: no noise in them
 
 # The headline figures, defined once: the default objective (weights and Pareto objectives),
 # what the simulator is calibrated to, and what every table, report and progress line shows
@@ -151,6 +152,9 @@ _NAMED = {
     "failed": ("failed", ""),
     "duration": ("duration", "s"),
     "engine_s": ("engine", "s"),
+    "startup_s": ("start-up", "s"),
+    "workload_s": ("workload", "s"),
+    "saved_engine_s": ("saved", "s"),
     "score": ("score", ""),
 }
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import optuna
 
+from tuner.spec.figures import exact
 from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, as_written, long_flag
 from tuner.spec.model_source import model_config
 from tuner.spec.study import HardwareSpec, ParameterSpec, Scalar, SearchSpace, StudySpec
@@ -53,7 +54,7 @@ def flag_args(name: str, value: Scalar | None) -> list[str]:
 
 def _clean(value: Any) -> Any:
     """A stepped float range yields 0.7799999999999999: production commands say 0.78."""
-    return round(value, 10) if isinstance(value, float) else value
+    return exact(value)
 
 
 def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]:

@@ -21,12 +21,12 @@ from sqlalchemy.engine import make_url
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
+from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
 SQLITE_BUSY_TIMEOUT_S = 60
-SQLITE_HEADER = b"SQLite format 3\x00"
 # Two processes creating one new database at once: the loser of Optuna's table creation
 # fails with "table ... already exists" or a UNIQUE constraint on its version rows; it
 # tries again, and then finds the winner's tables.
@@ -38,11 +38,19 @@ def resolve_storage(url: str | None = None) -> str:
     return url or os.environ.get("TUNER_STORAGE") or DEFAULT_STORAGE
 
 
-def _check_sqlite_path(url: str, readonly: bool) -> None:
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL (`sqlite:///tuner.db` -> tuner.db, relative to the
+    working directory as SQLite opens it); None for another database or an in-memory one."""
     parsed = make_url(url)
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database.removeprefix("file:"))
+
+
+def _check_sqlite_path(url: str, readonly: bool) -> None:
+    path = sqlite_file(url)
+    if path is None:
         return
-    path = Path(parsed.database.removeprefix("file:"))
     if not path.parent.is_dir():
         raise UserError(f"cannot open storage {url}: directory {path.parent} does not exist")
     if readonly and not path.is_file():

@@ -60,6 +60,10 @@ class TrialPoint:
     # Stopped early under a judging (objective, SLOs) the study no longer uses: its stop says
     # nothing under today's (`tuner.trial.scoring.rejudge` sets it)
     stale_stop: bool = False
+    # Queued (WAITING) to measure again by a judging the study no longer uses (a stopped trial
+    # queued when the SLOs were loosened, then put back): not taken while that judging is not
+    # the study's (`tuner.trial.scoring.rejudge` sets it; docs/reliability.md, "Re-judging")
+    stale_queue: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.constraints, Constraints):
@@ -186,6 +190,16 @@ class TrialPoint:
         return self.record.queued_baseline_for(spec_id, host)
 
 
+def _params(trial: Any, state: str) -> dict[str, Any]:
+    """The trial's parameters; a queued one (WAITING: a `--confirm` re-run, an enqueued
+    baseline) has none of its own yet, only those it was enqueued with (Optuna's
+    `fixed_params`), which it will run with."""
+    params = dict(trial.params)
+    if state == "WAITING" and not params:
+        params = dict(trial.system_attrs.get("fixed_params") or {})
+    return params
+
+
 def read(trial: Any) -> TrialPoint:
     """Read an Optuna `FrozenTrial` (duck-typed)."""
     attrs = dict(trial.user_attrs)
@@ -216,7 +230,7 @@ def read(trial: Any) -> TrialPoint:
     point = TrialPoint(
         number=trial.number,
         state=state,
-        params=dict(trial.params),
+        params=_params(trial, state),
         metrics=dict(rec.metrics),
         status=status,
         score=score,

@@ -110,6 +110,14 @@ def configs(points: Sequence[TrialPoint]) -> list[Config]:
     return out
 
 
+def config_figures(points: Sequence[TrialPoint]) -> dict[int, TrialPoint]:
+    """A trial's figures, the one definition every result shows (`tuner best`, `export`,
+    `pareto`, `trials`, the report): each config that `--confirm` re-measured, by its first
+    trial's number, with its metrics and score pooled over its runs (`configs`); a trial
+    absent here is its own single run."""
+    return {c.point.number: c.point for c in configs(points) if len(c.runs) > 1}
+
+
 def _pooled_metrics(runs: Sequence[TrialPoint]) -> dict[str, float]:
     """Each metric every run measured: the geometric mean (the arithmetic one where a run
     measured 0, e.g. `failed`)."""
@@ -185,19 +193,18 @@ def ranked(
 
     Candidates are feasible trials with a score (`eligible` replaces "feasible", e.g. with an
     export-time SLO); re-measurements and reused results (copies of a candidate's result,
-    its re-runs not pooled in) are never candidates themselves.
+    its re-runs not pooled in) are never candidates themselves. Each candidate comes with its
+    figures (`config_figures`): a confirmed config's pooled over its runs, judged so too.
     """
     runs, misses = confirmation_runs(points), confirmation_misses(points)
     keep = eligible or (lambda p: p.feasible)
+    figures = config_figures(points)
     pool = [
-        p
+        figures.get(p.number, p)
         for p in points
-        if keep(p)
-        and p.score is not None
-        and p.confirm_of is None
-        and p.record.reused_from is None
-        and p.number not in misses
+        if p.confirm_of is None and p.record.reused_from is None and p.number not in misses
     ]
+    pool = [p for p in pool if p.score is not None and keep(p)]
 
     def key(p: TrialPoint) -> tuple[float, int]:
         scores = runs.get(p.number) or [p.score]

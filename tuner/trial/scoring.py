@@ -155,14 +155,18 @@ def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list
     each measured trial's score, SLO constraints and so feasibility recomputed from its stored
     metrics against its stored reference trial (`judge`), then pooled over `--confirm`
     re-runs (`pooled`); a trial stopped early under another judging (`judging`: the id of
-    `spec`'s) is marked `stale_stop`. What Optuna was told (`values`) stays as told."""
+    `spec`'s) is marked `stale_stop`, and one queued to run again by another judging
+    `stale_queue`. What Optuna was told (`values`) stays as told."""
     by_number = {p.number: p for p in points}
     out = []
     for p in points:
         raw = stored_score(p.record, p.state, p.values)
+        stale = p.record.judging_id not in (None, judging)
         if p.status == "pruned":
-            stale = p.record.judging_id not in (None, judging)
             out.append(replace(p, score=raw, stale_stop=stale))
+            continue
+        if p.state == "WAITING" and stale:  # queued by another judging: `stale_queue`
+            out.append(replace(p, stale_queue=True))
             continue
         if p.status not in ("feasible", "infeasible") or not p.metrics:
             out.append(p if p.score == raw else replace(p, score=raw))

@@ -10,7 +10,7 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import optuna
 import plotly.graph_objects as go
@@ -258,7 +258,7 @@ def importance_figure(values: dict[str, float]) -> go.Figure:
 
 def write_png(
     points: Sequence[TrialPoint],
-    path: Path,
+    path: Path | BinaryIO,
     study_name: str,
     *,
     slo_lines: Sequence[str] = (),
@@ -268,7 +268,7 @@ def write_png(
     draw_png(pareto_front_info(points, slo_lines, simulated), path, study_name)
 
 
-def draw_png(info: ParetoFrontInfo, path: Path, study_name: str) -> None:
+def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> None:
     """The same Pareto plot as `plot_pareto`, drawn with matplotlib (Agg) into a PNG."""
     # Imported here: matplotlib is slow to import and only `--png` needs it; Agg first.
     import matplotlib
