@@ -54,6 +54,9 @@ def test_gpu_table_covers_the_issue():
         gpu = get_gpu(name.upper())
         assert gpu.memory_bytes > 8 * GiB and gpu.bandwidth_bytes_s > 0 and gpu.flops > 0
     assert GPUS["a6000"].bandwidth_bytes_s == 768e9
+    pcie, sxm = GPUS["h100-pcie"], GPUS["h100"]  # the PCIe card is its own, slower part
+    assert (pcie.bandwidth_bytes_s, pcie.flops) == (2000e9, 756e12)
+    assert pcie.bandwidth_bytes_s < sxm.bandwidth_bytes_s and pcie.flops < sxm.flops
     assert GPUS["cpu"].platform == "cpu"
 
 

@@ -153,6 +153,11 @@ GPUS: dict[str, GpuProfile] = {
     "h100": GpuProfile(
         "h100", 81559 * 2**20, 3350e9, 989e12, 450e9, 8e-6, description="H100 SXM5 80GB"
     ),
+    # The PCIe card: HBM2e at 2.0 TB/s, 114 SMs (756 dense bf16 TFLOP/s against the SXM's 989),
+    # and without an NVLink bridge its all-reduce goes over PCIe 5.0 (64 GB/s per direction).
+    "h100-pcie": GpuProfile(
+        "h100-pcie", 81559 * 2**20, 2000e9, 756e12, 64e9, 20e-6, description="H100 PCIe 80GB"
+    ),
     "h200": GpuProfile(
         "h200", 143771 * 2**20, 4800e9, 989e12, 450e9, 8e-6, description="H200 SXM 141GB"
     ),
