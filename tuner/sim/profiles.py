@@ -73,6 +73,8 @@ class StepTimeConstants:
 
     # Share of peak tensor FLOP/s that large prefill GEMMs reach (MFU of vLLM prefill).
     flops_efficiency: float = 0.6
+    # Share of peak tensor FLOP/s that attention (FlashAttention over the KV cache) reaches.
+    attention_efficiency: float = 0.6
     # Share of peak memory bandwidth that decode GEMVs reach.
     bandwidth_efficiency: float = 0.8
     # Fixed cost of a step: scheduler, input preparation, kernel launches (CUDA graphs).
@@ -181,6 +183,7 @@ GPUS: dict[str, GpuProfile] = {
         description="vLLM CPU build, 1 pinned core (fitted)",
         constants=StepTimeConstants(
             flops_efficiency=1.0,
+            attention_efficiency=1.0,
             bandwidth_efficiency=1.0,
             step_overhead_s=2.59e-3,
             per_seq_overhead_s=0.075e-3,
