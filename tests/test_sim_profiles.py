@@ -54,6 +54,9 @@ def test_gpu_table_covers_the_issue():
         gpu = get_gpu(name.upper())
         assert gpu.memory_bytes > 8 * GiB and gpu.bandwidth_bytes_s > 0 and gpu.flops > 0
     assert GPUS["a6000"].bandwidth_bytes_s == 768e9
+    pcie, sxm = GPUS["h100-pcie"], GPUS["h100"]  # the PCIe card is its own, slower part
+    assert (pcie.bandwidth_bytes_s, pcie.flops) == (2000e9, 756e12)
+    assert pcie.bandwidth_bytes_s < sxm.bandwidth_bytes_s and pcie.flops < sxm.flops
     assert GPUS["cpu"].platform == "cpu"
 
 
@@ -167,3 +170,31 @@ def test_bad_profile_files_exit_2_from_the_cli(tmp_path):
         out = tuner(*args, cwd=tmp_path, timeout=60)
         assert out.returncode == 2, (args, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_attention_has_its_own_efficiency():
+    """A slower attention lengthens a long-context step far more than a short one; GEMM-only
+    work (no context) does not move; the closed-form decode run follows step_time."""
+    from tuner.sim.profiles import BUILTIN_MODELS
+    from tuner.sim.steptime import StepCostModel
+
+    model, gpu = BUILTIN_MODELS["deepseek-r1-distill-qwen-32b"], GPUS["a100-80g"]
+    base = StepCostModel(model, gpu, 1)
+    slow = StepCostModel(model, gpu.with_constants(attention_efficiency=0.3), 1)
+
+    def step(cost, cached):  # one 2048-token prefill chunk after `cached` tokens
+        pairs = 2048 * (cached + 2049 / 2)
+        return cost.step_time(2048, 1, 1, pairs, cached + 2048)
+
+    short, long = step(slow, 0) / step(base, 0), step(slow, 30000) / step(base, 30000)
+    assert 1.0 < short < 1.05 and long > 1.3
+    assert slow.step_time(2048, 1, 1, 0.0, 0) == base.step_time(2048, 1, 1, 0.0, 0)
+    run = slow.decode_run_times(3, 4, 4 * 8000)
+    assert run[0] == pytest.approx(slow.step_time(4, 4, 4, 4 * 8001, 4 * 8001))
+
+
+def test_hopper_profiles_carry_their_fitted_constants():
+    hopper = {GPUS[n].constants for n in ("h100", "h100-pcie", "h200")}
+    assert len(hopper) == 1 and hopper != {GPUS["a100-80g"].constants}
+    (c,) = hopper
+    assert (c.flops_efficiency, c.attention_efficiency) == (0.28, 0.4)

@@ -18,6 +18,7 @@ NVIDIA_SMI_TIMEOUT_S = 20.0
 # A driver's product name (lower case) → the built-in profile; the first match wins.
 _NAMES = (
     (r"\bh200\b", "h200"),
+    (r"\bh100\b.*\bpcie\b", "h100-pcie"),  # "NVIDIA H100 PCIe": not the SXM5 part
     (r"\bh100\b", "h100"),
     (r"\ba100\b.*80\s*gb|\ba100-sxm4?-80", "a100-80g"),
     (r"\bl40s\b", "l40s"),

@@ -34,6 +34,17 @@ def _scale_efficiency(gpu: GpuProfile, eff: str, peak: str, f: float) -> GpuProf
     return gpu.with_constants(**{eff: kept})
 
 
+def _scale_compute(gpu: GpuProfile, f: float) -> GpuProfile:
+    """GEMMs and attention both f x faster; an efficiency past 1 goes into the peak."""
+    c = gpu.constants
+    wanted = (c.flops_efficiency * f, c.attention_efficiency * f)
+    peak = max(1.0, *wanted)
+    gpu = replace(gpu, flops=gpu.flops * peak)
+    return gpu.with_constants(
+        flops_efficiency=wanted[0] / peak, attention_efficiency=wanted[1] / peak
+    )
+
+
 def _scale_constant(name: str) -> Callable[[GpuProfile, float], GpuProfile]:
     return lambda gpu, f: gpu.with_constants(**{name: getattr(gpu.constants, name) * f})
 
@@ -53,7 +64,7 @@ FACTORS: dict[str, Callable[[GpuProfile, float], GpuProfile]] = {
     "bandwidth": lambda gpu, f: _scale_efficiency(
         gpu, "bandwidth_efficiency", "bandwidth_bytes_s", f
     ),
-    "flops": lambda gpu, f: _scale_efficiency(gpu, "flops_efficiency", "flops", f),
+    "flops": _scale_compute,
     "step_overhead": _scale_constant("step_overhead_s"),
     "per_seq_overhead": _scale_constant("per_seq_overhead_s"),
     "request_overhead": _scale_constant("request_overhead_s"),

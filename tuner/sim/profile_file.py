@@ -35,6 +35,7 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "interconnect_bytes_s": (1e8, 1e14, "bytes/s (100 MB/s to 100 TB/s)"),
     "allreduce_latency_s": (0.0, 1.0, "seconds (0 to 1 s)"),
     "flops_efficiency": (0.01, 1.0, "(a share of the peak)"),
+    "attention_efficiency": (0.01, 1.0, "(a share of the peak)"),
     "bandwidth_efficiency": (0.01, 1.0, "(a share of the peak)"),
 }
 MIN_OVERHEAD_S = 1e-9  # a cost per step, request or token: 0, or 1 ns to MAX_OVERHEAD_S
@@ -66,6 +67,7 @@ class ConstantsFile(_Strict):
     """`StepTimeConstants`, every one required."""
 
     flops_efficiency: float = Field(gt=0, le=1)
+    attention_efficiency: float = Field(gt=0, le=1)
     bandwidth_efficiency: float = Field(gt=0, le=1)
     step_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
     per_seq_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)

@@ -74,6 +74,8 @@ class StepTimeConstants:
 
     # Share of peak tensor FLOP/s that large prefill GEMMs reach (MFU of vLLM prefill).
     flops_efficiency: float = 0.6
+    # Share of peak tensor FLOP/s that attention (FlashAttention over the KV cache) reaches.
+    attention_efficiency: float = 0.6
     # Share of peak memory bandwidth that decode GEMVs reach.
     bandwidth_efficiency: float = 0.8
     # Fixed cost of a step: scheduler, input preparation, kernel launches (CUDA graphs).
@@ -142,6 +144,12 @@ BUILTIN_MODELS: dict[str, ModelProfile] = {
     ),
 }
 
+# Hopper (H100, H200): fitted on the published suite's GPUStack H100 runs (vLLM 0.11, Qwen3-32B;
+# benchmarks/published_fit.py, docs/simulator.md "How close (real GPUs)"): its GEMMs reach
+# about 0.28 of the datasheet's dense peak (A100's runs fit the default 0.6), attention about
+# 0.4, and each sequence in a step costs 100 us (output processing at ~1000 streams).
+HOPPER = StepTimeConstants(flops_efficiency=0.28, attention_efficiency=0.4, per_seq_overhead_s=1e-4)
+
 # Figures per device from the vendors' datasheets; sources in docs/simulator.md.
 # Memory is what the driver reports (nvidia-smi MiB), not the marketing GB.
 GPUS: dict[str, GpuProfile] = {
@@ -152,10 +160,36 @@ GPUS: dict[str, GpuProfile] = {
         "a100-80g", 81920 * 2**20, 2039e9, 312e12, 300e9, 10e-6, description="A100 80GB SXM"
     ),
     "h100": GpuProfile(
-        "h100", 81559 * 2**20, 3350e9, 989e12, 450e9, 8e-6, description="H100 SXM5 80GB"
+        "h100",
+        81559 * 2**20,
+        3350e9,
+        989e12,
+        450e9,
+        8e-6,
+        description="H100 SXM5 80GB",
+        constants=HOPPER,
+    ),
+    # The PCIe card: HBM2e at 2.0 TB/s, 114 SMs (756 dense bf16 TFLOP/s against the SXM's 989),
+    # and without an NVLink bridge its all-reduce goes over PCIe 5.0 (64 GB/s per direction).
+    "h100-pcie": GpuProfile(
+        "h100-pcie",
+        81559 * 2**20,
+        2000e9,
+        756e12,
+        64e9,
+        20e-6,
+        description="H100 PCIe 80GB",
+        constants=HOPPER,
     ),
     "h200": GpuProfile(
-        "h200", 143771 * 2**20, 4800e9, 989e12, 450e9, 8e-6, description="H200 SXM 141GB"
+        "h200",
+        143771 * 2**20,
+        4800e9,
+        989e12,
+        450e9,
+        8e-6,
+        description="H200 SXM 141GB",
+        constants=HOPPER,
     ),
     "l40s": GpuProfile(
         "l40s", 46068 * 2**20, 864e9, 362e12, 32e9, 30e-6, description="L40S, PCIe 4.0"
@@ -177,6 +211,7 @@ GPUS: dict[str, GpuProfile] = {
         description="vLLM CPU build, 1 pinned core (fitted)",
         constants=StepTimeConstants(
             flops_efficiency=1.0,
+            attention_efficiency=1.0,
             bandwidth_efficiency=1.0,
             step_overhead_s=2.59e-3,
             per_seq_overhead_s=0.075e-3,

@@ -1,10 +1,14 @@
 """How long one engine step takes: a roofline plus all-reduce plus per-step overhead.
 
-    t = max(FLOPs / (peak * flops_efficiency), bytes / (bandwidth * bandwidth_efficiency))
+    t = max(GEMM FLOPs / (peak * flops_efficiency)
+            + attention FLOPs / (peak * attention_efficiency),
+            bytes / (bandwidth * bandwidth_efficiency))
         + all-reduce(tokens) + step_overhead + per_seq * seqs + per_token * tokens
 
-FLOPs are the linear layers (2 * params * tokens), the LM head for sampled rows and
-attention (4 * layers * heads/TP * head_dim per query-key pair). Bytes are the weights
+GEMM FLOPs are the linear layers (2 * params * tokens) and the LM head for sampled rows;
+attention FLOPs 4 * layers * heads/TP * head_dim per query-key pair. The two reach different
+shares of the peak (attention's share of a step grows with context: a third at 32k on a
+32B model), so each has its own efficiency. Bytes are the weights
 read once per step plus the KV cache read by attention. The all-reduce is two per layer,
 ring algorithm, over the interconnect. The constants (`StepTimeConstants`) belong to the
 accelerator profile, in profiles.py; they are documented in docs/simulator.md.
@@ -30,6 +34,7 @@ class StepCostModel:
         self._flops_per_sample = 2.0 * lm_head_params
         self._flops_per_pair = 4.0 * model.num_layers * (model.num_heads / tp) * model.head_dim
         self._peak_flops = gpu.flops * c.flops_efficiency
+        self._peak_attn_flops = gpu.flops * c.attention_efficiency
         self._bandwidth = gpu.bandwidth_bytes_s * c.bandwidth_efficiency
         self._weight_bytes = float(model.weight_bytes_per_gpu(tp))
         self._kv_bytes_per_token = float(model.kv_bytes_per_token(tp))
@@ -53,14 +58,13 @@ class StepCostModel:
         entries attention reads (c + q per request).
         """
         c = self.constants
-        flops = (
-            self._flops_per_token * num_tokens
-            + self._flops_per_sample * num_sampled
-            + self._flops_per_pair * attn_pairs
+        gemm = self._flops_per_token * num_tokens + self._flops_per_sample * num_sampled
+        compute_s = (
+            gemm / self._peak_flops + self._flops_per_pair * attn_pairs / self._peak_attn_flops
         )
         mem = self._weight_bytes + self._kv_bytes_per_token * kv_tokens
         return (
-            max(flops / self._peak_flops, mem / self._bandwidth)
+            max(compute_s, mem / self._bandwidth)
             + self._ar_fixed_s
             + self._ar_per_token_s * num_tokens
             + c.step_overhead_s
@@ -77,9 +81,8 @@ class StepCostModel:
         c = self.constants
         k = np.arange(num_steps, dtype=np.float64)
         kv_tokens = context_sum + batch * (k + 1.0)  # each reads its cache plus the new token
-        flops = (
-            self._flops_per_token + self._flops_per_sample
-        ) * batch + self._flops_per_pair * kv_tokens
+        compute_s = (self._flops_per_token + self._flops_per_sample) * batch / self._peak_flops
+        compute_s = compute_s + self._flops_per_pair * kv_tokens / self._peak_attn_flops
         mem = self._weight_bytes + self._kv_bytes_per_token * kv_tokens
         fixed = (
             self._ar_fixed_s
@@ -87,4 +90,4 @@ class StepCostModel:
             + c.step_overhead_s
             + (c.per_seq_overhead_s + c.per_token_overhead_s) * batch
         )
-        return np.maximum(flops / self._peak_flops, mem / self._bandwidth) + fixed
+        return np.maximum(compute_s, mem / self._bandwidth) + fixed

@@ -1,0 +1,311 @@
+"""The simulator against published real-GPU vLLM measurements (benchmarks/published/cases.yaml).
+
+Every case runs through the `tuner plan` CLI, as a user would: a study file per case (the
+case's model, GPU, TP, flags and workload; a one-point search space, so the one trial is the
+case's own config), `tuner plan --n-trials 1`, then `tuner trials --simulated --format json`
+(the trial's state) and `tuner pareto --simulated --format json` (every figure of the trial).
+A model that `tuner` does not know built-in is written as a directory holding a config.json
+with the model's published shape; the prompts' text comes from the tiny tokenizer (the
+planner needs only their lengths). Prints, per case, each published figure beside the
+SIMULATED one and their ratio; then the median |simulated/published - 1| per metric family
+(throughput, TTFT, TPOT) for the "fit" cases and the "held out" ones apart, and the worst
+figures.
+
+    .venv/bin/python benchmarks/published_gpu.py [--case ID ...] [--split fit|held_out]
+        [--json OUT]
+
+About 10-60 s per case on one core (the CLI's start, then the simulation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = REPO / "benchmarks" / "published" / "cases.yaml"
+TUNER = [sys.executable, "-m", "tuner.cli"]
+SPLITS = ("fit", "held_out")
+ENGINES = ("V0", "V1")
+FAMILIES = {
+    "throughput": ("request_throughput", "output_throughput", "total_token_throughput"),
+    "ttft": ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"),
+    "tpot": ("mean_tpot_ms", "median_tpot_ms"),
+}
+METRICS = tuple(k for keys in FAMILIES.values() for k in keys)
+CASE_FIELDS = ("id", "split", "source", "gpu", "gpu_count", "tp", "vllm_version", "engine")
+CASE_FIELDS += ("model", "flags", "workload", "published")
+SOURCE_FIELDS = ("url", "repo", "path", "commit", "quote")
+WORKLOAD_FIELDS = ("endpoint", "dataset", "input_len", "output_len", "num_prompts")
+
+
+def load_cases(path: Path = CASES) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def case_problems(data: dict) -> list[str]:
+    """Every way the cases file is malformed, one line each (empty when it is well-formed)."""
+    from tuner.sim.profiles import BUILTIN_MODELS, GPUS
+
+    problems = []
+    models = data.get("models") or {}
+    cases = data.get("cases") or []
+    ids = [c.get("id") for c in cases]
+    if len(set(ids)) != len(ids):
+        problems.append("case ids repeat")
+    for case in cases:
+        where = f"case {case.get('id')!r}"
+        missing = [f for f in CASE_FIELDS if f not in case]
+        if missing:
+            problems.append(f"{where}: lacks {', '.join(missing)}")
+            continue
+        problems += _case_value_problems(where, case, models, BUILTIN_MODELS, GPUS)
+    return problems
+
+
+def _case_value_problems(where, case, models, builtin_models, gpus) -> list[str]:
+    problems = []
+    source, work, published = case["source"], case["workload"], case["published"]
+    if case["split"] not in SPLITS:
+        problems.append(f"{where}: split must be one of {SPLITS}")
+    if case["engine"] not in ENGINES:
+        problems.append(f"{where}: engine must be V0 or V1 (mark V0 sources)")
+    if case["gpu"] not in gpus:
+        problems.append(f"{where}: unknown gpu {case['gpu']!r}")
+    if case["model"] not in models and case["model"] not in builtin_models:
+        problems.append(f"{where}: model {case['model']!r} is neither in models: nor built in")
+    if not (1 <= case["tp"] <= case["gpu_count"]):
+        problems.append(f"{where}: tp must be 1..gpu_count")
+    problems += [f"{where}: source lacks {f}" for f in SOURCE_FIELDS if f not in source]
+    if not source.get("quote") or not source.get("url"):
+        problems.append(f"{where}: source needs its url and the quoted row")
+    problems += [f"{where}: workload lacks {f}" for f in WORKLOAD_FIELDS if f not in work]
+    if not published:
+        problems.append(f"{where}: no published figure")
+    for key, fig in published.items():
+        if key not in METRICS:
+            problems.append(f"{where}: published {key!r} is not a compared vLLM result key")
+        elif not isinstance(fig, dict) or not _positive(fig.get("value")) or "stat" not in fig:
+            problems.append(f"{where}: published {key} needs a positive value and its stat")
+        elif "factor" in fig and not (_positive(fig["factor"]) and fig.get("why")):
+            problems.append(f"{where}: published {key}'s factor needs a positive value and why")
+    return problems
+
+
+def _positive(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+
+def study_for(case: dict, model_dir: str, tokenizer: str) -> dict:
+    """The study file that runs `case` as trial 0 of `tuner plan`."""
+    flags = dict(case["flags"])
+    seqs = flags.pop("max-num-seqs")  # the one searched (one-choice) parameter
+    work = case["workload"]
+    workload = {
+        "endpoint": work["endpoint"],
+        "tokenizer": tokenizer,
+        "dataset_name": "random",  # ShareGPT: random prompts of its mean lengths
+        "random_input_len": work["input_len"],
+        "random_output_len": work["output_len"],
+        "random_range_ratio": work.get("range_ratio", 0.0),
+        "num_prompts": work["num_prompts"],
+        "request_rate": float(work.get("request_rate", math.inf)),
+        "ignore_eos": True,
+        "seed": 0,
+        "percentile_metrics": "ttft,tpot,itl",
+        "metric_percentiles": "99",
+    }
+    if work.get("max_concurrency"):
+        workload["max_concurrency"] = work["max_concurrency"]
+    return {
+        "name": f"published-{case['id']}",
+        "engine": {
+            "model": model_dir,
+            "flags": {"tensor-parallel-size": case["tp"], **flags},
+        },
+        "hardware": {"gpu": case["gpu"], "count": case["gpu_count"]},
+        "search_space": {
+            "parameters": {
+                "max-num-seqs": {"type": "categorical", "choices": [seqs], "default": seqs}
+            }
+        },
+        "workload": workload,
+        "budget": {"n_trials": 1},
+    }
+
+
+def simulate_case(case: dict, models: dict, tokenizer: Path, workdir: Path) -> dict:
+    """The SIMULATED figures of `case`, by the `tuner plan` CLI; {"failure": why} if none."""
+    model = case["model"]
+    if model in models:
+        model_dir = workdir / model
+        model_dir.mkdir(parents=True, exist_ok=True)
+        (model_dir / "config.json").write_text(json.dumps(models[model]))
+        model = str(model_dir)
+    study = workdir / f"{case['id']}.yaml"
+    study.write_text(yaml.safe_dump(study_for(case, model, str(tokenizer)), sort_keys=False))
+    storage = f"sqlite:///{workdir / (case['id'] + '.db')}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    plan = subprocess.run(
+        [*TUNER, "plan", str(study), "--n-trials", "1", "--storage", storage],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+    )
+    if plan.returncode not in (0, 1):
+        return {"failure": (plan.stderr.strip().splitlines() or ["?"])[-1]}
+    shown = subprocess.run(
+        [*TUNER, "trials", str(study), "--simulated", "--format", "json", "--storage", storage],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+        check=True,
+    )
+    trial = json.loads(shown.stdout)[0]
+    if trial.get("failure"):
+        return {"failure": trial["failure"]}
+    # `tuner pareto --format json` prints every stored metric of the front's trials
+    front = subprocess.run(
+        [*TUNER, "pareto", str(study), "--simulated", "--format", "json", "--storage", storage],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+        check=True,
+    )
+    metrics = json.loads(front.stdout)[0]["metrics"]
+    return {k: metrics[k] for k in METRICS if metrics.get(k) is not None}
+
+
+def compare(case: dict, simulated: dict) -> list[dict]:
+    """One row per published figure: published (as compared), simulated, their ratio."""
+    rows = []
+    for key, fig in case["published"].items():
+        published = fig["value"] * fig.get("factor", 1.0)
+        sim = simulated.get(key)
+        ratio = sim / published if sim is not None else None
+        rows.append(
+            {
+                "case": case["id"],
+                "split": case["split"],
+                "metric": key,
+                "stat": fig["stat"],
+                "published": published,
+                "simulated": sim,
+                "ratio": ratio,
+            }
+        )
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Median |ratio - 1| per family and split, and how many figures are off by over 2x."""
+    out = {}
+    for split in (*SPLITS, "all"):
+        chosen = [r for r in rows if split in ("all", r["split"]) and r["ratio"]]
+        for family, keys in FAMILIES.items():
+            errors = [abs(r["ratio"] - 1.0) for r in chosen if r["metric"] in keys]
+            out[f"{split}/{family}"] = {
+                "median_abs_error": statistics.median(errors) if errors else None,
+                "figures": len(errors),
+                "over_2x": sum(1 for r in chosen if r["metric"] in keys and _off_2x(r)),
+            }
+    return out
+
+
+def _off_2x(row: dict) -> bool:
+    return row["ratio"] > 2.0 or row["ratio"] < 0.5
+
+
+def _tokenizer(workdir: Path) -> Path:
+    """The repo's tiny tokenizer (`make model`), else a fresh one in `workdir`."""
+    shipped = REPO / ".cache" / "tiny-qwen2"
+    if (shipped / "tokenizer.json").is_file():
+        return shipped
+    from tuner.tools.tinymodel import make_tiny_model
+
+    return make_tiny_model(workdir / "tiny-qwen2")
+
+
+def run(case_ids: list[str] | None, split: str | None, cases_path: Path = CASES) -> dict:
+    data = load_cases(cases_path)
+    problems = case_problems(data)
+    if problems:
+        raise SystemExit("cases file malformed: " + "; ".join(problems))
+    cases = [
+        c
+        for c in data["cases"]
+        if (not case_ids or c["id"] in case_ids) and (split is None or c["split"] == split)
+    ]
+    rows, failures = [], {}
+    with tempfile.TemporaryDirectory(prefix="published-gpu-") as tmp:
+        workdir = Path(tmp)
+        tokenizer = _tokenizer(workdir)
+        for case in cases:
+            simulated = simulate_case(case, data.get("models") or {}, tokenizer, workdir)
+            if "failure" in simulated:
+                failures[case["id"]] = simulated["failure"]
+                print(f"{case['id']}: NOT SIMULATED: {simulated['failure']}", flush=True)
+                continue
+            case_rows = compare(case, simulated)
+            rows += case_rows
+            _print_case(case, case_rows)
+    return {"rows": rows, "failures": failures, "summary": summary(rows)}
+
+
+def _print_case(case: dict, rows: list[dict]) -> None:
+    v0 = " (V0)" if case["engine"] == "V0" else ""
+    assumed = " (GPU assumed)" if case.get("gpu_assumed") else ""
+    gpus = f"{case['gpu_count']}x{case['gpu']}{assumed} TP={case['tp']}"
+    print(f"\n{case['id']} [{case['split']}] {gpus} vLLM {case['vllm_version']}{v0}")
+    for r in rows:
+        print(
+            f"  {r['metric']:<24} published {r['published']:>12.2f}   SIMULATED "
+            f"{r['simulated']:>12.2f}   x{r['ratio']:.2f}",
+            flush=True,
+        )
+
+
+def print_summary(result: dict, worst: int = 8) -> None:
+    print("\nmedian |SIMULATED/published - 1| (figures; off by more than 2x):")
+    for key, s in result["summary"].items():
+        if s["figures"]:
+            print(
+                f"  {key:<22} {s['median_abs_error'] * 100:6.1f} %  "
+                f"({s['figures']} figures; {s['over_2x']} over 2x)"
+            )
+    rows = sorted(result["rows"], key=lambda r: -abs(math.log(r["ratio"])))
+    print(f"\nworst {min(worst, len(rows))} figures:")
+    for r in rows[:worst]:
+        print(f"  x{r['ratio']:<6.2f} {r['case']} {r['metric']} [{r['split']}]")
+    for case_id, why in result["failures"].items():
+        print(f"  NOT SIMULATED {case_id}: {why}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", action="append", help="only this case id (repeatable)")
+    parser.add_argument("--split", choices=SPLITS, help="only the fit or the held-out cases")
+    parser.add_argument("--cases", type=Path, default=CASES, help="the cases file")
+    parser.add_argument("--json", type=Path, help="write every row and the summary here")
+    args = parser.parse_args(argv)
+    result = run(args.case, args.split, args.cases)
+    print_summary(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 1 if result["failures"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
