@@ -100,6 +100,21 @@ def test_a_profile_file_gives_the_builtins_simulation(tmp_path):
     assert _figures(load_gpu(str(path))) == _figures(GPUS["a6000"])
 
 
+def test_a_file_written_before_attention_had_its_own_efficiency_still_reads(tmp_path):
+    """`tuner calibrate` wrote profiles without `attention_efficiency`: such a file reads as
+    the model it was fitted under (attention at the GEMM efficiency), not a refusal."""
+    import re
+
+    from tuner.sim.profile_file import load_gpu, profile_to_yaml
+
+    text = profile_to_yaml(GPUS["h100"])
+    old = re.sub(r"\n *attention_efficiency: [^\n]*", "", text)
+    assert "attention_efficiency" not in old
+    (tmp_path / "old.yaml").write_text(old)
+    c = load_gpu(str(tmp_path / "old.yaml")).constants
+    assert c.attention_efficiency == c.flops_efficiency == GPUS["h100"].constants.flops_efficiency
+
+
 def test_a_perturbed_file_moves_the_figures_the_expected_way(tmp_path):
     from tuner.sim.profile_file import load_gpu, profile_to_yaml
 

@@ -64,10 +64,12 @@ class _Strict(NoBoolNumbers):
 
 
 class ConstantsFile(_Strict):
-    """`StepTimeConstants`, every one required."""
+    """`StepTimeConstants`, every one required but `attention_efficiency`: a file written
+    before attention had its own efficiency reads as the model it was fitted under (attention
+    at `flops_efficiency`)."""
 
     flops_efficiency: float = Field(gt=0, le=1)
-    attention_efficiency: float = Field(gt=0, le=1)
+    attention_efficiency: float | None = Field(default=None, gt=0, le=1)
     bandwidth_efficiency: float = Field(gt=0, le=1)
     step_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
     per_seq_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
@@ -90,7 +92,10 @@ class ProfileFile(_Strict):
 
     def to_profile(self) -> GpuProfile:
         fields = self.model_dump(exclude={"constants"})
-        return GpuProfile(**fields, constants=StepTimeConstants(**self.constants.model_dump()))
+        constants = self.constants.model_dump()
+        if constants["attention_efficiency"] is None:
+            constants["attention_efficiency"] = constants["flops_efficiency"]
+        return GpuProfile(**fields, constants=StepTimeConstants(**constants))
 
 
 def profile_to_yaml(gpu: GpuProfile) -> str:
