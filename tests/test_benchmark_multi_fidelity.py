@@ -29,6 +29,7 @@ def _load(name: str):
         sys.path.remove(str(REPO / "benchmarks"))
 
 
+@pytest.mark.slow  # a two-trial study with its calibration and screen (~10 s, 45 s loaded)
 def test_the_truth_runner_is_screened_and_each_truth_is_the_stock_profile_scaled(
     tmp_path: Path,
 ) -> None:
