@@ -124,30 +124,37 @@ class Tracer:
         w = screen.spec.objective.weights
         return np.array([score(m, ref, w) if m else np.nan for m in map(at, probes)])
 
-    def row(self, screen, points, choice) -> None:
+    def ranking(self, screen) -> tuple[float, float]:
+        """Spearman ρ of the calibrated profile's probe scores against the truth's, and the
+        truth's regret of the probe the calibrated profile likes best."""
         from scipy.stats import spearmanr
 
         if not hasattr(self, "probe_set"):
             rng = np.random.default_rng(12345)
-            self.probe_set = [
-                screen.from_unit(u) for u in rng.random((self.probes, len(screen.names)))
-            ]
+            units = rng.random((self.probes, len(screen.names)))
+            self.probe_set = [screen.from_unit(u) for u in units]
             self.truth_scores = self.scores(screen, self.truth, self.probe_set)
         predicted = self.scores(screen, screen.calibration.profile, self.probe_set)
         ok = np.isfinite(predicted) & np.isfinite(self.truth_scores)
         rho = spearmanr(predicted[ok], self.truth_scores[ok]).statistic
         liked = int(np.nanargmin(np.where(ok, predicted, np.inf)))
-        regret = self.truth_scores[liked] - np.nanmin(self.truth_scores[ok])
-        factors = " ".join(f"{k[:6]}={v:.2f}" for k, v in screen.calibration.factors.items())
+        return float(rho), float(self.truth_scores[liked] - np.nanmin(self.truth_scores[ok]))
+
+    def row(self, screen, points, choice) -> None:
+        rho, regret = self.ranking(screen)
         p = choice.params
         print(
             f"trial {len(points) + 1:2d} | fitted on {screen.calibration.observations} | "
-            f"{factors} | pick mnbt={p['max-num-batched-tokens']} seqs={p['max-num-seqs']} "
-            f"chunked={p['enable-chunked-prefill']} | pred {choice.score:+.4f} "
-            f"dist {choice.info.distance:.2f} err {choice.info.score_error:.3f} | "
-            f"probe ρ {rho:+.2f} regret {regret:+.4f}",
+            f"{_factors(screen.calibration.factors)} | pick mnbt={p['max-num-batched-tokens']} "
+            f"seqs={p['max-num-seqs']} chunked={p['enable-chunked-prefill']} | "
+            f"pred {choice.score:+.4f} dist {choice.info.distance:.2f} "
+            f"err {choice.info.score_error:.3f} | probe ρ {rho:+.2f} regret {regret:+.4f}",
             flush=True,
         )
+
+
+def _factors(factors: dict[str, float]) -> str:
+    return " ".join(f"{k[:6]}={v:.2f}" for k, v in factors.items())
 
 
 def trace(name: str, seed: int, trials: int, candidates: int, probes: int, tmp: Path) -> None:
@@ -160,6 +167,50 @@ def trace(name: str, seed: int, trials: int, candidates: int, probes: int, tmp: 
     Tracer(truth, probes).install()
     curve, _ = run("multi", seed, trials, tmp, truth, candidates)
     print("best so far per trial:", " ".join(f"{b:+.4f}" for b in curve))
+
+
+# the configs the seed-0 trace of `mixed-2x` measured by trial 5 (mnbt, max-num-seqs)
+PRIOR_CHECK_CONFIGS = ((2048, 256), (66755, 8), (1035, 10), (1151, 8))
+
+
+def prior_check(name: str, probes: int, tmp: Path) -> None:
+    """Fit the stock profile to the truth's figures at `PRIOR_CHECK_CONFIGS` with the loop's
+    prior and with the fit's default (weaker) one: the factors and the probe ranking."""
+    from multi_fidelity import TruthRunner, truth_spec
+
+    from tuner.fidelity.screen import Screen
+    from tuner.sim import fit as cal
+
+    truth = truth_file(name, tmp)
+    spec = spec_for("multi", 0, tmp)
+    runner = TruthRunner(truth_spec(spec, truth))
+    runner.prepare()
+    screen, tracer = Screen(spec, runner.requests), Tracer(truth, probes)
+    base = baseline_params(spec.search_space)
+    configs = [
+        {**base, "max-num-batched-tokens": b, "max-num-seqs": n} for b, n in PRIOR_CHECK_CONFIGS
+    ]
+
+    def observe(params):
+        flags = screen.flags(params)
+        figures = cal.predict(screen.model, tracer.truth, flags, screen.workload, screen.metrics)
+        return cal.Observation(flags, figures)
+
+    observations = [observe(c) for c in configs]
+    for label, weight in (("loop prior", cal.LOOP_PRIOR_WEIGHT), ("fit default", cal.PRIOR_WEIGHT)):
+        c = cal.fit(
+            screen.base,
+            observations,
+            model=screen.model,
+            workload=screen.workload,
+            max_nfev=30,
+            metrics=screen.metrics,
+            prior_weight=weight,
+            min_observations=1,
+        )
+        screen.calibration.profile = c.profile
+        rho, regret = tracer.ranking(screen)
+        print(f"{label}: {_factors(c.factors)} | probe ρ {rho:+.2f} regret {regret:+.4f}")
 
 
 def _stock(tmp: Path) -> Path:
@@ -176,16 +227,23 @@ def main() -> None:
     ap.add_argument("--methods", default="multi,tpe")
     ap.add_argument("--truths", default=",".join(TRUTHS), help=f"quick: {','.join(QUICK)}")
     ap.add_argument("--trace", metavar="TRUTH", help="trace one multi-fidelity study")
+    ap.add_argument("--prior-check", metavar="TRUTH", help="fit 4 fixed configs, two priors")
     ap.add_argument("--seed", type=int, default=0, help="the traced study's sampler seed")
     ap.add_argument("--probes", type=int, default=64)
     args = ap.parse_args()
-    names = [args.trace] if args.trace else args.truths.split(",")
+    names = (
+        [args.trace or args.prior_check]
+        if args.trace or args.prior_check
+        else args.truths.split(",")
+    )
     unknown = [n for n in names if n not in TRUTHS]
     if unknown:
         sys.exit(f"unknown truths {unknown}; known: {', '.join(TRUTHS)}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        if args.trace:
+        if args.prior_check:
+            prior_check(args.prior_check, args.probes, tmp)
+        elif args.trace:
             trace(args.trace, args.seed, args.trials, args.candidates, args.probes, tmp)
         else:
             methods = args.methods.split(",")
