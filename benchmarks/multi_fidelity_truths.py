@@ -17,6 +17,8 @@ Every figure is SIMULATED.
 what the calibration moved (its factors), the screen's pick, its predicted and measured
 score, and how well the calibrated simulator *ranks* a fixed probe set of configs against
 the truth (Spearman ρ, and the truth's regret of the probe the simulator likes best).
+`--prior-check TRUTH` fits the stock profile to the truth's figures at four fixed configs
+under the loop's prior and the fit's default one, and prints the same ranking figures.
 """
 
 from __future__ import annotations
