@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from tuner.measure.objective import score
-from tuner.run.session import RunOptions, run_study
+from tuner.run.session import RunOptions, RunResult, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.space import baseline_params
@@ -41,15 +41,18 @@ COUNTS = (5, 10, 20)
 class TruthRunner(PlanRunner):
     """The hidden truth as the 'real' engine: not `simulated`, so the screen runs."""
 
-    simulated = False
+    planned = False  # (was `simulated`, renamed: with the old name the screen never ran)
 
 
-def spec_for(method: str, seed: int, tmp: Path) -> StudySpec:
+def spec_for(method: str, seed: int, tmp: Path, candidates: int = 128) -> StudySpec:
     data = yaml.safe_load((REPO / "studies" / "demo-sim.yaml").read_text())
     data["search_space"] = str(REPO / "search_spaces" / "vllm-core.yaml")
     data["name"] = f"{method}-{seed}"
     data["sampler"] = {"name": "random" if method == "random" else "tpe", "seed": seed}
-    data["search"] = {"fidelity": "multi" if method == "multi" else "single", "candidates": 128}
+    data["search"] = {
+        "fidelity": "multi" if method == "multi" else "single",
+        "candidates": candidates,
+    }
     data["pruning"] = {"enabled": False}
     # the truth is slower than the demo's SLO allows for every config: score alone here
     data["objective"]["slo"] = []
@@ -58,14 +61,19 @@ def spec_for(method: str, seed: int, tmp: Path) -> StudySpec:
     return load_study_spec(path)
 
 
-def truth_spec(spec: StudySpec) -> StudySpec:
-    hardware = spec.hardware.model_copy(update={"profile": str(TRUTH)})
+def truth_spec(spec: StudySpec, truth: Path = TRUTH) -> StudySpec:
+    hardware = spec.hardware.model_copy(update={"profile": str(truth)})
     return spec.model_copy(update={"hardware": hardware})
 
 
-def grid_best(spec: StudySpec) -> float:
+def grid_best(spec: StudySpec, truth: Path = TRUTH) -> float:
     """The exhaustive best score on the truth over a grid of the space (SLO-feasible)."""
-    runner = PlanRunner(truth_spec(spec))
+    return grid_argbest(spec, truth)[0]
+
+
+def grid_argbest(spec: StudySpec, truth: Path = TRUTH) -> tuple[float, dict]:
+    """The grid's best score on the truth and the config that scores it."""
+    runner = PlanRunner(truth_spec(spec, truth))
     grid = {
         "max-num-seqs": [8, 12, 16, 24, 32, 48, 64, 128, 256, 512],
         "block-size": [8, 16, 32],
@@ -80,12 +88,13 @@ def grid_best(spec: StudySpec) -> float:
 
     base = measure(baseline_params(spec.search_space))
     limits = spec.objective.slo
-    best = float("inf")
+    best: tuple[float, dict] = (float("inf"), {})
     for values in itertools.product(*grid.values()):
-        metrics = measure(dict(zip(grid, values, strict=True)))
+        params = dict(zip(grid, values, strict=True))
+        metrics = measure(params)
         if not metrics or any(not _met(text, metrics) for text in limits):
             continue
-        best = min(best, score(metrics, base, spec.objective.weights))
+        best = min(best, (score(metrics, base, spec.objective.weights), params), key=lambda b: b[0])
     return best
 
 
@@ -95,17 +104,37 @@ def _met(text: str, metrics: dict) -> bool:
     return all(limit.met(metrics) for limit in parse_slo(text))
 
 
-def run(method: str, seed: int, trials: int, tmp: Path) -> tuple[list[float], float]:
-    spec = spec_for(method, seed, tmp)
-    store = Store(f"sqlite:///{tmp}/{method}-{seed}.db")
-    runner = TruthRunner(truth_spec(spec))
+def study(
+    method: str,
+    seed: int,
+    trials: int,
+    tmp: Path,
+    truth: Path = TRUTH,
+    candidates: int = 128,
+) -> tuple[RunResult, float]:
+    """One study of `method` against the hidden `truth`, and its wall time in seconds."""
+    spec = spec_for(method, seed, tmp, candidates)
+    store = Store(f"sqlite:///{tmp}/{method}-{seed}-{truth.stem}.db")
+    runner = TruthRunner(truth_spec(spec, truth))
     runner.prepare()  # not timed: the workload is built before the run
     options = RunOptions(
         n_trials=trials, pruning=False, prediction_skip=False, check_robustness=False
     )
     t0 = time.perf_counter()
     result = run_study(spec, store, lambda _: runner, options)
-    elapsed = time.perf_counter() - t0
+    return result, time.perf_counter() - t0
+
+
+def run(
+    method: str,
+    seed: int,
+    trials: int,
+    tmp: Path,
+    truth: Path = TRUTH,
+    candidates: int = 128,
+) -> tuple[list[float], float]:
+    """One study (`study`): its best-so-far score per trial, and its wall time."""
+    result, elapsed = study(method, seed, trials, tmp, truth, candidates)
     points = sorted(result.points, key=lambda p: p.number)
     curve, best = [], 0.0
     for p in points:  # the baseline (score 0) counts as trial 1

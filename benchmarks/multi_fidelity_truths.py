@@ -1,0 +1,256 @@
+"""Multi-fidelity against TPE under several hidden truths the study is not told about.
+
+Each truth is the stock A6000 profile with some constants scaled (`TRUTHS`: compute,
+bandwidth, overheads and all-reduce, 1.3-2.5x off, alone and together; the factor names are
+`tuner.sim.fit_problem.FACTORS`'s, e.g. flops 0.5 = compute 2x slower). The study screens
+with the stock profile; its "real" trials run on the truth in virtual time through the
+planner (`benchmarks/multi_fidelity.py`'s `TruthRunner`: the loop, Optuna, SQLite and the
+screen are the real ones). The truth's planned optimum is the exhaustive best over
+`multi_fidelity.py`'s grid (1920 configs) on the truth. Gap = best score found − that
+optimum, in score units (0.01 ≈ 1 % on one weight-1 metric; negative: beat the grid).
+Every figure is SIMULATED.
+
+    nice .venv/bin/python benchmarks/multi_fidelity_truths.py --seeds 5 --trials 20
+    nice .venv/bin/python benchmarks/multi_fidelity_truths.py --trace compute-2x+bw-0.64
+
+`--trace TRUTH` runs one multi-fidelity study on that truth and prints, per screened trial,
+what the calibration moved (its factors), the screen's pick, its predicted and measured
+score, and how well the calibrated simulator *ranks* a fixed probe set of configs against
+the truth (Spearman ρ, and the truth's regret of the probe the simulator likes best).
+`--prior-check TRUTH` fits the stock profile to the truth's figures at four fixed configs
+under the loop's prior and the fit's default one, and prints the same ranking figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from multi_fidelity import COUNTS, grid_argbest, run, spec_for
+
+from tuner.fidelity import screen as screen_mod
+from tuner.measure.objective import score
+from tuner.sim.fit_problem import apply_factors
+from tuner.sim.profile_file import write_profile
+from tuner.sim.profiles import get_gpu
+from tuner.spec.space import baseline_params
+
+OVERHEADS = ("step_overhead", "per_seq_overhead", "request_overhead")
+TRUTHS: dict[str, dict[str, float]] = {
+    "compute-2x": {"flops": 0.5},
+    "bw-0.6": {"bandwidth": 0.6},
+    "overheads-2.5x": dict.fromkeys(OVERHEADS, 2.5),
+    "allreduce-2.5x": {"allreduce": 2.5},
+    "compute-2x+bw-0.64": {"flops": 0.5, "bandwidth": 0.64},
+    "all-1.3x": {
+        "flops": 0.77,
+        "bandwidth": 0.77,
+        "allreduce": 1.3,
+        **dict.fromkeys(OVERHEADS, 1.3),
+    },
+    "mixed-2x": {"flops": 0.5, "bandwidth": 1.3, "step_overhead": 2.0, "allreduce": 2.0},
+    # issue 37's first truth (bandwidth x0.8, compute x0.7, overheads x1.6, all-reduce x4)
+    "issue37": {"bandwidth": 0.8, "flops": 0.7, "allreduce": 4.0, **dict.fromkeys(OVERHEADS, 1.6)},
+}
+QUICK = ("compute-2x+bw-0.64", "overheads-2.5x", "mixed-2x")
+
+
+def truth_file(name: str, tmp: Path) -> Path:
+    """The truth as a profile file (the stock A6000 with `TRUTHS[name]` applied)."""
+    path = tmp / f"{name}.yaml"
+    gpu = apply_factors(get_gpu("a6000"), TRUTHS[name])
+    write_profile(replace(gpu, name=name), path)
+    return path
+
+
+def compare(names, seeds, trials, candidates, methods, tmp: Path) -> None:
+    counts = [c for c in COUNTS if c <= trials]
+    head = " | ".join(f"gap@{c} median / worst" for c in counts)
+    print(f"| truth | grid optimum | method | seeds | {head} |")
+    print("| --- | ---: | --- | ---: | " + " | ".join("---:" for _ in counts) + " |")
+    for name in names:
+        truth = truth_file(name, tmp)
+        optimum, _ = grid_argbest(spec_for("grid", 0, tmp), truth)
+        gaps = {m: {c: [] for c in counts} for m in methods}
+        for seed in range(seeds):  # methods interleaved per seed: the box's load hits both
+            for m in methods:
+                curve, _ = run(m, seed, trials, tmp, truth, candidates)
+                for c in counts:
+                    gaps[m][c].append(curve[min(c, len(curve)) - 1] - optimum)
+        for m in methods:
+            cells = [
+                f"{statistics.median(g) * 100:+.2f} % / {max(g) * 100:+.2f} %"
+                for g in gaps[m].values()
+            ]
+            print(f"| {name} | {optimum:+.4f} | {m} | {seeds} | " + " | ".join(cells) + " |")
+        sys.stdout.flush()
+
+
+class Tracer:
+    """Wraps `Screen.choose` to print what each calibration moved and how it ranks."""
+
+    def __init__(self, truth: Path, probes: int) -> None:
+        from tuner.sim.profile_file import read_profile
+
+        self.truth = read_profile(truth)
+        self.probes = probes
+        self.rows: list[dict] = []
+
+    def install(self) -> None:
+        original = screen_mod.Screen.choose
+        tracer = self
+
+        def choose(screen, points, host=None):
+            choice = original(screen, points, host)
+            if choice is not None:
+                tracer.row(screen, points, choice)
+            return choice
+
+        screen_mod.Screen.choose = choose
+
+    def scores(self, screen, gpu, probes) -> np.ndarray:
+        from tuner.sim import fit as cal
+
+        def at(params):
+            flags = screen.flags(params)
+            return cal.predict(screen.model, gpu, flags, screen.workload, screen.metrics)
+
+        ref = at(baseline_params(screen.spec.search_space))
+        w = screen.spec.objective.weights
+        return np.array([score(m, ref, w) if m else np.nan for m in map(at, probes)])
+
+    def ranking(self, screen) -> tuple[float, float]:
+        """Spearman ρ of the calibrated profile's probe scores against the truth's, and the
+        truth's regret of the probe the calibrated profile likes best."""
+        from scipy.stats import spearmanr
+
+        if not hasattr(self, "probe_set"):
+            rng = np.random.default_rng(12345)
+            units = rng.random((self.probes, len(screen.names)))
+            self.probe_set = [screen.from_unit(u) for u in units]
+            self.truth_scores = self.scores(screen, self.truth, self.probe_set)
+        predicted = self.scores(screen, screen.calibration.profile, self.probe_set)
+        ok = np.isfinite(predicted) & np.isfinite(self.truth_scores)
+        rho = spearmanr(predicted[ok], self.truth_scores[ok]).statistic
+        liked = int(np.nanargmin(np.where(ok, predicted, np.inf)))
+        return float(rho), float(self.truth_scores[liked] - np.nanmin(self.truth_scores[ok]))
+
+    def row(self, screen, points, choice) -> None:
+        rho, regret = self.ranking(screen)
+        p = choice.params
+        print(
+            f"trial {len(points) + 1:2d} | fitted on {screen.calibration.observations} | "
+            f"{_factors(screen.calibration.factors)} | pick mnbt={p['max-num-batched-tokens']} "
+            f"seqs={p['max-num-seqs']} chunked={p['enable-chunked-prefill']} | "
+            f"pred {choice.score:+.4f} dist {choice.info.distance:.2f} "
+            f"err {choice.info.score_error:.3f} | probe ρ {rho:+.2f} regret {regret:+.4f}",
+            flush=True,
+        )
+
+
+def _factors(factors: dict[str, float]) -> str:
+    return " ".join(f"{k[:6]}={v:.2f}" for k, v in factors.items())
+
+
+def trace(name: str, seed: int, trials: int, candidates: int, probes: int, tmp: Path) -> None:
+    truth = truth_file(name, tmp)
+    spec = spec_for("grid", 0, tmp)
+    t_best, t_params = grid_argbest(spec, truth)
+    s_best, s_params = grid_argbest(spec, _stock(tmp))
+    print(f"truth {name} {TRUTHS[name]}: grid optimum {t_best:+.4f} at {t_params}")
+    print(f"stock profile: grid optimum {s_best:+.4f} at {s_params}")
+    Tracer(truth, probes).install()
+    curve, _ = run("multi", seed, trials, tmp, truth, candidates)
+    print("best so far per trial:", " ".join(f"{b:+.4f}" for b in curve))
+
+
+# the configs the seed-0 trace of `mixed-2x` measured by trial 5 (mnbt, max-num-seqs)
+PRIOR_CHECK_CONFIGS = ((2048, 256), (66755, 8), (1035, 10), (1151, 8))
+
+
+def prior_check(name: str, probes: int, tmp: Path) -> None:
+    """Fit the stock profile to the truth's figures at `PRIOR_CHECK_CONFIGS` with the loop's
+    prior and with the fit's default (weaker) one: the factors and the probe ranking."""
+    from multi_fidelity import TruthRunner, truth_spec
+
+    from tuner.fidelity.screen import Screen
+    from tuner.sim import fit as cal
+
+    truth = truth_file(name, tmp)
+    spec = spec_for("multi", 0, tmp)
+    runner = TruthRunner(truth_spec(spec, truth))
+    runner.prepare()
+    screen, tracer = Screen(spec, runner.requests), Tracer(truth, probes)
+    base = baseline_params(spec.search_space)
+    configs = [
+        {**base, "max-num-batched-tokens": b, "max-num-seqs": n} for b, n in PRIOR_CHECK_CONFIGS
+    ]
+
+    def observe(params):
+        flags = screen.flags(params)
+        figures = cal.predict(screen.model, tracer.truth, flags, screen.workload, screen.metrics)
+        return cal.Observation(flags, figures)
+
+    observations = [observe(c) for c in configs]
+    for label, weight in (("loop prior", cal.LOOP_PRIOR_WEIGHT), ("fit default", cal.PRIOR_WEIGHT)):
+        c = cal.fit(
+            screen.base,
+            observations,
+            model=screen.model,
+            workload=screen.workload,
+            max_nfev=30,
+            metrics=screen.metrics,
+            prior_weight=weight,
+            min_observations=1,
+        )
+        screen.calibration.profile = c.profile
+        rho, regret = tracer.ranking(screen)
+        print(f"{label}: {_factors(c.factors)} | probe ρ {rho:+.2f} regret {regret:+.4f}")
+
+
+def _stock(tmp: Path) -> Path:
+    path = tmp / "stock.yaml"
+    write_profile(get_gpu("a6000"), path)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--candidates", type=int, default=128)
+    ap.add_argument("--methods", default="multi,tpe")
+    ap.add_argument("--truths", default=",".join(TRUTHS), help=f"quick: {','.join(QUICK)}")
+    ap.add_argument("--trace", metavar="TRUTH", help="trace one multi-fidelity study")
+    ap.add_argument("--prior-check", metavar="TRUTH", help="fit 4 fixed configs, two priors")
+    ap.add_argument("--seed", type=int, default=0, help="the traced study's sampler seed")
+    ap.add_argument("--probes", type=int, default=64)
+    args = ap.parse_args()
+    names = (
+        [args.trace or args.prior_check]
+        if args.trace or args.prior_check
+        else args.truths.split(",")
+    )
+    unknown = [n for n in names if n not in TRUTHS]
+    if unknown:
+        sys.exit(f"unknown truths {unknown}; known: {', '.join(TRUTHS)}")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        if args.prior_check:
+            prior_check(args.prior_check, args.probes, tmp)
+        elif args.trace:
+            trace(args.trace, args.seed, args.trials, args.candidates, args.probes, tmp)
+        else:
+            methods = args.methods.split(",")
+            compare(names, args.seeds, args.trials, args.candidates, methods, tmp)
+
+
+if __name__ == "__main__":
+    main()
