@@ -175,9 +175,23 @@ def export(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file.")
     ] = None,
+    candidate: Annotated[
+        bool,
+        typer.Option(
+            "--candidate",
+            help=(
+                "Write the best tuned config even when it is not clearly better than vLLM's "
+                "defaults or is FRAGILE (else the defaults are written and the exit code is 3)."
+            ),
+        ),
+    ] = False,
 ) -> None:
-    """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
-    from tuner.results.export import FORMATS, judge, render, select_trial
+    """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON.
+
+    Exit code 3: the best tuned config is not clearly better than vLLM's defaults, or is
+    FRAGILE, so the defaults were written in its place (`--candidate` writes it anyway)."""
+    from tuner.results.export import FORMATS, hold, judge, render, select_trial
+    from tuner.results.recommend import HELD_EXIT_CODE
     from tuner.spec.slo import parse_slo
     from tuner.trial import StudyRecord, baseline_of
     from tuner.trial.specs import spec_for, trial_spec_id
@@ -196,6 +210,8 @@ def export(
     same_spec = [p for p in points if trial_spec_id(record, p) == sid]
     baseline = baseline_of(same_spec)
     choice = judge(choice, same_spec, spec, record, baseline)
+    if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
+        choice = hold(choice)
     text = render(
         fmt,
         spec,
@@ -207,12 +223,19 @@ def export(
     )
     if output is None:
         typer.echo(text, nl=False)
-        return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise UserError(f"cannot write {output}: {exc.strerror}") from None
-    typer.echo(f"wrote {output} (trial {choice.point.number}: {choice.why})", err=True)
+    else:
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            raise UserError(f"cannot write {output}: {exc.strerror}") from None
+        typer.echo(f"wrote {output} (trial {choice.point.number}: {choice.why})", err=True)
+    if choice.held:
+        typer.echo(
+            f"tuner export: wrote {choice.why}; exit code {HELD_EXIT_CODE} "
+            "(--candidate writes the candidate)",
+            err=True,
+        )
+        raise typer.Exit(HELD_EXIT_CODE)
 
 
 def report(
