@@ -85,10 +85,7 @@ def hold(choice: Selection) -> Selection:
     rec = choice.recommendation
     if rec is None or not rec.held or rec.defaults is None:
         return choice
-    why = (
-        f"vLLM's defaults (baseline trial {rec.defaults.number}): the best tuned config, trial "
-        f"{rec.candidate.number}, is only a candidate"
-    )
+    why = f"vLLM's defaults, in place of the best tuned config (trial {rec.candidate.number})"
     return replace(choice, point=rec.defaults, why=why)
 
 
@@ -206,17 +203,10 @@ def justification(
         f"figures {_provenance(simulated, p.record.vllm_version)}",
         *setting_lines(spec, choice),
     ]
-    rec = choice.recommendation
-    subject = rec.candidate if choice.held and rec is not None else p
-    if choice.held and rec is not None:
-        lines += rec.lines()
-        lines.append(f"the candidate, trial {subject.number}:")
-    if choice.comparison is not None:
-        lines += choice.comparison.lines()
-    lines += worse_lines(spec, subject, baseline)
     if choice.held:
-        lines += [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
-        lines.append(f"what to expect from vLLM's defaults, trial {p.number}:")
+        lines += _candidate_lines(spec, choice, baseline)
+    elif choice.comparison is not None:
+        lines += choice.comparison.lines()
     lines += words.capacity_lines(p, baseline)  # capacity mode: the headline
     if p.scenario_names:
         lines += [f"  {part}" for part in scenario_parts(p.record)]
@@ -233,11 +223,28 @@ def justification(
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
-    if not choice.held:  # held: the candidate's verdicts are above
-        lines += [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts] or [
-            f"  {note}" for note in choice.notes
-        ]
+    if not choice.held:  # held: the candidate's are above
+        lines += worse_lines(spec, p, baseline)
+        lines += _verdict_lines(choice) or [f"  {note}" for note in choice.notes]
     return lines
+
+
+def _verdict_lines(choice: Selection) -> list[str]:
+    return [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
+
+
+def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | None) -> list[str]:
+    """A held choice (`hold`): what is recommended and why, what would settle it, and the
+    candidate's change against the defaults, what got worse and its verdicts."""
+    rec = choice.recommendation
+    if rec is None:
+        return []
+    lines = [*rec.lines(), f"the candidate, trial {rec.candidate.number}:"]
+    if choice.comparison is not None:
+        lines += choice.comparison.lines()
+    lines += worse_lines(spec, rec.candidate, baseline)
+    lines += _verdict_lines(choice)
+    return [*lines, f"what to expect from vLLM's defaults, trial {choice.point.number}:"]
 
 
 def setting_lines(spec: StudySpec, choice: Selection | None = None) -> list[str]:
