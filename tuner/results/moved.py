@@ -83,7 +83,7 @@ def worse_than_defaults(
 
 
 def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
-    """In words, a head and one line per metric; or a line saying nothing got clearly worse;
+    """In words, one line; or a line saying nothing got clearly worse;
     nothing where no comparison is made (no baseline, the baseline itself, capacity mode)."""
     found = worse_than_defaults(spec, point, baseline)
     if baseline is None or baseline.number == point.number or spec.objective.mode == "capacity":
@@ -93,5 +93,6 @@ def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None)
             f"nothing stored got clearly worse than vLLM's defaults (baseline trial "
             f"{baseline.number})"
         ]
-    head = f"WORSE than vLLM's defaults (baseline trial {baseline.number}):"
-    return [head, *(f"  {w.words()}" for w in found)]
+    # one line: an indented line would read as a wrapped comment's continuation (`best`)
+    each = "; ".join(w.words() for w in found)
+    return [f"WORSE than vLLM's defaults (baseline trial {baseline.number}): {each}"]

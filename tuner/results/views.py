@@ -247,9 +247,9 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     lines = [
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
-        *(f"# {line}" for line in setting_lines(spec)),
         *(f"# {line}" for line in headline_lines(top, points, spec)),
         *(f"# {line}" for line in interval_lines(top)),
+        *(f"# {line}" for line in setting_lines(spec)),
     ]
     if choice.comparison is not None:
         lines += [f"# {line}" for line in choice.comparison.lines()]
