@@ -78,6 +78,11 @@ def test_clearly_better_than_both_says_nothing_more(tmp_path: Path) -> None:
     )
     assert lines[0].startswith("best trial 1 of study demo")
     assert not [line for line in lines if "clearly better" in line or "best trial:" in line]
+    # ... but says, positively, that the gain is clear and on what (issue 34)
+    assert (
+        "CLEARLY better than vLLM's defaults (baseline trial 0) on p99 TTFT: the 95% confidence "
+        "interval of the difference lies wholly on the better side" in lines
+    )
 
 
 def test_overlapping_the_baseline_everywhere_is_not_clearly_better(tmp_path: Path) -> None:

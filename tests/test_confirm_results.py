@@ -128,7 +128,8 @@ def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
     assert best.stdout.startswith("# best trial 1 ")
     assert "(baseline = 0, lower is better)" in best.stdout
     assert _score(best.stdout) == round(rows[1]["score"], 3) < 0
-    export = tuner("export", str(study), cwd=tmp_path)
+    # not clearly better than the defaults by its one run's intervals: asked for (issue 34)
+    export = tuner("export", str(study), "--candidate", cwd=tmp_path)
     assert f"score = {rows[1]['score']:.4g} (lower is better" in export.stdout
     _front_pools_the_baseline(study, rows)
 

@@ -187,9 +187,23 @@ def export(
         Path | None, typer.Option("-o", "--output", help="Write to this file.")
     ] = None,
     force: Force = False,
+    candidate: Annotated[
+        bool,
+        typer.Option(
+            "--candidate",
+            help=(
+                "Write the best tuned config even when it is not clearly better than vLLM's "
+                "defaults or is FRAGILE (else the defaults are written and the exit code is 3)."
+            ),
+        ),
+    ] = False,
 ) -> None:
-    """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON."""
-    from tuner.results.export import FORMATS, judge, render, select_trial
+    """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON.
+
+    Exit code 3: the best tuned config is not clearly better than vLLM's defaults, or is
+    FRAGILE, so the defaults were written in its place (`--candidate` writes it anyway)."""
+    from tuner.results.export import FORMATS, hold, judge, render, select_trial
+    from tuner.results.recommend import HELD_EXIT_CODE
     from tuner.spec.outputs import check_output_file, write_output_file
     from tuner.spec.slo import parse_slo
     from tuner.trial import StudyRecord, baseline_of
@@ -211,6 +225,8 @@ def export(
     same_spec = [p for p in points if trial_spec_id(record, p) == sid]
     baseline = baseline_of(same_spec)
     choice = judge(choice, same_spec, spec, record, baseline)
+    if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
+        choice = hold(choice)
     text = render(
         fmt,
         spec,
@@ -222,9 +238,16 @@ def export(
     )
     if output is None:
         typer.echo(text, nl=False)
-        return
-    write_output_file(output, text, "-o", force=force, keep=kept)
-    typer.echo(f"wrote {output} (trial {choice.point.number}: {choice.why})", err=True)
+    else:
+        write_output_file(output, text, "-o", force=force, keep=kept)
+        typer.echo(f"wrote {output} (trial {choice.point.number}: {choice.why})", err=True)
+    if choice.held:
+        typer.echo(
+            f"tuner export: wrote {choice.why}; exit code {HELD_EXIT_CODE} "
+            "(--candidate writes the candidate)",
+            err=True,
+        )
+        raise typer.Exit(HELD_EXIT_CODE)
 
 
 def report(

@@ -8,10 +8,8 @@ and carries the figures that justify the choice so whoever deploys it knows what
 from __future__ import annotations
 
 import json
-import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import yaml
 
@@ -19,14 +17,22 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
 from tuner.results.change import DefaultsComparison, against_defaults
+from tuner.results.commandline import (
+    comment,
+    env_assignments,
+    one_line_quote,
+    shell_command,
+    vllm_config,
+)
+from tuner.results.moved import worse_lines
 from tuner.results.pareto import check_stored
+from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.refusal import check_deployable
 from tuner.results.verdicts import Verdict, verdicts
 from tuner.spec.figures import exact_all
-from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit
-from tuner.spec.space import serve_argv, serve_config, serve_env
+from tuner.spec.space import serve_argv, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial import StudyRecord, TrialPoint
@@ -48,6 +54,13 @@ class Selection:
     # set by `judge`: the change against vLLM's defaults, and every verdict on the choice
     comparison: DefaultsComparison | None = None
     verdicts: tuple[Verdict, ...] = ()
+    recommendation: Recommendation | None = None  # set by `judge`: the candidate held back?
+
+    @property
+    def held(self) -> bool:
+        """The defaults are exported in place of the candidate (`hold`)."""
+        rec = self.recommendation
+        return rec is not None and rec.held and self.point.number != rec.candidate.number
 
 
 def judge(
@@ -61,9 +74,20 @@ def judge(
     every output that shows it (each `export` format, the report's deploy cards)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
-    return replace(
-        choice, comparison=against_defaults(spec, choice.point, baseline), verdicts=found
-    )
+    rec = recommendation(choice.point, found, ranked, spec, baseline)
+    comparison = against_defaults(spec, choice.point, baseline)
+    return replace(choice, comparison=comparison, verdicts=found, recommendation=rec)
+
+
+def hold(choice: Selection) -> Selection:
+    """The judged choice with vLLM's defaults in the candidate's place when its verdicts hold
+    it back (`recommend.recommendation`); the candidate's change and verdicts stay beside
+    them. Unchanged when nothing holds it back."""
+    rec = choice.recommendation
+    if rec is None or not rec.held or rec.defaults is None:
+        return choice
+    why = f"vLLM's defaults, in place of the best tuned config (trial {rec.candidate.number})"
+    return replace(choice, point=rec.defaults, why=why)
 
 
 def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
@@ -178,11 +202,11 @@ def justification(
     lines = [
         f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
         f"figures {_provenance(simulated, p.record.vllm_version)}",
-        f"hardware: {_hardware(spec)}",
-        *workload_lines(spec),
-        f"SLO: {_slo_words(spec, choice)}",
+        *setting_lines(spec, choice),
     ]
-    if choice.comparison is not None:
+    if choice.held:
+        lines += _candidate_lines(spec, choice, baseline)
+    elif choice.comparison is not None:
         lines += choice.comparison.lines()
     lines += words.capacity_lines(p, baseline)  # capacity mode: the headline
     if p.scenario_names:
@@ -200,11 +224,35 @@ def justification(
             lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
     if p.score is not None:
         lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
-    if choice.verdicts:
-        lines += [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
-    else:
-        lines += [f"  {note}" for note in choice.notes]
+    if not choice.held:  # held: the candidate's are above
+        lines += worse_lines(spec, p, baseline)
+        lines += _verdict_lines(choice) or [f"  {note}" for note in choice.notes]
     return lines
+
+
+def _verdict_lines(choice: Selection) -> list[str]:
+    return [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
+
+
+def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | None) -> list[str]:
+    """A held choice (`hold`): what is recommended and why, what would settle it, and the
+    candidate's change against the defaults, what got worse and its verdicts."""
+    rec = choice.recommendation
+    if rec is None:
+        return []
+    lines = [*rec.lines(), f"the candidate, trial {rec.candidate.number}:"]
+    if choice.comparison is not None:
+        lines += choice.comparison.lines()
+    lines += worse_lines(spec, rec.candidate, baseline)
+    lines += _verdict_lines(choice)
+    return [*lines, f"what to expect from vLLM's defaults, trial {choice.point.number}:"]
+
+
+def setting_lines(spec: StudySpec, choice: Selection | None = None) -> list[str]:
+    """The hardware, the workload and the SLO the choice was made under (the study's own when
+    no choice is given)."""
+    slo = _slo_words(spec, choice.limits if choice is not None else ())
+    return [f"hardware: {_hardware(spec)}", *workload_lines(spec), f"SLO: {slo}"]
 
 
 def judged_by(spec: StudySpec, choice: Selection) -> list[str]:
@@ -212,11 +260,11 @@ def judged_by(spec: StudySpec, choice: Selection) -> list[str]:
     return [str(limit) for limit in (choice.limits or spec.slo_limits())]
 
 
-def _slo_words(spec: StudySpec, choice: Selection) -> str:
-    limits = ", ".join(judged_by(spec, choice)) or "none"
-    if choice.limits:
-        return f"{limits} (given with --slo, in place of the study's)"
-    return limits if spec.objective.slo else f"{limits} in the study file"
+def _slo_words(spec: StudySpec, limits: tuple[SloLimit, ...]) -> str:
+    text = ", ".join(str(limit) for limit in (limits or spec.slo_limits())) or "none"
+    if limits:
+        return f"{text} (given with --slo, in place of the study's)"
+    return text if spec.objective.slo else f"{text} in the study file"
 
 
 def _hardware(spec: StudySpec) -> str:
@@ -257,72 +305,6 @@ def workload_lines(spec: StudySpec) -> list[str]:
     ]
 
 
-def env_assignments(env: dict[str, str], quote: Callable[[str], str] = shlex.quote) -> list[str]:
-    """`NAME=value` words for a shell: the value quoted, the name checked (a quoted name is no
-    assignment, so a name that is not a POSIX name is refused, not written)."""
-    out = []
-    for name, value in env.items():
-        if not POSIX_NAME.fullmatch(name):
-            raise UserError(f"env name {name!r} is not a POSIX name: it cannot be exported")
-        out.append(f"{name}={quote(str(value))}")
-    return out
-
-
-_BREAKS = {"\x85", "\u2028", "\u2029", "\x7f"}  # line breaks to YAML or Python, and DEL
-
-
-def one_line_quote(value: str) -> str:
-    """`shlex.quote`, except that a value holding a control character or a line break is
-    written `$'...'` (bash, zsh, ksh; POSIX.1-2024), so that it stays on one comment line."""
-    value = str(value)
-    if not any(ord(c) < 32 or c in _BREAKS for c in value):
-        return shlex.quote(value)
-    out = []
-    for c in value:
-        if c in "\\'":
-            out.append("\\" + c)
-        elif ord(c) < 32 or c in _BREAKS:
-            out.extend(f"\\x{b:02x}" for b in c.encode())  # UTF-8 bytes: any locale
-        else:
-            out.append(c)
-    return "$'" + "".join(out) + "'"
-
-
-def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
-    """`VAR=value vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
-    env = env_assignments(serve_env(spec, params))
-    argv = serve_argv(spec, params)
-    words = [*env, *(shlex.quote(a) for a in argv[:3])]
-    lines = [" ".join(words)]
-    for arg in argv[3:]:
-        if arg.startswith("--") or len(lines) == 1:
-            lines.append(shlex.quote(arg))
-        else:
-            lines[-1] += " " + shlex.quote(arg)
-    return " \\\n  ".join(lines)
-
-
-def vllm_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
-    """The `--config` mapping. A false bool is written `no-<flag>: true`: vLLM's config loader
-    looks `--no-<flag>` up on the top-level parser, where serve's flags are missing, and
-    silently drops `<flag>: false` (checked on vLLM 0.32)."""
-    out: dict[str, Any] = {}
-    for key, value in serve_config(spec, params).items():
-        if value is False:
-            out[f"no-{key}"] = True
-        else:
-            out[key] = value
-    return out
-
-
-def _comment(lines: Sequence[str]) -> str:
-    """Comment lines; a line break inside a value (a model path, a GPU name) stays commented,
-    so nothing of the study file ends up as a command when the export is sourced."""
-    return "".join(
-        f"# {part}".rstrip() + "\n" for line in lines for part in (line.splitlines() or [""])
-    )
-
-
 def render(
     fmt: str,
     spec: StudySpec,
@@ -338,7 +320,7 @@ def render(
     check_deployable(spec, p.number, p.params)
     notes = justification(spec, choice, study_name, simulated, baseline)
     if fmt == "shell":
-        return _comment(notes) + shell_command(spec, p.params) + "\n"
+        return comment(notes) + shell_command(spec, p.params) + "\n"
     if fmt == "yaml":
         env = serve_env(spec, p.params)
         run = " ".join(
@@ -349,7 +331,7 @@ def render(
         )
         head = [*notes, f"run with: {run}"]
         body = yaml.safe_dump(vllm_config(spec, p.params), sort_keys=False, allow_unicode=True)
-        return _comment(head) + body
+        return comment(head) + body
     if fmt == "json":
         doc = {
             "study": study_name,
@@ -367,6 +349,7 @@ def render(
             "baseline_metrics": baseline.metrics if baseline is not None else None,
             "against_defaults": choice.comparison.as_json() if choice.comparison else None,
             "verdicts": [v.as_json() for v in choice.verdicts],
+            "recommendation": rec.as_json() if (rec := choice.recommendation) else None,
             "capacity": words.capacity_json(p),
             "command": serve_argv(spec, p.params),
             "env": serve_env(spec, p.params),

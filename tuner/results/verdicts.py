@@ -18,7 +18,7 @@ from typing import Any, Literal
 from tuner import trial as tr
 from tuner.measure.capacity import beats_by_resolution
 from tuner.measure.objective import clearly_better
-from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 
@@ -27,6 +27,7 @@ Kind = Literal[
     "confirmation-failed",
     "confirmed",
     "baseline-is-best",
+    "clearly-better-than-baseline",
     "not-clearly-better-than-baseline",
     "not-clearly-better-than-runner-up",
     "not-the-best",
@@ -145,7 +146,14 @@ def _confidence(
     if point.baseline and ranked and ranked[0].number == point.number:
         text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
         out.append(Verdict("baseline-is-best", text, False))
-    elif base and not point.baseline and not clear(point, base[0]):
+    elif base and not point.baseline and clear(point, base[0]):
+        on = ", ".join(clear.on(point, base[0]))
+        text = (
+            f"CLEARLY better than vLLM's defaults (baseline trial {base[0].number}) on {on}: "
+            + clear.why_clear
+        )
+        out.append(Verdict("clearly-better-than-baseline", text, False))
+    elif base and not point.baseline:
         out.append(
             Verdict(
                 "not-clearly-better-than-baseline",
@@ -202,6 +210,23 @@ class _ClearlyBetter:
         return (
             "the 95% confidence intervals of the differences include no gain on any weighted metric"
         )
+
+    @property
+    def why_clear(self) -> str:
+        if self.resolution is not None:
+            return f"beyond the capacity search's resolution ({self.resolution:.0%})"
+        return "the 95% confidence interval of the difference lies wholly on the better side"
+
+    def on(self, a: TrialPoint, b: TrialPoint) -> list[str]:
+        """The metrics on which a is clearly better than b, in words."""
+        if self.resolution is not None:
+            return ["capacity"] if self(a, b) else []
+        h, weights = HEADLINE_METRICS, self.spec.objective.weights
+        return [
+            metric_words(m)[0]
+            for m, w in weights.items()
+            if clearly_better(a.cis(h), b.cis(h), {m: w}, a.metrics, b.metrics)
+        ]
 
     def __call__(self, a: TrialPoint, b: TrialPoint) -> bool:
         if self.resolution is not None:

@@ -16,18 +16,19 @@ from rich.console import Console
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.change import against_defaults
-from tuner.results.export import shell_command
+from tuner.results.export import Selection, judge, setting_lines, shell_command
+from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.shapes import shape_lines
 from tuner.results.table import Column, flag_alias, print_table
-from tuner.results.verdicts import reference_words, verdicts
+from tuner.results.verdicts import reference_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import (
     HEADLINE_LATENCIES,
     HEADLINE_METRICS,
     headline_words,
     metric_label,
+    metric_words,
 )
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs
@@ -287,28 +288,57 @@ def _int(value: Any) -> int | None:
 
 
 def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:
-    """The best feasible trial as a serve command, its change against vLLM's defaults, and
-    every verdict on how sure we are; the command comes from the stored spec that trial was
-    measured under."""
+    """The whole story on one screen: the best feasible trial, the setting it was measured in
+    (hardware, workload, SLO), its figures with their intervals, its change against vLLM's
+    defaults and everything that got worse, every verdict; then the command to run. When the
+    verdicts hold it back (`recommend`), the command is vLLM's defaults' and the tuned one
+    follows as a commented candidate. Each command comes from the stored spec of its trial."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
         held = "".join(f"; {note}" for note in notes)
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{held}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
+    baseline = tr.baseline_of(points)
+    why = "the best feasible trial"
+    choice = judge(
+        Selection(top, why, ranked=tuple(ranked), notes=tuple(notes)), points, spec, study, baseline
+    )
+    rec = choice.recommendation
+    held = rec is not None and rec.held and rec.defaults is not None
+    role = " — a CANDIDATE, not recommended (below)" if held else ""
     lines = [
-        f"# best trial {top.number} of study {study_name}"
+        f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
         *(f"# {line}" for line in headline_lines(top, points, spec)),
+        *(f"# {line}" for line in interval_lines(top)),
+        *(f"# {line}" for line in setting_lines(spec)),
     ]
-    comparison = against_defaults(spec, top, tr.baseline_of(points))
-    lines += [f"# {line}" for line in comparison.lines()]
-    found = verdicts(top, points, spec, study, ranked=ranked, notes=notes)
-    lines += [f"# {v.text}" for v in found]
+    if choice.comparison is not None:
+        lines += [f"# {line}" for line in choice.comparison.lines()]
+    lines += [f"# {line}" for line in worse_lines(spec, top, baseline)]
+    lines += [f"# {v.text}" for v in choice.verdicts]
     lines += [f"# {line}" for line in shape_lines(spec, points)]
     check_deployable(spec, top.number, top.params)
-    lines.append(shell_command(spec, top.params))
+    if not held or rec is None or rec.defaults is None:
+        return "\n".join([*lines, shell_command(spec, top.params)])
+    lines += [f"# {line}" for line in rec.lines()]
+    defaults = rec.defaults
+    lines.append(shell_command(specs.spec_for(study, defaults), defaults.params))
+    lines.append(f"# the candidate, trial {top.number} (not recommended yet):")
+    lines += [f"#   {line}" for line in shell_command(spec, top.params).splitlines()]
     return "\n".join(lines)
+
+
+def interval_lines(top: TrialPoint) -> list[str]:
+    """The headline figures' 95 % bootstrap intervals, in words (none stored: nothing)."""
+    found = [
+        f"{label} {figure(ci[0])}–{figure(ci[1])}{unit}"
+        for m in HEADLINE_METRICS
+        if (ci := top.ci(m)) is not None
+        for label, unit in [metric_words(m)]
+    ]
+    return [f"95% intervals: {', '.join(found)}"] if found else []
 
 
 def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:

@@ -14,7 +14,15 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.export import Selection, judge, justification, select_trial, shell_command
+from tuner.results.export import (
+    Selection,
+    hold,
+    judge,
+    justification,
+    select_trial,
+    shell_command,
+)
+from tuner.results.moved import worse_lines
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
@@ -44,21 +52,55 @@ def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
     return sets
 
 
-def _row(title: str, choice: Selection, capacity: bool) -> str:
+def _trial_words(choice: Selection) -> str:
+    """The trial recommended; held back: vLLM's defaults, and the candidate named."""
+    rec = choice.recommendation
+    if choice.held and rec is not None:
+        return f"{choice.point.number}: vLLM's defaults (candidate: trial {rec.candidate.number})"
+    return str(choice.point.number)
+
+
+def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> str:
     """One selection: the trial, (capacity mode: its capacity first), the headline figures, the
-    score, the change against vLLM's defaults and the doubts."""
+    score, the change against vLLM's defaults, what got worse, and the doubts."""
     p = choice.point
-    cells = [f"<td>{p.number}</td>"]
+    cells = [f"<td>{_e(_trial_words(choice))}</td>"]
     if capacity:
         rate = words.rate(p.capacity_rps, p.capacity_capped) if p.capacity_rps is not None else ""
         cells.append(f"<td>{_e(rate)}</td>")
     cells += [f"<td>{_e(_fmt(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS]
     cells.append(f"<td>{_e(_fmt(p.score))}</td>")
     found = choice.comparison.lines() if choice.comparison is not None else []
+    found += worse
     change = "<br>".join(_e(line) for line in found)
     doubts = "<br>".join(_e(v.text) for v in choice.verdicts if v.doubt) or "none"
     cells.append(f'<td class="words">{change}</td><td class="words doubt">{doubts}</td>')
     return f'<tr><td class="l">{_e(title)}</td>{"".join(cells)}</tr>'
+
+
+def _card(
+    title: str, text: str | None, choice: Selection, spec: StudySpec, notes: list[str], first: bool
+) -> str:
+    """The command with the figures that justify it; held back: the defaults' command, then the
+    candidate's, which `tuner export --candidate` writes."""
+    flag = f" --slo {shlex.quote(text)}" if text else ""
+    rec = choice.recommendation
+    candidate = ""
+    if choice.held and rec is not None:
+        candidate = (
+            f"<p class='sub'>The candidate, trial {rec.candidate.number}, not recommended yet "
+            f"(<code>tuner export STUDY.yaml{_e(flag)} --candidate</code>):</p>"
+            f'<pre class="cmd">{_e(shell_command(spec, rec.candidate.params))}</pre>'
+        )
+    return (
+        f"<details{' open' if first else ''}><summary><b>{_e(title)}</b>: trial "
+        f"{_e(_trial_words(choice))}</summary>"
+        f'<pre class="cmd">{_e(shell_command(spec, choice.point.params))}</pre>'
+        f'<pre class="notes">{_e(chr(10).join(notes))}</pre>{candidate}'
+        f"<p class='sub'>Same as <code>tuner export STUDY.yaml{_e(flag)}</code>; "
+        "<code>--format yaml</code> gives a <code>vllm serve --config</code> file.</p>"
+        "</details>"
+    )
 
 
 def best_commands(
@@ -83,20 +125,12 @@ def best_commands(
             cell = f'<td class="l err" colspan="{len(heads)}">{_e(exc)}</td>'
             rows.append(f'<tr><td class="l">{_e(title)}</td>{cell}</tr>')
             continue
-        choice = judge(choice, points, spec, study, baseline)
-        rows.append(_row(title, choice, capacity))
-        p = choice.point
+        choice = hold(judge(choice, points, spec, study, baseline))
+        rec = choice.recommendation
+        subject = rec.candidate if choice.held and rec is not None else choice.point
+        rows.append(_row(title, choice, capacity, worse_lines(spec, subject, baseline)))
         notes = justification(spec, choice, study_name, simulated, baseline)
-        flag = f" --slo {shlex.quote(text)}" if text else ""
-        cards.append(
-            f"<details{' open' if not cards else ''}><summary><b>{_e(title)}</b>: trial "
-            f"{p.number}</summary>"
-            f'<pre class="cmd">{_e(shell_command(spec, p.params))}</pre>'
-            f'<pre class="notes">{_e(chr(10).join(notes))}</pre>'
-            f"<p class='sub'>Same as <code>tuner export STUDY.yaml{_e(flag)}</code>; "
-            "<code>--format yaml</code> gives a <code>vllm serve --config</code> file.</p>"
-            "</details>"
-        )
+        cards.append(_card(title, text, choice, spec, notes, first=not cards))
     head = "".join(f"<th>{_e(h)}</th>" for h in heads)
     table = f'<table><tr><th class="l">selection</th>{head}</tr>{"".join(rows)}</table>'
     return table + f'<div class="card">{"".join(cards)}</div>'

@@ -1,0 +1,163 @@
+"""Recommend only what the evidence carries (issue 34): when the best tuned config is not
+clearly better than vLLM's defaults, or is FRAGILE, `best`, `export` and the report recommend
+the defaults and show the tuned config as a candidate with what would settle it; `export`
+exits 3 unless `--candidate`. And everything that got worse is listed, with its interval."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import optuna
+import pytest
+from results_fixtures import build_study, write_study_file
+
+from tuner import trial as tr
+from tuner.results.moved import worse_than_defaults
+from tuner.results.recommend import HELD_EXIT_CODE, recommendation
+from tuner.results.verdicts import Verdict
+from tuner.results.views import best_report
+from tuner.spec.study import load_study_spec
+from tuner.testing import tuner
+
+# (p99 TTFT, mean TPOT, output, score, kind): trial 1 scores better, but within the intervals
+# (±10 % on p99 TTFT and mean TPOT in `build_study`): not clearly better than the defaults
+CLOSE = {
+    0: (1500.0, 70.0, 1000.0, 0.0, "ok"),
+    1: (1450.0, 69.0, 1010.0, -0.05, "ok"),
+}
+# trial 1's mean TPOT 50 ms, interval 45–55, against the defaults' 63–77: clearly better
+CLEAR = {0: CLOSE[0], 1: (1450.0, 50.0, 1010.0, -0.35, "ok")}
+
+
+def _cli(study_file: Path, url: str, *args: str):
+    return tuner(*args, str(study_file), "--storage", url, cwd=study_file.parent)
+
+
+def test_export_writes_the_defaults_and_exits_3_when_the_best_is_not_clearly_better(
+    tmp_path: Path,
+) -> None:
+    study_file, url = build_study(tmp_path, trials=CLOSE)
+    done = _cli(study_file, url, "export")
+    assert done.returncode == HELD_EXIT_CODE == 3, done.stderr
+    text = done.stdout
+    # the command is the defaults' (trial 0: max-num-seqs 256), the candidate's is not
+    assert "--max-num-seqs 256" in text and "--max-num-seqs 64" not in text
+    assert "# RECOMMENDED: vLLM's defaults (baseline trial 0), the config you already run" in text
+    assert "# the best tuned config, trial 1, is only a CANDIDATE: NOT clearly better" in text
+    assert re.search(r"# to settle it: tuner run STUDY.yaml --confirm 2 re-measures", text)
+    assert "exit code 3 (--candidate writes the candidate)" in done.stderr
+    # asked for explicitly: the candidate, with its verdicts, exit 0
+    asked = _cli(study_file, url, "export", "--candidate")
+    assert asked.returncode == 0, asked.stderr
+    assert "--max-num-seqs 64" in asked.stdout and "RECOMMENDED" not in asked.stdout
+    assert "# DOUBT: NOT clearly better than the baseline (trial 0)" in asked.stdout
+    assert _cli(study_file, url, "export", "--trial", "1").returncode == 0  # named: asked for
+    doc = json.loads(_cli(study_file, url, "export", "--format", "json").stdout)
+    rec = doc["recommendation"]
+    assert (doc["trial"], rec["recommended"], rec["candidate_trial"]) == (0, "defaults", 1)
+    assert rec["confirm_k"] == 2 and rec["held_by"][0]["kind"] == "not-clearly-better-than-baseline"
+    assert (
+        "--max-num-seqs" in doc["command"]
+        and doc["command"][doc["command"].index("--max-num-seqs") + 1] == "256"
+    )
+
+
+def test_best_and_the_report_recommend_the_defaults_and_name_the_candidate(
+    tmp_path: Path,
+) -> None:
+    study_file, url = build_study(tmp_path, trials=CLOSE)
+    best = _cli(study_file, url, "best")
+    assert best.returncode == 0, best.stderr
+    out = best.stdout
+    assert out.startswith("# best trial 1 of study handbuilt — a CANDIDATE, not recommended")
+    command = [line for line in out.splitlines() if not line.startswith("#")]
+    assert "--max-num-seqs 256" in "\n".join(command)  # the defaults' command is the one to run
+    assert "#     --max-num-seqs 64 \\" in out  # the candidate's, commented
+    report = tmp_path / "r.html"
+    assert _cli(study_file, url, "report", "-o", str(report)).returncode == 0
+    page = report.read_text()
+    assert "0: vLLM&#x27;s defaults (candidate: trial 1)" in page
+    assert "tuner export STUDY.yaml --candidate" in page
+
+
+def test_a_clear_gain_is_recommended_and_said_in_words(tmp_path: Path) -> None:
+    study_file, url = build_study(tmp_path, trials=CLEAR)
+    done = _cli(study_file, url, "export")
+    assert done.returncode == 0, done.stderr
+    assert "--max-num-seqs 64" in done.stdout and "RECOMMENDED" not in done.stdout
+    best = _cli(study_file, url, "best").stdout
+    assert (
+        "# CLEARLY better than vLLM's defaults (baseline trial 0) on mean TPOT: the 95% "
+        "confidence interval of the difference lies wholly on the better side" in best
+    )
+    # the whole story: the setting and the intervals
+    for line in (
+        "# hardware: 4× a6000",
+        "# workload: random 512 in / 128 out, 100 prompts, 8 req/s, /v1/completions",
+        "# SLO: p99_ttft_ms<=2000, mean_tpot_ms<=80",
+        "# 95% intervals: p99 TTFT 1305–1595 ms, mean TPOT 45–55 ms",
+    ):
+        assert line in best.splitlines(), best
+
+
+def test_fragile_holds_the_candidate_back_and_the_cost_of_settling_it(tmp_path: Path) -> None:
+    spec = load_study_spec(write_study_file(tmp_path))
+    base, cand = (_point(n, engine_s=100.0, startup_s=40.0) for n in (0, 1))
+    fragile = Verdict("fragile", "FRAGILE: its gain does not survive prompts +3%", True)
+    rec = recommendation(cand, [fragile], [cand, base], spec, base)
+    assert rec.held and rec.recommended is base and rec.confirm_k == 2
+    # 2 configs × 3 runs × 100 s, plus 2 starts of 40 s and 5 × 60 s of workload: 1280 s
+    assert rec.settle.endswith("about 21 min of engine time at what these trials took")
+    # the defaults are no fallback when they are not a candidate (they break the SLO given)
+    assert not recommendation(cand, [fragile], [cand], spec, base).held
+
+
+def _point(number: int, **attrs: float) -> tr.TrialPoint:
+    trial = optuna.trial.create_trial(
+        params={"max-num-seqs": 8 * (number + 1)},
+        distributions={"max-num-seqs": optuna.distributions.IntDistribution(1, 1024)},
+        value=0.0,
+        user_attrs={tr.BASELINE: number == 0, tr.SCORE: -0.1 * number, **attrs},
+    )
+    trial.number = number
+    return tr.read_all([trial])[0]
+
+
+def test_every_metric_that_got_worse_is_listed_with_its_interval(tmp_path: Path) -> None:
+    """The demo's best: mean TPOT better, median ITL 41 → 241 ms (no interval stored), mean
+    ITL clearly worse by its interval; a metric worse within its interval is not listed."""
+    spec = load_study_spec(write_study_file(tmp_path))
+    base = _point(
+        0,
+        median_itl_ms=41.0,
+        mean_itl_ms=40.0,
+        mean_itl_ms_ci=[38.0, 42.0],
+        mean_ttft_ms=500.0,
+        mean_ttft_ms_ci=[450.0, 550.0],
+    )
+    tuned = _point(
+        1,
+        median_itl_ms=241.0,
+        mean_itl_ms=60.0,
+        mean_itl_ms_ci=[55.0, 65.0],
+        mean_ttft_ms=520.0,  # worse, but within the intervals
+        mean_ttft_ms_ci=[470.0, 570.0],
+    )
+    found = {w.change.metric: w for w in worse_than_defaults(spec, tuned, base)}
+    assert set(found) == {"mean_itl_ms", "median_itl_ms"}
+    assert found["mean_itl_ms"].words() == "mean ITL 40 → 60 ms (+50 %; CI 55–65 against 38–42)"
+    assert found["median_itl_ms"].words() == "median ITL 41 → 241 ms (+488 %; no interval stored)"
+    text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
+    assert (
+        "# WORSE than vLLM's defaults (baseline trial 0): mean ITL 40 → 60 ms (+50 %; CI 55–65 "
+        "against 38–42); median ITL 41 → 241 ms (+488 %; no interval stored)"
+    ) in text.splitlines()
+
+
+@pytest.mark.parametrize("kind", ["confirmed", "not-clearly-better-than-runner-up", "robust"])
+def test_other_doubts_do_not_hold_the_candidate_back(tmp_path: Path, kind: str) -> None:
+    spec = load_study_spec(write_study_file(tmp_path))
+    base, cand = _point(0), _point(1)
+    assert not recommendation(cand, [Verdict(kind, "x", True)], [cand, base], spec, base).held  # type: ignore[arg-type]
