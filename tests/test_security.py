@@ -56,11 +56,16 @@ HOSTILE_ENV = {
 }
 
 
+# A model name is one printable line (checked at load, `spec.inputs.ModelName`), so the
+# hostile one carries substitutions and quotes but no line break.
+HOSTILE_MODEL = "m $(touch pwned-m) `touch pwned-n` x'; touch pwned-o; '\"y"
+
+
 def _hostile_spec() -> StudySpec:
     return StudySpec.model_validate(
         {
             "name": "s",
-            "engine": {"model": "m\n$(touch pwned-m)", "env": HOSTILE_ENV},
+            "engine": {"model": HOSTILE_MODEL, "env": HOSTILE_ENV},
             "hardware": {"gpu": "a6000\ntouch pwned-gpu"},
             "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 1, "high": 8}}},
             "workload": {"dataset_name": "jsonl", "dataset_path": "d\ntouch pwned-path"},
@@ -114,9 +119,9 @@ def test_shell_and_yaml_exports_sourced_by_bash_run_nothing(tmp_path: Path) -> N
     for out in outputs:
         for name, value in HOSTILE_ENV.items():
             assert f"{name}={value}\n" in out
-    assert "m\n$(touch pwned-m)\n" in outputs[0]  # the model path, as one argument
+    assert f"\n{HOSTILE_MODEL}\n" in outputs[0]  # the model path, as one argument
     assert "--config\nmy cfg $(x).yaml\n" in outputs[1]
     # Values with line breaks stay inside comments: no line of the export is uncommented
     # except the command itself.
     assert all(line.startswith("#") for line in yaml_text.split("\nmodel:")[0].splitlines())
-    assert yaml.safe_load(yaml_text) == {"model": "m\n$(touch pwned-m)", "max-num-seqs": 4}
+    assert yaml.safe_load(yaml_text) == {"model": HOSTILE_MODEL, "max-num-seqs": 4}
