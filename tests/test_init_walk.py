@@ -76,8 +76,8 @@ def test_a_rule_refusal_counts_as_a_rule(walk: tuple[Path, str, str]) -> None:
     out = " ".join(walk[2].split())
     refused = out.count("not launched (invalid_argument)")
     assert refused >= 1, out
-    saved = re.search(r"saved: (\d+) by vLLM's rules, (\d+) by the memory precheck", out)
-    assert saved is not None and saved.groups() == (str(refused), "0"), out
+    assert "saved: 0 by the memory precheck" in out, out
+    assert f"{refused} config(s) refused by vLLM's rules, never launched and not counted" in out
 
 
 def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None:

@@ -28,6 +28,7 @@ from tuner.run.checks import TOKENIZER_FILES, check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
 from tuner.scaffold.baseline import space_for_gpu
+from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
@@ -90,8 +91,12 @@ def draft_study(
     data = _data(opts, profile, hw, mix, space_path, output)
     space, space_note = _space(space_path, hw, data)
     spec = _validated(data, space)
+    model_len, len_note = traffic_model_len(spec, profile.max_position_embeddings)
+    if model_len is not None:
+        data["engine"]["flags"]["max-model-len"] = model_len
+        spec = _validated(data, space)
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
-    notes = [_hardware_note(profile, hw), *mix.notes, space_note]
+    notes = [_hardware_note(profile, hw), *mix.notes, space_note, len_note]
     data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
     spec = _validated(data, space)
     data["budget"]["n_trials"] = _trials(spec, opts, notes)
