@@ -13,6 +13,7 @@ The choices, each overridable by an option (docs/study-file.md, "tuner init"):
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -271,6 +272,24 @@ def _relative(path: Path, start: Path) -> str:
         return os.path.relpath(path, start)
     except ValueError:
         return str(path)
+
+
+def shared_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """`data` as the file at `folder` writes it: the model directory, tokenizers and dataset
+    named from that folder (`_relative`), so the study moves with what it names; the loader
+    reads them from there (`tuner.spec.study.load_study_spec`)."""
+    out = copy.deepcopy(data)
+
+    def rel(where: dict[str, Any], key: str) -> None:
+        value = where.get(key)
+        if isinstance(value, str) and Path(value).is_absolute() and Path(value).exists():
+            where[key] = _relative(Path(value), folder)
+
+    rel(out["engine"], "model")
+    rel(out["engine"]["flags"], "tokenizer")
+    rel(out["workload"], "tokenizer")
+    rel(out["workload"], "dataset_path")
+    return out
 
 
 def _hours_text(hours: float) -> str:

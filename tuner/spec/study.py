@@ -182,6 +182,7 @@ def load_study_spec(path: str | Path) -> StudySpec:
     if isinstance(space, str):
         space_path = (path.parent / space).resolve()
         data["search_space"] = read_yaml_mapping(space_path, "search-space file")
+    _resolve_paths(data, path.parent)
     hardware = data.get("hardware")
     if isinstance(hardware, dict) and isinstance(hardware.get("profile"), str):
         hardware["profile"] = str((path.parent / hardware["profile"]).resolve())
@@ -193,3 +194,35 @@ def load_study_spec(path: str | Path) -> StudySpec:
             raise UserError(f"{space_path}: {where.removeprefix('search_space.')}") from None
         raise UserError(f"{path}: {where}") from None
     return spec.model_copy(update={"file_contents": contents.file_contents(spec)})
+
+
+def _resolve_paths(data: dict, folder: Path) -> None:
+    """The model directory, tokenizers and dataset files a study file names by a relative
+    path, read from the file's own folder (`tuner init` writes them so, and the file can be
+    shared). A path that exists from the file's folder is taken from there; one that exists
+    only from the working directory (a file written before, `.cache/tiny-qwen2` run from the
+    checkout) stays as it was; a tokenizer or dataset found in neither is named from the
+    file's folder, so the error says where it was looked for. A model name found in neither
+    is a hub id or a built-in model: unchanged."""
+
+    def resolved(value: object, always: bool) -> object:
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            return value
+        there = folder / value
+        if there.exists() or (always and not Path(value).exists()):
+            return str(there.resolve())
+        return value
+
+    engine = data.get("engine")
+    if isinstance(engine, dict):
+        if "model" in engine:
+            engine["model"] = resolved(engine["model"], always=False)
+        flags = engine.get("flags")
+        if isinstance(flags, dict) and "tokenizer" in flags:
+            flags["tokenizer"] = resolved(flags["tokenizer"], always=True)
+    workloads = data.get("workloads")
+    named = [data.get("workload"), *(workloads.values() if isinstance(workloads, dict) else [])]
+    for w in (x for x in named if isinstance(x, dict)):
+        for key in ("tokenizer", "dataset_path"):
+            if key in w:
+                w[key] = resolved(w[key], always=True)
