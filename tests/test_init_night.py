@@ -129,3 +129,29 @@ def test_init_names_what_it_reads_from_the_study_file(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 't.db'}"
     checked = tuner("check", str(moved / "s.yaml"), "--storage", db, cwd=REPO)
     assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "mode"),
+    [
+        (("--traffic", "longdoc"), "capacity"),  # its default: how much traffic within the SLO
+        (("--objective", "capacity"), "capacity"),
+        (("--traffic", "longdoc", "--objective", "scalar"), None),
+    ],
+)
+def test_init_writes_a_capacity_study(tmp_path: Path, args: tuple[str, ...], mode: str) -> None:
+    made = tuner("init", "--model", MODEL, *QUICK, *args, "-o", "s.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    spec = load_study_spec(tmp_path / "s.yaml")
+    assert spec.objective.mode == (mode or "scalar")
+    assert f"objective: {mode or 'scalar'}," in made.stdout
+    if mode == "capacity":  # the SLO decides the capacity; no latency weights are written
+        written = yaml.safe_load((tmp_path / "s.yaml").read_text())["objective"]
+        assert "weights" not in written and written["slo"] == list(spec.objective.slo)
+
+
+def test_an_unknown_objective_is_one_line(tmp_path: Path) -> None:
+    made = tuner("init", "--model", MODEL, *QUICK, "--objective", "speed", "-o", "s.yaml", cwd=tmp_path)
+    assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
+    assert "--objective speed: give scalar or capacity" in made.stderr
+    assert not (tmp_path / "s.yaml").exists()

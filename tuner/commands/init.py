@@ -44,6 +44,12 @@ Tokenizer = Annotated[
     str | None, typer.Option("--tokenizer", help="Tokenizer directory of the workload.")
 ]
 SearchSpace = Annotated[str | None, typer.Option("--search-space", help="Search-space file.")]
+Objective = Annotated[
+    str | None,
+    typer.Option(
+        "--objective", help="scalar or capacity (default: capacity for longdoc, else scalar)."
+    ),
+]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing file.")]
 
 
@@ -63,6 +69,7 @@ def init(
     production_model: ProductionModel = None,
     tokenizer: Tokenizer = None,
     search_space: SearchSpace = None,
+    objective: Objective = None,
     force: Force = False,
 ) -> None:
     """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
@@ -88,6 +95,7 @@ def init(
         production_model=production_model,
         tokenizer=tokenizer,
         search_space=search_space,
+        objective=objective,
     )
     check_options(opts)
     if output is not None:

@@ -105,6 +105,7 @@ def draft_study(
     limits = ", ".join(spec.objective.slo)
     given = "as given" if opts.slo else f"the default for {mix.kind} traffic; --slo to change"
     notes.append(f"SLO: {limits} ({given})")
+    notes.append(_mode_note(opts))
     return Draft(data, spec, notes)
 
 
@@ -234,14 +235,21 @@ def _data(
         "hardware": {"gpu": hw.gpu, "count": hw.count},
         "search_space": _relative(space, output.resolve().parent),
         "workload": {**workload, "request_rate": math.inf, "seed": 0},
-        "objective": {
-            "weights": {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0},
-            "slo": list(opts.slo or mix.slo),
-        },
+        "objective": _objective(opts, mix),
         "budget": {"n_trials": MIN_TRIALS, "timeout": _hours_text(opts.hours)},
         "sampler": {"name": "tpe", "seed": 0},
         "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
     }
+
+
+def _objective(opts: InitOptions, mix: Traffic) -> dict[str, Any]:
+    """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
+    objective.md): the highest rate each config serves within the SLO, from the study's rate."""
+    slos = list(opts.slo or mix.slo)
+    if opts.mode == "capacity":
+        return {"mode": "capacity", "slo": slos}
+    weights = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    return {"weights": weights, "slo": slos}
 
 
 def _measured(slos: Sequence[str]) -> dict[str, str]:
@@ -303,6 +311,20 @@ def _validated(data: dict[str, Any], space: dict[str, Any]) -> StudySpec:
         raise UserError(f"the study would be refused: {describe_validation_error(exc)}") from None
 
 
+def _mode_note(opts: InitOptions) -> str:
+    why = "as given" if opts.objective else f"the default for {opts.traffic} traffic"
+    if opts.mode == "capacity":
+        return (
+            "objective: capacity, the highest request rate each config serves within the SLO, "
+            f"searched from the rate above on one engine start ({why}; --objective scalar "
+            "for the latency score at that rate)"
+        )
+    return (
+        f"objective: scalar, p99 TTFT, mean TPOT and output throughput at that rate ({why}; "
+        "--objective capacity for the most traffic within the SLO)"
+    )
+
+
 def _hardware_note(profile: ModelProfile, hw: _Hardware) -> str:
     engine = "`tuner sim serve`, SIMULATED" if hw.engine == "sim" else "`vllm serve`"
     return f"{profile.name} on {hw.count}× {hw.gpu} ({hw.found}); engine: {engine}"
@@ -314,6 +336,9 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
     else:
+        # the rate is the baseline's at one fixed rate (capacity mode's first step)
+        scalar = spec.objective.model_copy(update={"mode": "scalar"})
+        spec = spec.model_copy(update={"objective": scalar})
         try:
             sustained = sustained_rate(spec)
         except UserError as exc:
