@@ -37,7 +37,8 @@ def test_init_sets_max_model_len_from_the_traffic(
     tmp_path: Path, traffic: str, expected: int
 ) -> None:
     # was the model's 131,072: 7 of the README night's 15 trials were refused by vLLM
-    made = tuner("init", "--model", MODEL, *QUICK, "--traffic", traffic, "-o", "s.yaml", cwd=tmp_path)
+    args = ("--traffic", traffic, "-o", "s.yaml")
+    made = tuner("init", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     data = yaml.safe_load((tmp_path / "s.yaml").read_text())
     assert data["engine"]["flags"]["max-model-len"] == expected
@@ -78,7 +79,9 @@ def _spec(tokenizer: Path, low: int, high: int, n_trials: int) -> StudySpec:
     )
 
 
-def test_configs_vllm_refuses_do_not_use_up_the_budget(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_configs_vllm_refuses_do_not_use_up_the_budget(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
     spec = _spec(tiny_model_dir, 64, 16384, n_trials=4)
     store = Store(f"sqlite:///{tmp_path}/t.db")
     loop = StudyLoop(spec, store, PlanRunner(spec))
@@ -119,7 +122,8 @@ def test_init_names_what_it_reads_from_the_study_file(tmp_path: Path) -> None:
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     data = yaml.safe_load((here / "s.yaml").read_text())
-    assert data["workload"]["tokenizer"] == "tok" and data["workload"]["dataset_path"] == "asks.jsonl"
+    assert data["workload"]["tokenizer"] == "tok"
+    assert data["workload"]["dataset_path"] == "asks.jsonl"
     assert data["engine"]["flags"]["tokenizer"] == "tok"
     moved = tmp_path / "elsewhere"
     here.rename(moved)
@@ -151,7 +155,8 @@ def test_init_writes_a_capacity_study(tmp_path: Path, args: tuple[str, ...], mod
 
 
 def test_an_unknown_objective_is_one_line(tmp_path: Path) -> None:
-    made = tuner("init", "--model", MODEL, *QUICK, "--objective", "speed", "-o", "s.yaml", cwd=tmp_path)
+    args = ("--objective", "speed", "-o", "s.yaml")
+    made = tuner("init", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
     assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
     assert "--objective speed: give scalar or capacity" in made.stderr
     assert not (tmp_path / "s.yaml").exists()

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tuner import trial as tr
+from tuner.errors import RULE_REFUSALS
 from tuner.measure import objective as obj
 from tuner.run import skipping
-from tuner.errors import RULE_REFUSALS
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform

@@ -166,8 +166,7 @@ def summary_line(summary: Any) -> str:
         )
     if mean is None:
         parts.append(
-            f"{never} launch(es) saved by precheck/reuse (no measured trial to "
-            "estimate their time)"
+            f"{never} launch(es) saved by precheck/reuse (no measured trial to estimate their time)"
         )
     else:
         parts.append(
