@@ -160,3 +160,37 @@ def test_an_unknown_objective_is_one_line(tmp_path: Path) -> None:
     assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
     assert "--objective speed: give scalar or capacity" in made.stderr
     assert not (tmp_path / "s.yaml").exists()
+
+
+def test_init_and_check_say_the_night_may_win_nothing(tmp_path: Path) -> None:
+    """The README's chat study on 4× A6000: the planner's preview finds no clear gain, and
+    both commands say so, with what would change it, before the night is spent."""
+    made = tuner("init", "--model", MODEL, *QUICK, "-o", "s.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    checked = tuner("check", "s.yaml", "--storage", db, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    for out in (made.stdout, checked.stdout):
+        line = next(x for x in out.splitlines() if x.startswith("plan preview ("))
+        assert "SIMULATED" in line and "no config clearly beat vLLM's defaults" in line, line
+        assert "capacity mode (`tuner init --objective capacity`" in line, line
+    assert "# plan preview (" in (tmp_path / "s.yaml").read_text()  # in the file's comment
+    quick = tuner("check", "s.yaml", "--storage", db, "--no-preview", cwd=tmp_path)
+    assert quick.returncode == 0 and "plan preview" not in quick.stdout, quick.stderr
+
+
+def test_the_preview_says_a_predicted_gain(tiny_model_dir: Path) -> None:
+    from tuner.scaffold.preview import preview
+
+    # vLLM's defaults held to 4 sequences at 8 req/s: they queue, wider batches clearly win
+    spec = _spec(tiny_model_dir, 512, 16384, n_trials=6)
+    space = spec.search_space.model_copy(deep=True)
+    space.parameters["max-num-seqs"] = space.parameters["max-num-seqs"].model_copy(
+        update={"low": 4, "default": 4}
+    )
+    found = preview(spec.model_copy(update={"search_space": space}))
+    assert found.gain is True, found.line
+    assert (
+        found.line.startswith("plan preview (6 trials, SIMULATED")
+        and "predicted gain" in found.line
+    )

@@ -101,10 +101,12 @@ def init(
     if output is not None:
         check_output(output, force)
 
+    from tuner.scaffold.preview import preview
     from tuner.scaffold.study import draft_study
     from tuner.scaffold.write import write_study
 
     draft = draft_study(opts, output or Path("PENDING.yaml"))
+    draft.notes.append(preview(draft.spec).line)
     path = output or Path(f"{draft.data['name']}.yaml")
     write_study(draft, path, force)
     for line in draft.notes:
