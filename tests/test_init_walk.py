@@ -90,7 +90,7 @@ def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None
     checked = tuner("check", moved.name, "--storage", db, cwd=study.parent)
     assert checked.returncode == 2
     line = next(x for x in checked.stderr.splitlines() if "dataset file not found" in x)
-    assert line.endswith(f"(did you mean '{study.parent / 'chats.jsonl'}'?)"), line
+    assert line.endswith("(did you mean 'chats.jsonl'?)"), line  # as the file names it
 
 
 def test_an_slo_change_is_said_then_rejudged_keeping_the_trials(

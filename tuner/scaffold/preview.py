@@ -63,6 +63,9 @@ def preview(spec: StudySpec, n_trials: int = PREVIEW_TRIALS) -> Preview:
 
 
 def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the line says what it found
     with tempfile.TemporaryDirectory(prefix="tuner-preview-") as folder:
         store = Store(f"sqlite:///{folder}/preview.db")
         try:

@@ -199,30 +199,27 @@ def load_study_spec(path: str | Path) -> StudySpec:
 def _resolve_paths(data: dict, folder: Path) -> None:
     """The model directory, tokenizers and dataset files a study file names by a relative
     path, read from the file's own folder (`tuner init` writes them so, and the file can be
-    shared). A path that exists from the file's folder is taken from there; one that exists
-    only from the working directory (a file written before, `.cache/tiny-qwen2` run from the
-    checkout) stays as it was; a tokenizer or dataset found in neither is named from the
-    file's folder, so the error says where it was looked for. A model name found in neither
-    is a hub id or a built-in model: unchanged."""
+    shared). A path that exists from the file's folder is taken from there; any other stays
+    as written: one that exists from the working directory (a file written before,
+    `.cache/tiny-qwen2` run from the checkout), a hub id or built-in model, or a missing
+    file, which the checks then name as the user wrote it."""
 
-    def resolved(value: object, always: bool) -> object:
+    def resolved(value: object) -> object:
         if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
             return value
         there = folder / value
-        if there.exists() or (always and not Path(value).exists()):
-            return str(there.resolve())
-        return value
+        return str(there.resolve()) if there.exists() else value
 
     engine = data.get("engine")
     if isinstance(engine, dict):
         if "model" in engine:
-            engine["model"] = resolved(engine["model"], always=False)
+            engine["model"] = resolved(engine["model"])
         flags = engine.get("flags")
         if isinstance(flags, dict) and "tokenizer" in flags:
-            flags["tokenizer"] = resolved(flags["tokenizer"], always=True)
+            flags["tokenizer"] = resolved(flags["tokenizer"])
     workloads = data.get("workloads")
     named = [data.get("workload"), *(workloads.values() if isinstance(workloads, dict) else [])]
     for w in (x for x in named if isinstance(x, dict)):
         for key in ("tokenizer", "dataset_path"):
             if key in w:
-                w[key] = resolved(w[key], always=True)
+                w[key] = resolved(w[key])
