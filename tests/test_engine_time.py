@@ -38,9 +38,10 @@ def test_engine_s_is_added_up_over_every_kind_of_trial() -> None:
     assert s.measured_engine_s == [100.0, 120.0]
     line = summary_line(s)
     assert line.startswith("engine time used 300 s")
-    # 2 launches never made × 110 s (the mean of measured trials); stopped: (150 - 30) from the
+    # 1 launch never made × 110 s (the mean of measured trials; a rule's refusal is no
+    # saving); stopped: (150 - 30) from the
     # planner's full length plus (110 - 40) estimated from the mean.
-    assert "saved by rules/precheck/reuse about 220 s" in line
+    assert "saved by precheck/reuse about 110 s" in line
     assert "saved by early stopping about 190 s (2 trial(s) stopped; estimate)" in line
 
 

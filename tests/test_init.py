@@ -176,6 +176,7 @@ def test_default_rate_keeps_the_defaults_within_the_slo(tmp_path: Path) -> None:
 
     out = tmp_path / "s.yaml"
     args = ["--model", "deepseek-r1-0528-qwen3-8b", "--gpu", "l40s", "--traffic", "longdoc"]
+    args += ["--objective", "scalar"]  # the rate at one fixed rate (capacity mode searches)
     done = tuner("init", *args, "-o", str(out), cwd=REPO)
     assert done.returncode == 0, done.stderr
     spec = load_study_spec(out)
@@ -231,7 +232,7 @@ def test_gpus_found_by_nvidia_smi(tmp_path: Path) -> None:
     data = yaml.safe_load(out.read_text())
     assert data["engine"]["command"] == ["vllm", "serve", "{model}"]
     assert data["engine"]["model"] == str(TINY) and "production_model" not in data["engine"]
-    assert data["engine"]["flags"] == {"tensor-parallel-size": 2}
+    assert data["engine"]["flags"] == {"tensor-parallel-size": 2, "max-model-len": 2048}
     assert data["hardware"] == {"gpu": "h200", "count": 2}
     assert "found by nvidia-smi: 2× NVIDIA H200" in out.read_text()
     sim = tmp_path / "sim.yaml"
@@ -270,7 +271,7 @@ def test_jsonl_traffic(tmp_path: Path) -> None:
     done = tuner("init", *args, cwd=REPO, env=no_gpu_env(tmp_path))
     assert done.returncode == 0, done.stderr
     w = yaml.safe_load(out.read_text())["workload"]
-    assert w["dataset_name"] == "jsonl" and w["dataset_path"] == str(data)
+    assert w["dataset_name"] == "jsonl" and w["dataset_path"] == "chats.jsonl"  # from s.yaml
     assert w["endpoint"] == "/v1/chat/completions" and w["num_prompts"] == 3
 
 

@@ -76,8 +76,8 @@ def test_a_rule_refusal_counts_as_a_rule(walk: tuple[Path, str, str]) -> None:
     out = " ".join(walk[2].split())
     refused = out.count("not launched (invalid_argument)")
     assert refused >= 1, out
-    saved = re.search(r"saved: (\d+) by vLLM's rules, (\d+) by the memory precheck", out)
-    assert saved is not None and saved.groups() == (str(refused), "0"), out
+    assert "saved: 0 by the memory precheck" in out, out
+    assert f"{refused} config(s) refused by vLLM's rules, never launched and not counted" in out
 
 
 def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None:
@@ -90,7 +90,7 @@ def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None
     checked = tuner("check", moved.name, "--storage", db, cwd=study.parent)
     assert checked.returncode == 2
     line = next(x for x in checked.stderr.splitlines() if "dataset file not found" in x)
-    assert line.endswith(f"(did you mean '{study.parent / 'chats.jsonl'}'?)"), line
+    assert line.endswith("(did you mean 'chats.jsonl'?)"), line  # as the file names it
 
 
 def test_an_slo_change_is_said_then_rejudged_keeping_the_trials(

@@ -75,6 +75,10 @@ class FailureKind(StrEnum):
     TUNER_ERROR = "tuner_error"  # the tuner itself failed (the sampler, a bug): see the reason
 
 
+# vLLM's rules' refusals (argument checks, the platform's block sizes): known before launch,
+# they cost no engine time and do not use up `n_trials` (`tuner.run.reading.budget_used`).
+RULE_REFUSALS = frozenset({FailureKind.INVALID_ARGUMENT, FailureKind.UNSUPPORTED_BLOCK_SIZE})
+
 # Refusals at start-up that the memory precheck claims to predict.
 PREDICTABLE = frozenset(
     {FailureKind.KV_CACHE_TOO_SMALL, FailureKind.UNSUPPORTED_BLOCK_SIZE, FailureKind.OUT_OF_MEMORY}

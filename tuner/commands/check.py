@@ -21,8 +21,12 @@ def check(
     timeout: Annotated[
         str | None, typer.Option("--timeout", help="Against this timeout (default: budget).")
     ] = None,
+    no_preview: Annotated[
+        bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
+    ] = False,
 ) -> None:
-    """Find every problem `tuner run` would meet, one line each (exit 2), and the night's cost.
+    """Find every problem `tuner run` would meet, one line each (exit 2), and the night's cost;
+    then a short `tuner plan` preview of what the night may win (SIMULATED).
 
     Engine, model, tokenizer, datasets, chat template, flag names; writes nothing.
     """
@@ -38,6 +42,10 @@ def check(
             "`tuner run` re-scores the stored trials from their metrics, none is measured again"
         )
     report(found, err=False)
+    if not no_preview:
+        from tuner.scaffold.preview import preview
+
+        typer.echo(preview(spec).line)
     if not found.problems:
         typer.echo(f"{study_file}: no problem found; `tuner run {study_file}` is ready to start")
 

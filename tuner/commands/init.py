@@ -46,6 +46,12 @@ Tokenizer = Annotated[
     str | None, typer.Option("--tokenizer", help="Tokenizer directory of the workload.")
 ]
 SearchSpace = Annotated[str | None, typer.Option("--search-space", help="Search-space file.")]
+Objective = Annotated[
+    str | None,
+    typer.Option(
+        "--objective", help="scalar or capacity (default: capacity for longdoc, else scalar)."
+    ),
+]
 
 
 def init(
@@ -64,6 +70,7 @@ def init(
     production_model: ProductionModel = None,
     tokenizer: Tokenizer = None,
     search_space: SearchSpace = None,
+    objective: Objective = None,
     force: Force = False,
 ) -> None:
     """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
@@ -89,15 +96,18 @@ def init(
         production_model=production_model,
         tokenizer=tokenizer,
         search_space=search_space,
+        objective=objective,
     )
     check_options(opts)
     if output is not None:
         check_output(output, force)
 
+    from tuner.scaffold.preview import preview
     from tuner.scaffold.study import draft_study
     from tuner.scaffold.write import write_study
 
     draft = draft_study(opts, output or Path("PENDING.yaml"))
+    draft.notes.append(preview(draft.spec).line)
     path = output or Path(f"{draft.data['name']}.yaml")
     write_study(draft, path, force)
     for line in draft.notes:

@@ -222,6 +222,7 @@ def _view() -> RunView:
 
 def _print_summary(console: Console, summary: RunSummary, points: list[TrialPoint]) -> None:
     """What the run did: trials, launches saved, engine time, hosts."""
+    from tuner.run.summary import MAX_REFUSED_IN_A_ROW
     from tuner.trial.uptime import summary_line
 
     if summary.interrupted_recovered:
@@ -235,11 +236,21 @@ def _print_summary(console: Console, summary: RunSummary, points: list[TrialPoin
         console.print(f"stopped {summary.orphans_stopped} engine(s) left by a previous run")
     console.print(
         f"{summary.ran} trial(s) run, {summary.new_configs} of them new configs; engine starts "
-        f"saved: {summary.saved_by_rules} by vLLM's rules, {summary.saved_by_precheck} by the "
-        f"memory precheck, {summary.saved_by_reuse} by reusing a measured config"
+        f"saved: {summary.saved_by_precheck} by the memory precheck, {summary.saved_by_reuse} "
+        "by reusing a measured config"
     )
+    if summary.saved_by_rules:
+        console.print(
+            f"{summary.saved_by_rules} config(s) refused by vLLM's rules, never launched and "
+            "not counted in n_trials (`tuner trials` says why each was refused)"
+        )
     console.print(summary_line(summary))
     _print_hosts(console, points)
+    if summary.refused_out:
+        console.print(
+            f"vLLM's rules refused {MAX_REFUSED_IN_A_ROW} configs in a row: the search space "
+            "holds too few configs vLLM takes (see `tuner trials`), so the run stopped"
+        )
     if summary.exhausted:
         console.print(
             "the sampler kept proposing configs already measured: the search space looks "

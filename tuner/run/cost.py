@@ -218,17 +218,24 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
     return m.engine_s, float(m.startup_s or 0.0)
 
 
-def simulated_baseline(spec: StudySpec) -> Measurement:
-    """vLLM's defaults (the baseline trial) measured once by the simulator in virtual time,
-    no early stopping: SIMULATED figures, `engine_s` counting the start-up (`startup_s`).
-    UserError: the simulator cannot run it (as `simulated_trial_s`)."""
+def length_only_runner(spec: StudySpec) -> PlanRunner:
+    """`tuner plan`'s runner, with random and long-document workloads built from their
+    lengths alone (the simulator reads nothing else): no tokenizer, seconds sooner."""
     runner = PlanRunner(spec)
-    if runner.gpu is None:
-        raise UserError("hardware.gpu is not set")
     for name, w in {"": spec.workload, **spec.workloads}.items():
         requests = length_only_requests(w)
         if requests is not None:  # else the runner builds them with the tokenizer
             runner.use_requests(requests, name)
+    return runner
+
+
+def simulated_baseline(spec: StudySpec) -> Measurement:
+    """vLLM's defaults (the baseline trial) measured once by the simulator in virtual time,
+    no early stopping: SIMULATED figures, `engine_s` counting the start-up (`startup_s`).
+    UserError: the simulator cannot run it (as `simulated_trial_s`)."""
+    runner = length_only_runner(spec)
+    if runner.gpu is None:
+        raise UserError("hardware.gpu is not set")
     params = baseline_params(spec.search_space) or {}
     ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
     m = runner.measure(ctx)

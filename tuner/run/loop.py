@@ -32,7 +32,7 @@ from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_s
 from tuner.run.recovery import recover, stale_after_s
 from tuner.run.sampling import make_sampler, suggest
 from tuner.run.signals import Interrupted, ended_by, handled
-from tuner.run.summary import RunSummary
+from tuner.run.summary import RunSummary, Streaks
 from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
@@ -42,8 +42,6 @@ from tuner.trial import TrialPoint, TrialRecord, specs
 from tuner.trial.specs import study_name
 from tuner.trial.uptime import launch_recorder
 
-# A sampler that proposes only measured configs this often in a row has exhausted the space.
-MAX_REUSED_IN_A_ROW = 25
 # This many launches failing at start the same way, before any engine ever started: the study
 # itself is broken (a model path typo, a missing tokenizer), not the configs.
 START_FAILURES_TO_STOP = 3
@@ -208,21 +206,16 @@ class StudyLoop:
         budget_s = self.spec.budget.timeout_s
         t0 = time.monotonic()
         with self._session(todo + confirm * self.spec.trial.confirm_repeats):
-            new = reused_in_a_row = 0
+            new, streaks = 0, Streaks(multi_fidelity=self.screen is not None)
             while not self._budget_met(n_trials, new):
                 if timeout_s is not None and time.monotonic() - t0 >= timeout_s:
                     break
                 if n_trials is None and budget_s is not None and self.time_used_s() >= budget_s:
                     break
-                outcome = self._one_trial(new)
-                free = self.screen is not None and outcome.saved_by == "prediction"
-                if outcome.kind != "reused" and not free:  # multi-fidelity: real trials count
-                    new, reused_in_a_row = new + 1, 0
-                    continue
-                reused_in_a_row += 1
-                if reused_in_a_row >= MAX_REUSED_IN_A_ROW:
-                    self.summary.exhausted = True
+                counted = streaks.counts(self._one_trial(new), self.summary)
+                if counted is None:
                     break
+                new += counted
             if confirm:
                 self._confirm(confirm, first_index=new)
         return self.summary

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tuner import trial as tr
+from tuner.errors import RULE_REFUSALS
 from tuner.measure import objective as obj
 from tuner.run import skipping
 from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
@@ -113,10 +114,7 @@ class TrialPipeline:
         if predicted is not None and self.precheck:
             # the simulator also applies vLLM's rules where the study cannot (a built-in
             # model's length): such a refusal is a rule's, not a memory prediction's
-            rule = predicted[0] in (
-                FailureKind.INVALID_ARGUMENT,
-                FailureKind.UNSUPPORTED_BLOCK_SIZE,
-            )
+            rule = predicted[0] in RULE_REFUSALS
             by = "rules" if rule else "precheck"
             return self._refused(t, predicted[0], predicted[1], saved_by=by)
         forecast = skipping.forecast(self.skip, t)

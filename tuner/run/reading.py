@@ -74,7 +74,9 @@ def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[i
     new one (they used to count, so a study confirmed once ran fewer configs than its budget
     when the budget was raised or a killed confirmation was resumed). `real_only`
     (multi-fidelity, whose budget is its few real trials): nor launches ruled out on a
-    prediction (issue 37 §4)."""
+    prediction (issue 37 §4). Nor, ever, configs vLLM's rules refuse before launch: they
+    cost nothing, and a space where many are refused used to spend up to half its budget
+    on them (issue 34)."""
     done = running = 0
     for p in points:
         if p.confirm_of is not None:
@@ -83,7 +85,7 @@ def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[i
             running += 1
         elif p.state == "WAITING":
             continue  # queued (a retry, a baseline): counted once it runs
-        elif not p.interrupted and p.record.reused_from is None:
+        elif not p.interrupted and p.record.reused_from is None and not p.refused_by_rules:
             skip = p.record.skip_prediction
             done += not (real_only and skip is not None and skip.ruled_out)
     return done, running

@@ -21,6 +21,7 @@ class RunSummary:
     saved_by_prediction: int = 0  # ruled out by the calibrated simulator: never launched
     prediction_saved_s: float = 0.0  # the engine time those launches were expected to take
     precheck_wrong: list[int] = field(default_factory=list)
+    refused_out: bool = False  # vLLM's rules refused the sampler's configs, many in a row
     exhausted: bool = False  # the sampler proposed only measured configs, many times in a row
     engine_s: float = 0.0  # engine time of this run's trials (`tuner.trial.uptime`)
     startup_s: float = 0.0  # the part of it spent starting engines (launch until ready)
@@ -29,12 +30,14 @@ class RunSummary:
 
     @property
     def new_configs(self) -> int:
-        """Trials that were not a reused result: what counts toward the budget."""
+        """Trials that were not a reused result."""
         return self.ran - self.saved_by_reuse
 
     @property
     def launches_saved(self) -> int:
-        return self.saved_by_rules + self.saved_by_precheck + self.saved_by_reuse
+        """Launches the precheck or reuse spared (vLLM's rules' refusals are not a saving:
+        the config was never a candidate)."""
+        return self.saved_by_precheck + self.saved_by_reuse
 
     def count(self, number: int, outcome: Outcome) -> None:
         self.ran += 1
@@ -54,3 +57,37 @@ class RunSummary:
             self.measured_engine_s.append(used)
         elif outcome.kind == "pruned":
             self.pruned.append((used, outcome.record.engine_full_s))
+
+
+# A sampler that proposes only measured configs this often in a row has exhausted the space.
+MAX_REUSED_IN_A_ROW = 25
+# Configs vLLM's rules refuse are free (never launched, not in `n_trials`,
+# `tuner.run.reading.budget_used`): this many in a row, and the space holds too few configs
+# vLLM takes; the run ends rather than ask for ever.
+MAX_REFUSED_IN_A_ROW = 25
+
+
+@dataclass
+class Streaks:
+    """The loop's runs of outcomes that use no budget: vLLM's rules' refusals, and reused
+    results (multi-fidelity: also launches ruled out on a prediction, issue 37 §4)."""
+
+    multi_fidelity: bool
+    refused: int = 0
+    repeated: int = 0
+
+    def counts(self, outcome: Outcome, summary: RunSummary) -> bool | None:
+        """Whether `outcome` is a trial of the budget; None: stop the run (too many free
+        outcomes in a row; `summary` says which)."""
+        if outcome.saved_by == "rules":
+            self.refused += 1
+            summary.refused_out = self.refused >= MAX_REFUSED_IN_A_ROW
+            return None if summary.refused_out else False
+        self.refused = 0
+        free = self.multi_fidelity and outcome.saved_by == "prediction"
+        if outcome.kind != "reused" and not free:
+            self.repeated = 0
+            return True
+        self.repeated += 1
+        summary.exhausted = self.repeated >= MAX_REUSED_IN_A_ROW
+        return None if summary.exhausted else False

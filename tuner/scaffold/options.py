@@ -15,6 +15,7 @@ from tuner.spec.outputs import check_output_file
 from tuner.spec.sections import MAX_NAME_LEN, MAX_TRIALS
 
 ENGINES = ("sim", "vllm")
+OBJECTIVES = ("scalar", "capacity")
 MAX_HOURS = 7 * 24.0
 
 
@@ -36,6 +37,15 @@ class InitOptions:
     production_model: str | None = None
     tokenizer: str | None = None
     search_space: str | None = None
+    objective: str | None = None  # scalar or capacity; None: capacity for longdoc traffic
+
+    @property
+    def mode(self) -> str:
+        """The objective's mode: `--objective`, else capacity for longdoc (a long-document
+        service's question is how much traffic it takes), else scalar."""
+        if self.objective is not None:
+            return self.objective
+        return "capacity" if self.traffic == "longdoc" else "scalar"
 
 
 def check_output(path: Path, force: bool) -> None:
@@ -50,6 +60,8 @@ def check_options(opts: InitOptions) -> None:
         raise UserError(f"--hours {opts.hours:g}: give more than 0 and at most {MAX_HOURS:g}")
     if opts.engine is not None and opts.engine not in ENGINES:
         raise UserError(f"--engine {opts.engine}: give sim or vllm")
+    if opts.objective is not None and opts.objective not in OBJECTIVES:
+        raise UserError(f"--objective {opts.objective}: give scalar or capacity")
     if opts.count is not None and opts.count < 1:
         raise UserError(f"--count {opts.count}: give at least 1")
     if opts.rate is not None and not 0 < opts.rate < math.inf:

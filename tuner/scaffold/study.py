@@ -13,6 +13,7 @@ The choices, each overridable by an option (docs/study-file.md, "tuner init"):
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -28,6 +29,7 @@ from tuner.run.checks import TOKENIZER_FILES, check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
 from tuner.scaffold.baseline import space_for_gpu
+from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
 from tuner.scaffold.traffic import Traffic, traffic
@@ -90,8 +92,12 @@ def draft_study(
     data = _data(opts, profile, hw, mix, space_path, output)
     space, space_note = _space(space_path, hw, data)
     spec = _validated(data, space)
+    model_len, len_note = traffic_model_len(spec, profile.max_position_embeddings)
+    if model_len is not None:
+        data["engine"]["flags"]["max-model-len"] = model_len
+        spec = _validated(data, space)
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
-    notes = [_hardware_note(profile, hw), *mix.notes, space_note]
+    notes = [_hardware_note(profile, hw), *mix.notes, space_note, len_note]
     data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
     spec = _validated(data, space)
     data["budget"]["n_trials"] = _trials(spec, opts, notes)
@@ -99,6 +105,7 @@ def draft_study(
     limits = ", ".join(spec.objective.slo)
     given = "as given" if opts.slo else f"the default for {mix.kind} traffic; --slo to change"
     notes.append(f"SLO: {limits} ({given})")
+    notes.append(_mode_note(opts))
     return Draft(data, spec, notes)
 
 
@@ -228,14 +235,21 @@ def _data(
         "hardware": {"gpu": hw.gpu, "count": hw.count},
         "search_space": _relative(space, output.resolve().parent),
         "workload": {**workload, "request_rate": math.inf, "seed": 0},
-        "objective": {
-            "weights": {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0},
-            "slo": list(opts.slo or mix.slo),
-        },
+        "objective": _objective(opts, mix),
         "budget": {"n_trials": MIN_TRIALS, "timeout": _hours_text(opts.hours)},
         "sampler": {"name": "tpe", "seed": 0},
         "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
     }
+
+
+def _objective(opts: InitOptions, mix: Traffic) -> dict[str, Any]:
+    """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
+    objective.md): the highest rate each config serves within the SLO, from the study's rate."""
+    slos = list(opts.slo or mix.slo)
+    if opts.mode == "capacity":
+        return {"mode": "capacity", "slo": slos}
+    weights = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    return {"weights": weights, "slo": slos}
 
 
 def _measured(slos: Sequence[str]) -> dict[str, str]:
@@ -268,6 +282,24 @@ def _relative(path: Path, start: Path) -> str:
         return str(path)
 
 
+def shared_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """`data` as the file at `folder` writes it: the model directory, tokenizers and dataset
+    named from that folder (`_relative`), so the study moves with what it names; the loader
+    reads them from there (`tuner.spec.study.load_study_spec`)."""
+    out = copy.deepcopy(data)
+
+    def rel(where: dict[str, Any], key: str) -> None:
+        value = where.get(key)
+        if isinstance(value, str) and Path(value).is_absolute() and Path(value).exists():
+            where[key] = _relative(Path(value), folder)
+
+    rel(out["engine"], "model")
+    rel(out["engine"]["flags"], "tokenizer")
+    rel(out["workload"], "tokenizer")
+    rel(out["workload"], "dataset_path")
+    return out
+
+
 def _hours_text(hours: float) -> str:
     return f"{hours:g}h" if float(hours).is_integer() else f"{round(hours * 60)}m"
 
@@ -277,6 +309,20 @@ def _validated(data: dict[str, Any], space: dict[str, Any]) -> StudySpec:
         return StudySpec.model_validate({**data, "search_space": space})
     except ValidationError as exc:
         raise UserError(f"the study would be refused: {describe_validation_error(exc)}") from None
+
+
+def _mode_note(opts: InitOptions) -> str:
+    why = "as given" if opts.objective else f"the default for {opts.traffic} traffic"
+    if opts.mode == "capacity":
+        return (
+            "objective: capacity, the highest request rate each config serves within the SLO, "
+            f"searched from the rate above on one engine start ({why}; --objective scalar "
+            "for the latency score at that rate)"
+        )
+    return (
+        f"objective: scalar, p99 TTFT, mean TPOT and output throughput at that rate ({why}; "
+        "--objective capacity for the most traffic within the SLO)"
+    )
 
 
 def _hardware_note(profile: ModelProfile, hw: _Hardware) -> str:
@@ -290,6 +336,9 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
     else:
+        # the rate is the baseline's at one fixed rate (capacity mode's first step)
+        scalar = spec.objective.model_copy(update={"mode": "scalar"})
+        spec = spec.model_copy(update={"objective": scalar})
         try:
             sustained = sustained_rate(spec)
         except UserError as exc:

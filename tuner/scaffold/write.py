@@ -18,7 +18,7 @@ import yaml
 
 from tuner.errors import UserError
 from tuner.scaffold.options import check_output
-from tuner.scaffold.study import Draft
+from tuner.scaffold.study import Draft, shared_paths
 from tuner.spec.study import load_study_spec
 
 
@@ -41,7 +41,8 @@ def render(draft: Draft, path: Path) -> str:
     head += ["Next:", f"  tuner check {path}", f"  tuner run {path}", f"  tuner best {path}"]
     wrap = partial(textwrap.wrap, width=98, subsequent_indent="  ", break_on_hyphens=False)
     comments = "".join(f"# {part}\n" for line in head for part in wrap(line) or [""])
-    body = yaml.dump(draft.data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    data = shared_paths(draft.data, path.resolve().parent)
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return comments + body
 
 

@@ -182,6 +182,7 @@ def load_study_spec(path: str | Path) -> StudySpec:
     if isinstance(space, str):
         space_path = (path.parent / space).resolve()
         data["search_space"] = read_yaml_mapping(space_path, "search-space file")
+    _resolve_paths(data, path.parent)
     hardware = data.get("hardware")
     if isinstance(hardware, dict) and isinstance(hardware.get("profile"), str):
         hardware["profile"] = str((path.parent / hardware["profile"]).resolve())
@@ -193,3 +194,32 @@ def load_study_spec(path: str | Path) -> StudySpec:
             raise UserError(f"{space_path}: {where.removeprefix('search_space.')}") from None
         raise UserError(f"{path}: {where}") from None
     return spec.model_copy(update={"file_contents": contents.file_contents(spec)})
+
+
+def _resolve_paths(data: dict, folder: Path) -> None:
+    """The model directory, tokenizers and dataset files a study file names by a relative
+    path, read from the file's own folder (`tuner init` writes them so, and the file can be
+    shared). A path that exists from the file's folder is taken from there; any other stays
+    as written: one that exists from the working directory (a file written before,
+    `.cache/tiny-qwen2` run from the checkout), a hub id or built-in model, or a missing
+    file, which the checks then name as the user wrote it."""
+
+    def resolved(value: object) -> object:
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            return value
+        there = folder / value
+        return str(there.resolve()) if there.exists() else value
+
+    engine = data.get("engine")
+    if isinstance(engine, dict):
+        if "model" in engine:
+            engine["model"] = resolved(engine["model"])
+        flags = engine.get("flags")
+        if isinstance(flags, dict) and "tokenizer" in flags:
+            flags["tokenizer"] = resolved(flags["tokenizer"])
+    workloads = data.get("workloads")
+    named = [data.get("workload"), *(workloads.values() if isinstance(workloads, dict) else [])]
+    for w in (x for x in named if isinstance(x, dict)):
+        for key in ("tokenizer", "dataset_path"):
+            if key in w:
+                w[key] = resolved(w[key])

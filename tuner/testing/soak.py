@@ -55,12 +55,12 @@ class Invariants:
 
 def new_configs(points: Iterable[TrialPoint]) -> dict[str, int]:
     """Per spec, the ended trials its budget counts that are not `--confirm` re-runs: not
-    interrupted, not reused, not still running or queued."""
+    interrupted, not reused, not refused by vLLM's rules, not still running or queued."""
     out: dict[str, int] = {}
     for p in points:
         if p.state in ("RUNNING", "WAITING") or p.interrupted:
             continue
-        if p.record.reused_from is not None or p.confirm_of is not None:
+        if p.record.reused_from is not None or p.confirm_of is not None or p.refused_by_rules:
             continue
         out[p.spec_id or "-"] = out.get(p.spec_id or "-", 0) + 1
     return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from tuner.errors import FailureKind, UserError
+from tuner.errors import RULE_REFUSALS, FailureKind, UserError
 from tuner.trial import keys as k
 from tuner.trial.payloads import (
     Constraints,
@@ -128,6 +128,12 @@ class TrialPoint:
     def reference(self) -> int | None:
         """The trial this score is relative to (its own number: the reference itself)."""
         return self.record.reference_trial
+
+    @property
+    def refused_by_rules(self) -> bool:
+        """Refused before launch by vLLM's rules (`RULE_REFUSALS`): no engine time, no trial
+        of the budget."""
+        return bool(self.record.predicted) and self.failure_kind in RULE_REFUSALS
 
     @property
     def interrupted(self) -> bool:

@@ -150,13 +150,14 @@ def engine_s_until_now(trial: Any) -> float | None:
 
 
 def summary_line(summary: Any) -> str:
-    """The run's engine time in words, with what rules, precheck, reuse and early stopping saved.
+    """The run's engine time in words, with what precheck, reuse and early stopping saved
+    (vLLM's rules' refusals are not a saving: those configs were never candidates).
 
     Time saved by a config never launched is an estimate: the mean engine time of the trials
     measured in this run (none measured: no estimate)."""
     measured = summary.measured_engine_s
     mean = sum(measured) / len(measured) if measured else None
-    never = summary.saved_by_rules + summary.saved_by_precheck + summary.saved_by_reuse
+    never = summary.saved_by_precheck + summary.saved_by_reuse
     parts = [f"engine time used {summary.engine_s:.0f} s"]
     if summary.engine_s > 0:
         parts[0] += (
@@ -165,12 +166,11 @@ def summary_line(summary: Any) -> str:
         )
     if mean is None:
         parts.append(
-            f"{never} launch(es) saved by rules/precheck/reuse (no measured trial to "
-            "estimate their time)"
+            f"{never} launch(es) saved by precheck/reuse (no measured trial to estimate their time)"
         )
     else:
         parts.append(
-            f"saved by rules/precheck/reuse about {never * mean:.0f} s (estimate: "
+            f"saved by precheck/reuse about {never * mean:.0f} s (estimate: "
             f"{never} launch(es) × {mean:.0f} s, the mean of measured trials)"
         )
     skipped = getattr(summary, "saved_by_prediction", 0)

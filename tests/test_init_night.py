@@ -1,0 +1,196 @@
+"""A night worth running (issue 34 §5, §7): `tuner init` sets max-model-len from the traffic,
+configs vLLM's rules refuse do not use up `n_trials`, and the study file names what it reads
+from its own folder, so it can be shared."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from tuner.commands.study import _print_summary
+from tuner.run.loop import StudyLoop
+from tuner.run.summary import MAX_REFUSED_IN_A_ROW
+from tuner.runners.plan import PlanRunner
+from tuner.scaffold.model_len import model_len_for
+from tuner.spec.study import StudySpec, load_study_spec
+from tuner.store.storage import Store
+from tuner.testing.cli import REPO, tuner
+from tuner.trial import read_all
+
+MODEL = "deepseek-r1-distill-qwen-32b"
+QUICK = ("--gpu", "a6000", "--count", "4", "--trials", "4", "--rate", "1")
+
+
+def test_model_len_is_the_longest_request_with_room_in_whole_blocks() -> None:
+    assert model_len_for(1920, 131072) == 2048  # chat: 1536 + 384, +5 % = 2016
+    assert model_len_for(32768 + 1024, 131072) == 35584  # longdoc: 35482, up to 256s
+    assert model_len_for(32000, 32768) is None  # as long as the model's own: vLLM's default
+
+
+@pytest.mark.parametrize(("traffic", "expected"), [("chat", 2048), ("longdoc", 35584)])
+def test_init_sets_max_model_len_from_the_traffic(
+    tmp_path: Path, traffic: str, expected: int
+) -> None:
+    # was the model's 131,072: 7 of the README night's 15 trials were refused by vLLM
+    args = ("--traffic", traffic, "-o", "s.yaml")
+    made = tuner("init", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    data = yaml.safe_load((tmp_path / "s.yaml").read_text())
+    assert data["engine"]["flags"]["max-model-len"] == expected
+    assert f"max-model-len {expected}: the longest request" in made.stdout
+
+
+def _spec(tokenizer: Path, low: int, high: int, n_trials: int) -> StudySpec:
+    """A planned study whose max-num-batched-tokens range [low, high] vLLM's rules refuse in
+    part (below max-num-seqs, or below max-model-len with chunked prefill off)."""
+    batched = {"type": "int", "low": low, "high": high, "log": True, "default": high}
+    return StudySpec.model_validate(
+        {
+            "name": "free",
+            "engine": {
+                "command": ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"],
+                "model": MODEL,
+                "flags": {"tensor-parallel-size": 4, "max-model-len": 8192, "gpu": "a6000"},
+            },
+            "hardware": {"gpu": "a6000", "count": 4},
+            "search_space": {
+                "parameters": {
+                    "max-num-seqs": {"type": "int", "low": 128, "high": 256, "default": 256},
+                    "max-num-batched-tokens": batched,
+                    "enable-chunked-prefill": {"type": "bool", "default": True},
+                }
+            },
+            "workload": {
+                "tokenizer": str(tokenizer),
+                "random_input_len": 256,
+                "random_output_len": 32,
+                "num_prompts": 20,
+                "request_rate": 8,
+            },
+            "budget": {"n_trials": n_trials},
+            "sampler": {"name": "random", "seed": 0},
+            "pruning": {"prediction_skip": False},
+        }
+    )
+
+
+def test_configs_vllm_refuses_do_not_use_up_the_budget(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    spec = _spec(tiny_model_dir, 64, 16384, n_trials=4)
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    loop = StudyLoop(spec, store, PlanRunner(spec))
+    summary = loop.run()  # the study file's budget: 4 configs vLLM takes
+    points = read_all(loop.study.get_trials())
+    refused = [p for p in points if p.refused_by_rules]
+    assert refused and summary.saved_by_rules == len(refused)
+    assert len(points) - len(refused) == 4  # was 4 in all, refused ones included
+    out = io.StringIO()
+    _print_summary(Console(file=out, width=300), summary, points)
+    assert f"{len(refused)} config(s) refused by vLLM's rules, never launched and not counted" in (
+        out.getvalue()
+    )
+    assert "saved: 0 by the memory precheck, 0 by reusing" in out.getvalue()  # no rules there
+    store.close()
+
+
+def test_a_space_vllm_refuses_everywhere_ends(tmp_path: Path, tiny_model_dir: Path) -> None:
+    spec = _spec(tiny_model_dir, 16, 64, n_trials=5)  # always below max-num-seqs
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    summary = StudyLoop(spec, store, PlanRunner(spec)).run()
+    assert summary.refused_out and summary.ran == MAX_REFUSED_IN_A_ROW == summary.saved_by_rules
+    out = io.StringIO()
+    _print_summary(Console(file=out, width=300), summary, [])
+    assert f"vLLM's rules refused {MAX_REFUSED_IN_A_ROW} configs in a row" in out.getvalue()
+    store.close()
+
+
+def test_init_names_what_it_reads_from_the_study_file(tmp_path: Path) -> None:
+    """The folder moves (or is shared) with the study: its tokenizer and dataset still load."""
+    here = tmp_path / "team"
+    here.mkdir()
+    shutil.copytree(REPO / ".cache" / "tiny-qwen2", here / "tok")
+    (here / "asks.jsonl").write_text('{"prompt": "hello there", "output_len": 16}\n' * 4)
+    made = tuner(
+        "init", "--model", MODEL, *QUICK, "--traffic", "asks.jsonl", "--tokenizer", "tok",
+        "-o", "s.yaml", cwd=here,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    data = yaml.safe_load((here / "s.yaml").read_text())
+    assert data["workload"]["tokenizer"] == "tok"
+    assert data["workload"]["dataset_path"] == "asks.jsonl"
+    assert data["engine"]["flags"]["tokenizer"] == "tok"
+    moved = tmp_path / "elsewhere"
+    here.rename(moved)
+    spec = load_study_spec(moved / "s.yaml")  # read from the file's folder, not the cwd
+    assert spec.workload.tokenizer == str((moved / "tok").resolve())
+    assert spec.workload.dataset_path == str((moved / "asks.jsonl").resolve())
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    checked = tuner("check", str(moved / "s.yaml"), "--storage", db, cwd=REPO)
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "mode"),
+    [
+        (("--traffic", "longdoc"), "capacity"),  # its default: how much traffic within the SLO
+        (("--objective", "capacity"), "capacity"),
+        (("--traffic", "longdoc", "--objective", "scalar"), None),
+    ],
+)
+def test_init_writes_a_capacity_study(tmp_path: Path, args: tuple[str, ...], mode: str) -> None:
+    made = tuner("init", "--model", MODEL, *QUICK, *args, "-o", "s.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    spec = load_study_spec(tmp_path / "s.yaml")
+    assert spec.objective.mode == (mode or "scalar")
+    assert f"objective: {mode or 'scalar'}," in made.stdout
+    if mode == "capacity":  # the SLO decides the capacity; no latency weights are written
+        written = yaml.safe_load((tmp_path / "s.yaml").read_text())["objective"]
+        assert "weights" not in written and written["slo"] == list(spec.objective.slo)
+
+
+def test_an_unknown_objective_is_one_line(tmp_path: Path) -> None:
+    args = ("--objective", "speed", "-o", "s.yaml")
+    made = tuner("init", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
+    assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
+    assert "--objective speed: give scalar or capacity" in made.stderr
+    assert not (tmp_path / "s.yaml").exists()
+
+
+def test_init_and_check_say_the_night_may_win_nothing(tmp_path: Path) -> None:
+    """The README's chat study on 4× A6000: the planner's preview finds no clear gain, and
+    both commands say so, with what would change it, before the night is spent."""
+    made = tuner("init", "--model", MODEL, *QUICK, "-o", "s.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    checked = tuner("check", "s.yaml", "--storage", db, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    for out in (made.stdout, checked.stdout):
+        line = next(x for x in out.splitlines() if x.startswith("plan preview ("))
+        assert "SIMULATED" in line and "no config clearly beat vLLM's defaults" in line, line
+        assert "capacity mode (`tuner init --objective capacity`" in line, line
+    assert "# plan preview (" in (tmp_path / "s.yaml").read_text()  # in the file's comment
+    quick = tuner("check", "s.yaml", "--storage", db, "--no-preview", cwd=tmp_path)
+    assert quick.returncode == 0 and "plan preview" not in quick.stdout, quick.stderr
+
+
+def test_the_preview_says_a_predicted_gain(tiny_model_dir: Path) -> None:
+    from tuner.scaffold.preview import preview
+
+    # vLLM's defaults held to 4 sequences at 8 req/s: they queue, wider batches clearly win
+    spec = _spec(tiny_model_dir, 512, 16384, n_trials=6)
+    space = spec.search_space.model_copy(deep=True)
+    space.parameters["max-num-seqs"] = space.parameters["max-num-seqs"].model_copy(
+        update={"low": 4, "default": 4}
+    )
+    found = preview(spec.model_copy(update={"search_space": space}))
+    assert found.gain is True, found.line
+    assert (
+        found.line.startswith("plan preview (6 trials, SIMULATED")
+        and "predicted gain" in found.line
+    )

@@ -1,0 +1,53 @@
+"""The `max-model-len` `tuner init` writes: what the traffic needs, not the model's whole
+context (docs/study-file.md, "max-model-len from the traffic").
+
+vLLM refuses a config with chunked prefill off whose `max-num-batched-tokens` is below
+`max-model-len` (`SchedulerConfig`, `tuner/spec/vllm_rules.py`): left at a model's 131,072
+tokens, nearly every such config the sampler proposes is refused. The traffic's longest
+request (prompt plus output) with `ROOM` to spare, rounded up to a multiple of `ROUND_TO`
+(a multiple of every block size vLLM takes), is all a trial needs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tuner.spec.study import StudySpec
+
+ROOM = 0.05  # 5 % over the longest request: special tokens, a prompt re-tokenized longer
+ROUND_TO = 256  # a multiple of every block size (8 … 256): whole KV blocks
+
+
+def model_len_for(longest: int, model_max: int) -> int | None:
+    """The `max-model-len` for requests of at most `longest` tokens (prompt plus output);
+    None when that is the model's own `model_max` or more (leave vLLM's default)."""
+    wanted = math.ceil(math.ceil(longest * (1 + ROOM)) / ROUND_TO) * ROUND_TO
+    return wanted if wanted < model_max else None
+
+
+def traffic_model_len(spec: StudySpec, model_max: int) -> tuple[int | None, str]:
+    """`max-model-len` for the study's traffic, and why, in words (None: not set)."""
+    tuned = any(
+        (p.flag or f"--{name}") == "--max-model-len" and p.env is None
+        for name, p in spec.search_space.parameters.items()
+    )
+    if tuned:
+        return None, "max-model-len: searched by the space, not set"
+    if "max-model-len" in spec.engine.flags:
+        return None, f"max-model-len {spec.engine.flags['max-model-len']}: as the flags give it"
+    longest = [w.longest_request for w in [spec.workload, *spec.workloads.values()]]
+    if any(n is None for n in longest):
+        return None, (
+            f"max-model-len: the model's {model_max} (the traffic's longest request is known "
+            "only when a file is read: set engine.flags max-model-len to allow more configs "
+            "with chunked prefill off)"
+        )
+    need = max(n for n in longest if n is not None)
+    value = model_len_for(need, model_max)
+    if value is None:
+        return None, f"max-model-len: the model's {model_max} (the longest request is {need})"
+    return value, (
+        f"max-model-len {value}: the longest request ({need} tokens, prompt and output) with "
+        f"{ROOM:.0%} room, in whole {ROUND_TO}-token blocks; the model takes {model_max}, and "
+        "vLLM refuses chunked prefill off below max-model-len batched tokens"
+    )

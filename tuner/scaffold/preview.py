@@ -1,0 +1,96 @@
+"""A short `tuner plan` before the night (`tuner init`, `tuner check`): a few trials of the
+study on the simulator in virtual time, in seconds, and whether any beat vLLM's defaults
+clearly. A night where the planner finds nothing to win is said before it is spent, with what
+would change it (docs/preflight.md, "The plan preview"). Every figure is SIMULATED.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+
+from tuner.errors import UserError
+from tuner.results.verdicts import verdicts
+from tuner.run.cost import length_only_runner
+from tuner.run.loop import StudyLoop
+from tuner.runners.plan import PlanRunner
+from tuner.sim.model_names import known_model
+from tuner.spec.study import StudySpec
+from tuner.store.storage import Store
+from tuner.trial import TrialPoint, ranked, read_all
+
+PREVIEW_TRIALS = 6  # the baseline and five tuned configs: seconds on the simulator
+NO_GAIN = ("baseline-is-best", "not-clearly-better-than-baseline")
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the preview found: one line to print, and whether it predicts a gain."""
+
+    line: str
+    gain: bool | None  # None: not run
+    seconds: float
+
+
+def preview(spec: StudySpec, n_trials: int = PREVIEW_TRIALS) -> Preview:
+    """`n_trials` planned trials of `spec` in a throw-away store; never raises a UserError
+    (a study the simulator cannot run is said in the line)."""
+    t0 = time.monotonic()
+    if known_model(spec.engine.model) is None or PlanRunner(spec).gpu is None:
+        return Preview("plan preview: skipped (the simulator knows no model or GPU here)", None, 0)
+    try:
+        points = _planned(spec, n_trials)
+    except UserError as exc:
+        return Preview(f"plan preview: skipped ({exc})", None, time.monotonic() - t0)
+    took = time.monotonic() - t0
+    counted = sum(not p.refused_by_rules for p in points)
+    head = f"plan preview ({counted} trials, SIMULATED, {took:.0f} s):"
+    best = next(iter(ranked(points)), None)
+    base = next((p for p in points if p.baseline and p.feasible), None)
+    if best is None or base is None:
+        return Preview(f"{head} vLLM's defaults did not meet the SLO: {_change(spec)}", False, took)
+    kinds = {v.kind for v in verdicts(best, points, spec, None)}
+    figure = _figure(best, base, spec)
+    if best.baseline or kinds & set(NO_GAIN):
+        return Preview(
+            f"{head} no config clearly beat vLLM's defaults ({figure}): the night may find "
+            f"nothing to win; {_change(spec)}",
+            False,
+            took,
+        )
+    return Preview(f"{head} predicted gain, trial {best.number}: {figure}", True, took)
+
+
+def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the line says what it found
+    with tempfile.TemporaryDirectory(prefix="tuner-preview-") as folder:
+        store = Store(f"sqlite:///{folder}/preview.db")
+        try:
+            # no prediction skips: they save engine time, of which a plan has none
+            loop = StudyLoop(spec, store, length_only_runner(spec), prediction_skip=False)
+            loop.run(n_trials=n_trials)
+            return read_all(loop.study.get_trials())
+        finally:
+            store.close()
+
+
+def _figure(best: TrialPoint, base: TrialPoint, spec: StudySpec) -> str:
+    if spec.objective.mode == "capacity":
+        return f"capacity {base.capacity_rps or 0:.3g} → {best.capacity_rps or 0:.3g} req/s"
+    return f"score {best.score or 0.0:+.3f} against the defaults' 0"
+
+
+def _change(spec: StudySpec) -> str:
+    """What would give the night something to win."""
+    other = (
+        "--objective scalar at a rate near the capacity"
+        if spec.objective.mode == "capacity"
+        else "capacity mode (`tuner init --objective capacity`: the most traffic within the SLO)"
+    )
+    return (
+        f"what would change it: {other}, another rate (--rate, higher: the defaults "
+        "queue), a tighter SLO, or other flags (--search-space)"
+    )
