@@ -92,7 +92,7 @@ def test_the_shipped_longdoc_study_s_night_does_not_fit_its_timeout(tmp_path: Pa
     assert proc.returncode == 2  # `vllm` and the model directory are not on this box
     assert "engine command 'vllm' not found" in proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("night's cost"))
-    assert "30 trial(s) × ~86 min = 43.0 h of engine time" in line, line
+    assert "30 trial(s) × ~86 min = 42.8 h of engine time" in line, line
     assert "start-up ~88 s per trial: a real engine's, estimated" in line, line
     assert "timeout 12.0 h allows about 8 trial(s)" in line, line
     # --n-trials and --timeout ask about another night
