@@ -109,7 +109,7 @@ def test_calibrate_refuses_a_study_without_a_profile_or_trials(tmp_path, tiny_mo
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
     data = yaml.safe_load(study.read_text())
-    data["hardware"] = {"profile": "missing.yaml"}
+    data["hardware"] = {"profile": "missing.yaml", "count": 4}  # TP=4 fits: one problem
     study.write_text(yaml.safe_dump(data))
     out = tuner("run", str(study), cwd=tmp_path)
     assert out.returncode == 2 and "missing.yaml: profile file not found" in out.stderr

@@ -86,8 +86,8 @@ def test_larger_blocks_waste_more_of_the_last_block():
         reqs = engine.scheduler.running
         return sum(r.num_blocks * block - r.num_computed for r in reqs) / len(reqs)
 
-    w8, w16, w32 = waste(8), waste(16), waste(32)
-    assert w8 < w16 < w32
+    w16, w32, w64 = waste(16), waste(32), waste(64)  # vLLM 0.32 on CUDA: a multiple of 16
+    assert w16 < w32 < w64
     assert w32 == pytest.approx(15.5, abs=5)  # about half a block on average
 
 

@@ -55,9 +55,9 @@ def test_block_size_decides_how_much_of_a_shared_document_hits() -> None:
     prompts = [doc + _tokens(20, 1 + i) for i in range(2)]
     hits = {
         bs: _run(Engine(MODEL, GPU, {**BASE, "block-size": bs}), prompts).prefix_cache_tokens[1]
-        for bs in (8, 16, 32)
+        for bs in (16, 32, 64)  # vLLM 0.32 on CUDA: a multiple of 16
     }
-    assert hits == {8: 1000, 16: 992, 32: 992}
+    assert hits == {16: 992, 32: 992, 64: 960}
 
 
 def test_a_prompt_that_hits_entirely_still_computes_its_last_block() -> None:
