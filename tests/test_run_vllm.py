@@ -113,16 +113,20 @@ def test_refused_block_size_is_recorded_and_the_study_goes_on(
     }
     loop.study.enqueue_trial({**good, "block-size": 16})
     loop.study.enqueue_trial(good)
-    assert loop.run(n_trials=2).ran == 2
+    # The refusal uses no trial of the budget (issue 34): one counted trial runs both.
+    assert loop.run(n_trials=1).ran == 2
     refused, measured, baseline = loop.study.get_trials()
     assert baseline.state == optuna.trial.TrialState.WAITING  # vLLM's defaults, queued next
     assert refused.user_attrs["failure_kind"] == "unsupported_block_size"
     assert "No common block size for 16" in refused.user_attrs["failure_reason"]
     assert refused.constraints["measured"] == 1.0
     assert measured.user_attrs["completed"] == 16
-    # The CPU profile's memory precheck agreed with vLLM on both (it predicted the refusal).
+    # vLLM 0.32's CPU rule (a multiple of 32, tuner.spec.vllm_rules) refuses it before any
+    # launch, in vLLM's words: no engine start is spent on it (the log pattern for the same
+    # refusal from a started engine is tests/test_engine_failures.py's).
+    assert refused.user_attrs["engine_s"] == 0.0
     assert "precheck_wrong" not in refused.user_attrs | measured.user_attrs
-    assert store.trial_row("cpu-tiny", refused.number)["outcome"] == "failed"
+    assert store.trial_row("cpu-tiny", refused.number)["outcome"] == "predicted_infeasible"
     store.close()
     assert _no_engine_left(tmp_path)
 
