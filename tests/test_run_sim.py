@@ -303,7 +303,12 @@ def test_readers_during_a_run_do_not_lock_it_out(tmp_path: Path, tiny_model_dir)
     while proc.poll() is None:
         if (tmp_path / "tuner.db").exists():
             listing = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
-            assert listing.returncode == 0 or "no study named" in listing.stderr, listing.stderr
+            # before the run has created the study (or Optuna's tables in the new file), a
+            # reader is told so in one line; it never locks the writer out
+            creating = ("no study named", "no such table: version_info")
+            assert listing.returncode == 0 or any(c in listing.stderr for c in creating), (
+                listing.stderr
+            )
             try:
                 storage = storage or optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/tuner.db")
                 study_id = storage.get_study_id_from_name("e2e")
