@@ -15,12 +15,9 @@ The figures in the docs come from published_gpu.py (the CLI), not from this scri
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -37,19 +34,12 @@ from tuner.spec.study import load_study_spec
 
 def prepared(case: dict, models: dict, tokenizer: Path, workdir: Path):
     """(model dir, flags, workload) of a case, as `tuner plan` builds them."""
-    model = case["model"]
-    if model in models:
-        model_dir = workdir / model
-        model_dir.mkdir(parents=True, exist_ok=True)
-        (model_dir / "config.json").write_text(json.dumps(models[model]))
-        model = str(model_dir)
-    path = workdir / f"{case['id']}.yaml"
-    path.write_text(yaml.safe_dump(suite.study_for(case, model, str(tokenizer))))
+    path = suite.write_case_study(case, models, tokenizer, workdir)
     spec = load_study_spec(path)
     runner = PlanRunner(spec)
     runner.prepare()
     flags = simulator_flags(spec, {"max-num-seqs": case["flags"]["max-num-seqs"]})
-    return model, flags, study_workload(spec, runner.requests)
+    return spec.engine.model, flags, study_workload(spec, runner.requests)
 
 
 def simulated(model: str, gpu, flags: dict, work) -> dict:

@@ -143,8 +143,9 @@ def study_for(case: dict, model_dir: str, tokenizer: str) -> dict:
     }
 
 
-def simulate_case(case: dict, models: dict, tokenizer: Path, workdir: Path) -> dict:
-    """The SIMULATED figures of `case`, by the `tuner plan` CLI; {"failure": why} if none."""
+def write_case_study(case: dict, models: dict, tokenizer: Path, workdir: Path) -> Path:
+    """The case's study file in `workdir` (a model the simulator lacks gets a directory with
+    its published `config.json`): what `tuner plan` and the fit both read."""
     model = case["model"]
     if model in models:
         model_dir = workdir / model
@@ -153,6 +154,12 @@ def simulate_case(case: dict, models: dict, tokenizer: Path, workdir: Path) -> d
         model = str(model_dir)
     study = workdir / f"{case['id']}.yaml"
     study.write_text(yaml.safe_dump(study_for(case, model, str(tokenizer)), sort_keys=False))
+    return study
+
+
+def simulate_case(case: dict, models: dict, tokenizer: Path, workdir: Path) -> dict:
+    """The SIMULATED figures of `case`, by the `tuner plan` CLI; {"failure": why} if none."""
+    study = write_case_study(case, models, tokenizer, workdir)
     storage = f"sqlite:///{workdir / (case['id'] + '.db')}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     plan = subprocess.run(
