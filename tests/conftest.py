@@ -107,15 +107,31 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.postgres)
     if item.get_closest_marker("postgres") is not None:
         item.add_marker(pytest.mark.xdist_group("postgres"))
-    # The real-vLLM group is the suite's longest path: only tests that start a vLLM server
-    # (pinned to `server_core()`) belong to it; ones that only run vLLM's programs do not.
+    # The real-vLLM groups are the suite's longest path: only tests that start a vLLM server
+    # belong to them; ones that only run vLLM's programs do not. Two groups, side by side on
+    # two workers: the session server's and its own (pinned to `server_core()`), and the
+    # studies that start engines of their own (pinned to `study_core()`, the other core).
     if item.get_closest_marker("vllm") and not item.get_closest_marker("vllm_env"):
-        item.add_marker(pytest.mark.xdist_group("vllm"))
+        module = getattr(item, "module", None)
+        study = getattr(module, "__name__", "") in STUDY_ENGINE_MODULES
+        item.add_marker(pytest.mark.xdist_group("vllm-studies" if study else "vllm"))
+
+
+# The modules whose tests run `tuner run` on engines of their own (`study_core()`).
+STUDY_ENGINE_MODULES = frozenset(
+    {"test_run_vllm", "test_load_runs_vllm", "test_pruning_vllm", "test_shape_vllm"}
+)
 
 
 def server_core() -> int:
-    """The core the engine is pinned to (1 on the 2-core machines); clients use the others."""
+    """The core the session's engine is pinned to (1 on the 2-core machines)."""
     return max(os.sched_getaffinity(0))
+
+
+def study_core() -> int:
+    """The core the studies' own engines are pinned to (0 on the 2-core machines): away from
+    the session's engine, so that the two real-vLLM groups do not queue on one core."""
+    return min(os.sched_getaffinity(0))
 
 
 @dataclass(frozen=True)

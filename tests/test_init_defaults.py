@@ -24,7 +24,9 @@ MODEL = "deepseek-r1-0528-qwen3-8b"
 
 def _init(tmp_path: Path, *args: str) -> tuple[Path, str]:
     out = tmp_path / "s.yaml"
-    done = tuner("init", "--model", MODEL, *args, "-o", str(out), cwd=tmp_path, timeout=300)
+    done = tuner(
+        "init", "--no-preview", "--model", MODEL, *args, "-o", str(out), cwd=tmp_path, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return out, done.stdout
 

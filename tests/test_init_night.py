@@ -38,7 +38,7 @@ def test_init_sets_max_model_len_from_the_traffic(
 ) -> None:
     # was the model's 131,072: 7 of the README night's 15 trials were refused by vLLM
     args = ("--traffic", traffic, "-o", "s.yaml")
-    made = tuner("init", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
+    made = tuner("init", "--no-preview", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     data = yaml.safe_load((tmp_path / "s.yaml").read_text())
     assert data["engine"]["flags"]["max-model-len"] == expected
@@ -117,8 +117,8 @@ def test_init_names_what_it_reads_from_the_study_file(tmp_path: Path) -> None:
     shutil.copytree(REPO / ".cache" / "tiny-qwen2", here / "tok")
     (here / "asks.jsonl").write_text('{"prompt": "hello there", "output_len": 16}\n' * 4)
     made = tuner(
-        "init", "--model", MODEL, *QUICK, "--traffic", "asks.jsonl", "--tokenizer", "tok",
-        "-o", "s.yaml", cwd=here,
+        "init", "--no-preview", "--model", MODEL, *QUICK, "--traffic", "asks.jsonl",
+        "--tokenizer", "tok", "-o", "s.yaml", cwd=here,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     data = yaml.safe_load((here / "s.yaml").read_text())
@@ -131,7 +131,7 @@ def test_init_names_what_it_reads_from_the_study_file(tmp_path: Path) -> None:
     assert spec.workload.tokenizer == str((moved / "tok").resolve())
     assert spec.workload.dataset_path == str((moved / "asks.jsonl").resolve())
     db = f"sqlite:///{tmp_path / 't.db'}"
-    checked = tuner("check", str(moved / "s.yaml"), "--storage", db, cwd=REPO)
+    checked = tuner("check", "--no-preview", str(moved / "s.yaml"), "--storage", db, cwd=REPO)
     assert checked.returncode == 0, checked.stderr
 
 
@@ -144,7 +144,9 @@ def test_init_names_what_it_reads_from_the_study_file(tmp_path: Path) -> None:
     ],
 )
 def test_init_writes_a_capacity_study(tmp_path: Path, args: tuple[str, ...], mode: str) -> None:
-    made = tuner("init", "--model", MODEL, *QUICK, *args, "-o", "s.yaml", cwd=tmp_path)
+    made = tuner(
+        "init", "--no-preview", "--model", MODEL, *QUICK, *args, "-o", "s.yaml", cwd=tmp_path
+    )
     assert made.returncode == 0, made.stderr
     spec = load_study_spec(tmp_path / "s.yaml")
     assert spec.objective.mode == (mode or "scalar")
@@ -156,7 +158,7 @@ def test_init_writes_a_capacity_study(tmp_path: Path, args: tuple[str, ...], mod
 
 def test_an_unknown_objective_is_one_line(tmp_path: Path) -> None:
     args = ("--objective", "speed", "-o", "s.yaml")
-    made = tuner("init", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
+    made = tuner("init", "--no-preview", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
     assert made.returncode == 2 and made.stderr.count("\n") == 1, made.stderr
     assert "--objective speed: give scalar or capacity" in made.stderr
     assert not (tmp_path / "s.yaml").exists()

@@ -28,7 +28,7 @@ def test_default_rate_gives_a_feasible_best(
     # P99 TTFT of 671 ms: over this SLO, so the old rule left no trial feasible
     study = tmp_path / "study.yaml"
     made = tuner(
-        "init", "--model", MODEL, "--gpu", "a6000", "--count", "4", "--hours", "1",
+        "init", "--no-preview", "--model", MODEL, "--gpu", "a6000", "--count", "4", "--hours", "1",
         "--num-prompts", "16", "--slo", "p99_ttft_ms<=600", "-o", str(study), cwd=REPO,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
@@ -38,7 +38,7 @@ def test_default_rate_gives_a_feasible_best(
     assert f"at {rate:g} req/s (the highest round rate at which vLLM's defaults" in made.stdout
     assert "SIMULATED: p99 TTFT" in made.stdout and "within 80%" in made.stdout
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    checked = tuner("check", str(study), "--storage", db, cwd=tmp_path)
+    checked = tuner("check", "--no-preview", str(study), "--storage", db, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     ran = tuner(
         "run", str(study), "--n-trials", "1", "--storage", db, "--log-dir",
@@ -54,7 +54,7 @@ def test_default_rate_gives_a_feasible_best(
     assert baseline["p99_ttft_ms"] <= 600, baseline
     # the SLO tightened in the file: `tuner check` says the run will re-score, not re-measure
     study.write_text(study.read_text().replace("p99_ttft_ms<=600", "p99_ttft_ms<=550"))
-    checked = tuner("check", str(study), "--storage", db, cwd=tmp_path)
+    checked = tuner("check", "--no-preview", str(study), "--storage", db, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.startswith(f"note: {study} changes how trials are judged (objective.slo:")
     assert "none is measured again" in checked.stdout.splitlines()[0]

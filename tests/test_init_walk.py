@@ -26,8 +26,8 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     data.write_text("\n".join(json.dumps({**ask, "output_len": 64}) for _ in range(12)) + "\n")
     slo = [part for limit in SLO for part in ("--slo", limit)]
     made = tuner(
-        "init", "--model", MODEL, "--gpu", "h100", "--count", "2", "--traffic", data.name,
-        *slo, "--hours", "1", "-o", "s.yaml", cwd=tmp,
+        "init", "--no-preview", "--model", MODEL, "--gpu", "h100", "--count", "2",
+        "--traffic", data.name, *slo, "--hours", "1", "-o", "s.yaml", cwd=tmp,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     db = f"sqlite:///{tmp / 't.db'}"
@@ -47,7 +47,7 @@ def test_an_slo_percentile_is_measured(walk: tuple[Path, str, str]) -> None:
     data = yaml.safe_load(walk[0].read_text())
     assert data["workload"]["metric_percentiles"] == "95,99"
     assert data["objective"]["slo"] == list(SLO)
-    checked = tuner("check", walk[0].name, "--storage", walk[1], cwd=walk[0].parent)
+    checked = tuner("check", "--no-preview", walk[0].name, "--storage", walk[1], cwd=walk[0].parent)
     assert checked.returncode == 0, checked.stderr
 
 
@@ -82,12 +82,14 @@ def test_a_rule_refusal_counts_as_a_rule(walk: tuple[Path, str, str]) -> None:
 
 def test_a_misspelt_file_gets_its_near_name(walk: tuple[Path, str, str]) -> None:
     study, db, _ = walk
-    typo = tuner("init", "--model", MODEL, "--traffic", "chat.jsonl", cwd=study.parent)
+    typo = tuner(
+        "init", "--no-preview", "--model", MODEL, "--traffic", "chat.jsonl", cwd=study.parent
+    )
     assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
     assert "(did you mean 'chats.jsonl'?)" in typo.stderr
     moved = study.parent / "moved.yaml"
     moved.write_text(study.read_text().replace("chats.jsonl", "chat.jsonl"))
-    checked = tuner("check", moved.name, "--storage", db, cwd=study.parent)
+    checked = tuner("check", "--no-preview", moved.name, "--storage", db, cwd=study.parent)
     assert checked.returncode == 2
     line = next(x for x in checked.stderr.splitlines() if "dataset file not found" in x)
     assert line.endswith("(did you mean 'chats.jsonl'?)"), line  # as the file names it

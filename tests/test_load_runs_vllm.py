@@ -23,13 +23,13 @@ def test_one_capacity_trial_on_real_vllm(
     engine start of its own, measured through the same path as any trial (warm-ups outside
     the measured set, the cache reset): left out here, one real start fewer for the suite's
     15 minutes."""
-    from conftest import server_core
+    from conftest import study_core
 
     study = cpu_study(
         tmp_path,
         tiny_model_dir,
         vllm_python,
-        server_core(),
+        study_core(),
         objective={
             "mode": "capacity",
             "slo": ["p99_ttft_ms<=2000"],

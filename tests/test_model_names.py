@@ -136,7 +136,7 @@ def test_a_study_naming_a_hub_id_checks_and_runs(tmp_path: Path, tiny_model_dir:
     data["workload"].pop("tokenizer")  # the model's own, from its cached snapshot
     study.write_text(yaml.safe_dump(data))
     env = _env(HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1")
-    check = tuner("check", str(study), cwd=tmp_path, env=env)
+    check = tuner("check", "--no-preview", str(study), cwd=tmp_path, env=env)
     assert check.returncode == 0, check.stderr
     assert "no problem found" in check.stdout and "unknown" not in check.stdout
     run = tuner("run", str(study), cwd=tmp_path, env=env)
@@ -181,7 +181,7 @@ def test_a_custom_engine_with_a_model_of_its_own_runs(tmp_path: Path, tiny_model
     data["hardware"] = {"gpu": "a6000", "count": 1}
     data["search"] = {"fidelity": "multi", "candidates": 8}
     study.write_text(yaml.safe_dump(data))
-    check = tuner("check", str(study), cwd=tmp_path)
+    check = tuner("check", "--no-preview", str(study), cwd=tmp_path)
     assert check.returncode == 0, check.stderr
     notes = [line for line in check.stdout.splitlines() if "unknown to the simulator" in line]
     assert len(notes) == 1 and "acme-chat-v2" in notes[0], check.stdout
@@ -208,7 +208,7 @@ def test_a_model_name_that_is_a_flag_is_refused(
     data = yaml.safe_load(study.read_text())
     data["engine"][field] = value
     study.write_text(yaml.safe_dump(data))
-    out = tuner("check", str(study), cwd=tmp_path)
+    out = tuner("check", "--no-preview", str(study), cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert f"engine.{field}" in out.stderr
@@ -217,7 +217,7 @@ def test_a_model_name_that_is_a_flag_is_refused(
 @pytest.mark.parametrize("option", ["--production-model", "--model"])
 def test_init_refuses_a_model_option_that_is_a_flag(tmp_path: Path, option: str) -> None:
     args = ["--model", "deepseek-r1-distill-qwen-32b", "--gpu", "a6000", "--count", "4"]
-    out = tuner("init", *args, f"{option}=--help", "-o", "s.yaml", cwd=tmp_path)
+    out = tuner("init", "--no-preview", *args, f"{option}=--help", "-o", "s.yaml", cwd=tmp_path)
     assert out.returncode == 2, out.stdout
     assert out.stderr.startswith(f"tuner: error: {option}: '--help' is not a model name")
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "s.yaml").exists()
@@ -228,12 +228,12 @@ def test_init_takes_a_cached_hub_id_for_vllm(tmp_path: Path, tiny_model_dir: Pat
     given, with the snapshot's tokenizer (it used to ask for a model directory)."""
     hub = fake_hub(tmp_path / "hub", tiny_model_dir)
     args = ["--model", HUB_ID, "--engine", "vllm", "--gpu", "a6000", "--rate", "2"]
-    out = tuner("init", *args, "--trials", "4", "-o", "s.yaml", cwd=tmp_path,
+    out = tuner("init", "--no-preview", *args, "--trials", "4", "-o", "s.yaml", cwd=tmp_path,
                 env=_env(HF_HUB_CACHE=str(hub)))  # fmt: skip
     assert out.returncode == 0, out.stderr
     data = yaml.safe_load((tmp_path / "s.yaml").read_text())
     assert data["engine"]["command"] == ["vllm", "serve", "{model}"]
     assert data["engine"]["model"] == HUB_ID and "tokenizer" not in data["workload"]
-    refused = tuner("init", *args, "-o", "t.yaml", cwd=tmp_path,
+    refused = tuner("init", "--no-preview", *args, "-o", "t.yaml", cwd=tmp_path,
                     env=_env(HF_HUB_CACHE=str(tmp_path / "empty")))  # fmt: skip
     assert refused.returncode == 2 and "a hub id cached in" in refused.stderr

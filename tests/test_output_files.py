@@ -130,8 +130,8 @@ def test_profile_and_bench_result_need_force(tmp_path: Path) -> None:
 
 def test_init_writes_a_file_readable_as_any_other(tmp_path: Path) -> None:
     made = tuner(
-        "init", "--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2", "-o", "s.yaml",
-        cwd=tmp_path,
+        "init", "--no-preview", "--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2",
+        "-o", "s.yaml", cwd=tmp_path,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     mask = os.umask(0o022)
@@ -146,7 +146,7 @@ def test_a_database_is_never_replaced_even_one_of_another_study(tmp_path: Path) 
     Store(f"sqlite:///{tmp_path / 'tuner.db'}").close()
     before = (tmp_path / "tuner.db").read_bytes()
     made = tuner(
-        "init", "--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2",
+        "init", "--no-preview", "--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2",
         "-o", "tuner.db", "--force", cwd=tmp_path,
     )  # fmt: skip
     _refused(made, "SQLite database", "never")

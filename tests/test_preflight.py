@@ -48,7 +48,7 @@ def test_check_finds_every_problem_in_one_pass_and_writes_nothing(
     space["max-num-seq"] = space.pop("max-num-seqs")
     study.write_text(yaml.safe_dump(data, sort_keys=False))
     before = set(tmp_path.iterdir())
-    proc = tuner("check", str(study), cwd=tmp_path, timeout=120)
+    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     errors = _errors(proc.stderr)
@@ -74,7 +74,7 @@ def test_check_finds_every_problem_in_one_pass_and_writes_nothing(
 
 def test_check_of_a_good_study_exits_0_with_its_cost(tmp_path: Path, tiny_model_dir: Path) -> None:
     study = _edit(sim_study(tmp_path, tiny_model_dir), budget={"n_trials": 4, "timeout": "1h"})
-    proc = tuner("check", str(study), cwd=tmp_path, timeout=120)
+    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert "no problem found" in proc.stdout
@@ -88,7 +88,7 @@ def test_check_of_a_good_study_exits_0_with_its_cost(tmp_path: Path, tiny_model_
 
 def test_the_shipped_longdoc_study_s_night_does_not_fit_its_timeout(tmp_path: Path) -> None:
     """docs/preflight.md quotes this: 30 trials of about 86 min against a 12 h timeout."""
-    proc = tuner("check", str(LONGDOC), cwd=tmp_path, timeout=120)
+    proc = tuner("check", "--no-preview", str(LONGDOC), cwd=tmp_path, timeout=120)
     assert proc.returncode == 2  # `vllm` and the model directory are not on this box
     assert "engine command 'vllm' not found" in proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("night's cost"))
@@ -96,7 +96,9 @@ def test_the_shipped_longdoc_study_s_night_does_not_fit_its_timeout(tmp_path: Pa
     assert "start-up ~88 s per trial: a real engine's, estimated" in line, line
     assert "timeout 12.0 h allows about 8 trial(s)" in line, line
     # --n-trials and --timeout ask about another night
-    proc = tuner("check", str(LONGDOC), "--n-trials", "8", cwd=tmp_path, timeout=120)
+    proc = tuner(
+        "check", "--no-preview", str(LONGDOC), "--n-trials", "8", cwd=tmp_path, timeout=120
+    )
     assert "fits in the timeout of 12.0 h" in proc.stdout, proc.stdout
 
 
@@ -142,7 +144,7 @@ def test_flag_names_are_checked_against_vllm_s_own_parser(
     data["search_space"]["parameters"]["enable-chunked-prefill"] = {"type": "bool", "default": True}
     study.write_text(yaml.safe_dump(data, sort_keys=False))
     env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
-    proc = tuner("check", str(study), cwd=tmp_path, timeout=120, env=env)
+    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path, timeout=120, env=env)
     assert proc.returncode == 2, proc.stderr
     errors = _errors(proc.stderr)
     assert len(errors) == 2, proc.stderr
@@ -220,7 +222,7 @@ def test_run_states_the_cost_and_plan_how_far_it_was_off(
     cost = next(i for i, x in enumerate(lines) if x.startswith("night's cost: 2 trial(s) × ~"))
     first = next(i for i, x in enumerate(lines) if x.startswith("trial 0"))
     assert cost < first, proc.stderr
-    proc = tuner("check", str(study), cwd=tmp_path, timeout=120)
+    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path, timeout=120)
     assert "(the mean of 2 launched trial(s) of this study; start-up ~" in proc.stdout
     assert "per trial: measured on them (median))" in proc.stdout, proc.stdout
     assert "night's cost: 1 trial(s) left (2 done) × ~" in proc.stdout  # a budget of 3
@@ -246,17 +248,17 @@ def test_an_unknown_key_metric_or_study_file_names_the_closest(
     study = sim_study(tmp_path, tiny_model_dir)
     text = study.read_text()
     (tmp_path / "keys.yaml").write_text(text.replace("num_prompts:", "num_promts:"))
-    proc = tuner("check", "keys.yaml", cwd=tmp_path)
+    proc = tuner("check", "--no-preview", "keys.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert "workload.num_promts: unknown key (did you mean 'num_prompts'?)" in proc.stderr
     _edit(study, objective={"slo": ["p99_tft_ms<=2000"]})
-    proc = tuner("check", str(study), cwd=tmp_path)
+    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path)
     assert proc.returncode == 2
     assert "unknown metric 'p99_tft_ms' (did you mean 'p99_ttft_ms'?); metrics: " in proc.stderr
     assert "output_throughput" in proc.stderr  # the list of metrics
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "demo-sim.yaml").write_text(text)
-    proc = tuner("check", "studies/demo_sim.yaml", cwd=tmp_path)
+    proc = tuner("check", "--no-preview", "studies/demo_sim.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert "study file not found (did you mean 'studies/demo-sim.yaml'?)" in proc.stderr
 

@@ -17,13 +17,13 @@ pytestmark = pytest.mark.vllm
 def test_max_num_seqs_1_at_high_concurrency_is_stopped_early(
     tmp_path: Path, tiny_model_dir: Path, vllm_python: Path
 ) -> None:
-    from conftest import server_core
+    from conftest import study_core
 
     study = cpu_study(
         tmp_path,
         tiny_model_dir,
         vllm_python,
-        server_core(),
+        study_core(),
         search_space={
             "parameters": {
                 "max-num-seqs": {"type": "categorical", "choices": [1]},

@@ -33,9 +33,9 @@ MODEL_INFO = "vllm.model_executor.models.qwen2.Qwen2ForCausalLM"
 
 @pytest.fixture
 def study_file(tmp_path: Path, tiny_model_dir: Path, vllm_python: Path) -> Path:
-    from conftest import server_core
+    from conftest import study_core
 
-    return cpu_study(tmp_path, tiny_model_dir, vllm_python, server_core())
+    return cpu_study(tmp_path, tiny_model_dir, vllm_python, study_core())
 
 
 def _budgeted(trials: list) -> list:
@@ -51,7 +51,7 @@ def _budgeted(trials: list) -> list:
 def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
     tmp_path: Path, study_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Three trials, a resumed fourth, `best`; every start after the first reads the cache the
+    """Two trials, a resumed third, `best`; every start after the first reads the cache the
     first wrote (one `VLLM_CACHE_ROOT` per study, beside its logs), and each engine's IPC
     sockets lived in a folder of their own, gone with the engine (`tuner.engine.sockets`)."""
     monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)  # the tuner sets it: none of ours
@@ -60,10 +60,10 @@ def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
     data["engine"]["env"]["VLLM_LOGGING_LEVEL"] = "DEBUG"  # the cache's words are debug lines
     study_file.write_text(yaml.safe_dump(data, sort_keys=False))
 
-    run = tuner("run", str(study_file), "--n-trials", "3", cwd=tmp_path, timeout=900)
+    run = tuner("run", str(study_file), "--n-trials", "2", cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     trials = _trials(tmp_path, "cpu-tiny")
-    assert len(_budgeted(trials)) == 3  # refused by vLLM's rules: no trial of the budget
+    assert len(_budgeted(trials)) == 2  # refused by vLLM's rules: no trial of the budget
     measured = [t for t in trials if "failure_kind" not in t.user_attrs]
     assert measured, [t.user_attrs.get("failure_reason") for t in trials]
     for t in measured:
@@ -76,7 +76,7 @@ def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
 
     again = tuner("run", str(study_file), "--n-trials", "1", cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert len(_budgeted(_trials(tmp_path, "cpu-tiny"))) == 4  # continued, not started over
+    assert len(_budgeted(_trials(tmp_path, "cpu-tiny"))) == 3  # continued, not started over
 
     best = tuner("best", str(study_file), cwd=tmp_path)
     assert best.returncode == 0, best.stderr

@@ -4,7 +4,6 @@ and before launch, a shape the CPU slot cannot hold."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -32,7 +31,9 @@ SHAPE_SPACE = {
 def test_cpu_vllm_starts_with_the_exported_shape_flags(
     vllm_python: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    core = max(os.sched_getaffinity(0))
+    from conftest import study_core
+
+    core = study_core()
     path = cpu_study(tmp_path, tiny_model_dir, vllm_python, core, search_space=SHAPE_SPACE)
     data = yaml.safe_load(path.read_text())
     data["hardware"] = {"gpu": "cpu", "count": 1}  # one engine on the slot's one core

@@ -164,6 +164,6 @@ def test_check_notes_a_baseline_that_is_not_vllm_s_defaults_on_the_gpu(
     (note,) = defaults_notes(eight)
     assert note.startswith("block-size 8 of the search space: vLLM 0.32.0 refuses it on cuda")
     assert CUDA_REFUSAL in note and "skipped before launch" in note
-    proc = tuner("check", str(tmp_path / "study.yaml"), cwd=tmp_path, timeout=120)
+    proc = tuner("check", "--no-preview", str(tmp_path / "study.yaml"), cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "note: block-size 8 of the search space" in proc.stdout, proc.stdout

@@ -72,6 +72,9 @@ def init(
     search_space: SearchSpace = None,
     objective: Objective = None,
     force: Force = False,
+    no_preview: Annotated[
+        bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
+    ] = False,
 ) -> None:
     """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
     budget (docs/study-file.md, "tuner init").
@@ -107,7 +110,8 @@ def init(
     from tuner.scaffold.write import write_study
 
     draft = draft_study(opts, output or Path("PENDING.yaml"))
-    draft.notes.append(preview(draft.spec).line)
+    if not no_preview:
+        draft.notes.append(preview(draft.spec).line)
     path = output or Path(f"{draft.data['name']}.yaml")
     write_study(draft, path, force)
     for line in draft.notes:
