@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from tuner import trial as tr
 from tuner.results import capacity_words as words
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
 from tuner.trial import RateStep, TrialPoint
@@ -107,8 +108,8 @@ def _capacity(p: TrialPoint, scenario: str | None) -> float | None:
 
 def _hover(step: RateStep) -> str:
     figures = step.metrics
-    lines = [f"{step.rate_rps:.4g} req/s offered"]
-    lines += [f"{m} = {figures[m]:.4g}" for m in CURVE_METRICS if m in figures]
+    lines = [f"{figure(step.rate_rps)} req/s offered"]
+    lines += [f"{m} = {figure(figures[m])}" for m in CURVE_METRICS if m in figures]
     if "request_goodput" in figures:
         lines.append(words.goodput(figures["request_goodput"]))
     lines.append("met every SLO" if step.feasible else "broke an SLO")
@@ -162,7 +163,7 @@ def scenario_table(points: Sequence[TrialPoint]) -> str:
             cap = entry.capacity.capacity_rps if entry and entry.capacity else None
             score = entry.score if entry is not None else None
             values = [score, *(found.get(m) for m in cols[1:4])]
-            cells += [f"<td>{'' if v is None else f'{v:.4g}'}</td>" for v in values]
+            cells += [f"<td>{figure(v)}</td>" for v in values]
             capped = words.entry_capped(entry.capacity if entry is not None else None)
             cells.append(f"<td>{'' if cap is None else html.escape(words.rate(cap, capped))}</td>")
         rows.append(

@@ -16,6 +16,7 @@ import optuna
 import plotly.graph_objects as go
 
 from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.trial import TrialPoint
 
@@ -31,9 +32,9 @@ COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111"}
 def _hover(p: TrialPoint) -> str:
     lines = [f"<b>trial {p.number}</b>" + (" (baseline)" if p.baseline else "")]
     lines += [f"{k} = {v}" for k, v in p.params.items()]
-    lines += [f"{m} = {p.metrics[m]:.4g}" for m in HEADLINE_METRICS if m in p.metrics]
+    lines += [f"{m} = {figure(p.metrics[m])}" for m in HEADLINE_METRICS if m in p.metrics]
     if p.score is not None:
-        lines.append(f"score = {p.score:.3f}")
+        lines.append(f"score = {figure(p.score, 3, sign=True)}")
     broken = [k for k, v in p.constraints.items() if v > 0]
     if broken:
         lines.append("breaks: " + ", ".join(html.escape(k) for k in broken))
