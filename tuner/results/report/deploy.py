@@ -64,7 +64,7 @@ def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> str
         rate = words.rate(p.capacity_rps, p.capacity_capped) if p.capacity_rps is not None else ""
         cells.append(f"<td>{_e(rate)}</td>")
     cells += [f"<td>{_e(figure(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS]
-    cells.append(f"<td>{_e(figure(p.score))}</td>")
+    cells.append(f"<td>{_e(figure(p.score, 3, sign=True))}</td>")
     found = choice.comparison.lines() if choice.comparison is not None else []
     found += worse
     change = "<br>".join(_e(line) for line in found)

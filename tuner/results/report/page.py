@@ -98,7 +98,9 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
             label,
             *(figure(p.params.get(k)) for k in params),
             *(figure(p.metrics.get(m)) for m in metrics),
-            "" if p.status == "failed" else figure(p.score),  # a penalty, not a measurement
+            ""
+            if p.status == "failed"
+            else figure(p.score, 3, sign=True),  # a penalty, not a measurement
             figure(p.record.engine_s),
             figure(split[0] if (split := p.record.engine_split_s) is not None else None),
         ]
@@ -275,7 +277,10 @@ def _scenario_fronts(
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
-        info = pareto_front_info(for_scenario(points, s.name), texts, simulated, s.name)
+        capacity = spec.objective.mode == "capacity"
+        info = pareto_front_info(
+            for_scenario(points, s.name), texts, simulated, s.name, capacity=capacity
+        )
         if info.feasible or info.infeasible:
             fig = plot_pareto(info)
             parts.append(fig.to_html(full_html=False, include_plotlyjs=False, config=config))
@@ -291,7 +296,8 @@ def build_report(
     study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline."""
-    pareto = pareto_front_info(points, spec.objective.slo, simulated)
+    capacity = spec.objective.mode == "capacity"
+    pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
     statuses = ("feasible", "infeasible", "failed", "pruned")
     counts = {s: sum(p.status == s for p in points) for s in statuses}
