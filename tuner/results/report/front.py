@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tuner.results.pareto import front_of
 from tuner.results.report.layout import (
+    MARKER_PX,
     AxisRange,
     ColourScale,
     Edge,
@@ -29,6 +30,7 @@ from tuner.trial import TrialPoint
 
 TPOT = "mean_tpot_ms"
 THROUGHPUT = "output_throughput"
+BASELINE_HALF_PX = 12.0  # half the baseline's star (plotly's size 22, the PNG's s=320)
 LOG_SPAN = 10.0
 
 
@@ -132,7 +134,9 @@ def pareto_front_info(
 
     feasible_labels = _labels(feasible, fractions(feasible))
     infeasible_labels = _labels(infeasible, fractions(infeasible))
-    positions = place_labels(fractions(shown), [*feasible_labels, *infeasible_labels])
+    # the baseline's star and the front's ringed points are bigger than a plain point
+    halves = [BASELINE_HALF_PX if p.baseline else MARKER_PX for p in shown]
+    positions = place_labels(fractions(shown), [*feasible_labels, *infeasible_labels], halves)
     front, cap = capacity_front(feasible, x, y) if capacity else (_front(feasible, x, y), None)
     return ParetoFrontInfo(
         x=x,

@@ -17,10 +17,12 @@ from tuner.spec.figures import figure
 PAD = 0.06  # of the data's span, each side of the axis
 SLO_REACH = 0.5  # an SLO within half the data's span of it is drawn on the axis (stretched)
 MIN_SPAN = 0.1  # a single value (or all equal): the axis spans 10 % of it (log: 0.1 decade)
-# The plot area the labels are placed for (plotly's 620-px figure and the PNG's 9x6 in at 120
-# dpi both leave about this much inside the axes), and a label's size in it.
-PLOT_W_PX, PLOT_H_PX = 800.0, 460.0
-CHAR_W_PX, LINE_H_PX, OFFSET_PX, MARKER_PX = 7.0, 14.0, 6.0, 11.0  # MARKER_PX: half a marker
+# The plot area the labels are placed for, the smaller of the two renderers' on each side (the
+# PNG's 9x7.5 in at 120 dpi leaves about 780 px across inside the axes, plotly's 680-px figure
+# about 420 px high at the report's width), and a label's size in it.
+PLOT_W_PX, PLOT_H_PX = 780.0, 420.0
+CHAR_W_PX, LINE_H_PX, OFFSET_PX = 7.0, 14.0, 6.0
+MARKER_PX = 8.0  # half a plain point; the callers give bigger ones (the baseline's star)
 CLUSTER_PX = 14.0  # points closer than this share one label ("1,11,21")
 # plotly's `textposition` names, tried in this order; the PNG maps each to an offset
 POSITIONS = (
@@ -150,12 +152,20 @@ def _overlap(a: Box, b: Box) -> float:
     return dx * dy if dx > 0 and dy > 0 else 0.0
 
 
-def place_labels(fractions: Sequence[tuple[float, float]], texts: Sequence[str]) -> tuple[str, ...]:
+def place_labels(
+    fractions: Sequence[tuple[float, float]],
+    texts: Sequence[str],
+    half_sizes_px: Sequence[float] | None = None,
+) -> tuple[str, ...]:
     """A `POSITIONS` entry for each label: the first that overlaps no label placed before it,
-    no other point and stays inside the plot; where none does, the one that overlaps least.
-    An empty label keeps the first position (nothing is drawn)."""
-    mx, my = MARKER_PX / PLOT_W_PX, MARKER_PX / PLOT_H_PX
-    markers = [(fx - mx, fy - my, fx + mx, fy + my) for fx, fy in fractions]
+    no other point (each `half_sizes_px` across from its centre, MARKER_PX when not given) and
+    stays inside the plot; where none does, the one that overlaps least. An empty label keeps
+    the first position (nothing is drawn)."""
+    halves = half_sizes_px or [MARKER_PX] * len(fractions)
+    markers = [
+        (fx - h / PLOT_W_PX, fy - h / PLOT_H_PX, fx + h / PLOT_W_PX, fy + h / PLOT_H_PX)
+        for (fx, fy), h in zip(fractions, halves, strict=True)
+    ]
     placed: list[Box] = []
     out = []
     for i, ((fx, fy), text) in enumerate(zip(fractions, texts, strict=True)):

@@ -299,6 +299,12 @@ def build_report(
     capacity = spec.objective.mode == "capacity"
     pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
+    capacity_note = (
+        "Capacity study: each trial's figures are at its own capacity rate, so the front is "
+        "drawn among the configs that serve the most. "
+        if pareto.front_capacity_rps is not None
+        else ""
+    )
     statuses = ("feasible", "infeasible", "failed", "pruned")
     counts = {s: sum(p.status == s for p in points) for s in statuses}
     counts["stopped early (pruned)"] = counts.pop("pruned")
@@ -348,7 +354,8 @@ def build_report(
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.
 Grey crosses: measured but breaking an SLO. Failed trials have no measurement and are listed
-under the plot. Hover a point for its flags.</p>
+under the plot. Axes fit the points: an SLO far from them is named in the legend, not drawn.
+{capacity_note}Hover a point for its flags.</p>
 {divs[0]}
 {scenario_fronts}
 {load_html}

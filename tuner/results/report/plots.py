@@ -27,6 +27,9 @@ THROUGHPUT = "output_throughput"
 MIN_MEASURED_TRIALS_FOR_IMPORTANCE = 11
 COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111", "flat": "#3b75af"}
 SLO_COLOR, SLO_TEXT = "#e377c2", "#c0399a"
+# d3-format of plotly's ticks: plain decimals without trailing zeros or thousands separators,
+# as `tuner.spec.figures.figure` writes them (19934, 52.5; never 20k or 1e4)
+PLAIN_TICKS = "~r"
 
 
 def _hover(p: TrialPoint) -> str:
@@ -89,18 +92,16 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
                 annotation_position="top left",
                 annotation_font_color=SLO_TEXT,
             )
-    for i, text in enumerate(off_plot_notes(info)):
-        fig.add_annotation(
-            text=html.escape(text),
-            xref="paper",
-            yref="paper",
-            x=0.995,
-            y=0.99 - 0.06 * i,
-            xanchor="right",
-            yanchor="top",
-            showarrow=False,
-            font={"color": SLO_TEXT, "size": 12},
-            bgcolor="rgba(255,255,255,0.8)",
+    for text in off_plot_notes(info):  # a legend entry: never over a point
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"dash": "dash", "color": SLO_COLOR, "width": 1.5},
+                name=html.escape(text),
+                hoverinfo="skip",
+            )
         )
     if info.failed:
         _add_failed_note(fig, info.failed)
@@ -111,15 +112,20 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
 def front_name(info: ParetoFrontInfo) -> str:
     """The front's legend entry; capacity mode: the capacity it is drawn at."""
     if info.front_capacity_rps is None:
-        return f"Pareto front ({len(info.front)} trials)"
+        return f"Pareto front ({_trials(len(info.front))})"
     return (
         f"Pareto front of the configs with the highest capacity, "
-        f"{figure(info.front_capacity_rps)} req/s ({len(info.front)} trials)"
+        f"{figure(info.front_capacity_rps)} req/s ({_trials(len(info.front))})"
     )
 
 
+def _trials(n: int) -> str:
+    return f"{n} trial" if n == 1 else f"{n} trials"
+
+
 def off_plot_notes(info: ParetoFrontInfo) -> list[str]:
-    """One line for each SLO limit beyond the fitted axes, at the plot's edge."""
+    """One line for each SLO limit beyond the fitted axes; both renderers show it in the
+    legend, outside the plot area, so it never covers a point."""
     return [line.off.words(line.label) for line in info.slo_lines if line.off is not None]
 
 
@@ -145,7 +151,7 @@ def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
             "cmin": scale.low,
             "cmax": scale.high,
             "showscale": True,
-            "colorbar": {"title": {"text": "output<br>tok/s"}, "exponentformat": "none"},
+            "colorbar": {"title": {"text": "output<br>tok/s"}, "tickformat": PLAIN_TICKS},
         }
     return go.Scatter(
         **_labelled(info, feasible, info.feasible_labels, info.feasible_positions, "#333"),
@@ -215,7 +221,7 @@ def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
     if info.simulated:
         title += "<br>SIMULATED: predicted, not measured"
     for update, rng in ((fig.update_xaxes, info.x_range), (fig.update_yaxes, info.y_range)):
-        update(exponentformat="none", separatethousands=False)
+        update(tickformat=PLAIN_TICKS)
         if rng is not None:
             update(type="log" if rng.log else "linear", range=rng.plotly_range())
     fig.update_layout(
@@ -223,7 +229,7 @@ def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
         xaxis_title=f"{info.x} (ms)",
         yaxis_title=f"{info.y} (ms)",
         template="plotly_white",
-        height=620,
+        height=680,
         margin={"b": 120},
         legend={"orientation": "h", "y": -0.28, "x": 0},
     )

@@ -15,7 +15,6 @@ from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
 from tuner.results.report.plots import (
     COLORS,
     SLO_COLOR,
-    SLO_TEXT,
     THROUGHPUT,
     front_name,
     off_plot_notes,
@@ -71,16 +70,14 @@ def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> N
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    fig, ax = plt.subplots(figsize=(9, 6.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(9, 7.5), dpi=120)
     _points(fig, ax, info)
     for line in info.slo_lines:
         if line.off is None:
             draw = ax.axvline if line.axis == "x" else ax.axhline
             draw(line.value, color=SLO_COLOR, linestyle="--", linewidth=1.2, label=line.label)
-    for i, text in enumerate(off_plot_notes(info)):
-        ax.annotate(text, (0.99, 0.98 - 0.05 * i), xycoords="axes fraction", ha="right",
-                    va="top", fontsize=8, color=SLO_TEXT,
-                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})  # fmt: skip
+    for text in off_plot_notes(info):  # a legend entry: never over a point
+        ax.plot([], [], color=SLO_COLOR, linestyle="--", linewidth=1.2, label=text)
     plain = FuncFormatter(lambda v, _: figure(v))
     for axis, rng in ((ax.xaxis, info.x_range), (ax.yaxis, info.y_range)):
         if rng is not None:
@@ -91,7 +88,8 @@ def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> N
     ax.set_title(title_lines(info, study_name), fontsize=11)
     ax.set(xlabel=f"{info.x} (ms)", ylabel=f"{info.y} (ms)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower left", fontsize=8, framealpha=0.85)
+    # under the plot, never over a point
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
