@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tuner.spec.figures import figure
 from tuner.testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -130,7 +131,7 @@ def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
     assert _score(best.stdout) == round(rows[1]["score"], 3) < 0
     # not clearly better than the defaults by its one run's intervals: asked for (issue 34)
     export = tuner("export", str(study), "--candidate", cwd=tmp_path)
-    assert f"score = {rows[1]['score']:.4g} (lower is better" in export.stdout
+    assert f"score = {figure(rows[1]['score'], 3, sign=True)} (lower is better" in export.stdout
     _front_pools_the_baseline(study, rows)
 
 

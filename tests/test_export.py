@@ -168,7 +168,7 @@ def test_yaml_loads_back_to_the_same_flags(stored) -> None:
     argv = shlex.split(shell_command(spec, PARAMS[2]).replace("\\\n", " "))[5:]
     assert _pairs(back[2:]) == _pairs(argv)
     assert "# run with: VLLM_LOGGING_LEVEL='DEBUG info' VLLM_CPU_KVCACHE_SPACE=3 vllm serve" in text
-    assert "#   p99_ttft_ms = 900 (CI 810–990)" in text
+    assert "#   p99_ttft_ms = 900 (95% CI 810–990)" in text
 
 
 def _pairs(argv: list[str]) -> set[tuple[str, ...]]:

@@ -12,7 +12,8 @@ from results_fixtures import build_study
 from tuner.results.report import plots as report_plots
 from tuner.results.report.front import SloLine, pareto_front_info
 from tuner.results.report.page import build_report, trials_table
-from tuner.results.report.plots import history_figure, importances, pareto_figure, write_png
+from tuner.results.report.plots import history_figure, importances, pareto_figure
+from tuner.results.report.png import write_png
 from tuner.store.storage import Store, spec_of
 from tuner.trial import read as trial_point
 

@@ -266,7 +266,7 @@ def report(
     import optuna
 
     from tuner.results.report.page import build_report
-    from tuner.results.report.plots import write_png
+    from tuner.results.report.png import write_png
     from tuner.spec.outputs import check_output_file, write_output_file
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
@@ -284,7 +284,15 @@ def report(
     html = build_report(study, spec, points, simulated=sim)
     image = io.BytesIO()
     if png is not None:
-        write_png(points, image, study.study_name, slo_lines=spec.objective.slo, simulated=sim)
+        capacity = spec.objective.mode == "capacity"
+        write_png(
+            points,
+            image,
+            study.study_name,
+            slo_lines=spec.objective.slo,
+            simulated=sim,
+            capacity=capacity,
+        )
     write_output_file(output, html, "-o", force=force, keep=kept)
     if png is not None:
         write_output_file(png, image.getvalue(), "--png", force=force, keep=kept)

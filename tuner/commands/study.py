@@ -213,23 +213,22 @@ def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> Stud
 
 def _view() -> RunView:
     """The live display on stderr; once the trials end, what the run did."""
-    from rich.console import Console
+    from tuner.run.progress import ConsoleView, log_console
 
-    from tuner.run.progress import ConsoleView
-
-    return ConsoleView(Console(stderr=True), on_ran=_print_summary)
+    return ConsoleView(log_console(), on_ran=_print_summary)
 
 
 def _print_summary(console: Console, summary: RunSummary, points: list[TrialPoint]) -> None:
     """What the run did: trials, launches saved, engine time, hosts."""
     from tuner.run.summary import MAX_REFUSED_IN_A_ROW
+    from tuner.spec.figures import trials_words
     from tuner.trial.uptime import summary_line
 
     if summary.interrupted_recovered:
-        console.print(f"recovered interrupted trials: {summary.interrupted_recovered}")
+        console.print(f"recovered interrupted {trials_words(summary.interrupted_recovered)}")
     if summary.precheck_wrong:
         console.print(
-            f"the memory precheck was wrong about trial(s) {summary.precheck_wrong}: "
+            f"the memory precheck was wrong about {trials_words(summary.precheck_wrong)}: "
             "see their `precheck_wrong` attr"
         )
     if summary.orphans_stopped:

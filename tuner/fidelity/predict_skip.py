@@ -41,6 +41,7 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.objective import metric_direction
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.spec.figures import figure
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
 from tuner.trial import SkipPrediction, TrialPoint, scoring
@@ -220,7 +221,7 @@ class PredictionSkip:
                     continue
                 best_case = _in_favour(s.metric, p.metrics[s.metric], p.margin[s.metric])
                 if not s.met({s.metric: best_case}):
-                    why = f"predicted {s.metric} {p.metrics[s.metric]:.4g} breaks {s}"
+                    why = f"predicted {s.metric} {figure(p.metrics[s.metric])} breaks {s}"
                     return replace(p, ruled_out=f"{why} by more than its margin")
         top = tr.best(points)
         if top is None or top.score is None or p.score is None:

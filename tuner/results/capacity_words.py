@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.spec.figures import figure
 from tuner.trial import CapacityResult, TrialPoint
 from tuner.trial.words import CAPPED_NOTE, GOODPUT_NOTE, goodput, rate
 
@@ -39,7 +40,7 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
         if cap <= 0:
             return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
         above = found.above_rps
-        bound = f", {above:.4g} req/s broke one" if above else " (the highest rate tried)"
+        bound = f", {figure(above)} req/s broke one" if above else " (the highest rate tried)"
         good = found.goodput_rps
         good_text = f"; {goodput(good)}" if good is not None else ""
         exact = "" if found.resolved else " (run cap reached before the resolution)"
@@ -51,7 +52,8 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
             base_text = f"; baseline trial {baseline.number}: {base_rate}"
         return (
             f"  {label}capacity = {rate(cap, found.capped)} within the SLOs: "
-            f"measured at an offered rate of {cap:.4g} req/s{bound}{good_text}{exact}{base_text}"
+            f"measured at an offered rate of {figure(cap)} req/s"
+            f"{bound}{good_text}{exact}{base_text}"
         )
 
     out = []

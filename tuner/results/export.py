@@ -29,9 +29,9 @@ from tuner.results.pareto import check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.refusal import check_deployable
 from tuner.results.verdicts import Verdict, verdicts
-from tuner.spec.figures import exact_all
+from tuner.spec.figures import exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.slo import SloLimit
+from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.space import serve_argv, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -98,7 +98,7 @@ def slo_violation(point: TrialPoint, limits: Sequence[SloLimit]) -> float:
 
 
 def _figures(point: TrialPoint, names: Sequence[str]) -> str:
-    return ", ".join(f"{n}={point.metrics[n]:.4g}" for n in names if n in point.metrics)
+    return ", ".join(f"{n}={figure(point.metrics[n])}" for n in names if n in point.metrics)
 
 
 def select_trial(
@@ -214,20 +214,29 @@ def justification(
         lines.append("  pooled over every scenario's requests (a mix no one serves):")
     elif p.record.capacity is not None:
         lines.append(f"  {at_rate(p.record.capacity)}:")
+    limits = [*spec.slo_limits(), *choice.limits]
     for name in names:
         if name in p.metrics:
-            ci = p.ci(name)
-            ci_text = f" (CI {ci[0]:.4g}–{ci[1]:.4g})" if ci is not None else ""
-            base = ""
+            lines.append(f"  {name} = {figure(p.metrics[name])}{_around(p, name, limits)}")
             if baseline is not None and name in baseline.metrics and baseline.number != p.number:
-                base = f"; baseline trial {baseline.number}: {baseline.metrics[name]:.4g}"
-            lines.append(f"  {name} = {p.metrics[name]:.4g}{ci_text}{base}")
+                lines[-1] += f"; baseline trial {baseline.number}: {figure(baseline.metrics[name])}"
     if p.score is not None:
-        lines.append(f"  score = {p.score:.4g} (lower is better; the baseline scores 0)")
+        lines.append(
+            f"  score = {figure(p.score, 3, sign=True)} (lower is better; the baseline scores 0)"
+        )
     if not choice.held:  # held: the candidate's are above
         lines += worse_lines(spec, p, baseline)
         lines += _verdict_lines(choice) or [f"  {note}" for note in choice.notes]
     return lines
+
+
+def _around(p: TrialPoint, name: str, limits: Sequence[SloLimit]) -> str:
+    """` (95% CI 13930–24290; the interval straddles the SLO p99_ttft_ms<=20000)`, or ""."""
+    ci = p.ci(name)
+    if ci is None:
+        return ""
+    straddle = straddle_words(name, ci, list(limits))
+    return f" (95% CI {figure(ci[0])}–{figure(ci[1])}{'; ' + straddle if straddle else ''})"
 
 
 def _verdict_lines(choice: Selection) -> list[str]:

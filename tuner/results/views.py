@@ -30,6 +30,7 @@ from tuner.spec.metric_keys import (
     metric_label,
     metric_words,
 )
+from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs
 from tuner.trial.words import at_rate, scenario_parts
@@ -311,7 +312,7 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
         *(f"# {line}" for line in headline_lines(top, points, spec)),
-        *(f"# {line}" for line in interval_lines(top)),
+        *(f"# {line}" for line in interval_lines(top, spec.slo_limits())),
         *(f"# {line}" for line in setting_lines(spec)),
     ]
     if choice.comparison is not None:
@@ -330,14 +331,16 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     return "\n".join(lines)
 
 
-def interval_lines(top: TrialPoint) -> list[str]:
-    """The headline figures' 95 % bootstrap intervals, in words (none stored: nothing)."""
-    found = [
-        f"{label} {figure(ci[0])}–{figure(ci[1])}{unit}"
-        for m in HEADLINE_METRICS
-        if (ci := top.ci(m)) is not None
-        for label, unit in [metric_words(m)]
-    ]
+def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str]:
+    """The headline figures' 95 % bootstrap intervals, in words (none stored: nothing); one
+    with an SLO of `limits` inside it says so (it may keep the limit or break it)."""
+    found = []
+    for m in HEADLINE_METRICS:
+        if (ci := top.ci(m)) is not None:
+            label, unit = metric_words(m)
+            straddle = straddle_words(m, ci, list(limits))
+            found.append(f"{label} {figure(ci[0])}–{figure(ci[1])}{unit}")
+            found[-1] += f" ({straddle})" if straddle else ""
     return [f"95% intervals: {', '.join(found)}"] if found else []
 
 

@@ -22,6 +22,7 @@ from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.runners.load_runs import cache_run, measure_all
+from tuner.spec.figures import figure
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
@@ -365,7 +366,7 @@ def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
     """What the live display says a run is: its scenario, and its rate in capacity mode."""
     parts = [name] if name else []
     if spec.objective.mode == "capacity":
-        parts.append(f"at {w.request_rate:.3g} req/s")
+        parts.append(f"at {figure(w.request_rate)} req/s")
     return " ".join(parts) + ": " if parts else ""
 
 

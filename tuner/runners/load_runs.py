@@ -16,6 +16,7 @@ from typing import Any
 
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -167,7 +168,7 @@ def _beaten(
     bound = capacity_score(step.rate_rps, beat.reference_rps, floor)
     reason = (
         f"cannot beat the best: SLOs broken at the best capacity so far "
-        f"({step.rate_rps:.4g} req/s), after 1 run"
+        f"({figure(step.rate_rps)} req/s), after 1 run"
     )
     return replace(
         m,

@@ -16,6 +16,7 @@ from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.sim.model_names import known_model
+from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint, ranked, read_all
@@ -79,7 +80,7 @@ def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
 
 def _figure(best: TrialPoint, base: TrialPoint, spec: StudySpec) -> str:
     if spec.objective.mode == "capacity":
-        return f"capacity {base.capacity_rps or 0:.3g} → {best.capacity_rps or 0:.3g} req/s"
+        return f"capacity {figure(base.capacity_rps or 0)} → {figure(best.capacity_rps or 0)} req/s"
     return f"score {best.score or 0.0:+.3f} against the defaults' 0"
 
 

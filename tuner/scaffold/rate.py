@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from tuner.errors import UserError
 from tuner.run.cost import simulated_baseline
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import COUNTS, metric_words
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
@@ -51,7 +52,7 @@ class RateChoice:
         return (
             f"the highest round rate at which vLLM's defaults keep every SLO metric within "
             f"{SLO_MARGIN:.0%} of its limit, SIMULATED: {held}; they sustain "
-            f"{self.sustained_rps:.3g} req/s with every request sent at once; --rate to change"
+            f"{figure(self.sustained_rps)} req/s with every request sent at once; --rate to change"
         )
 
 
@@ -150,4 +151,4 @@ def _held(metrics: dict[str, float], metric: str) -> str:
     value = metrics.get(metric)
     if value is None:
         return f"{label} not measured"
-    return f"{label} {value:.0f}{unit}" if value >= 100 else f"{label} {value:.3g}{unit}"
+    return f"{label} {figure(value)}{unit}"

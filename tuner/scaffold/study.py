@@ -32,7 +32,7 @@ from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
-from tuner.scaffold.traffic import Traffic, traffic
+from tuner.scaffold.traffic import Traffic, traffic, with_template
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
 from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
@@ -88,6 +88,8 @@ def draft_study(
             "reads), or --engine sim"
         )
     mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
+    found = _tokenizer(opts, hw.engine)
+    mix = with_template(mix, Path(found) if found else model_dir(opts.model or ""))
     space_path = _search_space(opts, hw.gpu)
     data = _data(opts, profile, hw, mix, space_path, output)
     space, space_note = _space(space_path, hw, data)

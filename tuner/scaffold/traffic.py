@@ -1,7 +1,8 @@
 """The traffic `tuner init` writes: a workload and its default SLOs, per kind.
 
 - `chat`: random prompts of 512–1536 tokens, answers of 128–384 (vLLM's RandomDataset,
-  `random_range_ratio` 0.5), 200 prompts;
+  `random_range_ratio` 0.5), 200 prompts, each a user message on /v1/chat/completions that the
+  engine renders through the model's chat template (`with_template`);
 - `longdoc`: the long-document QA mix (docs/datasets.md), lengths that fit the model, 64
   prompts of 1024-token answers;
 - `FILE.jsonl`: the file's requests (docs/datasets.md, `jsonl`), every line once.
@@ -23,6 +24,8 @@ from tuner.errors import UserError
 from tuner.spec.parsing import near_file
 from tuner.spec.suggest import did_you_mean
 from tuner.spec.workload import LONGDOC_LENGTHS, LONGDOC_OUTPUT_LEN, MAX_PROMPTS
+from tuner.workload.client import CHAT_ENDPOINT
+from tuner.workload.tokenizer import chat_template_of
 
 KINDS = ("chat", "longdoc")
 CHAT_SLO = ("p99_ttft_ms<=2000", "mean_tpot_ms<=80")
@@ -47,7 +50,7 @@ def traffic(text: str, max_len: int, num_prompts: int | None) -> Traffic:
     (prompt plus output), `num_prompts` `--num-prompts` (None: the kind's default)."""
     if text == "chat":
         w = {
-            "endpoint": "/v1/completions",
+            "endpoint": CHAT_ENDPOINT,
             "dataset_name": "random",
             "random_input_len": 1024,
             "random_output_len": 256,
@@ -71,6 +74,22 @@ def traffic(text: str, max_len: int, num_prompts: int | None) -> Traffic:
         "num_prompts": num_prompts or min(lines, FILE_PROMPTS_MAX),
     }
     return Traffic("jsonl", w, CHAT_SLO)
+
+
+def with_template(mix: Traffic, tokenizer_dir: Path | None) -> Traffic:
+    """Chat traffic goes to /v1/chat/completions, each prompt one user message that the engine
+    renders through the model's chat template (`vllm bench serve --backend openai-chat
+    --endpoint /v1/chat/completions`). A tokenizer known to ship no template would have vLLM
+    refuse every request: then the prompts go to /v1/completions as they are, and a note says
+    so. Unknown (a hub id not on disk): the engine's own tokenizer decides."""
+    if mix.kind != "chat" or tokenizer_dir is None or chat_template_of(tokenizer_dir):
+        return mix
+    note = (
+        f"chat traffic as plain prompts on /v1/completions: the tokenizer in {tokenizer_dir} "
+        "has no chat template for /v1/chat/completions (--tokenizer DIR for one with a template)"
+    )
+    workload = {**mix.workload, "endpoint": "/v1/completions"}
+    return Traffic(mix.kind, workload, mix.slo, [*mix.notes, note])
 
 
 def _longdoc(max_len: int, num_prompts: int | None) -> Traffic:

@@ -1,13 +1,16 @@
 """How a number reads to a person: one formatter for every table and line.
 
-`figure` is the only number formatter of `tuner trials`, `tuner pareto` and `tuner best` (and of
-the headline words every progress line shows): plain decimals, never `1.726e+04`, never
+`figure` is the only number formatter of every output: `tuner trials`, `pareto`, `best` and
+`export`, the headline words every progress line shows, the report's tables, hover texts and
+axes, and the PNG: plain decimals, never `1.726e+04`, never
 `0.8999999999999999` (a metric's name with its unit: `tuner.spec.metric_keys.metric_label`).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable
 from typing import Any
 
 EXACT_DIGITS = 12  # a float written for a program (JSON, CSV, a flag): what it stands for
@@ -18,14 +21,15 @@ MAX_PLACES = 6  # a smaller figure reads 0 (its sign kept)
 def figure(value: Any, places: int | None = None, *, sign: bool = False) -> str:
     """`value` as people read it; "" for None or NaN.
 
-    A bool reads True/False, an int as written. A float is rounded to `places` decimals when
-    given (kept, so a column's decimals line up: 197.50), else to SIGNIFICANT digits without
-    ever rounding away a digit before the point (17255.3 -> 17255) and without trailing zeros
-    (0.8999999999999999 -> 0.9). `sign`: a + on positive figures (a score: +0.097).
+    A bool reads True/False, an int as written, anything but a number as `str` gives it. A
+    float is rounded to `places` decimals when given (kept, so a column's decimals line up:
+    197.50), else to SIGNIFICANT digits without ever rounding away a digit before the point
+    (17255.3 -> 17255) and without trailing zeros (0.8999999999999999 -> 0.9).
+    `sign`: a + on positive figures (a score: +0.097).
     """
     if value is None or isinstance(value, str):
         return value or ""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return str(value)
     if isinstance(value, int):
         return f"{value:+d}" if sign else str(value)
@@ -47,6 +51,15 @@ def figure(value: Any, places: int | None = None, *, sign: bool = False) -> str:
     if sign and not text.startswith("-"):
         text = "+" + text
     return text
+
+
+def trials_words(numbers: Iterable[int]) -> str:
+    """Trial numbers in words, never a Python list: "trial 0", "trials 0 and 3",
+    "trials 0, 3 and 5"."""
+    shown = [str(n) for n in numbers]
+    if len(shown) < 2:
+        return f"trial {''.join(shown)}"
+    return f"trials {', '.join(shown[:-1])} and {shown[-1]}"
 
 
 def exact(value: Any) -> Any:

@@ -11,7 +11,14 @@ from tuner.spec import metric_keys
 from tuner.spec.metric_keys import Direction
 from tuner.spec.suggest import did_you_mean
 
-__all__ = ["Direction", "SloLimit", "metric_direction", "parse_constraint_key", "parse_slo"]
+__all__ = [
+    "Direction",
+    "SloLimit",
+    "metric_direction",
+    "parse_constraint_key",
+    "parse_slo",
+    "straddle_words",
+]
 
 
 def metric_direction(name: str) -> Direction:
@@ -56,10 +63,24 @@ class SloLimit:
     def __str__(self) -> str:
         return f"{self.metric}{self.op}{self.value:g}"
 
+    def straddled_by(self, low: float, high: float) -> bool:
+        """Whether an interval [low, high] of this metric has the limit strictly inside it:
+        the figure may keep the SLO or break it, the measurement cannot say which."""
+        return low < self.value < high
+
     def constraint_key(self, scenario: str = "") -> str:
         """The Optuna constraint this SLO is stored as: `metric<=value`, or
         `scenario:metric<=value` for one scenario's figures (`parse_constraint_key` reads it)."""
         return f"{scenario}:{self}" if scenario else str(self)
+
+
+def straddle_words(metric: str, ci: tuple[float, float] | None, limits: list[SloLimit]) -> str:
+    """ "the interval straddles the SLO p99_ttft_ms<=20000" for each limit on `metric` that
+    lies inside its interval `ci`; "" when none does (or no interval is stored)."""
+    if ci is None:
+        return ""
+    found = [str(x) for x in limits if x.metric == metric and x.straddled_by(*ci)]
+    return f"the interval straddles the SLO {' and '.join(found)}" if found else ""
 
 
 def parse_constraint_key(key: str) -> tuple[str, SloLimit] | None:

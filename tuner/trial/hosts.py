@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.trial.point import TrialPoint
 from tuner.trial.ranking import host_baselines
@@ -23,7 +24,7 @@ def _cell(p: TrialPoint, metric: str) -> str:
     if value is None:
         return "-"
     ci = p.ci(metric)
-    return f"{value:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else f"{value:.4g}"
+    return f"{figure(value)} [{figure(ci[0])}, {figure(ci[1])}]" if ci else figure(value)
 
 
 def baseline_table(points: Sequence[TrialPoint]) -> list[str]:
@@ -57,7 +58,9 @@ def differences(points: Sequence[TrialPoint]) -> list[str]:
         metrics = apart(a, b)
         if not metrics:
             continue
-        shown = ", ".join(f"{m} {a.metrics[m]:.4g} against {b.metrics[m]:.4g}" for m in metrics[:3])
+        shown = ", ".join(
+            f"{m} {figure(a.metrics[m])} against {figure(b.metrics[m])}" for m in metrics[:3]
+        )
         more = f" and {len(metrics) - 3} more" if len(metrics) > 3 else ""
         out.append(
             f"host {ha} and host {hb} measure vLLM's defaults differently beyond the noise "

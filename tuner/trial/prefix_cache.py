@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.spec.figures import figure
 from tuner.trial.payloads import is_finite
 
 
@@ -41,7 +42,7 @@ class PrefixCacheRun:
         """ "the run at 8 req/s hit 45 % of prompt tokens (its prompts imply 0 %)"."""
         where = [f"scenario {self.scenario}"] if self.scenario else []
         if self.rate_rps is not None:
-            where.append(f"at {self.rate_rps:.4g} req/s")
+            where.append(f"at {figure(self.rate_rps)} req/s")
         run = "the run " + " ".join(where) if where else "the run"
         hit = f"{100 * self.hit_rate:.0f} %" if self.hit_rate is not None else "unknown"
         return (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import headline_words
 from tuner.trial.payloads import CapacityResult, metrics_of
 from tuner.trial.record import TrialRecord
@@ -22,12 +23,12 @@ GOODPUT_NOTE = "(requests per second served within the latency limits)"
 
 def rate(rps: float, is_capped: bool) -> str:
     """`5 req/s`, or `≥ 5 req/s (the highest rate allowed)`."""
-    return f"≥ {rps:.4g} req/s {CAPPED_NOTE}" if is_capped else f"{rps:.4g} req/s"
+    return f"≥ {figure(rps)} req/s {CAPPED_NOTE}" if is_capped else f"{figure(rps)} req/s"
 
 
 def goodput(rps: float) -> str:
     """`goodput 4.8 req/s (requests per second served within the latency limits)`."""
-    return f"goodput {rps:.4g} req/s {GOODPUT_NOTE}"
+    return f"goodput {figure(rps)} req/s {GOODPUT_NOTE}"
 
 
 def score_words(score: float | None) -> str:

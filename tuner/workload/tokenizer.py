@@ -82,16 +82,7 @@ class TokenCounter:
     @cached_property
     def chat_template(self) -> str | None:
         """The template in tokenizer_config.json or chat_template.jinja, if any."""
-        directory = Path(self.path).expanduser()
-        jinja = directory / "chat_template.jinja"
-        if jinja.is_file():
-            return jinja.read_text(encoding="utf-8")
-        try:
-            config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        template = config.get("chat_template") if isinstance(config, dict) else None
-        return template if isinstance(template, str) and template else None
+        return chat_template_of(Path(self.path).expanduser())
 
     def apply_chat_template(
         self, messages: list[dict], *, add_generation_prompt: bool = False, tokenize: bool = True
@@ -141,6 +132,20 @@ class TokenCounter:
     @cached_property
     def _full(self) -> Any:
         return load_tokenizer(self.path)
+
+
+def chat_template_of(directory: Path) -> str | None:
+    """The chat template a tokenizer directory ships (chat_template.jinja, else
+    tokenizer_config.json's `chat_template`), the one vLLM's chat endpoint renders; None."""
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    try:
+        config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    return template if isinstance(template, str) and template else None
 
 
 def _directory(path: str) -> Path:

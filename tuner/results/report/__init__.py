@@ -6,7 +6,8 @@ the scenario table) → the page (`page.build_report`: tables, the best commands
 predictions).
 
 Modules: `page` (`build_report`), `deploy` ("What to deploy": `export`'s choice, change and
-verdicts), `plots` (`plot_pareto`, `write_png`), `load`, `front`.
+verdicts), `plots` (`plot_pareto`), `png` (`write_png`), `load`, `front`
+(`layout`: the plot's axes, labels and colours).
 
 What may be assumed: the report only reads; every simulated figure in it says SIMULATED.
 
@@ -16,6 +17,6 @@ plotly, but only the report imports this package (matplotlib stays inside `write
 
 from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
 from tuner.results.report.page import build_report
-from tuner.results.report.plots import write_png
+from tuner.results.report.png import write_png
 
 __all__ = ["ParetoFrontInfo", "build_report", "pareto_front_info", "write_png"]

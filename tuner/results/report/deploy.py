@@ -23,6 +23,7 @@ from tuner.results.export import (
     shell_command,
 )
 from tuner.results.moved import worse_lines
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
@@ -31,12 +32,6 @@ from tuner.trial import StudyRecord, TrialPoint, baseline_of
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
 
 
 def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
@@ -68,8 +63,8 @@ def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> str
     if capacity:
         rate = words.rate(p.capacity_rps, p.capacity_capped) if p.capacity_rps is not None else ""
         cells.append(f"<td>{_e(rate)}</td>")
-    cells += [f"<td>{_e(_fmt(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS]
-    cells.append(f"<td>{_e(_fmt(p.score))}</td>")
+    cells += [f"<td>{_e(figure(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS]
+    cells.append(f"<td>{_e(figure(p.score, 3, sign=True))}</td>")
     found = choice.comparison.lines() if choice.comparison is not None else []
     found += worse
     change = "<br>".join(_e(line) for line in found)

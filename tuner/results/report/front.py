@@ -1,20 +1,36 @@
 """The Pareto plot's data, computed once for both renderers (plotly and the matplotlib PNG).
 
 As Optuna's `visualization/_pareto_front.py` builds one `_ParetoFrontInfo` and hands it to
-either backend, `pareto_front_info` chooses the axes, the plotted trials, the front, the point
-labels, the SLO lines and the log scales; tuner/results/report/plots.py only draws them.
+either backend, `pareto_front_info` chooses the axes (fitted to the points,
+`tuner.results.report.layout`), the plotted trials, the front (capacity mode: among the configs
+that serve the most), the point labels and where they sit, the SLO lines (or a note at the
+edge), the colour scale and the log scales; tuner/results/report/plots.py only draws them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.results.pareto import front_of
+from tuner.results.report.layout import (
+    MARKER_PX,
+    AxisRange,
+    ColourScale,
+    Edge,
+    clusters,
+    colour_scale,
+    edge_of,
+    fit_axis,
+    place_labels,
+)
 from tuner.spec.slo import parse_slo
 from tuner.trial import TrialPoint
 
 TPOT = "mean_tpot_ms"
+THROUGHPUT = "output_throughput"
+BASELINE_HALF_PX = 12.0  # half the baseline's star (plotly's size 22, the PNG's s=320)
 LOG_SPAN = 10.0
 
 
@@ -24,13 +40,14 @@ def ttft_axis(points: Sequence[TrialPoint]) -> str:
     return "p99_ttft_ms" if "p99_ttft_ms" in stored else "mean_ttft_ms"
 
 
-def _labels(points: Sequence[TrialPoint], x: str, y: str) -> list[str]:
-    """Trial numbers as point labels; trials at the same spot share one label ("1,2")."""
-    at: dict[tuple[float, float], list[int]] = {}
-    for p in points:
-        at.setdefault((p.metrics[x], p.metrics[y]), []).append(p.number)
-    first = {numbers[0] for numbers in at.values()}
-    return [_shared(at[(p.metrics[x], p.metrics[y])]) if p.number in first else "" for p in points]
+def _labels(points: Sequence[TrialPoint], fractions: Sequence[tuple[float, float]]) -> list[str]:
+    """Trial numbers as point labels; trials at (or within a few pixels of) one spot share one
+    label ("1,2", on the first of them), so numbers never print over each other."""
+    heads = clusters(fractions)
+    members: dict[int, list[int]] = {}
+    for p, head in zip(points, heads, strict=True):
+        members.setdefault(head, []).append(p.number)
+    return [_shared(members[i]) if head == i else "" for i, head in enumerate(heads)]
 
 
 def _shared(numbers: list[int], most: int = 3) -> str:
@@ -48,11 +65,13 @@ def _log_scale(values: Sequence[float]) -> bool:
 
 @dataclass(frozen=True)
 class SloLine:
-    """One SLO limit on an axis of the Pareto plot."""
+    """One SLO limit on an axis of the Pareto plot; `off`: it lies beyond the fitted axis
+    (None: drawn as a line), and the plot says so at that edge instead."""
 
     axis: str  # "x" or "y"
     value: float
     label: str  # "SLO p99_ttft_ms<=2000"
+    off: Edge | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,12 @@ class ParetoFrontInfo:
     log_y: bool
     simulated: bool
     scenario: str | None = None  # one scenario's figures (a mix), None: the trials' own
+    x_range: AxisRange | None = None  # fitted to the plotted points (None: nothing plotted)
+    y_range: AxisRange | None = None
+    feasible_positions: tuple[str, ...] = ()  # where each label sits (`layout.POSITIONS`)
+    infeasible_positions: tuple[str, ...] = ()
+    colour: ColourScale | None = None  # the feasible points' throughput colours
+    front_capacity_rps: float | None = None  # capacity mode: the front is of this capacity
 
     @property
     def front_numbers(self) -> frozenset[int]:
@@ -88,9 +113,13 @@ def pareto_front_info(
     slo_lines: Sequence[str] = (),
     simulated: bool = False,
     scenario: str | None = None,
+    *,
+    capacity: bool = False,
 ) -> ParetoFrontInfo:
     """The Pareto plot's data: axes, plotted trials, front, labels, SLO lines, log scales;
-    `scenario`: the points are that scenario's (`tuner.trial.for_scenario`), the title says so."""
+    `scenario`: the points are that scenario's (`tuner.trial.for_scenario`), the title says so;
+    `capacity`: a capacity study, whose front is drawn among the configs that serve the highest
+    capacity (`capacity_front`)."""
     x, y = ttft_axis(points), TPOT
 
     def plotted(status: str) -> tuple[TrialPoint, ...]:
@@ -98,25 +127,81 @@ def pareto_front_info(
 
     feasible, infeasible = plotted("feasible"), plotted("infeasible")
     shown = (*feasible, *infeasible)
-    limits = tuple(
-        SloLine("x" if limit.metric == x else "y", limit.value, f"SLO {limit}")
-        for text in slo_lines
-        for limit in parse_slo(text)
-        if limit.metric in (x, y)
-    )
+    xr, yr, lines = _axes(shown, x, y, slo_lines)
+
+    def fractions(group: Sequence[TrialPoint]) -> list[tuple[float, float]]:
+        return [(xr.fraction(p.metrics[x]), yr.fraction(p.metrics[y])) for p in group]
+
+    feasible_labels = _labels(feasible, fractions(feasible))
+    infeasible_labels = _labels(infeasible, fractions(infeasible))
+    # the baseline's star and the front's ringed points are bigger than a plain point
+    halves = [BASELINE_HALF_PX if p.baseline else MARKER_PX for p in shown]
+    positions = place_labels(fractions(shown), [*feasible_labels, *infeasible_labels], halves)
+    front, cap = capacity_front(feasible, x, y) if capacity else (_front(feasible, x, y), None)
     return ParetoFrontInfo(
         x=x,
         y=y,
         feasible=feasible,
         infeasible=infeasible,
-        front=tuple(front_of(feasible, [(x, "minimize"), (y, "minimize")])),
-        feasible_labels=tuple(_labels(feasible, x, y)),
-        infeasible_labels=tuple(_labels(infeasible, x, y)),
+        front=front,
+        feasible_labels=tuple(feasible_labels),
+        infeasible_labels=tuple(infeasible_labels),
         baselines=tuple(p for p in shown if p.baseline),
-        slo_lines=limits,
+        slo_lines=tuple(lines),
         failed=tuple(p for p in points if p.status == "failed"),
-        log_x=_log_scale([p.metrics[x] for p in shown]),
-        log_y=_log_scale([p.metrics[y] for p in shown]),
+        log_x=xr.log,
+        log_y=yr.log,
         simulated=simulated,
         scenario=scenario,
+        x_range=xr if shown else None,
+        y_range=yr if shown else None,
+        feasible_positions=positions[: len(feasible)],
+        infeasible_positions=positions[len(feasible) :],
+        colour=_colours(feasible),
+        front_capacity_rps=cap,
     )
+
+
+def _axes(
+    shown: Sequence[TrialPoint], x: str, y: str, slo_lines: Sequence[str]
+) -> tuple[AxisRange, AxisRange, list[SloLine]]:
+    """Both axes fitted to the plotted trials (`layout.fit_axis`, log when they span over 10x),
+    and each SLO limit on them: a line, or noted beyond the edge it lies past."""
+    limits = [limit for text in slo_lines for limit in parse_slo(text) if limit.metric in (x, y)]
+    ranges, lines = {}, []
+    for metric in (x, y):
+        values = [p.metrics[metric] for p in shown]
+        on_axis = [limit for limit in limits if limit.metric == metric]
+        rng, inside = fit_axis(values, [limit.value for limit in on_axis], _log_scale(values))
+        ranges[metric] = rng
+        axis = "x" if metric == x else "y"
+        for limit, near in zip(on_axis, inside, strict=True):
+            met = all(limit.met(p.metrics) for p in shown)
+            off = None if near else edge_of(axis, limit.value, rng, met)
+            lines.append(SloLine(axis, limit.value, f"SLO {limit}", off))
+    return ranges[x], ranges[y], lines
+
+
+def _front(feasible: Sequence[TrialPoint], x: str, y: str) -> tuple[TrialPoint, ...]:
+    return tuple(front_of(feasible, [(x, "minimize"), (y, "minimize")]))
+
+
+def capacity_front(
+    feasible: Sequence[TrialPoint], x: str, y: str
+) -> tuple[tuple[TrialPoint, ...], float | None]:
+    """Capacity mode: each trial's latencies are at its own capacity rate, so a config that
+    serves less traffic sits lower and left and would make the front alone (the baseline, while
+    the study recommends the config that serves more). The front is drawn among the configs
+    that serve the highest capacity, the study's ranking first (`tuner.trial.ranked`): the
+    recommended config's, and that capacity. No capacity stored: the plain front."""
+    rated = [p for p in feasible if p.capacity_rps is not None]
+    if not rated:
+        return _front(feasible, x, y), None
+    top = max(p.capacity_rps for p in rated if p.capacity_rps is not None)
+    return _front([p for p in rated if p.capacity_rps == top], x, y), top
+
+
+def _colours(feasible: Sequence[TrialPoint]) -> ColourScale | None:
+    values = [p.metrics.get(THROUGHPUT, math.nan) for p in feasible]
+    half = [(ci[1] - ci[0]) / 2 for p in feasible if (ci := p.ci(THROUGHPUT)) is not None]
+    return colour_scale(values, half)

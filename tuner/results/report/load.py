@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from tuner import trial as tr
 from tuner.results import capacity_words as words
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
 from tuner.trial import RateStep, TrialPoint
@@ -36,8 +37,9 @@ def curve_figure(
     scenario: str | None = None,
 ) -> go.Figure | None:
     """P99 TTFT and mean TPOT against the offered rate (two panels), one line per trial;
-    hollow markers: runs that broke an SLO (× where early stopping stopped them, with the
-    figures reached by then). Dotted: each SLO limit; vertical: each trial's capacity."""
+    hollow markers: runs that broke an SLO; × where early stopping stopped them, with the
+    figures reached by then, off the line (`_curve_traces`). Dotted: each SLO limit;
+    vertical: each trial's capacity."""
     shown = [(k, p) for k, p in (("baseline", baseline), ("best", best)) if p is not None]
     if best is not None and baseline is not None and best.number == baseline.number:
         shown = [("baseline", baseline)]
@@ -51,28 +53,8 @@ def curve_figure(
         label = f"{kind} (trial {p.number})"
         for col, metric in enumerate(CURVE_METRICS, start=1):
             pts = [s for s in steps if metric in s.metrics]
-            fig.add_trace(
-                go.Scatter(
-                    x=[s.rate_rps for s in pts],
-                    y=[s.metrics[metric] for s in pts],
-                    mode="lines+markers",
-                    line={"color": color, "dash": dash},
-                    marker={
-                        "symbol": [
-                            "x" if s.pruned_reason else "circle" if s.feasible else "circle-open"
-                            for s in pts
-                        ],
-                        "size": 9,
-                    },
-                    hovertext=[_hover(s) for s in pts],
-                    hoverinfo="text",
-                    name=label,
-                    legendgroup=label,
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
+            for trace in _curve_traces(pts, metric, color, dash, label, first=col == 1):
+                fig.add_trace(trace, row=1, col=col)
             cap = _capacity(p, scenario)
             if cap:
                 fig.add_vline(x=cap, line={"color": color, "dash": "dot"}, row=1, col=col)
@@ -98,6 +80,43 @@ def curve_figure(
     return fig
 
 
+def _curve_traces(
+    steps: Sequence[RateStep], metric: str, color: str, dash: str, label: str, *, first: bool
+) -> list[go.Scatter]:
+    """One trial's curve: the runs that ran to the end joined by a line (filled: met every
+    SLO, hollow: broke one); the runs early stopping cut short as crosses on their own, never
+    joined: their figures cover only the requests done by then, so a line through them
+    would show latency falling with load."""
+    done = [s for s in steps if not s.pruned_reason]
+    stopped = [s for s in steps if s.pruned_reason]
+    common = {"hoverinfo": "text", "name": label, "legendgroup": label}
+    traces = [
+        go.Scatter(
+            x=[s.rate_rps for s in done],
+            y=[s.metrics[metric] for s in done],
+            mode="lines+markers",
+            line={"color": color, "dash": dash},
+            marker={"symbol": ["circle" if s.feasible else "circle-open" for s in done], "size": 9},
+            hovertext=[_hover(s) for s in done],
+            showlegend=first,
+            **common,
+        )
+    ]
+    if stopped:
+        traces.append(
+            go.Scatter(
+                x=[s.rate_rps for s in stopped],
+                y=[s.metrics[metric] for s in stopped],
+                mode="markers",
+                marker={"symbol": "x", "size": 9, "color": color},
+                hovertext=[_hover(s) for s in stopped],
+                showlegend=False,
+                **common,
+            )
+        )
+    return traces
+
+
 def _capacity(p: TrialPoint, scenario: str | None) -> float | None:
     if scenario is None:
         return p.capacity_rps
@@ -107,8 +126,8 @@ def _capacity(p: TrialPoint, scenario: str | None) -> float | None:
 
 def _hover(step: RateStep) -> str:
     figures = step.metrics
-    lines = [f"{step.rate_rps:.4g} req/s offered"]
-    lines += [f"{m} = {figures[m]:.4g}" for m in CURVE_METRICS if m in figures]
+    lines = [f"{figure(step.rate_rps)} req/s offered"]
+    lines += [f"{m} = {figure(figures[m])}" for m in CURVE_METRICS if m in figures]
     if "request_goodput" in figures:
         lines.append(words.goodput(figures["request_goodput"]))
     lines.append("met every SLO" if step.feasible else "broke an SLO")
@@ -162,7 +181,7 @@ def scenario_table(points: Sequence[TrialPoint]) -> str:
             cap = entry.capacity.capacity_rps if entry and entry.capacity else None
             score = entry.score if entry is not None else None
             values = [score, *(found.get(m) for m in cols[1:4])]
-            cells += [f"<td>{'' if v is None else f'{v:.4g}'}</td>" for v in values]
+            cells += [f"<td>{figure(v)}</td>" for v in values]
             capped = words.entry_capped(entry.capacity if entry is not None else None)
             cells.append(f"<td>{'' if cap is None else html.escape(words.rate(cap, capped))}</td>")
         rows.append(

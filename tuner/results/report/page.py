@@ -22,6 +22,7 @@ from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.shapes import shape_rows
 from tuner.results.views import prediction_rows
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
@@ -70,14 +71,8 @@ def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
-
-
 def _kv(rows: Sequence[tuple[str, Any]]) -> str:
-    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_fmt(v))}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(figure(v))}</td></tr>" for k, v in rows)
     return f'<table class="kv">{body}</table>'
 
 
@@ -101,11 +96,13 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
         cells = [
             f"{p.number}" + (" ★ baseline" if p.baseline else ""),
             label,
-            *(_fmt(p.params.get(k)) for k in params),
-            *(_fmt(p.metrics.get(m)) for m in metrics),
-            "" if p.status == "failed" else _fmt(p.score),  # a penalty, not a measurement
-            _fmt(p.record.engine_s),
-            _fmt(split[0] if (split := p.record.engine_split_s) is not None else None),
+            *(figure(p.params.get(k)) for k in params),
+            *(figure(p.metrics.get(m)) for m in metrics),
+            ""
+            if p.status == "failed"
+            else figure(p.score, 3, sign=True),  # a penalty, not a measurement
+            figure(p.record.engine_s),
+            figure(split[0] if (split := p.record.engine_split_s) is not None else None),
         ]
         tds = "".join(f"<td>{_e(c)}</td>" for c in cells[:1])
         tds += "".join(f'<td class="l">{_e(c)}</td>' for c in cells[1:2])
@@ -127,7 +124,7 @@ def predictions_section(points: Sequence[TrialPoint]) -> str:
 
     def cells(r: dict) -> str:
         error = "" if r["error"] is None else f"{r['error']:+.1%}"
-        shown = [_fmt(r[k]) for k in ("trial", "metric", "predicted", "measured")] + [error]
+        shown = [figure(r[k]) for k in ("trial", "metric", "predicted", "measured")] + [error]
         return "".join(f"<td>{_e(c)}</td>" for c in shown)
 
     body = "".join(f"<tr>{cells(r)}</tr>" for r in rows)
@@ -212,7 +209,7 @@ def hosts_section(points: Sequence[TrialPoint]) -> str:
         cells = ""
         for m in SHOWN:
             ci = p.ci(m)
-            text = _fmt(p.metrics.get(m)) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
+            text = figure(p.metrics.get(m)) + (f" [{figure(ci[0])}, {figure(ci[1])}]" if ci else "")
             cells += f"<td>{_e(text)}</td>"
         body += f'<tr><td class="l">{_e(host)}</td><td>{p.number}</td>{cells}</tr>'
     warnings = "".join(f'<p class="err">{_e(w)}</p>' for w in differences(points))
@@ -280,7 +277,10 @@ def _scenario_fronts(
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
-        info = pareto_front_info(for_scenario(points, s.name), texts, simulated, s.name)
+        capacity = spec.objective.mode == "capacity"
+        info = pareto_front_info(
+            for_scenario(points, s.name), texts, simulated, s.name, capacity=capacity
+        )
         if info.feasible or info.infeasible:
             fig = plot_pareto(info)
             parts.append(fig.to_html(full_html=False, include_plotlyjs=False, config=config))
@@ -296,8 +296,15 @@ def build_report(
     study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline."""
-    pareto = pareto_front_info(points, spec.objective.slo, simulated)
+    capacity = spec.objective.mode == "capacity"
+    pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
+    capacity_note = (
+        "Capacity study: each trial's figures are at its own capacity rate, so the front is "
+        "drawn among the configs that serve the most. "
+        if pareto.front_capacity_rps is not None
+        else ""
+    )
     statuses = ("feasible", "infeasible", "failed", "pruned")
     counts = {s: sum(p.status == s for p in points) for s in statuses}
     counts["stopped early (pruned)"] = counts.pop("pruned")
@@ -347,7 +354,8 @@ def build_report(
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.
 Grey crosses: measured but breaking an SLO. Failed trials have no measurement and are listed
-under the plot. Hover a point for its flags.</p>
+under the plot. Axes fit the points: an SLO far from them is named in the legend, not drawn.
+{capacity_note}Hover a point for its flags.</p>
 {divs[0]}
 {scenario_fronts}
 {load_html}

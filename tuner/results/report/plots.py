@@ -1,7 +1,7 @@
-"""The report's figures: Pareto front (plotly and a matplotlib PNG), history, importance.
+"""The report's figures: Pareto front (plotly), history, importance.
 
-Both Pareto renderers draw one `ParetoFrontInfo` (tuner/results/report/front.py) and compute
-nothing.
+Both Pareto renderers (this one and the PNG's, tuner/results/report/png.py) draw one
+`ParetoFrontInfo` (tuner/results/report/front.py) and compute nothing.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import optuna
 import plotly.graph_objects as go
 
 from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.trial import TrialPoint
 
@@ -25,15 +25,19 @@ THROUGHPUT = "output_throughput"
 # the bars would only say where one trial's values sit. From 11 it is at least two. Why this
 # number, and what the report says below it: docs/results.md.
 MIN_MEASURED_TRIALS_FOR_IMPORTANCE = 11
-COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111"}
+COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111", "flat": "#3b75af"}
+SLO_COLOR, SLO_TEXT = "#e377c2", "#c0399a"
+# d3-format of plotly's ticks: plain decimals without trailing zeros or thousands separators,
+# as `tuner.spec.figures.figure` writes them (19934, 52.5; never 20k or 1e4)
+PLAIN_TICKS = "~r"
 
 
 def _hover(p: TrialPoint) -> str:
     lines = [f"<b>trial {p.number}</b>" + (" (baseline)" if p.baseline else "")]
     lines += [f"{k} = {v}" for k, v in p.params.items()]
-    lines += [f"{m} = {p.metrics[m]:.4g}" for m in HEADLINE_METRICS if m in p.metrics]
+    lines += [f"{m} = {figure(p.metrics[m])}" for m in HEADLINE_METRICS if m in p.metrics]
     if p.score is not None:
-        lines.append(f"score = {p.score:.3f}")
+        lines.append(f"score = {figure(p.score, 3, sign=True)}")
     broken = [k for k, v in p.constraints.items() if v > 0]
     if broken:
         lines.append("breaks: " + ", ".join(html.escape(k) for k in broken))
@@ -58,7 +62,7 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
             y=[p.metrics[y] for p in info.front],
             mode="lines",
             line={"color": COLORS["front"], "width": 2, "shape": "hv"},
-            name=f"Pareto front ({len(info.front)} trials)",
+            name=front_name(info),
             hoverinfo="skip",
         )
     )
@@ -79,13 +83,25 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
             )
         )
     for line in info.slo_lines:
-        add = fig.add_vline if line.axis == "x" else fig.add_hline
-        add(
-            line.value,
-            line={"dash": "dash", "color": "#e377c2", "width": 1.5},
-            annotation_text=line.label,
-            annotation_position="bottom right" if line.axis == "x" else "top left",
-            annotation_font_color="#c0399a",
+        if line.off is None:
+            add = fig.add_vline if line.axis == "x" else fig.add_hline
+            add(
+                line.value,
+                line={"dash": "dash", "color": SLO_COLOR, "width": 1.5},
+                annotation_text=line.label,
+                annotation_position="top left",
+                annotation_font_color=SLO_TEXT,
+            )
+    for text in off_plot_notes(info):  # a legend entry: never over a point
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"dash": "dash", "color": SLO_COLOR, "width": 1.5},
+                name=html.escape(text),
+                hoverinfo="skip",
+            )
         )
     if info.failed:
         _add_failed_note(fig, info.failed)
@@ -93,44 +109,86 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
     return fig
 
 
+def front_name(info: ParetoFrontInfo) -> str:
+    """The front's legend entry; capacity mode: the capacity it is drawn at."""
+    if info.front_capacity_rps is None:
+        return f"Pareto front ({_trials(len(info.front))})"
+    return (
+        f"Pareto front of the configs with the highest capacity, "
+        f"{figure(info.front_capacity_rps)} req/s ({_trials(len(info.front))})"
+    )
+
+
+def _trials(n: int) -> str:
+    return f"{n} trial" if n == 1 else f"{n} trials"
+
+
+def off_plot_notes(info: ParetoFrontInfo) -> list[str]:
+    """One line for each SLO limit beyond the fitted axes; both renderers show it in the
+    legend, outside the plot area, so it never covers a point."""
+    return [line.off.words(line.label) for line in info.slo_lines if line.off is not None]
+
+
 def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
-    """Feasible trials coloured by output throughput; those on the front bigger and ringed."""
-    feasible, on_front = info.feasible, info.front_numbers
-    return go.Scatter(
-        **_labelled(info, feasible, info.feasible_labels, "#333"),
-        marker={
-            "size": [16 if p.number in on_front else 11 for p in feasible],
+    """Feasible trials coloured by output throughput (one colour, with the spread in the legend,
+    when it is noise); those on the front bigger and ringed."""
+    feasible, on_front, scale = info.feasible, info.front_numbers, info.colour
+    marker: dict[str, Any] = {
+        "size": [16 if p.number in on_front else 11 for p in feasible],
+        "line": {
+            "color": [COLORS["front"] if p.number in on_front else "#fff" for p in feasible],
+            "width": [3 if p.number in on_front else 1 for p in feasible],
+        },
+    }
+    name = "feasible trial (colour = output throughput)"
+    if scale is None or scale.noise:
+        marker["color"] = COLORS["flat"]
+        name = f"feasible trial; {scale.why}" if scale is not None else "feasible trial"
+    else:
+        marker |= {
             "color": [p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
             "colorscale": "Viridis",
+            "cmin": scale.low,
+            "cmax": scale.high,
             "showscale": True,
-            "colorbar": {"title": {"text": "output<br>tok/s"}},
-            "line": {
-                "color": [COLORS["front"] if p.number in on_front else "#fff" for p in feasible],
-                "width": [3 if p.number in on_front else 1 for p in feasible],
-            },
-        },
-        name="feasible trial (colour = output throughput)",
+            "colorbar": {"title": {"text": "output<br>tok/s"}, "tickformat": PLAIN_TICKS},
+        }
+    return go.Scatter(
+        **_labelled(info, feasible, info.feasible_labels, info.feasible_positions, "#333"),
+        marker=marker,
+        name=name,
     )
 
 
 def _infeasible_trace(info: ParetoFrontInfo) -> go.Scatter:
     return go.Scatter(
-        **_labelled(info, info.infeasible, info.infeasible_labels, COLORS["infeasible"]),
+        **_labelled(
+            info,
+            info.infeasible,
+            info.infeasible_labels,
+            info.infeasible_positions,
+            COLORS["infeasible"],
+        ),
         marker={"symbol": "x", "size": 11, "color": COLORS["infeasible"]},
         name="infeasible (breaks an SLO)",
     )
 
 
 def _labelled(
-    info: ParetoFrontInfo, points: Sequence[TrialPoint], labels: Sequence[str], color: str
+    info: ParetoFrontInfo,
+    points: Sequence[TrialPoint],
+    labels: Sequence[str],
+    positions: Sequence[str],
+    color: str,
 ) -> dict[str, Any]:
-    """Trials as points on the plot's axes, each with its label beside it and its hover text."""
+    """Trials as points on the plot's axes, each with its label where it collides with no
+    other (`layout.place_labels`) and its hover text."""
     return {
         "x": [p.metrics[info.x] for p in points],
         "y": [p.metrics[info.y] for p in points],
         "mode": "markers+text",
         "text": list(labels),
-        "textposition": "top right",
+        "textposition": list(positions),
         "textfont": {"size": 11, "color": color},
         "hovertext": [_hover(p) for p in points],
         "hoverinfo": "text",
@@ -158,18 +216,20 @@ def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
     title = f"{info.x} against {info.y} (both lower is better)"
     if info.scenario is not None:
         title = f"Scenario {info.scenario}: {title}"
+    if info.front_capacity_rps is not None:
+        title += "<br>each trial at its own capacity rate"
     if info.simulated:
-        title += " — SIMULATED: predicted, not measured"
-    if info.log_x:
-        fig.update_xaxes(type="log")
-    if info.log_y:
-        fig.update_yaxes(type="log")
+        title += "<br>SIMULATED: predicted, not measured"
+    for update, rng in ((fig.update_xaxes, info.x_range), (fig.update_yaxes, info.y_range)):
+        update(tickformat=PLAIN_TICKS)
+        if rng is not None:
+            update(type="log" if rng.log else "linear", range=rng.plotly_range())
     fig.update_layout(
         title={"text": title},
         xaxis_title=f"{info.x} (ms)",
         yaxis_title=f"{info.y} (ms)",
         template="plotly_white",
-        height=620,
+        height=680,
         margin={"b": 120},
         legend={"orientation": "h", "y": -0.28, "x": 0},
     )
@@ -254,80 +314,3 @@ def importance_figure(values: dict[str, float]) -> go.Figure:
         margin={"l": 220},
     )
     return fig
-
-
-def write_png(
-    points: Sequence[TrialPoint],
-    path: Path | BinaryIO,
-    study_name: str,
-    *,
-    slo_lines: Sequence[str] = (),
-    simulated: bool = False,
-) -> None:
-    """The Pareto plot as a static image, for tickets and chat (see `draw_png`)."""
-    draw_png(pareto_front_info(points, slo_lines, simulated), path, study_name)
-
-
-def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> None:
-    """The same Pareto plot as `plot_pareto`, drawn with matplotlib (Agg) into a PNG."""
-    # Imported here: matplotlib is slow to import and only `--png` needs it; Agg first.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    x, y, feasible, infeasible = info.x, info.y, info.feasible, info.infeasible
-    on_front = info.front_numbers
-    fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
-    if info.front:
-        ax.step(
-            [p.metrics[x] for p in info.front],
-            [p.metrics[y] for p in info.front],
-            where="post",
-            color=COLORS["front"],
-            label=f"Pareto front ({len(info.front)})",
-        )
-    sc = ax.scatter(
-        [p.metrics[x] for p in feasible],
-        [p.metrics[y] for p in feasible],
-        c=[p.metrics.get(THROUGHPUT, math.nan) for p in feasible],
-        cmap="viridis",
-        s=[110 if p.number in on_front else 50 for p in feasible],
-        edgecolors=[COLORS["front"] if p.number in on_front else "white" for p in feasible],
-        linewidths=[2 if p.number in on_front else 0.5 for p in feasible],
-        label="feasible",
-        zorder=3,
-    )
-    if feasible:
-        fig.colorbar(sc, ax=ax, label="output throughput (tok/s)")
-    if infeasible:
-        ax.scatter(
-            [p.metrics[x] for p in infeasible],
-            [p.metrics[y] for p in infeasible],
-            marker="x",
-            color=COLORS["infeasible"],
-            label="infeasible (breaks an SLO)",
-        )
-    for group, labels in ((feasible, info.feasible_labels), (infeasible, info.infeasible_labels)):
-        for p, label in zip(group, labels, strict=True):
-            ax.annotate(label, info.xy(p), xytext=(5, 5), textcoords="offset points", fontsize=9)
-    for p in info.baselines:
-        ax.scatter(*info.xy(p), marker="*", s=320, facecolors="none", edgecolors="black",
-                   zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
-    for line in info.slo_lines:
-        draw = ax.axvline if line.axis == "x" else ax.axhline
-        draw(line.value, color="#e377c2", linestyle="--", linewidth=1.2, label=line.label)
-    failed = len(info.failed)
-    title = f"{study_name}: {x} vs {y}" + (f" — {failed} failed trials not shown" if failed else "")
-    if info.simulated:
-        title += "\nSIMULATED: predicted figures, not measurements"
-    if info.log_x:
-        ax.set_xscale("log")
-    if info.log_y:
-        ax.set_yscale("log")
-    ax.set(title=title, xlabel=f"{x} (ms)", ylabel=f"{y} (ms)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)

@@ -1,0 +1,154 @@
+"""The report's trade-off plot reads (issue 34, item 6): axes fitted to the data with the SLO
+shown without swallowing it, labels that do not collide, a colour scale that says when its
+spread is noise, the capacity-mode front, latency–load curves that do not join stopped runs,
+a title that wraps. Pure: hand-built trials, no storage, no engine."""
+
+from __future__ import annotations
+
+import io
+
+from results_fixtures import frozen
+
+from tuner.results.report.front import pareto_front_info
+from tuner.results.report.layout import (
+    _box,
+    _overlap,
+    colour_scale,
+    fit_axis,
+    place_labels,
+)
+from tuner.results.report.load import curve_figure
+from tuner.results.report.png import TITLE_CHARS, draw_png, title_lines
+from tuner.spec.slo import parse_slo
+from tuner.trial import read
+
+SLO = ("p99_ttft_ms<=20000", "mean_tpot_ms<=80")
+
+
+def _point(number: int, ttft: float, tpot: float, thr: float = 100.0, **attrs):
+    return read(
+        frozen(
+            number,
+            score=attrs.pop("score", 0.0),
+            p99_ttft_ms=ttft,
+            mean_tpot_ms=tpot,
+            output_throughput=thr,
+            baseline=number == 0,
+            **attrs,
+        )
+    )
+
+
+def test_the_axes_fit_the_points_and_a_far_slo_is_noted_at_the_edge_not_drawn() -> None:
+    # points at 1-3 s TTFT and 40-50 ms TPOT under a 20 s / 80 ms SLO: the old plot stretched
+    # both axes to the SLO lines, so every point sat in one corner
+    points = [_point(i, 1000.0 + 500 * i, 40.0 + 2 * i) for i in range(5)]
+    info = pareto_front_info(points, SLO)
+    assert info.x_range is not None and info.y_range is not None
+    assert 800 < info.x_range.low < 1000 and 3000 < info.x_range.high < 3300
+    assert 38 < info.y_range.low < 40 and 48 < info.y_range.high < 50
+    fractions = [info.x_range.fraction(p.metrics["p99_ttft_ms"]) for p in points]
+    assert min(fractions) < 0.1 and max(fractions) > 0.9  # spread over the plot
+    edges = {line.label: line.off for line in info.slo_lines}
+    assert edges["SLO p99_ttft_ms<=20000"].edge == "right"
+    assert edges["SLO mean_tpot_ms<=80"].edge == "top"
+    assert edges["SLO mean_tpot_ms<=80"].words("SLO mean_tpot_ms<=80") == (
+        "SLO mean_tpot_ms<=80 ↑ off the plot, beyond the top edge; every point meets it"
+    )
+
+
+def test_an_slo_near_the_points_is_drawn_on_the_axis() -> None:
+    axis, inside = fit_axis([1000.0, 1800.0], [2000.0, 9000.0], log=False)
+    assert inside == (True, False)  # 2000 is within half the span; 9000 is not
+    assert axis.low < 1000 and 2000 < axis.high < 2200
+    log_axis, inside = fit_axis([100.0, 5000.0], [8000.0], log=True)
+    assert inside == (True,) and log_axis.log and log_axis.high > 8000
+    single, _ = fit_axis([52.0], [], log=False)  # one point: a span around it, not zero
+    assert single.low < 52 < single.high
+
+
+def test_points_at_one_spot_share_a_label_and_labels_do_not_overlap() -> None:
+    # trials 1, 11 and 21 a pixel apart printed "11 21 1" over each other
+    points = [_point(1, 3000.0, 210.0), _point(11, 3005.0, 210.2), _point(21, 3002.0, 209.9)]
+    points += [_point(2, 4000.0, 209.5), _point(3, 9000.0, 93.0), _point(4, 4050.0, 207.0)]
+    info = pareto_front_info(points)
+    assert info.feasible_labels[:3] == ("1,11,21", "", "")
+    # every two labels drawn where `place_labels` put them leave each other alone
+    xr, yr = info.x_range, info.y_range
+    boxes = [
+        _box(xr.fraction(p.metrics["p99_ttft_ms"]), yr.fraction(p.metrics["mean_tpot_ms"]), t, pos)
+        for p, t, pos in zip(
+            info.feasible, info.feasible_labels, info.feasible_positions, strict=True
+        )
+        if t
+    ]
+    assert all(_overlap(a, b) == 0 for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_labels_of_close_points_go_different_ways() -> None:
+    near = [(0.5, 0.5), (0.53, 0.5)]  # about 24 px apart: two labels, both "top right" collide
+    positions = place_labels(near, ["12", "13"])
+    a, b = (
+        _box(x, y, t, pos) for (x, y), t, pos in zip(near, ["12", "13"], positions, strict=True)
+    )
+    assert _overlap(a, b) == 0
+
+
+def test_a_colour_spread_within_the_noise_says_so_and_is_not_coloured() -> None:
+    noise = colour_scale([89.25, 89.4, 89.65], [2.1, 2.0, 2.3])
+    assert noise is not None and noise.noise
+    assert noise.why == "output 89.25–89.65 tok/s: a spread within noise (95% intervals ±2.1 tok/s)"
+    real = colour_scale([70.0, 80.0, 90.0], [2.1, 2.0, 2.3])
+    assert real is not None and not real.noise
+    assert colour_scale([89.25, 89.3], []).noise  # no intervals stored: 1 % of the median
+    assert not colour_scale([80.0, 90.0], []).noise
+
+
+def test_the_plot_carries_the_noise_in_the_legend_and_draws_a_png() -> None:
+    ci = [88.0, 91.0]
+    points = [
+        _point(i, 1000.0 + i, 40.0 + i, 89.25 + 0.1 * i, output_throughput_ci=ci) for i in range(5)
+    ]
+    info = pareto_front_info(points, SLO)
+    assert info.colour is not None and info.colour.noise
+    out = io.BytesIO()
+    draw_png(info, out, "a-study-name-that-is-long-enough-to-be-clipped-by-the-old-title-" * 2)
+    assert out.getvalue().startswith(b"\x89PNG")
+
+
+def test_the_png_title_is_wrapped_never_cut_off() -> None:
+    points = [_point(0, 1000.0, 40.0)]
+    info = pareto_front_info(points, SLO, simulated=True)
+    name = "deepseek-r1-distill-qwen-32b-4xa6000-longdoc-sim-simulated-and-more-words-here"
+    title = title_lines(info, name)
+    assert all(len(line) <= TITLE_CHARS for line in title.splitlines()), title
+    assert "SIMULATED" in title and name in title.replace("\n", "")
+
+
+def test_capacity_mode_front_is_the_recommended_configs() -> None:
+    # the baseline serves 1 req/s at low latency; trial 1 serves 2 req/s (the study's best):
+    # compared at their own capacity rates, the baseline alone made the plain front
+    base = _point(0, 900.0, 40.0, capacity_rps=1.0, score=0.0)
+    best = _point(1, 1500.0, 55.0, capacity_rps=2.0, score=-0.69)
+    tied = _point(2, 1700.0, 60.0, capacity_rps=2.0, score=-0.69)  # same capacity, worse
+    plain = pareto_front_info([base, best, tied], SLO)
+    assert [p.number for p in plain.front] == [0]
+    info = pareto_front_info([base, best, tied], SLO, capacity=True)
+    assert [p.number for p in info.front] == [1] and info.front_capacity_rps == 2.0
+
+
+def test_a_stopped_run_is_not_joined_into_the_latency_load_curve() -> None:
+    steps = [
+        {"rate_rps": 1.0, "feasible": True, "p99_ttft_ms": 800.0, "mean_tpot_ms": 40.0},
+        {"rate_rps": 2.0, "feasible": True, "p99_ttft_ms": 900.0, "mean_tpot_ms": 45.0},
+        # stopped early: its figures cover the first requests only, lower than the run below
+        {"rate_rps": 4.0, "feasible": False, "pruned_reason": "SLO broken",
+         "p99_ttft_ms": 500.0, "mean_tpot_ms": 30.0},
+    ]  # fmt: skip
+    base = _point(0, 900.0, 45.0, capacity_rps=2.0, rate_steps=steps)
+    fig = curve_figure(base, None, parse_slo(SLO[0]))
+    assert fig is not None
+    lines = [t for t in fig.data if "lines" in t.mode]
+    crosses = [t for t in fig.data if t.mode == "markers"]
+    assert [list(t.x) for t in lines] == [[1.0, 2.0], [1.0, 2.0]]  # one per panel
+    assert [list(t.x) for t in crosses] == [[4.0], [4.0]]

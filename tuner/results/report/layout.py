@@ -1,0 +1,220 @@
+"""Where things sit on the trade-off plot (pure): axes fitted to the data, SLO limits that are
+drawn or noted at the edge, point labels that do not collide, a colour scale that says when
+its spread is noise. `front.pareto_front_info` computes them once; both renderers draw them.
+
+Why these rules: docs/results.md, "The trade-off plot".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tuner.spec.figures import figure
+
+PAD = 0.06  # of the data's span, each side of the axis
+SLO_REACH = 0.5  # an SLO within half the data's span of it is drawn on the axis (stretched)
+MIN_SPAN = 0.1  # a single value (or all equal): the axis spans 10 % of it (log: 0.1 decade)
+# The plot area the labels are placed for, the smaller of the two renderers' on each side (the
+# PNG's 9x7.5 in at 120 dpi leaves about 780 px across inside the axes, plotly's 680-px figure
+# about 420 px high at the report's width), and a label's size in it.
+PLOT_W_PX, PLOT_H_PX = 780.0, 420.0
+CHAR_W_PX, LINE_H_PX, OFFSET_PX = 7.0, 14.0, 6.0
+MARKER_PX = 8.0  # half a plain point; the callers give bigger ones (the baseline's star)
+CLUSTER_PX = 14.0  # points closer than this share one label ("1,11,21")
+# plotly's `textposition` names, tried in this order; the PNG maps each to an offset
+POSITIONS = (
+    "top right",
+    "bottom right",
+    "top left",
+    "bottom left",
+    "middle right",
+    "middle left",
+    "top center",
+    "bottom center",
+)
+# Without stored intervals: a spread under 1 % of the median reads as noise (a run-to-run
+# difference of output throughput on one config is about that on the simulator, more on GPUs).
+NOISE_WITHOUT_INTERVALS = 0.01
+
+
+@dataclass(frozen=True)
+class AxisRange:
+    """An axis's limits in data units; `log`: drawn on a log scale."""
+
+    low: float
+    high: float
+    log: bool = False
+
+    def _t(self, v: float) -> float:
+        return math.log10(v) if self.log else v
+
+    def fraction(self, v: float) -> float:
+        """Where `v` sits along the axis: 0 at `low`, 1 at `high`."""
+        lo, hi = self._t(self.low), self._t(self.high)
+        return (self._t(v) - lo) / (hi - lo) if hi > lo else 0.5
+
+    def plotly_range(self) -> list[float]:
+        """plotly's `range`: log10 of the limits on a log axis."""
+        return [self._t(self.low), self._t(self.high)]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An SLO limit beyond the fitted axis: which edge it lies past, and whether every plotted
+    point meets it (then the plot leaves it out rather than squeeze the points)."""
+
+    edge: str  # "right", "left", "top", "bottom"
+    all_met: bool
+
+    def words(self, label: str) -> str:
+        arrow = {"right": "→", "left": "←", "top": "↑", "bottom": "↓"}[self.edge]
+        met = "; every point meets it" if self.all_met else ""
+        return f"{label} {arrow} off the plot, beyond the {self.edge} edge{met}"
+
+
+def fit_axis(
+    values: Sequence[float], limits: Sequence[float], log: bool
+) -> tuple[AxisRange, tuple[bool, ...]]:
+    """The axis for `values`: their span padded by PAD each side, stretched to take in each
+    limit within SLO_REACH of the span; the others stay off it (False in the second item).
+
+    So an SLO far from the data (P99 TTFT ≤ 20 s over points at 1-3 s) no longer squeezes the
+    points into a corner; one near them is drawn where it is."""
+    t = (lambda v: math.log10(v)) if log else (lambda v: v)
+    back = (lambda v: 10.0**v) if log else (lambda v: v)
+    data = [t(v) for v in values if math.isfinite(v) and (v > 0 or not log)]
+    if not data:
+        data = [t(v) for v in limits if v > 0 or not log] or [0.0]
+    lo, hi = min(data), max(data)
+    span = hi - lo
+    if span <= 0:
+        span = MIN_SPAN if log else (MIN_SPAN * abs(lo) or 1.0)
+        lo, hi = lo - span / 2, hi + span / 2
+    inside = []
+    for limit in limits:
+        near = (limit > 0 or not log) and lo - SLO_REACH * span <= t(limit) <= hi + SLO_REACH * span
+        inside.append(near)
+        if near:
+            lo, hi = min(lo, t(limit)), max(hi, t(limit))
+    pad = PAD * (hi - lo)
+    return AxisRange(back(lo - pad), back(hi + pad), log), tuple(inside)
+
+
+def edge_of(axis: str, limit: float, rng: AxisRange, all_met: bool) -> Edge:
+    """Which edge an off-axis limit lies beyond."""
+    high = limit > rng.high
+    if axis == "x":
+        return Edge("right" if high else "left", all_met)
+    return Edge("top" if high else "bottom", all_met)
+
+
+def clusters(fractions: Sequence[tuple[float, float]]) -> list[int]:
+    """For each point, the index of the first point of its cluster: points within CLUSTER_PX
+    of a cluster's first point (on the plot, at PLOT_W_PX x PLOT_H_PX) share its label."""
+    heads: list[int] = []
+    out = []
+    for i, (fx, fy) in enumerate(fractions):
+        near = next(
+            (
+                h
+                for h in heads
+                if math.hypot(
+                    (fx - fractions[h][0]) * PLOT_W_PX, (fy - fractions[h][1]) * PLOT_H_PX
+                )
+                < CLUSTER_PX
+            ),
+            None,
+        )
+        if near is None:
+            heads.append(i)
+        out.append(i if near is None else near)
+    return out
+
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in plot fractions
+
+
+def _box(x: float, y: float, text: str, position: str) -> Box:
+    w, h = len(text) * CHAR_W_PX / PLOT_W_PX, LINE_H_PX / PLOT_H_PX
+    ox, oy = OFFSET_PX / PLOT_W_PX, OFFSET_PX / PLOT_H_PX
+    vertical, horizontal = position.split()
+    x0 = {"right": x + ox, "left": x - ox - w, "center": x - w / 2}[horizontal]
+    y0 = {"top": y + oy, "bottom": y - oy - h, "middle": y - h / 2}[vertical]
+    return x0, y0, x0 + w, y0 + h
+
+
+def _overlap(a: Box, b: Box) -> float:
+    dx = min(a[2], b[2]) - max(a[0], b[0])
+    dy = min(a[3], b[3]) - max(a[1], b[1])
+    return dx * dy if dx > 0 and dy > 0 else 0.0
+
+
+def place_labels(
+    fractions: Sequence[tuple[float, float]],
+    texts: Sequence[str],
+    half_sizes_px: Sequence[float] | None = None,
+) -> tuple[str, ...]:
+    """A `POSITIONS` entry for each label: the first that overlaps no label placed before it,
+    no other point (each `half_sizes_px` across from its centre, MARKER_PX when not given) and
+    stays inside the plot; where none does, the one that overlaps least. An empty label keeps
+    the first position (nothing is drawn)."""
+    halves = half_sizes_px or [MARKER_PX] * len(fractions)
+    markers = [
+        (fx - h / PLOT_W_PX, fy - h / PLOT_H_PX, fx + h / PLOT_W_PX, fy + h / PLOT_H_PX)
+        for (fx, fy), h in zip(fractions, halves, strict=True)
+    ]
+    placed: list[Box] = []
+    out = []
+    for i, ((fx, fy), text) in enumerate(zip(fractions, texts, strict=True)):
+        if not text:
+            out.append(POSITIONS[0])
+            continue
+        best, best_cost = POSITIONS[0], math.inf
+        for position in POSITIONS:
+            box = _box(fx, fy, text, position)
+            cost = sum(_overlap(box, b) for b in placed)
+            cost += sum(_overlap(box, m) for j, m in enumerate(markers) if j != i)
+            outside = max(0.0, -box[0]) + max(0.0, box[2] - 1) + max(0.0, -box[1])
+            cost += outside + max(0.0, box[3] - 1)
+            if cost < best_cost:
+                best, best_cost = position, cost
+            if cost == 0:
+                break
+        placed.append(_box(fx, fy, text, best))
+        out.append(best)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """Output throughput as the points' colour, or one colour when its spread is noise."""
+
+    low: float
+    high: float
+    noise: bool  # the spread is within the figures' own uncertainty: not coloured
+    why: str  # the words the legend or the colour bar carries
+
+
+def colour_scale(values: Sequence[float], half_widths: Sequence[float]) -> ColourScale | None:
+    """The colour scale of throughputs `values`; `half_widths`: the half-widths of their 95 %
+    intervals (those stored). A spread no wider than their median half-width is noise: two
+    measurements of one config differ that much, so colours would rank noise. Without
+    intervals: a spread under NOISE_WITHOUT_INTERVALS of the median. None: nothing to colour."""
+    shown = [v for v in values if math.isfinite(v)]
+    if not shown:
+        return None
+    low, high = min(shown), max(shown)
+    spread = f"{figure(low)}–{figure(high)} tok/s"
+    if half_widths:
+        noise_width = statistics.median(half_widths)
+        noise = high - low <= noise_width
+        why = f"95% intervals ±{figure(noise_width)} tok/s"
+    else:
+        noise = high - low < NOISE_WITHOUT_INTERVALS * abs(statistics.median(shown))
+        why = f"under {NOISE_WITHOUT_INTERVALS:.0%} of it, no intervals stored"
+    if noise:
+        return ColourScale(low, high, True, f"output {spread}: a spread within noise ({why})")
+    return ColourScale(low, high, False, "output tok/s")

@@ -1,0 +1,140 @@
+"""The Pareto plot as a static PNG (matplotlib, Agg), for tickets and chat: the same
+`ParetoFrontInfo` as the report's plotly figure (tuner/results/report/plots.py), drawn on the
+same fitted axes, with the same labels where they sit, and every number through `figure`
+(no offset notation, no `1e4`)."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
+from tuner.results.report.plots import (
+    COLORS,
+    SLO_COLOR,
+    THROUGHPUT,
+    front_name,
+    off_plot_notes,
+)
+from tuner.spec.figures import figure
+from tuner.trial import TrialPoint
+
+TITLE_CHARS = 78  # a title line at 11 pt across the 9-inch figure: wrapped, never cut off
+# (dx, dy) in points and the text's alignment for each `layout.POSITIONS` entry
+_OFFSETS = {
+    "top right": (5, 5, "left", "bottom"),
+    "bottom right": (5, -5, "left", "top"),
+    "top left": (-5, 5, "right", "bottom"),
+    "bottom left": (-5, -5, "right", "top"),
+    "middle right": (7, 0, "left", "center"),
+    "middle left": (-7, 0, "right", "center"),
+    "top center": (0, 7, "center", "bottom"),
+    "bottom center": (0, -7, "center", "top"),
+}
+
+
+def write_png(
+    points: Sequence[TrialPoint],
+    path: Path | BinaryIO,
+    study_name: str,
+    *,
+    slo_lines: Sequence[str] = (),
+    simulated: bool = False,
+    capacity: bool = False,
+) -> None:
+    """The Pareto plot as a static image (see `draw_png`)."""
+    draw_png(pareto_front_info(points, slo_lines, simulated, capacity=capacity), path, study_name)
+
+
+def title_lines(info: ParetoFrontInfo, study_name: str) -> str:
+    """The title, each part wrapped to TITLE_CHARS a line (never cut off): the study, the axes,
+    what is left out, capacity mode's rates, SIMULATED."""
+    extra = [f"{len(info.failed)} failed trial(s) not shown"] if info.failed else []
+    if info.front_capacity_rps is not None:
+        extra.append("each trial at its own capacity rate")
+    parts = [f"{study_name}:", f"{info.x} against {info.y} (both lower is better)"]
+    parts += ["; ".join(extra)] if extra else []
+    parts += ["SIMULATED: predicted figures, not measurements"] if info.simulated else []
+    return "\n".join(textwrap.fill(part, TITLE_CHARS) for part in parts)
+
+
+def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> None:
+    """The same Pareto plot as `plot_pareto`, drawn with matplotlib (Agg) into a PNG."""
+    # Imported here: matplotlib is slow to import and only `--png` needs it; Agg first.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = plt.subplots(figsize=(9, 7.5), dpi=120)
+    _points(fig, ax, info)
+    for line in info.slo_lines:
+        if line.off is None:
+            draw = ax.axvline if line.axis == "x" else ax.axhline
+            draw(line.value, color=SLO_COLOR, linestyle="--", linewidth=1.2, label=line.label)
+    for text in off_plot_notes(info):  # a legend entry: never over a point
+        ax.plot([], [], color=SLO_COLOR, linestyle="--", linewidth=1.2, label=text)
+    plain = FuncFormatter(lambda v, _: figure(v))
+    for axis, rng in ((ax.xaxis, info.x_range), (ax.yaxis, info.y_range)):
+        if rng is not None:
+            (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log" if rng.log else "linear")
+            (ax.set_xlim if axis is ax.xaxis else ax.set_ylim)(rng.low, rng.high)
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_title(title_lines(info, study_name), fontsize=11)
+    ax.set(xlabel=f"{info.x} (ms)", ylabel=f"{info.y} (ms)")
+    ax.grid(alpha=0.3)
+    # under the plot, never over a point
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+def _points(fig: Any, ax: Any, info: ParetoFrontInfo) -> None:
+    """The front, the trials (coloured by throughput unless its spread is noise), their
+    labels where `layout.place_labels` put them, the baseline's star."""
+    from matplotlib.ticker import FuncFormatter
+
+    x, y, feasible, on_front, scale = info.x, info.y, info.feasible, info.front_numbers, info.colour
+    if info.front:
+        xs, ys = zip(*(info.xy(p) for p in info.front), strict=True)
+        ax.step(xs, ys, where="post", color=COLORS["front"], label=front_name(info))
+    coloured = scale is not None and not scale.noise
+    sc = ax.scatter(
+        [p.metrics[x] for p in feasible],
+        [p.metrics[y] for p in feasible],
+        c=[p.metrics.get(THROUGHPUT, math.nan) for p in feasible] if coloured else COLORS["flat"],
+        cmap="viridis" if coloured else None,
+        vmin=scale.low if coloured and scale else None,
+        vmax=scale.high if coloured and scale else None,
+        s=[110 if p.number in on_front else 50 for p in feasible],
+        edgecolors=[COLORS["front"] if p.number in on_front else "white" for p in feasible],
+        linewidths=[2 if p.number in on_front else 0.5 for p in feasible],
+        label="feasible" if coloured or scale is None else f"feasible; {scale.why}",
+        zorder=3,
+    )
+    if feasible and coloured:
+        bar = fig.colorbar(sc, ax=ax, label="output throughput (tok/s)")
+        bar.formatter = FuncFormatter(lambda v, _: figure(v))
+        bar.update_ticks()
+    if info.infeasible:
+        xs, ys = [p.metrics[x] for p in info.infeasible], [p.metrics[y] for p in info.infeasible]
+        label = "infeasible (breaks an SLO)"
+        ax.scatter(xs, ys, marker="x", color=COLORS["infeasible"], label=label)
+    groups = (
+        (feasible, info.feasible_labels, info.feasible_positions),
+        (info.infeasible, info.infeasible_labels, info.infeasible_positions),
+    )
+    for group, labels, positions in groups:
+        for p, label, position in zip(group, labels, positions, strict=True):
+            dx, dy, ha, va = _OFFSETS[position]
+            ax.annotate(label, info.xy(p), xytext=(dx, dy), textcoords="offset points",
+                        fontsize=9, ha=ha, va=va)  # fmt: skip
+    for p in info.baselines:
+        ax.scatter(*info.xy(p), marker="*", s=320, facecolors="none", edgecolors="black",
+                   zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
