@@ -19,6 +19,7 @@ import httpx
 import optuna
 import pytest
 
+from tuner import __version__ as version
 from tuner.engine.ports import free_port
 from tuner.errors import UserError
 from tuner.spec.slo import SloLimit
@@ -260,6 +261,12 @@ def test_the_exported_command_holds_and_is_stored(study, engine):
     history = _history(study)
     assert len(history) == before + 1
     assert history[-1]["verdict"]["kind"] == "holds" and history[-1]["base_url"] == engine
+    shown = _verify(study, "--history")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-1].endswith(
+        f"trial 0  {engine}  vLLM sim-{version}  exit 0  holds"
+    )
+    assert json.loads(_verify(study, "--history", "--format", "json").stdout) == history
 
 
 @pytest.mark.slow

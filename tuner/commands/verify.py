@@ -8,6 +8,7 @@ outside its interval, or the engine is not the one measured); 4 breaks the SLO.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -22,8 +23,8 @@ Opt = typer.Option
 def verify(
     study_file: StudyFile,
     base_url: Annotated[
-        str, Opt("--base-url", help="The running engine, e.g. http://127.0.0.1:8000.")
-    ],
+        str | None, Opt("--base-url", help="The running engine, e.g. http://127.0.0.1:8000.")
+    ] = None,
     storage: Storage = None,
     max_requests: Annotated[
         int, Opt("--max-requests", help="Most requests sent in all (the test request included).")
@@ -46,6 +47,9 @@ def verify(
     api_key: Annotated[
         str | None, Opt(envvar="OPENAI_API_KEY", show_envvar=False, help="Bearer token.")
     ] = None,
+    history: Annotated[
+        bool, Opt("--history", help="Show the study's stored verifies instead (no engine).")
+    ] = False,
 ) -> None:
     """Run the study's workload (within the caps) against a running engine, compare with the
     shipped config's stored figures and SLO, and say whether it holds (exit codes: 0 holds,
@@ -54,6 +58,11 @@ def verify(
 
     if fmt not in ("text", "json"):
         raise UserError(f"unknown format {fmt!r}: choose one of text, json")
+    if history:
+        _show_history(study_file, storage, fmt)
+        return
+    if base_url is None:
+        raise UserError("give --base-url URL, the running engine to verify (or --history)")
     if not max_time > 0 or (max_rate is not None and not max_rate > 0):
         raise UserError("--max-time and --max-rate must be > 0")
     url = check_url(base_url, allow_host)
@@ -97,3 +106,28 @@ def _store(url: str, study: str, document: dict) -> None:
         save_verify(store, study, json.loads(json.dumps(document, default=str)))
     finally:
         store.close()
+
+
+def _show_history(study_file: Path, storage: str | None, fmt: str) -> None:
+    """One line per stored verify, oldest first; `json`: the stored documents."""
+    from tuner.commands.common import open_store, open_stored_study
+    from tuner.store.verifies import verify_history
+
+    study, spec = open_stored_study(study_file, storage, simulated=False)
+    store = open_store(spec, storage, readonly=True)
+    try:
+        docs = verify_history(store, study.study_name)
+    finally:
+        store.close()
+    if fmt == "json":
+        typer.echo(json.dumps(docs, indent=2))
+        return
+    if not docs:
+        typer.echo(f"study {study.study_name}: no verify stored yet")
+    for d in docs:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["verified_at"]))
+        engine = d.get("engine", {}).get("version") or "?"
+        typer.echo(
+            f"{when}  trial {d['trial']}  {d['base_url']}  vLLM {engine}  "
+            f"exit {d['verdict']['exit_code']}  {d['verdict']['text']}"
+        )
