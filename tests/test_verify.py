@@ -30,7 +30,7 @@ from tuner.testing.cli import TUNER, tuner
 from tuner.testing.studies import sim_study
 from tuner.verify import compare
 from tuner.verify.caps import Caps, capped, check_url
-from tuner.verify.changes import gpu_change
+from tuner.verify.changes import gpu_change, traffic_change
 from tuner.verify.engine_info import cache_config_labels
 
 # ---- the judgement -------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def test_the_verdict_says_slo_then_slower_then_engine_then_holds():
     assert slower.exit_code == compare.DRIFT_EXIT_CODE
     assert slower.text.startswith("slower than measured by 30.0 % (outside the interval)")
     differs = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, ["--max-num-seqs 8"])
-    assert (differs.kind, differs.exit_code) == ("engine-differs", compare.DRIFT_EXIT_CODE)
+    assert (differs.kind, differs.exit_code) == ("changed", compare.DRIFT_EXIT_CODE)
     holds = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, [])
     assert (holds.text, holds.exit_code) == ("holds", compare.HOLDS_EXIT_CODE)
 
@@ -100,6 +100,19 @@ def test_cache_config_info_labels_are_read_from_prometheus_text():
         "gpu_memory_utilization": "0.9",
     }
     assert cache_config_labels("vllm:num_requests_running 0.0\n") == {}
+
+
+def test_traffic_outside_the_studys_lengths_is_named():
+    assert traffic_change("prompt", [128] * 10, [130] * 5)[1] is None
+    line, change = traffic_change("prompt", [128] * 10, [256] * 5)
+    assert line == (
+        "traffic prompt tokens: median 256, p90 256 (your log, 5 requests) "
+        "vs the study's median 128, longest 128"
+    )
+    assert change == "prompts 2x the study's (median 256 vs 128)"
+    assert traffic_change("output", [16] * 10, [])[1] is None
+    # a long tail past the study's longest, at the same median
+    assert traffic_change("prompt", [100, 128, 150] * 4, [128] * 8 + [400] * 2)[1]
 
 
 def test_a_gpu_is_named_only_when_it_is_not_the_studys():
@@ -300,15 +313,24 @@ def test_another_token_budget_is_named(study, engine):
     assert "flag --max-num-batched-tokens: engine 256, exported 2048: DIFFERS" in done.stdout
     assert "run the engine with the exported command" in done.stdout
     last = done.stdout.strip().splitlines()[-1]
-    assert last.endswith("the engine differs: --max-num-batched-tokens 256 (exported 2048)")
+    assert last.endswith("changed since the study: --max-num-batched-tokens 256 (exported 2048)")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", [(ENGINE, "h100", True)], indirect=True)
-def test_another_gpu_is_named_with_the_retune_command(study, engine):
-    done = _verify(study, "--base-url", engine, "--no-store")
+def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study, engine):
+    log = study.parent / "traffic.jsonl"  # twice the study's 128-token prompts
+    log.write_text(
+        "".join(
+            json.dumps({"prompt": " ".join(["a"] * 256), "output_len": 16}) + "\n"
+            for _ in range(10)
+        )
+    )
+    done = _verify(study, "--base-url", engine, "--no-store", "--request-log", str(log))
     assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
     assert "GPU h100 x4 (study: a6000)" in done.stdout
+    assert "traffic prompt tokens: median 256" in done.stdout
+    assert "prompts 2x the study's (median 256 vs 128)" in done.stdout.splitlines()[-1]
     assert "tuner run NEW.yaml --warm-start e2e 3" in done.stdout
 
 

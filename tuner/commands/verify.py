@@ -47,6 +47,10 @@ def verify(
     api_key: Annotated[
         str | None, Opt(envvar="OPENAI_API_KEY", show_envvar=False, help="Bearer token.")
     ] = None,
+    request_log: Annotated[
+        Path | None,
+        Opt("--request-log", help="Your traffic (JSONL, as `tuner bench` takes): its lengths."),
+    ] = None,
     history: Annotated[
         bool, Opt("--history", help="Show the study's stored verifies instead (no engine).")
     ] = False,
@@ -70,7 +74,7 @@ def verify(
     target, store_url = _target(study_file, storage)
     from tuner.verify.session import run_verify
 
-    outcome = run_verify(target, url, caps, api_key)
+    outcome = run_verify(target, url, caps, api_key, request_log)
     if fmt == "json":
         typer.echo(json.dumps(outcome.document, indent=2, default=str))
     else:

@@ -96,3 +96,33 @@ def retune_lines(
         f"`tuner run NEW.yaml --warm-start {study_name} {WARM_START_K}` (its first "
         f"{WARM_START_K} trials re-measure this study's best configs){cost}",
     ]
+
+
+# The traffic's lengths are outside the study's range when a median is off the study's by more
+# than this factor, or the longest tenth reaches past the study's longest by more than it.
+LENGTH_FACTOR = 1.25
+
+
+def traffic_change(
+    what: str, study: Sequence[int], log: Sequence[int]
+) -> tuple[str | None, str | None]:
+    """`what` (prompt or output) lengths of the user's request log against the study's
+    workload: a line of figures, and a phrase when the log is outside the study's range (see
+    LENGTH_FACTOR); (None, None) when either has no lengths."""
+    if not study or not log:
+        return None, None
+    s_med, l_med = _quantile(study, 0.5), _quantile(log, 0.5)
+    s_max, l_p90 = max(study), _quantile(log, 0.9)
+    line = (
+        f"traffic {what} tokens: median {l_med:.0f}, p90 {l_p90:.0f} (your log, {len(log)} "
+        f"requests) vs the study's median {s_med:.0f}, longest {s_max}"
+    )
+    ratio = l_med / s_med if s_med else float("inf")
+    if ratio > LENGTH_FACTOR or ratio < 1 / LENGTH_FACTOR or l_p90 > LENGTH_FACTOR * s_max:
+        return line, f"{what}s {ratio:.2g}x the study's (median {l_med:.0f} vs {s_med:.0f})"
+    return line, None
+
+
+def _quantile(values: Sequence[int], q: float) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])

@@ -152,7 +152,7 @@ def flag_checks(exported: Mapping[str, Any], engine: Mapping[str, Any]) -> list[
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # holds, slower, engine-differs, breaks-slo, not-measured
+    kind: str  # holds, slower, changed, breaks-slo, not-measured
     text: str
     exit_code: int
 
@@ -166,14 +166,15 @@ def verdict(
     measured: Mapping[str, float],
     changes: Sequence[str],
 ) -> Verdict:
-    """The one-line verdict; `changes`: how the engine differs from the study's, in words."""
+    """The one-line verdict; `changes`: what is not as the study measured it (the engine's
+    flags, vLLM version, GPU; the traffic), in words."""
     broken = [limit for limit in limits if not limit.met(dict(measured))]
     if broken:
         words = ", ".join(f"{lim.metric} {figure(measured.get(lim.metric))}" for lim in broken)
         slo = ", ".join(str(lim) for lim in broken)
         return Verdict("breaks-slo", f"breaks the SLO: {words} (SLO {slo})", SLO_EXIT_CODE)
     worse = sorted((c for c in checks if c.worse), key=lambda c: -c.worse_pct)
-    tail = f"; the engine differs: {'; '.join(changes)}" if changes else ""
+    tail = f"; changed since the study: {'; '.join(changes)}" if changes else ""
     if worse:
         top = worse[0]
         more = f" ({len(worse) - 1} more figure(s) worse)" if len(worse) > 1 else ""
@@ -183,7 +184,7 @@ def verdict(
         )
         return Verdict("slower", text, DRIFT_EXIT_CODE)
     if changes:
-        return Verdict("engine-differs", f"holds, but{tail[1:]}", DRIFT_EXIT_CODE)
+        return Verdict("changed", f"holds, but{tail[1:]}", DRIFT_EXIT_CODE)
     return Verdict("holds", "holds", HOLDS_EXIT_CODE)
 
 

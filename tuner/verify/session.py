@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tuner.errors import UserError
@@ -19,13 +20,20 @@ from tuner.runners.engine_runner import workload_tokenizer
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
+from tuner.spec.workload import MAX_PROMPTS
 from tuner.verify import compare
 from tuner.verify.caps import INITIAL_TEST_REQUESTS, CappedWorkload, Caps, capped
-from tuner.verify.changes import flag_changes, flag_lines, platform_changes, retune_lines
+from tuner.verify.changes import (
+    flag_changes,
+    flag_lines,
+    platform_changes,
+    retune_lines,
+    traffic_change,
+)
 from tuner.verify.engine_info import EngineInfo, read_engine_info
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
-from tuner.workload.client import server_model_cards
-from tuner.workload.datasets import build_requests
+from tuner.workload.client import CHAT_ENDPOINT, server_model_cards
+from tuner.workload.datasets import build_requests, jsonl_requests
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,42 @@ def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
     return name
 
 
-def run_verify(target: Target, base_url: str, caps: Caps, api_key: str | None) -> Outcome:
+def traffic(spec: StudySpec, log: Path | None, tok: Any) -> tuple[list[str], list[str]]:
+    """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
+    against the study's workload: lines of figures, and the phrases of what is outside the
+    study's range (`changes.traffic_change`)."""
+    if log is None:
+        return [], []
+    chat = spec.workload.endpoint == CHAT_ENDPOINT
+    logged = jsonl_requests(str(log), tok, _log_size(log), chat=chat)
+    studied = build_requests(spec.workload, tok)
+    lines, changed = [], []
+    for what, of in (("prompt", _prompt_lens), ("output", _output_lens)):
+        line, change = traffic_change(what, of(studied), of(logged))
+        lines += [line] if line else []
+        changed += [change] if change else []
+    return lines, changed
+
+
+def _log_size(log: Path) -> int:
+    try:
+        text = log.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--request-log {log}: cannot read it: {exc}") from None
+    return max(1, min(MAX_PROMPTS, sum(1 for line in text.splitlines() if line.strip())))
+
+
+def _prompt_lens(requests: list) -> list[int]:
+    return [r.prompt_len for r in requests]
+
+
+def _output_lens(requests: list) -> list[int]:
+    return [r.output_len for r in requests if r.output_len is not None]
+
+
+def run_verify(
+    target: Target, base_url: str, caps: Caps, api_key: str | None, log: Path | None = None
+) -> Outcome:
     spec = target.spec
     if spec.scenarios or spec.objective.mode == "capacity":
         raise UserError(
@@ -77,14 +120,15 @@ def run_verify(target: Target, base_url: str, caps: Caps, api_key: str | None) -
             "is not supported yet"
         )
     work = capped(spec.workload, caps)  # a mistake here is found before anything is sent
+    tok = workload_tokenizer(spec)
+    mix = traffic(spec, log, tok)
     model = served_model(spec, base_url, api_key)
     info = read_engine_info(base_url, model, api_key)
-    tok = workload_tokenizer(spec)
     requests = build_requests(work.workload, tok)
     deadline = time.monotonic() + caps.max_time_s
     started = time.time()
     result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
-    return judge(target, base_url, caps, work, info, result, stopped, started)
+    return judge(target, base_url, caps, work, info, result, stopped, started, mix)
 
 
 def _measure(work: CappedWorkload, base_url, model, requests, api_key, tok, deadline: float):
@@ -119,13 +163,14 @@ def judge(
     result: BenchmarkResult | None,
     stopped: str | None,
     started: float,
+    mix: tuple[list[str], list[str]] = ([], []),
 ) -> Outcome:
     spec, point = target.spec, target.choice.point
     limits = list(target.choice.limits or spec.slo_limits())
     flags = compare.flag_checks(
         expected_flags(spec, point.params), _engine_flags(info, spec, point)
     )
-    platform = platform_changes(info, spec, point)
+    platform = [*platform_changes(info, spec, point), *mix[1]]
     moved_flags = flag_changes(flags)
     changes = [*moved_flags, *platform]
     measured = result.metrics if result is not None and stopped is None else {}
@@ -170,6 +215,7 @@ def judge(
             for f in flags
         ],
         "changes": changes,
+        "traffic": mix[0],
         "metrics": measured,
         "checks": [c.as_json() for c in checks],
         "slo": [str(lim) for lim in limits],
@@ -180,7 +226,7 @@ def judge(
     )
     document["retune"] = retune
     lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
-    lines += [*retune, f"verdict: {found.text}"]
+    lines += [*mix[0], *retune, f"verdict: {found.text}"]
     return Outcome(document, lines, found)
 
 
