@@ -84,6 +84,9 @@ def test_a_shorter_run_does_not_judge_throughput():
 def test_flag_values_compare_as_vllm_states_them():
     assert compare.same_value(0.9, "0.9") and compare.same_value(True, "True")
     assert compare.same_value(2048, 2048.0) and not compare.same_value(2048, "512")
+    # what real vLLM 0.32's /server_info says for `--dtype bfloat16`, VLLM_NO_USAGE_STATS=1
+    assert compare.same_value("bfloat16", "torch.bfloat16") and compare.same_value("1", True)
+    assert not compare.same_value("0", True) and not compare.same_value("float16", "bfloat16")
     checks = compare.flag_checks({"block-size": 16, "max-num-seqs": 8}, {"block-size": "32"})
     assert [(c.flag, c.differs) for c in checks] == [("block-size", True), ("max-num-seqs", False)]
 

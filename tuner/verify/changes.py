@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from tuner.scaffold.box import builtin_name
-from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.verify.compare import FlagCheck, Verdict
 from tuner.verify.engine_info import EngineInfo
@@ -19,7 +18,16 @@ WARM_START_K = 3  # configs of this study the re-tune measures first
 
 def flag_changes(flags: Sequence[FlagCheck]) -> list[str]:
     """The exported flags the engine runs with other values, one phrase each."""
-    return [f"--{f.flag} {f.engine} (exported {f.exported})" for f in flags if f.differs]
+    return [f"{_spelled(f.flag, f.engine)} (exported {f.exported})" for f in flags if f.differs]
+
+
+def _spelled(flag: str, value: Any) -> str:
+    """`--max-num-seqs 8`; an environment variable as `VLLM_X=1`."""
+    return f"{flag}={value}" if flag.startswith("VLLM_") else f"--{flag} {value}"
+
+
+def _name(flag: str) -> str:
+    return flag if flag.startswith("VLLM_") else f"--{flag}"
 
 
 def platform_changes(info: EngineInfo, spec: StudySpec, point: Any) -> list[str]:
@@ -50,8 +58,7 @@ def gpu_change(engine_gpus: str | None, study_gpu: str | None) -> str | None:
 def flag_lines(flags: Sequence[FlagCheck]) -> list[str]:
     """The engine's flags that differ, and the exported ones it does not expose."""
     lines = [
-        f"flag --{f.flag}: engine {figure(f.engine) if not isinstance(f.engine, str) else f.engine}"
-        f", exported {f.exported}: DIFFERS"
+        f"flag {_name(f.flag)}: engine {f.engine}, exported {f.exported}: DIFFERS"
         for f in flags
         if f.differs
     ]

@@ -135,14 +135,24 @@ class FlagCheck:
         return self.engine is not None and not same_value(self.exported, self.engine)
 
 
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
 def same_value(a: Any, b: Any) -> bool:
-    """Equal as a flag's value: numbers by value, booleans by truth, text case-blind."""
-    if isinstance(a, bool) or isinstance(b, bool) or str(a).lower() in ("true", "false"):
-        return str(a).lower() == str(b).lower()
+    """Equal as a flag's value: numbers by value, booleans by truth (an environment's "1" is
+    vLLM's True), text case-blind, a torch dtype by its name (vLLM's config says
+    `torch.bfloat16` for `--dtype bfloat16`)."""
+    x, y = _word(a), _word(b)
+    if isinstance(a, bool) or isinstance(b, bool) or x in ("true", "false"):
+        return (x in _TRUE and y in _TRUE) or (x in _FALSE and y in _FALSE)
     try:
         return math.isclose(float(a), float(b), rel_tol=1e-9)
     except (TypeError, ValueError):
-        return str(a).strip().lower() == str(b).strip().lower()
+        return x == y
+
+
+def _word(value: Any) -> str:
+    return str(value).strip().lower().removeprefix("torch.")
 
 
 def flag_checks(exported: Mapping[str, Any], engine: Mapping[str, Any]) -> list[FlagCheck]:
