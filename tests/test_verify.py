@@ -66,6 +66,9 @@ def test_the_verdict_says_slo_then_slower_then_engine_then_holds():
     assert (differs.kind, differs.exit_code) == ("changed", compare.DRIFT_EXIT_CODE)
     holds = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, [])
     assert (holds.text, holds.exit_code) == ("holds", compare.HOLDS_EXIT_CODE)
+    faster = compare.verdict([_check(got=70.0, gci=(60.0, 80.0))], slo, {"p99_ttft_ms": 70.0}, [])
+    assert faster.exit_code == compare.HOLDS_EXIT_CODE
+    assert faster.text == "holds (better than measured outside the interval: p99_ttft_ms -30.0 %)"
 
 
 def test_a_shorter_run_does_not_judge_throughput():
@@ -264,7 +267,8 @@ def test_the_exported_command_holds_and_is_stored(study, engine):
     done = _verify(study, "--base-url", engine, "--format", "json")
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
-    assert doc["verdict"] == {"kind": "holds", "text": "holds", "exit_code": 0}
+    assert doc["verdict"]["kind"] == "holds" and doc["verdict"]["exit_code"] == 0
+    assert doc["verdict"]["text"].startswith("holds")
     assert doc["trial"] == 0 and doc["changes"] == [] and doc["retune"] == []
     assert {f["flag"] for f in doc["flags"] if f["engine"] is not None} >= {
         "max-num-batched-tokens",

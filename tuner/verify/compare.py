@@ -193,9 +193,18 @@ def verdict(
             f"{top.metric} {figure(top.measured)} vs {figure(top.stored)}{more}{tail}"
         )
         return Verdict("slower", text, DRIFT_EXIT_CODE)
+    better = [c for c in checks if c.comparable and c.moved and c.worse_pct < 0]
+    holds = "holds"
+    if better:
+        top = min(better, key=lambda c: c.worse_pct)
+        holds += (
+            f" (better than measured outside the interval: {top.metric} {top.change_pct:+.1f} %"
+            + (f" and {len(better) - 1} more" if len(better) > 1 else "")
+            + ")"
+        )
     if changes:
-        return Verdict("changed", f"holds, but{tail[1:]}", DRIFT_EXIT_CODE)
-    return Verdict("holds", "holds", HOLDS_EXIT_CODE)
+        return Verdict("changed", f"{holds}, but{tail[1:]}", DRIFT_EXIT_CODE)
+    return Verdict("holds", holds, HOLDS_EXIT_CODE)
 
 
 def not_measured(reason: str) -> Verdict:
