@@ -306,6 +306,16 @@ def test_verify_never_sends_more_than_its_caps(study, engine):
     doc = json.loads(done.stdout)
     assert doc["metrics"]["duration"] >= 8 / 8  # the study's 8 req/s: 8 prompts over >= 1 s
     assert doc["requests_sent"] == 9
+    # a run still going at --max-time is stopped: no verdict (exit 1), at most the 1 + 2
+    # requests that half of 0.5 s holds at 8 req/s; each takes >= 16 x 35 ms here
+    served = _served(engine)
+    done = _verify(study, "--base-url", engine, "--max-time", "0.5", "--no-store")
+    assert done.returncode == compare.NOT_MEASURED_EXIT_CODE, done.stdout + done.stderr
+    assert (
+        done.stdout.splitlines()[-1] == "verdict: no verdict: the time cap (--max-time) was reached"
+    )
+    time.sleep(1.5)  # the engine finishes what was sent
+    assert _served(engine) - served <= 3
 
 
 @pytest.mark.slow
