@@ -362,8 +362,13 @@ def test_user_mistakes_are_one_line_and_write_nothing(study, tmp_path):
     before = _history(study)
     far = _verify(study, "--base-url", "http://192.0.2.7:8000")
     _one_line_refusal(far, "--allow-host 192.0.2.7")
-    gone = _verify(study, "--base-url", f"http://127.0.0.1:{free_port()}")
+    engine_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    gone = _verify(study, "--base-url", engine_url)
     _one_line_refusal(gone, "cannot reach the server")
+    nolog = _verify(
+        study, "--base-url", engine_url, "--request-log", str(study.parent / "no.jsonl")
+    )
+    _one_line_refusal(nolog, "no.jsonl")
     assert _history(study) == before
     # a study created (as `tuner run` creates it) but with no trial yet
     empty = sim_study(tmp_path, study.parent, name="never-run")
