@@ -89,7 +89,7 @@ def capped(study: WorkloadSpec, caps: Caps) -> CappedWorkload:
         lighter = True
         notes.append(f"{n} of the study's {study.num_prompts} prompts (drawn with its seed)")
     if study.num_warmups:
-        notes.append(f"no warm-ups (the study's {study.num_warmups}: a running engine is warm)")
+        notes.append(f"none of the study's {study.num_warmups} warm-ups: a running engine is warm")
     timeout_s = min(study.request_timeout_s, caps.max_time_s)
     workload = study.model_copy(
         update={
