@@ -198,3 +198,25 @@ def test_chat_endpoint_on_real_vllm(vllm_server, tmp_path):
     # The chat template wraps the prompt: the server counts more prompt tokens than ours.
     assert data["total_input_tokens"] > 8 * INPUT_LEN
     assert all(len(itl) >= OUTPUT_LEN - 1 for itl in data["itls"])
+
+
+def test_verify_reads_the_flags_real_vllm_exposes(vllm_server):
+    """`tuner verify`'s view of a real vLLM (dev mode, brief §5 flags): the scheduler's flags
+    from /server_info, the cache's from /metrics' `vllm:cache_config_info`, max_model_len from
+    /v1/models, the version from /version; a flag it runs with another value is named."""
+    import httpx
+
+    from tuner.verify.compare import flag_checks
+    from tuner.verify.engine_info import cache_config_labels, read_engine_info
+
+    url = vllm_server.base_url
+    info = read_engine_info(url, vllm_server.model, None)
+    assert info.sources == ("/version", "/metrics", "/server_info", "/v1/models")
+    assert info.version == httpx.get(url + "/version").json()["version"]
+    assert cache_config_labels(httpx.get(url + "/metrics").text)["block_size"] == "32"
+    exported = {"max-num-batched-tokens": 2048, "max-num-seqs": 8, "block-size": 32}
+    exported |= {"max-model-len": 1024, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    checks = {c.flag: c for c in flag_checks(exported, {f: info.flag(f) for f in exported})}
+    assert [f for f, c in checks.items() if c.differs] == ["max-num-batched-tokens"]
+    assert checks["max-num-batched-tokens"].engine == 1024  # it runs brief §5's 1024
+    assert all(c.engine is not None for c in checks.values())

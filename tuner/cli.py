@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperOption
 from typer.exceptions import TyperException
 
-from tuner.commands import bench, calibrate, check, init, results, sim, study, tools
+from tuner.commands import bench, calibrate, check, init, results, sim, study, tools, verify
 from tuner.errors import RunInterrupted, UserError
 
 _value_type = TyperOption.display_type_rich
@@ -43,6 +43,7 @@ app.command("pareto")(results.pareto)
 app.command("export")(results.export)
 app.command("report")(results.report)
 app.command("calibrate")(calibrate.calibrate)
+app.command("verify")(verify.verify)
 app.command("make-tiny-model")(tools.make_tiny_model)
 app.add_typer(sim.app, name="sim")
 

@@ -6,6 +6,7 @@ Modules (`tuner.cli` registers them on the typer app):
 - `study`: `tuner run`, `tuner plan`, `tuner trials`, `tuner best` (a study from its file);
 - `results`: `tuner pareto`, `tuner export`, `tuner report` (read-only);
 - `bench`: `tuner bench`, one workload against a running server, like `vllm bench serve`;
+- `verify`: `tuner verify`, a running engine re-measured against the study's figures;
 - `calibrate`: `tuner calibrate`, the simulator's profile fitted to a study's trials;
 - `sim`: `tuner sim serve` and `tuner sim profile`;
 - `tools`: `tuner make-tiny-model`;
@@ -23,7 +24,18 @@ in `tuner/`, imports sit at the top of the module, apart from a few slow, option
 ones that say why where they are (transformers, matplotlib, pynvml).
 """
 
-from tuner.commands import bench, calibrate, check, common, init, results, sim, study, tools
+from tuner.commands import (
+    bench,
+    calibrate,
+    check,
+    common,
+    init,
+    results,
+    sim,
+    study,
+    tools,
+    verify,
+)
 
 __all__ = [
     "bench",
@@ -35,4 +47,5 @@ __all__ = [
     "sim",
     "study",
     "tools",
+    "verify",
 ]

@@ -28,13 +28,9 @@ if TYPE_CHECKING:
 
 
 def _points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint]:
-    """The trials of the study's current spec (results never compare across specs), or of
-    every spec it ran under."""
-    from tuner.trial import StudyRecord, read_all
-    from tuner.trial.specs import judged_all, of_current
+    from tuner.results.shipped import study_points
 
-    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
-    return judged_all(record, points) if every_spec else of_current(record, points)
+    return study_points(study, every_spec=every_spec)
 
 
 def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
@@ -202,12 +198,11 @@ def export(
 
     Exit code 3: the best tuned config is not clearly better than vLLM's defaults, or is
     FRAGILE, so the defaults were written in its place (`--candidate` writes it anyway)."""
-    from tuner.results.export import FORMATS, hold, judge, render, select_trial
+    from tuner.results.export import FORMATS, render
     from tuner.results.recommend import HELD_EXIT_CODE
+    from tuner.results.shipped import shipped
     from tuner.spec.outputs import check_output_file, write_output_file
     from tuner.spec.slo import parse_slo
-    from tuner.trial import StudyRecord, baseline_of
-    from tuner.trial.specs import spec_for, trial_spec_id
 
     _choose(fmt, FORMATS, "format")
     limits = parse_slo(slo) if slo is not None else []
@@ -217,16 +212,7 @@ def export(
     if output is not None:
         check_output_file(output, "-o", force=force, keep=kept)  # before the work
     points = _points(study, every_spec=trial is not None)  # `--trial N` may be an older spec's
-    choice = select_trial(points, study.study_name, trial=trial, limits=limits)
-    # The command and the figures beside it come from the spec the chosen trial ran under.
-    record = StudyRecord.of(study)
-    spec = spec_for(record, choice.point)
-    sid = trial_spec_id(record, choice.point)
-    same_spec = [p for p in points if trial_spec_id(record, p) == sid]
-    baseline = baseline_of(same_spec)
-    choice = judge(choice, same_spec, spec, record, baseline)
-    if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
-        choice = hold(choice)
+    choice, spec, baseline = shipped(study, points, trial=trial, limits=limits, candidate=candidate)
     text = render(
         fmt,
         spec,

@@ -31,6 +31,7 @@ from tuner.sim.memory import (
 from tuner.sim.openai_shapes import Chunks, sse, usage_of
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
+from tuner.sim.server_info import cache_config_info, server_info
 from tuner.sim.text import TokenText
 
 
@@ -89,6 +90,7 @@ class SimServer:
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         if dev_mode():  # vLLM offers its cache resets only in dev mode (serve/dev/)
             app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
+            app.router.add_get("/server_info", self.server_info)
         app.on_startup.append(self._start_engine)
         return app
 
@@ -166,6 +168,13 @@ class SimServer:
         ]
         return web.json_response({"object": "list", "data": data})
 
+    async def server_info(self, request: web.Request) -> web.Response:
+        """vLLM's dev-mode `GET /server_info` (`tuner.sim.server_info`)."""
+        if denied := self._unauthorized(request):
+            return denied
+        info = server_info(self.engine.config, self.engine.gpu, self.opts.model_path)
+        return web.json_response(info)
+
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """vLLM's dev-mode `POST /reset_prefix_cache`: `{"success": bool}`, false while a
         request holds blocks (vllm/entrypoints/serve/dev/cache/api_router.py)."""
@@ -205,6 +214,7 @@ class SimServer:
         for name, kind, help_text, series in rows:
             lines += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} {kind}"]
             lines += [f"vllm:{name}{labels} {float(value)}" for labels, value in series]
+        lines += cache_config_info(self.engine.config, len(ranks))
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     # ---- generation ------------------------------------------------------------------------

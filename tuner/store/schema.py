@@ -94,6 +94,18 @@ claims_table = sa.Table(  # configs being measured now: the key's uniqueness is 
     sa.Column("worker_id", sa.String(64), nullable=False),
     sa.Column("claimed_at", sa.Float, nullable=False),
 )
+verifies_table = sa.Table(  # each `tuner verify` of a running engine (tuner/store/verifies.py)
+    "tuner_verifies",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study_name", sa.String(512), nullable=False, index=True),
+    sa.Column("verified_at", sa.Float, nullable=False),  # unix s, when it ended
+    sa.Column("trial_number", sa.Integer),  # the config it checked (the shipped one)
+    sa.Column("base_url", sa.Text, nullable=False),
+    sa.Column("verdict", sa.String(32), nullable=False),  # compare.Verdict.kind
+    sa.Column("exit_code", sa.Integer, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),  # `tuner verify --json`'s document
+)
 schema_table = sa.Table(
     "tuner_schema",
     metadata,

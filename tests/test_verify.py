@@ -1,0 +1,393 @@
+"""`tuner verify`: the judgement (pure), the caps, and the command against `tuner sim serve`.
+
+The end-to-end tests share one simulated study (one trial: vLLM's defaults, the config it
+ships) and start simulated engines on loopback as production would run them: with the
+exported flags, with another `--max-num-batched-tokens`, on another GPU profile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import optuna
+import pytest
+
+from tuner import __version__ as version
+from tuner.engine.ports import free_port
+from tuner.errors import UserError
+from tuner.spec.slo import SloLimit
+from tuner.spec.study import load_study_spec
+from tuner.spec.workload import WorkloadSpec
+from tuner.store.storage import Store
+from tuner.testing.cli import TUNER, tuner
+from tuner.testing.studies import sim_study
+from tuner.verify import compare
+from tuner.verify.caps import Caps, capped, check_url
+from tuner.verify.changes import gpu_change, traffic_change
+from tuner.verify.engine_info import cache_config_labels
+
+# ---- the judgement -------------------------------------------------------------------------
+
+
+def _check(metric="p99_ttft_ms", stored=100.0, sci=(90.0, 110.0), got=100.0, gci=(95.0, 105.0)):
+    return compare.MetricCheck(metric, stored, sci, got, gci)
+
+
+def test_a_figure_moves_only_when_its_intervals_do_not_overlap():
+    assert _check(got=115.0, gci=(108.0, 122.0)).moved is False  # overlaps [90, 110]
+    slower = _check(got=130.0, gci=(120.0, 140.0))
+    assert slower.moved is True and slower.worse and slower.worse_pct == pytest.approx(30.0)
+    faster = _check(got=70.0, gci=(60.0, 80.0))
+    assert faster.moved is True and not faster.worse
+    assert _check(sci=None, got=130.0, gci=(120.0, 140.0)).moved is True  # stored 100 outside
+    assert _check(sci=None, gci=None).moved is None
+    # throughput: lower is worse
+    drop = _check("output_throughput", 100.0, (95.0, 105.0), 80.0, (75.0, 85.0))
+    assert drop.worse and drop.worse_pct == pytest.approx(20.0)
+
+
+def test_the_verdict_says_slo_then_slower_then_engine_then_holds():
+    slo = [SloLimit("p99_ttft_ms", "<=", 120.0)]
+    slow = _check(got=130.0, gci=(120.0, 140.0))
+    broken = compare.verdict([slow], slo, {"p99_ttft_ms": 130.0}, [])
+    assert (broken.kind, broken.exit_code) == ("breaks-slo", compare.SLO_EXIT_CODE)
+    assert broken.text == "breaks the SLO: p99_ttft_ms 130 (SLO p99_ttft_ms<=120)"
+    slower = compare.verdict([slow], [], {"p99_ttft_ms": 130.0}, [])
+    assert slower.exit_code == compare.DRIFT_EXIT_CODE
+    assert slower.text.startswith("slower than measured by 30.0 % (outside the interval)")
+    differs = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, ["--max-num-seqs 8"])
+    assert (differs.kind, differs.exit_code) == ("changed", compare.DRIFT_EXIT_CODE)
+    holds = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, [])
+    assert (holds.text, holds.exit_code) == ("holds", compare.HOLDS_EXIT_CODE)
+    faster = compare.verdict([_check(got=70.0, gci=(60.0, 80.0))], slo, {"p99_ttft_ms": 70.0}, [])
+    assert faster.exit_code == compare.HOLDS_EXIT_CODE
+    assert faster.text == "holds (better than measured outside the interval: p99_ttft_ms -30.0 %)"
+
+
+def test_a_shorter_run_does_not_judge_throughput():
+    checks = compare.metric_checks(
+        ["output_throughput", "p99_ttft_ms"],
+        {"output_throughput": 100.0, "p99_ttft_ms": 100.0},
+        {"output_throughput": (95.0, 105.0)},
+        {"output_throughput": 50.0, "p99_ttft_ms": 100.0},
+        {"output_throughput": (45.0, 55.0)},
+        lighter=True,
+    )
+    assert [c.comparable for c in checks] == [False, True]
+    assert not checks[0].worse
+
+
+def test_flag_values_compare_as_vllm_states_them():
+    assert compare.same_value(0.9, "0.9") and compare.same_value(True, "True")
+    assert compare.same_value(2048, 2048.0) and not compare.same_value(2048, "512")
+    # what real vLLM 0.32's /server_info says for `--dtype bfloat16`, VLLM_NO_USAGE_STATS=1
+    assert compare.same_value("bfloat16", "torch.bfloat16") and compare.same_value("1", True)
+    assert not compare.same_value("0", True) and not compare.same_value("float16", "bfloat16")
+    checks = compare.flag_checks({"block-size": 16, "max-num-seqs": 8}, {"block-size": "32"})
+    assert [(c.flag, c.differs) for c in checks] == [("block-size", True), ("max-num-seqs", False)]
+
+
+def test_cache_config_info_labels_are_read_from_prometheus_text():
+    text = (
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="32",cache_dtype="auto",engine="0",'
+        'gpu_memory_utilization="0.9",num_gpu_blocks="None"} 1.0\n'
+    )
+    assert cache_config_labels(text) == {
+        "block_size": "32",
+        "cache_dtype": "auto",
+        "gpu_memory_utilization": "0.9",
+    }
+    assert cache_config_labels("vllm:num_requests_running 0.0\n") == {}
+
+
+def test_traffic_outside_the_studys_lengths_is_named():
+    assert traffic_change("prompt", [128] * 10, [130] * 5)[1] is None
+    line, change = traffic_change("prompt", [128] * 10, [256] * 5)
+    assert line == (
+        "traffic prompt tokens: median 256, p90 256 (your log, 5 requests) "
+        "vs the study's median 128, longest 128"
+    )
+    assert change == "prompts 2x the study's (median 256 vs 128)"
+    assert traffic_change("output", [16] * 10, [])[1] is None
+    # a long tail past the study's longest, at the same median
+    assert traffic_change("prompt", [100, 128, 150] * 4, [128] * 8 + [400] * 2)[1]
+
+
+def test_a_gpu_is_named_only_when_it_is_not_the_studys():
+    assert gpu_change("GPU 0: NVIDIA RTX A6000\nGPU 1: NVIDIA RTX A6000", "a6000") is None
+    assert gpu_change("GPU 0: h100\nGPU 1: h100", "a6000") == "GPU h100 x2 (study: a6000)"
+    assert gpu_change(None, "a6000") is None and gpu_change("GPU 0: h100", None) is None
+
+
+# ---- the caps ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8000", "http://localhost:8000/", "http://[::1]:8000"]
+)
+def test_loopback_urls_are_accepted(url):
+    assert check_url(url, None) == url.rstrip("/")
+
+
+@pytest.mark.parametrize(
+    ("url", "allow", "fragment"),
+    [
+        ("http://10.0.0.5:8000", None, "--allow-host 10.0.0.5"),
+        ("http://10.0.0.5:8000", "10.0.0.6", "--allow-host 10.0.0.5"),
+        ("http://127.0.0.1:8000/v1", None, "not the path /v1"),
+        ("ftp://127.0.0.1:8000", None, "give http://HOST:PORT"),
+        ("http://u:p@127.0.0.1:8000", None, "without credentials"),
+    ],
+)
+def test_other_urls_are_refused(url, allow, fragment):
+    with pytest.raises(UserError, match=fragment):
+        check_url(url, allow)
+    assert check_url("http://10.0.0.5:8000", "10.0.0.5") == "http://10.0.0.5:8000"
+
+
+def _workload(**kw) -> WorkloadSpec:
+    return WorkloadSpec(**{"num_prompts": 100, "request_rate": 10.0, "num_warmups": 2, **kw})
+
+
+def test_the_caps_cut_the_workload():
+    full = capped(_workload(), Caps(1000, None, 3600))
+    assert (full.workload.num_prompts, full.workload.request_rate) == (100, 10.0)
+    assert full.workload.num_warmups == 0 and not full.lighter
+    fewer = capped(_workload(), Caps(21, None, 3600))  # the initial test request counts
+    assert fewer.workload.num_prompts == 20 and fewer.lighter
+    slower = capped(_workload(), Caps(1000, 2.0, 3600))
+    assert slower.workload.request_rate == 2.0 and slower.lighter
+    short = capped(_workload(), Caps(1000, None, 4.0))  # half the time cap for dispatch
+    assert short.workload.num_prompts == 20
+    assert short.workload.request_timeout_s == 4.0
+
+
+def test_caps_that_leave_nothing_or_an_unbounded_rate_are_refused():
+    with pytest.raises(UserError, match="give --max-rate"):
+        capped(_workload(request_rate=math.inf), Caps(100, None, 60))
+    with pytest.raises(UserError, match="at least 2"):
+        capped(_workload(), Caps(1, None, 60))
+    with pytest.raises(UserError, match="leaves no request"):
+        capped(_workload(request_rate=0.1), Caps(100, None, 10))
+
+
+# ---- the command against `tuner sim serve` ------------------------------------------------
+
+ENGINE = [
+    "--model", "deepseek-r1-distill-qwen-32b", "--served-model-name", "qwen32b",
+    "--tensor-parallel-size", "4", "--max-model-len", "8192", "--max-num-seqs", "256",
+    "--max-num-batched-tokens", "2048", "--gpu-memory-utilization", "0.9",
+]  # fmt: skip
+# the exported command of the study below (its one trial: vLLM's defaults)
+# The study and its engines run in real time: "holds" must not depend on the box's lag,
+# which the suite's faster simulated time multiplies (tests/conftest.py)
+REAL_TIME = {**os.environ, "TUNER_SIM_TIME_SCALE": "1"}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, tiny_model_dir) -> Path:
+    folder = tmp_path_factory.mktemp("verify")
+    path = sim_study(
+        folder,
+        tiny_model_dir,
+        budget={"n_trials": 1},
+        workload={"num_prompts": 24, "request_rate": 8},
+    )
+    done = tuner("run", str(path), cwd=folder, timeout=180, env=REAL_TIME)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def _start_sim(tokenizer: Path, *flags: str, gpu: str = "a6000", dev: bool = True):
+    port = free_port()
+    env = {**REAL_TIME, "VLLM_SERVER_DEV_MODE": "1" if dev else "0"}
+    argv = [*TUNER, "sim", "serve", *flags, "--gpu", gpu, "--tokenizer", str(tokenizer)]
+    proc = subprocess.Popen(
+        [*argv, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(url + "/health", timeout=1).raise_for_status()
+            return proc, url
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def engine(request, tiny_model_dir):
+    """A simulated engine on loopback; `request.param`: (flags, gpu, dev mode)."""
+    flags, gpu, dev = getattr(request, "param", (ENGINE, "a6000", True))
+    proc, url = _start_sim(tiny_model_dir, *flags, gpu=gpu, dev=dev)
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+def _verify(study: Path, *args: str) -> subprocess.CompletedProcess:
+    return tuner("verify", str(study), *args, cwd=study.parent, timeout=120, env=REAL_TIME)
+
+
+def _history(study: Path) -> list[dict]:
+    with sqlite3.connect(study.parent / "tuner.db") as conn:
+        tables = {r[0] for r in conn.execute("select name from sqlite_master")}
+        if "tuner_verifies" not in tables:
+            return []
+        rows = conn.execute("select record from tuner_verifies order by id").fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+def _served(url: str) -> float:
+    text = httpx.get(url + "/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total")
+    )
+
+
+@pytest.mark.slow
+def test_the_exported_command_holds_and_is_stored(study, engine):
+    before = len(_history(study))
+    # 12 prompts: a shorter run than the study's (its throughputs not compared), wider intervals
+    done = _verify(study, "--base-url", engine, "--format", "json", "--max-requests", "13")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["verdict"]["kind"] == "holds" and doc["verdict"]["exit_code"] == 0
+    assert doc["verdict"]["text"].startswith("holds")
+    assert doc["trial"] == 0 and doc["changes"] == [] and doc["retune"] == []
+    assert {f["flag"] for f in doc["flags"] if f["engine"] is not None} >= {
+        "max-num-batched-tokens",
+        "max-num-seqs",
+        "max-model-len",
+        "gpu-memory-utilization",
+    }
+    assert "/server_info" in doc["engine"]["sources"]
+    assert {c["metric"] for c in doc["checks"]} >= {"p99_ttft_ms", "mean_tpot_ms"}
+    history = _history(study)
+    assert len(history) == before + 1
+    assert history[-1]["verdict"]["kind"] == "holds" and history[-1]["base_url"] == engine
+    shown = _verify(study, "--history")
+    assert shown.returncode == 0, shown.stderr
+    last = shown.stdout.splitlines()[-1]
+    assert f"trial 0  {engine}  vLLM sim-{version}  exit 0  holds" in last
+    assert json.loads(_verify(study, "--history", "--format", "json").stdout) == history
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [(ENGINE, "a6000", False)], indirect=True)
+def test_verify_never_sends_more_than_its_caps(study, engine):
+    served = _served(engine)
+    done = _verify(
+        study, "--base-url", engine, "--max-requests", "9", "--max-rate", "4", "--format", "json"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _served(engine) - served == 9  # the engine's own counter: 1 test + 8 measured
+    doc = json.loads(done.stdout)
+    assert (doc["workload"]["num_prompts"], doc["workload"]["request_rate"]) == (8, 4.0)
+    assert doc["requests_sent"] == 9
+    assert doc["metrics"]["duration"] >= 8 / 4  # a mean rate of 4 req/s at most
+    # without dev mode the scheduler's flags are not exposed: said, not guessed
+    hidden = [f["flag"] for f in doc["flags"] if f["engine"] is None]
+    assert hidden == ["tensor-parallel-size", "max-num-seqs", "max-num-batched-tokens"]
+    # a run still going at --max-time is stopped: no verdict (exit 1), at most the 1 + 2
+    # requests that half of 0.5 s holds at 8 req/s; each takes >= 16 x 35 ms here
+    served = _served(engine)
+    done = _verify(study, "--base-url", engine, "--max-time", "0.5", "--no-store")
+    assert done.returncode == compare.NOT_MEASURED_EXIT_CODE, done.stdout + done.stderr
+    assert (
+        done.stdout.splitlines()[-1] == "verdict: no verdict: the time cap (--max-time) was reached"
+    )
+    time.sleep(1.5)  # the engine finishes what was sent
+    assert _served(engine) - served <= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "engine",
+    [([*ENGINE[:-4], "--max-num-batched-tokens", "256", *ENGINE[-2:]], "a6000", True)],
+    indirect=True,
+)
+def test_another_token_budget_is_named(study, engine):
+    done = _verify(study, "--base-url", engine, "--no-store")
+    assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
+    assert "flag --max-num-batched-tokens: engine 256, exported 2048: DIFFERS" in done.stdout
+    assert "run the engine with the exported command" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.endswith("changed since the study: --max-num-batched-tokens 256 (exported 2048)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [(ENGINE, "h100", True)], indirect=True)
+def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study, engine):
+    log = study.parent / "traffic.jsonl"  # twice the study's 128-token prompts
+    log.write_text(
+        "".join(
+            json.dumps({"prompt": " ".join(["a"] * 256), "output_len": 16}) + "\n"
+            for _ in range(10)
+        )
+    )
+    done = _verify(study, "--base-url", engine, "--no-store", "--request-log", str(log))
+    assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
+    assert "GPU h100 x4 (study: a6000)" in done.stdout
+    assert "traffic prompt tokens: median 256" in done.stdout
+    assert "prompts 2x the study's (median 256 vs 128)" in done.stdout.splitlines()[-1]
+    assert "tuner run NEW.yaml --warm-start e2e 3" in done.stdout
+
+
+def _one_line_refusal(done: subprocess.CompletedProcess, fragment: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("tuner: error: ") and fragment in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_user_mistakes_are_one_line_and_write_nothing(study, tmp_path):
+    before = _history(study)
+    far = _verify(study, "--base-url", "http://192.0.2.7:8000")
+    _one_line_refusal(far, "--allow-host 192.0.2.7")
+    engine_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    gone = _verify(study, "--base-url", engine_url)
+    _one_line_refusal(gone, "cannot reach the server")
+    nolog = _verify(
+        study, "--base-url", engine_url, "--request-log", str(study.parent / "no.jsonl")
+    )
+    _one_line_refusal(nolog, "no.jsonl")
+    assert _history(study) == before
+    # a study created (as `tuner run` creates it) but with no trial yet
+    empty = sim_study(tmp_path, study.parent, name="never-run")
+    store = Store(f"sqlite:///{tmp_path / 'tuner.db'}")
+    sampler = optuna.samplers.RandomSampler()
+    store.create_study(load_study_spec(empty), "never-run", sampler, ["minimize"], ["s"], False)
+    store.close()
+    none = tuner("verify", str(empty), "--base-url", "http://127.0.0.1:9", cwd=tmp_path)
+    _one_line_refusal(none, "study 'never-run' has no complete trial yet")
+    assert _history(empty) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "engine",
+    [(["--model", "deepseek-r1-distill-qwen-32b", *ENGINE[4:]], "a6000", True)],
+    indirect=True,
+)
+def test_an_engine_serving_another_model_is_refused(study, engine):
+    served = _served(engine)
+    done = _verify(study, "--base-url", engine)
+    _one_line_refusal(done, "not the study's 'qwen32b'")
+    assert _served(engine) == served  # nothing sent

@@ -1,0 +1,137 @@
+"""`tuner verify`: re-measure a running engine against what the study promised (docs/verify.md).
+
+Exit codes (`tuner.verify.compare`): 0 holds; 1 no verdict (every request failed, or the time
+cap stopped it); 2 a user mistake (nothing sent, nothing written); 3 drift (a figure worse
+outside its interval, or the engine is not the one measured); 4 breaks the SLO.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tuner.commands.common import Storage, StudyFile
+from tuner.errors import UserError
+
+Opt = typer.Option
+
+
+def verify(
+    study_file: StudyFile,
+    base_url: Annotated[
+        str | None, Opt("--base-url", help="The running engine, e.g. http://127.0.0.1:8000.")
+    ] = None,
+    storage: Storage = None,
+    max_requests: Annotated[
+        int, Opt("--max-requests", help="Most requests sent in all (the test request included).")
+    ] = 200,
+    max_rate: Annotated[
+        float | None,
+        Opt("--max-rate", help="Most requests/s on average (default: the study's rate)."),
+    ] = None,
+    max_time: Annotated[
+        float, Opt("--max-time", help="Seconds before the run is stopped (no verdict then).")
+    ] = 300.0,
+    allow_host: Annotated[
+        str | None,
+        Opt("--allow-host", help="The host of a --base-url that is not on this machine."),
+    ] = None,
+    fmt: Annotated[str, Opt("--format", help="text or json (for a monitoring job).")] = "text",
+    no_store: Annotated[
+        bool, Opt("--no-store", help="Do not add this verify to the study's history.")
+    ] = False,
+    api_key: Annotated[
+        str | None, Opt(envvar="OPENAI_API_KEY", show_envvar=False, help="Bearer token.")
+    ] = None,
+    request_log: Annotated[
+        Path | None,
+        Opt("--request-log", help="Your traffic (JSONL, as `tuner bench` takes): its lengths."),
+    ] = None,
+    history: Annotated[
+        bool, Opt("--history", help="Show the study's stored verifies instead (no engine).")
+    ] = False,
+) -> None:
+    """Run the study's workload (within the caps) against a running engine, compare with the
+    shipped config's stored figures and SLO, and say whether it holds (exit codes: 0 holds,
+    1 no verdict, 3 drift, 4 breaks the SLO)."""
+    from tuner.verify.caps import Caps, check_url
+
+    if fmt not in ("text", "json"):
+        raise UserError(f"unknown format {fmt!r}: choose one of text, json")
+    if history:
+        _show_history(study_file, storage, fmt)
+        return
+    if base_url is None:
+        raise UserError("give --base-url URL, the running engine to verify (or --history)")
+    if not max_time > 0 or (max_rate is not None and not max_rate > 0):
+        raise UserError("--max-time and --max-rate must be > 0")
+    url = check_url(base_url, allow_host)
+    caps = Caps(max_requests, max_rate, max_time)
+    target, store_url = _target(study_file, storage)
+    from tuner.verify.session import run_verify
+
+    outcome = run_verify(target, url, caps, api_key, request_log)
+    if fmt == "json":
+        typer.echo(json.dumps(outcome.document, indent=2, default=str))
+    else:
+        typer.echo("\n".join(outcome.lines))
+    if not no_store:
+        _store(store_url, target.study_name, outcome.document)
+    raise typer.Exit(outcome.verdict.exit_code)
+
+
+def _target(study_file: Path, storage: str | None):
+    """The shipped config of the stored study (a study with no trial is a UserError)."""
+    from tuner.commands.common import open_stored_study
+    from tuner.results.shipped import shipped, study_points
+    from tuner.store.storage import resolve_storage
+    from tuner.verify.session import Target
+
+    study, file_spec = open_stored_study(study_file, storage, simulated=False)
+    points = study_points(study)
+    choice, spec, _ = shipped(study, points)
+    took = [p.record.engine_s for p in points if p.record.engine_s]
+    mean_s = sum(took) / len(took) if took else None
+    return Target(study.study_name, choice, spec, mean_s), resolve_storage(
+        storage or file_spec.storage
+    )
+
+
+def _store(url: str, study: str, document: dict) -> None:
+    from tuner.store.storage import Store
+    from tuner.store.verifies import save_verify
+
+    store = Store(url)
+    try:
+        save_verify(store, study, json.loads(json.dumps(document, default=str)))
+    finally:
+        store.close()
+
+
+def _show_history(study_file: Path, storage: str | None, fmt: str) -> None:
+    """One line per stored verify, oldest first; `json`: the stored documents."""
+    from tuner.commands.common import open_store, open_stored_study
+    from tuner.store.verifies import verify_history
+
+    study, spec = open_stored_study(study_file, storage, simulated=False)
+    store = open_store(spec, storage, readonly=True)
+    try:
+        docs = verify_history(store, study.study_name)
+    finally:
+        store.close()
+    if fmt == "json":
+        typer.echo(json.dumps(docs, indent=2))
+        return
+    if not docs:
+        typer.echo(f"study {study.study_name}: no verify stored yet")
+    for d in docs:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["verified_at"]))
+        engine = d.get("engine", {}).get("version") or "?"
+        typer.echo(
+            f"{when}  trial {d['trial']}  {d['base_url']}  vLLM {engine}  "
+            f"exit {d['verdict']['exit_code']}  {d['verdict']['text']}"
+        )

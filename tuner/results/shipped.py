@@ -1,0 +1,46 @@
+"""The config a study ships: the one `tuner export` writes, judged, with its spec and baseline.
+
+One home for the choice, so `tuner export` and `tuner verify` (which re-measures the shipped
+config on a running engine) always mean the same trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tuner.results.export import Selection, hold, judge, select_trial
+from tuner.spec.slo import SloLimit
+from tuner.spec.study import StudySpec
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, read_all
+from tuner.trial.specs import judged_all, of_current, spec_for, trial_spec_id
+
+
+def study_points(study: Any, *, every_spec: bool = False) -> list[TrialPoint]:
+    """The trials of the study's current spec (results never compare across specs), or of
+    every spec it ran under."""
+    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
+    return judged_all(record, points) if every_spec else of_current(record, points)
+
+
+def shipped(
+    study: Any,
+    points: Sequence[TrialPoint],
+    *,
+    trial: int | None = None,
+    limits: Sequence[SloLimit] = (),
+    candidate: bool = False,
+) -> tuple[Selection, StudySpec, TrialPoint | None]:
+    """The judged choice (`--trial N`, else the best under `limits`; vLLM's defaults in its
+    place when the evidence holds it back, unless `candidate`), the spec it ran under (its
+    command and figures come from that spec) and that spec's baseline."""
+    choice = select_trial(points, study.study_name, trial=trial, limits=limits)
+    record = StudyRecord.of(study)
+    spec = spec_for(record, choice.point)
+    sid = trial_spec_id(record, choice.point)
+    same_spec = [p for p in points if trial_spec_id(record, p) == sid]
+    baseline = baseline_of(same_spec)
+    choice = judge(choice, same_spec, spec, record, baseline)
+    if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
+        choice = hold(choice)
+    return choice, spec, baseline

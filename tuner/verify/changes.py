@@ -1,0 +1,135 @@
+"""What changed since the study measured the shipped config (pure): the engine's flags against
+the exported command, its vLLM version and GPU against the study's, and, when the figures
+drifted or the engine changed, the command that tunes again (a warm start from this study)
+with its estimated cost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tuner.scaffold.box import builtin_name
+from tuner.spec.study import StudySpec
+from tuner.verify.compare import FlagCheck, Verdict
+from tuner.verify.engine_info import EngineInfo
+
+WARM_START_K = 3  # configs of this study the re-tune measures first
+
+
+def flag_changes(flags: Sequence[FlagCheck]) -> list[str]:
+    """The exported flags the engine runs with other values, one phrase each."""
+    return [f"{_spelled(f.flag, f.engine)} (exported {f.exported})" for f in flags if f.differs]
+
+
+def _spelled(flag: str, value: Any) -> str:
+    """`--max-num-seqs 8`; an environment variable as `VLLM_X=1`."""
+    return f"{flag}={value}" if flag.startswith("VLLM_") else f"--{flag} {value}"
+
+
+def _name(flag: str) -> str:
+    return flag if flag.startswith("VLLM_") else f"--{flag}"
+
+
+def platform_changes(info: EngineInfo, spec: StudySpec, point: Any) -> list[str]:
+    """The engine's vLLM version and GPU where they are not the study's, one phrase each."""
+    out = []
+    study_version = point.record.vllm_version
+    if info.version and study_version and info.version != study_version:
+        out.append(f"vLLM {info.version} (study: {study_version})")
+    gpu = gpu_change(info.gpu, spec.hardware.gpu)
+    if gpu:
+        out.append(gpu)
+    return out
+
+
+def gpu_change(engine_gpus: str | None, study_gpu: str | None) -> str | None:
+    """`GPU <engine's> (study: <study's>)` when the engine names another GPU than the study's
+    hardware.gpu; None when they agree or either is unknown."""
+    if not engine_gpus or not study_gpu:
+        return None
+    names = [line.split(":", 1)[-1].strip() for line in engine_gpus.splitlines() if line.strip()]
+    first = names[0] if names else engine_gpus.strip()
+    mine = study_gpu.strip().lower()
+    if builtin_name(first) == mine or mine in first.lower():
+        return None
+    return f"GPU {first} x{len(names)} (study: {study_gpu})"
+
+
+def flag_lines(flags: Sequence[FlagCheck]) -> list[str]:
+    """The engine's flags that differ, and the exported ones it does not expose."""
+    lines = [
+        f"flag {_name(f.flag)}: engine {f.engine}, exported {f.exported}: DIFFERS"
+        for f in flags
+        if f.differs
+    ]
+    same = [f.flag for f in flags if f.engine is not None and not f.differs]
+    hidden = [f.flag for f in flags if f.engine is None]
+    if same:
+        lines.append(f"flags as exported: {', '.join(same)}")
+    if hidden:
+        lines.append(f"flags the engine does not expose (not checked): {', '.join(hidden)}")
+    return lines
+
+
+def retune_lines(
+    study_name: str,
+    spec: StudySpec,
+    mean_engine_s: float | None,
+    found: Verdict,
+    flags: Sequence[str],
+    platform: Sequence[str],
+) -> list[str]:
+    """What to do when it does not hold. The engine runs other flags than the exported
+    command: run that command first (what moved may be the flags). Figures that drifted or
+    broke the SLO under the exported flags, or another vLLM or GPU (`platform`): tune again,
+    a new study warm-started from this one's best configs, at what this study's trials took."""
+    out = []
+    if flags:
+        out.append("to fix: run the engine with the exported command (`tuner export STUDY.yaml`)")
+    if not platform and (flags or found.kind not in ("slower", "breaks-slo")):
+        return out
+    n = spec.budget.n_trials
+    cost = ""
+    if mean_engine_s and n:
+        total_s = n * mean_engine_s
+        total = f"{total_s / 60:.0f} min" if total_s >= 120 else f"{total_s:.0f} s"
+        cost = (
+            f"; about {total} of engine time ({n} trials at the {mean_engine_s:.0f} s each "
+            "of this study's took)"
+        )
+    return [
+        *out,
+        "to tune again: copy the study file with a new name: and run "
+        f"`tuner run NEW.yaml --warm-start {study_name} {WARM_START_K}` (its first "
+        f"{WARM_START_K} trials re-measure this study's best configs){cost}",
+    ]
+
+
+# The traffic's lengths are outside the study's range when a median is off the study's by more
+# than this factor, or the longest tenth reaches past the study's longest by more than it.
+LENGTH_FACTOR = 1.25
+
+
+def traffic_change(
+    what: str, study: Sequence[int], log: Sequence[int]
+) -> tuple[str | None, str | None]:
+    """`what` (prompt or output) lengths of the user's request log against the study's
+    workload: a line of figures, and a phrase when the log is outside the study's range (see
+    LENGTH_FACTOR); (None, None) when either has no lengths."""
+    if not study or not log:
+        return None, None
+    s_med, l_med = _quantile(study, 0.5), _quantile(log, 0.5)
+    s_max, l_p90 = max(study), _quantile(log, 0.9)
+    line = (
+        f"traffic {what} tokens: median {l_med:.0f}, p90 {l_p90:.0f} (your log, {len(log)} "
+        f"requests) vs the study's median {s_med:.0f}, longest {s_max}"
+    )
+    ratio = l_med / s_med if s_med else float("inf")
+    if ratio > LENGTH_FACTOR or ratio < 1 / LENGTH_FACTOR or l_p90 > LENGTH_FACTOR * s_max:
+        return line, f"{what}s {ratio:.2g}x the study's (median {l_med:.0f} vs {s_med:.0f})"
+    return line, None
+
+
+def _quantile(values: Sequence[int], q: float) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])

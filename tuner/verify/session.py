@@ -1,0 +1,261 @@
+"""One `tuner verify`: the shipped config's workload, cut to the caps, against a running engine,
+judged against the study's stored figures (`compare`), with what changed (`changes`).
+
+Nothing here restarts, resets or reconfigures the engine: it sends GETs to read the engine's
+own state (`engine_info`) and the capped workload, with no warm-ups and no prefix-cache reset
+(a production engine's cache stays as its traffic left it: docs/verify.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.measure.metrics import CI_METRICS
+from tuner.results.export import Selection
+from tuner.runners.engine_runner import workload_tokenizer
+from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.space import serve_config, serve_env
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import MAX_PROMPTS
+from tuner.verify import compare
+from tuner.verify.caps import INITIAL_TEST_REQUESTS, CappedWorkload, Caps, capped
+from tuner.verify.changes import (
+    flag_changes,
+    flag_lines,
+    platform_changes,
+    retune_lines,
+    traffic_change,
+)
+from tuner.verify.engine_info import EngineInfo, read_engine_info
+from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
+from tuner.workload.client import CHAT_ENDPOINT, server_model_cards
+from tuner.workload.datasets import build_requests, jsonl_requests
+
+
+@dataclass(frozen=True)
+class Target:
+    """What verify checks against: the study's shipped config and the spec it ran under."""
+
+    study_name: str
+    choice: Selection
+    spec: StudySpec
+    mean_engine_s: float | None  # the study's measured trials' mean engine time (the cost)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    document: dict[str, Any]  # the JSON a monitoring job reads, and what is stored
+    lines: list[str]
+    verdict: compare.Verdict
+
+
+def expected_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """The exported command's flags (dash names) and `VLLM_*` variables, by value."""
+    flags = {k: v for k, v in serve_config(spec, params).items() if k not in _NOT_FLAGS}
+    flags.update({k: v for k, v in serve_env(spec, params).items() if k.startswith("VLLM_")})
+    return flags
+
+
+_NOT_FLAGS = ("model", "served-model-name")
+
+
+def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
+    """The model name the study serves; an engine that serves another is not the one asked
+    for (a UserError: nothing is sent to it)."""
+    name = spec.engine.served_model_name or spec.engine.deployed_model
+    cards = server_model_cards(base_url, api_key)
+    served = [c["id"] for c in cards or []]
+    if cards is not None and name not in served:
+        raise UserError(
+            f"{base_url} serves {', '.join(served) or 'no model'}, not the study's {name!r}: "
+            "not the engine this study tuned"
+        )
+    return name
+
+
+def traffic(spec: StudySpec, log: Path | None, tok: Any) -> tuple[list[str], list[str]]:
+    """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
+    against the study's workload: lines of figures, and the phrases of what is outside the
+    study's range (`changes.traffic_change`)."""
+    if log is None:
+        return [], []
+    chat = spec.workload.endpoint == CHAT_ENDPOINT
+    logged = jsonl_requests(str(log), tok, _log_size(log), chat=chat)
+    studied = build_requests(spec.workload, tok)
+    lines, changed = [], []
+    for what, of in (("prompt", _prompt_lens), ("output", _output_lens)):
+        line, change = traffic_change(what, of(studied), of(logged))
+        lines += [line] if line else []
+        changed += [change] if change else []
+    return lines, changed
+
+
+def _log_size(log: Path) -> int:
+    try:
+        text = log.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--request-log {log}: cannot read it: {exc}") from None
+    return max(1, min(MAX_PROMPTS, sum(1 for line in text.splitlines() if line.strip())))
+
+
+def _prompt_lens(requests: list) -> list[int]:
+    return [r.prompt_len for r in requests]
+
+
+def _output_lens(requests: list) -> list[int]:
+    return [r.output_len for r in requests if r.output_len is not None]
+
+
+def run_verify(
+    target: Target, base_url: str, caps: Caps, api_key: str | None, log: Path | None = None
+) -> Outcome:
+    spec = target.spec
+    if spec.scenarios or spec.objective.mode == "capacity":
+        raise UserError(
+            "verify measures one fixed workload: a study with scenarios or in capacity mode "
+            "is not supported yet"
+        )
+    work = capped(spec.workload, caps)  # a mistake here is found before anything is sent
+    tok = workload_tokenizer(spec)
+    mix = traffic(spec, log, tok)
+    model = served_model(spec, base_url, api_key)
+    info = read_engine_info(base_url, model, api_key)
+    requests = build_requests(work.workload, tok)
+    deadline = time.monotonic() + caps.max_time_s
+    started = time.time()
+    result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
+    return judge(target, base_url, caps, work, info, result, stopped, started, mix)
+
+
+def _measure(work: CappedWorkload, base_url, model, requests, api_key, tok, deadline: float):
+    def over_time() -> str | None:
+        return "the time cap (--max-time) was reached" if time.monotonic() > deadline else None
+
+    try:
+        result = run_benchmark(
+            work.workload,
+            base_url,
+            model,
+            requests,
+            api_key=api_key,
+            should_abort=over_time,
+            tokenizer=tok,
+            reset_cache=False,
+        )
+    except BenchmarkAborted as exc:
+        return None, exc.reason
+    if result.metrics.get("completed", 0) == 0:
+        first = next((r.error for r in result.records if r.error), "")
+        return result, f"every request failed (first error: {first})"
+    return result, None
+
+
+def judge(
+    target: Target,
+    base_url: str,
+    caps: Caps,
+    work: CappedWorkload,
+    info: EngineInfo,
+    result: BenchmarkResult | None,
+    stopped: str | None,
+    started: float,
+    mix: tuple[list[str], list[str]] = ([], []),
+) -> Outcome:
+    spec, point = target.spec, target.choice.point
+    limits = list(target.choice.limits or spec.slo_limits())
+    flags = compare.flag_checks(
+        expected_flags(spec, point.params), _engine_flags(info, spec, point)
+    )
+    platform = [*platform_changes(info, spec, point), *mix[1]]
+    moved_flags = flag_changes(flags)
+    changes = [*moved_flags, *platform]
+    measured = result.metrics if result is not None and stopped is None else {}
+    names = list(dict.fromkeys([*HEADLINE_METRICS, *(lim.metric for lim in limits), *CI_METRICS]))
+    checks = compare.metric_checks(
+        names,
+        point.metrics,
+        point.record.cis,
+        measured,
+        result.ci if result is not None else {},
+        lighter=work.lighter,
+    )
+    if stopped is not None:
+        found = compare.not_measured(stopped)
+    else:
+        found = compare.verdict(checks, limits, measured, changes)
+    sent = None if result is None else len(result.records) + INITIAL_TEST_REQUESTS
+    w = work.workload
+    document = {
+        "verified_at": time.time(),
+        "started_at": started,
+        "study": target.study_name,
+        "trial": point.number,
+        "shipped": target.choice.why,
+        "base_url": base_url,
+        "caps": {
+            "max_requests": caps.max_requests,
+            "max_rate": caps.max_rate,
+            "max_time_s": caps.max_time_s,
+        },
+        "workload": {
+            "num_prompts": w.num_prompts,
+            "request_rate": w.request_rate,
+            "notes": list(work.notes),
+        },
+        "requests_sent": sent,
+        "engine": info.as_json(),
+        "study_vllm_version": point.record.vllm_version,
+        "study_gpu": spec.hardware.gpu,
+        "flags": [
+            {"flag": f.flag, "exported": f.exported, "engine": f.engine, "differs": f.differs}
+            for f in flags
+        ],
+        "changes": changes,
+        "traffic": mix[0],
+        "metrics": measured,
+        "checks": [c.as_json() for c in checks],
+        "slo": [str(lim) for lim in limits],
+        "verdict": found.as_json(),
+    }
+    retune = retune_lines(
+        target.study_name, spec, target.mean_engine_s, found, moved_flags, platform
+    )
+    document["retune"] = retune
+    lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
+    lines += [*mix[0], *retune, f"verdict: {found.text}"]
+    return Outcome(document, lines, found)
+
+
+def _engine_flags(info: EngineInfo, spec: StudySpec, point: Any) -> dict[str, Any]:
+    exported = expected_flags(spec, point.params)
+    return {flag: info.flag(flag) for flag in exported if info.flag(flag) is not None}
+
+
+def _lines(target, base_url, work, info, flags, checks, limits, measured, sent) -> list[str]:
+    point = target.choice.point
+    w = work.workload
+    lines = [
+        f"tuner verify: study {target.study_name}, trial {point.number} "
+        f"({target.choice.why}) against {base_url}",
+        f"workload: {w.num_prompts} prompts at {w.request_rate:g} req/s"
+        + (f" ({'; '.join(work.notes)})" if work.notes else " (the study's)"),
+    ]
+    if point.simulated:
+        lines.append("the study's figures are SIMULATED (its engine was `tuner sim serve`)")
+    if sent is not None:
+        lines.append(f"sent {sent} requests (the client's initial test request included)")
+    seen = ", ".join(info.sources) or "nothing (no /version, /metrics, /server_info)"
+    lines.append(f"engine: vLLM {info.version or '(not stated)'}; read from {seen}")
+    lines += flag_lines(flags)
+    if checks:
+        lines.append("figures, verify [95% interval] vs study [95% interval]:")
+        lines += [c.line() for c in checks]
+    for lim in limits:
+        got = measured.get(lim.metric)
+        state = "not measured" if got is None else ("met" if lim.met(dict(measured)) else "BROKEN")
+        lines.append(f"SLO {lim}: {state}" + (f" ({got:.4g})" if got is not None else ""))
+    return lines
