@@ -3,7 +3,8 @@
 `run_study` is the run's whole sequence: the study's GPU slots (one loop per slot in threads,
 `tuner.run.slots`) or a single loop; the confirmation of the best configs (`--confirm`), once
 per study, after every slot has ended; then the robustness checks of the best config (on the
-simulator; also on the engine after a confirmation on a real engine). The CLI
+simulator; also on the engine after a confirmation on a real engine), and which of its changed
+flags carry its gain (on the simulator, `tuner.fidelity.smallest_check`). The CLI
 (`tuner.commands.study`) and the benchmarks both call it: commands parse flags, call it and
 print; what the run shows while it runs goes through a `RunView` (silent by default).
 """
@@ -61,6 +62,7 @@ class RunResult:
     points: list[TrialPoint]
     robustness: tr.RobustnessRecord | None = None  # the simulated check (`fidelity.robustness`)
     robustness_measured: tr.RobustnessRecord | None = None  # measured on the engine (`--confirm`)
+    smallest: tr.SmallestChange | None = None  # the flags that carry its gain (`fidelity.smallest`)
 
     @property
     def best(self) -> TrialPoint | None:
@@ -206,10 +208,13 @@ def _check_robustness(
     """Whether the best config's gain survives small workload changes: on the simulator, and
     measured on the engine after a confirmation on a real engine (it then wins in `best`), or
     again when an earlier run's measured check of this config did not finish."""
+    from tuner.fidelity import smallest_check
     from tuner.fidelity.robustness import check_best
 
     view.say("checking that the best config's gain survives small workload changes")
     result.robustness = check_best(result.study, spec, result.points, runner.requests)
+    view.say("checking which of the best config's changed flags carry its gain (SIMULATED)")
+    result.smallest = smallest_check.check_best(result.study, spec, result.points, runner.requests)
     if not runner.planned and (options.confirm or _unfinished(result)):
         result.robustness_measured = _measured_check(result, spec, runner, view)
 

@@ -1,0 +1,69 @@
+"""The smallest change that keeps the gain, as `tuner best`, `tuner export` and the report say it.
+
+`tuner run` stored which of the best config's changed flags carry its gain
+(`tuner.trial.smallest.SmallestChange`, found by `tuner.fidelity.smallest_check` on the
+calibrated simulator). The command these outputs recommend changes only those flags
+(`shipped_params`); these lines say which flags were dropped, why, and what the simulator
+predicts for the smaller command. Every figure here is the simulator's and says SIMULATED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.spec.figures import figure
+from tuner.trial import FlagRevert, SmallestChange, TrialPoint
+
+
+def shipped_params(change: SmallestChange | None, point: TrialPoint) -> dict[str, Any]:
+    """The flags to recommend for `point`: its own, less those that do not carry its gain."""
+    if change is None or not change.applies_to(point.number):
+        return dict(point.params)
+    return dict(change.params)
+
+
+def _flag(r: FlagRevert) -> str:
+    return f"--{r.flag} {figure(r.tuned)} → {figure(r.default)}"
+
+
+def _revert_words(r: FlagRevert, source: str) -> str:
+    if r.score_change is None:
+        return r.why
+    change = figure(r.score_change, 3, sign=True)
+    return f"reverting it changes the {source} score by {change}, {r.why}"
+
+
+def smallest_lines(change: SmallestChange | None, point: TrialPoint) -> list[str]:
+    """What was dropped from `point`'s command and why, what carries its gain; nothing when its
+    flags were not checked (an older study: a `tuner run` of it checks them)."""
+    if change is None or change.trial != point.number:
+        return []
+    if not change.checked:
+        return [f"which changed flags carry the gain: {change.note}"]
+    src = change.source
+    if not change.reverts:
+        return []
+    kept = [r for r in change.reverts if r.flag in change.kept]
+    lines = []
+    if change.dropped:
+        flags = " ".join(f"--{r.flag} {figure(r.tuned)}" for r in kept) or "no flag"
+        lines.append(
+            f"the smallest change that keeps the gain ({src}, {change.note}): the command "
+            f"changes only {flags}; trial {point.number}'s figures are with every flag it "
+            f"changed (tuner export --trial {point.number} writes them all)"
+        )
+        lines += [f"dropped {_flag(r)}: {_revert_words(r, src)}" for r in change.dropped]
+        score = figure(change.kept_score, 3, sign=True)
+        lines.append(
+            f"{src} score of the command: {score} (with every flag: "
+            f"{figure(change.score, 3, sign=True)})"
+        )
+    else:
+        lines.append(
+            f"every flag trial {point.number} changes carries its gain ({src}, {change.note}):"
+        )
+    for r in kept:
+        again = "" if r.carries else " (alone within noise, but reverting it with the dropped "
+        again += "" if r.carries else "flags loses the gain)"
+        lines.append(f"kept {_flag(r)}: {_revert_words(r, src)}{again}")
+    return lines
