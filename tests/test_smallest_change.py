@@ -3,6 +3,7 @@ changes, recommend only those whose revert to vLLM's default loses the gain."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tuner.fidelity.smallest import changed_flags, reverted, smallest_change
@@ -76,6 +77,16 @@ def test_a_flag_whose_revert_the_engine_refuses_is_kept() -> None:
     assert refused.carries and refused.score_change is None
 
 
+def test_nothing_is_dropped_when_the_gain_itself_is_noise() -> None:
+    score, _ = _scorer({"max-num-batched-tokens": -0.004, "block-size": -0.001})
+    found = _find(score)
+    assert not found.checked and found.kept == () and found.reverts == ()
+    assert found.note.startswith("not decided: its gain over vLLM's defaults (score -0.005)")
+    assert found.note.endswith("within noise; every changed flag kept")
+    point = _point(2, TUNED)
+    assert shipped_params(replace(found, trial=2), point) == TUNED
+
+
 def test_nothing_to_check_when_the_config_itself_cannot_be_scored() -> None:
     assert smallest_change(TUNED, DEFAULTS, lambda p: None, _loses, lambda s: s) is None
     assert changed_flags(DEFAULTS, DEFAULTS) == []
@@ -115,3 +126,119 @@ def test_the_stored_check_gives_the_command_and_the_words() -> None:
         "within noise" in lines
     )
     assert "SIMULATED score of the command: -0.200 (with every flag: -0.201)" in lines
+
+
+def test_best_and_export_recommend_only_the_flags_that_carry_the_gain(tmp_path) -> None:
+    """A hand-built study whose stored check keeps `max-num-seqs` alone: `best` and `export`
+    (shell, JSON; YAML's comments are the shell's) write the smaller command and name each
+    dropped flag; `--trial N` writes the trial's every flag."""
+    import json
+
+    import optuna
+    from results_fixtures import build_study
+
+    from tuner import trial as tr
+    from tuner.testing import tuner
+    from tuner.trial import FlagRevert
+
+    clear = {0: (1500.0, 70.0, 1000.0, 0.0, "ok"), 1: (1450.0, 50.0, 1010.0, -0.35, "ok")}
+    study_file, url = build_study(tmp_path, trials=clear)
+    study = optuna.load_study(study_name="handbuilt", storage=url)
+    best = tr.best(tr.read_all(study.get_trials()))
+    assert best is not None and best.number == 1
+    keep = FlagRevert("max-num-seqs", 64, 256, 0.3, True, "clearly worse on mean TPOT")
+    drop = FlagRevert("block-size", 32, 16, 0.002, False, "within noise")
+    defaults = {**best.params, "block-size": 16}
+    tr.write_smallest(
+        study,
+        1,
+        SmallestChange(
+            best.spec_id,
+            True,
+            "cal",
+            (keep, drop),
+            ("max-num-seqs",),
+            defaults,
+            -0.35,
+            -0.348,
+            trial=1,
+        ),
+    )
+
+    def cli(*args: str):
+        done = tuner(*args, str(study_file), "--storage", url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    dropped = (
+        "dropped --block-size 32 → 16: reverting it changes the SIMULATED score by +0.002, "
+        "within noise"
+    )
+    from tuner.results.views import best_report
+
+    points = tr.read_all(study.get_trials())
+    best_text = best_report(points, "handbuilt", StudyRecord.of(study))  # `tuner best`, in-process
+    for out in (best_text, cli("export")):
+        assert f"# {dropped}" in out
+        command = "\n".join(line for line in out.splitlines() if not line.startswith("#"))
+        assert "--max-num-seqs 64" in command and "--block-size 32" not in command
+    doc = json.loads(cli("export", "--format", "json"))
+    assert doc["params"]["block-size"] == 16 and doc["trial_params"]["block-size"] == 32
+    assert doc["smallest_change"]["kept"] == ["max-num-seqs"]
+    asked = cli("export", "--trial", "1")
+    assert "--block-size 32" in asked and "dropped" not in asked
+
+
+# The demo's kind of load, smaller (tests/test_robustness_measured.py): ~2k-token prompts near
+# the box's prefill capacity, where a chunk budget of 1024 tokens cuts TPOT; 32 requests never
+# fill 64 sequences, so `max-num-seqs` changes nothing (16 requests: the gain is within noise).
+BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
+LOADED = {
+    "random_input_len": 2048,
+    "random_output_len": 32,
+    "random_range_ratio": 0.2,
+    "num_prompts": 32,
+    "request_rate": 2.2,
+}
+
+
+def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
+    tmp_path, tiny_model_dir
+) -> None:
+    """The check on the calibrated simulator, and the `--confirm` path through a runner's
+    `measure` (here the planner, the same `TrialRunner` interface as an engine's): the chunk
+    budget carries the gain, `max-num-seqs` is dropped, each record stored under its key."""
+    from tuner.fidelity import smallest_check, smallest_measured
+    from tuner.runners.plan import PlanRunner
+    from tuner.spec.study import load_study_spec
+    from tuner.testing import sim_study
+    from tuner.trial.smallest import MEASURED, SIMULATED
+
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=LOADED))
+    runner = PlanRunner(spec)
+    runner.prepare()
+    mine = {**BASE, "max-num-batched-tokens": 1024, "max-num-seqs": 64}
+    base_m = runner.measure(_ctx(spec, BASE))
+    base = TrialPoint.measured_as(
+        0, BASE, TrialRecord(metrics=dict(base_m.metrics), cis=dict(base_m.ci), baseline=True)
+    )
+    best = TrialPoint.measured_as(3, mine, TrialRecord(metrics={"mean_tpot_ms": 1.0}, score=-1))
+    found = smallest_check.check(spec, StudyRecord(), runner.requests, best, base)
+    assert found.checked and found.source == SIMULATED and found.trial == 3, found.note
+    assert found.kept == ("max-num-batched-tokens",)
+    assert found.params == {**BASE, "max-num-batched-tokens": 1024}
+    assert found.note == "the simulator with the study's own profile (no calibration stored)"
+    study = _Study()
+    measured = smallest_measured.check_best_measured(study, spec, [base, best], runner)
+    assert measured is not None and measured.source == MEASURED
+    assert measured.kept == ("max-num-batched-tokens",)
+    by_flag = {r.flag: r for r in measured.reverts}
+    assert by_flag["max-num-batched-tokens"].why.startswith("clearly worse on mean TPOT")
+    assert StudyRecord.of(study).smallest_of(best) == measured  # the measured one is used
+    assert list(study.user_attrs) == ["tuner_smallest_measured:3"]
+
+
+def _ctx(spec, params):
+    from tuner.runners.engine_runner import TrialContext
+
+    return TrialContext(spec.name, -1, dict(params), phase=lambda _: None)

@@ -11,6 +11,8 @@ rule the verdicts use (`tuner.trial.clearly.ClearlyBetter`: the 95 % interval of
 on a weighted metric, or the capacity search's resolution), or the reverted config breaks an
 SLO the config meets, or the engine refuses it. Every other flag is dropped.
 
+When the config is not clearly better than vLLM's defaults by that rule, there is no gain to
+keep and nothing is decided: every changed flag stays (the verdicts say how sure the gain is).
 Reverting one flag at a time misses interactions, so the dropped flags are then reverted all
 together; if that config loses the gain, the dropped flag whose revert cost the most is put back,
 one at a time, until it does not (at worst: the config as it was). The scoring (the calibrated
@@ -51,10 +53,16 @@ def smallest_change(
 ) -> SmallestChange | None:
     """The flags of `params` that carry its gain, each changed flag's revert, and the config to
     recommend. `score(config)`: the scored config, None when the engine refuses it. None when
-    `params` itself cannot be scored."""
+    `params` itself cannot be scored; not `checked` when its gain is itself within noise."""
     full = score(dict(params))
     if full is None:
         return None
+    nothing = score(reverted(params, defaults, changed_flags(params, defaults)))
+    if nothing is not None and not loses(full, nothing)[0]:  # no gain to keep: keep them all
+        gain = _difference(score_of(full), score_of(nothing))
+        why = f"its gain over vLLM's defaults (score {gain:+.3f}) is itself "
+        why += loses(full, nothing)[1]
+        return SmallestChange(None, False, f"not decided: {why}; every changed flag kept")
     reverts, cost = [], {}
     for flag in changed_flags(params, defaults):
         other = score(reverted(params, defaults, [flag]))

@@ -12,7 +12,7 @@ trials (`search.fidelity: multi`), else the study's own profile, said so in the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,20 +22,25 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.fidelity.robustness import nominal_runner, simulated
 from tuner.fidelity.smallest import smallest_change
+from tuner.measure.measurement import Measurement
 from tuner.runners.plan import PlanRunner
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.study import StudySpec
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
 from tuner.trial.clearly import ClearlyBetter
 from tuner.trial.scoring import judge, score_trial, simulated_reference
+from tuner.trial.smallest import SIMULATED
 
 
 @dataclass(frozen=True)
-class _Simulated:
-    """One config as the simulator scored it, and the SLOs it breaks."""
+class ScoredConfig:
+    """One config as the simulator (or the engine) scored it, and the SLOs it breaks."""
 
     point: TrialPoint
     broken: tuple[str, ...]
+
+
+Score = Callable[[dict[str, Any]], ScoredConfig | None]
 
 
 def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
@@ -52,10 +57,12 @@ def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
     return "the simulator with the study's own profile (no calibration stored)"
 
 
-def _loses(spec: StudySpec):
+def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
+    """The rule: the other config loses the config's gain when it breaks an SLO the config
+    meets, or scores worse and the config is clearly better than it (`ClearlyBetter`)."""
     clear = ClearlyBetter(spec)
 
-    def loses(full: _Simulated, other: _Simulated) -> tuple[bool, str]:
+    def rule(full: ScoredConfig, other: ScoredConfig) -> tuple[bool, str]:
         broken = [b for b in other.broken if b not in full.broken]
         if broken:
             return True, f"it breaks {', '.join(broken)}"
@@ -64,7 +71,38 @@ def _loses(spec: StudySpec):
             return True, f"clearly worse on {', '.join(clear.on(full.point, other.point))}"
         return False, f"within noise: {clear.why}" if worse else "no worse"
 
-    return loses
+    return rule
+
+
+def scorer(
+    spec: StudySpec, measure: Callable[[dict[str, Any]], Measurement | None], ref: TrialPoint
+) -> Score:
+    """Each config measured by `measure` (None: refused) and scored against `ref`, as the
+    study scores a trial."""
+
+    def score(params: dict[str, Any]) -> ScoredConfig | None:
+        m = measure(params)
+        if m is None:
+            return None
+        scored = score_trial(spec, m, ref)
+        record = TrialRecord(metrics=dict(m.metrics or {}), cis=dict(m.ci), **scored.fields())
+        slos = judge(spec, dict(m.metrics or {}), m.capacity, dict(m.scenarios), ref).slos
+        broken = tuple(name for name, v in slos.items() if v > 0)
+        return ScoredConfig(TrialPoint.measured_as(-1, params, record), broken)
+
+    return score
+
+
+def decide(
+    spec: StudySpec, point: TrialPoint, base: TrialPoint, score: Score, note: str, source: str
+) -> SmallestChange:
+    """`tuner.fidelity.smallest`'s answer for `point`, as a record of its spec and trial."""
+    found = smallest_change(point.params, base.params, score, loses(spec), lambda s: s.point.score)
+    if found is None:
+        found = SmallestChange(None, False, f"not checked: the config was refused ({source})")
+    else:
+        found = replace(found, note=note, source=source)
+    return replace(found, spec_id=point.spec_id, trial=point.number)
 
 
 def check(
@@ -74,7 +112,7 @@ def check(
     point: TrialPoint,
     base: TrialPoint,
 ) -> SmallestChange:
-    """The record of one check (stored by `check_best`)."""
+    """The record of one check on the simulator (stored by `check_best`)."""
     try:
         runner = nominal_runner(spec, requests)
         profile = use_calibrated(runner, study)
@@ -82,27 +120,11 @@ def check(
         if base_m is None:
             raise UserError("the simulator refuses vLLM's defaults")
         ref = simulated_reference(spec, base_m, dict(base.params))
-
-        def score(params: dict[str, Any]) -> _Simulated | None:
-            m = simulated(runner, params)
-            if m is None:
-                return None
-            scored = score_trial(spec, m, ref)
-            record = TrialRecord(metrics=dict(m.metrics or {}), cis=dict(m.ci), **scored.fields())
-            slos = judge(spec, dict(m.metrics or {}), m.capacity, dict(m.scenarios), ref).slos
-            broken = tuple(name for name, v in slos.items() if v > 0)
-            return _Simulated(TrialPoint.measured_as(-1, params, record), broken)
-
-        found = smallest_change(
-            point.params, base.params, score, _loses(spec), lambda s: s.point.score
-        )
+        score = scorer(spec, lambda params: simulated(runner, params), ref)
+        return decide(spec, point, base, score, profile, SIMULATED)
     except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
         why = f"not checked: the simulator cannot run this study ({exc})"
         return SmallestChange(point.spec_id, False, why, trial=point.number)
-    if found is None:
-        why = "not checked: the simulator refuses the config"
-        return SmallestChange(point.spec_id, False, why, trial=point.number)
-    return replace(found, spec_id=point.spec_id, note=profile, trial=point.number)
 
 
 def check_best(

@@ -83,12 +83,15 @@ def judge(
     """The choice with its change against vLLM's defaults and its verdicts, computed once for
     every output that shows it (each `export` format, the report's deploy cards). `trim`: the
     command leaves out the changed flags that do not carry the gain (`tuner.results.smallest`;
-    not for a trial asked for by number, nor under `--slo` limits the check did not judge)."""
+    not for a trial asked for by number, nor under `--slo` limits beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
     rec = recommendation(choice.point, found, ranked, spec, baseline)
     comparison = against_defaults(spec, choice.point, baseline)
-    change = study.smallest_of(choice.point) if study and trim and not choice.limits else None
+    # the check judged the study's own SLO: trimmed under `--slo` limits only when among them
+    judged = {str(limit) for limit in spec.slo_limits()}
+    trim = trim and {str(limit) for limit in choice.limits} <= judged
+    change = study.smallest_of(choice.point) if study is not None and trim else None
     return replace(
         choice, comparison=comparison, verdicts=found, recommendation=rec, smallest=change
     )

@@ -44,26 +44,26 @@ def smallest_lines(change: SmallestChange | None, point: TrialPoint) -> list[str
     if not change.reverts:
         return []
     kept = [r for r in change.reverts if r.flag in change.kept]
-    lines = []
     if change.dropped:
         flags = " ".join(f"--{r.flag} {figure(r.tuned)}" for r in kept) or "no flag"
-        lines.append(
+        head = (
             f"the smallest change that keeps the gain ({src}, {change.note}): the command "
-            f"changes only {flags}; trial {point.number}'s figures are with every flag it "
-            f"changed (tuner export --trial {point.number} writes them all)"
-        )
-        lines += [f"dropped {_flag(r)}: {_revert_words(r, src)}" for r in change.dropped]
-        score = figure(change.kept_score, 3, sign=True)
-        lines.append(
-            f"{src} score of the command: {score} (with every flag: "
-            f"{figure(change.score, 3, sign=True)})"
+            f"changes only {flags}, the others are at vLLM's defaults as the baseline ran them; "
+            f"trial {point.number}'s figures are with every flag it changed (tuner export "
+            f"--trial {point.number} writes them all)"
         )
     else:
-        lines.append(
-            f"every flag trial {point.number} changes carries its gain ({src}, {change.note}):"
-        )
+        head = f"every flag trial {point.number} changes carries its gain ({src}, {change.note})"
+    lines = [head]
     for r in kept:
-        again = "" if r.carries else " (alone within noise, but reverting it with the dropped "
-        again += "" if r.carries else "flags loses the gain)"
-        lines.append(f"kept {_flag(r)}: {_revert_words(r, src)}{again}")
+        alone = "" if r.carries else " (alone it is not, but reverting it with the dropped "
+        alone += "" if r.carries else "flags loses the gain)"
+        kept_words = f"--{r.flag} {figure(r.tuned)} (vLLM's default: {figure(r.default)})"
+        lines.append(f"kept {kept_words}: {_revert_words(r, src)}{alone}")
+    lines += [f"dropped {_flag(r)}: {_revert_words(r, src)}" for r in change.dropped]
+    if change.dropped:
+        lines.append(
+            f"{src} score of the command: {figure(change.kept_score, 3, sign=True)} "
+            f"(with every flag: {figure(change.score, 3, sign=True)})"
+        )
     return lines

@@ -216,7 +216,22 @@ def _check_robustness(
     view.say("checking which of the best config's changed flags carry its gain (SIMULATED)")
     result.smallest = smallest_check.check_best(result.study, spec, result.points, runner.requests)
     if not runner.planned and (options.confirm or _unfinished(result)):
-        result.robustness_measured = _measured_check(result, spec, runner, view)
+        from tuner.fidelity.robustness_measured import check_best_measured
+
+        during = "the measured robustness check"
+        result.robustness_measured = _measured_check(
+            result, spec, runner, view, check_best_measured, during
+        )
+    if not runner.planned and options.confirm:
+        from tuner.fidelity import smallest_measured
+
+        during = "the measured check of which flags carry the gain"
+        result.smallest = (
+            _measured_check(
+                result, spec, runner, view, smallest_measured.check_best_measured, during
+            )
+            or result.smallest
+        )
 
 
 def _unfinished(result: RunResult) -> bool:
@@ -228,13 +243,17 @@ def _unfinished(result: RunResult) -> bool:
 
 
 def _measured_check(
-    result: RunResult, spec: StudySpec, runner: TrialRunner, view: RunView
-) -> tr.RobustnessRecord | None:
-    """The measured check, its signals handled as a trial's: the first Ctrl-C, SIGTERM or
-    SIGHUP stops its engine, records the check as interrupted (`finished` false: a later run
-    redoes it) and raises `RunInterrupted`; a second one kills the engine at once."""
-    from tuner.fidelity.robustness_measured import check_best_measured
-
+    result: RunResult,
+    spec: StudySpec,
+    runner: TrialRunner,
+    view: RunView,
+    check: Callable[..., Any],
+    during: str,
+) -> Any:
+    """A check measured on the engine (`check(study, spec, points, runner, say=...)`), its
+    signals handled as a trial's: the first Ctrl-C, SIGTERM or SIGHUP stops its engine, lets
+    the check record itself as interrupted and raises `RunInterrupted`; a second one kills
+    the engine at once."""
     stopping: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
@@ -246,9 +265,8 @@ def _measured_check(
 
     try:
         with handled(on_signal, lambda: bool(stopping)):
-            return check_best_measured(result.study, spec, result.points, runner, say=view.say)
+            return check(result.study, spec, result.points, runner, say=view.say)
     except Interrupted as exc:
         runner.close()
         best = result.best.number if result.best is not None else None
-        during = f"the measured robustness check of trial {best}"
-        raise RunInterrupted(exc.signum, exc.signal_name, during) from None
+        raise RunInterrupted(exc.signum, exc.signal_name, f"{during} of trial {best}") from None

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SIMULATED = "SIMULATED"  # a figure of the calibrated simulator (the only source stored today)
+SIMULATED = "SIMULATED"  # a figure of the calibrated simulator
+MEASURED = "MEASURED"  # measured on the engine (`tuner run --confirm`)
 
 
 def _finite(value: Any) -> float | None:
@@ -76,6 +77,10 @@ class SmallestChange:
     def applies_to(self, number: int) -> bool:
         """Checked for trial `number`, and some changed flag of it dropped."""
         return self.checked and self.trial == number and bool(self.dropped)
+
+    @property
+    def measured(self) -> bool:
+        return self.source == MEASURED
 
     @property
     def dropped(self) -> tuple[FlagRevert, ...]:

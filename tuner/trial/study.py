@@ -31,6 +31,7 @@ class StudyRecord:
     robustness: dict[int, RobustnessRecord] = field(default_factory=dict)
     robustness_measured: dict[int, RobustnessRecord] = field(default_factory=dict)
     smallest: dict[int, SmallestChange] = field(default_factory=dict)
+    smallest_measured: dict[int, SmallestChange] = field(default_factory=dict)
 
     @classmethod
     def of(cls, study: Any) -> StudyRecord:
@@ -41,6 +42,7 @@ class StudyRecord:
     def decode(cls, attrs: Mapping[str, Any]) -> StudyRecord:
         by_id: dict[str, dict[str, Any]] = {}
         smallest: dict[int, SmallestChange] = {}
+        measured: dict[int, SmallestChange] = {}
         checks: dict[str, dict[int, RobustnessRecord]] = {
             k.ROBUSTNESS: {},
             k.ROBUSTNESS_MEASURED: {},
@@ -53,10 +55,11 @@ class StudyRecord:
                 rec = RobustnessRecord.decode(value) if key.startswith(prefix) else None
                 if rec is not None and number.isdecimal():
                     found[int(number)] = rec
-            number = key.removeprefix(k.SMALLEST)
-            change = SmallestChange.decode(value) if key.startswith(k.SMALLEST) else None
-            if change is not None and number.isdecimal():
-                smallest[int(number)] = change
+            for prefix, into in ((k.SMALLEST, smallest), (k.SMALLEST_MEASURED, measured)):
+                number = key.removeprefix(prefix)
+                change = SmallestChange.decode(value) if key.startswith(prefix) else None
+                if change is not None and number.isdecimal():
+                    into[int(number)] = change
         spec = attrs.get(k.SPEC)
         return cls(
             spec=dict(spec) if isinstance(spec, Mapping) else None,
@@ -68,6 +71,7 @@ class StudyRecord:
             robustness=checks[k.ROBUSTNESS],
             robustness_measured=checks[k.ROBUSTNESS_MEASURED],
             smallest=smallest,
+            smallest_measured=measured,
         )
 
     def robustness_of(self, point: TrialPoint) -> RobustnessRecord | None:
@@ -81,7 +85,11 @@ class StudyRecord:
 
     def smallest_of(self, point: TrialPoint) -> SmallestChange | None:
         """Which of this trial's changed flags carry its gain, checked under the spec it ran
-        under (`tuner.fidelity.smallest_check`); None when not checked."""
+        under: measured on the engine (`--confirm`) if it was, else on the simulator
+        (`tuner.fidelity.smallest_check`); None when not checked."""
+        for found in (self.smallest_measured.get(point.number), self.smallest.get(point.number)):
+            if found is not None and found.checked and found.spec_id == point.spec_id:
+                return found
         found = self.smallest.get(point.number)
         return found if found is not None and found.spec_id == point.spec_id else None
 
@@ -115,5 +123,6 @@ def write_robustness(study: Any, trial: int, record: RobustnessRecord) -> None:
 
 
 def write_smallest(study: Any, trial: int, record: SmallestChange) -> None:
-    """Store which of trial `trial`'s changed flags carry its gain."""
-    study.set_user_attr(f"{k.SMALLEST}{trial}", record.encode())
+    """Store which of trial `trial`'s changed flags carry its gain (measured ones apart)."""
+    prefix = k.SMALLEST_MEASURED if record.measured else k.SMALLEST
+    study.set_user_attr(f"{prefix}{trial}", record.encode())
