@@ -119,7 +119,7 @@ def test_the_stored_check_gives_the_command_and_the_words() -> None:
     lines = smallest_lines(change, point)
     assert lines[0].startswith(
         "the smallest change that keeps the gain (SIMULATED, cal): the command changes only "
-        "--max-num-batched-tokens 4096;"
+        "--max-num-batched-tokens 4096, the others are at vLLM's defaults"
     )
     assert (
         "dropped --block-size 32 → 16: reverting it changes the SIMULATED score by +0.001, "
@@ -207,7 +207,8 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
 ) -> None:
     """The check on the calibrated simulator, and the `--confirm` path through a runner's
     `measure` (here the planner, the same `TrialRunner` interface as an engine's): the chunk
-    budget carries the gain, `max-num-seqs` is dropped, each record stored under its key."""
+    budget carries the gain, `max-num-seqs` is dropped, and the measured check re-measures
+    only what the simulator dropped; each record stored under its key."""
     from tuner.fidelity import smallest_check, smallest_measured
     from tuner.runners.plan import PlanRunner
     from tuner.spec.study import load_study_spec
@@ -229,13 +230,20 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
     assert found.params == {**BASE, "max-num-batched-tokens": 1024}
     assert found.note == "the simulator with the study's own profile (no calibration stored)"
     study = _Study()
+    assert smallest_measured.check_best_measured(study, spec, [base, best], runner) is None
+    write_smallest(study, 3, found)  # what the simulator dropped, the engine re-measures
+    measure, started = runner.measure, []
+    runner.measure = lambda ctx: started.append(ctx.params) or measure(ctx)  # type: ignore
     measured = smallest_measured.check_best_measured(study, spec, [base, best], runner)
-    assert measured is not None and measured.source == MEASURED
+    assert measured is not None and measured.source == MEASURED and measured.checked
     assert measured.kept == ("max-num-batched-tokens",)
-    by_flag = {r.flag: r for r in measured.reverts}
-    assert by_flag["max-num-batched-tokens"].why.startswith("clearly worse on mean TPOT")
+    assert [r.flag for r in measured.reverts] == ["max-num-seqs"]  # only what was dropped
+    assert started == [mine, {**mine, "max-num-seqs": 256}]  # reverted alone = all together
     assert StudyRecord.of(study).smallest_of(best) == measured  # the measured one is used
-    assert list(study.user_attrs) == ["tuner_smallest_measured:3"]
+    assert "kept max-num-batched-tokens: not re-measured, the simulator kept them" in (
+        smallest_lines(measured, best)
+    )
+    assert sorted(study.user_attrs) == ["tuner_smallest:3", "tuner_smallest_measured:3"]
 
 
 def _ctx(spec, params):

@@ -50,21 +50,26 @@ def smallest_change(
     score: Callable[[dict[str, Any]], S | None],
     loses: Loses[S],
     score_of: Callable[[S], float | None],
+    only: Sequence[str] | None = None,
 ) -> SmallestChange | None:
     """The flags of `params` that carry its gain, each changed flag's revert, and the config to
     recommend. `score(config)`: the scored config, None when the engine refuses it. None when
-    `params` itself cannot be scored; not `checked` when its gain is itself within noise."""
+    `params` itself cannot be scored; not `checked` when its gain is itself within noise.
+    `only`: try reverting these changed flags alone (the others stay, and its gain over the
+    defaults is taken as shown)."""
     full = score(dict(params))
     if full is None:
         return None
-    nothing = score(reverted(params, defaults, changed_flags(params, defaults)))
+    changed = changed_flags(params, defaults)
+    tried = [f for f in changed if only is None or f in only]
+    nothing = score(reverted(params, defaults, changed)) if only is None else None
     if nothing is not None and not loses(full, nothing)[0]:  # no gain to keep: keep them all
         gain = _difference(score_of(full), score_of(nothing))
         why = f"its gain over vLLM's defaults (score {gain:+.3f}) is itself "
         why += loses(full, nothing)[1]
         return SmallestChange(None, False, f"not decided: {why}; every changed flag kept")
     reverts, cost = [], {}
-    for flag in changed_flags(params, defaults):
+    for flag in tried:
         other = score(reverted(params, defaults, [flag]))
         change = None
         if other is None:
@@ -84,7 +89,7 @@ def smallest_change(
             kept_config = other
             break
         dropped.pop(0)  # put back the one whose revert cost the most
-    kept = tuple(r.flag for r in reverts if r.flag not in dropped)
+    kept = tuple(f for f in changed if f not in dropped)
     return SmallestChange(
         spec_id=None,
         checked=True,

@@ -12,7 +12,7 @@ trials (`search.fidelity: multi`), else the study's own profile, said so in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -94,10 +94,18 @@ def scorer(
 
 
 def decide(
-    spec: StudySpec, point: TrialPoint, base: TrialPoint, score: Score, note: str, source: str
+    spec: StudySpec,
+    point: TrialPoint,
+    defaults: Mapping[str, Any],
+    score: Score,
+    note: str,
+    source: str,
+    only: Sequence[str] | None = None,
 ) -> SmallestChange:
-    """`tuner.fidelity.smallest`'s answer for `point`, as a record of its spec and trial."""
-    found = smallest_change(point.params, base.params, score, loses(spec), lambda s: s.point.score)
+    """`tuner.fidelity.smallest`'s answer for `point` (`only`: these flags tried), as a record
+    of its spec and trial."""
+    rule = loses(spec)
+    found = smallest_change(point.params, defaults, score, rule, lambda s: s.point.score, only)
     if found is None:
         found = SmallestChange(None, False, f"not checked: the config was refused ({source})")
     else:
@@ -121,7 +129,7 @@ def check(
             raise UserError("the simulator refuses vLLM's defaults")
         ref = simulated_reference(spec, base_m, dict(base.params))
         score = scorer(spec, lambda params: simulated(runner, params), ref)
-        return decide(spec, point, base, score, profile, SIMULATED)
+        return decide(spec, point, base.params, score, profile, SIMULATED)
     except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
         why = f"not checked: the simulator cannot run this study ({exc})"
         return SmallestChange(point.spec_id, False, why, trial=point.number)

@@ -1,15 +1,16 @@
 """The smallest change that keeps the gain, measured on the engine: `tuner run --confirm K`.
 
 The simulator's check (`tuner.fidelity.smallest_check`) is free but only as good as the
-simulator. So after `--confirm`'s re-measurements on a real engine, the best config is started
-once more, then each config with one of its changed flags reverted to vLLM's default, then the
-config with every dropped flag reverted (and, if that loses the gain, again with the costliest
-one put back): one engine start and one run of the study's workload each, scored against the
-measured baseline trial as a trial is scored, and judged by the same rule (`smallest_check.
-loses`). The best config is measured again beside them so that every figure compared comes
-from the same session. The record is stored as `tuner_smallest_measured:<trial>`;
-`StudyRecord.smallest_of` prefers it to the simulator's. Its engine logs are
-`smallest-<trial>-<ts>.log` in the study's log folder.
+simulator: a flag it does not model (or models as a no-op) it drops. So after `--confirm`'s
+re-measurements on a real engine, the flags the simulator dropped are re-measured: the best
+config is started once more, then with each dropped flag reverted alone to vLLM's default,
+then with all of them reverted (and, if that loses the gain, with the costliest one put back):
+one engine start and one run of the study's workload each (a config already measured in this
+check is not started again), scored against the measured baseline trial as a trial is scored,
+and judged by the same rule (`smallest_check.loses`). The flags the simulator kept are not
+re-measured: they stay. Nothing is measured when the simulator dropped nothing. The record is
+stored as `tuner_smallest_measured:<trial>`; `StudyRecord.smallest_of` prefers it to the
+simulator's. Its engine logs are `smallest-<trial>-<ts>.log` in the study's log folder.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tuner import trial as tr
-from tuner.fidelity.smallest import changed_flags
 from tuner.fidelity.smallest_check import decide, scorer
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner
@@ -36,26 +36,35 @@ def check_best_measured(
     runner: TrialRunner,
     say: Callable[[str], None] = lambda _: None,
 ) -> SmallestChange | None:
-    """Measure the check for the best config of the current spec; store and return the record
-    (None when there is no best, the best is the baseline, or it changes no flag)."""
+    """Re-measure the flags the simulator dropped from the best config of the current spec;
+    store and return the record (None when there is no best, the best is the baseline, or
+    the simulator dropped no flag of it)."""
     best, base = tr.best(points), tr.baseline_of(points)
     if best is None or base is None or best.number == base.number:
         return None
-    flags = changed_flags(best.params, base.params)
-    if not flags:
+    simulated = tr.StudyRecord.of(study).smallest.get(best.number)
+    if simulated is None or simulated.spec_id != best.spec_id:
+        return None
+    dropped = [r.flag for r in simulated.dropped] if simulated.checked else []
+    if not dropped:
         return None
     say(
-        f"re-measuring trial {best.number} on the engine with each of its {len(flags)} changed "
-        f"flags reverted to vLLM's default ({len(flags) + 1} engine starts, more if the "
-        "flags it drops matter together)"
+        f"re-measuring trial {best.number} on the engine with the flags the simulator dropped "
+        f"reverted to vLLM's default ({', '.join(dropped)}): up to {len(dropped) + 2} engine "
+        "starts"
     )
+    seen: dict[str, Measurement | None] = {}
 
     def measure(params: dict[str, Any]) -> Measurement | None:
-        name = f"smallest-{best.number:04d}"
-        ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None, log_name=name)
-        m = runner.measure(ctx)
-        return m if m.metrics is not None else None
+        key = tr.params_key(params)
+        if key not in seen:
+            name = f"smallest-{best.number:04d}"
+            ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None, log_name=name)
+            m = runner.measure(ctx)
+            seen[key] = m if m.metrics is not None else None
+        return seen[key]
 
-    record = decide(spec, best, base, scorer(spec, measure, base), NOTE, MEASURED)
+    score = scorer(spec, measure, base)
+    record = decide(spec, best, base.params, score, NOTE, MEASURED, only=dropped)
     tr.write_smallest(study, best.number, record)
     return record

@@ -45,7 +45,8 @@ def smallest_lines(change: SmallestChange | None, point: TrialPoint) -> list[str
         return []
     kept = [r for r in change.reverts if r.flag in change.kept]
     if change.dropped:
-        flags = " ".join(f"--{r.flag} {figure(r.tuned)}" for r in kept) or "no flag"
+        flags = " ".join(f"--{f} {figure(change.params.get(f))}" for f in change.kept)
+        flags = flags or "no flag"
         head = (
             f"the smallest change that keeps the gain ({src}, {change.note}): the command "
             f"changes only {flags}, the others are at vLLM's defaults as the baseline ran them; "
@@ -60,6 +61,9 @@ def smallest_lines(change: SmallestChange | None, point: TrialPoint) -> list[str
         alone += "" if r.carries else "flags loses the gain)"
         kept_words = f"--{r.flag} {figure(r.tuned)} (vLLM's default: {figure(r.default)})"
         lines.append(f"kept {kept_words}: {_revert_words(r, src)}{alone}")
+    untried = [f for f in change.kept if f not in {r.flag for r in change.reverts}]
+    if untried:  # `--confirm` re-measures only what the simulator dropped
+        lines.append(f"kept {', '.join(untried)}: not re-measured, the simulator kept them")
     lines += [f"dropped {_flag(r)}: {_revert_words(r, src)}" for r in change.dropped]
     if change.dropped:
         lines.append(
