@@ -213,6 +213,7 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
     from tuner.runners.plan import PlanRunner
     from tuner.spec.study import load_study_spec
     from tuner.testing import sim_study
+    from tuner.trial.scoring import score_trial
     from tuner.trial.smallest import MEASURED, SIMULATED
 
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=LOADED))
@@ -244,6 +245,14 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
         smallest_lines(measured, best)
     )
     assert sorted(study.user_attrs) == ["tuner_smallest:3", "tuner_smallest_measured:3"]
+    # after `--confirm` re-ran the best config, its latest re-run stands for it: one start
+    m = measure(_ctx(spec, mine))
+    scored = score_trial(spec, m, base)
+    again = TrialRecord(metrics=dict(m.metrics), cis=dict(m.ci), confirm_of=3, **scored.fields())
+    rerun = TrialPoint.measured_as(4, mine, again)
+    started.clear()
+    smallest_measured.check_best_measured(study, spec, [base, best, rerun], runner)
+    assert started == [{**mine, "max-num-seqs": 256}]
 
 
 def _ctx(spec, params):

@@ -6,7 +6,8 @@ re-measurements on a real engine, the flags the simulator dropped are re-measure
 config is started once more, then with each dropped flag reverted alone to vLLM's default,
 then with all of them reverted (and, if that loses the gain, with the costliest one put back):
 one engine start and one run of the study's workload each (a config already measured in this
-check is not started again), scored against the measured baseline trial as a trial is scored,
+check is not started again, nor the best config when `--confirm` has just re-run it: its
+latest re-run stands for it), scored against the measured baseline trial as a trial is scored,
 and judged by the same rule (`smallest_check.loses`). The flags the simulator kept are not
 re-measured: they stay. Nothing is measured when the simulator dropped nothing. The record is
 stored as `tuner_smallest_measured:<trial>`; `StudyRecord.smallest_of` prefers it to the
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tuner import trial as tr
-from tuner.fidelity.smallest_check import decide, scorer
+from tuner.fidelity.smallest_check import ScoredConfig, decide, scorer
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import StudySpec
@@ -48,10 +49,12 @@ def check_best_measured(
     dropped = [r.flag for r in simulated.dropped] if simulated.checked else []
     if not dropped:
         return None
+    rerun = _latest_rerun(points, best)
+    starts = len(dropped) + (len(dropped) > 1) + (rerun is None)
     say(
         f"re-measuring trial {best.number} on the engine with the flags the simulator dropped "
-        f"reverted to vLLM's default ({', '.join(dropped)}): up to {len(dropped) + 2} engine "
-        "starts"
+        f"reverted to vLLM's default ({', '.join(dropped)}): {starts} engine start(s), more "
+        "if they matter together"
     )
     seen: dict[str, Measurement | None] = {}
 
@@ -64,7 +67,20 @@ def check_best_measured(
             seen[key] = m if m.metrics is not None else None
         return seen[key]
 
-    score = scorer(spec, measure, base)
+    measured_score = scorer(spec, measure, base)
+
+    def score(params: dict[str, Any]) -> ScoredConfig | None:
+        if rerun is not None and tr.params_key(params) == tr.params_key(best.params):
+            return ScoredConfig(rerun, tuple(rerun.broken_constraints))
+        return measured_score(params)
+
     record = decide(spec, best, base.params, score, NOTE, MEASURED, only=dropped)
     tr.write_smallest(study, best.number, record)
     return record
+
+
+def _latest_rerun(points: Sequence[TrialPoint], best: TrialPoint) -> TrialPoint | None:
+    """`--confirm`'s last re-run of the best config, measured whole with its intervals: the
+    config as this session's engine runs it, so it is not started again."""
+    runs = [p for p in tr.reruns(points).get(best.number, []) if p.feasible and p.record.cis]
+    return max(runs, key=lambda p: p.number) if runs else None
