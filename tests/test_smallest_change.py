@@ -214,7 +214,7 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
     from tuner.spec.study import load_study_spec
     from tuner.testing import sim_study
     from tuner.trial.scoring import score_trial
-    from tuner.trial.smallest import MEASURED, SIMULATED
+    from tuner.trial.smallest import SIMULATED
 
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=LOADED))
     runner = PlanRunner(spec)
@@ -236,7 +236,9 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
     measure, started = runner.measure, []
     runner.measure = lambda ctx: started.append(ctx.params) or measure(ctx)  # type: ignore
     measured = smallest_measured.check_best_measured(study, spec, [base, best], runner)
-    assert measured is not None and measured.source == MEASURED and measured.checked
+    assert measured is not None and measured.measured and measured.checked
+    assert measured.source == SIMULATED  # a simulator's figures, wherever they come from
+    assert measured.note.startswith("on the study's engine, the simulator (tuner sim serve)")
     assert measured.kept == ("max-num-batched-tokens",)
     assert [r.flag for r in measured.reverts] == ["max-num-seqs"]  # only what was dropped
     assert started == [mine, {**mine, "max-num-seqs": 256}]  # reverted alone = all together

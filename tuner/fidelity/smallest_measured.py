@@ -17,6 +17,7 @@ simulator's. Its engine logs are `smallest-<trial>-<ts>.log` in the study's log 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tuner import trial as tr
@@ -25,9 +26,10 @@ from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import StudySpec
 from tuner.trial import SmallestChange, TrialPoint
-from tuner.trial.smallest import MEASURED
+from tuner.trial.smallest import MEASURED, SIMULATED
 
 NOTE = "on the engine, one run of the study's workload each (tuner run --confirm)"
+SIM_NOTE = "on the study's engine, the simulator (tuner sim serve), " + NOTE.split(", ", 1)[1]
 
 
 def check_best_measured(
@@ -43,10 +45,10 @@ def check_best_measured(
     best, base = tr.best(points), tr.baseline_of(points)
     if best is None or base is None or best.number == base.number:
         return None
-    simulated = tr.StudyRecord.of(study).smallest.get(best.number)
-    if simulated is None or simulated.spec_id != best.spec_id:
+    predicted = tr.StudyRecord.of(study).smallest.get(best.number)  # the planner's check
+    if predicted is None or predicted.spec_id != best.spec_id:
         return None
-    dropped = [r.flag for r in simulated.dropped] if simulated.checked else []
+    dropped = [r.flag for r in predicted.dropped] if predicted.checked else []
     if not dropped:
         return None
     rerun = _latest_rerun(points, best)
@@ -57,6 +59,7 @@ def check_best_measured(
         "if they matter together"
     )
     seen: dict[str, Measurement | None] = {}
+    simulated = [rerun.simulated] if rerun is not None else []  # on a `tuner sim serve` engine
 
     def measure(params: dict[str, Any]) -> Measurement | None:
         key = tr.params_key(params)
@@ -65,6 +68,7 @@ def check_best_measured(
             ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None, log_name=name)
             m = runner.measure(ctx)
             seen[key] = m if m.metrics is not None else None
+            simulated.append(m.simulated)
         return seen[key]
 
     measured_score = scorer(spec, measure, base)
@@ -75,6 +79,9 @@ def check_best_measured(
         return measured_score(params)
 
     record = decide(spec, best, base.params, score, NOTE, MEASURED, only=dropped)
+    if any(simulated):  # figures of the simulator are labelled SIMULATED, wherever they come
+        record = replace(record, source=SIMULATED, note=SIM_NOTE)
+    record = replace(record, engine=True)
     tr.write_smallest(study, best.number, record)
     return record
 

@@ -71,8 +71,9 @@ class SmallestChange:
     params: dict[str, Any] = field(default_factory=dict)  # the config, the rest at defaults
     score: float | None = None  # the whole config's score (SIMULATED)
     kept_score: float | None = None  # the recommended config's score (SIMULATED)
-    source: str = SIMULATED
+    source: str = SIMULATED  # the figures' label: SIMULATED (also a `tuner sim serve` engine's)
     trial: int | None = None  # the trial whose config was checked
+    engine: bool = False  # measured on the study's engine (`--confirm`), not the planner
 
     def applies_to(self, number: int) -> bool:
         """Checked for trial `number`, and some changed flag of it dropped."""
@@ -80,7 +81,8 @@ class SmallestChange:
 
     @property
     def measured(self) -> bool:
-        return self.source == MEASURED
+        """Measured on the study's engine (`tuner run --confirm`)."""
+        return self.engine
 
     @property
     def dropped(self) -> tuple[FlagRevert, ...]:
@@ -99,6 +101,7 @@ class SmallestChange:
             "kept_score": _finite(self.kept_score),
             "source": self.source,
             "trial": self.trial,
+            "engine": self.engine,
         }
 
     @classmethod
@@ -119,4 +122,5 @@ class SmallestChange:
             kept_score=_finite(raw.get("kept_score")),
             source=str(raw.get("source") or SIMULATED),
             trial=raw.get("trial") if isinstance(raw.get("trial"), int) else None,
+            engine=raw.get("engine") is True,
         )
