@@ -77,10 +77,18 @@ def run(
                 "Re-measure the best K configs at the end, each trial.confirm_repeats times "
                 "(3 by default): K × 3 more engine runs; then the best and the baseline under "
                 "perturbed workloads: 2 more engine starts of 5 workload runs each "
-                "(docs/robustness.md)."
+                "(docs/robustness.md); then the flags the simulator dropped from the best, "
+                "one engine start each (docs/results.md)."
             ),
         ),
     ] = 0,
+    no_confirm_flags: Annotated[
+        bool,
+        typer.Option(
+            "--no-confirm-flags",
+            help="With --confirm: do not re-measure the flags the simulator dropped.",
+        ),
+    ] = False,
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
     no_pruning: NoPruning = False,
@@ -125,6 +133,7 @@ def run(
         timeout_s=timeout_s,
         precheck=not no_precheck,
         confirm=confirm,
+        confirm_flags=not no_confirm_flags,
         accept_changes=accept_changes,
         pruning=not no_pruning,
         prediction_skip=not no_prediction_skip,

@@ -43,6 +43,7 @@ class RunOptions:
     timeout_s: float | None = None  # stop starting trials after this long
     precheck: bool = True  # skip configs predicted not to fit in memory
     confirm: int = 0  # re-measure the best K configs at the end (once per study)
+    confirm_flags: bool = True  # with `confirm`: re-measure the flags the simulator dropped
     accept_changes: bool = False  # a changed study file starts a new baseline
     pruning: bool = True  # stop hopeless trials early
     prediction_skip: bool = True  # never launch what the calibrated simulator rules out
@@ -222,7 +223,7 @@ def _check_robustness(
         result.robustness_measured = _measured_check(
             result, spec, runner, view, check_best_measured, during
         )
-    if not runner.planned and options.confirm:
+    if not runner.planned and options.confirm and options.confirm_flags:
         from tuner.fidelity import smallest_measured
 
         during = "the measured check of which flags carry the gain"
