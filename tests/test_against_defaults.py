@@ -63,7 +63,10 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     after_change = best[best.index(change) + 1 : next(i for i, x in enumerate(best) if "vllm" in x)]
     assert after_change and all(v.startswith("# ") for v in after_change)
     moved = ("# WORSE than vLLM's defaults", "# nothing stored got clearly worse")
-    verdicts = [v for v in after_change if not v.startswith(moved)]  # after what got worse
+    # the flags that carry the gain (tests/test_smallest_change.py) are not verdicts
+    smallest = ("# the smallest change", "# every flag trial", "# kept --", "# dropped --")
+    smallest += ("# SIMULATED score of the command", "# which changed flags")
+    verdicts = [v for v in after_change if not v.startswith(moved + smallest)]
     texts = [v.removeprefix("# ") for v in verdicts]
 
     shell = _run(study, "export")

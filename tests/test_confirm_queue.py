@@ -47,7 +47,7 @@ def test_confirm_reruns_are_finished_when_left_queued_and_never_use_the_budget(
     stored = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
     left = tr.TrialRecord(confirm_of=best.number, spec_id=best.spec_id)
     stored.enqueue_trial(best.params, user_attrs=left.encode())
-    _run(study, "--confirm", "1")
+    _run(study, "--confirm", "1", "--no-confirm-flags")  # not the flags (test_smallest_change)
     points = _points(tmp_path)
     # `ask` took the left re-run first, and this run's own used to stay WAITING
     assert [p.number for p in points if p.state == "WAITING"] == []

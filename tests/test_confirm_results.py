@@ -55,7 +55,9 @@ def _search_then_confirm(study: Path) -> None:
     out = tuner("run", str(study), "--no-prediction-skip", cwd=study.parent)
     assert out.returncode == 0, out.stdout + out.stderr
     drifted = {**os.environ, "SIM_TP": "2"}  # the confirmation runs on a slower engine
-    out = tuner("run", str(study), "--confirm", "1", cwd=study.parent, env=drifted)
+    out = tuner(
+        "run", str(study), "--confirm", "1", "--no-confirm-flags", cwd=study.parent, env=drifted
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 

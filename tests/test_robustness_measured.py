@@ -136,6 +136,18 @@ def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_
     assert f"# {record['verdict']}" in best.stdout
     assert "measured on the engine" in best.stdout
     assert f"{tr.ROBUSTNESS}{number}" in s.user_attrs  # the simulated check is kept too
+    # the same run re-measured the flags the simulator dropped from the best config, on the
+    # engine (`tuner sim serve`: SIMULATED figures), one start each (tests/test_smallest_change)
+    study_record = tr.StudyRecord.of(s)
+    predicted = study_record.smallest[number]
+    dropped = [r.flag for r in predicted.dropped]
+    assert predicted.checked and dropped, predicted
+    measured = study_record.smallest_measured[number]
+    assert measured.engine and measured.source == "SIMULATED" and measured.checked
+    assert [r.flag for r in measured.reverts] == dropped
+    assert "with the flags the simulator dropped reverted" in run.stderr
+    starts = sorted((tmp_path / "runs").rglob(f"smallest-{number:04d}-*.log"))
+    assert 1 <= len(starts) <= len(dropped) + 2, starts
 
 
 def _check_logs(tmp_path: Path, who: str) -> list[Path]:

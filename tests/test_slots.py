@@ -70,7 +70,7 @@ def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_pat
         flags={"tensor-parallel-size": 1, "gpu": "h200"},  # one GPU per slot: TP 1 fits
         hardware={"gpu": "h200", "count": 1},
     )
-    args = ("--gpus", "0-1", "--gpus-per-trial", "1", "--confirm", "1")
+    args = ("--gpus", "0-1", "--gpus-per-trial", "1", "--confirm", "1", "--no-confirm-flags")
     run = tuner("run", str(study), *args, cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "GPU 0" in run.stderr and "GPU 1" in run.stderr  # it did run in two slots

@@ -57,6 +57,29 @@ if TYPE_CHECKING:
     from tuner.trial.point import TrialPoint
 
 
+Confirm = Annotated[
+    int,
+    typer.Option(
+        "--confirm",
+        min=0,
+        help=(
+            "Re-measure the best K configs at the end, each trial.confirm_repeats times "
+            "(3 by default): K × 3 more engine runs; then the best and the baseline under "
+            "perturbed workloads: 2 more engine starts of 5 workload runs each "
+            "(docs/robustness.md); then the flags the simulator dropped from the best, "
+            "one engine start each (docs/results.md)."
+        ),
+    ),
+]
+NoConfirmFlags = Annotated[
+    bool,
+    typer.Option(
+        "--no-confirm-flags",
+        help="With --confirm: do not re-measure the flags the simulator dropped.",
+    ),
+]
+
+
 def run(
     study_file: StudyFile,
     n_trials: Annotated[
@@ -68,19 +91,8 @@ def run(
     storage: Storage = None,
     no_precheck: NoPrecheck = False,
     no_preflight: NoPreflight = False,
-    confirm: Annotated[
-        int,
-        typer.Option(
-            "--confirm",
-            min=0,
-            help=(
-                "Re-measure the best K configs at the end, each trial.confirm_repeats times "
-                "(3 by default): K × 3 more engine runs; then the best and the baseline under "
-                "perturbed workloads: 2 more engine starts of 5 workload runs each "
-                "(docs/robustness.md)."
-            ),
-        ),
-    ] = 0,
+    confirm: Confirm = 0,
+    no_confirm_flags: NoConfirmFlags = False,
     log_dir: Annotated[Path, typer.Option("--log-dir", help="Engine logs.")] = Path("runs"),
     accept_changes: AcceptChanges = False,
     no_pruning: NoPruning = False,
@@ -125,6 +137,7 @@ def run(
         timeout_s=timeout_s,
         precheck=not no_precheck,
         confirm=confirm,
+        confirm_flags=not no_confirm_flags,
         accept_changes=accept_changes,
         pruning=not no_pruning,
         prediction_skip=not no_prediction_skip,

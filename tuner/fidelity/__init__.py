@@ -3,14 +3,18 @@
 A study's measured trials → a calibrated simulator (`calibration`) → the screen chooses the
 next real trial (`screen`, `search.fidelity: multi`); the best config → re-simulated (or
 re-measured, `--confirm`) under perturbed workloads → robust or FRAGILE (`robustness`,
-`robustness_measured`); another study's best configs → this study's first trials
-(`warm_start`).
+`robustness_measured`); the best config with each changed flag reverted → the flags that
+carry its gain (`smallest`, `smallest_check`, `smallest_measured`); another study's best
+configs → this study's first trials (`warm_start`).
 
 Modules:
 - `screen`: `Screen`, the calibrated simulator that picks every real trial;
 - `calibration`: a study's trials, workload and profile as the calibration fit's input;
 - `robustness`: does the best's gain survive prompts ±3 % and rate ±10 % (SIMULATED);
 - `robustness_measured`: the same check on the engine (`tuner run --confirm K`);
+- `smallest`: which of the best's changed flags carry its gain (pure: the rule);
+- `smallest_check`: each changed flag reverted alone on the calibrated simulator (SIMULATED);
+- `smallest_measured`: the same on the engine (`tuner run --confirm K`);
 - `warm_start`: the best configs of another stored study, queued first.
 
 What may be assumed: every figure from the simulator is labelled SIMULATED and never stored

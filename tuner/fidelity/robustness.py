@@ -91,6 +91,11 @@ def _runner(spec: StudySpec, requests: Sequence[Any], nominal: PlanRunner | None
     return runner
 
 
+def nominal_runner(spec: StudySpec, requests: Sequence[Any]) -> PlanRunner:
+    """A planner on the study's own workload: these requests, and every scenario's."""
+    return _runner(spec, requests, PlanRunner(spec) if spec.scenarios else None, NOMINAL)
+
+
 def simulated(runner: PlanRunner, params: Mapping[str, Any]) -> Measurement | None:
     """The planner's measurement of one config (every scenario, the capacity search as the
     study runs them); None if the engine refuses it."""

@@ -10,6 +10,7 @@ Modules:
   (`DefaultsComparison`, computed once, rendered by `best`, `export` and the report);
 - `verdicts`: every doubt about the chosen trial (`Verdict`s, computed once, likewise);
 - `capacity_words`: a capacity in words (`≥ …` when capped), capacity mode's export lines;
+- `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
 - `views`: the trial table and `tuner best`'s words (rich, pandas);
 - `report`: the self-contained HTML report and its figures (a package).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import yaml
 
@@ -28,6 +29,7 @@ from tuner.results.moved import worse_lines
 from tuner.results.pareto import check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.refusal import check_deployable
+from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.verdicts import Verdict, verdicts
 from tuner.spec.figures import exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
@@ -35,7 +37,7 @@ from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.space import serve_argv, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
-from tuner.trial import StudyRecord, TrialPoint
+from tuner.trial import SmallestChange, StudyRecord, TrialPoint
 from tuner.trial.words import at_rate, scenario_parts
 
 FORMATS = ("shell", "yaml", "json")
@@ -55,6 +57,12 @@ class Selection:
     comparison: DefaultsComparison | None = None
     verdicts: tuple[Verdict, ...] = ()
     recommendation: Recommendation | None = None  # set by `judge`: the candidate held back?
+    smallest: SmallestChange | None = None  # set by `judge`: the flags that carry the gain
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The flags to ship: the trial's, less the changed ones that do not carry its gain."""
+        return shipped_params(self.smallest, self.point)
 
     @property
     def held(self) -> bool:
@@ -69,14 +77,24 @@ def judge(
     spec: StudySpec,
     study: StudyRecord | None,
     baseline: TrialPoint | None,
+    *,
+    trim: bool = True,
 ) -> Selection:
     """The choice with its change against vLLM's defaults and its verdicts, computed once for
-    every output that shows it (each `export` format, the report's deploy cards)."""
+    every output that shows it (each `export` format, the report's deploy cards). `trim`: the
+    command leaves out the changed flags that do not carry the gain (`tuner.results.smallest`;
+    not for a trial asked for by number, nor under `--slo` limits beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
     rec = recommendation(choice.point, found, ranked, spec, baseline)
     comparison = against_defaults(spec, choice.point, baseline)
-    return replace(choice, comparison=comparison, verdicts=found, recommendation=rec)
+    # the check judged the study's own SLO: trimmed under `--slo` limits only when among them
+    judged = {str(limit) for limit in spec.slo_limits()}
+    trim = trim and {str(limit) for limit in choice.limits} <= judged
+    change = study.smallest_of(choice.point) if study is not None and trim else None
+    return replace(
+        choice, comparison=comparison, verdicts=found, recommendation=rec, smallest=change
+    )
 
 
 def hold(choice: Selection) -> Selection:
@@ -208,6 +226,8 @@ def justification(
         lines += _candidate_lines(spec, choice, baseline)
     elif choice.comparison is not None:
         lines += choice.comparison.lines()
+    if not choice.held:
+        lines += smallest_lines(choice.smallest, p)
     lines += words.capacity_lines(p, baseline)  # capacity mode: the headline
     if p.scenario_names:
         lines += [f"  {part}" for part in scenario_parts(p.record)]
@@ -253,6 +273,7 @@ def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | 
     if choice.comparison is not None:
         lines += choice.comparison.lines()
     lines += worse_lines(spec, rec.candidate, baseline)
+    lines += smallest_lines(choice.smallest, rec.candidate)
     lines += _verdict_lines(choice)
     return [*lines, f"what to expect from vLLM's defaults, trial {choice.point.number}:"]
 
@@ -325,13 +346,13 @@ def render(
     config_path: str = "FILE",
 ) -> str:
     """The export as text, in one of FORMATS; a YAML's comment names `config_path` to run it."""
-    p = choice.point
-    check_deployable(spec, p.number, p.params)
+    p, params = choice.point, choice.params
+    check_deployable(spec, p.number, params)
     notes = justification(spec, choice, study_name, simulated, baseline)
     if fmt == "shell":
-        return comment(notes) + shell_command(spec, p.params) + "\n"
+        return comment(notes) + shell_command(spec, params) + "\n"
     if fmt == "yaml":
-        env = serve_env(spec, p.params)
+        env = serve_env(spec, params)
         run = " ".join(
             [
                 *env_assignments(env, one_line_quote),
@@ -339,7 +360,7 @@ def render(
             ]
         )
         head = [*notes, f"run with: {run}"]
-        body = yaml.safe_dump(vllm_config(spec, p.params), sort_keys=False, allow_unicode=True)
+        body = yaml.safe_dump(vllm_config(spec, params), sort_keys=False, allow_unicode=True)
         return comment(head) + body
     if fmt == "json":
         doc = {
@@ -351,7 +372,9 @@ def render(
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",
             "vllm_version": p.record.vllm_version,
-            "params": p.params,
+            "params": params,
+            "trial_params": p.params,  # every flag the trial changed (`params` may drop some)
+            "smallest_change": choice.smallest.encode() if choice.smallest else None,
             "metrics": p.metrics,
             "metric_ci": {m: list(ci) for m, ci in p.record.cis.items()},
             "score": p.score,
@@ -360,9 +383,9 @@ def render(
             "verdicts": [v.as_json() for v in choice.verdicts],
             "recommendation": rec.as_json() if (rec := choice.recommendation) else None,
             "capacity": words.capacity_json(p),
-            "command": serve_argv(spec, p.params),
-            "env": serve_env(spec, p.params),
-            "config": vllm_config(spec, p.params),
+            "command": serve_argv(spec, params),
+            "env": serve_env(spec, params),
+            "config": vllm_config(spec, params),
             "hardware": spec.hardware.model_dump(),
             "workload": json.loads(spec.workload.model_dump_json()),
             "scenarios": {

@@ -40,7 +40,8 @@ def shipped(
     sid = trial_spec_id(record, choice.point)
     same_spec = [p for p in points if trial_spec_id(record, p) == sid]
     baseline = baseline_of(same_spec)
-    choice = judge(choice, same_spec, spec, record, baseline)
+    # the flags that carry the gain only, unless a trial was asked for by number
+    choice = judge(choice, same_spec, spec, record, baseline, trim=trial is None)
     if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
         choice = hold(choice)
     return choice, spec, baseline

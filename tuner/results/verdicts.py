@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tuner import trial as tr
-from tuner.measure.capacity import beats_by_resolution
-from tuner.measure.objective import clearly_better
-from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
+from tuner.trial.clearly import ClearlyBetter
 
 Kind = Literal[
     "defaults-not-measured",
@@ -140,7 +138,7 @@ def _confidence(
     spec: StudySpec,
     confirmed: dict[int, list[float]] | None = None,
 ) -> list[Verdict]:
-    clear = _ClearlyBetter(spec)
+    clear = ClearlyBetter(spec)
     out = []
     base = [p for p in ranked if p.baseline]
     if point.baseline and ranked and ranked[0].number == point.number:
@@ -184,55 +182,3 @@ def _confidence(
             )
         )
     return out
-
-
-@dataclass(frozen=True)
-class _ClearlyBetter:
-    """Is trial a clearly better than trial b, for this study? Scalar modes: the 95 % interval
-    of the difference on some weighted headline metric (`objective.clearly_better`). Capacity
-    mode: the capacity, which is what is ranked, beyond the search's resolution (the metrics
-    were measured at each config's own rate, so their intervals do not compare)."""
-
-    spec: StudySpec
-
-    @property
-    def resolution(self) -> float | None:
-        o = self.spec.objective
-        return o.search.resolution if o.mode == "capacity" else None
-
-    @property
-    def why(self) -> str:
-        if self.resolution is not None:
-            return (
-                "the capacities differ by no more than the capacity search's resolution "
-                f"({self.resolution:.0%})"
-            )
-        return (
-            "the 95% confidence intervals of the differences include no gain on any weighted metric"
-        )
-
-    @property
-    def why_clear(self) -> str:
-        if self.resolution is not None:
-            return f"beyond the capacity search's resolution ({self.resolution:.0%})"
-        return "the 95% confidence interval of the difference lies wholly on the better side"
-
-    def on(self, a: TrialPoint, b: TrialPoint) -> list[str]:
-        """The metrics on which a is clearly better than b, in words."""
-        if self.resolution is not None:
-            return ["capacity"] if self(a, b) else []
-        h, weights = HEADLINE_METRICS, self.spec.objective.weights
-        return [
-            metric_words(m)[0]
-            for m, w in weights.items()
-            if clearly_better(a.cis(h), b.cis(h), {m: w}, a.metrics, b.metrics)
-        ]
-
-    def __call__(self, a: TrialPoint, b: TrialPoint) -> bool:
-        if self.resolution is not None:
-            if a.capacity_rps is None or b.capacity_rps is None:
-                return a.capacity_rps is not None
-            return beats_by_resolution(a.capacity_rps, b.capacity_rps, self.resolution)
-        h = HEADLINE_METRICS
-        weights = self.spec.objective.weights
-        return clearly_better(a.cis(h), b.cis(h), weights, a.metrics, b.metrics)

@@ -20,6 +20,7 @@ from tuner.results.export import Selection, judge, setting_lines, shell_command
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.shapes import shape_lines
+from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words
 from tuner.spec.figures import figure
@@ -318,16 +319,18 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     if choice.comparison is not None:
         lines += [f"# {line}" for line in choice.comparison.lines()]
     lines += [f"# {line}" for line in worse_lines(spec, top, baseline)]
+    lines += [f"# {line}" for line in smallest_lines(choice.smallest, top)]
     lines += [f"# {v.text}" for v in choice.verdicts]
     lines += [f"# {line}" for line in shape_lines(spec, points)]
-    check_deployable(spec, top.number, top.params)
+    tuned = shipped_params(choice.smallest, top)
+    check_deployable(spec, top.number, tuned)
     if not held or rec is None or rec.defaults is None:
-        return "\n".join([*lines, shell_command(spec, top.params)])
+        return "\n".join([*lines, shell_command(spec, tuned)])
     lines += [f"# {line}" for line in rec.lines()]
     defaults = rec.defaults
     lines.append(shell_command(specs.spec_for(study, defaults), defaults.params))
     lines.append(f"# the candidate, trial {top.number} (not recommended yet):")
-    lines += [f"#   {line}" for line in shell_command(spec, top.params).splitlines()]
+    lines += [f"#   {line}" for line in shell_command(spec, tuned).splitlines()]
     return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 `run_study` is the run's whole sequence: the study's GPU slots (one loop per slot in threads,
 `tuner.run.slots`) or a single loop; the confirmation of the best configs (`--confirm`), once
 per study, after every slot has ended; then the robustness checks of the best config (on the
-simulator; also on the engine after a confirmation on a real engine). The CLI
+simulator; also on the engine after a confirmation on a real engine), and which of its changed
+flags carry its gain (on the simulator, `tuner.fidelity.smallest_check`). The CLI
 (`tuner.commands.study`) and the benchmarks both call it: commands parse flags, call it and
 print; what the run shows while it runs goes through a `RunView` (silent by default).
 """
@@ -42,6 +43,7 @@ class RunOptions:
     timeout_s: float | None = None  # stop starting trials after this long
     precheck: bool = True  # skip configs predicted not to fit in memory
     confirm: int = 0  # re-measure the best K configs at the end (once per study)
+    confirm_flags: bool = True  # with `confirm`: re-measure the flags the simulator dropped
     accept_changes: bool = False  # a changed study file starts a new baseline
     pruning: bool = True  # stop hopeless trials early
     prediction_skip: bool = True  # never launch what the calibrated simulator rules out
@@ -61,6 +63,7 @@ class RunResult:
     points: list[TrialPoint]
     robustness: tr.RobustnessRecord | None = None  # the simulated check (`fidelity.robustness`)
     robustness_measured: tr.RobustnessRecord | None = None  # measured on the engine (`--confirm`)
+    smallest: tr.SmallestChange | None = None  # the flags that carry its gain (`fidelity.smallest`)
 
     @property
     def best(self) -> TrialPoint | None:
@@ -206,12 +209,30 @@ def _check_robustness(
     """Whether the best config's gain survives small workload changes: on the simulator, and
     measured on the engine after a confirmation on a real engine (it then wins in `best`), or
     again when an earlier run's measured check of this config did not finish."""
+    from tuner.fidelity import smallest_check
     from tuner.fidelity.robustness import check_best
 
     view.say("checking that the best config's gain survives small workload changes")
     result.robustness = check_best(result.study, spec, result.points, runner.requests)
+    view.say("checking which of the best config's changed flags carry its gain (SIMULATED)")
+    result.smallest = smallest_check.check_best(result.study, spec, result.points, runner.requests)
     if not runner.planned and (options.confirm or _unfinished(result)):
-        result.robustness_measured = _measured_check(result, spec, runner, view)
+        from tuner.fidelity.robustness_measured import check_best_measured
+
+        during = "the measured robustness check"
+        result.robustness_measured = _measured_check(
+            result, spec, runner, view, check_best_measured, during
+        )
+    if not runner.planned and options.confirm and options.confirm_flags:
+        from tuner.fidelity import smallest_measured
+
+        during = "the measured check of which flags carry the gain"
+        result.smallest = (
+            _measured_check(
+                result, spec, runner, view, smallest_measured.check_best_measured, during
+            )
+            or result.smallest
+        )
 
 
 def _unfinished(result: RunResult) -> bool:
@@ -223,13 +244,17 @@ def _unfinished(result: RunResult) -> bool:
 
 
 def _measured_check(
-    result: RunResult, spec: StudySpec, runner: TrialRunner, view: RunView
-) -> tr.RobustnessRecord | None:
-    """The measured check, its signals handled as a trial's: the first Ctrl-C, SIGTERM or
-    SIGHUP stops its engine, records the check as interrupted (`finished` false: a later run
-    redoes it) and raises `RunInterrupted`; a second one kills the engine at once."""
-    from tuner.fidelity.robustness_measured import check_best_measured
-
+    result: RunResult,
+    spec: StudySpec,
+    runner: TrialRunner,
+    view: RunView,
+    check: Callable[..., Any],
+    during: str,
+) -> Any:
+    """A check measured on the engine (`check(study, spec, points, runner, say=...)`), its
+    signals handled as a trial's: the first Ctrl-C, SIGTERM or SIGHUP stops its engine, lets
+    the check record itself as interrupted and raises `RunInterrupted`; a second one kills
+    the engine at once."""
     stopping: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
@@ -241,9 +266,8 @@ def _measured_check(
 
     try:
         with handled(on_signal, lambda: bool(stopping)):
-            return check_best_measured(result.study, spec, result.points, runner, say=view.say)
+            return check(result.study, spec, result.points, runner, say=view.say)
     except Interrupted as exc:
         runner.close()
         best = result.best.number if result.best is not None else None
-        during = f"the measured robustness check of trial {best}"
-        raise RunInterrupted(exc.signum, exc.signal_name, during) from None
+        raise RunInterrupted(exc.signum, exc.signal_name, f"{during} of trial {best}") from None

@@ -6,7 +6,8 @@ other module to it). Names: `keys`; payloads with one encoder and decoder each: 
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the one order, the reference trial, `--confirm`'s re-runs
 and `read_all` (scores pooled over re-runs of the reference): `ranking`; the spec a trial
-ran under: `specs` (its ids: `spec_ids`); scoring a measurement: `scoring`.
+ran under: `specs` (its ids: `spec_ids`); scoring a measurement: `scoring`; is one config
+clearly better than another: `clearly`; the flags that carry a config's gain: `smallest`.
 docs/storage.md lists every attr.
 """
 
@@ -51,12 +52,14 @@ from tuner.trial.ranking import (
 )
 from tuner.trial.record import TrialRecord, prediction_error, write, write_constraints
 from tuner.trial.skip import SkipPrediction
+from tuner.trial.smallest import FlagRevert, SmallestChange
 from tuner.trial.study import (
     StudyRecord,
     create,
     mark_simulated,
     write_calibration,
     write_robustness,
+    write_smallest,
 )
 
 __all__ = [
@@ -66,12 +69,14 @@ __all__ = [
     "Config",
     "Constraints",
     "FailureKind",
+    "FlagRevert",
     "PrefixCacheRun",
     "RateStep",
     "RobustnessRecord",
     "ScenarioEntry",
     "ScreenInfo",
     "SkipPrediction",
+    "SmallestChange",
     "Status",
     "StudyRecord",
     "TrialPoint",
@@ -103,4 +108,5 @@ __all__ = [
     "write_calibration",
     "write_constraints",
     "write_robustness",
+    "write_smallest",
 ]

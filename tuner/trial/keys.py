@@ -30,6 +30,13 @@ ROBUSTNESS = "tuner_robustness:"
 # `tuner_robustness_measured:<trial>`: the same check measured on the engine by `tuner run
 # --confirm` (`tuner.fidelity.robustness_measured`); where both exist, the measured one is shown.
 ROBUSTNESS_MEASURED = "tuner_robustness_measured:"
+# `tuner_smallest:<trial>`: which of that config's changed flags carry its gain over vLLM's
+# defaults, each reverted alone on the calibrated simulator (`tuner.fidelity.smallest_check`; a
+# `tuner.trial.smallest.SmallestChange`), for the spec it was checked under.
+SMALLEST = "tuner_smallest:"
+# `tuner_smallest_measured:<trial>`: the same, each config measured on the engine by `tuner run
+# --confirm` (`tuner.fidelity.smallest_measured`); where both exist, the measured one is used.
+SMALLEST_MEASURED = "tuner_smallest_measured:"
 PLAN_STUDY_SUFFIX = "-simulated"  # `tuner plan`'s study of a study file: `<name>-simulated`
 
 # Trial user attrs -------------------------------------------------------------------------

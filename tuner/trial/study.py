@@ -15,6 +15,7 @@ from typing import Any
 from tuner.trial import keys as k
 from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
 from tuner.trial.point import TrialPoint
+from tuner.trial.smallest import SmallestChange
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class StudyRecord:
     calibration: CalibrationRecord | None = None
     robustness: dict[int, RobustnessRecord] = field(default_factory=dict)
     robustness_measured: dict[int, RobustnessRecord] = field(default_factory=dict)
+    smallest: dict[int, SmallestChange] = field(default_factory=dict)
+    smallest_measured: dict[int, SmallestChange] = field(default_factory=dict)
 
     @classmethod
     def of(cls, study: Any) -> StudyRecord:
@@ -38,6 +41,8 @@ class StudyRecord:
     @classmethod
     def decode(cls, attrs: Mapping[str, Any]) -> StudyRecord:
         by_id: dict[str, dict[str, Any]] = {}
+        smallest: dict[int, SmallestChange] = {}
+        measured: dict[int, SmallestChange] = {}
         checks: dict[str, dict[int, RobustnessRecord]] = {
             k.ROBUSTNESS: {},
             k.ROBUSTNESS_MEASURED: {},
@@ -50,6 +55,11 @@ class StudyRecord:
                 rec = RobustnessRecord.decode(value) if key.startswith(prefix) else None
                 if rec is not None and number.isdecimal():
                     found[int(number)] = rec
+            for prefix, into in ((k.SMALLEST, smallest), (k.SMALLEST_MEASURED, measured)):
+                number = key.removeprefix(prefix)
+                change = SmallestChange.decode(value) if key.startswith(prefix) else None
+                if change is not None and number.isdecimal():
+                    into[int(number)] = change
         spec = attrs.get(k.SPEC)
         return cls(
             spec=dict(spec) if isinstance(spec, Mapping) else None,
@@ -60,6 +70,8 @@ class StudyRecord:
             calibration=CalibrationRecord.decode(attrs.get(k.CALIBRATION)),
             robustness=checks[k.ROBUSTNESS],
             robustness_measured=checks[k.ROBUSTNESS_MEASURED],
+            smallest=smallest,
+            smallest_measured=measured,
         )
 
     def robustness_of(self, point: TrialPoint) -> RobustnessRecord | None:
@@ -70,6 +82,16 @@ class StudyRecord:
             if rec is not None and rec.spec_id == point.spec_id:
                 return rec
         return None
+
+    def smallest_of(self, point: TrialPoint) -> SmallestChange | None:
+        """Which of this trial's changed flags carry its gain, checked under the spec it ran
+        under: measured on the engine (`--confirm`) if it was, else on the simulator
+        (`tuner.fidelity.smallest_check`); None when not checked."""
+        for found in (self.smallest_measured.get(point.number), self.smallest.get(point.number)):
+            if found is not None and found.checked and found.spec_id == point.spec_id:
+                return found
+        found = self.smallest.get(point.number)
+        return found if found is not None and found.spec_id == point.spec_id else None
 
     def simulated_with(self, points: Sequence[TrialPoint]) -> bool:
         """The study measured the simulator (its attr, or any trial's figures)."""
@@ -97,4 +119,10 @@ def write_calibration(study: Any, record: CalibrationRecord) -> None:
 def write_robustness(study: Any, trial: int, record: RobustnessRecord) -> None:
     """Store a robustness check of trial `trial`'s config (measured ones apart)."""
     prefix = k.ROBUSTNESS_MEASURED if record.measured else k.ROBUSTNESS
+    study.set_user_attr(f"{prefix}{trial}", record.encode())
+
+
+def write_smallest(study: Any, trial: int, record: SmallestChange) -> None:
+    """Store which of trial `trial`'s changed flags carry its gain (measured ones apart)."""
+    prefix = k.SMALLEST_MEASURED if record.measured else k.SMALLEST
     study.set_user_attr(f"{prefix}{trial}", record.encode())

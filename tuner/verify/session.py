@@ -167,9 +167,8 @@ def judge(
 ) -> Outcome:
     spec, point = target.spec, target.choice.point
     limits = list(target.choice.limits or spec.slo_limits())
-    flags = compare.flag_checks(
-        expected_flags(spec, point.params), _engine_flags(info, spec, point)
-    )
+    shipped = target.choice.params  # the exported command's flags (the smallest change)
+    flags = compare.flag_checks(expected_flags(spec, shipped), _engine_flags(info, spec, shipped))
     platform = [*platform_changes(info, spec, point), *mix[1]]
     moved_flags = flag_changes(flags)
     changes = [*moved_flags, *platform]
@@ -230,8 +229,8 @@ def judge(
     return Outcome(document, lines, found)
 
 
-def _engine_flags(info: EngineInfo, spec: StudySpec, point: Any) -> dict[str, Any]:
-    exported = expected_flags(spec, point.params)
+def _engine_flags(info: EngineInfo, spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+    exported = expected_flags(spec, params)
     return {flag: info.flag(flag) for flag in exported if info.flag(flag) is not None}
 
 

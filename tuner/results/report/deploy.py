@@ -23,6 +23,7 @@ from tuner.results.export import (
     shell_command,
 )
 from tuner.results.moved import worse_lines
+from tuner.results.smallest import shipped_params
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
@@ -82,15 +83,16 @@ def _card(
     rec = choice.recommendation
     candidate = ""
     if choice.held and rec is not None:
+        candidate_params = shipped_params(choice.smallest, rec.candidate)
         candidate = (
             f"<p class='sub'>The candidate, trial {rec.candidate.number}, not recommended yet "
             f"(<code>tuner export STUDY.yaml{_e(flag)} --candidate</code>):</p>"
-            f'<pre class="cmd">{_e(shell_command(spec, rec.candidate.params))}</pre>'
+            f'<pre class="cmd">{_e(shell_command(spec, candidate_params))}</pre>'
         )
     return (
         f"<details{' open' if first else ''}><summary><b>{_e(title)}</b>: trial "
         f"{_e(_trial_words(choice))}</summary>"
-        f'<pre class="cmd">{_e(shell_command(spec, choice.point.params))}</pre>'
+        f'<pre class="cmd">{_e(shell_command(spec, choice.params))}</pre>'
         f'<pre class="notes">{_e(chr(10).join(notes))}</pre>{candidate}'
         f"<p class='sub'>Same as <code>tuner export STUDY.yaml{_e(flag)}</code>; "
         "<code>--format yaml</code> gives a <code>vllm serve --config</code> file.</p>"

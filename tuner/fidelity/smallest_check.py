@@ -1,0 +1,148 @@
+"""The smallest change that keeps the best config's gain, on the calibrated simulator.
+
+At the end of `tuner run` (and `tuner plan`), after the robustness check, the best config of the
+current spec and each config with one of its changed flags reverted to vLLM's default are
+simulated on the study's workload (`robustness.nominal_runner`: every scenario, the capacity
+search as the study runs them) and scored against the simulated baseline, as the study scores;
+`tuner.fidelity.smallest` decides which flags carry the gain; the record is stored as
+`tuner_smallest:<trial>`. Every figure is the simulator's (SIMULATED). The simulator is the
+study's calibrated one: the profile the multi-fidelity screen last fitted to this study's real
+trials (`search.fidelity: multi`), else the study's own profile, said so in the record's note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from tuner import trial as tr
+from tuner.errors import UserError
+from tuner.fidelity.robustness import nominal_runner, simulated
+from tuner.fidelity.smallest import smallest_change
+from tuner.measure.measurement import Measurement
+from tuner.runners.plan import PlanRunner
+from tuner.sim.profile_file import ProfileFile
+from tuner.spec.study import StudySpec
+from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
+from tuner.trial.clearly import ClearlyBetter
+from tuner.trial.scoring import judge, score_trial, simulated_reference
+from tuner.trial.smallest import SIMULATED
+
+
+@dataclass(frozen=True)
+class ScoredConfig:
+    """One config as the simulator (or the engine) scored it, and the SLOs it breaks."""
+
+    point: TrialPoint
+    broken: tuple[str, ...]
+
+
+Score = Callable[[dict[str, Any]], ScoredConfig | None]
+
+
+def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
+    """Point the planner at the study's calibrated profile when one is stored; the profile in
+    words, for the record's note."""
+    cal = study.calibration
+    if cal is not None and cal.observations > 0:
+        try:
+            runner.gpu = ProfileFile.model_validate(cal.profile).to_profile()
+        except ValidationError:  # stored by an older tuner: fall back to the study's own
+            pass
+        else:
+            return f"the simulator calibrated on {cal.observations} of this study's trials"
+    return "the simulator with the study's own profile (no calibration stored)"
+
+
+def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
+    """The rule: the other config loses the config's gain when it breaks an SLO the config
+    meets, or scores worse and the config is clearly better than it (`ClearlyBetter`)."""
+    clear = ClearlyBetter(spec)
+
+    def rule(full: ScoredConfig, other: ScoredConfig) -> tuple[bool, str]:
+        broken = [b for b in other.broken if b not in full.broken]
+        if broken:
+            return True, f"it breaks {', '.join(broken)}"
+        worse = (other.point.score or 0.0) > (full.point.score or 0.0)
+        if worse and clear(full.point, other.point):
+            return True, f"clearly worse on {', '.join(clear.on(full.point, other.point))}"
+        return False, f"within noise: {clear.why}" if worse else "no worse"
+
+    return rule
+
+
+def scorer(
+    spec: StudySpec, measure: Callable[[dict[str, Any]], Measurement | None], ref: TrialPoint
+) -> Score:
+    """Each config measured by `measure` (None: refused) and scored against `ref`, as the
+    study scores a trial."""
+
+    def score(params: dict[str, Any]) -> ScoredConfig | None:
+        m = measure(params)
+        if m is None:
+            return None
+        scored = score_trial(spec, m, ref)
+        record = TrialRecord(metrics=dict(m.metrics or {}), cis=dict(m.ci), **scored.fields())
+        slos = judge(spec, dict(m.metrics or {}), m.capacity, dict(m.scenarios), ref).slos
+        broken = tuple(name for name, v in slos.items() if v > 0)
+        return ScoredConfig(TrialPoint.measured_as(-1, params, record), broken)
+
+    return score
+
+
+def decide(
+    spec: StudySpec,
+    point: TrialPoint,
+    defaults: Mapping[str, Any],
+    score: Score,
+    note: str,
+    source: str,
+    only: Sequence[str] | None = None,
+) -> SmallestChange:
+    """`tuner.fidelity.smallest`'s answer for `point` (`only`: these flags tried), as a record
+    of its spec and trial."""
+    rule = loses(spec)
+    found = smallest_change(point.params, defaults, score, rule, lambda s: s.point.score, only)
+    if found is None:
+        found = SmallestChange(None, False, f"not checked: the config was refused ({source})")
+    else:
+        found = replace(found, note=note, source=source)
+    return replace(found, spec_id=point.spec_id, trial=point.number)
+
+
+def check(
+    spec: StudySpec,
+    study: StudyRecord,
+    requests: Sequence[Any],
+    point: TrialPoint,
+    base: TrialPoint,
+) -> SmallestChange:
+    """The record of one check on the simulator (stored by `check_best`)."""
+    try:
+        runner = nominal_runner(spec, requests)
+        profile = use_calibrated(runner, study)
+        base_m = simulated(runner, base.params)
+        if base_m is None:
+            raise UserError("the simulator refuses vLLM's defaults")
+        ref = simulated_reference(spec, base_m, dict(base.params))
+        score = scorer(spec, lambda params: simulated(runner, params), ref)
+        return decide(spec, point, base.params, score, profile, SIMULATED)
+    except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
+        why = f"not checked: the simulator cannot run this study ({exc})"
+        return SmallestChange(point.spec_id, False, why, trial=point.number)
+
+
+def check_best(
+    study: Any, spec: StudySpec, points: Sequence[TrialPoint], requests: Sequence[Any]
+) -> SmallestChange | None:
+    """Check the best config of the current spec against its baseline; store and return the
+    record (None when there is no best, or the best is the baseline)."""
+    best, base = tr.best(points), tr.baseline_of(points)
+    if best is None or base is None or best.number == base.number:
+        return None
+    record = check(spec, StudyRecord.of(study), requests, best, base)
+    tr.write_smallest(study, best.number, record)
+    return record

@@ -1,0 +1,93 @@
+"""The smallest change that keeps the gain, measured on the engine: `tuner run --confirm K`.
+
+The simulator's check (`tuner.fidelity.smallest_check`) is free but only as good as the
+simulator: a flag it does not model (or models as a no-op) it drops. So after `--confirm`'s
+re-measurements on a real engine, the flags the simulator dropped are re-measured: the best
+config is started once more, then with each dropped flag reverted alone to vLLM's default,
+then with all of them reverted (and, if that loses the gain, with the costliest one put back):
+one engine start and one run of the study's workload each (a config already measured in this
+check is not started again, nor the best config when `--confirm` has just re-run it: its
+latest re-run stands for it), scored against the measured baseline trial as a trial is scored,
+and judged by the same rule (`smallest_check.loses`). The flags the simulator kept are not
+re-measured: they stay. Nothing is measured when the simulator dropped nothing. The record is
+stored as `tuner_smallest_measured:<trial>`; `StudyRecord.smallest_of` prefers it to the
+simulator's. Its engine logs are `smallest-<trial>-<ts>.log` in the study's log folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from tuner import trial as tr
+from tuner.fidelity.smallest_check import ScoredConfig, decide, scorer
+from tuner.measure.measurement import Measurement
+from tuner.runners.engine_runner import TrialContext, TrialRunner
+from tuner.spec.study import StudySpec
+from tuner.trial import SmallestChange, TrialPoint
+from tuner.trial.smallest import MEASURED, SIMULATED
+
+NOTE = "on the engine, one run of the study's workload each (tuner run --confirm)"
+SIM_NOTE = "on the study's engine, the simulator (tuner sim serve), " + NOTE.split(", ", 1)[1]
+
+
+def check_best_measured(
+    study: Any,
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    runner: TrialRunner,
+    say: Callable[[str], None] = lambda _: None,
+) -> SmallestChange | None:
+    """Re-measure the flags the simulator dropped from the best config of the current spec;
+    store and return the record (None when there is no best, the best is the baseline, or
+    the simulator dropped no flag of it)."""
+    best, base = tr.best(points), tr.baseline_of(points)
+    if best is None or base is None or best.number == base.number:
+        return None
+    predicted = tr.StudyRecord.of(study).smallest.get(best.number)  # the planner's check
+    if predicted is None or predicted.spec_id != best.spec_id:
+        return None
+    dropped = [r.flag for r in predicted.dropped] if predicted.checked else []
+    if not dropped:
+        return None
+    rerun = _latest_rerun(points, best)
+    starts = len(dropped) + (len(dropped) > 1) + (rerun is None)
+    say(
+        f"re-measuring trial {best.number} on the engine with the flags the simulator dropped "
+        f"reverted to vLLM's default ({', '.join(dropped)}): {starts} engine start(s), more "
+        "if they matter together"
+    )
+    seen: dict[str, Measurement | None] = {}
+    simulated = [rerun.simulated] if rerun is not None else []  # on a `tuner sim serve` engine
+
+    def measure(params: dict[str, Any]) -> Measurement | None:
+        key = tr.params_key(params)
+        if key not in seen:
+            name = f"smallest-{best.number:04d}"
+            ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None, log_name=name)
+            m = runner.measure(ctx)
+            seen[key] = m if m.metrics is not None else None
+            simulated.append(m.simulated)
+        return seen[key]
+
+    measured_score = scorer(spec, measure, base)
+
+    def score(params: dict[str, Any]) -> ScoredConfig | None:
+        if rerun is not None and tr.params_key(params) == tr.params_key(best.params):
+            return ScoredConfig(rerun, tuple(rerun.broken_constraints))
+        return measured_score(params)
+
+    record = decide(spec, best, base.params, score, NOTE, MEASURED, only=dropped)
+    if any(simulated):  # figures of the simulator are labelled SIMULATED, wherever they come
+        record = replace(record, source=SIMULATED, note=SIM_NOTE)
+    record = replace(record, engine=True)
+    tr.write_smallest(study, best.number, record)
+    return record
+
+
+def _latest_rerun(points: Sequence[TrialPoint], best: TrialPoint) -> TrialPoint | None:
+    """`--confirm`'s last re-run of the best config, measured whole with its intervals: the
+    config as this session's engine runs it, so it is not started again."""
+    runs = [p for p in tr.reruns(points).get(best.number, []) if p.feasible and p.record.cis]
+    return max(runs, key=lambda p: p.number) if runs else None
