@@ -11,6 +11,7 @@ Modules:
 - `verdicts`: every doubt about the chosen trial (`Verdict`s, computed once, likewise);
 - `capacity_words`: a capacity in words (`≥ …` when capped), capacity mode's export lines;
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
+- `setting`: the hardware, workload and SLO a choice was made under, in words;
 - `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
 - `views`: the trial table and `tuner best`'s words (rich, pandas);
 - `report`: the self-contained HTML report and its figures (a package).

@@ -29,6 +29,7 @@ from tuner.results.moved import worse_lines
 from tuner.results.pareto import check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.refusal import check_deployable
+from tuner.results.setting import judged_by, setting_lines
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.verdicts import Verdict, verdicts
 from tuner.spec.figures import exact_all, figure
@@ -36,7 +37,6 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.space import serve_argv, serve_env
 from tuner.spec.study import StudySpec
-from tuner.spec.workload import WorkloadSpec
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -220,7 +220,7 @@ def justification(
     lines = [
         f"tuner export: study {study_name}, trial {p.number}: {choice.why}",
         f"figures {_provenance(simulated, p.record.vllm_version)}",
-        *setting_lines(spec, choice),
+        *setting_lines(spec, choice.limits),
     ]
     if choice.held:
         lines += _candidate_lines(spec, choice, baseline)
@@ -278,63 +278,6 @@ def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | 
     return [*lines, f"what to expect from vLLM's defaults, trial {choice.point.number}:"]
 
 
-def setting_lines(spec: StudySpec, choice: Selection | None = None) -> list[str]:
-    """The hardware, the workload and the SLO the choice was made under (the study's own when
-    no choice is given)."""
-    slo = _slo_words(spec, choice.limits if choice is not None else ())
-    return [f"hardware: {_hardware(spec)}", *workload_lines(spec), f"SLO: {slo}"]
-
-
-def judged_by(spec: StudySpec, choice: Selection) -> list[str]:
-    """The limits the choice was picked under: `--slo`'s, else the study's own."""
-    return [str(limit) for limit in (choice.limits or spec.slo_limits())]
-
-
-def _slo_words(spec: StudySpec, limits: tuple[SloLimit, ...]) -> str:
-    text = ", ".join(str(limit) for limit in (limits or spec.slo_limits())) or "none"
-    if limits:
-        return f"{text} (given with --slo, in place of the study's)"
-    return text if spec.objective.slo else f"{text} in the study file"
-
-
-def _hardware(spec: StudySpec) -> str:
-    hw = spec.hardware
-    return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
-
-
-def _workload(w: WorkloadSpec, capacity: bool) -> str:
-    if w.dataset_name == "random":
-        data = f"random {w.random_input_len} in / {w.random_output_len} out"
-        if w.random_range_ratio:
-            data += f" (±{w.random_range_ratio:.0%})"
-    elif w.dataset_name == "longdoc":
-        lengths = "/".join(map(str, w.longdoc_lengths))
-        data = f"longdoc {lengths} in / {w.longdoc_output_len} out"
-    else:
-        data = f"{w.dataset_name} {w.dataset_path}"
-        if w.sharegpt_output_len:
-            data += f" (output {w.sharegpt_output_len})"
-    rate = "all at once" if w.request_rate == float("inf") else f"{w.request_rate:g} req/s"
-    if capacity:
-        rate = "rate searched for the capacity"
-    conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
-    return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
-
-
-def workload_lines(spec: StudySpec) -> list[str]:
-    """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
-    capacity = spec.objective.mode == "capacity"
-    if not spec.scenarios:
-        return [f"workload: {_workload(spec.workload, capacity)}"]
-    how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"
-    head = f"workload: {len(spec.scenarios)} scenarios, the score is {how} of theirs:"
-    return [head] + [
-        f"  {s.name} (weight {s.weight:g}): {_workload(s.workload(), capacity)}"
-        + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
-        for s in spec.scenarios
-    ]
-
-
 def render(
     fmt: str,
     spec: StudySpec,
@@ -367,7 +310,7 @@ def render(
             "study": study_name,
             "trial": p.number,
             "selection": choice.why,
-            "slo": judged_by(spec, choice),
+            "slo": judged_by(spec, choice.limits),
             "slo_given": bool(choice.limits),  # --slo replaced the study's
             "simulated": simulated,
             "figures": "predicted by the simulator" if simulated else "measured",

@@ -16,9 +16,10 @@ from rich.console import Console
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.export import Selection, judge, setting_lines, shell_command
+from tuner.results.export import Selection, judge, shell_command
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
+from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
