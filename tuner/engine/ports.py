@@ -64,7 +64,7 @@ def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Addres
     return addr
 
 
-def _host_addresses(host: str, port: int) -> set:
+def _host_addresses(host: str, port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """The addresses a client connecting to `host` may reach (a name can resolve to several)."""
     try:
         return {ipaddress.ip_address(host)}
@@ -74,7 +74,8 @@ def _host_addresses(host: str, port: int) -> set:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError:
         return set()
-    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    # an IP socket's sockaddr starts with the address as text ("fe80::1%eth0": the scope cut)
+    return {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
 
 
 def listening_inodes(host: str, port: int) -> set[int] | None:
@@ -104,7 +105,7 @@ def listening_inodes(host: str, port: int) -> set[int] | None:
 
 def socket_inodes(pid: int) -> set[int]:
     """Inodes of the sockets process `pid` has open (empty when it is gone or not readable)."""
-    inodes = set()
+    inodes: set[int] = set()
     try:
         entries = list(os.scandir(f"/proc/{pid}/fd"))
     except OSError:

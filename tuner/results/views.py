@@ -262,8 +262,9 @@ def _pooled_notes(frame: pd.DataFrame, rows: list[Any]) -> list[str]:
         return []
     again: dict[int, list[Any]] = {}
     for r in rows:
-        if _int(r["rerun_of"]) is not None:
-            again.setdefault(_int(r["rerun_of"]), []).append(r)  # type: ignore[arg-type]
+        of = _int(r["rerun_of"])
+        if of is not None:
+            again.setdefault(of, []).append(r)
     out = []
     for r in rows:
         if r["number"] in again and not pd.isna(r["pooled_score"]):
@@ -295,8 +296,8 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     follows as a commented candidate. Each command comes from the stored spec of its trial."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        held = "".join(f"; {note}" for note in notes)
-        raise UserError(f"study {study_name!r} has no complete feasible trial yet{held}")
+        missed = "".join(f"; {note}" for note in notes)
+        raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
     baseline = tr.baseline_of(points)

@@ -31,6 +31,7 @@ from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scorin
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
 
 OutcomeKind = Literal["measured", "reused", "refused", "failed", "pruned"]
+SavedBy = Literal["rules", "precheck", "reuse", "prediction"]  # a launch saved, and by what
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Outcome:
     constraints: dict[str, float]
     record: TrialRecord  # the trial's attrs to store
     metrics: dict[str, float] | None = None
-    saved_by: Literal["rules", "precheck", "reuse", "prediction"] | None = None
+    saved_by: SavedBy | None = None
     stop_study: str | None = None
 
     @property
@@ -115,7 +116,7 @@ class TrialPipeline:
             # the simulator also applies vLLM's rules where the study cannot (a built-in
             # model's length): such a refusal is a rule's, not a memory prediction's
             rule = predicted[0] in RULE_REFUSALS
-            by = "rules" if rule else "precheck"
+            by: SavedBy = "rules" if rule else "precheck"
             return self._refused(t, predicted[0], predicted[1], saved_by=by)
         forecast = skipping.forecast(self.skip, t)
         if forecast is not None and forecast.ruled_out:
@@ -140,10 +141,7 @@ class TrialPipeline:
             number,
             t.params,
             t.phase,
-            on_engine_started=lambda ident, log: (
-                self.store.engine_started(name, number, ident, log),
-                t.on_launch(),
-            ),
+            on_engine_started=lambda ident, log: self._engine_started(t, ident, log),
             on_engine_stopped=lambda: self.store.engine_stopped(name, number),
             checkpoint=self._stop_rule(t),
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
@@ -151,6 +149,10 @@ class TrialPipeline:
             check_every_requests=self.spec.pruning.check_every_requests,
             beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
         )
+
+    def _engine_started(self, t: TrialInput, ident: dict[str, Any], log: str) -> None:
+        self.store.engine_started(t.study_name, t.number, ident, log)
+        t.on_launch()
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
         """Early stopping for this trial (never the baseline or a `--confirm` re-run: they are
@@ -164,12 +166,12 @@ class TrialPipeline:
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = o.mode == "scalar" and not self.spec.scenarios
-        scalar = one_run and ref is not None and top is not None
+        compared = (ref, top) if one_run and ref is not None and top is not None else None
         rule = pruning.Rule(
             slos=self.spec.slo_limits(scenario or None),
-            weights=o.weights if scalar else None,
-            reference=ref.metrics if scalar else None,
-            incumbent=_unpooled(top, ref) if scalar else None,
+            weights=o.weights if compared else None,
+            reference=compared[0].metrics if compared else None,
+            incumbent=_unpooled(compared[1], compared[0]) if compared else None,
             min_completed=p.min_completed,
             min_fraction=p.min_fraction,
             margin=p.margin,
@@ -188,7 +190,7 @@ class TrialPipeline:
     def _no_measurement(self) -> dict[str, float]:
         return obj.constraints(self.spec.objective, None)
 
-    def _refused(self, t: TrialInput, kind: str, reason: str, *, saved_by: str) -> Outcome:
+    def _refused(self, t: TrialInput, kind: str, reason: str, *, saved_by: SavedBy) -> Outcome:
         self.store.save_trial(
             t.study_name,
             t.number,

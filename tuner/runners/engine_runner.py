@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
@@ -27,6 +27,9 @@ from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
+
+if TYPE_CHECKING:
+    from tuner.engine.process import EngineProcess
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
@@ -137,7 +140,7 @@ class TrialRunner(abc.ABC):
 
 def is_simulated_version(version: str | None) -> bool:
     """`tuner sim serve` answers /version with "sim-<tuner version>"."""
-    return bool(version) and version.startswith("sim-")
+    return version is not None and version.startswith("sim-")
 
 
 def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[list[str], dict]:
@@ -192,7 +195,7 @@ class EngineRunner(TrialRunner):
         self.log_dir = Path(log_dir).absolute()
         self.storage_url = resolve_storage(storage_url)
         self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
-        self._engine = None
+        self._engine: EngineProcess | None = None
         self.gpus = gpus
         self.cores = cores if cores is not None else spec.engine.cpu_affinity
         self.client_avoid = all_engine_cores if all_engine_cores is not None else self.cores

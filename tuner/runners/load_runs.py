@@ -16,7 +16,8 @@ from typing import Any
 
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
-from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
+from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
+from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, is_finite
@@ -58,13 +59,14 @@ def step_record(scenario: str, step: capacity.Step) -> RateStep:
     return RateStep(step.rate_rps, step.feasible, scenario or None, step.pruned_reason, figures)
 
 
-def goodput_limits(slos: list) -> dict[str, float]:
+def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     """Per-request limits for `request_goodput` from the SLOs on TTFT, TPOT and E2EL (the
     tightest of each), when the workload sets none: the good requests at the capacity rate."""
-    out: dict[str, float] = {}
+    out: dict[GoodputMetric, float] = {}
     for limit in slos:
-        kind = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
-        if limit.op in ("<=", "<") and kind in ("ttft", "tpot", "e2el"):
+        name = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
+        kind = goodput_metric(name)
+        if limit.op in ("<=", "<") and kind is not None:
             out[kind] = min(out.get(kind, math.inf), limit.value)
     return out
 
@@ -120,7 +122,8 @@ def search_capacity(
         whole_first = [(bool(s.pruned_reason), s.rate_rps, i) for i, s in enumerate(steps)]
         at = [min(whole_first)[2]]
     chosen = runs[at[-1]]
-    goodput = chosen.metrics.get("request_goodput") if result.capacity_rps > 0 else None
+    # the step's copy of the chosen run's metrics
+    goodput = steps[at[-1]].metrics.get("request_goodput") if result.capacity_rps > 0 else None
     out = _summed(chosen, runs)
     out.pruned_reason, out.pruned_at_s, out.engine_full_s = None, None, None
     out.rate_steps = [step_record(name, s) for s in steps]

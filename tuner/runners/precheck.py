@@ -22,7 +22,7 @@ GiB = 1024**3
 def gpu_memory_gib_from_nvml() -> float | None:
     """The first GPU's memory via nvidia-ml-py, where it is installed and a GPU exists."""
     try:
-        import pynvml  # type: ignore[import-not-found]  # optional: only on GPU boxes
+        import pynvml  # optional: only on GPU boxes
     except ImportError:
         return None
     try:
@@ -40,7 +40,9 @@ def predict_refusal(
 
     Without a known GPU, or a model the simulator knows (`known_model`), no prediction.
     """
-    profile = known_model(model) if hardware.accelerator is not None else None
+    if hardware.accelerator is None:
+        return None
+    profile = known_model(model)
     if profile is None:
         return None
     gpu = load_gpu(hardware.accelerator)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from sqlalchemy.engine import make_url
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
+from tuner.spec.metric_keys import Direction
 from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
@@ -83,7 +85,10 @@ def _check_sqlite_header(url: str, path: Path, readonly: bool) -> None:
 
 def _lost_creation_race(exc: BaseException) -> bool:
     """Whether `exc` is what the slower of two processes creating one database gets."""
-    exc = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
+    cause = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
+    if cause is None:
+        return False
+    exc = cause
     reason = str(getattr(exc, "orig", None) or exc).lower()
     return isinstance(exc, sa.exc.SQLAlchemyError) and (
         "already exists" in reason
@@ -181,7 +186,7 @@ class Store:
         spec: StudySpec,
         name: str,
         sampler: optuna.samplers.BaseSampler,
-        directions: list[str],
+        directions: list[Direction],
         metric_names: list[str],
         simulated: bool,
     ) -> optuna.Study:
@@ -254,7 +259,7 @@ class Store:
         startup_s: float | None = None,
         workload_s: float | None = None,
         result: dict | None = None,
-        records: list[RequestRecord] = (),
+        records: Sequence[RequestRecord] = (),
     ) -> None:
         """The trial's row and its per-request records, in one transaction: all or nothing."""
         keys = {"study_name": study, "trial_number": trial}

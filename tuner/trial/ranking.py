@@ -207,6 +207,7 @@ def ranked(
     pool = [p for p in pool if p.score is not None and keep(p)]
 
     def key(p: TrialPoint) -> tuple[float, int]:
+        assert p.score is not None  # the pool holds scored trials only
         scores = runs.get(p.number) or [p.score]
         return (sum(scores) / len(scores), p.number)
 

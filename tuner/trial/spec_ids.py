@@ -41,7 +41,7 @@ COMPARABLE = (
 FILLED_GPUS = "gpus_of_a_trial"
 # Fields added after studies were stored: left out of the id while at their default, so a
 # study stored before they existed keeps its id (its trials stay comparable).
-ADDED_DEFAULTS = {
+ADDED_DEFAULTS: dict[str, object] = {
     "scenarios": [],
     "objective.capacity": None,
     "objective.aggregate": "weighted",
@@ -61,7 +61,7 @@ LONGDOC_FIELDS = (
 )
 # Workload fields added later, at the value that measures what studies stored before them did:
 # left out of the id there (in the study's workload and in every scenario's).
-ADDED_WORKLOAD_DEFAULTS = {
+ADDED_WORKLOAD_DEFAULTS: dict[str, object] = {
     "longdoc_questions": [1],
     "longdoc_system_len": 0,
     "longdoc_order": "burst",

@@ -116,7 +116,8 @@ def best_commands(
     capacity = spec.objective.mode == "capacity"
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
-    rows, cards = [], []
+    rows: list[str] = []
+    cards: list[str] = []
     for title, text in _slo_sets(spec):
         limits = parse_slo(text) if text else []
         try:
