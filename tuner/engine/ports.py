@@ -16,7 +16,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port that nothing listens on now (the OS picks it; another process may still race us)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def port_is_free(host: str, port: int) -> bool:

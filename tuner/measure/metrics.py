@@ -192,11 +192,12 @@ def _throughput_samples(
         "total_token_throughput": out_tok + in_tok,
     }[key]
     e2el = np.array([r.latency_s for r in records], dtype=float) * success
+    sums: np.ndarray = per_request[idx].sum(axis=1)
     if e2el.sum() <= 0:  # nothing timed: hold the duration fixed
-        return per_request[idx].sum(axis=1) / duration_s
+        return sums / duration_s
     # duration_b = duration * (sum of resampled E2EL / sum of E2EL): concurrency held fixed.
     resampled_e2el = np.maximum(e2el[idx].sum(axis=1), 1e-12)
-    return per_request[idx].sum(axis=1) * e2el.sum() / (duration_s * resampled_e2el)
+    return np.asarray(sums * e2el.sum() / (duration_s * resampled_e2el))
 
 
 def _latency_samples(
@@ -241,14 +242,15 @@ def _row_statistics(stat: str, pct: float | None, table: np.ndarray) -> np.ndarr
     nan = np.isnan(table)
     if stat in ("median", "std"):
         if not nan.any():
-            return np.median(table, axis=1) if stat == "median" else table.std(axis=1)
+            rows: np.ndarray = np.median(table, axis=1) if stat == "median" else table.std(axis=1)
+            return rows
         # not a headline statistic: row by row
         return np.array(
             [_statistic(stat, pct, row[~gone]) for row, gone in zip(table, nan, strict=True)]
         )
     assert pct is not None  # what is left is a percentile
     if not nan.any():
-        return np.percentile(table, pct, axis=1)
+        return np.asarray(np.percentile(table, pct, axis=1))
     counts = (~nan).sum(axis=1)
     ordered = np.sort(table, axis=1)  # NaNs sort last
     at = np.maximum(counts - 1, 0) * (pct / 100.0)

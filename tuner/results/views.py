@@ -16,7 +16,8 @@ from rich.console import Console
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.export import Selection, judge, setting_lines, shell_command
+from tuner.results.commandline import shell_command
+from tuner.results.export import Selection, judge, setting_lines
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.shapes import shape_lines

@@ -17,11 +17,12 @@ from typing import Any, Literal
 from tuner import trial as tr
 from tuner.errors import RULE_REFUSALS
 from tuner.measure import objective as obj
+from tuner.measure.measurement import Measurement
 from tuner.run import skipping
-from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
+from tuner.runners.engine_runner import PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
-from tuner.runners.precheck import predict_refusal, refusal_kind
+from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
 from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
@@ -126,7 +127,7 @@ class TrialPipeline:
 
     def _launch(self, t: TrialInput, predicted: tuple[str, str] | None) -> Outcome:
         m = self.runner.measure(self._context(t))
-        wrong = _precheck_wrong(predicted, m)
+        wrong = precheck_wrong(predicted, m)
         if m.pruned_reason:
             return self._pruned(t, m)
         if m.metrics is None:
@@ -136,12 +137,17 @@ class TrialPipeline:
     def _context(self, t: TrialInput) -> TrialContext:
         name, number = t.study_name, t.number
         reference_run = t.baseline or t.confirm_of is not None  # measured whole
+
+        def started(ident: dict[str, Any], log: str) -> None:
+            self.store.engine_started(name, number, ident, log)
+            t.on_launch()
+
         return TrialContext(
             name,
             number,
             t.params,
             t.phase,
-            on_engine_started=lambda ident, log: self._engine_started(t, ident, log),
+            on_engine_started=started,
             on_engine_stopped=lambda: self.store.engine_stopped(name, number),
             checkpoint=self._stop_rule(t),
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
@@ -149,10 +155,6 @@ class TrialPipeline:
             check_every_requests=self.spec.pruning.check_every_requests,
             beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
         )
-
-    def _engine_started(self, t: TrialInput, ident: dict[str, Any], log: str) -> None:
-        self.store.engine_started(t.study_name, t.number, ident, log)
-        t.on_launch()
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
         """Early stopping for this trial (never the baseline or a `--confirm` re-run: they are
@@ -386,15 +388,3 @@ def _unpooled(top: TrialPoint, ref: TrialPoint) -> float | None:
     if top.score is None:
         return None
     return top.score - (ref.score or 0.0) if ref.reference == ref.number else top.score
-
-
-def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:
-    """Hold the memory precheck to what the engine really did: None when it was right."""
-    refused = m.failure_kind in tr.PREDICTABLE and m.startup_s is None
-    if predicted is None and not refused:
-        return None  # predicted to start, and it did
-    if predicted is not None and refused and predicted[0] == m.failure_kind:
-        return None  # predicted the very refusal (only seen with --no-precheck)
-    said = f"predicted {predicted[0]}" if predicted else "predicted to start"
-    did = f"engine {m.failure_kind}" if refused else "engine started"
-    return f"{said}; {did}"

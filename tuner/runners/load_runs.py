@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
@@ -26,6 +26,9 @@ from tuner.trial.ranking import best, reference
 from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
 
+if TYPE_CHECKING:
+    from tuner.workload.datasets import BenchRequest
+
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
 
@@ -35,7 +38,12 @@ class _StepFailed(Exception):
 
 
 def cache_run(
-    spec: StudySpec, name: str, w: WorkloadSpec, requests: list, runner: Any, result: Any
+    spec: StudySpec,
+    name: str,
+    w: WorkloadSpec,
+    requests: list[BenchRequest],
+    runner: Any,
+    result: Any,
 ) -> PrefixCacheRun:
     """One run's prefix cache: the hit rate measured (`result`, a BenchmarkResult) against
     what its prompts imply, computed once per request list (`runner.implied`, by scenario)."""

@@ -207,7 +207,9 @@ class Store:
 
     # Engines (for recovery after a tuner crash) -------------------------------------------
 
-    def engine_started(self, study: str, trial: int, identity: dict, log_path: str) -> None:
+    def engine_started(
+        self, study: str, trial: int, identity: dict[str, Any], log_path: str
+    ) -> None:
         with self.engine.begin() as conn:
             conn.execute(
                 sa.delete(engines_table).where(
@@ -235,7 +237,7 @@ class Store:
                 .values(running=False)
             )
 
-    def running_engines(self, study: str) -> list[tuple[int, dict]]:
+    def running_engines(self, study: str) -> list[tuple[int, dict[str, Any]]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(engines_table.c.trial_number, engines_table.c.identity).where(
@@ -258,7 +260,7 @@ class Store:
         log_path: str | None = None,
         startup_s: float | None = None,
         workload_s: float | None = None,
-        result: dict | None = None,
+        result: dict[str, Any] | None = None,
         records: Sequence[RequestRecord] = (),
     ) -> None:
         """The trial's row and its per-request records, in one transaction: all or nothing."""

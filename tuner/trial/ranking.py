@@ -245,6 +245,6 @@ def reference(points: Sequence[TrialPoint], host: str | None = None) -> TrialPoi
     )
 
 
-def params_key(params: Mapping[str, Any]) -> tuple:
+def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Parameters as a comparable key: floats from a stepped range compare as the step meant."""
     return tuple(sorted((k, round(v, 9) if isinstance(v, float) else v) for k, v in params.items()))

@@ -71,11 +71,12 @@ ADDED_WORKLOAD_DEFAULTS: dict[str, object] = {
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
     """A spec dump as it reads back from storage (JSON types), with every default filled in."""
     spec = stored_spec(dict(dump), str(dump.get("name")))
-    return json.loads(json.dumps(spec.model_dump()))
+    as_stored: dict[str, Any] = json.loads(json.dumps(spec.model_dump()))
+    return as_stored
 
 
 def measured_part(data: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     if out.get("search_space", {}).get("fill_data_parallel"):
         gpus = hardware_gpus(HardwareSpec.model_validate(data["hardware"]))
         out["hardware"][FILLED_GPUS] = gpus

@@ -14,13 +14,13 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
+from tuner.results.commandline import shell_command
 from tuner.results.export import (
     Selection,
     hold,
     judge,
     justification,
     select_trial,
-    shell_command,
 )
 from tuner.results.moved import worse_lines
 from tuner.spec.metric_keys import HEADLINE_METRICS
