@@ -63,6 +63,7 @@ lint: install
 	$(BIN)/ruff check tuner tests benchmarks
 	$(BIN)/ruff format --check tuner tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/mypy  # [tool.mypy] in pyproject.toml; which packages are strict: docs/architecture.md
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_code_size.py
 
 demo: install model

@@ -11,6 +11,7 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,20 @@ def test_a_study_is_checked_before_scipy_loads():
     # CPU, not the ~1.3 s that scipy's optimize and stats add (the simulator's fit and the
     # screen's Sobol design import them when they first run).
     assert "scipy" not in loaded_after("tuner.run.preflight", "tuner.run.session")
+
+
+def test_the_trial_attr_names_are_exported_by_a_literal_list():
+    """`tuner.trial.keys.__all__` is written out (a type checker cannot see a computed one),
+    and it names every attr constant the module defines, so `from tuner.trial import *` does."""
+    import ast
+
+    import tuner.trial.keys as keys
+
+    tree = ast.parse(Path(keys.__file__).read_text())
+    literal = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__all__"]
+    ]
+    assert len(literal) == 1 and isinstance(literal[0], ast.List), "__all__ is not a literal"
+    assert sorted(keys.__all__) == sorted(n for n in dir(keys) if n.isupper())

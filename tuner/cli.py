@@ -23,7 +23,8 @@ def _switch_shows_no_type(self: TyperOption, ctx) -> str | None:
     return None if self.is_bool_flag else _value_type(self, ctx)
 
 
-TyperOption.display_type_rich = _switch_shows_no_type
+# a patch of typer's method: no type checker accepts one
+TyperOption.display_type_rich = _switch_shows_no_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="tuner",
@@ -86,7 +87,7 @@ _FULL_DB = ("database or disk is full", "No space left on device", "could not ex
 _RERUN = "free space and run again: the interrupted trial is then recovered"
 
 
-def storage_full(exc: BaseException) -> str | None:
+def storage_full(exc: BaseException | None) -> str | None:
     """One line for an error that a full disk caused, anywhere in the exception's chain
     (Optuna wraps SQLAlchemy's error, which wraps the driver's); None for anything else.
 

@@ -15,7 +15,7 @@ import typer
 
 from tuner.commands.bench_output import format_result, result_json
 from tuner.errors import UserError
-from tuner.spec.metric_keys import GOODPUT_METRICS, LATENCY_METRICS
+from tuner.spec.metric_keys import LATENCY_METRICS, GoodputMetric, goodput_metric
 from tuner.spec.outputs import check_output_file, write_output_file
 
 if TYPE_CHECKING:
@@ -244,20 +244,21 @@ def workload_spec(**fields: Any) -> WorkloadSpec:
     return spec
 
 
-def parse_goodput(pairs: list[str]) -> dict[str, float] | None:
+def parse_goodput(pairs: list[str]) -> dict[GoodputMetric, float] | None:
     """`ttft:500 tpot:50` (separate or in one value) -> {"ttft": 500.0, "tpot": 50.0}."""
-    out: dict[str, float] = {}
+    out: dict[GoodputMetric, float] = {}
     for item in (p for value in pairs for p in value.replace(",", " ").split()):
         name, sep, raw = item.partition(":")
         try:
             value = float(raw)
         except ValueError:
             value = math.nan
-        if not sep or name not in GOODPUT_METRICS or not value >= 0:
+        metric = goodput_metric(name)
+        if not sep or metric is None or not value >= 0:
             raise UserError(
                 f"--goodput: bad SLO {item!r}: use ttft:MS, tpot:MS or e2el:MS (ms, >= 0)"
             )
-        out[name] = value
+        out[metric] = value
     return out or None
 
 

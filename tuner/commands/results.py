@@ -24,6 +24,7 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
+    from tuner.spec.metric_keys import Direction
     from tuner.trial import Config, TrialPoint
 
 
@@ -126,7 +127,7 @@ def _front_text(front: list[Config], fmt: str) -> str:
 
 def _print_front(
     front: list[Config],
-    objs: list[tuple[str, str]],
+    objs: list[tuple[str, Direction]],
     study_name: str,
     n_feasible: int,
     simulated: bool,

@@ -147,9 +147,10 @@ def serve(
         "enable-chunked-prefill": enable_chunked_prefill,
         "enable-prefix-caching": enable_prefix_caching,
     }
+    model_path = _model_path(model, model_arg)
     options = ServeOptions(
-        **_engine(_model_path(model, model_arg), gpu, flags, tokenizer),
-        served_model_names=[served_model_name or model or model_arg],
+        **_engine(model_path, gpu, flags, tokenizer),
+        served_model_names=[served_model_name or model_path],
         host=host,
         port=port,
         api_key=api_key,
@@ -172,11 +173,12 @@ def _model_path(model: str | None, model_arg: str | None) -> str:
     """`--model` or the positional MODEL, as `vllm serve` takes either."""
     from tuner.errors import UserError
 
-    if model is None and model_arg is None:
-        raise UserError("tuner sim serve: give the model (--model DIR or a built-in name)")
     if model and model_arg and model != model_arg:
         raise UserError(f"two different models given: {model_arg!r} and --model {model!r}")
-    return model or model_arg  # type: ignore[return-value]
+    path = model or model_arg
+    if path is None:
+        raise UserError("tuner sim serve: give the model (--model DIR or a built-in name)")
+    return path
 
 
 def _engine(model_path: str, gpu: str, flags: dict, tokenizer: str | None) -> dict:

@@ -16,7 +16,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port that nothing listens on now (the OS picks it; another process may still race us)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -64,7 +65,7 @@ def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Addres
     return addr
 
 
-def _host_addresses(host: str, port: int) -> set:
+def _host_addresses(host: str, port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """The addresses a client connecting to `host` may reach (a name can resolve to several)."""
     try:
         return {ipaddress.ip_address(host)}
@@ -74,7 +75,8 @@ def _host_addresses(host: str, port: int) -> set:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError:
         return set()
-    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    # an IP socket's sockaddr starts with the address as text ("fe80::1%eth0": the scope cut)
+    return {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
 
 
 def listening_inodes(host: str, port: int) -> set[int] | None:
@@ -104,7 +106,7 @@ def listening_inodes(host: str, port: int) -> set[int] | None:
 
 def socket_inodes(pid: int) -> set[int]:
     """Inodes of the sockets process `pid` has open (empty when it is gone or not readable)."""
-    inodes = set()
+    inodes: set[int] = set()
     try:
         entries = list(os.scandir(f"/proc/{pid}/fd"))
     except OSError:

@@ -38,11 +38,10 @@ from typing import Any
 
 from tuner import trial as tr
 from tuner.measure.measurement import Measurement
-from tuner.measure.objective import metric_direction
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.figures import figure
-from tuner.spec.slo import parse_slo
+from tuner.spec.slo import metric_direction, parse_slo
 from tuner.spec.study import StudySpec
 from tuner.trial import SkipPrediction, TrialPoint, scoring
 

@@ -58,7 +58,7 @@ def check_best_measured(
         f"reverted to vLLM's default ({', '.join(dropped)}): {starts} engine start(s), more "
         "if they matter together"
     )
-    seen: dict[str, Measurement | None] = {}
+    seen: dict[tuple[tuple[str, Any], ...], Measurement | None] = {}
     simulated = [rerun.simulated] if rerun is not None else []  # on a `tuner sim serve` engine
 
     def measure(params: dict[str, Any]) -> Measurement | None:

@@ -118,6 +118,7 @@ def pressure(samples: Sequence[EngineSample]) -> str | None:
         words.append(f"its queue grew from {prev.waiting} to {last.waiting} since the last scrape")
     if last.kv_cache_usage is not None and last.kv_cache_usage >= KV_NEAR_FULL:
         words.append(f"KV cache {last.kv_cache_usage:.0%} used")
-    if None not in (last.preemptions, prev.preemptions) and last.preemptions > prev.preemptions:  # type: ignore[operator]
-        words.append(f"preemptions rose from {prev.preemptions} to {last.preemptions}")
+    before, now = prev.preemptions, last.preemptions
+    if before is not None and now is not None and now > before:
+        words.append(f"preemptions rose from {before} to {now}")
     return "the engine is saturated: " + ", ".join(words) if words else None

@@ -7,7 +7,7 @@ result dict); docs/metrics.md states them. Times in records are seconds, results
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from tuner.spec.metric_keys import (
     GOODPUT_METRICS,
     HEADLINE_METRICS,
     LATENCY_METRICS,
+    GoodputMetric,
     is_throughput,
     latency_key,
     parse_latency_key,
@@ -82,7 +83,7 @@ def compute_metrics(
     *,
     selected_metrics: list[str],
     percentiles: list[float],
-    goodput_ms: dict[str, float] | None = None,
+    goodput_ms: Mapping[GoodputMetric, float] | None = None,
 ) -> dict[str, float]:
     """vLLM's result keys for one run.
 
@@ -139,11 +140,12 @@ def _statistic(stat: str, pct: float | None, arr: np.ndarray) -> float:
         return float(np.median(arr))
     if stat == "std":
         return float(arr.std())
-    return float(np.percentile(arr, pct))  # type: ignore[arg-type]
+    assert pct is not None  # what is left is a percentile
+    return float(np.percentile(arr, pct))
 
 
 def bootstrap_ci(
-    records: list[RequestRecord],
+    records: Sequence[RequestRecord],
     duration_s: float,
     key: str,
     *,
@@ -179,7 +181,7 @@ def bootstrap_ci(
 
 
 def _throughput_samples(
-    records: list[RequestRecord], idx: np.ndarray, key: str, duration_s: float
+    records: Sequence[RequestRecord], idx: np.ndarray, key: str, duration_s: float
 ) -> np.ndarray:
     success = np.array([r.success for r in records], dtype=float)
     out_tok = np.array([r.output_tokens for r in records], dtype=float) * success
@@ -190,15 +192,16 @@ def _throughput_samples(
         "total_token_throughput": out_tok + in_tok,
     }[key]
     e2el = np.array([r.latency_s for r in records], dtype=float) * success
+    sums: np.ndarray = per_request[idx].sum(axis=1)
     if e2el.sum() <= 0:  # nothing timed: hold the duration fixed
-        return per_request[idx].sum(axis=1) / duration_s
+        return sums / duration_s
     # duration_b = duration * (sum of resampled E2EL / sum of E2EL): concurrency held fixed.
     resampled_e2el = np.maximum(e2el[idx].sum(axis=1), 1e-12)
-    return per_request[idx].sum(axis=1) * e2el.sum() / (duration_s * resampled_e2el)
+    return np.asarray(sums * e2el.sum() / (duration_s * resampled_e2el))
 
 
 def _latency_samples(
-    records: list[RequestRecord], idx: np.ndarray, stat: str, pct: float | None, metric: str
+    records: Sequence[RequestRecord], idx: np.ndarray, stat: str, pct: float | None, metric: str
 ) -> np.ndarray:
     if metric == "itl":
         gaps = [np.asarray(r.itl_s if r.success else [], dtype=float) * 1000.0 for r in records]
@@ -237,19 +240,20 @@ def _row_statistics(stat: str, pct: float | None, table: np.ndarray) -> np.ndarr
     them, rows sorted (NaNs last) and numpy's linear interpolation at each row's own count.
     """
     nan = np.isnan(table)
-    if not nan.any():
-        if stat == "median":
-            return np.median(table, axis=1)
-        if stat == "std":
-            return table.std(axis=1)
-        return np.percentile(table, pct, axis=1)
-    if stat in ("median", "std"):  # not a headline statistic: row by row
+    if stat in ("median", "std"):
+        if not nan.any():
+            rows: np.ndarray = np.median(table, axis=1) if stat == "median" else table.std(axis=1)
+            return rows
+        # not a headline statistic: row by row
         return np.array(
             [_statistic(stat, pct, row[~gone]) for row, gone in zip(table, nan, strict=True)]
         )
+    assert pct is not None  # what is left is a percentile
+    if not nan.any():
+        return np.asarray(np.percentile(table, pct, axis=1))
     counts = (~nan).sum(axis=1)
     ordered = np.sort(table, axis=1)  # NaNs sort last
-    at = np.maximum(counts - 1, 0) * (float(pct) / 100.0)  # type: ignore[arg-type]
+    at = np.maximum(counts - 1, 0) * (pct / 100.0)
     below = np.floor(at).astype(int)
     above = np.minimum(below + 1, np.maximum(counts - 1, 0))
     a = np.take_along_axis(ordered, below[:, None], axis=1)[:, 0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from tuner.spec.slo import SloLimit, metric_direction, parse_slo
+from tuner.spec.slo import Direction, SloLimit, metric_direction, parse_slo
 from tuner.spec.study import ObjectiveSpec
 
 # A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
@@ -99,7 +99,7 @@ def penalty_values(
     return out
 
 
-def directions(spec: ObjectiveSpec) -> list[str]:
+def directions(spec: ObjectiveSpec) -> list[Direction]:
     if spec.mode == "scalar":
         return ["minimize"]
     if spec.mode == "capacity":

@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -125,8 +125,9 @@ def metric_bound(snap: Snapshot, name: str) -> float | None:
         return snap.total / snap.elapsed_s
     if name == "output_throughput" and snap.max_output_tokens is not None:
         return snap.max_output_tokens / snap.elapsed_s
-    if name == "total_token_throughput" and None not in (snap.max_output_tokens, snap.input_tokens):
-        return (snap.max_output_tokens + snap.input_tokens) / snap.elapsed_s  # type: ignore[operator]
+    if name == "total_token_throughput":
+        outs, ins = snap.max_output_tokens, snap.input_tokens
+        return (outs + ins) / snap.elapsed_s if outs is not None and ins is not None else None
     return None
 
 
@@ -311,8 +312,11 @@ def replay(
     every_s: float,
     every_requests: int | None = None,
     engine: Sequence[EngineSample] = (),
-    **snap_kw: object,
-):
+    *,
+    max_output_tokens: int | None = None,
+    input_tokens: int | None = None,
+    arrivals_s: Sequence[float] | None = None,
+) -> Iterator[tuple[float, Snapshot]]:
     """Snapshots of a finished run as they stood at each checkpoint (virtual time, for
     `tuner plan`): a request is sent at its start, has its first token at start + TTFT, is
     done at start + E2EL. `engine`: the simulated engine's state after each of its steps, in
@@ -345,4 +349,16 @@ def replay(
                 live = RequestRecord(prompt_len=r.prompt_len, start_s=r.start_s, ttft_s=first)
             sent.append(live)
             done.append(over)
-        yield t, Snapshot(sent, done, len(records), t, engine=list(scraped), **snap_kw)  # type: ignore[arg-type]
+        yield (
+            t,
+            Snapshot(
+                sent,
+                done,
+                len(records),
+                t,
+                max_output_tokens=max_output_tokens,
+                input_tokens=input_tokens,
+                engine=list(scraped),
+                arrivals_s=arrivals_s,
+            ),
+        )

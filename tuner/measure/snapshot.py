@@ -54,3 +54,10 @@ class Snapshot:
     @property
     def waiting_first_token(self) -> int:
         return sum(1 for r, d in zip(self.sent, self.done, strict=True) if not d and not r.ttft_s)
+
+
+def known_sum(values: Sequence[int | None]) -> int | None:
+    """The sum, None when any value is unknown (a workload's output tokens, when some request
+    has no fixed output length)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None

@@ -23,7 +23,8 @@ Re-exported here: the front and the export. `views` (pandas) and `report` (plotl
 are heavy: import them from `tuner.results.views` and `tuner.results.report.page`.
 """
 
-from tuner.results.export import select_trial, shell_command
+from tuner.results.commandline import shell_command
+from tuner.results.export import select_trial
 from tuner.results.pareto import front_of, pareto_front
 
 __all__ = ["front_of", "pareto_front", "select_trial", "shell_command"]

@@ -111,7 +111,7 @@ def verdicts(
 
 def _pooled_order(
     point: TrialPoint, runner_up: TrialPoint, confirmed: dict[int, list[float]]
-) -> Verdict | bool | None:
+) -> Verdict | Literal[False] | None:
     """With `--confirm` repeats of both configs (2 or more runs each): False when the means of
     their scores differ by more than twice the standard error of the difference (Welch), else
     a verdict saying they do not; None without such repeats (the intervals of one run decide)."""

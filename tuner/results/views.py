@@ -16,7 +16,8 @@ from rich.console import Console
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.export import Selection, judge, shell_command
+from tuner.results.commandline import shell_command
+from tuner.results.export import Selection, judge
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.setting import setting_lines
@@ -265,8 +266,9 @@ def _pooled_notes(frame: pd.DataFrame, rows: list[Any]) -> list[str]:
         return []
     again: dict[int, list[Any]] = {}
     for r in rows:
-        if _int(r["rerun_of"]) is not None:
-            again.setdefault(_int(r["rerun_of"]), []).append(r)  # type: ignore[arg-type]
+        of = _int(r["rerun_of"])
+        if of is not None:
+            again.setdefault(of, []).append(r)
     out = []
     for r in rows:
         if r["number"] in again and not pd.isna(r["pooled_score"]):
@@ -298,8 +300,8 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     follows as a commented candidate. Each command comes from the stored spec of its trial."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        held = "".join(f"; {note}" for note in notes)
-        raise UserError(f"study {study_name!r} has no complete feasible trial yet{held}")
+        missed = "".join(f"; {note}" for note in notes)
+        raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
     baseline = tr.baseline_of(points)

@@ -32,7 +32,7 @@ from tuner.spec.space import (
 )
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
-from tuner.store.schema import workers_table
+from tuner.store.schema import HOST_ID_CHARS
 from tuner.store.storage import resolve_storage
 
 HOST_ID_ENV = "TUNER_HOST_ID"  # as `tuner.run.recovery.HOST_ENV`
@@ -173,11 +173,10 @@ def check_host_id() -> None:
     """`$TUNER_HOST_ID` fits the database's column and holds printable characters (it is
     stored with every worker; PostgreSQL refuses a longer one mid-run)."""
     value = os.environ.get(HOST_ID_ENV)
-    limit = workers_table.c.host_id.type.length
     if not value:
         return
-    if limit is not None and len(value) > limit:
-        raise UserError(f"{HOST_ID_ENV} is {len(value)} characters long: at most {limit}")
+    if len(value) > HOST_ID_CHARS:
+        raise UserError(f"{HOST_ID_ENV} is {len(value)} characters long: at most {HOST_ID_CHARS}")
     if not value.isprintable():
         raise UserError(f"{HOST_ID_ENV}={value!r}: only printable characters")
 

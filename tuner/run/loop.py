@@ -101,7 +101,7 @@ class StudyLoop:
         self.host = self.worker.host_id
         self.in_slots = slot is not None
         self.stop_event = threading.Event()  # set by `tuner.run.slots` on Ctrl-C
-        self.stop_signal = signal.SIGINT
+        self.stop_signal: int = signal.SIGINT
         self._warm_start = warm_start or []
         # `search.fidelity: multi`: the calibrated simulator chooses each real trial (a plan
         # is the simulator already: it never screens itself; nor does a model it does not know)

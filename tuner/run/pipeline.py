@@ -17,11 +17,12 @@ from typing import Any, Literal
 from tuner import trial as tr
 from tuner.errors import RULE_REFUSALS
 from tuner.measure import objective as obj
+from tuner.measure.measurement import Measurement
 from tuner.run import skipping
-from tuner.runners.engine_runner import Measurement, PhaseFn, TrialContext, TrialRunner
+from tuner.runners.engine_runner import PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
-from tuner.runners.precheck import predict_refusal, refusal_kind
+from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
 from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
@@ -31,6 +32,7 @@ from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scorin
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
 
 OutcomeKind = Literal["measured", "reused", "refused", "failed", "pruned"]
+SavedBy = Literal["rules", "precheck", "reuse", "prediction"]  # a launch saved, and by what
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Outcome:
     constraints: dict[str, float]
     record: TrialRecord  # the trial's attrs to store
     metrics: dict[str, float] | None = None
-    saved_by: Literal["rules", "precheck", "reuse", "prediction"] | None = None
+    saved_by: SavedBy | None = None
     stop_study: str | None = None
 
     @property
@@ -115,7 +117,7 @@ class TrialPipeline:
             # the simulator also applies vLLM's rules where the study cannot (a built-in
             # model's length): such a refusal is a rule's, not a memory prediction's
             rule = predicted[0] in RULE_REFUSALS
-            by = "rules" if rule else "precheck"
+            by: SavedBy = "rules" if rule else "precheck"
             return self._refused(t, predicted[0], predicted[1], saved_by=by)
         forecast = skipping.forecast(self.skip, t)
         if forecast is not None and forecast.ruled_out:
@@ -125,7 +127,7 @@ class TrialPipeline:
 
     def _launch(self, t: TrialInput, predicted: tuple[str, str] | None) -> Outcome:
         m = self.runner.measure(self._context(t))
-        wrong = _precheck_wrong(predicted, m)
+        wrong = precheck_wrong(predicted, m)
         if m.pruned_reason:
             return self._pruned(t, m)
         if m.metrics is None:
@@ -135,15 +137,17 @@ class TrialPipeline:
     def _context(self, t: TrialInput) -> TrialContext:
         name, number = t.study_name, t.number
         reference_run = t.baseline or t.confirm_of is not None  # measured whole
+
+        def started(ident: dict[str, Any], log: str) -> None:
+            self.store.engine_started(name, number, ident, log)
+            t.on_launch()
+
         return TrialContext(
             name,
             number,
             t.params,
             t.phase,
-            on_engine_started=lambda ident, log: (
-                self.store.engine_started(name, number, ident, log),
-                t.on_launch(),
-            ),
+            on_engine_started=started,
             on_engine_stopped=lambda: self.store.engine_stopped(name, number),
             checkpoint=self._stop_rule(t),
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
@@ -164,12 +168,12 @@ class TrialPipeline:
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = o.mode == "scalar" and not self.spec.scenarios
-        scalar = one_run and ref is not None and top is not None
+        compared = (ref, top) if one_run and ref is not None and top is not None else None
         rule = pruning.Rule(
             slos=self.spec.slo_limits(scenario or None),
-            weights=o.weights if scalar else None,
-            reference=ref.metrics if scalar else None,
-            incumbent=_unpooled(top, ref) if scalar else None,
+            weights=o.weights if compared else None,
+            reference=compared[0].metrics if compared else None,
+            incumbent=_unpooled(compared[1], compared[0]) if compared else None,
             min_completed=p.min_completed,
             min_fraction=p.min_fraction,
             margin=p.margin,
@@ -188,7 +192,7 @@ class TrialPipeline:
     def _no_measurement(self) -> dict[str, float]:
         return obj.constraints(self.spec.objective, None)
 
-    def _refused(self, t: TrialInput, kind: str, reason: str, *, saved_by: str) -> Outcome:
+    def _refused(self, t: TrialInput, kind: str, reason: str, *, saved_by: SavedBy) -> Outcome:
         self.store.save_trial(
             t.study_name,
             t.number,
@@ -384,15 +388,3 @@ def _unpooled(top: TrialPoint, ref: TrialPoint) -> float | None:
     if top.score is None:
         return None
     return top.score - (ref.score or 0.0) if ref.reference == ref.number else top.score
-
-
-def _precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:
-    """Hold the memory precheck to what the engine really did: None when it was right."""
-    refused = m.failure_kind in tr.PREDICTABLE and m.startup_s is None
-    if predicted is None and not refused:
-        return None  # predicted to start, and it did
-    if predicted is not None and refused and predicted[0] == m.failure_kind:
-        return None  # predicted the very refusal (only seen with --no-precheck)
-    said = f"predicted {predicted[0]}" if predicted else "predicted to start"
-    did = f"engine {m.failure_kind}" if refused else "engine started"
-    return f"{said}; {did}"

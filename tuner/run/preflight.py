@@ -113,9 +113,9 @@ def plan_preflight(spec: StudySpec, storage: str | None = None) -> Preflight:
     return result
 
 
-def _collect(found: Sequence[Callable[[], None]]) -> list[str]:
+def _collect(found: Sequence[Callable[[], object]]) -> list[str]:
     """Each check's UserError, as its line."""
-    problems = []
+    problems: list[str] = []
     for check in found:
         try:
             check()

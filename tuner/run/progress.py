@@ -11,7 +11,14 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from tuner.spec.figures import figure
 from tuner.trial.words import trial_line
@@ -124,7 +131,7 @@ class RichProgress:
         self.label = label
         self._owns = display is None
         self._progress = display or _display(self.console, labelled=False)
-        self._task = None
+        self._task: TaskID | None = None
         self._t0 = time.monotonic()
         self._finished = 0
         self._best = "-"

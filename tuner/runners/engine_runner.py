@@ -11,11 +11,11 @@ import abc
 import copy
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
@@ -28,6 +28,10 @@ from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
+
+if TYPE_CHECKING:
+    from tuner.engine.process import EngineProcess
+    from tuner.workload.datasets import BenchRequest
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
@@ -45,7 +49,7 @@ class TrialContext:
     params: dict[str, Any]
     phase: PhaseFn
     # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
-    on_engine_started: Callable[[dict, str], None] = lambda identity, log_path: None
+    on_engine_started: Callable[[dict[str, Any], str], None] = lambda identity, log_path: None
     on_engine_stopped: Callable[[], None] = lambda: None
     # Early stopping (`tuner.measure.pruning`): a Snapshot in, a Decision out; None: never stop.
     checkpoint: Callable[[Any], Any] | None = None
@@ -68,8 +72,8 @@ class TrialRunner(abc.ABC):
 
     def __init__(self, spec: StudySpec) -> None:
         self.spec = spec
-        self._requests: list | None = None
-        self._scenario_requests: dict[str, list] = {}
+        self._requests: list[BenchRequest] | None = None
+        self._scenario_requests: dict[str, list[BenchRequest]] = {}
         self._tokenizer: Any = None
 
     @property
@@ -81,13 +85,13 @@ class TrialRunner(abc.ABC):
         return self._tokenizer
 
     @property
-    def requests(self) -> list:
+    def requests(self) -> list[BenchRequest]:
         """The study's fixed requests, built once: same seed, same requests, same order."""
         if self._requests is None:
             self._requests = workload_requests(self.spec, self.tokenizer)
         return self._requests
 
-    def requests_for(self, scenario: str) -> list:
+    def requests_for(self, scenario: str) -> list[BenchRequest]:
         """One scenario's fixed requests ("": the single workload's), built once."""
         if not scenario:
             return self.requests
@@ -98,7 +102,7 @@ class TrialRunner(abc.ABC):
             self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
         return self._scenario_requests[scenario]
 
-    def use_requests(self, requests: list, scenario: str = "") -> None:
+    def use_requests(self, requests: Sequence[BenchRequest], scenario: str = "") -> None:
         """Measure these requests instead of the study's, or of one scenario's
         (`tuner.fidelity.robustness` perturbs them)."""
         if scenario:
@@ -138,10 +142,12 @@ class TrialRunner(abc.ABC):
 
 def is_simulated_version(version: str | None) -> bool:
     """`tuner sim serve` answers /version with "sim-<tuner version>"."""
-    return bool(version) and version.startswith("sim-")
+    return version is not None and version.startswith("sim-")
 
 
-def redact(argv: list[str], env: dict[str, str], secret: str | None) -> tuple[list[str], dict]:
+def redact(
+    argv: list[str], env: dict[str, str], secret: str | None
+) -> tuple[list[str], dict[str, str]]:
     """The argv and env as stored and logged: the API key never leaves memory."""
     if not secret:
         return list(argv), dict(env)
@@ -159,7 +165,7 @@ def workload_tokenizer(spec: StudySpec) -> Any:
     return load_tokenizer(tokenizer_source(spec.workload.tokenizer, spec.engine.model))
 
 
-def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list:
+def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list[BenchRequest]:
     """The study's requests, from its dataset and tokenizer (loaded when not given)."""
     from tuner.workload.datasets import build_requests
 
@@ -193,11 +199,13 @@ class EngineRunner(TrialRunner):
         self.log_dir = Path(log_dir).absolute()
         self.storage_url = resolve_storage(storage_url)
         self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
-        self._engine = None
+        self._engine: EngineProcess | None = None
         self.gpus = gpus
         self.cores = cores if cores is not None else spec.engine.cpu_affinity
         self.client_avoid = all_engine_cores if all_engine_cores is not None else self.cores
-        self.implied: dict[str, tuple[list, float]] = {}  # per scenario: its requests' rate
+        self.implied: dict[
+            str, tuple[list[BenchRequest], float]
+        ] = {}  # per scenario: its requests' rate
 
     def measure(self, ctx: TrialContext) -> Measurement:
         spec = self.spec
@@ -216,8 +224,9 @@ class EngineRunner(TrialRunner):
 
     def _launch(self, ctx: TrialContext, env: dict[str, str], folder: Path) -> Measurement:
         """Start the engine (another port if one was taken), run the workload, stop it."""
+        from tuner.engine.failures import EngineStartFailed
         from tuner.engine.ports import free_port, wait_port_free
-        from tuner.engine.process import EngineProcess, EngineStartFailed
+        from tuner.engine.process import EngineProcess
 
         spec = self.spec
         started = int(time.time())

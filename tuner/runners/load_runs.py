@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
 from tuner.spec.figures import figure
-from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
+from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
+from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, is_finite
@@ -25,6 +26,9 @@ from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.ranking import best, reference
 from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
+
+if TYPE_CHECKING:
+    from tuner.workload.datasets import BenchRequest
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
@@ -35,7 +39,12 @@ class _StepFailed(Exception):
 
 
 def cache_run(
-    spec: StudySpec, name: str, w: WorkloadSpec, requests: list, runner: Any, result: Any
+    spec: StudySpec,
+    name: str,
+    w: WorkloadSpec,
+    requests: list[BenchRequest],
+    runner: Any,
+    result: Any,
 ) -> PrefixCacheRun:
     """One run's prefix cache: the hit rate measured (`result`, a BenchmarkResult) against
     what its prompts imply, computed once per request list (`runner.implied`, by scenario)."""
@@ -59,13 +68,14 @@ def step_record(scenario: str, step: capacity.Step) -> RateStep:
     return RateStep(step.rate_rps, step.feasible, scenario or None, step.pruned_reason, figures)
 
 
-def goodput_limits(slos: list) -> dict[str, float]:
+def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     """Per-request limits for `request_goodput` from the SLOs on TTFT, TPOT and E2EL (the
     tightest of each), when the workload sets none: the good requests at the capacity rate."""
-    out: dict[str, float] = {}
+    out: dict[GoodputMetric, float] = {}
     for limit in slos:
-        kind = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
-        if limit.op in ("<=", "<") and kind in ("ttft", "tpot", "e2el"):
+        name = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
+        kind = goodput_metric(name)
+        if limit.op in ("<=", "<") and kind is not None:
             out[kind] = min(out.get(kind, math.inf), limit.value)
     return out
 
@@ -121,7 +131,8 @@ def search_capacity(
         whole_first = [(bool(s.pruned_reason), s.rate_rps, i) for i, s in enumerate(steps)]
         at = [min(whole_first)[2]]
     chosen = runs[at[-1]]
-    goodput = chosen.metrics.get("request_goodput") if result.capacity_rps > 0 else None
+    # the step's copy of the chosen run's metrics
+    goodput = steps[at[-1]].metrics.get("request_goodput") if result.capacity_rps > 0 else None
     out = _summed(chosen, runs)
     out.pruned_reason, out.pruned_at_s, out.engine_full_s = None, None, None
     out.rate_steps = [step_record(name, s) for s in steps]

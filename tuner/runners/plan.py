@@ -5,7 +5,7 @@ the study loop never asks which."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
@@ -19,6 +19,11 @@ from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial import PLANNED_VERSION
 from tuner.workload.schedule import arrival_times
+
+if TYPE_CHECKING:
+    from tuner.measure.pruning import Decision
+    from tuner.measure.snapshot import Snapshot
+    from tuner.workload.datasets import BenchRequest
 
 
 class PlanRunner(TrialRunner):
@@ -63,7 +68,9 @@ class PlanRunner(TrialRunner):
             m.engine_full_s += m.startup_s
         return m
 
-    def _simulate(self, ctx: TrialContext, flags: dict, name: str, w: WorkloadSpec) -> Measurement:
+    def _simulate(
+        self, ctx: TrialContext, flags: dict[str, Any], name: str, w: WorkloadSpec
+    ) -> Measurement:
         """One run in virtual time; `engine_s` is its workload part (the start is added once)."""
         from tuner.measure.metrics import compute_metrics, confidence_intervals
         from tuner.sim.planner import simulate
@@ -98,28 +105,31 @@ class PlanRunner(TrialRunner):
 
     def _replay_stopped(
         self,
-        check: Callable,
+        check: Callable[[Snapshot], Decision],
         ctx: TrialContext,
         w: WorkloadSpec,
-        reqs: list,
+        reqs: list[BenchRequest],
         m: Measurement,
-        trace: list,
+        trace: list[tuple[float, int, float, int]],
     ) -> bool:
         """The same stop rule at the same checkpoints as a real run, in virtual time: the run
         is simulated whole, then its records replayed in time order up to each checkpoint
         (the simulator does not look ahead; the replay shows only what a client had seen,
         and the engine state a `/metrics` scrape would have read then)."""
         from tuner.measure.metrics import compute_metrics
-        from tuner.measure.pruning import EngineSample, replay
+        from tuner.measure.pruning import replay
+        from tuner.measure.snapshot import EngineSample, known_sum
 
-        outs = [r.output_len for r in reqs]
-        kw = {
-            "max_output_tokens": None if None in outs else sum(outs),
-            "input_tokens": sum(r.prompt_len for r in reqs),
-            "arrivals_s": sorted(r.start_s for r in m.records),  # the schedule, as sent
-        }
         engine = [EngineSample(t, q, kv, pre) for t, q, kv, pre in trace]
-        checkpoints = replay(m.records, ctx.check_every_s, ctx.check_every_requests, engine, **kw)
+        checkpoints = replay(
+            m.records,
+            ctx.check_every_s,
+            ctx.check_every_requests,
+            engine,
+            max_output_tokens=known_sum([r.output_len for r in reqs]),
+            input_tokens=sum(r.prompt_len for r in reqs),
+            arrivals_s=sorted(r.start_s for r in m.records),  # the schedule, as sent
+        )
         for t, snap in checkpoints:
             decision = check(snap)
             if not decision.stop:

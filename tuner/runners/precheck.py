@@ -10,7 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from tuner.engine.failures import classify_failure
-from tuner.errors import FailureKind
+from tuner.errors import PREDICTABLE, FailureKind
+from tuner.measure.measurement import Measurement
 from tuner.sim.memory import check_config
 from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
@@ -22,13 +23,14 @@ GiB = 1024**3
 def gpu_memory_gib_from_nvml() -> float | None:
     """The first GPU's memory via nvidia-ml-py, where it is installed and a GPU exists."""
     try:
-        import pynvml  # type: ignore[import-not-found]  # optional: only on GPU boxes
+        import pynvml  # optional: only on GPU boxes
     except ImportError:
         return None
     try:
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return pynvml.nvmlDeviceGetMemoryInfo(handle).total / GiB
+        total_bytes: int = pynvml.nvmlDeviceGetMemoryInfo(handle).total
+        return total_bytes / GiB
     except Exception:  # no driver, no device: no reading
         return None
 
@@ -40,7 +42,9 @@ def predict_refusal(
 
     Without a known GPU, or a model the simulator knows (`known_model`), no prediction.
     """
-    profile = known_model(model) if hardware.accelerator is not None else None
+    if hardware.accelerator is None:
+        return None
+    profile = known_model(model)
     if profile is None:
         return None
     gpu = load_gpu(hardware.accelerator)
@@ -57,3 +61,15 @@ def refusal_kind(message: str) -> str:
     """The failure kind of one of vLLM's start-up refusals: the engine logs' own table."""
     kind = classify_failure(message, exit_code=1).kind
     return FailureKind.INVALID_ARGUMENT if kind == FailureKind.CRASHED else kind
+
+
+def precheck_wrong(predicted: tuple[str, str] | None, m: Measurement) -> str | None:
+    """Hold the memory precheck to what the engine really did: None when it was right."""
+    refused = m.failure_kind in PREDICTABLE and m.startup_s is None
+    if predicted is None and not refused:
+        return None  # predicted to start, and it did
+    if predicted is not None and refused and predicted[0] == m.failure_kind:
+        return None  # predicted the very refusal (only seen with --no-precheck)
+    said = f"predicted {predicted[0]}" if predicted else "predicted to start"
+    did = f"engine {m.failure_kind}" if refused else "engine started"
+    return f"{said}; {did}"

@@ -57,7 +57,7 @@ def _from_nvidia_smi() -> list[str] | None:
 
 def _from_nvml() -> list[str] | None:
     try:
-        import pynvml  # type: ignore[import-not-found]  # optional: only on GPU boxes
+        import pynvml  # optional: only on GPU boxes
 
         pynvml.nvmlInit()
         try:

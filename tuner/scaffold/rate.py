@@ -73,7 +73,8 @@ def choose_rate(spec: StudySpec, sustained: float) -> RateChoice:
 
     def meets(rate: float, among: list[SloLimit]) -> bool:
         if rate not in runs:
-            runs[rate] = simulated_baseline(_at(spec, rate)).metrics
+            # a run that failed part-way has no figures: it meets no SLO
+            runs[rate] = simulated_baseline(_at(spec, rate)).metrics or {}
         return all(x.met(runs[rate]) for x in among)
 
     if not ladder or not meets(ladder[-1], latencies):

@@ -13,6 +13,7 @@ import textwrap
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,7 +27,7 @@ class _Dumper(yaml.SafeDumper):
     """Block style, except lists of plain values on one line (`command: [vllm, serve]`)."""
 
 
-def _list(dumper: yaml.SafeDumper, items: list) -> yaml.Node:
+def _list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.Node:
     flow = all(isinstance(item, str | int | float | bool) for item in items)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
 

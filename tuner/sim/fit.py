@@ -100,7 +100,7 @@ def _usable(o: Observation, metrics: Sequence[str]) -> bool:
 def _tp(flags: Mapping[str, Any]) -> int:
     value = flags.get("tensor-parallel-size", 1)
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)
     except (TypeError, ValueError):
         return 1
 

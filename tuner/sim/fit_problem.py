@@ -218,7 +218,7 @@ class Problem:
             self.residuals,
             x0,
             bounds=(-bound, bound),
-            diff_step=DIFF_STEP,
+            diff_step=np.full(len(x0), DIFF_STEP),  # one relative step per parameter
             x_scale=1.0,
             loss="soft_l1",
             f_scale=ROBUST_SCALE,

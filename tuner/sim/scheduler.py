@@ -159,7 +159,7 @@ class Scheduler:
         for req, q in batch.items:
             req.num_computed += q
             if self.cache is not None:
-                self._name_computed_blocks(req)
+                self._name_computed_blocks(req, self.cache)
             if req.num_computed < req.num_tokens:
                 continue  # a prefill chunk: nothing sampled yet
             req.num_output += 1
@@ -203,7 +203,7 @@ class Scheduler:
             self._take(blocks - req.num_blocks)
             req.num_blocks = blocks
             if self.cache is not None:
-                self._name_computed_blocks(req)
+                self._name_computed_blocks(req, self.cache)
             if req.num_output >= req.max_tokens or req.num_tokens >= max_len:
                 finished.append(req)
         for req in finished:
@@ -242,13 +242,14 @@ class Scheduler:
         """Admit-time allocation: the hits, then blocks for `q` new tokens (all or nothing).
         Only a new request's lookup counts in the hit rate (vLLM counts a resumed one's apart:
         `PrefixCacheStats.record(preempted=True)`)."""
-        counted = self.cache is not None and not req.resumed
+        cache, counted = self.cache, not req.resumed
         if not hits:
             if not self._allocate(req, q):
                 return False
-            if counted:
-                self.cache.record(req.prompt_len, 0)
+            if cache is not None and counted:
+                cache.record(req.prompt_len, 0)
             return True
+        assert cache is not None  # hits come from the prefix cache (`_hits`)
         hit_tokens = len(hits) * self.block_size
         new_blocks = -(-(hit_tokens + q) // self.block_size) - len(hits)
         if new_blocks > self.free_blocks:
@@ -257,27 +258,27 @@ class Scheduler:
         # prompt's token ids are all free (a waiting request holds nothing, nobody else
         # holds them)
         shared = len(req.block_hashes)
-        evictable = self.cache.evictable_among(hits[:shared]) + max(0, len(hits) - shared)
+        evictable = cache.evictable_among(hits[:shared]) + max(0, len(hits) - shared)
         if new_blocks > self.free_blocks - evictable:
             return False
         if counted:
-            self.cache.record(req.prompt_len, hit_tokens)
+            cache.record(req.prompt_len, hit_tokens)
         self.free_blocks -= evictable
-        self.cache.take(hits)
+        cache.take(hits)
         req.cached = list(hits)
         req.num_named = len(hits)
         req.num_computed = hit_tokens
         req.num_blocks = len(hits)
         return self._allocate(req, q)
 
-    def _name_computed_blocks(self, req: SimRequest) -> None:
+    def _name_computed_blocks(self, req: SimRequest, cache: PrefixCache) -> None:
         """Name the blocks this request has now computed in full. A block whose name another
         request's copy holds stays unnamed here (that copy is the one that hits)."""
         full = req.num_computed // self.block_size
         if full <= req.num_named:
             return
         for name in self._names(req, req.num_named, full):
-            if self.cache.add(name):
+            if cache.add(name):
                 req.cached.append(name)
         req.num_named = full
 
@@ -302,6 +303,7 @@ class Scheduler:
         """Free a request's blocks; a cached block another request still uses stays in use."""
         freed = req.num_blocks
         if req.cached:
+            assert self.cache is not None  # only the prefix cache names a request's blocks
             freed -= len(req.cached) - self.cache.release(req.cached)
             req.cached = []
         self.free_blocks += freed

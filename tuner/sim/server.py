@@ -145,7 +145,10 @@ class SimServer:
         # overlap (a simulated engine has no GPU to claim); a time scale other than 1 tells the
         # tuner's client to pace and time its requests on the same scale.
         devices = os.environ.get("CUDA_VISIBLE_DEVICES")
-        info = {"version": f"sim-{__version__}", "cuda_visible_devices": devices}
+        info: dict[str, str | float | None] = {
+            "version": f"sim-{__version__}",
+            "cuda_visible_devices": devices,
+        }
         if self.scale != 1.0:
             info["time_scale"] = self.scale
         return web.json_response(info)
@@ -190,7 +193,7 @@ class SimServer:
             (f'{{engine="{i}",model_name="{name0}"}}', e) for i, e in enumerate(self.engine.engines)
         ]
         served = ranks[:1]  # the API server's counters
-        rows = [
+        rows: list[tuple[str, str, str, list[tuple[str, float]]]] = [
             ("num_requests_running", "gauge", "Number of requests in model execution batches.",
              [(lab, e.num_running) for lab, e in ranks]),
             ("num_requests_waiting", "gauge", "Number of requests waiting to be processed.",

@@ -81,8 +81,8 @@ class StepCostModel:
         c = self.constants
         k = np.arange(num_steps, dtype=np.float64)
         kv_tokens = context_sum + batch * (k + 1.0)  # each reads its cache plus the new token
-        compute_s = (self._flops_per_token + self._flops_per_sample) * batch / self._peak_flops
-        compute_s = compute_s + self._flops_per_pair * kv_tokens / self._peak_attn_flops
+        dense_s = (self._flops_per_token + self._flops_per_sample) * batch / self._peak_flops
+        compute_s = dense_s + self._flops_per_pair * kv_tokens / self._peak_attn_flops
         mem = self._weight_bytes + self._kv_bytes_per_token * kv_tokens
         fixed = (
             self._ar_fixed_s

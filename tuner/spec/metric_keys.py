@@ -24,7 +24,8 @@ from tuner.spec.figures import figure
 Direction = Literal["minimize", "maximize"]
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+GoodputMetric = Literal["ttft", "tpot", "e2el"]  # what a goodput limit may be set on
+GOODPUT_METRICS: tuple[GoodputMetric, ...] = ("ttft", "tpot", "e2el")
 STATISTICS = ("mean", "median", "std")  # and p<N>
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
 PREFIX_CACHE_HIT_RATE = "prefix_cache_hit_rate"
@@ -170,3 +171,8 @@ def metric_label(key: str) -> str:
         words, unit = _NAMED[key]
         return f"{words} ({unit})" if unit else words
     return key
+
+
+def goodput_metric(name: str) -> GoodputMetric | None:
+    """`name` as a metric a goodput limit may be set on (`ttft`, `tpot`, `e2el`), else None."""
+    return next((m for m in GOODPUT_METRICS if m == name), None)

@@ -31,12 +31,14 @@ def metric_direction(name: str) -> Direction:
 
 
 _LIMIT = re.compile(r"^\s*([a-z0-9_.]+)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*$")
+Op = Literal["<=", ">=", "<", ">"]
+_OPS: dict[str, Op] = {"<=": "<=", ">=": ">=", "<": "<", ">": ">"}  # what `_LIMIT` matched
 
 
 @dataclass(frozen=True)
 class SloLimit:
     metric: str
-    op: Literal["<=", ">=", "<", ">"]
+    op: Op
     value: float
 
     def violation(self, metrics: dict[str, float]) -> float:
@@ -94,7 +96,7 @@ def parse_constraint_key(key: str) -> tuple[str, SloLimit] | None:
         value = float(m.group(3))
     except ValueError:
         return None
-    return scenario, SloLimit(m.group(1), m.group(2), value)  # type: ignore[arg-type]
+    return scenario, SloLimit(m.group(1), _OPS[m.group(2)], value)
 
 
 def check_sense(text: str) -> None:
@@ -128,7 +130,7 @@ def parse_slo(text: str) -> list[SloLimit]:
             value = float(raw)
         except ValueError:
             raise UserError(f"malformed SLO {part.strip()!r}: {raw!r} is not a number") from None
-        limits.append(SloLimit(metric, op, value))  # type: ignore[arg-type]
+        limits.append(SloLimit(metric, _OPS[op], value))
     if not limits:
         raise UserError("empty SLO")
     return limits

@@ -25,10 +25,11 @@ def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDist
 
 def _distribution(p: ParameterSpec) -> optuna.distributions.BaseDistribution:
     D = optuna.distributions
-    if p.type == "int":
-        step = int(p.step or 1)
-        return D.IntDistribution(int(p.low), int(p.high), log=p.log, step=1 if p.log else step)
-    if p.type == "float":
+    if p.type in ("int", "float"):
+        assert p.low is not None and p.high is not None  # `ParameterSpec._check` holds it
+        if p.type == "int":
+            step = int(p.step or 1)
+            return D.IntDistribution(int(p.low), int(p.high), log=p.log, step=1 if p.log else step)
         return D.FloatDistribution(p.low, p.high, log=p.log, step=p.step)
     if p.type == "bool":
         return D.CategoricalDistribution([False, True])
@@ -37,9 +38,8 @@ def _distribution(p: ParameterSpec) -> optuna.distributions.BaseDistribution:
 
 def baseline_params(space: SearchSpace) -> dict[str, Scalar] | None:
     """vLLM's defaults as declared in the space, or None when any parameter lacks one."""
-    if any(p.default is None for p in space.parameters.values()):
-        return None
-    return {name: p.default for name, p in space.parameters.items()}  # type: ignore[misc]
+    declared = {n: p.default for n, p in space.parameters.items() if p.default is not None}
+    return declared if len(declared) == len(space.parameters) else None
 
 
 def flag_args(name: str, value: Scalar | None) -> list[str]:

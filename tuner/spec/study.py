@@ -196,7 +196,7 @@ def load_study_spec(path: str | Path) -> StudySpec:
     return spec.model_copy(update={"file_contents": contents.file_contents(spec)})
 
 
-def _resolve_paths(data: dict, folder: Path) -> None:
+def _resolve_paths(data: dict[str, Any], folder: Path) -> None:
     """The model directory, tokenizers and dataset files a study file names by a relative
     path, read from the file's own folder (`tuner init` writes them so, and the file can be
     shared). A path that exists from the file's folder is taken from there; any other stays

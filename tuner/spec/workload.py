@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from tuner.spec.inputs import NoBoolNumbers
+from tuner.spec.metric_keys import GoodputMetric
 
 LATENCY_NAMES = ("ttft", "tpot", "itl", "e2el")
 # Caps on sizes, so that a typo cannot exhaust memory (docs/study-file.md, "Limits").
@@ -59,7 +60,7 @@ class WorkloadSpec(NoBoolNumbers):
     num_warmups: int = Field(0, ge=0, le=MAX_WARMUPS)
     percentile_metrics: str = "ttft,tpot,itl"
     metric_percentiles: str = "99"
-    goodput: dict[Literal["ttft", "tpot", "e2el"], float] | None = None
+    goodput: dict[GoodputMetric, float] | None = None
     ignore_eos: bool = False
     request_timeout_s: float = Field(600.0, gt=0.0, le=MAX_TIMEOUT_S)
 
@@ -152,7 +153,7 @@ class WorkloadSpec(NoBoolNumbers):
 
     @field_validator("goodput")
     @classmethod
-    def _goodput(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+    def _goodput(cls, v: dict[GoodputMetric, float] | None) -> dict[GoodputMetric, float] | None:
         for name, ms in (v or {}).items():
             if not ms >= 0:
                 raise ValueError(f"goodput {name}: the limit must be >= 0 ms")

@@ -28,6 +28,7 @@ BASELINE_VERSION = 1
 assert set(MIGRATIONS) == set(range(BASELINE_VERSION + 1, SCHEMA_VERSION + 1))
 
 metadata = sa.MetaData()
+HOST_ID_CHARS = 256  # `$TUNER_HOST_ID` at most (tuner.run.checks.check_host_id)
 trials_table = sa.Table(
     "tuner_trials",
     metadata,
@@ -80,7 +81,7 @@ workers_table = sa.Table(  # every worker of a study and its heartbeat (tuner/ru
     sa.Column("study_name", sa.String(512), primary_key=True),
     sa.Column("worker_id", sa.String(64), primary_key=True),
     sa.Column("owner", sa.JSON, nullable=False),  # host, boot id, pid, start ticks
-    sa.Column("host_id", sa.String(256), nullable=False),  # the host its baselines are of
+    sa.Column("host_id", sa.String(HOST_ID_CHARS), nullable=False),  # the host its baselines are of
     sa.Column("slot", sa.String(64)),  # its GPUs, when it runs on one slot of a box
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("heartbeat_at", sa.Float, nullable=False),  # the worker's clock (time.time)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from sqlalchemy.engine import make_url
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
+from tuner.spec.metric_keys import Direction
 from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
@@ -83,7 +85,10 @@ def _check_sqlite_header(url: str, path: Path, readonly: bool) -> None:
 
 def _lost_creation_race(exc: BaseException) -> bool:
     """Whether `exc` is what the slower of two processes creating one database gets."""
-    exc = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
+    cause = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
+    if cause is None:
+        return False
+    exc = cause
     reason = str(getattr(exc, "orig", None) or exc).lower()
     return isinstance(exc, sa.exc.SQLAlchemyError) and (
         "already exists" in reason
@@ -181,7 +186,7 @@ class Store:
         spec: StudySpec,
         name: str,
         sampler: optuna.samplers.BaseSampler,
-        directions: list[str],
+        directions: list[Direction],
         metric_names: list[str],
         simulated: bool,
     ) -> optuna.Study:
@@ -202,7 +207,9 @@ class Store:
 
     # Engines (for recovery after a tuner crash) -------------------------------------------
 
-    def engine_started(self, study: str, trial: int, identity: dict, log_path: str) -> None:
+    def engine_started(
+        self, study: str, trial: int, identity: dict[str, Any], log_path: str
+    ) -> None:
         with self.engine.begin() as conn:
             conn.execute(
                 sa.delete(engines_table).where(
@@ -230,7 +237,7 @@ class Store:
                 .values(running=False)
             )
 
-    def running_engines(self, study: str) -> list[tuple[int, dict]]:
+    def running_engines(self, study: str) -> list[tuple[int, dict[str, Any]]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(engines_table.c.trial_number, engines_table.c.identity).where(
@@ -253,8 +260,8 @@ class Store:
         log_path: str | None = None,
         startup_s: float | None = None,
         workload_s: float | None = None,
-        result: dict | None = None,
-        records: list[RequestRecord] = (),
+        result: dict[str, Any] | None = None,
+        records: Sequence[RequestRecord] = (),
     ) -> None:
         """The trial's row and its per-request records, in one transaction: all or nothing."""
         keys = {"study_name": study, "trial_number": trial}

@@ -170,7 +170,7 @@ def read_study(url: str, study_name: str) -> Stored:
                     )
                 )
             }
-            requests = dict(
+            requests: dict[int, int] = dict(
                 conn.execute(
                     sa.select(requests_table.c.trial_number, sa.func.count())
                     .where(requests_table.c.study_name == study_name)

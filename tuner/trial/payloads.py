@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from tuner.spec.metric_keys import direction
 from tuner.spec.slo import SloLimit, parse_constraint_key
 from tuner.trial.keys import LEGACY_CONSTRAINTS, NAMED_CONSTRAINT_PREFIX
 
 
-def is_finite(value: Any) -> bool:
+def is_finite(value: object) -> TypeGuard[float]:
     """A real number (not a bool) that is finite: what a stored figure must be."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 

@@ -272,7 +272,8 @@ def stored_score(rec: TrialRecord, state: str, values: tuple[float, ...] | None)
 
 def owner_of(trial: Any) -> dict[str, Any] | None:
     """The OWNER system attr of a stored trial: who runs it (`tuner.run.lock.Worker.owner`)."""
-    return trial.system_attrs.get(k.OWNER)
+    owner: dict[str, Any] | None = trial.system_attrs.get(k.OWNER)
+    return owner
 
 
 def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:

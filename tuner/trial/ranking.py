@@ -207,6 +207,7 @@ def ranked(
     pool = [p for p in pool if p.score is not None and keep(p)]
 
     def key(p: TrialPoint) -> tuple[float, int]:
+        assert p.score is not None  # the pool holds scored trials only
         scores = runs.get(p.number) or [p.score]
         return (sum(scores) / len(scores), p.number)
 
@@ -244,6 +245,6 @@ def reference(points: Sequence[TrialPoint], host: str | None = None) -> TrialPoi
     )
 
 
-def params_key(params: Mapping[str, Any]) -> tuple:
+def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Parameters as a comparable key: floats from a stepped range compare as the step meant."""
     return tuple(sorted((k, round(v, 9) if isinstance(v, float) else v) for k, v in params.items()))

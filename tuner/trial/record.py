@@ -245,7 +245,7 @@ def prediction_error(
         if m in metrics and is_finite(metrics[m]) and p > 0
     }
     if is_finite(score) and is_finite(predicted_score):
-        out["score"] = float(score) - float(predicted_score)  # type: ignore[arg-type]
+        out["score"] = float(score) - float(predicted_score)
     return out or None
 
 

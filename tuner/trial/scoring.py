@@ -17,7 +17,7 @@ from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.spec.study import StudySpec
 from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
-from tuner.trial.point import TrialPoint, stored_score
+from tuner.trial.point import Status, TrialPoint, stored_score
 from tuner.trial.ranking import pooled
 from tuner.trial.record import TrialRecord
 
@@ -195,7 +195,7 @@ def _rejudged(
     if cons.named and spec.objective.mode != "capacity":  # capacity: SLOs are the measurement
         health = {k: v for k, v in cons.named.items() if k not in cons.slos}
         cons = Constraints({**health, **j.slos})
-    status = "infeasible" if cons.any_broken else "feasible"
+    status: Status = "infeasible" if cons.any_broken else "feasible"
     new = replace(p, score=j.score if scored else raw, constraints=cons, status=status)
     if scored and spec.scenarios:
         new.__dict__["record"] = replace(rec, scenarios=j.scenarios, capacity_rps=j.capacity_rps)

@@ -108,7 +108,8 @@ class SmallestChange:
     def decode(cls, raw: Any) -> SmallestChange | None:
         if not isinstance(raw, Mapping):
             return None
-        reverts = raw.get("reverts") if isinstance(raw.get("reverts"), list) else []
+        stored = raw.get("reverts")
+        reverts: list[Any] = stored if isinstance(stored, list) else []
         found = [FlagRevert.decode(r) for r in reverts]
         params = raw.get("params")
         return cls(

@@ -41,7 +41,7 @@ COMPARABLE = (
 FILLED_GPUS = "gpus_of_a_trial"
 # Fields added after studies were stored: left out of the id while at their default, so a
 # study stored before they existed keeps its id (its trials stay comparable).
-ADDED_DEFAULTS = {
+ADDED_DEFAULTS: dict[str, object] = {
     "scenarios": [],
     "objective.capacity": None,
     "objective.aggregate": "weighted",
@@ -61,7 +61,7 @@ LONGDOC_FIELDS = (
 )
 # Workload fields added later, at the value that measures what studies stored before them did:
 # left out of the id there (in the study's workload and in every scenario's).
-ADDED_WORKLOAD_DEFAULTS = {
+ADDED_WORKLOAD_DEFAULTS: dict[str, object] = {
     "longdoc_questions": [1],
     "longdoc_system_len": 0,
     "longdoc_order": "burst",
@@ -71,11 +71,12 @@ ADDED_WORKLOAD_DEFAULTS = {
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
     """A spec dump as it reads back from storage (JSON types), with every default filled in."""
     spec = stored_spec(dict(dump), str(dump.get("name")))
-    return json.loads(json.dumps(spec.model_dump()))
+    as_stored: dict[str, Any] = json.loads(json.dumps(spec.model_dump()))
+    return as_stored
 
 
 def measured_part(data: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     if out.get("search_space", {}).get("fill_data_parallel"):
         gpus = hardware_gpus(HardwareSpec.model_validate(data["hardware"]))
         out["hardware"][FILLED_GPUS] = gpus

@@ -34,7 +34,12 @@ from tuner.spec.study import StudySpec, stored_spec
 from tuner.trial import keys as tr
 from tuner.trial import scoring
 from tuner.trial.point import TrialPoint
-from tuner.trial.spec_ids import changes, judging_changes, judging_id, spec_id
+
+# re-exported: the ids are read through this module (`specs.spec_id`, ...)
+from tuner.trial.spec_ids import changes as changes
+from tuner.trial.spec_ids import judging_changes
+from tuner.trial.spec_ids import judging_id as judging_id
+from tuner.trial.spec_ids import spec_id as spec_id
 from tuner.trial.study import StudyRecord
 
 SHOWN_CHANGES = 4
@@ -93,7 +98,7 @@ def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
     return new_id
 
 
-def _storable_shape(p: Any) -> tuple:
+def _storable_shape(p: Any) -> tuple[object, ...]:
     """What Optuna's storage requires to stay the same for a parameter name within one study:
     the kind of distribution, its log setting, and a categorical's choices."""
     if p.type in ("int", "float"):
@@ -137,7 +142,7 @@ def _measurement_of(study: StudyRecord, sid: str | None) -> str | None:
     the spec stored under the id says what it measured). Cached on the record."""
     if sid is None:
         return None
-    cache = study.__dict__.setdefault("_measurement_ids", {})
+    cache: dict[str, str | None] = study.__dict__.setdefault("_measurement_ids", {})
     if sid not in cache:
         dump = study.specs_by_id.get(sid)
         try:
@@ -149,7 +154,7 @@ def _measurement_of(study: StudyRecord, sid: str | None) -> str | None:
 
 def current_id(study: StudyRecord) -> str | None:
     if study.spec is not None:
-        cache = study.__dict__.setdefault("_measurement_ids", {})
+        cache: dict[str, str | None] = study.__dict__.setdefault("_measurement_ids", {})
         if "" not in cache:
             try:
                 cache[""] = spec_id(study.spec)

@@ -100,9 +100,9 @@ def study_line(points: Iterable[TrialPoint]) -> str:
     if stopped:
         used = sum(s for _, s in stopped)
         words += f"; {len(stopped)} stopped early, using {used:.0f} s"
-        full = [p.record.engine_full_s for p, _ in stopped]
-        if all(isinstance(f, int | float) for f in full):  # `tuner plan` knows the full length
-            words += f" instead of {sum(full):.0f} s"  # type: ignore[arg-type]
+        full = [f for p, _ in stopped if (f := p.record.engine_full_s) is not None]
+        if len(full) == len(stopped):  # `tuner plan` knows the full length
+            words += f" instead of {sum(full):.0f} s"
     return words
 
 

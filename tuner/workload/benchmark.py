@@ -19,8 +19,9 @@ from typing import Any
 import httpx
 
 from tuner.measure.metrics import compute_metrics, confidence_intervals
-from tuner.measure.pruning import Checkpoints, EngineSample, Snapshot
+from tuner.measure.pruning import Checkpoints
 from tuner.measure.records import RequestRecord
+from tuner.measure.snapshot import EngineSample, Snapshot, known_sum
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
 from tuner.spec.workload import WorkloadSpec
 from tuner.tls import tls_context
@@ -279,7 +280,7 @@ class _Run:
             list(self.done),
             len(self.requests),
             elapsed_s,
-            max_output_tokens=None if None in outs else sum(outs),  # type: ignore[arg-type]
+            max_output_tokens=known_sum(outs),
             input_tokens=sum(r.prompt_len for r in self.requests),
             engine=list(self.scraper.samples),
             # the schedule, when requests reach the engine at it (no client-side limit)

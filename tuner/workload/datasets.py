@@ -78,19 +78,23 @@ def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchReques
 def _longdoc_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
     """The long documents; asked several times (`longdoc_shared`), each keeps its token ids
     for the simulator's prefix cache."""
-    common = {"lengths": spec.longdoc_lengths, "weights": spec.longdoc_weights, "seed": spec.seed}
+    lengths, weights, seed = spec.longdoc_lengths, spec.longdoc_weights, spec.seed
     shared = spec.longdoc_shared
     if shared:
         docs = shared_longdoc_prompts(
             tokenizer,
             spec.num_prompts,
+            lengths=lengths,
+            weights=weights,
             questions=spec.longdoc_questions,
             system_len=spec.longdoc_system_len,
             order=spec.longdoc_order,
-            **common,
+            seed=seed,
         )
     else:
-        docs = longdoc_prompts(tokenizer, spec.num_prompts, **common)
+        docs = longdoc_prompts(
+            tokenizer, spec.num_prompts, lengths=lengths, weights=weights, seed=seed
+        )
     return [
         BenchRequest(
             text,
@@ -178,7 +182,8 @@ def random_requests(
     space = PRODUCTION_VOCAB if standin else vocab_size
     offsets = rng.integers(0, space, size=num_prompts)
     allowed = np.setdiff1d(np.arange(vocab_size), np.asarray(tokenizer.all_special_ids))
-    requests, digits = [], []
+    requests: list[BenchRequest] = []
+    digits: list[int] = []
     for k in range(num_prompts):
         target = int(input_lens[k])
         start = int(offsets[k]) + k

@@ -13,7 +13,7 @@ import math
 
 import httpx
 
-from tuner.measure.pruning import EngineSample
+from tuner.measure.snapshot import EngineSample
 
 WAITING = "vllm:num_requests_waiting"
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # V1, then V0

@@ -14,13 +14,13 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
+from tuner.results.commandline import shell_command
 from tuner.results.export import (
     Selection,
     hold,
     judge,
     justification,
     select_trial,
-    shell_command,
 )
 from tuner.results.moved import worse_lines
 from tuner.results.smallest import shipped_params
@@ -113,7 +113,8 @@ def best_commands(
     capacity = spec.objective.mode == "capacity"
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
-    rows, cards = [], []
+    rows: list[str] = []
+    cards: list[str] = []
     for title, text in _slo_sets(spec):
         limits = parse_slo(text) if text else []
         try:

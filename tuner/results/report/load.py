@@ -147,7 +147,7 @@ def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
             y=[p.capacity_rps for p in shown],
             marker={"color": ["#111111" if p.baseline else "#1f77b4" for p in shown]},
             hovertext=[
-                f"trial {p.number}: {words.rate(p.capacity_rps, p.capacity_capped)}, "
+                f"trial {p.number}: {words.rate(p.capacity_rps or 0.0, p.capacity_capped)}, "
                 f"{len(p.rate_steps)} runs"
                 for p in shown
             ],

@@ -243,7 +243,8 @@ def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict) -
 
     base, best = baseline_of(points), best_trial(points)
     parts = []
-    for name in [s.name for s in spec.scenarios] or [None]:
+    names: list[str | None] = [s.name for s in spec.scenarios] or [None]
+    for name in names:
         fig = curve_figure(base, best, spec.slo_limits(name), name)
         if fig is not None:
             parts.append(fig.to_html(full_html=False, include_plotlyjs=False, config=config))

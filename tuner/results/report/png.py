@@ -123,9 +123,10 @@ def _points(fig: Any, ax: Any, info: ParetoFrontInfo) -> None:
         bar.formatter = FuncFormatter(lambda v, _: figure(v))
         bar.update_ticks()
     if info.infeasible:
-        xs, ys = [p.metrics[x] for p in info.infeasible], [p.metrics[y] for p in info.infeasible]
+        bad_xs = [p.metrics[x] for p in info.infeasible]
+        bad_ys = [p.metrics[y] for p in info.infeasible]
         label = "infeasible (breaks an SLO)"
-        ax.scatter(xs, ys, marker="x", color=COLORS["infeasible"], label=label)
+        ax.scatter(bad_xs, bad_ys, marker="x", color=COLORS["infeasible"], label=label)
     groups = (
         (feasible, info.feasible_labels, info.feasible_positions),
         (info.infeasible, info.infeasible_labels, info.infeasible_positions),
