@@ -160,6 +160,8 @@ __all__ = [
     "SIMULATED_FIGURES",
     "SIMULATED_STUDY",
     "SKIP_PREDICTION",
+    "SMALLEST",
+    "SMALLEST_MEASURED",
     "SPEC",
     "SPEC_BY_ID",
     "SPEC_ID",
