@@ -191,6 +191,11 @@ def test_the_screen_searches_the_simulator_to_the_bounds_random_points_miss(
 
     screen.predict = predict
     base = baseline_params(spec.search_space)
-    choice = screen.choose([_point(0, base, predict(base), 0.0)])
+    points = [_point(0, base, predict(base), 0.0)]
+    first = screen.choose(points)  # the first screened trial: Sobol and local points only
+    assert first is not None
+    assert (first.params["max-num-batched-tokens"], first.params["max-num-seqs"]) != (1024, 8)
+    points.append(_point(1, first.params, first.metrics, first.score, **first.attrs))
+    choice = screen.choose(points)
     assert choice is not None and choice.info.screened <= spec.search.candidates
     assert (choice.params["max-num-batched-tokens"], choice.params["max-num-seqs"]) == (1024, 8)
