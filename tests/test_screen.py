@@ -172,6 +172,11 @@ def test_after_its_first_pick_the_screen_ranks_on_a_draw_from_the_posterior(
     logs = np.log([list(screen.draw(points).values()) for _ in range(200)])
     sd = dict(zip(drawn, logs.std(axis=0), strict=True))
     assert sd["request_overhead"] > 0.4 and sd["flops"] < 0.5 * sd["request_overhead"], sd
+    # every other screened trial after the first ranks on the fitted profile again
+    points.append(_point(2, later.params, later.metrics, later.score, **later.attrs))
+    assert screen.draw(points) == {}
+    points.append(_point(3, later.params, later.metrics, later.score, **later.attrs))
+    assert screen.draw(points) != {}
 
 
 def test_the_screen_searches_the_simulator_to_the_bounds_random_points_miss(

@@ -70,6 +70,11 @@ CALIBRATION_MAX_OBSERVATIONS = 12  # the best real trials fit the region the sea
 # fit extrapolates to the bounds the search reaches poorly (a 29 % TPOT miss on
 # tests/test_run_multi_fidelity.py's truth, within 10 % without it).
 PLAIN_FIRST = 1
+# After it, every other screened trial ranks on a draw, the others on the fitted profile: a
+# draw explores what the trials cannot tell apart, the fit exploits what they can (draws on
+# every pick left 2 of 3 seeds of a hidden truth at max-num-seqs 10-12, 1.25 % short of its
+# optimum at 8 after 5 real trials; docs/multi-fidelity.md, "Screen changes").
+DRAW_EVERY = 2
 
 
 @dataclass(frozen=True)
@@ -199,12 +204,13 @@ class Screen:
     def draw(self, points: Sequence[TrialPoint]) -> dict[str, float]:
         """The factors of a profile drawn from the calibration's posterior (a Thompson draw:
         the screen ranks on constants the trials allow, not only on the likeliest ones); {}
-        (rank on the calibrated profile) for the first screened trial, or with no
-        covariance. Along what the trials identify the draws agree with the fit; along
-        what they cannot tell apart (step overhead against bandwidth) they spread as wide
-        as the prior, and so do the rankings they give."""
+        (rank on the calibrated profile) for the first screened trial, every other one
+        after it (`DRAW_EVERY`), or with no covariance. Along what the trials identify the
+        draws agree with the fit; along what they cannot tell apart (step overhead against
+        bandwidth) they spread as wide as the prior, and so do the rankings they give."""
         c = self.calibration
-        if _screened(points) < PLAIN_FIRST or not c.covariance or not c.factors:
+        n = _screened(points)
+        if n < PLAIN_FIRST or (n - PLAIN_FIRST) % DRAW_EVERY or not c.covariance or not c.factors:
             return {}
         cov = np.asarray(c.covariance, dtype=float)
         values, vectors = np.linalg.eigh((cov + cov.T) / 2)
