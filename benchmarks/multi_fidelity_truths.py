@@ -62,6 +62,22 @@ TRUTHS: dict[str, dict[str, float]] = {
 QUICK = ("compute-2x+bw-0.64", "overheads-2.5x", "mixed-2x")
 
 
+def parse_truth(text: str) -> tuple[str, dict[str, float]]:
+    """`NAME:FACTOR=X,FACTOR=X` (factor names as in `tuner.sim.fit_problem.FACTORS`)."""
+    from tuner.sim.fit_problem import FACTORS
+
+    name, _, body = text.partition(":")
+    factors = {}
+    for item in filter(None, body.split(",")):
+        key, _, value = item.partition("=")
+        if key not in FACTORS:
+            sys.exit(f"unknown factor {key!r} in --truth {text!r}; known: {', '.join(FACTORS)}")
+        factors[key] = float(value)
+    if not name or not factors:
+        sys.exit(f"--truth {text!r}: expected NAME:FACTOR=X,...")
+    return name, factors
+
+
 def truth_file(name: str, tmp: Path) -> Path:
     """The truth as a profile file (the stock A6000 with `TRUTHS[name]` applied)."""
     path = tmp / f"{name}.yaml"
@@ -150,7 +166,12 @@ class Tracer:
             f"{_factors(screen.calibration.factors)} | pick mnbt={p['max-num-batched-tokens']} "
             f"seqs={p['max-num-seqs']} chunked={p['enable-chunked-prefill']} | "
             f"pred {choice.score:+.4f} dist {choice.info.distance:.2f} "
-            f"err {choice.info.score_error:.3f} | probe ρ {rho:+.2f} regret {regret:+.4f}",
+            f"err {choice.info.score_error:.3f} | probe ρ {rho:+.2f} regret {regret:+.4f}"
+            + (
+                f" | drawn {_factors(choice.info.drawn_factors)}"
+                if choice.info.drawn_factors
+                else ""
+            ),
             flush=True,
         )
 
@@ -232,7 +253,17 @@ def main() -> None:
     ap.add_argument("--prior-check", metavar="TRUTH", help="fit 4 fixed configs, two priors")
     ap.add_argument("--seed", type=int, default=0, help="the traced study's sampler seed")
     ap.add_argument("--probes", type=int, default=64)
+    ap.add_argument(
+        "--truth",
+        action="append",
+        default=[],
+        metavar="NAME:FACTOR=X,...",
+        help="a truth of your own, e.g. mine:flops=0.6,bandwidth=0.75 (repeatable)",
+    )
     args = ap.parse_args()
+    for text in args.truth:
+        name, factors = parse_truth(text)
+        TRUTHS[name] = factors
     names = (
         [args.trace or args.prior_check]
         if args.trace or args.prior_check

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import yaml
 
 from tuner import trial as tr
-from tuner.fidelity.screen import Screen, _from_unit, _to_unit
+from tuner.fidelity.screen import Screen
+from tuner.fidelity.unit_cube import from_unit as _from_unit
+from tuner.fidelity.unit_cube import to_unit as _to_unit
+from tuner.measure.objective import score
 from tuner.run.pipeline import params_key
+from tuner.sim.fit_problem import apply_factors
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import load_study_spec
 from tuner.testing import REPO
@@ -118,3 +124,83 @@ def test_prediction_error_is_measured_over_predicted() -> None:
     miss = tr.prediction_error(predicted, -0.2, measured, 0.1)
     assert miss == pytest.approx({"p99_ttft_ms": 0.1, "output_throughput": -0.2, "score": 0.3})
     assert tr.prediction_error({}, None, {"p99_ttft_ms": 1.0}, 0.0) is None
+
+
+def test_the_fit_reports_its_posterior_wide_where_one_trial_cannot_tell(tmp_path: Path) -> None:
+    """The calibration's covariance of the log-factors (Laplace): from the baseline alone the
+    compute roofline is pinned (a prefill-heavy trial) and the per-request overhead is left
+    as wide as the loop's prior says, a factor of 2 per standard deviation."""
+    spec = _spec(tmp_path)
+    screen = Screen(spec, _requests(spec))
+    base = baseline_params(spec.search_space)
+    screen.calibrate([_point(0, base, screen.predict(base), 0.0)])
+    c = screen.calibration
+    sd = dict(zip(c.factors, np.sqrt(np.diag(c.covariance)), strict=True))
+    assert sd["request_overhead"] == pytest.approx(math.log(2.0), rel=0.1)
+    assert sd["flops"] < 0.5 * sd["request_overhead"], sd
+
+
+def test_after_its_first_pick_the_screen_ranks_on_a_draw_from_the_posterior(
+    tmp_path: Path,
+) -> None:
+    """Thompson draws: each later pick is the best config under constants drawn from the
+    calibration's posterior, so what the trials cannot tell apart is explored, and what the
+    trial records is still the calibrated profile's own prediction."""
+    spec = _spec(tmp_path, candidates=12)
+    screen = Screen(spec, _requests(spec), seed=7)
+    base = baseline_params(spec.search_space)
+    points = [_point(0, base, screen.predict(base), 0.0)]
+    first = screen.choose(points)
+    assert first is not None and first.info.drawn_factors == {}  # the fit's own constants
+    points.append(_point(1, first.params, first.metrics, first.score, **first.attrs))
+    later = screen.choose(points)
+    assert later is not None
+    drawn = later.info.drawn_factors
+    assert set(drawn) == set(screen.calibration.factors) and drawn != screen.calibration.factors
+    assert later.attrs[tr.SCREEN]["drawn_factors"] == drawn  # stored, and read back
+    assert tr.ScreenInfo.decode(later.attrs[tr.SCREEN]) == later.info
+    # ranked on the drawn profile: its rank is the draw's score less the exploration bonus
+    gpu = apply_factors(screen.base, drawn)
+    weights = spec.objective.weights
+    on_draw = score(screen.predict(later.params, gpu), screen.predict(base, gpu), weights)
+    bonus = spec.search.exploration * later.info.score_error * later.info.distance
+    assert later.info.rank == pytest.approx(on_draw - bonus)
+    # recorded: the calibrated profile's prediction (what `prediction_error` measures)
+    assert later.metrics == screen.predict(later.params)
+    assert later.score == pytest.approx(score(later.metrics, screen.predict(base), weights))
+    # draws spread along the unidentified factor, and barely along the identified one
+    logs = np.log([list(screen.draw(points).values()) for _ in range(200)])
+    sd = dict(zip(drawn, logs.std(axis=0), strict=True))
+    assert sd["request_overhead"] > 0.4 and sd["flops"] < 0.5 * sd["request_overhead"], sd
+    # every other screened trial after the first ranks on the fitted profile again
+    points.append(_point(2, later.params, later.metrics, later.score, **later.attrs))
+    assert screen.draw(points) == {}
+    points.append(_point(3, later.params, later.metrics, later.score, **later.attrs))
+    assert screen.draw(points) != {}
+
+
+def test_the_screen_searches_the_simulator_to_the_bounds_random_points_miss(
+    tmp_path: Path,
+) -> None:
+    """A coordinate search on the simulator from the best candidate: an optimum on the floor
+    of two parameters at once (where `mixed-2x`'s is) is found, not only approached."""
+    spec = _spec(tmp_path, exploration=0.0, candidates=60)
+    screen = Screen(spec, _requests(spec), seed=1)
+    screen.calibrate = lambda points: screen.calibration  # the surface below is the simulator
+    names = screen.names
+
+    def predict(params, profile=None):
+        u = screen.to_unit(params)
+        slow = 1.0 + u[names.index("max-num-batched-tokens")] + u[names.index("max-num-seqs")]
+        return {"p99_ttft_ms": 1e3 * slow, "mean_tpot_ms": 50 * slow, "output_throughput": 9 / slow}
+
+    screen.predict = predict
+    base = baseline_params(spec.search_space)
+    points = [_point(0, base, predict(base), 0.0)]
+    first = screen.choose(points)  # the first screened trial: Sobol and local points only
+    assert first is not None
+    assert (first.params["max-num-batched-tokens"], first.params["max-num-seqs"]) != (1024, 8)
+    points.append(_point(1, first.params, first.metrics, first.score, **first.attrs))
+    choice = screen.choose(points)
+    assert choice is not None and choice.info.screened <= spec.search.candidates
+    assert (choice.params["max-num-batched-tokens"], choice.params["max-num-seqs"]) == (1024, 8)

@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import optuna
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.fidelity.unit_cube import distance, from_unit, to_unit
 from tuner.measure import objective as obj
 from tuner.runners.plan import study_profile, study_workload
 from tuner.runners.precheck import predict_refusal
@@ -52,15 +52,29 @@ from tuner.spec.space import (
 from tuner.spec.study import StudySpec
 from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
 
-D = optuna.distributions
 # Until two real trials have a score error: the screen's score is assumed this far off per
 # unit of objective weight (a 10 % miss on each weighted metric).
 PRIOR_ERROR_PER_WEIGHT = 0.1
 LOCAL_SHARE = 0.25  # of the candidates: perturbations of the best real trial (the rest: Sobol)
 LOCAL_SCALE = 0.08  # their spread, in the unit cube
+# Of the candidates: a coordinate search from the best-ranked one (`Screen.refine`), with
+# these steps (besides each end of the range), in the unit cube
+REFINE_SHARE = 0.4
+REFINE_STEPS = (-0.15, -0.05, 0.05, 0.15)
 CALIBRATION_FOLDS = 3
 CALIBRATION_MAX_NFEV = 30
 CALIBRATION_MAX_OBSERVATIONS = 12  # the best real trials fit the region the search is in
+# Screened trials chosen the plain way (Sobol and local candidates only, ranked on the fitted
+# profile) before the coordinate search (`Screen.refine`) and the posterior draws
+# (`Screen.draw`): the first, from the baseline alone, is an exploration shot; a one-trial
+# fit extrapolates to the bounds the search reaches poorly (a 29 % TPOT miss on
+# tests/test_run_multi_fidelity.py's truth, within 10 % without it).
+PLAIN_FIRST = 1
+# After it, every other screened trial ranks on a draw, the others on the fitted profile: a
+# draw explores what the trials cannot tell apart, the fit exploits what they can (draws on
+# every pick left 2 of 3 seeds of a hidden truth at max-num-seqs 10-12, 1.25 % short of its
+# optimum at 8 after 5 real trials; docs/multi-fidelity.md, "Screen changes").
+DRAW_EVERY = 2
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,7 @@ class CalibrationState:
     held_out_error: dict[str, float]
     observations: int
     seconds: float = 0.0
+    covariance: tuple[tuple[float, ...], ...] = ()  # of the log-factors (`cal.Calibration`)
 
 
 def make_screen(spec: StudySpec, requests: Sequence[Any], *, seed: int = 0) -> Screen | None:
@@ -142,7 +157,7 @@ class Screen:
         except UserError:  # the study's profile refuses every trial measured so far
             return self.calibration
         self.calibration = CalibrationState(
-            c.profile, c.factors, c.held_out_error, c.observations, c.seconds
+            c.profile, c.factors, c.held_out_error, c.observations, c.seconds, c.covariance
         )
         return self.calibration
 
@@ -172,15 +187,39 @@ class Screen:
         """What the simulator takes for a config (as `tuner plan` passes it)."""
         return {**effective_flags(self.spec, dict(params)), **engine_env(self.spec, dict(params))}
 
-    def predict(self, params: Mapping[str, Any]) -> dict[str, float] | None:
-        """The calibrated simulator's figures for one config; None if it would not start."""
+    def predict(
+        self, params: Mapping[str, Any], profile: GpuProfile | None = None
+    ) -> dict[str, float] | None:
+        """The calibrated simulator's figures for one config (on `profile`, e.g. a draw,
+        when given); None if it would not start."""
         flags = self.flags(params)
         if spec_rules(self.spec, flags, self.base.platform) is not None:
             return None
         env = engine_env(self.spec, dict(params))
         if predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env) is not None:
             return None
-        return cal.predict(self.model, self.calibration.profile, flags, self.workload, self.metrics)
+        gpu = profile or self.calibration.profile
+        return cal.predict(self.model, gpu, flags, self.workload, self.metrics)
+
+    def draw(self, points: Sequence[TrialPoint]) -> dict[str, float]:
+        """The factors of a profile drawn from the calibration's posterior (a Thompson draw:
+        the screen ranks on constants the trials allow, not only on the likeliest ones); {}
+        (rank on the calibrated profile) for the first screened trial, every other one
+        after it (`DRAW_EVERY`), or with no covariance. Along what the trials identify the
+        draws agree with the fit; along what they cannot tell apart (step overhead against
+        bandwidth) they spread as wide as the prior, and so do the rankings they give."""
+        c = self.calibration
+        n = _screened(points)
+        if n < PLAIN_FIRST or (n - PLAIN_FIRST) % DRAW_EVERY or not c.covariance or not c.factors:
+            return {}
+        cov = np.asarray(c.covariance, dtype=float)
+        values, vectors = np.linalg.eigh((cov + cov.T) / 2)
+        z = vectors @ (np.sqrt(np.clip(values, 0.0, None)) * self.rng.standard_normal(len(values)))
+        bound = math.log(cal.MAX_FACTOR)
+        return {
+            name: float(math.exp(min(max(math.log(f) + dz, -bound), bound)))
+            for (name, f), dz in zip(c.factors.items(), z, strict=True)
+        }
 
     # Choosing ----------------------------------------------------------------------------
 
@@ -194,29 +233,23 @@ class Screen:
         real = [p for p in points if _usable(p)]
         ref = tr.reference(points, host)
         ref_params = ref.params if ref is not None else baseline_params(self.spec.search_space)
-        reference = self.predict(ref_params) if ref_params is not None else None
+        drawn = self.draw(points)
+        gpu = cal.apply_factors(self.base, drawn) if drawn else None
+        reference = self.predict(ref_params, gpu) if ref_params is not None else None
         seen = np.array([self.to_unit(p.params) for p in real]) if real else None
         error = self.score_error(points)
-        best: tuple[tuple[bool, float], dict, dict, float, float] | None = None
-        screened = 0
-        for params in self.candidates(real):
-            if params_key(params) in tried:
-                continue
-            tried.add(params_key(params))
-            metrics = self.predict(params)
-            screened += 1
-            if metrics is None or any(m not in metrics for m in self.metrics):
-                continue
-            reference = reference or metrics  # no measured reference yet: any fixed one
-            score = obj.score(metrics, reference, self.spec.objective.weights)
-            dist = _distance(self.to_unit(params), seen)
-            rank = score - self.spec.search.exploration * error * dist
-            key = (not all(s.met(metrics) for s in self.slos), rank)
-            if best is None or key < best[0]:
-                best = (key, params, metrics, score, dist)
+        ranking = _Ranking(self, gpu, reference, seen, error, tried)
+        plain = _screened(points) < PLAIN_FIRST
+        n_refine = 0 if plain else int(self.spec.search.candidates * REFINE_SHARE)
+        for params in self.candidates(real, self.spec.search.candidates - n_refine):
+            ranking.consider(params)
+        self.refine(ranking, n_refine)
+        best, screened = ranking.best, ranking.screened
         if best is None:
             return None
         (infeasible, rank), params, metrics, score, dist = best
+        if drawn:  # recorded: the calibrated profile's prediction, what `prediction_error` reads
+            metrics, score = self._predicted(params, ref_params, metrics, score)
         info = ScreenInfo(
             candidates=self.spec.search.candidates,
             screened=screened,
@@ -228,8 +261,20 @@ class Screen:
             score_error=error,
             predicted_feasible=not infeasible,
             calibrated_on=self.calibration.observations,
+            drawn_factors=drawn,
         )
         return ScreenChoice(params, metrics, score, info)
+
+    def _predicted(
+        self, params: Mapping[str, Any], ref_params: Mapping[str, Any] | None, metrics, score
+    ) -> tuple[dict[str, float], float]:
+        """The calibrated profile's figures and score for a config a draw chose (the draw's
+        own when the calibrated profile cannot predict it)."""
+        mine = self.predict(params)
+        reference = self.predict(ref_params) if ref_params is not None else None
+        if mine is None or any(m not in mine for m in self.metrics):
+            return metrics, score
+        return mine, obj.score(mine, reference or mine, self.spec.objective.weights)
 
     def score_error(self, points: Sequence[TrialPoint]) -> float:
         """How far off the screen's score is, in score units: the RMS of measured − predicted
@@ -251,9 +296,29 @@ class Screen:
             return float(sum(w * abs(math.log1p(held_out[m])) for m, w in weights.items()))
         return PRIOR_ERROR_PER_WEIGHT * sum(weights.values())
 
-    def candidates(self, real: Sequence[TrialPoint]) -> list[dict[str, Any]]:
-        """Sobol points over the space, and perturbations of the best real trial."""
-        n = self.spec.search.candidates
+    def refine(self, ranking: _Ranking, budget: int) -> None:
+        """Coordinate search on the simulator from the best-ranked candidate: one parameter
+        at a time to each end of its range and a short and a long step either way; rounds
+        from each new best until `budget` predictions or no gain. Random points in 5+
+        dimensions rarely land where an optimum often sits, on a bound or two (the floor
+        of both `max-num-batched-tokens` and `max-num-seqs`, docs/multi-fidelity.md)."""
+        start = ranking.screened
+        while ranking.best is not None and ranking.screened - start < budget:
+            before = ranking.best[0]
+            for i in self.rng.permutation(len(self.names)):
+                u = self.to_unit(ranking.best[1])  # from the best so far: coordinate descent
+                for x in (0.0, 1.0, *(u[i] + step for step in REFINE_STEPS)):
+                    if ranking.screened - start >= budget:
+                        return
+                    if 0.0 <= x <= 1.0:
+                        ranking.consider(self.from_unit([*u[:i], x, *u[i + 1 :]]))
+            if ranking.best[0] == before:
+                return
+
+    def candidates(self, real: Sequence[TrialPoint], n: int | None = None) -> list[dict[str, Any]]:
+        """`n` (default: `search.candidates`) Sobol points over the space, and perturbations
+        of the best real trial."""
+        n = self.spec.search.candidates if n is None else n
         d = len(self.names)
         top = min(
             (p for p in real if p.feasible and p.score is not None),
@@ -276,52 +341,47 @@ class Screen:
 
     def from_unit(self, u: Sequence[float]) -> dict[str, Any]:
         return {
-            name: _from_unit(self.dists[name], float(x))
+            name: from_unit(self.dists[name], float(x))
             for name, x in zip(self.names, u, strict=True)
         }
 
     def to_unit(self, params: Mapping[str, Any]) -> list[float]:
-        return [_to_unit(self.dists[n], params.get(n)) for n in self.names]
+        return [to_unit(self.dists[n], params.get(n)) for n in self.names]
+
+
+class _Ranking:
+    """The screen's best candidate so far under one profile (`Screen.choose`), by
+    (predicted to break an SLO, rank); each config is predicted once."""
+
+    def __init__(self, screen: Screen, gpu, reference, seen, error: float, tried: set) -> None:
+        self.screen, self.gpu, self.reference = screen, gpu, reference
+        self.seen, self.error, self.tried = seen, error, tried
+        self.best: tuple[tuple[bool, float], dict, dict, float, float] | None = None
+        self.screened = 0
+
+    def consider(self, params: dict[str, Any]) -> None:
+        s = self.screen
+        if params_key(params) in self.tried:
+            return
+        self.tried.add(params_key(params))
+        metrics = s.predict(params, self.gpu)
+        self.screened += 1
+        if metrics is None or any(m not in metrics for m in s.metrics):
+            return
+        self.reference = self.reference or metrics  # no measured reference yet: any fixed one
+        score = obj.score(metrics, self.reference, s.spec.objective.weights)
+        dist = distance(s.to_unit(params), self.seen)
+        rank = score - s.spec.search.exploration * self.error * dist
+        key = (not all(limit.met(metrics) for limit in s.slos), rank)
+        if self.best is None or key < self.best[0]:
+            self.best = (key, params, metrics, score, dist)
+
+
+def _screened(points: Sequence[TrialPoint]) -> int:
+    """The real trials the screen chose."""
+    return sum(1 for p in points if p.record.screen is not None)
 
 
 def _usable(p: TrialPoint) -> bool:
     """A real trial the calibration and the distances may use: measured whole."""
     return p.measured and not p.partial and bool(p.metrics)
-
-
-def _distance(u: Sequence[float], seen: np.ndarray | None) -> float:
-    """Euclidean distance to the nearest real trial in the unit cube, scaled to [0, 1]."""
-    if seen is None or not len(seen):
-        return 1.0
-    nearest = float(np.min(np.linalg.norm(seen - np.asarray(u), axis=1)))
-    return min(nearest / math.sqrt(len(u)), 1.0)
-
-
-def _from_unit(d: D.BaseDistribution, x: float) -> Any:
-    x = min(max(x, 0.0), 1.0 - 1e-12)
-    if isinstance(d, D.CategoricalDistribution):
-        return d.choices[int(x * len(d.choices))]
-    assert isinstance(d, D.IntDistribution | D.FloatDistribution)
-    if d.log:
-        value = math.exp(math.log(d.low) + x * (math.log(d.high) - math.log(d.low)))
-    else:
-        value = d.low + x * (d.high - d.low)
-    if isinstance(d, D.IntDistribution):
-        step = d.step or 1
-        return int(min(max(d.low + round((value - d.low) / step) * step, d.low), d.high))
-    if d.step is not None:
-        k = round((value - d.low) / d.step)
-        return float(round(min(d.low + k * d.step, d.high), 9))
-    return float(value)
-
-
-def _to_unit(d: D.BaseDistribution, value: Any) -> float:
-    if isinstance(d, D.CategoricalDistribution):
-        i = d.choices.index(value) if value in d.choices else 0
-        return (i + 0.5) / len(d.choices)
-    assert isinstance(d, D.IntDistribution | D.FloatDistribution)
-    if d.high == d.low:
-        return 0.5
-    if d.log:
-        return (math.log(value) - math.log(d.low)) / (math.log(d.high) - math.log(d.low))
-    return (float(value) - d.low) / (d.high - d.low)

@@ -43,6 +43,7 @@ from tuner.sim.profiles import GpuProfile, ModelProfile
 # The fit's inputs and pieces, used with it (`from tuner.sim.fit import ...`).
 __all__ = [
     "FACTORS",
+    "FIGURE_NOISE",
     "FIT_METRICS",
     "LOOP_PRIOR_WEIGHT",
     "MAX_FACTOR",
@@ -66,6 +67,9 @@ MAX_OBSERVATIONS = 16  # fitted: the first (the baseline) and the latest; ample 
 # figure's row. With one trial's three figures the prior holds what they cannot identify; as
 # trials accrue their rows outweigh it (docs/multi-fidelity.md, "Calibration from trial 1").
 LOOP_PRIOR_WEIGHT = 0.1 / math.log(2.0)
+# The figure noise that prior assumes (one standard deviation of a measured figure, in log):
+# the scale of the fit's posterior covariance (`Calibration.covariance`).
+FIGURE_NOISE = 0.1
 
 
 # Fitted unless told otherwise; "allreduce" is added when the trials span several TP sizes
@@ -91,6 +95,10 @@ class Calibration:
     seconds: float = 0.0
     evaluations: int = 0
     metrics: tuple[str, ...] = field(default=FIT_METRICS)
+    # of the log-factors (in `factors`' order), to first order around the fit (Laplace):
+    # FIGURE_NOISE^2 (J^T J)^-1 with J the Jacobian of its rows, prior rows included. Wide
+    # along what the trials cannot tell apart (e.g. step overhead against bandwidth).
+    covariance: tuple[tuple[float, ...], ...] = ()
 
 
 def _usable(o: Observation, metrics: Sequence[str]) -> bool:
@@ -195,7 +203,15 @@ def fit(
         seconds=time.perf_counter() - started,
         evaluations=full.evaluations,
         metrics=metrics,
+        covariance=_covariance(result),
     )
+
+
+def _covariance(result: Any) -> tuple[tuple[float, ...], ...]:
+    """The log-factors' covariance to first order: FIGURE_NOISE^2 (J^T J)^-1."""
+    jac = np.asarray(result.jac, dtype=float)
+    cov = FIGURE_NOISE**2 * np.linalg.pinv(jac.T @ jac)
+    return tuple(tuple(float(v) for v in row) for row in cov)
 
 
 def _kept(

@@ -44,6 +44,13 @@ def _float(value: Any) -> float | None:
     return float(value) if is_finite(value) else None
 
 
+def _floats(raw: Any) -> dict[str, float]:
+    """A stored {name: number} mapping, its finite numbers only."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in raw.items() if is_finite(v)}
+
+
 # Confidence intervals ---------------------------------------------------------------------
 
 
@@ -209,9 +216,14 @@ class ScreenInfo:
     score_error: float  # the screen's score error it assumed (score units)
     predicted_feasible: bool  # predicted to meet every SLO
     calibrated_on: int  # real trials the calibration was fitted to (0: uncalibrated)
+    # the factors of the profile drawn from the calibration's posterior that ranked the
+    # candidates (a Thompson draw); empty: the calibrated profile itself ranked them
+    drawn_factors: Mapping[str, float] = field(default_factory=dict)
 
     def encode(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["drawn_factors"] = dict(self.drawn_factors)
+        return out
 
     @classmethod
     def decode(cls, raw: Any) -> ScreenInfo | None:
@@ -228,6 +240,7 @@ class ScreenInfo:
             score_error=_float(raw.get("score_error")) or 0.0,
             predicted_feasible=bool(raw.get("predicted_feasible", False)),
             calibrated_on=int(raw.get("calibrated_on") or 0),
+            drawn_factors=_floats(raw.get("drawn_factors")),
         )
 
 
