@@ -147,7 +147,9 @@ def _measure(work: CappedWorkload, base_url, model, requests, api_key, tok, dead
             reset_cache=False,
         )
     except BenchmarkAborted as exc:
-        return None, exc.reason
+        # a request cut at the time cap (the initial test request's timeout is what is left of
+        # it) stopped for the cap, whatever the client calls it
+        return None, over_time() or exc.reason
     if result.metrics.get("completed", 0) == 0:
         first = next((r.error for r in result.records if r.error), "")
         return result, f"every request failed (first error: {first})"
