@@ -47,12 +47,12 @@ $(TINY_MODEL)/config.json: tuner/tools/tinymodel.py | $(BIN)/tuner
 postgres: install
 	$(BIN)/python -m tuner.tools.postgres_env
 
-# Four workers on the 2-core box: with three, the suite used 1.64 of the 2 cores (user+sys
-# over wall, `time make test`, 5 Dec): its processes wait on sockets, timers and simulated
-# engines in real time, and a fourth worker fills that. The real-vLLM tests are two groups on
-# two workers (the session server's; the studies' own engines, on the other core), the
-# PostgreSQL ones a third (tests/conftest.py).
-PYTEST := $(BIN)/pytest -q -n 4 --dist loadgroup --durations=25
+# Three workers on the 2-core box: the suite's processes wait on sockets, timers and simulated
+# engines in real time, and a third worker fills that (5 Dec, fresh clone: -n 3 used 1.64
+# cores, pytest 895 s; -n 4 no faster, 903 s). The real-vLLM tests are two groups on two
+# workers (the session server's; the studies' own engines, on the other core), the PostgreSQL
+# ones a third (tests/conftest.py).
+PYTEST := $(BIN)/pytest -q -n 3 --dist loadgroup --durations=25
 
 test: install vllm-env model postgres
 	$(PYTEST)
