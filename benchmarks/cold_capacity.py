@@ -31,7 +31,7 @@ import httpx
 import yaml
 
 from tuner.engine.ports import free_port
-from tuner.testing.waiting import wait_for
+from tuner_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / ".cache" / "tiny-qwen2")

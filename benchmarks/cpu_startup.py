@@ -1,5 +1,5 @@
 """The CPU start-up figure (`tuner.trial.uptime.CPU_STARTUP_S`): launch to ready of the baseline
-trial's engine of the CPU study (`tuner.testing.cpu_study` with the shipped file's 4 GiB KV
+trial's engine of the CPU study (`tuner_testing.cpu_study` with the shipped file's 4 GiB KV
 cache, which the tests' engines shrink to 1).
 
 Each run builds the baseline trial's argv and env from the study file (`engine_argv`, the
@@ -39,8 +39,8 @@ from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import load_study_spec
-from tuner.testing import cpu_study
 from tuner.tools.tinymodel import make_tiny_model
+from tuner_testing import cpu_study
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"

@@ -29,9 +29,9 @@ from pathlib import Path
 from tuner.fidelity import robustness as rb
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study
 from tuner.trial.scoring import score_trial
 from tuner.workload.datasets import BenchRequest
+from tuner_testing import sim_study
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}

@@ -32,7 +32,7 @@ from tuner.runners.plan import PlanRunner
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.store.storage import Store
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 TRUTH = Path(__file__).parent / "profiles" / "a6000-hidden-truth.yaml"
 COUNTS = (5, 10, 20)

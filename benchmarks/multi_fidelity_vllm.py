@@ -46,7 +46,7 @@ from tuner.runners.engine_runner import TrialContext
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.store.storage import Store
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 METRICS = ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")
 

@@ -2,7 +2,7 @@
 (Optuna's sampler, a stored trial per config with its request rows, bootstrap intervals, early
 stopping, the robustness check at the end). SIMULATED trials, real CLI and SQLite.
 
-The study: `tuner.testing.sim_study` (simulated 4xA6000, DeepSeek-R1-Distill-Qwen-32B, TP=4,
+The study: `tuner_testing.sim_study` (simulated 4xA6000, DeepSeek-R1-Distill-Qwen-32B, TP=4,
 its three-parameter space) with a long-output workload: 100 random prompts of 256 tokens,
 1024-token outputs, 8 req/s. Each run is a fresh database; the wall time is the CLI's,
 start to exit.
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tuner.testing import TUNER, sim_study
+from tuner_testing import TUNER, sim_study
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOAD = {

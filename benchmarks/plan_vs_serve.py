@@ -32,10 +32,10 @@ from tuner.measure.metrics import compute_metrics
 from tuner.runners.plan import study_workload
 from tuner.sim.planner import simulate
 from tuner.spec.study import StudySpec
-from tuner.testing import TUNER
 from tuner.workload.benchmark import run_benchmark
 from tuner.workload.datasets import build_requests
 from tuner.workload.tokenizer import load_tokenizer
+from tuner_testing import TUNER
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = REPO / ".cache" / "tiny-qwen2"

@@ -28,7 +28,8 @@ from typing import Any
 
 import optuna
 
-from tuner.testing import (
+from tuner.tools.tinymodel import make_tiny_model
+from tuner_testing import (
     TUNER,
     PostgresServer,
     counted,
@@ -37,7 +38,6 @@ from tuner.testing import (
     sim_study,
     start_workers,
 )
-from tuner.tools.tinymodel import make_tiny_model
 
 WORKLOAD = {"num_prompts": 32, "request_rate": 8}  # ~4 s of workload per trial
 STUDY = "e2e"

@@ -17,12 +17,12 @@ others: "capacity" (capacity-mode studies, the crash or hang landing in the rate
 second step), "confirm" (`--confirm 1`, two re-runs, stops during the confirmation; `tuner
 best` must not recommend a config whose re-runs failed), "slots" (`--gpus 0-3
 --gpus-per-trial 2 --confirm 1`: one re-run per run, not one per slot), and "postgres" (a
-throw-away PostgreSQL, `tuner.testing.PostgresServer`: worker A runs; once A has a trial
+throw-away PostgreSQL, `tuner_testing.PostgresServer`: worker A runs; once A has a trial
 stored, worker B starts on an edited file with `--accept-changes` while A runs; A is
 sometimes killed, and run again at the end). Each phase runs two study files that differ in
 one number (two specs), without --n-trials, so each spec's budget must hold exactly.
 
-At the end of each phase it checks what docs/reliability.md reports (`tuner.testing.soak`,
+At the end of each phase it checks what docs/reliability.md reports (`tuner_testing.soak`,
 reading trials through `tuner.trial`): trials scored, reused or re-measured across specs,
 budgets exceeded per spec, stale RUNNING trials, orphaned engine processes (the process
 groups and pids the tuner recorded, never by name), engines marked running, rows lost (a
@@ -52,9 +52,9 @@ import yaml
 from soak_engine import MARK
 
 from tuner import trial as tr
-from tuner.testing import TUNER, PostgresServer, sim_study
-from tuner.testing import soak as invariants
-from tuner.tools.postgres_env import postgres_missing
+from tuner_testing import TUNER, PostgresServer, sim_study
+from tuner_testing import soak as invariants
+from tuner_testing.postgres_env import postgres_missing
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = REPO / ".cache" / "tiny-qwen2"

@@ -19,8 +19,8 @@ from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store
-from tuner.testing import sim_study
 from tuner.tools.tinymodel import make_tiny_model
+from tuner_testing import sim_study
 
 REPO = Path(__file__).resolve().parent.parent
 

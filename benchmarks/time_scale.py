@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from tuner.engine.ports import free_port
-from tuner.testing import TUNER
+from tuner_testing import TUNER
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = REPO / ".cache" / "tiny-qwen2"

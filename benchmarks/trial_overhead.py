@@ -19,7 +19,7 @@ from pathlib import Path
 
 import optuna
 
-from tuner.testing import TUNER, sim_study
+from tuner_testing import TUNER, sim_study
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -213,10 +213,10 @@ def vllm_server(
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[object]:
-    """A real PostgreSQL server for the session (`tuner.testing.PostgresServer`); each test
+    """A real PostgreSQL server for the session (`tuner_testing.PostgresServer`); each test
     takes its own database with `postgres.new_database()`. Missing is a failure, never a skip:
     `make postgres` (which `make test` runs first) finds or installs one."""
-    from tuner.testing import PostgresServer, postgres_missing
+    from tuner_testing import PostgresServer, postgres_missing
 
     why = postgres_missing()
     if why is not None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tuner.results.change import Change, plain
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 
 def test_a_change_in_words() -> None:

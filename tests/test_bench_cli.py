@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
-from tuner.testing import loopback_app
+from tuner_testing import loopback_app
 
 REPO = Path(__file__).resolve().parent.parent
 _SCRIPT = REPO / ".venv" / "bin" / "tuner"

@@ -15,7 +15,7 @@ import pytest
 
 from tuner.sim.profile_file import read_profile
 from tuner.sim.profiles import get_gpu
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 
 def _load(name: str):

@@ -14,7 +14,7 @@ import yaml
 from tuner import trial as tr
 from tuner.results.views import best_report
 from tuner.spec.study import StudySpec, load_study_spec
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 NOT_BASELINE = "NOT clearly better than the baseline (trial 0): the 95% confidence intervals"
 NOT_RUNNER_UP = "not clearly better than the runner-up (trial {n}): re-measure both"

@@ -12,8 +12,8 @@ import yaml
 from tuner.sim.profile_file import load_gpu, profile_to_yaml
 from tuner.sim.profiles import GPUS
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study, tuner
 from tuner.trial import PARTIAL, PLANNED_VERSION, VLLM_VERSION, StudyRecord, TrialPoint
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

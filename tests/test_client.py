@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from tuner.spec.workload import WorkloadSpec
-from tuner.testing import loopback_app
 from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
 from tuner.workload.datasets import BenchRequest
+from tuner_testing import loopback_app
 
 SEEN = web.AppKey("seen", list)
 FIRST_TOKEN_S = 0.05

@@ -17,7 +17,6 @@ from aiohttp import web
 from aiohttp.web_response import ContentCoding
 
 from tuner.spec.workload import WorkloadSpec
-from tuner.testing import loopback_app
 from tuner.workload.benchmark import run_benchmark
 from tuner.workload.client import (
     ERROR_BODY_READ,
@@ -27,6 +26,7 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.datasets import BenchRequest
+from tuner_testing import loopback_app
 
 STATE = web.AppKey("state", dict)
 BIG_ERROR_MB = 50

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 80

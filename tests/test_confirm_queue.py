@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tuner import trial as tr
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

@@ -15,7 +15,7 @@ import yaml
 from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, flag_value
 from tuner.spec.space import max_model_len, serve_argv, serve_config, tuned_flags
 from tuner.spec.study import StudySpec, load_study_spec
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 TP = {"type": "categorical", "choices": [1, 2, 4], "default": 4}
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tuner.scaffold.box import builtin_name
-from tuner.testing.cli import REPO, tuner
-from tuner.testing.studies import sim_study as sim_study_file
+from tuner_testing.cli import REPO, tuner
+from tuner_testing.studies import sim_study as sim_study_file
 
 MODEL = "deepseek-r1-distill-qwen-32b"
 TINY = REPO / ".cache" / "tiny-qwen2"

@@ -15,8 +15,8 @@ from tuner.sim.profiles import get_gpu
 from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.space import baseline_params
 from tuner.spec.study import load_study_spec
-from tuner.testing.cli import REPO, tuner
 from tuner.trial.uptime import SIM_STARTUP_S
+from tuner_testing.cli import REPO, tuner
 
 CORE = yaml.safe_load((REPO / "search_spaces" / "vllm-core.yaml").read_text())
 MODEL = "deepseek-r1-0528-qwen3-8b"

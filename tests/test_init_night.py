@@ -19,8 +19,8 @@ from tuner.runners.plan import PlanRunner
 from tuner.scaffold.model_len import model_len_for
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.store.storage import Store
-from tuner.testing.cli import REPO, tuner
 from tuner.trial import read_all
+from tuner_testing.cli import REPO, tuner
 
 MODEL = "deepseek-r1-distill-qwen-32b"
 QUICK = ("--gpu", "a6000", "--count", "4", "--trials", "4", "--rate", "1")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuner.testing.cli import REPO, tuner
+from tuner_testing.cli import REPO, tuner
 
 pytestmark = pytest.mark.slow  # a whole study: `make test`, not `make test-fast`
 

@@ -10,7 +10,7 @@ from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.scaffold import rate
 from tuner.spec.study import load_study_spec
-from tuner.testing.cli import REPO
+from tuner_testing.cli import REPO
 
 
 def test_a_baseline_that_failed_part_way_meets_no_slo(monkeypatch: pytest.MonkeyPatch) -> None:

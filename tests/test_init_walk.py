@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tuner.testing.cli import REPO, tuner
+from tuner_testing.cli import REPO, tuner
 
 MODEL = "deepseek-r1-0528-qwen3-8b"
 SLO = ("p95_itl_ms<=100", "p99_ttft_ms<=2000")

@@ -13,7 +13,7 @@ import optuna
 import pytest
 import yaml
 
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

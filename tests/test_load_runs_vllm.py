@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_run_sim import _no_engine_left, _trials
 
-from tuner.testing import cpu_study, tuner
+from tuner_testing import cpu_study, tuner
 
 pytestmark = pytest.mark.vllm
 

@@ -16,8 +16,8 @@ from tuner.errors import UserError
 from tuner.sim.model_names import known_model, unknown_model_note
 from tuner.sim.profiles import BUILTIN_MODELS, load_model
 from tuner.spec.model_source import hub_cache_dir, model_config, model_dir, tokenizer_source
-from tuner.testing import sim_study, tuner
 from tuner.trial.uptime import estimated_startup_s
+from tuner_testing import sim_study, tuner
 
 HUB_ID = "meta-llama/Llama-3.1-8B-Instruct"
 REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"

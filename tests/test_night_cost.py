@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tuner.run.cost import NightCost, night_cost
 from tuner.spec.study import load_study_spec
-from tuner.testing.cli import REPO
 from tuner.trial.uptime import SIM_STARTUP_S, simulated_engine_startup_s
+from tuner_testing.cli import REPO
 
 # `make demo` measured here (docs/preflight.md, 5 Dec 2026): 6 trials of 33-34 s each on the
 # simulated engine, 2-4 s of it the engine's start-up.

@@ -13,7 +13,7 @@ from results_fixtures import build_study
 
 from tuner.errors import UserError
 from tuner.spec.outputs import check_output_file, write_output_file
-from tuner.testing import tuner
+from tuner_testing import tuner
 
 
 def _refused(result, *words: str) -> None:

@@ -19,8 +19,8 @@ from tuner.results.views import print_trials_table, trials_frame
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import metric_label
 from tuner.store.storage import Store
-from tuner.testing import REPO, tuner
 from tuner.trial import read_all
+from tuner_testing import REPO, tuner
 
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
 FLAGS = ("max-num-seqs", "block-size", "max-num-batched-tokens", "gpu-memory-utilization")

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from tuner.run.progress import first_sentences
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 REFUSAL = (
     "max_num_batched_tokens (2048) is smaller than max_model_len (8192). This effectively "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.tools import postgres_env
+from tuner_testing import postgres_env
 
 
 def _server(bin_dir: Path, exes: tuple[str, ...] = postgres_env.SERVER_EXES) -> Path:

@@ -123,7 +123,7 @@ def test_a_queued_config_is_launched_whatever_is_predicted(
 
 
 def test_run_and_plan_take_no_prediction_skip(tmp_path: Path) -> None:
-    from tuner.testing import tuner
+    from tuner_testing import tuner
 
     for command in ("run", "plan"):
         out = tuner(command, "--help", cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})

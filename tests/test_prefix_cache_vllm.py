@@ -16,8 +16,8 @@ import pytest
 from conftest import VLLM_CPU_FLAGS
 
 from tuner.engine.ports import free_port
-from tuner.testing.cli import REPO, tuner
-from tuner.testing.waiting import wait_for
+from tuner_testing.cli import REPO, tuner
+from tuner_testing.waiting import wait_for
 
 pytestmark = pytest.mark.vllm
 

@@ -15,8 +15,8 @@ import yaml
 from tuner.commands.sim import app as sim_app
 from tuner.sim.flags import SIM_FLAGS, SIM_ONLY
 from tuner.spec.space import SIM_ONLY_FLAGS
-from tuner.testing import sim_study, tuner
-from tuner.testing.cli import REPO
+from tuner_testing import sim_study, tuner
+from tuner_testing.cli import REPO
 
 LONGDOC = REPO / "studies" / "a6000x4-r1-distill-qwen-32b-longdoc.yaml"
 

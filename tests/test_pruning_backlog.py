@@ -15,8 +15,8 @@ from tuner.measure import backlog
 from tuner.measure.pruning import EngineSample, Rule, Snapshot, decide, replay
 from tuner.measure.records import RequestRecord
 from tuner.spec.slo import parse_slo
-from tuner.testing import sim_study, tuner
 from tuner.trial import read_all
+from tuner_testing import sim_study, tuner
 
 MODEL, GPU = "deepseek-r1-distill-qwen-32b", "a6000"
 BASE = {"tensor-parallel-size": 4, "max-model-len": 8192, "gpu-memory-utilization": 0.9}

@@ -10,8 +10,8 @@ import optuna
 import pytest
 
 from tuner.spec.study import StudySpec
-from tuner.testing import sim_study, sim_time_scale, tuner
 from tuner.trial import read_all
+from tuner_testing import sim_study, sim_time_scale, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

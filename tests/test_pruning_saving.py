@@ -8,8 +8,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner.testing import sim_study, tuner
 from tuner.trial import read_all
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

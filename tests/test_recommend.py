@@ -19,7 +19,7 @@ from tuner.results.recommend import HELD_EXIT_CODE, recommendation
 from tuner.results.verdicts import Verdict
 from tuner.results.views import best_report
 from tuner.spec.study import load_study_spec
-from tuner.testing import tuner
+from tuner_testing import tuner
 
 # (p99 TTFT, mean TPOT, output, score, kind): trial 1 scores better, but within the intervals
 # (±10 % on p99 TTFT and mean TPOT in `build_study`): not clearly better than the defaults

@@ -404,7 +404,7 @@ def test_run_cli_refuses_long_documents_over_max_model_len_in_one_line(tmp_path:
 def test_plan_refuses_long_documents_over_max_model_len_before_any_trial(
     tmp_path: Path, tiny_model_dir
 ) -> None:
-    from tuner.testing import sim_study, tuner
+    from tuner_testing import sim_study, tuner
 
     workload = {"dataset_name": "longdoc", "longdoc_lengths": [1000, 8000]}
     study = sim_study(tmp_path, tiny_model_dir, workload=workload)  # max-model-len 8192

@@ -11,7 +11,7 @@ import pytest
 
 from tuner.sim.profile_file import profile_to_yaml
 from tuner.sim.profiles import GPUS
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 
 def refused(tmp_path: Path, needle: str, *args: str, env: dict | None = None) -> str:

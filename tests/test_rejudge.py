@@ -14,8 +14,8 @@ import optuna
 import pytest
 import yaml
 
-from tuner.testing import sim_study, tuner
 from tuner.trial import specs
+from tuner_testing import sim_study, tuner
 
 WORKLOAD = {"num_prompts": 8, "random_output_len": 8}
 WEIGHTS = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}

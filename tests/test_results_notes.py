@@ -13,7 +13,7 @@ import optuna
 from results_fixtures import PARAMS, build_study
 
 from tuner import trial as tr
-from tuner.testing import tuner
+from tuner_testing import tuner
 
 
 def test_queued_trials_show_the_params_they_will_run(tmp_path: Path) -> None:

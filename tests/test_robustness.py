@@ -10,9 +10,9 @@ import pytest
 from tuner import trial as tr
 from tuner.fidelity import robustness as rb
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study
 from tuner.trial import TrialPoint
 from tuner.workload.datasets import BenchRequest
+from tuner_testing import sim_study
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
@@ -95,7 +95,7 @@ def test_check_best_stores_the_verdict_for_best_and_report(spec):
 
 
 def test_plan_then_best_and_report_say_fragile_in_plain_words(tmp_path, tiny_model_dir):
-    from tuner.testing import tuner
+    from tuner_testing import tuner
 
     space = {
         "parameters": {

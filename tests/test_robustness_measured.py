@@ -15,9 +15,9 @@ from tuner.fidelity import robustness as rb
 from tuner.fidelity import robustness_measured as rm
 from tuner.runners.engine_runner import EngineRunner
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study, start_run, tuner
-from tuner.testing.waiting import requests_served, wait_for
 from tuner.trial import TrialPoint
+from tuner_testing import sim_study, start_run, tuner
+from tuner_testing.waiting import requests_served, wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
@@ -158,7 +158,7 @@ def _answers(log: Path) -> bool:
     """Whether the engine that wrote `log` still answers on its port."""
     import httpx
 
-    from tuner.testing.waiting import engine_url
+    from tuner_testing.waiting import engine_url
 
     try:
         httpx.get(f"{engine_url(log)}/metrics", timeout=2.0)

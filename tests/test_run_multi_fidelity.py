@@ -14,7 +14,7 @@ from tuner import trial as tr
 from tuner.sim.profile_file import write_profile
 from tuner.sim.profiles import get_gpu
 from tuner.spec.figures import figure
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

@@ -18,9 +18,9 @@ import optuna
 import pytest
 
 from tuner.engine.process import group_members
-from tuner.testing import sim_study, start_run, tuner
-from tuner.testing.waiting import serving_engines, wait_for
 from tuner.trial import StudyRecord
+from tuner_testing import sim_study, start_run, tuner
+from tuner_testing.waiting import serving_engines, wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

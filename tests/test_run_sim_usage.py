@@ -14,8 +14,8 @@ import optuna
 import pytest
 
 from tuner.sim.text import TokenText
-from tuner.testing import sim_study, tuner
 from tuner.workload.tokenizer import load_tokenizer
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

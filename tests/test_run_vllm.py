@@ -1,7 +1,7 @@
 """`tuner run` against real vLLM (the CPU build) with the tiny dummy model.
 
 Every engine start costs 20–60 s here, so these tests start as few engines as the checks
-allow. They share the CLI helpers of `tuner.testing` with the simulated runs.
+allow. They share the CLI helpers of `tuner_testing` with the simulated runs.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from tuner.run.loop import StudyLoop
 from tuner.runners.engine_runner import CACHE_DIR, EngineRunner
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store
-from tuner.testing import cpu_study, start_run, tuner
 from tuner.trial.keys import PREDICTED
+from tuner_testing import cpu_study, start_run, tuner
 
 pytestmark = pytest.mark.vllm
 

@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from tuner.store.schema import claims_table, engines_table, workers_table
-from tuner.testing import counted, measured_at_once, sim_study, start_workers, tuner
-from tuner.testing.waiting import serving_engines, wait_for
+from tuner_testing import counted, measured_at_once, sim_study, start_workers, tuner
+from tuner_testing.waiting import serving_engines, wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

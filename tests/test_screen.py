@@ -20,8 +20,8 @@ from tuner.run.pipeline import params_key
 from tuner.sim.fit_problem import apply_factors
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import load_study_spec
-from tuner.testing import REPO
 from tuner.trial import TrialPoint
+from tuner_testing import REPO
 
 
 def _spec(tmp_path: Path, **search):

@@ -21,8 +21,8 @@ from tuner.runners.plan import PlanRunner
 from tuner.spec.space import serve_argv
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.testing import sim_study, tuner
 from tuner.trial import specs
+from tuner_testing import sim_study, tuner
 
 TP = {"type": "categorical", "choices": [1, 2], "default": 2}
 

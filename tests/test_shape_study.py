@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from test_sim_server import sim_server
 
 from tuner.store.schema import trials_table
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # a whole study: `make test`, not `make test-fast`
 

@@ -15,7 +15,7 @@ from tuner.engine.process import EngineProcess
 from tuner.run.flagcheck import check_flags
 from tuner.spec.space import effective_flags, engine_argv, engine_env, serve_argv, spec_rules
 from tuner.spec.study import load_study_spec
-from tuner.testing.studies import cpu_study
+from tuner_testing.studies import cpu_study
 
 pytestmark = pytest.mark.vllm
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.spec.study import load_study_spec
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 REAL_BOX = sorted((REPO / "studies").glob("a6000x4-*.yaml"))
 BUILT_IN = ("random", "longdoc")  # datasets that need no file (docs/datasets.md)

@@ -132,7 +132,7 @@ def test_a_perturbed_file_moves_the_figures_the_expected_way(tmp_path):
 
 def test_sim_profile_prints_a_file_that_sim_serve_and_the_study_accept(tmp_path):
     from tuner.spec.study import load_study_spec
-    from tuner.testing import sim_study, tuner
+    from tuner_testing import sim_study, tuner
 
     out = tuner("sim", "profile", "H100", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -174,7 +174,7 @@ def test_bad_profile_files_are_one_line(tmp_path, what, edit, message):
 
 
 def test_bad_profile_files_exit_2_from_the_cli(tmp_path):
-    from tuner.testing import tuner
+    from tuner_testing import tuner
 
     (tmp_path / "gpu.yaml").write_text("name: x\nplatform: cuda\n")
     for args in (

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
-from tuner.testing.waiting import wait_for
+from tuner_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 M32 = ["--model", "deepseek-r1-distill-qwen-32b", "--tensor-parallel-size", "4"]

@@ -14,10 +14,10 @@ from aiohttp import web
 from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
 from tuner.spec.workload import WorkloadSpec
-from tuner.testing import TUNER, loopback_app
 from tuner.workload.benchmark import run_benchmark
 from tuner.workload.client import server_time_scale
 from tuner.workload.datasets import BenchRequest
+from tuner_testing import TUNER, loopback_app
 
 M32 = ["--model", "deepseek-r1-distill-qwen-32b", "--tensor-parallel-size", "4"]
 

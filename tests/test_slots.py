@@ -13,8 +13,8 @@ from tuner.errors import UserError
 from tuner.run.slots import plan_slots
 from tuner.spec.study import HardwareSpec, load_study_spec
 from tuner.store.schema import engines_table, trials_table
-from tuner.testing import measured_at_once, sim_study, tuner
-from tuner.testing.waiting import serving_engines, wait_for
+from tuner_testing import measured_at_once, sim_study, tuner
+from tuner_testing.waiting import serving_engines, wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
@@ -112,7 +112,7 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
     import signal
     import subprocess
 
-    from tuner.testing import TUNER
+    from tuner_testing import TUNER
 
     study = sim_study(
         tmp_path,

@@ -138,8 +138,8 @@ def test_best_and_export_recommend_only_the_flags_that_carry_the_gain(tmp_path) 
     from results_fixtures import build_study
 
     from tuner import trial as tr
-    from tuner.testing import tuner
     from tuner.trial import FlagRevert
+    from tuner_testing import tuner
 
     clear = {0: (1500.0, 70.0, 1000.0, 0.0, "ok"), 1: (1450.0, 50.0, 1010.0, -0.35, "ok")}
     study_file, url = build_study(tmp_path, trials=clear)
@@ -212,9 +212,9 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
     from tuner.fidelity import smallest_check, smallest_measured
     from tuner.runners.plan import PlanRunner
     from tuner.spec.study import load_study_spec
-    from tuner.testing import sim_study
     from tuner.trial.scoring import score_trial
     from tuner.trial.smallest import SIMULATED
+    from tuner_testing import sim_study
 
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=LOADED))
     runner = PlanRunner(spec)

@@ -1,4 +1,4 @@
-"""The soak's invariants (`tuner.testing.soak`, used by benchmarks/soak.py) on made-up trials:
+"""The soak's invariants (`tuner_testing.soak`, used by benchmarks/soak.py) on made-up trials:
 each one counts what it names, so the soak's zeros mean something."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from tuner import trial as tr
 from tuner.engine.process import start_ticks
-from tuner.testing.soak import Stored, count, new_configs, orphans
+from tuner_testing.soak import Stored, count, new_configs, orphans
 
 
 def _trial(number: int, state: str = "COMPLETE", **record: object) -> tr.TrialPoint:

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study, tuner
 from tuner.trial import specs
+from tuner_testing import sim_study, tuner
 
 
 def _plan(study: Path, *extra: str) -> object:

@@ -13,8 +13,8 @@ import optuna
 import pytest
 
 from tuner import trial as tr
-from tuner.testing import counted, sim_study, start_workers, tuner
-from tuner.testing.waiting import wait_for
+from tuner_testing import counted, sim_study, start_workers, tuner
+from tuner_testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

@@ -14,7 +14,7 @@ from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
 from tuner.store import schema as store_schema
 from tuner.store.storage import Store, resolve_storage
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 
 def test_resolve_storage(monkeypatch: pytest.MonkeyPatch) -> None:

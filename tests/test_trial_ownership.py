@@ -3,8 +3,9 @@
 Every other module reads typed fields (`TrialPoint`, `TrialRecord`, `StudyRecord`) and writes
 through `tuner.trial`'s encoders, so a new payload is added in one place. This scans the
 source with `ast` (not text): a docstring that names an attr is fine, code that reads one is
-not. `tuner/testing/` is left out on purpose: its helpers count raw Optuna trials without the
-tuner's own reading, so the tests that use them check the tuner's reading independently.
+not. The test helpers (`tuner_testing`, support/) are outside `tuner/` and not scanned: they
+count raw Optuna trials without the tuner's own reading, so the tests that use them check the
+tuner's reading independently.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "tuner"
 OWNER = ROOT / "trial"
-INDEPENDENT = ROOT / "testing"  # counts raw Optuna trials on purpose (see above)
 RAW = {"user_attrs", "system_attrs", "set_user_attr"}
 
 
@@ -44,7 +44,7 @@ def raw_attr_uses(tree: ast.AST) -> list[tuple[int, str]]:
 def offenders(root: Path) -> list[str]:
     out = []
     for path in sorted(root.rglob("*.py")):
-        if path.is_relative_to(OWNER) or path.is_relative_to(INDEPENDENT):
+        if path.is_relative_to(OWNER):
             continue
         tree = ast.parse(path.read_text(), filename=str(path))
         out += [f"{path.relative_to(root.parent)}:{n}: {what}" for n, what in raw_attr_uses(tree)]

@@ -26,12 +26,12 @@ from tuner.spec.slo import SloLimit
 from tuner.spec.study import load_study_spec
 from tuner.spec.workload import WorkloadSpec
 from tuner.store.storage import Store
-from tuner.testing.cli import TUNER, tuner
-from tuner.testing.studies import sim_study
 from tuner.verify import compare
 from tuner.verify.caps import Caps, capped, check_url
 from tuner.verify.changes import gpu_change, traffic_change
 from tuner.verify.engine_info import cache_config_labels
+from tuner_testing.cli import TUNER, tuner
+from tuner_testing.studies import sim_study
 
 # ---- the judgement -------------------------------------------------------------------------
 

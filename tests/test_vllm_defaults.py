@@ -16,7 +16,7 @@ from tuner.sim import vllm_defaults
 from tuner.sim.memory import resolve_flags
 from tuner.sim.profiles import BUILTIN_MODELS, GPUS
 from tuner.spec.study import load_study_spec
-from tuner.testing import REPO
+from tuner_testing import REPO
 
 SEARCHED = tuple(vllm_defaults.serve_defaults(GPUS["a6000"]))
 SHIPPED = sorted((REPO / "studies").glob("*.yaml"))

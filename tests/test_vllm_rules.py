@@ -17,8 +17,8 @@ from tuner.runners.plan import study_platform
 from tuner.spec.space import check_rules
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.spec.vllm_rules import BLOCK_MULTIPLE, CUDA_BACKENDS, block_size_error
-from tuner.testing import sim_study, tuner
-from tuner.testing.cli import REPO
+from tuner_testing import sim_study, tuner
+from tuner_testing.cli import REPO
 
 CUDA_REFUSAL = "No valid attention backend found for cuda"
 SPACE = {

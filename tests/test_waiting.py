@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tuner.testing.waiting import wait_for
+from tuner_testing.waiting import wait_for
 
 
 def test_returns_the_first_true_answer() -> None:

@@ -11,7 +11,7 @@ import pytest
 from tuner import trial as tr
 from tuner.fidelity.warm_start import fits
 from tuner.spec.study import load_study_spec
-from tuner.testing import sim_study, tuner
+from tuner_testing import sim_study, tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

@@ -1,4 +1,4 @@
-"""`tuner.testing.tuner` forks the zygote (tuner.testing.zygote): the same exit code, output
+"""`tuner_testing.tuner` forks the zygote (tuner_testing.zygote): the same exit code, output
 and files as a fresh `python -m tuner.cli`, and a timeout that kills the command."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from tuner.engine.ports import free_port
-from tuner.testing import TUNER, sim_study, tuner
-from tuner.testing.cli import _Zygote
+from tuner_testing import TUNER, sim_study, tuner
+from tuner_testing.cli import _Zygote
 
 
 def _fresh(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

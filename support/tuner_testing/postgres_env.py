@@ -1,15 +1,16 @@
 """A PostgreSQL server for the tests: found, or installed (`make postgres`).
 
 The multi-worker tests (tests/test_scale_out.py) and benchmarks/scale_out.py start a
-throw-away server of their own (`tuner.testing.PostgresServer`); this finds its programs and,
+throw-away server of their own (`tuner_testing.PostgresServer`); this finds its programs and,
 where there are none, installs them. Found: `initdb` on PATH (its real directory), else the
 newest Debian server under /usr/lib/postgresql/<version>/bin. Not found, as root on Debian (as
 CI runs): `apt-get install postgresql`. As root the server runs as the `postgres` system user
 (it refuses to run as root); the package creates it, and this adds it if a server came
 without it. Idempotent; docs/scale-out.md, "The tests' PostgreSQL".
 
-Usage: `python -m tuner.tools.postgres_env` (prints one line: the version and where it is).
-It imports only the standard library, so that it also runs as a plain script in a bare root.
+Usage: `python support/tuner_testing/postgres_env.py` (prints one line: the version and where
+it is). It imports only the standard library, so that it also runs as a plain script in a bare
+root.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tuner.testing.cli import REPO
+from tuner_testing.cli import REPO
 
 
 def sim_time_scale() -> float:

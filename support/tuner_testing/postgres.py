@@ -1,6 +1,6 @@
 """A throw-away PostgreSQL for the multi-worker tests and benchmarks/scale_out.py, and the
 workers that share it. Its programs are found (or installed: `make postgres`) by
-`tuner.tools.postgres_env`; the tests' `postgres` fixture fails, never skips, without them."""
+`tuner_testing.postgres_env`; the tests' `postgres` fixture fails, never skips, without them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tuner.testing.cli import TUNER
-from tuner.tools.postgres_env import PG_USER, postgres_missing, server_bin_dir, system_tool
+from tuner_testing.cli import TUNER
+from tuner_testing.postgres_env import PG_USER, postgres_missing, server_bin_dir, system_tool
 
 
 class PostgresServer:

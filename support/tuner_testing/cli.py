@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout (studies/, search_spa
 TUNER = [sys.executable, "-m", "tuner.cli"]
 
 # Set to run every `tuner(...)` as a fresh `python -m tuner.cli` instead of a fork of the
-# zygote (tuner.testing.zygote): slower, and the same answers.
+# zygote (tuner_testing.zygote): slower, and the same answers.
 NO_ZYGOTE_ENV = "TUNER_TEST_NO_ZYGOTE"
 
 
@@ -48,7 +48,7 @@ def tuner(
 ) -> subprocess.CompletedProcess:
     """Run the `tuner` CLI as a user would, from `cwd`, and capture its output (text).
 
-    A fork of the zygote when one is free (tuner.testing.zygote: the same process a fresh
+    A fork of the zygote when one is free (tuner_testing.zygote: the same process a fresh
     start gives, without its seconds of imports), else a fresh `python -m tuner.cli`.
     """
     if not kw and not os.environ.get(NO_ZYGOTE_ENV) and _ZYGOTE_LOCK.acquire(blocking=False):
@@ -77,7 +77,7 @@ class _Zygote:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tuner.testing.zygote"],
+            [sys.executable, "-m", "tuner_testing.zygote"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             bufsize=0,

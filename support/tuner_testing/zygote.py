@@ -5,7 +5,7 @@ Most of the suite's end-to-end tests run the CLI to completion, hundreds of time
 httpx, and a `run` or `plan` 1.3 s more importing transformers for the workload's tokenizer
 (docs/performance.md, "The suite's time"). On the 2-core box that was a third of the suite.
 
-`python -m tuner.testing.zygote` imports all of that once, then forks one child per request
+`python -m tuner_testing.zygote` imports all of that once, then forks one child per request
 read from its stdin (one JSON line: argv, cwd, env, and the files that become the child's
 stdin, stdout and stderr). The child is a process of its own (its own pid, cwd, environment
 and file descriptors) that runs `tuner.cli.main` and exits as the interpreter would: the
@@ -33,7 +33,7 @@ import traceback
 # Every module a command may import, loaded once here.
 _PRELOAD = ("transformers", "tokenizers", "jinja2.sandbox")
 # Not `tuner.cli`: each child runs it as `__main__`, as `-m` does, so it is never imported.
-_SKIP = ("tuner.testing", "tuner.tools", "tuner.cli")
+_SKIP = ("tuner_testing", "tuner.tools", "tuner.cli")
 
 
 def _preload() -> None:
