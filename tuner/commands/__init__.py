@@ -6,6 +6,7 @@ Modules (`tuner.cli` registers them on the typer app):
 - `study`: `tuner run`, `tuner plan`, `tuner trials`, `tuner best` (a study from its file);
 - `results`: `tuner pareto`, `tuner export`, `tuner report` (read-only);
 - `bench`: `tuner bench`, one workload against a running server, like `vllm bench serve`;
+- `bench_output`: what `tuner bench` prints and saves (vLLM's result table and JSON keys);
 - `verify`: `tuner verify`, a running engine re-measured against the study's figures;
 - `calibrate`: `tuner calibrate`, the simulator's profile fitted to a study's trials;
 - `sim`: `tuner sim serve` and `tuner sim profile`;

@@ -10,7 +10,9 @@ Modules:
 - `ports`: free ports, waiting for a port's release, who holds a port (`/proc`);
 - `failures`: why an engine failed to start, classified from its log (`Failure`,
   `EngineStartFailed`, `classify_failure`);
-- `cores`: the client's CPUs beside a pinned engine.
+- `cores`: the client's CPUs beside a pinned engine;
+- `sockets`: a private folder for the engine's IPC sockets, removed once it stopped;
+- `vllm_flags`: the flags an engine accepts, asked of vLLM's own parser in its python.
 
 What may be assumed: nothing here knows whether the engine is real or simulated, nor reads a
 study file or a trial; a stopped engine leaves no process and its port is free.

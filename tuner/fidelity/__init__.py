@@ -15,7 +15,9 @@ Modules:
 - `smallest`: which of the best's changed flags carry its gain (pure: the rule);
 - `smallest_check`: each changed flag reverted alone on the calibrated simulator (SIMULATED);
 - `smallest_measured`: the same on the engine (`tuner run --confirm K`);
-- `warm_start`: the best configs of another stored study, queued first.
+- `warm_start`: the best configs of another stored study, queued first;
+- `predict_skip`: never launch what the calibrated simulator already rules out;
+- `unit_cube`: the screen's unit cube (each parameter mapped to [0, 1)) and distances in it.
 
 What may be assumed: every figure from the simulator is labelled SIMULATED and never stored
 as a measured trial; a verdict measured on the engine says so and wins over the simulated one.

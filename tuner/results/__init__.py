@@ -13,6 +13,13 @@ Modules:
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
 - `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
+- `shipped`: the config a study ships, judged, with its spec and baseline (`export`, `verify`);
+- `commandline`: a config as production runs it: the shell command, the `--config` mapping;
+- `refusal`: a stored config vLLM refuses on the study's platform is never handed out;
+- `recommend`: recommend only what the evidence carries (pure);
+- `moved`: everything that got worse against vLLM's defaults, not only the weighted metrics;
+- `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
+- `table`: tables that fit a person's terminal, and comment lines that wrap;
 - `views`: the trial table and `tuner best`'s words (rich, pandas);
 - `report`: the self-contained HTML report and its figures (a package).
 

@@ -13,7 +13,18 @@ Modules:
 - `slots`: several trials at once on one box, one per GPU slot;
 - `sampling`: the study's sampler and the public-API suggestion of a config;
 - `progress`: the live display (rich) or silence (tests);
-- `summary`: what one `tuner run` / `tuner plan` invocation did.
+- `summary`: what one `tuner run` / `tuner plan` invocation did;
+- `session`: one `tuner run` or `tuner plan`, start to end: the package's entry point;
+- `signals`: Ctrl-C, SIGTERM and SIGHUP during a run, and their handlers;
+- `reading`: the study as the loop reads it, once per trial;
+- `queue`: queued work belongs to the spec that queued it;
+- `rejudge`: a study file whose judging alone changed is re-scored, not re-measured;
+- `skipping`: the pipeline's side of prediction skips (`tuner.fidelity.predict_skip`);
+- `preflight`: every problem of a study in one pass, before the night (`tuner check`);
+- `cost`: the night's cost before it starts, against the timeout;
+- `flagcheck`: flag names the engine does not accept, found before the night;
+- `defaults_notes`: a search space against vLLM's rules and defaults on the study's GPU;
+- `plan_notes`: how far to trust `tuner plan` (fitted profile? how far off the trials?).
 
 What may be assumed: a trial is stored once, in one transaction with its requests; an
 interrupted run leaves nothing RUNNING that the next run cannot recover. Read-only commands

@@ -6,7 +6,11 @@ Modules:
 - `traffic`: the workload and default SLOs of each traffic kind (chat, longdoc, a JSONL file);
 - `study`: the study drafted and checked as `tuner plan` checks a study, its rate and budget
   from the simulator (`tuner.run.cost.night_cost`, the preflight's estimate of one trial);
-- `write`: the file, with comments saying what was chosen and why, read back, then placed.
+- `write`: the file, with comments saying what was chosen and why, read back, then placed;
+- `baseline`: the search space written, vLLM's defaults on the GPU as its `default:`s;
+- `model_len`: the `max-model-len` written: what the traffic needs;
+- `rate`: the request rate written: the highest at which vLLM's defaults meet the SLO;
+- `preview`: a short `tuner plan` before the night (`tuner init`, `tuner check`).
 
 What may be assumed: nothing is written until the study has passed every check, and an
 existing file is replaced only when asked; a mistake is one `UserError` line. Re-exports

@@ -16,9 +16,15 @@ import-linter contract holds it):
 - `planner`: the virtual-time driver (`simulate`), what `tuner plan` and the screen call;
 - `fit`: fitting a profile's constants to measured trials (`tuner calibrate`, the screen);
 - `text`, `faults`, `openai_shapes`: token text for the server, injected faults, the
-  OpenAI response objects it writes.
+  OpenAI response objects it writes;
+- `fit_problem`: the least-squares problem behind `fit` (factors, predictions, residuals);
+- `prefix_cache`: vLLM V1's automatic prefix caching, block by block;
+- `vllm_defaults`: vLLM's own defaults for the flags the tuner searches;
+- `model_names`: whether the simulator knows a study's model;
+- `flags`: the flags `tuner sim serve` accepts, the one list of them.
 
-Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp).
+Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp), and
+`server_info`, what that server says about its own config in vLLM's shapes.
 
 What may be assumed: deterministic (same inputs, same figures); the core takes plain values
 (flags, profiles, prompt and output lengths, arrival times), never a `StudySpec`.

@@ -13,7 +13,14 @@ Modules:
 - `metric_keys`: the grammar of vLLM's metric keys (`p99_ttft_ms`, `output_throughput`);
 - `vllm_rules`: vLLM's own configuration checks, with its messages;
 - `parsing`, `yamlfile`, `inputs`: YAML reading, durations, pydantic errors in a user's words,
-  field checks.
+  field checks;
+- `coherence`: checks across sections (combinations that would measure something else);
+- `flag_values`: vLLM's numeric flags, checked as numbers and written as vLLM reads them;
+- `contents`: the contents of the files a study file names, as digests;
+- `model_source`: where `engine.model` is on this machine, found as vLLM finds it;
+- `outputs`: files and folders the tuner writes where a user asks, checked before the work;
+- `figures`: how a number reads to a person: one formatter for every table and line;
+- `suggest`: the closest valid name to a mistyped one.
 
 What may be assumed: a `StudySpec` is valid (every later stage trusts it); the pure modules
 (`slo`, `metric_keys`, `vllm_rules`, `inputs`) do no I/O and load no third-party package.

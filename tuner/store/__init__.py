@@ -8,7 +8,8 @@ Modules:
 - `storage`: `Store` (open or create, read-only opening, the spec a study ran under, one
   transaction per trial's request rows), `resolve_storage` (the `--storage` URL);
 - `schema`: our tables and their schema version (`ensure_schema`);
-- `optuna_adapter`: the one place that reaches past Optuna's public API, and why.
+- `optuna_adapter`: the one place that reaches past Optuna's public API, and why;
+- `verifies`: the verify history, each `tuner verify` stored with its study.
 
 What may be assumed: SQLite or PostgreSQL alike; a reader never writes; a trial's request
 rows are written in the transaction that finishes it. What a trial's attrs mean is

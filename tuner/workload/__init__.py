@@ -15,7 +15,8 @@ Modules:
 - `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;
 - `cold`: every run measured cold (warm-up prompts outside the measured set, vLLM's dev-mode
   prefix-cache reset, the hit rate a prompt set implies);
-- `tokenizer`: a local Hugging Face tokenizer, never from the network.
+- `tokenizer`: a local Hugging Face tokenizer, never from the network;
+- `lengths`: the token lengths of a workload's requests without its tokenizer (the simulator's).
 
 What may be assumed: a workload is a fixed list, built once per run before the first trial;
 the client records what it saw and never judges it (scoring is `tuner.measure`'s).
