@@ -1,6 +1,6 @@
 """Docs that cannot drift: every module of `tuner` is named in its package's `__init__` (the
 docstring's list of modules, one line each) and has its line in docs/architecture.md ("The
-modules": `- \`package.module\`: what it owns`), and architecture.md names no module that is
+modules": one `- package.module: ...` line each), and architecture.md names no module that is
 gone. Pure file reading, no imports of the tuner."""
 
 from __future__ import annotations
