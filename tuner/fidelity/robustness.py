@@ -104,14 +104,6 @@ def simulated(runner: PlanRunner, params: Mapping[str, Any]) -> Measurement | No
     return m if m.metrics is not None else None
 
 
-def simulated_metrics(
-    spec: StudySpec, requests: Sequence[Any], params: Mapping[str, Any]
-) -> dict[str, float] | None:
-    """The planner's figures for one config on these requests; None if the engine refuses."""
-    m = simulated(_runner(spec, requests, None, NOMINAL), params)
-    return m.metrics if m is not None else None
-
-
 def gains(
     spec: StudySpec,
     requests: Sequence[Any],

@@ -76,14 +76,6 @@ def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
     ]
 
 
-def check_run_environment(spec: StudySpec) -> None:
-    """What `tuner run` needs from the environment and the model that loading cannot check
-    (readers of the study file, `tuner trials`/`best`/`report`, do not need them)."""
-    for check in environment_checks(spec):
-        check()
-    check_workload_files(spec)
-
-
 def environment_checks(spec: StudySpec) -> list[Check]:
     return [
         lambda: check_api_key(spec.engine.api_key_env),

@@ -46,10 +46,6 @@ class StudyReading:
     def record(self) -> StudyRecord:
         return self._read()[1]
 
-    def all_points(self) -> list[TrialPoint]:
-        """Every trial of the study, of every spec."""
-        return self._read()[0]
-
     def points(self) -> list[TrialPoint]:
         """The trials of this run's spec, queued ones too: the only ones it scores against and
         counts toward its budget, even once another worker's `--accept-changes` has made

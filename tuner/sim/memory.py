@@ -53,9 +53,7 @@ class MemoryBreakdown:
     """Where one device's memory goes, bytes. `num_blocks` <= 0 means no room for a cache."""
 
     total_bytes: int
-    budget_bytes: int  # gpu-memory-utilization x total (or the explicit CPU KV space)
     weights_bytes: int
-    activation_bytes: int
     non_torch_bytes: int
     kv_cache_bytes: int
     kv_bytes_per_token: int
@@ -147,9 +145,7 @@ def memory_breakdown(
     block_bytes = kv_per_token * cfg.block_size
     return MemoryBreakdown(
         total_bytes=gpu.memory_bytes,
-        budget_bytes=budget,
         weights_bytes=weights,
-        activation_bytes=activations,
         non_torch_bytes=non_torch,
         kv_cache_bytes=kv_bytes,
         kv_bytes_per_token=kv_per_token,

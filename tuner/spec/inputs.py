@@ -7,7 +7,6 @@ the checks `tuner run` applies before it starts anything raise UserError.
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
 import string
 import types
@@ -78,11 +77,6 @@ def check_model_name(value: str) -> str:
 
 
 ModelName = Annotated[str, AfterValidator(check_model_name)]
-
-
-def check_finite(value: float, what: str) -> None:
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number, not {value!r}")
 
 
 def find_nul(data: Any) -> str | None:

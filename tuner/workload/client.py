@@ -231,20 +231,12 @@ def server_time_scale(base_url: str, api_key: str | None = None, timeout_s: floa
     return float(scale) if ok else 1.0
 
 
-def server_models(
-    base_url: str, api_key: str | None = None, timeout_s: float = 10.0
-) -> list[str] | None:
-    """The model ids of `GET /v1/models`, or None when the server has no such list (404 or
-    405, or an answer that is not an OpenAI model list). Unreachable, or any other HTTP
-    error (a refused API key, a server error), is a UserError."""
-    cards = server_model_cards(base_url, api_key, timeout_s)
-    return None if cards is None else [c["id"] for c in cards]
-
-
 def server_model_cards(
     base_url: str, api_key: str | None = None, timeout_s: float = 10.0
 ) -> list[dict[str, Any]] | None:
-    """The model cards of `GET /v1/models` (vLLM's carry `max_model_len`), as `server_models`."""
+    """The model cards of `GET /v1/models` (vLLM's carry `max_model_len`), or None when the
+    server has no such list (404 or 405, or an answer that is not an OpenAI model list).
+    Unreachable, or any other HTTP error (a refused API key, a server error), is a UserError."""
     url = base_url.rstrip("/") + "/v1/models"
     try:
         resp = httpx.get(
