@@ -219,32 +219,6 @@ def test_judging_and_measurement_ids(tiny_model_dir: Path, tmp_path: Path) -> No
     assert capacity[0] != capacity_looser[0]
 
 
-def test_an_id_stored_by_an_older_tuner_maps_to_its_measurement(
-    tiny_model_dir: Path, tmp_path: Path
-) -> None:
-    """Ids stored before the split hashed the judging too: the spec stored under each says
-    what it measured, so two that differ only in SLOs are one measurement."""
-    from tuner.spec.study import load_study_spec
-    from tuner.trial import StudyRecord, TrialPoint
-
-    def dump(slo: str) -> dict[str, Any]:
-        path = sim_study(tmp_path, tiny_model_dir, objective={"slo": [slo]})
-        return load_study_spec(path).model_dump()
-
-    old, new = dump("p99_ttft_ms<=50"), dump("p99_ttft_ms<=70")
-    record = StudyRecord(
-        spec=new, spec_id="0123456789ab", specs_by_id={"0123456789ab": old, "ba9876543210": new}
-    )
-    points = [
-        TrialPoint(n, "COMPLETE", {}, {}, "feasible", spec_id=s)
-        for n, s in enumerate(["0123456789ab", "ba9876543210"])
-    ]
-    mid = specs.spec_id(new)
-    assert specs.current_id(record) == mid
-    assert {specs.trial_spec_id(record, p) for p in points} == {mid}
-    assert [p.number for p in specs.of_current(record, points)] == [0, 1]
-
-
 MIX = [
     {"name": "chat", "weight": 3, "dataset_name": "random", "random_input_len": 256},
     {"name": "doc", "weight": 1, "dataset_name": "random", "random_input_len": 1024},

@@ -49,13 +49,7 @@ def test_comparable_changes_keep_the_spec_id(tiny_model_dir: Path) -> None:
     assert specs.changes(a, b) == []
 
 
-def test_fields_added_later_leave_older_specs_ids_alone(tiny_model_dir: Path) -> None:
-    """A study stored before capacity mode and scenarios existed keeps its id: its stored
-    dump lacks `scenarios`, `objective.capacity` and `objective.aggregate`."""
-    now = _spec(tiny_model_dir).model_dump()
-    old = {**now, "objective": dict(now["objective"])}
-    del old["scenarios"], old["objective"]["capacity"], old["objective"]["aggregate"]
-    assert specs.spec_id(old) == specs.spec_id(now)
+def test_a_changed_mode_or_capacity_search_is_a_changed_measurement(tiny_model_dir: Path) -> None:
     capacity = _spec(tiny_model_dir, objective={"mode": "capacity", "slo": ["p99_ttft_ms<=9"]})
     searched = _spec(
         tiny_model_dir,
@@ -67,8 +61,7 @@ def test_fields_added_later_leave_older_specs_ids_alone(tiny_model_dir: Path) ->
 
 def test_longdoc_fields_count_only_for_the_longdoc_dataset(tiny_model_dir: Path) -> None:
     a = _spec(tiny_model_dir).model_dump()
-    # a study stored before the longdoc fields existed keeps its id: the hashed part is what
-    # the older tuner hashed (no longdoc key at all)
+    # under another dataset the long-document fields are not part of the measurement
     assert "longdoc" not in json.dumps(spec_ids.measured_part(spec_ids.canonical(a)))
     b = {**a, "workload": {**a["workload"], "longdoc_lengths": [100]}}
     assert specs.spec_id(a) == specs.spec_id(b)  # random prompts: the field measures nothing
@@ -78,20 +71,18 @@ def test_longdoc_fields_count_only_for_the_longdoc_dataset(tiny_model_dir: Path)
     assert specs.changes(ld, ld2) == ["workload.longdoc_lengths: [512, 2048, 8192, 32768] → [100]"]
 
 
-def test_document_reuse_fields_count_only_when_set(tiny_model_dir: Path) -> None:
-    """`longdoc_questions`, `longdoc_system_len` and `longdoc_order` came later: at their
-    defaults they are not hashed (in the workload or a scenario), so older ids stay."""
+def test_document_reuse_fields_are_part_of_the_longdoc_measurement(tiny_model_dir: Path) -> None:
+    """`longdoc_questions`, `longdoc_system_len` and `longdoc_order` are hashed like every
+    other field of the long-document dataset (no field is left out for older ids: a database
+    of an earlier build is refused, `tuner.store.schema`)."""
     a = _spec(tiny_model_dir).model_dump()
     ld = {**a, "workload": {**a["workload"], "dataset_name": "longdoc"}}
     hashed = json.dumps(spec_ids.measured_part(spec_ids.canonical(ld)))
-    assert "longdoc_lengths" in hashed and "longdoc_questions" not in hashed
-    assert "longdoc_order" not in hashed and "longdoc_system_len" not in hashed
+    for field in ("longdoc_lengths", "longdoc_questions", "longdoc_order", "longdoc_system_len"):
+        assert field in hashed
     asked = {**ld, "workload": {**ld["workload"], "longdoc_questions": [4]}}
     assert specs.spec_id(asked) != specs.spec_id(ld)
-    assert specs.changes(ld, asked) == ["workload.longdoc_questions: unset → [4]"]
-    mix = {**a, "scenarios": [{**ld["workload"], "name": "docs"}]}
-    hashed = json.dumps(spec_ids.measured_part(spec_ids.canonical(mix)))
-    assert "longdoc_questions" not in hashed
+    assert specs.changes(ld, asked) == ["workload.longdoc_questions: [1] → [4]"]
 
 
 def test_changes_name_what_a_trial_measures(tiny_model_dir: Path) -> None:
@@ -178,16 +169,14 @@ def test_changing_a_parameters_log_setting_is_one_line_not_a_traceback(
     assert loop.run(n_trials=2).ran == 2
 
 
-def test_a_study_from_before_spec_ids_keeps_its_trials(tiny_model_dir: Path, store: Store) -> None:
+def test_a_new_study_stores_its_spec_with_its_id(tiny_model_dir: Path, store: Store) -> None:
     spec = _spec(tiny_model_dir)
     loop = StudyLoop(spec, store, PlanRunner(spec))
+    attrs = loop.study.user_attrs
+    assert attrs[tr.SPEC_ID] == loop.spec_id == specs.spec_id(attrs[tr.SPEC])
     loop.run(n_trials=2)
-    # What an older tuner stored: the spec, no ids, trials without a spec id.
-    for key in (tr.SPEC_ID, tr.SPEC_BY_ID + loop.spec_id):
-        store.optuna.set_study_user_attr(loop.study._study_id, key, None)
     again = StudyLoop(spec, store, PlanRunner(spec))
-    assert again.spec_id == loop.spec_id
-    assert len(again.points()) == 2
+    assert again.spec_id == loop.spec_id and len(again.points()) == 2
 
 
 def test_a_stored_spec_this_tuner_refuses_is_one_line(tiny_model_dir: Path, store: Store) -> None:

@@ -132,41 +132,28 @@ def test_a_database_from_a_newer_tuner_is_refused_in_one_line(tmp_path: Path) ->
     assert _schema_rows(db)[0][0] == store_schema.SCHEMA_VERSION + 1  # left as it was
 
 
-def test_tuner_tables_without_a_version_are_version_1_and_get_stamped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("earlier", ["version 1", "no version row"])
+def test_a_database_of_an_earlier_build_is_refused_in_one_line(
+    tmp_path: Path, earlier: str
+) -> None:
+    """No migrations while tuner is unreleased: a database an earlier build of 0.1.0 wrote
+    (schema version 1, or tuner tables from before the version row) is refused by readers and
+    writers alike, with a hint, and left as it was."""
     db = tmp_path / "t.db"
     store = Store(f"sqlite:///{db}")
     store.save_trial("s", 0, "measured", result={"x": 1})
     store.close()
-    _set_version(db, "DROP TABLE tuner_schema")  # as a tuner before schema versions left it
-    reader = Store(f"sqlite:///{db}", readonly=True)  # reads it, writes nothing
-    assert reader.trial_row("s", 0)["result"] == {"x": 1}
-    reader.close()
-    with sqlite3.connect(db) as conn:
-        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='tuner_schema'").fetchall()
-    Store(f"sqlite:///{db}").close()
-    assert [v for v, _ in _schema_rows(db)] == [1]
-
-
-def test_an_older_schema_is_migrated_by_writers_and_refused_by_readers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    db = tmp_path / "t.db"
-    Store(f"sqlite:///{db}").close()
-    ran: list[int] = []
-
-    def step(conn) -> None:
-        conn.exec_driver_sql("ALTER TABLE tuner_trials ADD COLUMN note TEXT")
-        ran.append(2)
-
-    monkeypatch.setattr(store_schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_schema, "MIGRATIONS", {2: step})
-    with pytest.raises(UserError, match="schema version 1, this tuner reads 2"):
-        Store(f"sqlite:///{db}", readonly=True)
-    Store(f"sqlite:///{db}").close()
-    Store(f"sqlite:///{db}").close()
-    assert ran == [2] and [v for v, _ in _schema_rows(db)] == [2]
-    with sqlite3.connect(db) as conn:
-        assert "note" in {r[1] for r in conn.execute("PRAGMA table_info(tuner_trials)")}
+    if earlier == "version 1":
+        _set_version(db, "UPDATE tuner_schema SET version = 1")
+    else:
+        _set_version(db, "DROP TABLE tuner_schema")
+    before = db.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(UserError, match="earlier development build") as err:
+            Store(f"sqlite:///{db}", readonly=readonly)
+        text = str(err.value)
+        assert "\n" not in text and "schema version 1" in text and "start a new database" in text
+    assert db.read_bytes() == before  # nothing written
 
 
 def _open_at_once(url: str, barrier, results) -> None:

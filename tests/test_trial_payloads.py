@@ -85,7 +85,6 @@ def test_a_previous_study_record_reads_its_specs_and_label() -> None:
     attrs = PREVIOUS["scalar"]["study_user_attrs"]
     study = tr.StudyRecord.decode(attrs)
     assert study.simulated and study.spec_id == attrs["tuner_spec_id"]
-    assert study.legacy_spec_id == attrs["tuner_spec_legacy_id"]
 
 
 def test_nulls_written_by_earlier_versions_read_as_absent() -> None:

@@ -1,31 +1,26 @@
 """The tuner's own tables in the study database, and the version of their schema.
 
-`tuner_schema` holds one row: the schema version of the `tuner_*` tables. A writer creates
-the tables and stamps the version; every open checks it. A database from a newer tuner is
-refused; an older one is migrated (writers) or refused with a hint (readers); a database
-with our tables but no version row predates versioning and is version 1. docs/storage.md
-describes every table and how a change adds its migration.
+`tuner_schema` holds one row: the schema version of what the tuner stores (its `tuner_*`
+tables and the ids and attrs it writes into Optuna's). A writer creates the tables and stamps
+the version; every open checks it. The policy while tuner is unreleased (0.1.0): no
+migrations. A database of any other version, or with our tables and no version row (an early
+development build), is refused in one line with a hint, for readers and writers alike; a
+change to what is stored bumps `SCHEMA_VERSION` (docs/storage.md, "Schema version").
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import sqlalchemy as sa
 
 from tuner import __version__
 from tuner.errors import UserError
 
-SCHEMA_VERSION = 1
-# MIGRATIONS[n] turns tables at version n - 1 into version n; it runs in the transaction that
-# then stamps n. Version 1 is the baseline (the tables as they were before the schema had a
-# version) and has no step. A change to the tables below bumps SCHEMA_VERSION and adds its
-# step here (see docs/storage.md); new tables need no step, create_all adds them.
-Migration = Callable[[sa.Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
-BASELINE_VERSION = 1
-assert set(MIGRATIONS) == set(range(BASELINE_VERSION + 1, SCHEMA_VERSION + 1))
+# 2: spec ids without the shims of earlier builds (no legacy id, no fields left out of the
+# hash for the sake of older ids). 1 (or no version row): an earlier build of 0.1.0, refused.
+SCHEMA_VERSION = 2
+UNVERSIONED = 1  # our tables without a version row: written before the schema had a version
 
 metadata = sa.MetaData()
 HOST_ID_CHARS = 256  # `$TUNER_HOST_ID` at most (tuner.run.checks.check_host_id)
@@ -122,7 +117,7 @@ def stored_version(conn: sa.Connection) -> tuple[int | None, str | None]:
     """The schema version of this database's tuner tables and the tuner that stamped it.
 
     (None, None): none of our tables (a new database, or one only Optuna wrote).
-    (1, None): our tables but no version row, i.e. written before the schema had a version.
+    (UNVERSIONED, None): our tables but no version row (before the schema had a version).
     """
     names = set(sa.inspect(conn).get_table_names())
     if schema_table.name in names:
@@ -130,12 +125,12 @@ def stored_version(conn: sa.Connection) -> tuple[int | None, str | None]:
         if row is not None:
             return int(row.version), row.tuner_version or "?"
     if any(t.name in names for t in DATA_TABLES):
-        return BASELINE_VERSION, None
+        return UNVERSIONED, None
     return None, None
 
 
 def ensure_schema(engine: sa.Engine, url: str, *, readonly: bool) -> int:
-    """Check the tuner tables' version; writers also create, migrate and stamp them.
+    """Check the tuner tables' version; writers also create and stamp them.
 
     A writer does all of it in one transaction, on SQLite under `BEGIN IMMEDIATE`, so two
     processes creating the same new database take turns. Returns the version now stored.
@@ -144,24 +139,16 @@ def ensure_schema(engine: sa.Engine, url: str, *, readonly: bool) -> int:
         with engine.connect() as conn:
             version, by = stored_version(conn)
         if version is not None:
-            _refuse_newer(url, version, by)
-            if version < SCHEMA_VERSION:
-                raise UserError(
-                    f"cannot open storage {url}: its tuner tables are at schema version "
-                    f"{version}, this tuner reads {SCHEMA_VERSION}; run `tuner run` on it "
-                    "once to upgrade them"
-                )
-        return version or SCHEMA_VERSION
+            _refuse_other(url, version, by)
+        return SCHEMA_VERSION
     with engine.connect() as conn:
         if engine.dialect.name == "sqlite":
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         version, by = stored_version(conn)
         if version is not None:
-            _refuse_newer(url, version, by)
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                MIGRATIONS[step](conn)
+            _refuse_other(url, version, by)
         metadata.create_all(conn)
-        if version != SCHEMA_VERSION or by is None:
+        if version is None:
             conn.execute(sa.delete(schema_table))
             conn.execute(
                 sa.insert(schema_table).values(
@@ -172,7 +159,14 @@ def ensure_schema(engine: sa.Engine, url: str, *, readonly: bool) -> int:
     return SCHEMA_VERSION
 
 
-def _refuse_newer(url: str, version: int, by: str | None) -> None:
+def _refuse_other(url: str, version: int, by: str | None) -> None:
+    if version < SCHEMA_VERSION:
+        raise UserError(
+            f"cannot open storage {url}: it was written by an earlier development build of "
+            f"tuner (schema version {version}; this tuner {__version__} reads "
+            f"{SCHEMA_VERSION}), whose stored ids it does not read: start a new database "
+            "(--storage, or the study file's `storage:`)"
+        )
     if version > SCHEMA_VERSION:
         raise UserError(
             f"cannot open storage {url}: it was written by a newer tuner (tuner {by}, "

@@ -21,7 +21,6 @@ from __future__ import annotations
 SPEC = "tuner_spec"  # the current StudySpec (Python-mode dump): what `tuner run` last ran
 SPEC_ID = "tuner_spec_id"  # its id (`tuner.trial.specs.spec_id`)
 SPEC_BY_ID = "tuner_spec:"  # `tuner_spec:<id>`: every spec the study has run under
-LEGACY_SPEC_ID = "tuner_spec_legacy_id"  # the spec of trials stored before ids existed
 SIMULATED_STUDY = "simulated"  # the study measured the simulator: every figure is predicted
 CALIBRATION = "calibration"  # `search.fidelity: multi`: the screen's latest calibrated profile
 # `tuner_robustness:<trial>`: whether that config's gain over the baseline survives small
@@ -127,7 +126,6 @@ __all__ = [
     "HOST",
     "JUDGING_OF",
     "LEGACY_CONSTRAINTS",
-    "LEGACY_SPEC_ID",
     "LOG_PATH",
     "NAMED_CONSTRAINT_PREFIX",
     "OWNER",

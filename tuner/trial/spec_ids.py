@@ -39,14 +39,6 @@ COMPARABLE = (
 # `hardware.<FILLED_GPUS>`: under `fill_data_parallel`, the GPUs of a trial (`gpus_per_trial`,
 # the listed `gpus`, else `count`) set its data-parallel-size: part of what it measures
 FILLED_GPUS = "gpus_of_a_trial"
-# Fields added after studies were stored: left out of the id while at their default, so a
-# study stored before they existed keeps its id (its trials stay comparable).
-ADDED_DEFAULTS: dict[str, object] = {
-    "scenarios": [],
-    "objective.capacity": None,
-    "objective.aggregate": "weighted",
-    "file_contents": {},
-}
 # How trials are judged, not what they measure: a change re-scores the stored trials.
 JUDGING = ("objective.weights", "objective.aggregate", "objective.slo")
 SCENARIO_JUDGING = ("weight", "slo")
@@ -59,13 +51,6 @@ LONGDOC_FIELDS = (
     "longdoc_system_len",
     "longdoc_order",
 )
-# Workload fields added later, at the value that measures what studies stored before them did:
-# left out of the id there (in the study's workload and in every scenario's).
-ADDED_WORKLOAD_DEFAULTS: dict[str, object] = {
-    "longdoc_questions": [1],
-    "longdoc_system_len": 0,
-    "longdoc_order": "burst",
-}
 
 
 def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,23 +71,11 @@ def measured_part(data: dict[str, Any]) -> dict[str, Any]:
         for key in parents:
             node = node.get(key, {})
         node.pop(leaf, None)
-    for path, default in ADDED_DEFAULTS.items():
-        *parents, leaf = path.split(".")
-        node = out
-        for key in parents:
-            node = node.get(key, {})
-        if leaf in node and node[leaf] == default:
-            del node[leaf]
-    # The long-document fields measure nothing under another dataset; leaving them out also
-    # keeps the ids of studies stored before they existed.
+    # The long-document fields measure nothing under another dataset.
     workload = out.get("workload", {})
     if workload.get("dataset_name") != "longdoc":
         for key in LONGDOC_FIELDS:
             workload.pop(key, None)
-    for w in [workload, *(s for s in out.get("scenarios") or [] if isinstance(s, dict))]:
-        for key, default in ADDED_WORKLOAD_DEFAULTS.items():
-            if key in w and w[key] == default:
-                del w[key]
     judging = judging_part(out)
     objective = out.get("objective", {})
     for key in ("weights", "aggregate", "slo"):

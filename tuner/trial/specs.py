@@ -17,7 +17,6 @@ A study keeps every spec it has run under, by measurement id, the latest judging
   the new spec gets its own id, its own baseline, and nothing is compared across the two;
 - results read the current spec's trials, and build every command from the stored spec of
   the trial they print, never from today's file.
-Ids stored by a tuner that hashed the judging too map to measurement ids (`_measurement_of`).
 The ids and the differences themselves: `tuner.trial.spec_ids`.
 
 Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
@@ -61,11 +60,7 @@ def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
     stored = _current_dump(study)
     if stored is None:
         return new_id
-    try:  # recomputed: an id stored by an older tuner hashed the judging too
-        current = spec_id(stored)
-    except UserError:  # a spec this tuner refuses: `_check_storable` says so below
-        current = study.user_attrs.get(tr.SPEC_ID)
-    if current == new_id:
+    if study.user_attrs.get(tr.SPEC_ID) == new_id:
         return new_id
     _check_storable(stored_spec(stored, spec.name), spec)
     if not accept_changes:
@@ -81,16 +76,8 @@ def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
 
 
 def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
-    """Tie this run to the study's stored spec; return the spec id its trials are stored under.
-
-    A study made by an older tuner has one spec and no id: its trials belong to that spec.
-    """
+    """Tie this run to the study's stored spec; return the spec id its trials are stored under."""
     new_id = check(study, spec, accept_changes=accept_changes)
-    stored = _current_dump(study)
-    if stored is not None and tr.SPEC_ID not in study.user_attrs:
-        legacy = spec_id(stored)
-        study.set_user_attr(tr.LEGACY_SPEC_ID, legacy)
-        _remember(study, legacy, stored)
     new = spec.model_dump()
     _remember(study, new_id, new)
     study.set_user_attr(tr.SPEC, new)
@@ -130,44 +117,21 @@ def judging_change(study: Any, spec: StudySpec) -> list[str]:
     if stored is None:
         return []
     try:
-        if spec_id(stored) != spec_id(spec.model_dump()):
+        if study.user_attrs.get(tr.SPEC_ID) != spec_id(spec.model_dump()):
             return []
         return judging_changes(stored, spec.model_dump())
     except UserError:
         return []
 
 
-def _measurement_of(study: StudyRecord, sid: str | None) -> str | None:
-    """The measurement id of a stored spec id (an older tuner's ids hashed the judging too:
-    the spec stored under the id says what it measured). Cached on the record."""
-    if sid is None:
-        return None
-    cache: dict[str, str | None] = study.__dict__.setdefault("_measurement_ids", {})
-    if sid not in cache:
-        dump = study.specs_by_id.get(sid)
-        try:
-            cache[sid] = spec_id(dump) if dump is not None else sid
-        except UserError:  # stored under rules this tuner refuses: keep the id as stored
-            cache[sid] = sid
-    return cache[sid]
-
-
 def current_id(study: StudyRecord) -> str | None:
-    if study.spec is not None:
-        cache: dict[str, str | None] = study.__dict__.setdefault("_measurement_ids", {})
-        if "" not in cache:
-            try:
-                cache[""] = spec_id(study.spec)
-            except UserError:
-                cache[""] = study.spec_id
-        return cache[""]
+    """The study's current measurement id (None: a study the tuner did not create)."""
     return study.spec_id
 
 
 def trial_spec_id(study: StudyRecord, point: TrialPoint) -> str | None:
-    """The measurement a trial ran under (a trial from before specs were tracked: the first
-    one)."""
-    return _measurement_of(study, point.spec_id or study.legacy_spec_id) or current_id(study)
+    """The measurement a trial ran under (one queued by hand with no id: the current one)."""
+    return point.spec_id or current_id(study)
 
 
 def owner_spec_id(

@@ -16,6 +16,7 @@ from tuner.trial import keys as k
 from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
 from tuner.trial.point import TrialPoint
 from tuner.trial.smallest import SmallestChange
+from tuner.trial.spec_ids import spec_id
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,7 @@ class StudyRecord:
     """A study's user attrs, typed."""
 
     spec: dict[str, Any] | None = None  # the current spec (a StudySpec dump)
-    spec_id: str | None = None  # its id (None: stored before ids existed)
-    legacy_spec_id: str | None = None  # the spec of trials stored before ids existed
+    spec_id: str | None = None  # its measurement id (`tuner.trial.specs`)
     specs_by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
     simulated: bool = False  # SIMULATED_STUDY: every figure is a prediction
     calibration: CalibrationRecord | None = None
@@ -64,7 +64,6 @@ class StudyRecord:
         return cls(
             spec=dict(spec) if isinstance(spec, Mapping) else None,
             spec_id=attrs.get(k.SPEC_ID),
-            legacy_spec_id=attrs.get(k.LEGACY_SPEC_ID),
             specs_by_id=by_id,
             simulated=bool(attrs.get(k.SIMULATED_STUDY)),
             calibration=CalibrationRecord.decode(attrs.get(k.CALIBRATION)),
@@ -101,8 +100,10 @@ class StudyRecord:
 def create(study: Any, spec_dump: Mapping[str, Any], simulated: bool) -> None:
     """A new study's attrs: the spec it was created with, and whether it measures the
     simulator. Python-mode dump: an infinite request rate survives (Optuna writes it as
-    JSON's Infinity), where pydantic's JSON mode would turn it into null."""
+    JSON's Infinity), where pydantic's JSON mode would turn it into null. The spec's id is
+    stored with it, so every study the tuner made has both."""
     study.set_user_attr(k.SPEC, dict(spec_dump))
+    study.set_user_attr(k.SPEC_ID, spec_id(spec_dump))
     study.set_user_attr(k.SIMULATED_STUDY, simulated)
 
 
