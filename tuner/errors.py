@@ -1,39 +1,56 @@
 """Every exception the tuner defines, in one tree (as httpx's `_exceptions.py` lists its own).
 
     Exception
-    ├── UserError ............ a mistake in the user's input (study file, flag, URL, storage);
-    │                          the CLI prints it as one line on stderr and exits with code 2
-    ├── RunInterrupted ....... Ctrl-C, SIGTERM or SIGHUP stopped a run after its trial was
-    │                          recorded as interrupted; the CLI exits with 128 + the signal
-    ├── NotReady ............. waiting for an engine's readiness ended without it: the process
-    │                          exited, the start-up timeout passed, or another process holds
-    │                          the port (`.foreign`) (tuner.engine.ready);
-    │                          tuner.engine.process turns it into EngineStartFailed
-    ├── EngineStartFailed .... the engine exited or timed out before it was ready; `.failure`
-    │   (tuner.engine.failures)  is the classified Failure. A trial outcome, not a tuner error
-    ├── ValueError
-    │   └── EngineRefused .... the simulator's vLLM would refuse to start with these flags; the
-    │                          message is vLLM's (raised in tuner.sim.engine). A trial outcome
-    └── RuntimeError
-        └── BenchmarkAborted . the workload stopped before its end: the engine died or hung;
-            (tuner.workload.benchmark)  `.reason` says why. A trial outcome
+    └── TunerError ............. the base of every exception the tuner raises (but one, below)
+        ├── UserError .......... a mistake in the user's input (study file, flag, URL, storage);
+        │                        the CLI prints it as one line on stderr and exits with code 2
+        ├── RunInterrupted ..... Ctrl-C, SIGTERM or SIGHUP stopped a run after its trial was
+        │                        recorded as interrupted; the CLI exits with 128 + the signal
+        ├── NotReady ........... waiting for an engine's readiness ended without it: the
+        │                        process exited, the start-up timeout passed, or another process
+        │                        holds the port (`.foreign`) (tuner.engine.ready);
+        │                        tuner.engine.process turns it into EngineStartFailed
+        ├── EngineStartFailed .. the engine exited or timed out before it was ready; `.failure`
+        │   (tuner.engine.failures)  is the classified Failure. A trial outcome
+        ├── EngineRefused ...... (also a ValueError) the simulator's vLLM would refuse to start
+        │                        with these flags; the message is vLLM's (raised in
+        │                        tuner.sim.engine). A trial outcome
+        ├── BenchmarkAborted ... (also a RuntimeError) the workload stopped before its end: the
+        │   (tuner.workload.benchmark)  engine died or hung; `.reason` says why. A trial outcome
+        ├── BenchmarkPruned .... (also a RuntimeError) early stopping stopped the workload at a
+        │   (tuner.workload.benchmark)  checkpoint; `.result` holds what was measured by then
+        ├── _Stopped ........... early stopping's decision, raised out of the event loop and
+        │   (tuner.workload.benchmark)  turned into BenchmarkPruned there (private)
+        └── _StepFailed ........ a failed rate step of the capacity search, carrying its
+            (tuner.runners.load_runs)   measurement out of the search (private)
 
-The classes defined here depend on nothing. Two live elsewhere, named with their module above:
-EngineStartFailed carries `tuner.engine.failures.Failure`, and this module, at the bottom of
-the package, must not import the engine layer; BenchmarkAborted belongs to the workload code
-that raises it (it has no dependency and may move here). Trial outcomes are caught by
-tuner.runners.engine_runner and stored as the trial's failure; only UserError reaches the user
-as such.
+    BaseException
+    └── KeyboardInterrupt
+        └── Interrupted ........ (tuner.run.signals) what a signal handler raises mid-trial: a
+                                 KeyboardInterrupt on purpose, so that no `except Exception`
+                                 on the way swallows it; tuner.run.session turns it
+                                 into RunInterrupted
+
+The classes defined here depend on nothing. The others live with the data they carry, named
+with their module above: EngineStartFailed carries `tuner.engine.failures.Failure`, and this
+module, at the bottom of the package, must not import the engine layer; the benchmark's carry
+its result. Trial outcomes are caught by tuner.runners.engine_runner and stored as the trial's
+failure; only UserError reaches the user as such. `tests/test_errors.py` holds every exception
+class of the package to this tree.
 """
 
 from enum import StrEnum
 
 
-class UserError(Exception):
+class TunerError(Exception):
+    """The base of every exception the tuner defines (the tree above)."""
+
+
+class UserError(TunerError):
     """A mistake in the user's input (file, flag, URL): reported in one line, no traceback."""
 
 
-class NotReady(Exception):
+class NotReady(TunerError):
     """Waiting ended without a ready engine: the process exited, or the timeout passed.
     `foreign`: the last server that answered on the port was not the engine."""
 
@@ -43,11 +60,11 @@ class NotReady(Exception):
         self.foreign = foreign
 
 
-class EngineRefused(ValueError):
+class EngineRefused(TunerError, ValueError):
     """vLLM would refuse to start with these flags; the message is vLLM's."""
 
 
-class RunInterrupted(Exception):
+class RunInterrupted(TunerError):
     """A run stopped by Ctrl-C, SIGTERM or SIGHUP, after its trial was recorded as
     interrupted. The CLI prints one line and exits with 128 + `signum`."""
 

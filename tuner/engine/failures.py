@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.errors import FailureKind
+from tuner.errors import FailureKind, TunerError
 
 # First match wins, so the specific kinds come before the broad ones. The number is how many
 # following lines belong to the reason (pydantic puts the field and message below its header).
@@ -77,7 +77,7 @@ class Failure:
     log_tail: str
 
 
-class EngineStartFailed(Exception):
+class EngineStartFailed(TunerError):
     """The engine exited or timed out before it was ready; `failure` says why."""
 
     def __init__(self, failure: Failure) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import TunerError
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
 from tuner.spec.figures import figure
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
 
-class _StepFailed(Exception):
+class _StepFailed(TunerError):
     def __init__(self, m: Measurement) -> None:
         self.m = m
 

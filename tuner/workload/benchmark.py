@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from tuner.errors import TunerError
 from tuner.measure.metrics import compute_metrics, confidence_intervals
 from tuner.measure.pruning import Checkpoints
 from tuner.measure.records import RequestRecord
@@ -44,7 +45,7 @@ WATCHDOG_POLL_S = 0.25
 WARMUP = -1  # the request index of the warm-ups: a prompt outside the measured set
 
 
-class BenchmarkAborted(RuntimeError):
+class BenchmarkAborted(TunerError, RuntimeError):
     """The run was stopped before its end (engine died or hung); `reason` says why."""
 
     def __init__(self, reason: str) -> None:
@@ -52,7 +53,7 @@ class BenchmarkAborted(RuntimeError):
         self.reason = reason
 
 
-class BenchmarkPruned(RuntimeError):
+class BenchmarkPruned(TunerError, RuntimeError):
     """Early stopping stopped the run at a checkpoint: `result` holds the requests finished
     by then (metrics over those, duration up to the stop), `reason` says why, `engine` holds
     the engine's gauges then (None: not scraped)."""
@@ -179,7 +180,7 @@ def count_output_tokens(rec: RequestRecord, tokenizer: Any) -> None:
     rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
 
 
-class _Stopped(Exception):
+class _Stopped(TunerError):
     """Early stopping's decision, raised out of the event loop."""
 
     def __init__(
