@@ -62,7 +62,7 @@ class PredictionSkip:
         self.spec = spec
         self._requests = requests
         self._plan: PlanRunner | None = None
-        self._simulated: dict[tuple, Measurement | None] = {}
+        self._simulated: dict[tr.ParamsKey, Measurement | None] = {}
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
         self.capacity = spec.objective.mode == "capacity"
         self.weights = {k: abs(v) for k, v in spec.objective.weights.items() if v}
@@ -138,7 +138,9 @@ class PredictionSkip:
         }
         return predicted, anchor
 
-    def _trusted(self, key: str, found: Sequence[float], anchor: dict[str, float]) -> tuple:
+    def _trusted(
+        self, key: str, found: Sequence[float], anchor: dict[str, float]
+    ) -> tuple[float, float]:
         """(calibration, margin) of one figure (or the score) from the misses `found`. With
         fewer than `MIN_ERRORS`: no calibration, the stated margin widened by the reference's
         own miss (a profile that far off may misjudge the engine's load too, not only its
@@ -166,7 +168,7 @@ class PredictionSkip:
         are averaged into one."""
         by_number = {p.number: p for p in points}
         anchors: dict[int, tuple[TrialPoint, dict[str, float]] | None] = {}
-        groups: dict[tuple, list[dict[str, float]]] = {}
+        groups: dict[tuple[tuple[tuple[str, float], ...], str], list[dict[str, float]]] = {}
         for p in points:
             if not _whole(p) or not p.metrics or p.record.skip_prediction is None:
                 continue

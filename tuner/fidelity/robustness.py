@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner import trial as tr
 from tuner.errors import UserError
@@ -28,6 +28,10 @@ from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
 from tuner.trial import RobustnessRecord, TrialPoint
 from tuner.trial.scoring import score_trial, simulated_reference
+
+if TYPE_CHECKING:
+    from tuner.spec.workload import WorkloadSpec
+    from tuner.workload.datasets import BenchRequest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +55,7 @@ PERTURBATIONS = (
 KEEP_SHARE = 0.25
 
 
-def _scaled(requests: Sequence[Any], factor: float) -> list:
+def _scaled(requests: Sequence[BenchRequest], factor: float) -> list[BenchRequest]:
     if factor == 1.0:
         return list(requests)
     return [
@@ -59,13 +63,15 @@ def _scaled(requests: Sequence[Any], factor: float) -> list:
     ]
 
 
-def perturbed(spec: StudySpec, requests: Sequence[Any], p: Perturbation) -> tuple[StudySpec, list]:
+def perturbed(
+    spec: StudySpec, requests: Sequence[BenchRequest], p: Perturbation
+) -> tuple[StudySpec, list[BenchRequest]]:
     """The spec and requests of one perturbed workload (same seed, same arrivals' shape);
     with scenarios, every scenario's rate is scaled alike (their requests: `_runner`)."""
     if p.rate_factor == 1.0:
         return spec, _scaled(requests, p.length_factor)
 
-    def faster(w):
+    def faster(w: WorkloadSpec) -> WorkloadSpec:
         return w.model_copy(update={"request_rate": w.request_rate * p.rate_factor})
 
     update = {"workload": faster(spec.workload), "scenarios": [faster(s) for s in spec.scenarios]}
@@ -81,7 +87,9 @@ def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
     return PERTURBATIONS
 
 
-def _runner(spec: StudySpec, requests: Sequence[Any], nominal: PlanRunner | None, p: Perturbation):
+def _runner(
+    spec: StudySpec, requests: Sequence[BenchRequest], nominal: PlanRunner | None, p: Perturbation
+) -> PlanRunner:
     """A planner on the perturbed requests: the single workload's, or every scenario's."""
     runner = PlanRunner(spec)
     runner.use_requests(list(requests))
@@ -91,7 +99,7 @@ def _runner(spec: StudySpec, requests: Sequence[Any], nominal: PlanRunner | None
     return runner
 
 
-def nominal_runner(spec: StudySpec, requests: Sequence[Any]) -> PlanRunner:
+def nominal_runner(spec: StudySpec, requests: Sequence[BenchRequest]) -> PlanRunner:
     """A planner on the study's own workload: these requests, and every scenario's."""
     return _runner(spec, requests, PlanRunner(spec) if spec.scenarios else None, NOMINAL)
 
@@ -106,7 +114,7 @@ def simulated(runner: PlanRunner, params: Mapping[str, Any]) -> Measurement | No
 
 def gains(
     spec: StudySpec,
-    requests: Sequence[Any],
+    requests: Sequence[BenchRequest],
     params: Mapping[str, Any],
     base_params: Mapping[str, Any],
 ) -> dict[str, float | None]:
@@ -185,7 +193,7 @@ def verdict(
 
 
 def check(
-    spec: StudySpec, requests: Sequence[Any], point: TrialPoint, base: TrialPoint
+    spec: StudySpec, requests: Sequence[BenchRequest], point: TrialPoint, base: TrialPoint
 ) -> RobustnessRecord:
     """The record of one check (stored by `check_best`)."""
     try:
@@ -207,7 +215,7 @@ def check(
 
 
 def check_best(
-    study: Any, spec: StudySpec, points: Sequence[TrialPoint], requests: Sequence[Any]
+    study: Any, spec: StudySpec, points: Sequence[TrialPoint], requests: Sequence[BenchRequest]
 ) -> RobustnessRecord | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""

@@ -37,7 +37,7 @@ from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
-from tuner.workload.datasets import resized
+from tuner.workload.datasets import BenchRequest, resized
 
 SOURCE = "measured on the engine"
 REDO = "a later `tuner run` of this study redoes it"
@@ -52,12 +52,13 @@ def run_name(p: Perturbation) -> str:
 
 
 def perturbation_runs(
-    spec: StudySpec, requests: Sequence[Any], tokenizer: Any
-) -> tuple[StudySpec, dict]:
+    spec: StudySpec, requests: Sequence[BenchRequest], tokenizer: Any
+) -> tuple[StudySpec, dict[str, list[BenchRequest]]]:
     """The study's workload and each perturbation of it as the scenarios of one spec, with
     each one's requests: one engine start measures them all. An engine reads the prompt's
     text, not its stated length, so the prompts themselves are cut or extended."""
-    scenarios, reqs = [], {}
+    scenarios: list[ScenarioSpec] = []
+    reqs: dict[str, list[BenchRequest]] = {}
     for p in (NOMINAL, *applicable(spec)):
         s, _ = perturbed(spec, requests, p)
         name = run_name(p)
@@ -88,7 +89,7 @@ def measured_gains(
     params: Mapping[str, Any],
     base_params: Mapping[str, Any],
     log_name: str = "robustness",
-) -> tuple[dict[str, float | None], dict[str, dict], str | None]:
+) -> tuple[dict[str, float | None], dict[str, dict[str, dict[str, float]]], str | None]:
     """(gain per perturbation, the runs' figures, a failure) from one engine start of the
     config and one of the baseline (their logs `<log_name>-config-<ts>.log` and
     `<log_name>-baseline-<ts>.log`)."""
@@ -108,7 +109,8 @@ def measured_gains(
         if measured[who].metrics is None:
             return {}, {}, f"the {who} failed: {measured[who].failure_reason}"
     names = {run_name(p): p.name for p in (NOMINAL, *applicable(spec))}
-    gains, runs = {}, {}
+    gains: dict[str, float | None] = {}
+    runs: dict[str, dict[str, dict[str, float]]] = {}
     for slug, label in names.items():
         base = measured["baseline"].scenarios.get(slug)
         mine = measured["config"].scenarios.get(slug)

@@ -266,7 +266,11 @@ class Screen:
         return ScreenChoice(params, metrics, score, info)
 
     def _predicted(
-        self, params: Mapping[str, Any], ref_params: Mapping[str, Any] | None, metrics, score
+        self,
+        params: Mapping[str, Any],
+        ref_params: Mapping[str, Any] | None,
+        metrics: dict[str, float],
+        score: float,
     ) -> tuple[dict[str, float], float]:
         """The calibrated profile's figures and score for a config a draw chose (the draw's
         own when the calibrated profile cannot predict it)."""
@@ -353,10 +357,21 @@ class _Ranking:
     """The screen's best candidate so far under one profile (`Screen.choose`), by
     (predicted to break an SLO, rank); each config is predicted once."""
 
-    def __init__(self, screen: Screen, gpu, reference, seen, error: float, tried: set) -> None:
+    def __init__(
+        self,
+        screen: Screen,
+        gpu: GpuProfile | None,
+        reference: dict[str, float] | None,
+        seen: np.ndarray | None,
+        error: float,
+        tried: set[tr.ParamsKey],
+    ) -> None:
         self.screen, self.gpu, self.reference = screen, gpu, reference
         self.seen, self.error, self.tried = seen, error, tried
-        self.best: tuple[tuple[bool, float], dict, dict, float, float] | None = None
+        # ((breaks an SLO, rank), params, predicted figures, score, distance)
+        self.best: (
+            tuple[tuple[bool, float], dict[str, Any], dict[str, float], float, float] | None
+        ) = None
         self.screened = 0
 
     def consider(self, params: dict[str, Any]) -> None:

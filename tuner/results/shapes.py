@@ -46,7 +46,10 @@ class ShapeRow:
 def shape_of(spec: StudySpec, params: dict[str, Any]) -> str:
     """The shape a trial's flags give its engine, in words."""
     flags = effective_flags(spec, params)
-    size = lambda name: int(flags.get(name) or 1)  # noqa: E731
+
+    def size(name: str) -> int:
+        return int(flags.get(name) or 1)
+
     tp, dp = size("tensor-parallel-size"), size("data-parallel-size")
     prefix = flags.get("enable-prefix-caching", True) is not False  # on by default (V1)
     return f"{dp} x TP={tp}, prefix caching {'on' if prefix else 'off'}"

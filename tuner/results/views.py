@@ -125,7 +125,7 @@ def trials_records(
     """`tuner trials --format json`: the table's rows, each capacity trial's latency–load
     points (`rate_steps`) as a list of objects, every figure of each rate run (the table and
     the CSV show how many there were)."""
-    rows = json.loads(trials_frame(points, study).to_json(orient="records"))
+    rows: list[dict[str, Any]] = json.loads(trials_frame(points, study).to_json(orient="records"))
     by_number = {p.number: p for p in points}
     for row in rows:
         if "rate_steps" in row:

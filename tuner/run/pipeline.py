@@ -210,7 +210,7 @@ class TrialPipeline:
             "refused", self._penalty(t), self._no_measurement(), record, saved_by=saved_by
         )
 
-    def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict) -> None:
+    def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict[str, Any]) -> None:
         """The trial's row and request records (one transaction), before Optuna is told."""
         self.store.save_trial(
             t.study_name,

@@ -240,7 +240,7 @@ def _held_out(
     return *_k_fold(full, result.x, folds, max_nfev), "k-fold refits"
 
 
-def _factor_names(factors: Sequence[str] | None, usable: Sequence[Observation]) -> tuple:
+def _factor_names(factors: Sequence[str] | None, usable: Sequence[Observation]) -> tuple[str, ...]:
     names = tuple(factors) if factors is not None else _default_factors(usable)
     unknown = [n for n in names if n not in FACTORS]
     if unknown:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from tuner.measure.metrics import compute_metrics
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.spec.metric_keys import HEADLINE_METRICS
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 FIT_METRICS = HEADLINE_METRICS  # what calibration fits: the headline figures
 MAX_FACTOR = 20.0  # a constant moves at most 20x either way: a loaded CPU box ran 10-20x slow
@@ -157,7 +160,14 @@ class Problem:
     """Residuals of one set of observations, as a function of the log-factors."""
 
     def __init__(
-        self, base, model, workload, observations, names, metrics, prior_weight=PRIOR_WEIGHT
+        self,
+        base: GpuProfile,
+        model: ModelProfile,
+        workload: SimWorkload,
+        observations: Sequence[Observation],
+        names: Sequence[str],
+        metrics: Sequence[str],
+        prior_weight: float = PRIOR_WEIGHT,
     ) -> None:
         self.base, self.model, self.workload = base, model, workload
         self.observations, self.names, self.metrics = observations, names, metrics
@@ -210,7 +220,7 @@ class Problem:
         spread = np.clip(x0 + math.log(START_SPAN) * (2 * design - 1), -bound, bound)
         return [x0, min(spread, key=self.cost)]
 
-    def solve(self, x0: np.ndarray, max_nfev: int):
+    def solve(self, x0: np.ndarray, max_nfev: int) -> OptimizeResult:
         from scipy.optimize import least_squares
 
         bound = math.log(MAX_FACTOR)
@@ -228,7 +238,7 @@ class Problem:
             max_nfev=max_nfev,
         )
 
-    def left_out(self, result) -> list[dict[str, float]]:
+    def left_out(self, result: OptimizeResult) -> list[dict[str, float]]:
         """Each observation's figures as a fit without it would predict them, to first order:
         the grouped leave-one-out residual e_g = (I - H_gg)^-1 r_g, H = J (J^T J)^-1 J^T."""
         jac, res = np.asarray(result.jac), np.asarray(result.fun)

@@ -64,14 +64,16 @@ class PrefixCache:
         """Drop the kept lookup (`leading_hits`): of `owner` only, or whichever when None."""
         if owner is None or owner is getattr(self, "_owner", None):
             self._owner: object = None
-            self._run: list = []  # the owner's cached leading names
+            self._run: list[Hashable] = []  # the owner's cached leading names
             self._where: dict[Hashable, int] = {}  # name -> its index in the run
-            self._evicted: list | None = None  # names evicted since the owner's last lookup
+            self._evicted: list[Hashable] | None = None  # evicted since the owner's last lookup
 
     def __len__(self) -> int:
         return len(self.refs)
 
-    def leading_hits(self, owner: object, names_from: Callable[[int], Iterable]) -> list:
+    def leading_hits(
+        self, owner: object, names_from: Callable[[int], Iterable[Hashable]]
+    ) -> list[Hashable]:
         """The cached leading run of `names_from(0)`, the names of `owner`'s blocks. The queue's
         head is looked up at every step while it waits, so the run is kept: the same owner's
         next lookup re-checks only the names evicted since (a name leaves the cache only by

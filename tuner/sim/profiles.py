@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tuner.errors import UserError
 from tuner.spec.model_source import hub_cache_dir, model_config
@@ -257,7 +258,7 @@ def load_model(name_or_dir: str | Path) -> ModelProfile:
     return model_from_config(data, name=name)
 
 
-def model_from_config(data: dict, name: str = "model") -> ModelProfile:
+def model_from_config(data: dict[str, Any], name: str = "model") -> ModelProfile:
     """Read the fields vLLM uses from a HF config dict; missing ones are named."""
     data = {**data.get("text_config", {}), **data}
     required = [

@@ -21,12 +21,16 @@ request comes back after a preemption.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
+from typing import TYPE_CHECKING
 
 from tuner.sim.memory import EngineConfig
 from tuner.sim.prefix_cache import PrefixCache
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(slots=True, eq=False)
@@ -42,15 +46,15 @@ class SimRequest:
     num_blocks: int = 0
     # Emission times (seconds) of the generated tokens, kept only when the engine records:
     # closed-form decode runs append arrays to `segments`, single steps floats to `pending`.
-    segments: list = field(default_factory=list)
-    pending: list = field(default_factory=list)
+    segments: list[np.ndarray] = field(default_factory=list)
+    pending: list[float] = field(default_factory=list)
     # Prefix caching: the chained names of the prompt's full blocks (empty: tokens unknown);
     # `key` names its other blocks (set by `Scheduler.add`, unique in the engine); the names
     # of its blocks that are cached and that it holds; how many of its leading blocks were
     # named (or found named by another request's copy); whether it was ever preempted.
     block_hashes: tuple[bytes, ...] = ()
     key: int = -1
-    cached: list = field(default_factory=list)
+    cached: list[Hashable] = field(default_factory=list)
     num_named: int = 0
     resumed: bool = False
 
@@ -223,14 +227,14 @@ class Scheduler:
 
     # ---- prefix caching ----------------------------------------------------------------
 
-    def _names(self, req: SimRequest, start: int, stop: int) -> Iterator:
+    def _names(self, req: SimRequest, start: int, stop: int) -> Iterator[Hashable]:
         """The names of a request's blocks start..stop-1: its prompt's token-id hashes, then
         (key, block index), unique to the request."""
         hashes = req.block_hashes
         for j in range(start, stop):
             yield hashes[j] if j < len(hashes) else (req.key, j)
 
-    def _hits(self, req: SimRequest) -> list:
+    def _hits(self, req: SimRequest) -> list[Hashable]:
         """The cached leading blocks a request starting from scratch would take."""
         if self.cache is None or req.num_computed or not (req.block_hashes or req.resumed):
             return []  # a new request with no token ids has blocks nobody else computed
@@ -238,7 +242,7 @@ class Scheduler:
         limit = (req.num_tokens - 1) // self.block_size
         return self.cache.leading_hits(req, lambda start: self._names(req, start, limit))
 
-    def _allocate_with_hits(self, req: SimRequest, hits: list, q: int) -> bool:
+    def _allocate_with_hits(self, req: SimRequest, hits: list[Hashable], q: int) -> bool:
         """Admit-time allocation: the hits, then blocks for `q` new tokens (all or nothing).
         Only a new request's lookup counts in the hit rate (vLLM counts a resumed one's apart:
         `PrefixCacheStats.record(preempted=True)`)."""

@@ -282,7 +282,14 @@ class SimServer:
                 if any(a[1] == rid for a in queue_i):
                     self._arrivals[i] = deque(a for a in queue_i if a[1] != rid)
 
-    async def _stream(self, request, queue, chunks, prompt_len: int, usage: bool):
+    async def _stream(
+        self,
+        request: web.Request,
+        queue: asyncio.Queue[bool],
+        chunks: Chunks,
+        prompt_len: int,
+        usage: bool,
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )

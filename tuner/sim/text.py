@@ -7,6 +7,7 @@ Without a tokenizer (a built-in model name), prompts are counted as whitespace w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 _FALLBACK_WORDS = [" the", " model", " token", " step", " cache", " batch", " queue", " time"]
@@ -43,11 +44,11 @@ class TokenText:
         ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
         return len(ids), ids
 
-    def count_chat(self, messages: list[dict]) -> int:
+    def count_chat(self, messages: Sequence[object]) -> int:
         """Tokens of chat messages after the chat template (or a Qwen-style estimate)."""
         return self.chat_tokens(messages)[0]
 
-    def chat_tokens(self, messages: list[dict]) -> tuple[int, list[int] | None]:
+    def chat_tokens(self, messages: Sequence[object]) -> tuple[int, list[int] | None]:
         """(token count, token ids) of chat messages after the chat template; without one,
         a Qwen-style estimate of the count and no ids."""
         if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):

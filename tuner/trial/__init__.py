@@ -37,6 +37,7 @@ from tuner.trial.point import (
 from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.ranking import (
     Config,
+    ParamsKey,
     baseline_of,
     best,
     config_figures,
@@ -72,6 +73,7 @@ __all__ = [
     "Constraints",
     "FailureKind",
     "FlagRevert",
+    "ParamsKey",
     "PrefixCacheRun",
     "RateStep",
     "RobustnessRecord",

@@ -245,6 +245,9 @@ def reference(points: Sequence[TrialPoint], host: str | None = None) -> TrialPoi
     )
 
 
-def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+ParamsKey = tuple[tuple[str, Any], ...]  # a config as a comparable, hashable key
+
+
+def params_key(params: Mapping[str, Any]) -> ParamsKey:
     """Parameters as a comparable key: floats from a stepped range compare as the step meant."""
     return tuple(sorted((k, round(v, 9) if isinstance(v, float) else v) for k, v in params.items()))

@@ -223,7 +223,8 @@ def _start_tag(start: int, digits: list[int], space: int) -> list[int]:
 
 def _random_ids(rng: np.random.Generator, vocab_size: int, n: int) -> list[int]:
     """vLLM's padding of a random prompt that re-encoded short: n ids drawn from the vocab."""
-    return rng.integers(0, vocab_size, size=n).tolist()
+    ids: list[int] = rng.integers(0, vocab_size, size=n).tolist()
+    return ids
 
 
 # ---- sharegpt -------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def force_length(tokenizer: Any, prompt: str, target: int) -> tuple[str, list[in
 def resized_prompt(tokenizer: Any, prompt: str, factor: float) -> tuple[str, int, int]:
     """The prompt cut, or extended with its own tokens over again, to `factor` times its
     token length (exact, as the random dataset's prompts are): (text, old tokens, new)."""
-    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    ids: list[int] = tokenizer.encode(prompt, add_special_tokens=False)
     if not ids or factor == 1.0:
         return prompt, len(ids), len(ids)
     target = max(1, round(len(ids) * factor))

@@ -72,7 +72,8 @@ class _Words:
 
     def __init__(self, tokenizer: Any) -> None:
         def encode(text: str) -> list[int]:
-            return tokenizer.encode(text, add_special_tokens=False)
+            ids: list[int] = tokenizer.encode(text, add_special_tokens=False)
+            return ids
 
         self.encode = encode
         self.words = [encode(" " + w) for w in _WORDS]

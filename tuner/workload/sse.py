@@ -8,6 +8,7 @@ other fields), and `interpret` reads one payload as a completions or chat chunk.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
 DONE = "[DONE]"
@@ -166,7 +167,7 @@ def interpret(payload: str, chat: bool) -> StreamEvent:
 MAX_TOKENS = 2**31 - 1  # a token count past this is garbage, not a measurement
 
 
-def _count(usage: dict, key: str) -> int | None:
+def _count(usage: Mapping[str, object], key: str) -> int | None:
     value = usage.get(key)
     if value is None:
         return None

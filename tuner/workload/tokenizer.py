@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 
 def load_tokenizer(path: str) -> Any:
@@ -58,7 +62,7 @@ class TokenCounter:
     model, post-processor: the same backend transformers' fast tokenizers wrap); renders a
     chat template with transformers, loaded on first use."""
 
-    def __init__(self, path: str, backend: Any) -> None:
+    def __init__(self, path: str, backend: Tokenizer) -> None:
         self.path = path
         self.backend = backend
 
@@ -85,7 +89,11 @@ class TokenCounter:
         return chat_template_of(Path(self.path).expanduser())
 
     def apply_chat_template(
-        self, messages: list[dict], *, add_generation_prompt: bool = False, tokenize: bool = True
+        self,
+        messages: Sequence[object],
+        *,
+        add_generation_prompt: bool = False,
+        tokenize: bool = True,
     ) -> Any:
         """The rendered chat (its token ids with `tokenize`), as transformers gives it."""
         try:

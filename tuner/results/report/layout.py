@@ -83,8 +83,13 @@ def fit_axis(
 
     So an SLO far from the data (P99 TTFT ≤ 20 s over points at 1-3 s) no longer squeezes the
     points into a corner; one near them is drawn where it is."""
-    t = (lambda v: math.log10(v)) if log else (lambda v: v)
-    back = (lambda v: 10.0**v) if log else (lambda v: v)
+
+    def t(v: float) -> float:
+        return math.log10(v) if log else v
+
+    def back(v: float) -> float:
+        return 10.0**v if log else v
+
     data = [t(v) for v in values if math.isfinite(v) and (v > 0 or not log)]
     if not data:
         data = [t(v) for v in limits if v > 0 or not log] or [0.0]

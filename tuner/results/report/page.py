@@ -122,7 +122,7 @@ def predictions_section(points: Sequence[TrialPoint]) -> str:
     if not rows:
         return ""
 
-    def cells(r: dict) -> str:
+    def cells(r: dict[str, Any]) -> str:
         error = "" if r["error"] is None else f"{r['error']:+.1%}"
         shown = [figure(r[k]) for k in ("trial", "metric", "predicted", "measured")] + [error]
         return "".join(f"<td>{_e(c)}</td>" for c in shown)
@@ -237,7 +237,7 @@ def _describe_param(p: Any) -> str:
     return f"{p.type} {rng} ({where}{default})"
 
 
-def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict) -> str:
+def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict[str, Any]) -> str:
     """Capacity mode's curves and capacities, and the scenarios' own figures (or nothing)."""
     from tuner.results.report.load import capacity_figure, curve_figure, scenario_table
 
@@ -271,7 +271,7 @@ def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict) -
 
 
 def _scenario_fronts(
-    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: dict
+    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: dict[str, Any]
 ) -> str:
     """A scenario mix: one front per scenario, on that scenario's own figures (the trials'
     figures pool every scenario's requests, a mix no one serves)."""
