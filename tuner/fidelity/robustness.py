@@ -215,7 +215,10 @@ def check(
 
 
 def check_best(
-    study: Any, spec: StudySpec, points: Sequence[TrialPoint], requests: Sequence[BenchRequest]
+    study: tr.AttrsHolder,
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    requests: Sequence[BenchRequest],
 ) -> RobustnessRecord | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner import trial as tr
 from tuner.fidelity.robustness import (
@@ -39,6 +39,9 @@ from tuner.spec.study import ScenarioSpec, StudySpec
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
 from tuner.workload.datasets import BenchRequest, resized
 
+if TYPE_CHECKING:
+    from tuner.workload.tokenizer import HFTokenizer
+
 SOURCE = "measured on the engine"
 REDO = "a later `tuner run` of this study redoes it"
 NOT_FINISHED = f"not checked on the engine: the check started and did not finish; {REDO}"
@@ -52,7 +55,7 @@ def run_name(p: Perturbation) -> str:
 
 
 def perturbation_runs(
-    spec: StudySpec, requests: Sequence[BenchRequest], tokenizer: Any
+    spec: StudySpec, requests: Sequence[BenchRequest], tokenizer: HFTokenizer
 ) -> tuple[StudySpec, dict[str, list[BenchRequest]]]:
     """The study's workload and each perturbation of it as the scenarios of one spec, with
     each one's requests: one engine start measures them all. An engine reads the prompt's
@@ -123,7 +126,7 @@ def measured_gains(
 
 
 def check_best_measured(
-    study: Any,
+    study: tr.AttrsHolder,
     spec: StudySpec,
     points: Sequence[TrialPoint],
     runner: TrialRunner,

@@ -75,6 +75,7 @@ PLAIN_FIRST = 1
 # every pick left 2 of 3 seeds of a hidden truth at max-num-seqs 10-12, 1.25 % short of its
 # optimum at 8 after 5 real trials; docs/multi-fidelity.md, "Screen changes").
 DRAW_EVERY = 2
+_Best = tuple[tuple[bool, float], dict[str, Any], dict[str, float], float, float]  # _Ranking.best
 
 
 @dataclass(frozen=True)
@@ -368,10 +369,7 @@ class _Ranking:
     ) -> None:
         self.screen, self.gpu, self.reference = screen, gpu, reference
         self.seen, self.error, self.tried = seen, error, tried
-        # ((breaks an SLO, rank), params, predicted figures, score, distance)
-        self.best: (
-            tuple[tuple[bool, float], dict[str, Any], dict[str, float], float, float] | None
-        ) = None
+        self.best: _Best | None = None
         self.screened = 0
 
     def consider(self, params: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -30,6 +30,9 @@ from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
 from tuner.trial.clearly import ClearlyBetter
 from tuner.trial.scoring import judge, score_trial, simulated_reference
 from tuner.trial.smallest import SIMULATED
+
+if TYPE_CHECKING:
+    from tuner.workload.datasets import BenchRequest
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ def decide(
 def check(
     spec: StudySpec,
     study: StudyRecord,
-    requests: Sequence[Any],
+    requests: Sequence[BenchRequest],
     point: TrialPoint,
     base: TrialPoint,
 ) -> SmallestChange:
@@ -136,7 +139,10 @@ def check(
 
 
 def check_best(
-    study: Any, spec: StudySpec, points: Sequence[TrialPoint], requests: Sequence[Any]
+    study: tr.AttrsHolder,
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    requests: Sequence[BenchRequest],
 ) -> SmallestChange | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""

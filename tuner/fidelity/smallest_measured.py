@@ -33,7 +33,7 @@ SIM_NOTE = "on the study's engine, the simulator (tuner sim serve), " + NOTE.spl
 
 
 def check_best_measured(
-    study: Any,
+    study: tr.AttrsHolder,
     spec: StudySpec,
     points: Sequence[TrialPoint],
     runner: TrialRunner,

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.spec.study import StudySpec
-from tuner.trial import TrialPoint, TrialRecord, baseline_of, params_key, specs
+from tuner.trial import AttrsHolder, TrialPoint, TrialRecord, baseline_of, params_key, specs
 
 
-def bind(study: Any, spec: StudySpec, accept_changes: bool) -> tuple[str, list[str]]:
+def bind(study: AttrsHolder, spec: StudySpec, accept_changes: bool) -> tuple[str, list[str]]:
     """`tuner.trial.specs.bind`, and what it changed in the judging of the study's current
     measurement ([]: nothing, or a new measurement)."""
     change = specs.judging_change(study, spec)

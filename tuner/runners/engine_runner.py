@@ -32,6 +32,7 @@ from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 if TYPE_CHECKING:
     from tuner.engine.process import EngineProcess
     from tuner.workload.datasets import BenchRequest
+    from tuner.workload.tokenizer import HFTokenizer
 
 PhaseFn = Callable[[str], None]
 PORT_ATTEMPTS = 3
@@ -74,10 +75,10 @@ class TrialRunner(abc.ABC):
         self.spec = spec
         self._requests: list[BenchRequest] | None = None
         self._scenario_requests: dict[str, list[BenchRequest]] = {}
-        self._tokenizer: Any = None
+        self._tokenizer: HFTokenizer | None = None
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> HFTokenizer:
         """The workload's tokenizer, loaded once: it builds the requests and re-counts the
         output tokens of a server that sends no usage."""
         if self._tokenizer is None:
@@ -157,7 +158,7 @@ def redact(
     )
 
 
-def workload_tokenizer(spec: StudySpec) -> Any:
+def workload_tokenizer(spec: StudySpec) -> HFTokenizer:
     """The study's tokenizer: the workload's, else the engine's model directory (a hub id's
     cached snapshot: `tuner.spec.model_source`)."""
     from tuner.workload.tokenizer import load_tokenizer
@@ -165,7 +166,7 @@ def workload_tokenizer(spec: StudySpec) -> Any:
     return load_tokenizer(tokenizer_source(spec.workload.tokenizer, spec.engine.model))
 
 
-def workload_requests(spec: StudySpec, tokenizer: Any = None) -> list[BenchRequest]:
+def workload_requests(spec: StudySpec, tokenizer: HFTokenizer | None = None) -> list[BenchRequest]:
     """The study's requests, from its dataset and tokenizer (loaded when not given)."""
     from tuner.workload.datasets import build_requests
 

@@ -53,7 +53,7 @@ from tuner.trial.ranking import (
     reference,
     reruns,
 )
-from tuner.trial.record import TrialRecord, prediction_error, write, write_constraints
+from tuner.trial.record import AttrsHolder, TrialRecord, prediction_error, write, write_constraints
 from tuner.trial.skip import SkipPrediction
 from tuner.trial.smallest import FlagRevert, SmallestChange
 from tuner.trial.study import (
@@ -67,6 +67,7 @@ from tuner.trial.study import (
 
 __all__ = [
     "PREDICTABLE",
+    "AttrsHolder",
     "CalibrationRecord",
     "CapacityResult",
     "Config",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from tuner.trial import keys as k
 from tuner.trial.payloads import (
@@ -77,6 +77,16 @@ _PAYLOADS = (
     k.SKIP_PREDICTION,
     k.PREFIX_CACHE_RUNS,
 )
+
+
+class AttrsHolder(Protocol):
+    """What this package reads and writes of an Optuna study or live trial: its user attrs
+    (`optuna.Study` and `optuna.Trial` both are one)."""
+
+    @property
+    def user_attrs(self) -> dict[str, Any]: ...
+
+    def set_user_attr(self, key: str, value: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -249,7 +259,7 @@ def prediction_error(
     return out or None
 
 
-def write(trial: Any, record: TrialRecord) -> None:
+def write(trial: AttrsHolder, record: TrialRecord) -> None:
     """Store a record's attrs on a live trial (`optuna.Trial`, duck-typed)."""
     for key, value in record.encode().items():
         trial.set_user_attr(key, value)

@@ -33,6 +33,7 @@ from tuner.spec.study import StudySpec, stored_spec
 from tuner.trial import keys as tr
 from tuner.trial import scoring
 from tuner.trial.point import TrialPoint
+from tuner.trial.record import AttrsHolder
 
 # re-exported: the ids are read through this module (`specs.spec_id`, ...)
 from tuner.trial.spec_ids import changes as changes
@@ -44,12 +45,12 @@ from tuner.trial.study import StudyRecord
 SHOWN_CHANGES = 4
 
 
-def _current_dump(study: Any) -> dict[str, Any] | None:
+def _current_dump(study: AttrsHolder) -> dict[str, Any] | None:
     data = study.user_attrs.get(tr.SPEC)
     return dict(data) if data is not None else None
 
 
-def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
+def check(study: AttrsHolder, spec: StudySpec, *, accept_changes: bool = False) -> str:
     """What `bind` would refuse, without writing anything; return the new spec's id.
 
     A run checks when it opens the study, and binds only once it holds the study's lock: a
@@ -75,7 +76,7 @@ def check(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
     return new_id
 
 
-def bind(study: Any, spec: StudySpec, *, accept_changes: bool = False) -> str:
+def bind(study: AttrsHolder, spec: StudySpec, *, accept_changes: bool = False) -> str:
     """Tie this run to the study's stored spec; return the spec id its trials are stored under."""
     new_id = check(study, spec, accept_changes=accept_changes)
     new = spec.model_dump()
@@ -106,11 +107,11 @@ def _check_storable(old: StudySpec, new: StudySpec) -> None:
             )
 
 
-def _remember(study: Any, sid: str, dump: Mapping[str, Any]) -> None:
+def _remember(study: AttrsHolder, sid: str, dump: Mapping[str, Any]) -> None:
     study.set_user_attr(tr.SPEC_BY_ID + sid, dict(dump))
 
 
-def judging_change(study: Any, spec: StudySpec) -> list[str]:
+def judging_change(study: AttrsHolder, spec: StudySpec) -> list[str]:
     """What `spec` changes in how the study's current measurement is judged ([]: nothing, or
     another measurement): the stored trials are then re-scored, not re-measured."""
     stored = _current_dump(study)

@@ -15,6 +15,7 @@ from typing import Any
 from tuner.trial import keys as k
 from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
 from tuner.trial.point import TrialPoint
+from tuner.trial.record import AttrsHolder
 from tuner.trial.smallest import SmallestChange
 from tuner.trial.spec_ids import spec_id
 
@@ -34,7 +35,7 @@ class StudyRecord:
     smallest_measured: dict[int, SmallestChange] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, study: Any) -> StudyRecord:
+    def of(cls, study: AttrsHolder) -> StudyRecord:
         """Read a study's attrs (one storage read)."""
         return cls.decode(study.user_attrs)
 
@@ -97,7 +98,7 @@ class StudyRecord:
         return self.simulated or any(p.simulated for p in points)
 
 
-def create(study: Any, spec_dump: Mapping[str, Any], simulated: bool) -> None:
+def create(study: AttrsHolder, spec_dump: Mapping[str, Any], simulated: bool) -> None:
     """A new study's attrs: the spec it was created with, and whether it measures the
     simulator. Python-mode dump: an infinite request rate survives (Optuna writes it as
     JSON's Infinity), where pydantic's JSON mode would turn it into null. The spec's id is
@@ -107,23 +108,23 @@ def create(study: Any, spec_dump: Mapping[str, Any], simulated: bool) -> None:
     study.set_user_attr(k.SIMULATED_STUDY, simulated)
 
 
-def mark_simulated(study: Any) -> None:
+def mark_simulated(study: AttrsHolder) -> None:
     """A study that measured the simulated engine is labelled simulated (once)."""
     if not study.user_attrs.get(k.SIMULATED_STUDY):
         study.set_user_attr(k.SIMULATED_STUDY, True)
 
 
-def write_calibration(study: Any, record: CalibrationRecord) -> None:
+def write_calibration(study: AttrsHolder, record: CalibrationRecord) -> None:
     study.set_user_attr(k.CALIBRATION, record.encode())
 
 
-def write_robustness(study: Any, trial: int, record: RobustnessRecord) -> None:
+def write_robustness(study: AttrsHolder, trial: int, record: RobustnessRecord) -> None:
     """Store a robustness check of trial `trial`'s config (measured ones apart)."""
     prefix = k.ROBUSTNESS_MEASURED if record.measured else k.ROBUSTNESS
     study.set_user_attr(f"{prefix}{trial}", record.encode())
 
 
-def write_smallest(study: Any, trial: int, record: SmallestChange) -> None:
+def write_smallest(study: AttrsHolder, trial: int, record: SmallestChange) -> None:
     """Store which of trial `trial`'s changed flags carry its gain (measured ones apart)."""
     prefix = k.SMALLEST_MEASURED if record.measured else k.SMALLEST
     study.set_user_attr(f"{prefix}{trial}", record.encode())

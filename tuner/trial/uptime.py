@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tuner.trial.point import TrialPoint
+    from tuner.trial.record import AttrsHolder
 
 BASE_S = 30.0
 LOAD_GB_PER_S = 2.0
@@ -127,7 +128,7 @@ def interrupted_engine_s(started_at: float | None, ended_at: float | None) -> fl
     return max(ended_at - started_at, 0.0)
 
 
-def launch_recorder(trial: Any) -> Callable[[], None]:
+def launch_recorder(trial: AttrsHolder) -> Callable[[], None]:
     """A hook for the runner's engine launches that records the first on the live trial
     (`engine_started_at`, unix s): an interruption's engine time counts from it."""
     from tuner.trial.record import TrialRecord, write

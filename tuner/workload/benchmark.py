@@ -14,7 +14,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -40,6 +40,9 @@ from tuner.workload.cold import reset_prefix_cache, warmup_request
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.engine_metrics import Scraper, prefix_cache_hit_rate, scrape_prefix_cache
 from tuner.workload.schedule import arrival_times
+
+if TYPE_CHECKING:
+    from tuner.workload.tokenizer import HFTokenizer
 
 WATCHDOG_POLL_S = 0.25
 WARMUP = -1  # the request index of the warm-ups: a prompt outside the measured set
@@ -93,7 +96,7 @@ def run_benchmark(
     on_progress: Callable[[int, int], None] | None = None,
     should_abort: Callable[[], str | None] | None = None,
     stall_timeout_s: float | None = None,
-    tokenizer: Any = None,
+    tokenizer: HFTokenizer | None = None,
     checkpoint: Callable[[Any], Any] | None = None,
     checkpoint_every_s: float = 2.0,
     checkpoint_every_requests: int | None = None,
@@ -170,7 +173,7 @@ NO_OUTPUT_COUNT = (
 )
 
 
-def count_output_tokens(rec: RequestRecord, tokenizer: Any) -> None:
+def count_output_tokens(rec: RequestRecord, tokenizer: HFTokenizer | None) -> None:
     """Output tokens of a request the server sent no usage for, as vLLM counts them: the
     generated text re-tokenized without special tokens. Unknowable without a tokenizer:
     then the request fails (a guess would make TPOT and throughput wrong)."""

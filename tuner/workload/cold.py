@@ -23,11 +23,11 @@ import asyncio
 import dataclasses
 import ipaddress
 from collections.abc import Sequence
-from typing import Any
 
 import httpx
 
 from tuner.workload.datasets import BenchRequest
+from tuner.workload.tokenizer import HFTokenizer, chat_ids
 
 RESET_PATH = "/reset_prefix_cache"
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
@@ -116,7 +116,7 @@ def implied_hit_rate(
     return hit / queried if queried else 0.0
 
 
-def prompt_ids(request: BenchRequest, tokenizer: Any, chat: bool) -> list[int]:
+def prompt_ids(request: BenchRequest, tokenizer: HFTokenizer, chat: bool) -> list[int]:
     """The token ids the engine sees for one request: the prompt as the server tokenizes it
     (chat messages through the chat template, when the tokenizer has one)."""
     if request.prompt_ids is not None and not chat:
@@ -125,12 +125,13 @@ def prompt_ids(request: BenchRequest, tokenizer: Any, chat: bool) -> list[int]:
     if chat:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         if getattr(tokenizer, "chat_template", None):
-            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+            return chat_ids(tokenizer, messages)
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
     return list(tokenizer(prompt).input_ids)
 
 
-def workload_hit_rate(requests: Sequence[BenchRequest], tokenizer: Any, chat: bool) -> float:
+def workload_hit_rate(
+    requests: Sequence[BenchRequest], tokenizer: HFTokenizer, chat: bool
+) -> float:
     """`implied_hit_rate` of a run's requests, in the order they are sent."""
     return implied_hit_rate([prompt_ids(r, tokenizer, chat) for r in requests])

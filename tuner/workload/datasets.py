@@ -23,6 +23,7 @@ from tuner.errors import UserError
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.exact import exact_length_prompt, resized_prompt
 from tuner.workload.longdoc import longdoc_prompts, shared_longdoc_prompts
+from tuner.workload.tokenizer import HFTokenizer, chat_text, decode
 
 ChatMessages = list[dict[str, Any]]
 
@@ -53,7 +54,7 @@ class BenchRequest:
     prompt_ids: tuple[int, ...] | None = None
 
 
-def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchRequest:
+def resized(request: BenchRequest, tokenizer: HFTokenizer, factor: float) -> BenchRequest:
     """The request with its prompt `factor` times as long in tokens (a chat's last message
     is the part resized), the rest unchanged: the robustness check's perturbed prompts."""
     prompt = request.prompt
@@ -75,7 +76,7 @@ def resized(request: BenchRequest, tokenizer: Any, factor: float) -> BenchReques
     )
 
 
-def _longdoc_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
+def _longdoc_requests(spec: WorkloadSpec, tokenizer: HFTokenizer) -> list[BenchRequest]:
     """The long documents; asked several times (`longdoc_shared`), each keeps its token ids
     for the simulator's prefix cache."""
     lengths, weights, seed = spec.longdoc_lengths, spec.longdoc_weights, spec.seed
@@ -107,7 +108,7 @@ def _longdoc_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
     ]
 
 
-def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
+def build_requests(spec: WorkloadSpec, tokenizer: HFTokenizer) -> list[BenchRequest]:
     """The spec's `num_prompts` requests, deterministic for a given seed and dataset."""
     if spec.dataset_name == "random":
         return random_requests(
@@ -143,7 +144,7 @@ def build_requests(spec: WorkloadSpec, tokenizer: Any) -> list[BenchRequest]:
 
 
 def random_requests(
-    tokenizer: Any,
+    tokenizer: HFTokenizer,
     num_prompts: int,
     *,
     input_len: int,
@@ -199,12 +200,12 @@ def random_requests(
     return requests
 
 
-def _word_tokens(tokenizer: Any, allowed: np.ndarray) -> list[int]:
+def _word_tokens(tokenizer: HFTokenizer, allowed: np.ndarray) -> list[int]:
     """The allowed tokens that are a word (a space, then letters) and decode and re-encode to
     themselves: digits whose text stays apart (a byte token alone decodes to U+FFFD)."""
     words = []
     for t in allowed.tolist():
-        text = tokenizer.decode([t])
+        text = decode(tokenizer, [t])
         word = len(text) > 1 and text[0] == " " and text[1:].isalpha()
         if word and tokenizer.encode(text, add_special_tokens=False) == [t]:
             words.append(t)
@@ -232,7 +233,7 @@ def _random_ids(rng: np.random.Generator, vocab_size: int, n: int) -> list[int]:
 
 def sharegpt_requests(
     path: str,
-    tokenizer: Any,
+    tokenizer: HFTokenizer,
     num_prompts: int,
     *,
     output_len: int | None,
@@ -305,7 +306,7 @@ def _read_text(path: str) -> str:
 
 
 def jsonl_requests(
-    path: str, tokenizer: Any, num_prompts: int, *, chat: bool, ignore_eos: bool = False
+    path: str, tokenizer: HFTokenizer, num_prompts: int, *, chat: bool, ignore_eos: bool = False
 ) -> list[BenchRequest]:
     """One request per non-blank line: {"prompt": str} or {"messages": [{role, content}]},
     with an optional "output_len" (vLLM's custom dataset name "output_tokens" also works).
@@ -345,7 +346,7 @@ def _jsonl_item(where: str, line: str) -> dict[str, Any]:
 
 
 def _jsonl_request(
-    where: str, item: dict[str, Any], tokenizer: Any, chat: bool, ignore_eos: bool
+    where: str, item: dict[str, Any], tokenizer: HFTokenizer, chat: bool, ignore_eos: bool
 ) -> BenchRequest:
     output_len = item.get("output_len", item.get("output_tokens"))
     if isinstance(item.get("prompt"), str):
@@ -355,7 +356,7 @@ def _jsonl_request(
     messages = item["messages"]
     if not getattr(tokenizer, "chat_template", None):
         raise UserError(f"{where}: chat 'messages' need a tokenizer with a chat template")
-    rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    rendered = chat_text(tokenizer, messages)
     prompt_len = len(tokenizer(rendered, add_special_tokens=False).input_ids)
     return BenchRequest(messages if chat else rendered, prompt_len, output_len, ignore_eos)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+
+from tuner.workload.tokenizer import HFTokenizer, decode
 
 # Decode/re-encode rounds allowed to hit an exact prompt length (vLLM's max_retry).
 MAX_RETRY = 10
@@ -16,13 +17,13 @@ FILLER = " the"  # a one-token word in every BPE vocabulary we met: the last-res
 
 
 def exact_length_prompt(
-    tokenizer: Any, ids: list[int], target: int, more_ids: Callable[[int], list[int]]
+    tokenizer: HFTokenizer, ids: list[int], target: int, more_ids: Callable[[int], list[int]]
 ) -> tuple[str, list[int]]:
     """Decode, re-encode, extend with `more_ids(n)` or truncate, until `target` tokens (or
     retries run out: some token sequences do not survive a decode/encode round trip)."""
     retries = MAX_RETRY
     while True:
-        prompt = tokenizer.decode(ids)
+        prompt = decode(tokenizer, ids)
         ids = tokenizer.encode(prompt, add_special_tokens=False)
         if len(ids) == target:
             return prompt, ids
@@ -35,7 +36,7 @@ def exact_length_prompt(
         retries -= 1
 
 
-def force_length(tokenizer: Any, prompt: str, target: int) -> tuple[str, list[int]]:
+def force_length(tokenizer: HFTokenizer, prompt: str, target: int) -> tuple[str, list[int]]:
     """Where vLLM gives up (and sends a prompt a few tokens off), cut the text to the longest
     prefix within `target` tokens, then pad with a one-token word until exact."""
     encode = partial(tokenizer.encode, add_special_tokens=False)
@@ -53,7 +54,7 @@ def force_length(tokenizer: Any, prompt: str, target: int) -> tuple[str, list[in
     return prompt, ids
 
 
-def resized_prompt(tokenizer: Any, prompt: str, factor: float) -> tuple[str, int, int]:
+def resized_prompt(tokenizer: HFTokenizer, prompt: str, factor: float) -> tuple[str, int, int]:
     """The prompt cut, or extended with its own tokens over again, to `factor` times its
     token length (exact, as the random dataset's prompts are): (text, old tokens, new)."""
     ids: list[int] = tokenizer.encode(prompt, add_special_tokens=False)

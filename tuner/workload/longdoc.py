@@ -16,12 +16,12 @@ shares. Such a document holds one fact per question.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from tuner.errors import UserError
 from tuner.workload.exact import exact_length_prompt
+from tuner.workload.tokenizer import HFTokenizer, decode
 
 _MIN_WORDS = 8  # of document text around the answer, at the least
 _FACT_SPAN = 0.8  # the answer sits in this leading share of the document
@@ -39,7 +39,7 @@ _PUNCTUATION = (".", ",")  # one word in eight is followed by one of these
 
 
 def longdoc_prompts(
-    tokenizer: Any,
+    tokenizer: HFTokenizer,
     num_prompts: int,
     *,
     lengths: Sequence[int],
@@ -70,7 +70,7 @@ def longdoc_prompts(
 class _Words:
     """The token ids of each word (with its leading space) and of each punctuation mark."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: HFTokenizer) -> None:
         def encode(text: str) -> list[int]:
             ids: list[int] = tokenizer.encode(text, add_special_tokens=False)
             return ids
@@ -103,7 +103,7 @@ def _fact(key: int, code: int) -> str:
 
 
 def shared_longdoc_prompts(
-    tokenizer: Any,
+    tokenizer: HFTokenizer,
     num_prompts: int,
     *,
     lengths: Sequence[int],
@@ -171,7 +171,7 @@ def _question(key: int) -> str:
 
 
 def _asked_document(
-    tokenizer: Any,
+    tokenizer: HFTokenizer,
     words: _Words,
     rng: np.random.Generator,
     system: list[int],
@@ -194,13 +194,13 @@ def _asked_document(
     document = (prefix + [t for word in body for t in word])[: target - max(map(len, questions))]
     prompts = []
     for question in questions:
-        text = tokenizer.decode(document + question)
+        text = decode(tokenizer, document + question)
         prompts.append((text, tokenizer.encode(text, add_special_tokens=False)))
     return prompts
 
 
 def _document(
-    tokenizer: Any, words: _Words, rng: np.random.Generator, k: int, target: int
+    tokenizer: HFTokenizer, words: _Words, rng: np.random.Generator, k: int, target: int
 ) -> tuple[str, list[int]]:
     """Prompt k: instruction, question, document; exactly `target` tokens."""
     key, code = int(rng.integers(100, 1000)), int(rng.integers(10_000, 100_000))

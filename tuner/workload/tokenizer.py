@@ -11,24 +11,31 @@ Two loaders, one directory format:
   them (a sandbox, `trim_blocks`/`lstrip_blocks`, the special tokens as variables), then
   encoded without special tokens; a template that needs more (tools, custom filters) falls
   back to transformers, loaded then.
+
+The workload's tokenizer is typed as transformers' own (`HFTokenizer`); `decode`,
+`chat_text` and `chat_ids` narrow the few calls transformers types for a batch too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tuner.errors import UserError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerBase
+
+# The workload's tokenizer: transformers' own, as `vllm bench serve` loads it (`load_tokenizer`)
+HFTokenizer: TypeAlias = "PreTrainedTokenizerBase"
 
 
-def load_tokenizer(path: str) -> Any:
+def load_tokenizer(path: str) -> HFTokenizer:
     """transformers' AutoTokenizer from `path`, offline; a missing or bad dir is a UserError."""
     directory = _directory(path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,6 +47,32 @@ def load_tokenizer(path: str) -> Any:
         return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"cannot load a tokenizer from {path}: {_first_line(exc)}") from exc
+
+
+def decode(tokenizer: HFTokenizer, ids: list[int]) -> str:
+    """The text of one sequence of ids (transformers types `decode` for a batch too)."""
+    text = tokenizer.decode(ids)
+    assert isinstance(text, str)  # one sequence in, one text out
+    return text
+
+
+def chat_text(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, Any]]) -> str:
+    """Chat messages through the tokenizer's chat template, with the generation prompt."""
+    text = tokenizer.apply_chat_template(
+        [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
+    )
+    assert isinstance(text, str)  # not tokenized: one text
+    return text
+
+
+def chat_ids(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The token ids of chat messages through the chat template, with the generation prompt
+    (a list of ids, or an encoding holding them, by transformers' version)."""
+    ids = tokenizer.apply_chat_template(
+        [dict(m) for m in messages], add_generation_prompt=True, tokenize=True
+    )
+    found: Any = ids["input_ids"] if isinstance(ids, Mapping) else ids
+    return [int(i) for i in found]
 
 
 def load_counter(path: str) -> Any:
