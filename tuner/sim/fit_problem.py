@@ -256,5 +256,5 @@ class Problem:
         return out
 
 
-def is_positive(value: Any) -> bool:
+def is_positive(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0

@@ -18,7 +18,7 @@ SIGNIFICANT = 4  # digits kept when no places are asked: 3123, 197.5, 88.1, 0.09
 MAX_PLACES = 6  # a smaller figure reads 0 (its sign kept)
 
 
-def figure(value: Any, places: int | None = None, *, sign: bool = False) -> str:
+def figure(value: object, places: int | None = None, *, sign: bool = False) -> str:
     """`value` as people read it; "" for None or NaN.
 
     A bool reads True/False, an int as written, anything but a number as `str` gives it. A
@@ -62,7 +62,7 @@ def trials_words(numbers: Iterable[int]) -> str:
     return f"trials {', '.join(shown[:-1])} and {shown[-1]}"
 
 
-def exact(value: Any) -> Any:
+def exact(value: object) -> Any:
     """A float as the decimal it stands for, for a program to read (JSON, CSV, a flag's
     value): `EXACT_DIGITS` significant digits, so a stepped range's 0.9199999999999999 is
     0.92 and 0.7799999999999999 is 0.78, while a measured figure keeps every digit that
@@ -72,7 +72,7 @@ def exact(value: Any) -> Any:
     return value
 
 
-def exact_all(value: Any) -> Any:
+def exact_all(value: object) -> Any:
     """`exact` on every float in nested dicts, lists and tuples (a JSON document)."""
     if isinstance(value, dict):
         return {k: exact_all(v) for k, v in value.items()}

@@ -53,7 +53,7 @@ def is_numeric(flag: str) -> bool:
     return flag in INT_FLAGS or flag in FLOAT_FLAGS
 
 
-def flag_value(flag: str, value: Any) -> Any:
+def flag_value(flag: str, value: object) -> Any:
     """`value` as vLLM reads it for a numeric `flag` (an int flag's `4.0` is 4, a size's
     "32k" 32000); ValueError when it is not a number of the flag's kind, or below its least
     value. Other flags' values, and None (the flag left out), are returned as they are."""
@@ -69,7 +69,7 @@ def flag_value(flag: str, value: Any) -> Any:
     return number
 
 
-def _number(flag: str, value: Any) -> int | float:
+def _number(flag: str, value: object) -> int | float:
     kind = "a whole number" if flag in INT_FLAGS else "a number"
     if isinstance(value, str):
         value = _parse(flag, value.strip())
@@ -104,7 +104,7 @@ def _parse(flag: str, text: str) -> Any:
         return text
 
 
-def as_written(flag: str, value: Any) -> Any:
+def as_written(flag: str, value: object) -> Any:
     """A stored trial's value for `flag`, as vLLM reads it (an old study's `2.0` choice
     exports as 2); a value that is not one stays as it was stored."""
     try:

@@ -115,7 +115,7 @@ def _wants_number(ann: Any) -> bool:
     return ann in (int, float)
 
 
-def bool_for_number(ann: Any, value: Any) -> bool:
+def bool_for_number(ann: Any, value: object) -> bool:
     """Whether `value` holds a YAML `true`/`false` where `ann` wants a number (pydantic's
     lax mode would take it as 1 or 0), at the top or inside a list or a mapping."""
     if isinstance(value, bool):

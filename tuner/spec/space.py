@@ -52,7 +52,7 @@ def flag_args(name: str, value: Scalar | None) -> list[str]:
     return [flag, str(value)]
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> Any:
     """A stepped float range yields 0.7799999999999999: production commands say 0.78."""
     return exact(value)
 

@@ -33,18 +33,18 @@ def is_metric(name: str) -> bool:
     return direction(name) is not None
 
 
-def metrics_of(raw: Any) -> dict[str, float]:
+def metrics_of(raw: object) -> dict[str, float]:
     """The finite vLLM metrics of a stored mapping (other keys and values left out)."""
     if not isinstance(raw, Mapping):
         return {}
     return {k: float(v) for k, v in raw.items() if is_finite(v) and is_metric(k)}
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
     return float(value) if is_finite(value) else None
 
 
-def _floats(raw: Any) -> dict[str, float]:
+def _floats(raw: object) -> dict[str, float]:
     """A stored {name: number} mapping, its finite numbers only."""
     if not isinstance(raw, Mapping):
         return {}
@@ -59,7 +59,7 @@ def encode_ci(ci: tuple[float, float]) -> list[float]:
     return [float(ci[0]), float(ci[1])]
 
 
-def decode_ci(raw: Any) -> tuple[float, float] | None:
+def decode_ci(raw: object) -> tuple[float, float] | None:
     if isinstance(raw, list | tuple) and len(raw) == 2 and all(is_finite(x) for x in raw):
         return float(raw[0]), float(raw[1])
     return None
@@ -69,7 +69,7 @@ def encode_cis(cis: Mapping[str, tuple[float, float]]) -> dict[str, list[float]]
     return {k: encode_ci(v) for k, v in cis.items()}
 
 
-def decode_cis(raw: Any) -> dict[str, tuple[float, float]]:
+def decode_cis(raw: object) -> dict[str, tuple[float, float]]:
     if not isinstance(raw, Mapping):
         return {}
     return {k: ci for k, v in raw.items() if (ci := decode_ci(v)) is not None}
@@ -100,7 +100,7 @@ class CapacityResult:
         }
 
     @classmethod
-    def decode(cls, raw: Any) -> CapacityResult | None:
+    def decode(cls, raw: object) -> CapacityResult | None:
         if not isinstance(raw, Mapping):
             return None
         return cls(
@@ -134,7 +134,7 @@ class RateStep:
         }
 
     @classmethod
-    def decode(cls, raw: Any) -> RateStep | None:
+    def decode(cls, raw: object) -> RateStep | None:
         if not isinstance(raw, Mapping) or not is_finite(raw.get("rate_rps")):
             return None
         return cls(
@@ -146,7 +146,7 @@ class RateStep:
         )
 
 
-def decode_rate_steps(raw: Any) -> tuple[RateStep, ...]:
+def decode_rate_steps(raw: object) -> tuple[RateStep, ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(s for s in (RateStep.decode(x) for x in raw) if s is not None)
@@ -177,7 +177,7 @@ class ScenarioEntry:
         return out
 
     @classmethod
-    def decode(cls, raw: Any) -> ScenarioEntry | None:
+    def decode(cls, raw: object) -> ScenarioEntry | None:
         if not isinstance(raw, Mapping):
             return None
         return cls(
@@ -193,7 +193,7 @@ def encode_scenarios(entries: Mapping[str, ScenarioEntry]) -> dict[str, dict[str
     return {name: e.encode() for name, e in entries.items()}
 
 
-def decode_scenarios(raw: Any) -> dict[str, ScenarioEntry]:
+def decode_scenarios(raw: object) -> dict[str, ScenarioEntry]:
     if not isinstance(raw, Mapping):
         return {}
     return {n: e for n, v in raw.items() if (e := ScenarioEntry.decode(v)) is not None}
@@ -226,7 +226,7 @@ class ScreenInfo:
         return out
 
     @classmethod
-    def decode(cls, raw: Any) -> ScreenInfo | None:
+    def decode(cls, raw: object) -> ScreenInfo | None:
         if not isinstance(raw, Mapping):
             return None
         return cls(
@@ -282,7 +282,7 @@ class RobustnessRecord:
         return out
 
     @classmethod
-    def decode(cls, raw: Any) -> RobustnessRecord | None:
+    def decode(cls, raw: object) -> RobustnessRecord | None:
         if not isinstance(raw, Mapping):
             return None
         gains = raw.get("gains")
@@ -384,7 +384,7 @@ class CalibrationRecord:
         }
 
     @classmethod
-    def decode(cls, raw: Any) -> CalibrationRecord | None:
+    def decode(cls, raw: object) -> CalibrationRecord | None:
         if not isinstance(raw, Mapping):
             return None
         return cls(

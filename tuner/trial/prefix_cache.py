@@ -11,7 +11,7 @@ from tuner.spec.figures import figure
 from tuner.trial.payloads import is_finite
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
     return float(value) if is_finite(value) else None
 
 
@@ -59,7 +59,7 @@ class PrefixCacheRun:
         }
 
     @classmethod
-    def decode(cls, raw: Any) -> PrefixCacheRun | None:
+    def decode(cls, raw: object) -> PrefixCacheRun | None:
         if not isinstance(raw, Mapping) or not is_finite(raw.get("implied_rate")):
             return None
         return cls(
@@ -71,7 +71,7 @@ class PrefixCacheRun:
         )
 
 
-def decode_prefix_cache_runs(raw: Any) -> tuple[PrefixCacheRun, ...]:
+def decode_prefix_cache_runs(raw: object) -> tuple[PrefixCacheRun, ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(r for r in (PrefixCacheRun.decode(x) for x in raw) if r is not None)

@@ -86,7 +86,7 @@ class AttrsHolder(Protocol):
     @property
     def user_attrs(self) -> dict[str, Any]: ...
 
-    def set_user_attr(self, key: str, value: Any) -> None: ...
+    def set_user_attr(self, key: str, value: object) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class TrialRecord:
         )
 
 
-def _is_prediction(key: str, value: Any) -> bool:
+def _is_prediction(key: str, value: object) -> bool:
     return (
         key.startswith(k.PREDICTED_PREFIX)
         and is_finite(value)

@@ -13,13 +13,13 @@ from typing import Any
 from tuner.trial.payloads import is_finite
 
 
-def _floats(raw: Any) -> dict[str, float]:
+def _floats(raw: object) -> dict[str, float]:
     if not isinstance(raw, Mapping):
         return {}
     return {str(k): float(v) for k, v in raw.items() if is_finite(v)}
 
 
-def _opt(raw: Any) -> float | None:
+def _opt(raw: object) -> float | None:
     return float(raw) if is_finite(raw) else None
 
 
@@ -52,7 +52,7 @@ class SkipPrediction:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def decode(cls, raw: Any) -> SkipPrediction | None:
+    def decode(cls, raw: object) -> SkipPrediction | None:
         if not isinstance(raw, Mapping):
             return None
         reason = raw.get("ruled_out")

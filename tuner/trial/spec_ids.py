@@ -134,7 +134,7 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     return "unset" if value is None else json.dumps(value)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import shlex
 from collections.abc import Sequence
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
@@ -31,7 +30,7 @@ from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape(str(value))
 
 

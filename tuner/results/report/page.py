@@ -67,7 +67,7 @@ details { margin: 6px 0 12px; } summary { cursor: pointer; font-size: 15px; padd
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape(str(value))
 
 
