@@ -366,7 +366,7 @@ def _workload_s(points: list[TrialPoint]) -> float | None:
     return statistics.median(found) if found else None
 
 
-def _censored(decision: Any) -> dict[str, float]:
+def _censored(decision: object) -> dict[str, float]:
     """What a stopped trial tells the sampler through its constraints (TPE reads a trial with
     a constraint > 0 as infeasible: the worst group, whatever its state; optuna/samplers/_tpe/
     sampler.py, `_split_trials`). An SLO broken for sure: infeasible, by the lower bound of the

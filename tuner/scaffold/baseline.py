@@ -59,7 +59,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _drop_refused_blocks(p: Any, platform: str) -> list[str]:
+def _drop_refused_blocks(p: object, platform: str) -> list[str]:
     """Remove the block sizes vLLM refuses on `platform` from a categorical `block-size`."""
     if not isinstance(p, dict) or not isinstance(p.get("choices"), list):
         return []

@@ -24,11 +24,11 @@ class TokenText:
         self.tokenizer = tokenizer
         self.words = _word_tokens(tokenizer) if tokenizer is not None else _FALLBACK_WORDS
 
-    def count_prompt(self, prompt: Any) -> int:
+    def count_prompt(self, prompt: object) -> int:
         """Tokens of a completions prompt: a string or a list of token ids."""
         return self.prompt_tokens(prompt)[0]
 
-    def prompt_tokens(self, prompt: Any) -> tuple[int, list[int] | None]:
+    def prompt_tokens(self, prompt: object) -> tuple[int, list[int] | None]:
         """(token count, token ids) of a completions prompt; the ids are None without a
         tokenizer (whitespace words are counted instead)."""
         if isinstance(prompt, list):

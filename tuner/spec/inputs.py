@@ -79,7 +79,7 @@ def check_model_name(value: str) -> str:
 ModelName = Annotated[str, AfterValidator(check_model_name)]
 
 
-def find_nul(data: Any) -> str | None:
+def find_nul(data: object) -> str | None:
     """The dotted path of the first string holding a NUL character (which no argv or env
     entry can carry), or None. Iterative, and each container once (YAML aliases share)."""
     stack: list[tuple[str, Any]] = [("", data)]
@@ -137,7 +137,7 @@ class NoBoolNumbers(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_number(cls, v: Any, info: ValidationInfo) -> Any:
+    def _no_bool_for_number(cls, v: object, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
         if field is not None and bool_for_number(field.annotation, v):
             raise ValueError("a number is expected here, not true or false")

@@ -62,7 +62,7 @@ def near_file(path: Path) -> str:
     return f" (did you mean '{path.parent / near}'?)" if near else ""
 
 
-def valid_keys(model: Any, loc: Sequence[Any]) -> list[str]:
+def valid_keys(model: object, loc: Sequence[Any]) -> list[str]:
     """The keys a study file may write at `loc` (a pydantic error's path), walking `model`'s
     fields through mappings, lists and optional sections; [] when the walk is lost."""
     ann = model
@@ -98,7 +98,7 @@ _UNION_TAGS = {"str", "int", "float", "bool"}  # how pydantic names a Scalar's b
 
 
 def describe_validation_error(
-    exc: ValidationError, *, as_flag: bool = False, model: Any = None
+    exc: ValidationError, *, as_flag: bool = False, model: object = None
 ) -> str:
     """The one translation of a pydantic error into a user's words: `field.path: message`
     for the first bad field, or `--flag-name: message` for a CLI value (`as_flag`). With

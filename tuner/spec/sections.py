@@ -247,7 +247,7 @@ class ScenarioSpec(WorkloadSpec):
 
     @model_validator(mode="before")
     @classmethod
-    def _dataset_given(cls, data: Any) -> Any:
+    def _dataset_given(cls, data: object) -> Any:
         if isinstance(data, dict) and "dataset_name" not in data:
             raise ValueError(f"scenario {data.get('name', '?')!r} names no dataset_name")
         return data

@@ -87,7 +87,7 @@ class StudySpec(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul(cls, data: Any) -> Any:
+    def _no_nul(cls, data: object) -> Any:
         where = inputs.find_nul(data)
         if where is not None:
             raise ValueError(f"{where}: contains a NUL character, which no argv or env can carry")
@@ -161,7 +161,7 @@ class StudySpec(_Strict):
         return [limit for text in texts for limit in slo.parse_slo(text)]
 
 
-def stored_spec(data: Any, study_name: str) -> StudySpec:
+def stored_spec(data: object, study_name: str) -> StudySpec:
     """A spec read back from a study's storage; one that this tuner's checks now refuse (it
     was stored by an older tuner) is one line, not a traceback."""
     try:

@@ -29,7 +29,7 @@ class FlagRevert:
     """One flag the config changes, reverted alone to vLLM's default."""
 
     flag: str  # the search-space parameter (`block-size`)
-    tuned: Any  # the config's value
+    tuned: object  # the config's value
     default: Any  # the baseline's value
     score_change: float | None  # score reverted − the config's score (> 0: worse); None: refused
     carries: bool  # reverting it alone loses the gain beyond noise (or the engine refuses it)

@@ -125,7 +125,7 @@ def spec_id(dump: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+def _flatten(data: object, prefix: str = "") -> dict[str, Any]:
     if isinstance(data, dict):
         out: dict[str, Any] = {}
         for k, v in data.items():
