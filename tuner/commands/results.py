@@ -61,13 +61,14 @@ def pareto(
     wide: Wide = False,
 ) -> None:
     """List the non-dominated feasible configs (default: P99 TTFT against mean TPOT), each
-    once: a config's `--confirm` re-runs pooled into its row, reused results left out."""
-    from tuner.results.pareto import check_stored, front_of, parse_objectives
+    once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
+    capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
+    from tuner.results.pareto import capacity_front_of, check_stored, front_of, parse_objectives
     from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
-    study, _ = open_stored_study(study_file, storage, simulated)
+    study, spec = open_stored_study(study_file, storage, simulated)
     points = _points(study)
     if scenario is not None:
         points = for_scenario(points, scenario)
@@ -75,13 +76,21 @@ def pareto(
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
-    front = [each[p.number] for p in front_of([c.point for c in each.values()], objs)]
+    pooled = [c.point for c in each.values()]
+    found, capacity_rps = (
+        capacity_front_of(pooled, objs)
+        if spec.objective.mode == "capacity"
+        else (front_of(pooled, objs), None)
+    )
+    front = [each[p.number] for p in found]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
     if fmt == "table":
         feasible = sum(c.point.feasible for c in each.values())
         sim = _is_simulated(study, points)
-        _print_front(front, objs, study.study_name, feasible, sim, scenario, wide=wide)
+        _print_front(
+            front, objs, study.study_name, feasible, sim, scenario, wide=wide, at=capacity_rps
+        )
     else:
         typer.echo(_front_text(front, fmt), nl=False)
 
@@ -134,7 +143,9 @@ def _print_front(
     scenario: str | None = None,
     *,
     wide: bool = False,
+    at: float | None = None,
 ) -> None:
+    """`at`: capacity mode, the front is of the configs that serve this capacity (req/s)."""
     from rich.console import Console
 
     from tuner.results.table import Column, flag_alias, print_table
@@ -146,6 +157,11 @@ def _print_front(
     )
     of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
     title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible configs"
+    if at is not None:
+        title += (
+            f", among those with the highest capacity, {figure(at)} req/s (each trial's "
+            "latencies are at its own capacity rate)"
+        )
     if simulated:
         title += " (simulated study: figures are predictions, not measurements)"
     mark = " (baseline)" if wide else "*"

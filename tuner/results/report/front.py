@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.results.pareto import front_of
+from tuner.results.pareto import capacity_front_of, front_of
 from tuner.results.report.layout import (
     MARKER_PX,
     AxisRange,
@@ -189,16 +189,10 @@ def _front(feasible: Sequence[TrialPoint], x: str, y: str) -> tuple[TrialPoint, 
 def capacity_front(
     feasible: Sequence[TrialPoint], x: str, y: str
 ) -> tuple[tuple[TrialPoint, ...], float | None]:
-    """Capacity mode: each trial's latencies are at its own capacity rate, so a config that
-    serves less traffic sits lower and left and would make the front alone (the baseline, while
-    the study recommends the config that serves more). The front is drawn among the configs
-    that serve the highest capacity, the study's ranking first (`tuner.trial.ranked`): the
-    recommended config's, and that capacity. No capacity stored: the plain front."""
-    rated = [p for p in feasible if p.capacity_rps is not None]
-    if not rated:
-        return _front(feasible, x, y), None
-    top = max(p.capacity_rps for p in rated if p.capacity_rps is not None)
-    return _front([p for p in rated if p.capacity_rps == top], x, y), top
+    """Capacity mode: the front among the configs that serve the highest capacity
+    (`results.pareto.capacity_front_of`, which `tuner pareto` prints too), and that capacity."""
+    front, top = capacity_front_of(feasible, [(x, "minimize"), (y, "minimize")])
+    return tuple(front), top
 
 
 def _colours(feasible: Sequence[TrialPoint]) -> ColourScale | None:
