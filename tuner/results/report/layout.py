@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.spec.figures import figure
+from tuner.spec.slo import SloLimit
 
 PAD = 0.06  # of the data's span, each side of the axis
 SLO_REACH = 0.5  # an SLO within half the data's span of it is drawn on the axis (stretched)
@@ -35,6 +36,7 @@ POSITIONS = (
     "top center",
     "bottom center",
 )
+LOG_SPAN = 10.0  # an axis whose values span more than this factor is logarithmic
 # Without stored intervals: a spread under 1 % of the median reads as noise (a run-to-run
 # difference of output throughput on one config is about that on the simulator, more on GPUs).
 NOISE_WITHOUT_INTERVALS = 0.01
@@ -101,6 +103,44 @@ def fit_axis(
             lo, hi = min(lo, t(limit)), max(hi, t(limit))
     pad = PAD * (hi - lo)
     return AxisRange(back(lo - pad), back(hi + pad), log), tuple(inside)
+
+
+def log_scale(values: Sequence[float]) -> bool:
+    """A log axis when the values span more than LOG_SPAN, e.g. an overloaded config's 20 s
+    TTFT beside good ones at 0.5 s: on a linear axis the good ones would be squeezed into a
+    corner."""
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) > 1 and max(positive) / min(positive) > LOG_SPAN
+
+
+@dataclass(frozen=True)
+class SloLine:
+    """One SLO limit on a plot's axis; `off`: it lies beyond the fitted axis (None: drawn as a
+    line), and the plot says so at that edge instead."""
+
+    axis: str  # "x" or "y"
+    value: float
+    label: str  # "SLO p99_ttft_ms<=2000"
+    off: Edge | None = None
+
+
+def slo_axis(
+    axis: str,
+    values: Sequence[float],
+    limits: Sequence[SloLimit],
+    plotted: Sequence[dict[str, float]],
+) -> tuple[AxisRange, list[SloLine]]:
+    """An axis fitted to `values` (`fit_axis`, log when they span over LOG_SPAN) and each SLO
+    limit on it: a line, or noted beyond the edge it lies past (`plotted`: the figures of
+    every plotted point, to say whether they all meet it). The trade-off plot's axes and the
+    latency-load curves' both."""
+    rng, inside = fit_axis(values, [limit.value for limit in limits], log_scale(values))
+    lines = []
+    for limit, near in zip(limits, inside, strict=True):
+        met = all(limit.met(m) for m in plotted)
+        off = None if near else edge_of(axis, limit.value, rng, met)
+        lines.append(SloLine(axis, limit.value, f"SLO {limit}", off))
+    return rng, lines
 
 
 def edge_of(axis: str, limit: float, rng: AxisRange, all_met: bool) -> Edge:
