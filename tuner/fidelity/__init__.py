@@ -15,6 +15,7 @@ Modules:
 - `smallest`: which of the best's changed flags carry its gain (pure: the rule);
 - `smallest_check`: each changed flag reverted alone on the calibrated simulator (SIMULATED);
 - `smallest_measured`: the same on the engine (`tuner run --confirm K`);
+- `best_check`: the best config and its baseline checked and the record stored (one helper);
 - `warm_start`: the best configs of another stored study, queued first.
 
 What may be assumed: every figure from the simulator is labelled SIMULATED and never stored
