@@ -16,6 +16,7 @@ from tuner.results.report.layout import (
     colour_scale,
     fit_axis,
     place_labels,
+    tick_texts,
 )
 from tuner.results.report.load import curve_figure
 from tuner.results.report.png import TITLE_CHARS, draw_png, title_lines
@@ -180,3 +181,18 @@ def test_the_load_curves_fit_their_runs_and_a_far_slo_is_a_note_not_a_line() -> 
 def _hlines(fig) -> list[float]:
     """The horizontal lines (SLO limits), not the vertical ones (capacities)."""
     return [s.y0 for s in fig.layout.shapes if s.y0 == s.y1]
+
+
+def test_an_slo_a_few_percent_from_the_points_is_drawn_however_close_they_sit() -> None:
+    """Capacity mode meets p99 TTFT <= 2000 ms at 1996-1998 ms: half their 2-ms span left the
+    limit "off the plot" 2 ms away; within 5 % of its value it is drawn."""
+    rng, inside = fit_axis([1996.3, 1998.1], [2000.0, 2400.0], False)
+    assert inside == (True, False) and rng.high > 2000.0 > rng.low
+    assert fit_axis([1000.0, 3000.0], [20000.0], False)[1] == (False,)  # far stays off
+
+
+def test_tick_labels_take_the_decimals_it_takes_to_differ() -> None:
+    # four significant digits wrote these 22.61, 22.61, 22.61, 22.61
+    assert tick_texts([22.606, 22.608, 22.61, 22.612]) == ["22.606", "22.608", "22.610", "22.612"]
+    assert tick_texts([1996.5, 1997.0, 1997.5]) == ["1996.5", "1997.0", "1997.5"]
+    assert tick_texts([1000.0, 2000.0, 19934.0]) == ["1000", "2000", "19934"]  # as `figure`

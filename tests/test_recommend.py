@@ -189,3 +189,16 @@ def test_other_doubts_do_not_hold_the_candidate_back(tmp_path: Path, kind: str) 
     spec = load_study_spec(write_study_file(tmp_path))
     base, cand = _point(0), _point(1)
     assert not recommendation(cand, [Verdict(kind, "x", True)], [cand, base], spec, base).held  # type: ignore[arg-type]
+
+
+def test_export_exits_3_when_no_tuned_config_beat_the_defaults(tmp_path: Path) -> None:
+    """CI reads exit 0 as "deploy: a clear gain"; when the best trial is the baseline itself
+    the file holds vLLM's defaults, what the user already runs: 3, as when a candidate is
+    held back. Asked for by number, it is exported as asked (0)."""
+    worse = {0: CLOSE[0], 1: (1600.0, 75.0, 990.0, 0.1, "ok")}
+    study_file, url = build_study(tmp_path, trials=worse)
+    done = _cli(study_file, url, "export")
+    assert done.returncode == HELD_EXIT_CODE, done.stderr
+    assert "--max-num-seqs 256" in done.stdout  # the defaults' command
+    assert "the best is vLLM's defaults (baseline trial 0)" in done.stderr
+    assert _cli(study_file, url, "export", "--trial", "0").returncode == 0

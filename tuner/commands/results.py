@@ -213,8 +213,8 @@ def export(
 ) -> None:
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON.
 
-    Exit code 3: the best tuned config is not clearly better than vLLM's defaults, or is
-    FRAGILE, so the defaults were written in its place (`--candidate` writes it anyway)."""
+    Exit code 3: vLLM's defaults were written: the best tuned config is not clearly better
+    than them, or is FRAGILE (`--candidate` writes it anyway), or no tuned config beat them."""
     from tuner.results.export import FORMATS, render
     from tuner.results.recommend import HELD_EXIT_CODE
     from tuner.results.shipped import shipped
@@ -248,6 +248,13 @@ def export(
         typer.echo(
             f"tuner export: wrote {choice.why}; exit code {HELD_EXIT_CODE} "
             "(--candidate writes the candidate)",
+            err=True,
+        )
+        raise typer.Exit(HELD_EXIT_CODE)
+    if trial is None and choice.point.baseline:  # the same answer: nothing tuned to deploy
+        typer.echo(
+            f"tuner export: the best is vLLM's defaults (baseline trial {choice.point.number}), "
+            f"the config you already run; exit code {HELD_EXIT_CODE}",
             err=True,
         )
         raise typer.Exit(HELD_EXIT_CODE)
