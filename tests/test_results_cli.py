@@ -232,8 +232,11 @@ def test_end_to_end_planned_study_export_report_dashboard(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-2000:]
     sim = ["--storage", url, "--simulated"]
     done = tuner("export", study_file, *sim, "--format", "json")
-    assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
+    # 3: the defaults written (held back, or no tuned config beat them; 8 planned trials of
+    # the demo may find nothing), 0: a tuned config recommended
+    held = doc["recommendation"]["recommended"] == "defaults" or doc["trial"] == 0
+    assert done.returncode == (3 if held else 0), done.stderr
     assert doc["simulated"] is True and doc["command"][:2] == ["vllm", "serve"]
     assert "tuner" not in " ".join(doc["command"])  # production command, not the simulator's
     done = tuner("export", study_file, *sim)
