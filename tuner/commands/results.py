@@ -251,7 +251,7 @@ def export(
             err=True,
         )
         raise typer.Exit(HELD_EXIT_CODE)
-    if trial is None and choice.point.baseline:  # the same answer: nothing tuned to deploy
+    if trial is None and not candidate and choice.point.baseline:  # nothing tuned to deploy
         typer.echo(
             f"tuner export: the best is vLLM's defaults (baseline trial {choice.point.number}), "
             f"the config you already run; exit code {HELD_EXIT_CODE}",
