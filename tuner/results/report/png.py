@@ -100,7 +100,7 @@ def _plain_ticks() -> Any:
     for neighbouring ticks to differ); one value alone (the cursor): `figure`."""
     from matplotlib.ticker import Formatter
 
-    class PlainTicks(Formatter):  # type: ignore[misc]
+    class PlainTicks(Formatter):
         def __call__(self, x: float, pos: int | None = None) -> str:
             return figure(x)
 
