@@ -285,8 +285,29 @@ def test_the_exported_command_holds_and_is_stored(study, engine):
     shown = _verify(study, "--history")
     assert shown.returncode == 0, shown.stderr
     last = shown.stdout.splitlines()[-1]
-    assert f"trial 0  {engine}  vLLM sim-{version}  exit 0  holds" in last
+    assert f"trial 0  {engine}  vLLM sim-{version}  p99_ttft_ms " in last
+    assert "  exit 0  holds" in last
     assert json.loads(_verify(study, "--history", "--format", "json").stdout) == history
+    _history_is_shown(study, engine, last, doc)
+
+
+def _history_is_shown(study: Path, engine: str, line: str, doc: dict) -> None:
+    """`tuner trials` (table and JSON) and `tuner report` show the stored verifies."""
+    table = tuner("trials", str(study), cwd=study.parent)
+    assert table.returncode == 0, table.stderr
+    assert "verify history (`tuner verify`, oldest first):" in table.stdout
+    assert line in table.stdout.splitlines()
+    listed = tuner("trials", str(study), "--format", "json", cwd=study.parent)
+    row = json.loads(listed.stdout)[0]
+    shown = row["verifies"][-1]
+    assert (shown["trial"], shown["base_url"], shown["exit_code"]) == (0, engine, 0)
+    assert shown["vllm_version"] == f"sim-{version}" and shown["verdict"].startswith("holds")
+    assert shown["figures"]["p99_ttft_ms"] == doc["metrics"]["p99_ttft_ms"]
+    report = study.parent / "report.html"
+    made = tuner("report", str(study), "-o", str(report), "--force", cwd=study.parent)
+    assert made.returncode == 0, made.stderr
+    page = report.read_text()
+    assert "After the ship: tuner verify" in page and f"<td class=\"l\">{engine}</td>" in page
 
 
 @pytest.mark.slow
@@ -342,12 +363,23 @@ def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study,
             for _ in range(10)
         )
     )
-    done = _verify(study, "--base-url", engine, "--no-store", "--request-log", str(log))
+    done = _verify(study, "--base-url", engine, "--request-log", str(log))
     assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
     assert "GPU h100 x4 (study: a6000)" in done.stdout
     assert "traffic prompt tokens: median 256" in done.stdout
     assert "prompts 2x the study's (median 256 vs 128)" in done.stdout.splitlines()[-1]
     assert "tuner run NEW.yaml --warm-start e2e 3" in done.stdout
+    # what the calibrated simulator predicts for that traffic, SIMULATED, next to the measured
+    assert "what the study predicts for your traffic (SIMULATED" in done.stdout
+    ttft = next(x for x in done.stdout.splitlines() if x.startswith("  mean_ttft_ms: SIMULATED"))
+    assert "on your traffic vs SIMULATED" in ttft and "measured now" in ttft
+    stored = _history(study)[-1]["predicted"]  # and stored with the verify
+    assert stored["simulated"] and stored["calibrated_on_trials"] == [0]
+    assert stored["not_predicted"] is None
+    yours, studied = stored["your_traffic"], stored["study_workload"]
+    # twice the prompt tokens to prefill: a longer first token on the same config
+    assert yours["mean_ttft_ms"] > studied["mean_ttft_ms"] > 0
+    assert set(yours) >= {"p99_ttft_ms", "mean_tpot_ms", "output_throughput"}
 
 
 def _one_line_refusal(done: subprocess.CompletedProcess, fragment: str) -> None:

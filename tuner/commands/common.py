@@ -87,6 +87,17 @@ def open_store(spec: StudySpec, storage: str | None, *, readonly: bool = False) 
     return Store(storage or spec.storage, readonly=readonly)
 
 
+def stored_verifies(study_name: str, spec: StudySpec, storage: str | None) -> list[dict]:
+    """The study's stored `tuner verify` documents, oldest first (`tuner.store.verifies`)."""
+    from tuner.store.verifies import verify_history
+
+    store = open_store(spec, storage, readonly=True)
+    try:
+        return verify_history(store, study_name)
+    finally:
+        store.close()
+
+
 def open_stored_study(
     study_file: Path, storage: str | None, simulated: bool
 ) -> tuple[optuna.Study, StudySpec]:

@@ -9,7 +9,7 @@ own state (`engine_info`) and the capped workload, with no warm-ups and no prefi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import MAX_PROMPTS
+from tuner.trial import StudyRecord, TrialPoint
 from tuner.verify import compare
 from tuner.verify.caps import INITIAL_TEST_REQUESTS, CappedWorkload, Caps, capped
 from tuner.verify.changes import (
@@ -31,6 +32,7 @@ from tuner.verify.changes import (
     traffic_change,
 )
 from tuner.verify.engine_info import EngineInfo, read_engine_info
+from tuner.verify.predict import TrafficPrediction, predict_traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
 from tuner.workload.client import CHAT_ENDPOINT, server_model_cards
 from tuner.workload.datasets import build_requests, jsonl_requests
@@ -44,6 +46,19 @@ class Target:
     choice: Selection
     spec: StudySpec
     mean_engine_s: float | None  # the study's measured trials' mean engine time (the cost)
+    record: StudyRecord | None = None  # the study and its trials: what calibrates the
+    points: tuple[TrialPoint, ...] = ()  # simulator for a prediction of the user's traffic
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The user's request log against the study's workload (`traffic`)."""
+
+    lines: list[str] = field(default_factory=list)  # the lengths, figures
+    changed: list[str] = field(default_factory=list)  # what is outside the study's range
+    studied: list[Any] = field(default_factory=list)  # the study's requests
+    logged: list[Any] = field(default_factory=list)  # the log's
+    predicted: TrafficPrediction | None = None  # SIMULATED, when `changed`
 
 
 @dataclass(frozen=True)
@@ -77,12 +92,12 @@ def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
     return name
 
 
-def traffic(spec: StudySpec, log: Path | None, tok: Any) -> tuple[list[str], list[str]]:
+def traffic(spec: StudySpec, log: Path | None, tok: Any) -> Traffic:
     """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
     against the study's workload: lines of figures, and the phrases of what is outside the
     study's range (`changes.traffic_change`)."""
     if log is None:
-        return [], []
+        return Traffic()
     chat = spec.workload.endpoint == CHAT_ENDPOINT
     logged = jsonl_requests(str(log), tok, _log_size(log), chat=chat)
     studied = build_requests(spec.workload, tok)
@@ -91,7 +106,30 @@ def traffic(spec: StudySpec, log: Path | None, tok: Any) -> tuple[list[str], lis
         line, change = traffic_change(what, of(studied), of(logged))
         lines += [line] if line else []
         changed += [change] if change else []
-    return lines, changed
+    return Traffic(lines, changed, studied, logged)
+
+
+def predicted(target: Target, mix: Traffic) -> Traffic:
+    """`mix` with what the calibrated simulator predicts for the log's traffic, when it is
+    outside the study's range (`tuner.verify.predict`)."""
+    if not mix.changed or target.record is None:
+        return mix
+    figures = predict_traffic(
+        target.spec,
+        target.record,
+        target.points,
+        target.choice.params,
+        mix.studied,
+        mix.logged,
+        figure_names(target),
+    )
+    return replace(mix, predicted=figures)
+
+
+def figure_names(target: Target) -> list[str]:
+    """The figures verify compares: the headline ones, the SLO's, those with intervals."""
+    limits = target.choice.limits or target.spec.slo_limits()
+    return list(dict.fromkeys([*HEADLINE_METRICS, *(lim.metric for lim in limits), *CI_METRICS]))
 
 
 def _log_size(log: Path) -> int:
@@ -121,7 +159,7 @@ def run_verify(
         )
     work = capped(spec.workload, caps)  # a mistake here is found before anything is sent
     tok = workload_tokenizer(spec)
-    mix = traffic(spec, log, tok)
+    mix = predicted(target, traffic(spec, log, tok))  # the simulator's part, before sending
     model = served_model(spec, base_url, api_key)
     info = read_engine_info(base_url, model, api_key)
     requests = build_requests(work.workload, tok)
@@ -165,17 +203,18 @@ def judge(
     result: BenchmarkResult | None,
     stopped: str | None,
     started: float,
-    mix: tuple[list[str], list[str]] = ([], []),
+    mix: Traffic | None = None,
 ) -> Outcome:
+    mix = mix or Traffic()
     spec, point = target.spec, target.choice.point
     limits = list(target.choice.limits or spec.slo_limits())
     shipped = target.choice.params  # the exported command's flags (the smallest change)
     flags = compare.flag_checks(expected_flags(spec, shipped), _engine_flags(info, spec, shipped))
-    platform = [*platform_changes(info, spec, point), *mix[1]]
+    platform = [*platform_changes(info, spec, point), *mix.changed]
     moved_flags = flag_changes(flags)
     changes = [*moved_flags, *platform]
     measured = result.metrics if result is not None and stopped is None else {}
-    names = list(dict.fromkeys([*HEADLINE_METRICS, *(lim.metric for lim in limits), *CI_METRICS]))
+    names = figure_names(target)
     checks = compare.metric_checks(
         names,
         point.metrics,
@@ -216,7 +255,8 @@ def judge(
             for f in flags
         ],
         "changes": changes,
-        "traffic": mix[0],
+        "traffic": mix.lines,
+        "predicted": mix.predicted.as_json() if mix.predicted is not None else None,
         "metrics": measured,
         "checks": [c.as_json() for c in checks],
         "slo": [str(lim) for lim in limits],
@@ -227,7 +267,10 @@ def judge(
     )
     document["retune"] = retune
     lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
-    lines += [*mix[0], *retune, f"verdict: {found.text}"]
+    lines += mix.lines
+    if mix.predicted is not None:
+        lines += mix.predicted.lines(names, measured)
+    lines += [*retune, f"verdict: {found.text}"]
     return Outcome(document, lines, found)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import optuna
 
-from tuner.results.report.deploy import best_commands
+from tuner.results.report.deploy import best_commands, verify_section
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.shapes import shape_rows
@@ -294,9 +294,15 @@ def _scenario_fronts(
 
 
 def build_report(
-    study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
+    study: optuna.Study,
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    *,
+    simulated: bool,
+    verifies: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """The whole report as one HTML string; the first figure carries plotly.js inline."""
+    """The whole report as one HTML string; the first figure carries plotly.js inline.
+    `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
     capacity = spec.objective.mode == "capacity"
     pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
@@ -351,6 +357,7 @@ def build_report(
 <div class="counts">{count_html}</div>
 <h2>What to deploy</h2>
 {best_commands(spec, points, study.study_name, simulated, StudyRecord.of(study))}
+{verify_section(verifies)}
 <h2>Trade-off: {_e(x)} against mean TPOT</h2>
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.
