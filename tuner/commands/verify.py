@@ -86,9 +86,11 @@ def verify(
 def _target(study_file: Path, storage: str | None):
     """The shipped config of the stored study (a study with no trial is a UserError)."""
     from tuner.commands.common import open_stored_study
+    from tuner.fidelity.warm_start import warm_configs
     from tuner.results.shipped import shipped, study_points
     from tuner.store.storage import resolve_storage
     from tuner.trial import StudyRecord
+    from tuner.verify.changes import WARM_START_K
     from tuner.verify.session import Target
 
     study, file_spec = open_stored_study(study_file, storage, simulated=False)
@@ -96,7 +98,9 @@ def _target(study_file: Path, storage: str | None):
     choice, spec, _ = shipped(study, points)
     took = [p.record.engine_s for p in points if p.record.engine_s]
     mean_s = sum(took) / len(took) if took else None
-    target = Target(study.study_name, choice, spec, mean_s, StudyRecord.of(study), tuple(points))
+    warm = warm_configs(points, study.study_name, WARM_START_K, spec)
+    record = StudyRecord.of(study)
+    target = Target(study.study_name, choice, spec, mean_s, record, tuple(points), len(warm))
     return target, resolve_storage(storage or file_spec.storage)
 
 

@@ -23,8 +23,10 @@ from tuner.spec.study import StudySpec
 from tuner.spec.workload import MAX_PROMPTS
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.verify import compare
+from tuner.verify.capacity import at_capacity, verified_workload
 from tuner.verify.caps import INITIAL_TEST_REQUESTS, CappedWorkload, Caps, capped
 from tuner.verify.changes import (
+    WARM_START_K,
     flag_changes,
     flag_lines,
     platform_changes,
@@ -48,6 +50,7 @@ class Target:
     mean_engine_s: float | None  # the study's measured trials' mean engine time (the cost)
     record: StudyRecord | None = None  # the study and its trials: what calibrates the
     points: tuple[TrialPoint, ...] = ()  # simulator for a prediction of the user's traffic
+    warm_configs: int = WARM_START_K  # of this study's configs a warm start would take
 
 
 @dataclass(frozen=True)
@@ -152,12 +155,13 @@ def run_verify(
     target: Target, base_url: str, caps: Caps, api_key: str | None, log: Path | None = None
 ) -> Outcome:
     spec = target.spec
-    if spec.scenarios or spec.objective.mode == "capacity":
+    if spec.scenarios:
         raise UserError(
-            "verify measures one fixed workload: a study with scenarios or in capacity mode "
-            "is not supported yet"
+            "verify measures one workload: a study with scenarios is not supported yet "
+            '(docs/verify.md, "Not done yet")'
         )
-    work = capped(spec.workload, caps)  # a mistake here is found before anything is sent
+    # a mistake here is found before anything is sent
+    work = capped(verified_workload(spec, target.choice.point), caps)
     tok = workload_tokenizer(spec)
     mix = predicted(target, traffic(spec, log, tok))  # the simulator's part, before sending
     model = served_model(spec, base_url, api_key)
@@ -223,12 +227,15 @@ def judge(
         result.ci if result is not None else {},
         lighter=work.lighter,
     )
-    if stopped is not None:
-        found = compare.not_measured(stopped)
-    else:
-        found = compare.verdict(checks, limits, measured, changes)
+    capacity_rps = point.capacity_rps if spec.objective.mode == "capacity" else None
+    found = (
+        compare.not_measured(stopped)
+        if stopped is not None
+        else compare.verdict(checks, limits, measured, changes)
+    )
+    if capacity_rps:  # the rate it was judged at
+        found = at_capacity(found, work.workload.request_rate, capacity_rps, point.capacity_capped)
     sent = None if result is None else len(result.records) + INITIAL_TEST_REQUESTS
-    w = work.workload
     document = {
         "verified_at": time.time(),
         "started_at": started,
@@ -236,20 +243,12 @@ def judge(
         "trial": point.number,
         "shipped": target.choice.why,
         "base_url": base_url,
-        "caps": {
-            "max_requests": caps.max_requests,
-            "max_rate": caps.max_rate,
-            "max_time_s": caps.max_time_s,
-        },
-        "workload": {
-            "num_prompts": w.num_prompts,
-            "request_rate": w.request_rate,
-            "notes": list(work.notes),
-        },
+        **_what_was_sent(caps, work),
         "requests_sent": sent,
         "engine": info.as_json(),
         "study_vllm_version": point.record.vllm_version,
         "study_gpu": spec.hardware.gpu,
+        "capacity_rps": capacity_rps,
         "flags": [
             {"flag": f.flag, "exported": f.exported, "engine": f.engine, "differs": f.differs}
             for f in flags
@@ -263,7 +262,13 @@ def judge(
         "verdict": found.as_json(),
     }
     retune = retune_lines(
-        target.study_name, spec, target.mean_engine_s, found, moved_flags, platform
+        target.study_name,
+        spec,
+        target.mean_engine_s,
+        found,
+        moved_flags,
+        platform,
+        target.warm_configs,
     )
     document["retune"] = retune
     lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
@@ -272,6 +277,22 @@ def judge(
         lines += mix.predicted.lines(names, measured)
     lines += [*retune, f"verdict: {found.text}"]
     return Outcome(document, lines, found)
+
+
+def _what_was_sent(caps: Caps, work: CappedWorkload) -> dict[str, Any]:
+    w = work.workload
+    return {
+        "caps": {
+            "max_requests": caps.max_requests,
+            "max_rate": caps.max_rate,
+            "max_time_s": caps.max_time_s,
+        },
+        "workload": {
+            "num_prompts": w.num_prompts,
+            "request_rate": w.request_rate,
+            "notes": list(work.notes),
+        },
+    }
 
 
 def _engine_flags(info: EngineInfo, spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
@@ -286,7 +307,7 @@ def _lines(target, base_url, work, info, flags, checks, limits, measured, sent) 
         f"tuner verify: study {target.study_name}, trial {point.number} "
         f"({target.choice.why}) against {base_url}",
         f"workload: {w.num_prompts} prompts at {w.request_rate:g} req/s"
-        + (f" ({'; '.join(work.notes)})" if work.notes else " (the study's)"),
+        + (f" ({'; '.join(work.notes)})" if work.notes else f" ({_whose(target)})"),
     ]
     if point.simulated:
         lines.append("the study's figures are SIMULATED (its engine was `tuner sim serve`)")
@@ -303,3 +324,10 @@ def _lines(target, base_url, work, info, flags, checks, limits, measured, sent) 
         state = "not measured" if got is None else ("met" if lim.met(dict(measured)) else "BROKEN")
         lines.append(f"SLO {lim}: {state}" + (f" ({got:.4g})" if got is not None else ""))
     return lines
+
+
+def _whose(target: Target) -> str:
+    """Whose workload verify sends: the study's, in capacity mode at the shipped capacity."""
+    if target.spec.objective.mode != "capacity":
+        return "the study's"
+    return f"the study's, at trial {target.choice.point.number}'s capacity rate"
