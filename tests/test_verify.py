@@ -34,7 +34,7 @@ from tuner.verify.capacity import at_capacity
 from tuner.verify.caps import Caps, capped, check_url
 from tuner.verify.changes import gpu_change, retune_lines, traffic_change
 from tuner.verify.engine_info import cache_config_labels
-from tuner.verify.predict import predict_traffic
+from tuner.verify.predict import as_many, predict_traffic
 
 # ---- the judgement -------------------------------------------------------------------------
 
@@ -153,6 +153,8 @@ def test_traffic_is_not_predicted_for_a_model_the_simulator_does_not_know(tmp_pa
     )
     found = predict_traffic(unknown, None, [], {}, [], [], ["p99_ttft_ms"])
     assert found.not_predicted.startswith("the simulator does not know")
+    assert as_many(["a", "b"], 4) == ["a", "a", "b", "b"]  # the study's count, the log's mix
+    assert as_many(list(range(10)), 4) == [0, 2, 5, 7]
     assert found.lines(["p99_ttft_ms"], {}) == [
         f"your traffic: not predicted ({found.not_predicted})"
     ]
@@ -409,6 +411,9 @@ def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study,
     yours, studied = stored["your_traffic"], stored["study_workload"]
     # twice the prompt tokens to prefill: a longer first token on the same config
     assert yours["mean_ttft_ms"] > studied["mean_ttft_ms"] > 0
+    # the study's 24 requests at the log's lengths (not the log's 10): its tail is as long
+    assert yours["p99_ttft_ms"] > studied["p99_ttft_ms"]
+    assert yours["request_throughput"] == pytest.approx(studied["request_throughput"], rel=0.1)
     assert set(yours) >= {"p99_ttft_ms", "mean_tpot_ms", "output_throughput"}
     # the study's one trial is vLLM's defaults: a warm start from it would be refused
     assert "run `tuner run NEW.yaml` (this study has no feasible config but vLLM's" in done.stdout

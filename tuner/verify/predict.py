@@ -1,9 +1,11 @@
 """What the study predicts for the user's traffic, when its lengths are outside the study's
 range: the study's simulator, calibrated on the study's measured trials the way `tuner
 calibrate` fits it (`tuner.fidelity.calibration.calibrate_study`), runs the shipped config on
-the request log's lengths at the study's arrivals (rate, burstiness, seed, concurrency), and,
-for a like-for-like comparison, on the study's own workload. Every figure here is SIMULATED:
-the verify's measured figures still come from the study's workload (docs/verify.md).
+the request log's lengths at the study's request count and arrivals (rate, burstiness, seed,
+concurrency), on the study's hardware (its calibrated profile, whatever GPU the engine runs on
+now), and, for a like-for-like comparison, on the study's own workload. Every figure here is
+SIMULATED: the verify's measured figures still come from the study's workload
+(docs/verify.md).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class TrafficPrediction:
         trials = ", ".join(str(n) for n in self.calibrated_on)
         out = [
             "what the study predicts for your traffic (SIMULATED: its simulator calibrated on "
-            f"trials {trials}, the shipped config, your lengths at the study's arrivals):"
+            f"trials {trials}, on the study's hardware, the shipped config, the study's "
+            "request count and arrivals at your lengths):"
         ]
         for name in names:
             yours, studied = self.yours.get(name), self.study.get(name)
@@ -91,7 +94,7 @@ def predict_traffic(
     flags = simulator_flags(spec, params)
     figures = [
         predict(model, cal.profile, flags, study_workload(spec, requests), tuple(names))
-        for requests in (logged, studied)
+        for requests in (as_many(logged, len(studied)), studied)
     ]
     if figures[0] is None or figures[1] is None:
         why = "the simulator refuses the shipped config on this traffic"
@@ -99,3 +102,12 @@ def predict_traffic(
     return TrafficPrediction(
         figures[0], figures[1], cal.trials, time.perf_counter() - started, None
     )
+
+
+def as_many(logged: Sequence[Any], n: int) -> list[Any]:
+    """`n` of the log's requests, evenly spread over it (each repeated when the log is
+    shorter): the study's request count at the log's length mix, so the two predictions
+    differ by the lengths alone, not by how many requests share the tail."""
+    if not logged:
+        return []
+    return [logged[i * len(logged) // n] for i in range(n)]
