@@ -48,7 +48,7 @@ def at_capacity(found: Verdict, sent_rps: float, capacity_rps: float, capped: bo
         where = f" at the study's capacity, {least}{figure(capacity_rps)} req/s"
     else:
         where = (
-            f" at {figure(sent_rps)} req/s, below the study's capacity of {least}"
-            f"{figure(capacity_rps)} req/s (--max-rate: the capacity itself is not checked)"
+            f" at {figure(sent_rps)} req/s (--max-rate), below the study's capacity of {least}"
+            f"{figure(capacity_rps)} req/s, which it does not check"
         )
     return replace(found, text=head + where + found.text[len(head) :])
