@@ -269,7 +269,7 @@ def report(
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     sim = _is_simulated(study, points)
-    verifies = stored_verifies(study.study_name, spec, storage)
+    verifies = stored_verifies(study.study_name, study_file, storage)
     html = build_report(study, spec, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:

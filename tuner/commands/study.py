@@ -333,10 +333,10 @@ def trials(
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
-    study, spec = open_stored_study(study_file, storage, simulated)
+    study, _ = open_stored_study(study_file, storage, simulated)
     points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
     points = judged_all(record, points)  # each measurement's under its latest judging
-    verifies = stored_verifies(study.study_name, spec, storage)
+    verifies = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
         rows = with_verifies(trials_records(points, record), verifies)
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))

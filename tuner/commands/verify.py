@@ -120,8 +120,8 @@ def _show_history(study_file: Path, storage: str | None, fmt: str) -> None:
     from tuner.commands.common import open_stored_study, stored_verifies
     from tuner.results.verifies import verify_lines
 
-    study, spec = open_stored_study(study_file, storage, simulated=False)
-    docs = stored_verifies(study.study_name, spec, storage)
+    study, _ = open_stored_study(study_file, storage, simulated=False)
+    docs = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":
         typer.echo(json.dumps(docs, indent=2))
         return
