@@ -34,7 +34,7 @@ from tuner.verify.capacity import at_capacity
 from tuner.verify.caps import Caps, capped, check_url
 from tuner.verify.changes import gpu_change, retune_lines, traffic_change
 from tuner.verify.engine_info import cache_config_labels
-from tuner.verify.predict import as_many, predict_traffic
+from tuner.verify.predict import CAPACITY_NOT_PREDICTED, as_many, predict_traffic
 
 # ---- the judgement -------------------------------------------------------------------------
 
@@ -153,6 +153,11 @@ def test_traffic_is_not_predicted_for_a_model_the_simulator_does_not_know(tmp_pa
     )
     found = predict_traffic(unknown, None, [], {}, [], [], ["p99_ttft_ms"])
     assert found.not_predicted.startswith("the simulator does not know")
+    capacity = spec.model_copy(
+        update={"objective": spec.objective.model_copy(update={"mode": "capacity"})}
+    )
+    found = predict_traffic(capacity, None, [], {}, [], [], ["p99_ttft_ms"])
+    assert found.not_predicted == CAPACITY_NOT_PREDICTED
     assert as_many(["a", "b"], 4) == ["a", "a", "b", "b"]  # the study's count, the log's mix
     assert as_many(list(range(10)), 4) == [0, 2, 5, 7]
     assert found.lines(["p99_ttft_ms"], {}) == [

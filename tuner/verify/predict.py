@@ -25,6 +25,13 @@ from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 
+# a capacity study's trials were measured each at its own capacity rate, which the
+# calibration (one workload at one rate per observation, `calibrate_study`) does not model
+CAPACITY_NOT_PREDICTED = (
+    "a capacity study: its trials ran at their own capacity rates, which the calibration "
+    "does not model"
+)
+
 
 @dataclass(frozen=True)
 class TrafficPrediction:
@@ -84,6 +91,8 @@ def predict_traffic(
     simulator calibrated on the study's measured trials; `not_predicted` says why not when the
     simulator does not know the model, the study names no accelerator, or no trial fits."""
     started = time.perf_counter()
+    if spec.objective.mode == "capacity":
+        return TrafficPrediction(not_predicted=CAPACITY_NOT_PREDICTED)
     model = known_model(spec.engine.model)
     if model is None:
         return TrafficPrediction(not_predicted=f"the simulator does not know {spec.engine.model}")
