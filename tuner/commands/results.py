@@ -18,6 +18,7 @@ from tuner.commands.common import (
     Wide,
     open_stored_study,
     open_stored_study_files,
+    stored_verifies,
 )
 from tuner.errors import UserError
 
@@ -291,7 +292,8 @@ def report(
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     sim = _is_simulated(study, points)
-    html = build_report(study, spec, points, simulated=sim)
+    verifies = stored_verifies(study.study_name, study_file, storage)
+    html = build_report(study, spec, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:
         capacity = spec.objective.mode == "capacity"

@@ -14,6 +14,8 @@ Modules:
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
 - `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
 - `views`: the trial table and `tuner best`'s words (rich, pandas);
+- `verifies`: the stored `tuner verify` history as rows and lines (`verify --history`,
+  `trials`, the report);
 - `report`: the self-contained HTML report and its figures (a package).
 
 What may be assumed: read-only, never the run loop (an import-linter contract); a simulated
