@@ -85,8 +85,10 @@ def build_study(
     mode: str = "scalar",
     simulated: bool = False,
     text: str = STUDY_YAML,
+    attrs: dict[int, dict[str, Any]] | None = None,
 ) -> tuple[Path, str]:
-    """Write the study file and a SQLite database holding the trials; returns (file, URL)."""
+    """Write the study file and a SQLite database holding the trials; returns (file, URL).
+    `attrs`: more user attrs of trial N (e.g. `capacity_rps`)."""
     from tuner.measure.objective import directions, metric_names, penalty_values
     from tuner.spec.space import distributions
 
@@ -114,6 +116,7 @@ def build_study(
     penalty = penalty_values(spec.objective, measured)
     for number, (ttft, tpot, thr, score, kind) in rows:
         trial = _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty)
+        trial.user_attrs.update((attrs or {}).get(number, {}))
         study.add_trial(trial)
     store.close()
     return study_file, url
@@ -124,7 +127,7 @@ def _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty
     attrs: dict[str, Any] = {"baseline": number == 0, "simulated": simulated, "score": score}
     constraints = {"measured": 0.0, "failed_requests": -0.05, "p99_ttft_ms<=2000": 0.0}
     constraints["mean_tpot_ms<=80"] = 0.0
-    values = [score] if mode == "scalar" else [ttft, tpot, thr]
+    values = [score] if mode in ("scalar", "capacity") else [ttft, tpot, thr]
     if kind in ("ok", "slo"):
         attrs.update(
             vllm_version="0.10.1.1",

@@ -84,6 +84,12 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     assert ttft["value"] == doc["metrics"]["p99_ttft_ms"] and ttft["better"] is True
     assert ttft["baseline"] == doc["baseline_metrics"]["p99_ttft_ms"]
     assert [v["text"] for v in doc["verdicts"]] == texts
+    # median ITL carries its interval like the headline metrics (issue 34, item 3)
+    lo, hi = doc["metric_ci"]["median_itl_ms"]
+    assert lo <= doc["metrics"]["median_itl_ms"] <= hi
+    worse = [line for line in best if line.startswith("# WORSE than")]
+    parts = [part for w in worse for part in w.split("); ") if "median ITL" in part]
+    assert all(re.search(r"median ITL [\d.]+ → [\d.]+ ms \([^;]+; CI ", p) for p in parts)
 
     report = study.parent / "r.html"
     _run(study, "report", "-o", str(report))

@@ -45,6 +45,35 @@ def test_init_sets_max_model_len_from_the_traffic(
     assert f"max-model-len {expected}: the longest request" in made.stdout
 
 
+def test_init_sets_max_model_len_from_a_traffic_file(tmp_path: Path) -> None:
+    """A `--traffic FILE.jsonl` is read as a trial reads it: its longest request sets
+    max-model-len (was the model's 131,072, and vLLM's defaults on 2× T4 did not start);
+    a request that leaves its output length to the server leaves it unknown, said so."""
+    import json
+
+    def write(name: str, output_len: int | None) -> None:
+        rows = [{"messages": [{"role": "user", "content": "word " * 300}], "output_len": 200}]
+        rows.append({"prompt": "a short one", "output_len": output_len})
+        lines = [json.dumps({k: v for k, v in r.items() if v is not None}) for r in rows]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+    write("bounded.jsonl", 20)
+    args = ("--traffic", "bounded.jsonl", "-o", "s.yaml")
+    made = tuner("init", "--no-preview", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    found = yaml.safe_load((tmp_path / "s.yaml").read_text())["engine"]["flags"]["max-model-len"]
+    assert found % 256 == 0 and 512 <= found <= 1024  # ~300-token prompt + 200 out, + 5 %
+    assert f"max-model-len {found}: the longest request (" in made.stdout
+    write("open.jsonl", None)
+    args = ("--traffic", "open.jsonl", "-o", "t.yaml")
+    made = tuner("init", "--no-preview", "--model", MODEL, *QUICK, *args, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert (
+        "max-model-len" not in yaml.safe_load((tmp_path / "t.yaml").read_text())["engine"]["flags"]
+    )
+    assert "leaves its output length to the server" in " ".join(made.stdout.split())
+
+
 def _spec(tokenizer: Path, low: int, high: int, n_trials: int) -> StudySpec:
     """A planned study whose max-num-batched-tokens range [low, high] vLLM's rules refuse in
     part (below max-num-seqs, or below max-model-len with chunked prefill off)."""

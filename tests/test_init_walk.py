@@ -30,6 +30,12 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         "--traffic", data.name, *slo, "--hours", "1", "-o", "s.yaml", cwd=tmp,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
+    # init now sets max-model-len from the file (512): taken out, as a study written before
+    # that, so vLLM's rule (batched tokens below max-model-len, chunked prefill off) refuses
+    # configs, as `test_a_rule_refusal_counts_as_a_rule` needs
+    written = (tmp / "s.yaml").read_text()
+    assert "    max-model-len: 512\n" in written
+    (tmp / "s.yaml").write_text(written.replace("    max-model-len: 512\n", ""))
     db = f"sqlite:///{tmp / 't.db'}"
     planned = tuner("plan", "s.yaml", "--n-trials", "6", "--storage", db, cwd=tmp)
     assert planned.returncode == 0, planned.stderr
@@ -55,11 +61,13 @@ def test_export_states_the_slo_it_judged_by(walk: tuple[Path, str, str]) -> None
     study, db, _ = walk
     args = ("export", study.name, "--storage", db, "--simulated")
     shell = tuner(*args, cwd=study.parent)
-    assert shell.returncode == 0, shell.stderr
+    doc = json.loads(tuner(*args, "--format", "json", cwd=study.parent).stdout)
+    # 3: the file holds vLLM's defaults (the best may be trial 0, or held back)
+    held = doc["trial"] == 0 or doc["recommendation"]["recommended"] == "defaults"
+    assert shell.returncode == (3 if held else 0), shell.stderr
     assert f"# SLO: {', '.join(SLO)}\n" in shell.stdout
     tuned = tuner(*args, "--trial", "1", cwd=study.parent).stdout  # the best may be trial 0
     assert re.search(r"against vLLM's defaults .*\(.\d+ %\)", tuned), tuned
-    doc = json.loads(tuner(*args, "--format", "json", cwd=study.parent).stdout)
     assert doc["slo"] == list(SLO) and doc["slo_given"] is False  # was []
     one = json.loads(tuner(*args, "--format", "json", "--trial", "1", cwd=study.parent).stdout)
     assert one["against_defaults"]["changes"] and one["slo"] == list(SLO)

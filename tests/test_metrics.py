@@ -175,3 +175,35 @@ def test_the_bootstraps_statistics_of_all_resamples_at_once_are_those_row_by_row
         for stat, pct in (("p", 99.0), ("p", 50.0), ("p", 0.0), ("median", None), ("std", None)):
             by_row = [_statistic(stat, pct, row[~np.isnan(row)]) for row in table]
             assert np.array_equal(_row_statistics(stat, pct, table), by_row), (case, stat, pct)
+
+
+def test_the_pooled_itl_quantiles_of_all_resamples_are_numpys_of_each_pooled_resample():
+    """Median ITL's interval (issue 34) ranks the pooled gaps by the resample's counts instead
+    of pooling each resample: the same figures as one numpy call per pooled resample, for
+    ties, empty requests and every percentile."""
+    import numpy as np
+
+    from tuner.measure.metrics import _pooled_quantile_samples, _statistic
+
+    rng = np.random.default_rng(3)
+    for case in range(24):
+        n = int(rng.integers(1, 30))
+        digits = 1 if case % 3 == 0 else 8  # ties
+        gaps = [rng.exponential(40.0, int(rng.integers(0, 12))).round(digits) for _ in range(n)]
+        idx = rng.integers(0, n, (30, n))
+        for stat, pct in (("median", None), ("p", 99.0), ("p", 0.0), ("p", 100.0)):
+            by_row = [_statistic(stat, pct, np.concatenate([gaps[i] for i in row])) for row in idx]
+            assert np.array_equal(_pooled_quantile_samples(gaps, idx, stat, pct), by_row), case
+
+
+def test_median_itl_carries_an_interval_like_the_headline_metrics():
+    from tuner.measure.metrics import confidence_intervals
+
+    recs = [
+        _rec(100, 9, 0.05, [0.01 + 0.001 * ((i * 7 + j) % 13) for j in range(8)]) for i in range(60)
+    ]
+    metrics = compute_metrics(recs, 3.0, selected_metrics=["itl"], percentiles=[99])
+    cis = confidence_intervals(recs, 3.0, metrics)
+    lo, hi = cis["median_itl_ms"]
+    assert lo <= metrics["median_itl_ms"] <= hi and lo < hi
+    assert "p99_itl_ms" not in cis  # the other pooled percentiles: still none

@@ -16,6 +16,7 @@ from tuner.results.report.layout import (
     colour_scale,
     fit_axis,
     place_labels,
+    tick_texts,
 )
 from tuner.results.report.load import curve_figure
 from tuner.results.report.png import TITLE_CHARS, draw_png, title_lines
@@ -148,7 +149,50 @@ def test_a_stopped_run_is_not_joined_into_the_latency_load_curve() -> None:
     base = _point(0, 900.0, 45.0, capacity_rps=2.0, rate_steps=steps)
     fig = curve_figure(base, None, parse_slo(SLO[0]))
     assert fig is not None
-    lines = [t for t in fig.data if "lines" in t.mode]
+    lines = [t for t in fig.data if "lines" in t.mode and t.x != (None,)]  # not SLO notes
     crosses = [t for t in fig.data if t.mode == "markers"]
     assert [list(t.x) for t in lines] == [[1.0, 2.0], [1.0, 2.0]]  # one per panel
     assert [list(t.x) for t in crosses] == [[4.0], [4.0]]
+
+
+def test_the_load_curves_fit_their_runs_and_a_far_slo_is_a_note_not_a_line() -> None:
+    """The latency-load panels are fitted like the trade-off axes (`layout.slo_axis`): an SLO
+    of 20 s over runs at 0.8-0.9 s would flatten the curve, so it is a legend entry; one of
+    940 ms, near the runs, is a dotted line the axis stretches to."""
+    steps = [
+        {"rate_rps": 1.0, "feasible": True, "p99_ttft_ms": 800.0, "mean_tpot_ms": 40.0},
+        {"rate_rps": 2.0, "feasible": True, "p99_ttft_ms": 900.0, "mean_tpot_ms": 45.0},
+    ]
+    base = _point(0, 900.0, 45.0, capacity_rps=2.0, rate_steps=steps)
+    far = curve_figure(base, None, parse_slo("p99_ttft_ms<=20000"))
+    assert far is not None
+    low, high = far.layout.yaxis.range
+    assert 750 < low < 800 and 900 < high < 1000 and not _hlines(far)
+    notes = [t.name for t in far.data if t.x == (None,)]
+    assert notes == [
+        "SLO p99_ttft_ms&lt;=20000 ↑ off the plot, beyond the top edge; every point meets it"
+    ]
+    near = curve_figure(base, None, parse_slo("p99_ttft_ms<=940"))
+    assert near is not None
+    assert _hlines(near) == [940.0] and near.layout.yaxis.range[1] > 940
+    assert not [t for t in near.data if t.x == (None,)]
+
+
+def _hlines(fig) -> list[float]:
+    """The horizontal lines (SLO limits), not the vertical ones (capacities)."""
+    return [s.y0 for s in fig.layout.shapes if s.y0 == s.y1]
+
+
+def test_an_slo_a_few_percent_from_the_points_is_drawn_however_close_they_sit() -> None:
+    """Capacity mode meets p99 TTFT <= 2000 ms at 1996-1998 ms: half their 2-ms span left the
+    limit "off the plot" 2 ms away; within 5 % of its value it is drawn."""
+    rng, inside = fit_axis([1996.3, 1998.1], [2000.0, 2400.0], False)
+    assert inside == (True, False) and rng.high > 2000.0 > rng.low
+    assert fit_axis([1000.0, 3000.0], [20000.0], False)[1] == (False,)  # far stays off
+
+
+def test_tick_labels_take_the_decimals_it_takes_to_differ() -> None:
+    # four significant digits wrote these 22.61, 22.61, 22.61, 22.61
+    assert tick_texts([22.606, 22.608, 22.61, 22.612]) == ["22.606", "22.608", "22.610", "22.612"]
+    assert tick_texts([1996.5, 1997.0, 1997.5]) == ["1996.5", "1997.0", "1997.5"]
+    assert tick_texts([1000.0, 2000.0, 19934.0]) == ["1000", "2000", "19934"]  # as `figure`

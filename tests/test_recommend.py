@@ -114,6 +114,34 @@ def test_fragile_holds_the_candidate_back_and_the_cost_of_settling_it(tmp_path: 
     assert not recommendation(cand, [fragile], [cand], spec, base).held
 
 
+def test_the_cost_of_settling_counts_the_smallest_change_re_measures(tmp_path: Path) -> None:
+    """`--confirm` also re-measures the flags the simulator dropped (one engine start and one
+    workload run each, all of them together once more): 3 starts of 100 s for two flags."""
+    spec = load_study_spec(write_study_file(tmp_path))
+    base, cand = (_point(n, engine_s=100.0, startup_s=40.0) for n in (0, 1))
+    fragile = Verdict("fragile", "FRAGILE: its gain does not survive prompts +3%", True)
+    reverts = tuple(
+        tr.FlagRevert(flag, 1, 2, 0.0, False, "no worse") for flag in ("block-size", "x", "y")
+    )
+    flags = tr.SmallestChange(cand.spec_id, True, reverts=reverts, kept=("y",), trial=1)
+    assert flags.remeasure_starts == 3
+    rec = recommendation(cand, [fragile], [cand, base], spec, base, flags)
+    assert (
+        ", then the flags the simulator dropped (block-size, x) reverted: 3 engine starts of "
+        "1 workload run, about 26 min of engine time"  # 1280 s + 3 × 100 s
+    ) in rec.settle
+    one = tr.SmallestChange(cand.spec_id, True, reverts=reverts, kept=("x", "y"), trial=1)
+    assert (
+        "(block-size) reverted: 1 engine start of 1 workload run"
+        in recommendation(cand, [fragile], [cand, base], spec, base, one).settle
+    )
+    other_spec = tr.SmallestChange("another", True, reverts=reverts, trial=1)
+    assert recommendation(cand, [fragile], [cand, base], spec, base, other_spec).settle == (
+        rec.settle.split(", then the flags")[0] + ", about 21 min of engine time at what these "
+        "trials took"
+    )
+
+
 def _point(number: int, **attrs: float) -> tr.TrialPoint:
     trial = optuna.trial.create_trial(
         params={"max-num-seqs": 8 * (number + 1)},
@@ -161,3 +189,16 @@ def test_other_doubts_do_not_hold_the_candidate_back(tmp_path: Path, kind: str) 
     spec = load_study_spec(write_study_file(tmp_path))
     base, cand = _point(0), _point(1)
     assert not recommendation(cand, [Verdict(kind, "x", True)], [cand, base], spec, base).held  # type: ignore[arg-type]
+
+
+def test_export_exits_3_when_no_tuned_config_beat_the_defaults(tmp_path: Path) -> None:
+    """CI reads exit 0 as "deploy: a clear gain"; when the best trial is the baseline itself
+    the file holds vLLM's defaults, what the user already runs: 3, as when a candidate is
+    held back. Asked for by number, it is exported as asked (0)."""
+    worse = {0: CLOSE[0], 1: (1600.0, 75.0, 990.0, 0.1, "ok")}
+    study_file, url = build_study(tmp_path, trials=worse)
+    done = _cli(study_file, url, "export")
+    assert done.returncode == HELD_EXIT_CODE, done.stderr
+    assert "--max-num-seqs 256" in done.stdout  # the defaults' command
+    assert "the best is vLLM's defaults (baseline trial 0)" in done.stderr
+    assert _cli(study_file, url, "export", "--trial", "0").returncode == 0

@@ -74,6 +74,8 @@ def test_history_leaves_failed_trials_out_and_tracks_best_feasible(stored) -> No
     assert list(by_name["feasible trial"].x) == [0, 1, 2, 6, 7]
     assert list(by_name["infeasible trial"].x) == [3]
     assert list(by_name["best so far"].y) == [0.0, -0.3, -0.3, -0.3, -0.4, -0.4]
+    assert fig.layout.xaxis.dtick == 1  # whole trial numbers (plotly's own: 0.2, 0.4 …)
+    assert history_figure(points[:2]).layout.xaxis.dtick == 1
 
 
 def test_importance_needs_enough_measured_trials(stored, monkeypatch) -> None:

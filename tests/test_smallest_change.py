@@ -261,3 +261,44 @@ def _ctx(spec, params):
     from tuner.runners.engine_runner import TrialContext
 
     return TrialContext(spec.name, -1, dict(params), phase=lambda _: None)
+
+
+def test_the_check_is_not_run_again_while_the_best_and_its_record_are_unchanged(
+    monkeypatch,
+) -> None:
+    """The end of every `tuner run` checks the best config's flags; a run that found no new
+    best (and no new calibration) keeps the stored record instead of simulating it again.
+    A new best, another spec or a new calibration checks again."""
+    from tuner.fidelity import smallest_check
+
+    calls: list[int] = []
+    own = "the simulator with the study's own profile (no calibration stored)"
+
+    def check(spec, study, requests, point, base) -> SmallestChange:
+        calls.append(point.number)
+        return SmallestChange(point.spec_id, True, own, trial=point.number)
+
+    monkeypatch.setattr(smallest_check, "check", check)
+
+    def point(number: int, score: float, spec_id: str = "s1") -> TrialPoint:
+        record = TrialRecord(metrics={"mean_tpot_ms": 1.0}, score=score, baseline=number == 0)
+        return replace(TrialPoint.measured_as(number, dict(TUNED), record), spec_id=spec_id)
+
+    study, said = _Study(), []
+    base, best = point(0, 0.0), point(3, -0.2)
+    for _ in range(2):
+        found = smallest_check.check_best(study, None, [base, best], [], say=said.append)  # type: ignore[arg-type]
+        assert found is not None and found.trial == 3
+    assert calls == [3]  # the second run kept the stored record
+    assert said[-1] == "which of trial 3's changed flags carry its gain: checked already"
+    newer = point(5, -0.3)
+    smallest_check.check_best(study, None, [base, best, newer], [])  # type: ignore[arg-type]
+    assert calls == [3, 5]  # a new best: checked
+    study.user_attrs["tuner_smallest:5"]["note"] = (
+        "the simulator calibrated on 4 of this study's trials"
+    )
+    smallest_check.check_best(study, None, [base, best, newer], [])  # type: ignore[arg-type]
+    assert calls == [3, 5, 5]  # checked on another simulator than the study's now: again
+    moved = [point(0, 0.0, "s2"), point(5, -0.3, "s2")]
+    smallest_check.check_best(study, None, moved, [])  # type: ignore[arg-type]
+    assert calls == [3, 5, 5, 5]  # another spec: again

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sqlite3
 import subprocess
 import time
@@ -27,9 +28,11 @@ from tuner.spec.study import load_study_spec
 from tuner.spec.workload import WorkloadSpec
 from tuner.store.storage import Store
 from tuner.verify import compare
+from tuner.verify.capacity import at_capacity
 from tuner.verify.caps import Caps, capped, check_url
-from tuner.verify.changes import gpu_change, traffic_change
+from tuner.verify.changes import gpu_change, retune_lines, traffic_change
 from tuner.verify.engine_info import cache_config_labels
+from tuner.verify.predict import CAPACITY_NOT_PREDICTED, as_many, predict_traffic
 from tuner_testing.cli import TUNER, tuner
 from tuner_testing.studies import sim_study
 
@@ -125,6 +128,41 @@ def test_a_gpu_is_named_only_when_it_is_not_the_studys():
     assert gpu_change("GPU 0: NVIDIA RTX A6000\nGPU 1: NVIDIA RTX A6000", "a6000") is None
     assert gpu_change("GPU 0: h100\nGPU 1: h100", "a6000") == "GPU h100 x2 (study: a6000)"
     assert gpu_change(None, "a6000") is None and gpu_change("GPU 0: h100", None) is None
+
+
+def test_the_retune_command_warm_starts_only_from_a_study_with_a_tuned_config(
+    tmp_path, tiny_model_dir
+):
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 10}))
+    slower = compare.Verdict("slower", "slower than measured by 30.0 %", 3)
+    (two,) = retune_lines("e2e", spec, 30.0, slower, [], [], warm=2)
+    assert "`tuner run NEW.yaml --warm-start e2e 3` (its first 2 trials after vLLM's" in two
+    assert two.endswith(
+        "about 5 min of engine time (10 trials at the 30 s each of this study's took)"
+    )
+    # only vLLM's defaults measured: `--warm-start` would refuse the study, a fresh one runs
+    (none,) = retune_lines("e2e", spec, None, slower, [], ["GPU h100 x4 (study: a6000)"], warm=0)
+    assert "run `tuner run NEW.yaml` (this study has no feasible config but vLLM's" in none
+    assert "--warm-start" not in none
+
+
+def test_traffic_is_not_predicted_for_a_model_the_simulator_does_not_know(tmp_path, tiny_model_dir):
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    unknown = spec.model_copy(
+        update={"engine": spec.engine.model_copy(update={"model": str(tmp_path / "no-model")})}
+    )
+    found = predict_traffic(unknown, None, [], {}, [], [], ["p99_ttft_ms"])
+    assert found.not_predicted.startswith("the simulator does not know")
+    capacity = spec.model_copy(
+        update={"objective": spec.objective.model_copy(update={"mode": "capacity"})}
+    )
+    found = predict_traffic(capacity, None, [], {}, [], [], ["p99_ttft_ms"])
+    assert found.not_predicted == CAPACITY_NOT_PREDICTED
+    assert as_many(["a", "b"], 4) == ["a", "a", "b", "b"]  # the study's count, the log's mix
+    assert as_many(list(range(10)), 4) == [0, 2, 5, 7]
+    assert found.lines(["p99_ttft_ms"], {}) == [
+        f"your traffic: not predicted ({found.not_predicted})"
+    ]
 
 
 # ---- the caps ------------------------------------------------------------------------------
@@ -285,8 +323,29 @@ def test_the_exported_command_holds_and_is_stored(study, engine):
     shown = _verify(study, "--history")
     assert shown.returncode == 0, shown.stderr
     last = shown.stdout.splitlines()[-1]
-    assert f"trial 0  {engine}  vLLM sim-{version}  exit 0  holds" in last
+    assert f"trial 0  {engine}  vLLM sim-{version}  p99_ttft_ms " in last
+    assert "  exit 0  holds" in last
     assert json.loads(_verify(study, "--history", "--format", "json").stdout) == history
+    _history_is_shown(study, engine, last, doc)
+
+
+def _history_is_shown(study: Path, engine: str, line: str, doc: dict) -> None:
+    """`tuner trials` (table and JSON) and `tuner report` show the stored verifies."""
+    table = tuner("trials", str(study), cwd=study.parent)
+    assert table.returncode == 0, table.stderr
+    assert "verify history (`tuner verify`, oldest first):" in table.stdout
+    assert line in table.stdout.splitlines()
+    listed = tuner("trials", str(study), "--format", "json", cwd=study.parent)
+    row = json.loads(listed.stdout)[0]
+    shown = row["verifies"][-1]
+    assert (shown["trial"], shown["base_url"], shown["exit_code"]) == (0, engine, 0)
+    assert shown["vllm_version"] == f"sim-{version}" and shown["verdict"].startswith("holds")
+    assert shown["figures"]["p99_ttft_ms"] == doc["metrics"]["p99_ttft_ms"]
+    report = study.parent / "report.html"
+    made = tuner("report", str(study), "-o", str(report), "--force", cwd=study.parent)
+    assert made.returncode == 0, made.stderr
+    page = report.read_text()
+    assert "After the ship: tuner verify" in page and f'<td class="l">{engine}</td>' in page
 
 
 @pytest.mark.slow
@@ -342,12 +401,92 @@ def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study,
             for _ in range(10)
         )
     )
-    done = _verify(study, "--base-url", engine, "--no-store", "--request-log", str(log))
+    done = _verify(study, "--base-url", engine, "--request-log", str(log))
     assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
     assert "GPU h100 x4 (study: a6000)" in done.stdout
     assert "traffic prompt tokens: median 256" in done.stdout
     assert "prompts 2x the study's (median 256 vs 128)" in done.stdout.splitlines()[-1]
-    assert "tuner run NEW.yaml --warm-start e2e 3" in done.stdout
+    # what the calibrated simulator predicts for that traffic, SIMULATED, next to the measured
+    assert "what the study predicts for your traffic (SIMULATED" in done.stdout
+    ttft = next(x for x in done.stdout.splitlines() if x.startswith("  mean_ttft_ms: SIMULATED"))
+    assert "on your traffic vs SIMULATED" in ttft and "measured now" in ttft
+    stored = _history(study)[-1]["predicted"]  # and stored with the verify
+    assert stored["simulated"] and stored["calibrated_on_trials"] == [0]
+    assert stored["not_predicted"] is None
+    yours, studied = stored["your_traffic"], stored["study_workload"]
+    # twice the prompt tokens to prefill: a longer first token on the same config
+    assert yours["mean_ttft_ms"] > studied["mean_ttft_ms"] > 0
+    # the study's 24 requests at the log's lengths (not the log's 10): its tail is as long
+    assert yours["p99_ttft_ms"] > studied["p99_ttft_ms"]
+    assert yours["request_throughput"] == pytest.approx(studied["request_throughput"], rel=0.1)
+    assert set(yours) >= {"p99_ttft_ms", "mean_tpot_ms", "output_throughput"}
+    # the study's one trial is vLLM's defaults: a warm start from it would be refused
+    assert "run `tuner run NEW.yaml` (this study has no feasible config but vLLM's" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [(ENGINE, "h100", True)], indirect=True)
+def test_the_warm_started_study_verify_proposes_runs(tmp_path, tiny_model_dir, engine):
+    """The re-tune command as verify prints it, run as it says: a copy of the study file with
+    a new name, warm-started from the verified study (its 2 trials: vLLM's defaults and one
+    sampled config; 4 prompts, the suite's faster simulated time, to stay short)."""
+    src = sim_study(tmp_path, tiny_model_dir, name="src", budget={"n_trials": 2})
+    yaml_text = src.read_text().replace("num_prompts: 16", "num_prompts: 4")
+    src.write_text(yaml_text)
+    assert tuner("run", str(src), cwd=tmp_path, timeout=180).returncode == 0
+    said = tuner("verify", str(src), "--base-url", engine, "--max-requests", "3", cwd=tmp_path)
+    assert said.returncode == compare.DRIFT_EXIT_CODE, said.stdout + said.stderr
+    command = re.search(r"`tuner run NEW\.yaml (--warm-start src 3)`", said.stdout)
+    assert command, said.stdout
+    new = tmp_path / "NEW.yaml"
+    new.write_text(yaml_text.replace("name: src", "name: src-retune"))
+    run = tuner("run", str(new), *command.group(1).split(), "--n-trials", "2", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    storage = f"sqlite:///{tmp_path / 'tuner.db'}"
+    (sampled,) = optuna.load_study(study_name="src", storage=storage).trials[1:]
+    baseline, warm = optuna.load_study(study_name="src-retune", storage=storage).trials
+    assert baseline.user_attrs["baseline"] and warm.user_attrs["warm_start"] == "src trial 1"
+    assert warm.params == sampled.params and warm.state == optuna.trial.TrialState.COMPLETE
+
+
+@pytest.mark.slow
+def test_a_capacity_study_is_verified_at_its_capacity_rate(tmp_path, tiny_model_dir, engine):
+    # the simulated 4xA6000 meets this SLO at the highest rate allowed: capacity >= 4 req/s
+    study = sim_study(
+        tmp_path,
+        tiny_model_dir,
+        budget={"n_trials": 1},
+        workload={"num_prompts": 8, "request_rate": 2},
+        objective={
+            "mode": "capacity",
+            "slo": ["p99_ttft_ms<=3000"],
+            "capacity": {"start_rps": 2, "max_rps": 4, "max_runs": 2},
+        },
+    )
+    run = tuner("run", str(study), cwd=tmp_path, timeout=180, env=REAL_TIME)
+    assert run.returncode == 0, run.stderr
+    done = _verify(study, "--base-url", engine, "--format", "json", "--no-store")
+    assert done.returncode == compare.HOLDS_EXIT_CODE, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["capacity_rps"] == 4.0 and doc["workload"]["request_rate"] == 4.0
+    assert doc["verdict"]["text"].startswith("holds at the study's capacity, at least 4 req/s")
+
+
+def test_a_capacity_verdict_names_the_rate_it_was_judged_at():
+    held = compare.Verdict("holds", "holds (better than measured: p99_ttft_ms -30.0 %)", 0)
+    assert at_capacity(held, 4.2, 4.2, False).text == (
+        "holds at the study's capacity, 4.2 req/s (better than measured: p99_ttft_ms -30.0 %)"
+    )
+    broken = compare.Verdict("breaks-slo", "breaks the SLO: p99_ttft_ms 900 (SLO ...)", 4)
+    assert at_capacity(broken, 4.2, 4.2, False).text.startswith(
+        "breaks the SLO at the study's capacity, 4.2 req/s: p99_ttft_ms 900"
+    )
+    assert at_capacity(held, 2.0, 4.2, True).text.startswith(
+        "holds at 2 req/s (--max-rate), below the study's capacity of at least 4.2 req/s, "
+        "which it does not check (better than"
+    )
+    stopped = compare.not_measured("the time cap (--max-time) was reached")
+    assert at_capacity(stopped, 4.2, 4.2, False) == stopped
 
 
 def _one_line_refusal(done: subprocess.CompletedProcess, fragment: str) -> None:

@@ -87,6 +87,18 @@ def open_store(spec: StudySpec, storage: str | None, *, readonly: bool = False) 
     return Store(storage or spec.storage, readonly=readonly)
 
 
+def stored_verifies(study_name: str, study_file: Path, storage: str | None) -> list[dict]:
+    """The study's stored `tuner verify` documents, oldest first (`tuner.store.verifies`),
+    from the store `open_stored_study` opened the study in (`--storage`, else the file's)."""
+    from tuner.store.verifies import verify_history
+
+    store = open_store(load_study_file(study_file), storage, readonly=True)
+    try:
+        return verify_history(store, study_name)
+    finally:
+        store.close()
+
+
 def open_stored_study(
     study_file: Path, storage: str | None, simulated: bool
 ) -> tuple[optuna.Study, StudySpec]:

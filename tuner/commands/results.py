@@ -18,6 +18,7 @@ from tuner.commands.common import (
     Wide,
     open_stored_study,
     open_stored_study_files,
+    stored_verifies,
 )
 from tuner.errors import UserError
 
@@ -61,13 +62,14 @@ def pareto(
     wide: Wide = False,
 ) -> None:
     """List the non-dominated feasible configs (default: P99 TTFT against mean TPOT), each
-    once: a config's `--confirm` re-runs pooled into its row, reused results left out."""
-    from tuner.results.pareto import check_stored, front_of, parse_objectives
+    once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
+    capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
+    from tuner.results.pareto import capacity_front_of, check_stored, front_of, parse_objectives
     from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
     objs = parse_objectives(objectives)
-    study, _ = open_stored_study(study_file, storage, simulated)
+    study, spec = open_stored_study(study_file, storage, simulated)
     points = _points(study)
     if scenario is not None:
         points = for_scenario(points, scenario)
@@ -75,13 +77,21 @@ def pareto(
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
-    front = [each[p.number] for p in front_of([c.point for c in each.values()], objs)]
+    pooled = [c.point for c in each.values()]
+    found, capacity_rps = (
+        capacity_front_of(pooled, objs)
+        if spec.objective.mode == "capacity"
+        else (front_of(pooled, objs), None)
+    )
+    front = [each[p.number] for p in found]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
     if fmt == "table":
         feasible = sum(c.point.feasible for c in each.values())
         sim = _is_simulated(study, points)
-        _print_front(front, objs, study.study_name, feasible, sim, scenario, wide=wide)
+        _print_front(
+            front, objs, study.study_name, feasible, sim, scenario, wide=wide, at=capacity_rps
+        )
     else:
         typer.echo(_front_text(front, fmt), nl=False)
 
@@ -134,7 +144,9 @@ def _print_front(
     scenario: str | None = None,
     *,
     wide: bool = False,
+    at: float | None = None,
 ) -> None:
+    """`at`: capacity mode, the front is of the configs that serve this capacity (req/s)."""
     from rich.console import Console
 
     from tuner.results.table import Column, flag_alias, print_table
@@ -146,6 +158,11 @@ def _print_front(
     )
     of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
     title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible configs"
+    if at is not None:
+        title += (
+            f", among those with the highest capacity, {figure(at)} req/s (each trial's "
+            "latencies are at its own capacity rate)"
+        )
     if simulated:
         title += " (simulated study: figures are predictions, not measurements)"
     mark = " (baseline)" if wide else "*"
@@ -197,8 +214,8 @@ def export(
 ) -> None:
     """Write the best config (under an SLO) as a `vllm serve` command, `--config` YAML or JSON.
 
-    Exit code 3: the best tuned config is not clearly better than vLLM's defaults, or is
-    FRAGILE, so the defaults were written in its place (`--candidate` writes it anyway)."""
+    Exit code 3: vLLM's defaults were written: the best tuned config is not clearly better
+    than them, or is FRAGILE (`--candidate` writes it anyway), or no tuned config beat them."""
     from tuner.results.export import FORMATS, render
     from tuner.results.recommend import HELD_EXIT_CODE
     from tuner.results.shipped import shipped
@@ -235,6 +252,13 @@ def export(
             err=True,
         )
         raise typer.Exit(HELD_EXIT_CODE)
+    if trial is None and not candidate and choice.point.baseline:  # nothing tuned to deploy
+        typer.echo(
+            f"tuner export: the best is vLLM's defaults (baseline trial {choice.point.number}), "
+            f"the config you already run; exit code {HELD_EXIT_CODE}",
+            err=True,
+        )
+        raise typer.Exit(HELD_EXIT_CODE)
 
 
 def report(
@@ -268,7 +292,8 @@ def report(
     if not any(p.state == "COMPLETE" for p in points):
         raise UserError(f"study {study.study_name!r} has no complete trial yet")
     sim = _is_simulated(study, points)
-    html = build_report(study, spec, points, simulated=sim)
+    verifies = stored_verifies(study.study_name, study_file, storage)
+    html = build_report(study, spec, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:
         capacity = spec.objective.mode == "capacity"

@@ -19,6 +19,7 @@ from tuner.commands.common import (
     load_study_file,
     open_store,
     open_stored_study,
+    stored_verifies,
 )
 
 NoPruning = Annotated[
@@ -325,6 +326,7 @@ def trials(
 ) -> None:
     """List every trial: state, parameters, headline metrics, score and failure reason."""
     from tuner.errors import UserError
+    from tuner.results.verifies import verify_lines, with_verifies
     from tuner.results.views import trials_frame, trials_records
     from tuner.trial import StudyRecord, read_all
     from tuner.trial.specs import judged_all
@@ -334,8 +336,10 @@ def trials(
     study, _ = open_stored_study(study_file, storage, simulated)
     points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
     points = judged_all(record, points)  # each measurement's under its latest judging
+    verifies = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
-        typer.echo(json.dumps(trials_records(points, record), indent=2, ensure_ascii=False))
+        rows = with_verifies(trials_records(points, record), verifies)
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     frame = trials_frame(points, record)
     if fmt == "csv":
@@ -344,6 +348,9 @@ def trials(
         from tuner.results.views import print_trials_table
 
         print_trials_table(frame, wide=wide)
+        if verifies:
+            typer.echo("\nverify history (`tuner verify`, oldest first):")
+            typer.echo("\n".join(verify_lines(verifies)))
 
 
 def best(

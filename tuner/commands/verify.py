@@ -8,7 +8,6 @@ outside its interval, or the engine is not the one measured); 4 breaks the SLO.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -87,8 +86,11 @@ def verify(
 def _target(study_file: Path, storage: str | None):
     """The shipped config of the stored study (a study with no trial is a UserError)."""
     from tuner.commands.common import open_stored_study
+    from tuner.fidelity.warm_start import warm_configs
     from tuner.results.shipped import shipped, study_points
     from tuner.store.storage import resolve_storage
+    from tuner.trial import StudyRecord
+    from tuner.verify.changes import WARM_START_K
     from tuner.verify.session import Target
 
     study, file_spec = open_stored_study(study_file, storage, simulated=False)
@@ -96,9 +98,10 @@ def _target(study_file: Path, storage: str | None):
     choice, spec, _ = shipped(study, points)
     took = [p.record.engine_s for p in points if p.record.engine_s]
     mean_s = sum(took) / len(took) if took else None
-    return Target(study.study_name, choice, spec, mean_s), resolve_storage(
-        storage or file_spec.storage
-    )
+    warm = warm_configs(points, study.study_name, WARM_START_K, spec)
+    record = StudyRecord.of(study)
+    target = Target(study.study_name, choice, spec, mean_s, record, tuple(points), len(warm))
+    return target, resolve_storage(storage or file_spec.storage)
 
 
 def _store(url: str, study: str, document: dict) -> None:
@@ -114,24 +117,15 @@ def _store(url: str, study: str, document: dict) -> None:
 
 def _show_history(study_file: Path, storage: str | None, fmt: str) -> None:
     """One line per stored verify, oldest first; `json`: the stored documents."""
-    from tuner.commands.common import open_store, open_stored_study
-    from tuner.store.verifies import verify_history
+    from tuner.commands.common import open_stored_study, stored_verifies
+    from tuner.results.verifies import verify_lines
 
-    study, spec = open_stored_study(study_file, storage, simulated=False)
-    store = open_store(spec, storage, readonly=True)
-    try:
-        docs = verify_history(store, study.study_name)
-    finally:
-        store.close()
+    study, _ = open_stored_study(study_file, storage, simulated=False)
+    docs = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":
         typer.echo(json.dumps(docs, indent=2))
         return
     if not docs:
         typer.echo(f"study {study.study_name}: no verify stored yet")
-    for d in docs:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["verified_at"]))
-        engine = d.get("engine", {}).get("version") or "?"
-        typer.echo(
-            f"{when}  trial {d['trial']}  {d['base_url']}  vLLM {engine}  "
-            f"exit {d['verdict']['exit_code']}  {d['verdict']['text']}"
-        )
+    for line in verify_lines(docs):
+        typer.echo(line)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.fidelity.best_check import check_stored_best
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
@@ -222,9 +223,6 @@ def check_best(
 ) -> RobustnessRecord | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""
-    best, base = tr.best(points), tr.baseline_of(points)
-    if best is None or base is None or best.number == base.number:
-        return None
-    record = check(spec, requests, best, base)
-    tr.write_robustness(study, best.number, record)
-    return record
+    return check_stored_best(
+        study, points, lambda best, base: check(spec, requests, best, base), tr.write_robustness
+    )

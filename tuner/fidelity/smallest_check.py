@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.fidelity.best_check import check_stored_best
 from tuner.fidelity.robustness import nominal_runner, simulated
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
@@ -46,18 +47,27 @@ class ScoredConfig:
 Score = Callable[[dict[str, Any]], ScoredConfig | None]
 
 
-def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
-    """Point the planner at the study's calibrated profile when one is stored; the profile in
-    words, for the record's note."""
+def _calibrated(study: StudyRecord) -> tuple[Any, str]:
+    """The study's calibrated profile (None: none stored, or stored by an older tuner) and the
+    profile in words, for the record's note."""
     cal = study.calibration
     if cal is not None and cal.observations > 0:
         try:
-            runner.gpu = ProfileFile.model_validate(cal.profile).to_profile()
+            profile = ProfileFile.model_validate(cal.profile).to_profile()
         except ValidationError:  # stored by an older tuner: fall back to the study's own
             pass
         else:
-            return f"the simulator calibrated on {cal.observations} of this study's trials"
-    return "the simulator with the study's own profile (no calibration stored)"
+            return profile, f"the simulator calibrated on {cal.observations} of this study's trials"
+    return None, "the simulator with the study's own profile (no calibration stored)"
+
+
+def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
+    """Point the planner at the study's calibrated profile when one is stored; the profile in
+    words, for the record's note."""
+    profile, words = _calibrated(study)
+    if profile is not None:
+        runner.gpu = profile
+    return words
 
 
 def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
@@ -143,12 +153,33 @@ def check_best(
     spec: StudySpec,
     points: Sequence[TrialPoint],
     requests: Sequence[BenchRequest],
+    say: Callable[[str], None] = lambda _: None,
 ) -> SmallestChange | None:
     """Check the best config of the current spec against its baseline; store and return the
-    record (None when there is no best, or the best is the baseline)."""
-    best, base = tr.best(points), tr.baseline_of(points)
-    if best is None or base is None or best.number == base.number:
+    record (None when there is no best, or the best is the baseline). Not checked again when
+    its stored record is current (`unchanged`): the run that ends found no new best."""
+    stored = StudyRecord.of(study)
+
+    def run(best: TrialPoint, base: TrialPoint) -> SmallestChange:
+        say("checking which of the best config's changed flags carry its gain (SIMULATED)")
+        return check(spec, stored, requests, best, base)
+
+    def current(best: TrialPoint) -> SmallestChange | None:
+        found = unchanged(stored, best)
+        if found is not None:
+            say(f"which of trial {best.number}'s changed flags carry its gain: checked already")
+        return found
+
+    return check_stored_best(study, points, run, tr.write_smallest, current)
+
+
+def unchanged(study: StudyRecord, best: TrialPoint) -> SmallestChange | None:
+    """The simulator's stored check of `best`, when nothing it depends on changed since: the
+    same trial under the same spec, on the same simulator (its profile's words, which count
+    the trials the calibration was fitted on, are the record's note). Else None."""
+    found = study.smallest.get(best.number)
+    if found is None or not found.checked or found.trial != best.number:
         return None
-    record = check(spec, StudyRecord.of(study), requests, best, base)
-    tr.write_smallest(study, best.number, record)
-    return record
+    if found.spec_id != best.spec_id or found.note != _calibrated(study)[1]:
+        return None
+    return found

@@ -52,7 +52,7 @@ def check_best_measured(
     if not dropped:
         return None
     rerun = _latest_rerun(points, best)
-    starts = len(dropped) + (len(dropped) > 1) + (rerun is None)
+    starts = predicted.remeasure_starts + (rerun is None)
     say(
         f"re-measuring trial {best.number} on the engine with the flags the simulator dropped "
         f"reverted to vLLM's default ({', '.join(dropped)}): {starts} engine start(s), more "

@@ -15,6 +15,7 @@ plan made before an SLO was loosened still gives the configs this file would cho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tuner import trial as tr
@@ -47,6 +48,25 @@ def top_configs(
     if plan:
         _same_measurement(record, spec, source)
         points = scoring.rejudge(points, spec, specs.judging_id(spec))
+    out = warm_configs(points, source, k, spec, what, skipped)
+    if not out:
+        raise UserError(
+            f"{what}: study {source!r} has no feasible trial whose config fits this search space"
+        )
+    return out
+
+
+def warm_configs(
+    points: Sequence[tr.TrialPoint],
+    source: str,
+    k: int,
+    spec: StudySpec,
+    what: str = "--warm-start",
+    skipped: list[str] | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """`top_configs` of the trials `points` of study `source` (its current spec's): none when
+    it has no feasible config but vLLM's defaults that fits `spec`'s space (`tuner verify`
+    proposes a warm start only from a study that has one)."""
     out: list[tuple[str, dict[str, Any]]] = []
     notes = skipped if skipped is not None else []
     base = baseline_params(spec.search_space)  # measured first anyway
@@ -62,10 +82,6 @@ def top_configs(
             notes.append(f"{what}: skipped {label}: its config is outside this search space")
         else:
             out.append((label, dict(p.params)))
-    if not out:
-        raise UserError(
-            f"{what}: study {source!r} has no feasible trial whose config fits this search space"
-        )
     return out
 
 

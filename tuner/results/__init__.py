@@ -21,6 +21,8 @@ Modules:
 - `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
 - `table`: tables that fit a person's terminal, and comment lines that wrap;
 - `views`: the trial table and `tuner best`'s words (rich, pandas);
+- `verifies`: the stored `tuner verify` history as rows and lines (`verify --history`,
+  `trials`, the report);
 - `report`: the self-contained HTML report and its figures (a package).
 
 What may be assumed: read-only, never the run loop (an import-linter contract); a simulated

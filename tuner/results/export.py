@@ -86,7 +86,9 @@ def judge(
     not for a trial asked for by number, nor under `--slo` limits beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
-    rec = recommendation(choice.point, found, ranked, spec, baseline)
+    # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
+    flags = study.smallest.get(choice.point.number) if study is not None else None
+    rec = recommendation(choice.point, found, ranked, spec, baseline, flags)
     comparison = against_defaults(spec, choice.point, baseline)
     # the check judged the study's own SLO: trimmed under `--slo` limits only when among them
     judged = {str(limit) for limit in spec.slo_limits()}

@@ -21,7 +21,7 @@ from typing import Any
 from tuner.results.verdicts import Verdict
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
-from tuner.trial import TrialPoint
+from tuner.trial import SmallestChange, TrialPoint
 
 HOLDING_KINDS = ("not-clearly-better-than-baseline", "fragile")
 HELD_EXIT_CODE = 3  # `tuner export`: the defaults recommended, not the candidate (2: a mistake)
@@ -80,10 +80,12 @@ def recommendation(
     ranked: Sequence[TrialPoint],
     spec: StudySpec,
     baseline: TrialPoint | None,
+    flags: SmallestChange | None = None,
 ) -> Recommendation:
     """Hold `candidate` back (recommend the defaults) when a verdict in `found` says it is not
     clearly better than the defaults or is FRAGILE, and the defaults are a candidate of `ranked`
-    (the configs the choice was made among, best first)."""
+    (the configs the choice was made among, best first). `flags`: the simulator's smallest-
+    change check of the candidate, whose dropped flags `--confirm` re-measures (its cost)."""
     held = tuple(v for v in found if v.kind in HOLDING_KINDS)
     order = [p.number for p in ranked]
     if (
@@ -94,15 +96,21 @@ def recommendation(
     ):
         return Recommendation(candidate, baseline)
     k = order.index(baseline.number) + 1  # the top K configs hold the candidate and the defaults
-    settle = _settle_words(spec, list(ranked[:k]), candidate, baseline)
+    settle = _settle_words(spec, list(ranked[:k]), candidate, baseline, flags)
     return Recommendation(candidate, baseline, held, k, settle)
 
 
 def _settle_words(
-    spec: StudySpec, top: list[TrialPoint], candidate: TrialPoint, baseline: TrialPoint
+    spec: StudySpec,
+    top: list[TrialPoint],
+    candidate: TrialPoint,
+    baseline: TrialPoint,
+    flags: SmallestChange | None,
 ) -> str:
     """`tuner run STUDY.yaml --confirm K` and its cost: K × confirm_repeats re-runs at the
-    engine time each config took here, plus the robustness check's two engine starts."""
+    engine time each config took here, the robustness check's two engine starts, and the
+    re-measures of the flags the simulator dropped (`SmallestChange.remeasure_starts`, one
+    workload run each at the candidate's start-up and workload seconds)."""
     k, repeats = len(top), spec.trial.confirm_repeats
     text = (
         f"to settle it: tuner run STUDY.yaml --confirm {k} re-measures the top {k} configs "
@@ -110,11 +118,21 @@ def _settle_words(
         f"perturbed workloads: {k * repeats} engine runs and 2 engine starts of "
         f"{ROBUSTNESS_RUNS} workload runs"
     )
+    usable = flags is not None and flags.spec_id == candidate.spec_id
+    remeasures = flags.remeasure_starts if flags is not None and usable else 0
+    if flags is not None and remeasures:
+        dropped = ", ".join(r.flag for r in flags.dropped)
+        text += (
+            f", then the flags the simulator dropped ({dropped}) reverted: {remeasures} engine "
+            f"start{'s' if remeasures > 1 else ''} of 1 workload run"
+        )
     runs = [p.record.engine_s for p in top]
     splits = [p.record.engine_split_s for p in (candidate, baseline)]
     if any(s is None for s in runs) or any(s is None for s in splits):
         return text + " (no engine time stored to cost them)"
     seconds = repeats * sum(float(s or 0) for s in runs)
     seconds += sum(start + ROBUSTNESS_RUNS * work for start, work in (s for s in splits if s))
+    start_s, work_s = candidate.record.engine_split_s or (0.0, 0.0)
+    seconds += remeasures * (start_s + work_s)
     took = "the simulator predicted" if candidate.simulated else "these trials took"
     return text + f", about {figure(seconds / 60, 0)} min of engine time at what {took}"

@@ -214,8 +214,9 @@ def _check_robustness(
 
     view.say("checking that the best config's gain survives small workload changes")
     result.robustness = check_best(result.study, spec, result.points, runner.requests)
-    view.say("checking which of the best config's changed flags carry its gain (SIMULATED)")
-    result.smallest = smallest_check.check_best(result.study, spec, result.points, runner.requests)
+    result.smallest = smallest_check.check_best(
+        result.study, spec, result.points, runner.requests, say=view.say
+    )
     if not runner.planned and (options.confirm or _unfinished(result)):
         from tuner.fidelity.robustness_measured import check_best_measured
 

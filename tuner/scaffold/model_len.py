@@ -35,14 +35,14 @@ def traffic_model_len(spec: StudySpec, model_max: int) -> tuple[int | None, str]
         return None, "max-model-len: searched by the space, not set"
     if "max-model-len" in spec.engine.flags:
         return None, f"max-model-len {spec.engine.flags['max-model-len']}: as the flags give it"
-    longest = [w.longest_request for w in [spec.workload, *spec.workloads.values()]]
-    if any(n is None for n in longest):
+    need = _longest(spec)
+    if need is None:
         return None, (
-            f"max-model-len: the model's {model_max} (the traffic's longest request is known "
-            "only when a file is read: set engine.flags max-model-len to allow more configs "
-            "with chunked prefill off)"
+            f"max-model-len: the model's {model_max} (a request of the traffic's file leaves "
+            "its output length to the server, so the longest request is unknown: give each "
+            "an output_len, or set engine.flags max-model-len, to allow more configs with "
+            "chunked prefill off)"
         )
-    need = max(n for n in longest if n is not None)
     value = model_len_for(need, model_max)
     if value is None:
         return None, f"max-model-len: the model's {model_max} (the longest request is {need})"
@@ -51,3 +51,23 @@ def traffic_model_len(spec: StudySpec, model_max: int) -> tuple[int | None, str]
         f"{ROOM:.0%} room, in whole {ROUND_TO}-token blocks; the model takes {model_max}, and "
         "vLLM refuses chunked prefill off below max-model-len batched tokens"
     )
+
+
+def _longest(spec: StudySpec) -> int | None:
+    """Prompt plus output tokens of the traffic's longest request: from the spec (random,
+    longdoc), else read from the file as a trial reads it (its tokenizer, its chat template);
+    None when a request of a file leaves its output length to the server (it may run to
+    max-model-len)."""
+    found = []
+    for work in [spec.workload, *spec.workloads.values()]:
+        if work.longest_request is not None:
+            found.append(work.longest_request)
+            continue
+        from tuner.runners.engine_runner import workload_tokenizer
+        from tuner.workload.datasets import build_requests
+
+        requests = build_requests(work, workload_tokenizer(spec))
+        if not requests or any(r.output_len is None for r in requests):
+            return None
+        found.append(max(r.prompt_len + (r.output_len or 0) for r in requests))
+    return max(found)

@@ -107,7 +107,7 @@ def draft_study(
     limits = ", ".join(spec.objective.slo)
     given = "as given" if opts.slo else f"the default for {mix.kind} traffic; --slo to change"
     notes.append(f"SLO: {limits} ({given})")
-    notes.append(_mode_note(opts))
+    notes.append(_mode_note(opts, mix.kind))
     return Draft(data, spec, notes)
 
 
@@ -313,8 +313,9 @@ def _validated(data: dict[str, Any], space: dict[str, Any]) -> StudySpec:
         raise UserError(f"the study would be refused: {describe_validation_error(exc)}") from None
 
 
-def _mode_note(opts: InitOptions) -> str:
-    why = "as given" if opts.objective else f"the default for {opts.traffic} traffic"
+def _mode_note(opts: InitOptions, kind: str) -> str:
+    """`kind`: the traffic's kind in the SLO's note's words (`jsonl` for a file)."""
+    why = "as given" if opts.objective else f"the default for {kind} traffic"
     if opts.mode == "capacity":
         return (
             "objective: capacity, the highest request rate each config serves within the SLO, "

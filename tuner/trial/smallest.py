@@ -80,6 +80,16 @@ class SmallestChange:
         return self.checked and self.trial == number and bool(self.dropped)
 
     @property
+    def remeasure_starts(self) -> int:
+        """Engine starts `tuner run --confirm` spends re-measuring the dropped flags
+        (`fidelity.smallest_measured`), one run of the workload each: each dropped flag
+        reverted alone, and all of them together when there are several (more only when they
+        matter together). The best config itself is not counted: `--confirm`'s latest re-run
+        of it stands for it. 0 when nothing was dropped (or not checked)."""
+        dropped = len(self.dropped) if self.checked else 0
+        return dropped + (dropped > 1)
+
+    @property
     def measured(self) -> bool:
         """Measured on the study's engine (`tuner run --confirm`)."""
         return self.engine

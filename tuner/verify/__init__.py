@@ -10,6 +10,10 @@ Modules:
 - `engine_info`: what the engine says about itself (`/version`, `/v1/models`, `/metrics`,
   dev mode's `/server_info`), GETs only;
 - `changes`: what changed (flags, vLLM version, GPU) and the re-tune command with its cost;
+- `capacity`: a capacity study's workload at the shipped capacity rate, and the verdict's
+  words for the rate it was judged at (pure);
+- `predict`: what the study's calibrated simulator predicts for the user's traffic
+  (SIMULATED);
 - `session`: one verify, from the study's shipped config to the stored document.
 
 What may be assumed: a verify never restarts, resets or reconfigures the engine, and sends no

@@ -78,11 +78,14 @@ def retune_lines(
     found: Verdict,
     flags: Sequence[str],
     platform: Sequence[str],
+    warm: int = WARM_START_K,
 ) -> list[str]:
     """What to do when it does not hold. The engine runs other flags than the exported
     command: run that command first (what moved may be the flags). Figures that drifted or
     broke the SLO under the exported flags, or another vLLM or GPU (`platform`): tune again,
-    a new study warm-started from this one's best configs, at what this study's trials took."""
+    a new study warm-started from this one's best configs (`warm`: how many it has besides
+    vLLM's defaults, `tuner.fidelity.warm_start.warm_configs`; with none, a fresh study: a
+    warm start from it would be refused), at what this study's trials took."""
     out = []
     if flags:
         out.append("to fix: run the engine with the exported command (`tuner export STUDY.yaml`)")
@@ -97,12 +100,19 @@ def retune_lines(
             f"; about {total} of engine time ({n} trials at the {mean_engine_s:.0f} s each "
             "of this study's took)"
         )
-    return [
-        *out,
-        "to tune again: copy the study file with a new name: and run "
-        f"`tuner run NEW.yaml --warm-start {study_name} {WARM_START_K}` (its first "
-        f"{WARM_START_K} trials re-measure this study's best configs){cost}",
-    ]
+    if warm < 1:
+        run = (
+            "`tuner run NEW.yaml` (this study has no feasible config but vLLM's defaults to "
+            "warm-start from, and every study measures those first)"
+        )
+    else:
+        k = min(warm, WARM_START_K)
+        run = (
+            f"`tuner run NEW.yaml --warm-start {study_name} {WARM_START_K}` (its first {k} "
+            f"trial{'s' if k > 1 else ''} after vLLM's defaults re-measure this study's best "
+            f"config{'s' if k > 1 else ''})"
+        )
+    return [*out, f"to tune again: copy the study file with a new name: and run {run}{cost}"]
 
 
 # The traffic's lengths are outside the study's range when a median is off the study's by more

@@ -9,7 +9,7 @@ own state (`engine_info`) and the capped workload, with no warm-ups and no prefi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,12 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import MAX_PROMPTS
+from tuner.trial import StudyRecord, TrialPoint
 from tuner.verify import compare
+from tuner.verify.capacity import at_capacity, verified_workload
 from tuner.verify.caps import INITIAL_TEST_REQUESTS, CappedWorkload, Caps, capped
 from tuner.verify.changes import (
+    WARM_START_K,
     flag_changes,
     flag_lines,
     platform_changes,
@@ -31,6 +34,7 @@ from tuner.verify.changes import (
     traffic_change,
 )
 from tuner.verify.engine_info import EngineInfo, read_engine_info
+from tuner.verify.predict import TrafficPrediction, predict_traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
 from tuner.workload.client import CHAT_ENDPOINT, server_model_cards
 from tuner.workload.datasets import build_requests, jsonl_requests
@@ -44,6 +48,20 @@ class Target:
     choice: Selection
     spec: StudySpec
     mean_engine_s: float | None  # the study's measured trials' mean engine time (the cost)
+    record: StudyRecord | None = None  # the study and its trials: what calibrates the
+    points: tuple[TrialPoint, ...] = ()  # simulator for a prediction of the user's traffic
+    warm_configs: int = WARM_START_K  # of this study's configs a warm start would take
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The user's request log against the study's workload (`traffic`)."""
+
+    lines: list[str] = field(default_factory=list)  # the lengths, figures
+    changed: list[str] = field(default_factory=list)  # what is outside the study's range
+    studied: list[Any] = field(default_factory=list)  # the study's requests
+    logged: list[Any] = field(default_factory=list)  # the log's
+    predicted: TrafficPrediction | None = None  # SIMULATED, when `changed`
 
 
 @dataclass(frozen=True)
@@ -77,12 +95,12 @@ def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
     return name
 
 
-def traffic(spec: StudySpec, log: Path | None, tok: Any) -> tuple[list[str], list[str]]:
+def traffic(spec: StudySpec, log: Path | None, tok: Any) -> Traffic:
     """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
     against the study's workload: lines of figures, and the phrases of what is outside the
     study's range (`changes.traffic_change`)."""
     if log is None:
-        return [], []
+        return Traffic()
     chat = spec.workload.endpoint == CHAT_ENDPOINT
     logged = jsonl_requests(str(log), tok, _log_size(log), chat=chat)
     studied = build_requests(spec.workload, tok)
@@ -91,7 +109,30 @@ def traffic(spec: StudySpec, log: Path | None, tok: Any) -> tuple[list[str], lis
         line, change = traffic_change(what, of(studied), of(logged))
         lines += [line] if line else []
         changed += [change] if change else []
-    return lines, changed
+    return Traffic(lines, changed, studied, logged)
+
+
+def predicted(target: Target, mix: Traffic) -> Traffic:
+    """`mix` with what the calibrated simulator predicts for the log's traffic, when it is
+    outside the study's range (`tuner.verify.predict`)."""
+    if not mix.changed or target.record is None:
+        return mix
+    figures = predict_traffic(
+        target.spec,
+        target.record,
+        target.points,
+        target.choice.params,
+        mix.studied,
+        mix.logged,
+        figure_names(target),
+    )
+    return replace(mix, predicted=figures)
+
+
+def figure_names(target: Target) -> list[str]:
+    """The figures verify compares: the headline ones, the SLO's, those with intervals."""
+    limits = target.choice.limits or target.spec.slo_limits()
+    return list(dict.fromkeys([*HEADLINE_METRICS, *(lim.metric for lim in limits), *CI_METRICS]))
 
 
 def _log_size(log: Path) -> int:
@@ -114,14 +155,15 @@ def run_verify(
     target: Target, base_url: str, caps: Caps, api_key: str | None, log: Path | None = None
 ) -> Outcome:
     spec = target.spec
-    if spec.scenarios or spec.objective.mode == "capacity":
+    if spec.scenarios:
         raise UserError(
-            "verify measures one fixed workload: a study with scenarios or in capacity mode "
-            "is not supported yet"
+            "verify measures one workload: a study with scenarios is not supported yet "
+            '(docs/verify.md, "Not done yet")'
         )
-    work = capped(spec.workload, caps)  # a mistake here is found before anything is sent
+    # a mistake here is found before anything is sent
+    work = capped(verified_workload(spec, target.choice.point), caps)
     tok = workload_tokenizer(spec)
-    mix = traffic(spec, log, tok)
+    mix = predicted(target, traffic(spec, log, tok))  # the simulator's part, before sending
     model = served_model(spec, base_url, api_key)
     info = read_engine_info(base_url, model, api_key)
     requests = build_requests(work.workload, tok)
@@ -165,17 +207,18 @@ def judge(
     result: BenchmarkResult | None,
     stopped: str | None,
     started: float,
-    mix: tuple[list[str], list[str]] = ([], []),
+    mix: Traffic | None = None,
 ) -> Outcome:
+    mix = mix or Traffic()
     spec, point = target.spec, target.choice.point
     limits = list(target.choice.limits or spec.slo_limits())
     shipped = target.choice.params  # the exported command's flags (the smallest change)
     flags = compare.flag_checks(expected_flags(spec, shipped), _engine_flags(info, spec, shipped))
-    platform = [*platform_changes(info, spec, point), *mix[1]]
+    platform = [*platform_changes(info, spec, point), *mix.changed]
     moved_flags = flag_changes(flags)
     changes = [*moved_flags, *platform]
     measured = result.metrics if result is not None and stopped is None else {}
-    names = list(dict.fromkeys([*HEADLINE_METRICS, *(lim.metric for lim in limits), *CI_METRICS]))
+    names = figure_names(target)
     checks = compare.metric_checks(
         names,
         point.metrics,
@@ -184,12 +227,15 @@ def judge(
         result.ci if result is not None else {},
         lighter=work.lighter,
     )
-    if stopped is not None:
-        found = compare.not_measured(stopped)
-    else:
-        found = compare.verdict(checks, limits, measured, changes)
+    capacity_rps = point.capacity_rps if spec.objective.mode == "capacity" else None
+    found = (
+        compare.not_measured(stopped)
+        if stopped is not None
+        else compare.verdict(checks, limits, measured, changes)
+    )
+    if capacity_rps:  # the rate it was judged at
+        found = at_capacity(found, work.workload.request_rate, capacity_rps, point.capacity_capped)
     sent = None if result is None else len(result.records) + INITIAL_TEST_REQUESTS
-    w = work.workload
     document = {
         "verified_at": time.time(),
         "started_at": started,
@@ -197,6 +243,45 @@ def judge(
         "trial": point.number,
         "shipped": target.choice.why,
         "base_url": base_url,
+        **_what_was_sent(caps, work),
+        "requests_sent": sent,
+        "engine": info.as_json(),
+        "study_vllm_version": point.record.vllm_version,
+        "study_gpu": spec.hardware.gpu,
+        "capacity_rps": capacity_rps,
+        "flags": [
+            {"flag": f.flag, "exported": f.exported, "engine": f.engine, "differs": f.differs}
+            for f in flags
+        ],
+        "changes": changes,
+        "traffic": mix.lines,
+        "predicted": mix.predicted.as_json() if mix.predicted is not None else None,
+        "metrics": measured,
+        "checks": [c.as_json() for c in checks],
+        "slo": [str(lim) for lim in limits],
+        "verdict": found.as_json(),
+    }
+    retune = retune_lines(
+        target.study_name,
+        spec,
+        target.mean_engine_s,
+        found,
+        moved_flags,
+        platform,
+        target.warm_configs,
+    )
+    document["retune"] = retune
+    lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
+    lines += mix.lines
+    if mix.predicted is not None:
+        lines += mix.predicted.lines(names, measured)
+    lines += [*retune, f"verdict: {found.text}"]
+    return Outcome(document, lines, found)
+
+
+def _what_was_sent(caps: Caps, work: CappedWorkload) -> dict[str, Any]:
+    w = work.workload
+    return {
         "caps": {
             "max_requests": caps.max_requests,
             "max_rate": caps.max_rate,
@@ -207,28 +292,7 @@ def judge(
             "request_rate": w.request_rate,
             "notes": list(work.notes),
         },
-        "requests_sent": sent,
-        "engine": info.as_json(),
-        "study_vllm_version": point.record.vllm_version,
-        "study_gpu": spec.hardware.gpu,
-        "flags": [
-            {"flag": f.flag, "exported": f.exported, "engine": f.engine, "differs": f.differs}
-            for f in flags
-        ],
-        "changes": changes,
-        "traffic": mix[0],
-        "metrics": measured,
-        "checks": [c.as_json() for c in checks],
-        "slo": [str(lim) for lim in limits],
-        "verdict": found.as_json(),
     }
-    retune = retune_lines(
-        target.study_name, spec, target.mean_engine_s, found, moved_flags, platform
-    )
-    document["retune"] = retune
-    lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
-    lines += [*mix[0], *retune, f"verdict: {found.text}"]
-    return Outcome(document, lines, found)
 
 
 def _engine_flags(info: EngineInfo, spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
@@ -243,7 +307,7 @@ def _lines(target, base_url, work, info, flags, checks, limits, measured, sent) 
         f"tuner verify: study {target.study_name}, trial {point.number} "
         f"({target.choice.why}) against {base_url}",
         f"workload: {w.num_prompts} prompts at {w.request_rate:g} req/s"
-        + (f" ({'; '.join(work.notes)})" if work.notes else " (the study's)"),
+        + (f" ({'; '.join(work.notes)})" if work.notes else f" ({_whose(target)})"),
     ]
     if point.simulated:
         lines.append("the study's figures are SIMULATED (its engine was `tuner sim serve`)")
@@ -260,3 +324,10 @@ def _lines(target, base_url, work, info, flags, checks, limits, measured, sent) 
         state = "not measured" if got is None else ("met" if lim.met(dict(measured)) else "BROKEN")
         lines.append(f"SLO {lim}: {state}" + (f" ({got:.4g})" if got is not None else ""))
     return lines
+
+
+def _whose(target: Target) -> str:
+    """Whose workload verify sends: the study's, in capacity mode at the shipped capacity."""
+    if target.spec.objective.mode != "capacity":
+        return "the study's"
+    return f"the study's, at trial {target.choice.point.number}'s capacity rate"

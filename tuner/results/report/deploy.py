@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
@@ -131,3 +132,33 @@ def best_commands(
     head = "".join(f"<th>{_e(h)}</th>" for h in heads)
     table = f'<table><tr><th class="l">selection</th>{head}</tr>{"".join(rows)}</table>'
     return table + f'<div class="card">{"".join(cards)}</div>'
+
+
+def verify_section(docs: Sequence[dict[str, Any]]) -> str:
+    """The report's "After the ship": every stored `tuner verify` of the study, oldest first
+    (time, engine URL, vLLM version, measured figures, verdict); empty when none."""
+    from tuner.results.verifies import figures_words, verify_row
+
+    if not docs:
+        return ""
+    head = ("time", "trial", "engine URL", "vLLM", "figures measured", "exit", "verdict")
+    rows = []
+    for r in map(verify_row, docs):
+        cells = (
+            r["verified_at"],
+            r["trial"],
+            r["base_url"],
+            r["vllm_version"] or "?",
+            figures_words(r["figures"]),
+            r["exit_code"],
+            r["verdict"],
+        )
+        rows.append("<tr>" + "".join(f'<td class="l">{_e(c)}</td>' for c in cells) + "</tr>")
+    ths = "".join(f'<th class="l">{_e(h)}</th>' for h in head)
+    return (
+        "<h2>After the ship: tuner verify</h2>"
+        '<p class="sub">Each run of <code>tuner verify</code> against a running engine: the '
+        "shipped config re-measured and judged against the study's figures (exit 0 holds, 1 no "
+        "verdict, 3 drift or changed, 4 breaks the SLO; docs/verify.md).</p>"
+        f'<div class="wrap"><table><thead><tr>{ths}</tr></thead>{"".join(rows)}</table></div>'
+    )

@@ -13,17 +13,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.results.pareto import front_of
+from tuner.results.pareto import capacity_front_of, front_of
 from tuner.results.report.layout import (
     MARKER_PX,
     AxisRange,
     ColourScale,
-    Edge,
+    SloLine,
     clusters,
     colour_scale,
-    edge_of,
-    fit_axis,
     place_labels,
+    slo_axis,
 )
 from tuner.spec.slo import parse_slo
 from tuner.trial import TrialPoint
@@ -31,7 +30,6 @@ from tuner.trial import TrialPoint
 TPOT = "mean_tpot_ms"
 THROUGHPUT = "output_throughput"
 BASELINE_HALF_PX = 12.0  # half the baseline's star (plotly's size 22, the PNG's s=320)
-LOG_SPAN = 10.0
 
 
 def ttft_axis(points: Sequence[TrialPoint]) -> str:
@@ -54,24 +52,6 @@ def _shared(numbers: list[int], most: int = 3) -> str:
     """ "1,2" for a few trials at one spot; "1,2,3 +41" when many would run across the plot."""
     shown = ",".join(map(str, numbers[:most]))
     return shown if len(numbers) <= most else f"{shown} +{len(numbers) - most}"
-
-
-def _log_scale(values: Sequence[float]) -> bool:
-    """A log axis when the values span more than 10×, e.g. an overloaded config's 20 s TTFT
-    beside good ones at 0.5 s: on a linear axis the good ones would be squeezed into a corner."""
-    positive = [v for v in values if v > 0]
-    return len(positive) == len(values) > 1 and max(positive) / min(positive) > LOG_SPAN
-
-
-@dataclass(frozen=True)
-class SloLine:
-    """One SLO limit on an axis of the Pareto plot; `off`: it lies beyond the fitted axis
-    (None: drawn as a line), and the plot says so at that edge instead."""
-
-    axis: str  # "x" or "y"
-    value: float
-    label: str  # "SLO p99_ttft_ms<=2000"
-    off: Edge | None = None
 
 
 @dataclass(frozen=True)
@@ -165,20 +145,15 @@ def pareto_front_info(
 def _axes(
     shown: Sequence[TrialPoint], x: str, y: str, slo_lines: Sequence[str]
 ) -> tuple[AxisRange, AxisRange, list[SloLine]]:
-    """Both axes fitted to the plotted trials (`layout.fit_axis`, log when they span over 10x),
-    and each SLO limit on them: a line, or noted beyond the edge it lies past."""
-    limits = [limit for text in slo_lines for limit in parse_slo(text) if limit.metric in (x, y)]
+    """Both axes fitted to the plotted trials and each SLO limit on them (`layout.slo_axis`)."""
+    limits = [limit for text in slo_lines for limit in parse_slo(text)]
+    figures = [p.metrics for p in shown]
     ranges, lines = {}, []
-    for metric in (x, y):
-        values = [p.metrics[metric] for p in shown]
+    for axis, metric in (("x", x), ("y", y)):
         on_axis = [limit for limit in limits if limit.metric == metric]
-        rng, inside = fit_axis(values, [limit.value for limit in on_axis], _log_scale(values))
-        ranges[metric] = rng
-        axis = "x" if metric == x else "y"
-        for limit, near in zip(on_axis, inside, strict=True):
-            met = all(limit.met(p.metrics) for p in shown)
-            off = None if near else edge_of(axis, limit.value, rng, met)
-            lines.append(SloLine(axis, limit.value, f"SLO {limit}", off))
+        values = [p.metrics[metric] for p in shown]
+        ranges[metric], found = slo_axis(axis, values, on_axis, figures)
+        lines += found
     return ranges[x], ranges[y], lines
 
 
@@ -189,16 +164,10 @@ def _front(feasible: Sequence[TrialPoint], x: str, y: str) -> tuple[TrialPoint, 
 def capacity_front(
     feasible: Sequence[TrialPoint], x: str, y: str
 ) -> tuple[tuple[TrialPoint, ...], float | None]:
-    """Capacity mode: each trial's latencies are at its own capacity rate, so a config that
-    serves less traffic sits lower and left and would make the front alone (the baseline, while
-    the study recommends the config that serves more). The front is drawn among the configs
-    that serve the highest capacity, the study's ranking first (`tuner.trial.ranked`): the
-    recommended config's, and that capacity. No capacity stored: the plain front."""
-    rated = [p for p in feasible if p.capacity_rps is not None]
-    if not rated:
-        return _front(feasible, x, y), None
-    top = max(p.capacity_rps for p in rated if p.capacity_rps is not None)
-    return _front([p for p in rated if p.capacity_rps == top], x, y), top
+    """Capacity mode: the front among the configs that serve the highest capacity
+    (`results.pareto.capacity_front_of`, which `tuner pareto` prints too), and that capacity."""
+    front, top = capacity_front_of(feasible, [(x, "minimize"), (y, "minimize")])
+    return tuple(front), top
 
 
 def _colours(feasible: Sequence[TrialPoint]) -> ColourScale | None:

@@ -13,9 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.spec.figures import figure
+from tuner.spec.slo import SloLimit
 
 PAD = 0.06  # of the data's span, each side of the axis
 SLO_REACH = 0.5  # an SLO within half the data's span of it is drawn on the axis (stretched)
+# ... or within 5 % of its own value: capacity mode meets p99 TTFT <= 2000 ms at 1996-1998 ms,
+# a span of 2 ms that would put the limit "off the plot" 2 ms away
+SLO_NEAR_SHARE = 0.05
+MAX_TICK_PLACES = 9  # decimals a tick label may take to differ from its neighbours
 MIN_SPAN = 0.1  # a single value (or all equal): the axis spans 10 % of it (log: 0.1 decade)
 # The plot area the labels are placed for, the smaller of the two renderers' on each side (the
 # PNG's 9x7.5 in at 120 dpi leaves about 780 px across inside the axes, plotly's 680-px figure
@@ -35,6 +40,7 @@ POSITIONS = (
     "top center",
     "bottom center",
 )
+LOG_SPAN = 10.0  # an axis whose values span more than this factor is logarithmic
 # Without stored intervals: a spread under 1 % of the median reads as noise (a run-to-run
 # difference of output throughput on one config is about that on the simulator, more on GPUs).
 NOISE_WITHOUT_INTERVALS = 0.01
@@ -99,13 +105,67 @@ def fit_axis(
         span = MIN_SPAN if log else (MIN_SPAN * abs(lo) or 1.0)
         lo, hi = lo - span / 2, hi + span / 2
     inside = []
+    low_data, high_data = back(lo), back(hi)
     for limit in limits:
         near = (limit > 0 or not log) and lo - SLO_REACH * span <= t(limit) <= hi + SLO_REACH * span
+        gap = max(low_data - limit, limit - high_data, 0.0)  # from the nearest point, data units
+        near = near or ((limit > 0 or not log) and gap <= SLO_NEAR_SHARE * abs(limit))
         inside.append(near)
         if near:
             lo, hi = min(lo, t(limit)), max(hi, t(limit))
     pad = PAD * (hi - lo)
     return AxisRange(back(lo - pad), back(hi + pad), log), tuple(inside)
+
+
+def log_scale(values: Sequence[float]) -> bool:
+    """A log axis when the values span more than LOG_SPAN, e.g. an overloaded config's 20 s
+    TTFT beside good ones at 0.5 s: on a linear axis the good ones would be squeezed into a
+    corner."""
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) > 1 and max(positive) / min(positive) > LOG_SPAN
+
+
+@dataclass(frozen=True)
+class SloLine:
+    """One SLO limit on a plot's axis; `off`: it lies beyond the fitted axis (None: drawn as a
+    line), and the plot says so at that edge instead."""
+
+    axis: str  # "x" or "y"
+    value: float
+    label: str  # "SLO p99_ttft_ms<=2000"
+    off: Edge | None = None
+
+
+def slo_axis(
+    axis: str,
+    values: Sequence[float],
+    limits: Sequence[SloLimit],
+    plotted: Sequence[dict[str, float]],
+) -> tuple[AxisRange, list[SloLine]]:
+    """An axis fitted to `values` (`fit_axis`, log when they span over LOG_SPAN) and each SLO
+    limit on it: a line, or noted beyond the edge it lies past (`plotted`: the figures of
+    every plotted point, to say whether they all meet it). The trade-off plot's axes and the
+    latency-load curves' both."""
+    rng, inside = fit_axis(values, [limit.value for limit in limits], log_scale(values))
+    lines = []
+    for limit, near in zip(limits, inside, strict=True):
+        met = all(limit.met(m) for m in plotted)
+        off = None if near else edge_of(axis, limit.value, rng, met)
+        lines.append(SloLine(axis, limit.value, f"SLO {limit}", off))
+    return rng, lines
+
+
+def tick_texts(values: Sequence[float]) -> list[str]:
+    """Tick labels as plain decimals (never an exponent or an offset), each with the fewest
+    decimals that write every tick exactly, the same for all, so neighbours always differ and
+    no label rounds its tick away: `figure`'s four significant digits wrote the ticks of
+    points at 22.606-22.612 ms as 22.61, 22.61, 22.61, and 1996.5 as 1996."""
+    places = 0
+    while places < MAX_TICK_PLACES and any(
+        abs(v - round(v, places)) > 1e-9 * max(abs(v), 1.0) for v in values
+    ):
+        places += 1
+    return [figure(v, places) for v in values]
 
 
 def edge_of(axis: str, limit: float, rng: AxisRange, all_met: bool) -> Edge:

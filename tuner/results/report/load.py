@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from tuner import trial as tr
 from tuner.results import capacity_words as words
+from tuner.results.report.layout import slo_axis
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
@@ -59,17 +60,9 @@ def curve_figure(
             if cap:
                 fig.add_vline(x=cap, line={"color": color, "dash": "dot"}, row=1, col=col)
     for col, metric in enumerate(CURVE_METRICS, start=1):
-        for limit in slos:
-            if limit.metric == metric:
-                fig.add_hline(
-                    y=limit.value,
-                    line={"color": "#2ca02c", "dash": "dot"},
-                    annotation_text=f"SLO {limit}",
-                    row=1,
-                    col=col,
-                )
+        runs = [s.metrics for _, p in shown for s in _steps(p, scenario) if metric in s.metrics]
+        _slo_lines(fig, col, metric, runs, [limit for limit in slos if limit.metric == metric])
         fig.update_xaxes(title_text="offered request rate (req/s)", row=1, col=col)
-        fig.update_yaxes(title_text="ms", row=1, col=col)
     where = f" — scenario {scenario}" if scenario else ""
     fig.update_layout(
         title=f"Latency against load{where} (vertical dotted lines: capacity)",
@@ -78,6 +71,40 @@ def curve_figure(
         legend={"orientation": "h", "y": -0.25, "x": 0},
     )
     return fig
+
+
+def _slo_lines(
+    fig: go.Figure, col: int, metric: str, runs: list[dict[str, float]], limits: list[SloLimit]
+) -> None:
+    """The panel's latency axis fitted to its runs as the trade-off plot's are
+    (`layout.slo_axis`: padded, log over 10x): an SLO near them is a dotted line, a far one
+    (P99 TTFT <= 20 s over runs at 0.2-2 s) a legend entry saying which edge it lies past,
+    so it does not squeeze the curves flat."""
+    rng, lines = slo_axis("y", [m[metric] for m in runs], limits, runs)
+    kind = "log" if rng.log else "linear"
+    fig.update_yaxes(title_text="ms", type=kind, range=rng.plotly_range(), row=1, col=col)
+    for line in lines:
+        if line.off is None:
+            fig.add_hline(
+                y=line.value,
+                line={"color": "#2ca02c", "dash": "dot"},
+                annotation_text=line.label,
+                row=1,
+                col=col,
+            )
+            continue
+        fig.add_trace(  # a legend entry, under the panels: never over a run
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"color": "#2ca02c", "dash": "dot"},
+                name=html.escape(line.off.words(line.label)),
+                hoverinfo="skip",
+            ),
+            row=1,
+            col=col,
+        )
 
 
 def _curve_traces(

@@ -3,7 +3,8 @@
 Sections, in the order a reader asks: what to deploy (best command under each SLO of the
 study file), the trade-off (Pareto front of TTFT against TPOT), how the search went
 (history, parameter importance), every trial with its failure reason, and what it was all
-measured on (engine, hardware, workload, objective).
+measured on (engine, hardware, workload, objective); after "What to deploy", every stored
+`tuner verify` of the deployed config (docs/verify.md, "Records").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from tuner.results.report.deploy import best_commands
+from tuner.results.report.deploy import best_commands, verify_section
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.shapes import shape_rows
@@ -293,10 +294,36 @@ def _scenario_fronts(
     )
 
 
+_STATUSES = ("feasible", "infeasible", "failed", "pruned")
+
+
+def _counts_html(points: Sequence[TrialPoint]) -> str:
+    """The trials counted by status (the first three always shown), and the study's time."""
+    counts = {s: sum(p.status == s for p in points) for s in _STATUSES}
+    counts["stopped early (pruned)"] = counts.pop("pruned")
+    counts["other (running)"] = len(points) - sum(counts.values())
+    if any(p.stale_stop for p in points):  # docs/reliability.md, "Re-judging"
+        counts["of them stopped under the previous SLOs/objective"] = sum(
+            p.stale_stop for p in points
+        )
+    if warm := sum(bool(p.warm_runs) for p in points):  # docs/metrics.md, "Every run cold"
+        counts["of them measured with a warm prefix cache"] = warm
+    shown = "".join(
+        f"<span><b>{n}</b> {_e(s)}</span>" for s, n in counts.items() if n or s in _STATUSES[:3]
+    )
+    return shown + f"<span>{_e(study_line(points))}</span>"
+
+
 def build_report(
-    study: optuna.Study, spec: StudySpec, points: Sequence[TrialPoint], *, simulated: bool
+    study: optuna.Study,
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    *,
+    simulated: bool,
+    verifies: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """The whole report as one HTML string; the first figure carries plotly.js inline."""
+    """The whole report as one HTML string; the first figure carries plotly.js inline.
+    `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
     capacity = spec.objective.mode == "capacity"
     pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
@@ -306,16 +333,6 @@ def build_report(
         if pareto.front_capacity_rps is not None
         else ""
     )
-    statuses = ("feasible", "infeasible", "failed", "pruned")
-    counts = {s: sum(p.status == s for p in points) for s in statuses}
-    counts["stopped early (pruned)"] = counts.pop("pruned")
-    counts["other (running)"] = len(points) - sum(counts.values())
-    if any(p.stale_stop for p in points):  # docs/reliability.md, "Re-judging"
-        counts["of them stopped under the previous SLOs/objective"] = sum(
-            p.stale_stop for p in points
-        )
-    if warm := sum(bool(p.warm_runs) for p in points):  # docs/metrics.md, "Every run cold"
-        counts["of them measured with a warm prefix cache"] = warm
     figures = [plot_pareto(pareto), history_figure(points)]
     imp = importances(study, points)
     if isinstance(imp, dict):
@@ -336,10 +353,7 @@ def build_report(
     )
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = " · ".join(filter(None, [spec.description, f"{len(points)} trials", generated]))
-    count_html = "".join(
-        f"<span><b>{n}</b> {_e(s)}</span>" for s, n in counts.items() if n or s in statuses[:3]
-    )
-    count_html += f"<span>{_e(study_line(points))}</span>"
+    count_html = _counts_html(points)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -351,6 +365,7 @@ def build_report(
 <div class="counts">{count_html}</div>
 <h2>What to deploy</h2>
 {best_commands(spec, points, study.study_name, simulated, StudyRecord.of(study))}
+{verify_section(verifies)}
 <h2>Trade-off: {_e(x)} against mean TPOT</h2>
 <p class="sub">Red ring and red step line: the Pareto front (no other feasible trial is at least
 as good on both axes and better on one). Colour: output throughput. Star: the baseline.

@@ -270,6 +270,9 @@ def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
         template="plotly_white",
         height=420,
     )
+    # whole trial numbers, about ten ticks: plotly's own put 0.2, 0.4 … between trials 0 and 1
+    span = scored[-1].number - scored[0].number if scored else 0
+    fig.update_xaxes(dtick=max(1, math.ceil(span / 10)))
     return fig
 
 

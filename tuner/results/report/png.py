@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
+from tuner.results.report.layout import tick_texts
 from tuner.results.report.plots import (
     COLORS,
     SLO_COLOR,
@@ -78,12 +79,11 @@ def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> N
             draw(line.value, color=SLO_COLOR, linestyle="--", linewidth=1.2, label=line.label)
     for text in off_plot_notes(info):  # a legend entry: never over a point
         ax.plot([], [], color=SLO_COLOR, linestyle="--", linewidth=1.2, label=text)
-    plain = FuncFormatter(lambda v, _: figure(v))
     for axis, rng in ((ax.xaxis, info.x_range), (ax.yaxis, info.y_range)):
         if rng is not None:
             (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log" if rng.log else "linear")
             (ax.set_xlim if axis is ax.xaxis else ax.set_ylim)(rng.low, rng.high)
-        axis.set_major_formatter(plain)
+        axis.set_major_formatter(_plain_ticks())
         axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_title(title_lines(info, study_name), fontsize=11)
     ax.set(xlabel=f"{info.x} (ms)", ylabel=f"{info.y} (ms)")
@@ -93,6 +93,21 @@ def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> N
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
+
+
+def _plain_ticks() -> Any:
+    """matplotlib's tick formatter: `layout.tick_texts` (plain decimals, as many as it takes
+    for neighbouring ticks to differ); one value alone (the cursor): `figure`."""
+    from matplotlib.ticker import Formatter
+
+    class PlainTicks(Formatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return figure(x)
+
+        def format_ticks(self, values: Any) -> list[str]:
+            return tick_texts(list(values))
+
+    return PlainTicks()
 
 
 def _points(fig: Any, ax: Any, info: ParetoFrontInfo) -> None:

@@ -1,0 +1,54 @@
+"""Verify in capacity mode (pure): a capacity study promised that the shipped config serves its
+capacity rate within the SLOs, so verify sends the study's workload at that rate (the figures
+the trial stored are those of its run at that rate, `tuner.runners.load_runs.search_capacity`)
+and says whether the SLOs still hold there (docs/verify.md, "Capacity studies")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.runners.load_runs import goodput_limits
+from tuner.spec.figures import figure
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
+from tuner.verify.compare import Verdict
+
+
+def verified_workload(spec: StudySpec, point: Any) -> WorkloadSpec:
+    """The workload verify sends before its caps: the study's; in capacity mode at the shipped
+    trial's capacity rate, with the goodput limits its search measured under. A shipped
+    config that met the SLOs at no rate has no capacity to verify (a UserError)."""
+    w = spec.workload
+    if spec.objective.mode != "capacity":
+        return w
+    rate = point.capacity_rps
+    if not rate:
+        raise UserError(
+            f"trial {point.number} met the SLOs at no rate: a capacity study that found no "
+            "capacity has nothing to verify"
+        )
+    if w.goodput is None:
+        w = w.model_copy(update={"goodput": goodput_limits(spec.slo_limits()) or None})
+    return w.model_copy(update={"request_rate": rate})
+
+
+_HEADS = ("holds", "breaks the SLO", "slower than measured")
+
+
+def at_capacity(found: Verdict, sent_rps: float, capacity_rps: float, capped: bool) -> Verdict:
+    """The verdict with the rate it was judged at: "holds at the study's capacity, 4.2 req/s";
+    below the capacity (`--max-rate`) it says the capacity itself was not checked."""
+    head = next((h for h in _HEADS if found.text.startswith(h)), None)
+    if head is None:  # no verdict: nothing was judged at any rate
+        return found
+    least = "at least " if capped else ""
+    if sent_rps >= capacity_rps:
+        where = f" at the study's capacity, {least}{figure(capacity_rps)} req/s"
+    else:
+        where = (
+            f" at {figure(sent_rps)} req/s (--max-rate), below the study's capacity of {least}"
+            f"{figure(capacity_rps)} req/s, which it does not check"
+        )
+    return replace(found, text=head + where + found.text[len(head) :])

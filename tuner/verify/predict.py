@@ -1,0 +1,122 @@
+"""What the study predicts for the user's traffic, when its lengths are outside the study's
+range: the study's simulator, calibrated on the study's measured trials the way `tuner
+calibrate` fits it (`tuner.fidelity.calibration.calibrate_study`), runs the shipped config on
+the request log's lengths at the study's request count and arrivals (rate, burstiness, seed,
+concurrency), on the study's hardware (its calibrated profile, whatever GPU the engine runs on
+now), and, for a like-for-like comparison, on the study's own workload. Every figure here is
+SIMULATED: the verify's measured figures still come from the study's workload
+(docs/verify.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.errors import UserError
+from tuner.fidelity.calibration import calibrate_study
+from tuner.runners.plan import study_workload
+from tuner.sim.fit import predict
+from tuner.sim.model_names import known_model
+from tuner.spec.figures import figure
+from tuner.spec.space import simulator_flags
+from tuner.spec.study import StudySpec
+from tuner.trial import StudyRecord, TrialPoint
+
+# a capacity study's trials were measured each at its own capacity rate, which the
+# calibration (one workload at one rate per observation, `calibrate_study`) does not model
+CAPACITY_NOT_PREDICTED = (
+    "a capacity study: its trials ran at their own capacity rates, which the calibration "
+    "does not model"
+)
+
+
+@dataclass(frozen=True)
+class TrafficPrediction:
+    """The calibrated simulator's figures for the shipped config (vLLM bench keys)."""
+
+    yours: dict[str, float] = field(default_factory=dict)  # on the request log's lengths
+    study: dict[str, float] = field(default_factory=dict)  # on the study's own workload
+    calibrated_on: tuple[int | None, ...] = ()  # the study's trials the fit used
+    seconds: float = 0.0
+    not_predicted: str | None = None  # why there is no prediction
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "simulated": True,
+            "your_traffic": self.yours,
+            "study_workload": self.study,
+            "calibrated_on_trials": list(self.calibrated_on),
+            "seconds": round(self.seconds, 2),
+            "not_predicted": self.not_predicted,
+        }
+
+    def lines(self, names: Sequence[str], measured: dict[str, Any]) -> list[str]:
+        """One line per figure: SIMULATED on your traffic and on the study's workload, next
+        to what the verify measured (on the study's workload)."""
+        if self.not_predicted is not None:
+            return [f"your traffic: not predicted ({self.not_predicted})"]
+        trials = ", ".join(str(n) for n in self.calibrated_on)
+        out = [
+            "what the study predicts for your traffic (SIMULATED: its simulator calibrated on "
+            f"trials {trials}, on the study's hardware, the shipped config, the study's "
+            "request count and arrivals at your lengths):"
+        ]
+        for name in names:
+            yours, studied = self.yours.get(name), self.study.get(name)
+            if yours is None or studied is None:
+                continue
+            change = f" ({100 * (yours / studied - 1):+.1f} %)" if studied else ""
+            got = measured.get(name)
+            now = f"; measured now {figure(got)} on the study's workload" if got is not None else ""
+            out.append(
+                f"  {name}: SIMULATED {figure(yours)} on your traffic vs SIMULATED "
+                f"{figure(studied)} on the study's workload{change}{now}"
+            )
+        return out
+
+
+def predict_traffic(
+    spec: StudySpec,
+    record: StudyRecord,
+    points: Sequence[TrialPoint],
+    params: dict[str, Any],
+    studied: Sequence[Any],
+    logged: Sequence[Any],
+    names: Sequence[str],
+) -> TrafficPrediction:
+    """The shipped config (`params`) on the `logged` requests and on the `studied` ones, by the
+    simulator calibrated on the study's measured trials; `not_predicted` says why not when the
+    simulator does not know the model, the study names no accelerator, or no trial fits."""
+    started = time.perf_counter()
+    if spec.objective.mode == "capacity":
+        return TrafficPrediction(not_predicted=CAPACITY_NOT_PREDICTED)
+    model = known_model(spec.engine.model)
+    if model is None:
+        return TrafficPrediction(not_predicted=f"the simulator does not know {spec.engine.model}")
+    try:
+        cal = calibrate_study(spec, record, points, list(studied))
+    except UserError as exc:  # no accelerator profile, or no trial the simulator can run
+        return TrafficPrediction(not_predicted=str(exc))
+    flags = simulator_flags(spec, params)
+    figures = [
+        predict(model, cal.profile, flags, study_workload(spec, requests), tuple(names))
+        for requests in (as_many(logged, len(studied)), studied)
+    ]
+    if figures[0] is None or figures[1] is None:
+        why = "the simulator refuses the shipped config on this traffic"
+        return TrafficPrediction(not_predicted=why, calibrated_on=cal.trials)
+    return TrafficPrediction(
+        figures[0], figures[1], cal.trials, time.perf_counter() - started, None
+    )
+
+
+def as_many(logged: Sequence[Any], n: int) -> list[Any]:
+    """`n` of the log's requests, evenly spread over it (each repeated when the log is
+    shorter): the study's request count at the log's length mix, so the two predictions
+    differ by the lengths alone, not by how many requests share the tail."""
+    if not logged:
+        return []
+    return [logged[i * len(logged) // n] for i in range(n)]
