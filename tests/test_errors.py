@@ -5,6 +5,7 @@ tree. Read from the source with `ast` (no module of the tuner is imported to fin
 from __future__ import annotations
 
 import ast
+import functools
 
 import tuner.errors
 from tuner.errors import TunerError
@@ -14,6 +15,7 @@ BUILTIN = {"Exception", "ValueError", "RuntimeError", "KeyboardInterrupt", "Base
 NOT_TUNER_ERRORS = {"tuner.run.signals.Interrupted"}  # a KeyboardInterrupt: see errors.py
 
 
+@functools.cache
 def exception_classes() -> dict[str, tuple[str, list[str]]]:
     """Every class of the package that is an exception: name → (dotted home, base names)."""
     classes: dict[str, tuple[str, list[str]]] = {}
