@@ -65,8 +65,8 @@ test-fast: install model postgres
 	$(PYTEST) -m "not vllm and not slow"
 
 lint: install
-	$(BIN)/ruff check tuner tests benchmarks
-	$(BIN)/ruff format --check tuner tests benchmarks
+	$(BIN)/ruff check tuner tests benchmarks support
+	$(BIN)/ruff format --check tuner tests benchmarks support
 	$(BIN)/lint-imports
 	$(BIN)/mypy  # [tool.mypy] in pyproject.toml; which packages are strict: docs/architecture.md
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_code_size.py
