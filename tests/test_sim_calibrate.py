@@ -252,5 +252,8 @@ def test_allreduce_is_fitted_when_trials_span_tp_sizes():
     obs = _observed(model, truth, configs, workload)
     cal = fit(base, obs, model=model, workload=workload)
     assert cal.factors["allreduce"] == pytest.approx(3.0, rel=0.10)
-    assert cal.factors["step_overhead"] == pytest.approx(1.0, rel=0.25)  # trades with bandwidth
+    # the step overhead trades with bandwidth: within 0.7 ms of the truth (the A6000's 1 ms
+    # step is ~4 % of this model's decode step; the bound was 25 % of the old 2.5 ms)
+    step_error_s = abs(cal.factors["step_overhead"] - 1.0) * base.constants.step_overhead_s
+    assert step_error_s < 0.7e-3
     assert max(cal.held_out_error.values()) < 0.02

@@ -120,7 +120,7 @@ def test_a_perturbed_file_moves_the_figures_the_expected_way(tmp_path):
 
     text = profile_to_yaml(GPUS["a6000"])
     text = text.replace("bandwidth_bytes_s: 768000000000.0", "bandwidth_bytes_s: 576000000000.0")
-    text = text.replace("step_overhead_s: 0.0025", "step_overhead_s: 0.005")
+    text = text.replace("step_overhead_s: 0.001\n", "step_overhead_s: 0.005\n")
     (tmp_path / "slow.yaml").write_text(text)
     slow = load_gpu(str(tmp_path / "slow.yaml"))
     assert slow.bandwidth_bytes_s == 0.75 * 768e9 and slow.constants.step_overhead_s == 5e-3
@@ -151,9 +151,9 @@ def test_sim_profile_prints_a_file_that_sim_serve_and_the_study_accept(tmp_path)
 _BAD_FILES = [
     ("absent", None, "profile file not found"),
     ("unknown key", ("platform: cuda", "platform: cuda\nbandwith_bytes_s: 1.0"), "unknown key"),
-    ("missing constant", ("  step_overhead_s: 0.0025\n", ""), "constants.step_overhead_s: Field"),
+    ("missing constant", ("  step_overhead_s: 0.001\n", ""), "constants.step_overhead_s: Field"),
     ("negative bandwidth", ("768000000000.0", "-768000000000.0"), "bandwidth_bytes_s: Input"),
-    ("efficiency > 1", ("bandwidth_efficiency: 0.8", "bandwidth_efficiency: 8"), "less than"),
+    ("efficiency > 1", ("bandwidth_efficiency: 0.88", "bandwidth_efficiency: 8.8"), "less than"),
     ("not a number", ("flops: 154800000000000.0", "flops: fast"), "flops: Input should be"),
     ("not a mapping", ("", "- a\n- b\n"), "must be a YAML mapping"),
 ]
