@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -213,3 +214,35 @@ def test_hopper_profiles_carry_their_fitted_constants():
     assert len(hopper) == 1 and hopper != {GPUS["a100-80g"].constants}
     (c,) = hopper
     assert (c.flops_efficiency, c.attention_efficiency) == (0.28, 0.4)
+
+
+# One step of the published runs, read off their inter-token latencies (the quoted sources in
+# benchmarks/published/cases.yaml; docs/simulator.md "How close (real GPUs)"):
+# (case's model, profile, tokens, seqs, attention pairs, KV tokens read, published step ms)
+_PUBLISHED_STEPS = [
+    # ld-singh A6000, Qwen2.5-7B, 8 streams of ~50-token chats: median TPOT 23.2 ms
+    ("qwen2.5-7b-instruct", "a6000", 8, 8, 8 * 65, 8 * 65, 23.2),
+    # GPUStack A100, random 32k: median ITL 48.55 ms, one request decoding beside its 32k
+    ("qwen3-32b", "a100-80g", 1, 1, 32000, 32000, 48.55),
+    # GPUStack A100, random 4k: median ITL 51.55 ms, ~10 requests decoding at ~4.1k
+    ("qwen3-32b", "a100-80g", 10, 10, 10 * 4100, 10 * 4100, 51.55),
+    # GPUStack A100, random 128 x 1000: median ITL 543 ms, 2048 prompt tokens (16 prompts)
+    ("qwen3-32b", "a100-80g", 2048, 16, 16 * 128 * 129 / 2, 2048, 543.2),
+    # GPUStack "H100" (read as PCIe), random 4k: median ITL 43.4 ms, ~9 decoding at ~4.1k
+    ("qwen3-32b", "h100-pcie", 9, 9, 9 * 4100, 9 * 4100, 43.38),
+]
+
+
+@pytest.mark.parametrize(("model", "gpu", "tokens", "seqs", "pairs", "kv", "ms"), _PUBLISHED_STEPS)
+def test_a_step_takes_what_the_published_runs_measured(model, gpu, tokens, seqs, pairs, kv, ms):
+    """The profiles' constants against single steps of real GPUs (within 5 %): decode on the
+    A6000 (bandwidth 0.88, 1 ms step), A100 decode and prefill, the H100 PCIe's decode."""
+    import yaml
+
+    from tuner.sim.profiles import model_from_config
+    from tuner.sim.steptime import StepCostModel
+
+    cases = Path(__file__).resolve().parent.parent / "benchmarks" / "published" / "cases.yaml"
+    shape = model_from_config(yaml.safe_load(cases.read_text())["models"][model])
+    step_s = StepCostModel(shape, GPUS[gpu], 1).step_time(tokens, seqs, seqs, pairs, kv)
+    assert step_s * 1e3 == pytest.approx(ms, rel=0.05)
