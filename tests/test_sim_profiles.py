@@ -213,7 +213,8 @@ def test_hopper_profiles_carry_their_fitted_constants():
     hopper = {GPUS[n].constants for n in ("h100", "h100-pcie", "h200")}
     assert len(hopper) == 1 and hopper != {GPUS["a100-80g"].constants}
     (c,) = hopper
-    assert (c.flops_efficiency, c.attention_efficiency) == (0.28, 0.4)
+    # refitted on GPUStack's H100 runs read as the PCIe card (their decode ITLs), 5 Dec 2026
+    assert (c.flops_efficiency, c.attention_efficiency) == (0.40, 0.52)
 
 
 # One step of the published runs, read off their inter-token latencies (the quoted sources in
