@@ -59,6 +59,9 @@ def test_gpu_table_covers_the_issue():
     assert (pcie.bandwidth_bytes_s, pcie.flops) == (2000e9, 756e12)
     assert pcie.bandwidth_bytes_s < sxm.bandwidth_bytes_s and pcie.flops < sxm.flops
     assert GPUS["cpu"].platform == "cpu"
+    # the A100 80GB's memory as CUDA reports it (vLLM sizes its cache from
+    # torch.cuda.mem_get_info's total), 79.15 GiB, not nvidia-smi's 81920 MiB
+    assert round(GPUS["a100-80g"].memory_bytes / GiB, 2) == 79.15
 
 
 # Profile files --------------------------------------------------------------------------

@@ -171,7 +171,7 @@ GPUS: dict[str, GpuProfile] = {
     ),
     "a100-80g": GpuProfile(
         "a100-80g",
-        81920 * 2**20,
+        81050 * 2**20,  # what CUDA reports (79.15 GiB); nvidia-smi shows 81920 MiB
         2039e9,
         312e12,
         300e9,
