@@ -164,7 +164,8 @@ AMPERE_SXM = StepTimeConstants(
 )
 
 # Figures per device from the vendors' datasheets; sources in docs/simulator.md.
-# Memory is what the driver reports (nvidia-smi MiB), not the marketing GB.
+# Memory is what the driver reports (nvidia-smi MiB), not the marketing GB; the A100 80GB's is
+# what CUDA reports, which vLLM sizes its cache from (docs/simulator.md, "Accelerator profiles").
 GPUS: dict[str, GpuProfile] = {
     "a6000": GpuProfile(
         "a6000", 49140 * 2**20, 768e9, 154.8e12, 32e9, 30e-6, description="RTX A6000, PCIe 4.0"
