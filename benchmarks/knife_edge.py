@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
 N = 100
 REQUESTS = [BenchRequest("", 1024, 1024, ignore_eos=True)] * N  # the planner reads lengths only
-ROWS = (1509, 1510, 1024, 2000, 4096)
+ROWS = (1509, 1510, 1536, 1024, 2000, 4096)
 
 
 def table(spec) -> None:

@@ -68,3 +68,18 @@ def test_runner_simulates_one_case_through_the_cli(suite, tmp_path: Path) -> Non
     tput = next(r for r in rows if r["metric"] == "output_throughput")
     assert tput["published"] == pytest.approx(240.4 * 0.9615)
     assert result["summary"]["fit/tpot"]["figures"] == 1
+
+
+def test_v0_cases_are_reported_apart_from_the_v1_medians(suite) -> None:
+    """The simulator is vLLM V1 (0.32 has no V0): a V0 case's figures leave the fit, held-out
+    and all medians and get their own line."""
+
+    def row(split, engine, ratio):
+        return {"split": split, "engine": engine, "metric": "median_tpot_ms", "ratio": ratio}
+
+    rows = [row("fit", "V1", 1.05), row("held_out", "V1", 0.9), row("held_out", "V0", 0.14)]
+    got = suite.summary(rows)
+    assert got["all/tpot"]["figures"] == 2 and got["all/tpot"]["over_2x"] == 0
+    assert got["all/tpot"]["median_abs_error"] == pytest.approx(0.075)
+    assert got["held_out/tpot"]["median_abs_error"] == pytest.approx(0.1)
+    assert got["V0/tpot"] == {"median_abs_error": pytest.approx(0.86), "figures": 1, "over_2x": 1}

@@ -43,7 +43,7 @@ _PROFILES = [
     ("flops_efficiency: 0.6", "flops_efficiency: 1.0e-300", "constants.flops_efficiency: 1e-300"),
     ("memory_bytes: 51527024640", "memory_bytes: 48", "memory_bytes: 48 is outside 1.07374e+09"),
     ("interconnect_bytes_s: 32000000000.0", "interconnect_bytes_s: 32", "100 MB/s to 100 TB/s"),
-    ("step_overhead_s: 0.0025", "step_overhead_s: 1.0e-300", "give 0, or 1e-09 to 10"),
+    ("step_overhead_s: 0.001\n", "step_overhead_s: 1.0e-300\n", "give 0, or 1e-09 to 10"),
     ("memory_bytes: 51527024640", "memory_bytes: true", "not true or false"),
 ]
 

@@ -235,7 +235,11 @@ def test_factors_stay_in_bounds_and_write_a_valid_profile(tmp_path):
 def test_allreduce_is_fitted_when_trials_span_tp_sizes():
     """At one TP size the all-reduce's fixed cost is the step overhead's twin; with TP=1
     trials beside TP=2 ones (an 8B model fits one A6000) it is seen, and recovered."""
-    base, model = GPUS["a6000"], load_model("deepseek-r1-0528-qwen3-8b")
+    # the test's own decode constants (the A6000's before 5 Dec 2026): at the profile's 1 ms
+    # step the step overhead is ~4 % of this model's step and trades with bandwidth, which
+    # is not what is tested here
+    base = GPUS["a6000"].with_constants(bandwidth_efficiency=0.8, step_overhead_s=2.5e-3)
+    model = load_model("deepseek-r1-0528-qwen3-8b")
     rng = np.random.default_rng(0)
     n = 32
     workload = SimWorkload(
