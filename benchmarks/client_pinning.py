@@ -52,24 +52,36 @@ WORKLOAD = WorkloadSpec(
 FIGURES = ("p99_ttft_ms", "mean_ttft_ms", "mean_tpot_ms")
 
 
+def start_sim_engine(
+    *args: str, env: dict[str, str], core: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """`tuner sim serve ARGS` (the tiny tokenizer, a free port; pinned to `core` when given),
+    ready: the process and its URL."""
+    port = free_port()
+    pin = ["taskset", "-c", str(core)] if core is not None else []
+    argv = [*pin, *TUNER, "sim", "serve", *args, "--tokenizer", str(TOKENIZER)]
+    argv += ["--port", str(port)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            httpx.get(url + "/health", timeout=1).raise_for_status()
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the simulated engine did not start")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     core = max(os.sched_getaffinity(0))
-    port = free_port()
-    env = {**os.environ, "TUNER_SIM_TIME_SCALE": "1"}
-    argv = ["taskset", "-c", str(core), *TUNER, "sim", "serve", *ENGINE]
-    argv += ["--tokenizer", str(TOKENIZER), "--port", str(port)]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_sim_engine(
+        *ENGINE, env={**os.environ, "TUNER_SIM_TIME_SCALE": "1"}, core=core
+    )
     try:
-        for _ in range(300):
-            try:
-                httpx.get(url + "/health", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         tok = load_tokenizer(str(TOKENIZER))
         requests = build_requests(WORKLOAD, tok)
         runs: dict[str, list[dict[str, float]]] = {"pinned": [], "free": []}

@@ -27,32 +27,17 @@ import statistics
 import subprocess
 import time
 
-import httpx
-from client_pinning import ENGINE, TOKENIZER, WORKLOAD
+from client_pinning import ENGINE, TOKENIZER, WORKLOAD, start_sim_engine
 
 from tuner.engine.cores import client_off_engine_cores
-from tuner.engine.ports import free_port
 from tuner.workload.benchmark import run_benchmark
 from tuner.workload.datasets import build_requests
 from tuner.workload.tokenizer import load_tokenizer
-from tuner_testing import TUNER
 
 
 def started(core: int, dev_mode: bool) -> tuple[subprocess.Popen, str]:
-    port = free_port()
     env = {**os.environ, "TUNER_SIM_TIME_SCALE": "1", "VLLM_SERVER_DEV_MODE": str(int(dev_mode))}
-    argv = ["taskset", "-c", str(core), *TUNER, "sim", "serve", *ENGINE]
-    argv += ["--tokenizer", str(TOKENIZER), "--port", str(port)]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            httpx.get(url + "/health", timeout=1).raise_for_status()
-            return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the simulated engine did not start")
+    return start_sim_engine(*ENGINE, env=env, core=core)
 
 
 def main() -> None:

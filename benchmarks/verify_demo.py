@@ -20,12 +20,10 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
+from client_pinning import start_sim_engine
 
-from tuner.engine.ports import free_port
 from tuner_testing import TUNER, sim_study
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,20 +55,7 @@ def tuner(folder: Path, *args: str) -> str:
 
 
 def engine(gpu: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    argv = [*TUNER, "sim", "serve", *ENGINE, "--gpu", gpu, "--tokenizer", str(TOKENIZER)]
-    proc = subprocess.Popen(
-        [*argv, "--port", str(port)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            httpx.get(url + "/health", timeout=1).raise_for_status()
-            return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the simulated engine did not start")
+    return start_sim_engine(*ENGINE, "--gpu", gpu, env=ENV)
 
 
 def traffic(folder: Path) -> None:
