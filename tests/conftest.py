@@ -115,6 +115,10 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         module = getattr(item, "module", None)
         study = getattr(module, "__name__", "") in STUDY_ENGINE_MODULES
         item.add_marker(pytest.mark.xdist_group("vllm-studies" if study else "vllm"))
+    # The tests that only run vLLM's programs share one worker, and so one vLLM zygote
+    # (`tuner_testing.vllm_run`): vLLM's ~10 s of imports once, not once per worker.
+    elif item.get_closest_marker("vllm_env"):
+        item.add_marker(pytest.mark.xdist_group("vllm-env"))
 
 
 # The modules whose tests run `tuner run` on engines of their own (`study_core()`).

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tuner_testing import vllm_run
+
 REPO = Path(__file__).resolve().parent.parent
 NUM_PROMPTS = 48
 INPUT_LEN = 64
@@ -52,20 +54,31 @@ def _workload_flags(base_url: str, model: str, tokenizer: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _client_core() -> str:
+def _client_core() -> int:
     """Core 0 on the 2-core machines: conftest pins the server to the last core."""
-    cores = sorted(os.sched_getaffinity(0))
-    return str(cores[0])
+    return min(os.sched_getaffinity(0))
 
 
 def _run(argv: list[str]) -> None:
     proc = subprocess.run(
-        ["taskset", "-c", _client_core(), *argv],
+        ["taskset", "-c", str(_client_core()), *argv],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+    _succeeded(proc)
+
+
+def _vllm_bench_serve(argv: list[str]) -> None:
+    """`vllm bench serve ARGV` pinned as `_run` pins `tuner bench`, forked from the vLLM
+    zygote (tuner_testing.forked): its ~10 s of imports happen once, before any timing."""
+    vllm = str(REPO / ".venv-vllm" / "bin" / "vllm")
+    proc = vllm_run([vllm, "bench", "serve", *argv], timeout_s=120, cpus=[_client_core()])
+    _succeeded(proc)
+
+
+def _succeeded(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
@@ -89,10 +102,9 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
 
     def vllm_run(i: int) -> None:
         theirs = f"vllm-{i}.json"
-        vllm = [str(REPO / ".venv-vllm" / "bin" / "vllm"), "bench", "serve"]
         save = ["--save-result", "--result-dir", str(tmp_path), "--result-filename", theirs]
         _reset_prefix_cache(vllm_server.base_url)
-        _run([*vllm, "--backend", "vllm", *flags, "--disable-tqdm", *save])
+        _vllm_bench_serve(["--backend", "vllm", *flags, "--disable-tqdm", *save])
         results["vllm"].append(json.loads((tmp_path / theirs).read_text()))
 
     def interleaved_runs(first: int) -> None:
@@ -166,9 +178,8 @@ def test_random_prompts_are_vllms(vllm_python, tiny_model_dir):
     from tuner.workload.tokenizer import load_tokenizer
 
     script = _VLLM_RANDOM.format(model=str(tiny_model_dir))
-    proc = subprocess.run(
-        [str(vllm_python), "-c", script], capture_output=True, text=True, timeout=120, check=True
-    )
+    proc = vllm_run([str(vllm_python), "-c", script], timeout_s=120)
+    _succeeded(proc)
     theirs = json.loads(proc.stdout.strip().splitlines()[-1])
     tok = load_tokenizer(str(tiny_model_dir))
     ours = random_requests(  # vLLM's draws: not the stand-in's (docs/datasets.md)

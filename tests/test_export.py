@@ -27,6 +27,7 @@ from tuner.spec.slo import parse_slo
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store, spec_of
 from tuner.trial import read as trial_point
+from tuner_testing import vllm_run
 
 
 @pytest.fixture
@@ -197,7 +198,7 @@ def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(
         cfg.write_text(render("yaml", spec, choice, "handbuilt", simulated=False))
         argv = shlex.split(shell_command(spec, PARAMS[number]).replace("\\\n", " "))[3:]
         cases.append([str(cfg), argv])
-    # one process for both (importing vLLM's CLI costs ~10 s of CPU here)
+    # one command for both
     script = (
         "import json, sys\n"
         "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
@@ -211,12 +212,7 @@ def test_vllm_serve_parser_reads_the_yaml_like_the_shell_command(
         "cases = json.loads(sys.argv[1])\n"
         "print(json.dumps([[ns(['serve', '--config', c]), ns(a)] for c, a in cases]))\n"
     )
-    done = subprocess.run(
-        [str(vllm_python), "-c", script, json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = vllm_run([str(vllm_python), "-c", script, json.dumps(cases)])
     assert done.returncode == 0, done.stderr[-2000:]
     parsed = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(parsed) == len(numbers)

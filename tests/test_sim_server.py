@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
+from tuner_testing import vllm_run
 from tuner_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -301,13 +302,12 @@ def test_vllm_bench_serve_runs_unmodified_against_the_sim(tiny_model_dir, tmp_pa
     if not vllm.exists():
         pytest.fail(f"{vllm} is missing: run `make vllm-env`")
     with sim_server(*SMALL, "--tokenizer", str(tiny_model_dir)) as sim:
-        done = subprocess.run(
+        done = vllm_run(
             [str(vllm), "bench", "serve", "--backend", "vllm", "--base-url", sim.url,
              "--model", "m32", "--tokenizer", str(tiny_model_dir), "--dataset-name", "random",
              "--random-input-len", "64", "--random-output-len", "16", "--num-prompts", "20",
              "--ignore-eos", "--save-result", "--result-dir", str(tmp_path),
              "--result-filename", "r.json"],
-            capture_output=True, text=True, timeout=300, cwd=REPO,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         result = json.loads((tmp_path / "r.json").read_text())

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tuner.cli import main
 from tuner.tools.tinymodel import CHAT_TEMPLATE, EOS_TOKEN, make_tiny_model
+from tuner_testing import vllm_run
 
 FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]
 
@@ -72,13 +72,12 @@ def test_chat_template_renders_chatml_in_the_vllm_env(tiny_model_dir: Path, vllm
         "print(tok.apply_chat_template([{'role': 'user', 'content': 'Hi there'}],"
         " tokenize=False, add_generation_prompt=True), end='')\n"
     )
-    out = subprocess.run(
+    done = vllm_run(
         [str(vllm_python), "-c", code, str(tiny_model_dir)],
-        capture_output=True,
-        text=True,
-        check=True,
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-    ).stdout
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     assert out == (
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
         "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from tuner.sim import vllm_defaults
 from tuner.sim.memory import resolve_flags
 from tuner.sim.profiles import BUILTIN_MODELS, GPUS
 from tuner.spec.study import load_study_spec
-from tuner_testing import REPO
+from tuner_testing import REPO, vllm_run
 
 SEARCHED = tuple(vllm_defaults.serve_defaults(GPUS["a6000"]))
 SHIPPED = sorted((REPO / "studies").glob("*.yaml"))
@@ -94,12 +93,7 @@ print(json.dumps(out))
 def test_the_pinned_vllm_has_these_defaults(vllm_python: Path) -> None:
     gpus = [(k, g.memory_bytes, g.description) for k, g in GPUS.items() if g.platform != "cpu"]
     gpus.append(("b200", 180 * 2**30, "NVIDIA B200"))  # the 160 GiB branch: no built-in has it
-    done = subprocess.run(
-        [str(vllm_python), "-c", _ASK_VLLM, json.dumps(gpus)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = vllm_run([str(vllm_python), "-c", _ASK_VLLM, json.dumps(gpus)])
     assert done.returncode == 0, done.stderr
     real = json.loads(done.stdout.strip().splitlines()[-1])
     assert real["version"] == vllm_defaults.VLLM_VERSION

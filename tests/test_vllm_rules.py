@@ -5,7 +5,6 @@ and no shipped study proposing or exporting a size its GPU's platform refuses.""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from tuner.runners.plan import study_platform
 from tuner.spec.space import check_rules
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.spec.vllm_rules import BLOCK_MULTIPLE, CUDA_BACKENDS, block_size_error
-from tuner_testing import sim_study, tuner
+from tuner_testing import sim_study, tuner, vllm_run
 from tuner_testing.cli import REPO
 
 CUDA_REFUSAL = "No valid attention backend found for cuda"
@@ -124,9 +123,7 @@ print(json.dumps(out))
 
 @pytest.mark.vllm_env  # starts no vLLM server: not in the real-vLLM group
 def test_the_pinned_vllm_s_backends_take_these_block_sizes(vllm_python: Path) -> None:
-    done = subprocess.run(
-        [str(vllm_python), "-c", _ASK_VLLM], capture_output=True, text=True, timeout=300
-    )
+    done = vllm_run([str(vllm_python), "-c", _ASK_VLLM])
     assert done.returncode == 0, done.stderr
     real = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(CUDA_BACKENDS) <= set(real["names"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,7 +13,7 @@ import pytest
 
 from tuner.engine.ports import free_port
 from tuner_testing import TUNER, sim_study, tuner
-from tuner_testing.cli import _Zygote
+from tuner_testing.forked import _Zygote, run
 
 
 def _fresh(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -78,3 +79,28 @@ def test_two_answers_that_arrive_in_one_read_are_both_seen() -> None:
     assert zygote.answer(0.1) == {"returncode": 2}
     assert zygote.answer(0.1) is None  # nothing more: the timeout, not a hang
     os.close(write_fd)
+
+
+_SHOW = "import os, sys; print(sys.argv, __name__, sorted(os.sched_getaffinity(0))); sys.exit(3)"
+
+
+@pytest.mark.parametrize("form", ["-c", "script"])
+def test_code_and_scripts_run_as_the_interpreter_runs_them(tmp_path: Path, form: str) -> None:
+    """`python -c CODE ARGS` and `python SCRIPT ARGS`, as `vllm_run` forks them from the
+    vLLM zygote: the same argv, `__main__`, exit code and output as a fresh interpreter."""
+    script = tmp_path / "show.py"
+    script.write_text(_SHOW + "\n")
+    argv = ["-c", _SHOW, "a", "b"] if form == "-c" else [str(script), "a", "b"]
+    forked = run(sys.executable, "tuner", argv, cwd=tmp_path, timeout_s=60)
+    fresh = subprocess.run(
+        [sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert forked is not None
+    assert (forked.returncode, forked.stdout, forked.stderr) == (3, fresh.stdout, fresh.stderr)
+
+
+def test_a_forked_command_runs_on_the_cpus_asked_for(tmp_path: Path) -> None:
+    """`cpus`: as `taskset -c` pins a fresh command (the client of test_bench_vs_vllm)."""
+    core = min(os.sched_getaffinity(0))
+    forked = run(sys.executable, "tuner", ["-c", _SHOW], cwd=tmp_path, timeout_s=60, cpus=[core])
+    assert forked is not None and forked.stdout.endswith(f"[{core}]\n")

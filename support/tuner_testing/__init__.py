@@ -6,6 +6,7 @@ tuner's wheel; nothing in the tuner imports it (docs/architecture.md, "Test help
 """
 
 from tuner_testing.cli import REPO, TUNER, start_run, tuner
+from tuner_testing.forked import vllm_run
 from tuner_testing.postgres import PG_USER, PostgresServer, postgres_missing, start_workers
 from tuner_testing.servers import loopback_app
 from tuner_testing.studies import cpu_study, sim_study, sim_time_scale
@@ -27,4 +28,5 @@ __all__ = [
     "start_run",
     "start_workers",
     "tuner",
+    "vllm_run",
 ]

@@ -1,21 +1,29 @@
-"""A `tuner` with its imports done, to fork the tests' CLI runs from.
+"""An interpreter with its imports done, to fork the tests' commands from.
 
 Most of the suite's end-to-end tests run the CLI to completion, hundreds of times; a fresh
 `python -m tuner.cli` spends about 1.5 s of CPU importing optuna, sqlalchemy, pandas and
 httpx, and a `run` or `plan` 1.3 s more importing transformers for the workload's tokenizer
 (docs/performance.md, "The suite's time"). On the 2-core box that was a third of the suite.
+The tests that run vLLM's own programs (`vllm bench serve`, `python -c` of its parser, its
+defaults, its attention backends, its random prompts) paid ~10 s of CPU of imports each.
 
-`python -m tuner_testing.zygote` imports all of that once, then forks one child per request
-read from its stdin (one JSON line: argv, cwd, env, and the files that become the child's
-stdin, stdout and stderr). The child is a process of its own (its own pid, cwd, environment
-and file descriptors) that runs `tuner.cli.main` and exits as the interpreter would: the
+`python -P zygote.py PROFILE` imports one profile's modules once (`tuner`: the whole tuner,
+in the tuner's environment; `vllm`: vLLM's CLI and benchmark modules, in vLLM's environment,
+where this file is run by path: it imports nothing but the standard library until the
+profile's preload), then forks one child per request read from its stdin (one JSON line: the
+interpreter's argv after `python` — `-m MODULE ARGS`, `-c CODE ARGS` or `SCRIPT ARGS` —, cwd,
+env, the files that become the child's stdin, stdout and stderr, and optionally the CPUs it
+may run on, as `taskset -c`). The child is a process of its own (its own pid, cwd,
+environment and file descriptors) that runs the command as the interpreter would (`runpy`
+for `-m` and a script, `exec` in a fresh `__main__` for `-c`) and exits as it would: the
 exit code of `SystemExit`, non-daemon threads joined, `atexit` run. The zygote answers the
 child's pid at once and its exit code (`subprocess`'s convention: -N for signal N) when it
 ends. What differs from a fresh process: the modules were imported before the command's
 environment was set (the tuner reads no environment at import; `HF_HUB_OFFLINE` and
-`TRANSFORMERS_VERBOSITY` are set as `tuner.workload.tokenizer.load_tokenizer` sets them), and
+`TRANSFORMERS_VERBOSITY` are set as `tuner.workload.tokenizer.load_tokenizer` sets them; vLLM's
+`envs` are read when used, and the preload ran under the tests' own environment), and
 `/proc/<pid>/cmdline` names the zygote. Tests that need a real start (signals to a run in
-the background, the console script) use `start_run` or `TUNER` with `subprocess` instead.
+the background, a console script as such, a vLLM server) start real processes instead.
 """
 
 from __future__ import annotations
@@ -36,9 +44,20 @@ import traceback
 _PRELOAD = ("transformers", "tokenizers", "jinja2.sandbox")
 # Not `tuner.cli`: each child runs it as `__main__`, as `-m` does, so it is never imported.
 _SKIP = ("tuner_testing", "tuner.tools", "tuner.cli")
+# What the tests run in vLLM's environment imports: its CLI (`vllm bench serve`, the `serve`
+# parser), its benchmark datasets, its engine arguments and attention backends.
+_VLLM_PRELOAD = (
+    "vllm.entrypoints.cli.main",
+    "vllm.entrypoints.cli.serve",
+    "vllm.benchmarks.serve",
+    "vllm.benchmarks.datasets",
+    "vllm.engine.arg_utils",
+    "vllm.v1.attention.backends.registry",
+    "transformers",
+)
 
 
-def _preload() -> None:
+def _preload_tuner() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import tuner
@@ -52,11 +71,15 @@ def _preload() -> None:
     from transformers import AutoTokenizer  # noqa: F401 - resolves transformers' lazy modules
 
     _open_a_storage()
-    # As a pre-fork server does: the preloaded objects move to a permanent generation, so a
-    # child's collections (`run_benchmark` collects before it streams) do not walk them and
-    # do not dirty their copy-on-write pages (gc.freeze's documentation).
-    gc.collect()
-    gc.freeze()
+
+
+def _preload_vllm() -> None:
+    for name in _VLLM_PRELOAD:
+        importlib.import_module(name)
+    from transformers import AutoTokenizer  # noqa: F401 - resolves transformers' lazy modules
+
+
+_PROFILES = {"tuner": _preload_tuner, "vllm": _preload_vllm}
 
 
 def _open_a_storage() -> None:
@@ -85,12 +108,28 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _run_as_python(argv: list[str]) -> None:
+    """What `python ARGV` runs: `-m MODULE`, `-c CODE` or a script, with its `sys.argv`."""
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]  # argv[0]: the module's file, set by runpy
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    elif argv[0] == "-c":
+        sys.argv = ["-c", *argv[2:]]
+        main = sys.modules["__main__"] = type(sys)("__main__")
+        exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+    else:
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
+
+
 def _child(request: dict, inherited: tuple[int, ...]) -> None:
-    """Become the requested `tuner` process; never returns."""
+    """Become the requested process; never returns."""
     code = 1
     try:
         for fd in inherited:  # as `subprocess`'s close_fds: only 0, 1 and 2 stay
             os.close(fd)
+        if request.get("cpus"):
+            os.sched_setaffinity(0, request["cpus"])
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -99,9 +138,8 @@ def _child(request: dict, inherited: tuple[int, ...]) -> None:
             opened = os.open(request[name], mode)
             os.dup2(opened, fd)
             os.close(opened)
-        sys.argv = ["tuner.cli", *request["argv"]]  # argv[0]: the module's file, set by runpy
         try:
-            runpy.run_module("tuner.cli", run_name="__main__", alter_sys=True)  # as `-m`
+            _run_as_python(request["argv"])
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc)
@@ -116,14 +154,20 @@ def _child(request: dict, inherited: tuple[int, ...]) -> None:
         os._exit(code)
 
 
-def serve() -> None:
-    """Read requests on stdin until it closes; answer `{"pid"}` then `{"returncode"}`."""
+def serve(profile: str) -> None:
+    """Preload `profile`, then read requests on stdin until it closes; answer `{"pid"}`
+    then `{"returncode"}` for each."""
     requests = os.fdopen(os.dup(0), "r")
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(2, 1)  # nothing the preload prints reaches the answers
-    _preload()
+    _PROFILES[profile]()
+    # As a pre-fork server does: the preloaded objects move to a permanent generation, so a
+    # child's collections (`run_benchmark` collects before it streams) do not walk them and
+    # do not dirty their copy-on-write pages (gc.freeze's documentation).
+    gc.collect()
+    gc.freeze()
     inherited = (requests.fileno(), answers.fileno(), null)
     for line in requests:
         request = json.loads(line)
@@ -135,7 +179,10 @@ def serve() -> None:
         answers.write(json.dumps({"pid": pid}) + "\n")
         _, status = os.waitpid(pid, 0)
         answers.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+    # Its callers are gone: no teardown (the preloaded extensions' finalisers print leaks).
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1] if len(sys.argv) > 1 else "tuner")
