@@ -14,11 +14,13 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tuner_testing import vllm_run
+from tuner_testing import TUNER, vllm_run
+from tuner_testing.forked import command
 
 REPO = Path(__file__).resolve().parent.parent
 NUM_PROMPTS = 48
@@ -59,19 +61,15 @@ def _client_core() -> int:
     return min(os.sched_getaffinity(0))
 
 
-def _run(argv: list[str]) -> None:
-    proc = subprocess.run(
-        ["taskset", "-c", str(_client_core()), *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    _succeeded(proc)
+def _tuner_bench(argv: list[str]) -> None:
+    """`tuner bench ARGV` on the client's core, forked from the tuner's zygote: as
+    `vllm bench serve` below, its imports done before it starts."""
+    cpus = [_client_core()]
+    _succeeded(command(sys.executable, "tuner", [*TUNER[1:], "bench", *argv], cpus=cpus))
 
 
 def _vllm_bench_serve(argv: list[str]) -> None:
-    """`vllm bench serve ARGV` pinned as `_run` pins `tuner bench`, forked from the vLLM
+    """`vllm bench serve ARGV` pinned as `_tuner_bench` pins `tuner bench`, forked from the vLLM
     zygote (tuner_testing.forked): its ~10 s of imports happen once, before any timing."""
     vllm = str(REPO / ".venv-vllm" / "bin" / "vllm")
     proc = vllm_run([vllm, "bench", "serve", *argv], timeout_s=120, cpus=[_client_core()])
@@ -96,11 +94,10 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
 
     def tuner_run(i: int) -> None:
         ours = tmp_path / f"tuner-{i}.json"
-        tuner_bench = [str(REPO / ".venv" / "bin" / "tuner"), "bench"]
-        _run([*tuner_bench, *flags, "--save-result", str(ours)])
+        _tuner_bench([*flags, "--save-result", str(ours)])
         results["tuner"].append(json.loads(ours.read_text()))
 
-    def vllm_run(i: int) -> None:
+    def vllm_bench_run(i: int) -> None:
         theirs = f"vllm-{i}.json"
         save = ["--save-result", "--result-dir", str(tmp_path), "--result-filename", theirs]
         _reset_prefix_cache(vllm_server.base_url)
@@ -109,7 +106,7 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
 
     def interleaved_runs(first: int) -> None:
         for i in range(first, first + RUNS_PER_CLIENT):
-            pair = (tuner_run, vllm_run) if i % 2 == 0 else (vllm_run, tuner_run)
+            pair = (tuner_run, vllm_bench_run) if i % 2 == 0 else (vllm_bench_run, tuner_run)
             for run in pair:  # each client first in turn: a warm cache would favour one
                 run(i)
 
@@ -202,7 +199,7 @@ def test_chat_endpoint_on_real_vllm(vllm_server, tmp_path):
     flags = _workload_flags(vllm_server.base_url, vllm_server.model, vllm_server.model_dir)
     chat = ["--backend", "openai-chat", "--num-prompts", "8"]
     save = ["--save-result", str(out), "--save-detailed"]
-    _run([str(REPO / ".venv" / "bin" / "tuner"), "bench", *flags, *chat, *save])
+    _tuner_bench([*flags, *chat, *save])
     data = json.loads(out.read_text())
     assert data["completed"] == 8 and data["failed"] == 0
     assert data["output_lens"] == [OUTPUT_LEN] * 8

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuner_testing.forked import REPO, run
+from tuner_testing.forked import REPO, command
 
 __all__ = ["REPO", "TUNER", "start_run", "tuner"]
 
@@ -39,10 +39,8 @@ def tuner(
     start gives, without its seconds of imports), else a fresh `python -m tuner.cli`.
     """
     if not kw:
-        forked = run(sys.executable, "tuner", TUNER[1:] + list(args), cwd=cwd,
-                     timeout_s=timeout, env=env, input_text=input)  # fmt: skip
-        if forked is not None:
-            return forked
+        return command(sys.executable, "tuner", [*TUNER[1:], *args], cwd=cwd, timeout_s=timeout,
+                       env=env, input_text=input)  # fmt: skip
     return subprocess.run(
         [*TUNER, *args],
         cwd=cwd,

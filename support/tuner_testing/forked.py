@@ -143,6 +143,36 @@ def _forked(
     return subprocess.CompletedProcess(cmd, done["returncode"], out, err)
 
 
+def command(
+    python: str,
+    profile: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path = REPO,
+    timeout_s: float = 300,
+    env: dict[str, str] | None = None,
+    input_text: str | None = None,
+    cpus: Sequence[int] = (),
+) -> subprocess.CompletedProcess:
+    """`python ARGV`, its output captured as text: forked from `profile`'s zygote when it is
+    free, else started afresh (`cpus` then by `taskset -c`). The same answer either way."""
+    forked = run(python, profile, argv, cwd=cwd, timeout_s=timeout_s, env=env,
+                 input_text=input_text, cpus=cpus)  # fmt: skip
+    if forked is not None:
+        return forked
+    taskset = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+    return subprocess.run(
+        [*taskset, python, *argv],
+        cwd=cwd,
+        env=env,
+        input=input_text,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 def vllm_run(
     argv: Sequence[str],
     *,
@@ -156,19 +186,7 @@ def vllm_run(
     its console scripts (`[.venv-vllm/bin/vllm, "bench", "serve", ...]`); `cpus` as
     `taskset -c`. Forked from the `vllm` zygote: the ~10 s of CPU that importing vLLM costs is
     paid once per test process, not per command."""
-    python = str(VLLM_PYTHON)
     program = Path(argv[0])
     as_python = list(argv[1:]) if program.name.startswith("python") else [str(program), *argv[1:]]
-    forked = run(python, "vllm", as_python, cwd=cwd, timeout_s=timeout_s, env=env, cpus=cpus)
-    if forked is not None:
-        return forked
-    taskset = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
-    return subprocess.run(
-        [*taskset, *argv],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    return command(str(VLLM_PYTHON), "vllm", as_python, cwd=cwd, timeout_s=timeout_s, env=env,
+                   cpus=cpus)  # fmt: skip
