@@ -6,6 +6,7 @@ import errno
 import re
 import sqlite3
 import sys
+from typing import Any
 
 import typer
 from typer.core import TyperOption
@@ -17,7 +18,7 @@ from tuner.errors import RunInterrupted, UserError
 _value_type = TyperOption.display_type_rich
 
 
-def _switch_shows_no_type(self: TyperOption, ctx) -> str | None:
+def _switch_shows_no_type(self: TyperOption, ctx: Any) -> str | None:  # typer's own click
     """A switch (`--no-pruning`, `--help`) takes no value: `--help` shows no `<bool>` beside it
     (typer 0.29 shows one for every option)."""
     return None if self.is_bool_flag else _value_type(self, ctx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -270,7 +271,7 @@ def _goodput_extras(extra: list[str] | None, goodput_given: bool) -> list[str]:
     return list(extra or [])
 
 
-def _progress():
+def _progress() -> Callable[[int, int], None] | None:
     if not sys.stderr.isatty():
         return None
 

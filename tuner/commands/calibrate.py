@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from tuner.sim.fit import Calibration
+    from tuner.trial.point import TrialPoint
 
 
 def calibrate(
@@ -87,7 +88,7 @@ def profile_setting(output: Path, study_file: Path) -> str:
         return str(output.resolve())
 
 
-def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list) -> None:
+def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list[TrialPoint]) -> None:
     """What was fitted on which trials, and its error on the trials held out of the fit."""
     from rich.console import Console
     from rich.table import Table

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -87,7 +87,7 @@ def open_store(spec: StudySpec, storage: str | None, *, readonly: bool = False) 
     return Store(storage or spec.storage, readonly=readonly)
 
 
-def stored_verifies(study_name: str, study_file: Path, storage: str | None) -> list[dict]:
+def stored_verifies(study_name: str, study_file: Path, storage: str | None) -> list[dict[str, Any]]:
     """The study's stored `tuner verify` documents, oldest first (`tuner.store.verifies`),
     from the store `open_stored_study` opened the study in (`--storage`, else the file's)."""
     from tuner.store.verifies import verify_history

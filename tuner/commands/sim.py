@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -181,7 +181,9 @@ def _model_path(model: str | None, model_arg: str | None) -> str:
     return path
 
 
-def _engine(model_path: str, gpu: str, flags: dict, tokenizer: str | None) -> dict:
+def _engine(
+    model_path: str, gpu: str, flags: dict[str, Any], tokenizer: str | None
+) -> dict[str, Any]:
     """The simulated engine's model, accelerator, flags and text: bad values are a UserError
     here, before the port opens."""
     from tuner.sim.memory import resolve_flags
@@ -203,7 +205,7 @@ def _engine(model_path: str, gpu: str, flags: dict, tokenizer: str | None) -> di
     }
 
 
-def _tokenizer(tokenizer: str | None, model_path: str):
+def _tokenizer(tokenizer: str | None, model_path: str) -> Any:  # load_counter's
     """The given tokenizer dir, else the model's directory (a hub id's cached snapshot) when
     it has one, else none (word counts)."""
     from tuner.spec.model_source import model_dir

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -50,11 +51,12 @@ if TYPE_CHECKING:
     import optuna
     from rich.console import Console
 
-    from tuner.run.preflight import Preflight
+    from tuner.run.preflight import Preflight, RunArgs
     from tuner.run.progress import RunView
     from tuner.run.session import RunResult
     from tuner.run.summary import RunSummary
     from tuner.spec.study import StudySpec
+    from tuner.store.storage import Store
     from tuner.trial.point import TrialPoint
 
 
@@ -153,13 +155,15 @@ def run(
     _print_result(run_study(spec, store, make_runner, options, _view(), runner))
 
 
-def _warm_start(spec, store, from_plan: int | None, warm_start: tuple[str, int] | None) -> list:
+def _warm_start(
+    spec: StudySpec, store: Store, from_plan: int | None, warm_start: tuple[str, int] | None
+) -> list[tuple[str, dict[str, Any]]]:
     """The configs `--from-plan` and `--warm-start` queue first: (label, params)."""
     from tuner.errors import UserError
     from tuner.fidelity.warm_start import top_configs
     from tuner.trial.specs import study_name
 
-    queued: list = []
+    queued: list[tuple[str, dict[str, Any]]] = []
     skipped: list[str] = []
     if from_plan is not None:
         plan = study_name(spec, True)
@@ -279,7 +283,7 @@ def _print_result(result: RunResult) -> None:
         typer.echo("no feasible trial yet: see `tuner trials` for the failure reasons", err=True)
 
 
-def _print_hosts(console, points) -> None:
+def _print_hosts(console: Console, points: Sequence[TrialPoint]) -> None:
     """The hosts' baselines side by side, and any that differ beyond the noise."""
     from tuner.trial.hosts import baseline_table, differences
 
@@ -291,7 +295,7 @@ def _print_hosts(console, points) -> None:
         console.print(f"[yellow]{warning}[/yellow]")
 
 
-def _preflight(spec, args, *, slow: bool) -> Preflight:
+def _preflight(spec: StudySpec, args: RunArgs, *, slow: bool) -> Preflight:
     """Every problem of the run, one line each, before anything is written (exit 2); the
     night's cost and the plan's trust come once the store is open (docs/preflight.md)."""
     from tuner.commands.check import refuse
@@ -302,7 +306,7 @@ def _preflight(spec, args, *, slow: bool) -> Preflight:
     return found
 
 
-def _check_plan(spec, storage) -> Preflight:
+def _check_plan(spec: StudySpec, storage: str | None) -> Preflight:
     from tuner.commands.check import refuse
     from tuner.run.preflight import plan_preflight
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tuner.commands.common import Storage, StudyFile
 from tuner.errors import UserError
+
+if TYPE_CHECKING:
+    from tuner.verify.session import Target
 
 Opt = typer.Option
 
@@ -83,7 +86,7 @@ def verify(
     raise typer.Exit(outcome.verdict.exit_code)
 
 
-def _target(study_file: Path, storage: str | None):
+def _target(study_file: Path, storage: str | None) -> tuple[Target, str]:
     """The shipped config of the stored study (a study with no trial is a UserError)."""
     from tuner.commands.common import open_stored_study
     from tuner.fidelity.warm_start import warm_configs
@@ -104,7 +107,7 @@ def _target(study_file: Path, storage: str | None):
     return target, resolve_storage(storage or file_spec.storage)
 
 
-def _store(url: str, study: str, document: dict) -> None:
+def _store(url: str, study: str, document: dict[str, Any]) -> None:
     from tuner.store.storage import Store
     from tuner.store.verifies import save_verify
 

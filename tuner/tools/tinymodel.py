@@ -11,6 +11,7 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tokenizers import (
     Regex,
@@ -83,7 +84,7 @@ _QWEN2_SPLIT = (
 )
 
 
-def _train_tokenizer(vocab_size: int, seed: int):
+def _train_tokenizer(vocab_size: int, seed: int) -> Tokenizer:
     """Qwen2's pipeline (NFC, its split, byte-level BPE), so that `tokenizer.json` alone
     encodes as transformers' Qwen2Tokenizer does (`tuner.workload.tokenizer.load_counter`)."""
     tok = Tokenizer(models.BPE())
@@ -106,7 +107,7 @@ def _train_tokenizer(vocab_size: int, seed: int):
     return tok
 
 
-def model_config(vocab_size: int, eos_token_id: int, bos_token_id: int) -> dict:
+def model_config(vocab_size: int, eos_token_id: int, bos_token_id: int) -> dict[str, Any]:
     """The Qwen2 config of brief §5: 2 layers, hidden 128, 4 heads, 2 KV heads, bf16."""
     return {
         "architectures": ["Qwen2ForCausalLM"],
@@ -135,7 +136,7 @@ def model_config(vocab_size: int, eos_token_id: int, bos_token_id: int) -> dict:
     }
 
 
-def tokenizer_config(tok) -> dict:
+def tokenizer_config(tok: Tokenizer) -> dict[str, Any]:
     """What transformers' AutoTokenizer needs offline, Qwen-style (no BOS added to prompts)."""
     added = {
         str(tok.token_to_id(t)): {
@@ -166,6 +167,13 @@ def tokenizer_config(tok) -> dict:
     }
 
 
+def _token_id(tok: Tokenizer, token: str) -> int:
+    """A special token's id: the trainer always puts SPECIAL_TOKENS in the vocabulary."""
+    found = tok.token_to_id(token)
+    assert found is not None, token
+    return found
+
+
 def make_tiny_model(out_dir: Path, *, vocab_size: int = 1024, seed: int = 0) -> Path:
     """Write config.json, generation_config.json, tokenizer.json and tokenizer_config.json.
 
@@ -173,8 +181,7 @@ def make_tiny_model(out_dir: Path, *, vocab_size: int = 1024, seed: int = 0) -> 
     """
     out_dir = make_output_dir(out_dir, "make-tiny-model:")  # a file or /proc/x: one line
     tok = _train_tokenizer(vocab_size, seed)
-    eos_id = tok.token_to_id(EOS_TOKEN)
-    bos_id = tok.token_to_id(BOS_TOKEN)
+    eos_id, bos_id = _token_id(tok, EOS_TOKEN), _token_id(tok, BOS_TOKEN)
     files = {
         "config.json": model_config(vocab_size, eos_id, bos_id),
         "generation_config.json": {"bos_token_id": bos_id, "eos_token_id": [eos_id]},

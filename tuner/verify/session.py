@@ -9,6 +9,7 @@ own state (`engine_info`) and the capped workload, with no warm-ups and no prefi
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from tuner.measure.metrics import CI_METRICS
 from tuner.results.export import Selection
 from tuner.runners.engine_runner import workload_tokenizer
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.slo import SloLimit
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import MAX_PROMPTS
@@ -37,7 +39,8 @@ from tuner.verify.engine_info import EngineInfo, read_engine_info
 from tuner.verify.predict import TrafficPrediction, predict_traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
 from tuner.workload.client import CHAT_ENDPOINT, server_model_cards
-from tuner.workload.datasets import build_requests, jsonl_requests
+from tuner.workload.datasets import BenchRequest, build_requests, jsonl_requests
+from tuner.workload.tokenizer import HFTokenizer
 
 
 @dataclass(frozen=True)
@@ -143,11 +146,11 @@ def _log_size(log: Path) -> int:
     return max(1, min(MAX_PROMPTS, sum(1 for line in text.splitlines() if line.strip())))
 
 
-def _prompt_lens(requests: list) -> list[int]:
+def _prompt_lens(requests: Sequence[BenchRequest]) -> list[int]:
     return [r.prompt_len for r in requests]
 
 
-def _output_lens(requests: list) -> list[int]:
+def _output_lens(requests: Sequence[BenchRequest]) -> list[int]:
     return [r.output_len for r in requests if r.output_len is not None]
 
 
@@ -173,7 +176,15 @@ def run_verify(
     return judge(target, base_url, caps, work, info, result, stopped, started, mix)
 
 
-def _measure(work: CappedWorkload, base_url, model, requests, api_key, tok, deadline: float):
+def _measure(
+    work: CappedWorkload,
+    base_url: str,
+    model: str,
+    requests: list[BenchRequest],
+    api_key: str | None,
+    tok: HFTokenizer,
+    deadline: float,
+) -> tuple[BenchmarkResult | None, str | None]:
     def over_time() -> str | None:
         return "the time cap (--max-time) was reached" if time.monotonic() > deadline else None
 
@@ -300,7 +311,17 @@ def _engine_flags(info: EngineInfo, spec: StudySpec, params: dict[str, Any]) -> 
     return {flag: info.flag(flag) for flag in exported if info.flag(flag) is not None}
 
 
-def _lines(target, base_url, work, info, flags, checks, limits, measured, sent) -> list[str]:
+def _lines(
+    target: Target,
+    base_url: str,
+    work: CappedWorkload,
+    info: EngineInfo,
+    flags: Sequence[compare.FlagCheck],
+    checks: Sequence[compare.MetricCheck],
+    limits: Sequence[SloLimit],
+    measured: Mapping[str, float],
+    sent: int | None,
+) -> list[str]:
     point = target.choice.point
     w = work.workload
     lines = [
