@@ -8,7 +8,9 @@ import os
 import re
 from pathlib import Path
 
-from tuner.run.progress import first_sentences
+from tuner.run.pipeline import Outcome
+from tuner.run.progress import describe, first_sentences
+from tuner.trial import SkipPrediction, TrialRecord
 from tuner_testing import sim_study, tuner
 
 REFUSAL = (
@@ -57,3 +59,26 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, tiny_model_dir
     assert any("measuring" in p for p in phases), phases  # where the trial is, not only "running"
     seconds = [int(s) for _, s, _ in beats]
     assert seconds == sorted(seconds)
+
+
+def _pruned(record: TrialRecord, metrics: dict[str, float] | None = None) -> Outcome:
+    return Outcome("pruned", None, {}, record, metrics=metrics)
+
+
+def test_a_stopped_trials_live_line_marks_its_figures_partial() -> None:
+    """A trial stopped early shows the figures it had reached, each marked `~` as `tuner
+    trials` marks them; one ruled out by prediction was never launched and says so."""
+    reached = {"p99_ttft_ms": 2345.04, "mean_tpot_ms": 55.5, "output_throughput": 77.0}
+    stopped = TrialRecord(partial=True, pruned_reason="SLO broken for sure.", pruned_at_s=12.3)
+    line = describe(_pruned(stopped, reached))
+    assert line == (
+        "[magenta]stopped early[/magenta] after 12.3 s of workload (p99 TTFT ~2345.0 ms, "
+        "mean TPOT ~55.50 ms, output ~77.0 tok/s): SLO broken for sure."
+    )
+    skip = SkipPrediction(score=1.2, ruled_out="predicted score +1.2 cannot beat the best")
+    ruled_out = TrialRecord(
+        skip_prediction=skip, pruned_reason="ruled out by prediction: predicted", engine_s=0.0
+    )
+    assert describe(_pruned(ruled_out)) == (
+        "[yellow]not launched[/yellow]: ruled out by prediction: predicted"
+    )

@@ -25,7 +25,7 @@ from tuner.results.shapes import shape_lines
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words
-from tuner.spec.figures import figure
+from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import (
     HEADLINE_LATENCIES,
     HEADLINE_METRICS,
@@ -180,7 +180,6 @@ def _capped_cell(row: Any, col: str) -> bool:
 # shown otherwise: a mark, a note
 _HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of", "pooled_score")
 POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note under the table)
-PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
 
 
 # The time a trial took or saved: left out first on a narrow table (with the screen's predictions)
@@ -204,8 +203,7 @@ def _header(col: str) -> tuple[str, str, bool]:
 
 def _cell(row: Any, col: str) -> str:
     text = _figure_cell(row, col)
-    partial = bool(row.get("partial")) and tr.is_metric(col.rpartition(":")[2])
-    return f"{PARTIAL_MARK}{text}" if partial and text else text
+    return partial_figure(text, bool(row.get("partial")) and tr.is_metric(col.rpartition(":")[2]))
 
 
 def _figure_cell(row: Any, col: str) -> str:
@@ -249,7 +247,7 @@ def print_trials_table(
         notes.append("* the baseline: vLLM's defaults")
     notes += _pooled_notes(frame, rows)
     if any(r.get("partial") for r in rows):
-        notes.append(f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)")
+        notes.append(PARTIAL_NOTE)
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
     if wide:
         cols.append(Column("reused from", [figure(_int(r["reused_from"])) for r in rows]))

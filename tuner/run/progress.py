@@ -21,7 +21,7 @@ from rich.progress import (
 )
 
 from tuner.spec.figures import figure
-from tuner.trial.words import trial_line
+from tuner.trial.words import figures, trial_line
 
 if TYPE_CHECKING:
     from tuner.run.pipeline import Outcome
@@ -75,8 +75,12 @@ def describe(outcome: Outcome) -> str:
         return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
     if outcome.kind == "pruned":
         why = escape(first_sentences(str(outcome.record.pruned_reason or "")))
+        if outcome.record.skip_prediction is not None and not outcome.record.engine_s:
+            return f"[yellow]not launched[/yellow]: {why}"  # ruled out by prediction
         at = outcome.record.pruned_at_s or 0.0
-        return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
+        reached = figures(outcome.metrics, None, ", ", partial=True) if outcome.metrics else ""
+        then = f" ({escape(reached)})" if reached else ""  # marked as `tuner trials` marks them
+        return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload{then}: {why}"
     tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
     return escape(trial_line(outcome.record, outcome.metrics or {})) + tag
 
