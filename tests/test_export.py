@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from dataclasses import replace
@@ -12,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from results_fixtures import PARAMS, build_study
+from results_fixtures import PARAMS, build_study, write_study_file
 
 from tuner.errors import UserError
 from tuner.results.export import (
@@ -23,9 +24,11 @@ from tuner.results.export import (
     slo_violation,
     vllm_config,
 )
+from tuner.results.views import best_report
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store, spec_of
+from tuner.trial import StudyRecord
 from tuner.trial import read as trial_point
 
 
@@ -120,8 +123,15 @@ def test_all_infeasible_names_closest(tmp_path: Path) -> None:
     points = [trial_point(t) for t in store.load_study("handbuilt").get_trials()]
     store.close()
     # Trials are numbered as added: this study's only trial is trial 0.
-    with pytest.raises(UserError, match=r"no feasible trial .*closest is trial 0 \(breaks p99_"):
+    closest = "closest is trial 0 (breaks p99_ttft_ms<=2000: p99_ttft_ms=2500)"  # and its figure
+    with pytest.raises(
+        UserError, match=re.escape(f"no feasible trial in study 'handbuilt'; {closest}")
+    ):
         select_trial(points, "handbuilt")
+    # `tuner best` names it too (it said "has no complete feasible trial yet" alone)
+    record = StudyRecord(spec=load_study_spec(write_study_file(tmp_path)).model_dump(mode="json"))
+    with pytest.raises(UserError, match=re.escape(f"no complete feasible trial yet; {closest}")):
+        best_report(points, "handbuilt", record)
 
 
 def test_shell_command_quotes_awkward_paths_and_round_trips(stored) -> None:

@@ -82,3 +82,20 @@ def test_a_stopped_trials_live_line_marks_its_figures_partial() -> None:
     assert describe(_pruned(ruled_out)) == (
         "[yellow]not launched[/yellow]: ruled out by prediction: predicted"
     )
+
+
+def test_a_run_where_nothing_meets_the_slo_names_the_closest(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """The end of a run with no feasible trial: the trial that misses the SLO least, with its
+    figure, not "see `tuner trials` for the failure reasons" (there was no failure)."""
+    study = sim_study(tmp_path, tiny_model_dir, objective={"slo": ["p99_ttft_ms<=1"]})
+    done = tuner("plan", str(study), "--n-trials", "1", "--storage", "sqlite:///t.db",
+                 cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert re.search(
+        r"no feasible trial yet: closest is trial 0 \(breaks p99_ttft_ms<=1: p99_ttft_ms=[\d.]+\); "
+        r"`tuner trials` says why each",
+        said,
+    ), said

@@ -17,7 +17,7 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
-from tuner.results.export import Selection, judge
+from tuner.results.export import Selection, closest_miss, judge
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.setting import setting_lines
@@ -298,7 +298,7 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     follows as a commented candidate. Each command comes from the stored spec of its trial."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        missed = "".join(f"; {note}" for note in notes)
+        missed = "".join(f"; {note}" for note in [*notes, closest_miss(points)] if note)
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
