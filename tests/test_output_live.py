@@ -4,8 +4,10 @@ every TUNER_PROGRESS_INTERVAL_S seconds (30 by default) while a trial runs."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.run.pipeline import Outcome
@@ -99,3 +101,26 @@ def test_a_run_where_nothing_meets_the_slo_names_the_closest(
         r"`tuner trials` says why each",
         said,
     ), said
+
+
+def test_configs_the_budget_does_not_count_do_not_advance_the_live_count() -> None:
+    """A config vLLM's rules refuse is not in `n_trials` (`summary.in_budget`): the live
+    display read "trial 11/8" after 3 refusals in a budget of 8."""
+    from rich.console import Console
+
+    from tuner.run.progress import RichProgress
+    from tuner.run.summary import in_budget
+
+    refused = Outcome("refused", None, {}, TrialRecord(failure_reason="vLLM refuses it."))
+    refused = replace(refused, saved_by="rules")
+    measured = Outcome("measured", [0.0], {}, TrialRecord(score=0.0), metrics={})
+    assert not in_budget(refused, False) and in_budget(measured, False)
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, width=120))
+    progress.start(2)
+    for number, outcome in enumerate((measured, refused, refused, measured)):
+        progress.done(number, outcome, 0.0, counted=in_budget(outcome, False))
+    progress.stop()
+    task = progress._progress.tasks[0]
+    assert (task.completed, task.total) == (2, 2)
+    assert "trial 2/2" in out.getvalue() and "trial 4/2" not in out.getvalue()
