@@ -135,8 +135,10 @@ def night_cost(
     done = 0 if n_trials is not None else done
     timeout = timeout_s if timeout_s is not None else spec.budget.timeout_s
     multi = spec.search.fidelity == "multi"
-    launched = [
-        p for p in real_trials if not p.planned and p.record.engine_s and p.status != "running"
+    launched = [  # an interrupted trial's engine time ended where the user stopped it
+        p
+        for p in real_trials
+        if not p.planned and p.record.engine_s and p.status != "running" and not p.interrupted
     ]
     if launched:
         mean_s = sum(float(p.record.engine_s or 0.0) for p in launched) / len(launched)
