@@ -274,3 +274,23 @@ def test_multi_objective_study_selects_by_score_too(tmp_path: Path) -> None:
     points = [trial_point(t) for t in study.get_trials()]
     assert select_trial(points, "handbuilt").point.number == 6
     store.close()
+
+
+def test_a_study_whose_every_trial_failed_says_so(tmp_path: Path) -> None:
+    """Only failed trials: `best` and `pareto` say nothing was measured, not "no complete
+    feasible trial yet" alone or "metric 'p99_ttft_ms' is not stored (stored: none)"."""
+    from tuner.results.pareto import check_stored
+
+    failed = {0: (0.0, 0.0, 0.0, 10.0, "failed"), 1: (0.0, 0.0, 0.0, 0.0, "FAIL")}
+    _, url = build_study(tmp_path, trials=failed)
+    store = Store(url)
+    points = [trial_point(t) for t in store.load_study("handbuilt").get_trials()]
+    store.close()
+    measured = "no trial of study 'handbuilt' was measured (`tuner trials` says why)"
+    with pytest.raises(UserError, match=re.escape(measured)):
+        check_stored(points, ["p99_ttft_ms"], "handbuilt")
+    record = StudyRecord(spec=load_study_spec(write_study_file(tmp_path)).model_dump(mode="json"))
+    with pytest.raises(UserError, match=re.escape("yet; no trial was measured (`tuner trials`")):
+        best_report(points, "handbuilt", record)
+    with pytest.raises(UserError, match=re.escape(measured)):
+        select_trial(points, "handbuilt")

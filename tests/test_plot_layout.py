@@ -20,6 +20,7 @@ from tuner.results.report.layout import (
     tick_texts,
 )
 from tuner.results.report.load import curve_figure
+from tuner.results.report.plots import pareto_figure
 from tuner.results.report.png import TITLE_CHARS, draw_png, title_lines
 from tuner.spec.slo import parse_slo
 from tuner.trial import read
@@ -222,3 +223,22 @@ def test_the_load_curves_slo_label_is_clear_of_the_last_runs() -> None:
     label = next(a for a in fig.layout.annotations if a.text == "SLO p99_ttft_ms<=2000")
     assert (label.x, label.xanchor, label.yanchor) == (0, "left", "bottom")  # top left
     assert fig.layout.yaxis.tickformat == fig.layout.xaxis.tickformat == "~r"  # never 2k
+
+
+def test_a_plot_of_only_failed_trials_says_so_in_its_middle(recwarn) -> None:
+    """Every trial failed: both renderers drew empty axes at -1..6 (plotly) and ±0.04 (the
+    PNG, with a "feasible" legend entry for no point); now the middle says why it is empty."""
+    failed = [
+        read(frozen(n, "FAIL", failure_kind="startup_timeout", failure_reason="not ready"))
+        for n in range(2)
+    ]
+    info = pareto_front_info(failed, SLO)
+    assert info.empty_words == "no measured trial to plot (2 failed)"
+    fig = pareto_figure(failed, SLO)
+    assert [a.text for a in fig.layout.annotations if a.x == 0.5] == [info.empty_words]
+    assert fig.layout.xaxis.showticklabels is False
+    out = io.BytesIO()
+    draw_png(info, out, "e2e")
+    assert out.getvalue().startswith(b"\x89PNG")
+    assert not [w for w in recwarn if "legend" in str(w.message)]  # no empty legend drawn
+    assert pareto_front_info([_point(0, 1000.0, 40.0)], SLO).empty_words is None

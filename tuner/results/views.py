@@ -298,7 +298,9 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     follows as a commented candidate. Each command comes from the stored spec of its trial."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        missed = "".join(f"; {note}" for note in [*notes, closest_miss(points)] if note)
+        unmeasured = not any(p.measured for p in points)
+        closest = "no trial was measured (`tuner trials` says why)" if unmeasured else None
+        missed = "".join(f"; {n}" for n in [*notes, closest or closest_miss(points)] if n)
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
