@@ -134,6 +134,10 @@ BAD = [
     (["export", "--slo", "p99_tft_ms<=2000"], "unknown metric 'p99_tft_ms'"),
     (["export", "--slo", "p95_ttft_ms<=2000"], "'p95_ttft_ms' is not stored in study"),
     (["export", "--slo", "p99_ttft_ms<=100"], "meets p99_ttft_ms<=100; closest is trial 1"),
+    # as the study file's SLO: a limit on the wrong side, or one no metric can meet
+    (["export", "--slo", "p99_ttft_ms>=5"], "bounds the wrong side: p99_ttft_ms is lower is"),
+    (["export", "--slo", "output_throughput<=5"], "its limit is output_throughput>=VALUE"),
+    (["export", "--slo", "p99_ttft_ms<=-5"], "can never be met: metrics are never negative"),
     (["export", "--trial", "42"], "study 'handbuilt' has no trial 42"),
     (["export", "--trial", "4"], "trial 4 failed (kv_cache_too_small"),
     (["export", "--format", "toml"], "unknown format 'toml'"),

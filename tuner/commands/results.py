@@ -220,9 +220,11 @@ def export(
     from tuner.results.recommend import HELD_EXIT_CODE
     from tuner.results.shipped import shipped
     from tuner.spec.outputs import check_output_file, write_output_file
-    from tuner.spec.slo import parse_slo
+    from tuner.spec.slo import check_sense, parse_slo
 
     _choose(fmt, FORMATS, "format")
+    if slo is not None:  # as the study file's: `p99_ttft_ms>=5` would pick the slowest
+        check_sense(slo)
     limits = parse_slo(slo) if slo is not None else []
     if output is not None and fmt == "yaml" and output.suffix not in (".yaml", ".yml"):
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")
