@@ -123,4 +123,6 @@ def test_configs_the_budget_does_not_count_do_not_advance_the_live_count() -> No
     progress.stop()
     task = progress._progress.tasks[0]
     assert (task.completed, task.total) == (2, 2)
+    progress.done(4, measured, -0.00004)  # a best a hair under the baseline's 0
+    assert task.fields["best"] == "+0.000"  # as `tuner trials` writes it, never "-0.000"
     assert "trial 2/2" in out.getvalue() and "trial 4/2" not in out.getvalue()

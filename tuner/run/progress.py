@@ -205,7 +205,7 @@ class RichProgress:
             return
         self._finished += 1
         if best is not None:
-            self._best = f"{best:+.3f}"
+            self._best = figure(best, 3, sign=True)  # never "-0.000"
         self._print(f"trial {number}: {describe(outcome)}")
         if self._task is not None:
             task = next(t for t in self._progress.tasks if t.id == self._task)
