@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tuner import trial as tr
+from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.trial.clearly import ClearlyBetter
@@ -93,7 +94,8 @@ def verdicts(
     if runs:
         mean = sum(runs) / len(runs)
         spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
-        text = f"confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)"
+        shown = figure(mean, 3, sign=True)
+        text = f"confirmed over {len(runs)} runs: score {shown} ± {spread:.3f} (std)"
         out.append(Verdict("confirmed", text, False))
     out += _confidence(point, ranked, spec, tr.confirmation_runs(points))
     robust = study.robustness_of(point) if study is not None else None

@@ -353,7 +353,8 @@ def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str
 def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
     """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
     each with their own score and figures."""
-    score = f"score {top.score:+.3f} ({reference_words(top, points)} = 0, lower is better)"
+    shown = figure(top.score, 3, sign=True)
+    score = f"score {shown} ({reference_words(top, points)} = 0, lower is better)"
     found = top.record.capacity
     if top.record.scenarios:
         how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"

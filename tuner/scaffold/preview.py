@@ -99,7 +99,7 @@ def _figure(best: TrialPoint, base: TrialPoint | None, spec: StudySpec) -> str:
         return (
             f"capacity {figure(base.capacity_rps or 0)} → {found}" if base else f"capacity {found}"
         )
-    return f"score {best.score or 0.0:+.3f} against the defaults' 0"
+    return f"score {figure(best.score or 0.0, 3, sign=True)} against the defaults' 0"
 
 
 def _change(spec: StudySpec) -> str:

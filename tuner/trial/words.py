@@ -32,7 +32,7 @@ def goodput(rps: float) -> str:
 
 
 def score_words(score: float | None) -> str:
-    return f"score {score if score is not None else float('nan'):+.3f}"
+    return f"score {figure(score, 3, sign=True) or 'nan'}"  # +0.000, never -0.000
 
 
 def figures(
