@@ -236,3 +236,19 @@ def test_capacity_mode_judges_the_capacity_by_the_search_resolution(tmp_path: Pa
         "NOT clearly better than the baseline (trial 0): the capacities differ by no more "
         "than the capacity search's resolution (5%)" in close
     )
+
+
+def test_the_baseline_alone_within_the_slos_is_not_said_to_have_beaten_anything(
+    tmp_path: Path,
+) -> None:
+    """Every tuned config refused, ruled out or breaking an SLO: `best` said "no tuned config
+    beat it" when none was there to compare."""
+    infeasible = _trial(1, -0.4, OVERLAPS_BASE)
+    infeasible.system_attrs["constraints:p99_ttft_ms<=10000"] = 1.0
+    lines = "\n".join(_best(_spec(tmp_path), _trial(0, 0.0, BASE, baseline=True), infeasible))
+    assert "best trial 0 of study demo" in lines
+    assert (
+        "the baseline (vLLM's defaults) is the only config measured within the SLOs: no tuned "
+        "config to compare it with (`tuner trials` says why each is not)" in lines
+    ), lines
+    assert BASELINE_BEST not in lines

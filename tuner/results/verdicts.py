@@ -137,10 +137,13 @@ def _pooled_order(
 def _defaults_hold(point: TrialPoint, ranked: list[TrialPoint], clear: ClearlyBetter) -> str:
     """What holds when vLLM's defaults (`point`) are the best trial, against the best tuned
     config: the defaults clearly better, or no tuned config clearly better than them."""
-    text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
     tuned = next((p for p in ranked if not p.baseline), None)
-    if tuned is None:
-        return text
+    if tuned is None:  # refused, ruled out, failed or breaking an SLO: none to compare
+        return (
+            "the baseline (vLLM's defaults) is the only config measured within the SLOs: no "
+            "tuned config to compare it with (`tuner trials` says why each is not)"
+        )
+    text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
     if clear(point, tuned):
         on = ", ".join(clear.on(point, tuned))
         return (
