@@ -56,3 +56,19 @@ def test_an_interrupted_trial_is_no_estimate_of_a_trial() -> None:
     assert night_cost(spec, real_trials=[cut, whole]).trial_s == 30.0
     alone = night_cost(spec, real_trials=[cut])
     assert alone.trial_s != 9.0 and "launched trial" not in alone.line(), alone.line()
+
+
+def test_a_timeout_shorter_than_one_trial_says_what_the_run_will_do() -> None:
+    """`timeout: 1s`: it said "allows about 0 trial(s): lower budget.n_trials to 1"."""
+    line = NightCost(2, 10.0, "trials", 1.0).line()
+    assert line.endswith(
+        "timeout 1 s is shorter than one trial: the run stops after its first (the baseline); "
+        "raise budget.timeout"
+    ), line
+    assert (
+        NightCost(6, 30.0, "trials", 100.0)
+        .line()
+        .endswith(
+            "timeout 100 s allows about 3 trial(s): lower budget.n_trials to 3 or raise budget.timeout"
+        )
+    )

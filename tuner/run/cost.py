@@ -105,9 +105,14 @@ class NightCost:
         allowed = self.trials_in_timeout or 0
         if self.fits:
             return text + f"; fits in the timeout of {duration(self.timeout_s)}"
+        if allowed == 0:  # the timeout is checked between trials: the first one runs whole
+            return (
+                text + f"; timeout {duration(self.timeout_s)} is shorter than one trial: the "
+                "run stops after its first (the baseline); raise budget.timeout"
+            )
         return (
             text + f"; timeout {duration(self.timeout_s)} allows about {allowed} trial(s): "
-            f"lower budget.n_trials to {max(allowed, 1)} or raise budget.timeout"
+            f"lower budget.n_trials to {allowed} or raise budget.timeout"
         )
 
 
