@@ -67,6 +67,5 @@ def test_a_timeout_shorter_than_one_trial_says_what_the_run_will_do() -> None:
     ), line
     fits_three = NightCost(6, 30.0, "trials", 100.0).line()
     assert fits_three.endswith(
-        "timeout 100 s allows about 3 trial(s): lower budget.n_trials to 3 or raise "
-        "budget.timeout"
+        "timeout 100 s allows about 3 trial(s): lower budget.n_trials to 3 or raise budget.timeout"
     ), fits_three
