@@ -133,18 +133,45 @@ def test_only_weighted_metrics_count_and_each_in_its_direction(
     assert (NOT_RUNNER_UP.format(n=0) not in lines) is clearly, lines
 
 
-def test_the_baseline_as_best_is_said_in_words(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("tuned", "holds"),
+    [
+        # within the noise of the defaults: no candidate is clearly better than them
+        (
+            OVERLAPS_BASE,
+            "no tuned config is clearly better than the defaults (the best, trial 1: the 95% "
+            "confidence intervals of the differences include no gain on any weighted metric): "
+            "keep them",
+        ),
+        # the defaults' p99 TTFT (90-110) lies wholly below the tuned one's
+        (
+            ((150.0, 170.0), (9.0, 11.0), (90.0, 110.0)),
+            "the defaults are CLEARLY better than the best tuned config (trial 1) on p99 TTFT: "
+            "keep them",
+        ),
+        # better on one metric only, worse on the score
+        (
+            MORE_OUTPUT,
+            "the best tuned config (trial 1) is clearly better on output only, and worse on the "
+            "study's objective: keep the defaults",
+        ),
+    ],
+)
+def test_the_baseline_as_best_is_said_in_words(tmp_path: Path, tuned: tuple, holds: str) -> None:
+    """When vLLM's defaults are the best trial, `best` says what holds against the best tuned
+    config, never "not clearly better than the runner-up" (the defaults are not a candidate
+    to re-measure: `export` exits 3, nothing to ship)."""
     lines = "\n".join(
         _best(
             _spec(tmp_path),
             _trial(0, 0.0, BASE, baseline=True),
-            _trial(1, 0.4, OVERLAPS_BASE),
+            _trial(1, 0.4, tuned),
         )
     )
     assert "best trial 0 of study demo" in lines
-    assert BASELINE_BEST in lines
+    assert f"{BASELINE_BEST}; {holds}" in lines, lines
     assert NOT_BASELINE not in lines  # not compared with itself
-    assert NOT_RUNNER_UP.format(n=1) in lines
+    assert "runner-up" not in lines and "DOUBT" not in lines, lines
 
 
 def _rerun(number: int, of: int, score: float, cis: tuple) -> optuna.trial.FrozenTrial:
@@ -209,3 +236,19 @@ def test_capacity_mode_judges_the_capacity_by_the_search_resolution(tmp_path: Pa
         "NOT clearly better than the baseline (trial 0): the capacities differ by no more "
         "than the capacity search's resolution (5%)" in close
     )
+
+
+def test_the_baseline_alone_within_the_slos_is_not_said_to_have_beaten_anything(
+    tmp_path: Path,
+) -> None:
+    """Every tuned config refused, ruled out or breaking an SLO: `best` said "no tuned config
+    beat it" when none was there to compare."""
+    infeasible = _trial(1, -0.4, OVERLAPS_BASE)
+    infeasible.system_attrs["constraints:p99_ttft_ms<=10000"] = 1.0
+    lines = "\n".join(_best(_spec(tmp_path), _trial(0, 0.0, BASE, baseline=True), infeasible))
+    assert "best trial 0 of study demo" in lines
+    assert (
+        "the baseline (vLLM's defaults) is the only config measured within the SLOs: no tuned "
+        "config to compare it with (`tuner trials` says why each is not)" in lines
+    ), lines
+    assert BASELINE_BEST not in lines

@@ -116,6 +116,11 @@ def test_timeout_without_a_known_message_is_startup_timeout() -> None:
     log = read_log("healthy_start_and_stop").split("Application startup complete")[0]
     failure = classify_failure(log, exit_code=None, timed_out=True)
     assert failure.kind == FailureKind.STARTUP_TIMEOUT
+    # the reason names the limit and the setting that holds it (it said "the startup timeout")
+    timed = classify_failure(log, exit_code=None, timed_out=True, timeout_s=3.0)
+    assert timed.reason == (
+        "engine not ready before the startup timeout (3 s, engine.startup_timeout_s)"
+    )
 
 
 def test_known_message_wins_over_a_timeout() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from dataclasses import replace
@@ -12,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from results_fixtures import PARAMS, build_study
+from results_fixtures import PARAMS, build_study, write_study_file
 
 from tuner.errors import UserError
 from tuner.results.export import (
@@ -23,9 +24,11 @@ from tuner.results.export import (
     slo_violation,
     vllm_config,
 )
+from tuner.results.views import best_report
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store, spec_of
+from tuner.trial import StudyRecord
 from tuner.trial import read as trial_point
 from tuner_testing import vllm_run
 
@@ -121,8 +124,15 @@ def test_all_infeasible_names_closest(tmp_path: Path) -> None:
     points = [trial_point(t) for t in store.load_study("handbuilt").get_trials()]
     store.close()
     # Trials are numbered as added: this study's only trial is trial 0.
-    with pytest.raises(UserError, match=r"no feasible trial .*closest is trial 0 \(breaks p99_"):
+    closest = "closest is trial 0 (breaks p99_ttft_ms<=2000: p99_ttft_ms=2500)"  # and its figure
+    with pytest.raises(
+        UserError, match=re.escape(f"no feasible trial in study 'handbuilt'; {closest}")
+    ):
         select_trial(points, "handbuilt")
+    # `tuner best` names it too (it said "has no complete feasible trial yet" alone)
+    record = StudyRecord(spec=load_study_spec(write_study_file(tmp_path)).model_dump(mode="json"))
+    with pytest.raises(UserError, match=re.escape(f"no complete feasible trial yet; {closest}")):
+        best_report(points, "handbuilt", record)
 
 
 def test_shell_command_quotes_awkward_paths_and_round_trips(stored) -> None:
@@ -260,3 +270,23 @@ def test_multi_objective_study_selects_by_score_too(tmp_path: Path) -> None:
     points = [trial_point(t) for t in study.get_trials()]
     assert select_trial(points, "handbuilt").point.number == 6
     store.close()
+
+
+def test_a_study_whose_every_trial_failed_says_so(tmp_path: Path) -> None:
+    """Only failed trials: `best` and `pareto` say nothing was measured, not "no complete
+    feasible trial yet" alone or "metric 'p99_ttft_ms' is not stored (stored: none)"."""
+    from tuner.results.pareto import check_stored
+
+    failed = {0: (0.0, 0.0, 0.0, 10.0, "failed"), 1: (0.0, 0.0, 0.0, 0.0, "FAIL")}
+    _, url = build_study(tmp_path, trials=failed)
+    store = Store(url)
+    points = [trial_point(t) for t in store.load_study("handbuilt").get_trials()]
+    store.close()
+    measured = "no trial of study 'handbuilt' was measured (`tuner trials` says why)"
+    with pytest.raises(UserError, match=re.escape(measured)):
+        check_stored(points, ["p99_ttft_ms"], "handbuilt")
+    record = StudyRecord(spec=load_study_spec(write_study_file(tmp_path)).model_dump(mode="json"))
+    with pytest.raises(UserError, match=re.escape("yet; no trial was measured (`tuner trials`")):
+        best_report(points, "handbuilt", record)
+    with pytest.raises(UserError, match=re.escape(measured)):
+        select_trial(points, "handbuilt")

@@ -225,3 +225,35 @@ def test_the_preview_says_a_predicted_gain(tiny_model_dir: Path) -> None:
         found.line.startswith("plan preview (6 trials, SIMULATED")
         and "predicted gain" in found.line
     )
+
+
+@pytest.mark.parametrize(
+    ("slo", "gain", "says"),
+    [
+        # nothing meets it: a looser SLO or a lower rate would change that, not "a tighter
+        # SLO" or "another rate, higher" (what the preview said before)
+        (
+            "p99_ttft_ms<=1",
+            False,
+            "no config met the SLO, vLLM's defaults included: the night may find nothing "
+            "that meets it; what would change it: a looser SLO (--slo), a lower rate (--rate)",
+        ),
+        # the defaults (4 sequences at 8 req/s) queue past it, wider batches meet it: a gain
+        (
+            "p99_ttft_ms<=2000",
+            True,
+            "predicted gain: vLLM's defaults break the SLO, trial ",
+        ),
+    ],
+)
+def test_the_preview_when_the_defaults_break_the_slo(
+    tiny_model_dir: Path, slo: str, gain: bool, says: str
+) -> None:
+    from tuner.scaffold.preview import preview
+
+    data = _spec(tiny_model_dir, 512, 16384, n_trials=4).model_dump(mode="json")
+    data["search_space"]["parameters"]["max-num-seqs"].update(low=4, default=4)
+    data["objective"]["slo"] = [slo]
+    found = preview(StudySpec.model_validate(data), n_trials=3)
+    assert found.gain is gain and says in found.line, found.line
+    assert "tighter SLO" not in found.line

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from results_fixtures import frozen
+
 from tuner.run.cost import NightCost, night_cost
 from tuner.spec.study import load_study_spec
+from tuner.trial import read
 from tuner.trial.uptime import SIM_STARTUP_S, simulated_engine_startup_s
 from tuner_testing.cli import REPO
 
@@ -41,3 +44,28 @@ def test_a_measured_screen_time_counts_in_the_night() -> None:
     assert "5 min in all; timeout 4 min allows about 4 trial(s)" in line
     single = NightCost(6, 30.0, "trials")
     assert "screen" not in single.line() and single.total_s == 180.0
+
+
+def test_an_interrupted_trial_is_no_estimate_of_a_trial() -> None:
+    """Resumed after a Ctrl-C 9 s into the baseline, the run announced "~9 s a trial (the mean
+    of 1 launched trial(s))": the engine time of a trial cut short by the user."""
+    spec = load_study_spec(REPO / "studies" / "demo-sim.yaml")
+    cut = read(frozen(0, "FAIL", engine_s=9.0, failure_kind="interrupted", baseline=True))
+    whole = read(frozen(1, engine_s=30.0, startup_s=3.0, score=0.0, baseline=True))
+    assert cut.interrupted and not whole.interrupted
+    assert night_cost(spec, real_trials=[cut, whole]).trial_s == 30.0
+    alone = night_cost(spec, real_trials=[cut])
+    assert alone.trial_s != 9.0 and "launched trial" not in alone.line(), alone.line()
+
+
+def test_a_timeout_shorter_than_one_trial_says_what_the_run_will_do() -> None:
+    """`timeout: 1s`: it said "allows about 0 trial(s): lower budget.n_trials to 1"."""
+    line = NightCost(2, 10.0, "trials", 1.0).line()
+    assert line.endswith(
+        "timeout 1 s is shorter than one trial: the run stops after its first (the baseline); "
+        "raise budget.timeout"
+    ), line
+    fits_three = NightCost(6, 30.0, "trials", 100.0).line()
+    assert fits_three.endswith(
+        "timeout 100 s allows about 3 trial(s): lower budget.n_trials to 3 or raise budget.timeout"
+    ), fits_three

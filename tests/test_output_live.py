@@ -4,11 +4,15 @@ every TUNER_PROGRESS_INTERVAL_S seconds (30 by default) while a trial runs."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
-from tuner.run.progress import first_sentences
+from tuner.run.pipeline import Outcome
+from tuner.run.progress import describe, first_sentences
+from tuner.trial import SkipPrediction, TrialRecord
 from tuner_testing import sim_study, tuner
 
 REFUSAL = (
@@ -57,3 +61,72 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, tiny_model_dir
     assert any("measuring" in p for p in phases), phases  # where the trial is, not only "running"
     seconds = [int(s) for _, s, _ in beats]
     assert seconds == sorted(seconds)
+
+
+def _pruned(record: TrialRecord, metrics: dict[str, float] | None = None) -> Outcome:
+    return Outcome("pruned", None, {}, record, metrics=metrics)
+
+
+def test_a_stopped_trials_live_line_marks_its_figures_partial() -> None:
+    """A trial stopped early shows the figures it had reached, each marked `~` as `tuner
+    trials` marks them; one ruled out by prediction was never launched and says so."""
+    reached = {"p99_ttft_ms": 2345.04, "mean_tpot_ms": 55.5, "output_throughput": 77.0}
+    stopped = TrialRecord(partial=True, pruned_reason="SLO broken for sure.", pruned_at_s=12.3)
+    line = describe(_pruned(stopped, reached))
+    assert line == (
+        "[magenta]stopped early[/magenta] after 12.3 s of workload (p99 TTFT ~2345.0 ms, "
+        "mean TPOT ~55.50 ms, output ~77.0 tok/s): SLO broken for sure."
+    )
+    skip = SkipPrediction(score=1.2, ruled_out="predicted score +1.2 cannot beat the best")
+    ruled_out = TrialRecord(
+        skip_prediction=skip, pruned_reason="ruled out by prediction: predicted", engine_s=0.0
+    )
+    assert describe(_pruned(ruled_out)) == (
+        "[yellow]not launched[/yellow]: ruled out by prediction: predicted"
+    )
+
+
+def test_a_run_where_nothing_meets_the_slo_names_the_closest(capsys) -> None:
+    """The end of a run with no feasible trial: the trial that misses the SLO least, with its
+    figure, not "see `tuner trials` for the failure reasons" (there was no failure)."""
+    from results_fixtures import frozen
+
+    from tuner.commands.study import _print_result
+    from tuner.run.session import RunResult
+    from tuner.run.summary import RunSummary
+    from tuner.trial import read
+
+    slow = read(frozen(0, p99_ttft_ms=107.3, constraints={"p99_ttft_ms<=1": 106.3}, score=0.0))
+    _print_result(RunResult(RunSummary("s"), None, [slow]))  # type: ignore[arg-type]
+    said = capsys.readouterr().err
+    assert said == (
+        "no feasible trial yet: closest is trial 0 (breaks p99_ttft_ms<=1: p99_ttft_ms=107.3); "
+        "`tuner trials` says why each\n"
+    )
+    _print_result(RunResult(RunSummary("s"), None, []))  # type: ignore[arg-type]
+    assert "no feasible trial yet: none was measured;" in capsys.readouterr().err
+
+
+def test_configs_the_budget_does_not_count_do_not_advance_the_live_count() -> None:
+    """A config vLLM's rules refuse is not in `n_trials` (`summary.in_budget`): the live
+    display read "trial 11/8" after 3 refusals in a budget of 8."""
+    from rich.console import Console
+
+    from tuner.run.progress import RichProgress
+    from tuner.run.summary import in_budget
+
+    refused = Outcome("refused", None, {}, TrialRecord(failure_reason="vLLM refuses it."))
+    refused = replace(refused, saved_by="rules")
+    measured = Outcome("measured", [0.0], {}, TrialRecord(score=0.0), metrics={})
+    assert not in_budget(refused, False) and in_budget(measured, False)
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, width=120))
+    progress.start(2)
+    for number, outcome in enumerate((measured, refused, refused, measured)):
+        progress.done(number, outcome, 0.0, counted=in_budget(outcome, False))
+    progress.stop()
+    task = progress._progress.tasks[0]
+    assert (task.completed, task.total) == (2, 2)
+    progress.done(4, measured, -0.00004)  # a best a hair under the baseline's 0
+    assert task.fields["best"] == "+0.000"  # as `tuner trials` writes it, never "-0.000"
+    assert "trial 2/2" in out.getvalue() and "trial 4/2" not in out.getvalue()

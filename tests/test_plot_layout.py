@@ -16,9 +16,11 @@ from tuner.results.report.layout import (
     colour_scale,
     fit_axis,
     place_labels,
+    slo_label_position,
     tick_texts,
 )
 from tuner.results.report.load import curve_figure
+from tuner.results.report.plots import pareto_figure
 from tuner.results.report.png import TITLE_CHARS, draw_png, title_lines
 from tuner.spec.slo import parse_slo
 from tuner.trial import read
@@ -196,3 +198,47 @@ def test_tick_labels_take_the_decimals_it_takes_to_differ() -> None:
     assert tick_texts([22.606, 22.608, 22.61, 22.612]) == ["22.606", "22.608", "22.610", "22.612"]
     assert tick_texts([1996.5, 1997.0, 1997.5]) == ["1996.5", "1997.0", "1997.5"]
     assert tick_texts([1000.0, 2000.0, 19934.0]) == ["1000", "2000", "19934"]  # as `figure`
+
+
+def test_an_slo_label_sits_where_no_point_is() -> None:
+    """A load curve rises to its SLO at the highest rates: plotly's default label position,
+    top right, sat on those last points; the label goes to the first clear corner."""
+    rising = [(0.0, 0.1), (0.25, 0.3), (0.5, 0.55), (0.75, 0.78), (1.0, 0.95)]
+    assert slo_label_position(0.8, rising, "SLO p99_ttft_ms<=2000") == "top left"
+    # a curve that starts high at the left: the label goes below the line there
+    high_left = [(0.0, 0.85), (0.1, 0.9), (0.5, 0.3), (1.0, 0.1)]
+    assert slo_label_position(0.8, high_left, "SLO p99_ttft_ms<=2000") == "bottom left"
+    # a line at the top of the plot: its label is not put outside it
+    assert slo_label_position(0.99, [], "SLO p99_ttft_ms<=2000").startswith("bottom")
+
+
+def test_the_load_curves_slo_label_is_clear_of_the_last_runs() -> None:
+    steps = [
+        {"rate_rps": rate, "feasible": ttft <= 2000, "p99_ttft_ms": ttft, "mean_tpot_ms": 40.0}
+        for rate, ttft in ((1.0, 800.0), (2.0, 1200.0), (3.0, 1900.0), (4.0, 2050.0))
+    ]
+    base = _point(0, 1900.0, 40.0, capacity_rps=3.0, rate_steps=steps)
+    fig = curve_figure(base, None, parse_slo("p99_ttft_ms<=2000"))
+    assert fig is not None
+    label = next(a for a in fig.layout.annotations if a.text == "SLO p99_ttft_ms<=2000")
+    assert (label.x, label.xanchor, label.yanchor) == (0, "left", "bottom")  # top left
+    assert fig.layout.yaxis.tickformat == fig.layout.xaxis.tickformat == "~r"  # never 2k
+
+
+def test_a_plot_of_only_failed_trials_says_so_in_its_middle(recwarn) -> None:
+    """Every trial failed: both renderers drew empty axes at -1..6 (plotly) and ±0.04 (the
+    PNG, with a "feasible" legend entry for no point); now the middle says why it is empty."""
+    failed = [
+        read(frozen(n, "FAIL", failure_kind="startup_timeout", failure_reason="not ready"))
+        for n in range(2)
+    ]
+    info = pareto_front_info(failed, SLO)
+    assert info.empty_words == "no measured trial to plot (2 failed)"
+    fig = pareto_figure(failed, SLO)
+    assert [a.text for a in fig.layout.annotations if a.x == 0.5] == [info.empty_words]
+    assert fig.layout.xaxis.showticklabels is False
+    out = io.BytesIO()
+    draw_png(info, out, "e2e")
+    assert out.getvalue().startswith(b"\x89PNG")
+    assert not [w for w in recwarn if "legend" in str(w.message)]  # no empty legend drawn
+    assert pareto_front_info([_point(0, 1000.0, 40.0)], SLO).empty_words is None

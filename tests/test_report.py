@@ -7,13 +7,14 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from results_fixtures import build_study
+from results_fixtures import build_study, frozen
 
 from tuner.results.report import plots as report_plots
 from tuner.results.report.front import SloLine, pareto_front_info
 from tuner.results.report.page import build_report, trials_table
 from tuner.results.report.plots import history_figure, importances, pareto_figure
 from tuner.results.report.png import write_png
+from tuner.spec.figures import PARTIAL_NOTE
 from tuner.store.storage import Store, spec_of
 from tuner.trial import read as trial_point
 
@@ -204,3 +205,15 @@ def test_predictions_section_shows_predicted_against_measured() -> None:
         number=0, state="COMPLETE", params={}, metrics={}, status="feasible", attrs={}
     )
     assert predictions_section([unscreened]) == ""
+
+
+def test_a_stopped_trials_figures_are_marked_partial_as_in_tuner_trials() -> None:
+    """The report's table marks a stopped trial's figures `~` (they cover the requests done
+    when it was stopped), with the legend `tuner trials` prints: one formatter."""
+    full = trial_point(frozen(0, p99_ttft_ms=812.0, mean_tpot_ms=40.0, baseline=True))
+    stopped = trial_point(frozen(1, "PRUNED", p99_ttft_ms=2345.0, mean_tpot_ms=55.5, partial=True))
+    table = trials_table([full, stopped], {0})
+    assert "<td>~2345</td>" in table and "<td>~55.5</td>" in table
+    assert "<td>812</td>" in table and "~812" not in table
+    assert PARTIAL_NOTE in unescape(table)
+    assert PARTIAL_NOTE not in trials_table([full], {0})

@@ -76,8 +76,17 @@ def test_pareto_in_capacity_mode_is_the_reports_front(tmp_path: Path) -> None:
     stored = Store(url).load_study("handbuilt")
     info = pareto_front_info(study_points(stored), capacity=True)
     assert [p.number for p in info.front] == [6] and info.front_capacity_rps == 2.0
-    table = " ".join(tuner("pareto", str(study_file), "--storage", url).stdout.split())
+    out = tuner("pareto", str(study_file), "--storage", url)  # a pipe: 80 columns
+    table = " ".join(out.stdout.split())
     assert "1 of 5 feasible configs, among those with the highest capacity, 2 req/s" in table
+    # the title's parts one under the other, left-aligned, wrapped on words: not rich's title
+    # centred over the table and broken mid-phrase
+    assert out.stdout.splitlines()[:4] == [
+        "Pareto front of handbuilt: 1 of 5 feasible configs, among those with the highest",
+        "  capacity, 2 req/s",
+        "objectives: P99 TTFT (ms), lower is better; mean TPOT (ms), lower is better",
+        "each trial's latencies are at its own capacity rate (capacity mode)",
+    ]
 
 
 def test_pareto_and_export_agree_across_objective_modes(tmp_path: Path) -> None:
@@ -125,6 +134,10 @@ BAD = [
     (["export", "--slo", "p99_tft_ms<=2000"], "unknown metric 'p99_tft_ms'"),
     (["export", "--slo", "p95_ttft_ms<=2000"], "'p95_ttft_ms' is not stored in study"),
     (["export", "--slo", "p99_ttft_ms<=100"], "meets p99_ttft_ms<=100; closest is trial 1"),
+    # as the study file's SLO: a limit on the wrong side, or one no metric can meet
+    (["export", "--slo", "p99_ttft_ms>=5"], "bounds the wrong side: p99_ttft_ms is lower is"),
+    (["export", "--slo", "output_throughput<=5"], "its limit is output_throughput>=VALUE"),
+    (["export", "--slo", "p99_ttft_ms<=-5"], "can never be met: metrics are never negative"),
     (["export", "--trial", "42"], "study 'handbuilt' has no trial 42"),
     (["export", "--trial", "4"], "trial 4 failed (kv_cache_too_small"),
     (["export", "--format", "toml"], "unknown format 'toml'"),

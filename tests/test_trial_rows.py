@@ -65,3 +65,9 @@ def test_stopped_trials_are_partial_and_predicted_refusals_are_not_complete(
     assert f"~{figure(ttft)}" in text and "~: partial, the trial was stopped early" in text
     assert "REFUSED (predicted)" in " ".join(text.split())  # in the legend at 80 columns
     assert f" {figure(rows[0]['p99_ttft_ms'])}" in text  # a full run's figure, unmarked
+    # ... and the live line of the run marks them the same way (`spec.figures.partial_figure`)
+    live = " ".join(plan.stderr.split())
+    for r in stopped:
+        shown = f"p99 TTFT ~{figure(r['p99_ttft_ms'], 1)} ms, mean TPOT ~"
+        assert f"trial {r['number']}: stopped early after " in live, live
+        assert shown in live.split(f"trial {r['number']}: stopped early", 1)[1], live

@@ -153,18 +153,18 @@ def _print_front(
     from tuner.spec.figures import figure
     from tuner.spec.metric_keys import HEADLINE_METRICS, metric_label
 
-    axes = " against ".join(
+    axes = "; ".join(
         f"{metric_label(n)}, {'lower' if d == 'minimize' else 'higher'} is better" for n, d in objs
     )
     of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
-    title = f"Pareto front of {of}: {axes} — {len(front)} of {n_feasible} feasible configs"
+    title = [f"Pareto front of {of}: {len(front)} of {n_feasible} feasible configs"]
     if at is not None:
-        title += (
-            f", among those with the highest capacity, {figure(at)} req/s (each trial's "
-            "latencies are at its own capacity rate)"
-        )
+        title[0] += f", among those with the highest capacity, {figure(at)} req/s"
+    title.append(f"objectives: {axes}")
+    if at is not None:
+        title.append("each trial's latencies are at its own capacity rate (capacity mode)")
     if simulated:
-        title += " (simulated study: figures are predictions, not measurements)"
+        title.append("SIMULATED study: figures are predictions, not measurements")
     mark = " (baseline)" if wide else "*"
     points = [c.point for c in front]
     params = list(dict.fromkeys(k for p in points for k in p.params))
@@ -220,9 +220,11 @@ def export(
     from tuner.results.recommend import HELD_EXIT_CODE
     from tuner.results.shipped import shipped
     from tuner.spec.outputs import check_output_file, write_output_file
-    from tuner.spec.slo import parse_slo
+    from tuner.spec.slo import check_sense, parse_slo
 
     _choose(fmt, FORMATS, "format")
+    if slo is not None:  # as the study file's: `p99_ttft_ms>=5` would pick the slowest
+        check_sense(slo)
     limits = parse_slo(slo) if slo is not None else []
     if output is not None and fmt == "yaml" and output.suffix not in (".yaml", ".yml"):
         raise UserError(f"{output}: vLLM reads --config files only with a .yaml or .yml name")

@@ -280,7 +280,10 @@ def _print_result(result: RunResult) -> None:
     if result.best is not None:
         _print_best(result.study)
     else:
-        typer.echo("no feasible trial yet: see `tuner trials` for the failure reasons", err=True)
+        from tuner.results.export import closest_miss
+
+        closest = closest_miss(result.points) or "none was measured"
+        typer.echo(f"no feasible trial yet: {closest}; `tuner trials` says why each", err=True)
 
 
 def _print_hosts(console: Console, points: Sequence[TrialPoint]) -> None:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from tuner.errors import FailureKind, TunerError
+from tuner.spec.figures import figure
 
 # First match wins, so the specific kinds come before the broad ones. The number is how many
 # following lines belong to the reason (pydantic puts the field and message below its header).
@@ -96,8 +97,11 @@ def clean_line(line: str) -> str:
     return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 1] + "…"
 
 
-def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = False) -> Failure:
-    """Classify a failed start from the engine's log, its exit code and whether it timed out.
+def classify_failure(
+    log_text: str, *, exit_code: int | None, timed_out: bool = False, timeout_s: float | None = None
+) -> Failure:
+    """Classify a failed start from the engine's log, its exit code and whether it timed out
+    (`timeout_s`: the study's `engine.startup_timeout_s`, named in a timeout's reason).
 
     A known message wins over a timeout (an engine that logged "No common block size" and then
     hung failed for that reason). Without one, a timeout is `startup_timeout` and anything else
@@ -111,9 +115,9 @@ def classify_failure(log_text: str, *, exit_code: int | None, timed_out: bool = 
                 parts = [clean_line(x) for x in lines[i : i + 1 + extra_lines]]
                 return Failure(kind, clean_line(": ".join(p for p in parts if p)), tail)
     if timed_out:
-        return Failure(
-            FailureKind.STARTUP_TIMEOUT, "engine not ready before the startup timeout", tail
-        )
+        after = f" ({figure(timeout_s)} s, engine.startup_timeout_s)" if timeout_s else ""
+        reason = f"engine not ready before the startup timeout{after}"
+        return Failure(FailureKind.STARTUP_TIMEOUT, reason, tail)
     how = "was killed by a signal" if exit_code is not None and exit_code < 0 else "exited"
     reason = f"engine {how} (exit code {exit_code})"
     line = _first_error_line(lines)

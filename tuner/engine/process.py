@@ -300,7 +300,10 @@ class EngineProcess:
             holders = ports.describe_holders(host, port, exclude=members) if foreign else ""
             self.stop(stop_grace_s)
             failure = classify_failure(
-                self.read_log(), exit_code=self.poll(), timed_out=not exc.exited
+                self.read_log(),
+                exit_code=self.poll(),
+                timed_out=not exc.exited,
+                timeout_s=timeout_s,
             )
             if foreign:
                 failure = port_taken(failure, f"{host}:{port}", holders)

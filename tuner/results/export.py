@@ -8,6 +8,7 @@ and carries the figures that justify the choice so whoever deploys it knows what
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -165,14 +166,24 @@ def select_trial(
     notes = "".join(f"; {note}" for note in tr.miss_notes(points))
     if notes and not limits:
         raise UserError(f"no feasible trial of study {study_name!r} held up{notes}")
+    closest = closest_miss(points)
+    if closest is None:
+        raise UserError(f"no trial of study {study_name!r} was measured: nothing to export")
+    raise UserError(f"no feasible trial in study {study_name!r}; {closest}")
+
+
+def closest_miss(points: Sequence[TrialPoint]) -> str | None:
+    """The measured trial that breaks the study's constraints least, in words: "closest is
+    trial 0 (breaks p99_ttft_ms<=1: p99_ttft_ms=107.3)"; None when no trial was measured.
+    `export`, `best` and the end of `tuner run` say it when no trial is feasible."""
     measured = [p for p in points if p.status == "infeasible"]
     if not measured:
-        raise UserError(f"no trial of study {study_name!r} was measured: nothing to export")
+        return None
     near = min(measured, key=lambda p: (sum(max(v, 0) for v in p.constraints.values()), p.number))
-    broken = ", ".join(near.broken_constraints)
-    raise UserError(
-        f"no feasible trial in study {study_name!r}; closest is trial {near.number} "
-        f"(breaks {broken})"
+    broken = near.broken_constraints
+    shown = _figures(near, [re.split(r"[<>]=", name)[0] for name in broken])
+    return (
+        f"closest is trial {near.number} (breaks {', '.join(broken)}{': ' if shown else ''}{shown})"
     )
 
 

@@ -56,6 +56,8 @@ def pareto_front(points: Sequence[dict[str, float]], objectives: Sequence[Object
 def check_stored(points: Sequence[TrialPoint], names: Sequence[str], study_name: str) -> None:
     """A metric nobody stored is a user error (typo, or a percentile the workload did not ask)."""
     stored = {m for p in points for m in p.metrics}
+    if not stored:  # not a typo: nothing was measured (it read "... (stored: none)")
+        raise UserError(f"no trial of study {study_name!r} was measured (`tuner trials` says why)")
     for name in names:
         if name not in stored:
             known = ", ".join(sorted(stored)) or "none"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.results import capacity_words as words
+from tuner.spec.figures import figure
 from tuner.spec.space import effective_flags
 from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint
@@ -38,7 +39,7 @@ class ShapeRow:
         head = (
             f"capacity {words.rate(found, top.capacity_capped)}"
             if found is not None
-            else f"score {top.score:+.3f}"
+            else f"score {figure(top.score, 3, sign=True)}"
         )
         return f"{self.shape}: {ended}; best trial {top.number}: {head}"
 

@@ -111,9 +111,8 @@ def _total(cols: Sequence[Column], short: bool, stack: bool) -> int:
     return sum(_width_of(c, short, stack) for c in cols) + GAP * max(len(cols) - 1, 0)
 
 
-def _table(cols: Sequence[Column], short: bool, stack: bool, title: str | None) -> Table:
+def _table(cols: Sequence[Column], short: bool, stack: bool) -> Table:
     table = Table(
-        title=title,
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
@@ -145,14 +144,12 @@ class Layout:
     width: int
 
 
-def layout(
-    columns: Sequence[Column], width: int, *, wide: bool = False, title: str | None = None
-) -> Layout:
+def layout(columns: Sequence[Column], width: int, *, wide: bool = False) -> Layout:
     """The table for a terminal `width` columns wide (`Layout`)."""
     cols = [c for c in columns if any(c.cells)]  # a column empty for every row says nothing
     if wide:
         needed = _total(cols, False, False)
-        return Layout(_table(cols, short=False, stack=False, title=title), [], needed)
+        return Layout(_table(cols, short=False, stack=False), [], needed)
     # whole headers on one line, stacked on words, then aliases: the first that fits
     short, stack = next(
         ((sh, st) for sh, st in ((False, False), (False, True)) if _total(cols, sh, st) <= width),
@@ -177,7 +174,7 @@ def layout(
     if left_out:
         shown = [c.header for c in columns if any(c is gone for gone in left_out)]
         notes.append(f"not shown, to fit {width} columns: {', '.join(shown)} (--wide)")
-    table = _table(cols, short, stack, title)
+    table = _table(cols, short, stack)
     return Layout(table, notes, max(width, _total(cols, short, stack)))
 
 
@@ -186,17 +183,28 @@ def print_table(
     columns: Sequence[Column],
     *,
     wide: bool = False,
-    title: str | None = None,
+    title: Sequence[str] = (),
     notes: Sequence[str] = (),
 ) -> None:
-    """The table fitted to the console, then its legend and `notes`, wrapped to the console."""
-    fitted, width = layout(columns, console.width, wide=wide, title=title), console.width
+    """The `title` (`title_lines`), the table fitted to the console, then its legend and
+    `notes`, wrapped to the console."""
+    fitted, width = layout(columns, console.width, wide=wide), console.width
+    for line in title_lines(title, width):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if fitted.width > console.width:  # as wide as it needs: a terminal wraps it, a file or
         # `less -S` keeps it; never a number cut to fit
         console = Console(file=console.file, width=fitted.width, highlight=False)
     console.print(fitted.table)
     for line in [*fitted.notes, *notes]:
         console.print(wrap(line, width), markup=False, highlight=False, soft_wrap=True)
+
+
+def title_lines(parts: Sequence[str], width: int) -> list[str]:
+    """A table's title: its parts one under the other, left-aligned, each wrapped on words to
+    `width` (continuations indented). Not rich's table title: that one is centred over the
+    table and broken wherever the width falls, mid-phrase ("...lower is better against mean
+    TPOT (ms), lower is better — 1 of\n1 feasible configs, among those...")."""
+    return [wrap(part, width) for part in parts]
 
 
 def wrap(line: str, width: int, indent: str = "  ") -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tuner import trial as tr
+from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.trial.clearly import ClearlyBetter
@@ -93,7 +94,8 @@ def verdicts(
     if runs:
         mean = sum(runs) / len(runs)
         spread = (sum((x - mean) ** 2 for x in runs) / max(len(runs) - 1, 1)) ** 0.5
-        text = f"confirmed over {len(runs)} runs: score {mean:+.3f} ± {spread:.3f} (std)"
+        shown = figure(mean, 3, sign=True)
+        text = f"confirmed over {len(runs)} runs: score {shown} ± {spread:.3f} (std)"
         out.append(Verdict("confirmed", text, False))
     out += _confidence(point, ranked, spec, tr.confirmation_runs(points))
     robust = study.robustness_of(point) if study is not None else None
@@ -132,6 +134,34 @@ def _pooled_order(
     return Verdict("not-clearly-better-than-runner-up", text, True)
 
 
+def _defaults_hold(point: TrialPoint, ranked: list[TrialPoint], clear: ClearlyBetter) -> str:
+    """What holds when vLLM's defaults (`point`) are the best trial, against the best tuned
+    config: the defaults clearly better, or no tuned config clearly better than them."""
+    tuned = next((p for p in ranked if not p.baseline), None)
+    if tuned is None:  # refused, ruled out, failed or breaking an SLO: none to compare
+        return (
+            "the baseline (vLLM's defaults) is the only config measured within the SLOs: no "
+            "tuned config to compare it with (`tuner trials` says why each is not)"
+        )
+    text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
+    if clear(point, tuned):
+        on = ", ".join(clear.on(point, tuned))
+        return (
+            f"{text}; the defaults are CLEARLY better than the best tuned config (trial "
+            f"{tuned.number}) on {on}: keep them"
+        )
+    if clear(tuned, point):
+        on = ", ".join(clear.on(tuned, point))
+        return (
+            f"{text}; the best tuned config (trial {tuned.number}) is clearly better on {on} "
+            "only, and worse on the study's objective: keep the defaults"
+        )
+    return (
+        f"{text}; no tuned config is clearly better than the defaults (the best, trial "
+        f"{tuned.number}: {clear.why}): keep them"
+    )
+
+
 def _confidence(
     point: TrialPoint,
     ranked: list[TrialPoint],
@@ -142,9 +172,10 @@ def _confidence(
     out = []
     base = [p for p in ranked if p.baseline]
     if point.baseline and ranked and ranked[0].number == point.number:
-        text = "the baseline (vLLM's defaults) is the best trial: no tuned config beat it"
-        out.append(Verdict("baseline-is-best", text, False))
-    elif base and not point.baseline and clear(point, base[0]):
+        # no runner-up verdict: the order of the defaults and a tuned config that scored
+        # worse is no doubt about deploying the defaults (`export` exits 3: nothing to ship)
+        return [Verdict("baseline-is-best", _defaults_hold(point, ranked, clear), False)]
+    if base and not point.baseline and clear(point, base[0]):
         on = ", ".join(clear.on(point, base[0]))
         text = (
             f"CLEARLY better than vLLM's defaults (baseline trial {base[0].number}) on {on}: "

@@ -17,7 +17,7 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
-from tuner.results.export import Selection, judge
+from tuner.results.export import Selection, closest_miss, judge
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.setting import setting_lines
@@ -25,7 +25,7 @@ from tuner.results.shapes import shape_lines
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words
-from tuner.spec.figures import figure
+from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import (
     HEADLINE_LATENCIES,
     HEADLINE_METRICS,
@@ -180,7 +180,6 @@ def _capped_cell(row: Any, col: str) -> bool:
 # shown otherwise: a mark, a note
 _HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of", "pooled_score")
 POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note under the table)
-PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done
 
 
 # The time a trial took or saved: left out first on a narrow table (with the screen's predictions)
@@ -204,8 +203,7 @@ def _header(col: str) -> tuple[str, str, bool]:
 
 def _cell(row: Any, col: str) -> str:
     text = _figure_cell(row, col)
-    partial = bool(row.get("partial")) and tr.is_metric(col.rpartition(":")[2])
-    return f"{PARTIAL_MARK}{text}" if partial and text else text
+    return partial_figure(text, bool(row.get("partial")) and tr.is_metric(col.rpartition(":")[2]))
 
 
 def _figure_cell(row: Any, col: str) -> str:
@@ -249,7 +247,7 @@ def print_trials_table(
         notes.append("* the baseline: vLLM's defaults")
     notes += _pooled_notes(frame, rows)
     if any(r.get("partial") for r in rows):
-        notes.append(f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)")
+        notes.append(PARTIAL_NOTE)
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
     if wide:
         cols.append(Column("reused from", [figure(_int(r["reused_from"])) for r in rows]))
@@ -300,7 +298,9 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     follows as a commented candidate. Each command comes from the stored spec of its trial."""
     ranked, notes = tr.ranked(points), tr.miss_notes(points)
     if not ranked:
-        missed = "".join(f"; {note}" for note in notes)
+        unmeasured = not any(p.measured for p in points)
+        closest = "no trial was measured (`tuner trials` says why)" if unmeasured else None
+        missed = "".join(f"; {n}" for n in [*notes, closest or closest_miss(points)] if n)
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
@@ -353,7 +353,8 @@ def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str
 def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
     """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
     each with their own score and figures."""
-    score = f"score {top.score:+.3f} ({reference_words(top, points)} = 0, lower is better)"
+    shown = figure(top.score, 3, sign=True)
+    score = f"score {shown} ({reference_words(top, points)} = 0, lower is better)"
     found = top.record.capacity
     if top.record.scenarios:
         how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"

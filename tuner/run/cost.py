@@ -105,9 +105,14 @@ class NightCost:
         allowed = self.trials_in_timeout or 0
         if self.fits:
             return text + f"; fits in the timeout of {duration(self.timeout_s)}"
+        if allowed == 0:  # the timeout is checked between trials: the first one runs whole
+            return (
+                text + f"; timeout {duration(self.timeout_s)} is shorter than one trial: the "
+                "run stops after its first (the baseline); raise budget.timeout"
+            )
         return (
             text + f"; timeout {duration(self.timeout_s)} allows about {allowed} trial(s): "
-            f"lower budget.n_trials to {max(allowed, 1)} or raise budget.timeout"
+            f"lower budget.n_trials to {allowed} or raise budget.timeout"
         )
 
 
@@ -135,8 +140,10 @@ def night_cost(
     done = 0 if n_trials is not None else done
     timeout = timeout_s if timeout_s is not None else spec.budget.timeout_s
     multi = spec.search.fidelity == "multi"
-    launched = [
-        p for p in real_trials if not p.planned and p.record.engine_s and p.status != "running"
+    launched = [  # an interrupted trial's engine time ended where the user stopped it
+        p
+        for p in real_trials
+        if not p.planned and p.record.engine_s and p.status != "running" and not p.interrupted
     ]
     if launched:
         mean_s = sum(float(p.record.engine_s or 0.0) for p in launched) / len(launched)

@@ -32,7 +32,7 @@ from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_s
 from tuner.run.recovery import recover, stale_after_s
 from tuner.run.sampling import make_sampler, suggest
 from tuner.run.signals import Interrupted, ended_by, handled
-from tuner.run.summary import RunSummary, Streaks
+from tuner.run.summary import RunSummary, Streaks, in_budget
 from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
@@ -336,7 +336,8 @@ class StudyLoop:
         self.summary.count(trial.number, outcome)
         points = self._points()
         best = tr.best(points)
-        self.progress.done(trial.number, outcome, best.score if best else None)
+        counted = in_budget(outcome, multi_fidelity=self.screen is not None)
+        self.progress.done(trial.number, outcome, best.score if best else None, counted=counted)
         if outcome.stop_study:
             raise UserError(outcome.stop_study)
         broken = nothing_starts(points, START_FAILURES_TO_STOP)

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 
 from tuner.spec.figures import figure
-from tuner.trial.words import trial_line
+from tuner.trial.words import figures, trial_line
 
 if TYPE_CHECKING:
     from tuner.run.pipeline import Outcome
@@ -75,8 +75,12 @@ def describe(outcome: Outcome) -> str:
         return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
     if outcome.kind == "pruned":
         why = escape(first_sentences(str(outcome.record.pruned_reason or "")))
+        if outcome.record.skip_prediction is not None and not outcome.record.engine_s:
+            return f"[yellow]not launched[/yellow]: {why}"  # ruled out by prediction
         at = outcome.record.pruned_at_s or 0.0
-        return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload: {why}"
+        reached = figures(outcome.metrics, None, ", ", partial=True) if outcome.metrics else ""
+        then = f" ({escape(reached)})" if reached else ""  # marked as `tuner trials` marks them
+        return f"[magenta]stopped early[/magenta] after {at:.1f} s of workload{then}: {why}"
     tag = "" if outcome.feasible else " [yellow](breaks a constraint)[/yellow]"
     return escape(trial_line(outcome.record, outcome.metrics or {})) + tag
 
@@ -85,7 +89,9 @@ class StudyProgress(Protocol):
     def start(self, total: int) -> None: ...
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
     def phase(self, text: str) -> None: ...
-    def done(self, number: int, outcome: Outcome, best: float | None) -> None: ...
+    def done(
+        self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
+    ) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -93,7 +99,9 @@ class SilentProgress:
     def start(self, total: int) -> None: ...
     def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
     def phase(self, text: str) -> None: ...
-    def done(self, number: int, outcome: Outcome, best: float | None) -> None: ...
+    def done(
+        self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
+    ) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -186,14 +194,18 @@ class RichProgress:
         while not self._stop_beats.wait(interval):
             self._beat()
 
-    def done(self, number: int, outcome: Outcome, best: float | None) -> None:
+    def done(
+        self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
+    ) -> None:
+        """`counted`: the trial uses up one of the budget's (`summary.in_budget`); a reused
+        result or a config vLLM's rules refused does not advance "trial i/N"."""
         self._running = None
-        if outcome.kind == "reused":  # not a new config: the budget does not count it
+        if not counted:
             self._print(f"trial {number}: {describe(outcome)}")
             return
         self._finished += 1
         if best is not None:
-            self._best = f"{best:+.3f}"
+            self._best = figure(best, 3, sign=True)  # never "-0.000"
         self._print(f"trial {number}: {describe(outcome)}")
         if self._task is not None:
             task = next(t for t in self._progress.tasks if t.id == self._task)

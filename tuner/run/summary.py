@@ -67,6 +67,15 @@ MAX_REUSED_IN_A_ROW = 25
 MAX_REFUSED_IN_A_ROW = 25
 
 
+def in_budget(outcome: Outcome, multi_fidelity: bool) -> bool:
+    """Whether `outcome` uses up a trial of `n_trials`: not a config vLLM's rules refused, a
+    reused result, or (multi-fidelity) a launch ruled out on its prediction. The loop's
+    budget (`Streaks.counts`) and the live display's "trial i/N" both count by it."""
+    if outcome.saved_by == "rules" or outcome.kind == "reused":
+        return False
+    return not (multi_fidelity and outcome.saved_by == "prediction")
+
+
 @dataclass
 class Streaks:
     """The loop's runs of outcomes that use no budget: vLLM's rules' refusals, and reused
@@ -84,8 +93,7 @@ class Streaks:
             summary.refused_out = self.refused >= MAX_REFUSED_IN_A_ROW
             return None if summary.refused_out else False
         self.refused = 0
-        free = self.multi_fidelity and outcome.saved_by == "prediction"
-        if outcome.kind != "reused" and not free:
+        if in_budget(outcome, self.multi_fidelity):
             self.repeated = 0
             return True
         self.repeated += 1

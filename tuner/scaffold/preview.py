@@ -49,8 +49,21 @@ def preview(spec: StudySpec, n_trials: int = PREVIEW_TRIALS) -> Preview:
     head = f"plan preview ({counted} trials, SIMULATED, {took:.0f} s):"
     best = next(iter(ranked(points)), None)
     base = next((p for p in points if p.baseline and p.feasible), None)
-    if best is None or base is None:
-        return Preview(f"{head} vLLM's defaults did not meet the SLO: {_change(spec)}", False, took)
+    if best is None:  # a looser SLO or a lower rate, not "a tighter SLO" or "higher"
+        return Preview(
+            f"{head} no config met the SLO, vLLM's defaults included: the night may find "
+            "nothing that meets it; what would change it: a looser SLO (--slo), a lower rate "
+            "(--rate), or other flags (--search-space)",
+            False,
+            took,
+        )
+    if base is None:  # a tuned config meets the SLO the defaults break: that is the gain
+        return Preview(
+            f"{head} predicted gain: vLLM's defaults break the SLO, trial {best.number} meets "
+            f"it ({_figure(best, None, spec)})",
+            True,
+            took,
+        )
     kinds = {v.kind for v in verdicts(best, points, spec, None)}
     figure = _figure(best, base, spec)
     if best.baseline or kinds & set(NO_GAIN):
@@ -78,10 +91,15 @@ def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
             store.close()
 
 
-def _figure(best: TrialPoint, base: TrialPoint, spec: StudySpec) -> str:
+def _figure(best: TrialPoint, base: TrialPoint | None, spec: StudySpec) -> str:
+    """The best config's predicted figure, against the defaults' (`base`: None where they
+    broke the SLO)."""
     if spec.objective.mode == "capacity":
-        return f"capacity {figure(base.capacity_rps or 0)} → {figure(best.capacity_rps or 0)} req/s"
-    return f"score {best.score or 0.0:+.3f} against the defaults' 0"
+        found = f"{figure(best.capacity_rps or 0)} req/s"
+        return (
+            f"capacity {figure(base.capacity_rps or 0)} → {found}" if base else f"capacity {found}"
+        )
+    return f"score {figure(best.score or 0.0, 3, sign=True)} against the defaults' 0"
 
 
 def _change(spec: StudySpec) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 EXACT_DIGITS = 12  # a float written for a program (JSON, CSV, a flag): what it stands for
 SIGNIFICANT = 4  # digits kept when no places are asked: 3123, 197.5, 88.1, 0.09684
 MAX_PLACES = 6  # a smaller figure reads 0 (its sign kept)
+PARTIAL_MARK = "~"  # before a stopped trial's figures: they cover only the requests done then
+PARTIAL_NOTE = f"{PARTIAL_MARK}: partial, the trial was stopped early (requests done then)"
 
 
 def figure(value: object, places: int | None = None, *, sign: bool = False) -> str:
@@ -51,6 +53,13 @@ def figure(value: object, places: int | None = None, *, sign: bool = False) -> s
     if sign and not text.startswith("-"):
         text = "+" + text
     return text
+
+
+def partial_figure(text: str, partial: bool) -> str:
+    """A figure as written (`figure`), marked `~812.0` when it is a stopped trial's: early
+    stopping's figures cover only the requests done by then. The one mark of every output
+    that shows them: `tuner trials`, the report's table, the live line of `tuner run`."""
+    return f"{PARTIAL_MARK}{text}" if partial and text else text
 
 
 def trials_words(numbers: Iterable[int]) -> str:

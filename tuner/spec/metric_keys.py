@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tuner.spec.figures import figure
+from tuner.spec.figures import figure, partial_figure
 
 Direction = Literal["minimize", "maximize"]
 
@@ -90,12 +90,14 @@ def is_throughput(key: str) -> bool:
     return key in THROUGHPUTS
 
 
-def headline_words(metrics: dict[str, float]) -> list[str]:
-    """The headline figures in words ("p99 TTFT 812.0 ms", ...; nan where one is missing)."""
+def headline_words(metrics: dict[str, float], *, partial: bool = False) -> list[str]:
+    """The headline figures in words ("p99 TTFT 812.0 ms", ...; nan where one is missing);
+    `partial`: a stopped trial's, each marked ("p99 TTFT ~812.0 ms", `partial_figure`)."""
     out = []
     for key in HEADLINE_METRICS:
         label, unit, places = _HEADLINE_WORDS[key]
-        out.append(f"{label} {figure(metrics.get(key), places) or 'nan'}{unit}")
+        text = partial_figure(figure(metrics.get(key), places), partial) or "nan"
+        out.append(f"{label} {text}{unit}")
     return out
 
 

@@ -32,13 +32,19 @@ def goodput(rps: float) -> str:
 
 
 def score_words(score: float | None) -> str:
-    return f"score {score if score is not None else float('nan'):+.3f}"
+    return f"score {figure(score, 3, sign=True) or 'nan'}"  # +0.000, never -0.000
 
 
-def figures(metrics: Mapping[str, float], found: CapacityResult | None, sep: str = "  ") -> str:
+def figures(
+    metrics: Mapping[str, float],
+    found: CapacityResult | None,
+    sep: str = "  ",
+    *,
+    partial: bool = False,
+) -> str:
     """One workload's headline in words: its capacity first (capacity mode), then the headline
-    metrics (of the run at that rate)."""
-    words = headline_words(dict(metrics))
+    metrics (of the run at that rate); `partial`: a stopped trial's, each figure marked `~`."""
+    words = headline_words(dict(metrics), partial=partial)
     if found is None:
         return sep.join(words)
     return f"capacity {rate(found.capacity_rps, found.capped)}{sep}{at_rate(found)}: " + sep.join(

@@ -84,6 +84,14 @@ class ParetoFrontInfo:
     def front_numbers(self) -> frozenset[int]:
         return frozenset(p.number for p in self.front)
 
+    @property
+    def empty_words(self) -> str | None:
+        """What an empty plot says in its middle (both renderers); None: there are points."""
+        if self.feasible or self.infeasible:
+            return None
+        failed = f" ({len(self.failed)} failed)" if self.failed else ""
+        return f"no measured trial to plot{failed}"
+
     def xy(self, p: TrialPoint) -> tuple[float, float]:
         return p.metrics[self.x], p.metrics[self.y]
 

@@ -253,6 +253,39 @@ def place_labels(
     return tuple(out)
 
 
+# Where an SLO line's label may sit (plotly's `annotation_position` of a line), in the order
+# tried: at the low end first, where a latency-load curve starts well under its SLO
+SLO_LABEL_POSITIONS = ("top left", "bottom left", "top right", "bottom right")
+
+
+def slo_label_position(
+    limit: float,
+    points: Sequence[tuple[float, float]],
+    text: str,
+    size_px: tuple[float, float] = (PLOT_W_PX, PLOT_H_PX),
+) -> str:
+    """An `SLO_LABEL_POSITIONS` entry for the label `text` of a horizontal SLO line at plot
+    fraction `limit`: the first whose box covers no plotted point (`points` as plot fractions,
+    each MARKER_PX across from its centre) and stays inside the plot; else the one that covers
+    least. plotly's own choice, top right, sat on a load curve's last points: the highest
+    rates, near the SLO by construction (the capacity is where the curve crosses it)."""
+    width_px, height_px = size_px
+    w, h = len(text) * CHAR_W_PX / width_px, LINE_H_PX / height_px
+    mx, my = MARKER_PX / width_px, MARKER_PX / height_px
+    markers = [(x - mx, y - my, x + mx, y + my) for x, y in points]
+    best, best_cost = SLO_LABEL_POSITIONS[0], math.inf
+    for position in SLO_LABEL_POSITIONS:
+        vertical, horizontal = position.split()
+        x0 = 0.0 if horizontal == "left" else 1.0 - w
+        y0 = limit if vertical == "top" else limit - h
+        box = (x0, y0, x0 + w, y0 + h)
+        cost = sum(_overlap(box, m) for m in markers)
+        cost += max(0.0, box[3] - 1.0) + max(0.0, -box[1])
+        if cost < best_cost:
+            best, best_cost = position, cost
+    return best
+
+
 @dataclass(frozen=True)
 class ColourScale:
     """Output throughput as the points' colour, or one colour when its spread is noise."""

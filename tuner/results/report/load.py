@@ -16,7 +16,8 @@ from plotly.subplots import make_subplots
 
 from tuner import trial as tr
 from tuner.results import capacity_words as words
-from tuner.results.report.layout import slo_axis
+from tuner.results.report.layout import slo_axis, slo_label_position
+from tuner.results.report.plots import PLAIN_TICKS
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
@@ -24,6 +25,9 @@ from tuner.trial import RateStep, TrialPoint
 
 CURVE_METRICS = HEADLINE_LATENCIES
 _STYLE = {"baseline": ("#111111", "dash"), "best": ("#d62728", "solid")}
+# One panel's plot area in the report (two side by side, 440 px high with the title and the
+# legend under them), where an SLO label is placed clear of the runs
+PANEL_PX = (400.0, 260.0)
 
 
 def _steps(p: TrialPoint, scenario: str | None) -> list[RateStep]:
@@ -60,9 +64,11 @@ def curve_figure(
             if cap:
                 fig.add_vline(x=cap, line={"color": color, "dash": "dot"}, row=1, col=col)
     for col, metric in enumerate(CURVE_METRICS, start=1):
-        runs = [s.metrics for _, p in shown for s in _steps(p, scenario) if metric in s.metrics]
+        runs = [s for _, p in shown for s in _steps(p, scenario) if metric in s.metrics]
         _slo_lines(fig, col, metric, runs, [limit for limit in slos if limit.metric == metric])
-        fig.update_xaxes(title_text="offered request rate (req/s)", row=1, col=col)
+        fig.update_xaxes(
+            title_text="offered request rate (req/s)", tickformat=PLAIN_TICKS, row=1, col=col
+        )
     where = f" — scenario {scenario}" if scenario else ""
     fig.update_layout(
         title=f"Latency against load{where} (vertical dotted lines: capacity)",
@@ -74,21 +80,39 @@ def curve_figure(
 
 
 def _slo_lines(
-    fig: go.Figure, col: int, metric: str, runs: list[dict[str, float]], limits: list[SloLimit]
+    fig: go.Figure, col: int, metric: str, runs: list[RateStep], limits: list[SloLimit]
 ) -> None:
     """The panel's latency axis fitted to its runs as the trade-off plot's are
-    (`layout.slo_axis`: padded, log over 10x): an SLO near them is a dotted line, a far one
+    (`layout.slo_axis`: padded, log over 10x): an SLO near them is a dotted line, its label
+    at the end and side of it clear of the runs (`layout.slo_label_position`); a far one
     (P99 TTFT <= 20 s over runs at 0.2-2 s) a legend entry saying which edge it lies past,
     so it does not squeeze the curves flat."""
-    rng, lines = slo_axis("y", [m[metric] for m in runs], limits, runs)
+    values = [s.metrics[metric] for s in runs]
+    rng, lines = slo_axis("y", values, limits, [s.metrics for s in runs])
     kind = "log" if rng.log else "linear"
-    fig.update_yaxes(title_text="ms", type=kind, range=rng.plotly_range(), row=1, col=col)
+    fig.update_yaxes(
+        title_text="ms",
+        type=kind,
+        range=rng.plotly_range(),
+        tickformat=PLAIN_TICKS,
+        row=1,
+        col=col,
+    )
+    rates = [s.rate_rps for s in runs]
+    low, high = min(rates, default=0.0), max(rates, default=1.0)
+    at = [
+        ((r - low) / (high - low) if high > low else 0.5, rng.fraction(v))
+        for r, v in zip(rates, values, strict=True)
+    ]
     for line in lines:
         if line.off is None:
             fig.add_hline(
                 y=line.value,
                 line={"color": "#2ca02c", "dash": "dot"},
                 annotation_text=line.label,
+                annotation_position=slo_label_position(
+                    rng.fraction(line.value), at, line.label, PANEL_PX
+                ),
                 row=1,
                 col=col,
             )

@@ -23,7 +23,7 @@ from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.shapes import shape_rows
 from tuner.results.views import prediction_rows
-from tuner.spec.figures import figure
+from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
@@ -98,7 +98,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
             f"{p.number}" + (" ★ baseline" if p.baseline else ""),
             label,
             *(figure(p.params.get(k)) for k in params),
-            *(figure(p.metrics.get(m)) for m in metrics),
+            *(partial_figure(figure(p.metrics.get(m)), p.partial) for m in metrics),
             ""
             if p.status == "failed"
             else figure(p.score, 3, sign=True),  # a penalty, not a measurement
@@ -113,7 +113,11 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> str:
     ths = "".join(
         f'<th class="{"l" if h in ("status", head[-1]) else ""}">{_e(h)}</th>' for h in head
     )
-    return f'<div class="wrap"><table><thead><tr>{ths}</tr></thead>{"".join(rows)}</table></div>'
+    note = f"<p>{_e(PARTIAL_NOTE)}</p>" if any(p.partial for p in points) else ""
+    return (
+        f'<div class="wrap"><table><thead><tr>{ths}</tr></thead>{"".join(rows)}</table></div>'
+        + note
+    )
 
 
 def predictions_section(points: Sequence[TrialPoint]) -> str:

@@ -221,9 +221,12 @@ def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
     if info.simulated:
         title += "<br>SIMULATED: predicted, not measured"
     for update, rng in ((fig.update_xaxes, info.x_range), (fig.update_yaxes, info.y_range)):
-        update(tickformat=PLAIN_TICKS)
+        update(tickformat=PLAIN_TICKS, showticklabels=info.empty_words is None)
         if rng is not None:
             update(type="log" if rng.log else "linear", range=rng.plotly_range())
+    if info.empty_words is not None:  # not axes at -1..6 around nothing
+        fig.add_annotation(text=info.empty_words, xref="paper", yref="paper", x=0.5, y=0.5,
+                           showarrow=False, font={"size": 16})  # fmt: skip
     fig.update_layout(
         title={"text": title},
         xaxis_title=f"{info.x} (ms)",

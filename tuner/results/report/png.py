@@ -85,11 +85,16 @@ def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> N
             (ax.set_xlim if axis is ax.xaxis else ax.set_ylim)(rng.low, rng.high)
         axis.set_major_formatter(_plain_ticks())
         axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    if info.empty_words is not None:  # not axes at ±0.04 around nothing
+        ax.text(0.5, 0.5, info.empty_words, transform=ax.transAxes, ha="center", fontsize=14)
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.set_title(title_lines(info, study_name), fontsize=11)
     ax.set(xlabel=f"{info.x} (ms)", ylabel=f"{info.y} (ms)")
     ax.grid(alpha=0.3)
     # under the plot, never over a point
-    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1), fontsize=8, frameon=False)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
@@ -130,7 +135,11 @@ def _points(fig: Any, ax: Any, info: ParetoFrontInfo) -> None:
         s=[110 if p.number in on_front else 50 for p in feasible],
         edgecolors=[COLORS["front"] if p.number in on_front else "white" for p in feasible],
         linewidths=[2 if p.number in on_front else 0.5 for p in feasible],
-        label="feasible" if coloured or scale is None else f"feasible; {scale.why}",
+        label=None
+        if not feasible
+        else "feasible"
+        if coloured or scale is None
+        else f"feasible; {scale.why}",
         zorder=3,
     )
     if feasible and coloured:
