@@ -12,15 +12,16 @@ from typing import Any
 from tuner.results.export import Selection, hold, judge, select_trial
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of, read_all
-from tuner.trial.specs import judged_all, of_current, spec_for, trial_spec_id
+from tuner.trial import StudyRecord, TrialPoint, baseline_of
+from tuner.trial.reading import read_study
+from tuner.trial.specs import spec_for, trial_spec_id
 
 
 def study_points(study: Any, *, every_spec: bool = False) -> list[TrialPoint]:
     """The trials of the study's current spec (results never compare across specs), or of
     every spec it ran under."""
-    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
-    return judged_all(record, points) if every_spec else of_current(record, points)
+    read = read_study(study)
+    return read.judged_all() if every_spec else read.current()
 
 
 def shipped(

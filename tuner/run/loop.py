@@ -39,6 +39,7 @@ from tuner.spec.study import StudySpec
 from tuner.store import optuna_adapter as adapter
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint, TrialRecord, specs
+from tuner.trial.reading import trial_count
 from tuner.trial.specs import study_name
 from tuner.trial.uptime import launch_recorder
 
@@ -88,7 +89,7 @@ class StudyLoop:
         self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
         self.reading = StudyReading(self.study, self.spec_id)  # this spec's trials only
         self._accept_changes, self.judging = accept_changes, specs.judging_id(spec)
-        self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
+        self.study.sampler = make_sampler(spec, offset=trial_count(self.study))
         self.pipeline = TrialPipeline(
             spec, store, runner, precheck=precheck, pruning=pruning, prediction_skip=prediction_skip
         )
@@ -187,7 +188,7 @@ class StudyLoop:
             rejudge.requeue(self._points, self.spec, rejudged, self.say, self._enqueue)
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
-                offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
+                offset = trial_count(self.study) + WORKER_SEED_STRIDE * rank
                 self.study.sampler = make_sampler(self.spec, offset=offset)
             return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
 

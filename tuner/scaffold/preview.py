@@ -19,7 +19,8 @@ from tuner.sim.model_names import known_model
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import TrialPoint, ranked, read_all
+from tuner.trial import TrialPoint, ranked
+from tuner.trial.reading import read_study
 
 PREVIEW_TRIALS = 6  # the baseline and five tuned configs: seconds on the simulator
 NO_GAIN = ("baseline-is-best", "not-clearly-better-than-baseline")
@@ -73,7 +74,7 @@ def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
             # no prediction skips: they save engine time, of which a plan has none
             loop = StudyLoop(spec, store, length_only_runner(spec), prediction_skip=False)
             loop.run(n_trials=n_trials)
-            return read_all(loop.study.get_trials())
+            return read_study(loop.study).every
         finally:
             store.close()
 
