@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.measure.modes import objective_of
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -55,7 +56,7 @@ def _workload(w: WorkloadSpec, capacity: bool) -> str:
 
 def workload_lines(spec: StudySpec) -> list[str]:
     """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
-    capacity = spec.objective.mode == "capacity"
+    capacity = objective_of(spec.objective).rated
     if not spec.scenarios:
         return [f"workload: {_workload(spec.workload, capacity)}"]
     how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"

@@ -22,7 +22,7 @@ import optuna
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure import objective as obj
+from tuner.measure.modes import objective_of
 from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
@@ -81,8 +81,8 @@ class StudyLoop:
             spec,
             self.name,
             make_sampler(spec),
-            obj.directions(spec.objective),
-            obj.metric_names(spec.objective),
+            objective_of(spec.objective).directions(),
+            objective_of(spec.objective).names(),
             simulated=runner.planned,
         )
         # Checked now (one line before anything runs), stored only under the study's lock.

@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 
 from tuner.errors import UserError
+from tuner.measure.modes import objective_of
 from tuner.results.verdicts import verdicts
 from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.sim.model_names import known_model
-from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint, ranked
@@ -80,18 +80,12 @@ def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
 
 
 def _figure(best: TrialPoint, base: TrialPoint, spec: StudySpec) -> str:
-    if spec.objective.mode == "capacity":
-        return f"capacity {figure(base.capacity_rps or 0)} → {figure(best.capacity_rps or 0)} req/s"
-    return f"score {best.score or 0.0:+.3f} against the defaults' 0"
+    return objective_of(spec.objective).gain_words(best.score, best.capacity_rps, base.capacity_rps)
 
 
 def _change(spec: StudySpec) -> str:
     """What would give the night something to win."""
-    other = (
-        "--objective scalar at a rate near the capacity"
-        if spec.objective.mode == "capacity"
-        else "capacity mode (`tuner init --objective capacity`: the most traffic within the SLO)"
-    )
+    other = objective_of(spec.objective).other_mode_hint()
     return (
         f"what would change it: {other}, another rate (--rate, higher: the defaults "
         "queue), a tighter SLO, or other flags (--search-space)"
