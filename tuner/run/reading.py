@@ -9,11 +9,14 @@ as the loop's own last write. `reads` counts the storage reads (tests hold the l
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
 from tuner.trial import FailureKind, StudyRecord, TrialPoint
 from tuner.trial.reading import StudyRead, read_study
+
+if TYPE_CHECKING:
+    import optuna
 
 # Configs that fail at start for reasons of their own: they say nothing about the study.
 CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
@@ -22,7 +25,7 @@ CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
 class StudyReading:
     """One study's trials and attrs, read at most once between two of the loop's writes."""
 
-    def __init__(self, study: Any, spec_id: str | None = None) -> None:
+    def __init__(self, study: optuna.Study, spec_id: str | None = None) -> None:
         """`spec_id`: the spec this run measures under (None: the study's current one)."""
         self.study = study
         self.spec_id = spec_id
