@@ -68,6 +68,9 @@ def test_one_object_per_mode() -> None:
     assert cap.resolution() == 0.05 and cap.noise_log() == pytest.approx(math.log1p(0.05))
     assert cap.gain_words(None, 6.0, 3.0) == "capacity 3 → 6 req/s"
     assert scalar.gain_words(-0.25, None, None) == "score -0.250 against the defaults' 0"
+    assert scalar.rate_words(2.5) == "2.5 req/s" and scalar.rate_words(math.inf) == "all at once"
+    assert cap.rate_words(2.5) == "rate searched for the capacity"
+    assert scalar.run_label(2.5) is None and cap.run_label(2.5) == "at 2.5 req/s"
 
 
 def test_constraints() -> None:

@@ -76,6 +76,14 @@ class Objective:
         """How far the score moves when the heaviest figure moves by one log unit (max|w|)."""
         return max(self.weights.values(), default=1.0) or 1.0
 
+    def rate_words(self, rate_rps: float) -> str:
+        """A workload's request rate in words (`tuner best`, the report)."""
+        return "all at once" if rate_rps == float("inf") else f"{rate_rps:g} req/s"
+
+    def run_label(self, rate_rps: float) -> str | None:
+        """What the live display adds to a run's name: nothing (None), or its rate."""
+        return None
+
     def gain_words(
         self, best_score: float | None, best_rps: float | None, base_rps: float | None
     ) -> str:
@@ -152,6 +160,12 @@ class CapacityObjective(Objective):
 
     def score_floor(self) -> float:
         return 1.0
+
+    def rate_words(self, rate_rps: float) -> str:
+        return "rate searched for the capacity"
+
+    def run_label(self, rate_rps: float) -> str | None:
+        return f"at {figure(rate_rps)} req/s"  # one step of the search
 
     def gain_words(
         self, best_score: float | None, best_rps: float | None, base_rps: float | None
