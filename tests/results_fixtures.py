@@ -89,7 +89,7 @@ def build_study(
 ) -> tuple[Path, str]:
     """Write the study file and a SQLite database holding the trials; returns (file, URL).
     `attrs`: more user attrs of trial N (e.g. `capacity_rps`)."""
-    from tuner.measure.objective import directions, metric_names, penalty_values
+    from tuner.measure.modes import objective_of
     from tuner.spec.space import distributions
 
     study_file = write_study_file(dir_, text.replace("slo:", f"mode: {mode}\n  slo:"))
@@ -101,8 +101,8 @@ def build_study(
         spec,
         name,
         optuna.samplers.RandomSampler(seed=0),
-        directions(spec.objective),
-        metric_names(spec.objective),
+        objective_of(spec.objective).directions(),
+        objective_of(spec.objective).names(),
         simulated,
     )
     dists = distributions(spec.search_space)
@@ -113,7 +113,7 @@ def build_study(
         if kind in ("ok", "slo")
     ]
     # What `tuner run` tells Optuna for a failed trial.
-    penalty = penalty_values(spec.objective, measured)
+    penalty = objective_of(spec.objective).penalty_values(measured)
     for number, (ttft, tpot, thr, score, kind) in rows:
         trial = _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty)
         trial.user_attrs.update((attrs or {}).get(number, {}))

@@ -6,12 +6,11 @@ import math
 
 import pytest
 
+from tuner.measure.modes import MODES, CapacityObjective, objective_of
 from tuner.measure.objective import (
     PENALTY_SCORE,
     clearly_better,
     constraints,
-    objective_values,
-    penalty_values,
     score,
 )
 from tuner.spec.study import ObjectiveSpec
@@ -41,12 +40,37 @@ def test_weights_and_directions() -> None:
 
 
 def test_multi_objective_values_and_penalties() -> None:
-    spec = ObjectiveSpec(mode="multi")
-    assert objective_values(spec, BASE, BASE) == [1000.0, 50.0, 400.0]
-    assert penalty_values(spec) is None  # nothing measured yet
+    multi = objective_of(ObjectiveSpec(mode="multi"))
+    assert multi.values(BASE, BASE) == [1000.0, 50.0, 400.0]
+    assert multi.penalty_values() is None  # nothing measured yet
     worse = {"p99_ttft_ms": 3000.0, "mean_tpot_ms": 40.0, "output_throughput": 100.0}
-    assert penalty_values(spec, [BASE, worse]) == [3000.0, 50.0, 100.0]
-    assert penalty_values(ObjectiveSpec()) == [PENALTY_SCORE]
+    assert multi.penalty_values([BASE, worse]) == [3000.0, 50.0, 100.0]
+    assert objective_of(ObjectiveSpec()).penalty_values() == [PENALTY_SCORE]
+
+
+def test_one_object_per_mode() -> None:
+    """Every mode the study file accepts has its object, and each answers for its mode."""
+    modes = ObjectiveSpec.model_fields["mode"].annotation.__args__  # type: ignore[union-attr]
+    assert set(MODES) == set(modes)
+    scalar = objective_of(ObjectiveSpec(weights={"p99_ttft_ms": 2.0, "mean_tpot_ms": 1.0}))
+    assert scalar.directions() == ["minimize"] and scalar.names() == ["score"]
+    assert scalar.values({**BASE, "p99_ttft_ms": 500.0}, BASE) == [pytest.approx(-2 * math.log(2))]
+    assert scalar.score_scale() == 3.0 and scalar.score_floor() == 2.0
+    assert scalar.resolution() is None and scalar.noise_log() == 0.0 and not scalar.rated
+    assert scalar.stated_metrics() == ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
+    multi = objective_of(ObjectiveSpec(mode="multi", objectives=["p99_ttft_ms", "mean_e2el_ms"]))
+    assert multi.directions() == ["minimize", "minimize"] and not multi.prunes_against_incumbent
+    assert multi.stated_metrics()[-1] == "mean_e2el_ms"
+    cap = objective_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
+    assert isinstance(cap, CapacityObjective) and cap.rated
+    assert cap.directions() == ["maximize"] and cap.names() == ["capacity_rps"]
+    assert cap.penalty_values() == [0.0] and cap.stated_metrics() == ["capacity_rps"]
+    assert cap.resolution() == 0.05 and cap.noise_log() == pytest.approx(math.log1p(0.05))
+    assert cap.gain_words(None, 6.0, 3.0) == "capacity 3 → 6 req/s"
+    assert scalar.gain_words(-0.25, None, None) == "score -0.250 against the defaults' 0"
+    assert scalar.rate_words(2.5) == "2.5 req/s" and scalar.rate_words(math.inf) == "all at once"
+    assert cap.rate_words(2.5) == "rate searched for the capacity"
+    assert scalar.run_label(2.5) is None and cap.run_label(2.5) == "at 2.5 req/s"
 
 
 def test_constraints() -> None:

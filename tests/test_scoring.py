@@ -10,6 +10,7 @@ import pytest
 from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint
 from tuner.trial.scoring import score_trial
@@ -107,7 +108,7 @@ def test_capacity_trial_scores_its_capacity_and_tells_optuna_the_rate() -> None:
     assert stored[tr.CAPACITY]["capacity_rps"] == 6.0 and stored[tr.CAPACITY]["runs"] == 0
     none = score_trial(spec, Measurement(metrics={}, capacity=tr.CapacityResult(0.0)), ref)
     assert none.constraints == {"capacity": 1.0} and none.values == [0.0]
-    assert obj.directions(spec.objective) == ["maximize"]
+    assert objective_of(spec.objective).directions() == ["maximize"]
 
 
 def _capacity_mix(chat_rps: float, doc_rps: float) -> Measurement:

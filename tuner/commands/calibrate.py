@@ -46,12 +46,12 @@ def calibrate(
     from tuner.runners.engine_runner import workload_requests
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
-    from tuner.trial import StudyRecord, read_all
+    from tuner.trial.reading import read_study
 
     study, spec, kept = open_stored_study_files(study_file, storage, simulated=False)
     check_output_file(output, "--output", force=force, keep=kept)  # before the fit, not after
-    record = StudyRecord.of(study)
-    points = read_all(study.get_trials(deepcopy=False))
+    read = read_study(study)
+    record, points = read.record, read.every
     cal = calibrate_study(
         spec,
         record,

@@ -64,6 +64,7 @@ def pareto(
     """List the non-dominated feasible configs (default: P99 TTFT against mean TPOT), each
     once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
+    from tuner.measure.modes import objective_of
     from tuner.results.pareto import capacity_front_of, check_stored, front_of, parse_objectives
     from tuner.trial import configs, for_scenario
 
@@ -80,7 +81,7 @@ def pareto(
     pooled = [c.point for c in each.values()]
     found, capacity_rps = (
         capacity_front_of(pooled, objs)
-        if spec.objective.mode == "capacity"
+        if objective_of(spec.objective).rated
         else (front_of(pooled, objs), None)
     )
     front = [each[p.number] for p in found]
@@ -278,6 +279,7 @@ def report(
 
     import optuna
 
+    from tuner.measure.modes import objective_of
     from tuner.results.report.page import build_report
     from tuner.results.report.png import write_png
     from tuner.spec.outputs import check_output_file, write_output_file
@@ -298,7 +300,7 @@ def report(
     html = build_report(study, spec, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:
-        capacity = spec.objective.mode == "capacity"
+        capacity = objective_of(spec.objective).rated
         write_png(
             points,
             image,

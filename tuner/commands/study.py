@@ -335,14 +335,13 @@ def trials(
     from tuner.errors import UserError
     from tuner.results.verifies import verify_lines, with_verifies
     from tuner.results.views import trials_frame, trials_records
-    from tuner.trial import StudyRecord, read_all
-    from tuner.trial.specs import judged_all
+    from tuner.trial.reading import read_study
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
     study, _ = open_stored_study(study_file, storage, simulated)
-    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
-    points = judged_all(record, points)  # each measurement's under its latest judging
+    read = read_study(study)
+    points, record = read.judged_all(), read.record  # each under its latest judging
     verifies = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
         rows = with_verifies(trials_records(points, record), verifies)
@@ -373,12 +372,10 @@ def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
     from tuner.results.table import wrap_comments
     from tuner.results.views import best_report
-    from tuner.trial import StudyRecord, read_all
-    from tuner.trial.specs import of_current
+    from tuner.trial.reading import read_study
 
-    record = StudyRecord.of(study)
-    points = of_current(record, read_all(study.get_trials(deepcopy=False)))
-    text = best_report(points, study.study_name, record)
+    read = read_study(study)
+    text = best_report(read.current(), study.study_name, read.record)
     width = None if wide else _terminal_width()
     typer.echo(text if width is None else wrap_comments(text, width))
 

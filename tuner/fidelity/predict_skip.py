@@ -38,6 +38,7 @@ from typing import Any
 
 from tuner import trial as tr
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.figures import figure
@@ -64,13 +65,12 @@ class PredictionSkip:
         self._plan: PlanRunner | None = None
         self._simulated: dict[tr.ParamsKey, Measurement | None] = {}
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
-        self.capacity = spec.objective.mode == "capacity"
-        self.weights = {k: abs(v) for k, v in spec.objective.weights.items() if v}
-        w = list(self.weights.values())
+        self.objective = objective_of(spec.objective)
+        self.weights = self.objective.weights
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
         # metric by max|w| times 0.05 (capacity mode's score is one log-ratio)
-        self.score_scale = 1.0 if self.capacity else sum(w) or 1.0
-        self.score_floor = MIN_MARGIN * (1.0 if self.capacity else max(w, default=1.0) or 1.0)
+        self.score_scale = self.objective.score_scale()
+        self.score_floor = MIN_MARGIN * self.objective.score_floor()
 
     def simulate(self, params: dict[str, Any]) -> Measurement | None:
         """The simulator's whole trial of a config (None: it refuses it). The planner is
@@ -148,7 +148,7 @@ class PredictionSkip:
         seen = SAFETY * max((abs(e) for e in found), default=0.0)
         if len(found) < MIN_ERRORS:
             if key == SCORE:
-                off = abs(anchor.get(CAPACITY, 0.0)) if self.capacity else 0.0
+                off = abs(anchor.get(CAPACITY, 0.0)) if self.objective.rated else 0.0
                 off += sum(w * abs(anchor.get(k, 0.0)) for k, w in self.weights.items())
                 stated = CONSERVATIVE_MARGIN * self.score_scale + off
             else:
@@ -216,7 +216,7 @@ class PredictionSkip:
         p = self.predict(params, points, host)
         if p is None or not may_skip or not any(_whole(q) for q in points):
             return p  # nothing measured yet: nothing calibrates the simulator
-        if not self.capacity:
+        if not self.objective.rated:
             for s in self.slos:
                 if s.metric not in p.metrics:
                     continue

@@ -24,6 +24,7 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.fidelity.best_check import check_stored_best
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
@@ -83,7 +84,7 @@ def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
     """A workload sent all at once (rate inf) has no rate to change; in capacity mode the
     search sets the rate itself, so only the lengths are changed."""
     rates = [w.request_rate for w in (spec.workloads or {"": spec.workload}).values()]
-    if spec.objective.mode == "capacity" or all(math.isinf(r) for r in rates):
+    if objective_of(spec.objective).rated or all(math.isinf(r) for r in rates):
         return tuple(p for p in PERTURBATIONS if p.rate_factor == 1.0)
     return PERTURBATIONS
 
@@ -203,9 +204,8 @@ def check(
         found, fragile = {}, None
         words = f"not checked: the simulator cannot run this study ({exc})"
     else:
-        capacity = spec.objective.mode == "capacity"
-        noise = math.log1p(spec.objective.search.resolution) if capacity else 0.0
-        fragile, words = verdict(found, capacity=capacity, noise=noise)
+        mode = objective_of(spec.objective)
+        fragile, words = verdict(found, capacity=mode.rated, noise=mode.noise_log())
     return RobustnessRecord(
         spec_id=point.spec_id,
         fragile=fragile,

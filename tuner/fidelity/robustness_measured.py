@@ -34,6 +34,7 @@ from tuner.fidelity.robustness import (
 )
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
@@ -73,7 +74,7 @@ def perturbation_runs(
 def _gain(spec: StudySpec, mine: ScenarioEntry | None, base: ScenarioEntry | None) -> float | None:
     """−score of one run against the baseline's (a capacity ratio, as a log, in capacity mode);
     None where the baseline has no figure, −inf where the config has none."""
-    if spec.objective.mode == "capacity":
+    if objective_of(spec.objective).rated:
         c_base = base.capacity.capacity_rps if base and base.capacity else None
         c_mine = mine.capacity.capacity_rps if mine and mine.capacity else None
         if not c_base:
@@ -156,9 +157,8 @@ def check_best_measured(
     if failure is not None:
         fragile, words = None, f"not checked on the engine: {failure}"
     else:
-        capacity = spec.objective.mode == "capacity"
-        noise = math.log1p(spec.objective.search.resolution) if capacity else 0.0
-        fragile, words = verdict(found, capacity=capacity, noise=noise, source=SOURCE)
+        mode = objective_of(spec.objective)
+        fragile, words = verdict(found, capacity=mode.rated, noise=mode.noise_log(), source=SOURCE)
     record = RobustnessRecord(
         spec_id=best.spec_id,
         fragile=fragile,

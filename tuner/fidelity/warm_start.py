@@ -24,6 +24,7 @@ from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import scoring, specs
+from tuner.trial.reading import read_study
 
 
 def top_configs(
@@ -43,8 +44,8 @@ def top_configs(
             raise _no_plan(source, store.url)
         raise UserError(f"--warm-start: no study named {source!r} in {store.url}")
     study = store.load_study(source)
-    record = tr.StudyRecord.of(study)
-    points = specs.of_current(record, tr.read_all(study.get_trials(deepcopy=False)))
+    read = read_study(study)
+    record, points = read.record, read.current()
     if plan:
         _same_measurement(record, spec, source)
         points = scoring.rejudge(points, spec, specs.judging_id(spec))

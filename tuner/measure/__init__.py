@@ -5,6 +5,8 @@ Modules:
 - `metrics`: vLLM bench's metrics from records (`compute_metrics`), bootstrap intervals;
 - `measurement`: `Measurement`, what a runner hands to the trial pipeline;
 - `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
+- `modes`: the objective object, one class per mode (`objective_of`): every decision that
+  depends on the mode;
 - `capacity`: the rate search of `objective.mode: capacity` (pure);
 - `snapshot`: what an early-stopping check sees (`Snapshot`, `EngineSample`);
 - `pruning`: early stopping's rule, from partial records and the engine's gauges;
@@ -16,7 +18,7 @@ records give the same figures (the bootstrap is seeded).
 Re-exported here: the names every runner and the simulator use (they load numpy, as every
 user of this package does). `objective` is not re-exported: it reads the study file
 (`tuner.spec.study`), which the simulation core (a user of `metrics`) must not load. Import
-it, `capacity` and `pruning` from their modules.
+it, `modes`, `capacity` and `pruning` from their modules.
 """
 
 from tuner.measure.measurement import Measurement

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from tuner.spec.slo import Direction, SloLimit, metric_direction, parse_slo
+from tuner.spec.slo import SloLimit, metric_direction, parse_slo
 from tuner.spec.study import ObjectiveSpec
 
 # A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
@@ -66,51 +66,6 @@ def aggregate_capacity(
         return min(values.values())
     total = sum(weights[k] for k in values)
     return sum(weights[k] * v for k, v in values.items()) / total
-
-
-def objective_values(
-    spec: ObjectiveSpec, metrics: Mapping[str, float], reference: Mapping[str, float]
-) -> list[float]:
-    """What Optuna is told: [score] in scalar mode, the raw objectives in multi mode."""
-    if spec.mode == "scalar":
-        return [score(metrics, reference, spec.weights)]
-    return [float(metrics[name]) for name in spec.objectives]
-
-
-def penalty_values(
-    spec: ObjectiveSpec, measured: Sequence[Mapping[str, float]] = ()
-) -> list[float] | None:
-    """Values for a trial with no measurement; its constraints make it infeasible anyway.
-
-    Scalar mode: the penalty score. Multi mode: the worst value each objective has measured
-    in this study, so failed trials sit in the dominated corner without stretching the
-    dashboard's axes to absurd numbers; None while nothing has been measured yet.
-    """
-    if spec.mode == "scalar":
-        return [PENALTY_SCORE]
-    if spec.mode == "capacity":
-        return [0.0]  # req/s: served nothing within the SLOs
-    out = []
-    for name in spec.objectives:
-        values = [m[name] for m in measured if name in m]
-        if not values:
-            return None
-        out.append(max(values) if metric_direction(name) == "minimize" else min(values))
-    return out
-
-
-def directions(spec: ObjectiveSpec) -> list[Direction]:
-    if spec.mode == "scalar":
-        return ["minimize"]
-    if spec.mode == "capacity":
-        return ["maximize"]  # capacity_rps
-    return [metric_direction(name) for name in spec.objectives]
-
-
-def metric_names(spec: ObjectiveSpec) -> list[str]:
-    if spec.mode == "capacity":
-        return ["capacity_rps"]
-    return ["score"] if spec.mode == "scalar" else list(spec.objectives)
 
 
 def constraints(

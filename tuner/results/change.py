@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.spec.metric_keys import HEADLINE_METRICS, direction, metric_words
+from tuner.measure.modes import objective_of
+from tuner.spec.metric_keys import direction, metric_words
 from tuner.spec.study import StudySpec
 from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint
 from tuner.trial.words import CAPPED_NOTE
@@ -143,11 +144,7 @@ def _joined(changes: tuple[Change, ...]) -> str:
 def compared_metrics(spec: StudySpec) -> list[str]:
     """The metrics a change is stated on: capacity mode's capacity; else the headline metrics,
     then any other the objective weighs (scalar) or optimises (multi)."""
-    obj = spec.objective
-    if obj.mode == "capacity":
-        return [CAPACITY_RPS]
-    more = [m for m, w in obj.weights.items() if w > 0] if obj.mode == "scalar" else obj.objectives
-    return list(dict.fromkeys([*HEADLINE_METRICS, *more]))
+    return objective_of(spec.objective).stated_metrics()
 
 
 def _changes(

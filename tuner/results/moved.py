@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.measure.modes import objective_of
 from tuner.measure.objective import clearly_better
 from tuner.results.change import Change, plain
 from tuner.spec.metric_keys import direction
@@ -60,7 +61,7 @@ def worse_than_defaults(
 ) -> tuple[Worse, ...]:
     """Every stored metric on which `point` is worse than the baseline: clearly (by the
     intervals), or by `NO_INTERVAL_WORSE` or more where no interval was stored."""
-    if baseline is None or baseline.number == point.number or spec.objective.mode == "capacity":
+    if baseline is None or baseline.number == point.number or objective_of(spec.objective).rated:
         return ()
     out = []
     for name, after in point.metrics.items():
@@ -86,7 +87,7 @@ def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None)
     """In words, one line; or a line saying nothing got clearly worse;
     nothing where no comparison is made (no baseline, the baseline itself, capacity mode)."""
     found = worse_than_defaults(spec, point, baseline)
-    if baseline is None or baseline.number == point.number or spec.objective.mode == "capacity":
+    if baseline is None or baseline.number == point.number or objective_of(spec.objective).rated:
         return []
     if not found:
         return [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.measure.modes import Objective, objective_of
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -34,7 +35,7 @@ def _hardware(spec: StudySpec) -> str:
     return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
 
 
-def _workload(w: WorkloadSpec, capacity: bool) -> str:
+def _workload(w: WorkloadSpec, objective: Objective) -> str:
     if w.dataset_name == "random":
         data = f"random {w.random_input_len} in / {w.random_output_len} out"
         if w.random_range_ratio:
@@ -46,22 +47,20 @@ def _workload(w: WorkloadSpec, capacity: bool) -> str:
         data = f"{w.dataset_name} {w.dataset_path}"
         if w.sharegpt_output_len:
             data += f" (output {w.sharegpt_output_len})"
-    rate = "all at once" if w.request_rate == float("inf") else f"{w.request_rate:g} req/s"
-    if capacity:
-        rate = "rate searched for the capacity"
+    rate = objective.rate_words(w.request_rate)
     conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
     return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
 
 
 def workload_lines(spec: StudySpec) -> list[str]:
     """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
-    capacity = spec.objective.mode == "capacity"
+    objective = objective_of(spec.objective)
     if not spec.scenarios:
-        return [f"workload: {_workload(spec.workload, capacity)}"]
+        return [f"workload: {_workload(spec.workload, objective)}"]
     how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"
     head = f"workload: {len(spec.scenarios)} scenarios, the score is {how} of theirs:"
     return [head] + [
-        f"  {s.name} (weight {s.weight:g}): {_workload(s.workload(), capacity)}"
+        f"  {s.name} (weight {s.weight:g}): {_workload(s.workload(), objective)}"
         + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
         for s in spec.scenarios
     ]

@@ -7,24 +7,28 @@ config on a running engine) always mean the same trial.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner.results.export import Selection, hold, judge, select_trial
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of, read_all
-from tuner.trial.specs import judged_all, of_current, spec_for, trial_spec_id
+from tuner.trial import StudyRecord, TrialPoint, baseline_of
+from tuner.trial.reading import read_study
+from tuner.trial.specs import spec_for, trial_spec_id
+
+if TYPE_CHECKING:
+    import optuna
 
 
-def study_points(study: Any, *, every_spec: bool = False) -> list[TrialPoint]:
+def study_points(study: optuna.Study, *, every_spec: bool = False) -> list[TrialPoint]:
     """The trials of the study's current spec (results never compare across specs), or of
     every spec it ran under."""
-    points, record = read_all(study.get_trials(deepcopy=False)), StudyRecord.of(study)
-    return judged_all(record, points) if every_spec else of_current(record, points)
+    read = read_study(study)
+    return read.judged_all() if every_spec else read.current()
 
 
 def shipped(
-    study: Any,
+    study: optuna.Study,
     points: Sequence[TrialPoint],
     *,
     trial: int | None = None,

@@ -22,7 +22,7 @@ import optuna
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure import objective as obj
+from tuner.measure.modes import objective_of
 from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
@@ -39,6 +39,7 @@ from tuner.spec.study import StudySpec
 from tuner.store import optuna_adapter as adapter
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint, TrialRecord, specs
+from tuner.trial.reading import trial_count
 from tuner.trial.specs import study_name
 from tuner.trial.uptime import launch_recorder
 
@@ -80,15 +81,15 @@ class StudyLoop:
             spec,
             self.name,
             make_sampler(spec),
-            obj.directions(spec.objective),
-            obj.metric_names(spec.objective),
+            objective_of(spec.objective).directions(),
+            objective_of(spec.objective).names(),
             simulated=runner.planned,
         )
         # Checked now (one line before anything runs), stored only under the study's lock.
         self.spec_id = specs.check(self.study, spec, accept_changes=accept_changes)
         self.reading = StudyReading(self.study, self.spec_id)  # this spec's trials only
         self._accept_changes, self.judging = accept_changes, specs.judging_id(spec)
-        self.study.sampler = make_sampler(spec, offset=len(self.study.get_trials(deepcopy=False)))
+        self.study.sampler = make_sampler(spec, offset=trial_count(self.study))
         self.pipeline = TrialPipeline(
             spec, store, runner, precheck=precheck, pruning=pruning, prediction_skip=prediction_skip
         )
@@ -187,7 +188,7 @@ class StudyLoop:
             rejudge.requeue(self._points, self.spec, rejudged, self.say, self._enqueue)
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
-                offset = len(self.study.get_trials(deepcopy=False)) + WORKER_SEED_STRIDE * rank
+                offset = trial_count(self.study) + WORKER_SEED_STRIDE * rank
                 self.study.sampler = make_sampler(self.spec, offset=offset)
             return self._run(n_trials=n_trials, timeout_s=timeout_s, confirm=confirm)
 

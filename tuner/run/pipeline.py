@@ -18,6 +18,7 @@ from tuner import trial as tr
 from tuner.errors import RULE_REFUSALS
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.run import skipping
 from tuner.runners.engine_runner import PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
@@ -163,11 +164,12 @@ class TrialPipeline:
         from tuner.measure import pruning
 
         o, p = self.spec.objective, self.spec.pruning
+        mode = objective_of(o)
         reference_run = t.baseline or t.confirm_of is not None
-        if not self.pruning or (reference_run and o.mode != "capacity"):
+        if not self.pruning or (reference_run and not mode.rated):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
-        one_run = o.mode == "scalar" and not self.spec.scenarios
+        one_run = mode.prunes_against_incumbent and not self.spec.scenarios
         compared = (ref, top) if one_run and ref is not None and top is not None else None
         rule = pruning.Rule(
             slos=self.spec.slo_limits(scenario or None),
@@ -187,7 +189,7 @@ class TrialPipeline:
 
     def _penalty(self, t: TrialInput) -> list[float] | None:
         measured = [p.metrics for p in t.points if p.measured]
-        return obj.penalty_values(self.spec.objective, measured)
+        return objective_of(self.spec.objective).penalty_values(measured)
 
     def _no_measurement(self) -> dict[str, float]:
         return obj.constraints(self.spec.objective, None)

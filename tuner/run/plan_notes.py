@@ -11,6 +11,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.fidelity.calibration import observations
+from tuner.measure.modes import objective_of
 from tuner.runners.plan import PlanRunner, study_profile, study_workload
 from tuner.sim.fit import FIT_METRICS, is_positive, predict
 from tuner.sim.profiles import load_model
@@ -41,7 +42,7 @@ def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]
     """How far the plan's predictions are off the study's measured trials (median of
     |predicted / measured - 1| per headline figure), or None when there are none to compare.
     Capacity mode and scenario mixes measure at several rates or workloads: not compared."""
-    if spec.objective.mode == "capacity" or spec.scenarios:
+    if objective_of(spec.objective).rated or spec.scenarios:
         return None
     seen = observations(spec, record, points)
     if not seen:

@@ -28,7 +28,8 @@ from tuner.run.sampling import check_sampler
 from tuner.sim.model_names import unknown_model_note
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store, resolve_storage
-from tuner.trial import StudyRecord, TrialPoint, read_all, specs
+from tuner.trial import StudyRecord, TrialPoint, specs
+from tuner.trial.reading import read_study
 from tuner.trial.specs import study_name
 
 
@@ -204,6 +205,7 @@ def stored_real_trials(
             problems += _collect([lambda: specs.check(study, spec, accept_changes=accept_changes)])
         if judging is not None:
             judging += specs.judging_change(study, spec)
-        return StudyRecord.of(study), read_all(study.get_trials(deepcopy=False))
+        read = read_study(study)
+        return read.record, read.every
     finally:
         store.close()

@@ -9,10 +9,14 @@ as the loop's own last write. `reads` counts the storage reads (tests hold the l
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
-from tuner.trial import FailureKind, StudyRecord, TrialPoint, specs
+from tuner.trial import FailureKind, StudyRecord, TrialPoint
+from tuner.trial.reading import StudyRead, read_study
+
+if TYPE_CHECKING:
+    import optuna
 
 # Configs that fail at start for reasons of their own: they say nothing about the study.
 CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
@@ -21,39 +25,35 @@ CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
 class StudyReading:
     """One study's trials and attrs, read at most once between two of the loop's writes."""
 
-    def __init__(self, study: Any, spec_id: str | None = None) -> None:
+    def __init__(self, study: optuna.Study, spec_id: str | None = None) -> None:
         """`spec_id`: the spec this run measures under (None: the study's current one)."""
         self.study = study
         self.spec_id = spec_id
         self.reads = 0
-        self._all: list[TrialPoint] | None = None
-        self._record: StudyRecord | None = None
+        self._read: StudyRead | None = None
 
     def drop(self) -> None:
         """Forget what was read: the next question reads the study again."""
-        self._all = self._record = None
+        self._read = None
 
-    def _read(self) -> tuple[list[TrialPoint], StudyRecord]:
-        every, record = self._all, self._record  # `drop` may come from the heartbeat thread
-        if every is None or record is None:
+    def read(self) -> StudyRead:
+        """The last read of the study, or a new one after a `drop`."""
+        read = self._read  # `drop` may come from the heartbeat thread
+        if read is None:
             self.reads += 1
-            record = StudyRecord.of(self.study)
-            every = tr.read_all(self.study.get_trials(deepcopy=False))
-            self._all, self._record = every, record
-        return every, record
+            read = self._read = read_study(self.study)
+        return read
 
     @property
     def record(self) -> StudyRecord:
-        return self._read()[1]
+        return self.read().record
 
     def points(self) -> list[TrialPoint]:
         """The trials of this run's spec, queued ones too: the only ones it scores against and
         counts toward its budget, even once another worker's `--accept-changes` has made
         another spec the study's current one (issue 24, item 3)."""
-        every, record = self._read()
-        if self.spec_id is None:
-            return specs.of_current(record, every)
-        return specs.of_spec(record, every, self.spec_id)
+        read = self.read()
+        return read.current() if self.spec_id is None else read.of_spec(self.spec_id)
 
     def waiting(self) -> list[TrialPoint]:
         """This spec's queued trials (a baseline, a retry, a warm start, a `--confirm`), oldest

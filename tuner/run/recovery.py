@@ -27,6 +27,7 @@ from tuner.errors import UserError
 from tuner.store import optuna_adapter as adapter
 from tuner.store.schema import claims_table, workers_table
 from tuner.store.storage import Store
+from tuner.trial.reading import frozen_trials
 from tuner.trial.uptime import interrupted_engine_s
 
 HOST_ENV = "TUNER_HOST_ID"  # declares the host whose baseline a worker's scores compare to
@@ -149,11 +150,7 @@ def recover(study: optuna.Study, store: Store, *, retry: bool) -> Recovered:
     out = Recovered()
     name = study.study_name
     beats, now = heartbeats(store, name), time.time()
-    running = {
-        t.number: t
-        for t in study.get_trials(deepcopy=False)
-        if t.state == optuna.trial.TrialState.RUNNING
-    }
+    running = {t.number: t for t in frozen_trials(study, (optuna.trial.TrialState.RUNNING,))}
     stale = {n for n, t in running.items() if not _alive(t, beats, now)}
     ended_at = {n: _last_seen(running[n], beats) for n in stale}  # its engine died with it
     for number, identity in store.running_engines(study.study_name):

@@ -21,8 +21,8 @@ from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.runners.load_runs import cache_run, measure_all
-from tuner.spec.figures import figure
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
@@ -375,8 +375,8 @@ def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:
 def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
     """What the live display says a run is: its scenario, and its rate in capacity mode."""
     parts = [name] if name else []
-    if spec.objective.mode == "capacity":
-        parts.append(f"at {figure(w.request_rate)} req/s")
+    if (label := objective_of(spec.objective).run_label(w.request_rate)) is not None:
+        parts.append(label)
     return " ".join(parts) + ": " if parts else ""
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import TunerError
 from tuner.measure import capacity
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
 from tuner.spec.slo import SloLimit
@@ -58,7 +59,7 @@ def cache_run(
         hit_rate=result.metrics.get(PREFIX_CACHE_HIT_RATE),
         implied_rate=known[1],
         scenario=name or None,
-        rate_rps=w.request_rate if spec.objective.mode == "capacity" else None,
+        rate_rps=w.request_rate if objective_of(spec.objective).rated else None,
         reset=result.cache_reset,
     )
 
@@ -160,7 +161,7 @@ class Beat:
 def capacity_to_beat(spec: StudySpec, t: Any) -> Beat | None:
     """What a trial's capacity search must beat (`t`: the pipeline's TrialInput, its points and
     host; None: not capacity mode, scenarios, or no capacity found yet)."""
-    if spec.objective.mode != "capacity" or spec.scenarios:
+    if not objective_of(spec.objective).rated or spec.scenarios:
         return None
     top, ref = best(t.points), reference(t.points, t.host)
     if top is None or ref is None or not top.capacity_rps or not ref.capacity_rps:
@@ -206,7 +207,7 @@ def _cache_runs(runs: list[Measurement]) -> list[Any]:
 
 
 def _one(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement:
-    if spec.objective.mode == "capacity":
+    if objective_of(spec.objective).rated:
         return search_capacity(spec, name, w, run)
     return run(name, w)
 
@@ -214,7 +215,7 @@ def _one(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement
 def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measurement:
     """Every run of one trial against one engine start, as one Measurement."""
     if not spec.scenarios:
-        if beat is not None and spec.objective.mode == "capacity":
+        if beat is not None and objective_of(spec.objective).rated:
             return search_capacity(spec, "", spec.workload, run, beat)
         return _one(spec, "", spec.workload, run)
     parts: dict[str, Measurement] = {}

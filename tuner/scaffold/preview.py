@@ -11,15 +11,16 @@ import time
 from dataclasses import dataclass
 
 from tuner.errors import UserError
+from tuner.measure.modes import objective_of
 from tuner.results.verdicts import verdicts
 from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.sim.model_names import known_model
-from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import TrialPoint, ranked, read_all
+from tuner.trial import TrialPoint, ranked
+from tuner.trial.reading import read_study
 
 PREVIEW_TRIALS = 6  # the baseline and five tuned configs: seconds on the simulator
 NO_GAIN = ("baseline-is-best", "not-clearly-better-than-baseline")
@@ -86,7 +87,7 @@ def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
             # no prediction skips: they save engine time, of which a plan has none
             loop = StudyLoop(spec, store, length_only_runner(spec), prediction_skip=False)
             loop.run(n_trials=n_trials)
-            return read_all(loop.study.get_trials())
+            return read_study(loop.study).every
         finally:
             store.close()
 
@@ -94,21 +95,13 @@ def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
 def _figure(best: TrialPoint, base: TrialPoint | None, spec: StudySpec) -> str:
     """The best config's predicted figure, against the defaults' (`base`: None where they
     broke the SLO)."""
-    if spec.objective.mode == "capacity":
-        found = f"{figure(best.capacity_rps or 0)} req/s"
-        return (
-            f"capacity {figure(base.capacity_rps or 0)} → {found}" if base else f"capacity {found}"
-        )
-    return f"score {figure(best.score or 0.0, 3, sign=True)} against the defaults' 0"
+    base_rps = (base.capacity_rps or 0.0) if base is not None else None
+    return objective_of(spec.objective).gain_words(best.score, best.capacity_rps, base_rps)
 
 
 def _change(spec: StudySpec) -> str:
     """What would give the night something to win."""
-    other = (
-        "--objective scalar at a rate near the capacity"
-        if spec.objective.mode == "capacity"
-        else "capacity mode (`tuner init --objective capacity`: the most traffic within the SLO)"
-    )
+    other = objective_of(spec.objective).other_mode_hint()
     return (
         f"what would change it: {other}, another rate (--rate, higher: the defaults "
         "queue), a tighter SLO, or other flags (--search-space)"

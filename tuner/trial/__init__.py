@@ -4,12 +4,13 @@ Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` 
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`
 (each run's prefix cache: `prefix_cache`);
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
-attrs typed: `study.StudyRecord`; the one order, the reference trial, `--confirm`'s re-runs
-and `read_all` (scores pooled over re-runs of the reference): `ranking`; the spec a trial
-ran under: `specs` (its ids: `spec_ids`); scoring a measurement: `scoring`; is one config
-clearly better than another: `clearly`; the flags that carry a config's gain: `smallest`;
-what a prediction skip recorded: `skip`; a trial's figures in words: `words`; hosts'
-baselines side by side: `hosts`; engine time: `uptime`.
+attrs typed: `study.StudyRecord`; the read model, the one module that reads a study's trials
+from Optuna (`read_study`, `tests/test_read_model.py`): `reading`; the one order, the
+reference trial, `--confirm`'s re-runs and `read_all` (scores pooled over re-runs of the
+reference): `ranking`; the spec a trial ran under: `specs` (its ids: `spec_ids`); scoring a
+measurement: `scoring`; is one config clearly better than another: `clearly`; the flags
+that carry a config's gain: `smallest`; what a prediction skip recorded: `skip`; a trial's
+figures in words: `words`; hosts' baselines side by side: `hosts`; engine time: `uptime`.
 docs/storage.md lists every attr.
 """
 

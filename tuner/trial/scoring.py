@@ -15,6 +15,7 @@ from typing import Any
 
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import objective_of
 from tuner.spec.study import StudySpec
 from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
 from tuner.trial.point import Status, TrialPoint, stored_score
@@ -113,7 +114,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     if not spec.scenarios:
         if not capacity_mode:
             reference = ref.metrics if ref is not None else metrics
-            values = obj.objective_values(o, metrics, reference)
+            values = objective_of(o).values(metrics, reference)
             return Scored(j.score, values, rate_steps=steps)
         cap = _capacity_of(m.capacity)
         return Scored(

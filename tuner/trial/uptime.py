@@ -81,11 +81,11 @@ def median_startup_s(startups: Iterable[Any]) -> float | None:
 
 def real_startups_s(store: Any, name: str) -> float | None:
     """The median start-up of the measured, not simulated, trials of study `name` in `store`."""
-    from tuner.trial.ranking import read_all
+    from tuner.trial.reading import read_study
 
     if name not in store.study_names():
         return None
-    points = read_all(store.load_study(name).get_trials(deepcopy=False))
+    points = read_study(store.load_study(name)).every
     return median_startup_s(p.record.startup_s for p in points if p.measured and not p.simulated)
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from tuner.errors import UserError
+from tuner.measure.modes import objective_of
 from tuner.runners.load_runs import goodput_limits
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
@@ -21,7 +22,7 @@ def verified_workload(spec: StudySpec, point: Any) -> WorkloadSpec:
     trial's capacity rate, with the goodput limits its search measured under. A shipped
     config that met the SLOs at no rate has no capacity to verify (a UserError)."""
     w = spec.workload
-    if spec.objective.mode != "capacity":
+    if not objective_of(spec.objective).rated:
         return w
     rate = point.capacity_rps
     if not rate:

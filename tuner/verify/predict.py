@@ -17,6 +17,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.fidelity.calibration import calibrate_study
+from tuner.measure.modes import objective_of
 from tuner.runners.plan import study_workload
 from tuner.sim.fit import predict
 from tuner.sim.model_names import known_model
@@ -91,7 +92,7 @@ def predict_traffic(
     simulator calibrated on the study's measured trials; `not_predicted` says why not when the
     simulator does not know the model, the study names no accelerator, or no trial fits."""
     started = time.perf_counter()
-    if spec.objective.mode == "capacity":
+    if objective_of(spec.objective).rated:
         return TrafficPrediction(not_predicted=CAPACITY_NOT_PREDICTED)
     model = known_model(spec.engine.model)
     if model is None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.measure.metrics import CI_METRICS
+from tuner.measure.modes import objective_of
 from tuner.results.export import Selection
 from tuner.runners.engine_runner import workload_tokenizer
 from tuner.spec.metric_keys import HEADLINE_METRICS
@@ -238,7 +239,7 @@ def judge(
         result.ci if result is not None else {},
         lighter=work.lighter,
     )
-    capacity_rps = point.capacity_rps if spec.objective.mode == "capacity" else None
+    capacity_rps = point.capacity_rps if objective_of(spec.objective).rated else None
     found = (
         compare.not_measured(stopped)
         if stopped is not None
@@ -349,6 +350,6 @@ def _lines(
 
 def _whose(target: Target) -> str:
     """Whose workload verify sends: the study's, in capacity mode at the shipped capacity."""
-    if target.spec.objective.mode != "capacity":
+    if not objective_of(target.spec.objective).rated:
         return "the study's"
     return f"the study's, at trial {target.choice.point.number}'s capacity rate"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tuner.errors import UserError
+from tuner.measure.modes import objective_of
 from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
 from tuner.results.export import (
@@ -110,7 +111,7 @@ def best_commands(
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
     baseline = baseline_of(points)
-    capacity = spec.objective.mode == "capacity"
+    capacity = objective_of(spec.objective).rated
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
     rows: list[str] = []

@@ -18,6 +18,7 @@ from typing import Any
 
 import optuna
 
+from tuner.measure.modes import objective_of
 from tuner.results.report.deploy import best_commands, verify_section
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
@@ -283,7 +284,7 @@ def _scenario_fronts(
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
-        capacity = spec.objective.mode == "capacity"
+        capacity = objective_of(spec.objective).rated
         info = pareto_front_info(
             for_scenario(points, s.name), texts, simulated, s.name, capacity=capacity
         )
@@ -328,7 +329,7 @@ def build_report(
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline.
     `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
-    capacity = spec.objective.mode == "capacity"
+    capacity = objective_of(spec.objective).rated
     pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     x, front_numbers = pareto.x, set(pareto.front_numbers)
     capacity_note = (

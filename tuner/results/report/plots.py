@@ -18,6 +18,7 @@ from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.trial import TrialPoint
+from tuner.trial.reading import frozen_trials
 
 THROUGHPUT = "output_throughput"
 # Fewest measured trials the report ranks parameters over. PED-ANOVA (Optuna's default) compares
@@ -288,7 +289,7 @@ def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, 
             f"Too few measured trials to rank parameters by importance: {len(scored)} measured, "
             f"at least {MIN_MEASURED_TRIALS_FOR_IMPORTANCE} needed."
         )
-    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    by_number = {t.number: t for t in frozen_trials(study)}
     proxy = optuna.create_study(direction="minimize")
     for p in scored:
         t = by_number[p.number]
