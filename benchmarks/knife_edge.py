@@ -29,7 +29,7 @@ from pathlib import Path
 from tuner.fidelity import robustness as rb
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import load_study_spec
-from tuner.trial.scoring import score_trial
+from tuner.trial.scoring import score_trial, simulated_reference
 from tuner.workload.datasets import BenchRequest
 from tuner_testing import sim_study
 
@@ -56,7 +56,7 @@ def scan(spec, low: int, high: int) -> None:
     runner = PlanRunner(spec)
     runner.use_requests(list(REQUESTS))
     base = rb.simulated(runner, BASE)
-    ref = rb._as_reference(spec, base, BASE)
+    ref = simulated_reference(spec, base, dict(BASE))
     scores = {}
     for mnbt in range(low, high + 1):
         m = rb.simulated(runner, {**BASE, "max-num-batched-tokens": mnbt})

@@ -68,6 +68,69 @@ def test_runner_simulates_one_case_through_the_cli(suite, tmp_path: Path) -> Non
     tput = next(r for r in rows if r["metric"] == "output_throughput")
     assert tput["published"] == pytest.approx(240.4 * 0.9615)
     assert result["summary"]["fit/tpot"]["figures"] == 1
+    # the committed run (test below) is this code's: the same case gives the same figures
+    committed = {r["metric"]: r["simulated"] for r in _committed_run()["rows"] if r["case"] == case}
+    assert committed == pytest.approx({r["metric"]: r["simulated"] for r in rows}, rel=1e-9)
+
+
+LAST_RUN = REPO / "benchmarks" / "published" / "last_run.json"
+
+
+def _committed_run() -> dict:
+    return json.loads(LAST_RUN.read_text())
+
+
+def test_the_committed_run_is_of_every_case_as_the_cases_file_states_it(suite) -> None:
+    """benchmarks/published/last_run.json is the suite's last full run (`published_gpu.py
+    --json`; docs/simulator.md, "How close (real GPUs)"): every case of the cases file, with
+    its published figures as the file states them now."""
+    run = _committed_run()
+    cases = {c["id"]: c for c in suite.load_cases()["cases"]}
+    assert not run["failures"]
+    assert {r["case"] for r in run["rows"]} == set(cases)
+    for r in run["rows"]:
+        fig = cases[r["case"]]["published"][r["metric"]]
+        assert r["published"] == pytest.approx(fig["value"] * fig.get("factor", 1.0))
+        assert (r["split"], r["engine"]) == (cases[r["case"]]["split"], cases[r["case"]]["engine"])
+        assert r["ratio"] == pytest.approx(r["simulated"] / r["published"])
+    assert len(run["rows"]) == sum(len(c["published"]) for c in cases.values())
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "throughput",
+        "ttft",
+        pytest.param(
+            "tpot",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="TPOT 10.2 % over the 15 V1 cases: the median sits on seed 003's two "
+                "x1.10 figures (docs/simulator.md, 'How close (real GPUs)'); strict, so "
+                "meeting the target fails here until this mark goes",
+            ),
+        ),
+    ],
+)
+def test_the_committed_run_meets_issue_32s_target(suite, family: str) -> None:
+    """The committed run's median |error| over the V1 cases (recomputed from its rows, not
+    read) within issue 32's targets: throughput and TPOT <= 10 %, TTFT <= 15 %."""
+    missed = suite.missed_targets(suite.summary(_committed_run()["rows"]))
+    assert [m for m in missed if m.startswith(family + ":")] == []
+
+
+def test_a_run_off_the_targets_is_named(suite) -> None:
+    """The target check fails a run whose medians miss: every TPOT 12 % slow, no throughput."""
+    rows = [dict(r) for r in _committed_run()["rows"]]
+    for r in rows:
+        if r["metric"] in suite.FAMILIES["tpot"]:
+            r["ratio"] = 1.12
+    rows = [r for r in rows if r["metric"] not in suite.FAMILIES["throughput"]]
+    missed = suite.missed_targets(suite.summary(rows))
+    assert missed == [
+        "throughput: no figure against the target 10 %",
+        "tpot: 12.0 % against the target 10 %",
+    ]
 
 
 def test_v0_cases_are_reported_apart_from_the_v1_medians(suite) -> None:
@@ -83,3 +146,56 @@ def test_v0_cases_are_reported_apart_from_the_v1_medians(suite) -> None:
     assert got["all/tpot"]["median_abs_error"] == pytest.approx(0.075)
     assert got["held_out/tpot"]["median_abs_error"] == pytest.approx(0.1)
     assert got["V0/tpot"] == {"median_abs_error": pytest.approx(0.86), "figures": 1, "over_2x": 1}
+
+
+def test_sharegpt_standin_follows_sharegpt_v3_not_a_uniform_spread(suite) -> None:
+    """The ShareGPT cases' lengths follow ShareGPT_V3 as vLLM samples it (the table in
+    benchmarks/published/sharegpt_v3_lengths.yaml): heavy-tailed (the old stand-in, uniform
+    ±90 % around the mean, had a coefficient of variation of 0.52), long prompts with short
+    replies, every pair inside vLLM's filter, scaled to the run's published token totals."""
+    import numpy as np
+    import yaml
+
+    table = yaml.safe_load(suite.SHAREGPT_LENGTHS.read_text())
+    prompts, outputs = suite.sharegpt_lengths(1000, 0, input_total=217393, output_total=201396)
+    assert (prompts, outputs) == suite.sharegpt_lengths(
+        1000, 0, input_total=217393, output_total=201396
+    )  # deterministic
+    p, o = np.array(prompts), np.array(outputs)
+    assert abs(p.sum() - 217393) <= 50 and o.sum() == 201396
+    assert suite._vllm_keeps(p, o).all()
+    for x, side in ((p, "input"), (o, "output")):
+        assert x.std() / x.mean() == pytest.approx(table[side]["cv"], abs=0.1)
+        scale = x.mean() / table[side]["mean"]
+        for level in (25, 50, 75, 90):  # the shape, at the run's scale
+            want = table[side]["quantiles"][level] * scale
+            assert np.percentile(x, level) == pytest.approx(want, rel=0.15, abs=4), (side, level)
+    ranks = [np.argsort(np.argsort(x)) for x in (p, o)]
+    assert np.corrcoef(*ranks)[0, 1] < -0.25  # long prompts, short replies
+    # a uniform ±90 % spread around the same means fails the shape check above
+    uniform = np.random.default_rng(0).integers(21, 382, size=1000)
+    assert uniform.std() / uniform.mean() < table["output"]["cv"] - 0.4
+
+
+def test_sharegpt_case_reads_its_standin_through_the_tuners_sharegpt_reader(
+    suite, tmp_path: Path
+) -> None:
+    """The study of a ShareGPT case reads the stand-in file as `vllm bench serve
+    --dataset-name sharegpt` reads ShareGPT_V3 (seed 0, no ignore_eos, vLLM's filter): every
+    drawn length arrives exact in the tokenizer's tokens."""
+    from tuner.spec.study import load_study_spec
+    from tuner.workload.datasets import build_requests
+    from tuner.workload.tokenizer import load_tokenizer
+
+    data = suite.load_cases()
+    case = copy.deepcopy(next(c for c in data["cases"] if c["workload"]["dataset"] == "sharegpt"))
+    case["workload"].update(num_prompts=40, input_tokens=8000, output_tokens=7000)
+    tokenizer = suite._tokenizer(tmp_path)
+    study = suite.write_case_study(case, data["models"], tokenizer, tmp_path)
+    spec = load_study_spec(study)
+    w = spec.workload
+    assert (w.dataset_name, w.seed, w.ignore_eos, w.num_prompts) == ("sharegpt", 0, False, 40)
+    requests = build_requests(w, load_tokenizer(str(tokenizer)))
+    prompts, outputs = suite.sharegpt_lengths(40, 0, input_total=8000, output_total=7000)
+    got = sorted((r.prompt_len, r.output_len) for r in requests)
+    assert got == sorted(zip(prompts, outputs, strict=True))
