@@ -13,6 +13,13 @@ Every figure is SIMULATED.
     nice .venv/bin/python benchmarks/multi_fidelity_truths.py --seeds 5 --trials 20
     nice .venv/bin/python benchmarks/multi_fidelity_truths.py --trace compute-2x+bw-0.64
 
+The table gives, per truth, method and trial count (5, 10, 20 real trials: what the study's
+budget counts; a proposal vLLM's rules refuse before launch is none), the median gap over the
+seeds and its spread (min, max), then issue 37's check (multi's median gap <= 0.01 at 5 real
+trials and <= 0.005 at 10, and never worse than TPE's). A whole run takes hours on a small
+box: split it by truth and seeds (`--truths T --seed-list 0,1 --json a.json`, one process
+each) and print the table of the parts with `--merge a.json b.json ...`.
+
 `--trace TRUTH` runs one multi-fidelity study on that truth and prints, per screened trial,
 what the calibration moved (its factors), the screen's pick, its predicted and measured
 score, and how well the calibrated simulator *ranks* a fixed probe set of configs against
