@@ -47,6 +47,7 @@ def test_the_truth_runner_is_screened_and_each_truth_is_the_stock_profile_scaled
     assert len(result.points) == 2 and len(screened) == 1  # the baseline, then the screen's
 
 
+@pytest.mark.slow  # a 5-trial TPE study on 16 requests (~13 s loaded)
 def test_the_truths_benchmark_gaps_count_real_trials_and_check_the_issues_targets(
     tmp_path: Path,
 ) -> None:
