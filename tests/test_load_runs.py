@@ -46,7 +46,8 @@ def _trials(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
 def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    study = _study(tmp_path, tiny_model_dir, objective=CAPACITY)
+    # 48 prompts show up to 48 / (4 × 1.5 s) = 8 req/s (`capacity.shown_rps`)
+    study = _study(tmp_path, tiny_model_dir, objective=CAPACITY, workload={"num_prompts": 48})
     plan = tuner("plan", str(study), "--n-trials", "4", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     trials = _trials(tmp_path, "e2e-simulated")
