@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tuner.measure.capacity import Step, headroom, meets, search
+from tuner.measure.capacity import Step, headroom, meets, queue_limit_s, search, shown_rps
 from tuner.spec.slo import parse_slo
 
 SLOS = parse_slo("p99_ttft_ms<=1000")
@@ -138,3 +138,46 @@ def test_a_tie_with_the_best_resolves_in_two_runs_and_a_better_one_is_searched_w
     measure, calls = queue_curve(6.0)  # twice the best: found like any search
     got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=10, beat_rps=3.0)
     assert got.resolved and 6.0 / 1.05 <= got.capacity_rps <= 6.0 * (1 + 1e-9)
+
+
+def short_run(num_prompts: int, capacity_rps: float, slos):
+    """A fluid FCFS queue fed `num_prompts` at `rate`: request i arrives at i / rate and gets
+    its first token at (i + 1) / capacity at the earliest. Above capacity the wait grows only
+    while requests arrive, so a short run can meet a TTFT limit far above capacity."""
+
+    def measure(rate: float) -> Step:
+        waits = [max((i + 1) / capacity_rps - i / rate, 0.0) for i in range(num_prompts)]
+        metrics = {
+            "completed": float(num_prompts),
+            "failed": 0.0,
+            "p99_ttft_ms": 1000 * float(np.percentile(waits, 99)),
+            "request_throughput": min(rate, capacity_rps),
+        }
+        return Step(rate, metrics, meets(metrics, slos))
+
+    return measure
+
+
+def test_a_short_workload_cannot_show_a_rate_above_capacity() -> None:
+    """20 prompts against a 20 s TTFT limit, an engine that serves 1 req/s: at 4 req/s the
+    last request waits 20 − 4.75 = 15.25 s, within the limit, so the search without a ceiling
+    reports about 4× the capacity. The send phase must last 4 × the limit: 20 prompts show
+    at most 0.25 req/s, a rate the engine does sustain."""
+    slos = parse_slo("p99_ttft_ms<=20000")
+    measure = short_run(20, 1.0, slos)
+    unbounded = search(measure, 1.0, slos, max_runs=12)
+    assert unbounded.capacity_rps > 3.0  # the artefact: far above what the engine serves
+    ceiling = shown_rps(20, slos)
+    assert ceiling == pytest.approx(0.25)
+    bounded = search(measure, 1.0, slos, max_runs=12, max_rps=ceiling)
+    assert bounded.capacity_rps == pytest.approx(0.25) and bounded.capped
+    # 400 prompts send for long enough: the search finds the true capacity
+    enough = shown_rps(400, slos)
+    long = search(short_run(400, 1.0, slos), 1.0, slos, max_runs=12, max_rps=enough)
+    assert enough == pytest.approx(5.0) and 0.95 <= long.capacity_rps <= 1.1
+
+
+def test_the_queue_limit_is_the_tightest_ttft_or_e2el_ceiling() -> None:
+    assert queue_limit_s(parse_slo("p99_ttft_ms<=20000,p90_e2el_ms<=8000")) == 8.0
+    assert queue_limit_s(parse_slo("mean_tpot_ms<=80,p99_ttft_ms>=1")) is None
+    assert shown_rps(64, parse_slo("mean_tpot_ms<=80")) == math.inf

@@ -167,6 +167,10 @@ def test_multi_objective_and_all_failed_studies_still_report(tmp_path: Path) -> 
     store.close()
     assert "no trial of study &#x27;handbuilt&#x27; was measured" in html
     assert "Too few measured trials to rank parameters by importance: 0 measured" in html
+    # one line each, no empty card under "What to deploy" and no empty history plot
+    assert '<div class="card"></div>' not in html
+    assert "No trial was measured yet: no score to plot." in html
+    assert html.count("Plotly.newPlot") == 1  # the trade-off plot only
 
 
 def test_png_is_written(stored, tmp_path: Path) -> None:

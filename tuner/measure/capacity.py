@@ -14,6 +14,12 @@ bracket (docs/objective.md, "Capacity mode"):
 Each step is trusted as measured: noise can make a curve non-monotone, and the search keeps
 the invariant "lo was feasible, hi was not" with lo < hi, so its answer is a rate that met
 every SLO when it was run. A step stopped early (an SLO broken for sure) is infeasible.
+
+A run of N prompts at rate r sends for N / r seconds; above the engine's capacity its backlog
+grows only while requests arrive, so a short send phase can end before the queue pushes a
+TTFT or E2EL percentile past its limit. `shown_rps` is the highest rate a workload can show
+to be sustained: its send phase lasts at least `SEND_PHASE_FACTOR` × the tightest such limit
+(the search's ceiling, beside `max_rps`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ GROW_MIN = 1.25  # the first step's headroom factor is clipped to [1.25, 4]
 GROW_MAX = 4.0
 SHRINK_MAX = 8.0
 OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down goes
+SEND_PHASE_FACTOR = 4.0  # a rate is shown only by a send phase ≥ 4 × the queue-bearing limit
+QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue adds to
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,29 @@ def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
         if limit.op in ("<=", "<") and metrics.get(limit.metric, 0) > 0
     ]
     return min(ratios, default=math.inf)
+
+
+def queue_limit_s(slos: Sequence[SloLimit]) -> float | None:
+    """The tightest upper limit on a TTFT or E2EL figure (mean, median or a percentile), in
+    seconds: what a growing queue must push past to break an SLO. None: no such limit."""
+    limits = [
+        limit.value / 1000
+        for limit in slos
+        if limit.op in ("<=", "<")
+        and limit.metric.endswith("_ms")
+        and limit.metric.rsplit("_", 2)[-2] in QUEUE_METRICS
+    ]
+    return min(limits, default=None)
+
+
+def shown_rps(num_prompts: int, slos: Sequence[SloLimit]) -> float:
+    """The highest rate (req/s) at which `num_prompts` prompts send for at least
+    `SEND_PHASE_FACTOR` × the tightest TTFT/E2EL limit (∞ when there is none). Above it, an
+    engine past its capacity can end the run before its backlog breaks the limit."""
+    limit_s = queue_limit_s(slos)
+    if not limit_s:
+        return math.inf
+    return num_prompts / (SEND_PHASE_FACTOR * limit_s)
 
 
 def _grow(step: Step, slos: Sequence[SloLimit]) -> float:

@@ -25,6 +25,12 @@ __all__ = [
 ]
 
 
+NO_HIGHER = (
+    ", no higher rate was tried (capacity.max_rps, or the most the workload's num_prompts "
+    "can show within its TTFT/E2EL limit: docs/objective.md)"
+)
+
+
 def entry_capped(found: CapacityResult | None) -> bool:
     """Whether one capacity search (a trial's, or one scenario's) stopped at max_rps."""
     return found is not None and found.capped
@@ -45,7 +51,7 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
         good_text = f"; {goodput(good)}" if good is not None else ""
         exact = "" if found.resolved else " (run cap reached before the resolution)"
         if found.capped:  # met every SLO at max_rps: no higher rate was tried
-            bound, exact = ", capacity.max_rps: no higher rate was tried", ""
+            bound, exact = NO_HIGHER, ""
         base_text = ""
         if base is not None and baseline is not None and baseline is not p:
             base_rate = rate(base.capacity_rps, base.capped)

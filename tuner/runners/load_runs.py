@@ -96,7 +96,9 @@ def search_capacity(
     """The rate search on one workload. The result is the run at the capacity rate (when no
     rate met the SLOs, the lowest-rate run) with every step attached; a step whose engine
     failed ends the trial as that failure. `beat`: early stopping's "cannot beat the best"
-    (`capacity_to_beat`); a config that breaks an SLO at the best capacity is stopped there."""
+    (`capacity_to_beat`); a config that breaks an SLO at the best capacity is stopped there.
+    The rates searched end at `capacity.max_rps` or at the highest rate the workload's
+    prompts can show (`capacity.shown_rps`), whichever is lower."""
     c, slos = spec.objective.search, spec.slo_limits(name or None)
     if w.goodput is None:
         w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
@@ -120,7 +122,7 @@ def search_capacity(
             resolution=c.resolution,
             max_runs=c.max_runs,
             min_rps=c.min_rps,
-            max_rps=c.max_rps,
+            max_rps=max(min(c.max_rps, capacity.shown_rps(w.num_prompts, slos)), c.min_rps),
             beat_rps=beat.best_rps if beat is not None else None,
         )
     except _StepFailed as exc:

@@ -132,7 +132,8 @@ def best_commands(
         cards.append(_card(title, text, choice, spec, notes, first=not cards))
     head = "".join(f"<th>{_e(h)}</th>" for h in heads)
     table = f'<table><tr><th class="l">selection</th>{head}</tr>{"".join(rows)}</table>'
-    return table + f'<div class="card">{"".join(cards)}</div>'
+    # no trial to recommend: the table's rows say why, and no empty card follows
+    return table + (f'<div class="card">{"".join(cards)}</div>' if cards else "")
 
 
 def verify_section(docs: Sequence[dict[str, Any]]) -> str:

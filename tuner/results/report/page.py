@@ -22,6 +22,7 @@ from tuner.measure.modes import objective_of
 from tuner.results.report.deploy import best_commands, verify_section
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
+from tuner.results.report.plots import scored_points as scored
 from tuner.results.shapes import shape_rows
 from tuner.results.views import prediction_rows
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
@@ -348,6 +349,8 @@ def build_report(
         for i, fig in enumerate(figures)
     ]
     imp_html = divs[2] if isinstance(imp, dict) else f"<p class='sub'>{_e(imp)}</p>"
+    no_history = "<p class='sub'>No trial was measured yet: no score to plot.</p>"
+    history_html = divs[1] if scored(points) else no_history
     scenario_fronts = _scenario_fronts(spec, points, simulated, config)
     load_html = _load_section(spec, points, config)
     banner = (
@@ -382,7 +385,7 @@ under the plot. Axes fit the points: an SLO far from them is named in the legend
 {load_html}
 {shapes_section(spec, points)}
 <h2>Search</h2>
-{divs[1]}
+{history_html}
 {imp_html}
 <h2>Every trial</h2>
 {trials_table(points, front_numbers)}

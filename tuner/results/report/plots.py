@@ -239,12 +239,17 @@ def _lay_out(fig: go.Figure, info: ParetoFrontInfo) -> None:
     )
 
 
-def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
-    """Score per trial (lower is better) with the best feasible score so far."""
-    scored = sorted(
+def scored_points(points: Sequence[TrialPoint]) -> list[TrialPoint]:
+    """The trials the history plots, by number: measured ones with a score."""
+    return sorted(
         (p for p in points if p.score is not None and p.status in ("feasible", "infeasible")),
         key=lambda p: p.number,
     )
+
+
+def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
+    """Score per trial (lower is better) with the best feasible score so far."""
+    scored = scored_points(points)
     fig = go.Figure()
     for status, symbol, color in (("feasible", "circle", "#1f77b4"), ("infeasible", "x", "#888")):
         chosen = [p for p in scored if p.status == status]
