@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
@@ -228,3 +229,25 @@ def test_the_cli_says_a_garbage_database_in_one_line(tiny_model_dir: Path, tmp_p
         done = tuner(command, str(study), cwd=tmp_path, timeout=120)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert "not a database" in done.stderr
+
+
+def test_a_reader_that_meets_the_writer_creating_the_database_tries_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tuner trials` polled while `tuner run` creates the database: Optuna's version check
+    in the reader stamps alembic's row the writer is stamping (seen in a fresh-clone run,
+    `test_readers_during_a_run_do_not_lock_it_out`); the reader tries again, as a writer does."""
+    url = f"sqlite:///{tmp_path}/t.db"
+    Store(url).close()
+    real_open, calls = Store._open, []
+
+    def racing_open(self: Store, readonly: bool) -> None:
+        calls.append(readonly)
+        if len(calls) == 1:
+            orig = sqlite3.IntegrityError("UNIQUE constraint failed: alembic_version.version_num")
+            raise sa.exc.IntegrityError("INSERT INTO alembic_version", {}, orig)
+        real_open(self, readonly)
+
+    monkeypatch.setattr(Store, "_open", racing_open)
+    Store(url, readonly=True).close()
+    assert calls == [True, True]

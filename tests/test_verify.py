@@ -56,6 +56,17 @@ def test_a_figure_moves_only_when_its_intervals_do_not_overlap():
     assert drop.worse and drop.worse_pct == pytest.approx(20.0)
 
 
+def test_a_change_under_the_floor_is_not_moved_even_outside_the_intervals():
+    """The drift between two runs of one engine (the same simulated engine: median ITL 29.63
+    against 30.08 ms, narrow intervals not overlapping) is not a change of the engine."""
+    itl = _check("median_itl_ms", 29.63, (29.5, 29.76), 30.08, (29.95, 30.2))
+    assert itl.moved is False and not itl.worse
+    assert compare.verdict([itl], [], {"median_itl_ms": 30.08}, []).exit_code == 0
+    floor = 1 + compare.MIN_MOVE_PCT / 100
+    at_floor = _check("median_itl_ms", 29.63, (29.5, 29.76), 29.63 * floor, (31.0, 31.3))
+    assert at_floor.moved is True and at_floor.worse
+
+
 def test_the_verdict_says_slo_then_slower_then_engine_then_holds():
     slo = [SloLimit("p99_ttft_ms", "<=", 120.0)]
     slow = _check(got=130.0, gci=(120.0, 140.0))

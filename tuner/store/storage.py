@@ -149,7 +149,9 @@ class Store:
                 break
             except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
                 self._dispose()
-                if readonly or attempt == OPEN_ATTEMPTS - 1 or not _lost_creation_race(exc):
+                # a reader too: Optuna stamps alembic's version row when it opens a database
+                # the writer is still creating (UNIQUE constraint on alembic_version)
+                if attempt == OPEN_ATTEMPTS - 1 or not _lost_creation_race(exc):
                     raise _open_error(self.url, exc, readonly) from None
                 time.sleep(0.05 * (attempt + 1))
             except (ImportError, ValueError, RuntimeError) as exc:
