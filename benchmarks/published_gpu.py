@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from sharegpt_lengths import MAX_PROMPT_LEN, MAX_TOTAL_LEN, MIN_LEN, valid
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "benchmarks" / "published" / "cases.yaml"
@@ -214,23 +215,15 @@ def sharegpt_lengths(
     return prompts.tolist(), outputs.tolist()
 
 
-# vLLM's `is_valid_sequence` defaults (vllm/benchmarks/datasets/datasets.py)
-SHAREGPT_MIN, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = 4, 1024, 2048
+# vLLM's `is_valid_sequence` defaults and filter, where the table was made
+SHAREGPT_MIN, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN
+_vllm_keeps = valid
 
 
 def _inverse_cdf(quantiles: dict, u: np.ndarray) -> np.ndarray:
     levels = np.array([float(k) for k in quantiles]) / 100.0
     values = np.array([float(v) for v in quantiles.values()])
     return np.rint(np.interp(u, levels, values)).astype(np.int64)
-
-
-def _vllm_keeps(p: np.ndarray, o: np.ndarray) -> np.ndarray:
-    return (
-        (p >= SHAREGPT_MIN)
-        & (o >= SHAREGPT_MIN)
-        & (p <= SHAREGPT_MAX_PROMPT)
-        & (p + o <= SHAREGPT_MAX_TOTAL)
-    )
 
 
 def _scaled_to(x: np.ndarray, total: int | None, *, low: int, high: int | None) -> np.ndarray:

@@ -20,7 +20,11 @@ def suite():
     spec = importlib.util.spec_from_file_location("published_gpu", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["published_gpu"] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))  # its sibling script, as `python benchmarks/…` finds it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 
