@@ -203,6 +203,8 @@ def _confidence(
         if pooled:
             out.append(pooled)
         return out
+    if runner_up.baseline and any(v.kind == "not-clearly-better-than-baseline" for v in out):
+        return out  # the runner-up is the baseline, already said: one line, not two
     if not clear(point, runner_up):
         out.append(
             Verdict(
