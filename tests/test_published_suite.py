@@ -100,22 +100,7 @@ def test_the_committed_run_is_of_every_case_as_the_cases_file_states_it(suite) -
     assert len(run["rows"]) == sum(len(c["published"]) for c in cases.values())
 
 
-@pytest.mark.parametrize(
-    "family",
-    [
-        "throughput",
-        "ttft",
-        pytest.param(
-            "tpot",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="TPOT 10.2 % over the 15 V1 cases: the median sits on seed 003's two "
-                "x1.10 figures (docs/simulator.md, 'How close (real GPUs)'); strict, so "
-                "meeting the target fails here until this mark goes",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("family", ["throughput", "ttft", "tpot"])
 def test_the_committed_run_meets_issue_32s_target(suite, family: str) -> None:
     """The committed run's median |error| over the V1 cases (recomputed from its rows, not
     read) within issue 32's targets: throughput and TPOT <= 10 %, TTFT <= 15 %."""

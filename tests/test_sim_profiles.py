@@ -62,6 +62,9 @@ def test_gpu_table_covers_the_issue():
     # the A100 80GB's memory as CUDA reports it (vLLM sizes its cache from
     # torch.cuda.mem_get_info's total), 79.15 GiB, not nvidia-smi's 81920 MiB
     assert round(GPUS["a100-80g"].memory_bytes / GiB, 2) == 79.15
+    # the H100 80GB's likewise: 79.11 GiB (vLLM issue #27508's H100 80GB HBM3), not
+    # nvidia-smi's 81559 MiB; the PCIe card has the same 80 GB
+    assert round(sxm.memory_bytes / GiB, 2) == round(pcie.memory_bytes / GiB, 2) == 79.11
 
 
 # Profile files --------------------------------------------------------------------------

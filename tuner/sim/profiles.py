@@ -164,6 +164,10 @@ AMPERE_SXM = StepTimeConstants(
     flops_efficiency=0.76, attention_efficiency=0.63, bandwidth_efficiency=0.76
 )
 
+# What CUDA reports on an H100 80GB (79.11 GiB; nvidia-smi shows 81559 MiB), which vLLM sizes its
+# cache from, as on the A100 below (docs/simulator.md, "Accelerator profiles").
+H100_CUDA_TOTAL_BYTES = 81009 * 2**20
+
 # Figures per device from the vendors' datasheets; sources in docs/simulator.md.
 # Memory is what the driver reports (nvidia-smi MiB), not the marketing GB; the A100 80GB's is
 # what CUDA reports, which vLLM sizes its cache from (docs/simulator.md, "Accelerator profiles").
@@ -183,7 +187,7 @@ GPUS: dict[str, GpuProfile] = {
     ),
     "h100": GpuProfile(
         "h100",
-        81559 * 2**20,
+        H100_CUDA_TOTAL_BYTES,
         3350e9,
         989e12,
         450e9,
@@ -195,7 +199,7 @@ GPUS: dict[str, GpuProfile] = {
     # and without an NVLink bridge its all-reduce goes over PCIe 5.0 (64 GB/s per direction).
     "h100-pcie": GpuProfile(
         "h100-pcie",
-        81559 * 2**20,
+        H100_CUDA_TOTAL_BYTES,
         2000e9,
         756e12,
         64e9,
