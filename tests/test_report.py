@@ -12,7 +12,7 @@ from results_fixtures import build_study, frozen
 from tuner.results.report import plots as report_plots
 from tuner.results.report.front import SloLine, pareto_front_info
 from tuner.results.report.page import build_report, trials_table
-from tuner.results.report.plots import history_figure, importances, pareto_figure
+from tuner.results.report.plots import history_figure, importances, plot_pareto
 from tuner.results.report.png import write_png
 from tuner.spec.figures import PARTIAL_NOTE
 from tuner.store.storage import Store, spec_of
@@ -36,7 +36,7 @@ def stored(tmp_path: Path):
 
 def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> None:
     _, spec, points = stored
-    fig = pareto_figure(points, spec.objective.slo)
+    fig = plot_pareto(pareto_front_info(points, spec.objective.slo))
     traces = {t.name.split(" (")[0]: t for t in fig.data}
     front = traces["Pareto front"]
     assert list(front.x) == [900.0, 900.0, 1500.0, 1800.0] and list(front.y) == [75, 75, 70, 50]

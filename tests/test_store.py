@@ -15,7 +15,7 @@ from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
 from tuner.store import schema as store_schema
 from tuner.store.storage import Store, resolve_storage
-from tuner_testing import sim_study, tuner
+from tuner_testing import request_records, sim_study, trial_row, tuner
 
 
 def test_resolve_storage(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,8 +47,8 @@ def test_trial_rows_and_records_round_trip(tmp_path: Path) -> None:
     ]
     store.save_trial("s", 0, "measured", argv=["vllm", "serve"], result={"x": 1}, records=records)
     store.save_trial("s", 0, "measured", result={"x": 2}, records=records[:1])  # replaces
-    assert store.trial_row("s", 0)["result"] == {"x": 2}
-    back = store.request_records("s", 0)
+    assert trial_row(store, "s", 0)["result"] == {"x": 2}
+    back = request_records(store, "s", 0)
     assert len(back) == 1 and back[0].itl_s == [0.01, 0.02] and back[0].success
     store.close()
 
@@ -58,8 +58,8 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
     bad = [RequestRecord(prompt_len=1), RequestRecord(prompt_len=object())]  # not storable
     with pytest.raises(Exception):  # noqa: B017 - any driver error will do
         store.save_trial("s", 3, "measured", result={}, records=bad)
-    assert store.trial_row("s", 3) is None
-    assert store.request_records("s", 3) == []
+    assert trial_row(store, "s", 3) is None
+    assert request_records(store, "s", 3) == []
 
 
 def test_engine_bookkeeping(tmp_path: Path) -> None:

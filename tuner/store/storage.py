@@ -300,37 +300,6 @@ class Store:
                 sa.delete(table).where(table.c.study_name == study, table.c.trial_number == trial)
             )
 
-    def trial_row(self, study: str, trial: int) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(
-                    sa.select(trials_table).where(
-                        trials_table.c.study_name == study,
-                        trials_table.c.trial_number == trial,
-                    )
-                )
-                .mappings()
-                .first()
-            )
-        return dict(row) if row else None
-
-    def request_records(self, study: str, trial: int) -> list[RequestRecord]:
-        with self.engine.connect() as conn:
-            rows = (
-                conn.execute(
-                    sa.select(requests_table)
-                    .where(
-                        requests_table.c.study_name == study,
-                        requests_table.c.trial_number == trial,
-                    )
-                    .order_by(requests_table.c.idx)
-                )
-                .mappings()
-                .all()
-            )
-        fields = RequestRecord.__dataclass_fields__
-        return [RequestRecord(**{k: v for k, v in r.items() if k in fields}) for r in rows]
-
     def close(self) -> None:
         self.engine.dispose()
         self.optuna.engine.dispose()
