@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tuner.errors import UserError
+from tuner.errors import KeyTaken, UserError
 from tuner.measure.records import RequestRecord
 from tuner.store import schema as store_schema
+from tuner.store.driver_errors import inserting
 from tuner.store.storage import Store, resolve_storage
 from tuner_testing import request_records, sim_study, trial_row, tuner
 
@@ -251,3 +252,16 @@ def test_a_reader_that_meets_the_writer_creating_the_database_tries_again(
     monkeypatch.setattr(Store, "_open", racing_open)
     Store(url, readonly=True).close()
     assert calls == [True, True]
+
+
+def test_an_insert_another_process_won_is_key_taken(tmp_path: Path) -> None:
+    """The driver's unique-key error is mapped once (`driver_errors.inserting`): the run lock
+    and a config's claim catch the tuner's `KeyTaken`, never SQLAlchemy's IntegrityError."""
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    row = {"study_name": "s", "config_key": "k", "trial_number": 0, "worker_id": "w"}
+    insert = sa.insert(store_schema.claims_table).values(**row, claimed_at=0.0)
+    with inserting(store.engine) as conn:
+        conn.execute(insert)
+    with pytest.raises(KeyTaken, match="UNIQUE constraint failed"), inserting(store.engine) as conn:
+        conn.execute(insert)
+    store.close()
