@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from tuner.errors import KeyTaken, UserError
 from tuner.run.recovery import heartbeat_s, host_id, owner_alive, this_process
+from tuner.spec.values import Params
 from tuner.store.driver_errors import inserting
 from tuner.store.schema import claims_table, locks_table, workers_table
 from tuner.store.storage import Store
@@ -190,7 +191,7 @@ class Worker:
         self.stop()
 
 
-def config_key(params: dict[str, Any], host: str | None = None) -> str:
+def config_key(params: Params, host: str | None = None) -> str:
     """A config's claim key: its parameters (and, for a baseline, its host: each host
     measures vLLM's defaults once, and two hosts may do so at once)."""
     text = json.dumps([sorted(params.items()), host], sort_keys=True, default=str)

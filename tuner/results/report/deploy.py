@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup
@@ -55,7 +56,32 @@ def _trial_words(choice: Selection) -> str:
     return str(choice.point.number)
 
 
-def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Row:
+    """One row of the summary table: a selection's figures in words, or why there is none."""
+
+    title: str
+    error: str | None = None  # no trial to recommend: why
+    cells: list[str] = field(default_factory=list)  # the trial, (capacity,) figures, score
+    change: list[str] = field(default_factory=list)  # against vLLM's defaults, what got worse
+    doubts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Card:
+    """One command with the notes that justify it (and, held back, the candidate's)."""
+
+    title: str
+    trial: str
+    first: bool  # unfolded
+    flag: str  # ` --slo ...` of its `tuner export`
+    command: str
+    notes: list[str]
+    candidate_number: int | None
+    candidate: str | None  # the candidate's command, when held back
+
+
+def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> _Row:
     """One selection: the trial, (capacity mode: its capacity first), the headline figures, the
     score, the change against vLLM's defaults, what got worse, and the doubts."""
     p = choice.point
@@ -67,34 +93,28 @@ def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> dic
     cells.append(figure(p.score, 3, sign=True))
     found = choice.comparison.lines() if choice.comparison is not None else []
     doubts = [v.text for v in choice.verdicts if v.doubt]
-    return {
-        "title": title,
-        "error": None,
-        "cells": cells,
-        "change": found + worse,
-        "doubts": doubts,
-    }
+    return _Row(title, cells=cells, change=found + worse, doubts=doubts)
 
 
 def _card(
     title: str, text: str | None, choice: Selection, spec: StudySpec, notes: list[str], first: bool
-) -> dict[str, Any]:
+) -> _Card:
     """The command with the figures that justify it; held back: the defaults' command, then the
     candidate's, which `tuner export --candidate` writes."""
     rec = choice.recommendation
     candidate = rec.candidate if choice.held and rec is not None else None
-    return {
-        "title": title,
-        "trial": _trial_words(choice),
-        "first": first,
-        "flag": f" --slo {shlex.quote(text)}" if text else "",
-        "command": shell_command(spec, choice.params),
-        "notes": notes,
-        "candidate_number": None if candidate is None else candidate.number,
-        "candidate": None
+    return _Card(
+        title=title,
+        trial=_trial_words(choice),
+        first=first,
+        flag=f" --slo {shlex.quote(text)}" if text else "",
+        command=shell_command(spec, choice.params),
+        notes=notes,
+        candidate_number=None if candidate is None else candidate.number,
+        candidate=None
         if candidate is None
         else shell_command(spec, shipped_params(choice.smallest, candidate)),
-    }
+    )
 
 
 def best_commands(
@@ -110,14 +130,14 @@ def best_commands(
     capacity = objective_of(spec.objective).rated
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
-    rows: list[dict[str, Any]] = []
-    cards: list[dict[str, Any]] = []
+    rows: list[_Row] = []
+    cards: list[_Card] = []
     for title, text in _slo_sets(spec):
         limits = parse_slo(text) if text else []
         try:
             choice = select_trial(points, study_name, limits=limits)
         except UserError as exc:
-            rows.append({"title": title, "error": str(exc)})
+            rows.append(_Row(title, error=str(exc)))
             continue
         choice = hold(judge(choice, points, spec, study, baseline))
         rec = choice.recommendation

@@ -29,7 +29,7 @@ from tuner.results.shapes import shape_rows
 from tuner.results.views import prediction_rows
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.study import StudySpec
+from tuner.spec.study import ParameterSpec, StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
 from tuner.trial import best as best_trial
 from tuner.trial.hosts import SHOWN, differences
@@ -161,7 +161,7 @@ def hosts_section(points: Sequence[TrialPoint]) -> Markup:
     )
 
 
-def _describe_param(p: Any) -> str:
+def _describe_param(p: ParameterSpec) -> str:
     where = f"env {p.env}" if p.env else (p.flag or "flag")
     if p.type in ("int", "float"):
         rng = (
