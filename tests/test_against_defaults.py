@@ -97,7 +97,7 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     assert "pre.notes { white-space: pre-wrap;" in page  # the grey box wraps, cuts nothing
     notes = re.search(r'<pre class="notes">(.*?)</pre>', page, re.S)
     assert notes is not None
-    shown = notes.group(1).replace("&#x27;", "'")
+    shown = notes.group(1).replace("&#39;", "'")
     assert change.removeprefix("# ") in shown
     assert all(verdict in shown for verdict in texts)
-    assert "<th>against vLLM&#x27;s defaults</th><th>doubts</th>" in page
+    assert "<th>against vLLM&#39;s defaults</th><th>doubts</th>" in page

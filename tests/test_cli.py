@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from tuner import cli
+from tuner.store.driver_errors import storage_full
 
 
 def _optuna_wrapped(message: str) -> BaseException:
@@ -27,16 +28,16 @@ def _optuna_wrapped(message: str) -> BaseException:
 
 
 def test_full_disk_errors_are_told_in_one_line() -> None:
-    full = cli.storage_full(_optuna_wrapped("database or disk is full"))
+    full = storage_full(_optuna_wrapped("database or disk is full"))
     assert full.startswith("storage full: cannot write the database (database or disk is full)")
     assert "sqlite3" not in full
-    io = cli.storage_full(_optuna_wrapped("disk I/O error"))
+    io = storage_full(_optuna_wrapped("disk I/O error"))
     assert io.startswith("cannot write the database: disk I/O error (is the disk full?)")
     enospc = OSError(errno.ENOSPC, "No space left on device", "/runs/trial-0001.log")
-    assert cli.storage_full(enospc).startswith(
+    assert storage_full(enospc).startswith(
         "cannot write /runs/trial-0001.log: disk full (No space left on device)"
     )
-    assert cli.storage_full(OSError(errno.EFBIG, "File too large")).startswith(
+    assert storage_full(OSError(errno.EFBIG, "File too large")).startswith(
         "cannot write: disk full (File too large)"
     )
     try:  # the disk filled in Optuna's tell, then again in the trial's cleanup
@@ -45,20 +46,20 @@ def test_full_disk_errors_are_told_in_one_line() -> None:
         except optuna.exceptions.StorageInternalError:
             raise _optuna_wrapped("database or disk is full")  # noqa: B904
     except optuna.exceptions.StorageInternalError as exc:
-        assert cli.storage_full(exc).startswith("storage full: ")
+        assert storage_full(exc).startswith("storage full: ")
     try:
         try:
             raise _optuna_wrapped("database or disk is full")
         except optuna.exceptions.StorageInternalError:
             raise RuntimeError("unrelated") from None
     except RuntimeError as exc:
-        assert cli.storage_full(exc) is None  # `from None`: the context is dropped on purpose
+        assert storage_full(exc) is None  # `from None`: the context is dropped on purpose
     for other in (
         ValueError("x"),
         OSError(errno.EACCES, "Permission denied"),
         _optuna_wrapped("database is locked"),
     ):
-        assert cli.storage_full(other) is None
+        assert storage_full(other) is None
 
 
 def test_full_disk_ends_main_with_exit_2_and_one_line(

@@ -20,7 +20,7 @@ from tuner.results.report.layout import (
     tick_texts,
 )
 from tuner.results.report.load import curve_figure
-from tuner.results.report.plots import pareto_figure
+from tuner.results.report.plots import plot_pareto
 from tuner.results.report.png import TITLE_CHARS, draw_png, title_lines
 from tuner.spec.slo import parse_slo
 from tuner.trial import read
@@ -234,7 +234,7 @@ def test_a_plot_of_only_failed_trials_says_so_in_its_middle(recwarn) -> None:
     ]
     info = pareto_front_info(failed, SLO)
     assert info.empty_words == "no measured trial to plot (2 failed)"
-    fig = pareto_figure(failed, SLO)
+    fig = plot_pareto(pareto_front_info(failed, SLO))
     assert [a.text for a in fig.layout.annotations if a.x == 0.5] == [info.empty_words]
     assert fig.layout.xaxis.showticklabels is False
     out = io.BytesIO()

@@ -78,7 +78,7 @@ def test_best_and_the_report_recommend_the_defaults_and_name_the_candidate(
     report = tmp_path / "r.html"
     assert _cli(study_file, url, "report", "-o", str(report)).returncode == 0
     page = report.read_text()
-    assert "0: vLLM&#x27;s defaults (candidate: trial 1)" in page
+    assert "0: vLLM&#39;s defaults (candidate: trial 1)" in page
     assert "tuner export STUDY.yaml --candidate" in page
 
 

@@ -15,12 +15,19 @@ import pytest
 import yaml
 
 from tuner.errors import UserError
-from tuner.run.checks import check_run, check_run_storage
-from tuner.spec.study import load_study_spec
+from tuner.run.checks import check_run_storage, check_workload_files, run_checks
+from tuner.spec.study import StudySpec, load_study_spec
 from tuner.spec.workload import MAX_PROMPTS, MAX_WARMUPS, WorkloadSpec
 
 TUNER = [sys.executable, "-m", "tuner.cli"]
 SPACE = {"parameters": {"max-num-seqs": {"type": "int", "low": 8, "high": 64}}}
+
+
+def check_run(spec: StudySpec, storage: str | None) -> None:
+    """What `tuner run` refuses, the first problem raised (preflight collects them all)."""
+    for check in run_checks(spec, storage):
+        check()
+    check_workload_files(spec)
 
 
 def _write(tmp_path: Path, data: dict) -> Path:

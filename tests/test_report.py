@@ -12,7 +12,7 @@ from results_fixtures import build_study, frozen
 from tuner.results.report import plots as report_plots
 from tuner.results.report.front import SloLine, pareto_front_info
 from tuner.results.report.page import build_report, trials_table
-from tuner.results.report.plots import history_figure, importances, pareto_figure
+from tuner.results.report.plots import history_figure, importances, plot_pareto
 from tuner.results.report.png import write_png
 from tuner.spec.figures import PARTIAL_NOTE
 from tuner.store.storage import Store, spec_of
@@ -36,7 +36,7 @@ def stored(tmp_path: Path):
 
 def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> None:
     _, spec, points = stored
-    fig = pareto_figure(points, spec.objective.slo)
+    fig = plot_pareto(pareto_front_info(points, spec.objective.slo))
     traces = {t.name.split(" (")[0]: t for t in fig.data}
     front = traces["Pareto front"]
     assert list(front.x) == [900.0, 900.0, 1500.0, 1800.0] and list(front.y) == [75, 75, 70, 50]
@@ -120,11 +120,25 @@ def test_report_is_one_offline_file_with_every_section(stored) -> None:
         ("Under SLO mean_tpot_ms<=80", 3),
         ("Under all SLOs", 6),
     ]
-    assert "vllm serve &#x27;/mnt/My Models/Qwen 32B&#x27;" in html  # escaped in HTML
+    assert "vllm serve &#39;/mnt/My Models/Qwen 32B&#39;" in html  # escaped in HTML
     assert "kv_cache_too_small: No available memory for the cache blocks." in html
     assert "4× a6000" in html and "random 512 in / 128 out" in html
     assert "PREDICTED" not in html and "SIMULATED" not in html
     assert "s of engine time over" in html and re.search(r"<th[^>]*>engine s</th>", html)
+
+
+def test_text_from_the_study_is_escaped_by_the_templates(stored) -> None:
+    """The templates autoescape: markup in the study file (its description, a flag's value)
+    arrives in the page as text, never as a tag."""
+    study, spec, points = stored
+    evil = "<script>alert('x')</script>"
+    engine = spec.engine.model_copy(update={"flags": {**spec.engine.flags, "tag": evil}})
+    spec = spec.model_copy(update={"description": evil, "engine": engine})
+    html = build_report(study, spec, points, simulated=False)
+    assert evil not in html and "<script>alert" not in html
+    escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
+    assert f'<p class="sub">{escaped} · ' in html  # the subtitle
+    assert f"--tag {escaped}" in html  # the engine's fixed flags, in "Measured on"
 
 
 def test_trials_table_rows_classify_every_trial(stored) -> None:
@@ -151,7 +165,7 @@ def test_simulated_report_says_so(tmp_path: Path) -> None:
     html = build_report(study, spec, points, simulated=True)
     store.close()
     assert "SIMULATED study: every figure in this report is a prediction" in html
-    assert "PREDICTED by the tuner&#x27;s simulator" in html
+    assert "PREDICTED by the tuner&#39;s simulator" in html
 
 
 def test_multi_objective_and_all_failed_studies_still_report(tmp_path: Path) -> None:
@@ -165,7 +179,7 @@ def test_multi_objective_and_all_failed_studies_still_report(tmp_path: Path) -> 
     store, study, spec, points = _load(url)
     html = build_report(study, spec, points, simulated=False)
     store.close()
-    assert "no trial of study &#x27;handbuilt&#x27; was measured" in html
+    assert "no trial of study &#39;handbuilt&#39; was measured" in html
     assert "Too few measured trials to rank parameters by importance: 0 measured" in html
     # one line each, no empty card under "What to deploy" and no empty history plot
     assert '<div class="card"></div>' not in html

@@ -23,7 +23,7 @@ from tuner.runners.engine_runner import CACHE_DIR, EngineRunner
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store
 from tuner.trial.keys import PREDICTED
-from tuner_testing import cpu_study, start_run, tuner
+from tuner_testing import cpu_study, start_run, trial_row, tuner
 
 pytestmark = pytest.mark.vllm
 
@@ -100,7 +100,7 @@ def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
         assert f"Cached model info file for class {MODEL_INFO} not found" not in text
     # The sockets' folders: one per start, named in the trial's env, removed after the stop.
     store = Store(f"sqlite:///{tmp_path}/tuner.db")
-    rows = [store.trial_row("cpu-tiny", t.number) for t in _trials(tmp_path, "cpu-tiny")]
+    rows = [trial_row(store, "cpu-tiny", t.number) for t in _trials(tmp_path, "cpu-tiny")]
     store.close()
     folders = {r["env"][RPC_BASE_ENV] for r in rows if r and RPC_BASE_ENV in (r["env"] or {})}
     assert len(folders) == len(logs) and not any(Path(f).exists() for f in folders)
@@ -138,7 +138,7 @@ def test_refused_block_size_is_recorded_and_the_study_goes_on(
     # refusal from a started engine is tests/test_engine_failures.py's).
     assert refused.user_attrs["engine_s"] == 0.0
     assert "precheck_wrong" not in refused.user_attrs | measured.user_attrs
-    assert store.trial_row("cpu-tiny", refused.number)["outcome"] == "predicted_infeasible"
+    assert trial_row(store, "cpu-tiny", refused.number)["outcome"] == "predicted_infeasible"
     store.close()
     assert _no_engine_left(tmp_path)
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tuner.errors import UserError
+from tuner.errors import KeyTaken, UserError
 from tuner.measure.records import RequestRecord
 from tuner.store import schema as store_schema
+from tuner.store.driver_errors import inserting
 from tuner.store.storage import Store, resolve_storage
-from tuner_testing import sim_study, tuner
+from tuner_testing import request_records, sim_study, trial_row, tuner
 
 
 def test_resolve_storage(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,8 +48,8 @@ def test_trial_rows_and_records_round_trip(tmp_path: Path) -> None:
     ]
     store.save_trial("s", 0, "measured", argv=["vllm", "serve"], result={"x": 1}, records=records)
     store.save_trial("s", 0, "measured", result={"x": 2}, records=records[:1])  # replaces
-    assert store.trial_row("s", 0)["result"] == {"x": 2}
-    back = store.request_records("s", 0)
+    assert trial_row(store, "s", 0)["result"] == {"x": 2}
+    back = request_records(store, "s", 0)
     assert len(back) == 1 and back[0].itl_s == [0.01, 0.02] and back[0].success
     store.close()
 
@@ -58,8 +59,8 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
     bad = [RequestRecord(prompt_len=1), RequestRecord(prompt_len=object())]  # not storable
     with pytest.raises(Exception):  # noqa: B017 - any driver error will do
         store.save_trial("s", 3, "measured", result={}, records=bad)
-    assert store.trial_row("s", 3) is None
-    assert store.request_records("s", 3) == []
+    assert trial_row(store, "s", 3) is None
+    assert request_records(store, "s", 3) == []
 
 
 def test_engine_bookkeeping(tmp_path: Path) -> None:
@@ -251,3 +252,16 @@ def test_a_reader_that_meets_the_writer_creating_the_database_tries_again(
     monkeypatch.setattr(Store, "_open", racing_open)
     Store(url, readonly=True).close()
     assert calls == [True, True]
+
+
+def test_an_insert_another_process_won_is_key_taken(tmp_path: Path) -> None:
+    """The driver's unique-key error is mapped once (`driver_errors.inserting`): the run lock
+    and a config's claim catch the tuner's `KeyTaken`, never SQLAlchemy's IntegrityError."""
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    row = {"study_name": "s", "config_key": "k", "trial_number": 0, "worker_id": "w"}
+    insert = sa.insert(store_schema.claims_table).values(**row, claimed_at=0.0)
+    with inserting(store.engine) as conn:
+        conn.execute(insert)
+    with pytest.raises(KeyTaken, match="UNIQUE constraint failed"), inserting(store.engine) as conn:
+        conn.execute(insert)
+    store.close()

@@ -19,6 +19,7 @@ from tuner.store.optuna_adapter import set_system_attr
 from tuner.store.storage import Store
 from tuner.trial import OWNER
 from tuner.trial.specs import study_name
+from tuner_testing import request_records, trial_row
 
 
 def _spec(tokenizer: Path, **over) -> StudySpec:
@@ -92,8 +93,8 @@ def test_plan_study_stores_every_trial_with_metrics(tiny_model_dir: Path, store:
             continue
         for key in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput", "p99_ttft_ms_ci"):
             assert key in t.user_attrs
-        assert store.trial_row(study.study_name, t.number)["outcome"] == "measured"
-        assert len(store.request_records(study.study_name, t.number)) == 40
+        assert trial_row(store, study.study_name, t.number)["outcome"] == "measured"
+        assert len(request_records(store, study.study_name, t.number)) == 40
     assert study.metric_names == ["score"]
 
 
@@ -126,7 +127,11 @@ def test_refused_configs_are_recorded_not_launched(tiny_model_dir: Path, store: 
         }
     )
     summary = loop.run(n_trials=1)  # a rule's refusal is free: the memory refusal is the 1
-    assert summary.launches_saved == 1 and summary.saved_by_rules == 1 and summary.ran == 2
+    assert (
+        summary.saved_by_precheck + summary.saved_by_reuse == 1
+        and summary.saved_by_rules == 1
+        and summary.ran == 2
+    )
     rule, memory, baseline = loop.study.get_trials()
     assert baseline.state == optuna.trial.TrialState.WAITING  # vLLM's defaults: queued next
     assert rule.user_attrs["failure_kind"] == "invalid_argument"
@@ -158,7 +163,7 @@ def test_repeated_parameters_reuse_the_result(tiny_model_dir: Path, store: Store
     assert baseline.user_attrs["baseline"] is True
     assert second.user_attrs["reused_from"] == first.number
     assert second.values == first.values
-    assert store.trial_row("loop-simulated", second.number) is None
+    assert trial_row(store, "loop-simulated", second.number) is None
 
 
 def test_stale_running_trial_is_marked_interrupted(tiny_model_dir: Path, store: Store) -> None:

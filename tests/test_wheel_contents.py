@@ -7,6 +7,7 @@ packages `pip wheel .` puts in the wheel, instead of building one."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import PurePosixPath
 
 from setuptools import find_packages
 
@@ -34,3 +35,18 @@ def test_the_wheel_holds_the_tuner_and_no_test_helpers() -> None:
         if f.stem in TEST_ONLY
     ]
     assert modules == []
+
+
+def test_the_package_s_data_files_are_in_the_wheel() -> None:
+    """Every file of `tuner/` that is not Python (the report's templates, py.typed) matches
+    pyproject's package-data: an installed tuner renders its report (`report.render`)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["tuner"]
+    root = REPO / "tuner"
+    data = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc")
+    ]
+    assert "results/report/templates/report.html.j2" in data
+    assert [f for f in data if not any(PurePosixPath(f).match(p) for p in patterns)] == []

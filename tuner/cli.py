@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import re
-import sqlite3
 import sys
 from typing import Any
 
@@ -74,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted by SIGINT", code=130)
     except Exception as exc:
+        from tuner.store.driver_errors import storage_full  # the drivers load on this path only
+
         message = storage_full(exc)
         if message is None:
             raise
@@ -81,37 +80,6 @@ def main(argv: list[str] | None = None) -> None:
     if rv == 130:  # typer's word for a KeyboardInterrupt outside a study run
         _fail("interrupted by SIGINT", code=130)
     sys.exit(rv if isinstance(rv, int) else 0)
-
-
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
-_FULL_DB = ("database or disk is full", "No space left on device", "could not extend file")
-_RERUN = "free space and run again: the interrupted trial is then recovered"
-
-
-def storage_full(exc: BaseException | None) -> str | None:
-    """One line for an error that a full disk caused, anywhere in the exception's chain
-    (Optuna wraps SQLAlchemy's error, which wraps the driver's); None for anything else.
-
-    SQLite says "database or disk is full" on ENOSPC, and "disk I/O error" when a write fails
-    otherwise (EFBIG: over a file size limit); PostgreSQL "could not extend file ...".
-    """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
-            where = f" {exc.filename}" if exc.filename else ""
-            return f"cannot write{where}: disk full ({exc.strerror or exc}); {_RERUN}"
-        if isinstance(exc, sqlite3.OperationalError) or type(exc).__name__ in (
-            "OperationalError",
-            "DiskFull",
-        ):
-            text = re.sub(r"^\([\w.]+\) ", "", (str(exc).splitlines() or [""])[0])
-            if any(p in text for p in _FULL_DB):
-                return f"storage full: cannot write the database ({text}); {_RERUN}"
-            if "disk I/O error" in text:
-                return f"cannot write the database: {text} (is the disk full?); {_RERUN}"
-        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    return None
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -4,6 +4,9 @@
     └── TunerError ............. the base of every exception the tuner raises (but one, below)
         ├── UserError .......... a mistake in the user's input (study file, flag, URL, storage);
         │                        the CLI prints it as one line on stderr and exits with code 2
+        ├── KeyTaken ........... another process stored a row of the same key first (the run
+        │                        lock, a config's claim): the database's unique key, mapped
+        │                        from the driver's error by tuner.store.driver_errors
         ├── RunInterrupted ..... Ctrl-C, SIGTERM or SIGHUP stopped a run after its trial was
         │                        recorded as interrupted; the CLI exits with 128 + the signal
         ├── NotReady ........... waiting for an engine's readiness ended without it: the
@@ -48,6 +51,10 @@ class TunerError(Exception):
 
 class UserError(TunerError):
     """A mistake in the user's input (file, flag, URL): reported in one line, no traceback."""
+
+
+class KeyTaken(TunerError):
+    """Another process stored a row of the same key first (`tuner.store.driver_errors`)."""
 
 
 class NotReady(TunerError):

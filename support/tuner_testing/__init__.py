@@ -9,6 +9,7 @@ from tuner_testing.cli import REPO, TUNER, start_run, tuner
 from tuner_testing.forked import vllm_run
 from tuner_testing.postgres import PG_USER, PostgresServer, postgres_missing, start_workers
 from tuner_testing.servers import loopback_app
+from tuner_testing.stored import request_records, trial_row
 from tuner_testing.studies import cpu_study, sim_study, sim_time_scale
 from tuner_testing.trials import counted, launched, measured_at_once
 
@@ -23,10 +24,12 @@ __all__ = [
     "loopback_app",
     "measured_at_once",
     "postgres_missing",
+    "request_records",
     "sim_study",
     "sim_time_scale",
     "start_run",
     "start_workers",
+    "trial_row",
     "tuner",
     "vllm_run",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
 from tuner.errors import UserError
@@ -28,6 +28,7 @@ from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, TrialPoint
 from tuner.trial.scoring import score_trial, simulated_reference
 
@@ -106,7 +107,7 @@ def nominal_runner(spec: StudySpec, requests: Sequence[BenchRequest]) -> PlanRun
     return _runner(spec, requests, PlanRunner(spec) if spec.scenarios else None, NOMINAL)
 
 
-def simulated(runner: PlanRunner, params: Mapping[str, Any]) -> Measurement | None:
+def simulated(runner: PlanRunner, params: Params) -> Measurement | None:
     """The planner's measurement of one config (every scenario, the capacity search as the
     study runs them); None if the engine refuses it."""
     ctx = TrialContext(runner.spec.name, -1, dict(params), phase=lambda _: None)
@@ -117,8 +118,8 @@ def simulated(runner: PlanRunner, params: Mapping[str, Any]) -> Measurement | No
 def gains(
     spec: StudySpec,
     requests: Sequence[BenchRequest],
-    params: Mapping[str, Any],
-    base_params: Mapping[str, Any],
+    params: Params,
+    base_params: Params,
 ) -> dict[str, float | None]:
     """The config's gain (−score against the baseline, both simulated on the same workload,
     scored as the study scores: a capacity ratio, a scenario mix) nominal and under each

@@ -20,9 +20,9 @@ perturbation would be its own run); its simulated check stands (docs/robustness.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
 from tuner.fidelity.robustness import (
@@ -37,6 +37,7 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
+from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
 from tuner.workload.datasets import BenchRequest, resized
 
@@ -90,8 +91,8 @@ def _gain(spec: StudySpec, mine: ScenarioEntry | None, base: ScenarioEntry | Non
 def measured_gains(
     spec: StudySpec,
     runner: TrialRunner,
-    params: Mapping[str, Any],
-    base_params: Mapping[str, Any],
+    params: Params,
+    base_params: Params,
     log_name: str = "robustness",
 ) -> tuple[dict[str, float | None], dict[str, dict[str, dict[str, float]]], str | None]:
     """(gain per perturbation, the runs' figures, a failure) from one engine start of the

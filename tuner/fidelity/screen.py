@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from tuner.spec.space import (
     spec_rules,
 )
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
 
 # Until two real trials have a score error: the screen's score is assumed this far off per
@@ -75,14 +76,14 @@ PLAIN_FIRST = 1
 # every pick left 2 of 3 seeds of a hidden truth at max-num-seqs 10-12, 1.25 % short of its
 # optimum at 8 after 5 real trials; docs/multi-fidelity.md, "Screen changes").
 DRAW_EVERY = 2
-_Best = tuple[tuple[bool, float], dict[str, Any], dict[str, float], float, float]  # _Ranking.best
+_Best = tuple[tuple[bool, float], Params, dict[str, float], float, float]  # _Ranking.best
 
 
 @dataclass(frozen=True)
 class ScreenChoice:
     """The config the screen runs next, and what it predicted for it."""
 
-    params: dict[str, Any]
+    params: Params
     metrics: dict[str, float]
     score: float
     info: ScreenInfo
@@ -184,13 +185,11 @@ class Screen:
 
     # Prediction --------------------------------------------------------------------------
 
-    def flags(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    def flags(self, params: Params) -> dict[str, Any]:
         """What the simulator takes for a config (as `tuner plan` passes it)."""
         return {**effective_flags(self.spec, dict(params)), **engine_env(self.spec, dict(params))}
 
-    def predict(
-        self, params: Mapping[str, Any], profile: GpuProfile | None = None
-    ) -> dict[str, float] | None:
+    def predict(self, params: Params, profile: GpuProfile | None = None) -> dict[str, float] | None:
         """The calibrated simulator's figures for one config (on `profile`, e.g. a draw,
         when given); None if it would not start."""
         flags = self.flags(params)
@@ -242,8 +241,8 @@ class Screen:
         ranking = _Ranking(self, gpu, reference, seen, error, tried)
         plain = _screened(points) < PLAIN_FIRST
         n_refine = 0 if plain else int(self.spec.search.candidates * REFINE_SHARE)
-        for params in self.candidates(real, self.spec.search.candidates - n_refine):
-            ranking.consider(params)
+        for candidate in self.candidates(real, self.spec.search.candidates - n_refine):
+            ranking.consider(candidate)
         self.refine(ranking, n_refine)
         best, screened = ranking.best, ranking.screened
         if best is None:
@@ -268,8 +267,8 @@ class Screen:
 
     def _predicted(
         self,
-        params: Mapping[str, Any],
-        ref_params: Mapping[str, Any] | None,
+        params: Params,
+        ref_params: Params | None,
         metrics: dict[str, float],
         score: float,
     ) -> tuple[dict[str, float], float]:
@@ -350,7 +349,7 @@ class Screen:
             for name, x in zip(self.names, u, strict=True)
         }
 
-    def to_unit(self, params: Mapping[str, Any]) -> list[float]:
+    def to_unit(self, params: Params) -> list[float]:
         return [to_unit(self.dists[n], params.get(n)) for n in self.names]
 
 
@@ -372,7 +371,7 @@ class _Ranking:
         self.best: _Best | None = None
         self.screened = 0
 
-    def consider(self, params: dict[str, Any]) -> None:
+    def consider(self, params: Params) -> None:
         s = self.screen
         if params_key(params) in self.tried:
             return

@@ -21,9 +21,10 @@ simulator, `tuner.fidelity.smallest_check`) and the rule come in as functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from tuner.spec.values import Params
 from tuner.trial.smallest import FlagRevert, SmallestChange
 
 S = TypeVar("S")  # a scored config, as the caller scores it
@@ -31,23 +32,21 @@ S = TypeVar("S")  # a scored config, as the caller scores it
 Loses = Callable[[S, S], tuple[bool, str]]
 
 
-def changed_flags(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
+def changed_flags(params: Params, defaults: Params) -> list[str]:
     """The flags `params` sets to something other than `defaults` (in `params`' order); a flag
     the defaults do not name cannot be reverted, so it is not listed (it stays)."""
     return [f for f, v in params.items() if f in defaults and v != defaults[f]]
 
 
-def reverted(
-    params: Mapping[str, Any], defaults: Mapping[str, Any], flags: Sequence[str]
-) -> dict[str, Any]:
+def reverted(params: Params, defaults: Params, flags: Sequence[str]) -> dict[str, Any]:
     """`params` with `flags` set back to their defaults."""
     return {f: (defaults[f] if f in flags else v) for f, v in params.items()}
 
 
 def smallest_change(
-    params: Mapping[str, Any],
-    defaults: Mapping[str, Any],
-    score: Callable[[dict[str, Any]], S | None],
+    params: Params,
+    defaults: Params,
+    score: Callable[[Params], S | None],
     loses: Loses[S],
     score_of: Callable[[S], float | None],
     only: Sequence[str] | None = None,

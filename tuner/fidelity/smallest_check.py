@@ -12,7 +12,7 @@ trials (`search.fidelity: multi`), else the study's own profile, said so in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from tuner.measure.measurement import Measurement
 from tuner.runners.plan import PlanRunner
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
 from tuner.trial.clearly import ClearlyBetter
 from tuner.trial.scoring import judge, score_trial, simulated_reference
@@ -44,7 +45,7 @@ class ScoredConfig:
     broken: tuple[str, ...]
 
 
-Score = Callable[[dict[str, Any]], ScoredConfig | None]
+Score = Callable[[Params], ScoredConfig | None]
 
 
 def _calibrated(study: StudyRecord) -> tuple[Any, str]:
@@ -88,12 +89,12 @@ def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool,
 
 
 def scorer(
-    spec: StudySpec, measure: Callable[[dict[str, Any]], Measurement | None], ref: TrialPoint
+    spec: StudySpec, measure: Callable[[Params], Measurement | None], ref: TrialPoint
 ) -> Score:
     """Each config measured by `measure` (None: refused) and scored against `ref`, as the
     study scores a trial."""
 
-    def score(params: dict[str, Any]) -> ScoredConfig | None:
+    def score(params: Params) -> ScoredConfig | None:
         m = measure(params)
         if m is None:
             return None
@@ -109,7 +110,7 @@ def scorer(
 def decide(
     spec: StudySpec,
     point: TrialPoint,
-    defaults: Mapping[str, Any],
+    defaults: Params,
     score: Score,
     note: str,
     source: str,

@@ -25,6 +25,7 @@ from tuner.fidelity.smallest_check import ScoredConfig, decide, scorer
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import SmallestChange, TrialPoint
 from tuner.trial.smallest import MEASURED, SIMULATED
 
@@ -61,7 +62,7 @@ def check_best_measured(
     seen: dict[tuple[tuple[str, Any], ...], Measurement | None] = {}
     simulated = [rerun.simulated] if rerun is not None else []  # on a `tuner sim serve` engine
 
-    def measure(params: dict[str, Any]) -> Measurement | None:
+    def measure(params: Params) -> Measurement | None:
         key = tr.params_key(params)
         if key not in seen:
             name = f"smallest-{best.number:04d}"
@@ -73,7 +74,7 @@ def check_best_measured(
 
     measured_score = scorer(spec, measure, base)
 
-    def score(params: dict[str, Any]) -> ScoredConfig | None:
+    def score(params: Params) -> ScoredConfig | None:
         if rerun is not None and tr.params_key(params) == tr.params_key(best.params):
             return ScoredConfig(rerun, tuple(rerun.broken_constraints))
         return measured_score(params)

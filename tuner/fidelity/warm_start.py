@@ -22,6 +22,7 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.store.storage import Store
 from tuner.trial import scoring, specs
 from tuner.trial.reading import read_study
@@ -133,7 +134,7 @@ def _no_plan(source: str, url: str) -> UserError:
     )
 
 
-def fits(spec: StudySpec, params: dict[str, Any]) -> bool:
+def fits(spec: StudySpec, params: Params) -> bool:
     """The same parameters as this study's space, each value inside its range."""
     space = spec.search_space.parameters
     if set(params) != set(space):

@@ -60,12 +60,6 @@ class Result:
     beaten: bool = False
 
     @property
-    def capacity_step(self) -> Step | None:
-        """The run at the capacity rate (the highest feasible), if any."""
-        ok = [s for s in self.steps if s.feasible and s.rate_rps == self.capacity_rps]
-        return ok[-1] if ok else None
-
-    @property
     def runs(self) -> int:
         return len(self.steps)
 

@@ -14,6 +14,7 @@ from tuner.errors import UserError
 from tuner.spec.inputs import POSIX_NAME
 from tuner.spec.space import serve_argv, serve_config, serve_env
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 
 
 def env_assignments(env: dict[str, str], quote: Callable[[str], str] = shlex.quote) -> list[str]:
@@ -47,7 +48,7 @@ def one_line_quote(value: str) -> str:
     return "$'" + "".join(out) + "'"
 
 
-def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
+def shell_command(spec: StudySpec, params: Params) -> str:
     """`VAR=value vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
     env = env_assignments(serve_env(spec, params))
     argv = serve_argv(spec, params)
@@ -61,7 +62,7 @@ def shell_command(spec: StudySpec, params: dict[str, Any]) -> str:
     return " \\\n  ".join(lines)
 
 
-def vllm_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+def vllm_config(spec: StudySpec, params: Params) -> dict[str, Any]:
     """The `--config` mapping. A false bool is written `no-<flag>: true`: vLLM's config loader
     looks `--no-<flag>` up on the top-level parser, where serve's flags are missing, and
     silently drops `<flag>: false` (checked on vLLM 0.32)."""

@@ -7,16 +7,15 @@ trial as its best; `tuner best` and `tuner export` refuse it with vLLM's message
 
 from __future__ import annotations
 
-from typing import Any
-
 from tuner.errors import UserError
 from tuner.runners.plan import study_platform
 from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.space import check_rules, effective_flags, max_model_len
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 
 
-def check_deployable(spec: StudySpec, number: int, params: dict[str, Any]) -> None:
+def check_deployable(spec: StudySpec, number: int, params: Params) -> None:
     """UserError when vLLM refuses trial `number`'s flags on the study's platform."""
     platform = study_platform(spec)
     refused = check_rules(effective_flags(spec, params), max_model_len(spec), platform)

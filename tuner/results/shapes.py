@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tuner.results import capacity_words as words
 from tuner.spec.figures import figure
 from tuner.spec.space import effective_flags
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import TrialPoint
 
 
@@ -44,7 +44,7 @@ class ShapeRow:
         return f"{self.shape}: {ended}; best trial {top.number}: {head}"
 
 
-def shape_of(spec: StudySpec, params: dict[str, Any]) -> str:
+def shape_of(spec: StudySpec, params: Params) -> str:
     """The shape a trial's flags give its engine, in words."""
     flags = effective_flags(spec, params)
 

@@ -59,17 +59,11 @@ def check_run_storage(url: str) -> None:
 Check = Callable[[], None]  # raises UserError: one problem, one line
 
 
-def check_run(spec: StudySpec, storage: str | None) -> None:
-    """Everything `tuner run` refuses before it touches the database or starts an engine;
-    `storage` is `--storage` (None: the study file's, else $TUNER_STORAGE, else the default).
-    The first problem is raised; `tuner.run.preflight` reports them all."""
-    for check in run_checks(spec, storage):
-        check()
-    check_workload_files(spec)
-
-
 def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
-    """`check_run`'s checks, one problem each (the workload's files: `workload_file_problems`)."""
+    """Everything `tuner run` refuses before it touches the database or starts an engine, one
+    problem each (the workload's files: `workload_file_problems`); `storage` is `--storage`
+    (None: the study file's, else $TUNER_STORAGE, else the default). `tuner.run.preflight`
+    reports them all."""
     return [
         lambda: check_run_storage(resolve_storage(storage or spec.storage)),
         *environment_checks(spec),

@@ -32,8 +32,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tuner.errors import UserError
+from tuner.errors import KeyTaken, UserError
 from tuner.run.recovery import heartbeat_s, host_id, owner_alive, this_process
+from tuner.spec.values import Params
+from tuner.store.driver_errors import inserting
 from tuner.store.schema import claims_table, locks_table, workers_table
 from tuner.store.storage import Store
 
@@ -58,13 +60,13 @@ class StudyLock:
             try:
                 if self._try_acquire():
                     return
-            except sa.exc.IntegrityError:
+            except KeyTaken:
                 continue  # another run inserted first: look again at who holds it
         raise UserError(f"could not take the lock of study {self.study_name!r}: try again")
 
     def _try_acquire(self) -> bool:
         where = locks_table.c.study_name == self.study_name
-        with self.store.engine.begin() as conn:
+        with inserting(self.store.engine) as conn:
             row = conn.execute(sa.select(locks_table).where(where)).first()
             if row is not None and row.owner != self.owner and owner_alive(row.owner):
                 raise UserError(
@@ -189,7 +191,7 @@ class Worker:
         self.stop()
 
 
-def config_key(params: dict[str, Any], host: str | None = None) -> str:
+def config_key(params: Params, host: str | None = None) -> str:
     """A config's claim key: its parameters (and, for a baseline, its host: each host
     measures vLLM's defaults once, and two hosts may do so at once)."""
     text = json.dumps([sorted(params.items()), host], sort_keys=True, default=str)
@@ -205,7 +207,7 @@ class ConfigClaim:
 
     def _try(self, key: str, trial: int) -> bool:
         try:
-            with self.store.engine.begin() as conn:
+            with inserting(self.store.engine) as conn:
                 conn.execute(
                     sa.insert(claims_table).values(
                         study_name=self.study_name,
@@ -215,7 +217,7 @@ class ConfigClaim:
                         claimed_at=time.time(),
                     )
                 )
-        except sa.exc.IntegrityError:
+        except KeyTaken:
             return False
         return True
 

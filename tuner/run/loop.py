@@ -36,6 +36,7 @@ from tuner.run.summary import RunSummary, Streaks, in_budget
 from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.store import optuna_adapter as adapter
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint, TrialRecord, specs
@@ -225,10 +226,10 @@ class StudyLoop:
         """Whether this host's baseline of this spec ended (or, with `running`, is in flight)."""
         return has_baseline(self._points(), self.host, running=running)
 
-    def _enqueue(self, params: dict[str, Any], record: TrialRecord, **kw: Any) -> None:
+    def _enqueue(self, params: Params, record: TrialRecord, **kw: Any) -> None:
         """Queue a trial of this spec: only a run of this spec takes it (`_ask`)."""
         record = replace(record, spec_id=self.spec_id)
-        self.study.enqueue_trial(params, user_attrs=record.encode(), **kw)
+        self.study.enqueue_trial(dict(params), user_attrs=record.encode(), **kw)
         self.reading.drop()
 
     def _ensure_baseline(self) -> None:

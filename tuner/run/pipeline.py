@@ -25,7 +25,7 @@ from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
 from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
 from tuner.spec.space import effective_flags, engine_env, spec_rules
-from tuner.spec.study import StudySpec
+from tuner.spec.study import Scalar, StudySpec
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
 
@@ -75,7 +75,7 @@ class TrialInput:
 
     study_name: str
     number: int
-    params: dict[str, Any]
+    params: dict[str, Scalar]
     points: list[TrialPoint]  # the trials of this spec as the trial started
     confirm_of: int | None = None
     baseline: bool = False  # vLLM's defaults, enqueued until one is measured

@@ -7,7 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +21,7 @@ from rich.progress import (
 )
 
 from tuner.spec.figures import figure
+from tuner.spec.values import Params
 from tuner.trial.words import figures, trial_line
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def describe(outcome: Outcome) -> str:
 
 class StudyProgress(Protocol):
     def start(self, total: int) -> None: ...
-    def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
+    def trial(self, index: int, number: int, params: Params) -> None: ...
     def phase(self, text: str) -> None: ...
     def done(
         self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
@@ -97,7 +98,7 @@ class StudyProgress(Protocol):
 
 class SilentProgress:
     def start(self, total: int) -> None: ...
-    def trial(self, index: int, number: int, params: dict[str, Any]) -> None: ...
+    def trial(self, index: int, number: int, params: Params) -> None: ...
     def phase(self, text: str) -> None: ...
     def done(
         self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
@@ -160,7 +161,7 @@ class RichProgress:
     def _print(self, text: str) -> None:
         self.console.print(f"{escape(self.label)} {text}" if self.label else text)
 
-    def trial(self, index: int, number: int, params: dict[str, Any]) -> None:
+    def trial(self, index: int, number: int, params: Params) -> None:
         shown = " ".join(f"{k}={figure(v)}" for k, v in params.items())
         self._print(f"[dim]trial {number}: {escape(shown)}[/dim]")
         self._running = (number, time.monotonic())

@@ -33,12 +33,6 @@ class RunSummary:
         """Trials that were not a reused result."""
         return self.ran - self.saved_by_reuse
 
-    @property
-    def launches_saved(self) -> int:
-        """Launches the precheck or reuse spared (vLLM's rules' refusals are not a saving:
-        the config was never a candidate)."""
-        return self.saved_by_precheck + self.saved_by_reuse
-
     def count(self, number: int, outcome: Outcome) -> None:
         self.ran += 1
         if outcome.saved_by is not None:

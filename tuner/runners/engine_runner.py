@@ -25,7 +25,7 @@ from tuner.measure.modes import objective_of
 from tuner.runners.load_runs import cache_run, measure_all
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env
-from tuner.spec.study import StudySpec
+from tuner.spec.study import Scalar, StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
@@ -47,7 +47,7 @@ CACHE_DIR = "vllm-cache"
 class TrialContext:
     study_name: str
     number: int
-    params: dict[str, Any]
+    params: dict[str, Scalar]
     phase: PhaseFn
     # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
     on_engine_started: Callable[[dict[str, Any], str], None] = lambda identity, log_path: None

@@ -16,6 +16,7 @@ from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Flags
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial import PLANNED_VERSION
 from tuner.workload.schedule import arrival_times
@@ -37,7 +38,7 @@ class PlanRunner(TrialRunner):
         # the study's accelerator, loaded once (a bad profile file is refused here)
         self.gpu = load_gpu(spec.hardware.accelerator) if spec.hardware.accelerator else None
 
-    def startup_s(self, flags: dict[str, Any]) -> float:
+    def startup_s(self, flags: Flags) -> float:
         """Modelled launch-to-ready seconds: the study file's, the real trials', an estimate."""
         from tuner.trial.uptime import estimated_startup_s
 

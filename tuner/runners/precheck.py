@@ -7,7 +7,6 @@ microseconds. The prediction uses the same code as `tuner sim serve`'s own refus
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from tuner.engine.failures import classify_failure
 from tuner.errors import PREDICTABLE, FailureKind
@@ -16,6 +15,7 @@ from tuner.sim.memory import check_config
 from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import HardwareSpec
+from tuner.spec.values import Flags
 
 GiB = 1024**3
 
@@ -36,7 +36,7 @@ def gpu_memory_gib_from_nvml() -> float | None:
 
 
 def predict_refusal(
-    model: str, hardware: HardwareSpec, flags: dict[str, Any], env: dict[str, str]
+    model: str, hardware: HardwareSpec, flags: Flags, env: dict[str, str]
 ) -> tuple[str, str] | None:
     """(failure kind, vLLM's message) when the config is predicted not to start, else None.
 

@@ -244,7 +244,7 @@ def _data(
     }
 
 
-def _objective(opts: InitOptions, mix: Traffic) -> dict[str, Any]:
+def _objective(opts: InitOptions, mix: Traffic) -> dict[str, object]:
     """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
     objective.md): the highest rate each config serves within the SLO, from the study's rate."""
     slos = list(opts.slo or mix.slo)

@@ -20,10 +20,11 @@ Modules:
 - `model_source`: where `engine.model` is on this machine, found as vLLM finds it;
 - `outputs`: files and folders the tuner writes where a user asks, checked before the work;
 - `figures`: how a number reads to a person: one formatter for every table and line;
-- `suggest`: the closest valid name to a mistyped one.
+- `suggest`: the closest valid name to a mistyped one;
+- `values`: the types of a config's values (`Scalar`, `Params`, `Flags`).
 
 What may be assumed: a `StudySpec` is valid (every later stage trusts it); the pure modules
-(`slo`, `metric_keys`, `vllm_rules`, `inputs`) do no I/O and load no third-party package.
+(`slo`, `metric_keys`, `vllm_rules`, `inputs`, `values`) do no I/O and load no third-party package.
 
 Re-exported here: only the pure names, so that importing one of them stays cheap. `StudySpec`,
 `load_study_spec`, `WorkloadSpec` and the argv functions load pydantic (and `space` optuna),

@@ -13,9 +13,9 @@ from tuner.errors import UserError
 from tuner.spec import flag_values, inputs, slo
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.parsing import parse_duration_s
+from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 
-Scalar = str | int | float | bool
 MAX_NAME_LEN = 128  # study names go into log file names: `<name>-simulated-trial-0001.log`
 MAX_TRIALS = 100_000
 SEED_LIMIT = 2**32  # numpy's and Optuna's samplers take seeds in [0, 2**32)

@@ -12,6 +12,7 @@ from tuner.spec.figures import exact
 from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, as_written, long_flag
 from tuner.spec.model_source import model_config
 from tuner.spec.study import HardwareSpec, ParameterSpec, Scalar, SearchSpace, StudySpec
+from tuner.spec.values import Flags, Params
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 # Flags the simulator understands but production `vllm serve` does not.
@@ -57,7 +58,7 @@ def _clean(value: object) -> Any:
     return exact(value)
 
 
-def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]:
+def tuned_flags(space: SearchSpace, params: Params) -> dict[str, Scalar]:
     """Parameters that are flags, keyed by long flag name without dashes (a numeric flag's
     value as vLLM reads it: a trial stored by an older tuner with the choice 2.0 says 2)."""
     out = {}
@@ -68,7 +69,7 @@ def tuned_flags(space: SearchSpace, params: dict[str, Any]) -> dict[str, Scalar]
     return out
 
 
-def tuned_env(space: SearchSpace, params: dict[str, Any]) -> dict[str, str]:
+def tuned_env(space: SearchSpace, params: Params) -> dict[str, str]:
     return {
         p.env: str(_clean(params[name]))
         for name, p in space.parameters.items()
@@ -76,7 +77,7 @@ def tuned_env(space: SearchSpace, params: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def effective_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
+def effective_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]:
     """Fixed flags overlaid with tuned ones (and the derived data-parallel-size: the trial's
     GPUs over one replica's, tensor-parallel-size x pipeline-parallel-size): what the engine
     is told, minus host/port/key."""
@@ -103,7 +104,7 @@ def hardware_gpus(hw: HardwareSpec) -> int | None:
     return hw.count if hw.accelerator is not None else None
 
 
-def _size(flags: dict[str, Any], name: str) -> int:
+def _size(flags: Flags, name: str) -> int:
     value = flags.get(name)
     return 1 if value is None or isinstance(value, bool) else int(value)
 
@@ -111,7 +112,7 @@ def _size(flags: dict[str, Any], name: str) -> int:
 SHAPE_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
 
 
-def shape_error(flags: dict[str, Any], gpus: int | None, *, filled: bool = False) -> str | None:
+def shape_error(flags: Flags, gpus: int | None, *, filled: bool = False) -> str | None:
     """Why this deployment shape (TP x PP x DP GPUs) cannot run on a trial's GPUs; None if it
     can or the GPUs are unknown. `filled`: data-parallel-size was derived to fill them."""
     if gpus is None:
@@ -131,7 +132,7 @@ def shape_error(flags: dict[str, Any], gpus: int | None, *, filled: bool = False
     return None
 
 
-def spec_rules(spec: StudySpec, flags: dict[str, Any], platform: str | None = None) -> str | None:
+def spec_rules(spec: StudySpec, flags: Flags, platform: str | None = None) -> str | None:
     """The shape's fit on a trial's GPUs, then vLLM's checks (the block size on `platform`,
     "cuda" or "cpu", when known: `tuner.runners.plan.study_platform`): one line, or None."""
     filled = spec.search_space.fill_data_parallel
@@ -140,7 +141,7 @@ def spec_rules(spec: StudySpec, flags: dict[str, Any], platform: str | None = No
     )
 
 
-def engine_argv(spec: StudySpec, params: dict[str, Any], *, port: int) -> list[str]:
+def engine_argv(spec: StudySpec, params: Params, *, port: int) -> list[str]:
     """The argv that starts this trial's engine (real vLLM or `tuner sim serve`).
 
     An API key never goes on the command line (vLLM logs its arguments, and `ps` shows them):
@@ -156,22 +157,22 @@ def engine_argv(spec: StudySpec, params: dict[str, Any], *, port: int) -> list[s
     return argv
 
 
-def engine_env(spec: StudySpec, params: dict[str, Any]) -> dict[str, str]:
+def engine_env(spec: StudySpec, params: Params) -> dict[str, str]:
     return {**spec.engine.env, **tuned_env(spec.search_space, params)}
 
 
-def simulator_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+def simulator_flags(spec: StudySpec, params: Params) -> dict[str, Any]:
     """What the simulation core takes for one config: the engine's flags and its env in one
     mapping (it reads VLLM_CPU_KVCACHE_SPACE from there), as `tuner plan` passes them."""
     return {**effective_flags(spec, params), **engine_env(spec, params)}
 
 
-def _production_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Scalar | None]:
+def _production_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]:
     drop = SIM_ONLY_FLAGS | set(spec.engine.export_drop_flags)
     return {k: v for k, v in effective_flags(spec, params).items() if k not in drop}
 
 
-def serve_argv(spec: StudySpec, params: dict[str, Any]) -> list[str]:
+def serve_argv(spec: StudySpec, params: Params) -> list[str]:
     """Production's `vllm serve MODEL ...`, whichever way the study launched the engine."""
     argv = ["vllm", "serve", spec.engine.deployed_model]
     if spec.engine.served_model_name:
@@ -181,11 +182,11 @@ def serve_argv(spec: StudySpec, params: dict[str, Any]) -> list[str]:
     return argv
 
 
-def serve_env(spec: StudySpec, params: dict[str, Any]) -> dict[str, str]:
+def serve_env(spec: StudySpec, params: Params) -> dict[str, str]:
     return engine_env(spec, params)
 
 
-def serve_config(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+def serve_config(spec: StudySpec, params: Params) -> dict[str, Any]:
     """A `vllm serve --config FILE` mapping: long-form argument names as keys."""
     cfg: dict[str, Any] = {"model": spec.engine.deployed_model}
     if spec.engine.served_model_name:
@@ -208,9 +209,7 @@ def max_model_len(spec: StudySpec) -> int | None:
     return None
 
 
-def check_rules(
-    flags: dict[str, Any], model_len: int | None, platform: str | None = None
-) -> str | None:
+def check_rules(flags: Flags, model_len: int | None, platform: str | None = None) -> str | None:
     """vLLM's checks on these flags, with its messages: the block size `platform`'s attention
     backends take (unchecked when None), then the scheduler's; None when they pass."""
 

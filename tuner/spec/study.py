@@ -27,7 +27,6 @@ from tuner.spec.sections import (
     ParameterSpec,
     PruningSpec,
     SamplerSpec,
-    Scalar,
     ScenarioSpec,
     SearchSpace,
     SearchSpec,
@@ -35,6 +34,7 @@ from tuner.spec.sections import (
     _Strict,
     parse_gpus,
 )
+from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec, check_measured
 
 __all__ = [

@@ -8,6 +8,9 @@ Modules:
 - `storage`: `Store` (open or create, read-only opening, the spec a study ran under, one
   transaction per trial's request rows), `resolve_storage` (the `--storage` URL);
 - `schema`: our tables and their schema version (`ensure_schema`);
+- `driver_errors`: the drivers' errors (SQLAlchemy's, Optuna's storage's, sqlite3's, psycopg's)
+  read in one place: a storage that cannot be opened, a key another process stored first
+  (`KeyTaken`), a full disk;
 - `optuna_adapter`: the one place that reaches past Optuna's public API, and why;
 - `verifies`: the verify history, each `tuner verify` stored with its study.
 

@@ -25,6 +25,7 @@ from tuner.measure.records import RequestRecord
 from tuner.spec.metric_keys import Direction
 from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
+from tuner.store.driver_errors import DRIVER_ERRORS, lost_creation_race, open_error
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
@@ -83,36 +84,6 @@ def _check_sqlite_header(url: str, path: Path, readonly: bool) -> None:
         raise UserError(f"cannot open storage {url}: {path} is not a database")
 
 
-def _lost_creation_race(exc: BaseException) -> bool:
-    """Whether `exc` is what the slower of two processes creating one database gets."""
-    cause = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) else exc
-    if cause is None:
-        return False
-    exc = cause
-    reason = str(getattr(exc, "orig", None) or exc).lower()
-    return isinstance(exc, sa.exc.SQLAlchemyError) and (
-        "already exists" in reason
-        or "unique constraint" in reason
-        or "duplicate" in reason
-        # SQLite: another creator held the write lock past the busy timeout (a loaded box)
-        or "database is locked" in reason
-    )
-
-
-def _open_error(url: str, exc: BaseException, readonly: bool) -> UserError:
-    """The one line a storage that cannot be opened gives."""
-    if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-    if "readonly" in reason or "read-only" in reason:
-        reason = f"the database is read-only ({reason})"
-    elif "not a database" in reason:
-        reason = "not a database"
-    elif readonly and "no such table" in reason:
-        reason = f"not a study database ({reason})"
-    return UserError(f"cannot open storage {url}: {reason}")
-
-
 def _engine_kwargs(url: str) -> dict[str, Any]:
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
@@ -147,16 +118,16 @@ class Store:
             try:
                 self._open(readonly)
                 break
-            except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+            except DRIVER_ERRORS as exc:
                 self._dispose()
                 # a reader too: Optuna stamps alembic's version row when it opens a database
                 # the writer is still creating (UNIQUE constraint on alembic_version)
-                if attempt == OPEN_ATTEMPTS - 1 or not _lost_creation_race(exc):
-                    raise _open_error(self.url, exc, readonly) from None
+                if attempt == OPEN_ATTEMPTS - 1 or not lost_creation_race(exc):
+                    raise open_error(self.url, exc, readonly) from None
                 time.sleep(0.05 * (attempt + 1))
             except (ImportError, ValueError, RuntimeError) as exc:
                 self._dispose()
-                raise _open_error(self.url, exc, readonly) from None
+                raise open_error(self.url, exc, readonly) from None
 
     def _open(self, readonly: bool) -> None:
         self.engine = sa.create_engine(self.url, **_engine_kwargs(self.url))
@@ -299,37 +270,6 @@ class Store:
             conn.execute(
                 sa.delete(table).where(table.c.study_name == study, table.c.trial_number == trial)
             )
-
-    def trial_row(self, study: str, trial: int) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(
-                    sa.select(trials_table).where(
-                        trials_table.c.study_name == study,
-                        trials_table.c.trial_number == trial,
-                    )
-                )
-                .mappings()
-                .first()
-            )
-        return dict(row) if row else None
-
-    def request_records(self, study: str, trial: int) -> list[RequestRecord]:
-        with self.engine.connect() as conn:
-            rows = (
-                conn.execute(
-                    sa.select(requests_table)
-                    .where(
-                        requests_table.c.study_name == study,
-                        requests_table.c.trial_number == trial,
-                    )
-                    .order_by(requests_table.c.idx)
-                )
-                .mappings()
-                .all()
-            )
-        fields = RequestRecord.__dataclass_fields__
-        return [RequestRecord(**{k: v for k, v in r.items() if k in fields}) for r in rows]
 
     def close(self) -> None:
         self.engine.dispose()

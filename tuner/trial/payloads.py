@@ -89,7 +89,7 @@ class CapacityResult:
     runs: int = 0  # workload runs the search took
     above_rps: float | None = None  # the lowest rate that broke an SLO (None: none did)
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         return {
             "capacity_rps": self.capacity_rps,
             "goodput_rps": self.goodput_rps,
@@ -123,7 +123,7 @@ class RateStep:
     pruned_reason: str | None = None  # stopped early: above capacity
     metrics: dict[str, float] = field(default_factory=dict)  # vLLM's figures of the run
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         figures = {k: float(v) for k, v in self.metrics.items() if is_finite(v)}
         return {
             "scenario": self.scenario or None,
@@ -165,8 +165,8 @@ class ScenarioEntry:
     capacity: CapacityResult | None = None
     score: float | None = None  # against the reference's same scenario (None: not scored)
 
-    def encode(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def encode(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "weight": self.weight,
             "metrics": dict(self.metrics),
             "ci": encode_cis(self.ci),
@@ -189,7 +189,7 @@ class ScenarioEntry:
         )
 
 
-def encode_scenarios(entries: Mapping[str, ScenarioEntry]) -> dict[str, dict[str, Any]]:
+def encode_scenarios(entries: Mapping[str, ScenarioEntry]) -> dict[str, dict[str, object]]:
     return {name: e.encode() for name, e in entries.items()}
 
 
@@ -220,7 +220,7 @@ class ScreenInfo:
     # candidates (a Thompson draw); empty: the calibrated profile itself ranked them
     drawn_factors: Mapping[str, float] = field(default_factory=dict)
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["drawn_factors"] = dict(self.drawn_factors)
         return out
@@ -264,9 +264,9 @@ class RobustnessRecord:
     # killed tuner): a later `tuner run` redoes it
     finished: bool = True
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         """±inf (a config the engine refuses) is stored as None: JSON has no infinity."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "spec_id": self.spec_id,
             "fragile": self.fragile,
             "verdict": self.verdict,
@@ -375,7 +375,7 @@ class CalibrationRecord:
     held_out_error: dict[str, float]  # per metric: measured / predicted − 1, held out
     observations: int  # real trials it was fitted to
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         return {
             "profile": dict(self.profile),
             "factors": dict(self.factors),

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.errors import RULE_REFUSALS, FailureKind, UserError
+from tuner.spec.values import Params, Scalar
 from tuner.trial import keys as k
 from tuner.trial.payloads import (
     Constraints,
@@ -31,7 +32,10 @@ from tuner.trial.payloads import (
     metrics_of,
 )
 from tuner.trial.prefix_cache import PrefixCacheRun
-from tuner.trial.record import TrialRecord
+from tuner.trial.record import AttrsHolder, TrialRecord
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
 
 Status = Literal["feasible", "infeasible", "failed", "pruned", "running"]
 
@@ -43,7 +47,7 @@ class TrialPoint:
 
     number: int
     state: str  # Optuna's state name
-    params: dict[str, Any]
+    params: dict[str, Scalar]
     metrics: dict[str, float]
     status: Status
     score: float | None = None
@@ -70,11 +74,17 @@ class TrialPoint:
             object.__setattr__(self, "constraints", Constraints(dict(self.constraints)))
 
     @classmethod
-    def measured_as(cls, number: int, params: dict[str, Any], record: TrialRecord) -> TrialPoint:
+    def measured_as(cls, number: int, params: Params, record: TrialRecord) -> TrialPoint:
         """A feasible trial that measured `record` (e.g. a simulated reference run)."""
         metrics = {m: v for m, v in record.metrics.items() if is_metric(m)}
         point = cls(
-            number, "COMPLETE", params, metrics, "feasible", record.score, bool(record.baseline)
+            number,
+            "COMPLETE",
+            dict(params),
+            metrics,
+            "feasible",
+            record.score,
+            bool(record.baseline),
         )
         object.__setattr__(point, "attrs", record.encode())
         point.__dict__["record"] = record
@@ -196,7 +206,7 @@ class TrialPoint:
         return self.record.queued_baseline_for(spec_id, host)
 
 
-def _params(trial: Any, state: str) -> dict[str, Any]:
+def _params(trial: FrozenTrial, state: str) -> dict[str, Any]:
     """The trial's parameters; a queued one (WAITING: a `--confirm` re-run, an enqueued
     baseline) has none of its own yet, only those it was enqueued with (Optuna's
     `fixed_params`), which it will run with."""
@@ -206,7 +216,7 @@ def _params(trial: Any, state: str) -> dict[str, Any]:
     return params
 
 
-def read(trial: Any) -> TrialPoint:
+def read(trial: FrozenTrial) -> TrialPoint:
     """Read an Optuna `FrozenTrial` (duck-typed)."""
     attrs = dict(trial.user_attrs)
     rec = TrialRecord.decode(attrs)
@@ -270,7 +280,7 @@ def stored_score(rec: TrialRecord, state: str, values: tuple[float, ...] | None)
     return float(score) if is_finite(score) else None
 
 
-def owner_of(trial: Any) -> dict[str, Any] | None:
+def owner_of(trial: FrozenTrial) -> dict[str, Any] | None:
     """The OWNER system attr of a stored trial: who runs it (`tuner.run.lock.Worker.owner`)."""
     owner: dict[str, Any] | None = trial.system_attrs.get(k.OWNER)
     return owner
@@ -298,6 +308,6 @@ def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:
     return out
 
 
-def record_of(trial: Any) -> TrialRecord:
+def record_of(trial: AttrsHolder) -> TrialRecord:
     """The user attrs of a live trial (`optuna.Trial`) or a stored one, typed."""
     return TrialRecord.decode(trial.user_attrs)

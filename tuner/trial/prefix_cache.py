@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tuner.spec.figures import figure
 from tuner.trial.payloads import is_finite
@@ -49,7 +48,7 @@ class PrefixCacheRun:
             f"{run} hit {hit} of prompt tokens (its prompts imply {100 * self.implied_rate:.0f} %)"
         )
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         return {
             "hit_rate": self.hit_rate,
             "implied_rate": self.implied_rate,

@@ -15,12 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tuner.spec.values import Params
 from tuner.trial.point import TrialPoint, read
 
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
 
-def read_all(trials: Iterable[Any]) -> list[TrialPoint]:
+
+def read_all(trials: Iterable[FrozenTrial]) -> list[TrialPoint]:
     """Every trial (Optuna's `FrozenTrial`s, duck-typed), its score relative to its
     reference's pooled figures (`pooled`)."""
     return pooled([read(t) for t in trials])
@@ -248,6 +252,6 @@ def reference(points: Sequence[TrialPoint], host: str | None = None) -> TrialPoi
 ParamsKey = tuple[tuple[str, Any], ...]  # a config as a comparable, hashable key
 
 
-def params_key(params: Mapping[str, Any]) -> ParamsKey:
+def params_key(params: Params) -> ParamsKey:
     """Parameters as a comparable key: floats from a stepped range compare as the step meant."""
     return tuple(sorted((k, round(v, 9) if isinstance(v, float) else v) for k, v in params.items()))

@@ -143,9 +143,9 @@ class TrialRecord:
     skip_prediction: SkipPrediction | None = None  # before launch ("ruled out": not launched)
     extra: dict[str, Any] = field(default_factory=dict)  # attrs this version does not know
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         """The user attrs to store (None fields are left out)."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, key in _PLAIN.items():
             value = getattr(self, name)
             if value is not None:
@@ -197,7 +197,7 @@ class TrialRecord:
         return replace(self, prediction_error=miss) if miss is not None else self
 
     @classmethod
-    def decode(cls, attrs: Mapping[str, Any]) -> TrialRecord:
+    def decode(cls, attrs: Mapping[str, object]) -> TrialRecord:
         plain: dict[str, Any] = {}
         metrics: dict[str, float] = {}
         cis: dict[str, tuple[float, float]] = {}
@@ -212,7 +212,7 @@ class TrialRecord:
                 metrics[key] = float(value)
             elif key.endswith(k.CI_SUFFIX) and (ci := decode_ci(value)) is not None:
                 cis[key.removesuffix(k.CI_SUFFIX)] = ci
-            elif _is_prediction(key, value):
+            elif _is_prediction(key) and is_finite(value):
                 predicted[key.removeprefix(k.PREDICTED_PREFIX)] = float(value)
             else:
                 extra[key] = value  # includes figures that are not metrics (e.g. durations)
@@ -231,12 +231,8 @@ class TrialRecord:
         )
 
 
-def _is_prediction(key: str, value: object) -> bool:
-    return (
-        key.startswith(k.PREDICTED_PREFIX)
-        and is_finite(value)
-        and is_metric(key[len(k.PREDICTED_PREFIX) :])
-    )
+def _is_prediction(key: str) -> bool:
+    return key.startswith(k.PREDICTED_PREFIX) and is_metric(key[len(k.PREDICTED_PREFIX) :])
 
 
 def prediction_error(

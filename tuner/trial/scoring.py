@@ -17,6 +17,7 @@ from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import objective_of
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
 from tuner.trial.point import Status, TrialPoint, stored_score
 from tuner.trial.ranking import pooled
@@ -143,7 +144,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     return Scored(j.score, [j.score], cons, rate_steps=steps, scenarios=j.scenarios)
 
 
-def simulated_reference(spec: StudySpec, m: Measurement, params: dict[str, Any]) -> TrialPoint:
+def simulated_reference(spec: StudySpec, m: Measurement, params: Params) -> TrialPoint:
     """A simulated run of the reference config as the trial the study would score against
     (robustness's perturbed baselines, prediction skips' predicted baseline)."""
     scored = score_trial(spec, m, None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from tuner.trial.payloads import is_finite
 
@@ -47,7 +46,7 @@ class SkipPrediction:
     incumbent: float | None = None
     ruled_out: str | None = None
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         return {k: v for k, v in out.items() if v is not None}
 

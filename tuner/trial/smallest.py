@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.spec.values import Scalar
+
 SIMULATED = "SIMULATED"  # a figure of the calibrated simulator
 MEASURED = "MEASURED"  # measured on the engine (`tuner run --confirm`)
 
@@ -35,7 +37,7 @@ class FlagRevert:
     carries: bool  # reverting it alone loses the gain beyond noise (or the engine refuses it)
     why: str  # in words: "within noise (...)", "clearly worse on mean TPOT", "refused: ..."
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         return {
             "flag": self.flag,
             "tuned": self.tuned,
@@ -46,7 +48,7 @@ class FlagRevert:
         }
 
     @classmethod
-    def decode(cls, raw: Any) -> FlagRevert | None:
+    def decode(cls, raw: object) -> FlagRevert | None:
         if not isinstance(raw, Mapping) or not isinstance(raw.get("flag"), str):
             return None
         return cls(
@@ -68,7 +70,7 @@ class SmallestChange:
     note: str = ""  # how it was scored (the profile), or why it was not
     reverts: tuple[FlagRevert, ...] = ()  # every changed flag, each reverted alone
     kept: tuple[str, ...] = ()  # the flags the recommended command changes
-    params: dict[str, Any] = field(default_factory=dict)  # the config, the rest at defaults
+    params: dict[str, Scalar] = field(default_factory=dict)  # the config, the rest at defaults
     score: float | None = None  # the whole config's score (SIMULATED)
     kept_score: float | None = None  # the recommended config's score (SIMULATED)
     source: str = SIMULATED  # the figures' label: SIMULATED (also a `tuner sim serve` engine's)
@@ -99,7 +101,7 @@ class SmallestChange:
         """The changed flags the recommended command leaves at vLLM's default."""
         return tuple(r for r in self.reverts if r.flag not in self.kept)
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self) -> dict[str, object]:
         return {
             "spec_id": self.spec_id,
             "checked": self.checked,
@@ -115,7 +117,7 @@ class SmallestChange:
         }
 
     @classmethod
-    def decode(cls, raw: Any) -> SmallestChange | None:
+    def decode(cls, raw: object) -> SmallestChange | None:
         if not isinstance(raw, Mapping):
             return None
         stored = raw.get("reverts")

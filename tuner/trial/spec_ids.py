@@ -53,7 +53,7 @@ LONGDOC_FIELDS = (
 )
 
 
-def canonical(dump: Mapping[str, Any]) -> dict[str, Any]:
+def canonical(dump: Mapping[str, object]) -> dict[str, Any]:
     """A spec dump as it reads back from storage (JSON types), with every default filled in."""
     spec = stored_spec(dict(dump), str(dump.get("name")))
     as_stored: dict[str, Any] = json.loads(json.dumps(spec.model_dump()))
@@ -101,14 +101,14 @@ def judging_part(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def judging_id(spec: StudySpec | Mapping[str, Any]) -> str:
+def judging_id(spec: StudySpec | Mapping[str, object]) -> str:
     """12 hex digits naming how a spec judges trials (its objective and SLOs)."""
     dump = spec.model_dump() if isinstance(spec, StudySpec) else spec
     text = json.dumps(judging_part(canonical(dump)), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def judging_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def judging_changes(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     """What changed in how trials are judged, as `path: old → new`."""
     a, b = judging_part(canonical(old)), judging_part(canonical(new))
     return [
@@ -118,16 +118,16 @@ def judging_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]
     ]
 
 
-def spec_id(dump: Mapping[str, Any]) -> str:
+def spec_id(dump: Mapping[str, object]) -> str:
     """12 hex digits naming what the spec measures (the measurement id): equal ids,
     comparable trials."""
     text = json.dumps(measured_part(canonical(dump)), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _flatten(data: object, prefix: str = "") -> dict[str, Any]:
+def _flatten(data: object, prefix: str = "") -> dict[str, object]:
     if isinstance(data, dict):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for k, v in data.items():
             out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
         return out or {prefix: {}}
@@ -140,7 +140,7 @@ def _show(value: object) -> str:
     return "unset" if value is None else json.dumps(value)
 
 
-def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def changes(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     """What changed in the measured part, as `path: old → new`, in a stable order."""
     a = _flatten(measured_part(canonical(old)))
     b = _flatten(measured_part(canonical(new)))
@@ -151,7 +151,7 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _change(path: str, old: Any, new: Any) -> str:
+def _change(path: str, old: object, new: object) -> str:
     if path == f"hardware.{FILLED_GPUS}":
         return (
             f"the GPUs of a trial, which fill_data_parallel fills with replicas "

@@ -40,7 +40,7 @@ class StudyRecord:
         return cls.decode(study.user_attrs)
 
     @classmethod
-    def decode(cls, attrs: Mapping[str, Any]) -> StudyRecord:
+    def decode(cls, attrs: Mapping[str, object]) -> StudyRecord:
         by_id: dict[str, dict[str, Any]] = {}
         smallest: dict[int, SmallestChange] = {}
         measured: dict[int, SmallestChange] = {}
@@ -64,7 +64,7 @@ class StudyRecord:
         spec = attrs.get(k.SPEC)
         return cls(
             spec=dict(spec) if isinstance(spec, Mapping) else None,
-            spec_id=attrs.get(k.SPEC_ID),
+            spec_id=sid if isinstance(sid := attrs.get(k.SPEC_ID), str) else None,
             specs_by_id=by_id,
             simulated=bool(attrs.get(k.SIMULATED_STUDY)),
             calibration=CalibrationRecord.decode(attrs.get(k.CALIBRATION)),

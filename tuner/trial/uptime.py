@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+
+from tuner.spec.values import Flags
 
 if TYPE_CHECKING:
     from tuner.trial.point import TrialPoint
@@ -50,7 +52,7 @@ CPU_STARTUP_S = 53.0
 SIM_STARTUP_S = 2.0
 
 
-def simulated_engine_startup_s(flags: Mapping[str, Any]) -> float:
+def simulated_engine_startup_s(flags: Flags) -> float:
     """The launch-to-ready seconds of `tuner sim serve` with these engine flags: its measured
     start-up plus the `load-delay-s` it is told to wait."""
     try:
@@ -60,7 +62,7 @@ def simulated_engine_startup_s(flags: Mapping[str, Any]) -> float:
     return SIM_STARTUP_S + delay
 
 
-def estimated_startup_s(model: Any, gpu: str | None, flags: Mapping[str, Any]) -> float:
+def estimated_startup_s(model: Any, gpu: str | None, flags: Flags) -> float:
     """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
     if (gpu or "").strip().lower() == "cpu":
         return CPU_STARTUP_S
@@ -143,7 +145,7 @@ def launch_recorder(trial: AttrsHolder) -> Callable[[], None]:
     return launched
 
 
-def engine_s_until_now(trial: Any) -> float | None:
+def engine_s_until_now(trial: AttrsHolder) -> float | None:
     """The engine time a trial interrupted in this process used, until now."""
     from tuner.trial.point import record_of
 

@@ -6,7 +6,6 @@ and says whether the SLOs still hold there (docs/verify.md, "Capacity studies").
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.measure.modes import objective_of
@@ -14,10 +13,11 @@ from tuner.runners.load_runs import goodput_limits
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
+from tuner.trial import TrialPoint
 from tuner.verify.compare import Verdict
 
 
-def verified_workload(spec: StudySpec, point: Any) -> WorkloadSpec:
+def verified_workload(spec: StudySpec, point: TrialPoint) -> WorkloadSpec:
     """The workload verify sends before its caps: the study's; in capacity mode at the shipped
     trial's capacity rate, with the goodput limits its search measured under. A shipped
     config that met the SLOs at no rate has no capacity to verify (a UserError)."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from tuner.scaffold.box import builtin_name
 from tuner.spec.study import StudySpec
+from tuner.trial import TrialPoint
 from tuner.verify.compare import FlagCheck, Verdict
 from tuner.verify.engine_info import EngineInfo
 
@@ -30,7 +31,7 @@ def _name(flag: str) -> str:
     return flag if flag.startswith("VLLM_") else f"--{flag}"
 
 
-def platform_changes(info: EngineInfo, spec: StudySpec, point: Any) -> list[str]:
+def platform_changes(info: EngineInfo, spec: StudySpec, point: TrialPoint) -> list[str]:
     """The engine's vLLM version and GPU where they are not the study's, one phrase each."""
     out = []
     study_version = point.record.vllm_version

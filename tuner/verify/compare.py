@@ -85,7 +85,7 @@ class MetricCheck:
             f"{figure(self.stored)} {_ci(self.stored_ci)}: {self.change_pct:+.1f} %, {how}"
         )
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "metric": self.metric,
             "measured": self.measured,
@@ -135,8 +135,8 @@ class FlagCheck:
     """A flag of the exported command against what the engine says it runs with."""
 
     flag: str
-    exported: Any
-    engine: Any  # None: the engine does not expose it
+    exported: object
+    engine: object  # None: the engine does not expose it
 
     @property
     def differs(self) -> bool:
@@ -159,11 +159,11 @@ def same_value(a: Any, b: Any) -> bool:
         return x == y
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     return str(value).strip().lower().removeprefix("torch.")
 
 
-def flag_checks(exported: Mapping[str, Any], engine: Mapping[str, Any]) -> list[FlagCheck]:
+def flag_checks(exported: Mapping[str, object], engine: Mapping[str, object]) -> list[FlagCheck]:
     """Each exported flag (dash names) with the engine's own value where it states one."""
     return [FlagCheck(flag, value, engine.get(flag)) for flag, value in exported.items()]
 
@@ -174,7 +174,7 @@ class Verdict:
     text: str
     exit_code: int
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"kind": self.kind, "text": self.text, "exit_code": self.exit_code}
 
 

@@ -47,7 +47,7 @@ class EngineInfo:
         key = _FIELD_OF.get(name, name.replace("-", "_"))
         return self.config.get(key)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "version": self.version,
             "gpu": self.gpu,
@@ -126,7 +126,7 @@ def _get(client: httpx.Client, url: str) -> httpx.Response | None:
     return resp if resp.status_code == 200 else None
 
 
-def _json(client: httpx.Client, url: str) -> Any:
+def _json(client: httpx.Client, url: str) -> object:
     resp = _get(client, url)
     try:
         return resp.json() if resp is not None else None

@@ -24,6 +24,7 @@ from tuner.sim.model_names import known_model
 from tuner.spec.figures import figure
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import StudyRecord, TrialPoint
 
 # a capacity study's trials were measured each at its own capacity rate, which the
@@ -83,7 +84,7 @@ def predict_traffic(
     spec: StudySpec,
     record: StudyRecord,
     points: Sequence[TrialPoint],
-    params: dict[str, Any],
+    params: Params,
     studied: Sequence[Any],
     logged: Sequence[Any],
     names: Sequence[str],

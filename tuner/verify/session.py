@@ -23,6 +23,7 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.spec.workload import MAX_PROMPTS
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.verify import compare
@@ -75,7 +76,7 @@ class Outcome:
     verdict: compare.Verdict
 
 
-def expected_flags(spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+def expected_flags(spec: StudySpec, params: Params) -> dict[str, object]:
     """The exported command's flags (dash names) and `VLLM_*` variables, by value."""
     flags = {k: v for k, v in serve_config(spec, params).items() if k not in _NOT_FLAGS}
     flags.update({k: v for k, v in serve_env(spec, params).items() if k.startswith("VLLM_")})
@@ -291,7 +292,7 @@ def judge(
     return Outcome(document, lines, found)
 
 
-def _what_was_sent(caps: Caps, work: CappedWorkload) -> dict[str, Any]:
+def _what_was_sent(caps: Caps, work: CappedWorkload) -> dict[str, object]:
     w = work.workload
     return {
         "caps": {
@@ -307,7 +308,7 @@ def _what_was_sent(caps: Caps, work: CappedWorkload) -> dict[str, Any]:
     }
 
 
-def _engine_flags(info: EngineInfo, spec: StudySpec, params: dict[str, Any]) -> dict[str, Any]:
+def _engine_flags(info: EngineInfo, spec: StudySpec, params: Params) -> dict[str, object]:
     exported = expected_flags(spec, params)
     return {flag: info.flag(flag) for flag in exported if info.flag(flag) is not None}
 

@@ -7,7 +7,8 @@ predictions).
 
 Modules: `page` (`build_report`), `deploy` ("What to deploy": `export`'s choice, change and
 verdicts), `plots` (`plot_pareto`), `png` (`write_png`), `load`, `front`
-(`layout`: the plot's axes, labels and colours).
+(`layout`: the plot's axes, labels and colours), `render` (the markup: Jinja templates under
+`templates/`, autoescaped; the sections above give them words and figures).
 
 What may be assumed: the report only reads; every simulated figure in it says SIMULATED.
 

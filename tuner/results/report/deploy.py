@@ -7,10 +7,12 @@ there once, drawn here as a table row and a card whose notes wrap (never cut off
 
 from __future__ import annotations
 
-import html
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from markupsafe import Markup
 
 from tuner.errors import UserError
 from tuner.measure.modes import objective_of
@@ -24,16 +26,13 @@ from tuner.results.export import (
     select_trial,
 )
 from tuner.results.moved import worse_lines
+from tuner.results.report.render import macro
 from tuner.results.smallest import shipped_params
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value))
 
 
 def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
@@ -57,47 +56,64 @@ def _trial_words(choice: Selection) -> str:
     return str(choice.point.number)
 
 
-def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> str:
+@dataclass(frozen=True)
+class _Row:
+    """One row of the summary table: a selection's figures in words, or why there is none."""
+
+    title: str
+    error: str | None = None  # no trial to recommend: why
+    cells: list[str] = field(default_factory=list)  # the trial, (capacity,) figures, score
+    change: list[str] = field(default_factory=list)  # against vLLM's defaults, what got worse
+    doubts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Card:
+    """One command with the notes that justify it (and, held back, the candidate's)."""
+
+    title: str
+    trial: str
+    first: bool  # unfolded
+    flag: str  # ` --slo ...` of its `tuner export`
+    command: str
+    notes: list[str]
+    candidate_number: int | None
+    candidate: str | None  # the candidate's command, when held back
+
+
+def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> _Row:
     """One selection: the trial, (capacity mode: its capacity first), the headline figures, the
     score, the change against vLLM's defaults, what got worse, and the doubts."""
     p = choice.point
-    cells = [f"<td>{_e(_trial_words(choice))}</td>"]
+    cells = [_trial_words(choice)]
     if capacity:
         rate = words.rate(p.capacity_rps, p.capacity_capped) if p.capacity_rps is not None else ""
-        cells.append(f"<td>{_e(rate)}</td>")
-    cells += [f"<td>{_e(figure(p.metrics.get(m)))}</td>" for m in HEADLINE_METRICS]
-    cells.append(f"<td>{_e(figure(p.score, 3, sign=True))}</td>")
+        cells.append(rate)
+    cells += [figure(p.metrics.get(m)) for m in HEADLINE_METRICS]
+    cells.append(figure(p.score, 3, sign=True))
     found = choice.comparison.lines() if choice.comparison is not None else []
-    found += worse
-    change = "<br>".join(_e(line) for line in found)
-    doubts = "<br>".join(_e(v.text) for v in choice.verdicts if v.doubt) or "none"
-    cells.append(f'<td class="words">{change}</td><td class="words doubt">{doubts}</td>')
-    return f'<tr><td class="l">{_e(title)}</td>{"".join(cells)}</tr>'
+    doubts = [v.text for v in choice.verdicts if v.doubt]
+    return _Row(title, cells=cells, change=found + worse, doubts=doubts)
 
 
 def _card(
     title: str, text: str | None, choice: Selection, spec: StudySpec, notes: list[str], first: bool
-) -> str:
+) -> _Card:
     """The command with the figures that justify it; held back: the defaults' command, then the
     candidate's, which `tuner export --candidate` writes."""
-    flag = f" --slo {shlex.quote(text)}" if text else ""
     rec = choice.recommendation
-    candidate = ""
-    if choice.held and rec is not None:
-        candidate_params = shipped_params(choice.smallest, rec.candidate)
-        candidate = (
-            f"<p class='sub'>The candidate, trial {rec.candidate.number}, not recommended yet "
-            f"(<code>tuner export STUDY.yaml{_e(flag)} --candidate</code>):</p>"
-            f'<pre class="cmd">{_e(shell_command(spec, candidate_params))}</pre>'
-        )
-    return (
-        f"<details{' open' if first else ''}><summary><b>{_e(title)}</b>: trial "
-        f"{_e(_trial_words(choice))}</summary>"
-        f'<pre class="cmd">{_e(shell_command(spec, choice.params))}</pre>'
-        f'<pre class="notes">{_e(chr(10).join(notes))}</pre>{candidate}'
-        f"<p class='sub'>Same as <code>tuner export STUDY.yaml{_e(flag)}</code>; "
-        "<code>--format yaml</code> gives a <code>vllm serve --config</code> file.</p>"
-        "</details>"
+    candidate = rec.candidate if choice.held and rec is not None else None
+    return _Card(
+        title=title,
+        trial=_trial_words(choice),
+        first=first,
+        flag=f" --slo {shlex.quote(text)}" if text else "",
+        command=shell_command(spec, choice.params),
+        notes=notes,
+        candidate_number=None if candidate is None else candidate.number,
+        candidate=None
+        if candidate is None
+        else shell_command(spec, shipped_params(choice.smallest, candidate)),
     )
 
 
@@ -107,22 +123,21 @@ def best_commands(
     study_name: str,
     simulated: bool,
     study: StudyRecord | None = None,
-) -> str:
+) -> Markup:
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
     baseline = baseline_of(points)
     capacity = objective_of(spec.objective).rated
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
-    rows: list[str] = []
-    cards: list[str] = []
+    rows: list[_Row] = []
+    cards: list[_Card] = []
     for title, text in _slo_sets(spec):
         limits = parse_slo(text) if text else []
         try:
             choice = select_trial(points, study_name, limits=limits)
         except UserError as exc:
-            cell = f'<td class="l err" colspan="{len(heads)}">{_e(exc)}</td>'
-            rows.append(f'<tr><td class="l">{_e(title)}</td>{cell}</tr>')
+            rows.append(_Row(title, error=str(exc)))
             continue
         choice = hold(judge(choice, points, spec, study, baseline))
         rec = choice.recommendation
@@ -130,23 +145,20 @@ def best_commands(
         rows.append(_row(title, choice, capacity, worse_lines(spec, subject, baseline)))
         notes = justification(spec, choice, study_name, simulated, baseline)
         cards.append(_card(title, text, choice, spec, notes, first=not cards))
-    head = "".join(f"<th>{_e(h)}</th>" for h in heads)
-    table = f'<table><tr><th class="l">selection</th>{head}</tr>{"".join(rows)}</table>'
     # no trial to recommend: the table's rows say why, and no empty card follows
-    return table + (f'<div class="card">{"".join(cards)}</div>' if cards else "")
+    return macro("deploy.html.j2", "best_commands", heads=heads, rows=rows, cards=cards)
 
 
-def verify_section(docs: Sequence[dict[str, Any]]) -> str:
+def verify_section(docs: Sequence[dict[str, Any]]) -> Markup:
     """The report's "After the ship": every stored `tuner verify` of the study, oldest first
     (time, engine URL, vLLM version, measured figures, verdict); empty when none."""
     from tuner.results.verifies import figures_words, verify_row
 
     if not docs:
-        return ""
+        return Markup()
     head = ("time", "trial", "engine URL", "vLLM", "figures measured", "exit", "verdict")
-    rows = []
-    for r in map(verify_row, docs):
-        cells = (
+    rows = [
+        (
             r["verified_at"],
             r["trial"],
             r["base_url"],
@@ -155,12 +167,6 @@ def verify_section(docs: Sequence[dict[str, Any]]) -> str:
             r["exit_code"],
             r["verdict"],
         )
-        rows.append("<tr>" + "".join(f'<td class="l">{_e(c)}</td>' for c in cells) + "</tr>")
-    ths = "".join(f'<th class="l">{_e(h)}</th>' for h in head)
-    return (
-        "<h2>After the ship: tuner verify</h2>"
-        '<p class="sub">Each run of <code>tuner verify</code> against a running engine: the '
-        "shipped config re-measured and judged against the study's figures (exit 0 holds, 1 no "
-        "verdict, 3 drift or changed, 4 breaks the SLO; docs/verify.md).</p>"
-        f'<div class="wrap"><table><thead><tr>{ths}</tr></thead>{"".join(rows)}</table></div>'
-    )
+        for r in map(verify_row, docs)
+    ]
+    return macro("deploy.html.j2", "verifies", head=head, rows=rows)

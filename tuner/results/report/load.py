@@ -12,12 +12,14 @@ import html
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
+from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from tuner import trial as tr
 from tuner.results import capacity_words as words
 from tuner.results.report.layout import slo_axis, slo_label_position
 from tuner.results.report.plots import PLAIN_TICKS
+from tuner.results.report.render import macro
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
@@ -215,13 +217,12 @@ def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
     return fig
 
 
-def scenario_table(points: Sequence[TrialPoint]) -> str:
+def scenario_table(points: Sequence[TrialPoint]) -> Markup:
     """Per trial and scenario: its score, headline figures and capacity (HTML)."""
     names = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     if not names:
-        return ""
+        return Markup()
     cols = ["score", *CURVE_METRICS, "output_throughput", tr.CAPACITY_RPS]
-    head = "".join(f"<th>{html.escape(f'{n}: {c}')}</th>" for n in names for c in cols)
     rows = []
     for p in points:
         if not p.scenario_names:
@@ -231,11 +232,9 @@ def scenario_table(points: Sequence[TrialPoint]) -> str:
             entry, found = p.scenario(n), p.scenario_metrics(n)
             cap = entry.capacity.capacity_rps if entry and entry.capacity else None
             score = entry.score if entry is not None else None
-            values = [score, *(found.get(m) for m in cols[1:4])]
-            cells += [f"<td>{figure(v)}</td>" for v in values]
+            cells += [figure(v) for v in [score, *(found.get(m) for m in cols[1:4])]]
             capped = words.entry_capped(entry.capacity if entry is not None else None)
-            cells.append(f"<td>{'' if cap is None else html.escape(words.rate(cap, capped))}</td>")
-        rows.append(
-            f"<tr><td>{p.number}{' (baseline)' if p.baseline else ''}</td>{''.join(cells)}</tr>"
-        )
-    return f"<table><tr><th>trial</th>{head}</tr>{''.join(rows)}</table>"
+            cells.append("" if cap is None else words.rate(cap, capped))
+        rows.append((f"{p.number}{' (baseline)' if p.baseline else ''}", cells))
+    head = [f"{n}: {c}" for n in names for c in cols]
+    return macro("sections.html.j2", "scenario_table", head=head, rows=rows)

@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 import plotly.graph_objects as go
 
-from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
+from tuner.results.report.front import ParetoFrontInfo
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.trial import TrialPoint
@@ -43,13 +43,6 @@ def _hover(p: TrialPoint) -> str:
     if broken:
         lines.append("breaks: " + ", ".join(html.escape(k) for k in broken))
     return "<br>".join(lines)
-
-
-def pareto_figure(
-    points: Sequence[TrialPoint], slo_lines: Sequence[str] = (), simulated: bool = False
-) -> go.Figure:
-    """The interactive Pareto plot of `points` (see `plot_pareto`)."""
-    return plot_pareto(pareto_front_info(points, slo_lines, simulated))
 
 
 def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
