@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import warnings
 
 # Every module a command may import, loaded once here.
 _PRELOAD = ("transformers", "tokenizers", "jinja2.sandbox")
@@ -122,6 +123,16 @@ def _run_as_python(argv: list[str]) -> None:
         runpy.run_path(argv[0], run_name="__main__")
 
 
+def _warning_options(env: dict) -> None:
+    """The command's `PYTHONWARNINGS`, applied as the interpreter applies it at start-up (its
+    filters before the defaults; CPython's `warnings._processoptions`): the zygote's own
+    start-up read the tests' environment, not the command's."""
+    options = [o for o in env.get("PYTHONWARNINGS", "").split(",") if o]
+    if options:
+        sys.warnoptions.extend(options)
+        warnings._processoptions(options)  # type: ignore[attr-defined]
+
+
 def _child(request: dict, inherited: tuple[int, ...]) -> None:
     """Become the requested process; never returns."""
     code = 1
@@ -133,6 +144,7 @@ def _child(request: dict, inherited: tuple[int, ...]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        _warning_options(request["env"])
         streams = ("stdin", os.O_RDONLY), ("stdout", os.O_WRONLY), ("stderr", os.O_WRONLY)
         for fd, (name, mode) in enumerate(streams):
             opened = os.open(request[name], mode)
