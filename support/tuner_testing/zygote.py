@@ -19,7 +19,8 @@ for `-m` and a script, `exec` in a fresh `__main__` for `-c`) and exits as it wo
 exit code of `SystemExit`, non-daemon threads joined, `atexit` run. The zygote answers the
 child's pid at once and its exit code (`subprocess`'s convention: -N for signal N) when it
 ends. What differs from a fresh process: the modules were imported before the command's
-environment was set (the tuner reads no environment at import; `HF_HUB_OFFLINE` and
+environment was set (its `PYTHONWARNINGS` is applied as the interpreter applies it at
+start-up; the tuner reads no environment at import; `HF_HUB_OFFLINE` and
 `TRANSFORMERS_VERBOSITY` are set as `tuner.workload.tokenizer.load_tokenizer` sets them; vLLM's
 `envs` are read when used, and the preload ran under the tests' own environment), and
 `/proc/<pid>/cmdline` names the zygote. Tests that need a real start (signals to a run in
