@@ -43,6 +43,11 @@ VLLM_CPU_FLAGS = [
 ]  # fmt: skip
 
 _VLLM_FIXTURES = {"vllm_python", "vllm_server", "vllm_command"}
+# vLLM's switch between its multi-process executor (a worker process beside EngineCore, the
+# default) and the in-process one; on its CPU platform 0 keeps the worker in EngineCore
+# (vllm/platforms/cpu.py, `check_and_update_config`).
+VLLM_MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+SHIPPED_PROCESSES = {VLLM_MULTIPROCESSING_ENV: "1"}  # vLLM's default: what users run
 SIM_TIME_SCALE = "4"  # higher: the box's lag, N times larger, shows in the figures (simulator.md)
 
 
@@ -81,6 +86,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # per-study one): only the first start pays vLLM's model-inspection subprocess (~10 s of
     # CPU here). The test of the per-study cache unsets it (test_run_vllm.py).
     os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO / ".cache" / "vllm-tests"))
+    # Every real vLLM of the session runs its model in the EngineCore process, not in a worker
+    # process of its own: one spawned interpreter (~9 s of CPU: vLLM's and torch's imports)
+    # fewer per start. Still vLLM's API server, EngineCore and CPU worker, on its executor for
+    # one process (docs/performance.md, "The suite's time"). The tests of the engine's process
+    # group (tests/test_engine_vllm.py) start the shipped tree: `SHIPPED_PROCESSES`.
+    os.environ.setdefault(VLLM_MULTIPROCESSING_ENV, "0")
     # The CLI fits its tables and `best`'s comments to $COLUMNS (docs/results.md): the tests
     # read the output of a pipe (80 columns, `best` unwrapped) unless one sets COLUMNS itself.
     # pytest imports readline (`_pytest/capture.py`), and GNU readline puts COLUMNS and LINES

@@ -2,7 +2,9 @@
 
 A refused start (block size 16) is classified in `test_run_vllm.py`, through the whole loop.
 
-Each test here starts at most one engine (~20–60 s each); the session server is shared.
+Each test here starts at most one engine (~20–60 s each); the session server is shared. The
+tests of the process group start vLLM's shipped process tree (API server, EngineCore, worker;
+`SHIPPED_PROCESSES`), where the suite's other engines keep the worker in EngineCore (conftest).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import SHIPPED_PROCESSES
 
 from tuner.engine.failures import EngineStartFailed
 from tuner.engine.ports import free_port, port_is_free
@@ -44,6 +47,14 @@ def stream(base_url: str, endpoint: str, body: dict) -> list[dict]:
 def assert_group_gone(pgid: int) -> None:
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, 0)
+
+
+def assert_shipped_tree(pgid: int) -> None:
+    """vLLM's default process tree: its model runs in a worker process beside EngineCore (vLLM
+    names both in their command lines), not in EngineCore as the suite's other engines do."""
+    titles = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in group_members(pgid)]
+    assert any(t.startswith(b"VLLM::EngineCore") for t in titles), titles
+    assert any(t.startswith(b"VLLM::Worker") for t in titles), titles
 
 
 @pytest.mark.parametrize(
@@ -81,6 +92,7 @@ def test_startup_timeout_kills_the_whole_group_and_frees_the_port(
 ) -> None:
     port = free_port()
     argv, env = vllm_command(port)
+    env.update(SHIPPED_PROCESSES)
     proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
     # The timeout must hit a multi-process engine: wait (however loaded the box) until vLLM
     # has spawned EngineCore, then time out just after, long before it could be ready.
@@ -106,6 +118,7 @@ def test_stop_of_a_ready_server_leaves_nothing_and_frees_the_port(
 ) -> None:
     port = free_port()
     argv, env = vllm_command(port)
+    env.update(SHIPPED_PROCESSES)
     proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
     try:
         info = proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=240)
@@ -113,6 +126,7 @@ def test_stop_of_a_ready_server_leaves_nothing_and_frees_the_port(
         assert not port_is_free("127.0.0.1", port)
         members = group_members(proc.pgid)
         assert len(members) >= 2
+        assert_shipped_tree(proc.pgid)
     finally:
         t0 = time.monotonic()
         code = proc.stop()
@@ -138,6 +152,7 @@ def test_vllm_dies_with_a_kill_9_tuner(vllm_command, tmp_path: Path) -> None:
     """The parent-death SIGTERM reaches vLLM's API server, which stops its whole group."""
     port = free_port()
     argv, env = vllm_command(port)
+    env.update(SHIPPED_PROCESSES)
     url = f"http://127.0.0.1:{port}"
     args = json.dumps([argv, env, str(tmp_path / "engine.log"), url, SERVER_CORE])
     tuner = subprocess.Popen([sys.executable, "-c", FAKE_TUNER, args], stdout=subprocess.PIPE)
@@ -145,6 +160,7 @@ def test_vllm_dies_with_a_kill_9_tuner(vllm_command, tmp_path: Path) -> None:
     try:
         ident = json.loads(tuner.stdout.readline())
         assert len(group_members(ident["pgid"])) >= 2
+        assert_shipped_tree(ident["pgid"])
         tuner.kill()
         tuner.wait(timeout=10)
         t0 = time.monotonic()

@@ -1,5 +1,6 @@
-"""`tuner pareto|export|report` as a user runs them (subprocess of .venv/bin/tuner), bad input,
-and optuna-dashboard's own loader on stored studies (hand-built and from `tuner plan`)."""
+"""`tuner pareto|export|report` as a user runs them (a process of its own: a fork of the tests'
+`tuner` zygote, as a fresh `python -m tuner.cli`; tuner_testing.zygote), bad input, and
+optuna-dashboard's own loader on stored studies (hand-built and from `tuner plan`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from wsgiref.util import setup_testing_defaults
 
@@ -18,17 +18,15 @@ import yaml
 from results_fixtures import build_study
 
 from tuner.store.storage import Store
+from tuner_testing import tuner as run_tuner
 
 REPO = Path(__file__).resolve().parents[1]
-TUNER = str(Path(sys.executable).with_name("tuner"))
 
 
 def tuner(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("TUNER_STORAGE", None)
-    return subprocess.run(
-        [TUNER, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+    return run_tuner(*args, cwd=cwd, env=env, timeout=300)
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ error, its refusals and its speed-ups (tuner.sim.fit; docs/simulator.md)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from tuner.sim.fit import (
     LOOP_PRIOR_WEIGHT,
     MAX_FACTOR,
     MIN_OBSERVATIONS,
+    Calibration,
     Observation,
     SimWorkload,
     apply_factors,
@@ -22,6 +25,8 @@ from tuner.sim.profiles import GPUS, load_model
 
 TINY = load_model("tiny-qwen2")
 QWEN32B = load_model("deepseek-r1-distill-qwen-32b")
+# One worker for the module under `make test` (`--dist loadgroup`): its tests share a fit.
+pytestmark = pytest.mark.xdist_group("sim-calibrate")
 
 
 def _cpu_workload(seed: int = 1) -> SimWorkload:
@@ -68,13 +73,18 @@ CPU_TOLERANCE = {"flops": 0.10, "step_overhead": 0.05, "per_seq_overhead": 0.15}
 CPU_TOLERANCE["request_overhead"] = 0.25
 
 
+@functools.cache
+def _ten_trials_of_the_cpu_truth() -> tuple[tuple[Observation, ...], Calibration]:
+    """Ten noise-free trials made with CPU_TRUTH and their fit with the defaults: two tests
+    read the same fit (13 s of CPU, ~2,800 simulations), made once per process."""
+    base, workload = GPUS["cpu"], _cpu_workload()
+    obs = tuple(_observed(TINY, apply_factors(base, CPU_TRUTH), _cpu_configs(10), workload))
+    return obs, fit(base, obs, model=TINY, workload=workload)
+
+
 def test_fit_recovers_the_constants_the_trials_were_made_with():
-    base = GPUS["cpu"]
-    workload = _cpu_workload()
-    truth = apply_factors(base, CPU_TRUTH)
-    cal = fit(
-        base, _observed(TINY, truth, _cpu_configs(10), workload), model=TINY, workload=workload
-    )
+    truth = apply_factors(GPUS["cpu"], CPU_TRUTH)
+    _, cal = _ten_trials_of_the_cpu_truth()
     for name, want in CPU_TRUTH.items():
         assert cal.factors[name] == pytest.approx(want, rel=CPU_TOLERANCE[name]), name
     got = cal.profile.constants
@@ -166,8 +176,7 @@ def test_the_loops_prior_fits_from_one_trial_and_fades_as_trials_accrue():
     step overhead (most of a CPU step) toward the truth; with many trials the prior's pull
     is small against theirs and the fit matches the weak-prior one."""
     base, workload = GPUS["cpu"], _cpu_workload()
-    truth = apply_factors(base, CPU_TRUTH)
-    obs = _observed(TINY, truth, _cpu_configs(10), workload)
+    obs, weak = _ten_trials_of_the_cpu_truth()
     loop = {"prior_weight": LOOP_PRIOR_WEIGHT, "min_observations": 1}
     one = fit(base, obs[:1], model=TINY, workload=workload, **loop)
     assert one.observations == 1 and one.held_out_error == {} and one.folds == 0
@@ -179,7 +188,6 @@ def test_the_loops_prior_fits_from_one_trial_and_fades_as_trials_accrue():
     two = fit(base, obs[:2], model=TINY, workload=workload, folds=3, **loop)
     assert two.folds == 2 and set(two.held_out_error) == set(two.fit_error)
     many = fit(base, obs, model=TINY, workload=workload, **loop)
-    weak = fit(base, obs, model=TINY, workload=workload)
     assert many.factors["step_overhead"] == pytest.approx(weak.factors["step_overhead"], rel=0.05)
     assert many.factors["step_overhead"] == pytest.approx(CPU_TRUTH["step_overhead"], rel=0.08)
 

@@ -104,3 +104,28 @@ def test_a_forked_command_runs_on_the_cpus_asked_for(tmp_path: Path) -> None:
     core = min(os.sched_getaffinity(0))
     forked = run(sys.executable, "tuner", ["-c", _SHOW], cwd=tmp_path, timeout_s=60, cpus=[core])
     assert forked is not None and forked.stdout.endswith(f"[{core}]\n")
+
+
+_WARN = "import warnings; warnings.warn('as the interpreter filters it'); print('done')"
+
+
+@pytest.mark.parametrize("setting", [None, "ignore"])
+def test_a_forked_command_filters_warnings_by_its_own_pythonwarnings(
+    tmp_path: Path, setting: str | None
+) -> None:
+    """The command's PYTHONWARNINGS, not the zygote's (tests/test_results_cli.py sets it):
+    the same output and exit code as a fresh interpreter started with that environment."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    if setting is not None:
+        env["PYTHONWARNINGS"] = setting
+    argv = ["-c", _WARN]
+    forked = run(sys.executable, "tuner", argv, cwd=tmp_path, timeout_s=60, env=env)
+    fresh = subprocess.run(
+        [sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert forked is not None
+    assert (forked.returncode, forked.stdout, forked.stderr) == (
+        fresh.returncode,
+        fresh.stdout,
+        fresh.stderr,
+    )

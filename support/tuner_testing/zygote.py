@@ -19,7 +19,8 @@ for `-m` and a script, `exec` in a fresh `__main__` for `-c`) and exits as it wo
 exit code of `SystemExit`, non-daemon threads joined, `atexit` run. The zygote answers the
 child's pid at once and its exit code (`subprocess`'s convention: -N for signal N) when it
 ends. What differs from a fresh process: the modules were imported before the command's
-environment was set (the tuner reads no environment at import; `HF_HUB_OFFLINE` and
+environment was set (its `PYTHONWARNINGS` is applied as the interpreter applies it at
+start-up; the tuner reads no environment at import; `HF_HUB_OFFLINE` and
 `TRANSFORMERS_VERBOSITY` are set as `tuner.workload.tokenizer.load_tokenizer` sets them; vLLM's
 `envs` are read when used, and the preload ran under the tests' own environment), and
 `/proc/<pid>/cmdline` names the zygote. Tests that need a real start (signals to a run in
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import warnings
 
 # Every module a command may import, loaded once here.
 _PRELOAD = ("transformers", "tokenizers", "jinja2.sandbox")
@@ -122,6 +124,16 @@ def _run_as_python(argv: list[str]) -> None:
         runpy.run_path(argv[0], run_name="__main__")
 
 
+def _warning_options(env: dict) -> None:
+    """The command's `PYTHONWARNINGS`, applied as the interpreter applies it at start-up (its
+    filters before the defaults; CPython's `warnings._processoptions`): the zygote's own
+    start-up read the tests' environment, not the command's."""
+    options = [o for o in env.get("PYTHONWARNINGS", "").split(",") if o]
+    if options:
+        sys.warnoptions.extend(options)
+        warnings._processoptions(options)  # type: ignore[attr-defined]
+
+
 def _child(request: dict, inherited: tuple[int, ...]) -> None:
     """Become the requested process; never returns."""
     code = 1
@@ -133,6 +145,7 @@ def _child(request: dict, inherited: tuple[int, ...]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        _warning_options(request["env"])
         streams = ("stdin", os.O_RDONLY), ("stdout", os.O_WRONLY), ("stderr", os.O_WRONLY)
         for fd, (name, mode) in enumerate(streams):
             opened = os.open(request[name], mode)
