@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tuner.measure.modes import MODES, CapacityObjective, objective_of
+from tuner.measure.modes import MODES, CapacityObjective, Objective
 from tuner.measure.objective import (
     PENALTY_SCORE,
     clearly_better,
@@ -14,6 +14,12 @@ from tuner.measure.objective import (
     score,
 )
 from tuner.spec.study import ObjectiveSpec
+
+
+def objective_of(spec: ObjectiveSpec) -> Objective:
+    """One workload's objective object (`tuner.measure.modes.objective_of` without a study)."""
+    return MODES[spec.mode](spec)
+
 
 W = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
 BASE = {"p99_ttft_ms": 1000.0, "mean_tpot_ms": 50.0, "output_throughput": 400.0}
@@ -56,13 +62,13 @@ def test_one_object_per_mode() -> None:
     assert scalar.directions() == ["minimize"] and scalar.names() == ["score"]
     assert scalar.values({**BASE, "p99_ttft_ms": 500.0}, BASE) == [pytest.approx(-2 * math.log(2))]
     assert scalar.score_scale() == 3.0 and scalar.score_floor() == 2.0
-    assert scalar.resolution() is None and scalar.noise_log() == 0.0 and not scalar.rated
+    assert scalar.resolution() is None and scalar.noise_log() == 0.0
     assert scalar.stated_metrics() == ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
     multi = objective_of(ObjectiveSpec(mode="multi", objectives=["p99_ttft_ms", "mean_e2el_ms"]))
     assert multi.directions() == ["minimize", "minimize"] and not multi.prunes_against_incumbent
     assert multi.stated_metrics()[-1] == "mean_e2el_ms"
     cap = objective_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
-    assert isinstance(cap, CapacityObjective) and cap.rated
+    assert isinstance(cap, CapacityObjective) and cap.has_capacity and not scalar.has_capacity
     assert cap.directions() == ["maximize"] and cap.names() == ["capacity_rps"]
     assert cap.penalty_values() == [0.0] and cap.stated_metrics() == ["capacity_rps"]
     assert cap.resolution() == 0.05 and cap.noise_log() == pytest.approx(math.log1p(0.05))

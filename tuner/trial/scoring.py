@@ -114,7 +114,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     if not spec.scenarios:
         if not capacity_mode:
             reference = ref.metrics if ref is not None else metrics
-            values = objective_of(o).values(metrics, reference)
+            values = objective_of(spec).values(metrics, reference)
             return Scored(j.score, values, rate_steps=steps)
         cap = _capacity_of(m.capacity)
         return Scored(
