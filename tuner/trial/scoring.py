@@ -193,7 +193,7 @@ def _rejudged(
         return replace(p, score=raw)
     cons = p.constraints
     assert isinstance(cons, Constraints)
-    if cons.named and spec.objective.mode != "capacity":  # capacity: SLOs are the measurement
+    if cons.named and objective_of(spec).slos_judge_figures:  # capacity: they are the measurement
         health = {k: v for k, v in cons.named.items() if k not in cons.slos}
         cons = Constraints({**health, **j.slos})
     status: Status = "infeasible" if cons.any_broken else "feasible"
