@@ -101,8 +101,8 @@ def build_study(
         spec,
         name,
         optuna.samplers.RandomSampler(seed=0),
-        objective_of(spec.objective).directions(),
-        objective_of(spec.objective).names(),
+        objective_of(spec).directions(),
+        objective_of(spec).names(),
         simulated,
     )
     dists = distributions(spec.search_space)
@@ -113,7 +113,7 @@ def build_study(
         if kind in ("ok", "slo")
     ]
     # What `tuner run` tells Optuna for a failed trial.
-    penalty = objective_of(spec.objective).penalty_values(measured)
+    penalty = objective_of(spec).penalty_values(measured)
     for number, (ttft, tpot, thr, score, kind) in rows:
         trial = _trial(number, ttft, tpot, thr, score, kind, dists, mode, simulated, penalty)
         trial.user_attrs.update((attrs or {}).get(number, {}))

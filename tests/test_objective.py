@@ -6,14 +6,30 @@ import math
 
 import pytest
 
-from tuner.measure.modes import MODES, CapacityObjective, objective_of
+from tuner.measure.measurement import Measurement
+from tuner.measure.modes import (
+    MODES,
+    CapacityMix,
+    CapacityObjective,
+    Objective,
+    RunOne,
+    ScenarioMix,
+    objective_of,
+)
 from tuner.measure.objective import (
     PENALTY_SCORE,
     clearly_better,
     constraints,
     score,
 )
-from tuner.spec.study import ObjectiveSpec
+from tuner.spec.study import ObjectiveSpec, StudySpec
+from tuner.spec.workload import WorkloadSpec
+
+
+def mode_of(spec: ObjectiveSpec) -> Objective:
+    """One workload's objective object (`tuner.measure.modes.objective_of` without a study)."""
+    return MODES[spec.mode](spec)
+
 
 W = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
 BASE = {"p99_ttft_ms": 1000.0, "mean_tpot_ms": 50.0, "output_throughput": 400.0}
@@ -40,29 +56,29 @@ def test_weights_and_directions() -> None:
 
 
 def test_multi_objective_values_and_penalties() -> None:
-    multi = objective_of(ObjectiveSpec(mode="multi"))
+    multi = mode_of(ObjectiveSpec(mode="multi"))
     assert multi.values(BASE, BASE) == [1000.0, 50.0, 400.0]
     assert multi.penalty_values() is None  # nothing measured yet
     worse = {"p99_ttft_ms": 3000.0, "mean_tpot_ms": 40.0, "output_throughput": 100.0}
     assert multi.penalty_values([BASE, worse]) == [3000.0, 50.0, 100.0]
-    assert objective_of(ObjectiveSpec()).penalty_values() == [PENALTY_SCORE]
+    assert mode_of(ObjectiveSpec()).penalty_values() == [PENALTY_SCORE]
 
 
 def test_one_object_per_mode() -> None:
     """Every mode the study file accepts has its object, and each answers for its mode."""
     modes = ObjectiveSpec.model_fields["mode"].annotation.__args__  # type: ignore[union-attr]
     assert set(MODES) == set(modes)
-    scalar = objective_of(ObjectiveSpec(weights={"p99_ttft_ms": 2.0, "mean_tpot_ms": 1.0}))
+    scalar = mode_of(ObjectiveSpec(weights={"p99_ttft_ms": 2.0, "mean_tpot_ms": 1.0}))
     assert scalar.directions() == ["minimize"] and scalar.names() == ["score"]
     assert scalar.values({**BASE, "p99_ttft_ms": 500.0}, BASE) == [pytest.approx(-2 * math.log(2))]
     assert scalar.score_scale() == 3.0 and scalar.score_floor() == 2.0
-    assert scalar.resolution() is None and scalar.noise_log() == 0.0 and not scalar.rated
+    assert scalar.resolution() is None and scalar.noise_log() == 0.0
     assert scalar.stated_metrics() == ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
-    multi = objective_of(ObjectiveSpec(mode="multi", objectives=["p99_ttft_ms", "mean_e2el_ms"]))
+    multi = mode_of(ObjectiveSpec(mode="multi", objectives=["p99_ttft_ms", "mean_e2el_ms"]))
     assert multi.directions() == ["minimize", "minimize"] and not multi.prunes_against_incumbent
     assert multi.stated_metrics()[-1] == "mean_e2el_ms"
-    cap = objective_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
-    assert isinstance(cap, CapacityObjective) and cap.rated
+    cap = mode_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
+    assert isinstance(cap, CapacityObjective) and cap.has_capacity and not scalar.has_capacity
     assert cap.directions() == ["maximize"] and cap.names() == ["capacity_rps"]
     assert cap.penalty_values() == [0.0] and cap.stated_metrics() == ["capacity_rps"]
     assert cap.resolution() == 0.05 and cap.noise_log() == pytest.approx(math.log1p(0.05))
@@ -98,3 +114,112 @@ def test_clearly_better_is_the_interval_of_the_difference() -> None:
     thr = {"output_throughput": (500.0, 600.0)}
     assert clearly_better(thr, {"output_throughput": (300.0, 400.0)}, W)
     assert not clearly_better(thr, {"output_throughput": (300.0, 400.0)}, {"output_throughput": 0})
+
+
+# The scenario mix as a composite objective (issue 35) ----------------------------------------
+
+STUDY = {
+    "name": "s",
+    "engine": {"model": "m"},
+    "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 1, "high": 8}}},
+}
+CHAT = {"name": "chat", "weight": 3, "dataset_name": "random", "slo": ["p99_ttft_ms<=500"]}
+DOC = {"name": "doc", "weight": 1, "dataset_name": "random", "random_input_len": 4096}
+
+
+def _study(**kw: object) -> StudySpec:
+    return StudySpec.model_validate({**STUDY, "workload": {"dataset_name": "random"}, **kw})
+
+
+def _runs(failing: str | None = None) -> tuple[list[str], RunOne]:
+    """A fake engine start: each run's name recorded; `failing`'s run fails."""
+    seen: list[str] = []
+
+    def one(name: str, w: WorkloadSpec) -> Measurement:
+        seen.append(name)
+        metrics = None if name == failing else {"p99_ttft_ms": w.random_input_len / 10}
+        return Measurement(metrics=metrics, workload_s=10.0, engine_s=12.0)
+
+    return seen, one
+
+
+def test_the_factory_builds_a_composite_for_a_mix_and_a_plain_object_otherwise() -> None:
+    slo = {"slo": ["p99_ttft_ms<=900"]}
+    assert type(objective_of(_study())) is Objective
+    mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
+    assert isinstance(mix, ScenarioMix) and set(mix.parts) == {"chat", "doc"}
+    assert all(type(p) is Objective for p in mix.parts.values())
+    cap = objective_of(_study(workload=[CHAT, DOC], objective={"mode": "capacity", **slo}))
+    assert isinstance(cap, CapacityMix) and cap.mode == "capacity"
+    assert all(isinstance(p, CapacityObjective) for p in cap.parts.values())
+    # what the mix changes: no incumbent, no one-run figures, no one served workload, no beat
+    assert not mix.prunes_against_incumbent and not cap.prunes_against_incumbent
+    assert not mix.one_run_figures and mix.served_workload(_study().workload) is None
+    assert cap.to_beat(6.0, 3.0) is None
+    # what the mode decides stays the mode's: the capacity mix searches, the scalar one runs
+    assert cap.has_capacity and not cap.slos_judge_figures and cap.stated_rate(2.0) == 2.0
+    assert mix.slos_judge_figures and mix.stated_rate(2.0) is None
+    assert cap.run_one("chat", DOC_W, lambda *_: RAN, lambda *_: SEARCHED) is SEARCHED
+    assert mix.run_one("chat", DOC_W, lambda *_: RAN, lambda *_: SEARCHED) is RAN
+
+
+RAN, SEARCHED = Measurement(metrics={"ran": 1.0}), Measurement(metrics={"searched": 1.0})
+DOC_W = WorkloadSpec(dataset_name="random")
+
+
+def test_a_mix_runs_each_scenario_and_stops_at_a_failure() -> None:
+    spec = _study(workload=[CHAT, DOC], objective={"slo": ["p99_ttft_ms<=900"]})
+    mix, plain = objective_of(spec), objective_of(_study())
+    seen, one = _runs()
+    got = mix.measure(spec.workload, one, lambda parts: Measurement(metrics={"n": len(parts)}))
+    assert seen == ["chat", "doc"] and got.metrics == {"n": 2}
+    seen, one = _runs(failing="doc")
+    ended = mix.measure(spec.workload, one, lambda parts: RAN)
+    assert ended.metrics is None and (ended.workload_s, ended.engine_s) == (20.0, 24.0)
+    seen, one = _runs()
+    alone = plain.measure(spec.workload, one, lambda parts: RAN)
+    assert seen == [""] and alone.metrics == {"p99_ttft_ms": 102.4}
+
+
+def test_a_mix_judges_its_slos_per_scenario_never_on_the_pooled_figures() -> None:
+    slo = {"slo": ["p99_ttft_ms<=900"], "max_failed_fraction": 0.1}
+    single = objective_of(_study(objective=slo)).trial_constraints({"p99_ttft_ms": 1800.0}, 0.0)
+    assert single["p99_ttft_ms<=900"] == pytest.approx(1.0)
+    mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
+    assert mix.trial_constraints({"p99_ttft_ms": 1800.0}, 0.05) == {
+        "measured": 0.0,
+        "failed_requests": pytest.approx(-0.05),
+    }
+
+
+def test_a_mix_in_words_names_each_scenario_and_the_aggregate() -> None:
+    spec = _study(workload=[CHAT, DOC], objective={"aggregate": "worst", "slo": ["p99_ttft_ms<=9"]})
+    lines = objective_of(spec).workload_lines(spec.workload, lambda w: f"{w.random_input_len} in")
+    assert lines == [
+        "workload: 2 scenarios, the score is the worst of theirs:",
+        "  chat (weight 3): 1024 in; SLO p99_ttft_ms<=500",
+        "  doc (weight 1): 4096 in",
+    ]
+    assert objective_of(_study()).workload_lines(spec.workload, str)[0].startswith("workload: ")
+
+
+def test_a_runs_gain_in_each_modes_terms() -> None:
+    scalar, cap = objective_of(_study()), CapacityObjective(ObjectiveSpec(mode="capacity"))
+    ttft = {"p99_ttft_ms": 1000.0, "mean_tpot_ms": 50.0, "output_throughput": 400.0}
+    faster = {**ttft, "p99_ttft_ms": 500.0}
+    assert scalar.run_gain(faster, ttft, None, None) == pytest.approx(math.log(2))
+    assert scalar.run_gain(faster, None, None, None) is None
+    assert scalar.run_gain(None, ttft, None, None) == -math.inf
+    assert cap.run_gain(None, None, 6.0, 3.0) == pytest.approx(math.log(2))
+    assert (
+        cap.run_gain(None, None, 6.0, None) is None
+        and cap.run_gain(None, None, 0.0, 3.0) == -math.inf
+    )
+    assert (
+        scalar.gain_figure(0.25) == "score -0.250"
+        and cap.gain_figure(math.log(2)) == "capacity ×2.000"
+    )
+    assert scalar.rate_can_change([2.0]) and not scalar.rate_can_change([math.inf])
+    assert (
+        not cap.rate_can_change([2.0]) and cap.fixed_rate_words() and not scalar.fixed_rate_words()
+    )

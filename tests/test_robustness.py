@@ -9,7 +9,8 @@ import pytest
 
 from tuner import trial as tr
 from tuner.fidelity import robustness as rb
-from tuner.spec.study import load_study_spec
+from tuner.measure.modes import CapacityObjective, Objective
+from tuner.spec.study import ObjectiveSpec, load_study_spec
 from tuner.trial import TrialPoint
 from tuner.workload.datasets import BenchRequest
 from tuner_testing import sim_study
@@ -18,6 +19,9 @@ pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast
 
 BASE = {"max-num-seqs": 256, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.9}
 N = 100
+SCALAR = Objective(ObjectiveSpec())
+# capacity mode at the default resolution (5 %): a gain of at most ln(1.05) is within it
+CAPACITY_MODE = CapacityObjective(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
 
 
 @pytest.fixture(scope="module")
@@ -47,25 +51,25 @@ def test_a_chunk_boundary_gain_is_flagged_fragile(spec):
     assert knife["nominal"] > 0.05 > abs(beside["nominal"])
     # 1510 keeps 40 % of its gain with prompts +3 % (over KEEP_SHARE); 1536 (1.5 prompts per
     # chunk) keeps 19 %: FRAGILE (docs/robustness.md's table)
-    assert rb.verdict(knife)[0] is False
+    assert rb.verdict(knife, SCALAR)[0] is False
     aligned = rb.gains(spec, REQUESTS, {**BASE, "max-num-batched-tokens": 1536}, BASE)
-    fragile, words = rb.verdict(aligned)
+    fragile, words = rb.verdict(aligned, SCALAR)
     assert fragile is True and words.startswith("FRAGILE") and "SIMULATED" in words
 
 
 def test_a_smooth_gain_is_not_fragile(spec):
     found = rb.gains(spec, REQUESTS, {**BASE, "max-num-batched-tokens": 1024}, BASE)
     assert set(found) == {"nominal", *(p.name for p in rb.PERTURBATIONS)}
-    fragile, words = rb.verdict(found)
+    fragile, words = rb.verdict(found, SCALAR)
     assert fragile is False and words.startswith("robust"), found
 
 
 def test_verdict_rule():
-    assert rb.verdict({"nominal": 0.2, "a": 0.1, "b": 0.06})[0] is False
-    assert rb.verdict({"nominal": 0.2, "a": 0.1, "b": 0.04})[0] is True
-    assert rb.verdict({"nominal": 0.2, "a": -math.inf})[0] is True  # refused when perturbed
-    assert rb.verdict({"nominal": 0.2, "a": None, "b": 0.2})[0] is False  # baseline refused
-    assert rb.verdict({"nominal": -0.1, "a": 0.3})[0] is None  # no gain to keep
+    assert rb.verdict({"nominal": 0.2, "a": 0.1, "b": 0.06}, SCALAR)[0] is False
+    assert rb.verdict({"nominal": 0.2, "a": 0.1, "b": 0.04}, SCALAR)[0] is True
+    assert rb.verdict({"nominal": 0.2, "a": -math.inf}, SCALAR)[0] is True  # refused when perturbed
+    assert rb.verdict({"nominal": 0.2, "a": None, "b": 0.2}, SCALAR)[0] is False  # baseline refused
+    assert rb.verdict({"nominal": -0.1, "a": 0.3}, SCALAR)[0] is None  # no gain to keep
 
 
 def test_perturbed_workloads(spec):
@@ -151,27 +155,25 @@ def test_a_capacity_study_is_checked_under_prompt_changes_only(tmp_path, tiny_mo
 
 def test_capacity_verdict_words_and_the_resolution_rule():
     log = math.log
-    assert rb.verdict({"nominal": log(1.4), "prompts -3%": log(1.3)}, capacity=True) == (
+    assert rb.verdict({"nominal": log(1.4), "prompts -3%": log(1.3)}, CAPACITY_MODE) == (
         False,
         "robust: keeps its gain under prompts ±3% (the capacity search sets the rate) "
         "(SIMULATED: capacity ×1.400, capacity ×1.300 at worst)",
     )
-    fragile, words = rb.verdict({"nominal": log(1.4), "prompts +3%": log(1.02)}, capacity=True)
+    fragile, words = rb.verdict({"nominal": log(1.4), "prompts +3%": log(1.02)}, CAPACITY_MODE)
     assert fragile is True and "capacity ×1.020 with prompts +3%" in words
-    fragile, words = rb.verdict({"nominal": log(1.04), "x": 0.0}, capacity=True, noise=log(1.05))
+    fragile, words = rb.verdict({"nominal": log(1.04), "x": 0.0}, CAPACITY_MODE)
     assert fragile is None and "resolution" in words
 
 
 def test_a_verdict_measured_on_the_engine_never_calls_its_gain_simulated():
     log, measured = math.log, "measured on the engine"
-    for found, noise in (({"nominal": log(1.04), "x": 0.0}, log(1.05)), ({"nominal": -0.1}, 0)):
-        fragile, words = rb.verdict(found, capacity=True, noise=noise, source=measured)
+    for found in ({"nominal": log(1.04), "x": 0.0}, {"nominal": -0.1}):
+        fragile, words = rb.verdict(found, CAPACITY_MODE, source=measured)
         assert fragile is None and "simul" not in words.lower(), words
-    fragile, words = rb.verdict({"nominal": log(1.04), "x": 0.0}, capacity=True, noise=log(1.05))
+    fragile, words = rb.verdict({"nominal": log(1.04), "x": 0.0}, CAPACITY_MODE)
     assert "the simulated gain (capacity ×1.040)" in words
-    fragile, words = rb.verdict(
-        {"nominal": log(1.04)}, capacity=True, noise=log(1.05), source=measured
-    )
+    fragile, words = rb.verdict({"nominal": log(1.04)}, CAPACITY_MODE, source=measured)
     assert "the measured gain (capacity ×1.040)" in words
 
 
@@ -186,7 +188,8 @@ def test_a_scenario_mix_perturbs_every_scenario_and_scores_the_mix(tmp_path, tin
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=workload))
     nominal = rb.PlanRunner(spec)
     p = rb.PERTURBATIONS[1]  # prompts +3%
-    runner = rb._runner(*rb.perturbed(spec, nominal.requests, p), nominal, p)
+    theirs = {name: nominal.requests_for(name) for name in spec.workloads}
+    runner = rb._runner(*rb.perturbed(spec, nominal.requests, p), theirs, p)
     for name in ("chat", "doc"):
         before = [r.prompt_len for r in nominal.requests_for(name)]
         after = [r.prompt_len for r in runner.requests_for(name)]

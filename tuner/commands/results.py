@@ -81,7 +81,7 @@ def pareto(
     pooled = [c.point for c in each.values()]
     found, capacity_rps = (
         capacity_front_of(pooled, objs)
-        if objective_of(spec.objective).rated
+        if objective_of(spec).has_capacity
         else (front_of(pooled, objs), None)
     )
     front = [each[p.number] for p in found]
@@ -300,7 +300,7 @@ def report(
     html = build_report(study, spec, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:
-        capacity = objective_of(spec.objective).rated
+        capacity = objective_of(spec).has_capacity
         write_png(
             points,
             image,

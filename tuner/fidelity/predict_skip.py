@@ -65,7 +65,7 @@ class PredictionSkip:
         self._plan: PlanRunner | None = None
         self._simulated: dict[tr.ParamsKey, Measurement | None] = {}
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
-        self.objective = objective_of(spec.objective)
+        self.objective = objective_of(spec)
         self.weights = self.objective.weights
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
         # metric by max|w| times 0.05 (capacity mode's score is one log-ratio)
@@ -148,7 +148,7 @@ class PredictionSkip:
         seen = SAFETY * max((abs(e) for e in found), default=0.0)
         if len(found) < MIN_ERRORS:
             if key == SCORE:
-                off = abs(anchor.get(CAPACITY, 0.0)) if self.objective.rated else 0.0
+                off = sum(abs(anchor.get(k, 0.0)) for k in self.objective.searched_figures())
                 off += sum(w * abs(anchor.get(k, 0.0)) for k, w in self.weights.items())
                 stated = CONSERVATIVE_MARGIN * self.score_scale + off
             else:
@@ -216,7 +216,7 @@ class PredictionSkip:
         p = self.predict(params, points, host)
         if p is None or not may_skip or not any(_whole(q) for q in points):
             return p  # nothing measured yet: nothing calibrates the simulator
-        if not self.objective.rated:
+        if self.objective.slos_judge_figures:
             for s in self.slos:
                 if s.metric not in p.metrics:
                     continue

@@ -16,6 +16,7 @@ scenario mixes perturb every scenario and are scored as the study scores them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -24,7 +25,7 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.fidelity.best_check import check_stored_best
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.modes import Objective, objective_of
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
@@ -85,26 +86,35 @@ def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
     """A workload sent all at once (rate inf) has no rate to change; in capacity mode the
     search sets the rate itself, so only the lengths are changed."""
     rates = [w.request_rate for w in (spec.workloads or {"": spec.workload}).values()]
-    if objective_of(spec.objective).rated or all(math.isinf(r) for r in rates):
-        return tuple(p for p in PERTURBATIONS if p.rate_factor == 1.0)
-    return PERTURBATIONS
+    if objective_of(spec).rate_can_change(rates):
+        return PERTURBATIONS
+    return tuple(p for p in PERTURBATIONS if p.rate_factor == 1.0)
 
 
 def _runner(
-    spec: StudySpec, requests: Sequence[BenchRequest], nominal: PlanRunner | None, p: Perturbation
+    spec: StudySpec,
+    requests: Sequence[BenchRequest],
+    nominal: Mapping[str, list[BenchRequest]],
+    p: Perturbation,
 ) -> PlanRunner:
-    """A planner on the perturbed requests: the single workload's, or every scenario's."""
+    """A planner on the perturbed requests: the single workload's, and every scenario's
+    (`nominal`: each scenario's own requests)."""
     runner = PlanRunner(spec)
     runner.use_requests(list(requests))
-    if nominal is not None:
-        for name in spec.workloads:
-            runner.use_requests(_scaled(nominal.requests_for(name), p.length_factor), name)
+    for name, theirs in nominal.items():
+        runner.use_requests(_scaled(theirs, p.length_factor), name)
     return runner
+
+
+def _scenario_requests(spec: StudySpec) -> dict[str, list[BenchRequest]]:
+    """Each scenario's own requests, by name ({} for a single workload: no planner built)."""
+    planner = functools.cache(lambda: PlanRunner(spec))
+    return {name: planner().requests_for(name) for name in spec.workloads}
 
 
 def nominal_runner(spec: StudySpec, requests: Sequence[BenchRequest]) -> PlanRunner:
     """A planner on the study's own workload: these requests, and every scenario's."""
-    return _runner(spec, requests, PlanRunner(spec) if spec.scenarios else None, NOMINAL)
+    return _runner(spec, requests, _scenario_requests(spec), NOMINAL)
 
 
 def simulated(runner: PlanRunner, params: Params) -> Measurement | None:
@@ -125,7 +135,7 @@ def gains(
     scored as the study scores: a capacity ratio, a scenario mix) nominal and under each
     perturbation; None where the baseline itself is refused, −inf where the config is."""
     out: dict[str, float | None] = {}
-    nominal = PlanRunner(spec) if spec.scenarios else None
+    nominal = _scenario_requests(spec)
     for p in (NOMINAL, *applicable(spec)):
         s, reqs = perturbed(spec, requests, p)
         runner = _runner(s, reqs, nominal, p)
@@ -142,32 +152,25 @@ def gains(
     return out
 
 
-def _figure(gain: float, capacity: bool) -> str:
-    """A gain in the study's terms: a capacity ratio, else the score (−gain)."""
-    return f"capacity ×{math.exp(gain):.3f}" if capacity else f"score {-gain:+.3f}"
-
-
 def verdict(
-    found: Mapping[str, float | None],
-    *,
-    capacity: bool = False,
-    noise: float = 0.0,
-    source: str = "SIMULATED",
+    found: Mapping[str, float | None], mode: Objective, *, source: str = "SIMULATED"
 ) -> tuple[bool | None, str]:
     """(fragile, in words) from the gains: fragile when a perturbation leaves less than
-    KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep. `capacity`:
-    the gains are ln(capacity ratios) of a capacity study; a nominal gain ≤ `noise` (the
-    search's resolution, as a log ratio) is no gain to check. `source` labels the figures:
-    the simulator's, or measured on the engine (`tuner.fidelity.robustness_measured`)."""
+    KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep. The gains
+    are in `mode`'s terms (`Objective.run_gain`: ln(capacity ratios) of a capacity study); a
+    nominal gain within its noise (`noise_log`: the search's resolution) is no gain to
+    check. `source` labels the figures: the simulator's, or measured on the engine
+    (`tuner.fidelity.robustness_measured`)."""
+    _figure = mode.gain_figure
     gain = found.get(NOMINAL.name)
     who, kind = ("the simulator sees", "simulated")
     if source != "SIMULATED":
         who, kind = ("the engine shows", "measured")
     if gain is None or gain <= 0:
         return None, f"not checked: {who} no gain over the baseline on the study's workload"
-    if gain <= noise:
+    if gain <= mode.noise_log():
         return None, (
-            f"not checked: the {kind} gain ({_figure(gain, capacity)}) is within the "
+            f"not checked: the {kind} gain ({_figure(gain)}) is within the "
             f"capacity search's resolution"
         )
     lost = {
@@ -179,19 +182,19 @@ def verdict(
         worst = min(lost, key=lambda n: lost[n])
         return True, (
             f"FRAGILE: its gain over the baseline does not survive small workload changes: "
-            f"{_figure(gain, capacity)} on the study's workload, "
-            f"{_figure(lost[worst], capacity)} with {worst} "
+            f"{_figure(gain)} on the study's workload, "
+            f"{_figure(lost[worst])} with {worst} "
             f"({source}; {len(lost)} of {len(found) - 1} changes keep less than "
             f"{KEEP_SHARE:.0%} of the gain)"
         )
     kept = min(g for name, g in found.items() if name != NOMINAL.name and g is not None)
     rates_checked = any(p.rate_factor != 1.0 and p.name in found for p in PERTURBATIONS)
-    changed = "prompts ±3%" + (" (the capacity search sets the rate)" if capacity else "")
+    changed = "prompts ±3%" + mode.fixed_rate_words()
     if rates_checked:
         changed = "prompts ±3% and rate ±10%"
     return False, (
         f"robust: keeps its gain under {changed} "
-        f"({source}: {_figure(gain, capacity)}, {_figure(kept, capacity)} at worst)"
+        f"({source}: {_figure(gain)}, {_figure(kept)} at worst)"
     )
 
 
@@ -205,8 +208,7 @@ def check(
         found, fragile = {}, None
         words = f"not checked: the simulator cannot run this study ({exc})"
     else:
-        mode = objective_of(spec.objective)
-        fragile, words = verdict(found, capacity=mode.rated, noise=mode.noise_log())
+        fragile, words = verdict(found, objective_of(spec))
     return RobustnessRecord(
         spec_id=point.spec_id,
         fragile=fragile,

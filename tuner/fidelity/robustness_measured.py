@@ -19,7 +19,6 @@ perturbation would be its own run); its simulated check stands (docs/robustness.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -32,7 +31,6 @@ from tuner.fidelity.robustness import (
     perturbed,
     verdict,
 )
-from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext, TrialRunner
@@ -75,17 +73,12 @@ def perturbation_runs(
 def _gain(spec: StudySpec, mine: ScenarioEntry | None, base: ScenarioEntry | None) -> float | None:
     """−score of one run against the baseline's (a capacity ratio, as a log, in capacity mode);
     None where the baseline has no figure, −inf where the config has none."""
-    if objective_of(spec.objective).rated:
-        c_base = base.capacity.capacity_rps if base and base.capacity else None
-        c_mine = mine.capacity.capacity_rps if mine and mine.capacity else None
-        if not c_base:
-            return None
-        return math.log(c_mine / c_base) if c_mine else -math.inf
-    if base is None or not base.metrics:
-        return None
-    if mine is None or not mine.metrics:
-        return -math.inf
-    return -obj.score(mine.metrics, base.metrics, spec.objective.weights)
+    return objective_of(spec).run_gain(
+        mine.metrics if mine else None,
+        base.metrics if base else None,
+        mine.capacity.capacity_rps if mine and mine.capacity else None,
+        base.capacity.capacity_rps if base and base.capacity else None,
+    )
 
 
 def measured_gains(
@@ -135,9 +128,12 @@ def check_best_measured(
     say: Callable[[str], None] = lambda _: None,
 ) -> RobustnessRecord | None:
     """Measure the check for the best config of the current spec; store and return the record
-    (None when there is no best, the best is the baseline, or the study is a scenario mix)."""
+    (None when there is no best, the best is the baseline, or the study has no one workload
+    a deployment serves to perturb: a scenario mix, `Objective.served_workload`)."""
     best, base = tr.best(points), tr.baseline_of(points)
-    if best is None or base is None or best.number == base.number or spec.scenarios:
+    if best is None or base is None or best.number == base.number:
+        return None
+    if objective_of(spec).served_workload(spec.workload) is None:
         return None
     changes = [p.name for p in applicable(spec)]
     say(
@@ -158,8 +154,7 @@ def check_best_measured(
     if failure is not None:
         fragile, words = None, f"not checked on the engine: {failure}"
     else:
-        mode = objective_of(spec.objective)
-        fragile, words = verdict(found, capacity=mode.rated, noise=mode.noise_log(), source=SOURCE)
+        fragile, words = verdict(found, objective_of(spec), source=SOURCE)
     record = RobustnessRecord(
         spec_id=best.spec_id,
         fragile=fragile,

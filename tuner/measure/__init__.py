@@ -5,8 +5,8 @@ Modules:
 - `metrics`: vLLM bench's metrics from records (`compute_metrics`), bootstrap intervals;
 - `measurement`: `Measurement`, what a runner hands to the trial pipeline;
 - `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
-- `modes`: the objective object, one class per mode (`objective_of`): every decision that
-  depends on the mode;
+- `modes`: the objective object, one class per mode, a scenario mix as their composite
+  (`objective_of`): every decision that depends on the mode or the mix;
 - `capacity`: the rate search of `objective.mode: capacity` (pure);
 - `snapshot`: what an early-stopping check sees (`Snapshot`, `EngineSample`);
 - `pruning`: early stopping's rule, from partial records and the engine's gauges;

@@ -39,6 +39,15 @@ QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue 
 
 
 @dataclass(frozen=True)
+class Beat:
+    """Capacity mode's "cannot beat the best": the best capacity so far, and the reference
+    trial's (what a score is relative to)."""
+
+    best_rps: float
+    reference_rps: float
+
+
+@dataclass(frozen=True)
 class Step:
     """One workload run at one offered rate."""
 

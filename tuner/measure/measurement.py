@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.measure.records import RequestRecord
@@ -42,3 +42,18 @@ class Measurement:
     scenarios: dict[str, Any] = field(default_factory=dict)
     # Every run's prefix cache, in order (`PrefixCacheRun`s): measured hit rate, implied rate
     prefix_cache_runs: list[Any] = field(default_factory=list)
+
+
+def ended_after(m: Measurement, done: list[Measurement]) -> Measurement:
+    """A trial of several runs ended by `m` (a failure, an early stop) after the runs `done`:
+    `m`'s figures, with the workload and engine seconds and the prefix cache of every run."""
+    out = replace(
+        m,
+        workload_s=sum(p.workload_s or 0.0 for p in [*done, m]),
+        prefix_cache_runs=[c for r in [*done, m] for c in r.prefix_cache_runs],
+    )
+    before = sum(p.engine_s for p in done)
+    out.engine_s = before + m.engine_s
+    if m.engine_full_s is not None:
+        out.engine_full_s = before + m.engine_full_s
+    return out

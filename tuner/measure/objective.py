@@ -75,10 +75,18 @@ def constraints(
 
     A missing measurement violates everything by 1; an SLO miss is its relative distance.
     """
-    out = {"measured": 0.0 if metrics is not None else 1.0}
-    out["failed_requests"] = failed_fraction - spec.max_failed_fraction
+    out = health_constraints(spec, metrics, failed_fraction=failed_fraction)
     limits = [limit for text in spec.slo for limit in parse_slo(text)]
     out.update(slo_constraints(limits, metrics))
+    return out
+
+
+def health_constraints(
+    spec: ObjectiveSpec, metrics: Mapping[str, float] | None, *, failed_fraction: float = 0.0
+) -> dict[str, float]:
+    """The engine produced a run (`measured`) and few enough requests failed."""
+    out = {"measured": 0.0 if metrics is not None else 1.0}
+    out["failed_requests"] = failed_fraction - spec.max_failed_fraction
     return out
 
 

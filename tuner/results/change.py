@@ -144,7 +144,7 @@ def _joined(changes: tuple[Change, ...]) -> str:
 def compared_metrics(spec: StudySpec) -> list[str]:
     """The metrics a change is stated on: capacity mode's capacity; else the headline metrics,
     then any other the objective weighs (scalar) or optimises (multi)."""
-    return objective_of(spec.objective).stated_metrics()
+    return objective_of(spec).stated_metrics()
 
 
 def _changes(

@@ -61,7 +61,9 @@ def worse_than_defaults(
 ) -> tuple[Worse, ...]:
     """Every stored metric on which `point` is worse than the baseline: clearly (by the
     intervals), or by `NO_INTERVAL_WORSE` or more where no interval was stored."""
-    if baseline is None or baseline.number == point.number or objective_of(spec.objective).rated:
+    if baseline is None or baseline.number == point.number:
+        return ()
+    if not objective_of(spec).figures_against_baseline:
         return ()
     out = []
     for name, after in point.metrics.items():
@@ -87,7 +89,9 @@ def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None)
     """In words, one line; or a line saying nothing got clearly worse;
     nothing where no comparison is made (no baseline, the baseline itself, capacity mode)."""
     found = worse_than_defaults(spec, point, baseline)
-    if baseline is None or baseline.number == point.number or objective_of(spec.objective).rated:
+    if baseline is None or baseline.number == point.number:
+        return []
+    if not objective_of(spec).figures_against_baseline:
         return []
     if not found:
         return [

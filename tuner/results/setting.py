@@ -54,13 +54,5 @@ def _workload(w: WorkloadSpec, objective: Objective) -> str:
 
 def workload_lines(spec: StudySpec) -> list[str]:
     """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
-    objective = objective_of(spec.objective)
-    if not spec.scenarios:
-        return [f"workload: {_workload(spec.workload, objective)}"]
-    how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"
-    head = f"workload: {len(spec.scenarios)} scenarios, the score is {how} of theirs:"
-    return [head] + [
-        f"  {s.name} (weight {s.weight:g}): {_workload(s.workload(), objective)}"
-        + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
-        for s in spec.scenarios
-    ]
+    objective = objective_of(spec)
+    return objective.workload_lines(spec.workload, lambda w: _workload(w, objective))

@@ -82,8 +82,8 @@ class StudyLoop:
             spec,
             self.name,
             make_sampler(spec),
-            objective_of(spec.objective).directions(),
-            objective_of(spec.objective).names(),
+            objective_of(spec).directions(),
+            objective_of(spec).names(),
             simulated=runner.planned,
         )
         # Checked now (one line before anything runs), stored only under the study's lock.

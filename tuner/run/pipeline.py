@@ -164,12 +164,12 @@ class TrialPipeline:
         from tuner.measure import pruning
 
         o, p = self.spec.objective, self.spec.pruning
-        mode = objective_of(o)
+        mode = objective_of(self.spec)
         reference_run = t.baseline or t.confirm_of is not None
-        if not self.pruning or (reference_run and not mode.rated):
+        if not self.pruning or (reference_run and mode.slos_judge_figures):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
-        one_run = mode.prunes_against_incumbent and not self.spec.scenarios
+        one_run = mode.prunes_against_incumbent
         compared = (ref, top) if one_run and ref is not None and top is not None else None
         rule = pruning.Rule(
             slos=self.spec.slo_limits(scenario or None),
@@ -189,7 +189,7 @@ class TrialPipeline:
 
     def _penalty(self, t: TrialInput) -> list[float] | None:
         measured = [p.metrics for p in t.points if p.measured]
-        return objective_of(self.spec.objective).penalty_values(measured)
+        return objective_of(self.spec).penalty_values(measured)
 
     def _no_measurement(self) -> dict[str, float]:
         return obj.constraints(self.spec.objective, None)
@@ -292,13 +292,8 @@ class TrialPipeline:
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
         s = scoring.score_trial(self.spec, m, ref)
-        if self.spec.scenarios:
-            cons = {"measured": 0.0}
-            cons["failed_requests"] = failed_fraction - self.spec.objective.max_failed_fraction
-            cons.update(s.constraints)
-        else:
-            cons = obj.constraints(self.spec.objective, metrics, failed_fraction=failed_fraction)
-            cons.update(s.constraints)
+        cons = objective_of(self.spec).trial_constraints(metrics, failed_fraction)
+        cons.update(s.constraints)
         record = replace(
             self._run_record(m),
             **s.fields(),

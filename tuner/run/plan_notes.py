@@ -41,8 +41,9 @@ def calibration_note(spec: StudySpec) -> str | None:
 def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]) -> str | None:
     """How far the plan's predictions are off the study's measured trials (median of
     |predicted / measured - 1| per headline figure), or None when there are none to compare.
-    Capacity mode and scenario mixes measure at several rates or workloads: not compared."""
-    if objective_of(spec.objective).rated or spec.scenarios:
+    Capacity mode and scenario mixes measure at several rates or workloads: not compared
+    (`Objective.one_run_figures`)."""
+    if not objective_of(spec).one_run_figures:
         return None
     seen = observations(spec, record, points)
     if not seen:

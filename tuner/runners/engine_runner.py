@@ -375,7 +375,7 @@ def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:
 def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
     """What the live display says a run is: its scenario, and its rate in capacity mode."""
     parts = [name] if name else []
-    if (label := objective_of(spec.objective).run_label(w.request_rate)) is not None:
+    if (label := objective_of(spec).run_label(w.request_rate)) is not None:
         parts.append(label)
     return " ".join(parts) + ": " if parts else ""
 

@@ -1,21 +1,23 @@
 """Several workload runs on one engine start: capacity mode's rate steps, and scenario mixes.
 
 A runner starts the engine (or its simulation) once and hands over `run(scenario, workload)`,
-which runs one workload against it and returns its `Measurement`. `measure_all` decides what
-to run: the single workload once; in capacity mode a rate search (`tuner.measure.capacity`) per
-workload; with scenarios, each scenario in turn. The engine start is the expensive part, so
-it is shared by every run (docs/objective.md, "Capacity mode" and "Scenario mixes").
+which runs one workload against it and returns its `Measurement`. The objective object decides
+what to run (`measure_all`): the single workload once; in capacity mode a rate search
+(`tuner.measure.capacity`) per workload; a scenario mix, each scenario in turn. The engine
+start is the expensive part, so it is shared by every run (docs/objective.md, "Capacity mode"
+and "Scenario mixes").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
 from tuner.measure import capacity
+from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import objective_of
 from tuner.spec.figures import figure
@@ -59,7 +61,7 @@ def cache_run(
         hit_rate=result.metrics.get(PREFIX_CACHE_HIT_RATE),
         implied_rate=known[1],
         scenario=name or None,
-        rate_rps=w.request_rate if objective_of(spec.objective).rated else None,
+        rate_rps=objective_of(spec).stated_rate(w.request_rate),
         reset=result.cache_reset,
     )
 
@@ -151,24 +153,14 @@ def search_capacity(
     return out
 
 
-@dataclass(frozen=True)
-class Beat:
-    """Capacity mode's "cannot beat the best": the best capacity so far, and the reference
-    trial's (what a score is relative to)."""
-
-    best_rps: float
-    reference_rps: float
-
-
 def capacity_to_beat(spec: StudySpec, t: Any) -> Beat | None:
     """What a trial's capacity search must beat (`t`: the pipeline's TrialInput, its points and
-    host; None: not capacity mode, scenarios, or no capacity found yet)."""
-    if not objective_of(spec.objective).rated or spec.scenarios:
-        return None
+    host; None: the objective has no such rule, or no capacity is found yet)."""
     top, ref = best(t.points), reference(t.points, t.host)
-    if top is None or ref is None or not top.capacity_rps or not ref.capacity_rps:
-        return None
-    return Beat(top.capacity_rps, ref.capacity_rps)
+    return objective_of(spec).to_beat(
+        top.capacity_rps if top is not None else None,
+        ref.capacity_rps if ref is not None else None,
+    )
 
 
 def _beaten(
@@ -208,35 +200,18 @@ def _cache_runs(runs: list[Measurement]) -> list[Any]:
     return [c for r in runs for c in r.prefix_cache_runs]
 
 
-def _one(spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn) -> Measurement:
-    if objective_of(spec.objective).rated:
-        return search_capacity(spec, name, w, run)
-    return run(name, w)
-
-
 def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measurement:
-    """Every run of one trial against one engine start, as one Measurement."""
-    if not spec.scenarios:
-        if beat is not None and objective_of(spec.objective).rated:
-            return search_capacity(spec, "", spec.workload, run, beat)
-        return _one(spec, "", spec.workload, run)
-    parts: dict[str, Measurement] = {}
-    for name, w in spec.workloads.items():
-        m = _one(spec, name, w, run)
-        if m.metrics is None or m.pruned_reason:  # a failure or a stop ends the trial
-            done = list(parts.values())
-            out = replace(
-                m,
-                workload_s=sum(p.workload_s or 0.0 for p in [*done, m]),
-                prefix_cache_runs=_cache_runs([*done, m]),
-            )
-            before = sum(p.engine_s for p in done)
-            out.engine_s = before + m.engine_s
-            if m.engine_full_s is not None:
-                out.engine_full_s = before + m.engine_full_s
-            return out
-        parts[name] = m
-    return _combined(spec, parts)
+    """Every run of one trial against one engine start, as one Measurement: what the
+    objective runs (`Objective.measure`, `run_one`), each workload's run or rate search."""
+    objective = objective_of(spec)
+
+    def search(name: str, w: WorkloadSpec) -> Measurement:
+        return search_capacity(spec, name, w, run, beat)
+
+    def one(name: str, w: WorkloadSpec) -> Measurement:
+        return objective.run_one(name, w, run, search)
+
+    return objective.measure(spec.workload, one, lambda parts: _combined(spec, parts))
 
 
 def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:

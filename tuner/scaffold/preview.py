@@ -96,12 +96,12 @@ def _figure(best: TrialPoint, base: TrialPoint | None, spec: StudySpec) -> str:
     """The best config's predicted figure, against the defaults' (`base`: None where they
     broke the SLO)."""
     base_rps = (base.capacity_rps or 0.0) if base is not None else None
-    return objective_of(spec.objective).gain_words(best.score, best.capacity_rps, base_rps)
+    return objective_of(spec).gain_words(best.score, best.capacity_rps, base_rps)
 
 
 def _change(spec: StudySpec) -> str:
     """What would give the night something to win."""
-    other = objective_of(spec.objective).other_mode_hint()
+    other = objective_of(spec).other_mode_hint()
     return (
         f"what would change it: {other}, another rate (--rate, higher: the defaults "
         "queue), a tighter SLO, or other flags (--search-space)"

@@ -28,7 +28,7 @@ class ClearlyBetter:
 
     @property
     def resolution(self) -> float | None:
-        return objective_of(self.spec.objective).resolution()
+        return objective_of(self.spec).resolution()
 
     @property
     def why(self) -> str:

@@ -144,7 +144,7 @@ class TrialRecord:
     extra: dict[str, Any] = field(default_factory=dict)  # attrs this version does not know
 
     def encode(self) -> dict[str, object]:
-        """The user attrs to store (None fields are left out)."""
+        """The user attrs to store (None fields and empty payloads are left out)."""
         out: dict[str, object] = {}
         for name, key in _PLAIN.items():
             value = getattr(self, name)
@@ -153,18 +153,17 @@ class TrialRecord:
         out.update(self.metrics)
         out.update({m + k.CI_SUFFIX: encode_ci(ci) for m, ci in self.cis.items()})
         out.update({k.PREDICTED_PREFIX + m: v for m, v in self.predicted_metrics.items()})
-        if self.capacity is not None:
-            out[k.CAPACITY] = self.capacity.encode()
-        if self.rate_steps:
-            out[k.RATE_STEPS] = [s.encode() for s in self.rate_steps]
-        if self.scenarios:
-            out[k.SCENARIOS] = encode_scenarios(self.scenarios)
-        if self.prefix_cache_runs:
-            out[k.PREFIX_CACHE_RUNS] = [r.encode() for r in self.prefix_cache_runs]
-        if self.screen is not None:
-            out[k.SCREEN] = self.screen.encode()
-        if self.skip_prediction is not None:
-            out[k.SKIP_PREDICTION] = self.skip_prediction.encode()
+        payloads = {
+            k.CAPACITY: self.capacity.encode() if self.capacity is not None else None,
+            k.RATE_STEPS: [s.encode() for s in self.rate_steps],
+            k.SCENARIOS: encode_scenarios(self.scenarios),
+            k.PREFIX_CACHE_RUNS: [r.encode() for r in self.prefix_cache_runs],
+            k.SCREEN: self.screen.encode() if self.screen is not None else None,
+            k.SKIP_PREDICTION: (
+                self.skip_prediction.encode() if self.skip_prediction is not None else None
+            ),
+        }
+        out.update({key: value for key, value in payloads.items() if value})  # none: not stored
         out.update(self.extra)
         return out
 

@@ -115,7 +115,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     if not spec.scenarios:
         if not capacity_mode:
             reference = ref.metrics if ref is not None else metrics
-            values = objective_of(o).values(metrics, reference)
+            values = objective_of(spec).values(metrics, reference)
             return Scored(j.score, values, rate_steps=steps)
         cap = _capacity_of(m.capacity)
         return Scored(
@@ -194,7 +194,7 @@ def _rejudged(
         return replace(p, score=raw)
     cons = p.constraints
     assert isinstance(cons, Constraints)
-    if cons.named and spec.objective.mode != "capacity":  # capacity: SLOs are the measurement
+    if cons.named and objective_of(spec).slos_judge_figures:  # capacity: they are the measurement
         health = {k: v for k, v in cons.named.items() if k not in cons.slos}
         cons = Constraints({**health, **j.slos})
     status: Status = "infeasible" if cons.any_broken else "feasible"

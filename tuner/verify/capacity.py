@@ -22,9 +22,9 @@ def verified_workload(spec: StudySpec, point: TrialPoint) -> WorkloadSpec:
     trial's capacity rate, with the goodput limits its search measured under. A shipped
     config that met the SLOs at no rate has no capacity to verify (a UserError)."""
     w = spec.workload
-    if not objective_of(spec.objective).rated:
-        return w
-    rate = point.capacity_rps
+    rate = objective_of(spec).stated_rate(point.capacity_rps or 0.0)
+    if rate is None:
+        return w  # the study's own rate
     if not rate:
         raise UserError(
             f"trial {point.number} met the SLOs at no rate: a capacity study that found no "

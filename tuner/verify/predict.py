@@ -93,7 +93,7 @@ def predict_traffic(
     simulator calibrated on the study's measured trials; `not_predicted` says why not when the
     simulator does not know the model, the study names no accelerator, or no trial fits."""
     started = time.perf_counter()
-    if objective_of(spec.objective).rated:
+    if not objective_of(spec).one_run_figures:
         return TrafficPrediction(not_predicted=CAPACITY_NOT_PREDICTED)
     model = known_model(spec.engine.model)
     if model is None:

@@ -160,7 +160,7 @@ def run_verify(
     target: Target, base_url: str, caps: Caps, api_key: str | None, log: Path | None = None
 ) -> Outcome:
     spec = target.spec
-    if spec.scenarios:
+    if objective_of(spec).served_workload(spec.workload) is None:  # a scenario mix
         raise UserError(
             "verify measures one workload: a study with scenarios is not supported yet "
             '(docs/verify.md, "Not done yet")'
@@ -240,7 +240,7 @@ def judge(
         result.ci if result is not None else {},
         lighter=work.lighter,
     )
-    capacity_rps = point.capacity_rps if objective_of(spec.objective).rated else None
+    capacity_rps = objective_of(spec).stated_rate(point.capacity_rps or 0.0)
     found = (
         compare.not_measured(stopped)
         if stopped is not None
@@ -351,6 +351,7 @@ def _lines(
 
 def _whose(target: Target) -> str:
     """Whose workload verify sends: the study's, in capacity mode at the shipped capacity."""
-    if not objective_of(target.spec.objective).rated:
+    point = target.choice.point
+    if objective_of(target.spec).stated_rate(point.capacity_rps or 0.0) is None:
         return "the study's"
     return f"the study's, at trial {target.choice.point.number}'s capacity rate"

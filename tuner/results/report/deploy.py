@@ -127,7 +127,7 @@ def best_commands(
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
     baseline = baseline_of(points)
-    capacity = objective_of(spec.objective).rated
+    capacity = objective_of(spec).has_capacity
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
     rows: list[_Row] = []

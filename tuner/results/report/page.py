@@ -214,7 +214,7 @@ def _scenario_fronts(
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
-        capacity = objective_of(spec.objective).rated
+        capacity = objective_of(spec).has_capacity
         info = pareto_front_info(
             for_scenario(points, s.name), texts, simulated, s.name, capacity=capacity
         )
@@ -250,7 +250,7 @@ def build_report(
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline.
     `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
-    capacity = objective_of(spec.objective).rated
+    capacity = objective_of(spec).has_capacity
     pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
     imp = importances(study, points)
     config = {"displaylogo": False, "responsive": True}
