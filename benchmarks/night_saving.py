@@ -57,7 +57,7 @@ from tuner.measure.capacity import beats_by_resolution
 from tuner.run.session import RunOptions, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
-from tuner.sim.fit import apply_factors
+from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
@@ -139,9 +139,7 @@ def faster(factor: float) -> dict[str, float]:
     """`TRUTH`, then every constant `factor` times faster (compute, bandwidth, all-reduce and
     every overhead): an engine `factor`× faster than the study's profile says (below 1:
     slower), as a GPU whose built-in profile is that far off (issue 32 §5)."""
-    out = {"flops": factor, "bandwidth": factor, "allreduce": 1 / factor}
-    out |= {k: 1 / factor for k in ("step_overhead", "per_seq_overhead", "request_overhead")}
-    return {k: TRUTH.get(k, 1.0) * out[k] for k in out}
+    return {k: TRUTH.get(k, 1.0) * f for k, f in speed_factors(factor).items()}
 
 
 def truth_runner(spec: StudySpec, factor: float = 1.0) -> PlanRunner:
