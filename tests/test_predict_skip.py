@@ -463,3 +463,16 @@ def test_a_config_that_queues_only_on_a_slow_profile_is_not_ruled_out(
     assert p is not None and p.ruled_out is None
     assert p.speed is not None and 1.6 <= p.speed <= 2.2  # the baseline's 2×, less TRUTH's
     assert p.score is not None and abs(p.score - on_truth) <= p.margin[ps.SCORE]
+
+
+def test_the_speed_fitted_is_the_one_that_reproduces_the_reference() -> None:
+    """`engine_speed.fitted_speed`: a reference whose figures the profile predicts 2.5×
+    too slow is reproduced at 2.5× (to its 2 %); one the simulator refuses leaves the
+    profile as it is."""
+    from tuner.fidelity.engine_speed import fitted_speed
+
+    def misses_at(speed: float) -> dict[str, float]:  # latencies ∝ 1/speed, rate ∝ speed
+        return {"p99_ttft_ms": math.log(speed / 2.5), "output_throughput": math.log(2.5 / speed)}
+
+    assert fitted_speed(misses_at) == pytest.approx(2.5, rel=0.02)
+    assert fitted_speed(lambda speed: None) == 1.0
