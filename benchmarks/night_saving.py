@@ -29,7 +29,9 @@ best" rule would have stopped it there (its first rate is the best's × (1 + res
 
 `--truth-faster F` makes the hidden truth every constant F times faster than the study's
 profile (issue 32 §5: a profile off by more than the skips' stated factor 2); the table then
-says how many trials everything-on launched.
+says how many trials everything-on launched. With `--faster-only NAME[,NAME]`, only those
+constants (`tuner.sim.fit.FACTORS`' names: `bandwidth`, `flops`, ...): a profile off in
+shape, not one speed (prediction skips re-scale the profile by one speed).
 
 `longdoc` is the shipped long-document capacity study (studies/a6000x4-r1-distill-qwen-32b-
 longdoc.yaml, capacity mode, 30 trials); its score is −ln(capacity / the baseline's).
@@ -57,7 +59,7 @@ from tuner.measure.capacity import beats_by_resolution
 from tuner.run.session import RunOptions, run_study
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
-from tuner.sim.fit import apply_factors
+from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
@@ -135,20 +137,19 @@ def spec_for(workload: str, seed: int, trials: int) -> StudySpec:
     )
 
 
-def faster(factor: float) -> dict[str, float]:
+def faster(factor: float, only: tuple[str, ...] = ()) -> dict[str, float]:
     """`TRUTH`, then every constant `factor` times faster (compute, bandwidth, all-reduce and
-    every overhead): an engine `factor`× faster than the study's profile says (below 1:
-    slower), as a GPU whose built-in profile is that far off (issue 32 §5)."""
-    out = {"flops": factor, "bandwidth": factor, "allreduce": 1 / factor}
-    out |= {k: 1 / factor for k in ("step_overhead", "per_seq_overhead", "request_overhead")}
-    return {k: TRUTH.get(k, 1.0) * out[k] for k in out}
+    every overhead; `only`: those alone): an engine `factor`× faster than the study's profile
+    says (below 1: slower), as a GPU whose built-in profile is that far off (issue 32 §5)."""
+    moved = {k: f for k, f in speed_factors(factor).items() if not only or k in only}
+    return {k: TRUTH.get(k, 1.0) * moved.get(k, 1.0) for k in speed_factors(factor)}
 
 
-def truth_runner(spec: StudySpec, factor: float = 1.0) -> PlanRunner:
+def truth_runner(spec: StudySpec, factor: float = 1.0, only: tuple[str, ...] = ()) -> PlanRunner:
     """The simulator as the 'real engine': the study's profile with `TRUTH` applied (and, with
     `factor` other than 1, every constant `factor` times faster: `faster`)."""
     runner = PlanRunner(spec)
-    runner.gpu = apply_factors(load_gpu("a6000"), TRUTH if factor == 1 else faster(factor))
+    runner.gpu = apply_factors(load_gpu("a6000"), TRUTH if factor == 1 else faster(factor, only))
     return runner
 
 
@@ -223,9 +224,11 @@ def one(spec: StudySpec, on: bool, db: Path, runner: PlanRunner) -> dict:
     }
 
 
-def run_pair(name: str, seed: int, trials: int, tmp: Path, factor: float = 1.0) -> dict:
+def run_pair(
+    name: str, seed: int, trials: int, tmp: Path, factor: float = 1.0, only: tuple[str, ...] = ()
+) -> dict:
     spec = spec_for(name, seed, trials)
-    runner = truth_runner(spec, factor)
+    runner = truth_runner(spec, factor, only)
     off = one(spec, False, tmp / f"{name}-{seed}-off.db", runner)
     on = one(spec, True, tmp / f"{name}-{seed}-on.db", runner)
     return {"workload": name, "seed": seed, "off": off, "on": on}
@@ -306,6 +309,13 @@ def main() -> None:
         help="the hidden truth this many times faster than the study's profile on every "
         "constant (below 1: slower); issue 32's check runs 2-5",
     )
+    ap.add_argument(
+        "--faster-only",
+        type=lambda text: tuple(text.split(",")),
+        default=(),
+        help="with --truth-faster: only these constants faster (comma-separated: bandwidth, "
+        "flops, allreduce, step_overhead, per_seq_overhead, request_overhead)",
+    )
     ap.add_argument("--json", type=Path, help="also write every row here")
     ap.add_argument("--summarize", type=Path, nargs="+", help="only sum up these --json files")
     args = ap.parse_args()
@@ -318,7 +328,10 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.monotonic()
     seeds = range(args.seed_start, args.seed_start + args.seeds)
-    off = f", {args.truth_faster:g}x faster than the profile" if args.truth_faster != 1 else ""
+    what = f" in {', '.join(args.faster_only)}" if args.faster_only else ""
+    off = (
+        f", {args.truth_faster:g}x faster{what} than the profile" if args.truth_faster != 1 else ""
+    )
     print(f"SIMULATED (tuner plan, hidden truth profile{off}): {args.trials}-trial TPE studies\n")
     print(HEADER)
     rows = []
@@ -326,7 +339,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
         for name in args.workload or WORKLOADS:
             for seed in seeds:
-                rows.append(run_pair(name, seed, args.trials, Path(tmp), args.truth_faster))
+                factor, only = args.truth_faster, args.faster_only
+                rows.append(run_pair(name, seed, args.trials, Path(tmp), factor, only))
                 print(row(rows[-1]), flush=True)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1))

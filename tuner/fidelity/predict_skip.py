@@ -10,6 +10,11 @@ more than any margin (issue 32 §5), so nothing is judged on the simulator's abs
   prediction of the reference trial (the baseline), so a scale common to both cancels; each
   predicted SLO figure is anchored on the reference's miss, predicted × measured/predicted of
   the reference;
+- at the reference's speed: a scale is not all that a profile off in scale gets wrong (an
+  engine 2× faster drains, at the same request rate, a queue that its profile predicts), so
+  every prediction (the reference's too) is made on the profile re-scaled, every constant
+  alike, to the speed at which it reproduces the reference's measured figures
+  (`tuner.fidelity.engine_speed`); the anchor is then what that one speed leaves unexplained;
 - misses: every launched trial measured whole gives ln(measured / predicted) − the
   reference's miss per SLO figure and measured − predicted score, both re-scored under
   today's judging (a weights or SLO change re-scores the prediction as it re-scores the
@@ -37,10 +42,13 @@ from dataclasses import replace
 from typing import Any
 
 from tuner import trial as tr
+from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import objective_of
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.sim.fit import apply_factors, speed_factors
+from tuner.sim.profile_file import load_gpu
 from tuner.spec.figures import figure
 from tuner.spec.slo import metric_direction, parse_slo
 from tuner.spec.study import StudySpec
@@ -51,6 +59,7 @@ CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a f
 SAFETY = 1.5  # the measured margin: this times the largest held-out miss after calibration
 MIN_MARGIN = 0.05  # never trusted closer than 5 % on one figure
 SCORE = "score"
+STOCK = 1.0  # the study's profile as it is: speed 1
 CAPACITY = "capacity_rps"  # capacity mode's figure
 
 
@@ -62,8 +71,9 @@ class PredictionSkip:
         builds it when the study starts, after this is made)."""
         self.spec = spec
         self._requests = requests
-        self._plan: PlanRunner | None = None
-        self._simulated: dict[tr.ParamsKey, Measurement | None] = {}
+        self._plans: dict[float, PlanRunner] = {}  # one simulator per speed
+        self._simulated: dict[tuple[float, tr.ParamsKey], Measurement | None] = {}
+        self._speeds: dict[tuple[int, tuple[tuple[str, float], ...]], float] = {}
         self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
         self.objective = objective_of(spec)
         self.weights = self.objective.weights
@@ -72,18 +82,23 @@ class PredictionSkip:
         self.score_scale = self.objective.score_scale()
         self.score_floor = MIN_MARGIN * self.objective.score_floor()
 
-    def simulate(self, params: dict[str, Any]) -> Measurement | None:
-        """The simulator's whole trial of a config (None: it refuses it). The planner is
-        deterministic, so each config is simulated once per process; a resumed study
-        simulates its launched trials again, with today's simulator (their misses are the
-        misses of the predictor that predicts the next config)."""
-        key = tr.params_key(params)
+    def simulate(self, params: dict[str, Any], speed: float = STOCK) -> Measurement | None:
+        """The simulator's whole trial of a config (None: it refuses it), on the study's
+        profile with every constant `speed`× faster (`STOCK`: as it is). The planner is
+        deterministic, so each config is simulated once per process and speed; a resumed
+        study simulates its launched trials again, with today's simulator (their misses are
+        the misses of the predictor that predicts the next config)."""
+        key = (speed, tr.params_key(params))
         if key not in self._simulated:
-            if self._plan is None:
-                self._plan = PlanRunner(self.spec)  # the study's own profile: never a hidden truth
-                self._plan.use_requests(self._requests())
+            if speed not in self._plans:
+                plan = PlanRunner(self.spec)  # the study's own profile: never a hidden truth
+                if speed != STOCK:  # a profile named in the engine's flags is loaded here
+                    base = plan.gpu or load_gpu(str(self.spec.engine.flags.get("gpu", "")))
+                    plan.gpu = apply_factors(base, speed_factors(speed))
+                plan.use_requests(self._requests())
+                self._plans[speed] = plan
             ctx = TrialContext(self.spec.name, -1, dict(params), lambda s: None)
-            m = self._plan.measure(ctx)
+            m = self._plans[speed].measure(ctx)
             # kept without its per-request records: scoring reads the figures alone
             self._simulated[key] = replace(m, records=[]) if m.metrics is not None else None
         return self._simulated[key]
@@ -91,15 +106,18 @@ class PredictionSkip:
     def predict(
         self, params: dict[str, Any], points: Sequence[TrialPoint], host: str | None
     ) -> SkipPrediction | None:
-        """The calibrated prediction with its margins (None: the simulator refuses it)."""
-        m = self.simulate(params)
+        """The calibrated prediction with its margins (None: the simulator refuses it), on
+        the study's profile at the speed the reference measured (`speed`; before anything is
+        measured, as it is)."""
+        ref = tr.reference(points, host)
+        speed = self.speed(ref) if ref is not None else STOCK
+        m = self.simulate(params, speed)
         if m is None or m.metrics is None:
             return None
         keys = [s.metric for s in self.slos if s.metric in m.metrics]
         raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
         engine_s = _typical_engine_s(points) or m.engine_s
-        ref = tr.reference(points, host)
-        anchored = self._anchored(ref) if ref is not None else None
+        anchored = self._anchored(ref, speed) if ref is not None else None
         if anchored is None:  # nothing measured yet, or the simulator refuses the reference
             return SkipPrediction(raw=raw, engine_s=engine_s)
         predicted_ref, anchor = anchored
@@ -118,14 +136,32 @@ class PredictionSkip:
             anchor=anchor,
             errors_from=min((sum(k in e for e in misses) for k in margin), default=0),
             engine_s=engine_s,
+            speed=speed,
         )
 
-    def _anchored(self, ref: TrialPoint) -> tuple[TrialPoint, dict[str, float]] | None:
-        """The reference trial as the simulator predicts it (what predicted scores are
-        relative to, so the profile's scale cancels), and its miss: ln(measured / predicted)
-        per figure the prediction reads (capacity mode: `capacity_rps` too). None: the
-        simulator refuses the reference's config."""
-        m = self.simulate(ref.params)
+    def speed(self, ref: TrialPoint) -> float:
+        """How much faster the engine is than the study's profile, as the reference trial
+        measured it: the speed at which the profile, every constant re-scaled, reproduces
+        the reference's measured figures (`tuner.fidelity.engine_speed`); fitted once per
+        reference and figures. `STOCK` when the simulator refuses the reference."""
+        key = (ref.number, tuple(sorted(_figures(ref).items())))
+        if key not in self._speeds:
+
+            def misses_at(speed: float) -> dict[str, float] | None:
+                anchored = self._anchored(ref, round_speed(speed))
+                return anchored[1] if anchored is not None else None
+
+            self._speeds[key] = fitted_speed(misses_at)
+        return self._speeds[key]
+
+    def _anchored(
+        self, ref: TrialPoint, speed: float = STOCK
+    ) -> tuple[TrialPoint, dict[str, float]] | None:
+        """The reference trial as the simulator predicts it at `speed` (what predicted scores
+        are relative to, so the profile's scale cancels), and its miss: ln(measured /
+        predicted) per figure the prediction reads (capacity mode: `capacity_rps` too).
+        None: the simulator refuses the reference's config."""
+        m = self.simulate(ref.params, speed)
         if m is None:
             return None
         predicted = scoring.simulated_reference(self.spec, m, ref.params)
@@ -143,8 +179,8 @@ class PredictionSkip:
     ) -> tuple[float, float]:
         """(calibration, margin) of one figure (or the score) from the misses `found`. With
         fewer than `MIN_ERRORS`: no calibration, the stated margin widened by the reference's
-        own miss (a profile that far off may misjudge the engine's load too, not only its
-        scale). Never narrower than `SAFETY` × the largest miss seen."""
+        own miss at its speed (what one speed does not explain, the profile may misjudge in
+        the engine's load too). Never narrower than `SAFETY` × the largest miss seen."""
         seen = SAFETY * max((abs(e) for e in found), default=0.0)
         if len(found) < MIN_ERRORS:
             if key == SCORE:
@@ -165,21 +201,24 @@ class PredictionSkip:
         their reference trial). The reference itself gives none (its relative miss is 0 by
         construction: it is the anchor). Configs that the simulator predicts alike (flags
         that change nothing it models) are one piece of evidence, not several: their misses
-        are averaged into one."""
+        are averaged into one. Each prediction is made at the speed its trial's reference
+        measured (`speed`)."""
         by_number = {p.number: p for p in points}
-        anchors: dict[int, tuple[TrialPoint, dict[str, float]] | None] = {}
+        anchors: dict[int, tuple[float, tuple[TrialPoint, dict[str, float]] | None]] = {}
         groups: dict[tuple[tuple[tuple[str, float], ...], str], list[dict[str, float]]] = {}
         for p in points:
             if not _whole(p) or not p.metrics or p.record.skip_prediction is None:
                 continue
             ref = by_number.get(p.reference) if p.reference is not None else None
             ref = ref or tr.reference(points, p.host)
-            m = self.simulate(p.params)
-            if ref is None or ref.number == p.number or m is None or m.metrics is None:
+            if ref is None or ref.number == p.number:
                 continue
             if ref.number not in anchors:
-                anchors[ref.number] = self._anchored(ref)
-            if (anchored := anchors[ref.number]) is None:
+                speed = self.speed(ref)
+                anchors[ref.number] = (speed, self._anchored(ref, speed))
+            speed, anchored = anchors[ref.number]
+            m = self.simulate(p.params, speed)
+            if anchored is None or m is None or m.metrics is None:
                 continue
             predicted_ref, anchor = anchored
             raw = {s.metric: m.metrics.get(s.metric, 0.0) for s in self.slos}
@@ -216,6 +255,8 @@ class PredictionSkip:
         p = self.predict(params, points, host)
         if p is None or not may_skip or not any(_whole(q) for q in points):
             return p  # nothing measured yet: nothing calibrates the simulator
+        off = p.speed not in (None, STOCK)
+        at = f" (at the reference's speed, {p.speed:.3g}× the profile's)" if off else ""
         if self.objective.slos_judge_figures:
             for s in self.slos:
                 if s.metric not in p.metrics:
@@ -223,7 +264,7 @@ class PredictionSkip:
                 best_case = _in_favour(s.metric, p.metrics[s.metric], p.margin[s.metric])
                 if not s.met({s.metric: best_case}):
                     why = f"predicted {s.metric} {figure(p.metrics[s.metric])} breaks {s}"
-                    return replace(p, ruled_out=f"{why} by more than its margin")
+                    return replace(p, ruled_out=f"{why} by more than its margin{at}")
         top = tr.best(points)
         if top is None or top.score is None or p.score is None:
             return p
@@ -233,7 +274,7 @@ class PredictionSkip:
                 incumbent=top.score,
                 ruled_out=(
                     f"predicted score {p.score:+.3f} ± {p.margin[SCORE]:.3f} cannot beat "
-                    f"the best so far ({top.score:+.3f}, trial {top.number})"
+                    f"the best so far ({top.score:+.3f}, trial {top.number}){at}"
                 ),
             )
         return p

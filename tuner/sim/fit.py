@@ -37,6 +37,7 @@ from tuner.sim.fit_problem import (
     apply_factors,
     is_positive,
     predict,
+    speed_factors,
 )
 from tuner.sim.profiles import GpuProfile, ModelProfile
 
@@ -57,6 +58,7 @@ __all__ = [
     "fit",
     "is_positive",
     "predict",
+    "speed_factors",
 ]
 
 MIN_OBSERVATIONS = 4  # three folds of at least one held-out trial, each fitted on >= 3

@@ -123,6 +123,14 @@ def apply_factors(base: GpuProfile, factors: Mapping[str, float]) -> GpuProfile:
     return gpu
 
 
+def speed_factors(speed: float) -> dict[str, float]:
+    """The factors of an engine `speed` times faster on every constant (below 1: slower):
+    compute and bandwidth × `speed`, all-reduce and every overhead ÷ `speed`. Every step then
+    takes 1/`speed` of its time; what arrives when does not change, so queues do."""
+    out = {"flops": speed, "bandwidth": speed, "allreduce": 1 / speed}
+    return out | {k: 1 / speed for k in ("step_overhead", "per_seq_overhead", "request_overhead")}
+
+
 def predict(
     model: ModelProfile,
     gpu: GpuProfile,

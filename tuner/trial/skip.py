@@ -33,7 +33,8 @@ class SkipPrediction:
     predictions of launched trials those misses came from (below 3: the stated conservative
     margin). `ruled_out`: why it was not launched (None: it was launched); `incumbent`: the
     best score then; `engine_s`: the engine time a launch was predicted to take (what a skip
-    saves)."""
+    saves); `speed`: the profile's speed the prediction was made at (every constant that many
+    times faster: the speed the reference measured; 1: the profile as it is)."""
 
     raw: dict[str, float] = field(default_factory=dict)
     raw_score: float | None = None
@@ -45,6 +46,7 @@ class SkipPrediction:
     engine_s: float | None = None
     incumbent: float | None = None
     ruled_out: str | None = None
+    speed: float | None = None
 
     def encode(self) -> dict[str, object]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -66,4 +68,5 @@ class SkipPrediction:
             engine_s=_opt(raw.get("engine_s")),
             incumbent=_opt(raw.get("incumbent")),
             ruled_out=str(reason) if reason else None,
+            speed=_opt(raw.get("speed")),
         )
