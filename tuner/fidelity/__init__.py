@@ -18,6 +18,7 @@ Modules:
 - `best_check`: the best config and its baseline checked and the record stored (one helper);
 - `warm_start`: the best configs of another stored study, queued first;
 - `predict_skip`: never launch what the calibrated simulator already rules out;
+- `engine_speed`: how fast the engine is against the study's profile, fitted on one measured trial;
 - `unit_cube`: the screen's unit cube (each parameter mapped to [0, 1)) and distances in it.
 
 What may be assumed: every figure from the simulator is labelled SIMULATED and never stored
