@@ -89,7 +89,7 @@ def build_study(
 ) -> tuple[Path, str]:
     """Write the study file and a SQLite database holding the trials; returns (file, URL).
     `attrs`: more user attrs of trial N (e.g. `capacity_rps`)."""
-    from tuner.measure.modes import objective_of
+    from tuner.measure.mixes import objective_of
     from tuner.spec.space import distributions
 
     study_file = write_study_file(dir_, text.replace("slo:", f"mode: {mode}\n  slo:"))

@@ -7,15 +7,8 @@ import math
 import pytest
 
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import (
-    MODES,
-    CapacityMix,
-    CapacityObjective,
-    Objective,
-    RunOne,
-    ScenarioMix,
-    objective_of,
-)
+from tuner.measure.mixes import CapacityMix, ScenarioMix, objective_of
+from tuner.measure.modes import MODES, CapacityObjective, Objective, RunOne
 from tuner.measure.objective import (
     PENALTY_SCORE,
     clearly_better,
@@ -223,3 +216,33 @@ def test_a_runs_gain_in_each_modes_terms() -> None:
     assert (
         not cap.rate_can_change([2.0]) and cap.fixed_rate_words() and not scalar.fixed_rate_words()
     )
+
+
+def test_each_mode_scores_a_run_and_tells_optuna_its_values() -> None:
+    """What `trial.scoring` asks the mode, never its name: a run's score against the
+    reference's (metrics, or capacity), Optuna's values, the constraints on what was found."""
+    slo = {"slo": ["p99_ttft_ms<=900"]}
+    scalar, cap = (
+        objective_of(_study()),
+        objective_of(_study(objective={"mode": "capacity", **slo})),
+    )
+    faster = {**BASE, "output_throughput": 800.0}
+    assert scalar.run_score(faster, BASE, 0.0, 0.0) == pytest.approx(
+        score(faster, BASE, scalar.spec.weights)
+    )
+    assert cap.run_score(BASE, BASE, 6.0, 3.0) == pytest.approx(-math.log(2))
+    assert cap.run_score(BASE, BASE, 0.0, 3.0) == pytest.approx(-math.log(0.025 / 3.0))  # floor
+    assert scalar.trial_values(-0.5, faster, BASE, 0.0, 0.0) == scalar.values(faster, BASE)
+    assert cap.trial_values(-0.5, BASE, BASE, 6.0, 3.0) == [6.0]
+    assert scalar.capacity_figure(6.0) is None and cap.capacity_figure(6.0) == 6.0
+    assert scalar.found_constraints({"capacity": 0.0}) == {}
+    assert cap.found_constraints({"a:capacity": 2.0, "b:capacity": 0.0}) == {
+        "a:capacity": 0.0,
+        "b:capacity": 1.0,
+    }
+    mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
+    cap_mix = objective_of(_study(workload=[CHAT, DOC], objective={"mode": "capacity", **slo}))
+    assert mix.trial_values(-0.5, faster, BASE, 0.0, 0.0) == [-0.5]  # the aggregated score
+    assert cap_mix.trial_values(-math.log(2), BASE, BASE, 5.0, 3.0) == [pytest.approx(6.0)]
+    assert cap_mix.trial_values(-math.log(2), BASE, BASE, 0.0, 3.0) == [0.0]
+    assert mix.capacity_figure(4.0) is None and cap_mix.capacity_figure(4.0) == 4.0

@@ -10,7 +10,7 @@ import pytest
 from tuner import trial as tr
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint
 from tuner.trial.scoring import score_trial

@@ -64,7 +64,7 @@ def pareto(
     """List the non-dominated feasible configs (default: P99 TTFT against mean TPOT), each
     once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
-    from tuner.measure.modes import objective_of
+    from tuner.measure.mixes import objective_of
     from tuner.results.pareto import capacity_front_of, check_stored, front_of, parse_objectives
     from tuner.trial import configs, for_scenario
 
@@ -279,7 +279,7 @@ def report(
 
     import optuna
 
-    from tuner.measure.modes import objective_of
+    from tuner.measure.mixes import objective_of
     from tuner.results.report.page import build_report
     from tuner.results.report.png import write_png
     from tuner.spec.outputs import check_output_file, write_output_file

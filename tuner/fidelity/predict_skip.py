@@ -44,7 +44,7 @@ from typing import Any
 from tuner import trial as tr
 from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.sim.fit import apply_factors, speed_factors

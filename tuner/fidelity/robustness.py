@@ -25,7 +25,8 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.fidelity.best_check import check_stored_best
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import Objective, objective_of
+from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec

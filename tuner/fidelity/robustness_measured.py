@@ -32,7 +32,7 @@ from tuner.fidelity.robustness import (
     verdict,
 )
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
 from tuner.spec.values import Params

@@ -5,8 +5,9 @@ Modules:
 - `metrics`: vLLM bench's metrics from records (`compute_metrics`), bootstrap intervals;
 - `measurement`: `Measurement`, what a runner hands to the trial pipeline;
 - `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
-- `modes`: the objective object, one class per mode, a scenario mix as their composite
-  (`objective_of`): every decision that depends on the mode or the mix;
+- `modes`: the objective object, one class per mode: every decision that depends on the mode;
+- `mixes`: a scenario mix as the composite of one mode's object per scenario, and the
+  factory `objective_of` (a study's mode, or its mix): every decision that depends on the mix;
 - `capacity`: the rate search of `objective.mode: capacity` (pure);
 - `snapshot`: what an early-stopping check sees (`Snapshot`, `EngineSample`);
 - `pruning`: early stopping's rule, from partial records and the engine's gauges;
@@ -18,7 +19,7 @@ records give the same figures (the bootstrap is seeded).
 Re-exported here: the names every runner and the simulator use (they load numpy, as every
 user of this package does). `objective` is not re-exported: it reads the study file
 (`tuner.spec.study`), which the simulation core (a user of `metrics`) must not load. Import
-it, `modes`, `capacity` and `pruning` from their modules.
+it, `modes`, `mixes`, `capacity` and `pruning` from their modules.
 """
 
 from tuner.measure.measurement import Measurement

@@ -2,13 +2,12 @@
 
 Every decision that depends on the mode is a method or a class attribute here, never an `if`
 on `objective.mode` elsewhere (issue 35): what Optuna is told (its values, directions and
-names, a failed trial's values), how wide a tie is, which metrics a change is stated on,
+names, a failed trial's values, the constraints on what the mode's search found), a run's
+score against the reference's, how wide a tie is, which metrics a change is stated on,
 whether the mode searches the request rate itself, how far a prediction's score may be off,
-and a trial's figure in words. A fourth mode is one more class in `MODES`. A scenario mix
-is a composite of one such object per scenario (`ScenarioMix`, `CapacityMix`): what differs
-for a mix (its runs, its constraints, its stop rules, its words) is its method, never an `if`
-on `spec.scenarios` elsewhere; `tuner.trial.scoring` scores each scenario and aggregates.
-docs/objective.md has the formulas.
+and a trial's figure in words. A fourth mode is one more class in `MODES`. A scenario mix is
+the composite of one such object per scenario (`tuner.measure.mixes`, which has the factory
+`objective_of`). docs/objective.md has the formulas.
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from tuner.measure.capacity import Beat
-from tuner.measure.measurement import Measurement, ended_after
-from tuner.measure.objective import PENALTY_SCORE, constraints, health_constraints, score
+from tuner.measure.measurement import Measurement
+from tuner.measure.objective import PENALTY_SCORE, capacity_score, constraints, score
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.sections import ScenarioSpec
 from tuner.spec.slo import Direction, metric_direction
-from tuner.spec.study import ObjectiveSpec, StudySpec
+from tuner.spec.study import ObjectiveSpec
 from tuner.spec.workload import WorkloadSpec
 
 CAPACITY_RPS = "capacity_rps"  # capacity mode's figure, req/s
@@ -70,6 +68,39 @@ class Objective:
         """Values for a trial with no measurement (its constraints make it infeasible anyway);
         None while no value can be given."""
         return [PENALTY_SCORE]
+
+    def run_score(
+        self,
+        mine: Mapping[str, float],
+        theirs: Mapping[str, float],
+        mine_rps: float,
+        theirs_rps: float,
+    ) -> float:
+        """One run's score against the reference's same run (`theirs`: its metrics,
+        `theirs_rps`: its capacity, req/s), lower is better: Σ w·s·ln(m / m_ref)."""
+        return score(mine, theirs, self.spec.weights)
+
+    def trial_values(
+        self,
+        trial_score: float,
+        metrics: Mapping[str, float],
+        reference: Mapping[str, float],
+        capacity_rps: float,
+        reference_rps: float,
+    ) -> list[float]:
+        """What Optuna is told for a measured trial (its `trial_score`, pooled `metrics`, its
+        capacity), against the reference trial's (`reference`, `reference_rps`)."""
+        return self.values(metrics, reference)
+
+    def capacity_figure(self, found_rps: float | None) -> float | None:
+        """A trial's capacity (req/s) from what its search found (a mix's: aggregated);
+        None: the mode has no capacity."""
+        return None
+
+    def found_constraints(self, found_rps: Mapping[str, float]) -> dict[str, float]:
+        """Optuna's constraints on what the mode's search found (each constraint's name:
+        the capacity it judges, req/s): none in a mode without a search."""
+        return {}
 
     def stated_metrics(self) -> list[str]:
         """The metrics a change is stated on: the headline metrics, then the weighted ones."""
@@ -241,6 +272,34 @@ class CapacityObjective(Objective):
     def penalty_values(self, measured: Sequence[Mapping[str, float]] = ()) -> list[float] | None:
         return [0.0]  # req/s: served nothing within the SLOs
 
+    def run_score(
+        self,
+        mine: Mapping[str, float],
+        theirs: Mapping[str, float],
+        mine_rps: float,
+        theirs_rps: float,
+    ) -> float:
+        """−ln(capacity / the reference's); a capacity of 0 counts as half the lowest rate
+        the search tries."""
+        return capacity_score(mine_rps, theirs_rps, self.spec.search.min_rps / 2)
+
+    def trial_values(
+        self,
+        trial_score: float,
+        metrics: Mapping[str, float],
+        reference: Mapping[str, float],
+        capacity_rps: float,
+        reference_rps: float,
+    ) -> list[float]:
+        return [capacity_rps]
+
+    def capacity_figure(self, found_rps: float | None) -> float | None:
+        return found_rps
+
+    def found_constraints(self, found_rps: Mapping[str, float]) -> dict[str, float]:
+        """Each capacity of 0 (nothing served within the SLOs) is infeasible."""
+        return {name: 0.0 if rps > 0 else 1.0 for name, rps in found_rps.items()}
+
     def stated_metrics(self) -> list[str]:
         return [CAPACITY_RPS]
 
@@ -308,83 +367,6 @@ class CapacityObjective(Objective):
         return " (the capacity search sets the rate)"
 
 
-class MixOf(Objective):
-    """A scenario mix: the composite of one objective per scenario (`parts`, each of the
-    study's mode), each scenario measured on the same engine start, its score aggregated
-    from theirs (weighted mean or worst, `objective.aggregate`). Combined with the mode's
-    class (`ScenarioMix`, `CapacityMix`), so what a mix does not change is the mode's."""
-
-    prunes_against_incumbent = False  # each scenario's run has only the SLO rule
-    one_run_figures = False  # one run per scenario, the trial's figures pooled
-
-    def __init__(self, spec: ObjectiveSpec, scenarios: Sequence[ScenarioSpec]) -> None:
-        super().__init__(spec)
-        self.scenarios = {s.name: s for s in scenarios}
-        self.parts = {s.name: MODES[spec.mode](spec) for s in scenarios}
-
-    def aggregate_words(self) -> str:
-        """How the scenarios' scores make the trial's, in words."""
-        return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
-
-    def measure(
-        self,
-        workload: WorkloadSpec,
-        one: RunOne,
-        combine: Callable[[dict[str, Measurement]], Measurement],
-    ) -> Measurement:
-        """Each scenario in turn; a failure or an early stop ends the trial there, with the
-        time of every run before it."""
-        parts: dict[str, Measurement] = {}
-        for name, s in self.scenarios.items():
-            m = one(name, s.workload())
-            if m.metrics is None or m.pruned_reason:
-                return ended_after(m, list(parts.values()))
-            parts[name] = m
-        return combine(parts)
-
-    def to_beat(self, best_rps: float | None, reference_rps: float | None) -> Beat | None:
-        return None  # the mix's capacity is aggregated, no one search can be cut short
-
-    def trial_constraints(
-        self, metrics: Mapping[str, float] | None, failed_fraction: float
-    ) -> dict[str, float]:
-        """Health only: the SLOs are judged per scenario (the score's constraints), never
-        on the pooled figures, a mix no one serves."""
-        return health_constraints(self.spec, metrics, failed_fraction=failed_fraction)
-
-    def served_workload(self, workload: WorkloadSpec) -> WorkloadSpec | None:
-        return None
-
-    def workload_lines(
-        self, workload: WorkloadSpec, describe: Callable[[WorkloadSpec], str]
-    ) -> list[str]:
-        head = f"workload: {len(self.scenarios)} scenarios, the score is "
-        return [f"{head}{self.aggregate_words()} of theirs:"] + [
-            f"  {s.name} (weight {s.weight:g}): {describe(s.workload())}"
-            + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
-            for s in self.scenarios.values()
-        ]
-
-
-class ScenarioMix(MixOf, Objective):
-    """A scalar-mode mix: each scenario scored against the reference's same scenario."""
-
-
-class CapacityMix(MixOf, CapacityObjective):
-    """A capacity-mode mix: each scenario's own capacity search; the mix's capacity is
-    aggregated for show, its score from the scenarios' own log-ratios."""
-
-
 MODES: dict[str, type[Objective]] = {
     c.mode: c for c in (Objective, MultiObjective, CapacityObjective)
 }
-# a mix of each mode that takes scenarios (multi mode takes one workload: `spec.study`)
-MIXES: dict[str, type[MixOf]] = {"scalar": ScenarioMix, "capacity": CapacityMix}
-
-
-def objective_of(spec: StudySpec) -> Objective:
-    """The study file's objective as the object that decides for its mode, and for its
-    scenario mix when it has one."""
-    if spec.scenarios:
-        return MIXES[spec.objective.mode](spec.objective, spec.scenarios)
-    return MODES[spec.objective.mode](spec.objective)

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.spec.metric_keys import direction, metric_words
 from tuner.spec.study import StudySpec
 from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint

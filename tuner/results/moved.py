@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.measure.objective import clearly_better
 from tuner.results.change import Change, plain
 from tuner.spec.metric_keys import direction

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.measure.modes import Objective, objective_of
+from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec

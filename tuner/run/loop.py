@@ -22,7 +22,7 @@ import optuna
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline

@@ -18,7 +18,7 @@ from tuner import trial as tr
 from tuner.errors import RULE_REFUSALS
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.run import skipping
 from tuner.runners.engine_runner import PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat

@@ -11,7 +11,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.fidelity.calibration import observations
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.runners.plan import PlanRunner, study_profile, study_workload
 from tuner.sim.fit import FIT_METRICS, is_positive, predict
 from tuner.sim.profiles import load_model

@@ -21,7 +21,7 @@ from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.runners.load_runs import cache_run, measure_all
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env

@@ -19,7 +19,7 @@ from tuner.errors import TunerError
 from tuner.measure import capacity
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
 from tuner.spec.slo import SloLimit

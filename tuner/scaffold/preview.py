@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from tuner.errors import UserError
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.results.verdicts import verdicts
 from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.measure.capacity import beats_by_resolution
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
 from tuner.spec.study import StudySpec

@@ -15,7 +15,7 @@ from typing import Any
 
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
@@ -73,75 +73,66 @@ def judge(
 ) -> Judged:
     """The one place a measurement is judged: when it is measured (`score_trial`) and every
     time it is read (`rejudge`), so a stored score can never disagree with today's judging.
-    `ref` None: the measurement is its own reference (the baseline)."""
-    o = spec.objective
+    `ref` None: the measurement is its own reference (the baseline). Each run is scored by
+    the mode (`run_score`: its metrics, or its capacity, against the reference's same run)."""
+    o, judging = spec.objective, objective_of(spec)
     if not spec.scenarios:
         slos = obj.slo_constraints(spec.slo_limits(None), metrics)
-        if o.mode != "capacity":
-            reference = ref.metrics if ref is not None else metrics
-            return Judged(obj.score(metrics, reference, o.weights), slos)
+        reference = ref.metrics if ref is not None else metrics
         cap = _capacity_of(capacity)
         ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        score = obj.capacity_score(cap, ref_cap, o.search.min_rps / 2)
-        return Judged(score, slos, cap if capacity is not None else None)
+        score = judging.run_score(metrics, reference, cap, ref_cap)
+        found = cap if capacity is not None else None
+        return Judged(score, slos, judging.capacity_figure(found))
     weights = {s.name: s.weight for s in spec.scenarios}
     per_score, caps, slos, entries = {}, {}, {}, {}
     for name, entry in scenarios.items():
-        if o.mode == "capacity":
-            caps[name] = _capacity_of(entry.capacity)
-            theirs = ref.scenario(name) if ref is not None else entry
-            ref_cap = _capacity_of(theirs.capacity if theirs is not None else None)
-            per_score[name] = obj.capacity_score(caps[name], ref_cap, o.search.min_rps / 2)
-        else:
-            mine = entry.metrics
-            theirs_metrics = ref.scenario_metrics(name) if ref is not None else mine
-            per_score[name] = obj.score(mine, theirs_metrics or mine, o.weights)
+        caps[name] = _capacity_of(entry.capacity)
+        theirs = ref.scenario(name) if ref is not None else entry
+        ref_cap = _capacity_of(theirs.capacity if theirs is not None else None)
+        mine = entry.metrics
+        theirs_metrics = ref.scenario_metrics(name) if ref is not None else mine
+        per_score[name] = judging.run_score(mine, theirs_metrics or mine, caps[name], ref_cap)
         slos.update(obj.slo_constraints(spec.slo_limits(name), entry.metrics, name))
         entries[name] = replace(entry, score=per_score[name], weight=weights.get(name, 0.0))
     score = obj.aggregate(per_score, weights, o.aggregate)
     cap_mix = obj.aggregate_capacity(caps, weights, o.aggregate) if caps else None
-    return Judged(score, slos, cap_mix, entries)
+    return Judged(score, slos, judging.capacity_figure(cap_mix), entries)
 
 
 def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scored:
     """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
-    `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads."""
-    o = spec.objective
-    capacity_mode = o.mode == "capacity"
-    floor = o.search.min_rps / 2
+    `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads; what
+    Optuna is told and the constraints on what the search found are the mode's."""
+    judging = objective_of(spec)
     steps = tuple(m.rate_steps)
     metrics = m.metrics or {}
+    reference = ref.metrics if ref is not None else metrics
     j = judge(spec, metrics, m.capacity, dict(m.scenarios), ref)
     if not spec.scenarios:
-        if not capacity_mode:
-            reference = ref.metrics if ref is not None else metrics
-            values = objective_of(spec).values(metrics, reference)
-            return Scored(j.score, values, rate_steps=steps)
         cap = _capacity_of(m.capacity)
         return Scored(
             j.score,
-            [cap],
-            {"capacity": 0.0 if cap > 0 else 1.0},
+            judging.trial_values(j.score, metrics, reference, cap, cap),
+            judging.found_constraints({"capacity": cap}),
             capacity=m.capacity,
             capacity_rps=j.capacity_rps,
             capacity_goodput_rps=m.capacity.goodput_rps if m.capacity is not None else None,
             rate_steps=steps,
         )
-    cons = dict(j.slos)
-    if capacity_mode:
-        cons.update(
-            {
-                f"{n}:capacity": 0.0 if _capacity_of(e.capacity) > 0 else 1.0
-                for n, e in m.scenarios.items()
-            }
-        )
-        cap = j.capacity_rps or 0.0
-        ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        value = obj.equivalent_capacity(j.score, ref_cap, floor) if cap > 0 else 0.0
-        return Scored(
-            j.score, [value], cons, capacity_rps=cap, rate_steps=steps, scenarios=j.scenarios
-        )
-    return Scored(j.score, [j.score], cons, rate_steps=steps, scenarios=j.scenarios)
+    found = {f"{n}:capacity": _capacity_of(e.capacity) for n, e in m.scenarios.items()}
+    cons = {**j.slos, **judging.found_constraints(found)}
+    cap = j.capacity_rps or 0.0
+    ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
+    values = judging.trial_values(j.score, metrics, reference, cap, ref_cap)
+    return Scored(
+        j.score,
+        values,
+        cons,
+        capacity_rps=judging.capacity_figure(cap),
+        rate_steps=steps,
+        scenarios=j.scenarios,
+    )
 
 
 def simulated_reference(spec: StudySpec, m: Measurement, params: Params) -> TrialPoint:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tuner.errors import UserError
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.runners.load_runs import goodput_limits
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec

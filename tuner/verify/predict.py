@@ -17,7 +17,7 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.fidelity.calibration import calibrate_study
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.runners.plan import study_workload
 from tuner.sim.fit import predict
 from tuner.sim.model_names import known_model

@@ -15,7 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from tuner.errors import UserError
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
 from tuner.results.export import (

@@ -19,7 +19,7 @@ import optuna
 import plotly.graph_objects as go
 from markupsafe import Markup
 
-from tuner.measure.modes import objective_of
+from tuner.measure.mixes import objective_of
 from tuner.results.report.deploy import best_commands, verify_section
 from tuner.results.report.front import pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto

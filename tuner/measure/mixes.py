@@ -1,0 +1,125 @@
+"""A scenario mix as the objective object: the composite of one mode's object per scenario.
+
+What differs for a mix (its runs, its constraints, its stop rules, its Optuna values, its
+words) is a method here, never an `if` on `spec.scenarios` elsewhere (issue 35);
+`tuner.trial.scoring` scores each scenario with the mode's `run_score` and aggregates.
+`objective_of` builds a study's object: one mode's (`tuner.measure.modes`), or its mix's.
+docs/objective.md has the formulas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from tuner.measure.capacity import Beat
+from tuner.measure.measurement import Measurement, ended_after
+from tuner.measure.modes import MODES, CapacityObjective, Objective, RunOne
+from tuner.measure.objective import equivalent_capacity, health_constraints
+from tuner.spec.sections import ScenarioSpec
+from tuner.spec.study import ObjectiveSpec, StudySpec
+from tuner.spec.workload import WorkloadSpec
+
+
+class MixOf(Objective):
+    """A scenario mix: the composite of one objective per scenario (`parts`, each of the
+    study's mode), each scenario measured on the same engine start, its score aggregated
+    from theirs (weighted mean or worst, `objective.aggregate`). Combined with the mode's
+    class (`ScenarioMix`, `CapacityMix`), so what a mix does not change is the mode's."""
+
+    prunes_against_incumbent = False  # each scenario's run has only the SLO rule
+    one_run_figures = False  # one run per scenario, the trial's figures pooled
+
+    def __init__(self, spec: ObjectiveSpec, scenarios: Sequence[ScenarioSpec]) -> None:
+        super().__init__(spec)
+        self.scenarios = {s.name: s for s in scenarios}
+        self.parts = {s.name: MODES[spec.mode](spec) for s in scenarios}
+
+    def aggregate_words(self) -> str:
+        """How the scenarios' scores make the trial's, in words."""
+        return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
+
+    def measure(
+        self,
+        workload: WorkloadSpec,
+        one: RunOne,
+        combine: Callable[[dict[str, Measurement]], Measurement],
+    ) -> Measurement:
+        """Each scenario in turn; a failure or an early stop ends the trial there, with the
+        time of every run before it."""
+        parts: dict[str, Measurement] = {}
+        for name, s in self.scenarios.items():
+            m = one(name, s.workload())
+            if m.metrics is None or m.pruned_reason:
+                return ended_after(m, list(parts.values()))
+            parts[name] = m
+        return combine(parts)
+
+    def to_beat(self, best_rps: float | None, reference_rps: float | None) -> Beat | None:
+        return None  # the mix's capacity is aggregated, no one search can be cut short
+
+    def trial_constraints(
+        self, metrics: Mapping[str, float] | None, failed_fraction: float
+    ) -> dict[str, float]:
+        """Health only: the SLOs are judged per scenario (the score's constraints), never
+        on the pooled figures, a mix no one serves."""
+        return health_constraints(self.spec, metrics, failed_fraction=failed_fraction)
+
+    def served_workload(self, workload: WorkloadSpec) -> WorkloadSpec | None:
+        return None
+
+    def workload_lines(
+        self, workload: WorkloadSpec, describe: Callable[[WorkloadSpec], str]
+    ) -> list[str]:
+        head = f"workload: {len(self.scenarios)} scenarios, the score is "
+        return [f"{head}{self.aggregate_words()} of theirs:"] + [
+            f"  {s.name} (weight {s.weight:g}): {describe(s.workload())}"
+            + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
+            for s in self.scenarios.values()
+        ]
+
+
+class ScenarioMix(MixOf, Objective):
+    """A scalar-mode mix: each scenario scored against the reference's same scenario."""
+
+    def trial_values(
+        self,
+        trial_score: float,
+        metrics: Mapping[str, float],
+        reference: Mapping[str, float],
+        capacity_rps: float,
+        reference_rps: float,
+    ) -> list[float]:
+        """The aggregated score (the pooled figures are no one workload's)."""
+        return [trial_score]
+
+
+class CapacityMix(MixOf, CapacityObjective):
+    """A capacity-mode mix: each scenario's own capacity search; the mix's capacity is
+    aggregated for show, its score from the scenarios' own log-ratios."""
+
+    def trial_values(
+        self,
+        trial_score: float,
+        metrics: Mapping[str, float],
+        reference: Mapping[str, float],
+        capacity_rps: float,
+        reference_rps: float,
+    ) -> list[float]:
+        """The reference's capacity scaled by e^(−score), in req/s; 0 when the aggregated
+        capacity is 0."""
+        floor_rps = self.spec.search.min_rps / 2
+        return [
+            equivalent_capacity(trial_score, reference_rps, floor_rps) if capacity_rps > 0 else 0.0
+        ]
+
+
+# a mix of each mode that takes scenarios (multi mode takes one workload: `spec.study`)
+MIXES: dict[str, type[MixOf]] = {"scalar": ScenarioMix, "capacity": CapacityMix}
+
+
+def objective_of(spec: StudySpec) -> Objective:
+    """The study file's objective as the object that decides for its mode, and for its
+    scenario mix when it has one."""
+    if spec.scenarios:
+        return MIXES[spec.objective.mode](spec.objective, spec.scenarios)
+    return MODES[spec.objective.mode](spec.objective)
