@@ -8,7 +8,7 @@ import pytest
 
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import CapacityMix, ScenarioMix, objective_of
-from tuner.measure.modes import MODES, CapacityObjective, Objective, RunOne
+from tuner.measure.modes import MODES, CapacityObjective, Objective, RunFigures, RunOne
 from tuner.measure.objective import (
     PENALTY_SCORE,
     clearly_better,
@@ -222,27 +222,25 @@ def test_each_mode_scores_a_run_and_tells_optuna_its_values() -> None:
     """What `trial.scoring` asks the mode, never its name: a run's score against the
     reference's (metrics, or capacity), Optuna's values, the constraints on what was found."""
     slo = {"slo": ["p99_ttft_ms<=900"]}
-    scalar, cap = (
-        objective_of(_study()),
-        objective_of(_study(objective={"mode": "capacity", **slo})),
-    )
-    faster = {**BASE, "output_throughput": 800.0}
-    assert scalar.run_score(faster, BASE, 0.0, 0.0) == pytest.approx(
-        score(faster, BASE, scalar.spec.weights)
-    )
-    assert cap.run_score(BASE, BASE, 6.0, 3.0) == pytest.approx(-math.log(2))
-    assert cap.run_score(BASE, BASE, 0.0, 3.0) == pytest.approx(-math.log(0.025 / 3.0))  # floor
-    assert scalar.trial_values(-0.5, faster, BASE, 0.0, 0.0) == scalar.values(faster, BASE)
-    assert cap.trial_values(-0.5, BASE, BASE, 6.0, 3.0) == [6.0]
+    scalar = objective_of(_study())
+    cap = objective_of(_study(objective={"mode": "capacity", **slo}))
+    base = RunFigures(BASE, 3.0)
+    faster = RunFigures({**BASE, "output_throughput": 800.0}, 6.0)
+    expected = score(faster.metrics, BASE, scalar.spec.weights)
+    assert expected < 0 and scalar.run_score(faster, base) == pytest.approx(expected)
+    assert cap.run_score(faster, base) == pytest.approx(-math.log(2))
+    none_found = RunFigures(BASE, 0.0)
+    assert cap.run_score(none_found, base) == pytest.approx(-math.log(0.025 / 3.0))  # floor
+    assert scalar.trial_values(-0.5, faster, base) == scalar.values(faster.metrics, BASE)
+    assert cap.trial_values(-0.5, faster, base) == [6.0]
     assert scalar.capacity_figure(6.0) is None and cap.capacity_figure(6.0) == 6.0
     assert scalar.found_constraints({"capacity": 0.0}) == {}
-    assert cap.found_constraints({"a:capacity": 2.0, "b:capacity": 0.0}) == {
-        "a:capacity": 0.0,
-        "b:capacity": 1.0,
-    }
+    found = cap.found_constraints({"a:capacity": 2.0, "b:capacity": 0.0})
+    assert found == {"a:capacity": 0.0, "b:capacity": 1.0}
     mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
     cap_mix = objective_of(_study(workload=[CHAT, DOC], objective={"mode": "capacity", **slo}))
-    assert mix.trial_values(-0.5, faster, BASE, 0.0, 0.0) == [-0.5]  # the aggregated score
-    assert cap_mix.trial_values(-math.log(2), BASE, BASE, 5.0, 3.0) == [pytest.approx(6.0)]
-    assert cap_mix.trial_values(-math.log(2), BASE, BASE, 0.0, 3.0) == [0.0]
+    assert mix.trial_values(-0.5, faster, base) == [-0.5]  # the aggregated score
+    # a capacity mix: the reference's capacity scaled by e^(−score); 0 when none was found
+    assert cap_mix.trial_values(-math.log(2), faster, base) == [pytest.approx(6.0)]
+    assert cap_mix.trial_values(-math.log(2), none_found, base) == [0.0]
     assert mix.capacity_figure(4.0) is None and cap_mix.capacity_figure(4.0) == 4.0

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement, ended_after
-from tuner.measure.modes import MODES, CapacityObjective, Objective, RunOne
+from tuner.measure.modes import MODES, CapacityObjective, Objective, RunFigures, RunOne
 from tuner.measure.objective import equivalent_capacity, health_constraints
 from tuner.spec.sections import ScenarioSpec
 from tuner.spec.study import ObjectiveSpec, StudySpec
@@ -81,14 +81,7 @@ class MixOf(Objective):
 class ScenarioMix(MixOf, Objective):
     """A scalar-mode mix: each scenario scored against the reference's same scenario."""
 
-    def trial_values(
-        self,
-        trial_score: float,
-        metrics: Mapping[str, float],
-        reference: Mapping[str, float],
-        capacity_rps: float,
-        reference_rps: float,
-    ) -> list[float]:
+    def trial_values(self, trial_score: float, mine: RunFigures, theirs: RunFigures) -> list[float]:
         """The aggregated score (the pooled figures are no one workload's)."""
         return [trial_score]
 
@@ -97,20 +90,12 @@ class CapacityMix(MixOf, CapacityObjective):
     """A capacity-mode mix: each scenario's own capacity search; the mix's capacity is
     aggregated for show, its score from the scenarios' own log-ratios."""
 
-    def trial_values(
-        self,
-        trial_score: float,
-        metrics: Mapping[str, float],
-        reference: Mapping[str, float],
-        capacity_rps: float,
-        reference_rps: float,
-    ) -> list[float]:
+    def trial_values(self, trial_score: float, mine: RunFigures, theirs: RunFigures) -> list[float]:
         """The reference's capacity scaled by e^(−score), in req/s; 0 when the aggregated
         capacity is 0."""
         floor_rps = self.spec.search.min_rps / 2
-        return [
-            equivalent_capacity(trial_score, reference_rps, floor_rps) if capacity_rps > 0 else 0.0
-        ]
+        found = mine.capacity_rps > 0
+        return [equivalent_capacity(trial_score, theirs.capacity_rps, floor_rps) if found else 0.0]
 
 
 # a mix of each mode that takes scenarios (multi mode takes one workload: `spec.study`)

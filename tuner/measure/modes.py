@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from tuner.measure.capacity import Beat
@@ -28,6 +29,15 @@ from tuner.spec.workload import WorkloadSpec
 CAPACITY_RPS = "capacity_rps"  # capacity mode's figure, req/s
 
 RunOne = Callable[[str, WorkloadSpec], Measurement]  # one named workload's run(s)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What a run (or a trial, its runs pooled) is judged on: its metrics and its capacity
+    (req/s, 0 where none was found or the mode has none)."""
+
+    metrics: Mapping[str, float]
+    capacity_rps: float
 
 
 class Objective:
@@ -69,28 +79,15 @@ class Objective:
         None while no value can be given."""
         return [PENALTY_SCORE]
 
-    def run_score(
-        self,
-        mine: Mapping[str, float],
-        theirs: Mapping[str, float],
-        mine_rps: float,
-        theirs_rps: float,
-    ) -> float:
-        """One run's score against the reference's same run (`theirs`: its metrics,
-        `theirs_rps`: its capacity, req/s), lower is better: Σ w·s·ln(m / m_ref)."""
-        return score(mine, theirs, self.spec.weights)
+    def run_score(self, mine: RunFigures, theirs: RunFigures) -> float:
+        """One run's score against the reference's same run (`theirs`), lower is better:
+        Σ w·s·ln(m / m_ref)."""
+        return score(mine.metrics, theirs.metrics, self.spec.weights)
 
-    def trial_values(
-        self,
-        trial_score: float,
-        metrics: Mapping[str, float],
-        reference: Mapping[str, float],
-        capacity_rps: float,
-        reference_rps: float,
-    ) -> list[float]:
-        """What Optuna is told for a measured trial (its `trial_score`, pooled `metrics`, its
-        capacity), against the reference trial's (`reference`, `reference_rps`)."""
-        return self.values(metrics, reference)
+    def trial_values(self, trial_score: float, mine: RunFigures, theirs: RunFigures) -> list[float]:
+        """What Optuna is told for a measured trial (its score, its pooled figures `mine`)
+        against the reference trial's figures (`theirs`)."""
+        return self.values(mine.metrics, theirs.metrics)
 
     def capacity_figure(self, found_rps: float | None) -> float | None:
         """A trial's capacity (req/s) from what its search found (a mix's: aggregated);
@@ -272,26 +269,14 @@ class CapacityObjective(Objective):
     def penalty_values(self, measured: Sequence[Mapping[str, float]] = ()) -> list[float] | None:
         return [0.0]  # req/s: served nothing within the SLOs
 
-    def run_score(
-        self,
-        mine: Mapping[str, float],
-        theirs: Mapping[str, float],
-        mine_rps: float,
-        theirs_rps: float,
-    ) -> float:
+    def run_score(self, mine: RunFigures, theirs: RunFigures) -> float:
         """−ln(capacity / the reference's); a capacity of 0 counts as half the lowest rate
         the search tries."""
-        return capacity_score(mine_rps, theirs_rps, self.spec.search.min_rps / 2)
+        floor_rps = self.spec.search.min_rps / 2
+        return capacity_score(mine.capacity_rps, theirs.capacity_rps, floor_rps)
 
-    def trial_values(
-        self,
-        trial_score: float,
-        metrics: Mapping[str, float],
-        reference: Mapping[str, float],
-        capacity_rps: float,
-        reference_rps: float,
-    ) -> list[float]:
-        return [capacity_rps]
+    def trial_values(self, trial_score: float, mine: RunFigures, theirs: RunFigures) -> list[float]:
+        return [mine.capacity_rps]
 
     def capacity_figure(self, found_rps: float | None) -> float | None:
         return found_rps

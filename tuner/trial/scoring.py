@@ -16,6 +16,7 @@ from typing import Any
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.measure.modes import RunFigures
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
@@ -81,7 +82,7 @@ def judge(
         reference = ref.metrics if ref is not None else metrics
         cap = _capacity_of(capacity)
         ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        score = judging.run_score(metrics, reference, cap, ref_cap)
+        score = judging.run_score(RunFigures(metrics, cap), RunFigures(reference, ref_cap))
         found = cap if capacity is not None else None
         return Judged(score, slos, judging.capacity_figure(found))
     weights = {s.name: s.weight for s in spec.scenarios}
@@ -92,7 +93,8 @@ def judge(
         ref_cap = _capacity_of(theirs.capacity if theirs is not None else None)
         mine = entry.metrics
         theirs_metrics = ref.scenario_metrics(name) if ref is not None else mine
-        per_score[name] = judging.run_score(mine, theirs_metrics or mine, caps[name], ref_cap)
+        theirs_run = RunFigures(theirs_metrics or mine, ref_cap)
+        per_score[name] = judging.run_score(RunFigures(mine, caps[name]), theirs_run)
         slos.update(obj.slo_constraints(spec.slo_limits(name), entry.metrics, name))
         entries[name] = replace(entry, score=per_score[name], weight=weights.get(name, 0.0))
     score = obj.aggregate(per_score, weights, o.aggregate)
@@ -113,7 +115,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
         cap = _capacity_of(m.capacity)
         return Scored(
             j.score,
-            judging.trial_values(j.score, metrics, reference, cap, cap),
+            judging.trial_values(j.score, RunFigures(metrics, cap), RunFigures(reference, cap)),
             judging.found_constraints({"capacity": cap}),
             capacity=m.capacity,
             capacity_rps=j.capacity_rps,
@@ -124,7 +126,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     cons = {**j.slos, **judging.found_constraints(found)}
     cap = j.capacity_rps or 0.0
     ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-    values = judging.trial_values(j.score, metrics, reference, cap, ref_cap)
+    values = judging.trial_values(j.score, RunFigures(metrics, cap), RunFigures(reference, ref_cap))
     return Scored(
         j.score,
         values,
