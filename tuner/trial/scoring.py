@@ -109,13 +109,16 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     judging = objective_of(spec)
     steps = tuple(m.rate_steps)
     metrics = m.metrics or {}
-    reference = ref.metrics if ref is not None else metrics
     j = judge(spec, metrics, m.capacity, dict(m.scenarios), ref)
+    cap = j.capacity_rps or 0.0  # 0: none found, or a mode without a capacity
+    ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
+    mine = RunFigures(metrics, cap)
+    theirs = RunFigures(ref.metrics if ref is not None else metrics, ref_cap)
+    values = judging.trial_values(j.score, mine, theirs)
     if not spec.scenarios:
-        cap = _capacity_of(m.capacity)
         return Scored(
             j.score,
-            judging.trial_values(j.score, RunFigures(metrics, cap), RunFigures(reference, cap)),
+            values,
             judging.found_constraints({"capacity": cap}),
             capacity=m.capacity,
             capacity_rps=j.capacity_rps,
@@ -124,9 +127,6 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
         )
     found = {f"{n}:capacity": _capacity_of(e.capacity) for n, e in m.scenarios.items()}
     cons = {**j.slos, **judging.found_constraints(found)}
-    cap = j.capacity_rps or 0.0
-    ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-    values = judging.trial_values(j.score, RunFigures(metrics, cap), RunFigures(reference, ref_cap))
     return Scored(
         j.score,
         values,
