@@ -38,8 +38,8 @@ def fitted_speed(misses_at: Callable[[float], dict[str, float] | None]) -> float
             return math.inf
         return sum(e * e for e in misses.values())
 
-    if not misses_at(1.0):
-        return 1.0
+    if not misses_at(1.0) or cost(0.0) == 0.0:
+        return 1.0  # nothing to read, or the profile reproduces the reference as it is
     bound = math.log(MAX_FACTOR)
     found = minimize_scalar(
         cost, bounds=(-bound, bound), method="bounded", options={"xatol": SPEED_RESOLUTION}
