@@ -436,3 +436,26 @@ def test_the_loop_reads_the_study_twice_per_trial(tiny_model_dir: Path, store: S
     # are fetched once more, by recovery's look for RUNNING trials (before it: 5 to 7 a trial)
     assert loop.reading.reads == 1 + 2 * 4
     assert study_reads == loop.reading.reads + 1
+
+
+def test_the_loops_writes_go_through_its_reading_and_keep_it_current(
+    tiny_model_dir: Path, store: Store
+) -> None:
+    """An enqueue or a tell through `StudyReading` is seen by the next question without a
+    hand-made drop; other workers' writes only after a `refresh` (issue 35, item 2)."""
+    from tuner.trial import TrialRecord
+
+    loop = _loop(_spec(tiny_model_dir), store)
+    reading = loop.reading
+    assert reading.waiting() == [] and reading.reads == 1
+    reading.enqueue({"max_num_seqs": 64}, TrialRecord(spec_id=loop.spec_id))
+    assert [p.params for p in reading.waiting()] == [{"max_num_seqs": 64}]
+    assert reading.reads == 2  # read again after our own write, once
+    trial = loop.study.ask()
+    reading.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert [p.state for p in reading.points()] == ["FAIL"] and reading.reads == 3
+    other = optuna.load_study(study_name=loop.name, storage=loop.study._storage)
+    other.enqueue_trial({"max_num_seqs": 32}, user_attrs=TrialRecord(spec_id=loop.spec_id).encode())
+    assert len(reading.points()) == 1  # another worker's write: not seen until asked for
+    reading.refresh()
+    assert len(reading.points()) == 2 and reading.reads == 4

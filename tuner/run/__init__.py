@@ -16,7 +16,7 @@ Modules:
 - `summary`: what one `tuner run` / `tuner plan` invocation did;
 - `session`: one `tuner run` or `tuner plan`, start to end: the package's entry point;
 - `signals`: Ctrl-C, SIGTERM and SIGHUP during a run, and their handlers;
-- `reading`: the study as the loop reads it, once per trial;
+- `reading`: the study as the loop reads it, once per trial, and the loop's writes to it;
 - `queue`: queued work belongs to the spec that queued it;
 - `rejudge`: a study file whose judging alone changed is re-scored, not re-measured;
 - `skipping`: the pipeline's side of prediction skips (`tuner.fidelity.predict_skip`);

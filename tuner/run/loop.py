@@ -29,7 +29,7 @@ from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.run.progress import SilentProgress, StudyProgress
 from tuner.run.queue import ask, queue_warm_starts
 from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
-from tuner.run.recovery import recover, stale_after_s
+from tuner.run.recovery import stale_after_s
 from tuner.run.sampling import make_sampler, suggest
 from tuner.run.signals import Interrupted, ended_by, handled
 from tuner.run.summary import RunSummary, Streaks, in_budget
@@ -115,20 +115,19 @@ class StudyLoop:
 
     def points(self) -> list[TrialPoint]:
         """This spec's trials, read now: the only ones this run compares."""
-        self.reading.drop()
+        self.reading.refresh()
         return self.reading.points()
 
     def _points(self) -> list[TrialPoint]:
-        """The same, read once between two of the loop's writes (`tuner.run.reading`)."""
+        """The same, read once between two of the loop's writes (`tuner.run.reading`, through
+        which they go) or `refresh`es."""
         return self.reading.points()
 
     # Recovery ------------------------------------------------------------------------------
 
     def recover(self) -> None:
         """End a dead tuner's engines and RUNNING trials (also the heartbeat's watchdog)."""
-        done = recover(self.study, self.store, retry=self.spec.trial.retry_interrupted)
-        if done.interrupted:
-            self.reading.drop()
+        done = self.reading.recover(self.store, retry=self.spec.trial.retry_interrupted)
         self.summary.interrupted_recovered += done.interrupted
         self.summary.orphans_stopped += done.orphans_stopped
 
@@ -164,7 +163,7 @@ class StudyLoop:
         """Wait a moment for other workers, then read the study afresh."""
         if self.stop_event.wait(BUDGET_POLL_S):
             raise Interrupted(self.stop_signal)
-        self.reading.drop()
+        self.reading.refresh()
 
     def time_used_s(self) -> float:
         """Wall time of this spec's finished trials: what `budget.timeout` counts."""
@@ -184,8 +183,7 @@ class StudyLoop:
                 stack.enter_context(StudyLock(self.store, self.name))
             stack.enter_context(self.worker)
             self.spec_id, rejudged = rejudge.bind(self.study, self.spec, self._accept_changes)
-            self.reading.spec_id = self.spec_id
-            self.reading.drop()
+            self.reading.bind(self.spec_id)
             rejudge.requeue(self._points, self.spec, rejudged, self.say, self._enqueue)
             rank = self.worker.rank()
             if rank:  # not alone on the study: a sampler stream of its own
@@ -228,9 +226,7 @@ class StudyLoop:
 
     def _enqueue(self, params: Params, record: TrialRecord, **kw: Any) -> None:
         """Queue a trial of this spec: only a run of this spec takes it (`_ask`)."""
-        record = replace(record, spec_id=self.spec_id)
-        self.study.enqueue_trial(dict(params), user_attrs=record.encode(), **kw)
-        self.reading.drop()
+        self.reading.enqueue(params, replace(record, spec_id=self.spec_id), **kw)
 
     def _ensure_baseline(self) -> None:
         """Until vLLM's defaults are measured under this spec on this host, they are its next
@@ -250,7 +246,7 @@ class StudyLoop:
             for _ in range(repeats):
                 self._enqueue(p.params, TrialRecord(confirm_of=p.number))
         for i in range(len(self.reading.waiting())):  # a stopped confirmation's re-runs too
-            self.reading.drop()
+            self.reading.refresh()
             if not any(q.confirm_of is not None for q in self.reading.waiting()):
                 break
             self._one_trial(first_index + i)
@@ -282,7 +278,7 @@ class StudyLoop:
         """One trial. The study is read twice: as it stands when the trial starts (what the
         baseline checks and the pipeline see) and once it is told (the progress line, and the
         next trial's budget check); reads in between are answered from those."""
-        self.reading.drop()  # other workers may have written since this loop last read
+        self.reading.refresh()  # other workers may have written since this loop last read
         self._ensure_baseline()  # an interrupted one, or one another host's worker took
         self._wait_for_baseline()
         if self.screen is not None:  # after the baseline: `ask` takes the oldest waiting trial
@@ -350,7 +346,7 @@ class StudyLoop:
     def _waiting_for_claim(self) -> None:
         """Another worker measures this config: what it finds is read once it is done."""
         self.progress.phase("waiting")
-        self.reading.drop()
+        self.reading.refresh()
 
     def _enqueue_screened(self) -> None:
         """Queue the screen's choice, unless a trial (baseline, warm start, confirm) waits."""
@@ -371,19 +367,18 @@ class StudyLoop:
         tr.write(trial, record)
         legacy = tr.write_constraints(trial, outcome.constraints)
         adapter.set_system_attr(self.study, trial, tr.LEGACY_CONSTRAINTS, legacy)
-        if outcome.record.simulated and not self.reading.record.simulated:
+        if outcome.record.simulated:
             # A study that measured the simulated engine is labelled simulated, trial and study.
-            tr.mark_simulated(self.study)
-        self.reading.drop()
+            self.reading.mark_simulated()
         if outcome.record.pruned_reason is not None:  # stopped early (or its reuse): PRUNED
             bound = outcome.record.pruned_score_bound  # "cannot beat": scalar mode, one value
             if bound is not None and len(self.study.directions) == 1:
                 trial.report(bound, 0)  # what TPE ranks a PRUNED trial by (its censored score)
-            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self.reading.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif outcome.values is None:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.reading.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
-            self.study.tell(trial, outcome.values)
+            self.reading.tell(trial, outcome.values)
 
     def _abandon(self, trial: optuna.Trial, exc: BaseException) -> None:
         """Ctrl-C or a bug mid-trial: stop the engine, end the trial as FAIL with the reason."""
@@ -392,5 +387,4 @@ class StudyLoop:
             return  # already recorded
         tr.write(trial, ended_by(exc, trial))  # the engine was just stopped
         self.store.delete_trial(self.name, trial.number)
-        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        self.reading.drop()
+        self.reading.tell(trial, state=optuna.trial.TrialState.FAIL)

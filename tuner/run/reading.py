@@ -1,29 +1,42 @@
 """The study as the loop reads it: once per trial, not once per question.
 
 `StudyReading` caches what one read of the study gives (every trial as a `TrialPoint`, and
-the study's attrs as a `StudyRecord`); the loop drops it whenever it writes (asks, tells,
-enqueues, binds a spec) and whenever it waits on other workers, so every answer is as fresh
-as the loop's own last write. `reads` counts the storage reads (tests hold the loop to it).
+the study's attrs as a `StudyRecord`), and the loop's writes to the study go through it
+(`enqueue`, `tell`, `bind`, `recover`, `mark_simulated`), each of which forgets the cached
+read: every answer is as fresh as the loop's own last write, and the loop never drops the
+cache by hand. What other workers (and the heartbeat's watchdog) may have written is the one
+thing it cannot see: the loop asks for that by name, `refresh`, as a trial starts and while
+it waits on them. Writes to the trial in flight (`ask`, its owner and host, what the pipeline
+records) are not among them, on purpose: the trial is judged against the study as it stood
+when it started, and its `tell` makes them visible. `reads` counts the storage reads (tests
+hold the loop to it).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuner import trial as tr
-from tuner.trial import FailureKind, StudyRecord, TrialPoint
+from tuner.run.recovery import Recovered, recover
+from tuner.trial import FailureKind, StudyRecord, TrialPoint, TrialRecord
 from tuner.trial.reading import StudyRead, read_study
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import optuna
+
+    from tuner.spec.values import Params
+    from tuner.store.storage import Store
 
 # Configs that fail at start for reasons of their own: they say nothing about the study.
 CONFIG_FAILURES = tr.PREDICTABLE | {FailureKind.PORT_IN_USE}
 
 
 class StudyReading:
-    """One study's trials and attrs, read at most once between two of the loop's writes."""
+    """One study's trials and attrs, read at most once between two of the loop's writes,
+    and the writes themselves."""
 
     def __init__(self, study: optuna.Study, spec_id: str | None = None) -> None:
         """`spec_id`: the spec this run measures under (None: the study's current one)."""
@@ -32,13 +45,56 @@ class StudyReading:
         self.reads = 0
         self._read: StudyRead | None = None
 
-    def drop(self) -> None:
+    def _drop(self) -> None:
         """Forget what was read: the next question reads the study again."""
         self._read = None
 
+    def refresh(self) -> None:
+        """Other workers may have written since the last read: the next question reads anew.
+        Not for the loop's own writes: those go through the methods below."""
+        self._drop()
+
+    # The loop's writes: each forgets the cached read ---------------------------------------
+
+    def bind(self, spec_id: str) -> None:
+        """Measure under `spec_id` from now on (`tuner.run.rejudge.bind` stored it)."""
+        self.spec_id = spec_id
+        self._drop()
+
+    def enqueue(self, params: Params, record: TrialRecord, **kw: Any) -> None:
+        """Queue a trial with `record` attached (`kw`: `optuna.Study.enqueue_trial`'s)."""
+        self.study.enqueue_trial(dict(params), user_attrs=record.encode(), **kw)
+        self._drop()
+
+    def tell(
+        self,
+        trial: optuna.Trial,
+        values: Sequence[float] | None = None,
+        *,
+        state: optuna.trial.TrialState | None = None,
+    ) -> None:
+        """End `trial` (`optuna.Study.tell`): with `values`, or in `state`."""
+        self.study.tell(trial, values, state=state)
+        self._drop()
+
+    def mark_simulated(self) -> None:
+        """Label the study simulated (`tuner.trial.mark_simulated`), unless it is already."""
+        if not self.record.simulated:
+            tr.mark_simulated(self.study)
+            self._drop()
+
+    def recover(self, store: Store, *, retry: bool) -> Recovered:
+        """End a dead tuner's engines and RUNNING trials (`tuner.run.recovery.recover`)."""
+        done = recover(self.study, store, retry=retry)
+        if done.interrupted:
+            self._drop()
+        return done
+
+    # Reads ---------------------------------------------------------------------------------
+
     def read(self) -> StudyRead:
-        """The last read of the study, or a new one after a `drop`."""
-        read = self._read  # `drop` may come from the heartbeat thread
+        """The last read of the study, or a new one after a write or a `refresh`."""
+        read = self._read  # a write may come from the heartbeat thread (`recover`)
         if read is None:
             self.reads += 1
             read = self._read = read_study(self.study)
