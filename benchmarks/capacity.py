@@ -90,8 +90,7 @@ def feasible(runner: PlanRunner, requests: int, params: dict, rate: float) -> bo
     """One fixed-rate run of the same simulated engine: did it meet every SLO? (The runner
     keeps its requests, which do not depend on the rate; only its spec's rate changes.)"""
     fixed = chat_spec(requests, mode="scalar", rate=rate)
-    runner.spec = fixed
-    got = runner.measure(_ctx(fixed, params))
+    got = runner.with_spec(fixed, runner.built()).measure(_ctx(fixed, params))
     limit = fixed.objective.max_failed_fraction
     return got.metrics is not None and capacity.meets(
         got.metrics, fixed.slo_limits(), failed_fraction_max=limit
@@ -115,6 +114,7 @@ def accuracy(requests: int) -> None:
             else set(np.geomspace(0.1, 200, 35))
         )
         sweeper = PlanRunner(chat_spec(requests, mode="scalar"))
+        sweeper.prepare()  # its requests, built once for every rate
         ok = [r for r in grid if feasible(sweeper, requests, params, float(r))]
         swept = max(ok, default=0.0)
         err = (found - swept) / swept if swept else float("nan")

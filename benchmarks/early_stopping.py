@@ -126,7 +126,7 @@ tuner.sim.planner.simulate = memo_simulate  # PlanRunner imports it at each call
 
 def one(spec: StudySpec, pruning: bool, db: Path, runner: PlanRunner) -> dict:
     store = Store(f"sqlite:///{db}")
-    runner.spec = spec  # the same workload; `pruning.min_saving` may differ
+    runner = runner.with_spec(spec, runner.built())  # same workload; `min_saving` may differ
     # early stopping alone (prediction skips: benchmarks/night_saving.py)
     options = RunOptions(pruning=pruning, prediction_skip=False, check_robustness=False)
     summary = run_study(spec, store, lambda _: runner, options).summary
@@ -171,6 +171,7 @@ def run_pair(name: str, seed: int, requests: int, trials: int, tmp: Path, late: 
     _memo.clear()  # another seed: other arrival times, no hits; keep memory flat
     spec = spec_for(name, seed, requests, trials)
     runner = PlanRunner(spec)  # its workload (tokenizer, requests) is built once
+    runner.prepare()
     off = one(spec, False, tmp / f"{name}-{seed}-off.db", runner)
     on = one(spec, True, tmp / f"{name}-{seed}-on.db", runner)
     out = {"workload": name, "seed": seed, "off": off, "on": on}

@@ -30,7 +30,7 @@ from tuner.fidelity import robustness as rb
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import load_study_spec
 from tuner.trial.scoring import score_trial, simulated_reference
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.datasets import BenchRequest, Workload
 from tuner_testing import sim_study
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,8 +53,7 @@ def table(spec) -> None:
 
 
 def scan(spec, low: int, high: int) -> None:
-    runner = PlanRunner(spec)
-    runner.use_requests(list(REQUESTS))
+    runner = PlanRunner(spec, workload=Workload(tuple(REQUESTS)))
     base = rb.simulated(runner, BASE)
     ref = simulated_reference(spec, base, dict(BASE))
     scores = {}

@@ -18,6 +18,7 @@ from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import read_all
+from tuner.workload.datasets import Workload
 
 SPACE = {
     "parameters": {
@@ -303,13 +304,15 @@ def test_configs_predicted_alike_are_one_miss_and_few_misses_a_wide_margin(
     assert ps._margin(few, 0.32) > ps._margin(many, 0.32) > ps.SAFETY * 0.02
 
 
-def _truth_faster(spec: StudySpec, factor: float, shape: dict | None = None) -> PlanRunner:
+def _truth_faster(
+    spec: StudySpec, factor: float, shape: dict | None = None, workload: Workload | None = None
+) -> PlanRunner:
     """The 'real engine': the simulator on the study's profile with every constant `factor`
     times faster, and each of `shape`'s constants moved by its factor too (the study is told
     neither; benchmarks/night_saving.py `--truth-faster`)."""
     from tuner.sim.fit import apply_factors, speed_factors
 
-    runner = PlanRunner(spec)
+    runner = PlanRunner(spec, workload=workload)
     moved = {k: f * (shape or {}).get(k, 1.0) for k, f in speed_factors(factor).items()}
     runner.gpu = apply_factors(load_gpu("a6000"), moved)
     return runner
@@ -420,8 +423,7 @@ def test_a_config_that_queues_only_on_a_slow_profile_is_not_ruled_out(
 
     spec, requests = _seed_shape_study(tiny_model_dir)
     shape = {"bandwidth": 0.85, "step_overhead": 1.3, "per_seq_overhead": 1.2}  # its TRUTH
-    truth = _truth_faster(spec, 2.0, shape)
-    truth.use_requests(requests)
+    truth = _truth_faster(spec, 2.0, shape, Workload(tuple(requests)))
 
     def cfg(seqs: int, tokens: int, memory: float) -> dict:
         return {

@@ -12,7 +12,7 @@ from tuner.fidelity import robustness as rb
 from tuner.measure.modes import CapacityObjective, Objective
 from tuner.spec.study import ObjectiveSpec, load_study_spec
 from tuner.trial import TrialPoint
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.datasets import BenchRequest, Workload
 from tuner_testing import sim_study
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -175,6 +175,24 @@ def test_a_verdict_measured_on_the_engine_never_calls_its_gain_simulated():
     assert "the simulated gain (capacity ×1.040)" in words
     fragile, words = rb.verdict({"nominal": log(1.04)}, CAPACITY_MODE, source=measured)
     assert "the measured gain (capacity ×1.040)" in words
+
+
+def test_a_runner_measures_the_workload_handed_in_and_a_variant_is_a_new_runner(
+    tmp_path, tiny_model_dir
+):
+    """The workload is a value given when a runner is made (issue 35): the runner measures
+    those requests, `built()` gives them back, and another spec's runner (`with_spec`) is a
+    new one that leaves the first one's requests as they were."""
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    whole = rb.PlanRunner(spec).requests
+    part = Workload(tuple(whole[:3]))
+    runner = rb.PlanRunner(spec, workload=part)
+    assert runner.requests == whole[:3] and runner.built() == part
+    m = rb.simulated(runner, BASE)
+    assert m is not None and m.metrics["completed"] == 3
+    other = runner.with_spec(spec, Workload())  # nothing given: built from its spec
+    assert other.requests == whole and runner.requests == whole[:3]
+    assert not hasattr(runner, "use_requests")
 
 
 def test_a_scenario_mix_perturbs_every_scenario_and_scores_the_mix(tmp_path, tiny_model_dir):

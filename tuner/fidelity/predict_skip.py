@@ -91,11 +91,13 @@ class PredictionSkip:
         key = (speed, tr.params_key(params))
         if key not in self._simulated:
             if speed not in self._plans:
-                plan = PlanRunner(self.spec)  # the study's own profile: never a hidden truth
+                from tuner.workload.datasets import Workload
+
+                workload = Workload(tuple(self._requests()))
+                plan = PlanRunner(self.spec, workload=workload)  # the study's own profile
                 if speed != STOCK:  # a profile named in the engine's flags is loaded here
                     base = plan.gpu or load_gpu(str(self.spec.engine.flags.get("gpu", "")))
                     plan.gpu = apply_factors(base, speed_factors(speed))
-                plan.use_requests(self._requests())
                 self._plans[speed] = plan
             ctx = TrialContext(self.spec.name, -1, dict(params), lambda s: None)
             m = self._plans[speed].measure(ctx)

@@ -100,11 +100,10 @@ def _runner(
 ) -> PlanRunner:
     """A planner on the perturbed requests: the single workload's, and every scenario's
     (`nominal`: each scenario's own requests)."""
-    runner = PlanRunner(spec)
-    runner.use_requests(list(requests))
-    for name, theirs in nominal.items():
-        runner.use_requests(_scaled(theirs, p.length_factor), name)
-    return runner
+    from tuner.workload.datasets import Workload
+
+    scenarios = {n: tuple(_scaled(theirs, p.length_factor)) for n, theirs in nominal.items()}
+    return PlanRunner(spec, workload=Workload(tuple(requests), scenarios))
 
 
 def _scenario_requests(spec: StudySpec) -> dict[str, list[BenchRequest]]:

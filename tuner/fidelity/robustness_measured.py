@@ -37,7 +37,7 @@ from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
 from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
-from tuner.workload.datasets import BenchRequest, resized
+from tuner.workload.datasets import BenchRequest, Workload, resized
 
 if TYPE_CHECKING:
     from tuner.workload.tokenizer import HFTokenizer
@@ -92,9 +92,7 @@ def measured_gains(
     config and one of the baseline (their logs `<log_name>-config-<ts>.log` and
     `<log_name>-baseline-<ts>.log`)."""
     pspec, reqs = perturbation_runs(spec, runner.requests, runner.tokenizer)
-    check = runner.with_spec(pspec)
-    for name, r in reqs.items():
-        check.use_requests(r, name)
+    check = runner.with_spec(pspec, Workload(scenarios={n: tuple(r) for n, r in reqs.items()}))
     measured: dict[str, Measurement] = {}
     for who, p in (
         ("config", params),

@@ -228,12 +228,14 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
 def length_only_runner(spec: StudySpec) -> PlanRunner:
     """`tuner plan`'s runner, with random and long-document workloads built from their
     lengths alone (the simulator reads nothing else): no tokenizer, seconds sooner."""
-    runner = PlanRunner(spec)
+    from tuner.workload.datasets import Workload
+
+    built = {}  # a workload left out: the runner builds it with the tokenizer
     for name, w in {"": spec.workload, **spec.workloads}.items():
         requests = length_only_requests(w)
-        if requests is not None:  # else the runner builds them with the tokenizer
-            runner.use_requests(requests, name)
-    return runner
+        if requests is not None:
+            built[name] = tuple(requests)
+    return PlanRunner(spec, workload=Workload(built.pop("", None), built))
 
 
 def simulated_baseline(spec: StudySpec) -> Measurement:

@@ -11,7 +11,7 @@ import abc
 import copy
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -31,7 +31,7 @@ from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
 if TYPE_CHECKING:
     from tuner.engine.process import EngineProcess
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.datasets import BenchRequest, Workload
     from tuner.workload.tokenizer import HFTokenizer
 
 PhaseFn = Callable[[str], None]
@@ -71,11 +71,17 @@ class TrialRunner(abc.ABC):
     # its figures are the simulator's: the meanings of "simulated", `tuner.trial.keys`)
     planned: bool = False
 
-    def __init__(self, spec: StudySpec) -> None:
+    def __init__(self, spec: StudySpec, workload: Workload | None = None) -> None:
+        """`workload`: the requests to measure (default: the spec's, built on first use)."""
         self.spec = spec
-        self._requests: list[BenchRequest] | None = None
-        self._scenario_requests: dict[str, list[BenchRequest]] = {}
         self._tokenizer: HFTokenizer | None = None
+        self._take(workload)
+
+    def _take(self, workload: Workload | None) -> None:
+        given = None if workload is None else workload.requests
+        self._requests: list[BenchRequest] | None = None if given is None else list(given)
+        scenarios = {} if workload is None else workload.scenarios
+        self._scenario_requests = {k: list(v) for k, v in scenarios.items()}
 
     @property
     def tokenizer(self) -> HFTokenizer:
@@ -103,13 +109,12 @@ class TrialRunner(abc.ABC):
             self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
         return self._scenario_requests[scenario]
 
-    def use_requests(self, requests: Sequence[BenchRequest], scenario: str = "") -> None:
-        """Measure these requests instead of the study's, or of one scenario's
-        (`tuner.fidelity.robustness` perturbs them)."""
-        if scenario:
-            self._scenario_requests[scenario] = list(requests)
-        else:
-            self._requests = list(requests)
+    def built(self) -> Workload:
+        """The requests built so far, as a value another runner can be made with."""
+        from tuner.workload.datasets import Workload
+
+        given = None if self._requests is None else tuple(self._requests)
+        return Workload(given, {k: tuple(v) for k, v in self._scenario_requests.items()})
 
     def share_workload(self, other: TrialRunner) -> None:
         """Measure `other`'s tokenizer and requests, built once for both (GPU slots: every
@@ -118,11 +123,12 @@ class TrialRunner(abc.ABC):
         self._requests = other.requests
         self._scenario_requests = dict(other._scenario_requests)
 
-    def with_spec(self, spec: StudySpec) -> TrialRunner:
-        """A runner like this one (same engine set-up, slot and tokenizer) for another spec's
-        workloads (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
+    def with_spec(self, spec: StudySpec, workload: Workload) -> TrialRunner:
+        """A runner like this one (same engine set-up, slot and tokenizer) for another spec and
+        its workload (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
         clone = copy.copy(self)
-        clone.spec, clone._requests, clone._scenario_requests = spec, None, {}
+        clone.spec = spec
+        clone._take(workload)
         return clone
 
     def prepare(self) -> None:

@@ -24,7 +24,7 @@ from tuner.workload.schedule import arrival_times
 if TYPE_CHECKING:
     from tuner.measure.pruning import Decision
     from tuner.measure.snapshot import Snapshot
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.datasets import BenchRequest, Workload
 
 
 class PlanRunner(TrialRunner):
@@ -32,8 +32,13 @@ class PlanRunner(TrialRunner):
 
     planned = True
 
-    def __init__(self, spec: StudySpec, measured_startup_s: float | None = None) -> None:
-        super().__init__(spec)
+    def __init__(
+        self,
+        spec: StudySpec,
+        measured_startup_s: float | None = None,
+        workload: Workload | None = None,
+    ) -> None:
+        super().__init__(spec, workload)
         self.measured_startup_s = measured_startup_s  # the real study's median, if any
         # the study's accelerator, loaded once (a bad profile file is refused here)
         self.gpu = load_gpu(spec.hardware.accelerator) if spec.hardware.accelerator else None

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -52,6 +53,17 @@ class BenchRequest:
     # Kept only where prompts share prefixes on purpose (documents asked several times), for
     # the simulator's prefix cache (`tuner plan`); None: nothing shared worth modelling.
     prompt_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The requests a runner measures, handed to it when it is made and never swapped: the
+    single workload's (`requests`) and each scenario's by name. A perturbed, scenario or
+    length-only variant is a new value; what it leaves out (None, a name absent) the runner
+    builds from its spec, once."""
+
+    requests: tuple[BenchRequest, ...] | None = None
+    scenarios: Mapping[str, tuple[BenchRequest, ...]] = dataclasses.field(default_factory=dict)
 
 
 def resized(request: BenchRequest, tokenizer: HFTokenizer, factor: float) -> BenchRequest:
