@@ -292,6 +292,7 @@ def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
 
     from tuner.run.loop import StudyLoop
     from tuner.run.pipeline import Outcome
+    from tuner.run.reading import StudyReading
     from tuner.run.sampling import make_sampler
     from tuner.spec.study import StudySpec
     from tuner.trial import TrialRecord
@@ -319,9 +320,7 @@ def test_the_study_samplers_tpe_steers_away_from_pruned_regions() -> None:
                 outcome = Outcome("pruned", None, {"pruned": 1.0}, record)
             else:
                 outcome = Outcome("failed", None, {}, TrialRecord())
-            loop = SimpleNamespace(
-                study=study, reading=SimpleNamespace(drop=lambda: None), judging=None
-            )
+            loop = SimpleNamespace(study=study, reading=StudyReading(study), judging=None)
             StudyLoop._tell(loop, trial, outcome)  # type: ignore[arg-type]
             if k >= 20:
                 late.append(x < 0.4)
