@@ -42,7 +42,7 @@ def calibrate(
     in-sample. The profile file it writes goes in `hardware.profile:` or `tuner sim serve
     --gpu`.
     """
-    from tuner.fidelity.calibration import calibrate_study, left_out
+    from tuner.fidelity.calibration import Trust
     from tuner.runners.engine_runner import workload_requests
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
@@ -51,15 +51,8 @@ def calibrate(
     study, spec, kept = open_stored_study_files(study_file, storage, simulated=False)
     check_output_file(output, "--output", force=force, keep=kept)  # before the fit, not after
     read = read_study(study)
-    record, points = read.record, read.every
-    cal = calibrate_study(
-        spec,
-        record,
-        points,
-        workload_requests(spec),
-        folds=folds,
-        max_requests=max_requests,
-    )
+    trust = Trust(spec, read.every, read.record)
+    cal = trust.calibrate(workload_requests(spec), folds=folds, max_requests=max_requests)
     profile = replace(
         cal.profile,
         description=(
@@ -68,8 +61,8 @@ def calibrate(
         ).lstrip("; "),
     )
     write_profile(profile, output, "--output", force=force, keep=kept)
-    _print_fit(cal, profile.name, study, points)
-    for number, why in left_out(record, points).items():
+    _print_fit(cal, profile.name, study, read.every)
+    for number, why in trust.left_out().items():
         typer.echo(f"left out: trial {number}, {why}")
     typer.echo(
         f"wrote {output}: use it as `hardware.profile: {profile_setting(output, study_file)}` "
