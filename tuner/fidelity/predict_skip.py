@@ -56,7 +56,7 @@ from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.figures import figure
-from tuner.spec.slo import metric_direction, parse_slo
+from tuner.spec.slo import metric_direction
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import SkipPrediction, TrialPoint, TrialRecord, scoring
@@ -115,7 +115,7 @@ class PredictionSkip:
         self._plans: dict[float, PlanRunner] = {}  # one simulator per speed
         self._simulated: dict[tuple[float, tr.ParamsKey], Measurement | None] = {}
         self._speeds: dict[tuple[int, tuple[tuple[str, float], ...]], float] = {}
-        self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
+        self.slos = spec.slo_limits()
         self.objective = objective_of(spec)
         self.weights = self.objective.weights
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest

@@ -43,7 +43,6 @@ from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
 from tuner.sim.model_names import known_model
 from tuner.sim.profiles import GpuProfile, load_model
-from tuner.spec.slo import parse_slo
 from tuner.spec.space import baseline_params, distributions, engine_env, simulator_flags, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params, Scalar
@@ -123,7 +122,7 @@ class Screen:
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         o = spec.objective
-        self.slos = [limit for text in o.slo for limit in parse_slo(text)]
+        self.slos = spec.slo_limits()
         wanted = [m for m, w in o.weights.items() if w > 0] + [s.metric for s in self.slos]
         self.metrics = tuple(dict.fromkeys(wanted))
         self.calibration = cal.Calibration(self.base)  # the study's profile, until fitted

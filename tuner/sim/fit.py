@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -114,11 +114,11 @@ def _usable(o: Observation, metrics: Sequence[str]) -> bool:
     return any(is_positive(o.metrics.get(m)) for m in metrics)
 
 
-def _tp(flags: Mapping[str, Any]) -> int:
+def _tp(flags: Mapping[str, object]) -> int:
     value = flags.get("tensor-parallel-size", 1)
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        return int(value) if isinstance(value, int | float | str) else 1
+    except ValueError:
         return 1
 
 
