@@ -120,7 +120,6 @@ class Screen:
         self.dists = distributions(spec.search_space)
         self.names = list(self.dists)
         self.rng = np.random.default_rng(seed)
-        self.seed = seed
         o = spec.objective
         self.slos = spec.slo_limits()
         wanted = [m for m, w in o.weights.items() if w > 0] + [s.metric for s in self.slos]
