@@ -11,9 +11,9 @@ and "Scenario mixes").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from tuner.errors import TunerError
 from tuner.measure import capacity
@@ -32,9 +32,21 @@ from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
 
 if TYPE_CHECKING:
+    from tuner.trial.point import TrialPoint
+    from tuner.workload.benchmark import BenchmarkResult
     from tuner.workload.datasets import BenchRequest
+    from tuner.workload.tokenizer import HFTokenizer
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
+
+
+class ImpliedRates(Protocol):
+    """A runner's memo of the hit rate each scenario's requests imply (`EngineRunner`)."""
+
+    implied: dict[str, tuple[list[BenchRequest], float]]
+
+    @property
+    def tokenizer(self) -> HFTokenizer: ...
 
 
 class _StepFailed(TunerError):
@@ -47,8 +59,8 @@ def cache_run(
     name: str,
     w: WorkloadSpec,
     requests: list[BenchRequest],
-    runner: Any,
-    result: Any,
+    runner: ImpliedRates,
+    result: BenchmarkResult,
 ) -> PrefixCacheRun:
     """One run's prefix cache: the hit rate measured (`result`, a BenchmarkResult) against
     what its prompts imply, computed once per request list (`runner.implied`, by scenario)."""
@@ -153,7 +165,17 @@ def search_capacity(
     return out
 
 
-def capacity_to_beat(spec: StudySpec, t: Any) -> Beat | None:
+class _Trial(Protocol):
+    """The pipeline's TrialInput, as far as `capacity_to_beat` reads it."""
+
+    @property
+    def points(self) -> Sequence[TrialPoint]: ...
+
+    @property
+    def host(self) -> str | None: ...
+
+
+def capacity_to_beat(spec: StudySpec, t: _Trial) -> Beat | None:
     """What a trial's capacity search must beat (`t`: the pipeline's TrialInput, its points and
     host; None: the objective has no such rule, or no capacity is found yet)."""
     top, ref = best(t.points), reference(t.points, t.host)
@@ -196,7 +218,7 @@ def _summed(m: Measurement, runs: list[Measurement]) -> Measurement:
     )
 
 
-def _cache_runs(runs: list[Measurement]) -> list[Any]:
+def _cache_runs(runs: list[Measurement]) -> list[PrefixCacheRun]:
     return [c for r in runs for c in r.prefix_cache_runs]
 
 
