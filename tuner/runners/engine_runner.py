@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from tuner.measure.capacity import Beat
     from tuner.measure.pruning import Decision
     from tuner.measure.snapshot import Snapshot
-    from tuner.trial.prefix_cache import PrefixCacheRun
-    from tuner.workload.benchmark import BenchmarkResult
     from tuner.workload.datasets import BenchRequest, Workload
     from tuner.workload.tokenizer import HFTokenizer
 
@@ -334,7 +332,7 @@ class EngineRunner(TrialRunner):
                     checkpoint_every_requests=ctx.check_every_requests,
                 )
             except BenchmarkPruned as exc:
-                m.prefix_cache_runs = [self._cache_run(name, w, exc.result)]
+                m.prefix_cache_runs = [cache_run(self, name, w, exc.result)]
                 m.workload_s = time.monotonic() - t0
                 m.metrics, m.records = exc.result.metrics, exc.result.records
                 m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
@@ -344,16 +342,12 @@ class EngineRunner(TrialRunner):
                 return failed_measurement(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
         m.workload_s = time.monotonic() - t0
         m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
-        m.prefix_cache_runs = [self._cache_run(name, w, result)]
+        m.prefix_cache_runs = [cache_run(self, name, w, result)]
         if not result.metrics.get("completed"):
             errors = sorted({r.error for r in result.records if r.error})
             reason = "every request failed: " + "; ".join(errors)[:500]
             return failed_measurement(m, FailureKind.REQUESTS_FAILED, reason, engine.log_tail())
         return m
-
-    def _cache_run(self, name: str, w: WorkloadSpec, result: BenchmarkResult) -> PrefixCacheRun:
-        """One run's prefix cache (`load_runs.cache_run`); implied rates memoized per list."""
-        return cache_run(self.spec, name, w, self.requests_for(name), self, result)
 
     def close(self) -> None:
         if self._engine is not None:

@@ -40,13 +40,17 @@ if TYPE_CHECKING:
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
 
 
-class ImpliedRates(Protocol):
-    """A runner's memo of the hit rate each scenario's requests imply (`EngineRunner`)."""
+class CacheRunner(Protocol):
+    """A runner as `cache_run` reads it (`EngineRunner`): its requests and their tokenizer, and
+    its memo of the hit rate each scenario's requests imply."""
 
+    spec: StudySpec
     implied: dict[str, tuple[list[BenchRequest], float]]
 
     @property
     def tokenizer(self) -> HFTokenizer: ...
+
+    def requests_for(self, scenario: str) -> list[BenchRequest]: ...
 
 
 class _StepFailed(TunerError):
@@ -55,15 +59,11 @@ class _StepFailed(TunerError):
 
 
 def cache_run(
-    spec: StudySpec,
-    name: str,
-    w: WorkloadSpec,
-    requests: list[BenchRequest],
-    runner: ImpliedRates,
-    result: BenchmarkResult,
+    runner: CacheRunner, name: str, w: WorkloadSpec, result: BenchmarkResult
 ) -> PrefixCacheRun:
-    """One run's prefix cache: the hit rate measured (`result`, a BenchmarkResult) against
-    what its prompts imply, computed once per request list (`runner.implied`, by scenario)."""
+    """One run's prefix cache: the hit rate measured (`result`) against what the prompts of
+    scenario `name` imply, computed once per request list (`runner.implied`, by scenario)."""
+    requests = runner.requests_for(name)
     known = runner.implied.get(name)
     if known is None or known[0] is not requests:
         chat = w.endpoint == CHAT_ENDPOINT
@@ -73,7 +73,7 @@ def cache_run(
         hit_rate=result.metrics.get(PREFIX_CACHE_HIT_RATE),
         implied_rate=known[1],
         scenario=name or None,
-        rate_rps=objective_of(spec).stated_rate(w.request_rate),
+        rate_rps=objective_of(runner.spec).stated_rate(w.request_rate),
         reset=result.cache_reset,
     )
 
