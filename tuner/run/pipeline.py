@@ -128,7 +128,7 @@ class TrialPipeline:
         forecast = skip.judge(t.params, t.points, t.host, may_skip=not queued) if skip else None
         if forecast is not None and forecast.ruled_out:
             record, cons = ruled_out_record(forecast, self.runner.planned)
-            result = {"reason": record.pruned_reason}
+            result: dict[str, object] = {"reason": record.pruned_reason}
             self.store.save_trial(t.study_name, t.number, "ruled_out", result=result)
             return Outcome("pruned", None, cons, record, saved_by="prediction")
         outcome = self._launch(t, predicted)  # keeps its prediction: its miss calibrates the next
