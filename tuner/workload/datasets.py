@@ -26,7 +26,9 @@ from tuner.workload.exact import exact_length_prompt, resized_prompt
 from tuner.workload.longdoc import longdoc_prompts, shared_longdoc_prompts
 from tuner.workload.tokenizer import HFTokenizer, chat_text, decode
 
-ChatMessages = list[dict[str, Any]]
+# Chat messages, as transformers' `apply_chat_template` types a conversation: a file's
+# messages are checked to have a string `role` and `content` (`_is_chat`)
+ChatMessages = list[dict[str, str]]
 
 # vLLM's ShareGPT filter (`is_valid_sequence`): both sides >= 4 tokens, prompt <= 1024,
 # prompt + output <= 2048. The output minimum is skipped when the output length is fixed.
@@ -296,7 +298,7 @@ def sharegpt_requests(
     return requests
 
 
-def _read_json(path: str) -> Any:
+def _read_json(path: str) -> object:
     text = _read_text(path)
     try:
         return json.loads(text)
@@ -373,7 +375,7 @@ def _jsonl_request(
     return BenchRequest(messages if chat else rendered, prompt_len, output_len, ignore_eos)
 
 
-def _is_chat(messages: Any) -> bool:
+def _is_chat(messages: object) -> bool:
     return (
         isinstance(messages, list)
         and bool(messages)
