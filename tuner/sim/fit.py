@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +40,10 @@ from tuner.sim.fit_problem import (
     speed_factors,
 )
 from tuner.sim.profiles import GpuProfile, ModelProfile
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
+from tuner.spec.values import Flags
 
 # The fit's inputs and pieces, used with it (`from tuner.sim.fit import ...`).
 __all__ = [
@@ -107,8 +111,10 @@ def _usable(o: Observation, metrics: Sequence[str]) -> bool:
     return any(is_positive(o.metrics.get(m)) for m in metrics)
 
 
-def _tp(flags: Mapping[str, Any]) -> int:
+def _tp(flags: Flags) -> int:
     value = flags.get("tensor-parallel-size", 1)
+    if value is None:  # as int(None)'s TypeError below
+        return 1
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -209,7 +215,7 @@ def fit(
     )
 
 
-def _covariance(result: Any) -> tuple[tuple[float, ...], ...]:
+def _covariance(result: OptimizeResult) -> tuple[tuple[float, ...], ...]:
     """The log-factors' covariance to first order: FIGURE_NOISE^2 (J^T J)^-1."""
     jac = np.asarray(result.jac, dtype=float)
     cov = FIGURE_NOISE**2 * np.linalg.pinv(jac.T @ jac)
@@ -230,7 +236,7 @@ def _kept(
 
 
 def _held_out(
-    full: Problem, result: Any, folds: int | None, max_nfev: int
+    full: Problem, result: OptimizeResult, folds: int | None, max_nfev: int
 ) -> tuple[list[dict[str, float] | None], int, str]:
     """Each observation as predicted without it, the folds and how: none from one
     observation, to first order (leave-one-out) without `folds`, else from `folds` refits."""
