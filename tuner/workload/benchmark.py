@@ -66,7 +66,7 @@ class BenchmarkPruned(TunerError, RuntimeError):
         reason: str,
         result: BenchmarkResult,
         engine: EngineSample | None = None,
-        decision: object = None,  # the `tuner.measure.pruning.Decision` (what the stop learnt)
+        decision: Decision | None = None,  # what the stop learnt
     ) -> None:
         super().__init__(reason)
         self.reason, self.result, self.engine, self.decision = reason, result, engine, decision
@@ -187,7 +187,11 @@ class _Stopped(TunerError):
     """Early stopping's decision, raised out of the event loop."""
 
     def __init__(
-        self, reason: str, elapsed_s: float, engine: EngineSample | None, decision: object = None
+        self,
+        reason: str,
+        elapsed_s: float,
+        engine: EngineSample | None,
+        decision: Decision | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason, self.elapsed_s, self.engine = reason, elapsed_s, engine
