@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tuner.measure.pruning import Decision
 from tuner.measure.records import RequestRecord
+from tuner.measure.snapshot import EngineSample
 
 
 @dataclass
@@ -27,10 +29,8 @@ class Measurement:
     engine_s: float = 0.0  # the engine was up this long, launch until stopped (0: never)
     pruned_reason: str | None = None  # early stopping stopped it: metrics are partial
     pruned_at_s: float | None = None  # seconds into the workload
-    pruned_engine: Any = (
-        None  # a tuner.measure.pruning.EngineSample: the engine's gauges at the stop
-    )
-    pruned_decision: Any = None  # the tuner.measure.pruning.Decision (what the stop learnt)
+    pruned_engine: EngineSample | None = None  # the engine's gauges at the stop
+    pruned_decision: Decision | None = None  # what the stop learnt
     engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
     # Several runs on one engine start (`tuner.runners.load_runs`), as the stored trial's

@@ -267,7 +267,11 @@ def _pooled_quantile_samples(
     offsets = idx + np.arange(n_rows)[:, None] * n_req
     counts = np.bincount(offsets.ravel(), minlength=n_rows * n_req).reshape(n_rows, n_req)
     total = counts @ sizes
-    q = 0.5 if stat == "median" else float(pct) / 100.0  # type: ignore[arg-type]
+    if stat == "median":
+        q = 0.5
+    else:
+        assert pct is not None  # a percentile names its pct
+        q = float(pct) / 100.0
     if stat == "median":
         below, above = (total - 1) // 2, total // 2
         t = np.where(below == above, 0.0, 0.5)

@@ -38,7 +38,7 @@ import numpy. Not `server` (aiohttp must stay out of the core's path), nor `fit`
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tuner.sim.engine import Engine
@@ -58,7 +58,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'tuner.sim' has no attribute {name!r}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from tuner.sim.prefix_cache import block_hashes
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.scheduler import Scheduler, SimRequest
 from tuner.sim.steptime import StepCostModel
+from tuner.spec.values import Flags
 
 
 class StepResult(NamedTuple):
@@ -42,7 +43,7 @@ class Engine:
         self,
         model: ModelProfile,
         gpu: GpuProfile,
-        flags: dict[str, Any],
+        flags: Flags,
         *,
         record_times: bool = False,
     ) -> None:

@@ -40,6 +40,7 @@ from tuner.sim.fit_problem import (
     speed_factors,
 )
 from tuner.sim.profiles import GpuProfile, ModelProfile
+from tuner.spec.values import Flags
 
 if TYPE_CHECKING:
     from scipy.optimize import OptimizeResult
@@ -114,8 +115,10 @@ def _usable(o: Observation, metrics: Sequence[str]) -> bool:
     return any(is_positive(o.metrics.get(m)) for m in metrics)
 
 
-def _tp(flags: Mapping[str, object]) -> int:
+def _tp(flags: Flags) -> int:
     value = flags.get("tensor-parallel-size", 1)
+    if value is None:  # as int(None)'s TypeError below
+        return 1
     try:
         return int(value) if isinstance(value, int | float | str) else 1
     except ValueError:

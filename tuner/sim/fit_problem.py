@@ -16,6 +16,7 @@ from tuner.measure.metrics import compute_metrics
 from tuner.sim.planner import simulate
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.values import Flags
 
 if TYPE_CHECKING:
     from scipy.optimize import OptimizeResult
@@ -111,7 +112,7 @@ class Observation:
     """One measured trial: the flags the simulator takes (engine flags, tuned parameters and
     engine env, as `tuner plan` passes them) and the measured figures (vLLM bench keys)."""
 
-    flags: Mapping[str, object]
+    flags: Flags
     metrics: Mapping[str, float]
     trial: int | None = None  # the trial number, for reports
 
@@ -134,7 +135,7 @@ def speed_factors(speed: float) -> dict[str, float]:
 def predict(
     model: ModelProfile,
     gpu: GpuProfile,
-    flags: Mapping[str, object],
+    flags: Flags,
     workload: SimWorkload,
     metrics: Sequence[str] = FIT_METRICS,
 ) -> dict[str, float] | None:

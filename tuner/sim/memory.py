@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.sim import vllm_defaults
 from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
+from tuner.spec.values import Flags, Scalar
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 
@@ -76,14 +76,14 @@ _INT_FLAGS = (
 )
 
 
-def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -> EngineConfig:
+def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: Flags) -> EngineConfig:
     """Fill vLLM's defaults (`vllm serve`, `tuner.sim.vllm_defaults`) for the flags not given;
     max-model-len from the model's config. With chunked prefill off the default token budget
     is raised to max-model-len. Keys are vLLM long names (`max-num-seqs` or `max_num_seqs`);
     others are ignored.
     """
     f = {str(k).lstrip("-").replace("_", "-"): v for k, v in flags.items()}
-    ints = {k: _as_int(k, f[k]) for k in _INT_FLAGS if f.get(k) is not None}
+    ints = {k: _as_int(k, v) for k in _INT_FLAGS if (v := f.get(k)) is not None}
     tp = ints.get("tensor-parallel-size", 1)
     default = vllm_defaults.serve_defaults(gpu, tp)
     chunked = _as_bool(
@@ -97,8 +97,8 @@ def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -
         f.get("gpu-memory-utilization", default["gpu-memory-utilization"]),
     )
     max_model_len = ints.get("max-model-len", model.max_position_embeddings)
-    seqs_default = default["max-num-seqs"]
-    tokens_default, block_default = default["max-num-batched-tokens"], default["block-size"]
+    seqs_default, tokens_default = vllm_defaults.batch_defaults(gpu, tp)  # as `default`'s
+    block_default = vllm_defaults.block_size(gpu)
     tokens = ints.get("max-num-batched-tokens")
     if tokens is None:
         tokens = tokens_default if chunked else max(max_model_len, tokens_default)
@@ -243,7 +243,7 @@ def startup_error(model: ModelProfile, gpu: GpuProfile, cfg: EngineConfig) -> st
     return None
 
 
-def check_config(model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any]) -> str | None:
+def check_config(model: ModelProfile, gpu: GpuProfile, flags: Flags) -> str | None:
     """vLLM's refusal message for these flags on this hardware, or None if it would start."""
     cfg = resolve_flags(model, gpu, flags)
     return config_error(model, gpu, cfg) or startup_error(model, gpu, cfg)
@@ -253,7 +253,7 @@ def _gib(n: int) -> str:
     return f"{round(n / GiB, 2)}"
 
 
-def _as_int(name: str, value: Any) -> int:
+def _as_int(name: str, value: Scalar) -> int:
     if isinstance(value, bool):
         raise UserError(f"flag {name}: expected an integer, got {value!r}")
     try:
@@ -265,14 +265,16 @@ def _as_int(name: str, value: Any) -> int:
     return int(number)
 
 
-def _as_float(name: str, value: Any) -> float:
+def _as_float(name: str, value: Scalar | None) -> float:
     try:
-        return float(value)
+        if value is not None:
+            return float(value)
     except (TypeError, ValueError):
-        raise UserError(f"flag {name}: expected a number, got {value!r}") from None
+        pass
+    raise UserError(f"flag {name}: expected a number, got {value!r}")
 
 
-def _as_bool(name: str, value: Any) -> bool:
+def _as_bool(name: str, value: Scalar | None) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()

@@ -12,7 +12,6 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
@@ -20,6 +19,7 @@ from tuner.sim.engine import token_times as _token_times
 from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
 from tuner.sim.replicas import Replicas
 from tuner.sim.scheduler import SimRequest
+from tuner.spec.values import Flags
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class SimResult:
 def simulate(
     model: ModelProfile | str,
     gpu: GpuProfile | str,
-    flags: dict[str, Any],
+    flags: Flags,
     prompt_lens: list[int],
     output_lens: list[int],
     arrival_s: list[float],

@@ -21,11 +21,12 @@ coordinator.py), bumped locally by each routed request. The simulator has one AP
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tuner.sim.engine import Engine
 from tuner.sim.memory import EngineConfig
 from tuner.sim.profiles import GpuProfile, ModelProfile
+from tuner.spec.values import Flags
 
 KV_PRESSURE_FROM = 0.5  # waiting requests count more above this KV-cache usage
 KV_PRESSURE_WEIGHT = 6.0  # ramps to 3 x waiting at a full cache
@@ -70,11 +71,19 @@ class Replicas:
     """`data-parallel-size` simulated engines (one per replica) and the balancer in front."""
 
     def __init__(
-        self, model: ModelProfile, gpu: GpuProfile, flags: dict[str, Any], **engine_kw: Any
+        self,
+        model: ModelProfile,
+        gpu: GpuProfile,
+        flags: Flags,
+        *,
+        record_times: bool = False,
     ) -> None:
-        first = Engine(model, gpu, flags, **engine_kw)  # refuses a config vLLM would
+        first = Engine(model, gpu, flags, record_times=record_times)  # refuses as vLLM would
         rest = range(first.config.data_parallel_size - 1)
-        self.engines = [first, *(Engine(model, gpu, flags, **engine_kw) for _ in rest)]
+        self.engines = [
+            first,
+            *(Engine(model, gpu, flags, record_times=record_times) for _ in rest),
+        ]
         self.balancer = Balancer(len(self.engines))
         self.owner: dict[str, int] = {}  # request id -> its replica, while unfinished
 
@@ -103,10 +112,17 @@ class Replicas:
         ]
         return self.balancer.choose(loads)
 
-    def add_request(self, request_id: str, *args: Any, **kw: Any) -> Engine:
+    def add_request(
+        self,
+        request_id: str,
+        prompt_len: int,
+        max_tokens: int,
+        now: float,
+        prompt_ids: Sequence[int] | None = None,
+    ) -> Engine:
         """Route a request and queue it on its replica's engine (`Engine.add_request`)."""
         i = self.route()
-        self.engines[i].add_request(request_id, *args, **kw)
+        self.engines[i].add_request(request_id, prompt_len, max_tokens, now, prompt_ids)
         self.owner[request_id] = i
         return self.engines[i]
 

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
@@ -33,13 +32,14 @@ from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
 from tuner.sim.server_info import cache_config_info, server_info
 from tuner.sim.text import TokenText
+from tuner.spec.values import Flags
 
 
 @dataclass(slots=True)
 class ServeOptions:
     model: ModelProfile
     gpu: GpuProfile
-    flags: dict[str, Any]
+    flags: Flags
     model_path: str
     served_model_names: list[str]
     text: TokenText = field(default_factory=TokenText)

@@ -12,14 +12,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from tuner import __version__
 from tuner.sim.memory import EngineConfig
 from tuner.sim.profiles import GpuProfile
+from tuner.spec.values import Scalar
 
 
-def cache_config(cfg: EngineConfig) -> dict[str, Any]:
+def cache_config(cfg: EngineConfig) -> dict[str, Scalar]:
     return {
         "block_size": cfg.block_size,
         "gpu_memory_utilization": cfg.gpu_memory_utilization,
@@ -38,7 +38,7 @@ def cache_config_info(cfg: EngineConfig, engines: int) -> list[str]:
     ]
 
 
-def server_info(cfg: EngineConfig, gpu: GpuProfile, model_path: str) -> dict[str, Any]:
+def server_info(cfg: EngineConfig, gpu: GpuProfile, model_path: str) -> dict[str, object]:
     gpus = cfg.tensor_parallel_size * cfg.data_parallel_size
     return {
         "vllm_config": {

@@ -23,9 +23,8 @@ Defaults move between vLLM releases: check them against the version you tune.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tuner.sim.profiles import GiB, GpuProfile
+from tuner.spec.values import Scalar
 
 VLLM_VERSION = "0.32.0"
 GPU_MEMORY_UTILIZATION = 0.92
@@ -47,12 +46,17 @@ def batch_defaults(gpu: GpuProfile, world_size: int = 1) -> tuple[int, int]:
     return 256, 2048  # every other GPU (A6000, L40S, A100, T4, ...)
 
 
-def serve_defaults(gpu: GpuProfile, world_size: int = 1) -> dict[str, Any]:
+def block_size(gpu: GpuProfile) -> int:
+    """`--block-size` as `vllm serve` sets it on `gpu`'s platform."""
+    return CPU_BLOCK_SIZE if gpu.platform == "cpu" else BLOCK_SIZE
+
+
+def serve_defaults(gpu: GpuProfile, world_size: int = 1) -> dict[str, Scalar]:
     """The searched flags as `vllm serve` sets them when none is given (chunked prefill on)."""
     seqs, tokens = batch_defaults(gpu, world_size)
     return {
         "max-num-seqs": seqs,
-        "block-size": CPU_BLOCK_SIZE if gpu.platform == "cpu" else BLOCK_SIZE,
+        "block-size": block_size(gpu),
         "max-num-batched-tokens": tokens,
         "gpu-memory-utilization": GPU_MEMORY_UTILIZATION,
         "enable-chunked-prefill": ENABLE_CHUNKED_PREFILL,

@@ -4,20 +4,49 @@ raises ValueError `section.field: why`, which `StudySpec` turns into one line)."
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from tuner.spec.flag_values import long_flag
-from tuner.spec.sections import ParameterSpec
+from tuner.spec.sections import (
+    EngineSpec,
+    HardwareSpec,
+    ObjectiveSpec,
+    ParameterSpec,
+    ScenarioSpec,
+    SearchSpace,
+    SearchSpec,
+)
+from tuner.spec.workload import WorkloadSpec
 
-# `StudySpec` runs these in its validator, so they take it untyped (`tuner.spec.study`
-# imports this module, not the other way round).
-StudySpec = Any
+
+class StudySections(Protocol):
+    """The sections of a study (`tuner.spec.study.StudySpec`, which runs these checks in its
+    validator: it imports this module, not the other way round)."""
+
+    @property
+    def engine(self) -> EngineSpec: ...
+    @property
+    def search_space(self) -> SearchSpace: ...
+    @property
+    def workload(self) -> WorkloadSpec: ...
+    @property
+    def scenarios(self) -> Sequence[ScenarioSpec]: ...
+    @property
+    def workloads(self) -> Mapping[str, WorkloadSpec]: ...
+    @property
+    def objective(self) -> ObjectiveSpec: ...
+    @property
+    def search(self) -> SearchSpec: ...
+    @property
+    def hardware(self) -> HardwareSpec: ...
+
 
 WORLD_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")  # GPUs of one engine
 DP_FLAG = "data-parallel-size"  # engines (replicas) of one trial: TP x PP GPUs each
 
 
-def check_study(spec: StudySpec) -> None:
+def check_study(spec: StudySections) -> None:
     """Every cross-section rule, in the order a reader meets the sections."""
     check_flags_tuned_once(spec)
     check_derived_shape(spec)
@@ -32,7 +61,7 @@ def flag_of(name: str, p: ParameterSpec) -> str:
     return long_flag(name, p)
 
 
-def check_flags_tuned_once(spec: StudySpec) -> None:
+def check_flags_tuned_once(spec: StudySections) -> None:
     """Two parameters on one flag (or one env var): only the last would reach the engine."""
     seen: dict[str, str] = {}
     for name, p in spec.search_space.parameters.items():
@@ -45,7 +74,7 @@ def check_flags_tuned_once(spec: StudySpec) -> None:
         seen[target] = name
 
 
-def check_derived_shape(spec: StudySpec) -> None:
+def check_derived_shape(spec: StudySections) -> None:
     """`fill_data_parallel` derives data-parallel-size: a parameter on it, or a fixed value in
     `engine.flags`, would be overridden without a word."""
     space = spec.search_space
@@ -64,7 +93,7 @@ def check_derived_shape(spec: StudySpec) -> None:
         )
 
 
-def check_export_drops(spec: StudySpec) -> None:
+def check_export_drops(spec: StudySections) -> None:
     """`export_drop_flags` leaves fixed flags out of `best`/`export`; a tuned one would
     make the exported command differ from the measured config."""
     tuned = {flag_of(n, p): n for n, p in spec.search_space.parameters.items() if p.env is None}
@@ -77,7 +106,7 @@ def check_export_drops(spec: StudySpec) -> None:
             )
 
 
-def check_capacity(spec: StudySpec) -> None:
+def check_capacity(spec: StudySections) -> None:
     """Capacity mode offers rising request rates; what it reports must be a served rate."""
     if spec.objective.mode != "capacity":
         return
@@ -96,7 +125,7 @@ def check_capacity(spec: StudySpec) -> None:
         )
 
 
-def check_one_tokenizer(spec: StudySpec) -> None:
+def check_one_tokenizer(spec: StudySections) -> None:
     """Scenarios share one engine and one tokenizer (the first scenario's): another
     scenario's own `tokenizer:` would be silently ignored."""
     first = spec.workload.tokenizer
@@ -109,7 +138,7 @@ def check_one_tokenizer(spec: StudySpec) -> None:
             )
 
 
-def world_sizes(spec: StudySpec, flag: str) -> list[int]:
+def world_sizes(spec: StudySections, flag: str) -> list[int]:
     """Every value a world-size flag can take in this study (fixed or tuned)."""
     for name, p in spec.search_space.parameters.items():
         if flag_of(name, p) == flag:
@@ -121,7 +150,7 @@ def world_sizes(spec: StudySpec, flag: str) -> list[int]:
     return [int(value)] if isinstance(value, int | float) and not isinstance(value, bool) else [1]
 
 
-def check_engine_fits_slot(spec: StudySpec) -> None:
+def check_engine_fits_slot(spec: StudySections) -> None:
     """An engine of TP x PP GPUs (times its smallest data-parallel-size) on a slot of fewer
     GPUs fails at every start. A searched data-parallel-size that overflows the slot with
     some TP is refused per trial instead (`tuner.spec.space.shape_error`)."""

@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tuner.spec.coherence import StudySections
 
 # Files of a tokenizer (and a model directory's chat template) that change how text becomes
 # tokens, or how chat messages become a prompt.
@@ -65,7 +68,7 @@ def digest(path: Path) -> str | None:
     return None
 
 
-def _named_paths(spec: Any) -> Iterable[tuple[str, str]]:
+def _named_paths(spec: StudySections) -> Iterable[tuple[str, str]]:
     """(where in the study file, path) of every input the spec names by path."""
     if spec.hardware.profile:
         yield "hardware.profile", spec.hardware.profile
@@ -82,7 +85,7 @@ def _named_paths(spec: Any) -> Iterable[tuple[str, str]]:
             yield f"engine.flags.{flag}", value
 
 
-def file_contents(spec: Any) -> dict[str, str]:
+def file_contents(spec: StudySections) -> dict[str, str]:
     """{where in the study file: digest} of every named input that is a local path."""
     out = {}
     for where, value in _named_paths(spec):

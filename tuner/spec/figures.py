@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from typing import Any
+from typing import TypeVar, overload
 
 EXACT_DIGITS = 12  # a float written for a program (JSON, CSV, a flag): what it stands for
 SIGNIFICANT = 4  # digits kept when no places are asked: 3123, 197.5, 88.1, 0.09684
@@ -71,7 +71,14 @@ def trials_words(numbers: Iterable[int]) -> str:
     return f"trials {', '.join(shown[:-1])} and {shown[-1]}"
 
 
-def exact(value: object) -> Any:
+V = TypeVar("V")
+
+
+@overload
+def exact(value: float) -> float: ...
+@overload
+def exact(value: V) -> V: ...
+def exact(value: object) -> object:
     """A float as the decimal it stands for, for a program to read (JSON, CSV, a flag's
     value): `EXACT_DIGITS` significant digits, so a stepped range's 0.9199999999999999 is
     0.92 and 0.7799999999999999 is 0.78, while a measured figure keeps every digit that
@@ -81,7 +88,7 @@ def exact(value: object) -> Any:
     return value
 
 
-def exact_all(value: object) -> Any:
+def exact_all(value: object) -> object:
     """`exact` on every float in nested dicts, lists and tuples (a JSON document)."""
     if isinstance(value, dict):
         return {k: exact_all(v) for k, v in value.items()}

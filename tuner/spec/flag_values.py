@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Protocol, Self, TypedDict, TypeVar
+
+from tuner.spec.values import Scalar
 
 # flag → its least value (None: any): vLLM 0.32's EngineArgs fields of type int, and of type
 # float below (vllm/engine/arg_utils.py); a flag not listed is passed as written
@@ -48,12 +51,45 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
+V = TypeVar("V")
+
+
+class Parameter(Protocol):
+    """A search-space parameter as read here (`tuner.spec.sections.ParameterSpec`, which
+    imports this module to check its values)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def low(self) -> float | None: ...
+    @property
+    def high(self) -> float | None: ...
+    @property
+    def choices(self) -> Sequence[Scalar] | None: ...
+    @property
+    def flag(self) -> str | None: ...
+    @property
+    def env(self) -> str | None: ...
+    @property
+    def default(self) -> Scalar | None: ...
+    def model_copy(self, *, update: Mapping[str, object] | None = None) -> Self: ...
+
+
+P = TypeVar("P", bound=Parameter)
+
+
+class _Written(TypedDict, total=False):
+    """A categorical numeric parameter's choices and default, as vLLM reads them."""
+
+    choices: list[Scalar]
+    default: Scalar | None
+
 
 def is_numeric(flag: str) -> bool:
     return flag in INT_FLAGS or flag in FLOAT_FLAGS
 
 
-def flag_value(flag: str, value: object) -> Any:
+def flag_value(flag: str, value: V) -> V | int | float:
     """`value` as vLLM reads it for a numeric `flag` (an int flag's `4.0` is 4, a size's
     "32k" 32000); ValueError when it is not a number of the flag's kind, or below its least
     value. Other flags' values, and None (the flag left out), are returned as they are."""
@@ -82,7 +118,7 @@ def _number(flag: str, value: object) -> int | float:
     return int(value)
 
 
-def _parse(flag: str, text: str) -> Any:
+def _parse(flag: str, text: str) -> int | float | str:
     """A number written as text: "8", "0.9", and for vLLM's human-readable sizes "32k"."""
     if flag == "max-model-len" and text.lower() == "auto":
         return AUTO_MAX_MODEL_LEN
@@ -104,7 +140,7 @@ def _parse(flag: str, text: str) -> Any:
         return text
 
 
-def as_written(flag: str, value: object) -> Any:
+def as_written(flag: str, value: V) -> V | int | float:
     """A stored trial's value for `flag`, as vLLM reads it (an old study's `2.0` choice
     exports as 2); a value that is not one stays as it was stored."""
     try:
@@ -113,13 +149,13 @@ def as_written(flag: str, value: object) -> Any:
         return value
 
 
-def long_flag(name: str, p: Any) -> str:
+def long_flag(name: str, p: Parameter) -> str:
     """The long flag a parameter (`name`, its `ParameterSpec`) sets, without dashes; "" for an
     env var."""
     return "" if p.env is not None else (p.flag or f"--{name}")[2:]
 
 
-def numeric_parameter(name: str, p: Any) -> Any:
+def numeric_parameter(name: str, p: P) -> P:
     """Search-space parameter `name` (a `ParameterSpec` on `flag`), its choices and default
     written as vLLM reads them; ValueError naming it: a bool parameter, a float range on an
     int flag, a bound, choice or default that is no number of the flag's kind, choices that
@@ -135,7 +171,7 @@ def numeric_parameter(name: str, p: Any) -> Any:
     return p.model_copy(update=update) if update else p
 
 
-def _parameter_values(flag: str, p: Any) -> dict[str, Any]:
+def _parameter_values(flag: str, p: Parameter) -> _Written:
     if not is_numeric(flag):
         return {}
     if p.type == "bool":

@@ -10,7 +10,7 @@ import ipaddress
 import re
 import string
 import types
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ValidationInfo, field_validator
 
@@ -82,7 +82,7 @@ ModelName = Annotated[str, AfterValidator(check_model_name)]
 def find_nul(data: object) -> str | None:
     """The dotted path of the first string holding a NUL character (which no argv or env
     entry can carry), or None. Iterative, and each container once (YAML aliases share)."""
-    stack: list[tuple[str, Any]] = [("", data)]
+    stack: list[tuple[str, object]] = [("", data)]
     seen: set[int] = set()
     while stack:
         path, value = stack.pop()
@@ -105,7 +105,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _wants_number(ann: Any) -> bool:
+def _wants_number(ann: object) -> bool:
     """Whether a field of type `ann` takes a number and no bool (`int`, `float | None`)."""
     if get_origin(ann) is Annotated:
         return _wants_number(get_args(ann)[0])
@@ -115,7 +115,7 @@ def _wants_number(ann: Any) -> bool:
     return ann in (int, float)
 
 
-def bool_for_number(ann: Any, value: object) -> bool:
+def bool_for_number(ann: object, value: object) -> bool:
     """Whether `value` holds a YAML `true`/`false` where `ann` wants a number (pydantic's
     lax mode would take it as 1 or 0), at the top or inside a list or a mapping."""
     if isinstance(value, bool):
@@ -137,7 +137,7 @@ class NoBoolNumbers(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_number(cls, v: object, info: ValidationInfo) -> Any:
+    def _no_bool_for_number(cls, v: object, info: ValidationInfo) -> object:
         field = cls.model_fields.get(info.field_name or "")
         if field is not None and bool_for_number(field.annotation, v):
             raise ValueError("a number is expected here, not true or false")

@@ -7,7 +7,7 @@ import re
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -28,7 +28,7 @@ def parse_duration_s(text: str) -> float:
     return float(value) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
-def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+def read_yaml_mapping(path: Path, what: str) -> dict[str, object]:
     """A user's YAML file that must hold a mapping; each problem is one UserError line."""
     if not path.is_file():
         raise UserError(f"{path}: {what} not found{near_file(path)}")
@@ -62,7 +62,7 @@ def near_file(path: Path) -> str:
     return f" (did you mean '{path.parent / near}'?)" if near else ""
 
 
-def valid_keys(model: object, loc: Sequence[Any]) -> list[str]:
+def valid_keys(model: object, loc: Sequence[int | str]) -> list[str]:
     """The keys a study file may write at `loc` (a pydantic error's path), walking `model`'s
     fields through mappings, lists and optional sections; [] when the walk is lost."""
     ann = model
@@ -81,7 +81,7 @@ def valid_keys(model: object, loc: Sequence[Any]) -> list[str]:
     return list(ann.model_fields) if isinstance(ann, type) and issubclass(ann, BaseModel) else []
 
 
-def _section(ann: Any) -> Any:
+def _section(ann: object) -> object:
     """`X | None`, `Annotated[X, ...]`: X (the first branch that is a model, a dict or a list)."""
     while get_origin(ann) is Annotated or get_origin(ann) in (Union, types.UnionType):
         args = get_args(ann)

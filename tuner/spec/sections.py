@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -165,7 +166,7 @@ class EngineSpec(_Strict):
         return {name: flag_values.flag_value(name, value) for name, value in v.items()}
 
 
-def _checked(check: Any, value: str) -> None:
+def _checked(check: Callable[[str], object], value: str) -> None:
     """Run a shared check inside a validator, so the error names the file and field."""
     try:
         check(value)
@@ -247,7 +248,7 @@ class ScenarioSpec(WorkloadSpec):
 
     @model_validator(mode="before")
     @classmethod
-    def _dataset_given(cls, data: object) -> Any:
+    def _dataset_given(cls, data: object) -> object:
         if isinstance(data, dict) and "dataset_name" not in data:
             raise ValueError(f"scenario {data.get('name', '?')!r} names no dataset_name")
         return data

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 import optuna
 
@@ -14,6 +15,8 @@ from tuner.spec.model_source import model_config
 from tuner.spec.study import HardwareSpec, ParameterSpec, Scalar, SearchSpace, StudySpec
 from tuner.spec.values import Flags, Params
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
+
+N = TypeVar("N")  # what `check_rules` reads a flag as (int, float)
 
 # Flags the simulator understands but production `vllm serve` does not.
 SIM_ONLY_FLAGS = frozenset({"gpu", "load-delay-s"})
@@ -53,7 +56,7 @@ def flag_args(name: str, value: Scalar | None) -> list[str]:
     return [flag, str(value)]
 
 
-def _clean(value: object) -> Any:
+def _clean(value: Scalar) -> Scalar:
     """A stepped float range yields 0.7799999999999999: production commands say 0.78."""
     return exact(value)
 
@@ -161,7 +164,7 @@ def engine_env(spec: StudySpec, params: Params) -> dict[str, str]:
     return {**spec.engine.env, **tuned_env(spec.search_space, params)}
 
 
-def simulator_flags(spec: StudySpec, params: Params) -> dict[str, Any]:
+def simulator_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]:
     """What the simulation core takes for one config: the engine's flags and its env in one
     mapping (it reads VLLM_CPU_KVCACHE_SPACE from there), as `tuner plan` passes them."""
     return {**effective_flags(spec, params), **engine_env(spec, params)}
@@ -186,9 +189,9 @@ def serve_env(spec: StudySpec, params: Params) -> dict[str, str]:
     return engine_env(spec, params)
 
 
-def serve_config(spec: StudySpec, params: Params) -> dict[str, Any]:
+def serve_config(spec: StudySpec, params: Params) -> dict[str, object]:
     """A `vllm serve --config FILE` mapping: long-form argument names as keys."""
-    cfg: dict[str, Any] = {"model": spec.engine.deployed_model}
+    cfg: dict[str, object] = {"model": spec.engine.deployed_model}
     if spec.engine.served_model_name:
         cfg["served-model-name"] = spec.engine.served_model_name
     cfg.update({k: v for k, v in _production_flags(spec, params).items() if v is not None})
@@ -213,7 +216,7 @@ def check_rules(flags: Flags, model_len: int | None, platform: str | None = None
     """vLLM's checks on these flags, with its messages: the block size `platform`'s attention
     backends take (unchecked when None), then the scheduler's; None when they pass."""
 
-    def number(name: str, kind: type) -> Any:
+    def number(name: str, kind: Callable[[Scalar], N]) -> N | None:
         value = flags.get(name)
         return None if value is None else kind(value)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -87,7 +86,7 @@ class StudySpec(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul(cls, data: object) -> Any:
+    def _no_nul(cls, data: object) -> object:
         where = inputs.find_nul(data)
         if where is not None:
             raise ValueError(f"{where}: contains a NUL character, which no argv or env can carry")
@@ -196,7 +195,7 @@ def load_study_spec(path: str | Path) -> StudySpec:
     return spec.model_copy(update={"file_contents": contents.file_contents(spec)})
 
 
-def _resolve_paths(data: dict[str, Any], folder: Path) -> None:
+def _resolve_paths(data: dict[str, object], folder: Path) -> None:
     """The model directory, tokenizers and dataset files a study file names by a relative
     path, read from the file's own folder (`tuner init` writes them so, and the file can be
     shared). A path that exists from the file's folder is taken from there; any other stays

@@ -7,12 +7,12 @@ refused here as `yaml.YAMLError`s with the line they occur on.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
 
 import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode
+from yaml.nodes import MappingNode, Node
 
 MAX_DEPTH = 64  # a study file nests about 5 levels deep
 _MERGE = "tag:yaml.org,2002:merge"
@@ -21,11 +21,11 @@ _MERGE = "tag:yaml.org,2002:merge"
 class StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys in a mapping and nesting over MAX_DEPTH."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -35,9 +35,9 @@ class StrictLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, object]:
         if isinstance(node, MappingNode):
-            seen: set[Any] = set()
+            seen: set[Hashable] = set()
             for key_node, _ in node.value:
                 if key_node.tag == _MERGE:  # `<<: *base`: explicit keys may override it
                     continue
@@ -54,7 +54,7 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load(text: str) -> Any:
+def load(text: str) -> object:
     """One YAML document, as `yaml.safe_load` reads it, with the checks above."""
     loader = StrictLoader(text)
     try:

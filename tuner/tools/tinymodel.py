@@ -11,7 +11,6 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from tokenizers import (
     Regex,
@@ -107,7 +106,7 @@ def _train_tokenizer(vocab_size: int, seed: int) -> Tokenizer:
     return tok
 
 
-def model_config(vocab_size: int, eos_token_id: int, bos_token_id: int) -> dict[str, Any]:
+def model_config(vocab_size: int, eos_token_id: int, bos_token_id: int) -> dict[str, object]:
     """The Qwen2 config of brief §5: 2 layers, hidden 128, 4 heads, 2 KV heads, bf16."""
     return {
         "architectures": ["Qwen2ForCausalLM"],
@@ -136,7 +135,7 @@ def model_config(vocab_size: int, eos_token_id: int, bos_token_id: int) -> dict[
     }
 
 
-def tokenizer_config(tok: Tokenizer) -> dict[str, Any]:
+def tokenizer_config(tok: Tokenizer) -> dict[str, object]:
     """What transformers' AutoTokenizer needs offline, Qwen-style (no BOS added to prompts)."""
     added = {
         str(tok.token_to_id(t)): {

@@ -56,7 +56,7 @@ class TrialPoint:
     failure: str | None = None  # "kind: reason"
     failure_kind: str | None = None
     constraints: Mapping[str, float] = field(default_factory=Constraints)
-    attrs: dict[str, Any] = field(default_factory=dict)  # as stored (for `--format json`)
+    attrs: dict[str, object] = field(default_factory=dict)  # as stored (for `--format json`)
     values: tuple[float, ...] | None = None  # what Optuna was told
     spec_id: str | None = None  # None: stored before spec ids existed
     host: str | None = None  # its host attr, else its owner's hostname; None: unknown
@@ -206,7 +206,7 @@ class TrialPoint:
         return self.record.queued_baseline_for(spec_id, host)
 
 
-def _params(trial: FrozenTrial, state: str) -> dict[str, Any]:
+def _params(trial: FrozenTrial, state: str) -> dict[str, Scalar]:
     """The trial's parameters; a queued one (WAITING: a `--confirm` re-run, an enqueued
     baseline) has none of its own yet, only those it was enqueued with (Optuna's
     `fixed_params`), which it will run with."""

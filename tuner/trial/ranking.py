@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tuner.spec.values import Params
+from tuner.spec.values import Params, Scalar
 from tuner.trial.point import TrialPoint, read
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def reference(points: Sequence[TrialPoint], host: str | None = None) -> TrialPoi
     )
 
 
-ParamsKey = tuple[tuple[str, Any], ...]  # a config as a comparable, hashable key
+ParamsKey = tuple[tuple[str, Scalar], ...]  # a config as a comparable, hashable key
 
 
 def params_key(params: Params) -> ParamsKey:

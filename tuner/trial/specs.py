@@ -26,9 +26,9 @@ Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from tuner.errors import UserError
+from tuner.spec.sections import ParameterSpec
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.trial import keys as tr
 from tuner.trial import scoring
@@ -45,7 +45,7 @@ from tuner.trial.study import StudyRecord
 SHOWN_CHANGES = 4
 
 
-def _current_dump(study: AttrsHolder) -> dict[str, Any] | None:
+def _current_dump(study: AttrsHolder) -> dict[str, object] | None:
     data = study.user_attrs.get(tr.SPEC)
     return dict(data) if data is not None else None
 
@@ -86,7 +86,7 @@ def bind(study: AttrsHolder, spec: StudySpec, *, accept_changes: bool = False) -
     return new_id
 
 
-def _storable_shape(p: Any) -> tuple[object, ...]:
+def _storable_shape(p: ParameterSpec) -> tuple[object, ...]:
     """What Optuna's storage requires to stay the same for a parameter name within one study:
     the kind of distribution, its log setting, and a categorical's choices."""
     if p.type in ("int", "float"):
@@ -107,7 +107,7 @@ def _check_storable(old: StudySpec, new: StudySpec) -> None:
             )
 
 
-def _remember(study: AttrsHolder, sid: str, dump: Mapping[str, Any]) -> None:
+def _remember(study: AttrsHolder, sid: str, dump: Mapping[str, object]) -> None:
     study.set_user_attr(tr.SPEC_BY_ID + sid, dict(dump))
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tuner.trial import keys as k
 from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
@@ -24,9 +23,9 @@ from tuner.trial.spec_ids import spec_id
 class StudyRecord:
     """A study's user attrs, typed."""
 
-    spec: dict[str, Any] | None = None  # the current spec (a StudySpec dump)
+    spec: dict[str, object] | None = None  # the current spec (a StudySpec dump)
     spec_id: str | None = None  # its measurement id (`tuner.trial.specs`)
-    specs_by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    specs_by_id: dict[str, dict[str, object]] = field(default_factory=dict)
     simulated: bool = False  # SIMULATED_STUDY: every figure is a prediction
     calibration: CalibrationRecord | None = None
     robustness: dict[int, RobustnessRecord] = field(default_factory=dict)
@@ -41,7 +40,7 @@ class StudyRecord:
 
     @classmethod
     def decode(cls, attrs: Mapping[str, object]) -> StudyRecord:
-        by_id: dict[str, dict[str, Any]] = {}
+        by_id: dict[str, dict[str, object]] = {}
         smallest: dict[int, SmallestChange] = {}
         measured: dict[int, SmallestChange] = {}
         checks: dict[str, dict[int, RobustnessRecord]] = {
@@ -98,7 +97,7 @@ class StudyRecord:
         return self.simulated or any(p.simulated for p in points)
 
 
-def create(study: AttrsHolder, spec_dump: Mapping[str, Any], simulated: bool) -> None:
+def create(study: AttrsHolder, spec_dump: Mapping[str, object], simulated: bool) -> None:
     """A new study's attrs: the spec it was created with, and whether it measures the
     simulator. Python-mode dump: an infinite request rate survives (Optuna writes it as
     JSON's Infinity), where pydantic's JSON mode would turn it into null. The spec's id is

@@ -30,11 +30,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from tuner.spec.values import Flags
 
 if TYPE_CHECKING:
+    import optuna
+
+    from tuner.sim.profiles import ModelProfile
     from tuner.trial.point import TrialPoint
     from tuner.trial.record import AttrsHolder
 
@@ -62,7 +65,7 @@ def simulated_engine_startup_s(flags: Flags) -> float:
     return SIM_STARTUP_S + delay
 
 
-def estimated_startup_s(model: Any, gpu: str | None, flags: Flags) -> float:
+def estimated_startup_s(model: str | ModelProfile, gpu: str | None, flags: Flags) -> float:
     """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
     if (gpu or "").strip().lower() == "cpu":
         return CPU_STARTUP_S
@@ -75,13 +78,20 @@ def estimated_startup_s(model: Any, gpu: str | None, flags: Flags) -> float:
     return BASE_S + load_s + (0.0 if eager else GRAPH_CAPTURE_S)
 
 
-def median_startup_s(startups: Iterable[Any]) -> float | None:
+def median_startup_s(startups: Iterable[object]) -> float | None:
     """The median of the measured start-ups given (None when there are none)."""
     values = [float(s) for s in startups if isinstance(s, int | float) and s > 0]
     return statistics.median(values) if values else None
 
 
-def real_startups_s(store: Any, name: str) -> float | None:
+class Studies(Protocol):
+    """Where studies are stored (`tuner.store.storage.Store`, a layer above)."""
+
+    def study_names(self) -> list[str]: ...
+    def load_study(self, name: str) -> optuna.Study: ...
+
+
+def real_startups_s(store: Studies, name: str) -> float | None:
     """The median start-up of the measured, not simulated, trials of study `name` in `store`."""
     from tuner.trial.reading import read_study
 
@@ -152,7 +162,19 @@ def engine_s_until_now(trial: AttrsHolder) -> float | None:
     return interrupted_engine_s(record_of(trial).engine_started_at, time.time())
 
 
-def summary_line(summary: Any) -> str:
+class EngineTime(Protocol):
+    """A run's engine time and its savings (`tuner.run.summary.RunSummary`, a layer above)."""
+
+    engine_s: float
+    startup_s: float
+    measured_engine_s: list[float]
+    saved_by_precheck: int
+    saved_by_reuse: int
+    prediction_saved_s: float
+    pruned: list[tuple[float, float | None]]
+
+
+def summary_line(summary: EngineTime) -> str:
     """The run's engine time in words, with what precheck, reuse and early stopping saved
     (vLLM's rules' refusals are not a saving: those configs were never candidates).
 

@@ -14,13 +14,13 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
 from tuner.errors import TunerError
 from tuner.measure.metrics import compute_metrics, confidence_intervals
-from tuner.measure.pruning import Checkpoints
+from tuner.measure.pruning import Checkpoints, Decision
 from tuner.measure.records import RequestRecord
 from tuner.measure.snapshot import EngineSample, Snapshot, known_sum
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
@@ -66,7 +66,7 @@ class BenchmarkPruned(TunerError, RuntimeError):
         reason: str,
         result: BenchmarkResult,
         engine: EngineSample | None = None,
-        decision: object = None,  # the `tuner.measure.pruning.Decision` (what the stop learnt)
+        decision: Decision | None = None,  # what the stop learnt
     ) -> None:
         super().__init__(reason)
         self.reason, self.result, self.engine, self.decision = reason, result, engine, decision
@@ -97,7 +97,7 @@ def run_benchmark(
     should_abort: Callable[[], str | None] | None = None,
     stall_timeout_s: float | None = None,
     tokenizer: HFTokenizer | None = None,
-    checkpoint: Callable[[Any], Any] | None = None,
+    checkpoint: Callable[[Snapshot], Decision] | None = None,
     checkpoint_every_s: float = 2.0,
     checkpoint_every_requests: int | None = None,
     reset_cache: bool = True,
@@ -187,7 +187,11 @@ class _Stopped(TunerError):
     """Early stopping's decision, raised out of the event loop."""
 
     def __init__(
-        self, reason: str, elapsed_s: float, engine: EngineSample | None, decision: object = None
+        self,
+        reason: str,
+        elapsed_s: float,
+        engine: EngineSample | None,
+        decision: Decision | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason, self.elapsed_s, self.engine = reason, elapsed_s, engine
@@ -224,7 +228,7 @@ class _Run:
         self.live: list[RequestRecord] = []  # measured requests sent so far, filling as they go
         self.done: list[bool] = []
         self.offsets: list[float] | None = None  # the measured requests' send times
-        self.checkpoint: Callable[[Any], Any] | None = None
+        self.checkpoint: Callable[[Snapshot], Decision] | None = None
         self.schedule = Checkpoints(2.0)
         self.scraper = Scraper(base_url, self.headers)
         self.base_url = base_url
@@ -290,13 +294,18 @@ class _Run:
             # the schedule, when requests reach the engine at it (no client-side limit)
             arrivals_s=None if self.spec.max_concurrency else self.offsets,
         )
-        decision = self.checkpoint(snap)  # type: ignore[misc]
+        assert self.checkpoint is not None  # _watch checks only with a stop rule
+        decision = self.checkpoint(snap)
         if not decision.stop:
             return None
         return _Stopped(decision.reason, elapsed_s, decision.engine, decision)
 
     async def _send(
-        self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None
+        self,
+        transport: httpx.AsyncBaseTransport,
+        i: int,
+        t0: float,
+        rec: RequestRecord | None = None,
     ) -> RequestRecord:
         async with asyncio.timeout(self.spec.request_timeout_s):
             return await stream_request(
@@ -314,7 +323,11 @@ class _Run:
             )
 
     async def _send_timed(
-        self, transport: Any, i: int, t0: float, rec: RequestRecord | None = None
+        self,
+        transport: httpx.AsyncBaseTransport,
+        i: int,
+        t0: float,
+        rec: RequestRecord | None = None,
     ) -> RequestRecord:
         sent = self.clock()
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import aiohttp
 import httpx
@@ -26,6 +26,13 @@ from tuner.workload.sse import SseDecoder, interpret
 CHAT_ENDPOINT = "/v1/chat/completions"
 ERROR_BODY_CHARS = 300  # of an error body, kept in the record
 ERROR_BODY_READ = 64 * 1024  # read at most this much of an error body (the rest is dropped)
+
+
+class ModelCard(TypedDict):
+    """One card of `GET /v1/models` (its `id` checked a string; the rest as the server sent)."""
+
+    id: str
+    max_model_len: NotRequired[object]  # vLLM's and the simulator's; read only when an int
 
 
 class StreamActivity:
@@ -56,7 +63,7 @@ def make_transport(max_concurrency: int | None) -> AiohttpTransport:
 
 def request_body(endpoint: str, model: str, req: BenchRequest) -> bytes:
     """The JSON body vLLM's request functions send (`openai` and `openai-chat` backends)."""
-    body: dict[str, Any] = {"model": model}
+    body: dict[str, object] = {"model": model}
     if endpoint == CHAT_ENDPOINT:
         messages = (
             req.prompt
@@ -233,7 +240,7 @@ def server_time_scale(base_url: str, api_key: str | None = None, timeout_s: floa
 
 def server_model_cards(
     base_url: str, api_key: str | None = None, timeout_s: float = 10.0
-) -> list[dict[str, Any]] | None:
+) -> list[ModelCard] | None:
     """The model cards of `GET /v1/models` (vLLM's carry `max_model_len`), or None when the
     server has no such list (404 or 405, or an answer that is not an OpenAI model list).
     Unreachable, or any other HTTP error (a refused API key, a server error), is a UserError."""
@@ -258,7 +265,7 @@ def server_model_cards(
     return cards if ok else None
 
 
-def served_max_model_len(cards: list[dict[str, Any]] | None, model: str) -> int | None:
+def served_max_model_len(cards: list[ModelCard] | None, model: str) -> int | None:
     """`max_model_len` of `model`'s card, when the server states it (vLLM and the simulator)."""
     card = next((c for c in cards or [] if c.get("id") == model), None)
     value = card.get("max_model_len") if card else None

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 import numpy as np
 
@@ -26,7 +26,9 @@ from tuner.workload.exact import exact_length_prompt, resized_prompt
 from tuner.workload.longdoc import longdoc_prompts, shared_longdoc_prompts
 from tuner.workload.tokenizer import HFTokenizer, chat_text, decode
 
-ChatMessages = list[dict[str, Any]]
+# Chat messages, as transformers' `apply_chat_template` types a conversation: a file's
+# messages are checked to have a string `role` and `content` (`_is_chat`)
+ChatMessages = list[dict[str, str]]
 
 # vLLM's ShareGPT filter (`is_valid_sequence`): both sides >= 4 tokens, prompt <= 1024,
 # prompt + output <= 2048. The output minimum is skipped when the output length is fixed.
@@ -296,7 +298,7 @@ def sharegpt_requests(
     return requests
 
 
-def _read_json(path: str) -> Any:
+def _read_json(path: str) -> object:
     text = _read_text(path)
     try:
         return json.loads(text)
@@ -331,14 +333,15 @@ def jsonl_requests(
         raise UserError(f"{path}: the dataset has no requests")
     items = [(f"{path}:{n}", _jsonl_item(f"{path}:{n}", line)) for n, line in lines]
     parsed = [
-        _jsonl_request(where, item, tokenizer, chat, ignore_eos)
-        for where, item in items[:num_prompts]
+        _jsonl_request(where, prompt, output_len, tokenizer, chat, ignore_eos)
+        for where, (prompt, output_len) in items[:num_prompts]
     ]
     return [parsed[i % len(parsed)] for i in range(num_prompts)]
 
 
-def _jsonl_item(where: str, line: str) -> dict[str, Any]:
-    """Parse and check one line (every line is checked, even beyond `num_prompts`)."""
+def _jsonl_item(where: str, line: str) -> tuple[str | ChatMessages, int | None]:
+    """Parse and check one line (every line is checked, even beyond `num_prompts`): its
+    prompt (a string `prompt`, else its chat `messages`) and output length."""
     try:
         item = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -350,30 +353,35 @@ def _jsonl_item(where: str, line: str) -> dict[str, Any]:
         isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 1
     ):
         raise UserError(f"{where}: output_len must be a positive integer, got {output_len!r}")
-    if not isinstance(item.get("prompt"), str) and not _is_chat(item.get("messages")):
+    prompt, messages = item.get("prompt"), item.get("messages")
+    if isinstance(prompt, str):
+        return prompt, output_len
+    if not _is_chat(messages):
         raise UserError(
             f"{where}: needs a string 'prompt' or 'messages' (a list of {{role, content}})"
         )
-    return item
+    return messages, output_len
 
 
 def _jsonl_request(
-    where: str, item: dict[str, Any], tokenizer: HFTokenizer, chat: bool, ignore_eos: bool
+    where: str,
+    prompt: str | ChatMessages,
+    output_len: int | None,
+    tokenizer: HFTokenizer,
+    chat: bool,
+    ignore_eos: bool,
 ) -> BenchRequest:
-    output_len = item.get("output_len", item.get("output_tokens"))
-    if isinstance(item.get("prompt"), str):
-        prompt: str | ChatMessages = item["prompt"]
+    if isinstance(prompt, str):
         prompt_len = len(tokenizer(prompt).input_ids)
         return BenchRequest(prompt, prompt_len, output_len, ignore_eos)
-    messages = item["messages"]
     if not getattr(tokenizer, "chat_template", None):
         raise UserError(f"{where}: chat 'messages' need a tokenizer with a chat template")
-    rendered = chat_text(tokenizer, messages)
+    rendered = chat_text(tokenizer, prompt)
     prompt_len = len(tokenizer(rendered, add_special_tokens=False).input_ids)
-    return BenchRequest(messages if chat else rendered, prompt_len, output_len, ignore_eos)
+    return BenchRequest(prompt if chat else rendered, prompt_len, output_len, ignore_eos)
 
 
-def _is_chat(messages: Any) -> bool:
+def _is_chat(messages: object) -> TypeGuard[ChatMessages]:
     return (
         isinstance(messages, list)
         and bool(messages)

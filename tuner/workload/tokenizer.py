@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from tuner.errors import UserError
 
 if TYPE_CHECKING:
+    from jinja2 import Template
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerBase
 
@@ -56,7 +57,7 @@ def decode(tokenizer: HFTokenizer, ids: list[int]) -> str:
     return text
 
 
-def chat_text(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, Any]]) -> str:
+def chat_text(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, str]]) -> str:
     """Chat messages through the tokenizer's chat template, with the generation prompt."""
     text = tokenizer.apply_chat_template(
         [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
@@ -65,7 +66,7 @@ def chat_text(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, Any]]) -> 
     return text
 
 
-def chat_ids(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+def chat_ids(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, str]]) -> list[int]:
     """The token ids of chat messages through the chat template, with the generation prompt
     (a list of ids, or an encoding holding them, by transformers' version)."""
     ids = tokenizer.apply_chat_template(
@@ -75,7 +76,7 @@ def chat_ids(tokenizer: HFTokenizer, messages: Sequence[Mapping[str, Any]]) -> l
     return [int(i) for i in found]
 
 
-def load_counter(path: str) -> Any:
+def load_counter(path: str) -> TokenCounter | HFTokenizer:
     """A `TokenCounter` when `path` holds a `tokenizer.json`, else transformers' tokenizer
     (`load_tokenizer`): both answer the calls `tuner.sim.text.TokenText` makes."""
     directory = _directory(path)
@@ -140,7 +141,7 @@ class TokenCounter:
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
     @cached_property
-    def _template(self) -> Any:
+    def _template(self) -> Template:
         from jinja2.ext import loopcontrols
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
