@@ -24,7 +24,6 @@ from tuner.trial.payloads import (
     RobustnessRecord,
     ScenarioEntry,
     ScreenInfo,
-    is_finite,
     is_metric,
 )
 from tuner.trial.point import (
@@ -57,6 +56,7 @@ from tuner.trial.ranking import (
 from tuner.trial.record import AttrsHolder, TrialRecord, prediction_error, write, write_constraints
 from tuner.trial.skip import SkipPrediction
 from tuner.trial.smallest import FlagRevert, SmallestChange
+from tuner.trial.stored import is_finite
 from tuner.trial.study import (
     StudyRecord,
     create,
