@@ -73,9 +73,15 @@ class AttrsHolder(Protocol):
     (`optuna.Study` and `optuna.Trial` both are one)."""
 
     @property
-    def user_attrs(self) -> dict[str, Any]: ...
+    def user_attrs(self) -> Mapping[str, object]: ...
 
     def set_user_attr(self, key: str, value: object) -> None: ...
+
+
+class ConstraintsHolder(Protocol):
+    """A live trial as its constraints are told (`optuna.Trial.set_constraint`)."""
+
+    def set_constraint(self, key: str, value: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ class TrialRecord:
     prediction_error: dict[str, float] | None = None
     screen: ScreenInfo | None = None
     skip_prediction: SkipPrediction | None = None  # before launch ("ruled out": not launched)
-    extra: dict[str, Any] = field(default_factory=dict)  # attrs this version does not know
+    extra: dict[str, object] = field(default_factory=dict)  # attrs this version does not know
 
     def encode(self) -> dict[str, object]:
         """The user attrs to store (None fields and empty payloads are left out)."""
@@ -190,7 +196,7 @@ class TrialRecord:
         metrics: dict[str, float] = {}
         cis: dict[str, tuple[float, float]] = {}
         predicted: dict[str, float] = {}
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         for key, value in attrs.items():
             if key in _FIELD_OF:
                 plain[_FIELD_OF[key]] = value
@@ -249,7 +255,7 @@ def write(trial: AttrsHolder, record: TrialRecord) -> None:
         trial.set_user_attr(key, value)
 
 
-def write_constraints(trial: Any, constraints: Mapping[str, float]) -> list[float]:
+def write_constraints(trial: ConstraintsHolder, constraints: Mapping[str, float]) -> list[float]:
     """Tell a live trial its constraints by name (`set_constraint`); return the same values as
     the legacy list optuna-dashboard reads, for the caller to store as a system attr."""
     for key, value in constraints.items():

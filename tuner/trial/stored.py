@@ -25,9 +25,10 @@ from dataclasses import fields
 from typing import Annotated, ClassVar, Self, TypeGuard, TypeVar
 
 from pydantic import (
-    BeforeValidator,
+    AllowInfNan,
     ModelWrapValidatorHandler,
     PlainValidator,
+    Strict,
     TypeAdapter,
     ValidationError,
     WrapValidator,
@@ -44,10 +45,6 @@ def is_finite(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _figure(value: object) -> float | None:
-    return float(value) if is_finite(value) else None
-
-
 def _drop_unreadable(value: object, read: Callable[[object], _T]) -> _T:
     """A stored mapping or list less the fields, entries or items that do not read."""
     try:
@@ -61,6 +58,13 @@ def _drop_unreadable(value: object, read: Callable[[object], _T]) -> _T:
         raise
 
 
+def _or_none(value: object, read: Callable[[object], _T]) -> _T | None:
+    try:
+        return read(value)
+    except ValidationError:
+        return None
+
+
 def _as_dict(value: object) -> dict[object, object]:
     if not isinstance(value, Mapping):
         raise ValueError("not a mapping")
@@ -68,8 +72,8 @@ def _as_dict(value: object) -> dict[object, object]:
 
 
 Lenient = WrapValidator(_drop_unreadable)
-Figure = Annotated[float | None, BeforeValidator(_figure)]  # a finite figure, else None
-Finite = Annotated[float, BeforeValidator(_figure)]  # a finite figure, else not readable
+Finite = Annotated[float, Strict(), AllowInfNan(False)]  # `is_finite`, in pydantic's terms
+Figure = Annotated[Finite | None, WrapValidator(_or_none)]  # a finite figure, else None
 Figures = Annotated[dict[str, Finite], Lenient]  # {name: figure}, the finite ones
 Interval = tuple[Finite, Finite]  # a 95 % bootstrap interval, [low, high]
 # A stored mapping kept as it was written (a count stays an int, nothing is dropped)
