@@ -5,16 +5,16 @@ Every structured value a trial or study stores (`payloads`, `prefix_cache`, `ski
 that is written, `decode(raw)` reads it back. What a database holds may be older, hand-edited
 or cut short, so reading is lenient, by these rules only:
 
-- a stored figure is a finite real number, not a bool (`is_finite`): anything else reads as
-  None (`Figure`), or, where the field cannot be None (`Finite`), as the field's default;
-- a field that is missing or not of its type reads as its default; an entry of a stored
-  mapping or an item of a stored list that does not read is left out (`Lenient`);
+- a stored figure is a finite real number, not a bool or a string (`is_finite`; `Finite` is
+  the same rule in pydantic's terms); a `Figure` that is not one reads as None;
+- a field that is missing or does not read reads as its default; an entry of a stored mapping
+  or an item of a stored list that does not read is left out (`Lenient`, `Figures`);
 - a value that is not the payload's shape at all (not a mapping, or without a field that has
   no default) decodes to None.
 
 The same types check a payload built in code (pydantic validates on construction), except
 that there a field of the wrong type raises instead of reading as its default: what a
-payload holds is what a reader will read back.
+payload holds is what a reader reads back.
 """
 
 from __future__ import annotations
@@ -101,12 +101,8 @@ class Stored:
     @classmethod
     def decode(cls, raw: object) -> Self | None:
         """The payload a stored value reads as; None: not this payload's shape at all."""
-        if not isinstance(raw, Mapping):
-            return None
-        try:
-            found: Self = cls.__pydantic_validator__.validate_python(raw)
-        except ValidationError:
-            return None
+        read = cls.__pydantic_validator__.validate_python
+        found: Self | None = _or_none(raw, read) if isinstance(raw, Mapping) else None
         return found
 
     @classmethod
@@ -127,10 +123,7 @@ _INTERVAL = TypeAdapter(Interval)
 
 def read_interval(raw: object) -> tuple[float, float] | None:
     """A stored [low, high] interval of two finite figures, else None."""
-    try:
-        return _INTERVAL.validate_python(raw)
-    except ValidationError:
-        return None
+    return _or_none(raw, _INTERVAL.validate_python)
 
 
 def _json(value: object) -> object:
