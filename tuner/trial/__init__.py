@@ -2,7 +2,8 @@
 
 Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`
-(each run's prefix cache: `prefix_cache`);
+(each run's prefix cache: `prefix_cache`), pydantic dataclasses on one base that reads them
+leniently by one rule: `stored`;
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the read model, the one module that reads a study's trials
 from Optuna (`read_study`, `tests/test_read_model.py`): `reading`; the one order, the
