@@ -143,3 +143,39 @@ def test_a_reused_result_copies_every_attr_including_unknown_ones() -> None:
     record = tr.TrialRecord.decode(attrs)
     assert record.extra == {"future_attr": {"x": 1}}
     assert record.encode() == attrs
+
+
+def test_a_stored_figure_is_a_finite_real_number_in_python_and_in_pydantic() -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from tuner.trial.stored import Finite, is_finite
+
+    finite = TypeAdapter(Finite)
+    for value in (True, False, "3.5", math.nan, math.inf, -math.inf, None, [1.0], 3, 2.5, -0.0):
+        try:
+            read: float | None = finite.validate_python(value)
+        except ValidationError:
+            read = None
+        assert (read is not None) == is_finite(value), value
+        assert read is None or read == value
+
+
+def test_a_field_that_does_not_read_reads_as_its_default() -> None:
+    from tuner.trial.payloads import ScreenInfo
+
+    # the hand-written decoders raised on these (int("x"), int(nan))
+    cap = CapacityResult.decode({"capacity_rps": True, "runs": "x", "goodput_rps": math.nan})
+    assert cap == CapacityResult(capacity_rps=0.0, runs=0, goodput_rps=None)
+    screen = ScreenInfo.decode({"candidates": math.nan, "drawn_factors": {"a": 1.5, "b": "x"}})
+    assert screen is not None and screen.candidates == 0 and screen.drawn_factors == {"a": 1.5}
+    assert CapacityResult.decode([{"capacity_rps": 1.0}]) is None  # not the payload's shape
+    assert RateStep.decode({"feasible": True}) is None  # no rate: not a step
+    steps = RateStep.decode_list([{"rate_rps": 2, "p99_ttft_ms": 5}, {"rate_rps": "2"}, 7])
+    assert [(s.rate_rps, s.metrics) for s in steps] == [(2.0, {"p99_ttft_ms": 5.0})]
+
+
+def test_a_payload_holds_what_a_reader_reads_back() -> None:
+    record = RobustnessRecord("s1", None, "refused", gain=-math.inf, gains={"rate +10%": math.nan})
+    assert record.gain is None and record.gains == {"rate +10%": None}  # JSON has no infinity
+    assert record.encode()["gain"] is None
+    assert RobustnessRecord.decode(record.encode()) == record

@@ -32,7 +32,7 @@ def save_verify(store: Store, study: str, document: dict[str, Any]) -> None:
         )
 
 
-def verify_history(store: Store, study: str) -> list[dict[str, Any]]:
+def verify_history(store: Store, study: str) -> list[dict[str, object]]:
     """Every stored verify of `study`, oldest first (each its JSON document)."""
     with store.engine.connect() as conn:
         if not sa.inspect(conn).has_table(verifies_table.name):

@@ -2,7 +2,8 @@
 
 Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`
-(each run's prefix cache: `prefix_cache`);
+(each run's prefix cache: `prefix_cache`), pydantic dataclasses on one base that reads them
+leniently by one rule: `stored`;
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the read model, the one module that reads a study's trials
 from Optuna (`read_study`, `tests/test_read_model.py`): `reading`; the one order, the
@@ -24,7 +25,6 @@ from tuner.trial.payloads import (
     RobustnessRecord,
     ScenarioEntry,
     ScreenInfo,
-    is_finite,
     is_metric,
 )
 from tuner.trial.point import (
@@ -57,6 +57,7 @@ from tuner.trial.ranking import (
 from tuner.trial.record import AttrsHolder, TrialRecord, prediction_error, write, write_constraints
 from tuner.trial.skip import SkipPrediction
 from tuner.trial.smallest import FlagRevert, SmallestChange
+from tuner.trial.stored import is_finite
 from tuner.trial.study import (
     StudyRecord,
     create,

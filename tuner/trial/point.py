@@ -27,12 +27,12 @@ from tuner.trial.payloads import (
     Constraints,
     RateStep,
     ScenarioEntry,
-    is_finite,
     is_metric,
     metrics_of,
 )
 from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.record import AttrsHolder, TrialRecord
+from tuner.trial.stored import is_finite
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

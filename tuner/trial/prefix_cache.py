@@ -3,33 +3,27 @@ imply (docs/metrics.md, "Every run cold"), stored under `keys.PREFIX_CACHE_RUNS`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from pydantic.dataclasses import dataclass
 
 from tuner.spec.figures import figure
-from tuner.trial.payloads import is_finite
-
-
-def _float(value: object) -> float | None:
-    return float(value) if is_finite(value) else None
-
+from tuner.trial.stored import Figure, Finite, Stored
 
 # A run whose measured hit rate exceeds what its prompts imply by more than this (a share of
 # prompt tokens) was measured warm: something earlier on the engine start left them cached.
 WARM_CACHE_MARGIN = 0.05
 
 
-@dataclass(frozen=True)
-class PrefixCacheRun:
+@dataclass(frozen=True, kw_only=True)
+class PrefixCacheRun(Stored):
     """One run's prefix cache (docs/metrics.md, "Every run cold"): the share of its prompt
     tokens the engine found cached (vLLM's `prefix_cache_hits/queries` counters over the
     measured requests) against the share its own prompts imply
     (`tuner.workload.cold.implied_hit_rate`: what they share among themselves)."""
 
-    hit_rate: float | None  # 0..1, measured; None: the engine exports no such counters
-    implied_rate: float  # 0..1, what the run's prompts share
+    hit_rate: Figure = None  # 0..1, measured; None: the engine exports no such counters
+    implied_rate: Finite  # 0..1, what the run's prompts share
     scenario: str | None = None  # None: the single workload
-    rate_rps: float | None = None  # capacity mode: the offered rate of the run
+    rate_rps: Figure = None  # capacity mode: the offered rate of the run
     reset: bool = False  # the engine emptied its prefix cache before the run
 
     @property
@@ -47,30 +41,3 @@ class PrefixCacheRun:
         return (
             f"{run} hit {hit} of prompt tokens (its prompts imply {100 * self.implied_rate:.0f} %)"
         )
-
-    def encode(self) -> dict[str, object]:
-        return {
-            "hit_rate": self.hit_rate,
-            "implied_rate": self.implied_rate,
-            "scenario": self.scenario,
-            "rate_rps": self.rate_rps,
-            "reset": self.reset,
-        }
-
-    @classmethod
-    def decode(cls, raw: object) -> PrefixCacheRun | None:
-        if not isinstance(raw, Mapping) or not is_finite(raw.get("implied_rate")):
-            return None
-        return cls(
-            hit_rate=_float(raw.get("hit_rate")),
-            implied_rate=float(raw["implied_rate"]),
-            scenario=raw.get("scenario") if isinstance(raw.get("scenario"), str) else None,
-            rate_rps=_float(raw.get("rate_rps")),
-            reset=bool(raw.get("reset", False)),
-        )
-
-
-def decode_prefix_cache_runs(raw: object) -> tuple[PrefixCacheRun, ...]:
-    if not isinstance(raw, list):
-        return ()
-    return tuple(r for r in (PrefixCacheRun.decode(x) for x in raw) if r is not None)

@@ -14,21 +14,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tuner.trial import keys as k
-from tuner.trial.payloads import (
-    CapacityResult,
-    RateStep,
-    ScenarioEntry,
-    ScreenInfo,
-    decode_ci,
-    decode_rate_steps,
-    decode_scenarios,
-    encode_ci,
-    encode_scenarios,
-    is_finite,
-    is_metric,
-)
-from tuner.trial.prefix_cache import PrefixCacheRun, decode_prefix_cache_runs
+from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, ScreenInfo, is_metric
+from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.skip import SkipPrediction
+from tuner.trial.stored import is_finite, read_interval
 
 # Plain attrs, stored as they are: field name -> attr key.
 _PLAIN = {
@@ -84,9 +73,15 @@ class AttrsHolder(Protocol):
     (`optuna.Study` and `optuna.Trial` both are one)."""
 
     @property
-    def user_attrs(self) -> dict[str, Any]: ...
+    def user_attrs(self) -> Mapping[str, object]: ...
 
     def set_user_attr(self, key: str, value: object) -> None: ...
+
+
+class ConstraintsHolder(Protocol):
+    """A live trial as its constraints are told (`optuna.Trial.set_constraint`)."""
+
+    def set_constraint(self, key: str, value: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -141,7 +136,7 @@ class TrialRecord:
     prediction_error: dict[str, float] | None = None
     screen: ScreenInfo | None = None
     skip_prediction: SkipPrediction | None = None  # before launch ("ruled out": not launched)
-    extra: dict[str, Any] = field(default_factory=dict)  # attrs this version does not know
+    extra: dict[str, object] = field(default_factory=dict)  # attrs this version does not know
 
     def encode(self) -> dict[str, object]:
         """The user attrs to store (None fields and empty payloads are left out)."""
@@ -151,12 +146,12 @@ class TrialRecord:
             if value is not None:
                 out[key] = value
         out.update(self.metrics)
-        out.update({m + k.CI_SUFFIX: encode_ci(ci) for m, ci in self.cis.items()})
+        out.update({m + k.CI_SUFFIX: [float(x) for x in ci] for m, ci in self.cis.items()})
         out.update({k.PREDICTED_PREFIX + m: v for m, v in self.predicted_metrics.items()})
         payloads = {
             k.CAPACITY: self.capacity.encode() if self.capacity is not None else None,
             k.RATE_STEPS: [s.encode() for s in self.rate_steps],
-            k.SCENARIOS: encode_scenarios(self.scenarios),
+            k.SCENARIOS: {name: e.encode() for name, e in self.scenarios.items()},
             k.PREFIX_CACHE_RUNS: [r.encode() for r in self.prefix_cache_runs],
             k.SCREEN: self.screen.encode() if self.screen is not None else None,
             k.SKIP_PREDICTION: (
@@ -201,7 +196,7 @@ class TrialRecord:
         metrics: dict[str, float] = {}
         cis: dict[str, tuple[float, float]] = {}
         predicted: dict[str, float] = {}
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         for key, value in attrs.items():
             if key in _FIELD_OF:
                 plain[_FIELD_OF[key]] = value
@@ -209,7 +204,7 @@ class TrialRecord:
                 continue
             elif is_metric(key) and is_finite(value):
                 metrics[key] = float(value)
-            elif key.endswith(k.CI_SUFFIX) and (ci := decode_ci(value)) is not None:
+            elif key.endswith(k.CI_SUFFIX) and (ci := read_interval(value)) is not None:
                 cis[key.removesuffix(k.CI_SUFFIX)] = ci
             elif _is_prediction(key) and is_finite(value):
                 predicted[key.removeprefix(k.PREDICTED_PREFIX)] = float(value)
@@ -221,9 +216,9 @@ class TrialRecord:
             cis=cis,
             predicted_metrics=predicted,
             capacity=CapacityResult.decode(attrs.get(k.CAPACITY)),
-            rate_steps=decode_rate_steps(attrs.get(k.RATE_STEPS)),
-            scenarios=decode_scenarios(attrs.get(k.SCENARIOS)),
-            prefix_cache_runs=decode_prefix_cache_runs(attrs.get(k.PREFIX_CACHE_RUNS)),
+            rate_steps=RateStep.decode_list(attrs.get(k.RATE_STEPS)),
+            scenarios=ScenarioEntry.decode_map(attrs.get(k.SCENARIOS)),
+            prefix_cache_runs=PrefixCacheRun.decode_list(attrs.get(k.PREFIX_CACHE_RUNS)),
             screen=ScreenInfo.decode(attrs.get(k.SCREEN)),
             skip_prediction=SkipPrediction.decode(attrs.get(k.SKIP_PREDICTION)),
             extra=extra,
@@ -260,7 +255,7 @@ def write(trial: AttrsHolder, record: TrialRecord) -> None:
         trial.set_user_attr(key, value)
 
 
-def write_constraints(trial: Any, constraints: Mapping[str, float]) -> list[float]:
+def write_constraints(trial: ConstraintsHolder, constraints: Mapping[str, float]) -> list[float]:
     """Tell a live trial its constraints by name (`set_constraint`); return the same values as
     the legacy list optuna-dashboard reads, for the caller to store as a system attr."""
     for key, value in constraints.items():

@@ -6,24 +6,15 @@ docs/early-stopping.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from tuner.trial.payloads import is_finite
+from pydantic.dataclasses import dataclass
 
-
-def _floats(raw: object) -> dict[str, float]:
-    if not isinstance(raw, Mapping):
-        return {}
-    return {str(k): float(v) for k, v in raw.items() if is_finite(v)}
-
-
-def _opt(raw: object) -> float | None:
-    return float(raw) if is_finite(raw) else None
+from tuner.trial.stored import Figure, Figures, Stored
 
 
 @dataclass(frozen=True)
-class SkipPrediction:
+class SkipPrediction(Stored):
     """One config's prediction before launch. `raw`: the simulator's figures; `raw_score`:
     its score against the simulator's figures for the reference trial (the profile's scale
     cancels); `anchor`: the reference trial's own miss, ln(measured / predicted) per figure;
@@ -36,37 +27,16 @@ class SkipPrediction:
     saves); `speed`: the profile's speed the prediction was made at (every constant that many
     times faster: the speed the reference measured; 1: the profile as it is)."""
 
-    raw: dict[str, float] = field(default_factory=dict)
-    raw_score: float | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    score: float | None = None
-    margin: dict[str, float] = field(default_factory=dict)
-    anchor: dict[str, float] = field(default_factory=dict)
+    OMITTED = dict.fromkeys(("raw_score", "score", "engine_s", "incumbent", "ruled_out", "speed"))
+
+    raw: Figures = field(default_factory=dict)
+    raw_score: Figure = None
+    metrics: Figures = field(default_factory=dict)
+    score: Figure = None
+    margin: Figures = field(default_factory=dict)
+    anchor: Figures = field(default_factory=dict)
     errors_from: int = 0
-    engine_s: float | None = None
-    incumbent: float | None = None
+    engine_s: Figure = None
+    incumbent: Figure = None
     ruled_out: str | None = None
-    speed: float | None = None
-
-    def encode(self) -> dict[str, object]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return {k: v for k, v in out.items() if v is not None}
-
-    @classmethod
-    def decode(cls, raw: object) -> SkipPrediction | None:
-        if not isinstance(raw, Mapping):
-            return None
-        reason = raw.get("ruled_out")
-        return cls(
-            raw=_floats(raw.get("raw")),
-            raw_score=_opt(raw.get("raw_score")),
-            metrics=_floats(raw.get("metrics")),
-            score=_opt(raw.get("score")),
-            margin=_floats(raw.get("margin")),
-            anchor=_floats(raw.get("anchor")),
-            errors_from=int(raw.get("errors_from") or 0),
-            engine_s=_opt(raw.get("engine_s")),
-            incumbent=_opt(raw.get("incumbent")),
-            ruled_out=str(reason) if reason else None,
-            speed=_opt(raw.get("speed")),
-        )
+    speed: Figure = None

@@ -10,69 +10,42 @@ the rule: `tuner.fidelity.smallest`) and stores what it found here, as the study
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated
+
+from pydantic.dataclasses import dataclass
 
 from tuner.spec.values import Scalar
+from tuner.trial.stored import AsWritten, Figure, Lenient, Stored
 
 SIMULATED = "SIMULATED"  # a figure of the calibrated simulator
 MEASURED = "MEASURED"  # measured on the engine (`tuner run --confirm`)
 
 
-def _finite(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
 @dataclass(frozen=True)
-class FlagRevert:
+class FlagRevert(Stored):
     """One flag the config changes, reverted alone to vLLM's default."""
 
     flag: str  # the search-space parameter (`block-size`)
-    tuned: object  # the config's value
-    default: Any  # the baseline's value
-    score_change: float | None  # score reverted − the config's score (> 0: worse); None: refused
-    carries: bool  # reverting it alone loses the gain beyond noise (or the engine refuses it)
-    why: str  # in words: "within noise (...)", "clearly worse on mean TPOT", "refused: ..."
-
-    def encode(self) -> dict[str, object]:
-        return {
-            "flag": self.flag,
-            "tuned": self.tuned,
-            "default": self.default,
-            "score_change": _finite(self.score_change),
-            "carries": self.carries,
-            "why": self.why,
-        }
-
-    @classmethod
-    def decode(cls, raw: object) -> FlagRevert | None:
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("flag"), str):
-            return None
-        return cls(
-            flag=raw["flag"],
-            tuned=raw.get("tuned"),
-            default=raw.get("default"),
-            score_change=_finite(raw.get("score_change")),
-            carries=bool(raw.get("carries")),
-            why=str(raw.get("why") or ""),
-        )
+    tuned: Scalar | None = None  # the config's value
+    default: Scalar | None = None  # the baseline's value
+    score_change: Figure = None  # score reverted − the config's (> 0: worse); None: refused
+    carries: bool = False  # reverting it alone loses the gain beyond noise (or is refused)
+    why: str = ""  # in words: "within noise (...)", "clearly worse on mean TPOT", "refused: ..."
 
 
 @dataclass(frozen=True)
-class SmallestChange:
+class SmallestChange(Stored):
     """Which of a config's changed flags carry its gain over vLLM's defaults."""
 
-    spec_id: str | None  # the spec the check ran under
-    checked: bool  # False: `note` says why not (no profile, the simulator refuses the config)
+    spec_id: str | None = None  # the spec the check ran under
+    checked: bool = False  # False: `note` says why not (no profile, the simulator refuses it)
     note: str = ""  # how it was scored (the profile), or why it was not
-    reverts: tuple[FlagRevert, ...] = ()  # every changed flag, each reverted alone
+    reverts: Annotated[tuple[FlagRevert, ...], Lenient] = ()  # every changed flag, each alone
     kept: tuple[str, ...] = ()  # the flags the recommended command changes
-    params: dict[str, Scalar] = field(default_factory=dict)  # the config, the rest at defaults
-    score: float | None = None  # the whole config's score (SIMULATED)
-    kept_score: float | None = None  # the recommended config's score (SIMULATED)
+    params: AsWritten[Scalar] = field(default_factory=dict)  # the config, the rest at defaults
+    score: Figure = None  # the whole config's score (SIMULATED)
+    kept_score: Figure = None  # the recommended config's score (SIMULATED)
     source: str = SIMULATED  # the figures' label: SIMULATED (also a `tuner sim serve` engine's)
     trial: int | None = None  # the trial whose config was checked
     engine: bool = False  # measured on the study's engine (`--confirm`), not the planner
@@ -100,40 +73,3 @@ class SmallestChange:
     def dropped(self) -> tuple[FlagRevert, ...]:
         """The changed flags the recommended command leaves at vLLM's default."""
         return tuple(r for r in self.reverts if r.flag not in self.kept)
-
-    def encode(self) -> dict[str, object]:
-        return {
-            "spec_id": self.spec_id,
-            "checked": self.checked,
-            "note": self.note,
-            "reverts": [r.encode() for r in self.reverts],
-            "kept": list(self.kept),
-            "params": dict(self.params),
-            "score": _finite(self.score),
-            "kept_score": _finite(self.kept_score),
-            "source": self.source,
-            "trial": self.trial,
-            "engine": self.engine,
-        }
-
-    @classmethod
-    def decode(cls, raw: object) -> SmallestChange | None:
-        if not isinstance(raw, Mapping):
-            return None
-        stored = raw.get("reverts")
-        reverts: list[Any] = stored if isinstance(stored, list) else []
-        found = [FlagRevert.decode(r) for r in reverts]
-        params = raw.get("params")
-        return cls(
-            spec_id=raw.get("spec_id"),
-            checked=bool(raw.get("checked")),
-            note=str(raw.get("note") or ""),
-            reverts=tuple(r for r in found if r is not None),
-            kept=tuple(str(f) for f in raw.get("kept") or ()),
-            params=dict(params) if isinstance(params, Mapping) else {},
-            score=_finite(raw.get("score")),
-            kept_score=_finite(raw.get("kept_score")),
-            source=str(raw.get("source") or SIMULATED),
-            trial=raw.get("trial") if isinstance(raw.get("trial"), int) else None,
-            engine=raw.get("engine") is True,
-        )

@@ -47,7 +47,7 @@ SHOWN_CHANGES = 4
 
 def _current_dump(study: AttrsHolder) -> dict[str, object] | None:
     data = study.user_attrs.get(tr.SPEC)
-    return dict(data) if data is not None else None
+    return dict(data) if isinstance(data, Mapping) else None
 
 
 def check(study: AttrsHolder, spec: StudySpec, *, accept_changes: bool = False) -> str:
