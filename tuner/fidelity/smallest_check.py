@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -24,7 +24,6 @@ from tuner.fidelity.best_check import check_stored_best
 from tuner.fidelity.robustness import nominal_runner, simulated
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
-from tuner.runners.plan import PlanRunner
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
@@ -34,6 +33,7 @@ from tuner.trial.scoring import judge, score_trial, simulated_reference
 from tuner.trial.smallest import SIMULATED
 
 if TYPE_CHECKING:
+    from tuner.sim.profiles import GpuProfile
     from tuner.workload.datasets import BenchRequest
 
 
@@ -48,7 +48,7 @@ class ScoredConfig:
 Score = Callable[[Params], ScoredConfig | None]
 
 
-def _calibrated(study: StudyRecord) -> tuple[Any, str]:
+def _calibrated(study: StudyRecord) -> tuple[GpuProfile | None, str]:
     """The study's calibrated profile (None: none stored, or stored by an older tuner) and the
     profile in words, for the record's note."""
     cal = study.calibration
@@ -60,15 +60,6 @@ def _calibrated(study: StudyRecord) -> tuple[Any, str]:
         else:
             return profile, f"the simulator calibrated on {cal.observations} of this study's trials"
     return None, "the simulator with the study's own profile (no calibration stored)"
-
-
-def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
-    """Point the planner at the study's calibrated profile when one is stored; the profile in
-    words, for the record's note."""
-    profile, words = _calibrated(study)
-    if profile is not None:
-        runner.gpu = profile
-    return words
 
 
 def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
@@ -137,7 +128,9 @@ def check(
     """The record of one check on the simulator (stored by `check_best`)."""
     try:
         runner = nominal_runner(spec, requests)
-        profile = use_calibrated(runner, study)
+        calibrated, profile = _calibrated(study)
+        if calibrated is not None:  # the study's calibrated profile, when one is stored
+            runner.gpu = calibrated
         base_m = simulated(runner, base.params)
         if base_m is None:
             raise UserError("the simulator refuses vLLM's defaults")

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from tuner import trial as tr
+from tuner.fidelity.best_check import best_pair, config_run
 from tuner.fidelity.smallest_check import ScoredConfig, decide, scorer
 from tuner.measure.measurement import Measurement
-from tuner.runners.engine_runner import TrialContext, TrialRunner
+from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import SmallestChange, TrialPoint
@@ -43,9 +43,10 @@ def check_best_measured(
     """Re-measure the flags the simulator dropped from the best config of the current spec;
     store and return the record (None when there is no best, the best is the baseline, or
     the simulator dropped no flag of it)."""
-    best, base = tr.best(points), tr.baseline_of(points)
-    if best is None or base is None or best.number == base.number:
+    pair = best_pair(points)
+    if pair is None:
         return None
+    best, base = pair
     predicted = tr.StudyRecord.of(study).smallest.get(best.number)  # the planner's check
     if predicted is None or predicted.spec_id != best.spec_id:
         return None
@@ -59,15 +60,13 @@ def check_best_measured(
         f"reverted to vLLM's default ({', '.join(dropped)}): {starts} engine start(s), more "
         "if they matter together"
     )
-    seen: dict[tuple[tuple[str, Any], ...], Measurement | None] = {}
+    seen: dict[tr.ParamsKey, Measurement | None] = {}
     simulated = [rerun.simulated] if rerun is not None else []  # on a `tuner sim serve` engine
 
     def measure(params: Params) -> Measurement | None:
         key = tr.params_key(params)
         if key not in seen:
-            name = f"smallest-{best.number:04d}"
-            ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None, log_name=name)
-            m = runner.measure(ctx)
+            m = config_run(runner, params, f"smallest-{best.number:04d}")
             seen[key] = m if m.metrics is not None else None
             simulated.append(m.simulated)
         return seen[key]
