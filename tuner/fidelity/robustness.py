@@ -11,6 +11,11 @@ labelled SIMULATED); `tuner run --confirm` re-measures them on the engine
 (`tuner.fidelity.robustness_measured`), and that verdict wins.
 Capacity studies are re-searched under the prompt changes only (the search sets the rate);
 scenario mixes perturb every scenario and are scored as the study scores them.
+
+One check over any runner: `compare` runs the config, then the baseline, on the study's
+workload and each perturbation and takes each one's gain; `record` judges them. What differs
+is how configs run: here one planner per perturbed workload, each config simulated on each;
+on the engine every perturbation is a scenario of one engine start per config.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ if TYPE_CHECKING:
     from tuner.workload.datasets import BenchRequest
 
 R = TypeVar("R")  # one run of a config, as the check's runner gives it
+# what a study the simulator cannot run raises: no profile for its model or GPU, a bug
+CANNOT_SIMULATE = (UserError, KeyError, ValueError, OSError, RuntimeError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,6 +244,10 @@ def record(
     return RobustnessRecord(spec_id, fragile, words, found.get(NOMINAL.name), gains, runs)
 
 
+def cannot_simulate(exc: Exception) -> str:
+    return f"not checked: the simulator cannot run this study ({exc})"
+
+
 def check(
     spec: StudySpec, requests: Sequence[BenchRequest], point: TrialPoint, base: TrialPoint
 ) -> RobustnessRecord:
@@ -245,8 +256,8 @@ def check(
     failure = None
     try:
         found = gains(spec, requests, point.params, base.params)
-    except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
-        failure = f"not checked: the simulator cannot run this study ({exc})"
+    except CANNOT_SIMULATE as exc:
+        failure = cannot_simulate(exc)
     return record(spec, point.spec_id, found, failure)
 
 

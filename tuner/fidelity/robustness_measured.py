@@ -9,9 +9,10 @@ more, and each engine start runs the study's workload and every perturbation of 
 search). They run as the scenarios of one engine start (`tuner.runners.load_runs.measure_all`),
 so the check costs two engine starts, not ten: the start is the expensive part on a real box.
 
-The gains are scored as the simulated check scores them, config against baseline on the same
-workload, and judged by the same rule (`robustness.verdict`, labelled "measured"). The record
-is stored as `tuner_robustness_measured:<trial>`; `tuner.trial.StudyRecord.robustness_of`
+It is the one check (`robustness.compare`, judged and recorded by `robustness.record`,
+labelled "measured on the engine") with these runs: each gain is one run's, config against
+baseline on the same workload (`Objective.run_gain`: −score, or ln of the capacity ratio).
+The record is stored as `tuner_robustness_measured:<trial>`; `StudyRecord.robustness_of`
 prefers it to the simulator's, so `tuner best` and the report show the measured verdict once
 it exists. A study of several scenarios is not re-measured (each scenario times each
 perturbation would be its own run); its simulated check stands (docs/robustness.md).

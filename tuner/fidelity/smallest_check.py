@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.fidelity.best_check import check_stored_best
-from tuner.fidelity.robustness import nominal_runner, simulated
+from tuner.fidelity.robustness import CANNOT_SIMULATE, cannot_simulate, nominal_runner, simulated
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
 from tuner.sim.profile_file import ProfileFile
@@ -137,9 +137,8 @@ def check(
         ref = simulated_reference(spec, base_m, dict(base.params))
         score = scorer(spec, lambda params: simulated(runner, params), ref)
         return decide(spec, point, base.params, score, profile, SIMULATED)
-    except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
-        why = f"not checked: the simulator cannot run this study ({exc})"
-        return SmallestChange(point.spec_id, False, why, trial=point.number)
+    except CANNOT_SIMULATE as exc:
+        return SmallestChange(point.spec_id, False, cannot_simulate(exc), trial=point.number)
 
 
 def check_best(
