@@ -170,12 +170,12 @@ def test_one_check_over_any_runner_compares_the_config_run_by_run_with_the_basel
     def gain(name: str, mine: float, base: float) -> float:
         return mine - base
 
-    found, runs, failure = rb.compare(["nominal", "a", "b"], run, gain, {}, BASE)
+    found, runs, failure = rb.compare(run, gain, {}, BASE)
     assert calls == ["config", "baseline"] and failure is None
     assert found == {"nominal": 2.0, "a": -math.inf, "b": None}
     assert runs == {"nominal": (3.0, 1.0), "a": (None, 1.0), "b": (2.0, None)}
     calls.clear()
-    assert rb.compare(["nominal"], run, gain, {"broken": True}, BASE) == (
+    assert rb.compare(run, gain, {"broken": True}, BASE) == (
         {},
         {},
         "the config failed: refused",

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from tuner.workload.datasets import BenchRequest
 
 R = TypeVar("R")  # one run of a config, as the check's runner gives it
+Gains = dict[str, float | None]  # a config's gain by workload: "nominal", each perturbation's
+Runs = dict[str, dict[str, dict[str, float]]]  # by workload: the config's and baseline's figures
 # what a study the simulator cannot run raises: no profile for its model or GPU, a bug
 CANNOT_SIMULATE = (UserError, KeyError, ValueError, OSError, RuntimeError)
 
@@ -133,37 +135,31 @@ def simulated(runner: PlanRunner, params: Params) -> Measurement | None:
 
 
 def compare(
-    names: Sequence[str],
     run: Callable[[Params, str], Mapping[str, R | None] | str],
     gain: Callable[[str, R, R], float | None],
     params: Params,
     base_params: Params,
-) -> tuple[dict[str, float | None], dict[str, tuple[R | None, R | None]], str | None]:
-    """The check on any runner: the config's runs under the study's workload and each
-    perturbation (`names`), then the baseline's (`run(config, "config" or "baseline")`: each
-    run by name, None where the engine refuses it; or why the whole run failed, and then no
-    baseline run); each one's gain (`gain(name, mine, base)`: −score against the baseline's
-    same run), None where the baseline is refused, −inf where the config is.
-    (gain by name, each one's (config, baseline) runs, a failure)."""
+) -> tuple[Gains, dict[str, tuple[R | None, R | None]], str | None]:
+    """The check on any runner: `run(config, who)` runs the config, then the baseline, on the
+    study's workload and each perturbation (by name; None where refused), or says why it
+    failed (then the baseline is not run). (each one's gain: `gain(name, mine, base)`, None
+    where the baseline is refused, −inf where the config is; each one's runs; a failure)."""
     mine = run(params, "config")
     if isinstance(mine, str):
         return {}, {}, mine
     base = run(base_params, "baseline")
     if isinstance(base, str):
         return {}, {}, base
-    found: dict[str, float | None] = {}
-    for n in names:
-        m, b = mine.get(n), base.get(n)
+    found: Gains = {}
+    for n, m in mine.items():
+        b = base.get(n)
         found[n] = None if b is None else -math.inf if m is None else gain(n, m, b)
-    return found, {n: (mine.get(n), base.get(n)) for n in names}, None
+    return found, {n: (m, base.get(n)) for n, m in mine.items()}, None
 
 
 def gains(
-    spec: StudySpec,
-    requests: Sequence[BenchRequest],
-    params: Params,
-    base_params: Params,
-) -> dict[str, float | None]:
+    spec: StudySpec, requests: Sequence[BenchRequest], params: Params, base_params: Params
+) -> Gains:
     """The config's gain (−score against the baseline, both simulated on the same workload,
     scored as the study scores: a capacity ratio, a scenario mix) nominal and under each
     perturbation (`compare`), one planner per workload."""
@@ -180,7 +176,7 @@ def gains(
         s = runs[name][0]
         return -score_trial(s, mine, simulated_reference(s, base, dict(base_params))).score
 
-    return compare(list(runs), run, gain, params, base_params)[0]
+    return compare(run, gain, params, base_params)[0]
 
 
 def verdict(
@@ -231,17 +227,18 @@ def verdict(
 
 def record(
     spec: StudySpec,
-    spec_id: str | None,
-    found: Mapping[str, float | None],
+    point: TrialPoint,
+    found: Gains,
     failure: str | None,
-    source: str = "SIMULATED",
-    runs: dict[str, dict[str, dict[str, float]]] | None = None,
+    source: str,
+    runs: Runs | None = None,
 ) -> RobustnessRecord:
-    """The record of one check: its gains judged (`verdict`), or why it was not checked."""
+    """The record of one check of `point`: its gains judged (`verdict`), or why it was not
+    checked."""
     judged = verdict(found, objective_of(spec), source=source) if failure is None else None
     fragile, words = judged or (None, str(failure))
     gains = {k: v for k, v in found.items() if k != NOMINAL.name}
-    return RobustnessRecord(spec_id, fragile, words, found.get(NOMINAL.name), gains, runs)
+    return RobustnessRecord(point.spec_id, fragile, words, found.get(NOMINAL.name), gains, runs)
 
 
 def cannot_simulate(exc: Exception) -> str:
@@ -252,13 +249,13 @@ def check(
     spec: StudySpec, requests: Sequence[BenchRequest], point: TrialPoint, base: TrialPoint
 ) -> RobustnessRecord:
     """The record of one check on the simulator (stored by `check_best`)."""
-    found: dict[str, float | None] = {}
+    found: Gains = {}
     failure = None
     try:
         found = gains(spec, requests, point.params, base.params)
     except CANNOT_SIMULATE as exc:
         failure = cannot_simulate(exc)
-    return record(spec, point.spec_id, found, failure)
+    return record(spec, point, found, failure, "SIMULATED")
 
 
 def check_best(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from tuner import trial as tr
 from tuner.fidelity import robustness
 from tuner.fidelity.best_check import best_pair, config_run
-from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, compare, perturbed
+from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, perturbed
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import RunFigures
 from tuner.runners.engine_runner import TrialRunner
@@ -77,7 +77,7 @@ def measured_gains(
     params: Params,
     base_params: Params,
     log_name: str = "robustness",
-) -> tuple[dict[str, float | None], dict[str, dict[str, dict[str, float]]], str | None]:
+) -> tuple[robustness.Gains, robustness.Runs, str | None]:
     """(gain per perturbation, the runs' figures, a failure) from one engine start of the
     config and one of the baseline (their logs `<log_name>-config-<ts>.log` and
     `<log_name>-baseline-<ts>.log`), each gain the mode's (`Objective.run_gain`)."""
@@ -91,14 +91,11 @@ def measured_gains(
             return f"the {who} failed: {m.failure_reason}"
         return {name: m.scenarios.get(slug) for name, slug in slugs.items()}
 
+    def gain(_: str, mine: ScenarioEntry, base: ScenarioEntry) -> float | None:
+        return objective.run_gain(_figures(mine), _figures(base))
+
     objective = objective_of(spec)
-    found, pairs, failure = compare(
-        list(slugs),
-        run,
-        lambda _, mine, base: objective.run_gain(_figures(mine), _figures(base)),
-        params,
-        base_params,
-    )
+    found, pairs, failure = robustness.compare(run, gain, params, base_params)
     runs = {
         name: {"config": dict(m.metrics) if m else {}, "baseline": dict(b.metrics) if b else {}}
         for name, (m, b) in pairs.items()
@@ -137,6 +134,6 @@ def check_best_measured(
         tr.write_robustness(study, best.number, replace(unfinished, verdict=words))
         raise
     failure = f"not checked on the engine: {failure}" if failure is not None else None
-    record = robustness.record(spec, best.spec_id, found, failure, SOURCE, runs)
+    record = robustness.record(spec, best, found, failure, SOURCE, runs)
     tr.write_robustness(study, best.number, record)
     return record
