@@ -87,30 +87,28 @@ def on_runner(
     note: str,
     source: str,
     *,
-    measured_base: bool = False,
+    ref: TrialPoint | None = None,
     only: Sequence[str] | None = None,
     known: TrialPoint | None = None,
-    log_name: str | None = None,
 ) -> tuple[SmallestChange, bool]:
     """The check on any runner (the calibrated planner, the study's engine): `point`'s config
     and each with changed flags reverted to `base`'s values (`only`: these flags tried) run
     once each on `runner` (`known`: a run of `point`'s config that stands for it), scored as
-    the study scores against `base` (`measured_base`: as stored; else its config run on this
-    runner too), decided by `tuner.fidelity.smallest` with the rule `loses`, as a record of
-    `point`'s spec and trial. (the record, whether a run's figures were simulated)."""
+    the study scores against `ref` (None: `base`'s config run on this runner too; engine logs
+    `smallest-<trial>-<ts>.log`), decided by `tuner.fidelity.smallest` with the rule `loses`,
+    as a record of `point`'s spec and trial. (the record, whether a run was simulated)."""
     seen: dict[tr.ParamsKey, Measurement | None] = {}
     simulated = [known.simulated] if known is not None else []  # `tuner sim serve`, the planner
 
     def measure(params: Params) -> Measurement | None:
         key = tr.params_key(params)
         if key not in seen:
-            m = config_run(runner, params, log_name)
+            m = config_run(runner, params, f"smallest-{point.number:04d}")
             seen[key] = m if m.metrics is not None else None
             simulated.append(m.simulated)
         return seen[key]
 
-    ref = base
-    if not measured_base:
+    if ref is None:
         base_m = measure(base.params)
         if base_m is None:
             raise UserError("the simulator refuses vLLM's defaults")

@@ -60,16 +60,7 @@ def check_best_measured(
         "if they matter together"
     )
     record, simulated = on_runner(
-        spec,
-        runner,
-        best,
-        base,
-        NOTE,
-        MEASURED,
-        measured_base=True,
-        only=dropped,
-        known=rerun,
-        log_name=f"smallest-{best.number:04d}",
+        spec, runner, best, base, NOTE, MEASURED, ref=base, only=dropped, known=rerun
     )
     if simulated:  # figures of the simulator are labelled SIMULATED, wherever they come
         record = replace(record, source=SIMULATED, note=SIM_NOTE)
