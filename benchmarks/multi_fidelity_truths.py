@@ -317,7 +317,7 @@ def prior_check(name: str, probes: int, tmp: Path) -> None:
             prior_weight=weight,
             min_observations=1,
         )
-        screen.calibration.profile = c.profile
+        screen.calibration = c
         rho, regret = tracer.ranking(screen)
         print(f"{label}: {_factors(c.factors)} | probe ρ {rho:+.2f} regret {regret:+.4f}")
 

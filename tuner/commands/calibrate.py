@@ -11,11 +11,9 @@ import typer
 from tuner.commands.common import Force, Storage, StudyFile, open_stored_study_files
 
 if TYPE_CHECKING:
-    import optuna
     from rich.table import Table
 
     from tuner.sim.fit import Calibration
-    from tuner.trial.point import TrialPoint
 
 
 def calibrate(
@@ -42,7 +40,7 @@ def calibrate(
     in-sample. The profile file it writes goes in `hardware.profile:` or `tuner sim serve
     --gpu`.
     """
-    from tuner.fidelity.calibration import calibrate_study, left_out
+    from tuner.fidelity.calibration import Trust
     from tuner.runners.engine_runner import workload_requests
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
@@ -51,15 +49,8 @@ def calibrate(
     study, spec, kept = open_stored_study_files(study_file, storage, simulated=False)
     check_output_file(output, "--output", force=force, keep=kept)  # before the fit, not after
     read = read_study(study)
-    record, points = read.record, read.every
-    cal = calibrate_study(
-        spec,
-        record,
-        points,
-        workload_requests(spec),
-        folds=folds,
-        max_requests=max_requests,
-    )
+    trust = Trust(spec, read.every, read.record)
+    cal = trust.calibrate(workload_requests(spec), folds=folds, max_requests=max_requests)
     profile = replace(
         cal.profile,
         description=(
@@ -68,8 +59,9 @@ def calibrate(
         ).lstrip("; "),
     )
     write_profile(profile, output, "--output", force=force, keep=kept)
-    _print_fit(cal, profile.name, study, points)
-    for number, why in left_out(record, points).items():
+    simulated = read.record.simulated_with(read.every)
+    _print_fit(cal, profile.name, study.study_name, simulated)
+    for number, why in trust.left_out().items():
         typer.echo(f"left out: trial {number}, {why}")
     typer.echo(
         f"wrote {output}: use it as `hardware.profile: {profile_setting(output, study_file)}` "
@@ -88,21 +80,20 @@ def profile_setting(output: Path, study_file: Path) -> str:
         return str(output.resolve())
 
 
-def _print_fit(cal: Calibration, name: str, study: optuna.Study, points: list[TrialPoint]) -> None:
-    """What was fitted on which trials, and its error on the trials held out of the fit."""
+def _print_fit(cal: Calibration, name: str, study_name: str, simulated: bool) -> None:
+    """What was fitted on which trials (of the SIMULATED engine: `simulated`), and its error
+    on the trials held out of the fit."""
     from rich.console import Console
     from rich.table import Table
 
     from tuner.sim.fit import MAX_FACTOR, MIN_OBSERVATIONS
-    from tuner.trial import StudyRecord
 
     console = Console(highlight=False)
-    simulated = StudyRecord.of(study).simulated_with(points)
     source = " (figures of the SIMULATED engine, `tuner sim serve`)" if simulated else ""
     used = ", ".join(str(n) for n in cal.trials)
     typer.echo(
         f"calibrated {name} on {cal.observations} measured trial(s) of study "
-        f"{study.study_name!r} (trials {used}){source} in {cal.seconds:.1f} s"
+        f"{study_name!r} (trials {used}){source} in {cal.seconds:.1f} s"
     )
     if cal.observations < MIN_OBSERVATIONS:
         figures = cal.observations * len(cal.metrics)

@@ -9,7 +9,7 @@ configs → this study's first trials (`warm_start`).
 
 Modules:
 - `screen`: `Screen`, the calibrated simulator that picks every real trial;
-- `calibration`: a study's trials, workload and profile as the calibration fit's input;
+- `calibration`: `Trust`, the simulator against the measured trials: which count, how far off;
 - `robustness`: does the best's gain survive prompts ±3 % and rate ±10 % (SIMULATED);
 - `robustness_measured`: the same check on the engine (`tuner run --confirm K`);
 - `smallest`: which of the best's changed flags carry its gain (pure: the rule);
@@ -17,7 +17,7 @@ Modules:
 - `smallest_measured`: the same on the engine (`tuner run --confirm K`);
 - `best_check`: the best config and its baseline, one config's run, the record stored (any runner);
 - `warm_start`: the best configs of another stored study, queued first;
-- `predict_skip`: never launch what the calibrated simulator already rules out;
+- `predict_skip`: never launch what the calibrated simulator already rules out (all of the skip);
 - `engine_speed`: how fast the engine is against the study's profile, fitted on one measured trial;
 - `unit_cube`: the screen's unit cube (each parameter mapped to [0, 1)) and distances in it.
 

@@ -31,6 +31,10 @@ Once one launched trial is measured whole, a config is ruled out when, even with
 margin in its favour, it breaks an SLO (scalar mode) or its score cannot beat the best
 feasible score so far. The baseline, a `--confirm` re-run and every queued config (warm
 starts, the screen's choices, re-queued trials) are predicted but never ruled out.
+
+The pipeline asks `judge` before each launch; a ruled-out trial ends as `ruled_out_record`
+says, a launched one keeps its prediction (its miss calibrates the next). Which trials are
+evidence, and the engine time a launch takes: `tuner.fidelity.calibration.Trust`.
 """
 
 from __future__ import annotations
@@ -39,20 +43,26 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
+from tuner.fidelity.calibration import Trust
 from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
-from tuner.runners.engine_runner import TrialContext
+from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.runners.plan import PlanRunner
 from tuner.sim.fit import apply_factors, speed_factors
+from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.figures import figure
-from tuner.spec.slo import metric_direction, parse_slo
+from tuner.spec.slo import metric_direction
 from tuner.spec.study import StudySpec
-from tuner.trial import SkipPrediction, TrialPoint, scoring
+from tuner.spec.values import Params
+from tuner.trial import SkipPrediction, TrialPoint, TrialRecord, scoring
+
+if TYPE_CHECKING:
+    from tuner.workload.datasets import BenchRequest
 
 MIN_ERRORS = 3  # distinct predictions measured whole, before margins are measured
 CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a factor of 2
@@ -61,12 +71,43 @@ MIN_MARGIN = 0.05  # never trusted closer than 5 % on one figure
 SCORE = "score"
 STOCK = 1.0  # the study's profile as it is: speed 1
 CAPACITY = "capacity_rps"  # capacity mode's figure
+RULED_OUT = "ruled out by prediction"  # how a ruled-out trial's `pruned_reason` starts
+
+
+def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> PredictionSkip | None:
+    """The study's predictor, unless turned off (`--no-prediction-skip`,
+    `pruning.prediction_skip: false`), or the study names no accelerator profile to predict
+    on, or a model the simulator does not know (`tuner.sim.model_names`)."""
+    if not wanted or not spec.pruning.prediction_skip:
+        return None
+    if not (spec.hardware.accelerator or spec.engine.flags.get("gpu")):
+        return None
+    if known_model(spec.engine.model) is None:
+        return None
+    return PredictionSkip(spec, lambda: runner.requests)
+
+
+def ruled_out_record(p: SkipPrediction, planned: bool) -> tuple[TrialRecord, dict[str, float]]:
+    """What a launch skipped on its prediction records, and the constraints the sampler is
+    told: under "cannot beat the best", the calibrated predicted score as the PRUNED trial's
+    intermediate value and constraint `pruned` 0 (feasible as far as is known, ranked by that
+    score, after every measured trial); under "breaks an SLO", `pruned` 1 (TPE reads it
+    infeasible). Why: docs/early-stopping.md ("Prediction skips")."""
+    on_score = p.incumbent is not None
+    record = TrialRecord(
+        skip_prediction=p,
+        pruned_reason=f"{RULED_OUT}: {p.ruled_out}",
+        pruned_score_bound=p.score if on_score else None,
+        simulated=planned or None,
+        engine_s=0.0,  # never launched
+    )
+    return record, {"pruned": 0.0 if on_score else 1.0}
 
 
 class PredictionSkip:
     """Predicts each config before launch and says whether to skip it."""
 
-    def __init__(self, spec: StudySpec, requests: Callable[[], list[Any]]) -> None:
+    def __init__(self, spec: StudySpec, requests: Callable[[], Sequence[BenchRequest]]) -> None:
         """`requests()`: the study's workload, asked on the first prediction (the runner
         builds it when the study starts, after this is made)."""
         self.spec = spec
@@ -74,7 +115,7 @@ class PredictionSkip:
         self._plans: dict[float, PlanRunner] = {}  # one simulator per speed
         self._simulated: dict[tuple[float, tr.ParamsKey], Measurement | None] = {}
         self._speeds: dict[tuple[int, tuple[tuple[str, float], ...]], float] = {}
-        self.slos = [lim for text in spec.objective.slo for lim in parse_slo(text)]
+        self.slos = spec.slo_limits()
         self.objective = objective_of(spec)
         self.weights = self.objective.weights
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
@@ -82,7 +123,7 @@ class PredictionSkip:
         self.score_scale = self.objective.score_scale()
         self.score_floor = MIN_MARGIN * self.objective.score_floor()
 
-    def simulate(self, params: dict[str, Any], speed: float = STOCK) -> Measurement | None:
+    def simulate(self, params: Params, speed: float = STOCK) -> Measurement | None:
         """The simulator's whole trial of a config (None: it refuses it), on the study's
         profile with every constant `speed`× faster (`STOCK`: as it is). The planner is
         deterministic, so each config is simulated once per process and speed; a resumed
@@ -106,7 +147,7 @@ class PredictionSkip:
         return self._simulated[key]
 
     def predict(
-        self, params: dict[str, Any], points: Sequence[TrialPoint], host: str | None
+        self, params: Params, points: Sequence[TrialPoint], host: str | None
     ) -> SkipPrediction | None:
         """The calibrated prediction with its margins (None: the simulator refuses it), on
         the study's profile at the speed the reference measured (`speed`; before anything is
@@ -118,7 +159,7 @@ class PredictionSkip:
             return None
         keys = [s.metric for s in self.slos if s.metric in m.metrics]
         raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
-        engine_s = _typical_engine_s(points) or m.engine_s
+        engine_s = Trust(self.spec, points).engine_s() or m.engine_s
         anchored = self._anchored(ref, speed) if ref is not None else None
         if anchored is None:  # nothing measured yet, or the simulator refuses the reference
             return SkipPrediction(raw=raw, engine_s=engine_s)
@@ -208,8 +249,8 @@ class PredictionSkip:
         by_number = {p.number: p for p in points}
         anchors: dict[int, tuple[float, tuple[TrialPoint, dict[str, float]] | None]] = {}
         groups: dict[tuple[tuple[tuple[str, float], ...], str], list[dict[str, float]]] = {}
-        for p in points:
-            if not _whole(p) or not p.metrics or p.record.skip_prediction is None:
+        for p in Trust(self.spec, points).launched():
+            if not p.metrics or p.record.skip_prediction is None:
                 continue
             ref = by_number.get(p.reference) if p.reference is not None else None
             ref = ref or tr.reference(points, p.host)
@@ -247,7 +288,7 @@ class PredictionSkip:
 
     def judge(
         self,
-        params: dict[str, Any],
+        params: Params,
         points: Sequence[TrialPoint],
         host: str | None,
         *,
@@ -255,7 +296,7 @@ class PredictionSkip:
     ) -> SkipPrediction | None:
         """The prediction, with `ruled_out` set when the launch is to be skipped."""
         p = self.predict(params, points, host)
-        if p is None or not may_skip or not any(_whole(q) for q in points):
+        if p is None or not may_skip or not Trust(self.spec, points).launched():
             return p  # nothing measured yet: nothing calibrates the simulator
         off = p.speed not in (None, STOCK)
         at = f" (at the reference's speed, {p.speed:.3g}× the profile's)" if off else ""
@@ -305,17 +346,6 @@ def _figures(p: TrialPoint) -> dict[str, float]:
     """A trial's metrics, and its capacity in capacity mode (`CAPACITY`)."""
     cap = p.capacity_rps
     return {**p.metrics, **({CAPACITY: cap} if cap is not None else {})}
-
-
-def _whole(p: TrialPoint) -> bool:
-    """Launched and measured to the end (a reused result is not launched)."""
-    return p.measured and not p.partial and bool(p.record.engine_s)
-
-
-def _typical_engine_s(points: Sequence[TrialPoint]) -> float | None:
-    """The median engine time of this study's launched trials measured whole."""
-    found = [float(p.record.engine_s or 0.0) for p in points if _whole(p)]
-    return statistics.median(found) if found else None
 
 
 def ruled_out(p: TrialPoint) -> bool:

@@ -27,13 +27,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.fidelity.calibration import Trust
 from tuner.fidelity.unit_cube import distance, from_unit, to_unit
 from tuner.measure import objective as obj
 from tuner.runners.plan import study_profile, study_workload
@@ -41,17 +43,13 @@ from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
 from tuner.sim.model_names import known_model
 from tuner.sim.profiles import GpuProfile, load_model
-from tuner.spec.slo import parse_slo
-from tuner.spec.space import (
-    baseline_params,
-    distributions,
-    effective_flags,
-    engine_env,
-    spec_rules,
-)
+from tuner.spec.space import baseline_params, distributions, engine_env, simulator_flags, spec_rules
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Params
+from tuner.spec.values import Params, Scalar
 from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
+
+if TYPE_CHECKING:
+    from tuner.workload.datasets import BenchRequest
 
 # Until two real trials have a score error: the screen's score is assumed this far off per
 # unit of objective weight (a 10 % miss on each weighted metric).
@@ -96,22 +94,14 @@ class ScreenChoice:
         return TrialRecord(predicted_metrics=finite, predicted_score=score, screen=self.info)
 
     @property
-    def attrs(self) -> dict[str, Any]:
+    def attrs(self) -> dict[str, object]:
         """The same as stored (Optuna user attrs)."""
         return self.record.encode()
 
 
-@dataclass
-class CalibrationState:
-    profile: GpuProfile
-    factors: dict[str, float]
-    held_out_error: dict[str, float]
-    observations: int
-    seconds: float = 0.0
-    covariance: tuple[tuple[float, ...], ...] = ()  # of the log-factors (`cal.Calibration`)
-
-
-def make_screen(spec: StudySpec, requests: Sequence[Any], *, seed: int = 0) -> Screen | None:
+def make_screen(
+    spec: StudySpec, requests: Sequence[BenchRequest], *, seed: int = 0
+) -> Screen | None:
     """The study's screen; None when the simulator does not know its model (an unknown
     model: the sampler proposes every trial, as the preflight's note says)."""
     if known_model(spec.engine.model) is None:
@@ -122,7 +112,7 @@ def make_screen(spec: StudySpec, requests: Sequence[Any], *, seed: int = 0) -> S
 class Screen:
     """Chooses each real trial of one study from the calibrated simulator."""
 
-    def __init__(self, spec: StudySpec, requests: Sequence[Any], *, seed: int = 0) -> None:
+    def __init__(self, spec: StudySpec, requests: Sequence[BenchRequest], *, seed: int = 0) -> None:
         self.spec = spec
         self.base = study_profile(spec)
         self.model = load_model(spec.engine.model)
@@ -130,51 +120,37 @@ class Screen:
         self.dists = distributions(spec.search_space)
         self.names = list(self.dists)
         self.rng = np.random.default_rng(seed)
-        self.seed = seed
         o = spec.objective
-        self.slos = [limit for text in o.slo for limit in parse_slo(text)]
+        self.slos = spec.slo_limits()
         wanted = [m for m, w in o.weights.items() if w > 0] + [s.metric for s in self.slos]
         self.metrics = tuple(dict.fromkeys(wanted))
-        self.calibration = CalibrationState(self.base, {}, {}, 0)
+        self.calibration = cal.Calibration(self.base)  # the study's profile, until fitted
         self._calibrated_on: tuple[int, ...] = ()
 
     # Calibration -------------------------------------------------------------------------
 
-    def calibrate(self, points: Sequence[TrialPoint]) -> CalibrationState:
-        """Refit to the real trials when they changed; the study's profile until enough."""
-        real = [p for p in points if _usable(p)]
-        numbers = tuple(p.number for p in real)
+    def calibrate(self, points: Sequence[TrialPoint]) -> cal.Calibration:
+        """Refit to the best real trials when they changed; the study's profile until one."""
+        trust = Trust(self.spec, points)
+        numbers = tuple(p.number for p in trust.whole())
         if numbers == self._calibrated_on:
             return self.calibration
         self._calibrated_on = numbers
-        if not real:
+        if not numbers:
             return self.calibration
-        best_first = sorted(real, key=lambda p: (p.score is None, p.score or 0.0))
-        chosen = best_first[:CALIBRATION_MAX_OBSERVATIONS]
-        observations = [
-            cal.Observation(self.flags(p.params), p.metrics, trial=p.number) for p in chosen
-        ]
-        try:
-            c = self._fit(observations)
-        except UserError:  # the study's profile refuses every trial measured so far
-            return self.calibration
-        self.calibration = CalibrationState(
-            c.profile, c.factors, c.held_out_error, c.observations, c.seconds, c.covariance
-        )
+        with suppress(UserError):  # the study's profile refuses every trial measured so far
+            self.calibration = cal.fit(
+                self.base,
+                trust.best_observations(CALIBRATION_MAX_OBSERVATIONS),
+                model=self.model,
+                workload=self.workload,
+                folds=CALIBRATION_FOLDS,
+                max_nfev=CALIBRATION_MAX_NFEV,
+                metrics=self.metrics,
+                prior_weight=cal.LOOP_PRIOR_WEIGHT,
+                min_observations=1,
+            )
         return self.calibration
-
-    def _fit(self, observations: Sequence[cal.Observation]) -> cal.Calibration:
-        return cal.fit(
-            self.base,
-            observations,
-            model=self.model,
-            workload=self.workload,
-            folds=CALIBRATION_FOLDS,
-            max_nfev=CALIBRATION_MAX_NFEV,
-            metrics=self.metrics,
-            prior_weight=cal.LOOP_PRIOR_WEIGHT,
-            min_observations=1,
-        )
 
     def calibration_record(self) -> CalibrationRecord:
         """The calibrated profile as the study records it."""
@@ -185,9 +161,9 @@ class Screen:
 
     # Prediction --------------------------------------------------------------------------
 
-    def flags(self, params: Params) -> dict[str, Any]:
+    def flags(self, params: Params) -> dict[str, Scalar | None]:
         """What the simulator takes for a config (as `tuner plan` passes it)."""
-        return {**effective_flags(self.spec, dict(params)), **engine_env(self.spec, dict(params))}
+        return simulator_flags(self.spec, params)
 
     def predict(self, params: Params, profile: GpuProfile | None = None) -> dict[str, float] | None:
         """The calibrated simulator's figures for one config (on `profile`, e.g. a draw,
@@ -230,7 +206,7 @@ class Screen:
         self.calibrate(points)
         t1 = time.perf_counter()
         tried = {params_key(p.params) for p in points}
-        real = [p for p in points if _usable(p)]
+        real = Trust(self.spec, points).whole()
         ref = tr.reference(points, host)
         ref_params = ref.params if ref is not None else baseline_params(self.spec.search_space)
         drawn = self.draw(points)
@@ -319,7 +295,7 @@ class Screen:
             if ranking.best[0] == before:
                 return
 
-    def candidates(self, real: Sequence[TrialPoint], n: int | None = None) -> list[dict[str, Any]]:
+    def candidates(self, real: Sequence[TrialPoint], n: int | None = None) -> list[Params]:
         """`n` (default: `search.candidates`) Sobol points over the space, and perturbations
         of the best real trial."""
         n = self.spec.search.candidates if n is None else n
@@ -343,7 +319,7 @@ class Screen:
 
     # The unit cube -----------------------------------------------------------------------
 
-    def from_unit(self, u: Sequence[float]) -> dict[str, Any]:
+    def from_unit(self, u: Sequence[float]) -> Params:
         return {
             name: from_unit(self.dists[name], float(x))
             for name, x in zip(self.names, u, strict=True)
@@ -392,8 +368,3 @@ class _Ranking:
 def _screened(points: Sequence[TrialPoint]) -> int:
     """The real trials the screen chose."""
     return sum(1 for p in points if p.record.screen is not None)
-
-
-def _usable(p: TrialPoint) -> bool:
-    """A real trial the calibration and the distances may use: measured whole."""
-    return p.measured and not p.partial and bool(p.metrics)

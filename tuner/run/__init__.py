@@ -19,7 +19,6 @@ Modules:
 - `reading`: the study as the loop reads it, once per trial, and the loop's writes to it;
 - `queue`: queued work belongs to the spec that queued it;
 - `rejudge`: a study file whose judging alone changed is re-scored, not re-measured;
-- `skipping`: the pipeline's side of prediction skips (`tuner.fidelity.predict_skip`);
 - `preflight`: every problem of a study in one pass, before the night (`tuner check`);
 - `cost`: the night's cost before it starts, against the timeout;
 - `flagcheck`: flag names the engine does not accept, found before the night;

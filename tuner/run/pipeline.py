@@ -16,10 +16,11 @@ from typing import Any, Literal
 
 from tuner import trial as tr
 from tuner.errors import RULE_REFUSALS
+from tuner.fidelity.predict_skip import prediction_skip as make_skip
+from tuner.fidelity.predict_skip import ruled_out_record
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
-from tuner.run import skipping
 from tuner.runners.engine_runner import PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
@@ -100,7 +101,7 @@ class TrialPipeline:
     ) -> None:
         self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
         self.pruning = pruning and spec.pruning.enabled
-        self.skip = skipping.make(spec, runner, prediction_skip)
+        self.skip = make_skip(spec, runner, prediction_skip)
         self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
 
     def evaluate(self, t: TrialInput) -> Outcome:
@@ -120,11 +121,15 @@ class TrialPipeline:
             rule = predicted[0] in RULE_REFUSALS
             by: SavedBy = "rules" if rule else "precheck"
             return self._refused(t, predicted[0], predicted[1], saved_by=by)
-        forecast = skipping.forecast(self.skip, t)
+        skip, queued = self.skip, t.baseline or t.queued or t.confirm_of is not None
+        forecast = skip.judge(t.params, t.points, t.host, may_skip=not queued) if skip else None
         if forecast is not None and forecast.ruled_out:
-            record, cons = skipping.ruled_out(self.store, t, forecast, self.runner.planned)
+            record, cons = ruled_out_record(forecast, self.runner.planned)
+            result = {"reason": record.pruned_reason}
+            self.store.save_trial(t.study_name, t.number, "ruled_out", result=result)
             return Outcome("pruned", None, cons, record, saved_by="prediction")
-        return skipping.attach(self._launch(t, predicted), forecast)
+        outcome = self._launch(t, predicted)  # keeps its prediction: its miss calibrates the next
+        return replace(outcome, record=replace(outcome.record, skip_prediction=forecast))
 
     def _launch(self, t: TrialInput, predicted: tuple[str, str] | None) -> Outcome:
         m = self.runner.measure(self._context(t))

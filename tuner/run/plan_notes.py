@@ -6,18 +6,18 @@ its predictions are off the study's measured trials (docs/preflight.md).
 
 from __future__ import annotations
 
-import statistics
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner.errors import UserError
-from tuner.fidelity.calibration import observations
+from tuner.fidelity.calibration import Trust
 from tuner.measure.mixes import objective_of
-from tuner.runners.plan import PlanRunner, study_profile, study_workload
-from tuner.sim.fit import FIT_METRICS, is_positive, predict
-from tuner.sim.profiles import load_model
+from tuner.runners.plan import PlanRunner, study_profile
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.workload.lengths import length_only_requests
+
+if TYPE_CHECKING:
+    from tuner.workload.datasets import BenchRequest
 
 CALIBRATED_MARK = "calibrated on"  # in the description `tuner calibrate` writes
 _WORDS = {"p99_ttft_ms": "P99 TTFT", "mean_tpot_ms": "mean TPOT", "output_throughput": "throughput"}
@@ -39,27 +39,17 @@ def calibration_note(spec: StudySpec) -> str | None:
 
 
 def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]) -> str | None:
-    """How far the plan's predictions are off the study's measured trials (median of
-    |predicted / measured - 1| per headline figure), or None when there are none to compare.
-    Capacity mode and scenario mixes measure at several rates or workloads: not compared
+    """How far the plan's predictions are off the study's measured trials
+    (`Trust.profile_errors`), or None when there are none to compare. Capacity mode and
+    scenario mixes measure at several rates or workloads: not compared
     (`Objective.one_run_figures`)."""
-    if not objective_of(spec).one_run_figures:
-        return None
-    seen = observations(spec, record, points)
-    if not seen:
-        return None
+    trust = Trust(spec, points, record)
+    seen = trust.observations() if objective_of(spec).one_run_figures else []
     try:
-        workload = study_workload(spec, _requests(spec))
-        model, gpu = load_model(spec.engine.model), study_profile(spec)
+        errors = trust.profile_errors(lambda: _requests(spec)) if seen else {}
     except UserError:
         return None
-    misses: dict[str, list[float]] = {m: [] for m in FIT_METRICS}
-    for o in seen:
-        predicted = predict(model, gpu, o.flags, workload) or {}
-        for m in FIT_METRICS:
-            if m in predicted and is_positive(o.metrics.get(m)):
-                misses[m].append(abs(predicted[m] / o.metrics[m] - 1.0))
-    parts = [f"{_WORDS[m]} {100 * statistics.median(v):.0f} %" for m, v in misses.items() if v]
+    parts = [f"{_WORDS[m]} {100 * e:.0f} %" for m, e in errors.items()]
     if not parts:
         return None
     return (
@@ -68,7 +58,7 @@ def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]
     )
 
 
-def _requests(spec: StudySpec) -> list[Any]:
+def _requests(spec: StudySpec) -> list[BenchRequest]:
     requests = length_only_requests(spec.workload)
     return requests if requests is not None else PlanRunner(spec).requests
 

@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from tuner.sim.fit_problem import (
 )
 from tuner.sim.profiles import GpuProfile, ModelProfile
 
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
+
 # The fit's inputs and pieces, used with it (`from tuner.sim.fit import ...`).
 __all__ = [
     "FACTORS",
@@ -57,6 +60,7 @@ __all__ = [
     "apply_factors",
     "fit",
     "is_positive",
+    "median_errors",
     "predict",
     "speed_factors",
 ]
@@ -81,17 +85,20 @@ DEFAULT_FACTORS = ("bandwidth", "flops", "step_overhead", "per_seq_overhead", "r
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fit's result. Errors are per metric: the median of |predicted / measured - 1|."""
+    """A fit's result (`Calibration(base)`: none yet, the base profile as it is). Errors are
+    per metric: the median of |predicted / measured - 1| (`median_errors`)."""
 
     profile: GpuProfile  # the base profile with the factors applied
-    factors: dict[str, float]  # name -> multiplier on the base profile (1 = unchanged)
-    held_out_error: dict[str, float]  # on trials held out of the fit (k folds)
-    fit_error: dict[str, float]  # on the trials it was fitted to
-    base_error: dict[str, float]  # the base profile's, on the same trials (before the fit)
-    held_out_predictions: tuple[dict[str, float], ...]  # per observation, from its fold's fit
-    observations: int
-    folds: int  # held-out folds: the observation count for leave-one-out
-    held_out_method: str  # "leave-one-out (linearised)", "k-fold refits" or "none (one trial)"
+    factors: dict[str, float] = field(default_factory=dict)  # name -> multiplier (1: unchanged)
+    held_out_error: dict[str, float] = field(default_factory=dict)  # on trials held out (k folds)
+    fit_error: dict[str, float] = field(default_factory=dict)  # on the trials it was fitted to
+    base_error: dict[str, float] = field(default_factory=dict)  # the base profile's, before
+    held_out_predictions: tuple[dict[str, float], ...] = ()  # per observation, its fold's fit
+    observations: int = 0
+    folds: int = 0  # held-out folds: the observation count for leave-one-out
+    held_out_method: str = (
+        "none"  # "leave-one-out (linearised)", "k-fold refits", "none (one trial)"
+    )
     skipped: tuple[int | None, ...] = ()  # trials the base profile refuses, or with no figure
     trials: tuple[int | None, ...] = ()  # the trials it was fitted to (`Observation.trial`)
     seconds: float = 0.0
@@ -107,19 +114,22 @@ def _usable(o: Observation, metrics: Sequence[str]) -> bool:
     return any(is_positive(o.metrics.get(m)) for m in metrics)
 
 
-def _tp(flags: Mapping[str, Any]) -> int:
+def _tp(flags: Mapping[str, object]) -> int:
     value = flags.get("tensor-parallel-size", 1)
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        return int(value) if isinstance(value, int | float | str) else 1
+    except ValueError:
         return 1
 
 
-def _errors(
+def median_errors(
     observations: Sequence[Observation],
     predictions: Sequence[dict[str, float] | None],
-    metrics: Sequence[str],
+    metrics: Sequence[str] = FIT_METRICS,
 ) -> dict[str, float]:
+    """How far `predictions` (one per observation, None: refused) are off the measured
+    figures: the median of |predicted / measured - 1| per metric with one pair at least (the
+    fit's errors, the plan notes' accuracy: `tuner.fidelity.calibration.Trust`)."""
     errors: dict[str, float] = {}
     for m in metrics:
         misses = [
@@ -193,9 +203,9 @@ def fit(
     return Calibration(
         profile=apply_factors(base, factor_values),
         factors=factor_values,
-        held_out_error=_errors(usable, held_out, metrics),
-        fit_error=_errors(usable, fitted, metrics),
-        base_error=_errors(usable, [base_of[id(o)] for o in usable], metrics),
+        held_out_error=median_errors(usable, held_out, metrics),
+        fit_error=median_errors(usable, fitted, metrics),
+        base_error=median_errors(usable, [base_of[id(o)] for o in usable], metrics),
         held_out_predictions=tuple(p or {} for p in held_out),
         observations=len(usable),
         folds=k,
@@ -209,7 +219,7 @@ def fit(
     )
 
 
-def _covariance(result: Any) -> tuple[tuple[float, ...], ...]:
+def _covariance(result: OptimizeResult) -> tuple[tuple[float, ...], ...]:
     """The log-factors' covariance to first order: FIGURE_NOISE^2 (J^T J)^-1."""
     jac = np.asarray(result.jac, dtype=float)
     cov = FIGURE_NOISE**2 * np.linalg.pinv(jac.T @ jac)
@@ -230,7 +240,7 @@ def _kept(
 
 
 def _held_out(
-    full: Problem, result: Any, folds: int | None, max_nfev: int
+    full: Problem, result: OptimizeResult, folds: int | None, max_nfev: int
 ) -> tuple[list[dict[str, float] | None], int, str]:
     """Each observation as predicted without it, the folds and how: none from one
     observation, to first order (leave-one-out) without `folds`, else from `folds` refits."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -111,7 +111,7 @@ class Observation:
     """One measured trial: the flags the simulator takes (engine flags, tuned parameters and
     engine env, as `tuner plan` passes them) and the measured figures (vLLM bench keys)."""
 
-    flags: Mapping[str, Any]
+    flags: Mapping[str, object]
     metrics: Mapping[str, float]
     trial: int | None = None  # the trial number, for reports
 
@@ -134,7 +134,7 @@ def speed_factors(speed: float) -> dict[str, float]:
 def predict(
     model: ModelProfile,
     gpu: GpuProfile,
-    flags: Mapping[str, Any],
+    flags: Mapping[str, object],
     workload: SimWorkload,
     metrics: Sequence[str] = FIT_METRICS,
 ) -> dict[str, float] | None:

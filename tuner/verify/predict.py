@@ -1,6 +1,6 @@
 """What the study predicts for the user's traffic, when its lengths are outside the study's
 range: the study's simulator, calibrated on the study's measured trials the way `tuner
-calibrate` fits it (`tuner.fidelity.calibration.calibrate_study`), runs the shipped config on
+calibrate` fits it (`tuner.fidelity.calibration.Trust.calibrate`), runs the shipped config on
 the request log's lengths at the study's request count and arrivals (rate, burstiness, seed,
 concurrency), on the study's hardware (its calibrated profile, whatever GPU the engine runs on
 now), and, for a like-for-like comparison, on the study's own workload. Every figure here is
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.fidelity.calibration import calibrate_study
+from tuner.fidelity.calibration import Trust
 from tuner.measure.mixes import objective_of
 from tuner.runners.plan import study_workload
 from tuner.sim.fit import predict
@@ -28,7 +28,7 @@ from tuner.spec.values import Params
 from tuner.trial import StudyRecord, TrialPoint
 
 # a capacity study's trials were measured each at its own capacity rate, which the
-# calibration (one workload at one rate per observation, `calibrate_study`) does not model
+# calibration (one workload at one rate per observation, `Trust.calibrate`) does not model
 CAPACITY_NOT_PREDICTED = (
     "a capacity study: its trials ran at their own capacity rates, which the calibration "
     "does not model"
@@ -99,7 +99,7 @@ def predict_traffic(
     if model is None:
         return TrafficPrediction(not_predicted=f"the simulator does not know {spec.engine.model}")
     try:
-        cal = calibrate_study(spec, record, points, list(studied))
+        cal = Trust(spec, points, record).calibrate(list(studied))
     except UserError as exc:  # no accelerator profile, or no trial the simulator can run
         return TrafficPrediction(not_predicted=str(exc))
     flags = simulator_flags(spec, params)
