@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -113,7 +113,7 @@ def bench(
         raise typer.Exit(1)
 
 
-def _json_text(data: dict[str, Any]) -> str:
+def _json_text(data: Mapping[str, object]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -142,7 +142,7 @@ _WORKLOAD_FLAGS = (
 )
 
 
-def _workload(flags: dict[str, Any]) -> WorkloadSpec:
+def _workload(flags: dict[str, Any]) -> WorkloadSpec:  # `locals()` of the command
     """The workload `tuner bench`'s flags (by name) describe; a bad one is a UserError."""
     backend, goodput, longdoc = flags["backend"], flags["goodput"], flags["longdoc_lengths"]
     if backend not in BACKEND_ENDPOINTS:
@@ -217,7 +217,7 @@ def _served_model(url: str, model: str | None, served: list[str] | None) -> str:
     return model
 
 
-def workload_spec(**fields: Any) -> WorkloadSpec:
+def workload_spec(**fields: object) -> WorkloadSpec:
     """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
     from pydantic import ValidationError
 
@@ -225,7 +225,7 @@ def workload_spec(**fields: Any) -> WorkloadSpec:
     from tuner.spec.workload import WorkloadSpec
 
     try:
-        spec = WorkloadSpec(**fields)
+        spec = WorkloadSpec.model_validate(fields)
     except ValidationError as exc:
         raise UserError(describe_validation_error(exc, as_flag=True)) from None
     unknown = set(spec.selected_metrics) - set(LATENCY_METRICS)

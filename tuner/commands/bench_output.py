@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner.spec.metric_keys import (
     PREFIX_CACHE_HIT_RATE,
@@ -40,7 +40,7 @@ _DETAILED = (
 )
 
 
-def _line(label: str, value: Any, fmt: str = "") -> str:
+def _line(label: str, value: object, fmt: str = "") -> str:
     return f"{label:<40} {value:<10{fmt}}"
 
 
@@ -108,12 +108,12 @@ def result_json(
     model: str,
     tokenizer_id: str,
     detailed: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """vLLM's saved result (same keys and order), plus `<metric>_ci: [lo, hi]`."""
     backend = "openai-chat" if spec.endpoint == "/v1/chat/completions" else "openai"
     m = result.metrics
     head_keys = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens")
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": backend,
         "backend": backend,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
     import optuna
 
+    from tuner.results.verifies import VerifyDoc
     from tuner.spec.outputs import Kept
     from tuner.spec.study import StudySpec
     from tuner.store.storage import Store
@@ -87,7 +88,7 @@ def open_store(spec: StudySpec, storage: str | None, *, readonly: bool = False) 
     return Store(storage or spec.storage, readonly=readonly)
 
 
-def stored_verifies(study_name: str, study_file: Path, storage: str | None) -> list[dict[str, Any]]:
+def stored_verifies(study_name: str, study_file: Path, storage: str | None) -> Sequence[VerifyDoc]:
     """The study's stored `tuner verify` documents, oldest first (`tuner.store.verifies`),
     from the store `open_stored_study` opened the study in (`--storage`, else the file's)."""
     from tuner.store.verifies import verify_history

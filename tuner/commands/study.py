@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,7 @@ from tuner.commands.common import (
     open_stored_study,
     stored_verifies,
 )
+from tuner.spec.values import Params
 
 NoPruning = Annotated[
     bool, typer.Option("--no-pruning", help="Run every trial to the end (no early stopping).")
@@ -157,13 +158,13 @@ def run(
 
 def _warm_start(
     spec: StudySpec, store: Store, from_plan: int | None, warm_start: tuple[str, int] | None
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[tuple[str, Params]]:
     """The configs `--from-plan` and `--warm-start` queue first: (label, params)."""
     from tuner.errors import UserError
     from tuner.fidelity.warm_start import top_configs
     from tuner.trial.specs import study_name
 
-    queued: list[tuple[str, dict[str, Any]]] = []
+    queued: list[tuple[str, Params]] = []
     skipped: list[str] = []
     if from_plan is not None:
         plan = study_name(spec, True)

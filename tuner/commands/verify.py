@@ -8,8 +8,9 @@ outside its interval, or the engine is not the one measured); 4 breaks the SLO.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -107,7 +108,7 @@ def _target(study_file: Path, storage: str | None) -> tuple[Target, str]:
     return target, resolve_storage(storage or file_spec.storage)
 
 
-def _store(url: str, study: str, document: dict[str, Any]) -> None:
+def _store(url: str, study: str, document: Mapping[str, object]) -> None:
     from tuner.store.storage import Store
     from tuner.store.verifies import save_verify
 

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import httpx
 
@@ -146,7 +146,7 @@ def _wait_group_reaped(pgid: int, timeout_s: float, reap: Callable[[], object]) 
         time.sleep(_POLL_S)
 
 
-def stop_orphan(identity: dict[str, Any], grace_s: float = DEFAULT_GRACE_S) -> bool:
+def stop_orphan(identity: EngineIdentity, grace_s: float = DEFAULT_GRACE_S) -> bool:
     """Stop an engine group that a dead tuner left behind. True if something was stopped.
 
     The group is signalled only when it is provably the recorded one: same boot, and the
@@ -164,6 +164,16 @@ def stop_orphan(identity: dict[str, Any], grace_s: float = DEFAULT_GRACE_S) -> b
         return False
     _stop_group(pgid, grace_s, reap=lambda: None)
     return True
+
+
+class EngineIdentity(TypedDict):
+    """What a later tuner needs to stop an engine group safely (`EngineProcess.identity`),
+    stored as JSON with the trial (`tuner.store.storage.Store.engine_started`)."""
+
+    pid: int
+    pgid: int
+    start_ticks: int | None
+    boot_id: str | None
 
 
 class EngineProcess:
@@ -232,7 +242,7 @@ class EngineProcess:
         """The process group: the child leads its own session, so it equals the pid."""
         return self.popen.pid
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> EngineIdentity:
         """What a later tuner needs to stop this group safely (JSON-serialisable)."""
         return {
             "pid": self.pid,

@@ -8,8 +8,6 @@ themselves are `tuner.trial.words` (the live line of `tuner run` uses them too).
 
 from __future__ import annotations
 
-from typing import Any
-
 from tuner.spec.figures import figure
 from tuner.trial import CapacityResult, TrialPoint
 from tuner.trial.words import CAPPED_NOTE, GOODPUT_NOTE, goodput, rate
@@ -77,7 +75,7 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
     return out
 
 
-def capacity_json(p: TrialPoint) -> dict[str, Any] | None:
+def capacity_json(p: TrialPoint) -> dict[str, object] | None:
     """Capacity mode: the capacity (a lower bound when capped), with goodput explained."""
     if p.capacity_rps is None:
         return None

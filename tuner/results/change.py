@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from tuner.measure.mixes import objective_of
 from tuner.spec.metric_keys import direction, metric_words
@@ -81,7 +80,7 @@ class Change:
         capped = f"; ≥: {CAPPED_NOTE.strip('()')}" if bound else ""
         return f"{label} {before} → {after}{unit} ({self._percent_words()}{capped})"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         label, unit = metric_words(self.metric)
         return {
             "metric": self.metric,
@@ -125,14 +124,17 @@ class DefaultsComparison:
             f"  {name}: {_joined(changes)}" for name, changes in self.rows
         ]
 
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"trial": self.trial, "baseline_trial": self.baseline}
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"trial": self.trial, "baseline_trial": self.baseline}
+        scenarios: dict[str, object] = {}
         for name, changes in self.rows:
             found = [c.as_json() for c in changes]
             if name is None:
                 out["changes"] = found
             else:
-                out.setdefault("scenarios", {})[name] = found
+                scenarios[name] = found
+        if scenarios:
+            out["scenarios"] = scenarios
         out["text"] = self.lines()
         return out
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.spec.inputs import POSIX_NAME
@@ -62,11 +61,11 @@ def shell_command(spec: StudySpec, params: Params) -> str:
     return " \\\n  ".join(lines)
 
 
-def vllm_config(spec: StudySpec, params: Params) -> dict[str, Any]:
+def vllm_config(spec: StudySpec, params: Params) -> dict[str, object]:
     """The `--config` mapping. A false bool is written `no-<flag>: true`: vLLM's config loader
     looks `--no-<flag>` up on the top-level parser, where serve's flags are missing, and
     silently drops `<flag>: false` (checked on vLLM 0.32)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in serve_config(spec, params).items():
         if value is False:
             out[f"no-{key}"] = True

@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import yaml
 
@@ -38,6 +37,7 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.space import serve_argv, serve_env
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Scalar
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -61,7 +61,7 @@ class Selection:
     smallest: SmallestChange | None = None  # set by `judge`: the flags that carry the gain
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Scalar]:
         """The flags to ship: the trial's, less the changed ones that do not carry its gain."""
         return shipped_params(self.smallest, self.point)
 

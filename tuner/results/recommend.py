@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tuner.results.verdicts import Verdict
 from tuner.spec.figures import figure
@@ -62,7 +61,7 @@ class Recommendation:
             "tuner export --candidate writes the candidate's command anyway (exit 0)",
         ]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "recommended": "defaults" if self.held else "tuned",
             "trial": self.recommended.number,

@@ -9,13 +9,12 @@ predicts for the smaller command. Every figure here is the simulator's and says 
 
 from __future__ import annotations
 
-from typing import Any
-
 from tuner.spec.figures import figure
+from tuner.spec.values import Scalar
 from tuner.trial import FlagRevert, SmallestChange, TrialPoint
 
 
-def shipped_params(change: SmallestChange | None, point: TrialPoint) -> dict[str, Any]:
+def shipped_params(change: SmallestChange | None, point: TrialPoint) -> dict[str, Scalar]:
     """The flags to recommend for `point`: its own, less those that do not carry its gain."""
     if change is None or not change.applies_to(point.number):
         return dict(point.params)

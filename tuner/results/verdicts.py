@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from tuner import trial as tr
 from tuner.spec.figures import figure
@@ -45,7 +45,7 @@ class Verdict:
     text: str
     doubt: bool
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"kind": self.kind, "text": self.text, "doubt": self.doubt}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 from rich.console import Console
@@ -51,9 +51,9 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     # a config `--confirm` re-measured: each row its own run's figures, and the config's first
     # trial its figures pooled over its runs too, as every result gives them (`config_figures`)
     confirmed = tr.config_figures(points)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for p in points:
-        row: dict[str, Any] = {"number": p.number, "state": _state(p)}
+        row: dict[str, object] = {"number": p.number, "state": _state(p)}
         row.update({f"param_{k}": v for k, v in p.params.items()})
         predicted, r = p.predictions, p.record
         for m in HEADLINE_METRICS:
@@ -88,24 +88,26 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["reused_from"] = r.reused_from
         row["partial"] = p.partial  # stopped early: the figures cover the requests done then
         skip = r.skip_prediction
+        failure: str | None
         if skip is not None and skip.ruled_out:  # never launched: what it saved, predicted
             row["saved_engine_s"] = skip.engine_s
-            row["failure"] = r.pruned_reason
+            failure = r.pruned_reason
         elif p.stale_queue:
-            row["failure"] = (
+            failure = (
                 "queued to run again under SLOs/objective the study file no longer has: not "
                 "run unless they come back"
             )
         elif p.status == "pruned":
             under = " under the previous SLOs/objective" if p.stale_stop else ""
-            row["failure"] = f"stopped early{under}: {r.pruned_reason or ''}"
+            failure = f"stopped early{under}: {r.pruned_reason or ''}"
         elif p.failure_kind:
-            row["failure"] = p.failure
+            failure = p.failure
         else:
             broken = p.broken_constraints
-            row["failure"] = f"breaks {', '.join(broken)}" if broken else ""
+            failure = f"breaks {', '.join(broken)}" if broken else ""
         if p.warm_runs:  # docs/metrics.md, "Every run cold"
-            row["failure"] = "; ".join(filter(None, [row["failure"], warm_words(p)]))
+            failure = "; ".join(filter(None, [failure, warm_words(p)]))
+        row["failure"] = failure
         if len(spec_ids) > 1:
             row["spec"] = specs.trial_spec_id(study, p)
         rows.append(row)
@@ -121,15 +123,16 @@ def warm_words(p: TrialPoint) -> str:
 
 def trials_records(
     points: Sequence[TrialPoint], study: StudyRecord | None = None
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """`tuner trials --format json`: the table's rows, each capacity trial's latency–load
     points (`rate_steps`) as a list of objects, every figure of each rate run (the table and
     the CSV show how many there were)."""
-    rows: list[dict[str, Any]] = json.loads(trials_frame(points, study).to_json(orient="records"))
-    by_number = {p.number: p for p in points}
-    for row in rows:
+    rows: list[dict[str, object]] = json.loads(
+        trials_frame(points, study).to_json(orient="records")
+    )
+    for p, row in zip(points, rows, strict=True):  # the frame has one row per point, in order
         if "rate_steps" in row:
-            row["rate_steps"] = [s.encode() for s in by_number[row["number"]].rate_steps]
+            row["rate_steps"] = [s.encode() for s in p.rate_steps]
     return rows
 
 
@@ -148,10 +151,20 @@ def _state(p: TrialPoint) -> str:
     return p.state
 
 
-def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
+class PredictionRow(TypedDict):
+    """One headline figure of one screened trial: predicted, measured, the miss."""
+
+    trial: int
+    metric: str
+    predicted: float
+    measured: float | None
+    error: float | None
+
+
+def prediction_rows(points: Sequence[TrialPoint]) -> list[PredictionRow]:
     """Predicted against measured, per real trial the screen chose and per headline metric:
     the simulator's error over the study in plain view (measured / predicted − 1)."""
-    rows = []
+    rows: list[PredictionRow] = []
     for p in sorted(points, key=lambda p: p.number):
         predicted = p.predictions
         if not predicted:
@@ -171,7 +184,7 @@ def prediction_rows(points: Sequence[TrialPoint]) -> list[dict[str, Any]]:
     return rows
 
 
-def _capped_cell(row: Any, col: str) -> bool:
+def _capped_cell(row: pd.Series, col: str) -> bool:
     """Whether a capacity cell is a lower bound (its search met the SLOs at max_rps)."""
     flag = row.get(col.removesuffix(tr.CAPACITY_RPS) + "capacity_capped")
     return bool(flag) and not pd.isna(flag)
@@ -201,12 +214,12 @@ def _header(col: str) -> tuple[str, str, bool]:
     return label.replace("_", " "), "", predicted or key in _TIME_SPENT
 
 
-def _cell(row: Any, col: str) -> str:
+def _cell(row: pd.Series, col: str) -> str:
     text = _figure_cell(row, col)
     return partial_figure(text, bool(row.get("partial")) and tr.is_metric(col.rpartition(":")[2]))
 
 
-def _figure_cell(row: Any, col: str) -> str:
+def _figure_cell(row: pd.Series, col: str) -> str:
     v = row[col]
     if col.endswith(tr.CAPACITY_RPS) and _capped_cell(row, col):
         return words.rate(v, True).removesuffix(f" {words.CAPPED_NOTE}")
@@ -257,12 +270,12 @@ def print_trials_table(
     print_table(console, cols, wide=wide, notes=notes)
 
 
-def _pooled_notes(frame: pd.DataFrame, rows: list[Any]) -> list[str]:
+def _pooled_notes(frame: pd.DataFrame, rows: list[pd.Series]) -> list[str]:
     """Each config `--confirm` re-measured: its re-runs, and its figures pooled over them,
     the ones `tuner best`, `export` and `pareto` give it (`tuner.trial.config_figures`)."""
     if "rerun_of" not in frame.columns:
         return []
-    again: dict[int, list[Any]] = {}
+    again: dict[int, list[pd.Series]] = {}
     for r in rows:
         of = _int(r["rerun_of"])
         if of is not None:

@@ -25,10 +25,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -43,7 +42,7 @@ log = logging.getLogger(__name__)
 CLAIM_POLL_S = 0.25  # how often a worker waiting for a config's claim looks again
 
 
-def _describe(owner: dict[str, Any], since: float) -> str:
+def _describe(owner: Mapping[str, object], since: float) -> str:
     when = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"pid {owner.get('pid')} on host {owner.get('host')}, since {when}"
 
@@ -122,7 +121,7 @@ class Worker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _where(self) -> Any:
+    def _where(self) -> sa.ColumnElement[bool]:
         return sa.and_(
             workers_table.c.study_name == self.study_name, workers_table.c.worker_id == self.id
         )

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
 
 import optuna
 
@@ -70,7 +69,7 @@ class StudyLoop:
         pruning: bool = True,
         prediction_skip: bool = True,
         slot: str | None = None,
-        warm_start: list[tuple[str, dict[str, Any]]] | None = None,
+        warm_start: list[tuple[str, Params]] | None = None,
         say: Callable[[str], None] = lambda text: None,
     ) -> None:
         """`slot`: this worker's GPUs, one of several in this process (`tuner.run.slots` holds
@@ -224,9 +223,9 @@ class StudyLoop:
         """Whether this host's baseline of this spec ended (or, with `running`, is in flight)."""
         return has_baseline(self._points(), self.host, running=running)
 
-    def _enqueue(self, params: Params, record: TrialRecord, **kw: Any) -> None:
+    def _enqueue(self, params: Params, record: TrialRecord) -> None:
         """Queue a trial of this spec: only a run of this spec takes it (`_ask`)."""
-        self.reading.enqueue(params, replace(record, spec_id=self.spec_id), **kw)
+        self.reading.enqueue(params, replace(record, spec_id=self.spec_id))
 
     def _ensure_baseline(self) -> None:
         """Until vLLM's defaults are measured under this spec on this host, they are its next

@@ -12,7 +12,7 @@ import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from tuner import trial as tr
 from tuner.errors import RULE_REFUSALS
@@ -21,7 +21,7 @@ from tuner.fidelity.predict_skip import ruled_out_record
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
-from tuner.runners.engine_runner import PhaseFn, TrialContext, TrialRunner
+from tuner.runners.engine_runner import Checkpoint, PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
 from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
@@ -29,6 +29,9 @@ from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import Scalar, StudySpec
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
+
+if TYPE_CHECKING:
+    from tuner.engine.process import EngineIdentity
 
 # An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
@@ -125,7 +128,7 @@ class TrialPipeline:
         forecast = skip.judge(t.params, t.points, t.host, may_skip=not queued) if skip else None
         if forecast is not None and forecast.ruled_out:
             record, cons = ruled_out_record(forecast, self.runner.planned)
-            result = {"reason": record.pruned_reason}
+            result: dict[str, object] = {"reason": record.pruned_reason}
             self.store.save_trial(t.study_name, t.number, "ruled_out", result=result)
             return Outcome("pruned", None, cons, record, saved_by="prediction")
         outcome = self._launch(t, predicted)  # keeps its prediction: its miss calibrates the next
@@ -144,7 +147,7 @@ class TrialPipeline:
         name, number = t.study_name, t.number
         reference_run = t.baseline or t.confirm_of is not None  # measured whole
 
-        def started(ident: dict[str, Any], log: str) -> None:
+        def started(ident: EngineIdentity, log: str) -> None:
             self.store.engine_started(name, number, ident, log)
             t.on_launch()
 
@@ -162,7 +165,7 @@ class TrialPipeline:
             beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
         )
 
-    def _stop_rule(self, t: TrialInput, scenario: str = "") -> Any:  # Snapshot -> Decision
+    def _stop_rule(self, t: TrialInput, scenario: str = "") -> Checkpoint | None:
         """Early stopping for this trial (never the baseline or a `--confirm` re-run: they are
         references, measured whole), or for one scenario's run. None: never stop. A
         scenario's run or a capacity step has only the SLO rule: no incumbent compares."""
@@ -217,7 +220,7 @@ class TrialPipeline:
             "refused", self._penalty(t), self._no_measurement(), record, saved_by=saved_by
         )
 
-    def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict[str, Any]) -> None:
+    def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict[str, object]) -> None:
         """The trial's row and request records (one transaction), before Optuna is told."""
         self.store.save_trial(
             t.study_name,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import optuna
 
+from tuner.spec.values import Params
 from tuner.store import optuna_adapter as adapter
 from tuner.trial import TrialPoint, TrialRecord, params_key
 
@@ -37,10 +37,10 @@ def ask(study: optuna.Study, waiting: Sequence[TrialPoint]) -> optuna.Trial:
 
 def queue_warm_starts(
     points: Callable[[], Sequence[TrialPoint]],
-    configs: Sequence[tuple[str, dict[str, Any]]],
+    configs: Sequence[tuple[str, Params]],
     host: str | None,
     say: Callable[[str], None],
-    enqueue: Callable[[dict[str, Any], TrialRecord], None],
+    enqueue: Callable[[Params, TrialRecord], None],
 ) -> None:
     """Queue `--from-plan` / `--warm-start` configs (source, params), each once per
     measurement: a config that a trial of this measurement already has (measured, stopped,

@@ -15,7 +15,7 @@ hold the loop to it).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
 from tuner.run.recovery import Recovered, recover
@@ -61,9 +61,9 @@ class StudyReading:
         self.spec_id = spec_id
         self._drop()
 
-    def enqueue(self, params: Params, record: TrialRecord, **kw: Any) -> None:
-        """Queue a trial with `record` attached (`kw`: `optuna.Study.enqueue_trial`'s)."""
-        self.study.enqueue_trial(dict(params), user_attrs=record.encode(), **kw)
+    def enqueue(self, params: Params, record: TrialRecord) -> None:
+        """Queue a trial with `record` attached."""
+        self.study.enqueue_trial(dict(params), user_attrs=record.encode())
         self._drop()
 
     def tell(

@@ -16,7 +16,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import optuna
 import sqlalchemy as sa
@@ -75,9 +74,9 @@ def _pid_namespace() -> str | None:
 _PID_NS = _pid_namespace()  # e.g. "pid:[4026531836]": pids are comparable within one
 
 
-def this_process(worker: str | None = None) -> dict[str, Any]:
+def this_process(worker: str | None = None) -> dict[str, object]:
     """The owner identity recorded on every trial this process runs (and its worker's id)."""
-    owner = {
+    owner: dict[str, object] = {
         "host": socket.gethostname(),
         "boot_id": boot_id(),
         "pid": os.getpid(),
@@ -90,7 +89,7 @@ def this_process(worker: str | None = None) -> dict[str, Any]:
 
 
 def owner_alive(
-    owner: dict[str, Any] | None,
+    owner: Mapping[str, object] | None,
     heartbeats: Mapping[str, float] | None = None,
     now: float | None = None,
 ) -> bool:
@@ -114,15 +113,23 @@ def owner_alive(
         return False
     local = owner.get("boot_id") == boot_id()
     if local and owner.get("pid_ns", _PID_NS) == _PID_NS:
-        return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
+        return start_ticks(_pid(owner)) == owner.get("start_ticks")
     worker = owner.get("worker")
-    if worker is not None and heartbeats is not None:
+    if isinstance(worker, str) and heartbeats is not None:
         beat = heartbeats.get(worker)
         now = time.time() if now is None else now
         return beat is not None and now - beat <= stale_after_s()
     if local:  # another PID namespace, no heartbeat: as before heartbeats, by its pid
-        return start_ticks(int(owner["pid"])) == owner.get("start_ticks")
+        return start_ticks(_pid(owner)) == owner.get("start_ticks")
     return owner.get("host") != socket.gethostname()
+
+
+def _pid(owner: Mapping[str, object]) -> int:
+    """The owner's pid (`this_process` stores an int)."""
+    pid = owner["pid"]
+    if not isinstance(pid, int | str):
+        raise TypeError(f"an owner's pid is a number, not {pid!r}")
+    return int(pid)
 
 
 def heartbeats(store: Store, study_name: str) -> dict[str, float]:

@@ -14,9 +14,9 @@ WAITING, `stale_queue`: `tuner trials` says so); the judging that queued it, aga
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.trial import AttrsHolder, TrialPoint, TrialRecord, baseline_of, params_key, specs
 
 
@@ -32,7 +32,7 @@ def requeue(
     spec: StudySpec,
     change: list[str],
     say: Callable[[str], None],
-    enqueue: Callable[[dict[str, Any], TrialRecord], None],
+    enqueue: Callable[[Params, TrialRecord], None],
 ) -> None:
     """After a judging change (`change`, [] for none: nothing to do, nothing read): say so in
     one line, and queue again the stale stops that the new judging would not have stopped at

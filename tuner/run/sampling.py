@@ -4,12 +4,12 @@ trial's parameters."""
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
 
 import optuna
 
 from tuner.errors import UserError
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Scalar
 
 
 def make_sampler(spec: StudySpec, offset: int = 0) -> optuna.samplers.BaseSampler:
@@ -46,7 +46,7 @@ def check_sampler(spec: StudySpec) -> None:
         )
 
 
-def suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Any:
+def suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Scalar:
     """`study.ask(distributions)`'s suggestion, through the public suggest API."""
     D = optuna.distributions
     if isinstance(d, D.IntDistribution):
@@ -54,5 +54,8 @@ def suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribu
     if isinstance(d, D.FloatDistribution):
         return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
     if isinstance(d, D.CategoricalDistribution):
-        return trial.suggest_categorical(name, d.choices)
+        choice = trial.suggest_categorical(name, d.choices)
+        if choice is None:  # never: a study file's choices are scalars (`ParameterSpec`)
+            raise TypeError(f"{name}: a categorical parameter chose None")
+        return choice
     raise TypeError(f"unsupported distribution {d!r}")

@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import optuna
 
@@ -28,11 +28,15 @@ from tuner.run.slots import Slot, merge, plan_slots, run_slots
 from tuner.run.summary import RunSummary
 from tuner.runners.engine_runner import EngineRunner, TrialRunner
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint
 
 # A runner for one GPU slot, or (None) for a run that measures one trial at a time.
 RunnerFactory = Callable[[Slot | None], TrialRunner]
+
+
+T = TypeVar("T")  # what a measured check returns
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class RunOptions:
     accept_changes: bool = False  # a changed study file starts a new baseline
     pruning: bool = True  # stop hopeless trials early
     prediction_skip: bool = True  # never launch what the calibrated simulator rules out
-    warm_start: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (source, params)
+    warm_start: list[tuple[str, Params]] = field(default_factory=list)  # (source, params)
     gpu_slots: bool = False  # split the study's `hardware.gpus` into slots (`plan_slots`)
     check_robustness: bool = True  # does the best config's gain survive small workload changes?
     # shown once the study can start (its file checked, storage open): the night's cost, notes
@@ -248,9 +252,9 @@ def _measured_check(
     spec: StudySpec,
     runner: TrialRunner,
     view: RunView,
-    check: Callable[..., Any],
+    check: Callable[..., T],
     during: str,
-) -> Any:
+) -> T:
     """A check measured on the engine (`check(study, spec, points, runner, say=...)`), its
     signals handled as a trial's: the first Ctrl-C, SIGTERM or SIGHUP stops its engine, lets
     the check record itself as interrupted and raises `RunInterrupted`; a second one kills

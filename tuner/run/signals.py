@@ -5,10 +5,17 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from tuner.errors import FailureKind
 from tuner.trial import TrialRecord
+
+if TYPE_CHECKING:
+    import optuna
+
+# what `signal.signal` takes and gives back: a function, SIG_DFL/SIG_IGN, or None (not Python's)
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -23,7 +30,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted by {self.signal_name}")
 
 
-def install(signum: int, handler: Any) -> Any:
+def install(signum: int, handler: Handler) -> Handler:
     """Set a handler; return the one it replaces (None off the main thread: left as it is)."""
     if handler is None:
         return None
@@ -35,7 +42,7 @@ def install(signum: int, handler: Any) -> Any:
 
 @contextlib.contextmanager
 def handled(
-    on_signal: Callable[[int, Any], None], interrupted: Callable[[], bool]
+    on_signal: Callable[[int, FrameType | None], None], interrupted: Callable[[], bool]
 ) -> Iterator[None]:
     """`on_signal` handles the stop signals inside; after an interruption the tuner is on its
     way out, so later signals are ignored (they must not cut the cleanup short)."""
@@ -47,7 +54,7 @@ def handled(
             install(sig, signal.SIG_IGN if interrupted() else handler)
 
 
-def ended_by(exc: BaseException, trial: Any) -> TrialRecord:
+def ended_by(exc: BaseException, trial: optuna.Trial) -> TrialRecord:
     """What a trial ended mid-way by `exc` records: interrupted (a signal, Ctrl-C) or the
     tuner's error, and the engine time it used until now (`engine_started_at` on)."""
     from tuner.trial.uptime import engine_s_until_now

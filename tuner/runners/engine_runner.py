@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
@@ -30,11 +30,15 @@ from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
 if TYPE_CHECKING:
-    from tuner.engine.process import EngineProcess
+    from tuner.engine.process import EngineIdentity, EngineProcess
+    from tuner.measure.capacity import Beat
+    from tuner.measure.pruning import Decision
+    from tuner.measure.snapshot import Snapshot
     from tuner.workload.datasets import BenchRequest, Workload
     from tuner.workload.tokenizer import HFTokenizer
 
 PhaseFn = Callable[[str], None]
+Checkpoint = Callable[["Snapshot"], "Decision"]  # early stopping: a Snapshot in, a Decision out
 PORT_ATTEMPTS = 3
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
 # vLLM's cache root (vllm/envs.py, 0.32: default ~/.cache/vllm): compiled graphs, kernels and
@@ -50,16 +54,16 @@ class TrialContext:
     params: dict[str, Scalar]
     phase: PhaseFn
     # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
-    on_engine_started: Callable[[dict[str, Any], str], None] = lambda identity, log_path: None
+    on_engine_started: Callable[[EngineIdentity, str], None] = lambda identity, log_path: None
     on_engine_stopped: Callable[[], None] = lambda: None
     # Early stopping (`tuner.measure.pruning`): a Snapshot in, a Decision out; None: never stop.
-    checkpoint: Callable[[Any], Any] | None = None
+    checkpoint: Checkpoint | None = None
     # A scenario's own rule (its SLOs), by scenario name; a name not here uses `checkpoint`.
-    checkpoints: dict[str, Callable[[Any], Any] | None] = field(default_factory=dict)
+    checkpoints: dict[str, Checkpoint | None] = field(default_factory=dict)
     check_every_s: float = 2.0
     check_every_requests: int | None = None
     # Capacity mode's "cannot beat the best" (`load_runs.capacity_to_beat`); None: never
-    beat: Any = None
+    beat: Beat | None = None
     # The engine log's name before its time stamp; None: `trial-<number>` (a trial's)
     log_name: str | None = None
 
@@ -287,7 +291,7 @@ class EngineRunner(TrialRunner):
     def _run_workload(
         self,
         ctx: TrialContext,
-        engine: Any,
+        engine: EngineProcess,
         base_url: str,
         base: Measurement,
         name: str,
@@ -325,7 +329,7 @@ class EngineRunner(TrialRunner):
                     checkpoint_every_requests=ctx.check_every_requests,
                 )
             except BenchmarkPruned as exc:
-                m.prefix_cache_runs = [self._cache_run(name, w, exc.result)]
+                m.prefix_cache_runs = [cache_run(self, name, w, exc.result)]
                 m.workload_s = time.monotonic() - t0
                 m.metrics, m.records = exc.result.metrics, exc.result.records
                 m.pruned_reason, m.pruned_at_s = exc.reason, exc.result.duration_s
@@ -335,16 +339,12 @@ class EngineRunner(TrialRunner):
                 return failed_measurement(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
         m.workload_s = time.monotonic() - t0
         m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
-        m.prefix_cache_runs = [self._cache_run(name, w, result)]
+        m.prefix_cache_runs = [cache_run(self, name, w, result)]
         if not result.metrics.get("completed"):
             errors = sorted({r.error for r in result.records if r.error})
             reason = "every request failed: " + "; ".join(errors)[:500]
             return failed_measurement(m, FailureKind.REQUESTS_FAILED, reason, engine.log_tail())
         return m
-
-    def _cache_run(self, name: str, w: WorkloadSpec, result: Any) -> Any:
-        """One run's prefix cache (`load_runs.cache_run`); implied rates memoized per list."""
-        return cache_run(self.spec, name, w, self.requests_for(name), self, result)
 
     def close(self) -> None:
         if self._engine is not None:

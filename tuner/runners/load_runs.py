@@ -11,9 +11,9 @@ and "Scenario mixes").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from tuner.errors import TunerError
 from tuner.measure import capacity
@@ -32,9 +32,25 @@ from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
 
 if TYPE_CHECKING:
+    from tuner.trial.point import TrialPoint
+    from tuner.workload.benchmark import BenchmarkResult
     from tuner.workload.datasets import BenchRequest
+    from tuner.workload.tokenizer import HFTokenizer
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
+
+
+class CacheRunner(Protocol):
+    """A runner as `cache_run` reads it (`EngineRunner`): its requests and their tokenizer, and
+    its memo of the hit rate each scenario's requests imply."""
+
+    spec: StudySpec
+    implied: dict[str, tuple[list[BenchRequest], float]]
+
+    @property
+    def tokenizer(self) -> HFTokenizer: ...
+
+    def requests_for(self, scenario: str) -> list[BenchRequest]: ...
 
 
 class _StepFailed(TunerError):
@@ -43,15 +59,11 @@ class _StepFailed(TunerError):
 
 
 def cache_run(
-    spec: StudySpec,
-    name: str,
-    w: WorkloadSpec,
-    requests: list[BenchRequest],
-    runner: Any,
-    result: Any,
+    runner: CacheRunner, name: str, w: WorkloadSpec, result: BenchmarkResult
 ) -> PrefixCacheRun:
-    """One run's prefix cache: the hit rate measured (`result`, a BenchmarkResult) against
-    what its prompts imply, computed once per request list (`runner.implied`, by scenario)."""
+    """One run's prefix cache: the hit rate measured (`result`) against what the prompts of
+    scenario `name` imply, computed once per request list (`runner.implied`, by scenario)."""
+    requests = runner.requests_for(name)
     known = runner.implied.get(name)
     if known is None or known[0] is not requests:
         chat = w.endpoint == CHAT_ENDPOINT
@@ -61,7 +73,7 @@ def cache_run(
         hit_rate=result.metrics.get(PREFIX_CACHE_HIT_RATE),
         implied_rate=known[1],
         scenario=name or None,
-        rate_rps=objective_of(spec).stated_rate(w.request_rate),
+        rate_rps=objective_of(runner.spec).stated_rate(w.request_rate),
         reset=result.cache_reset,
     )
 
@@ -153,7 +165,17 @@ def search_capacity(
     return out
 
 
-def capacity_to_beat(spec: StudySpec, t: Any) -> Beat | None:
+class _Trial(Protocol):
+    """The pipeline's TrialInput, as far as `capacity_to_beat` reads it."""
+
+    @property
+    def points(self) -> Sequence[TrialPoint]: ...
+
+    @property
+    def host(self) -> str | None: ...
+
+
+def capacity_to_beat(spec: StudySpec, t: _Trial) -> Beat | None:
     """What a trial's capacity search must beat (`t`: the pipeline's TrialInput, its points and
     host; None: the objective has no such rule, or no capacity is found yet)."""
     top, ref = best(t.points), reference(t.points, t.host)
@@ -196,7 +218,7 @@ def _summed(m: Measurement, runs: list[Measurement]) -> Measurement:
     )
 
 
-def _cache_runs(runs: list[Measurement]) -> list[Any]:
+def _cache_runs(runs: list[Measurement]) -> list[PrefixCacheRun]:
     return [c for r in runs for c in r.prefix_cache_runs]
 
 

@@ -161,7 +161,7 @@ class PlanRunner(TrialRunner):
 
 
 def study_workload(
-    spec: StudySpec, requests: Sequence[Any], w: WorkloadSpec | None = None
+    spec: StudySpec, requests: Sequence[BenchRequest], w: WorkloadSpec | None = None
 ) -> SimWorkload:
     """The requests and send times of one workload run (the study's, unless `w` names one of
     its rate steps or scenarios), as `vllm bench serve` would send them."""
@@ -177,7 +177,7 @@ def study_workload(
 
 
 def _shared_prompt_ids(
-    requests: Sequence[Any],
+    requests: Sequence[BenchRequest],
 ) -> tuple[tuple[int, ...] | None, ...] | None:
     """Each prompt's token ids where the workload kept them (prompts that share prefixes), None
     for a prompt without (the simulator names its blocks by the request alone); None when no

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeGuard
 
 from tuner.sim import vllm_defaults
 from tuner.sim.profiles import GpuProfile
+from tuner.spec.values import Scalar
 from tuner.spec.vllm_rules import block_size_error
 
 
@@ -23,15 +24,17 @@ from tuner.spec.vllm_rules import block_size_error
 class GpuSpace:
     """The search space for one GPU, and what was changed from the file's, in words."""
 
-    space: dict[str, Any]
+    space: dict[str, object]
     changes: list[str] = field(default_factory=list)
 
 
-def space_for_gpu(space: dict[str, Any], gpu: GpuProfile, world_size: int) -> GpuSpace:
+def space_for_gpu(space: dict[str, object], gpu: GpuProfile, world_size: int) -> GpuSpace:
     """`space` (a search-space file's mapping, not modified) with the defaults `vllm serve`
     takes on `gpu` at tensor parallel `world_size`, for each flag it searches."""
     out = copy.deepcopy(space)
-    params: dict[str, Any] = out.get("parameters") or {}
+    params = out.get("parameters") or {}
+    if not isinstance(params, dict):
+        params = {}
     changes = _drop_refused_blocks(params.get("block-size"), gpu.platform)
     for name, value in vllm_defaults.serve_defaults(gpu, world_size).items():
         p = params.get(name)
@@ -44,7 +47,7 @@ def space_for_gpu(space: dict[str, Any], gpu: GpuProfile, world_size: int) -> Gp
     return GpuSpace(out, changes)
 
 
-def _hold(p: dict[str, Any], value: Any) -> None:
+def _hold(p: dict[str, object], value: Scalar) -> None:
     """Widen a range, or add a choice, so that the parameter can take `value` (a malformed
     parameter is left as it is: the study's validation names it)."""
     low, high, choices = p.get("low"), p.get("high"), p.get("choices")
@@ -55,7 +58,7 @@ def _hold(p: dict[str, Any], value: Any) -> None:
         p["choices"] = sorted([*choices, value]) if numbers else [*choices, value]
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

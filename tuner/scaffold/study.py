@@ -20,7 +20,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,6 +28,7 @@ from tuner.run.checks import TOKENIZER_FILES, check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
 from tuner.scaffold.baseline import space_for_gpu
+from tuner.scaffold.draft import EngineDraft, StudyDraft
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
@@ -39,6 +39,7 @@ from tuner.spec.metric_keys import parse_latency_key, percentile_word
 from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
+from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 
 SIM_GPU = "a6000"  # `tuner sim serve`'s own default
@@ -60,7 +61,7 @@ HF_IDS = {
 class Draft:
     """A checked study: its data (search space by path), spec, and what was chosen and why."""
 
-    data: dict[str, Any]
+    data: StudyDraft
     spec: StudySpec
     notes: list[str]
 
@@ -153,7 +154,7 @@ def _search_space(opts: InitOptions, gpu: str) -> Path:
     return path.resolve()
 
 
-def _space(path: Path, hw: _Hardware, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _space(path: Path, hw: _Hardware, data: StudyDraft) -> tuple[dict[str, object], str]:
     """The search space with vLLM's defaults on the study's GPU as the baseline
     (`tuner.scaffold.baseline`): written into the study when they differ from the file's."""
     gpu = get_gpu(hw.gpu)
@@ -204,14 +205,14 @@ def _data(
     mix: Traffic,
     space: Path,
     output: Path,
-) -> dict[str, Any]:
+) -> StudyDraft:
     """The study file's mapping, in the order it is written."""
     tokenizer = _tokenizer(opts, hw.engine)
     model = str(opts.model)
     if Path(model).expanduser().is_dir():
         model = str(Path(model).expanduser().resolve())
-    flags: dict[str, Any] = {}
-    engine: dict[str, Any] = {"model": model}
+    flags: dict[str, Scalar] = {}
+    engine: EngineDraft = {"model": model}
     production = opts.production_model or HF_IDS.get(model.lower())
     if production and production != model:
         engine["production_model"] = production
@@ -284,21 +285,25 @@ def _relative(path: Path, start: Path) -> str:
         return str(path)
 
 
-def shared_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+def shared_paths(data: StudyDraft, folder: Path) -> StudyDraft:
     """`data` as the file at `folder` writes it: the model directory, tokenizers and dataset
     named from that folder (`_relative`), so the study moves with what it names; the loader
     reads them from there (`tuner.spec.study.load_study_spec`)."""
     out = copy.deepcopy(data)
 
-    def rel(where: dict[str, Any], key: str) -> None:
-        value = where.get(key)
-        if isinstance(value, str) and Path(value).is_absolute() and Path(value).exists():
-            where[key] = _relative(Path(value), folder)
+    def rel(value: str) -> str:
+        path = Path(value)
+        return _relative(path, folder) if path.is_absolute() and path.exists() else value
 
-    rel(out["engine"], "model")
-    rel(out["engine"]["flags"], "tokenizer")
-    rel(out["workload"], "tokenizer")
-    rel(out["workload"], "dataset_path")
+    engine, workload = out["engine"], out["workload"]
+    if "model" in engine:
+        engine["model"] = rel(engine["model"])
+    flags = engine["flags"]
+    if isinstance(tokenizer := flags.get("tokenizer"), str):
+        flags["tokenizer"] = rel(tokenizer)
+    for key in ("tokenizer", "dataset_path"):
+        if isinstance(value := workload.get(key), str):
+            workload[key] = rel(value)
     return out
 
 
@@ -306,7 +311,7 @@ def _hours_text(hours: float) -> str:
     return f"{hours:g}h" if float(hours).is_integer() else f"{round(hours * 60)}m"
 
 
-def _validated(data: dict[str, Any], space: dict[str, Any]) -> StudySpec:
+def _validated(data: StudyDraft, space: dict[str, object]) -> StudySpec:
     try:
         return StudySpec.model_validate({**data, "search_space": space})
     except ValidationError as exc:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.spec.parsing import near_file
@@ -40,7 +39,7 @@ class Traffic:
     """A workload section (without its rate and tokenizer) and its default SLOs."""
 
     kind: str  # chat, longdoc or jsonl
-    workload: dict[str, Any]
+    workload: dict[str, object]
     slo: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
 

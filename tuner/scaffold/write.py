@@ -13,7 +13,6 @@ import textwrap
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -27,7 +26,7 @@ class _Dumper(yaml.SafeDumper):
     """Block style, except lists of plain values on one line (`command: [vllm, serve]`)."""
 
 
-def _list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.Node:
+def _list(dumper: yaml.SafeDumper, items: list[object]) -> yaml.Node:
     flow = all(isinstance(item, str | int | float | bool) for item in items)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
 

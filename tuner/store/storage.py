@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import optuna
 import sqlalchemy as sa
@@ -27,6 +27,9 @@ from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
 from tuner.store.driver_errors import DRIVER_ERRORS, lost_creation_race, open_error
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
+
+if TYPE_CHECKING:
+    from tuner.engine.process import EngineIdentity
 
 DEFAULT_STORAGE = "sqlite:///tuner.db"
 SQLITE_BUSY_TIMEOUT_S = 60
@@ -84,7 +87,7 @@ def _check_sqlite_header(url: str, path: Path, readonly: bool) -> None:
         raise UserError(f"cannot open storage {url}: {path} is not a database")
 
 
-def _engine_kwargs(url: str) -> dict[str, Any]:
+def _engine_kwargs(url: str) -> dict[str, object]:
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
     return {"pool_pre_ping": True}
@@ -181,7 +184,7 @@ class Store:
     # Engines (for recovery after a tuner crash) -------------------------------------------
 
     def engine_started(
-        self, study: str, trial: int, identity: dict[str, Any], log_path: str
+        self, study: str, trial: int, identity: EngineIdentity, log_path: str
     ) -> None:
         with self.engine.begin() as conn:
             conn.execute(
@@ -210,7 +213,7 @@ class Store:
                 .values(running=False)
             )
 
-    def running_engines(self, study: str) -> list[tuple[int, dict[str, Any]]]:
+    def running_engines(self, study: str) -> list[tuple[int, EngineIdentity]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(engines_table.c.trial_number, engines_table.c.identity).where(
@@ -233,7 +236,7 @@ class Store:
         log_path: str | None = None,
         startup_s: float | None = None,
         workload_s: float | None = None,
-        result: dict[str, Any] | None = None,
+        result: dict[str, object] | None = None,
         records: Sequence[RequestRecord] = (),
     ) -> None:
         """The trial's row and its per-request records, in one transaction: all or nothing."""
@@ -276,7 +279,7 @@ class Store:
         self.optuna.engine.dispose()
 
 
-def _record_row(r: RequestRecord) -> dict[str, Any]:
+def _record_row(r: RequestRecord) -> dict[str, object]:
     row = asdict(r)
     row.pop("generated_text")
     return row

@@ -6,7 +6,6 @@ with its estimated cost."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tuner.scaffold.box import builtin_name
 from tuner.spec.study import StudySpec
@@ -22,7 +21,7 @@ def flag_changes(flags: Sequence[FlagCheck]) -> list[str]:
     return [f"{_spelled(f.flag, f.engine)} (exported {f.exported})" for f in flags if f.differs]
 
 
-def _spelled(flag: str, value: Any) -> str:
+def _spelled(flag: str, value: object) -> str:
     """`--max-num-seqs 8`; an environment variable as `VLLM_X=1`."""
     return f"{flag}={value}" if flag.startswith("VLLM_") else f"--{flag} {value}"
 

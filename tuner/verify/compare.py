@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import SupportsFloat
 
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import THROUGHPUTS, direction
@@ -146,16 +146,18 @@ class FlagCheck:
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
-def same_value(a: Any, b: Any) -> bool:
+def same_value(a: object, b: object) -> bool:
     """Equal as a flag's value: numbers by value, booleans by truth (an environment's "1" is
     vLLM's True), text case-blind, a torch dtype by its name (vLLM's config says
     `torch.bfloat16` for `--dtype bfloat16`)."""
     x, y = _word(a), _word(b)
     if isinstance(a, bool) or isinstance(b, bool) or x in ("true", "false"):
         return (x in _TRUE and y in _TRUE) or (x in _FALSE and y in _FALSE)
+    if not isinstance(a, str | SupportsFloat) or not isinstance(b, str | SupportsFloat):
+        return x == y  # not a number (`float` would raise TypeError)
     try:
         return math.isclose(float(a), float(b), rel_tol=1e-9)
-    except (TypeError, ValueError):
+    except ValueError:
         return x == y
 
 

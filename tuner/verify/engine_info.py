@@ -17,11 +17,12 @@ exported command's.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
+from tuner.spec.values import Scalar
 from tuner.tls import tls_context
 from tuner.workload.client import request_headers
 
@@ -36,11 +37,11 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 class EngineInfo:
     version: str | None = None
     gpu: str | None = None  # as the engine names it (collect_env's nvidia_gpu_models)
-    config: dict[str, Any] = field(default_factory=dict)  # vLLM config field -> value
-    env: dict[str, Any] = field(default_factory=dict)  # VLLM_* variables it runs with
+    config: dict[str, object] = field(default_factory=dict)  # vLLM config field -> value
+    env: dict[str, object] = field(default_factory=dict)  # VLLM_* variables it runs with
     sources: tuple[str, ...] = ()  # the endpoints that answered
 
-    def flag(self, name: str) -> Any:
+    def flag(self, name: str) -> object:
         """The engine's value of flag `name` (dash or env name); None: not exposed."""
         if name.startswith("VLLM_"):
             return self.env.get(name)
@@ -63,8 +64,8 @@ def read_engine_info(
     url = base_url.rstrip("/")
     headers = request_headers(api_key)
     sources: list[str] = []
-    config: dict[str, Any] = {}
-    env: dict[str, Any] = {}
+    config: dict[str, object] = {}
+    env: dict[str, object] = {}
     version = gpu = None
     with httpx.Client(
         headers=headers, timeout=timeout_s, verify=tls_context(), trust_env=False
@@ -102,9 +103,9 @@ def cache_config_labels(text: str) -> dict[str, str]:
     return {}
 
 
-def server_config(vllm_config: dict[str, Any]) -> dict[str, Any]:
+def server_config(vllm_config: Mapping[str, object]) -> dict[str, Scalar]:
     """The scalar fields of `/server_info`'s config sections, field name -> value."""
-    out: dict[str, Any] = {}
+    out: dict[str, Scalar] = {}
     for section in CONFIG_SECTIONS:
         part = vllm_config.get(section)
         if isinstance(part, dict):

@@ -11,9 +11,8 @@ SIMULATED: the verify's measured figures still come from the study's workload
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.fidelity.calibration import Trust
@@ -26,6 +25,7 @@ from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import StudyRecord, TrialPoint
+from tuner.workload.datasets import BenchRequest
 
 # a capacity study's trials were measured each at its own capacity rate, which the
 # calibration (one workload at one rate per observation, `Trust.calibrate`) does not model
@@ -45,7 +45,7 @@ class TrafficPrediction:
     seconds: float = 0.0
     not_predicted: str | None = None  # why there is no prediction
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "simulated": True,
             "your_traffic": self.yours,
@@ -55,7 +55,7 @@ class TrafficPrediction:
             "not_predicted": self.not_predicted,
         }
 
-    def lines(self, names: Sequence[str], measured: dict[str, Any]) -> list[str]:
+    def lines(self, names: Sequence[str], measured: Mapping[str, object]) -> list[str]:
         """One line per figure: SIMULATED on your traffic and on the study's workload, next
         to what the verify measured (on the study's workload)."""
         if self.not_predicted is not None:
@@ -85,8 +85,8 @@ def predict_traffic(
     record: StudyRecord,
     points: Sequence[TrialPoint],
     params: Params,
-    studied: Sequence[Any],
-    logged: Sequence[Any],
+    studied: Sequence[BenchRequest],
+    logged: Sequence[BenchRequest],
     names: Sequence[str],
 ) -> TrafficPrediction:
     """The shipped config (`params`) on the `logged` requests and on the `studied` ones, by the
@@ -115,7 +115,7 @@ def predict_traffic(
     )
 
 
-def as_many(logged: Sequence[Any], n: int) -> list[Any]:
+def as_many(logged: Sequence[BenchRequest], n: int) -> list[BenchRequest]:
     """`n` of the log's requests, evenly spread over it (each repeated when the log is
     shorter): the study's request count at the log's length mix, so the two predictions
     differ by the lengths alone, not by how many requests share the tail."""

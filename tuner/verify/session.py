@@ -12,7 +12,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from tuner.errors import UserError
 from tuner.measure.metrics import CI_METRICS
@@ -64,14 +63,14 @@ class Traffic:
 
     lines: list[str] = field(default_factory=list)  # the lengths, figures
     changed: list[str] = field(default_factory=list)  # what is outside the study's range
-    studied: list[Any] = field(default_factory=list)  # the study's requests
-    logged: list[Any] = field(default_factory=list)  # the log's
+    studied: list[BenchRequest] = field(default_factory=list)  # the study's requests
+    logged: list[BenchRequest] = field(default_factory=list)  # the log's
     predicted: TrafficPrediction | None = None  # SIMULATED, when `changed`
 
 
 @dataclass(frozen=True)
 class Outcome:
-    document: dict[str, Any]  # the JSON a monitoring job reads, and what is stored
+    document: dict[str, object]  # the JSON a monitoring job reads, and what is stored
     lines: list[str]
     verdict: compare.Verdict
 
@@ -100,7 +99,7 @@ def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
     return name
 
 
-def traffic(spec: StudySpec, log: Path | None, tok: Any) -> Traffic:
+def traffic(spec: StudySpec, log: Path | None, tok: HFTokenizer) -> Traffic:
     """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
     against the study's workload: lines of figures, and the phrases of what is outside the
     study's range (`changes.traffic_change`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -33,6 +33,9 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of
+
+if TYPE_CHECKING:
+    from tuner.results.verifies import VerifyDoc
 
 
 def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
@@ -149,7 +152,7 @@ def best_commands(
     return macro("deploy.html.j2", "best_commands", heads=heads, rows=rows, cards=cards)
 
 
-def verify_section(docs: Sequence[dict[str, Any]]) -> Markup:
+def verify_section(docs: Sequence[VerifyDoc]) -> Markup:
     """The report's "After the ship": every stored `tuner verify` of the study, oldest first
     (time, engine URL, vLLM version, measured figures, verdict); empty when none."""
     from tuner.results.verifies import figures_words, verify_row

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -26,7 +25,8 @@ from tuner.results.report.plots import history_figure, importance_figure, import
 from tuner.results.report.plots import scored_points as scored
 from tuner.results.report.render import macro, render
 from tuner.results.shapes import shape_rows
-from tuner.results.views import prediction_rows
+from tuner.results.verifies import VerifyDoc
+from tuner.results.views import PredictionRow, prediction_rows
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.study import ParameterSpec, StudySpec
@@ -36,7 +36,7 @@ from tuner.trial.hosts import SHOWN, differences
 from tuner.trial.uptime import study_line
 
 
-def _kv(rows: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+def _kv(rows: Sequence[tuple[str, object]]) -> list[tuple[str, str]]:
     return [(k, figure(v)) for k, v in rows]
 
 
@@ -85,7 +85,7 @@ def predictions_section(points: Sequence[TrialPoint]) -> Markup:
     if not rows:
         return Markup()
 
-    def cells(r: dict[str, Any]) -> list[str]:
+    def cells(r: PredictionRow) -> list[str]:
         error = "" if r["error"] is None else f"{r['error']:+.1%}"
         return [figure(r[k]) for k in ("trial", "metric", "predicted", "measured")] + [error]
 
@@ -177,7 +177,9 @@ def _describe_param(p: ParameterSpec) -> str:
     return f"{p.type} {rng} ({where}{default})"
 
 
-def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict[str, Any]) -> Markup:
+def _load_section(
+    spec: StudySpec, points: Sequence[TrialPoint], config: Mapping[str, object]
+) -> Markup:
     """Capacity mode's curves and capacities, and the scenarios' own figures (or nothing)."""
     from tuner.results.report.load import capacity_figure, curve_figure, scenario_table
 
@@ -201,13 +203,13 @@ def _load_section(spec: StudySpec, points: Sequence[TrialPoint], config: dict[st
     )
 
 
-def _div(fig: go.Figure, config: dict[str, Any], with_js: bool = False) -> Markup:
+def _div(fig: go.Figure, config: Mapping[str, object], with_js: bool = False) -> Markup:
     """A plotly figure's div (with plotly.js inline: the page's first figure)."""
     return Markup(fig.to_html(full_html=False, include_plotlyjs=with_js, config=config))
 
 
 def _scenario_fronts(
-    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: dict[str, Any]
+    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: Mapping[str, object]
 ) -> Markup:
     """A scenario mix: one front per scenario, on that scenario's own figures (the trials'
     figures pool every scenario's requests, a mix no one serves)."""
@@ -246,7 +248,7 @@ def build_report(
     points: Sequence[TrialPoint],
     *,
     simulated: bool,
-    verifies: Sequence[dict[str, Any]] = (),
+    verifies: Sequence[VerifyDoc] = (),
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline.
     `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -127,7 +126,7 @@ def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
     """Feasible trials coloured by output throughput (one colour, with the spread in the legend,
     when it is noise); those on the front bigger and ringed."""
     feasible, on_front, scale = info.feasible, info.front_numbers, info.colour
-    marker: dict[str, Any] = {
+    marker: dict[str, object] = {
         "size": [16 if p.number in on_front else 11 for p in feasible],
         "line": {
             "color": [COLORS["front"] if p.number in on_front else "#fff" for p in feasible],
@@ -174,7 +173,7 @@ def _labelled(
     labels: Sequence[str],
     positions: Sequence[str],
     color: str,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Trials as points on the plot's axes, each with its label where it collides with no
     other (`layout.place_labels`) and its hover text."""
     return {

@@ -9,7 +9,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
 from tuner.results.report.layout import tick_texts
@@ -22,6 +22,11 @@ from tuner.results.report.plots import (
 )
 from tuner.spec.figures import figure
 from tuner.trial import TrialPoint
+
+if TYPE_CHECKING:  # matplotlib is imported where a PNG is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import Formatter
 
 TITLE_CHARS = 78  # a title line at 11 pt across the 9-inch figure: wrapped, never cut off
 # (dx, dy) in points and the text's alignment for each `layout.POSITIONS` entry
@@ -100,7 +105,7 @@ def draw_png(info: ParetoFrontInfo, path: Path | BinaryIO, study_name: str) -> N
     plt.close(fig)
 
 
-def _plain_ticks() -> Any:
+def _plain_ticks() -> Formatter:
     """matplotlib's tick formatter: `layout.tick_texts` (plain decimals, as many as it takes
     for neighbouring ticks to differ); one value alone (the cursor): `figure`."""
     from matplotlib.ticker import Formatter
@@ -115,7 +120,7 @@ def _plain_ticks() -> Any:
     return PlainTicks()
 
 
-def _points(fig: Any, ax: Any, info: ParetoFrontInfo) -> None:
+def _points(fig: Figure, ax: Axes, info: ParetoFrontInfo) -> None:
     """The front, the trials (coloured by throughput unless its spread is noise), their
     labels where `layout.place_labels` put them, the baseline's star."""
     from matplotlib.ticker import FuncFormatter

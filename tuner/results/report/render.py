@@ -5,8 +5,6 @@ the templates place them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import jinja2
 from markupsafe import Markup
 
@@ -20,11 +18,11 @@ _ENV = jinja2.Environment(
 )
 
 
-def render(template: str, **values: Any) -> Markup:
+def render(template: str, **values: object) -> Markup:
     """`template` (a file under templates/) rendered with `values`."""
     return Markup(_ENV.get_template(template).render(**values))
 
 
-def macro(template: str, name: str, **values: Any) -> Markup:
+def macro(template: str, name: str, **values: object) -> Markup:
     """The macro `name` of `template` called with `values`: one section of the page."""
     return Markup(getattr(_ENV.get_template(template).module, name)(**values))
