@@ -200,14 +200,15 @@ def test_a_runs_gain_in_each_modes_terms() -> None:
     scalar, cap = objective_of(_study()), CapacityObjective(ObjectiveSpec(mode="capacity"))
     ttft = {"p99_ttft_ms": 1000.0, "mean_tpot_ms": 50.0, "output_throughput": 400.0}
     faster = {**ttft, "p99_ttft_ms": 500.0}
-    assert scalar.run_gain(faster, ttft, None, None) == pytest.approx(math.log(2))
-    assert scalar.run_gain(faster, None, None, None) is None
-    assert scalar.run_gain(None, ttft, None, None) == -math.inf
-    assert cap.run_gain(None, None, 6.0, 3.0) == pytest.approx(math.log(2))
-    assert (
-        cap.run_gain(None, None, 6.0, None) is None
-        and cap.run_gain(None, None, 0.0, 3.0) == -math.inf
+    none = RunFigures({}, 0.0)  # no figure: an empty run, no capacity found
+    assert scalar.run_gain(RunFigures(faster, 0.0), RunFigures(ttft, 0.0)) == pytest.approx(
+        math.log(2)
     )
+    assert scalar.run_gain(RunFigures(faster, 0.0), none) is None
+    assert scalar.run_gain(none, RunFigures(ttft, 0.0)) == -math.inf
+    assert cap.run_gain(RunFigures({}, 6.0), RunFigures({}, 3.0)) == pytest.approx(math.log(2))
+    assert cap.run_gain(RunFigures({}, 6.0), none) is None
+    assert cap.run_gain(none, RunFigures({}, 3.0)) == -math.inf
     assert (
         scalar.gain_figure(0.25) == "score -0.250"
         and cap.gain_figure(math.log(2)) == "capacity ×2.000"

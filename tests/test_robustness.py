@@ -153,6 +153,36 @@ def test_a_capacity_study_is_checked_under_prompt_changes_only(tmp_path, tiny_mo
     assert record.fragile is not None and "capacity ×" in record.verdict
 
 
+def test_one_check_over_any_runner_compares_the_config_run_by_run_with_the_baseline():
+    """`compare`, the check on the simulator and on the engine alike: the config runs first
+    and a failed config is the whole check's failure (no baseline run); a run refused for the
+    baseline has no gain (None), one refused for the config loses it all (−inf)."""
+    calls: list[str] = []
+
+    def run(params: dict, who: str) -> dict[str, float | None] | str:
+        calls.append(who)
+        if params.get("broken"):
+            return f"the {who} failed: refused"
+        if who == "config":
+            return {"nominal": 3.0, "a": None, "b": 2.0}
+        return {"nominal": 1.0, "a": 1.0, "b": None}
+
+    def gain(name: str, mine: float, base: float) -> float:
+        return mine - base
+
+    found, runs, failure = rb.compare(run, gain, {}, BASE)
+    assert calls == ["config", "baseline"] and failure is None
+    assert found == {"nominal": 2.0, "a": -math.inf, "b": None}
+    assert runs == {"nominal": (3.0, 1.0), "a": (None, 1.0), "b": (2.0, None)}
+    calls.clear()
+    assert rb.compare(run, gain, {"broken": True}, BASE) == (
+        {},
+        {},
+        "the config failed: refused",
+    )
+    assert calls == ["config"]  # a failed config: the baseline is not run
+
+
 def test_capacity_verdict_words_and_the_resolution_rule():
     log = math.log
     assert rb.verdict({"nominal": log(1.4), "prompts -3%": log(1.3)}, CAPACITY_MODE) == (

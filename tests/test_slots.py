@@ -143,3 +143,31 @@ def test_ctrl_c_ends_every_slot_s_trial_as_interrupted(
     with engine.connect() as conn:
         assert not conn.execute(sa.select(engines_table).where(engines_table.c.running)).all()
     engine.dispose()
+
+
+def test_a_slot_s_runner_is_made_with_the_first_slot_s_workload_and_its_own_tokenizer(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every other slot's runner is made with the workload the first slot's built
+    (`run.session`: `with_spec(spec, runner.built())`) and loads its own tokenizer in
+    `prepare()`, before its first trial: slots are threads, and one fast tokenizer used by two
+    threads can raise "Already borrowed" (huggingface/tokenizers#537)."""
+    from tuner.run.session import RunOptions, engine_runners, first_runner
+    from tuner.runners import engine_runner
+
+    loaded: list[str] = []
+    load = engine_runner.workload_tokenizer
+    monkeypatch.setattr(
+        engine_runner, "workload_tokenizer", lambda spec: loaded.append(spec.name) or load(spec)
+    )
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
+    spec = spec.model_copy(update={"hardware": HardwareSpec(gpus="0-3", gpus_per_trial=2)})
+    make = engine_runners(spec, tmp_path / "runs", None)
+    first = first_runner(spec, make, RunOptions(gpu_slots=True))
+    assert len(loaded) == 1
+    other = make(plan_slots(spec)[1]).with_spec(spec, first.built())
+    other.prepare()
+    assert len(loaded) == 2  # its own, loaded now and not in its first trial
+    assert other.tokenizer is not first.tokenizer
+    assert other.requests == first.requests and other.requests is not first.requests
+    assert isinstance(other, engine_runner.EngineRunner) and other.gpus == [2, 3]  # its slot's

@@ -11,6 +11,11 @@ labelled SIMULATED); `tuner run --confirm` re-measures them on the engine
 (`tuner.fidelity.robustness_measured`), and that verdict wins.
 Capacity studies are re-searched under the prompt changes only (the search sets the rate);
 scenario mixes perturb every scenario and are scored as the study scores them.
+
+One check over any runner: `compare` runs the config, then the baseline, on the study's
+workload and each perturbation and takes each one's gain; `record` judges them. What differs
+is how configs run: here one planner per perturbed workload, each config simulated on each;
+on the engine every perturbation is a scenario of one engine start per config.
 """
 
 from __future__ import annotations
@@ -18,16 +23,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.fidelity.best_check import check_stored_best
+from tuner.fidelity.best_check import check_stored_best, config_run
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import Objective
-from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
@@ -37,6 +41,12 @@ from tuner.trial.scoring import score_trial, simulated_reference
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
     from tuner.workload.datasets import BenchRequest
+
+R = TypeVar("R")  # one run of a config, as the check's runner gives it
+Gains = dict[str, float | None]  # a config's gain by workload: "nominal", each perturbation's
+Runs = dict[str, dict[str, dict[str, float]]]  # by workload: the config's and baseline's figures
+# what a study the simulator cannot run raises: no profile for its model or GPU, a bug
+CANNOT_SIMULATE = (UserError, KeyError, ValueError, OSError, RuntimeError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,36 +130,53 @@ def nominal_runner(spec: StudySpec, requests: Sequence[BenchRequest]) -> PlanRun
 def simulated(runner: PlanRunner, params: Params) -> Measurement | None:
     """The planner's measurement of one config (every scenario, the capacity search as the
     study runs them); None if the engine refuses it."""
-    ctx = TrialContext(runner.spec.name, -1, dict(params), phase=lambda _: None)
-    m = runner.measure(ctx)
+    m = config_run(runner, params)
     return m if m.metrics is not None else None
 
 
-def gains(
-    spec: StudySpec,
-    requests: Sequence[BenchRequest],
+def compare(
+    run: Callable[[Params, str], Mapping[str, R | None] | str],
+    gain: Callable[[str, R, R], float | None],
     params: Params,
     base_params: Params,
-) -> dict[str, float | None]:
+) -> tuple[Gains, dict[str, tuple[R | None, R | None]], str | None]:
+    """The check on any runner: `run(config, who)` runs the config, then the baseline, on the
+    study's workload and each perturbation (by name; None where refused), or says why it
+    failed (then the baseline is not run). (each one's gain: `gain(name, mine, base)`, None
+    where the baseline is refused, −inf where the config is; each one's runs; a failure)."""
+    mine = run(params, "config")
+    if isinstance(mine, str):
+        return {}, {}, mine
+    base = run(base_params, "baseline")
+    if isinstance(base, str):
+        return {}, {}, base
+    found: Gains = {}
+    for n, m in mine.items():
+        b = base.get(n)
+        found[n] = None if b is None else -math.inf if m is None else gain(n, m, b)
+    return found, {n: (m, base.get(n)) for n, m in mine.items()}, None
+
+
+def gains(
+    spec: StudySpec, requests: Sequence[BenchRequest], params: Params, base_params: Params
+) -> Gains:
     """The config's gain (−score against the baseline, both simulated on the same workload,
     scored as the study scores: a capacity ratio, a scenario mix) nominal and under each
-    perturbation; None where the baseline itself is refused, −inf where the config is."""
-    out: dict[str, float | None] = {}
+    perturbation (`compare`), one planner per workload."""
     nominal = _scenario_requests(spec)
+    runs: dict[str, tuple[StudySpec, PlanRunner]] = {}
     for p in (NOMINAL, *applicable(spec)):
         s, reqs = perturbed(spec, requests, p)
-        runner = _runner(s, reqs, nominal, p)
-        base = simulated(runner, base_params)
-        mine = simulated(runner, params)
-        if base is None:
-            out[p.name] = None
-        elif mine is None:
-            out[p.name] = -math.inf
-        else:
-            out[p.name] = -score_trial(
-                s, mine, simulated_reference(s, base, dict(base_params))
-            ).score
-    return out
+        runs[p.name] = (s, _runner(s, reqs, nominal, p))
+
+    def run(config: Params, who: str) -> dict[str, Measurement | None]:
+        return {name: simulated(runner, config) for name, (_, runner) in runs.items()}
+
+    def gain(name: str, mine: Measurement, base: Measurement) -> float:
+        s = runs[name][0]
+        return -score_trial(s, mine, simulated_reference(s, base, dict(base_params))).score
+
+    return compare(run, gain, params, base_params)[0]
 
 
 def verdict(
@@ -198,24 +225,37 @@ def verdict(
     )
 
 
+def record(
+    spec: StudySpec,
+    point: TrialPoint,
+    found: Gains,
+    failure: str | None,
+    source: str,
+    runs: Runs | None = None,
+) -> RobustnessRecord:
+    """The record of one check of `point`: its gains judged (`verdict`), or why it was not
+    checked."""
+    judged = verdict(found, objective_of(spec), source=source) if failure is None else None
+    fragile, words = judged or (None, str(failure))
+    gains = {k: v for k, v in found.items() if k != NOMINAL.name}
+    return RobustnessRecord(point.spec_id, fragile, words, found.get(NOMINAL.name), gains, runs)
+
+
+def cannot_simulate(exc: Exception) -> str:
+    return f"not checked: the simulator cannot run this study ({exc})"
+
+
 def check(
     spec: StudySpec, requests: Sequence[BenchRequest], point: TrialPoint, base: TrialPoint
 ) -> RobustnessRecord:
-    """The record of one check (stored by `check_best`)."""
+    """The record of one check on the simulator (stored by `check_best`)."""
+    found: Gains = {}
+    failure = None
     try:
         found = gains(spec, requests, point.params, base.params)
-    except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
-        found, fragile = {}, None
-        words = f"not checked: the simulator cannot run this study ({exc})"
-    else:
-        fragile, words = verdict(found, objective_of(spec))
-    return RobustnessRecord(
-        spec_id=point.spec_id,
-        fragile=fragile,
-        verdict=words,
-        gain=found.get(NOMINAL.name),
-        gains={k: v for k, v in found.items() if k != NOMINAL.name},
-    )
+    except CANNOT_SIMULATE as exc:
+        failure = cannot_simulate(exc)
+    return record(spec, point, found, failure, "SIMULATED")
 
 
 def check_best(

@@ -9,9 +9,10 @@ more, and each engine start runs the study's workload and every perturbation of 
 search). They run as the scenarios of one engine start (`tuner.runners.load_runs.measure_all`),
 so the check costs two engine starts, not ten: the start is the expensive part on a real box.
 
-The gains are scored as the simulated check scores them, config against baseline on the same
-workload, and judged by the same rule (`robustness.verdict`, labelled "measured"). The record
-is stored as `tuner_robustness_measured:<trial>`; `tuner.trial.StudyRecord.robustness_of`
+It is the one check (`robustness.compare`, judged and recorded by `robustness.record`,
+labelled "measured on the engine") with these runs: each gain is one run's, config against
+baseline on the same workload (`Objective.run_gain`: −score, or ln of the capacity ratio).
+The record is stored as `tuner_robustness_measured:<trial>`; `StudyRecord.robustness_of`
 prefers it to the simulator's, so `tuner best` and the report show the measured verdict once
 it exists. A study of several scenarios is not re-measured (each scenario times each
 perturbation would be its own run); its simulated check stands (docs/robustness.md).
@@ -24,16 +25,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tuner import trial as tr
-from tuner.fidelity.robustness import (
-    NOMINAL,
-    Perturbation,
-    applicable,
-    perturbed,
-    verdict,
-)
-from tuner.measure.measurement import Measurement
+from tuner.fidelity import robustness
+from tuner.fidelity.best_check import best_pair, config_run
+from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, perturbed
 from tuner.measure.mixes import objective_of
-from tuner.runners.engine_runner import TrialContext, TrialRunner
+from tuner.measure.modes import RunFigures
+from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.study import ScenarioSpec, StudySpec
 from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
@@ -70,15 +67,8 @@ def perturbation_runs(
     return spec.model_copy(update={"scenarios": scenarios}), reqs
 
 
-def _gain(spec: StudySpec, mine: ScenarioEntry | None, base: ScenarioEntry | None) -> float | None:
-    """−score of one run against the baseline's (a capacity ratio, as a log, in capacity mode);
-    None where the baseline has no figure, −inf where the config has none."""
-    return objective_of(spec).run_gain(
-        mine.metrics if mine else None,
-        base.metrics if base else None,
-        mine.capacity.capacity_rps if mine and mine.capacity else None,
-        base.capacity.capacity_rps if base and base.capacity else None,
-    )
+def _figures(run: ScenarioEntry) -> RunFigures:
+    return RunFigures(run.metrics, run.capacity.capacity_rps if run.capacity else 0.0)
 
 
 def measured_gains(
@@ -87,35 +77,30 @@ def measured_gains(
     params: Params,
     base_params: Params,
     log_name: str = "robustness",
-) -> tuple[dict[str, float | None], dict[str, dict[str, dict[str, float]]], str | None]:
+) -> tuple[robustness.Gains, robustness.Runs, str | None]:
     """(gain per perturbation, the runs' figures, a failure) from one engine start of the
     config and one of the baseline (their logs `<log_name>-config-<ts>.log` and
-    `<log_name>-baseline-<ts>.log`)."""
+    `<log_name>-baseline-<ts>.log`), each gain the mode's (`Objective.run_gain`)."""
     pspec, reqs = perturbation_runs(spec, runner.requests, runner.tokenizer)
     check = runner.with_spec(pspec, Workload(scenarios={n: tuple(r) for n, r in reqs.items()}))
-    measured: dict[str, Measurement] = {}
-    for who, p in (
-        ("config", params),
-        ("baseline", base_params),
-    ):  # a failed config: no baseline run
-        ctx = TrialContext(
-            spec.name, -1, dict(p), phase=lambda _: None, log_name=f"{log_name}-{who}"
-        )
-        measured[who] = check.measure(ctx)
-        if measured[who].metrics is None:
-            return {}, {}, f"the {who} failed: {measured[who].failure_reason}"
-    names = {run_name(p): p.name for p in (NOMINAL, *applicable(spec))}
-    gains: dict[str, float | None] = {}
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    for slug, label in names.items():
-        base = measured["baseline"].scenarios.get(slug)
-        mine = measured["config"].scenarios.get(slug)
-        gains[label] = _gain(spec, mine, base)
-        runs[label] = {
-            "config": dict(mine.metrics) if mine else {},
-            "baseline": dict(base.metrics) if base else {},
-        }
-    return gains, runs, None
+    slugs = {p.name: run_name(p) for p in (NOMINAL, *applicable(spec))}
+
+    def run(config: Params, who: str) -> dict[str, ScenarioEntry | None] | str:
+        m = config_run(check, config, f"{log_name}-{who}")
+        if m.metrics is None:
+            return f"the {who} failed: {m.failure_reason}"
+        return {name: m.scenarios.get(slug) for name, slug in slugs.items()}
+
+    def gain(_: str, mine: ScenarioEntry, base: ScenarioEntry) -> float | None:
+        return objective.run_gain(_figures(mine), _figures(base))
+
+    objective = objective_of(spec)
+    found, pairs, failure = robustness.compare(run, gain, params, base_params)
+    runs = {
+        name: {"config": dict(m.metrics) if m else {}, "baseline": dict(b.metrics) if b else {}}
+        for name, (m, b) in pairs.items()
+    }
+    return found, runs, failure
 
 
 def check_best_measured(
@@ -128,11 +113,10 @@ def check_best_measured(
     """Measure the check for the best config of the current spec; store and return the record
     (None when there is no best, the best is the baseline, or the study has no one workload
     a deployment serves to perturb: a scenario mix, `Objective.served_workload`)."""
-    best, base = tr.best(points), tr.baseline_of(points)
-    if best is None or base is None or best.number == base.number:
+    pair = best_pair(points)
+    if pair is None or objective_of(spec).served_workload(spec.workload) is None:
         return None
-    if objective_of(spec).served_workload(spec.workload) is None:
-        return None
+    best, base = pair
     changes = [p.name for p in applicable(spec)]
     say(
         f"re-measuring trial {best.number} and the baseline on the engine under "
@@ -149,17 +133,7 @@ def check_best_measured(
         words = f"not checked on the engine: the check was interrupted by {name}; {REDO}"
         tr.write_robustness(study, best.number, replace(unfinished, verdict=words))
         raise
-    if failure is not None:
-        fragile, words = None, f"not checked on the engine: {failure}"
-    else:
-        fragile, words = verdict(found, objective_of(spec), source=SOURCE)
-    record = RobustnessRecord(
-        spec_id=best.spec_id,
-        fragile=fragile,
-        verdict=words,
-        gain=found.get(NOMINAL.name),
-        gains={k: v for k, v in found.items() if k != NOMINAL.name},
-        runs=runs,
-    )
+    failure = f"not checked on the engine: {failure}" if failure is not None else None
+    record = robustness.record(spec, best, found, failure, SOURCE, runs)
     tr.write_robustness(study, best.number, record)
     return record

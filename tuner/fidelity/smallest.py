@@ -22,9 +22,9 @@ simulator, `tuner.fidelity.smallest_check`) and the rule come in as functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from tuner.spec.values import Params
+from tuner.spec.values import Params, Scalar
 from tuner.trial.smallest import FlagRevert, SmallestChange
 
 S = TypeVar("S")  # a scored config, as the caller scores it
@@ -38,7 +38,7 @@ def changed_flags(params: Params, defaults: Params) -> list[str]:
     return [f for f, v in params.items() if f in defaults and v != defaults[f]]
 
 
-def reverted(params: Params, defaults: Params, flags: Sequence[str]) -> dict[str, Any]:
+def reverted(params: Params, defaults: Params, flags: Sequence[str]) -> dict[str, Scalar]:
     """`params` with `flags` set back to their defaults."""
     return {f: (defaults[f] if f in flags else v) for f, v in params.items()}
 

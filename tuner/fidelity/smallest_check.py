@@ -8,23 +8,25 @@ search as the study runs them) and scored against the simulated baseline, as the
 `tuner_smallest:<trial>`. Every figure is the simulator's (SIMULATED). The simulator is the
 study's calibrated one: the profile the multi-fidelity screen last fitted to this study's real
 trials (`search.fidelity: multi`), else the study's own profile, said so in the record's note.
+The check is one over any runner (`on_runner`): here the calibrated planner, on the engine
+`tuner.fidelity.smallest_measured`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.fidelity.best_check import check_stored_best
-from tuner.fidelity.robustness import nominal_runner, simulated
+from tuner.fidelity.best_check import check_stored_best, config_run
+from tuner.fidelity.robustness import CANNOT_SIMULATE, cannot_simulate, nominal_runner
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
-from tuner.runners.plan import PlanRunner
+from tuner.runners.engine_runner import TrialRunner
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
@@ -34,6 +36,7 @@ from tuner.trial.scoring import judge, score_trial, simulated_reference
 from tuner.trial.smallest import SIMULATED
 
 if TYPE_CHECKING:
+    from tuner.sim.profiles import GpuProfile
     from tuner.workload.datasets import BenchRequest
 
 
@@ -45,10 +48,7 @@ class ScoredConfig:
     broken: tuple[str, ...]
 
 
-Score = Callable[[Params], ScoredConfig | None]
-
-
-def _calibrated(study: StudyRecord) -> tuple[Any, str]:
+def _calibrated(study: StudyRecord) -> tuple[GpuProfile | None, str]:
     """The study's calibrated profile (None: none stored, or stored by an older tuner) and the
     profile in words, for the record's note."""
     cal = study.calibration
@@ -60,15 +60,6 @@ def _calibrated(study: StudyRecord) -> tuple[Any, str]:
         else:
             return profile, f"the simulator calibrated on {cal.observations} of this study's trials"
     return None, "the simulator with the study's own profile (no calibration stored)"
-
-
-def use_calibrated(runner: PlanRunner, study: StudyRecord) -> str:
-    """Point the planner at the study's calibrated profile when one is stored; the profile in
-    words, for the record's note."""
-    profile, words = _calibrated(study)
-    if profile is not None:
-        runner.gpu = profile
-    return words
 
 
 def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
@@ -88,13 +79,44 @@ def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool,
     return rule
 
 
-def scorer(
-    spec: StudySpec, measure: Callable[[Params], Measurement | None], ref: TrialPoint
-) -> Score:
-    """Each config measured by `measure` (None: refused) and scored against `ref`, as the
-    study scores a trial."""
+def on_runner(
+    spec: StudySpec,
+    runner: TrialRunner,
+    point: TrialPoint,
+    base: TrialPoint,
+    note: str,
+    source: str,
+    *,
+    ref: TrialPoint | None = None,
+    only: Sequence[str] | None = None,
+    known: TrialPoint | None = None,
+) -> tuple[SmallestChange, bool]:
+    """The check on any runner (the calibrated planner, the study's engine): `point`'s config
+    and each with changed flags reverted to `base`'s values (`only`: these flags tried) run
+    once each on `runner` (`known`: a run of `point`'s config that stands for it), scored as
+    the study scores against `ref` (None: `base`'s config run on this runner too; engine logs
+    `smallest-<trial>-<ts>.log`), decided by `tuner.fidelity.smallest` with the rule `loses`,
+    as a record of `point`'s spec and trial. (the record, whether a run was simulated)."""
+    seen: dict[tr.ParamsKey, Measurement | None] = {}
+    simulated = [known.simulated] if known is not None else []  # `tuner sim serve`, the planner
+
+    def measure(params: Params) -> Measurement | None:
+        key = tr.params_key(params)
+        if key not in seen:
+            m = config_run(runner, params, f"smallest-{point.number:04d}")
+            seen[key] = m if m.metrics is not None else None
+            simulated.append(m.simulated)
+        return seen[key]
+
+    if ref is None:
+        base_m = measure(base.params)
+        if base_m is None:
+            raise UserError("the simulator refuses vLLM's defaults")
+        ref = simulated_reference(spec, base_m, dict(base.params))
 
     def score(params: Params) -> ScoredConfig | None:
+        if known is not None and tr.params_key(params) == tr.params_key(point.params):
+            return ScoredConfig(known, tuple(known.broken_constraints))
         m = measure(params)
         if m is None:
             return None
@@ -104,27 +126,13 @@ def scorer(
         broken = tuple(name for name, v in slos.items() if v > 0)
         return ScoredConfig(TrialPoint.measured_as(-1, params, record), broken)
 
-    return score
-
-
-def decide(
-    spec: StudySpec,
-    point: TrialPoint,
-    defaults: Params,
-    score: Score,
-    note: str,
-    source: str,
-    only: Sequence[str] | None = None,
-) -> SmallestChange:
-    """`tuner.fidelity.smallest`'s answer for `point` (`only`: these flags tried), as a record
-    of its spec and trial."""
-    rule = loses(spec)
-    found = smallest_change(point.params, defaults, score, rule, lambda s: s.point.score, only)
+    rule, score_of = loses(spec), lambda s: s.point.score
+    found = smallest_change(point.params, base.params, score, rule, score_of, only)
     if found is None:
         found = SmallestChange(None, False, f"not checked: the config was refused ({source})")
     else:
         found = replace(found, note=note, source=source)
-    return replace(found, spec_id=point.spec_id, trial=point.number)
+    return replace(found, spec_id=point.spec_id, trial=point.number), any(simulated)
 
 
 def check(
@@ -134,19 +142,15 @@ def check(
     point: TrialPoint,
     base: TrialPoint,
 ) -> SmallestChange:
-    """The record of one check on the simulator (stored by `check_best`)."""
+    """The record of one check on the calibrated simulator (stored by `check_best`)."""
     try:
         runner = nominal_runner(spec, requests)
-        profile = use_calibrated(runner, study)
-        base_m = simulated(runner, base.params)
-        if base_m is None:
-            raise UserError("the simulator refuses vLLM's defaults")
-        ref = simulated_reference(spec, base_m, dict(base.params))
-        score = scorer(spec, lambda params: simulated(runner, params), ref)
-        return decide(spec, point, base.params, score, profile, SIMULATED)
-    except (UserError, KeyError, ValueError, OSError, RuntimeError) as exc:  # no profile, a bug
-        why = f"not checked: the simulator cannot run this study ({exc})"
-        return SmallestChange(point.spec_id, False, why, trial=point.number)
+        calibrated, profile = _calibrated(study)
+        if calibrated is not None:  # the study's calibrated profile, when one is stored
+            runner.gpu = calibrated
+        return on_runner(spec, runner, point, base, profile, SIMULATED)[0]
+    except CANNOT_SIMULATE as exc:
+        return SmallestChange(point.spec_id, False, cannot_simulate(exc), trial=point.number)
 
 
 def check_best(

@@ -8,24 +8,23 @@ then with all of them reverted (and, if that loses the gain, with the costliest 
 one engine start and one run of the study's workload each (a config already measured in this
 check is not started again, nor the best config when `--confirm` has just re-run it: its
 latest re-run stands for it), scored against the measured baseline trial as a trial is scored,
-and judged by the same rule (`smallest_check.loses`). The flags the simulator kept are not
-re-measured: they stay. Nothing is measured when the simulator dropped nothing. The record is
-stored as `tuner_smallest_measured:<trial>`; `StudyRecord.smallest_of` prefers it to the
-simulator's. Its engine logs are `smallest-<trial>-<ts>.log` in the study's log folder.
+and judged by the same rule: the simulator's check on the engine (`smallest_check.on_runner`).
+The flags the simulator kept are not re-measured: they stay. Nothing is measured when the
+simulator dropped nothing. The record is stored as `tuner_smallest_measured:<trial>`;
+`StudyRecord.smallest_of` prefers it to the simulator's. Its engine logs are
+`smallest-<trial>-<ts>.log` in the study's log folder.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from tuner import trial as tr
-from tuner.fidelity.smallest_check import ScoredConfig, decide, scorer
-from tuner.measure.measurement import Measurement
-from tuner.runners.engine_runner import TrialContext, TrialRunner
+from tuner.fidelity.best_check import best_pair
+from tuner.fidelity.smallest_check import on_runner
+from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Params
 from tuner.trial import SmallestChange, TrialPoint
 from tuner.trial.smallest import MEASURED, SIMULATED
 
@@ -43,9 +42,10 @@ def check_best_measured(
     """Re-measure the flags the simulator dropped from the best config of the current spec;
     store and return the record (None when there is no best, the best is the baseline, or
     the simulator dropped no flag of it)."""
-    best, base = tr.best(points), tr.baseline_of(points)
-    if best is None or base is None or best.number == base.number:
+    pair = best_pair(points)
+    if pair is None:
         return None
+    best, base = pair
     predicted = tr.StudyRecord.of(study).smallest.get(best.number)  # the planner's check
     if predicted is None or predicted.spec_id != best.spec_id:
         return None
@@ -59,28 +59,10 @@ def check_best_measured(
         f"reverted to vLLM's default ({', '.join(dropped)}): {starts} engine start(s), more "
         "if they matter together"
     )
-    seen: dict[tuple[tuple[str, Any], ...], Measurement | None] = {}
-    simulated = [rerun.simulated] if rerun is not None else []  # on a `tuner sim serve` engine
-
-    def measure(params: Params) -> Measurement | None:
-        key = tr.params_key(params)
-        if key not in seen:
-            name = f"smallest-{best.number:04d}"
-            ctx = TrialContext(spec.name, -1, dict(params), phase=lambda _: None, log_name=name)
-            m = runner.measure(ctx)
-            seen[key] = m if m.metrics is not None else None
-            simulated.append(m.simulated)
-        return seen[key]
-
-    measured_score = scorer(spec, measure, base)
-
-    def score(params: Params) -> ScoredConfig | None:
-        if rerun is not None and tr.params_key(params) == tr.params_key(best.params):
-            return ScoredConfig(rerun, tuple(rerun.broken_constraints))
-        return measured_score(params)
-
-    record = decide(spec, best, base.params, score, NOTE, MEASURED, only=dropped)
-    if any(simulated):  # figures of the simulator are labelled SIMULATED, wherever they come
+    record, simulated = on_runner(
+        spec, runner, best, base, NOTE, MEASURED, ref=base, only=dropped, known=rerun
+    )
+    if simulated:  # figures of the simulator are labelled SIMULATED, wherever they come
         record = replace(record, source=SIMULATED, note=SIM_NOTE)
     record = replace(record, engine=True)
     tr.write_smallest(study, best.number, record)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement, ended_after
-from tuner.measure.modes import MODES, CapacityObjective, Objective, RunFigures, RunOne
+from tuner.measure.modes import MODES, CapacityObjective, Combine, Objective, RunFigures, RunOne
 from tuner.measure.objective import equivalent_capacity, health_constraints
 from tuner.spec.sections import ScenarioSpec
 from tuner.spec.study import ObjectiveSpec, StudySpec
@@ -38,12 +38,7 @@ class MixOf(Objective):
         """How the scenarios' scores make the trial's, in words."""
         return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
 
-    def measure(
-        self,
-        workload: WorkloadSpec,
-        one: RunOne,
-        combine: Callable[[dict[str, Measurement]], Measurement],
-    ) -> Measurement:
+    def measure(self, workload: WorkloadSpec, one: RunOne, combine: Combine) -> Measurement:
         """Each scenario in turn; a failure or an early stop ends the trial there, with the
         time of every run before it."""
         parts: dict[str, Measurement] = {}

@@ -29,6 +29,7 @@ from tuner.spec.workload import WorkloadSpec
 CAPACITY_RPS = "capacity_rps"  # capacity mode's figure, req/s
 
 RunOne = Callable[[str, WorkloadSpec], Measurement]  # one named workload's run(s)
+Combine = Callable[[dict[str, Measurement]], Measurement]  # a mix's runs as one trial's
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,7 @@ class Objective:
         over it (`search`)."""
         return run(name, w)
 
-    def measure(
-        self,
-        workload: WorkloadSpec,
-        one: RunOne,
-        combine: Callable[[dict[str, Measurement]], Measurement],
-    ) -> Measurement:
+    def measure(self, workload: WorkloadSpec, one: RunOne, combine: Combine) -> Measurement:
         """Every run one engine start makes for a trial, as one Measurement: the study's one
         workload (a mix: each scenario's, `combine`d)."""
         return one("", workload)
@@ -179,20 +175,14 @@ class Objective:
         its figures."""
         return constraints(self.spec, metrics, failed_fraction=failed_fraction)
 
-    def run_gain(
-        self,
-        mine: Mapping[str, float] | None,
-        base: Mapping[str, float] | None,
-        mine_rps: float | None,
-        base_rps: float | None,
-    ) -> float | None:
+    def run_gain(self, mine: RunFigures, base: RunFigures) -> float | None:
         """One run's gain over the baseline's same run (−score; capacity: ln of the capacity
         ratio); None where the baseline has no figure, −inf where the config has none."""
-        if not base:
+        if not base.metrics:
             return None
-        if not mine:
+        if not mine.metrics:
             return -math.inf
-        return -score(mine, base, self.spec.weights)
+        return -score(mine.metrics, base.metrics, self.spec.weights)
 
     def gain_figure(self, gain: float) -> str:
         """A gain (`run_gain`'s) in the study's terms."""
@@ -334,16 +324,10 @@ class CapacityObjective(Objective):
             return None  # no capacity found yet
         return Beat(best_rps, reference_rps)
 
-    def run_gain(
-        self,
-        mine: Mapping[str, float] | None,
-        base: Mapping[str, float] | None,
-        mine_rps: float | None,
-        base_rps: float | None,
-    ) -> float | None:
-        if not base_rps:
+    def run_gain(self, mine: RunFigures, base: RunFigures) -> float | None:
+        if not base.capacity_rps:
             return None
-        return math.log(mine_rps / base_rps) if mine_rps else -math.inf
+        return math.log(mine.capacity_rps / base.capacity_rps) if mine.capacity_rps else -math.inf
 
     def gain_figure(self, gain: float) -> str:
         return f"capacity ×{math.exp(gain):.3f}"

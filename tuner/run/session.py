@@ -184,11 +184,10 @@ def _run_slots(
     view: RunView,
 ) -> tuple[StudyLoop, RunSummary]:
     """One loop per slot, in threads; then the study's one confirmation, on the first slot."""
-    loops = []
+    workload, loops = runner.built(), []  # built once (`first_runner`), handed to every slot
     for i, slot in enumerate(slots):
-        r = runner if i == 0 else make_runner(slot)
-        if r is not runner:
-            r.share_workload(runner)  # built once
+        r = runner if i == 0 else make_runner(slot).with_spec(spec, workload)
+        r.prepare()  # the first slot's: done already; another's: its own tokenizer
         loops.append(_loop(spec, store, r, options, view, slot.label))
     _say(view, options.notes)
     summary = run_slots(

@@ -19,7 +19,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from types import FrameType
 
 from tuner.errors import UserError
 from tuner.run.lock import StudyLock, takes_lock
@@ -119,7 +119,7 @@ def run_slots(
             if close:
                 loop.runner.close()
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         if signals_seen:
             for loop in loops:
                 loop.runner.kill()

@@ -120,13 +120,6 @@ class TrialRunner(abc.ABC):
         given = None if self._requests is None else tuple(self._requests)
         return Workload(given, {k: tuple(v) for k, v in self._scenario_requests.items()})
 
-    def share_workload(self, other: TrialRunner) -> None:
-        """Measure `other`'s tokenizer and requests, built once for both (GPU slots: every
-        slot's runner measures the same workload as the first)."""
-        self._tokenizer = other.tokenizer
-        self._requests = other.requests
-        self._scenario_requests = dict(other._scenario_requests)
-
     def with_spec(self, spec: StudySpec, workload: Workload) -> TrialRunner:
         """A runner like this one (same engine set-up, slot and tokenizer) for another spec and
         its workload (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
@@ -136,10 +129,14 @@ class TrialRunner(abc.ABC):
         return clone
 
     def prepare(self) -> None:
-        """Build the workload before the first trial: its errors (a missing dataset, a bad
-        tokenizer) stop the run before any study exists, and its cost is not a trial's."""
+        """Build the workload and load its tokenizer before the first trial: their errors (a
+        missing dataset, a bad tokenizer) stop the run before any study exists, and their cost
+        is not a trial's. A runner handed a built workload (a GPU slot's) loads its own
+        tokenizer here: a fast tokenizer is not safe to share between threads
+        (huggingface/tokenizers#537)."""
         for name in self.spec.workloads or [""]:
             self.requests_for(name)
+        _ = self.tokenizer  # built the requests, or (a slot's) loaded now
 
     @abc.abstractmethod
     def measure(self, ctx: TrialContext) -> Measurement: ...
