@@ -9,7 +9,7 @@ Modules:
 - `change`: the chosen trial against vLLM's defaults per headline metric, in units and percent
   (`DefaultsComparison`, computed once, rendered by `best`, `export` and the report);
 - `verdicts`: every doubt about the chosen trial (`Verdict`s, computed once, likewise);
-- `capacity_words`: a capacity in words (`≥ …` when capped), capacity mode's export lines;
+- `capacity_words`: capacity mode's export lines and JSON (the words: `tuner.trial.words`);
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
 - `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);

@@ -15,7 +15,6 @@ from rich.console import Console
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
 from tuner.results.export import Selection, closest_miss, judge
 from tuner.results.moved import worse_lines
@@ -35,7 +34,7 @@ from tuner.spec.metric_keys import (
 )
 from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, specs
+from tuner.trial import StudyRecord, TrialPoint, specs, words
 from tuner.trial.words import at_rate, scenario_parts
 
 

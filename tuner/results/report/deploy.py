@@ -16,7 +16,6 @@ from markupsafe import Markup
 
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
-from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
 from tuner.results.export import (
     Selection,
@@ -32,7 +31,7 @@ from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
 
 if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
