@@ -65,7 +65,7 @@ def pareto(
     once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
     from tuner.measure.mixes import objective_of
-    from tuner.results.pareto import capacity_front_of, check_stored, front_of, parse_objectives
+    from tuner.results.pareto import check_stored, mode_front, parse_objectives
     from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
@@ -79,11 +79,7 @@ def pareto(
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
     pooled = [c.point for c in each.values()]
-    found, capacity_rps = (
-        capacity_front_of(pooled, objs)
-        if objective_of(spec).has_capacity
-        else (front_of(pooled, objs), None)
-    )
+    found, capacity_rps = mode_front(pooled, objs, capacity=objective_of(spec).has_capacity)
     front = [each[p.number] for p in found]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
