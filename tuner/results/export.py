@@ -71,6 +71,12 @@ class Selection:
         rec = self.recommendation
         return rec is not None and rec.held and self.point.number != rec.candidate.number
 
+    @property
+    def candidate(self) -> TrialPoint | None:
+        """Held: the best tuned config, shown beside the defaults exported in its place."""
+        rec = self.recommendation
+        return rec.candidate if self.held and rec is not None else None
+
 
 def judge(
     choice: Selection,

@@ -16,12 +16,12 @@ from rich.console import Console
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results.commandline import shell_command
-from tuner.results.export import Selection, closest_miss, judge
+from tuner.results.export import Selection, closest_miss, hold, judge
 from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines
-from tuner.results.smallest import shipped_params, smallest_lines
+from tuner.results.smallest import smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
@@ -321,9 +321,8 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     choice = judge(
         Selection(top, why, ranked=tuple(ranked), notes=tuple(notes)), points, spec, study, baseline
     )
-    rec = choice.recommendation
-    held = rec is not None and rec.held and rec.defaults is not None
-    role = " — a CANDIDATE, not recommended (below)" if held else ""
+    rec, shown = choice.recommendation, hold(choice)  # shown: vLLM's defaults when held back
+    role = " — a CANDIDATE, not recommended (below)" if shown.held else ""
     lines = [
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
@@ -337,13 +336,12 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     lines += [f"# {line}" for line in smallest_lines(choice.smallest, top)]
     lines += [f"# {v.text}" for v in choice.verdicts]
     lines += [f"# {line}" for line in shape_lines(spec, points)]
-    tuned = shipped_params(choice.smallest, top)
+    tuned = choice.params
     check_deployable(spec, top.number, tuned)
-    if not held or rec is None or rec.defaults is None:
+    if not shown.held or rec is None:
         return "\n".join([*lines, shell_command(spec, tuned)])
     lines += [f"# {line}" for line in rec.lines()]
-    defaults = rec.defaults
-    lines.append(shell_command(specs.spec_for(study, defaults), defaults.params))
+    lines.append(shell_command(specs.spec_for(study, shown.point), shown.point.params))
     lines.append(f"# the candidate, trial {top.number} (not recommended yet):")
     lines += [f"#   {line}" for line in shell_command(spec, tuned).splitlines()]
     return "\n".join(lines)

@@ -52,9 +52,8 @@ def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
 
 def _trial_words(choice: Selection) -> str:
     """The trial recommended; held back: vLLM's defaults, and the candidate named."""
-    rec = choice.recommendation
-    if choice.held and rec is not None:
-        return f"{choice.point.number}: vLLM's defaults (candidate: trial {rec.candidate.number})"
+    if (candidate := choice.candidate) is not None:
+        return f"{choice.point.number}: vLLM's defaults (candidate: trial {candidate.number})"
     return str(choice.point.number)
 
 
@@ -103,8 +102,7 @@ def _card(
 ) -> _Card:
     """The command with the figures that justify it; held back: the defaults' command, then the
     candidate's, which `tuner export --candidate` writes."""
-    rec = choice.recommendation
-    candidate = rec.candidate if choice.held and rec is not None else None
+    candidate = choice.candidate
     return _Card(
         title=title,
         trial=_trial_words(choice),
@@ -142,8 +140,7 @@ def best_commands(
             rows.append(_Row(title, error=str(exc)))
             continue
         choice = hold(judge(choice, points, spec, study, baseline))
-        rec = choice.recommendation
-        subject = rec.candidate if choice.held and rec is not None else choice.point
+        subject = choice.candidate or choice.point
         rows.append(_row(title, choice, capacity, worse_lines(spec, subject, baseline)))
         notes = justification(spec, choice, study_name, simulated, baseline)
         cards.append(_card(title, text, choice, spec, notes, first=not cards))
