@@ -17,7 +17,7 @@ import yaml
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.change import DefaultsComparison, against_defaults
+from tuner.results.change import DefaultsComparison, against_defaults, worse_lines
 from tuner.results.commandline import (
     comment,
     env_assignments,
@@ -25,7 +25,6 @@ from tuner.results.commandline import (
     shell_command,
     vllm_config,
 )
-from tuner.results.moved import worse_lines
 from tuner.results.pareto import check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.refusal import check_deployable

@@ -15,9 +15,9 @@ from rich.console import Console
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.results.change import worse_lines
 from tuner.results.commandline import shell_command
 from tuner.results.export import Selection, closest_miss, hold, judge
-from tuner.results.moved import worse_lines
 from tuner.results.refusal import check_deployable
 from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
+from tuner.results.change import worse_lines
 from tuner.results.commandline import shell_command
 from tuner.results.export import (
     Selection,
@@ -24,7 +25,6 @@ from tuner.results.export import (
     justification,
     select_trial,
 )
-from tuner.results.moved import worse_lines
 from tuner.results.report.render import macro
 from tuner.results.smallest import shipped_params
 from tuner.spec.figures import figure
