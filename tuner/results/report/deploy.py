@@ -151,21 +151,10 @@ def best_commands(
 def verify_section(docs: Sequence[VerifyDoc]) -> Markup:
     """The report's "After the ship": every stored `tuner verify` of the study, oldest first
     (time, engine URL, vLLM version, measured figures, verdict); empty when none."""
-    from tuner.results.verifies import figures_words, verify_row
+    from tuner.results.verifies import verify_cells
 
     if not docs:
         return Markup()
     head = ("time", "trial", "engine URL", "vLLM", "figures measured", "exit", "verdict")
-    rows = [
-        (
-            r["verified_at"],
-            r["trial"],
-            r["base_url"],
-            r["vllm_version"] or "?",
-            figures_words(r["figures"]),
-            r["exit_code"],
-            r["verdict"],
-        )
-        for r in map(verify_row, docs)
-    ]
+    rows = [verify_cells(doc) for doc in docs]
     return macro("deploy.html.j2", "verifies", head=head, rows=rows)
