@@ -55,6 +55,7 @@ class Selection:
     ranked: tuple[TrialPoint, ...] = ()  # the candidates it was chosen among, best first
     # set by `judge`: the change against vLLM's defaults, and every verdict on the choice
     comparison: DefaultsComparison | None = None
+    worse: tuple[str, ...] = ()  # everything that got worse against the defaults, in words
     verdicts: tuple[Verdict, ...] = ()
     recommendation: Recommendation | None = None  # set by `judge`: the candidate held back?
     smallest: SmallestChange | None = None  # set by `judge`: the flags that carry the gain
@@ -86,10 +87,11 @@ def judge(
     *,
     trim: bool = True,
 ) -> Selection:
-    """The choice with its change against vLLM's defaults and its verdicts, computed once for
-    every output that shows it (each `export` format, the report's deploy cards). `trim`: the
-    command leaves out the changed flags that do not carry the gain (`tuner.results.smallest`;
-    not for a trial asked for by number, nor under `--slo` limits beyond the study's own)."""
+    """The choice with its change against vLLM's defaults, what got worse and its verdicts,
+    computed once for every output that shows it (`best`, each `export` format, the report's
+    deploy cards). `trim`: the command leaves out the changed flags that do not carry the gain
+    (`tuner.results.smallest`; not for a trial asked for by number, nor under `--slo` limits
+    beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
     # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
@@ -101,7 +103,12 @@ def judge(
     trim = trim and {str(limit) for limit in choice.limits} <= judged
     change = study.smallest_of(choice.point) if study is not None and trim else None
     return replace(
-        choice, comparison=comparison, verdicts=found, recommendation=rec, smallest=change
+        choice,
+        comparison=comparison,
+        worse=tuple(worse_lines(spec, choice.point, baseline)),
+        verdicts=found,
+        recommendation=rec,
+        smallest=change,
     )
 
 
@@ -241,7 +248,7 @@ def justification(
         *setting_lines(spec, choice.limits),
     ]
     if choice.held:
-        lines += _candidate_lines(spec, choice, baseline)
+        lines += _candidate_lines(choice)
     elif choice.comparison is not None:
         lines += choice.comparison.lines()
     if not choice.held:
@@ -263,7 +270,7 @@ def justification(
             f"  score = {figure(p.score, 3, sign=True)} (lower is better; the baseline scores 0)"
         )
     if not choice.held:  # held: the candidate's are above
-        lines += worse_lines(spec, p, baseline)
+        lines += choice.worse
         lines += _verdict_lines(choice) or [f"  {note}" for note in choice.notes]
     return lines
 
@@ -281,7 +288,7 @@ def _verdict_lines(choice: Selection) -> list[str]:
     return [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
 
 
-def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | None) -> list[str]:
+def _candidate_lines(choice: Selection) -> list[str]:
     """A held choice (`hold`): what is recommended and why, what would settle it, and the
     candidate's change against the defaults, what got worse and its verdicts."""
     rec = choice.recommendation
@@ -290,7 +297,7 @@ def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | 
     lines = [*rec.lines(), f"the candidate, trial {rec.candidate.number}:"]
     if choice.comparison is not None:
         lines += choice.comparison.lines()
-    lines += worse_lines(spec, rec.candidate, baseline)
+    lines += choice.worse
     lines += smallest_lines(choice.smallest, rec.candidate)
     lines += _verdict_lines(choice)
     return [*lines, f"what to expect from vLLM's defaults, trial {choice.point.number}:"]

@@ -15,7 +15,6 @@ from rich.console import Console
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.results.change import worse_lines
 from tuner.results.commandline import shell_command
 from tuner.results.export import Selection, closest_miss, hold, judge
 from tuner.results.refusal import check_deployable
@@ -332,7 +331,7 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     ]
     if choice.comparison is not None:
         lines += [f"# {line}" for line in choice.comparison.lines()]
-    lines += [f"# {line}" for line in worse_lines(spec, top, baseline)]
+    lines += [f"# {line}" for line in choice.worse]
     lines += [f"# {line}" for line in smallest_lines(choice.smallest, top)]
     lines += [f"# {v.text}" for v in choice.verdicts]
     lines += [f"# {line}" for line in shape_lines(spec, points)]

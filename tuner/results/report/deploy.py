@@ -16,7 +16,6 @@ from markupsafe import Markup
 
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
-from tuner.results.change import worse_lines
 from tuner.results.commandline import shell_command
 from tuner.results.export import (
     Selection,
@@ -82,7 +81,7 @@ class _Card:
     candidate: str | None  # the candidate's command, when held back
 
 
-def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> _Row:
+def _row(title: str, choice: Selection, capacity: bool) -> _Row:
     """One selection: the trial, (capacity mode: its capacity first), the headline figures, the
     score, the change against vLLM's defaults, what got worse, and the doubts."""
     p = choice.point
@@ -94,7 +93,7 @@ def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> _Ro
     cells.append(figure(p.score, 3, sign=True))
     found = choice.comparison.lines() if choice.comparison is not None else []
     doubts = [v.text for v in choice.verdicts if v.doubt]
-    return _Row(title, cells=cells, change=found + worse, doubts=doubts)
+    return _Row(title, cells=cells, change=[*found, *choice.worse], doubts=doubts)
 
 
 def _card(
@@ -140,8 +139,7 @@ def best_commands(
             rows.append(_Row(title, error=str(exc)))
             continue
         choice = hold(judge(choice, points, spec, study, baseline))
-        subject = choice.candidate or choice.point
-        rows.append(_row(title, choice, capacity, worse_lines(spec, subject, baseline)))
+        rows.append(_row(title, choice, capacity))
         notes = justification(spec, choice, study_name, simulated, baseline)
         cards.append(_card(title, text, choice, spec, notes, first=not cards))
     # no trial to recommend: the table's rows say why, and no empty card follows
