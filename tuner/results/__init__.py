@@ -13,10 +13,10 @@ Modules:
 - `capacity_words`: capacity mode's export lines and JSON (the words: `tuner.trial.words`);
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
-- `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
+- `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON), never
+  one vLLM refuses on the study's platform;
 - `shipped`: the config a study ships, judged, with its spec and baseline (`export`, `verify`);
 - `commandline`: a config as production runs it: the shell command, the `--config` mapping;
-- `refusal`: a stored config vLLM refuses on the study's platform is never handed out;
 - `recommend`: recommend only what the evidence carries (pure);
 - `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
 - `table`: tables that fit a person's terminal, and comment lines that wrap;

@@ -3,6 +3,12 @@
 Selection is pure (trial points in, a `Selection` out). Rendering always targets production's
 `vllm serve MODEL ...` through `tuner.spec.space`, whichever way the study launched its engine,
 and carries the figures that justify the choice so whoever deploys it knows what to expect.
+
+A stored config that vLLM refuses on the study's platform is never handed out as a command
+(`check_deployable`). A study measured before a rule was known (the simulated engine took
+`--block-size 8` on a CUDA GPU until it followed vLLM 0.32's attention backends,
+`tuner.spec.vllm_rules`) may hold such a trial as its best; `tuner best` and `tuner export`
+refuse it with vLLM's message.
 """
 
 from __future__ import annotations
@@ -27,16 +33,17 @@ from tuner.results.commandline import (
 )
 from tuner.results.pareto import check_stored
 from tuner.results.recommend import Recommendation, recommendation
-from tuner.results.refusal import check_deployable
 from tuner.results.setting import judged_by, setting_lines
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.verdicts import Verdict, verdicts
+from tuner.runners.plan import study_platform
+from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.figures import exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.space import serve_argv, serve_env
+from tuner.spec.space import check_rules, effective_flags, max_model_len, serve_argv, serve_env
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Scalar
+from tuner.spec.values import Params, Scalar
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -224,6 +231,17 @@ def _given(
 
 
 # Rendering ------------------------------------------------------------------------------
+
+
+def check_deployable(spec: StudySpec, number: int, params: Params) -> None:
+    """UserError when vLLM refuses trial `number`'s flags on the study's platform."""
+    platform = study_platform(spec)
+    refused = check_rules(effective_flags(spec, params), max_model_len(spec), platform)
+    if refused is not None:
+        raise UserError(
+            f"trial {number}'s config would not start on vLLM {VLLM_VERSION} ({platform}): "
+            f"{refused} Export another trial (--trial N), or run the study again"
+        )
 
 
 def _provenance(simulated: bool, version: str | None) -> str:
