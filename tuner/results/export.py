@@ -31,7 +31,7 @@ from tuner.results.commandline import (
     shell_command,
     vllm_config,
 )
-from tuner.results.pareto import check_stored
+from tuner.results.pareto import check_complete, check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.setting import judged_by, setting_lines
 from tuner.results.smallest import shipped_params, smallest_lines
@@ -155,8 +155,7 @@ def select_trial(
     SLO violation. The order is `tuner.trial.ranked`'s, shared with `tuner best`: configs
     that `--confirm` re-measured rank by their mean score."""
     limits = tuple(limits)
-    if not any(p.state == "COMPLETE" for p in points):
-        raise UserError(f"study {study_name!r} has no complete trial yet")
+    check_complete(points, study_name)
     check_stored(points, [limit.metric for limit in limits], study_name)
     if trial is not None:
         return _given(points, study_name, trial, limits)

@@ -53,6 +53,12 @@ def pareto_front(points: Sequence[dict[str, float]], objectives: Sequence[Object
     return front
 
 
+def check_complete(points: Sequence[TrialPoint], study_name: str) -> None:
+    """A study with no complete trial has nothing to pick, plot or report: a user error."""
+    if not any(p.state == "COMPLETE" for p in points):
+        raise UserError(f"study {study_name!r} has no complete trial yet")
+
+
 def check_stored(points: Sequence[TrialPoint], names: Sequence[str], study_name: str) -> None:
     """A metric nobody stored is a user error (typo, or a percentile the workload did not ask)."""
     stored = {m for p in points for m in p.metrics}
