@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -146,39 +146,6 @@ def _state(p: TrialPoint) -> str:
     if p.state == "COMPLETE" and p.status == "failed":
         return "REFUSED (predicted)" if p.record.predicted else "FAILED"
     return p.state
-
-
-class PredictionRow(TypedDict):
-    """One headline figure of one screened trial: predicted, measured, the miss."""
-
-    trial: int
-    metric: str
-    predicted: float
-    measured: float | None
-    error: float | None
-
-
-def prediction_rows(points: Sequence[TrialPoint]) -> list[PredictionRow]:
-    """Predicted against measured, per real trial the screen chose and per headline metric:
-    the simulator's error over the study in plain view (measured / predicted − 1)."""
-    rows: list[PredictionRow] = []
-    for p in sorted(points, key=lambda p: p.number):
-        predicted = p.predictions
-        if not predicted:
-            continue
-        miss = p.record.prediction_error or {}
-        for m in HEADLINE_METRICS:
-            if m in predicted:
-                rows.append(
-                    {
-                        "trial": p.number,
-                        "metric": m,
-                        "predicted": predicted[m],
-                        "measured": p.metrics.get(m) if p.measured else None,
-                        "error": miss.get(m),
-                    }
-                )
-    return rows
 
 
 def _capped_cell(row: pd.Series, col: str) -> bool:
