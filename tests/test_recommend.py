@@ -14,7 +14,7 @@ import pytest
 from results_fixtures import build_study, write_study_file
 
 from tuner import trial as tr
-from tuner.results.moved import worse_than_defaults
+from tuner.results.change import worse_than_defaults
 from tuner.results.recommend import HELD_EXIT_CODE, recommendation
 from tuner.results.verdicts import Verdict
 from tuner.results.views import best_report

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tuner.errors import UserError
-from tuner.results.refusal import check_deployable
+from tuner.results.export import check_deployable
 from tuner.runners.plan import study_platform
 from tuner.spec.space import check_rules
 from tuner.spec.study import StudySpec, load_study_spec

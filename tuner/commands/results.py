@@ -65,7 +65,7 @@ def pareto(
     once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
     from tuner.measure.mixes import objective_of
-    from tuner.results.pareto import capacity_front_of, check_stored, front_of, parse_objectives
+    from tuner.results.pareto import check_complete, check_stored, mode_front, parse_objectives
     from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
@@ -74,16 +74,11 @@ def pareto(
     points = _points(study)
     if scenario is not None:
         points = for_scenario(points, scenario)
-    if not any(p.state == "COMPLETE" for p in points):
-        raise UserError(f"study {study.study_name!r} has no complete trial yet")
+    check_complete(points, study.study_name)
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
     pooled = [c.point for c in each.values()]
-    found, capacity_rps = (
-        capacity_front_of(pooled, objs)
-        if objective_of(spec).has_capacity
-        else (front_of(pooled, objs), None)
-    )
+    found, capacity_rps = mode_front(pooled, objs, capacity=objective_of(spec).has_capacity)
     front = [each[p.number] for p in found]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
@@ -280,6 +275,7 @@ def report(
     import optuna
 
     from tuner.measure.mixes import objective_of
+    from tuner.results.pareto import check_complete
     from tuner.results.report.page import build_report
     from tuner.results.report.png import write_png
     from tuner.spec.outputs import check_output_file, write_output_file
@@ -293,8 +289,7 @@ def report(
     if png is not None and png.resolve() == output.resolve():
         raise UserError(f"--png {png}: the same file as -o; give another file name")
     points = _points(study)
-    if not any(p.state == "COMPLETE" for p in points):
-        raise UserError(f"study {study.study_name!r} has no complete trial yet")
+    check_complete(points, study.study_name)
     sim = _is_simulated(study, points)
     verifies = stored_verifies(study.study_name, study_file, storage)
     html = build_report(study, spec, points, simulated=sim, verifies=verifies)

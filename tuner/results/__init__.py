@@ -7,17 +7,17 @@ HTML report (`report`).
 Modules:
 - `pareto`: Pareto fronts over stored trials (pure);
 - `change`: the chosen trial against vLLM's defaults per headline metric, in units and percent
-  (`DefaultsComparison`, computed once, rendered by `best`, `export` and the report);
+  (`DefaultsComparison`, computed once, rendered by `best`, `export` and the report), and
+  everything that got worse against them, not only the weighted metrics (`worse_lines`);
 - `verdicts`: every doubt about the chosen trial (`Verdict`s, computed once, likewise);
-- `capacity_words`: a capacity in words (`≥ …` when capped), capacity mode's export lines;
+- `capacity_words`: capacity mode's export lines and JSON (the words: `tuner.trial.words`);
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
-- `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON);
+- `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON), never
+  one vLLM refuses on the study's platform;
 - `shipped`: the config a study ships, judged, with its spec and baseline (`export`, `verify`);
 - `commandline`: a config as production runs it: the shell command, the `--config` mapping;
-- `refusal`: a stored config vLLM refuses on the study's platform is never handed out;
 - `recommend`: recommend only what the evidence carries (pure);
-- `moved`: everything that got worse against vLLM's defaults, not only the weighted metrics;
 - `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
 - `table`: tables that fit a person's terminal, and comment lines that wrap;
 - `views`: the trial table and `tuner best`'s words (rich, pandas);

@@ -1,4 +1,4 @@
-"""A capacity in words, the same in `best`, `export`, `trials` and the report.
+"""Capacity mode's lines and JSON in `tuner export`, worded as `best`, `trials` and the report.
 
 A capacity search that met every SLO at `capacity.max_rps` stopped there: the config serves
 at least that rate, and how much more is unknown. Such a capacity reads "≥ 5 req/s
@@ -10,28 +10,12 @@ from __future__ import annotations
 
 from tuner.spec.figures import figure
 from tuner.trial import CapacityResult, TrialPoint
-from tuner.trial.words import CAPPED_NOTE, GOODPUT_NOTE, goodput, rate
-
-__all__ = [
-    "CAPPED_NOTE",
-    "GOODPUT_NOTE",
-    "capacity_json",
-    "capacity_lines",
-    "entry_capped",
-    "goodput",
-    "rate",
-]
-
+from tuner.trial.words import GOODPUT_NOTE, goodput, rate
 
 NO_HIGHER = (
     ", no higher rate was tried (capacity.max_rps, or the most the workload's num_prompts "
     "can show within its TTFT/E2EL limit: docs/objective.md)"
 )
-
-
-def entry_capped(found: CapacityResult | None) -> bool:
-    """Whether one capacity search (a trial's, or one scenario's) stopped at max_rps."""
-    return found is not None and found.capped
 
 
 def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:

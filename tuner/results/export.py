@@ -3,6 +3,12 @@
 Selection is pure (trial points in, a `Selection` out). Rendering always targets production's
 `vllm serve MODEL ...` through `tuner.spec.space`, whichever way the study launched its engine,
 and carries the figures that justify the choice so whoever deploys it knows what to expect.
+
+A stored config that vLLM refuses on the study's platform is never handed out as a command
+(`check_deployable`). A study measured before a rule was known (the simulated engine took
+`--block-size 8` on a CUDA GPU until it followed vLLM 0.32's attention backends,
+`tuner.spec.vllm_rules`) may hold such a trial as its best; `tuner best` and `tuner export`
+refuse it with vLLM's message.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import yaml
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results import capacity_words as words
-from tuner.results.change import DefaultsComparison, against_defaults
+from tuner.results.change import DefaultsComparison, against_defaults, worse_lines
 from tuner.results.commandline import (
     comment,
     env_assignments,
@@ -25,19 +31,19 @@ from tuner.results.commandline import (
     shell_command,
     vllm_config,
 )
-from tuner.results.moved import worse_lines
-from tuner.results.pareto import check_stored
+from tuner.results.pareto import check_complete, check_stored
 from tuner.results.recommend import Recommendation, recommendation
-from tuner.results.refusal import check_deployable
 from tuner.results.setting import judged_by, setting_lines
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.results.verdicts import Verdict, verdicts
+from tuner.runners.plan import study_platform
+from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.figures import exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.space import serve_argv, serve_env
+from tuner.spec.space import check_rules, effective_flags, max_model_len, serve_argv, serve_env
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Scalar
+from tuner.spec.values import Params, Scalar
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -56,6 +62,7 @@ class Selection:
     ranked: tuple[TrialPoint, ...] = ()  # the candidates it was chosen among, best first
     # set by `judge`: the change against vLLM's defaults, and every verdict on the choice
     comparison: DefaultsComparison | None = None
+    worse: tuple[str, ...] = ()  # everything that got worse against the defaults, in words
     verdicts: tuple[Verdict, ...] = ()
     recommendation: Recommendation | None = None  # set by `judge`: the candidate held back?
     smallest: SmallestChange | None = None  # set by `judge`: the flags that carry the gain
@@ -71,6 +78,12 @@ class Selection:
         rec = self.recommendation
         return rec is not None and rec.held and self.point.number != rec.candidate.number
 
+    @property
+    def candidate(self) -> TrialPoint | None:
+        """Held: the best tuned config, shown beside the defaults exported in its place."""
+        rec = self.recommendation
+        return rec.candidate if self.held and rec is not None else None
+
 
 def judge(
     choice: Selection,
@@ -81,10 +94,11 @@ def judge(
     *,
     trim: bool = True,
 ) -> Selection:
-    """The choice with its change against vLLM's defaults and its verdicts, computed once for
-    every output that shows it (each `export` format, the report's deploy cards). `trim`: the
-    command leaves out the changed flags that do not carry the gain (`tuner.results.smallest`;
-    not for a trial asked for by number, nor under `--slo` limits beyond the study's own)."""
+    """The choice with its change against vLLM's defaults, what got worse and its verdicts,
+    computed once for every output that shows it (`best`, each `export` format, the report's
+    deploy cards). `trim`: the command leaves out the changed flags that do not carry the gain
+    (`tuner.results.smallest`; not for a trial asked for by number, nor under `--slo` limits
+    beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
     # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
@@ -96,7 +110,12 @@ def judge(
     trim = trim and {str(limit) for limit in choice.limits} <= judged
     change = study.smallest_of(choice.point) if study is not None and trim else None
     return replace(
-        choice, comparison=comparison, verdicts=found, recommendation=rec, smallest=change
+        choice,
+        comparison=comparison,
+        worse=tuple(worse_lines(spec, choice.point, baseline)),
+        verdicts=found,
+        recommendation=rec,
+        smallest=change,
     )
 
 
@@ -136,8 +155,7 @@ def select_trial(
     SLO violation. The order is `tuner.trial.ranked`'s, shared with `tuner best`: configs
     that `--confirm` re-measured rank by their mean score."""
     limits = tuple(limits)
-    if not any(p.state == "COMPLETE" for p in points):
-        raise UserError(f"study {study_name!r} has no complete trial yet")
+    check_complete(points, study_name)
     check_stored(points, [limit.metric for limit in limits], study_name)
     if trial is not None:
         return _given(points, study_name, trial, limits)
@@ -214,6 +232,17 @@ def _given(
 # Rendering ------------------------------------------------------------------------------
 
 
+def check_deployable(spec: StudySpec, number: int, params: Params) -> None:
+    """UserError when vLLM refuses trial `number`'s flags on the study's platform."""
+    platform = study_platform(spec)
+    refused = check_rules(effective_flags(spec, params), max_model_len(spec), platform)
+    if refused is not None:
+        raise UserError(
+            f"trial {number}'s config would not start on vLLM {VLLM_VERSION} ({platform}): "
+            f"{refused} Export another trial (--trial N), or run the study again"
+        )
+
+
 def _provenance(simulated: bool, version: str | None) -> str:
     if simulated:
         return "PREDICTED by the tuner's simulator, not measured on a real engine: verify them"
@@ -236,7 +265,7 @@ def justification(
         *setting_lines(spec, choice.limits),
     ]
     if choice.held:
-        lines += _candidate_lines(spec, choice, baseline)
+        lines += _candidate_lines(choice)
     elif choice.comparison is not None:
         lines += choice.comparison.lines()
     if not choice.held:
@@ -258,7 +287,7 @@ def justification(
             f"  score = {figure(p.score, 3, sign=True)} (lower is better; the baseline scores 0)"
         )
     if not choice.held:  # held: the candidate's are above
-        lines += worse_lines(spec, p, baseline)
+        lines += choice.worse
         lines += _verdict_lines(choice) or [f"  {note}" for note in choice.notes]
     return lines
 
@@ -276,7 +305,7 @@ def _verdict_lines(choice: Selection) -> list[str]:
     return [f"{'DOUBT' if v.doubt else 'note'}: {v.text}" for v in choice.verdicts]
 
 
-def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | None) -> list[str]:
+def _candidate_lines(choice: Selection) -> list[str]:
     """A held choice (`hold`): what is recommended and why, what would settle it, and the
     candidate's change against the defaults, what got worse and its verdicts."""
     rec = choice.recommendation
@@ -285,7 +314,7 @@ def _candidate_lines(spec: StudySpec, choice: Selection, baseline: TrialPoint | 
     lines = [*rec.lines(), f"the candidate, trial {rec.candidate.number}:"]
     if choice.comparison is not None:
         lines += choice.comparison.lines()
-    lines += worse_lines(spec, rec.candidate, baseline)
+    lines += choice.worse
     lines += smallest_lines(choice.smallest, rec.candidate)
     lines += _verdict_lines(choice)
     return [*lines, f"what to expect from vLLM's defaults, trial {choice.point.number}:"]

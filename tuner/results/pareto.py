@@ -53,6 +53,12 @@ def pareto_front(points: Sequence[dict[str, float]], objectives: Sequence[Object
     return front
 
 
+def check_complete(points: Sequence[TrialPoint], study_name: str) -> None:
+    """A study with no complete trial has nothing to pick, plot or report: a user error."""
+    if not any(p.state == "COMPLETE" for p in points):
+        raise UserError(f"study {study_name!r} has no complete trial yet")
+
+
 def check_stored(points: Sequence[TrialPoint], names: Sequence[str], study_name: str) -> None:
     """A metric nobody stored is a user error (typo, or a percentile the workload did not ask)."""
     stored = {m for p in points for m in p.metrics}
@@ -75,17 +81,18 @@ def front_of(points: Sequence[TrialPoint], objectives: Sequence[Objective]) -> l
     return sorted(front, key=lambda p: (sign * p.metrics[name], p.number))
 
 
-def capacity_front_of(
-    points: Sequence[TrialPoint], objectives: Sequence[Objective]
+def mode_front(
+    points: Sequence[TrialPoint], objectives: Sequence[Objective], *, capacity: bool
 ) -> tuple[list[TrialPoint], float | None]:
-    """Capacity mode's front, and the capacity it is drawn at: each trial's latencies were
-    measured at its own capacity rate, so a config that serves less traffic sits lower and
-    would make the plain front alone (the baseline, while the study recommends a config that
-    serves more). The front is of the feasible configs that serve the highest capacity (the
-    recommended config's). No capacity stored: the plain front, and None. `tuner pareto` and
-    the report's plot both draw this one (issue 34)."""
+    """The front of the study's mode, and the capacity it is drawn at: not `capacity`, the
+    plain front and None. Capacity mode's: each trial's latencies were measured at its own
+    capacity rate, so a config that serves less traffic sits lower and would make the plain
+    front alone (the baseline, while the study recommends a config that serves more). The
+    front is of the feasible configs that serve the highest capacity (the recommended
+    config's). No capacity stored: the plain front, and None. `tuner pareto` and the report's
+    plot both draw this one (issue 34)."""
     rated = [p for p in points if p.feasible and p.capacity_rps is not None]
-    if not rated:
+    if not capacity or not rated:
         return front_of(points, objectives), None
     top = max(p.capacity_rps for p in rated if p.capacity_rps is not None)
     return front_of([p for p in rated if p.capacity_rps == top], objectives), top

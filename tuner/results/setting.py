@@ -25,7 +25,7 @@ def judged_by(spec: StudySpec, limits: Sequence[SloLimit]) -> list[str]:
 
 
 def _slo_words(spec: StudySpec, limits: tuple[SloLimit, ...]) -> str:
-    text = ", ".join(str(limit) for limit in (limits or spec.slo_limits())) or "none"
+    text = ", ".join(judged_by(spec, limits)) or "none"
     if limits:
         return f"{text} (given with --slo, in place of the study's)"
     return text if spec.objective.slo else f"{text} in the study file"

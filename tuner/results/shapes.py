@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.results import capacity_words as words
 from tuner.spec.figures import figure
 from tuner.spec.space import effective_flags
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
-from tuner.trial import TrialPoint
+from tuner.trial import TrialPoint, words
 
 
 @dataclass(frozen=True)

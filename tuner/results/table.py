@@ -222,15 +222,8 @@ def wrap_comments(text: str, width: int) -> str:
     (so the text stays a shell script); other lines as they are."""
     out = []
     for line in text.splitlines():
-        if line.startswith("# ") and len(line) > width:
-            parts = textwrap.wrap(
-                line[2:],
-                width - 2,
-                subsequent_indent="  ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-            out += [f"# {part}" for part in parts]
+        if line.startswith("# ") and len(line) > width:  # wrapped as `wrap` wraps a line
+            out += [f"# {part}" for part in wrap(line[2:], width - 2).splitlines()]
         else:
             out.append(line)
     return "\n".join(out)

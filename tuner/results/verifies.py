@@ -62,16 +62,26 @@ def figures_words(figures: Mapping[str, object]) -> str:
     return ", ".join(f"{m} {figure(v)}" for m, v in figures.items()) or "nothing measured"
 
 
+def verify_cells(doc: VerifyDoc) -> tuple[object, ...]:
+    """One stored verify as the cells people read (`verify_lines`, the report's table): time,
+    trial, engine URL, vLLM version ("?" when not recorded), the figures measured, exit code,
+    verdict."""
+    row = verify_row(doc)
+    return (
+        row["verified_at"],
+        row["trial"],
+        row["base_url"],
+        row["vllm_version"] or "?",
+        figures_words(row["figures"]),
+        row["exit_code"],
+        row["verdict"],
+    )
+
+
 def verify_lines(docs: Sequence[VerifyDoc]) -> list[str]:
     """One line per stored verify, oldest first (`tuner verify --history`, `tuner trials`)."""
-    out = []
-    for row in map(verify_row, docs):
-        out.append(
-            f"{row['verified_at']}  trial {row['trial']}  {row['base_url']}  "
-            f"vLLM {row['vllm_version'] or '?'}  {figures_words(row['figures'])}  "
-            f"exit {row['exit_code']}  {row['verdict']}"
-        )
-    return out
+    line = "{}  trial {}  {}  vLLM {}  {}  exit {}  {}"
+    return [line.format(*verify_cells(doc)) for doc in docs]
 
 
 def with_verifies(

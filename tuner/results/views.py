@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
-from tuner.results.export import Selection, closest_miss, judge
-from tuner.results.moved import worse_lines
-from tuner.results.refusal import check_deployable
+from tuner.results.export import Selection, check_deployable, closest_miss, hold, judge
 from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines
-from tuner.results.smallest import shipped_params, smallest_lines
+from tuner.results.smallest import smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
 from tuner.results.verdicts import reference_words
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
@@ -35,7 +32,7 @@ from tuner.spec.metric_keys import (
 )
 from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, specs
+from tuner.trial import StudyRecord, TrialPoint, specs, words
 from tuner.trial.words import at_rate, scenario_parts
 
 
@@ -149,39 +146,6 @@ def _state(p: TrialPoint) -> str:
     if p.state == "COMPLETE" and p.status == "failed":
         return "REFUSED (predicted)" if p.record.predicted else "FAILED"
     return p.state
-
-
-class PredictionRow(TypedDict):
-    """One headline figure of one screened trial: predicted, measured, the miss."""
-
-    trial: int
-    metric: str
-    predicted: float
-    measured: float | None
-    error: float | None
-
-
-def prediction_rows(points: Sequence[TrialPoint]) -> list[PredictionRow]:
-    """Predicted against measured, per real trial the screen chose and per headline metric:
-    the simulator's error over the study in plain view (measured / predicted − 1)."""
-    rows: list[PredictionRow] = []
-    for p in sorted(points, key=lambda p: p.number):
-        predicted = p.predictions
-        if not predicted:
-            continue
-        miss = p.record.prediction_error or {}
-        for m in HEADLINE_METRICS:
-            if m in predicted:
-                rows.append(
-                    {
-                        "trial": p.number,
-                        "metric": m,
-                        "predicted": predicted[m],
-                        "measured": p.metrics.get(m) if p.measured else None,
-                        "error": miss.get(m),
-                    }
-                )
-    return rows
 
 
 def _capped_cell(row: pd.Series, col: str) -> bool:
@@ -322,9 +286,8 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     choice = judge(
         Selection(top, why, ranked=tuple(ranked), notes=tuple(notes)), points, spec, study, baseline
     )
-    rec = choice.recommendation
-    held = rec is not None and rec.held and rec.defaults is not None
-    role = " — a CANDIDATE, not recommended (below)" if held else ""
+    rec, shown = choice.recommendation, hold(choice)  # shown: vLLM's defaults when held back
+    role = " — a CANDIDATE, not recommended (below)" if shown.held else ""
     lines = [
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
@@ -334,17 +297,16 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
     ]
     if choice.comparison is not None:
         lines += [f"# {line}" for line in choice.comparison.lines()]
-    lines += [f"# {line}" for line in worse_lines(spec, top, baseline)]
+    lines += [f"# {line}" for line in choice.worse]
     lines += [f"# {line}" for line in smallest_lines(choice.smallest, top)]
     lines += [f"# {v.text}" for v in choice.verdicts]
     lines += [f"# {line}" for line in shape_lines(spec, points)]
-    tuned = shipped_params(choice.smallest, top)
+    tuned = choice.params
     check_deployable(spec, top.number, tuned)
-    if not held or rec is None or rec.defaults is None:
+    if not shown.held or rec is None:
         return "\n".join([*lines, shell_command(spec, tuned)])
     lines += [f"# {line}" for line in rec.lines()]
-    defaults = rec.defaults
-    lines.append(shell_command(specs.spec_for(study, defaults), defaults.params))
+    lines.append(shell_command(specs.spec_for(study, shown.point), shown.point.params))
     lines.append(f"# the candidate, trial {top.number} (not recommended yet):")
     lines += [f"#   {line}" for line in shell_command(spec, tuned).splitlines()]
     return "\n".join(lines)

@@ -16,7 +16,6 @@ from markupsafe import Markup
 
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
-from tuner.results import capacity_words as words
 from tuner.results.commandline import shell_command
 from tuner.results.export import (
     Selection,
@@ -25,14 +24,13 @@ from tuner.results.export import (
     justification,
     select_trial,
 )
-from tuner.results.moved import worse_lines
 from tuner.results.report.render import macro
 from tuner.results.smallest import shipped_params
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
 
 if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
@@ -53,9 +51,8 @@ def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
 
 def _trial_words(choice: Selection) -> str:
     """The trial recommended; held back: vLLM's defaults, and the candidate named."""
-    rec = choice.recommendation
-    if choice.held and rec is not None:
-        return f"{choice.point.number}: vLLM's defaults (candidate: trial {rec.candidate.number})"
+    if (candidate := choice.candidate) is not None:
+        return f"{choice.point.number}: vLLM's defaults (candidate: trial {candidate.number})"
     return str(choice.point.number)
 
 
@@ -84,7 +81,7 @@ class _Card:
     candidate: str | None  # the candidate's command, when held back
 
 
-def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> _Row:
+def _row(title: str, choice: Selection, capacity: bool) -> _Row:
     """One selection: the trial, (capacity mode: its capacity first), the headline figures, the
     score, the change against vLLM's defaults, what got worse, and the doubts."""
     p = choice.point
@@ -96,7 +93,7 @@ def _row(title: str, choice: Selection, capacity: bool, worse: list[str]) -> _Ro
     cells.append(figure(p.score, 3, sign=True))
     found = choice.comparison.lines() if choice.comparison is not None else []
     doubts = [v.text for v in choice.verdicts if v.doubt]
-    return _Row(title, cells=cells, change=found + worse, doubts=doubts)
+    return _Row(title, cells=cells, change=[*found, *choice.worse], doubts=doubts)
 
 
 def _card(
@@ -104,8 +101,7 @@ def _card(
 ) -> _Card:
     """The command with the figures that justify it; held back: the defaults' command, then the
     candidate's, which `tuner export --candidate` writes."""
-    rec = choice.recommendation
-    candidate = rec.candidate if choice.held and rec is not None else None
+    candidate = choice.candidate
     return _Card(
         title=title,
         trial=_trial_words(choice),
@@ -143,9 +139,7 @@ def best_commands(
             rows.append(_Row(title, error=str(exc)))
             continue
         choice = hold(judge(choice, points, spec, study, baseline))
-        rec = choice.recommendation
-        subject = rec.candidate if choice.held and rec is not None else choice.point
-        rows.append(_row(title, choice, capacity, worse_lines(spec, subject, baseline)))
+        rows.append(_row(title, choice, capacity))
         notes = justification(spec, choice, study_name, simulated, baseline)
         cards.append(_card(title, text, choice, spec, notes, first=not cards))
     # no trial to recommend: the table's rows say why, and no empty card follows
@@ -155,21 +149,10 @@ def best_commands(
 def verify_section(docs: Sequence[VerifyDoc]) -> Markup:
     """The report's "After the ship": every stored `tuner verify` of the study, oldest first
     (time, engine URL, vLLM version, measured figures, verdict); empty when none."""
-    from tuner.results.verifies import figures_words, verify_row
+    from tuner.results.verifies import verify_cells
 
     if not docs:
         return Markup()
     head = ("time", "trial", "engine URL", "vLLM", "figures measured", "exit", "verdict")
-    rows = [
-        (
-            r["verified_at"],
-            r["trial"],
-            r["base_url"],
-            r["vllm_version"] or "?",
-            figures_words(r["figures"]),
-            r["exit_code"],
-            r["verdict"],
-        )
-        for r in map(verify_row, docs)
-    ]
+    rows = [verify_cells(doc) for doc in docs]
     return macro("deploy.html.j2", "verifies", head=head, rows=rows)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.results.pareto import capacity_front_of, front_of
+from tuner.results.pareto import mode_front
 from tuner.results.report.layout import (
     MARKER_PX,
     AxisRange,
@@ -107,7 +107,7 @@ def pareto_front_info(
     """The Pareto plot's data: axes, plotted trials, front, labels, SLO lines, log scales;
     `scenario`: the points are that scenario's (`tuner.trial.for_scenario`), the title says so;
     `capacity`: a capacity study, whose front is drawn among the configs that serve the highest
-    capacity (`capacity_front`)."""
+    capacity (`results.pareto.mode_front`, which `tuner pareto` prints too)."""
     x, y = ttft_axis(points), TPOT
 
     def plotted(status: str) -> tuple[TrialPoint, ...]:
@@ -125,13 +125,13 @@ def pareto_front_info(
     # the baseline's star and the front's ringed points are bigger than a plain point
     halves = [BASELINE_HALF_PX if p.baseline else MARKER_PX for p in shown]
     positions = place_labels(fractions(shown), [*feasible_labels, *infeasible_labels], halves)
-    front, cap = capacity_front(feasible, x, y) if capacity else (_front(feasible, x, y), None)
+    front, cap = mode_front(feasible, [(x, "minimize"), (y, "minimize")], capacity=capacity)
     return ParetoFrontInfo(
         x=x,
         y=y,
         feasible=feasible,
         infeasible=infeasible,
-        front=front,
+        front=tuple(front),
         feasible_labels=tuple(feasible_labels),
         infeasible_labels=tuple(infeasible_labels),
         baselines=tuple(p for p in shown if p.baseline),
@@ -163,19 +163,6 @@ def _axes(
         ranges[metric], found = slo_axis(axis, values, on_axis, figures)
         lines += found
     return ranges[x], ranges[y], lines
-
-
-def _front(feasible: Sequence[TrialPoint], x: str, y: str) -> tuple[TrialPoint, ...]:
-    return tuple(front_of(feasible, [(x, "minimize"), (y, "minimize")]))
-
-
-def capacity_front(
-    feasible: Sequence[TrialPoint], x: str, y: str
-) -> tuple[tuple[TrialPoint, ...], float | None]:
-    """Capacity mode: the front among the configs that serve the highest capacity
-    (`results.pareto.capacity_front_of`, which `tuner pareto` prints too), and that capacity."""
-    front, top = capacity_front_of(feasible, [(x, "minimize"), (y, "minimize")])
-    return tuple(front), top
 
 
 def _colours(feasible: Sequence[TrialPoint]) -> ColourScale | None:

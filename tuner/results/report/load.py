@@ -16,14 +16,13 @@ from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from tuner import trial as tr
-from tuner.results import capacity_words as words
 from tuner.results.report.layout import slo_axis, slo_label_position
 from tuner.results.report.plots import PLAIN_TICKS
 from tuner.results.report.render import macro
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_LATENCIES
 from tuner.spec.slo import SloLimit
-from tuner.trial import RateStep, TrialPoint
+from tuner.trial import RateStep, TrialPoint, words
 
 CURVE_METRICS = HEADLINE_LATENCIES
 _STYLE = {"baseline": ("#111111", "dash"), "best": ("#d62728", "solid")}
@@ -230,11 +229,10 @@ def scenario_table(points: Sequence[TrialPoint]) -> Markup:
         cells = []
         for n in names:
             entry, found = p.scenario(n), p.scenario_metrics(n)
-            cap = entry.capacity.capacity_rps if entry and entry.capacity else None
+            cap = entry.capacity if entry is not None else None
             score = entry.score if entry is not None else None
             cells += [figure(v) for v in [score, *(found.get(m) for m in cols[1:4])]]
-            capped = words.entry_capped(entry.capacity if entry is not None else None)
-            cells.append("" if cap is None else words.rate(cap, capped))
+            cells.append("" if cap is None else words.rate(cap.capacity_rps, cap.capped))
         rows.append((f"{p.number}{' (baseline)' if p.baseline else ''}", cells))
     head = [f"{n}: {c}" for n in names for c in cols]
     return macro("sections.html.j2", "scenario_table", head=head, rows=rows)

@@ -26,7 +26,6 @@ from tuner.results.report.plots import scored_points as scored
 from tuner.results.report.render import macro, render
 from tuner.results.shapes import shape_rows
 from tuner.results.verifies import VerifyDoc
-from tuner.results.views import PredictionRow, prediction_rows
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.study import ParameterSpec, StudySpec
@@ -80,16 +79,20 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
 
 def predictions_section(points: Sequence[TrialPoint]) -> Markup:
     """`search.fidelity: multi`: what the calibrated simulator predicted for each real trial
-    before it ran, against what was measured; empty for a study without a screen."""
-    rows = prediction_rows(points)
+    before it ran, against what was measured; empty for a study without a screen. One row per
+    real trial the screen chose and per headline metric: the simulator's error over the study
+    in plain view (measured / predicted − 1)."""
+    rows = []
+    for p in sorted(points, key=lambda p: p.number):
+        predicted, miss = p.predictions, p.record.prediction_error or {}
+        for m in HEADLINE_METRICS:
+            if m in predicted:
+                measured = p.metrics.get(m) if p.measured else None
+                error = "" if (e := miss.get(m)) is None else f"{e:+.1%}"
+                rows.append([*(figure(v) for v in (p.number, m, predicted[m], measured)), error])
     if not rows:
         return Markup()
-
-    def cells(r: PredictionRow) -> list[str]:
-        error = "" if r["error"] is None else f"{r['error']:+.1%}"
-        return [figure(r[k]) for k in ("trial", "metric", "predicted", "measured")] + [error]
-
-    return macro("sections.html.j2", "predictions", rows=[cells(r) for r in rows])
+    return macro("sections.html.j2", "predictions", rows=rows)
 
 
 def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> Markup:

@@ -13,13 +13,12 @@ from collections.abc import Sequence
 import optuna
 import plotly.graph_objects as go
 
-from tuner.results.report.front import ParetoFrontInfo
+from tuner.results.report.front import THROUGHPUT, ParetoFrontInfo
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.trial import TrialPoint
 from tuner.trial.reading import frozen_trials
 
-THROUGHPUT = "output_throughput"
 # Fewest measured trials the report ranks parameters over. PED-ANOVA (Optuna's default) compares
 # the best 10% of trials with all of them; up to 10 trials that "best 10%" is a single trial, so
 # the bars would only say where one trial's values sit. From 11 it is at least two. Why this

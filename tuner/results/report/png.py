@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from tuner.results.report.front import ParetoFrontInfo, pareto_front_info
+from tuner.results.report.front import THROUGHPUT, ParetoFrontInfo, pareto_front_info
 from tuner.results.report.layout import tick_texts
 from tuner.results.report.plots import (
     COLORS,
     SLO_COLOR,
-    THROUGHPUT,
     front_name,
     off_plot_notes,
 )
