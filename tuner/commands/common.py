@@ -40,6 +40,10 @@ Force = Annotated[
     ),
 ]
 
+NoPreview = Annotated[
+    bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
+]
+
 Wide = Annotated[
     bool,
     typer.Option("--wide", help="Every column, whole headers and lines: do not fit the terminal."),
