@@ -221,7 +221,7 @@ def workload_spec(**fields: object) -> WorkloadSpec:
     """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
     from pydantic import ValidationError
 
-    from tuner.spec.study import describe_validation_error
+    from tuner.spec.parsing import describe_validation_error
     from tuner.spec.workload import WorkloadSpec
 
     try:  # WorkloadSpec's validators check --percentile-metrics and --metric-percentiles

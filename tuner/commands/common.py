@@ -167,7 +167,7 @@ def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) 
 
 def duration_s(flag: str, text: str | None) -> float | None:
     from tuner.errors import UserError
-    from tuner.spec.study import parse_duration_s
+    from tuner.spec.parsing import parse_duration_s
 
     if text is None:
         return None

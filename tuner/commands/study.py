@@ -221,7 +221,8 @@ def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> Stud
     from pydantic import ValidationError
 
     from tuner.errors import UserError
-    from tuner.spec.study import HardwareSpec, describe_validation_error
+    from tuner.spec.parsing import describe_validation_error
+    from tuner.spec.sections import HardwareSpec
 
     if gpus is None and per_trial is None:
         return spec

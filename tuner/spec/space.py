@@ -12,8 +12,9 @@ import optuna
 from tuner.spec.figures import exact
 from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, as_written, long_flag
 from tuner.spec.model_source import model_config
-from tuner.spec.study import HardwareSpec, ParameterSpec, Scalar, SearchSpace, StudySpec
-from tuner.spec.values import Flags, Params
+from tuner.spec.sections import HardwareSpec, ParameterSpec, SearchSpace
+from tuner.spec.study import StudySpec
+from tuner.spec.values import Flags, Params, Scalar
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 N = TypeVar("N")  # what `check_rules` reads a flag as (int, float)

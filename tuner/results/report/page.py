@@ -29,7 +29,8 @@ from tuner.results.verifies import VerifyDoc
 from tuner.results.views import PredictionRow, prediction_rows
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.study import ParameterSpec, StudySpec
+from tuner.spec.sections import ParameterSpec
+from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
 from tuner.trial import best as best_trial
 from tuner.trial.hosts import SHOWN, differences
