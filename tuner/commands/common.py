@@ -50,20 +50,6 @@ Wide = Annotated[
 ]
 
 
-def open_study_file(
-    study_file: Path,
-    storage: str | None,
-    *,
-    check: Callable[[StudySpec], None] | None = None,
-    readonly: bool = False,
-    change: Callable[[StudySpec], StudySpec] | None = None,
-) -> tuple[StudySpec, Store]:
-    """The validated spec (with `change`, e.g. command-line overrides, applied) and its
-    store; `check(spec)` runs before the database is touched."""
-    spec = load_study_file(study_file, check=check, change=change)
-    return spec, open_store(spec, storage, readonly=readonly)
-
-
 def load_study_file(
     study_file: Path,
     *,
@@ -120,7 +106,8 @@ def open_stored_study_files(
     from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 
-    spec, store = open_study_file(study_file, storage, readonly=True)
+    spec = load_study_file(study_file)
+    store = open_store(spec, storage, readonly=True)
     study = store.load_study(study_name(spec, simulated))
     _say_judging_change(study_file, study, spec)
     kept: list[Kept] = [(study_file, "the study file")]
