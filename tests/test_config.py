@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from tuner.errors import UserError
-from tuner.spec.study import load_study_spec, parse_duration_s
+from tuner.spec.parsing import parse_duration_s
+from tuner.spec.study import load_study_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,8 @@ from tuner.measure.objective import (
     constraints,
     score,
 )
-from tuner.spec.study import ObjectiveSpec, StudySpec
+from tuner.spec.sections import ObjectiveSpec
+from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 
 

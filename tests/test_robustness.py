@@ -10,7 +10,8 @@ import pytest
 from tuner import trial as tr
 from tuner.fidelity import robustness as rb
 from tuner.measure.modes import CapacityObjective, Objective
-from tuner.spec.study import ObjectiveSpec, load_study_spec
+from tuner.spec.sections import ObjectiveSpec
+from tuner.spec.study import load_study_spec
 from tuner.trial import TrialPoint
 from tuner.workload.datasets import BenchRequest, Workload
 from tuner_testing import sim_study

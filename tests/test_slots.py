@@ -11,7 +11,8 @@ import sqlalchemy as sa
 
 from tuner.errors import UserError
 from tuner.run.slots import plan_slots
-from tuner.spec.study import HardwareSpec, load_study_spec
+from tuner.spec.sections import HardwareSpec
+from tuner.spec.study import load_study_spec
 from tuner.store.schema import engines_table, trials_table
 from tuner_testing import measured_at_once, sim_study, tuner
 from tuner_testing.waiting import serving_engines, wait_for

@@ -16,7 +16,7 @@ import typer
 
 from tuner.commands.bench_output import format_result, result_json
 from tuner.errors import UserError
-from tuner.spec.metric_keys import LATENCY_METRICS, GoodputMetric, goodput_metric
+from tuner.spec.metric_keys import GoodputMetric, goodput_metric
 from tuner.spec.outputs import check_output_file, write_output_file
 
 if TYPE_CHECKING:
@@ -221,28 +221,13 @@ def workload_spec(**fields: object) -> WorkloadSpec:
     """A WorkloadSpec from CLI values; a rejected value is one UserError naming the flag."""
     from pydantic import ValidationError
 
-    from tuner.spec.study import describe_validation_error
+    from tuner.spec.parsing import describe_validation_error
     from tuner.spec.workload import WorkloadSpec
 
-    try:
-        spec = WorkloadSpec.model_validate(fields)
+    try:  # WorkloadSpec's validators check --percentile-metrics and --metric-percentiles
+        return WorkloadSpec.model_validate(fields)
     except ValidationError as exc:
         raise UserError(describe_validation_error(exc, as_flag=True)) from None
-    unknown = set(spec.selected_metrics) - set(LATENCY_METRICS)
-    if unknown or not spec.selected_metrics:
-        raise UserError(
-            f"--percentile-metrics: unknown metric {', '.join(sorted(unknown))!r}; "
-            "use ttft, tpot, itl, e2el"
-        )
-    try:
-        percentiles = spec.percentiles
-    except ValueError:
-        raise UserError(
-            f"--metric-percentiles: not a list of numbers: {spec.metric_percentiles!r}"
-        ) from None
-    if not percentiles or any(not 0 <= p <= 100 for p in percentiles):
-        raise UserError("--metric-percentiles: each percentile must be between 0 and 100")
-    return spec
 
 
 def parse_goodput(pairs: list[str]) -> dict[GoodputMetric, float] | None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.commands.common import Storage, StudyFile, duration_s
+from tuner.commands.common import NoPreview, Storage, StudyFile, duration_s
 
 if TYPE_CHECKING:
     from tuner.run.preflight import Preflight
@@ -21,9 +21,7 @@ def check(
     timeout: Annotated[
         str | None, typer.Option("--timeout", help="Against this timeout (default: budget).")
     ] = None,
-    no_preview: Annotated[
-        bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
-    ] = False,
+    no_preview: NoPreview = False,
 ) -> None:
     """Find every problem `tuner run` would meet, one line each (exit 2), and the night's cost;
     then a short `tuner plan` preview of what the night may win (SIMULATED).
@@ -41,28 +39,17 @@ def check(
             f"note: {study_file} changes how trials are judged ({'; '.join(found.judging)}): "
             "`tuner run` re-scores the stored trials from their metrics, none is measured again"
         )
-    report(found, err=False)
+    if found.flags_against:
+        typer.echo(f"flag names checked against {found.flags_against}")
+    for line in info_lines(found):
+        typer.echo(line)
+    refuse(found)
     if not no_preview:
         from tuner.scaffold.preview import preview
 
         typer.echo(preview(spec).line)
     if not found.problems:
         typer.echo(f"{study_file}: no problem found; `tuner run {study_file}` is ready to start")
-
-
-def report(found: Preflight, *, err: bool) -> None:
-    """The information, then each problem (`refuse`)."""
-    inform(found, err=err)
-    refuse(found)
-
-
-def inform(found: Preflight, *, err: bool) -> None:
-    """The night's cost and the notes; with `err` on stderr, else on stdout with what the flag
-    names were checked against (`tuner check`)."""
-    if found.flags_against and not err:
-        typer.echo(f"flag names checked against {found.flags_against}")
-    for line in info_lines(found):
-        typer.echo(line, err=err)
 
 
 def info_lines(found: Preflight) -> list[str]:
@@ -72,11 +59,13 @@ def info_lines(found: Preflight) -> list[str]:
     return lines + [f"note: {note}" for note in found.notes]
 
 
-def refuse(found: Preflight) -> None:
-    """Each problem as one line on stderr (a count after several), and exit 2; none: return."""
+def refuse(found: Preflight) -> Preflight:
+    """Each problem as one line on stderr (a count after several), and exit 2; none: return
+    `found`."""
     for problem in found.problems:
         typer.echo(f"tuner: error: {' '.join(problem.split())}", err=True)
     if len(found.problems) > 1:
         typer.echo(f"tuner: {len(found.problems)} problems, nothing written", err=True)
     if found.problems:
         raise typer.Exit(2)
+    return found

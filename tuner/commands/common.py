@@ -40,24 +40,14 @@ Force = Annotated[
     ),
 ]
 
+NoPreview = Annotated[
+    bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
+]
+
 Wide = Annotated[
     bool,
     typer.Option("--wide", help="Every column, whole headers and lines: do not fit the terminal."),
 ]
-
-
-def open_study_file(
-    study_file: Path,
-    storage: str | None,
-    *,
-    check: Callable[[StudySpec], None] | None = None,
-    readonly: bool = False,
-    change: Callable[[StudySpec], StudySpec] | None = None,
-) -> tuple[StudySpec, Store]:
-    """The validated spec (with `change`, e.g. command-line overrides, applied) and its
-    store; `check(spec)` runs before the database is touched."""
-    spec = load_study_file(study_file, check=check, change=change)
-    return spec, open_store(spec, storage, readonly=readonly)
 
 
 def load_study_file(
@@ -116,7 +106,8 @@ def open_stored_study_files(
     from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 
-    spec, store = open_study_file(study_file, storage, readonly=True)
+    spec = load_study_file(study_file)
+    store = open_store(spec, storage, readonly=True)
     study = store.load_study(study_name(spec, simulated))
     _say_judging_change(study_file, study, spec)
     kept: list[Kept] = [(study_file, "the study file")]
@@ -163,7 +154,7 @@ def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) 
 
 def duration_s(flag: str, text: str | None) -> float | None:
     from tuner.errors import UserError
-    from tuner.spec.study import parse_duration_s
+    from tuner.spec.parsing import parse_duration_s
 
     if text is None:
         return None

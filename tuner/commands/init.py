@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tuner.commands.common import Force
+from tuner.commands.common import Force, NoPreview
 
 Output = Annotated[
     Path | None,
@@ -72,9 +72,7 @@ def init(
     search_space: SearchSpace = None,
     objective: Objective = None,
     force: Force = False,
-    no_preview: Annotated[
-        bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
-    ] = False,
+    no_preview: NoPreview = False,
 ) -> None:
     """Write a ready study file: the model, this box's GPUs, the traffic, an SLO, a night's
     budget (docs/study-file.md, "tuner init").

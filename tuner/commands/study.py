@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     import optuna
     from rich.console import Console
 
-    from tuner.run.preflight import Preflight, RunArgs
+    from tuner.run.preflight import Preflight
     from tuner.run.progress import RunView
     from tuner.run.session import RunResult
     from tuner.run.summary import RunSummary
@@ -125,7 +125,8 @@ def run(
     ] = None,
 ) -> None:
     """Run (or continue) a study: restart the engine for every trial, score it, store it."""
-    from tuner.run.preflight import RunArgs
+    from tuner.commands.check import refuse
+    from tuner.run.preflight import RunArgs, preflight
     from tuner.run.session import RunOptions, engine_runners, first_runner, run_study
 
     timeout_s = duration_s("--timeout", timeout)
@@ -133,7 +134,9 @@ def run(
     found = []
     spec = load_study_file(
         study_file,
-        check=lambda s: found.append(_preflight(s, args, slow=not no_preflight)),
+        # every problem of the run, one line each, before anything is written (exit 2); the
+        # night's cost and the plan's trust come once the store is open (docs/preflight.md)
+        check=lambda s: found.append(refuse(preflight(s, args, slow=not no_preflight))),
         change=lambda s: _with_gpus(s, gpus, gpus_per_trial),
     )
     options = RunOptions(
@@ -188,12 +191,16 @@ def plan(
     no_prediction_skip: NoPredictionSkip = False,
 ) -> None:
     """Run the same study in virtual time on the simulator (no engine, no waiting)."""
+    from tuner.commands.check import refuse
+    from tuner.run.preflight import plan_preflight
     from tuner.run.session import RunOptions, run_study
     from tuner.runners.plan import PlanRunner
     from tuner.trial.uptime import real_startups_s
 
     found = []
-    spec = load_study_file(study_file, check=lambda s: found.append(_check_plan(s, storage)))
+    spec = load_study_file(
+        study_file, check=lambda s: found.append(refuse(plan_preflight(s, storage)))
+    )
     runner = PlanRunner(spec)
     runner.prepare()  # a broken tokenizer or dataset file: nothing written yet
     store = open_store(spec, storage)
@@ -214,7 +221,8 @@ def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> Stud
     from pydantic import ValidationError
 
     from tuner.errors import UserError
-    from tuner.spec.study import HardwareSpec, describe_validation_error
+    from tuner.spec.parsing import describe_validation_error
+    from tuner.spec.sections import HardwareSpec
 
     if gpus is None and per_trial is None:
         return spec
@@ -297,26 +305,6 @@ def _print_hosts(console: Console, points: Sequence[TrialPoint]) -> None:
             console.print(line, markup=False, highlight=False)
     for warning in differences(points):
         console.print(f"[yellow]{warning}[/yellow]")
-
-
-def _preflight(spec: StudySpec, args: RunArgs, *, slow: bool) -> Preflight:
-    """Every problem of the run, one line each, before anything is written (exit 2); the
-    night's cost and the plan's trust come once the store is open (docs/preflight.md)."""
-    from tuner.commands.check import refuse
-    from tuner.run.preflight import preflight
-
-    found = preflight(spec, args, slow=slow)
-    refuse(found)
-    return found
-
-
-def _check_plan(spec: StudySpec, storage: str | None) -> Preflight:
-    from tuner.commands.check import refuse
-    from tuner.run.preflight import plan_preflight
-
-    found = plan_preflight(spec, storage)
-    refuse(found)
-    return found
 
 
 def _info(found: list[Preflight]) -> tuple[str, ...]:

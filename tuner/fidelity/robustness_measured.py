@@ -31,7 +31,8 @@ from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, perturb
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import RunFigures
 from tuner.runners.engine_runner import TrialRunner
-from tuner.spec.study import ScenarioSpec, StudySpec
+from tuner.spec.sections import ScenarioSpec
+from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
 from tuner.workload.datasets import BenchRequest, Workload, resized

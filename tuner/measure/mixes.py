@@ -15,8 +15,8 @@ from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement, ended_after
 from tuner.measure.modes import MODES, CapacityObjective, Combine, Objective, RunFigures, RunOne
 from tuner.measure.objective import equivalent_capacity, health_constraints
-from tuner.spec.sections import ScenarioSpec
-from tuner.spec.study import ObjectiveSpec, StudySpec
+from tuner.spec.sections import ObjectiveSpec, ScenarioSpec
+from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 
 

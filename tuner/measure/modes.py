@@ -22,8 +22,8 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.objective import PENALTY_SCORE, capacity_score, constraints, score
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import Direction, metric_direction
-from tuner.spec.study import ObjectiveSpec
 from tuner.spec.workload import WorkloadSpec
 
 CAPACITY_RPS = "capacity_rps"  # capacity mode's figure, req/s

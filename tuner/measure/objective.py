@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import SloLimit, metric_direction, parse_slo
-from tuner.spec.study import ObjectiveSpec
 
 # A trial that did not produce a measurement (refused, crashed) scores this: e^10 ≈ 22000×
 # worse than the baseline on a weight-1 metric, far beyond any measured trial.

@@ -26,7 +26,8 @@ from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
 from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
 from tuner.spec.space import effective_flags, engine_env, spec_rules
-from tuner.spec.study import Scalar, StudySpec
+from tuner.spec.study import StudySpec
+from tuner.spec.values import Scalar
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
 

@@ -25,7 +25,8 @@ from tuner.measure.mixes import objective_of
 from tuner.runners.load_runs import cache_run, measure_all
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import engine_argv, engine_env
-from tuner.spec.study import Scalar, StudySpec
+from tuner.spec.study import StudySpec
+from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 

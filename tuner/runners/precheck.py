@@ -14,7 +14,7 @@ from tuner.measure.measurement import Measurement
 from tuner.sim.memory import check_config
 from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
-from tuner.spec.study import HardwareSpec
+from tuner.spec.sections import HardwareSpec
 from tuner.spec.values import Flags
 
 GiB = 1024**3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from tuner.spec.flag_values import long_flag
 from tuner.spec.study import StudySpec
 
 ROOM = 0.05  # 5 % over the longest request: special tokens, a prompt re-tokenized longer
@@ -27,11 +28,7 @@ def model_len_for(longest: int, model_max: int) -> int | None:
 
 def traffic_model_len(spec: StudySpec, model_max: int) -> tuple[int | None, str]:
     """`max-model-len` for the study's traffic, and why, in words (None: not set)."""
-    tuned = any(
-        (p.flag or f"--{name}") == "--max-model-len" and p.env is None
-        for name, p in spec.search_space.parameters.items()
-    )
-    if tuned:
+    if any(long_flag(n, p) == "max-model-len" for n, p in spec.search_space.parameters.items()):
         return None, "max-model-len: searched by the space, not set"
     if "max-model-len" in spec.engine.flags:
         return None, f"max-model-len {spec.engine.flags['max-model-len']}: as the flags give it"

@@ -32,13 +32,15 @@ from tuner.scaffold.draft import EngineDraft, StudyDraft
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
-from tuner.scaffold.traffic import Traffic, traffic, with_template
+from tuner.scaffold.traffic import Traffic, traffic, traffic_words, with_template
 from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
 from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
 from tuner.spec.model_source import hub_cache_dir, model_dir
+from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
+from tuner.spec.sections import MAX_NAME_LEN
 from tuner.spec.slo import parse_slo
-from tuner.spec.study import MAX_NAME_LEN, StudySpec, describe_validation_error, read_yaml_mapping
+from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 
@@ -356,24 +358,8 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -
             ) from None
         choice = choose_rate(spec, sustained)
         rate, why = choice.rate, choice.why()
-    notes.append(f"traffic: {_traffic_words(spec)} at {rate:g} req/s ({why})")
+    notes.append(f"traffic: {traffic_words(spec.workload)} at {rate:g} req/s ({why})")
     return rate
-
-
-def _traffic_words(spec: StudySpec) -> str:
-    w = spec.workload
-    if w.dataset_name == "random":
-        r = w.random_range_ratio
-        return (
-            f"{w.num_prompts} random prompts of {w.random_input_len}±{r:.0%} tokens, "
-            f"answers of {w.random_output_len}±{r:.0%}"
-        )
-    if w.dataset_name == "longdoc":
-        lengths = "/".join(map(str, w.longdoc_lengths))
-        return (
-            f"{w.num_prompts} long documents of {lengths} tokens, answers of {w.longdoc_output_len}"
-        )
-    return f"{w.num_prompts} requests of {w.dataset_path}"
 
 
 def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from tuner.errors import UserError
 from tuner.spec.parsing import near_file
 from tuner.spec.suggest import did_you_mean
-from tuner.spec.workload import LONGDOC_LENGTHS, LONGDOC_OUTPUT_LEN, MAX_PROMPTS
+from tuner.spec.workload import LONGDOC_LENGTHS, LONGDOC_OUTPUT_LEN, MAX_PROMPTS, WorkloadSpec
 from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.tokenizer import chat_template_of
 
@@ -89,6 +89,22 @@ def with_template(mix: Traffic, tokenizer_dir: Path | None) -> Traffic:
     )
     workload = {**mix.workload, "endpoint": "/v1/completions"}
     return Traffic(mix.kind, workload, mix.slo, [*mix.notes, note])
+
+
+def traffic_words(w: WorkloadSpec) -> str:
+    """The workload in words, for the rate's note: "200 random prompts of 1024±50% tokens, ..."."""
+    if w.dataset_name == "random":
+        r = w.random_range_ratio
+        return (
+            f"{w.num_prompts} random prompts of {w.random_input_len}±{r:.0%} tokens, "
+            f"answers of {w.random_output_len}±{r:.0%}"
+        )
+    if w.dataset_name == "longdoc":
+        lengths = "/".join(map(str, w.longdoc_lengths))
+        return (
+            f"{w.num_prompts} long documents of {lengths} tokens, answers of {w.longdoc_output_len}"
+        )
+    return f"{w.num_prompts} requests of {w.dataset_path}"
 
 
 def _longdoc(max_len: int, num_prompts: int | None) -> Traffic:

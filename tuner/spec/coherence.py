@@ -12,7 +12,6 @@ from tuner.spec.sections import (
     EngineSpec,
     HardwareSpec,
     ObjectiveSpec,
-    ParameterSpec,
     ScenarioSpec,
     SearchSpace,
     SearchSpec,
@@ -56,16 +55,11 @@ def check_study(spec: StudySections) -> None:
     check_engine_fits_slot(spec)
 
 
-def flag_of(name: str, p: ParameterSpec) -> str:
-    """The long flag a parameter sets, without dashes ("" for an env parameter)."""
-    return long_flag(name, p)
-
-
 def check_flags_tuned_once(spec: StudySections) -> None:
     """Two parameters on one flag (or one env var): only the last would reach the engine."""
     seen: dict[str, str] = {}
     for name, p in spec.search_space.parameters.items():
-        target = f"env {p.env}" if p.env is not None else f"flag --{flag_of(name, p)}"
+        target = f"env {p.env}" if p.env is not None else f"flag --{long_flag(name, p)}"
         if target in seen:
             raise ValueError(
                 f"search_space: parameters {seen[target]!r} and {name!r} both set {target}: "
@@ -80,7 +74,7 @@ def check_derived_shape(spec: StudySections) -> None:
     space = spec.search_space
     if not space.fill_data_parallel:
         return
-    if any(flag_of(n, p) == DP_FLAG for n, p in space.parameters.items()):
+    if any(long_flag(n, p) == DP_FLAG for n, p in space.parameters.items()):
         raise ValueError(
             "search_space.fill_data_parallel derives data-parallel-size: it cannot also be a "
             "parameter"
@@ -96,7 +90,7 @@ def check_derived_shape(spec: StudySections) -> None:
 def check_export_drops(spec: StudySections) -> None:
     """`export_drop_flags` leaves fixed flags out of `best`/`export`; a tuned one would
     make the exported command differ from the measured config."""
-    tuned = {flag_of(n, p): n for n, p in spec.search_space.parameters.items() if p.env is None}
+    tuned = {long_flag(n, p): n for n, p in spec.search_space.parameters.items() if p.env is None}
     for flag in spec.engine.export_drop_flags:
         if flag.lstrip("-") in tuned:
             raise ValueError(
@@ -141,7 +135,7 @@ def check_one_tokenizer(spec: StudySections) -> None:
 def world_sizes(spec: StudySections, flag: str) -> list[int]:
     """Every value a world-size flag can take in this study (fixed or tuned)."""
     for name, p in spec.search_space.parameters.items():
-        if flag_of(name, p) == flag:
+        if long_flag(name, p) == flag:
             if p.type == "categorical":
                 return [int(c) for c in p.choices or [] if isinstance(c, int | float)]
             if p.type == "int" and p.low is not None and p.high is not None:

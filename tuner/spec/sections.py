@@ -15,11 +15,10 @@ from tuner.spec import flag_values, inputs, slo
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.parsing import parse_duration_s
 from tuner.spec.values import Scalar
-from tuner.spec.workload import WorkloadSpec
+from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
 
 MAX_NAME_LEN = 128  # study names go into log file names: `<name>-simulated-trial-0001.log`
 MAX_TRIALS = 100_000
-SEED_LIMIT = 2**32  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 MAX_WEIGHT = 1e6  # only ratios of weights matter; 1e308 printed 300-digit scores
 MAX_GPUS = 256  # GPU indices 0..255: no box holds more (CUDA numbers them from 0)
 

@@ -12,8 +12,9 @@ import optuna
 from tuner.spec.figures import exact
 from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, as_written, long_flag
 from tuner.spec.model_source import model_config
-from tuner.spec.study import HardwareSpec, ParameterSpec, Scalar, SearchSpace, StudySpec
-from tuner.spec.values import Flags, Params
+from tuner.spec.sections import HardwareSpec, ParameterSpec, SearchSpace
+from tuner.spec.study import StudySpec
+from tuner.spec.values import Flags, Params, Scalar
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
 N = TypeVar("N")  # what `check_rules` reads a flag as (int, float)
@@ -56,25 +57,21 @@ def flag_args(name: str, value: Scalar | None) -> list[str]:
     return [flag, str(value)]
 
 
-def _clean(value: Scalar) -> Scalar:
-    """A stepped float range yields 0.7799999999999999: production commands say 0.78."""
-    return exact(value)
-
-
 def tuned_flags(space: SearchSpace, params: Params) -> dict[str, Scalar]:
     """Parameters that are flags, keyed by long flag name without dashes (a numeric flag's
-    value as vLLM reads it: a trial stored by an older tuner with the choice 2.0 says 2)."""
+    value as vLLM reads it: a trial stored by an older tuner with the choice 2.0 says 2; a
+    stepped float range's 0.7799999999999999 as 0.78, `exact`)."""
     out = {}
     for name, p in space.parameters.items():
         if p.env is None and name in params:
             flag = long_flag(name, p)
-            out[flag] = as_written(flag, _clean(params[name]))
+            out[flag] = as_written(flag, exact(params[name]))
     return out
 
 
 def tuned_env(space: SearchSpace, params: Params) -> dict[str, str]:
     return {
-        p.env: str(_clean(params[name]))
+        p.env: str(exact(params[name]))
         for name, p in space.parameters.items()
         if p.env is not None and name in params
     }

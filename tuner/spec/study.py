@@ -1,8 +1,7 @@
 """The study file: a YAML document validated by pydantic before anything starts.
 
-The sections live in `config_sections`, the YAML/error plumbing in `config_io`; this module
-puts them together (`StudySpec`) and re-exports their public names, so `tuner.spec.study` stays
-the one import for callers."""
+The sections live in `tuner.spec.sections`, the YAML/error plumbing in `tuner.spec.parsing`;
+this module puts them together (`StudySpec`). Import each name from its own module."""
 
 from __future__ import annotations
 
@@ -13,17 +12,13 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import UserError
 from tuner.spec import coherence, contents, inputs, slo
-from tuner.spec.parsing import describe_validation_error, parse_duration_s, read_yaml_mapping
+from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 from tuner.spec.sections import (
     MAX_NAME_LEN,
-    MAX_TRIALS,
-    SEED_LIMIT,
     BudgetSpec,
-    CapacitySpec,
     EngineSpec,
     HardwareSpec,
     ObjectiveSpec,
-    ParameterSpec,
     PruningSpec,
     SamplerSpec,
     ScenarioSpec,
@@ -31,36 +26,8 @@ from tuner.spec.sections import (
     SearchSpec,
     TrialSpec,
     _Strict,
-    parse_gpus,
 )
-from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec, check_measured
-
-__all__ = [
-    "MAX_NAME_LEN",
-    "MAX_TRIALS",
-    "SEED_LIMIT",
-    "BudgetSpec",
-    "CapacitySpec",
-    "EngineSpec",
-    "HardwareSpec",
-    "ObjectiveSpec",
-    "ParameterSpec",
-    "PruningSpec",
-    "SamplerSpec",
-    "Scalar",
-    "ScenarioSpec",
-    "SearchSpace",
-    "SearchSpec",
-    "StudySpec",
-    "TrialSpec",
-    "describe_validation_error",
-    "load_study_spec",
-    "parse_duration_s",
-    "parse_gpus",
-    "read_yaml_mapping",
-    "stored_spec",
-]
 
 
 class StudySpec(_Strict):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Literal
 
 from pydantic import (
@@ -14,21 +13,23 @@ from pydantic import (
     model_validator,
 )
 
-from tuner.spec.inputs import NoBoolNumbers
-from tuner.spec.metric_keys import GoodputMetric
+from tuner.spec.inputs import MAX_TIMEOUT_S, NoBoolNumbers
+from tuner.spec.metric_keys import (
+    LATENCY_METRICS,
+    GoodputMetric,
+    parse_latency_key,
+    percentile_word,
+)
 
-LATENCY_NAMES = ("ttft", "tpot", "itl", "e2el")
 # Caps on sizes, so that a typo cannot exhaust memory (docs/study-file.md, "Limits").
 MAX_PROMPTS = 1_000_000
 MAX_LEN = 2**20  # tokens of one prompt or output: above every model's max position
 MAX_RANDOM_TOKENS = 2**28  # random prompts in all (about 1 GB of prompt text)
 MAX_WARMUPS = 10_000
-MAX_TIMEOUT_S = 7 * 86400.0
-SEED_LIMIT = 2**32
+SEED_LIMIT = 2**32  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 # The seed's long-document QA case (issue 13): prompt tokens, and the output of each.
 LONGDOC_LENGTHS = (512, 2048, 8192, 32768)
 LONGDOC_OUTPUT_LEN = 1024
-_LATENCY_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 
 
 class WorkloadSpec(NoBoolNumbers):
@@ -127,7 +128,7 @@ class WorkloadSpec(NoBoolNumbers):
     @classmethod
     def _metrics(cls, v: str) -> str:
         names = _items(v)
-        unknown = [n for n in names if n not in LATENCY_NAMES]
+        unknown = [n for n in names if n not in LATENCY_METRICS]
         if unknown or not names:
             raise ValueError(
                 f"unknown metric {', '.join(unknown)!r}; use ttft, tpot, itl, e2el"
@@ -214,20 +215,15 @@ def _items(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _percentile_word(p: float) -> str:
-    """As `tuner.measure.metrics.percentile_word` names the `p<N>_..._ms` keys (99, 99.9)."""
-    return str(int(p)) if int(p) == p else str(p)
-
-
 def check_measured(spec: WorkloadSpec, metric: str) -> str | None:
     """Why this workload never produces `metric` (a result key), or None when it does."""
-    m = _LATENCY_KEY.match(metric)
-    if m:
-        _, percentile, name = m.groups()
-        if name not in spec.selected_metrics:
-            return f"{metric} is not measured: workload.percentile_metrics lacks {name}"
-        if percentile is not None and percentile not in map(_percentile_word, spec.percentiles):
-            return f"{metric} is not measured: workload.metric_percentiles lacks {percentile}"
+    key = parse_latency_key(metric)
+    if key is not None:
+        if key.metric not in spec.selected_metrics:
+            return f"{metric} is not measured: workload.percentile_metrics lacks {key.metric}"
+        written = key.statistic.removeprefix("p")  # the percentile as the key writes it
+        if key.percentile is not None and written not in map(percentile_word, spec.percentiles):
+            return f"{metric} is not measured: workload.metric_percentiles lacks {written}"
     if metric == "request_goodput" and not spec.goodput:
         return "request_goodput is not measured: the workload sets no goodput"
     return None

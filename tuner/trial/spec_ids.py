@@ -13,8 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tuner.spec.sections import HardwareSpec
 from tuner.spec.space import hardware_gpus
-from tuner.spec.study import HardwareSpec, StudySpec, stored_spec
+from tuner.spec.study import StudySpec, stored_spec
 
 # Parts of a spec that do not change what a trial measures: trials stay comparable.
 COMPARABLE = (

@@ -28,7 +28,8 @@ from tuner.results.shapes import shape_rows
 from tuner.results.verifies import VerifyDoc
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.study import ParameterSpec, StudySpec
+from tuner.spec.sections import ParameterSpec
+from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
 from tuner.trial import best as best_trial
 from tuner.trial.hosts import SHOWN, differences
