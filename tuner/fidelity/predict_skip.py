@@ -54,8 +54,8 @@ from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.runners.plan import PlanRunner
 from tuner.sim.fit import apply_factors, speed_factors
-from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure
 from tuner.spec.slo import metric_direction
 from tuner.spec.study import StudySpec
@@ -77,7 +77,7 @@ RULED_OUT = "ruled out by prediction"  # how a ruled-out trial's `pruned_reason`
 def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> PredictionSkip | None:
     """The study's predictor, unless turned off (`--no-prediction-skip`,
     `pruning.prediction_skip: false`), or the study names no accelerator profile to predict
-    on, or a model the simulator does not know (`tuner.sim.model_names`)."""
+    on, or a model the simulator does not know (`tuner.sim.profiles`)."""
     if not wanted or not spec.pruning.prediction_skip:
         return None
     if not (spec.hardware.accelerator or spec.engine.flags.get("gpu")):
