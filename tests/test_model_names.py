@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from tuner.errors import UserError
-from tuner.sim.model_names import known_model, unknown_model_note
-from tuner.sim.profiles import BUILTIN_MODELS, load_model
+from tuner.sim.profiles import BUILTIN_MODELS, known_model, load_model, unknown_model_note
 from tuner.spec.model_source import hub_cache_dir, model_config, model_dir, tokenizer_source
 from tuner.trial.uptime import estimated_startup_s
 from tuner_testing import sim_study, tuner

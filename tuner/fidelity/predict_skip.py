@@ -50,11 +50,12 @@ from tuner.fidelity.calibration import Trust
 from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.runners.plan import PlanRunner
 from tuner.sim.fit import apply_factors, speed_factors
-from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure
 from tuner.spec.slo import metric_direction
 from tuner.spec.study import StudySpec
@@ -70,14 +71,13 @@ SAFETY = 1.5  # the measured margin: this times the largest held-out miss after 
 MIN_MARGIN = 0.05  # never trusted closer than 5 % on one figure
 SCORE = "score"
 STOCK = 1.0  # the study's profile as it is: speed 1
-CAPACITY = "capacity_rps"  # capacity mode's figure
 RULED_OUT = "ruled out by prediction"  # how a ruled-out trial's `pruned_reason` starts
 
 
 def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> PredictionSkip | None:
     """The study's predictor, unless turned off (`--no-prediction-skip`,
     `pruning.prediction_skip: false`), or the study names no accelerator profile to predict
-    on, or a model the simulator does not know (`tuner.sim.model_names`)."""
+    on, or a model the simulator does not know (`tuner.sim.profiles`)."""
     if not wanted or not spec.pruning.prediction_skip:
         return None
     if not (spec.hardware.accelerator or spec.engine.flags.get("gpu")):
@@ -209,7 +209,7 @@ class PredictionSkip:
             return None
         predicted = scoring.simulated_reference(self.spec, m, ref.params)
         mine, theirs = _figures(ref), _figures(predicted)
-        wanted = {s.metric for s in self.slos} | set(self.weights) | {CAPACITY}
+        wanted = {s.metric for s in self.slos} | set(self.weights) | {CAPACITY_RPS}
         anchor = {
             k: math.log(mine[k] / theirs[k])
             for k in wanted
@@ -247,7 +247,6 @@ class PredictionSkip:
         are averaged into one. Each prediction is made at the speed its trial's reference
         measured (`speed`)."""
         by_number = {p.number: p for p in points}
-        anchors: dict[int, tuple[float, tuple[TrialPoint, dict[str, float]] | None]] = {}
         groups: dict[tuple[tuple[tuple[str, float], ...], str], list[dict[str, float]]] = {}
         for p in Trust(self.spec, points).launched():
             if not p.metrics or p.record.skip_prediction is None:
@@ -256,10 +255,8 @@ class PredictionSkip:
             ref = ref or tr.reference(points, p.host)
             if ref is None or ref.number == p.number:
                 continue
-            if ref.number not in anchors:
-                speed = self.speed(ref)
-                anchors[ref.number] = (speed, self._anchored(ref, speed))
-            speed, anchored = anchors[ref.number]
+            speed = self.speed(ref)  # both kept: fitted once per reference, simulated once
+            anchored = self._anchored(ref, speed)
             m = self.simulate(p.params, speed)
             if anchored is None or m is None or m.metrics is None:
                 continue
@@ -343,9 +340,9 @@ def _margin(found: Sequence[float], bias: float) -> float:
 
 
 def _figures(p: TrialPoint) -> dict[str, float]:
-    """A trial's metrics, and its capacity in capacity mode (`CAPACITY`)."""
+    """A trial's metrics, and its capacity in capacity mode (`CAPACITY_RPS`)."""
     cap = p.capacity_rps
-    return {**p.metrics, **({CAPACITY: cap} if cap is not None else {})}
+    return {**p.metrics, **({CAPACITY_RPS: cap} if cap is not None else {})}
 
 
 def ruled_out(p: TrialPoint) -> bool:

@@ -41,8 +41,7 @@ from tuner.measure import objective as obj
 from tuner.runners.plan import study_profile, study_workload
 from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
-from tuner.sim.model_names import known_model
-from tuner.sim.profiles import GpuProfile, load_model
+from tuner.sim.profiles import GpuProfile, known_model, load_model
 from tuner.spec.space import baseline_params, distributions, engine_env, simulator_flags, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params, Scalar

@@ -20,8 +20,7 @@ from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
-from tuner.sim.model_names import known_model
-from tuner.sim.profiles import BUILTIN_MODELS
+from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec

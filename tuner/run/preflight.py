@@ -25,7 +25,7 @@ from tuner.run.flagcheck import check_flags, unmodelled
 from tuner.run.plan_notes import plan_notes
 from tuner.run.reading import budget_used
 from tuner.run.sampling import check_sampler
-from tuner.sim.model_names import unknown_model_note
+from tuner.sim.profiles import unknown_model_note
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store, resolve_storage
 from tuner.trial import StudyRecord, TrialPoint, specs
@@ -139,7 +139,7 @@ def engine_problems(spec: StudySpec) -> list[str]:
 
 def model_notes(spec: StudySpec) -> list[str]:
     """On a real engine, a model the simulator does not know: the one line saying which
-    estimates are unknown (`tuner.sim.model_names`); the study runs and the engine decides.
+    estimates are unknown (`tuner.sim.profiles`); the study runs and the engine decides.
     A local path that is not there is `file_problems`' (a problem, not a note)."""
     if is_simulated_engine(spec.engine.command) or _missing_directory(spec):
         return []

@@ -12,8 +12,8 @@ from tuner.engine.failures import classify_failure
 from tuner.errors import PREDICTABLE, FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.sim.memory import check_config
-from tuner.sim.model_names import known_model
 from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import known_model
 from tuner.spec.sections import HardwareSpec
 from tuner.spec.values import Flags
 

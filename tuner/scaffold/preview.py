@@ -16,7 +16,7 @@ from tuner.results.verdicts import verdicts
 from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
-from tuner.sim.model_names import known_model
+from tuner.sim.profiles import known_model
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import TrialPoint, ranked

@@ -6,7 +6,8 @@ Every figure it produces is a prediction, labelled SIMULATED, never a measuremen
 
 Modules of the core (plain computation: no HTTP, no asyncio, no CLI, no study file; an
 import-linter contract holds it):
-- `profiles`: model shapes and accelerator datasheets (`load_model`, `get_gpu`);
+- `profiles`: model shapes and accelerator datasheets (`load_model`, `get_gpu`), and
+  whether the simulator knows a study's model (`known_model`);
 - `profile_file`: accelerator profiles as YAML files (`load_gpu`);
 - `memory`: flag defaults, the memory plan, vLLM's refusals (`check_config`);
 - `scheduler`: V1's rules (token budget, max-num-seqs, paged blocks, preemption);
@@ -20,7 +21,6 @@ import-linter contract holds it):
 - `fit_problem`: the least-squares problem behind `fit` (factors, predictions, residuals);
 - `prefix_cache`: vLLM V1's automatic prefix caching, block by block;
 - `vllm_defaults`: vLLM's own defaults for the flags the tuner searches;
-- `model_names`: whether the simulator knows a study's model;
 - `flags`: the flags `tuner sim serve` accepts, the one list of them.
 
 Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp), and

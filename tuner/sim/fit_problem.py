@@ -30,12 +30,12 @@ ROBUST_SCALE = 0.1  # soft-L1 loss: misses past ~10 % count linearly (a queueing
 DIFF_STEP = 0.01  # finite-difference step on log-factors: the scheduler's steps are discrete
 
 
-def _scale_efficiency(gpu: GpuProfile, eff: str, peak: str, f: float) -> GpuProfile:
-    """Multiply efficiency x peak by f; an efficiency past 1 goes into the peak figure."""
-    wanted = getattr(gpu.constants, eff) * f
+def _scale_bandwidth(gpu: GpuProfile, f: float) -> GpuProfile:
+    """Multiply bandwidth efficiency x peak by f; an efficiency past 1 goes into the peak figure."""
+    wanted = gpu.constants.bandwidth_efficiency * f
     kept = min(1.0, wanted)
-    gpu = replace(gpu, **{peak: getattr(gpu, peak) * wanted / kept})
-    return gpu.with_constants(**{eff: kept})
+    gpu = replace(gpu, bandwidth_bytes_s=gpu.bandwidth_bytes_s * wanted / kept)
+    return gpu.with_constants(bandwidth_efficiency=kept)
 
 
 def _scale_compute(gpu: GpuProfile, f: float) -> GpuProfile:
@@ -65,9 +65,7 @@ def _scale_allreduce(gpu: GpuProfile, f: float) -> GpuProfile:
 # name -> how a factor changes the profile (1 = unchanged); docs/simulator.md says what
 # each one is seen in.
 FACTORS: dict[str, Callable[[GpuProfile, float], GpuProfile]] = {
-    "bandwidth": lambda gpu, f: _scale_efficiency(
-        gpu, "bandwidth_efficiency", "bandwidth_bytes_s", f
-    ),
+    "bandwidth": _scale_bandwidth,
     "flops": _scale_compute,
     "step_overhead": _scale_constant("step_overhead_s"),
     "per_seq_overhead": _scale_constant("per_seq_overhead_s"),

@@ -85,19 +85,12 @@ def resolve_flags(model: ModelProfile, gpu: GpuProfile, flags: Flags) -> EngineC
     f = {str(k).lstrip("-").replace("_", "-"): v for k, v in flags.items()}
     ints = {k: _as_int(k, v) for k in _INT_FLAGS if (v := f.get(k)) is not None}
     tp = ints.get("tensor-parallel-size", 1)
-    default = vllm_defaults.serve_defaults(gpu, tp)
-    chunked = _as_bool(
-        "enable-chunked-prefill", f.get("enable-chunked-prefill", default["enable-chunked-prefill"])
-    )
-    prefix = _as_bool(
-        "enable-prefix-caching", f.get("enable-prefix-caching", default["enable-prefix-caching"])
-    )
-    util = _as_float(
-        "gpu-memory-utilization",
-        f.get("gpu-memory-utilization", default["gpu-memory-utilization"]),
-    )
+    given = {**vllm_defaults.serve_defaults(gpu, tp), **f}  # the flags given, over the defaults
+    chunked = _as_bool("enable-chunked-prefill", given["enable-chunked-prefill"])
+    prefix = _as_bool("enable-prefix-caching", given["enable-prefix-caching"])
+    util = _as_float("gpu-memory-utilization", given["gpu-memory-utilization"])
     max_model_len = ints.get("max-model-len", model.max_position_embeddings)
-    seqs_default, tokens_default = vllm_defaults.batch_defaults(gpu, tp)  # as `default`'s
+    seqs_default, tokens_default = vllm_defaults.batch_defaults(gpu, tp)  # as `given`'s defaults
     block_default = vllm_defaults.block_size(gpu)
     tokens = ints.get("max-num-batched-tokens")
     if tokens is None:

@@ -112,22 +112,6 @@ class _Client:
     it (one at a time, in order: vLLM's API server is one process); its record; the engine's
     `/metrics` after every dispatch and step."""
 
-    __slots__ = (
-        "arrival_s",
-        "engine",
-        "frontend_free_s",
-        "frontend_s",
-        "last_s",
-        "order",
-        "output_lens",
-        "prompt_ids",
-        "prompt_lens",
-        "records",
-        "slots",
-        "start_s",
-        "trace",
-    )
-
     def __init__(
         self,
         engine: Replicas,

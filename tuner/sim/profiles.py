@@ -1,7 +1,8 @@
 """Model and accelerator profiles: the shapes and datasheet figures the simulator runs on.
 
-A model profile comes from a Hugging Face `config.json` or a built-in name; an
-accelerator profile from a built-in table whose sources are listed in docs/simulator.md.
+A model profile comes from a Hugging Face `config.json` or a built-in name (`known_model`:
+whether the simulator has one for a study's model); an accelerator profile from a built-in
+table whose sources are listed in docs/simulator.md.
 The step-time constants are part of an accelerator profile, so they live here and
 steptime.py imports this module (never the other way).
 """
@@ -281,6 +282,34 @@ def load_model(name_or_dir: str | Path) -> ModelProfile:
         raise UserError(f"{config}: config.json is not a JSON object")
     name = path.name if path.is_dir() else config.parent.name if config == path else key
     return model_from_config(data, name=name)
+
+
+def known_model(model: str | Path) -> ModelProfile | None:
+    """The simulator's profile of `model` (`load_model`), None when it has none.
+
+    A model the simulator cannot read (a hub id not in the local cache, another engine's own
+    name, a config.json of a shape it does not model) stops nothing on a real engine: the
+    estimates that need its shape (the memory precheck, the night's cost, prediction skips, the
+    multi-fidelity screen, the start-up estimate) are unknown, said once (`unknown_model_note`),
+    and the engine decides. Only the simulated engine and `tuner plan`, which are the simulator,
+    refuse it (`load_model`'s one line).
+    """
+    try:
+        return load_model(model)
+    except UserError:
+        return None
+
+
+def unknown_model_note(model: str) -> str | None:
+    """The one line that says the estimates are unknown, or None when the model is known."""
+    try:
+        load_model(model)
+    except UserError as exc:
+        return (
+            f"engine.model: unknown to the simulator ({exc}): no memory precheck, night's "
+            "cost, prediction skips or screen for this study; the engine decides"
+        )
+    return None
 
 
 def model_from_config(data: dict[str, Any], name: str = "model") -> ModelProfile:

@@ -151,10 +151,6 @@ class Replicas:
         return sum(e.num_waiting for e in self.engines)
 
     @property
-    def num_running(self) -> int:
-        return sum(e.num_running for e in self.engines)
-
-    @property
     def kv_cache_usage(self) -> float:
         return sum(e.kv_cache_usage for e in self.engines) / len(self.engines)
 

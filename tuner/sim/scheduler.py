@@ -20,6 +20,7 @@ request comes back after a preemption.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
@@ -186,14 +187,9 @@ class Scheduler:
 
         if needed(steps) <= self.free_blocks:
             return steps
-        lo, hi = 0, steps  # needed(lo) fits, needed(hi) does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if needed(mid) <= self.free_blocks:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        # needed(k) grows with k: the most steps that fit is the first k of 1..steps-1
+        # that does not, less one (0 when even one step does not fit)
+        return bisect.bisect_right(range(1, steps), self.free_blocks, key=needed)
 
     def advance_decodes(self, steps: int) -> list[SimRequest]:
         """Book `steps` pure-decode steps for every running request; returns the finished."""

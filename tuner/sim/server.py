@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
 from aiohttp import web
 
@@ -86,8 +87,8 @@ class SimServer:
         app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/v1/models", self.models)
-        app.router.add_post("/v1/completions", self.completions)
-        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/completions", partial(self._generate, chat=False))
+        app.router.add_post("/v1/chat/completions", partial(self._generate, chat=True))
         if dev_mode():  # vLLM offers its cache resets only in dev mode (serve/dev/)
             app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
             app.router.add_get("/server_info", self.server_info)
@@ -221,12 +222,6 @@ class SimServer:
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     # ---- generation ------------------------------------------------------------------------
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, chat=False)
-
-    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, chat=True)
 
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if denied := self._unauthorized(request):

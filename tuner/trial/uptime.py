@@ -69,7 +69,7 @@ def estimated_startup_s(model: str | ModelProfile, gpu: str | None, flags: Flags
     """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
     if (gpu or "").strip().lower() == "cpu":
         return CPU_STARTUP_S
-    from tuner.sim.model_names import known_model
+    from tuner.sim.profiles import known_model
 
     profile = known_model(model) if isinstance(model, str) else model
     weight_gb = profile.weight_bytes / 1e9 if profile is not None else 65.5  # unknown: 32B's

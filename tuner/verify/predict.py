@@ -19,7 +19,7 @@ from tuner.fidelity.calibration import Trust
 from tuner.measure.mixes import objective_of
 from tuner.runners.plan import study_workload
 from tuner.sim.fit import predict
-from tuner.sim.model_names import known_model
+from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
