@@ -14,9 +14,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tuner.trial import keys as k
-from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, ScreenInfo, is_metric
-from tuner.trial.prefix_cache import PrefixCacheRun
-from tuner.trial.skip import SkipPrediction
+from tuner.trial.payloads import (
+    CapacityResult,
+    PrefixCacheRun,
+    RateStep,
+    ScenarioEntry,
+    ScreenInfo,
+    SkipPrediction,
+    is_metric,
+)
 from tuner.trial.stored import is_finite, read_interval
 
 # Plain attrs, stored as they are: field name -> attr key.
