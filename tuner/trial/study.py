@@ -24,7 +24,8 @@ class StudyRecord:
     """A study's user attrs, typed."""
 
     spec: dict[str, object] | None = None  # the current spec (a StudySpec dump)
-    spec_id: str | None = None  # its measurement id (`tuner.trial.specs`)
+    # the current measurement id (`tuner.trial.specs`; None: a study the tuner did not create)
+    spec_id: str | None = None
     specs_by_id: dict[str, dict[str, object]] = field(default_factory=dict)
     simulated: bool = False  # SIMULATED_STUDY: every figure is a prediction
     calibration: CalibrationRecord | None = None
