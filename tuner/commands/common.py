@@ -127,11 +127,11 @@ def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) 
     whose measurement changed (the workload, a flag): the trials shown were measured under
     the stored spec, not the file's; say so too."""
     from tuner.trial import StudyRecord
-    from tuner.trial.specs import SHOWN_CHANGES, changes, current_id, judging_change, spec_id
+    from tuner.trial.specs import SHOWN_CHANGES, changes, judging_change, spec_id
 
     record, new = StudyRecord.of(study), spec.model_dump()
     measured = []
-    if record.spec is not None and current_id(record) != spec_id(new):
+    if record.spec is not None and record.spec_id != spec_id(new):
         measured = changes(record.spec, new)
     if measured:
         more = f" and {len(measured) - SHOWN_CHANGES} more" if len(measured) > SHOWN_CHANGES else ""

@@ -25,8 +25,7 @@ from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
-from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry
-from tuner.trial.prefix_cache import PrefixCacheRun
+from tuner.trial.payloads import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.trial.ranking import best, reference
 from tuner.trial.stored import is_finite
 from tuner.workload.client import CHAT_ENDPOINT

@@ -2,15 +2,15 @@
 
 Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`
-(each run's prefix cache: `prefix_cache`), pydantic dataclasses on one base that reads them
-leniently by one rule: `stored`;
+(each run's prefix cache and what a prediction skip recorded among them), pydantic
+dataclasses on one base that reads them leniently by one rule: `stored`;
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the read model, the one module that reads a study's trials
 from Optuna (`read_study`, `tests/test_read_model.py`): `reading`; the one order, the
 reference trial, `--confirm`'s re-runs and `read_all` (scores pooled over re-runs of the
 reference): `ranking`; the spec a trial ran under: `specs` (its ids: `spec_ids`); scoring a
 measurement: `scoring`; is one config clearly better than another: `clearly`; the flags
-that carry a config's gain: `smallest`; what a prediction skip recorded: `skip`; a trial's
+that carry a config's gain: `smallest`; a trial's
 figures in words: `words`; hosts' baselines side by side: `hosts`; engine time: `uptime`.
 docs/storage.md lists every attr.
 """
@@ -21,10 +21,12 @@ from tuner.trial.payloads import (
     CalibrationRecord,
     CapacityResult,
     Constraints,
+    PrefixCacheRun,
     RateStep,
     RobustnessRecord,
     ScenarioEntry,
     ScreenInfo,
+    SkipPrediction,
     is_metric,
 )
 from tuner.trial.point import (
@@ -35,7 +37,6 @@ from tuner.trial.point import (
     read,
     record_of,
 )
-from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.ranking import (
     Config,
     ParamsKey,
@@ -55,7 +56,6 @@ from tuner.trial.ranking import (
     reruns,
 )
 from tuner.trial.record import AttrsHolder, TrialRecord, prediction_error, write, write_constraints
-from tuner.trial.skip import SkipPrediction
 from tuner.trial.smallest import FlagRevert, SmallestChange
 from tuner.trial.stored import is_finite
 from tuner.trial.study import (

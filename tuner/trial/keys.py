@@ -64,7 +64,7 @@ PREDICTED_SCORE = "predicted_score"
 PREDICTION_ERROR = "prediction_error"  # {metric: measured / predicted - 1, score: difference}
 SCREEN = "screen"  # how the screen chose it (a `ScreenInfo`)
 # The prediction skip: the prediction before launch, and why a launch was skipped
-SKIP_PREDICTION = "skip_prediction"  # a `SkipPrediction` (tuner.trial.skip)
+SKIP_PREDICTION = "skip_prediction"  # a `SkipPrediction` (tuner.trial.payloads)
 WARM_START = "warm_start"  # enqueued from another study's best (`--from-plan`, `--warm-start`)
 PRECHECK_WRONG = "precheck_wrong"  # what the memory precheck said, against what happened
 VLLM_VERSION = "vllm_version"

@@ -7,7 +7,6 @@ version wrote, so old databases load). docs/storage.md lists them with their uni
 The SLO constraint's key (`metric<=value`, `scenario:metric<=value`) is coded by
 `tuner.spec.slo.SloLimit.constraint_key` and `parse_constraint_key`, below the measurement
 layer that writes it; `Constraints` here is the one reader of a trial's constraints.
-Each run's prefix-cache hit rate (`PrefixCacheRun`) has its own module, `prefix_cache`.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import model_validator
 from pydantic.dataclasses import dataclass
 
+from tuner.spec.figures import figure
 from tuner.spec.metric_keys import direction
 from tuner.spec.slo import SloLimit, parse_constraint_key
 from tuner.trial.keys import LEGACY_CONSTRAINTS, NAMED_CONSTRAINT_PREFIX
@@ -128,6 +128,80 @@ class ScreenInfo(Stored):
     # the factors of the profile drawn from the calibration's posterior that ranked the
     # candidates (a Thompson draw); empty: the calibrated profile itself ranked them
     drawn_factors: Figures = field(default_factory=dict)
+
+
+# Each run's prefix cache (`keys.PREFIX_CACHE_RUNS`) ---------------------------------------
+# A trial's payload for each run's prefix cache: measured hit rate against what its prompts
+# imply (docs/metrics.md, "Every run cold").
+
+# A run whose measured hit rate exceeds what its prompts imply by more than this (a share of
+# prompt tokens) was measured warm: something earlier on the engine start left them cached.
+WARM_CACHE_MARGIN = 0.05
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixCacheRun(Stored):
+    """One run's prefix cache (docs/metrics.md, "Every run cold"): the share of its prompt
+    tokens the engine found cached (vLLM's `prefix_cache_hits/queries` counters over the
+    measured requests) against the share its own prompts imply
+    (`tuner.workload.cold.implied_hit_rate`: what they share among themselves)."""
+
+    hit_rate: Figure = None  # 0..1, measured; None: the engine exports no such counters
+    implied_rate: Finite  # 0..1, what the run's prompts share
+    scenario: str | None = None  # None: the single workload
+    rate_rps: Figure = None  # capacity mode: the offered rate of the run
+    reset: bool = False  # the engine emptied its prefix cache before the run
+
+    @property
+    def warm(self) -> bool:
+        """Measured above what its prompts imply: not a cold run."""
+        return self.hit_rate is not None and self.hit_rate > self.implied_rate + WARM_CACHE_MARGIN
+
+    def words(self) -> str:
+        """ "the run at 8 req/s hit 45 % of prompt tokens (its prompts imply 0 %)"."""
+        where = [f"scenario {self.scenario}"] if self.scenario else []
+        if self.rate_rps is not None:
+            where.append(f"at {figure(self.rate_rps)} req/s")
+        run = "the run " + " ".join(where) if where else "the run"
+        hit = f"{100 * self.hit_rate:.0f} %" if self.hit_rate is not None else "unknown"
+        return (
+            f"{run} hit {hit} of prompt tokens (its prompts imply {100 * self.implied_rate:.0f} %)"
+        )
+
+
+# The prediction skip (`keys.SKIP_PREDICTION`) --------------------------------------------
+# What the prediction skip (`tuner.fidelity.predict_skip`) recorded about a trial before its
+# launch: the calibrated prediction, the margin it was trusted to, and, when the launch was
+# skipped, why ("ruled out by prediction"); docs/early-stopping.md.
+
+
+@dataclass(frozen=True)
+class SkipPrediction(Stored):
+    """One config's prediction before launch. `raw`: the simulator's figures; `raw_score`:
+    its score against the simulator's figures for the reference trial (the profile's scale
+    cancels); `anchor`: the reference trial's own miss, ln(measured / predicted) per figure;
+    `score`/`metrics`: calibrated (the figures by the anchor, both by the median miss of the
+    study's other launched trials); `margin`: how far each (and the score, key "score") may
+    still be off, in log units (score units for "score"); `errors_from`: the distinct
+    predictions of launched trials those misses came from (below 3: the stated conservative
+    margin). `ruled_out`: why it was not launched (None: it was launched); `incumbent`: the
+    best score then; `engine_s`: the engine time a launch was predicted to take (what a skip
+    saves); `speed`: the profile's speed the prediction was made at (every constant that many
+    times faster: the speed the reference measured; 1: the profile as it is)."""
+
+    OMITTED = dict.fromkeys(("raw_score", "score", "engine_s", "incumbent", "ruled_out", "speed"))
+
+    raw: Figures = field(default_factory=dict)
+    raw_score: Figure = None
+    metrics: Figures = field(default_factory=dict)
+    score: Figure = None
+    margin: Figures = field(default_factory=dict)
+    anchor: Figures = field(default_factory=dict)
+    errors_from: int = 0
+    engine_s: Figure = None
+    incumbent: Figure = None
+    ruled_out: str | None = None
+    speed: Figure = None
 
 
 # Robustness (study attrs) -----------------------------------------------------------------

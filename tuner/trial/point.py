@@ -25,12 +25,12 @@ from tuner.spec.values import Params, Scalar
 from tuner.trial import keys as k
 from tuner.trial.payloads import (
     Constraints,
+    PrefixCacheRun,
     RateStep,
     ScenarioEntry,
     is_metric,
     metrics_of,
 )
-from tuner.trial.prefix_cache import PrefixCacheRun
 from tuner.trial.record import AttrsHolder, TrialRecord
 from tuner.trial.stored import is_finite
 

@@ -14,50 +14,55 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tuner.trial import keys as k
-from tuner.trial.payloads import CapacityResult, RateStep, ScenarioEntry, ScreenInfo, is_metric
-from tuner.trial.prefix_cache import PrefixCacheRun
-from tuner.trial.skip import SkipPrediction
+from tuner.trial.payloads import (
+    CapacityResult,
+    PrefixCacheRun,
+    RateStep,
+    ScenarioEntry,
+    ScreenInfo,
+    SkipPrediction,
+    is_metric,
+)
 from tuner.trial.stored import is_finite, read_interval
 
-# Plain attrs, stored as they are: field name -> attr key.
-_PLAIN = {
-    "score": k.SCORE,
-    "baseline": k.BASELINE,
-    "reference_trial": k.REFERENCE,
-    "spec_id": k.SPEC_OF,
-    "judging_id": k.JUDGING_OF,
-    "host": k.HOST,
-    "simulated": k.SIMULATED_FIGURES,
-    "confirm_of": k.CONFIRM_OF,
-    "retry_of": k.RETRY_OF,
-    "reused_from": k.REUSED_FROM,
-    "warm_start": k.WARM_START,
-    "failure_kind": k.FAILURE_KIND,
-    "failure_reason": k.FAILURE_REASON,
-    "predicted": k.PREDICTED,
-    "precheck_wrong": k.PRECHECK_WRONG,
-    "vllm_version": k.VLLM_VERSION,
-    "log_path": k.LOG_PATH,
-    "startup_s": k.STARTUP_S,
-    "workload_s": k.WORKLOAD_S,
-    "engine_s": k.ENGINE_S,
-    "engine_started_at": k.ENGINE_STARTED_AT,
-    "engine_full_s": k.ENGINE_FULL_S,
-    "partial": k.PARTIAL,
-    "pruned_reason": k.PRUNED_REASON,
-    "pruned_at_s": k.PRUNED_AT_S,
-    "pruned_queue_waiting": k.PRUNED_QUEUE,
-    "pruned_kv_cache_usage": k.PRUNED_KV_USAGE,
-    "pruned_preemptions": k.PRUNED_PREEMPTIONS,
-    "pruned_score_bound": k.PRUNED_SCORE_BOUND,
-    "pruned_sent_fraction": k.PRUNED_SENT,
-    "pruned_backlog_bound_ms": k.PRUNED_BACKLOG_BOUND,
-    "predicted_score": k.PREDICTED_SCORE,
-    "prediction_error": k.PREDICTION_ERROR,
-    "capacity_rps": k.CAPACITY_RPS,
-    "capacity_goodput_rps": k.CAPACITY_GOODPUT,
-}
-_FIELD_OF = {key: name for name, key in _PLAIN.items()}
+# Plain attrs, stored as they are, each under its field's own name (the key is the name).
+_PLAIN = (
+    k.SCORE,
+    k.BASELINE,
+    k.REFERENCE,
+    k.SPEC_OF,
+    k.JUDGING_OF,
+    k.HOST,
+    k.SIMULATED_FIGURES,
+    k.CONFIRM_OF,
+    k.RETRY_OF,
+    k.REUSED_FROM,
+    k.WARM_START,
+    k.FAILURE_KIND,
+    k.FAILURE_REASON,
+    k.PREDICTED,
+    k.PRECHECK_WRONG,
+    k.VLLM_VERSION,
+    k.LOG_PATH,
+    k.STARTUP_S,
+    k.WORKLOAD_S,
+    k.ENGINE_S,
+    k.ENGINE_STARTED_AT,
+    k.ENGINE_FULL_S,
+    k.PARTIAL,
+    k.PRUNED_REASON,
+    k.PRUNED_AT_S,
+    k.PRUNED_QUEUE,
+    k.PRUNED_KV_USAGE,
+    k.PRUNED_PREEMPTIONS,
+    k.PRUNED_SCORE_BOUND,
+    k.PRUNED_SENT,
+    k.PRUNED_BACKLOG_BOUND,
+    k.PREDICTED_SCORE,
+    k.PREDICTION_ERROR,
+    k.CAPACITY_RPS,
+    k.CAPACITY_GOODPUT,
+)
 _PAYLOADS = (
     k.CAPACITY,
     k.RATE_STEPS,
@@ -141,8 +146,8 @@ class TrialRecord:
     def encode(self) -> dict[str, object]:
         """The user attrs to store (None fields and empty payloads are left out)."""
         out: dict[str, object] = {}
-        for name, key in _PLAIN.items():
-            value = getattr(self, name)
+        for key in _PLAIN:
+            value = getattr(self, key)
             if value is not None:
                 out[key] = value
         out.update(self.metrics)
@@ -198,8 +203,8 @@ class TrialRecord:
         predicted: dict[str, float] = {}
         extra: dict[str, object] = {}
         for key, value in attrs.items():
-            if key in _FIELD_OF:
-                plain[_FIELD_OF[key]] = value
+            if key in _PLAIN:
+                plain[key] = value
             elif key in _PAYLOADS:
                 continue
             elif is_metric(key) and is_finite(value):

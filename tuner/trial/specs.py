@@ -125,14 +125,9 @@ def judging_change(study: AttrsHolder, spec: StudySpec) -> list[str]:
         return []
 
 
-def current_id(study: StudyRecord) -> str | None:
-    """The study's current measurement id (None: a study the tuner did not create)."""
-    return study.spec_id
-
-
 def trial_spec_id(study: StudyRecord, point: TrialPoint) -> str | None:
     """The measurement a trial ran under (one queued by hand with no id: the current one)."""
-    return point.spec_id or current_id(study)
+    return point.spec_id or study.spec_id
 
 
 def owner_spec_id(
@@ -164,7 +159,7 @@ def of_spec(study: StudyRecord, points: list[TrialPoint], sid: str | None) -> li
 def judging_spec(study: StudyRecord, sid: str | None) -> StudySpec | None:
     """The spec whose judging the trials of measurement `sid` are read under: the latest
     stored under that id (the study's current spec for the current id). None: not readable."""
-    data = study.spec if sid == current_id(study) else study.specs_by_id.get(sid or "")
+    data = study.spec if sid == study.spec_id else study.specs_by_id.get(sid or "")
     if data is None:
         return None
     try:
@@ -191,7 +186,7 @@ def judged_all(study: StudyRecord, points: list[TrialPoint]) -> list[TrialPoint]
 
 def of_current(study: StudyRecord, points: list[TrialPoint]) -> list[TrialPoint]:
     """The trials measured under the study's current spec: what results read."""
-    return of_spec(study, points, current_id(study))
+    return of_spec(study, points, study.spec_id)
 
 
 def spec_for(study: StudyRecord, point: TrialPoint) -> StudySpec:

@@ -1,8 +1,8 @@
 """How a stored payload is read: the lenient rule, stated once.
 
-Every structured value a trial or study stores (`payloads`, `prefix_cache`, `skip`,
-`smallest`) is a frozen pydantic dataclass deriving from `Stored`: `encode()` gives the JSON
-that is written, `decode(raw)` reads it back. What a database holds may be older, hand-edited
+Every structured value a trial or study stores (`payloads`, `smallest`) is a frozen pydantic
+dataclass deriving from `Stored`: `encode()` gives the JSON that is written, `decode(raw)`
+reads it back. What a database holds may be older, hand-edited
 or cut short, so reading is lenient, by these rules only:
 
 - a stored figure is a finite real number, not a bool or a string (`is_finite`; `Finite` is

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from tuner.trial import keys as k
 from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
@@ -17,6 +18,9 @@ from tuner.trial.point import TrialPoint
 from tuner.trial.record import AttrsHolder
 from tuner.trial.smallest import SmallestChange
 from tuner.trial.spec_ids import spec_id
+from tuner.trial.stored import Stored
+
+_P = TypeVar("_P", bound=Stored)
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,8 @@ class StudyRecord:
     """A study's user attrs, typed."""
 
     spec: dict[str, object] | None = None  # the current spec (a StudySpec dump)
-    spec_id: str | None = None  # its measurement id (`tuner.trial.specs`)
+    # the current measurement id (`tuner.trial.specs`; None: a study the tuner did not create)
+    spec_id: str | None = None
     specs_by_id: dict[str, dict[str, object]] = field(default_factory=dict)
     simulated: bool = False  # SIMULATED_STUDY: every figure is a prediction
     calibration: CalibrationRecord | None = None
@@ -41,25 +46,9 @@ class StudyRecord:
     @classmethod
     def decode(cls, attrs: Mapping[str, object]) -> StudyRecord:
         by_id: dict[str, dict[str, object]] = {}
-        smallest: dict[int, SmallestChange] = {}
-        measured: dict[int, SmallestChange] = {}
-        checks: dict[str, dict[int, RobustnessRecord]] = {
-            k.ROBUSTNESS: {},
-            k.ROBUSTNESS_MEASURED: {},
-        }
         for key, value in attrs.items():
             if key.startswith(k.SPEC_BY_ID) and isinstance(value, Mapping):
                 by_id[key.removeprefix(k.SPEC_BY_ID)] = dict(value)
-            for prefix, found in checks.items():
-                number = key.removeprefix(prefix)
-                rec = RobustnessRecord.decode(value) if key.startswith(prefix) else None
-                if rec is not None and number.isdecimal():
-                    found[int(number)] = rec
-            for prefix, into in ((k.SMALLEST, smallest), (k.SMALLEST_MEASURED, measured)):
-                number = key.removeprefix(prefix)
-                change = SmallestChange.decode(value) if key.startswith(prefix) else None
-                if change is not None and number.isdecimal():
-                    into[int(number)] = change
         spec = attrs.get(k.SPEC)
         return cls(
             spec=dict(spec) if isinstance(spec, Mapping) else None,
@@ -67,10 +56,10 @@ class StudyRecord:
             specs_by_id=by_id,
             simulated=bool(attrs.get(k.SIMULATED_STUDY)),
             calibration=CalibrationRecord.decode(attrs.get(k.CALIBRATION)),
-            robustness=checks[k.ROBUSTNESS],
-            robustness_measured=checks[k.ROBUSTNESS_MEASURED],
-            smallest=smallest,
-            smallest_measured=measured,
+            robustness=_per_trial(attrs, k.ROBUSTNESS, RobustnessRecord),
+            robustness_measured=_per_trial(attrs, k.ROBUSTNESS_MEASURED, RobustnessRecord),
+            smallest=_per_trial(attrs, k.SMALLEST, SmallestChange),
+            smallest_measured=_per_trial(attrs, k.SMALLEST_MEASURED, SmallestChange),
         )
 
     def robustness_of(self, point: TrialPoint) -> RobustnessRecord | None:
@@ -95,6 +84,17 @@ class StudyRecord:
     def simulated_with(self, points: Sequence[TrialPoint]) -> bool:
         """The study measured the simulator (its attr, or any trial's figures)."""
         return self.simulated or any(p.simulated for p in points)
+
+
+def _per_trial(attrs: Mapping[str, object], prefix: str, payload: type[_P]) -> dict[int, _P]:
+    """The payloads stored under `<prefix><trial number>` that read, by trial number."""
+    out: dict[int, _P] = {}
+    for key, value in attrs.items():
+        number = key.removeprefix(prefix)
+        found = payload.decode(value) if key.startswith(prefix) else None
+        if found is not None and number.isdecimal():
+            out[int(number)] = found
+    return out
 
 
 def create(study: AttrsHolder, spec_dump: Mapping[str, object], simulated: bool) -> None:
