@@ -145,7 +145,8 @@ class TrialPipeline:
 
     def _context(self, t: TrialInput) -> TrialContext:
         name, number = t.study_name, t.number
-        reference_run = t.baseline or t.confirm_of is not None  # measured whole
+        # measured whole: a reference (the baseline, a `--confirm` re-run), or no early stopping
+        whole = t.baseline or t.confirm_of is not None or not self.pruning
 
         def started(ident: EngineIdentity, log: str) -> None:
             self.store.engine_started(name, number, ident, log)
@@ -162,7 +163,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
-            beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
+            beat=None if whole else capacity_to_beat(self.spec, t.points, t.host),
         )
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Checkpoint | None:

@@ -6,18 +6,13 @@ its predictions are off the study's measured trials (docs/preflight.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tuner.errors import UserError
 from tuner.fidelity.calibration import Trust
 from tuner.measure.mixes import objective_of
-from tuner.runners.plan import PlanRunner, study_profile
+from tuner.run.cost import length_only_runner
+from tuner.runners.plan import study_profile
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
-from tuner.workload.lengths import length_only_requests
-
-if TYPE_CHECKING:
-    from tuner.workload.datasets import BenchRequest
 
 CALIBRATED_MARK = "calibrated on"  # in the description `tuner calibrate` writes
 _WORDS = {"p99_ttft_ms": "P99 TTFT", "mean_tpot_ms": "mean TPOT", "output_throughput": "throughput"}
@@ -46,7 +41,7 @@ def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]
     trust = Trust(spec, points, record)
     seen = trust.observations() if objective_of(spec).one_run_figures else []
     try:
-        errors = trust.profile_errors(lambda: _requests(spec)) if seen else {}
+        errors = trust.profile_errors(lambda: length_only_runner(spec).requests) if seen else {}
     except UserError:
         return None
     parts = [f"{_WORDS[m]} {100 * e:.0f} %" for m, e in errors.items()]
@@ -56,11 +51,6 @@ def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]
         f"the plan's predictions against the {len(seen)} measured trial(s) of study "
         f"{spec.name!r} are off by (median): {', '.join(parts)}"
     )
-
-
-def _requests(spec: StudySpec) -> list[BenchRequest]:
-    requests = length_only_requests(spec.workload)
-    return requests if requests is not None else PlanRunner(spec).requests
 
 
 def plan_notes(spec: StudySpec, real: tuple[StudyRecord, list[TrialPoint]] | None) -> list[str]:
