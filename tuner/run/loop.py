@@ -26,8 +26,14 @@ from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
 from tuner.run.progress import StudyProgress
-from tuner.run.queue import ask, queue_warm_starts
-from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
+from tuner.run.reading import (
+    StudyReading,
+    ask,
+    budget_used,
+    has_baseline,
+    nothing_starts,
+    queue_warm_starts,
+)
 from tuner.run.recovery import stale_after_s
 from tuner.run.sampling import make_sampler, suggest
 from tuner.run.signals import Interrupted, ended_by, stopping

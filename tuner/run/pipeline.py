@@ -60,18 +60,6 @@ class Outcome:
     def feasible(self) -> bool:
         return self.kind == "measured" and all(v <= 0 for v in self.constraints.values())
 
-    @property
-    def failure_kind(self) -> str | None:
-        return self.record.failure_kind
-
-    @property
-    def failure_reason(self) -> str:
-        return self.record.failure_reason or ""
-
-    @property
-    def reused_from(self) -> int | None:
-        return self.record.reused_from
-
 
 @dataclass(frozen=True)
 class TrialInput:

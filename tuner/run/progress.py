@@ -67,13 +67,14 @@ def heartbeat_s() -> float:
 
 def describe(outcome: Outcome) -> str:
     """One line (rich markup) for a finished trial."""
+    record = outcome.record
     if outcome.kind == "reused":
-        return f"same parameters as trial {outcome.reused_from}: result reused, not launched"
-    reason = escape(first_sentences(outcome.failure_reason))
+        return f"same parameters as trial {record.reused_from}: result reused, not launched"
+    reason = escape(first_sentences(record.failure_reason or ""))
     if outcome.kind == "refused":
-        return f"[yellow]not launched[/yellow] ({outcome.failure_kind}): {reason}"
+        return f"[yellow]not launched[/yellow] ({record.failure_kind}): {reason}"
     if outcome.kind == "failed":
-        return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
+        return f"[red]failed[/red] ({record.failure_kind}): {reason}"
     if outcome.kind == "pruned":
         why = escape(first_sentences(str(outcome.record.pruned_reason or "")))
         if outcome.record.skip_prediction is not None and not outcome.record.engine_s:
