@@ -66,12 +66,6 @@ def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
     reports them all."""
     return [
         lambda: check_run_storage(resolve_storage(storage or spec.storage)),
-        *environment_checks(spec),
-    ]
-
-
-def environment_checks(spec: StudySpec) -> list[Check]:
-    return [
         lambda: check_api_key(spec.engine.api_key_env),
         check_host_id,
         lambda: check_engine_host(spec.engine.host),
