@@ -146,7 +146,7 @@ def test_a_spec_without_a_gpu_has_no_platform() -> None:
 def test_check_notes_a_baseline_that_is_not_vllm_s_defaults_on_the_gpu(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    from tuner.run.defaults_notes import defaults_notes
+    from tuner.run.preflight import defaults_notes
 
     core = yaml.safe_load((REPO / "search_spaces" / "vllm-core.yaml").read_text())
     h100 = load_study_spec(

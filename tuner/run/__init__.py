@@ -17,13 +17,13 @@ Modules:
 - `session`: one `tuner run` or `tuner plan`, start to end: the package's entry point;
 - `signals`: Ctrl-C, SIGTERM and SIGHUP during a run, and their handlers;
 - `reading`: the study as the loop reads it, once per trial, and the loop's writes to it;
-- `queue`: queued work belongs to the spec that queued it;
+  queued work belongs to the spec that queued it;
 - `rejudge`: a study file whose judging alone changed is re-scored, not re-measured;
-- `preflight`: every problem of a study in one pass, before the night (`tuner check`);
+- `preflight`: every problem of a study in one pass, before the night (`tuner check`), and
+  its notes: a search space against vLLM's rules and defaults on the study's GPU, how far to
+  trust `tuner plan` (fitted profile? how far off the trials?);
 - `cost`: the night's cost before it starts, against the timeout;
-- `flagcheck`: flag names the engine does not accept, found before the night;
-- `defaults_notes`: a search space against vLLM's rules and defaults on the study's GPU;
-- `plan_notes`: how far to trust `tuner plan` (fitted profile? how far off the trials?).
+- `flagcheck`: flag names the engine does not accept, found before the night.
 
 What may be assumed: a trial is stored once, in one transaction with its requests; an
 interrupted run leaves nothing RUNNING that the next run cannot recover. Read-only commands

@@ -15,6 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from tuner.errors import FailureKind, UserError
+from tuner.run.recovery import HOST_ENV
 from tuner.runners.precheck import predict_refusal
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import load_model
@@ -35,7 +36,6 @@ from tuner.spec.workload import WorkloadSpec
 from tuner.store.schema import HOST_ID_CHARS
 from tuner.store.storage import resolve_storage
 
-HOST_ID_ENV = "TUNER_HOST_ID"  # as `tuner.run.recovery.HOST_ENV`
 # A Hugging Face tokenizer directory holds one of these (fast, SentencePiece, BPE vocab).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
@@ -66,12 +66,6 @@ def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
     reports them all."""
     return [
         lambda: check_run_storage(resolve_storage(storage or spec.storage)),
-        *environment_checks(spec),
-    ]
-
-
-def environment_checks(spec: StudySpec) -> list[Check]:
-    return [
         lambda: check_api_key(spec.engine.api_key_env),
         check_host_id,
         lambda: check_engine_host(spec.engine.host),
@@ -158,13 +152,13 @@ def check_simulator_model(model: str) -> None:
 def check_host_id() -> None:
     """`$TUNER_HOST_ID` fits the database's column and holds printable characters (it is
     stored with every worker; PostgreSQL refuses a longer one mid-run)."""
-    value = os.environ.get(HOST_ID_ENV)
+    value = os.environ.get(HOST_ENV)
     if not value:
         return
     if len(value) > HOST_ID_CHARS:
-        raise UserError(f"{HOST_ID_ENV} is {len(value)} characters long: at most {HOST_ID_CHARS}")
+        raise UserError(f"{HOST_ENV} is {len(value)} characters long: at most {HOST_ID_CHARS}")
     if not value.isprintable():
-        raise UserError(f"{HOST_ID_ENV}={value!r}: only printable characters")
+        raise UserError(f"{HOST_ENV}={value!r}: only printable characters")
 
 
 def check_cores(cores: list[int] | None) -> None:

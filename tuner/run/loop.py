@@ -25,12 +25,18 @@ from tuner.measure.mixes import objective_of
 from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
 from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
-from tuner.run.progress import SilentProgress, StudyProgress
-from tuner.run.queue import ask, queue_warm_starts
-from tuner.run.reading import StudyReading, budget_used, has_baseline, nothing_starts
+from tuner.run.progress import StudyProgress
+from tuner.run.reading import (
+    StudyReading,
+    ask,
+    budget_used,
+    has_baseline,
+    nothing_starts,
+    queue_warm_starts,
+)
 from tuner.run.recovery import stale_after_s
 from tuner.run.sampling import make_sampler, suggest
-from tuner.run.signals import Interrupted, ended_by, handled
+from tuner.run.signals import Interrupted, ended_by, stopping
 from tuner.run.summary import RunSummary, Streaks, in_budget
 from tuner.runners.engine_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
@@ -75,7 +81,7 @@ class StudyLoop:
         """`slot`: this worker's GPUs, one of several in this process (`tuner.run.slots` holds
         the lock). `warm_start`: (source, params) queued first. `say`: one line to the user."""
         self.spec, self.store, self.runner, self.say = spec, store, runner, say
-        self.progress = progress or SilentProgress()
+        self.progress = progress or StudyProgress()
         self.name = study_name(spec, runner.planned)
         self.study = store.create_study(
             spec,
@@ -95,7 +101,6 @@ class StudyLoop:
         )
         self.summary = RunSummary(self.name)
         self._dists = distributions(spec.search_space)
-        self._interrupted = False
         self.worker = Worker(store, self.name, slot=slot)
         self.worker.watchdog = self.recover
         self.claims = ConfigClaim(store, self.name, self.worker.id)
@@ -252,24 +257,17 @@ class StudyLoop:
 
     @contextlib.contextmanager
     def _session(self, total: int) -> Iterator[None]:
-        """Progress display and signal handling around a run; the engine is always stopped."""
+        """Progress display and signal handling around a run; the engine is always stopped.
+        The first Ctrl-C, SIGTERM or SIGHUP ends the current trial as interrupted, then the
+        run exits; a second one kills the engine's process group at once (the trial is still
+        marked)."""
         self.progress.start(total)
-        self._interrupted = False
         try:
-            with handled(self._on_signal, lambda: self._interrupted):
+            with stopping(self.runner.kill):
                 yield
         finally:
             self.progress.stop()
             self.runner.close()
-
-    def _on_signal(self, signum: int, frame: object) -> None:
-        """First Ctrl-C, SIGTERM or SIGHUP: end the current trial as interrupted, then exit.
-        A second one: kill the engine's process group at once; the trial is still marked."""
-        if self._interrupted:
-            self.runner.kill()
-            return
-        self._interrupted = True
-        raise Interrupted(signum)
 
     # One trial -----------------------------------------------------------------------------
 

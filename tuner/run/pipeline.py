@@ -61,18 +61,6 @@ class Outcome:
     def feasible(self) -> bool:
         return self.kind == "measured" and all(v <= 0 for v in self.constraints.values())
 
-    @property
-    def failure_kind(self) -> str | None:
-        return self.record.failure_kind
-
-    @property
-    def failure_reason(self) -> str:
-        return self.record.failure_reason or ""
-
-    @property
-    def reused_from(self) -> int | None:
-        return self.record.reused_from
-
 
 @dataclass(frozen=True)
 class TrialInput:
@@ -146,7 +134,8 @@ class TrialPipeline:
 
     def _context(self, t: TrialInput) -> TrialContext:
         name, number = t.study_name, t.number
-        reference_run = t.baseline or t.confirm_of is not None  # measured whole
+        # measured whole: a reference (the baseline, a `--confirm` re-run), or no early stopping
+        whole = t.baseline or t.confirm_of is not None or not self.pruning
 
         def started(ident: EngineIdentity, log: str) -> None:
             self.store.engine_started(name, number, ident, log)
@@ -163,7 +152,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
-            beat=None if reference_run or not self.pruning else capacity_to_beat(self.spec, t),
+            beat=None if whole else capacity_to_beat(self.spec, t.points, t.host),
         )
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Checkpoint | None:

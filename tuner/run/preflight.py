@@ -4,8 +4,18 @@
 Each problem is one line: the engine command not found or not runnable; the model directory,
 tokenizer, dataset files or chat template missing; flag names the engine does not accept
 (`tuner.run.flagcheck`); and every refusal of `tuner.run.checks`. Nothing is written. The
-night's cost (`tuner.run.cost`) and how far to trust `tuner plan` (`tuner.run.plan_notes`)
-come with it as information, never as a problem.
+night's cost (`tuner.run.cost`) and two kinds of notes come with it as information, never as
+a problem:
+
+- `defaults_notes`: the study's search space against vLLM's rules and defaults on the study's
+  GPU (`tuner check`, `tuner run`; docs/preflight.md, "vLLM's defaults and rules"). The
+  baseline (trial 0) runs the space's `default:`s, read as "vLLM's defaults"; they are only
+  that when they are vLLM's own on this GPU (an H100 study written against the A6000's 256 /
+  2048 is not measuring them). A block size the GPU's platform refuses is skipped before
+  launch, every time the sampler proposes it: worth knowing before the night.
+- `plan_notes`: how far to trust `tuner plan`: whether its profile was ever fitted to this
+  box, and how far its predictions are off the study's measured trials (docs/preflight.md).
+  `tuner plan`, `tuner run --from-plan` and `tuner check` print these lines.
 """
 
 from __future__ import annotations
@@ -17,20 +27,112 @@ from pathlib import Path
 
 from tuner.engine.vllm_flags import executable, is_simulated_engine
 from tuner.errors import UserError
+from tuner.fidelity.calibration import Trust
 from tuner.fidelity.warm_start import check_sources
+from tuner.measure.mixes import objective_of
 from tuner.run import checks
-from tuner.run.cost import NightCost, night_cost
-from tuner.run.defaults_notes import defaults_notes
+from tuner.run.cost import NightCost, length_only_runner, night_cost
 from tuner.run.flagcheck import check_flags, unmodelled
-from tuner.run.plan_notes import plan_notes
 from tuner.run.reading import budget_used
 from tuner.run.sampling import check_sampler
+from tuner.runners.plan import study_profile
 from tuner.sim.profiles import unknown_model_note
+from tuner.sim.vllm_defaults import VLLM_VERSION, serve_defaults
+from tuner.spec.space import baseline_params, effective_flags
 from tuner.spec.study import StudySpec
+from tuner.spec.vllm_rules import block_size_error
 from tuner.store.storage import Store, resolve_storage
 from tuner.trial import StudyRecord, TrialPoint, specs
 from tuner.trial.reading import read_study
 from tuner.trial.specs import study_name
+
+CALIBRATED_MARK = "calibrated on"  # in the description `tuner calibrate` writes
+_WORDS = {"p99_ttft_ms": "P99 TTFT", "mean_tpot_ms": "mean TPOT", "output_throughput": "throughput"}
+
+
+def calibration_note(spec: StudySpec) -> str | None:
+    """A line when the plan's profile is a built-in one never fitted to this box, else None."""
+    try:
+        gpu = study_profile(spec)
+    except UserError:
+        return None
+    if spec.hardware.profile is not None and CALIBRATED_MARK in gpu.description:
+        return None
+    return (
+        f"the plan's predictions come from the built-in {gpu.name} profile, never fitted to "
+        "this box (uncalibrated): SIMULATED figures that may be off by a factor; once real "
+        "trials exist, `tuner calibrate` fits one (docs/simulator.md)"
+    )
+
+
+def accuracy_note(spec: StudySpec, record: StudyRecord, points: list[TrialPoint]) -> str | None:
+    """How far the plan's predictions are off the study's measured trials
+    (`Trust.profile_errors`), or None when there are none to compare. Capacity mode and
+    scenario mixes measure at several rates or workloads: not compared
+    (`Objective.one_run_figures`)."""
+    trust = Trust(spec, points, record)
+    seen = trust.observations() if objective_of(spec).one_run_figures else []
+    try:
+        errors = trust.profile_errors(lambda: length_only_runner(spec).requests) if seen else {}
+    except UserError:
+        return None
+    parts = [f"{_WORDS[m]} {100 * e:.0f} %" for m, e in errors.items()]
+    if not parts:
+        return None
+    return (
+        f"the plan's predictions against the {len(seen)} measured trial(s) of study "
+        f"{spec.name!r} are off by (median): {', '.join(parts)}"
+    )
+
+
+def plan_notes(spec: StudySpec, real: tuple[StudyRecord, list[TrialPoint]] | None) -> list[str]:
+    """The lines to print before a plan is used: uncalibrated, and how far off. `real`: the
+    study's stored real trials, None when it has none."""
+    notes = [n for n in [calibration_note(spec)] if n]
+    if real is not None:
+        note = accuracy_note(spec, *real)
+        if note:
+            notes.append(note)
+    return notes
+
+
+def defaults_notes(spec: StudySpec) -> list[str]:
+    """One note for searched defaults that are not vLLM's on the study's GPU, one for block
+    sizes its platform refuses; none when the study names no GPU."""
+    try:
+        gpu = study_profile(spec)
+    except UserError:
+        return []
+    params = spec.search_space.parameters
+    base = baseline_params(spec.search_space) or {
+        name: p.default for name, p in params.items() if p.default is not None
+    }
+    world = effective_flags(spec, base).get("tensor-parallel-size") or 1
+    expected = serve_defaults(gpu, int(world))
+    differ = [
+        f"{name} {base[name]} (vLLM: {value})"
+        for name, value in expected.items()
+        if name in base and params[name].env is None and base[name] != value
+    ]
+    notes = []
+    on = f"vLLM {VLLM_VERSION}'s defaults on {gpu.name}"
+    if differ:
+        notes.append(
+            f"the baseline (trial 0) is not {on}: {', '.join(differ)}; set the search space's "
+            "default: to them to measure against vLLM's defaults (tuner init does)"
+        )
+    block = params.get("block-size")
+    sizes = [*(block.choices or []), block.default] if block is not None else []
+    ints = {s for s in sizes if isinstance(s, int) and not isinstance(s, bool)}
+    refused = sorted(s for s in ints if block_size_error(s, gpu.platform))
+    if refused:
+        example = block_size_error(refused[0], gpu.platform)
+        notes.append(
+            f"block-size {', '.join(map(str, refused))} of the search space: vLLM "
+            f"{VLLM_VERSION} refuses it on {gpu.platform} ({example}); such trials are "
+            "skipped before launch"
+        )
+    return notes
 
 
 @dataclass

@@ -7,7 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -67,13 +67,14 @@ def heartbeat_s() -> float:
 
 def describe(outcome: Outcome) -> str:
     """One line (rich markup) for a finished trial."""
+    record = outcome.record
     if outcome.kind == "reused":
-        return f"same parameters as trial {outcome.reused_from}: result reused, not launched"
-    reason = escape(first_sentences(outcome.failure_reason))
+        return f"same parameters as trial {record.reused_from}: result reused, not launched"
+    reason = escape(first_sentences(record.failure_reason or ""))
     if outcome.kind == "refused":
-        return f"[yellow]not launched[/yellow] ({outcome.failure_kind}): {reason}"
+        return f"[yellow]not launched[/yellow] ({record.failure_kind}): {reason}"
     if outcome.kind == "failed":
-        return f"[red]failed[/red] ({outcome.failure_kind}): {reason}"
+        return f"[red]failed[/red] ({record.failure_kind}): {reason}"
     if outcome.kind == "pruned":
         why = escape(first_sentences(str(outcome.record.pruned_reason or "")))
         if outcome.record.skip_prediction is not None and not outcome.record.engine_s:
@@ -86,7 +87,9 @@ def describe(outcome: Outcome) -> str:
     return escape(trial_line(outcome.record, outcome.metrics or {})) + tag
 
 
-class StudyProgress(Protocol):
+class StudyProgress:
+    """What a loop reports as its trials run: this one shows nothing (tests, benchmarks)."""
+
     def start(self, total: int) -> None: ...
     def trial(self, index: int, number: int, params: Params) -> None: ...
     def phase(self, text: str) -> None: ...
@@ -94,21 +97,6 @@ class StudyProgress(Protocol):
         self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
     ) -> None: ...
     def stop(self) -> None: ...
-
-
-class SilentProgress:
-    def start(self, total: int) -> None: ...
-    def trial(self, index: int, number: int, params: Params) -> None: ...
-    def phase(self, text: str) -> None: ...
-    def done(
-        self, number: int, outcome: Outcome, best: float | None, *, counted: bool = True
-    ) -> None: ...
-    def stop(self) -> None: ...
-
-
-def shared_display(console: Console) -> Progress:
-    """One live display for every GPU slot of a run (rich allows one at a time)."""
-    return _display(console, labelled=True)
 
 
 def _display(console: Console, *, labelled: bool) -> Progress:
@@ -127,11 +115,11 @@ def _display(console: Console, *, labelled: bool) -> Progress:
     )
 
 
-class RichProgress:
+class RichProgress(StudyProgress):
     """Trial i of N, the phase, the best score so far, elapsed time and an ETA.
 
-    With `display` (from `shared_display`) and a `label`, one line of a display that shows
-    every GPU slot; whoever made the display starts and stops it."""
+    With `display` (`ConsoleView`'s) and a `label`, one line of a display that shows every
+    GPU slot; whoever made the display starts and stops it."""
 
     def __init__(
         self, console: Console | None = None, *, label: str = "", display: Progress | None = None
@@ -201,13 +189,12 @@ class RichProgress:
         """`counted`: the trial uses up one of the budget's (`summary.in_budget`); a reused
         result or a config vLLM's rules refused does not advance "trial i/N"."""
         self._running = None
+        self._print(f"trial {number}: {describe(outcome)}")
         if not counted:
-            self._print(f"trial {number}: {describe(outcome)}")
             return
         self._finished += 1
         if best is not None:
             self._best = figure(best, 3, sign=True)  # never "-0.000"
-        self._print(f"trial {number}: {describe(outcome)}")
         if self._task is not None:
             task = next(t for t in self._progress.tasks if t.id == self._task)
             remaining = max((task.total or 0) - self._finished, 0)
@@ -227,7 +214,7 @@ class RunView:
 
     def progress(self, slot: str | None) -> StudyProgress:
         """The progress of one loop: a GPU slot's (its label), or the run's (None)."""
-        return SilentProgress()
+        return StudyProgress()
 
     def start(self) -> None:
         """The GPU slots' loops are about to start (their shared display)."""
@@ -258,8 +245,8 @@ class ConsoleView(RunView):
     def progress(self, slot: str | None) -> StudyProgress:
         if slot is None:
             return RichProgress(self.console)
-        if self._display is None:
-            self._display = shared_display(self.console)
+        if self._display is None:  # one live display for every GPU slot (rich allows one)
+            self._display = _display(self.console, labelled=True)
         return RichProgress(self.console, label=slot, display=self._display)
 
     def start(self) -> None:

@@ -23,7 +23,7 @@ from tuner import trial as tr
 from tuner.errors import RunInterrupted
 from tuner.run.loop import StudyLoop
 from tuner.run.progress import RunView
-from tuner.run.signals import Interrupted, handled
+from tuner.run.signals import Interrupted, stopping
 from tuner.run.slots import Slot, merge, plan_slots, run_slots
 from tuner.run.summary import RunSummary
 from tuner.runners.engine_runner import EngineRunner, TrialRunner
@@ -259,17 +259,8 @@ def _measured_check(
     signals handled as a trial's: the first Ctrl-C, SIGTERM or SIGHUP stops its engine, lets
     the check record itself as interrupted and raises `RunInterrupted`; a second one kills
     the engine at once."""
-    stopping: list[int] = []
-
-    def on_signal(signum: int, frame: object) -> None:
-        if stopping:
-            runner.kill()
-            return
-        stopping.append(signum)
-        raise Interrupted(signum)
-
     try:
-        with handled(on_signal, lambda: bool(stopping)):
+        with stopping(runner.kill):
             return check(result.study, spec, result.points, runner, say=view.say)
     except Interrupted as exc:
         runner.close()

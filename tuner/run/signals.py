@@ -41,17 +41,26 @@ def install(signum: int, handler: Handler) -> Handler:
 
 
 @contextlib.contextmanager
-def handled(
-    on_signal: Callable[[int, FrameType | None], None], interrupted: Callable[[], bool]
-) -> Iterator[None]:
-    """`on_signal` handles the stop signals inside; after an interruption the tuner is on its
-    way out, so later signals are ignored (they must not cut the cleanup short)."""
+def stopping(kill: Callable[[], None]) -> Iterator[None]:
+    """Inside, the first Ctrl-C, SIGTERM or SIGHUP raises `Interrupted` (what it cuts short
+    records itself as interrupted); a second one calls `kill` (the engine's process group, at
+    once). After an interruption the tuner is on its way out, so later signals are ignored
+    (they must not cut the cleanup short)."""
+    seen: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if seen:
+            kill()
+            return
+        seen.append(signum)
+        raise Interrupted(signum)
+
     old = {sig: install(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
         for sig, handler in old.items():
-            install(sig, signal.SIG_IGN if interrupted() else handler)
+            install(sig, signal.SIG_IGN if seen else handler)
 
 
 def ended_by(exc: BaseException, trial: optuna.Trial) -> TrialRecord:

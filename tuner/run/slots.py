@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import FrameType
 
+import numpy as np
+
 from tuner.errors import UserError
 from tuner.run.lock import StudyLock, takes_lock
 from tuner.run.loop import StudyLoop
@@ -55,13 +57,9 @@ def plan_slots(spec: StudySpec) -> list[Slot]:
             f"engine.cpu_affinity has {len(cores)} core(s) for {n} GPU slots: give each slot "
             "at least one core, or fewer slots"
         )
-    share, extra = divmod(len(cores), n)
-    out, at = [], 0
-    for i, g in enumerate(gpu_sets):
-        size = share + (1 if i < extra else 0)
-        out.append(Slot(g, list(cores[at : at + size])))
-        at += size
-    return out
+    # in order, each slot a run of the cores; the first len(cores) % n slots one core more
+    shares = np.array_split(np.asarray(cores, dtype=int), n)
+    return [Slot(g, share.tolist()) for g, share in zip(gpu_sets, shares, strict=True)]
 
 
 def merge(summaries: list[RunSummary]) -> RunSummary:

@@ -32,6 +32,7 @@ from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
 
 if TYPE_CHECKING:
+    from tuner.measure.records import RequestRecord
     from tuner.trial.point import TrialPoint
     from tuner.workload.benchmark import BenchmarkResult
     from tuner.workload.datasets import BenchRequest
@@ -165,20 +166,13 @@ def search_capacity(
     return out
 
 
-class _Trial(Protocol):
-    """The pipeline's TrialInput, as far as `capacity_to_beat` reads it."""
-
-    @property
-    def points(self) -> Sequence[TrialPoint]: ...
-
-    @property
-    def host(self) -> str | None: ...
-
-
-def capacity_to_beat(spec: StudySpec, t: _Trial) -> Beat | None:
-    """What a trial's capacity search must beat (`t`: the pipeline's TrialInput, its points and
-    host; None: the objective has no such rule, or no capacity is found yet)."""
-    top, ref = best(t.points), reference(t.points, t.host)
+def capacity_to_beat(
+    spec: StudySpec, points: Sequence[TrialPoint], host: str | None
+) -> Beat | None:
+    """What a trial's capacity search must beat, from the study's trials as it started
+    (`points`) and its host's reference (None: the objective has no such rule, or no capacity
+    is found yet)."""
+    top, ref = best(points), reference(points, host)
     return objective_of(spec).to_beat(
         top.capacity_rps if top is not None else None,
         ref.capacity_rps if ref is not None else None,
@@ -208,18 +202,30 @@ def _beaten(
     )
 
 
-def _summed(m: Measurement, runs: list[Measurement]) -> Measurement:
+def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
     """`m` with the workload and engine seconds, and the prefix cache, of every run it took."""
     return replace(
         m,
         workload_s=sum(r.workload_s or 0.0 for r in runs),
         engine_s=sum(r.engine_s for r in runs),
-        prefix_cache_runs=_cache_runs(runs),
+        prefix_cache_runs=[c for r in runs for c in r.prefix_cache_runs],
     )
 
 
-def _cache_runs(runs: list[Measurement]) -> list[PrefixCacheRun]:
-    return [c for r in runs for c in r.prefix_cache_runs]
+def run_metrics(
+    records: list[RequestRecord], duration_s: float, w: WorkloadSpec
+) -> dict[str, float]:
+    """vLLM bench's metrics of one run's `records` over `duration_s`, as workload `w` asks
+    for them (its selected metrics, percentiles and goodput limits)."""
+    from tuner.measure.metrics import compute_metrics
+
+    return compute_metrics(
+        records,
+        duration_s,
+        selected_metrics=w.selected_metrics,
+        percentiles=w.percentiles,
+        goodput_ms=w.goodput,
+    )
 
 
 def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measurement:
@@ -239,29 +245,16 @@ def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measur
 def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
     """The scenarios' runs as one trial: each scenario's figures apart, and the metrics of
     every request pooled (all scenarios' requests over the sum of their durations)."""
-    from tuner.measure.metrics import compute_metrics
-
-    w = spec.workload
     records = [r for m in parts.values() for r in m.records]
     duration = sum((m.metrics or {}).get("duration", 0.0) for m in parts.values())
-    pooled = compute_metrics(
-        records,
-        duration,
-        selected_metrics=w.selected_metrics,
-        percentiles=w.percentiles,
-        goodput_ms=w.goodput,
-    )
     first = next(iter(parts.values()))
     weights = {s.name: s.weight for s in spec.scenarios}
     return replace(
-        first,
-        metrics=pooled,
+        _summed(first, list(parts.values())),
+        metrics=run_metrics(records, duration, spec.workload),
         ci={},
         records=records,
-        workload_s=sum(m.workload_s or 0.0 for m in parts.values()),
-        engine_s=sum(m.engine_s for m in parts.values()),
         rate_steps=[s for m in parts.values() for s in m.rate_steps],
-        prefix_cache_runs=_cache_runs(list(parts.values())),
         capacity=None,
         scenarios={
             name: ScenarioEntry(weights[name], dict(m.metrics or {}), dict(m.ci), m.capacity)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.engine_runner import TrialContext, TrialRunner, failed_measurement, run_label
-from tuner.runners.load_runs import measure_all
+from tuner.runners.load_runs import measure_all, run_metrics
 from tuner.sim.fit import SimWorkload
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile
@@ -78,7 +78,7 @@ class PlanRunner(TrialRunner):
         self, ctx: TrialContext, flags: dict[str, Any], name: str, w: WorkloadSpec
     ) -> Measurement:
         """One run in virtual time; `engine_s` is its workload part (the start is added once)."""
-        from tuner.measure.metrics import compute_metrics, confidence_intervals
+        from tuner.measure.metrics import confidence_intervals
         from tuner.sim.planner import simulate
 
         spec, reqs = self.spec, self.requests_for(name)
@@ -95,13 +95,7 @@ class PlanRunner(TrialRunner):
             prompt_ids=work.prompt_id_lists(),
         )
         m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
-        m.metrics = compute_metrics(
-            sim.records,
-            sim.duration_s,
-            selected_metrics=w.selected_metrics,
-            percentiles=w.percentiles,
-            goodput_ms=w.goodput,
-        )
+        m.metrics = run_metrics(sim.records, sim.duration_s, w)
         m.records, m.workload_s, m.engine_s = sim.records, sim.duration_s, sim.duration_s
         check = ctx.checkpoints.get(name, ctx.checkpoint)
         if check is not None and self._replay_stopped(check, ctx, w, reqs, m, sim.engine_trace):
@@ -122,7 +116,6 @@ class PlanRunner(TrialRunner):
         is simulated whole, then its records replayed in time order up to each checkpoint
         (the simulator does not look ahead; the replay shows only what a client had seen,
         and the engine state a `/metrics` scrape would have read then)."""
-        from tuner.measure.metrics import compute_metrics
         from tuner.measure.pruning import replay
         from tuner.measure.snapshot import EngineSample, known_sum
 
@@ -141,17 +134,7 @@ class PlanRunner(TrialRunner):
             if not decision.stop:
                 continue
             done = [r for r, d in zip(snap.sent, snap.done, strict=True) if d]
-            m.metrics = (
-                compute_metrics(
-                    done,
-                    t,
-                    selected_metrics=w.selected_metrics,
-                    percentiles=w.percentiles,
-                    goodput_ms=w.goodput,
-                )
-                if any(r.success for r in done)
-                else {}
-            )
+            m.metrics = run_metrics(done, t, w) if any(r.success for r in done) else {}
             m.records, m.ci = done, {}
             m.pruned_reason, m.pruned_at_s = decision.reason, t
             m.pruned_engine, m.pruned_decision = decision.engine, decision
