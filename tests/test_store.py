@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import random
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,10 @@ def _schema_rows(db: Path) -> list[tuple[int, str]]:
 
 
 def _set_version(db: Path, sql: str) -> None:
-    with sqlite3.connect(db) as conn:
+    # closed here, not when the garbage collector gets to it: the database is in WAL mode and
+    # its last connection to close checkpoints the WAL into the file, so a connection left
+    # open would write the file later, in the middle of a test that says nothing was written
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(sql)
 
 
