@@ -11,9 +11,6 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
 from tuner.errors import FailureKind, UserError
 from tuner.run.recovery import HOST_ENV
 from tuner.runners.precheck import predict_refusal
@@ -33,6 +30,7 @@ from tuner.spec.space import (
 )
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
+from tuner.store.driver_errors import parsed_url
 from tuner.store.schema import HOST_ID_CHARS
 from tuner.store.storage import resolve_storage
 
@@ -42,9 +40,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 def check_run_storage(url: str) -> None:
     """`tuner run` refuses a storage that keeps nothing once the process exits."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
+    parsed = parsed_url(url)
+    if parsed is None:
         return  # Store reports a URL that is not one
     if not parsed.drivername.startswith("sqlite"):
         return

@@ -3,8 +3,9 @@ the drivers under them (sqlite3, psycopg) raise, turned into the tuner's words a
 
 Optuna wraps SQLAlchemy's error in `StorageInternalError`, SQLAlchemy wraps the driver's (its
 `.orig`). No other module catches a driver's error or matches its text: opening a storage
-(`Store`), an insert that another process won (`inserting`: the run lock, a config's claim)
-and a full disk anywhere in a run (`storage_full`, which the CLI asks) go through here.
+(`Store`; a URL that is not one, `parsed_url`), an insert that another process won
+(`inserting`: the run lock, a config's claim) and a full disk anywhere in a run
+(`storage_full`, which the CLI asks) go through here.
 """
 
 from __future__ import annotations
@@ -17,10 +18,22 @@ from contextlib import contextmanager
 
 import optuna
 import sqlalchemy as sa
+from sqlalchemy.engine import URL, make_url
 
 from tuner.errors import KeyTaken, UserError
 
 DRIVER_ERRORS = (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError)
+
+
+def parsed_url(url: str) -> URL | None:
+    """`url` as SQLAlchemy reads it; None when it is not a SQLAlchemy URL (SQLAlchemy's
+    `ArgumentError`, which `Store` turns into one line and `tuner run`'s storage check leaves
+    to it)."""
+    try:
+        return make_url(url)
+    except sa.exc.ArgumentError:
+        return None
+
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
 _FULL_DB = ("database or disk is full", "No space left on device", "could not extend file")

@@ -25,7 +25,12 @@ from tuner.measure.records import RequestRecord
 from tuner.spec.metric_keys import Direction
 from tuner.spec.outputs import SQLITE_HEADER
 from tuner.spec.study import StudySpec, stored_spec
-from tuner.store.driver_errors import DRIVER_ERRORS, lost_creation_race, open_error
+from tuner.store.driver_errors import (
+    DRIVER_ERRORS,
+    lost_creation_race,
+    open_error,
+    parsed_url,
+)
 from tuner.store.schema import engines_table, ensure_schema, requests_table, trials_table
 
 if TYPE_CHECKING:
@@ -112,10 +117,8 @@ class Store:
         """Open (and for writers, create) the database. Readers (`trials`, `best`, results)
         pass `readonly=True`: they work on a read-only file and never create one."""
         self.url = resolve_storage(url)
-        try:
-            make_url(self.url)
-        except sa.exc.ArgumentError:
-            raise UserError(f"cannot open storage {self.url!r}: not a SQLAlchemy URL") from None
+        if parsed_url(self.url) is None:
+            raise UserError(f"cannot open storage {self.url!r}: not a SQLAlchemy URL")
         _check_sqlite_path(self.url, readonly)
         for attempt in range(OPEN_ATTEMPTS):
             try:
