@@ -39,8 +39,9 @@ from tuner.verify.changes import (
 from tuner.verify.engine_info import EngineInfo, read_engine_info
 from tuner.verify.predict import TrafficPrediction, predict_traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
-from tuner.workload.client import CHAT_ENDPOINT, server_model_cards
+from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.datasets import BenchRequest, build_requests, jsonl_requests
+from tuner.workload.probe import server_model_cards
 from tuner.workload.tokenizer import HFTokenizer
 
 

@@ -32,13 +32,12 @@ from tuner.workload.client import (
     make_transport,
     request_body,
     request_headers,
-    scaled_clock,
-    server_time_scale,
     stream_request,
 )
 from tuner.workload.cold import reset_prefix_cache, warmup_request
 from tuner.workload.datasets import BenchRequest
 from tuner.workload.engine_metrics import Scraper, prefix_cache_hit_rate, scrape_prefix_cache
+from tuner.workload.probe import scaled_clock, server_time_scale
 from tuner.workload.schedule import arrival_times
 
 if TYPE_CHECKING:
@@ -76,7 +75,7 @@ class BenchmarkPruned(TunerError, RuntimeError):
 class BenchmarkResult:
     """Per-request records, the run's duration, vLLM's metrics and bootstrap CIs (key ->
     (lo, hi)). `start_perf_s` is the perf_counter of the first dispatch (times the server's
-    time scale, `tuner.workload.client.scaled_clock`): records' `start_s` count from it."""
+    time scale, `tuner.workload.probe.scaled_clock`): records' `start_s` count from it."""
 
     records: list[RequestRecord]
     duration_s: float
