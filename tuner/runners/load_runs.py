@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from tuner.measure.records import RequestRecord
     from tuner.trial.point import TrialPoint
     from tuner.workload.benchmark import BenchmarkResult
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
     from tuner.workload.tokenizer import HFTokenizer
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload

@@ -24,7 +24,7 @@ from tuner.workload.schedule import arrival_times
 if TYPE_CHECKING:
     from tuner.measure.pruning import Decision
     from tuner.measure.snapshot import Snapshot
-    from tuner.workload.datasets import BenchRequest, Workload
+    from tuner.workload.request import BenchRequest, Workload
 
 
 class PlanRunner(TrialRunner):

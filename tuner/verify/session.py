@@ -40,8 +40,9 @@ from tuner.verify.engine_info import EngineInfo, read_engine_info
 from tuner.verify.predict import TrafficPrediction, predict_traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
 from tuner.workload.client import CHAT_ENDPOINT
-from tuner.workload.datasets import BenchRequest, build_requests, jsonl_requests
+from tuner.workload.datasets import build_requests, jsonl_requests
 from tuner.workload.probe import server_model_cards
+from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import HFTokenizer
 
 

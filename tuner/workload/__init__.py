@@ -10,7 +10,8 @@ Modules:
 - `client`: one streamed request in, one `RequestRecord` out (httpx on aiohttp's transport);
 - `probe`: what a server says about itself before a run: its time scale, its model cards;
 - `sse`: Server-Sent Events decoding (pure: bytes in, events out);
-- `datasets`: `BenchRequest` and `build_requests` (same seed, same requests);
+- `request`: the requests as values: `BenchRequest` (one), `Workload` (a runner's, never swapped);
+- `datasets`: `build_requests` (same seed, same requests), from vLLM's datasets or ours;
 - `longdoc`, `exact`: the built-in long-document dataset; prompts of an exact token length;
 - `schedule`: arrival times drawn as `vllm bench serve` draws them;
 - `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;

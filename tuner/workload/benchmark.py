@@ -35,9 +35,9 @@ from tuner.workload.client import (
     stream_request,
 )
 from tuner.workload.cold import reset_prefix_cache, warmup_request
-from tuner.workload.datasets import BenchRequest
 from tuner.workload.engine_metrics import Scraper, prefix_cache_hit_rate, scrape_prefix_cache
 from tuner.workload.probe import scaled_clock, server_time_scale
+from tuner.workload.request import BenchRequest
 from tuner.workload.schedule import arrival_times
 
 if TYPE_CHECKING:

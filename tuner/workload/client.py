@@ -18,7 +18,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from tuner.measure.records import RequestRecord
 from tuner.tls import tls_context
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 from tuner.workload.sse import SseDecoder, interpret
 
 CHAT_ENDPOINT = "/v1/chat/completions"
