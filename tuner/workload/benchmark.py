@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tuner.errors import TunerError
-from tuner.measure.metrics import compute_metrics, confidence_intervals
+from tuner.measure.metrics import confidence_intervals, run_metrics
 from tuner.measure.pruning import Checkpoints, Decision
 from tuner.measure.records import RequestRecord
 from tuner.measure.snapshot import EngineSample, Snapshot, known_sum
@@ -134,32 +134,14 @@ def run_benchmark(
         records, duration_s = asyncio.run(run.supervised(should_abort, stall_timeout_s))
     except _Stopped as stop:
         done = [r for r, d in zip(run.live, run.done, strict=True) if d]
-        for rec in done:
-            if rec.success and not rec.output_tokens:
-                count_output_tokens(rec, tokenizer)
-        metrics = {}
-        if any(r.success for r in done):
-            metrics = compute_metrics(
-                done,
-                stop.elapsed_s,
-                selected_metrics=spec.selected_metrics,
-                percentiles=spec.percentiles,
-                goodput_ms=spec.goodput,
-            )
+        count_output_tokens(done, tokenizer)
+        metrics = run_metrics(done, stop.elapsed_s, spec) if any(r.success for r in done) else {}
         result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0, run.cache_reset)
         raise BenchmarkPruned(stop.reason, result, stop.engine, stop.decision) from None
     finally:
         gc.unfreeze()
-    for rec in records:
-        if rec.success and not rec.output_tokens:
-            count_output_tokens(rec, tokenizer)
-    metrics = compute_metrics(
-        records,
-        duration_s,
-        selected_metrics=spec.selected_metrics,
-        percentiles=spec.percentiles,
-        goodput_ms=spec.goodput,
-    )
+    count_output_tokens(records, tokenizer)
+    metrics = run_metrics(records, duration_s, spec)
     ci = confidence_intervals(records, duration_s, metrics, seed=spec.seed)
     if (rate := prefix_cache_hit_rate(*run.prefix_cache)) is not None:
         metrics[PREFIX_CACHE_HIT_RATE] = rate
@@ -172,14 +154,17 @@ NO_OUTPUT_COUNT = (
 )
 
 
-def count_output_tokens(rec: RequestRecord, tokenizer: HFTokenizer | None) -> None:
-    """Output tokens of a request the server sent no usage for, as vLLM counts them: the
-    generated text re-tokenized without special tokens. Unknowable without a tokenizer:
-    then the request fails (a guess would make TPOT and throughput wrong)."""
-    if tokenizer is None:
-        rec.success, rec.error = False, NO_OUTPUT_COUNT
-        return
-    rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
+def count_output_tokens(records: list[RequestRecord], tokenizer: HFTokenizer | None) -> None:
+    """Output tokens of each successful request the server sent no usage for, as vLLM counts
+    them: the generated text re-tokenized without special tokens. Unknowable without a
+    tokenizer: then the request fails (a guess would make TPOT and throughput wrong)."""
+    for rec in records:
+        if not rec.success or rec.output_tokens:
+            continue
+        if tokenizer is None:
+            rec.success, rec.error = False, NO_OUTPUT_COUNT
+            continue
+        rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
 
 
 class _Stopped(TunerError):
