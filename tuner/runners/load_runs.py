@@ -91,7 +91,7 @@ def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     for limit in slos:
         name = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
         kind = goodput_metric(name)
-        if limit.op in ("<=", "<") and kind is not None:
+        if limit.upper and kind is not None:
             out[kind] = min(out.get(kind, math.inf), limit.value)
     return out
 
