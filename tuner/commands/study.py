@@ -289,7 +289,7 @@ def _print_result(result: RunResult) -> None:
     if result.best is not None:
         _print_best(result.study)
     else:
-        from tuner.results.export import closest_miss
+        from tuner.results.selection import closest_miss
 
         closest = closest_miss(result.points) or "none was measured"
         typer.echo(f"no feasible trial yet: {closest}; `tuner trials` says why each", err=True)

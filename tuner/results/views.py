@@ -16,7 +16,8 @@ from rich.console import Console
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.results.commandline import shell_command
-from tuner.results.export import Selection, check_deployable, closest_miss, hold, judge
+from tuner.results.export import check_deployable
+from tuner.results.selection import Selection, closest_miss, hold, judge
 from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines
 from tuner.results.smallest import smallest_lines
