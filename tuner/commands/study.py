@@ -359,8 +359,8 @@ def best(
 
 def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
+    from tuner.results.best import best_report
     from tuner.results.table import wrap_comments
-    from tuner.results.views import best_report
     from tuner.trial.reading import read_study
 
     read = read_study(study)

@@ -49,10 +49,6 @@ class MixOf(Objective):
         self.parts = {s.name: MODES[spec.mode](spec) for s in scenarios}
         self.scenario_weights = {s.name: s.weight for s in scenarios}
 
-    def aggregate_words(self) -> str:
-        """How the scenarios' scores make the trial's, in words."""
-        return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
-
     def measure(self, workload: WorkloadSpec, one: RunOne, combine: Combine) -> Measurement:
         """Each scenario in turn; a failure or an early stop ends the trial there, with the
         time of every run before it."""

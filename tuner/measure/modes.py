@@ -217,6 +217,11 @@ class Objective:
         """Why a robustness check changed no rate, when the mode is why."""
         return ""
 
+    def aggregate_words(self) -> str:
+        """How a mix's scenarios' scores make the trial's, in words (`objective.aggregate`):
+        a mix's workload lines, and `tuner best`'s headline of a trial with scenarios."""
+        return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
+
     def workload_lines(
         self, workload: WorkloadSpec, describe: Callable[[WorkloadSpec], str]
     ) -> list[str]:

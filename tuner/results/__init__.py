@@ -1,8 +1,8 @@
 """What people take out of a stored study: the best, the front, the command to ship, the report.
 
-stored trials (`tuner.trial.point.TrialPoint`, read from `tuner.store`) → the trial table and
-the best (`views`) → Pareto fronts (`pareto`) → the trial to ship (`selection`) → the
-production command (`export`) → the HTML report (`report`).
+stored trials (`tuner.trial.point.TrialPoint`, read from `tuner.store`) → the trial table
+(`views`) and the best (`best`) → Pareto fronts (`pareto`) → the trial to ship
+(`selection`) → the production command (`export`) → the HTML report (`report`).
 
 Modules:
 - `pareto`: Pareto fronts over stored trials (pure);
@@ -22,7 +22,8 @@ Modules:
 - `recommend`: recommend only what the evidence carries (pure);
 - `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
 - `table`: tables that fit a person's terminal, and comment lines that wrap;
-- `views`: the trial table and `tuner best`'s words (rich, pandas);
+- `views`: the trial table (rich, pandas);
+- `best`: `tuner best`'s words: the best trial's story on one screen, then its command;
 - `verifies`: the stored `tuner verify` history as rows and lines (`verify --history`,
   `trials`, the report);
 - `report`: the self-contained HTML report and its figures (a package).
