@@ -258,7 +258,7 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
 
 
 def _ctx(spec, params):
-    from tuner.runners.engine_runner import TrialContext
+    from tuner.runners.trial_runner import TrialContext
 
     return TrialContext(spec.name, -1, dict(params), phase=lambda _: None)
 

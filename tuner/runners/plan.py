@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
-from tuner.runners.engine_runner import TrialContext, TrialRunner, failed_measurement, run_label
 from tuner.runners.load_runs import measure_all, run_metrics
+from tuner.runners.trial_runner import TrialContext, TrialRunner, failed_measurement, run_label
 from tuner.sim.fit import SimWorkload
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile

@@ -17,7 +17,7 @@ from tuner.errors import UserError
 from tuner.measure.metrics import CI_METRICS
 from tuner.measure.mixes import objective_of
 from tuner.results.selection import Selection
-from tuner.runners.engine_runner import workload_tokenizer
+from tuner.runners.trial_runner import workload_tokenizer
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
