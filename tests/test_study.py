@@ -205,7 +205,7 @@ def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
 
 
 def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.results.views import best_report
+    from tuner.results.best import best_report
     from tuner.trial import StudyRecord, confirmation_runs, ranked, read_all
 
     spec = _spec(tiny_model_dir, trial={"confirm_repeats": 2})
