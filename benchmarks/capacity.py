@@ -31,8 +31,8 @@ import yaml
 from tuner import trial as tr
 from tuner.measure import capacity
 from tuner.run.session import RunOptions, run_study
-from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.runners.trial_runner import TrialContext
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 

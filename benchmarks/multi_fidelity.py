@@ -29,8 +29,8 @@ import yaml
 from tuner.measure.objective import score
 from tuner.run.reading import budget_used
 from tuner.run.session import RunOptions, RunResult, run_study
-from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.runners.trial_runner import TrialContext
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.store.storage import Store

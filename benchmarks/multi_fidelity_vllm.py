@@ -42,7 +42,7 @@ import yaml
 
 from tuner.measure.objective import score
 from tuner.run.session import RunOptions, engine_runners, first_runner, run_study
-from tuner.runners.engine_runner import TrialContext
+from tuner.runners.trial_runner import TrialContext
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.store.storage import Store

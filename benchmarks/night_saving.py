@@ -57,8 +57,8 @@ from tuner.fidelity.predict_skip import ruled_out
 from tuner.measure import objective as obj
 from tuner.measure.capacity import beats_by_resolution
 from tuner.run.session import RunOptions, run_study
-from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.runners.trial_runner import TrialContext
 from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import StudySpec

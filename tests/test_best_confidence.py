@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tuner import trial as tr
-from tuner.results.views import best_report
+from tuner.results.best import best_report
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner_testing import REPO
 

@@ -16,15 +16,9 @@ import yaml
 from results_fixtures import PARAMS, build_study, write_study_file
 
 from tuner.errors import UserError
-from tuner.results.export import (
-    judge,
-    render,
-    select_trial,
-    shell_command,
-    slo_violation,
-    vllm_config,
-)
-from tuner.results.views import best_report
+from tuner.results.best import best_report
+from tuner.results.export import render, shell_command, vllm_config
+from tuner.results.selection import judge, select_trial, slo_violation
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import load_study_spec
 from tuner.store.storage import Store, spec_of

@@ -186,6 +186,35 @@ def test_a_mix_judges_its_slos_per_scenario_never_on_the_pooled_figures() -> Non
     }
 
 
+def test_a_mix_judges_each_scenarios_run_and_aggregates_them() -> None:
+    """Which runs a trial is judged on, their scores and capacities as the trial's, and the
+    constraints its score adds: the one run's, or each scenario's (`trial.scoring` packs
+    the runs from its payloads and asks these)."""
+    slo = {"slo": ["p99_ttft_ms<=900"]}
+    plain = objective_of(_study(objective=slo))
+    assert plain.judged_runs("whole", {"chat": "c"}) == {"": "whole"}
+    assert plain.trial_score({"": 0.25}) == 0.25 and plain.trial_capacity({"": 4.0}) is None
+    assert plain.score_constraints({"p99_ttft_ms<=900": 1.0}, {"": None}) == {}  # SLOs: before
+    one = objective_of(_study(objective={"mode": "capacity", **slo}))
+    assert one.trial_capacity({"": None}) is None and one.trial_capacity({"": 2.0}) == 2.0
+    assert one.score_constraints({}, {"": 2.0}) == {"capacity": 0.0}
+    assert one.score_constraints({}, {"": None}) == {"capacity": 1.0}
+    mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
+    assert mix.judged_runs("whole", {"chat": "c", "doc": "d"}) == {"chat": "c", "doc": "d"}
+    assert mix.trial_score({"chat": 0.1, "doc": -0.3}) == pytest.approx((3 * 0.1 - 0.3) / 4)
+    assert mix.trial_capacity({"chat": 4.0, "doc": None}) is None  # scalar: no capacity
+    worst = objective_of(_study(workload=[CHAT, DOC], objective={"aggregate": "worst", **slo}))
+    assert worst.trial_score({"chat": 0.1, "doc": -0.3}) == 0.1
+    cap = objective_of(_study(workload=[CHAT, DOC], objective={"mode": "capacity", **slo}))
+    assert cap.trial_capacity({"chat": 4.0, "doc": None}) == pytest.approx(3.0)  # (3·4 + 0) / 4
+    assert cap.trial_capacity({}) is None
+    assert cap.score_constraints({"chat:p99_ttft_ms<=500": 0.2}, {"chat": 4.0, "doc": None}) == {
+        "chat:p99_ttft_ms<=500": 0.2,
+        "chat:capacity": 0.0,
+        "doc:capacity": 1.0,
+    }
+
+
 def test_a_mix_in_words_names_each_scenario_and_the_aggregate() -> None:
     spec = _study(workload=[CHAT, DOC], objective={"aggregate": "worst", "slo": ["p99_ttft_ms<=9"]})
     lines = objective_of(spec).workload_lines(spec.workload, lambda w: f"{w.random_input_len} in")

@@ -326,7 +326,7 @@ def test_a_study_on_an_engine_3x_faster_than_its_profile_finds_what_no_skip_find
     Skips used to rule out every config after the baseline (nothing more launched, `best`
     the defaults); now the study launches configs after the baseline and finds the same best
     as with `--no-prediction-skip`."""
-    from tuner.runners.engine_runner import TrialContext
+    from tuner.runners.trial_runner import TrialContext
     from tuner.trial import best
     from tuner.trial.scoring import score_trial
 
@@ -417,7 +417,7 @@ def test_a_config_that_queues_only_on_a_slow_profile_is_not_ruled_out(
     not on the truth, and the profile's relative prediction (+1.36 ± 0.19) ruled it out,
     though on the truth it beats every trial so far. Predicted on the profile re-scaled to
     the speed the baseline measured, it queues as the truth does: launched."""
-    from tuner.runners.engine_runner import TrialContext
+    from tuner.runners.trial_runner import TrialContext
     from tuner.trial import SkipPrediction, TrialPoint, TrialRecord, best
     from tuner.trial.scoring import score_trial
 

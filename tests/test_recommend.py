@@ -14,10 +14,10 @@ import pytest
 from results_fixtures import build_study, write_study_file
 
 from tuner import trial as tr
+from tuner.results.best import best_report
 from tuner.results.change import worse_than_defaults
 from tuner.results.recommend import HELD_EXIT_CODE, recommendation
 from tuner.results.verdicts import Verdict
-from tuner.results.views import best_report
 from tuner.spec.study import load_study_spec
 from tuner_testing import tuner
 

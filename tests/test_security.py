@@ -12,8 +12,9 @@ import yaml
 from pydantic import ValidationError
 
 from tuner.errors import UserError
-from tuner.results.export import Selection, env_assignments, render
+from tuner.results.export import env_assignments, render
 from tuner.results.pareto import TrialPoint
+from tuner.results.selection import Selection
 from tuner.spec.space import engine_argv
 from tuner.spec.study import StudySpec
 

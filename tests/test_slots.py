@@ -154,12 +154,12 @@ def test_a_slot_s_runner_is_made_with_the_first_slot_s_workload_and_its_own_toke
     `prepare()`, before its first trial: slots are threads, and one fast tokenizer used by two
     threads can raise "Already borrowed" (huggingface/tokenizers#537)."""
     from tuner.run.session import RunOptions, engine_runners, first_runner
-    from tuner.runners import engine_runner
+    from tuner.runners import engine_runner, trial_runner
 
     loaded: list[str] = []
-    load = engine_runner.workload_tokenizer
+    load = trial_runner.workload_tokenizer
     monkeypatch.setattr(
-        engine_runner, "workload_tokenizer", lambda spec: loaded.append(spec.name) or load(spec)
+        trial_runner, "workload_tokenizer", lambda spec: loaded.append(spec.name) or load(spec)
     )
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
     spec = spec.model_copy(update={"hardware": HardwareSpec(gpus="0-3", gpus_per_trial=2)})

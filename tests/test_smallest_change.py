@@ -174,7 +174,7 @@ def test_best_and_export_recommend_only_the_flags_that_carry_the_gain(tmp_path) 
         "dropped --block-size 32 → 16: reverting it changes the SIMULATED score by +0.002, "
         "within noise"
     )
-    from tuner.results.views import best_report
+    from tuner.results.best import best_report
 
     points = tr.read_all(study.get_trials())
     best_text = best_report(points, "handbuilt", StudyRecord.of(study))  # `tuner best`, in-process
@@ -258,7 +258,7 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
 
 
 def _ctx(spec, params):
-    from tuner.runners.engine_runner import TrialContext
+    from tuner.runners.trial_runner import TrialContext
 
     return TrialContext(spec.name, -1, dict(params), phase=lambda _: None)
 

@@ -11,7 +11,7 @@ from test_study import _spec
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.results.views import best_report
+from tuner.results.best import best_report
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
 from tuner.store.storage import Store

@@ -205,7 +205,7 @@ def test_multi_objective_mode(tiny_model_dir: Path, store: Store) -> None:
 
 
 def test_confirm_re_measures_the_best(tiny_model_dir: Path, store: Store) -> None:
-    from tuner.results.views import best_report
+    from tuner.results.best import best_report
     from tuner.trial import StudyRecord, confirmation_runs, ranked, read_all
 
     spec = _spec(tiny_model_dir, trial={"confirm_repeats": 2})
@@ -268,6 +268,35 @@ def test_an_interrupted_baseline_is_the_next_trial(tiny_model_dir: Path, store: 
     assert second.user_attrs["score"] == 0.0 and second.user_attrs["reference_trial"] == 1
     assert "baseline" not in third.user_attrs
     assert third.user_attrs.get("reference_trial", 1) == 1  # when measured (not refused)
+
+
+def test_a_resumed_study_marks_one_baseline(
+    tiny_model_dir: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during trial 0, then a resumed run: `tuner trials` marks the re-run baseline
+    (`1*`) alone; the interrupted trial stays recorded as it ended (docs/results.md)."""
+    import io
+
+    from rich.console import Console
+
+    from tuner.results.views import print_trials_table, trials_frame
+    from tuner.trial.reading import read_study
+
+    monkeypatch.setattr(_InterruptOnce, "interrupted", False)  # whichever test ran first
+    spec = _spec(tiny_model_dir)
+    with pytest.raises(KeyboardInterrupt):
+        StudyLoop(spec, store, _InterruptOnce(spec)).run(n_trials=1)
+    loop = _loop(spec, store)
+    loop.run(n_trials=1)
+    read = read_study(loop.study)
+    points = read.judged_all()
+    assert [p.number for p in points if p.baseline] == [1]
+    cut = points[0]
+    assert cut.state == "FAIL" and cut.interrupted and cut.record.baseline  # nothing lost
+    out = io.StringIO()
+    print_trials_table(trials_frame(points, read.record), Console(file=out, width=200))
+    marks = [line.split()[0] for line in out.getvalue().splitlines()[2:4]]
+    assert marks == ["0", "1*"], out.getvalue()
 
 
 class _ModelTypo(PlanRunner):

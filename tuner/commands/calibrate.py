@@ -41,7 +41,7 @@ def calibrate(
     --gpu`.
     """
     from tuner.fidelity.calibration import Trust
-    from tuner.runners.engine_runner import workload_requests
+    from tuner.runners.trial_runner import workload_requests
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
     from tuner.trial.reading import read_study

@@ -289,7 +289,7 @@ def _print_result(result: RunResult) -> None:
     if result.best is not None:
         _print_best(result.study)
     else:
-        from tuner.results.export import closest_miss
+        from tuner.results.selection import closest_miss
 
         closest = closest_miss(result.points) or "none was measured"
         typer.echo(f"no feasible trial yet: {closest}; `tuner trials` says why each", err=True)
@@ -359,8 +359,8 @@ def best(
 
 def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
     """The best trial of the study's current spec, its command built from that stored spec."""
+    from tuner.results.best import best_report
     from tuner.results.table import wrap_comments
-    from tuner.results.views import best_report
     from tuner.trial.reading import read_study
 
     read = read_study(study)

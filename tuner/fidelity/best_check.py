@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from tuner import trial as tr
 from tuner.measure.measurement import Measurement
-from tuner.runners.engine_runner import TrialContext, TrialRunner
+from tuner.runners.trial_runner import TrialContext, TrialRunner
 from tuner.spec.values import Params
 from tuner.trial import TrialPoint
 

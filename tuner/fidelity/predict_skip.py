@@ -51,8 +51,8 @@ from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import CAPACITY_RPS
-from tuner.runners.engine_runner import TrialContext, TrialRunner
 from tuner.runners.plan import PlanRunner
+from tuner.runners.trial_runner import TrialContext, TrialRunner
 from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import known_model

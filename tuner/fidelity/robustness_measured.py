@@ -30,7 +30,7 @@ from tuner.fidelity.best_check import best_pair, config_run
 from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, perturbed
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import RunFigures
-from tuner.runners.engine_runner import TrialRunner
+from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.sections import ScenarioSpec
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params

@@ -26,7 +26,7 @@ from tuner.fidelity.best_check import check_stored_best, config_run
 from tuner.fidelity.robustness import CANNOT_SIMULATE, cannot_simulate, nominal_runner
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
-from tuner.runners.engine_runner import TrialRunner
+from tuner.runners.trial_runner import TrialRunner
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params

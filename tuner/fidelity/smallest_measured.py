@@ -23,7 +23,7 @@ from dataclasses import replace
 from tuner import trial as tr
 from tuner.fidelity.best_check import best_pair
 from tuner.fidelity.smallest_check import on_runner
-from tuner.runners.engine_runner import TrialRunner
+from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.study import StudySpec
 from tuner.trial import SmallestChange, TrialPoint
 from tuner.trial.smallest import MEASURED, SIMULATED

@@ -1,8 +1,9 @@
 """A scenario mix as the objective object: the composite of one mode's object per scenario.
 
-What differs for a mix (its runs, its constraints, its stop rules, its Optuna values, its
-words) is a method here, never an `if` on `spec.scenarios` elsewhere (issue 35);
-`tuner.trial.scoring` scores each scenario with the mode's `run_score` and aggregates.
+What differs for a mix (its runs, the runs it is judged on and how their scores, capacities
+and constraints make the trial's, its stop rules, its Optuna values, its words) is a method
+here, never an `if` on `spec.scenarios` elsewhere (issue 35); `tuner.trial.scoring` packs
+each scenario's run from its stored entry and scores it with the mode's `run_score`.
 `objective_of` builds a study's object: one mode's (`tuner.measure.modes`), or its mix's.
 docs/objective.md has the formulas.
 """
@@ -13,8 +14,21 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement, ended_after
-from tuner.measure.modes import MODES, CapacityObjective, Combine, Objective, RunFigures, RunOne
-from tuner.measure.objective import equivalent_capacity, health_constraints
+from tuner.measure.modes import (
+    MODES,
+    CapacityObjective,
+    Combine,
+    Objective,
+    Run,
+    RunFigures,
+    RunOne,
+)
+from tuner.measure.objective import (
+    aggregate,
+    aggregate_capacity,
+    equivalent_capacity,
+    health_constraints,
+)
 from tuner.spec.sections import ObjectiveSpec, ScenarioSpec
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
@@ -33,10 +47,7 @@ class MixOf(Objective):
         super().__init__(spec)
         self.scenarios = {s.name: s for s in scenarios}
         self.parts = {s.name: MODES[spec.mode](spec) for s in scenarios}
-
-    def aggregate_words(self) -> str:
-        """How the scenarios' scores make the trial's, in words."""
-        return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
+        self.scenario_weights = {s.name: s.weight for s in scenarios}
 
     def measure(self, workload: WorkloadSpec, one: RunOne, combine: Combine) -> Measurement:
         """Each scenario in turn; a failure or an early stop ends the trial there, with the
@@ -51,6 +62,31 @@ class MixOf(Objective):
 
     def to_beat(self, best_rps: float | None, reference_rps: float | None) -> Beat | None:
         return None  # the mix's capacity is aggregated, no one search can be cut short
+
+    def judged_runs(self, whole: Run, scenarios: Mapping[str, Run]) -> dict[str, Run]:
+        """Each scenario's run, by its name (the pooled figures are no one workload's)."""
+        return dict(scenarios)
+
+    def trial_score(self, run_scores: Mapping[str, float]) -> float:
+        """The scenarios' scores aggregated: their weighted mean, or the worst."""
+        return aggregate(run_scores, self.scenario_weights, self.spec.aggregate)
+
+    def trial_capacity(self, found_rps: Mapping[str, float | None]) -> float | None:
+        """The scenarios' capacities aggregated (a scenario whose search found none counts
+        0), shown as the mix's; None with no scenario."""
+        caps = {name: rps or 0.0 for name, rps in found_rps.items()}
+        how = self.spec.aggregate
+        return self.capacity_figure(
+            aggregate_capacity(caps, self.scenario_weights, how) if caps else None
+        )
+
+    def score_constraints(
+        self, slos: Mapping[str, float], found_rps: Mapping[str, float | None]
+    ) -> dict[str, float]:
+        """The SLOs judged per scenario (never on the pooled figures: `trial_constraints`),
+        then each scenario's search's (`scenario:capacity`)."""
+        found = {f"{name}:capacity": rps or 0.0 for name, rps in found_rps.items()}
+        return {**slos, **self.found_constraints(found)}
 
     def trial_constraints(
         self, metrics: Mapping[str, float] | None, failed_fraction: float

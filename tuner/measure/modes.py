@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
@@ -30,6 +30,7 @@ CAPACITY_RPS = "capacity_rps"  # capacity mode's figure, req/s
 
 RunOne = Callable[[str, WorkloadSpec], Measurement]  # one named workload's run(s)
 Combine = Callable[[dict[str, Measurement]], Measurement]  # a mix's runs as one trial's
+Run = TypeVar("Run")  # one run a trial is judged on, as its judge holds it (`trial.scoring`)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,30 @@ class Objective:
         """A trial's capacity (req/s) from what its search found (a mix's: aggregated);
         None: the mode has no capacity."""
         return None
+
+    def judged_runs(self, whole: Run, scenarios: Mapping[str, Run]) -> dict[str, Run]:
+        """The runs a trial is judged on, by name (each scored against the reference's same
+        run, its SLOs judged on its own figures): the study's one workload (""), the trial's
+        whole run; a mix's scenarios are not this object's."""
+        return {"": whole}
+
+    def trial_score(self, run_scores: Mapping[str, float]) -> float:
+        """A trial's score from its judged runs' (`judged_runs`, each `run_score`'s): the one
+        run's."""
+        return run_scores[""]
+
+    def trial_capacity(self, found_rps: Mapping[str, float | None]) -> float | None:
+        """A trial's capacity figure (req/s; None: the mode has none) from what each judged
+        run's search found (None: no search result)."""
+        return self.capacity_figure(found_rps[""])
+
+    def score_constraints(
+        self, slos: Mapping[str, float], found_rps: Mapping[str, float | None]
+    ) -> dict[str, float]:
+        """The constraints a trial's score adds to its `trial_constraints`, from its judged
+        runs' SLO constraints (`slos`) and what each run's search found: the one run's
+        (its SLOs are in `trial_constraints` already)."""
+        return self.found_constraints({"capacity": found_rps[""] or 0.0})
 
     def found_constraints(self, found_rps: Mapping[str, float]) -> dict[str, float]:
         """Optuna's constraints on what the mode's search found (each constraint's name:
@@ -191,6 +216,11 @@ class Objective:
     def fixed_rate_words(self) -> str:
         """Why a robustness check changed no rate, when the mode is why."""
         return ""
+
+    def aggregate_words(self) -> str:
+        """How a mix's scenarios' scores make the trial's, in words (`objective.aggregate`):
+        a mix's workload lines, and `tuner best`'s headline of a trial with scenarios."""
+        return "the worst" if self.spec.aggregate == "worst" else "the weighted mean"
 
     def workload_lines(
         self, workload: WorkloadSpec, describe: Callable[[WorkloadSpec], str]

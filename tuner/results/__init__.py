@@ -1,8 +1,8 @@
 """What people take out of a stored study: the best, the front, the command to ship, the report.
 
-stored trials (`tuner.trial.point.TrialPoint`, read from `tuner.store`) → the trial table and
-the best (`views`) → Pareto fronts (`pareto`) → the production command (`export`) → the
-HTML report (`report`).
+stored trials (`tuner.trial.point.TrialPoint`, read from `tuner.store`) → the trial table
+(`views`) and the best (`best`) → Pareto fronts (`pareto`) → the trial to ship
+(`selection`) → the production command (`export`) → the HTML report (`report`).
 
 Modules:
 - `pareto`: Pareto fronts over stored trials (pure);
@@ -13,14 +13,17 @@ Modules:
 - `capacity_words`: capacity mode's export lines and JSON (the words: `tuner.trial.words`);
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
-- `export`: the trial to ship and its `vllm serve` command (shell, `--config` YAML, JSON), never
+- `selection`: the trial to ship (the best, or the one asked for, under the SLO or `--slo`),
+  judged once for every output that shows it (pure);
+- `export`: the chosen trial as its `vllm serve` command (shell, `--config` YAML, JSON), never
   one vLLM refuses on the study's platform;
 - `shipped`: the config a study ships, judged, with its spec and baseline (`export`, `verify`);
 - `commandline`: a config as production runs it: the shell command, the `--config` mapping;
 - `recommend`: recommend only what the evidence carries (pure);
 - `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
 - `table`: tables that fit a person's terminal, and comment lines that wrap;
-- `views`: the trial table and `tuner best`'s words (rich, pandas);
+- `views`: the trial table (rich, pandas);
+- `best`: `tuner best`'s words: the best trial's story on one screen, then its command;
 - `verifies`: the stored `tuner verify` history as rows and lines (`verify --history`,
   `trials`, the report);
 - `report`: the self-contained HTML report and its figures (a package).
@@ -33,7 +36,7 @@ are heavy: import them from `tuner.results.views` and `tuner.results.report.page
 """
 
 from tuner.results.commandline import shell_command
-from tuner.results.export import select_trial
 from tuner.results.pareto import front_of, pareto_front
+from tuner.results.selection import select_trial
 
 __all__ = ["front_of", "pareto_front", "select_trial", "shell_command"]

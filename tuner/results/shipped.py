@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tuner.results.export import Selection, hold, judge, select_trial
+from tuner.results.selection import Selection, hold, judge, select_trial
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of

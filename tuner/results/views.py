@@ -1,7 +1,7 @@
-"""Presentation of a stored study: the trial table and the best command (rich, pandas).
+"""Presentation of a stored study: the trial table (`tuner trials`; rich, pandas).
 
 Every figure is read through `tuner.trial` (`TrialPoint`, `StudyRecord`); nothing
-here decides what a trial means.
+here decides what a trial means. `tuner best`'s words are `tuner.results.best`'s.
 """
 
 from __future__ import annotations
@@ -14,26 +14,15 @@ import pandas as pd
 from rich.console import Console
 
 from tuner import trial as tr
-from tuner.errors import UserError
-from tuner.results.commandline import shell_command
-from tuner.results.export import Selection, check_deployable, closest_miss, hold, judge
-from tuner.results.setting import setting_lines
-from tuner.results.shapes import shape_lines
-from tuner.results.smallest import smallest_lines
 from tuner.results.table import Column, flag_alias, print_table
-from tuner.results.verdicts import reference_words
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import (
     HEADLINE_LATENCIES,
     HEADLINE_METRICS,
     headline_words,
     metric_label,
-    metric_words,
 )
-from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs, words
-from tuner.trial.words import at_rate, scenario_parts
 
 
 def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None) -> pd.DataFrame:
@@ -85,30 +74,40 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["reused_from"] = r.reused_from
         row["partial"] = p.partial  # stopped early: the figures cover the requests done then
         skip = r.skip_prediction
-        failure: str | None
         if skip is not None and skip.ruled_out:  # never launched: what it saved, predicted
             row["saved_engine_s"] = skip.engine_s
-            failure = r.pruned_reason
-        elif p.stale_queue:
-            failure = (
-                "queued to run again under SLOs/objective the study file no longer has: not "
-                "run unless they come back"
-            )
-        elif p.status == "pruned":
-            under = " under the previous SLOs/objective" if p.stale_stop else ""
-            failure = f"stopped early{under}: {r.pruned_reason or ''}"
-        elif p.failure_kind:
-            failure = p.failure
-        else:
-            broken = p.broken_constraints
-            failure = f"breaks {', '.join(broken)}" if broken else ""
-        if p.warm_runs:  # docs/metrics.md, "Every run cold"
-            failure = "; ".join(filter(None, [failure, warm_words(p)]))
-        row["failure"] = failure
+        row["failure"] = _failure(p)
         if len(spec_ids) > 1:
             row["spec"] = specs.trial_spec_id(study, p)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _failure(p: TrialPoint) -> str | None:
+    """What stopped a trial, or what it broke, in words (its row's `failure`): ruled out by a
+    prediction, queued or stopped under another judging, failed, its broken constraints; and
+    a measurement with a warm prefix cache."""
+    r = p.record
+    skip = r.skip_prediction
+    failure: str | None
+    if skip is not None and skip.ruled_out:
+        failure = r.pruned_reason
+    elif p.stale_queue:
+        failure = (
+            "queued to run again under SLOs/objective the study file no longer has: not "
+            "run unless they come back"
+        )
+    elif p.status == "pruned":
+        under = " under the previous SLOs/objective" if p.stale_stop else ""
+        failure = f"stopped early{under}: {r.pruned_reason or ''}"
+    elif p.failure_kind:
+        failure = p.failure
+    else:
+        broken = p.broken_constraints
+        failure = f"breaks {', '.join(broken)}" if broken else ""
+    if p.warm_runs:  # docs/metrics.md, "Every run cold"
+        failure = "; ".join(filter(None, [failure, warm_words(p)]))
+    return failure
 
 
 def warm_words(p: TrialPoint) -> str:
@@ -265,83 +264,3 @@ def _short_state(state: str) -> str:
 
 def _int(value: Any) -> int | None:
     return None if value is None or pd.isna(value) else int(value)
-
-
-def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecord) -> str:
-    """The whole story on one screen: the best feasible trial, the setting it was measured in
-    (hardware, workload, SLO), its figures with their intervals, its change against vLLM's
-    defaults and everything that got worse, every verdict; then the command to run. When the
-    verdicts hold it back (`recommend`), the command is vLLM's defaults' and the tuned one
-    follows as a commented candidate. Each command comes from the stored spec of its trial."""
-    ranked, notes = tr.ranked(points), tr.miss_notes(points)
-    if not ranked:
-        unmeasured = not any(p.measured for p in points)
-        closest = "no trial was measured (`tuner trials` says why)" if unmeasured else None
-        missed = "".join(f"; {n}" for n in [*notes, closest or closest_miss(points)] if n)
-        raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
-    top = ranked[0]
-    spec = specs.spec_for(study, top)
-    baseline = tr.baseline_of(points)
-    why = "the best feasible trial"
-    choice = judge(
-        Selection(top, why, ranked=tuple(ranked), notes=tuple(notes)), points, spec, study, baseline
-    )
-    rec, shown = choice.recommendation, hold(choice)  # shown: vLLM's defaults when held back
-    role = " — a CANDIDATE, not recommended (below)" if shown.held else ""
-    lines = [
-        f"# best trial {top.number} of study {study_name}{role}"
-        + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
-        *(f"# {line}" for line in headline_lines(top, points, spec)),
-        *(f"# {line}" for line in interval_lines(top, spec.slo_limits())),
-        *(f"# {line}" for line in setting_lines(spec)),
-    ]
-    if choice.comparison is not None:
-        lines += [f"# {line}" for line in choice.comparison.lines()]
-    lines += [f"# {line}" for line in choice.worse]
-    lines += [f"# {line}" for line in smallest_lines(choice.smallest, top)]
-    lines += [f"# {v.text}" for v in choice.verdicts]
-    lines += [f"# {line}" for line in shape_lines(spec, points)]
-    tuned = choice.params
-    check_deployable(spec, top.number, tuned)
-    if not shown.held or rec is None:
-        return "\n".join([*lines, shell_command(spec, tuned)])
-    lines += [f"# {line}" for line in rec.lines()]
-    lines.append(shell_command(specs.spec_for(study, shown.point), shown.point.params))
-    lines.append(f"# the candidate, trial {top.number} (not recommended yet):")
-    lines += [f"#   {line}" for line in shell_command(spec, tuned).splitlines()]
-    return "\n".join(lines)
-
-
-def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str]:
-    """The headline figures' 95 % bootstrap intervals, in words (none stored: nothing); one
-    with an SLO of `limits` inside it says so (it may keep the limit or break it)."""
-    found = []
-    for m in HEADLINE_METRICS:
-        if (ci := top.ci(m)) is not None:
-            label, unit = metric_words(m)
-            straddle = straddle_words(m, ci, list(limits))
-            found.append(f"{label} {figure(ci[0])}–{figure(ci[1])}{unit}")
-            found[-1] += f" ({straddle})" if straddle else ""
-    return [f"95% intervals: {', '.join(found)}"] if found else []
-
-
-def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
-    """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
-    each with their own score and figures."""
-    shown = figure(top.score, 3, sign=True)
-    score = f"score {shown} ({reference_words(top, points)} = 0, lower is better)"
-    found = top.record.capacity
-    if top.record.scenarios:
-        how = "the worst" if spec.objective.aggregate == "worst" else "the weighted mean"
-        head = f"{score}: {how} of the scenarios' scores"
-        if top.capacity_rps is not None:
-            head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (
-                f"scenarios within the SLOs; {head}"
-            )
-        return [head, *(f"  {part}" for part in scenario_parts(top.record))]
-    if found is not None:
-        return [
-            f"capacity {words.rate(found.capacity_rps, found.capped)} within the SLOs; {score}",
-            f"{at_rate(found)}: " + ", ".join(headline_words(top.metrics)),
-        ]
-    return [f"{score}; " + ", ".join(headline_words(top.metrics))]

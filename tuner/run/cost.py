@@ -18,8 +18,8 @@ from pathlib import Path
 from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
-from tuner.runners.engine_runner import TrialContext
 from tuner.runners.plan import PlanRunner
+from tuner.runners.trial_runner import TrialContext
 from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params

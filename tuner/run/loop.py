@@ -38,7 +38,7 @@ from tuner.run.recovery import stale_after_s
 from tuner.run.sampling import make_sampler, suggest
 from tuner.run.signals import Interrupted, ended_by, stopping
 from tuner.run.summary import RunSummary, Streaks, in_budget
-from tuner.runners.engine_runner import TrialRunner
+from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params

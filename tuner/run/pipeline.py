@@ -21,10 +21,10 @@ from tuner.fidelity.predict_skip import ruled_out_record
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
-from tuner.runners.engine_runner import Checkpoint, PhaseFn, TrialContext, TrialRunner
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
 from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
+from tuner.runners.trial_runner import Checkpoint, PhaseFn, TrialContext, TrialRunner
 from tuner.spec.space import effective_flags, engine_env, spec_rules
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar

@@ -192,14 +192,13 @@ def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[i
 
 
 def has_baseline(points: list[TrialPoint], host: str | None, *, running: bool = False) -> bool:
-    """Whether this host's baseline ended (measured, or truly failed: an interrupted one does
-    not count); with `running`, also one in flight."""
+    """Whether this host's baseline ended (measured, or truly failed: an interrupted one is
+    not a baseline, `TrialPoint.baseline`); with `running`, also one in flight."""
     return any(
         p.baseline
         and p.host == host
         and p.state != "WAITING"
         and (running or p.status != "running")
-        and not p.interrupted
         for p in points
     )
 

@@ -26,7 +26,8 @@ from tuner.run.progress import RunView
 from tuner.run.signals import Interrupted, stopping
 from tuner.run.slots import Slot, merge, plan_slots, run_slots
 from tuner.run.summary import RunSummary
-from tuner.runners.engine_runner import EngineRunner, TrialRunner
+from tuner.runners.engine_runner import EngineRunner
+from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.store.storage import Store

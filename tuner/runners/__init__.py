@@ -5,8 +5,10 @@ simulation core), runs the workload (one run, rate steps, or a scenario mix) →
 (records, metrics, intervals, start-up, engine seconds) → the trial pipeline scores it.
 
 Modules:
-- `engine_runner`: the runner interface (`TrialRunner`, `TrialContext`) and `EngineRunner`,
-  which measures on a real engine process (vLLM or `tuner sim serve`);
+- `trial_runner`: the runner interface (`TrialRunner`, `TrialContext`), and what both runners
+  share;
+- `engine_runner`: `EngineRunner`, which measures on a real engine process (vLLM or
+  `tuner sim serve`);
 - `plan`: `PlanRunner`, the same measurement by the simulation core in virtual time
   (`tuner plan`, the robustness check), and `study_workload`, the simulated workload of a study;
 - `load_runs`: several runs on one engine start (capacity mode's rate steps, scenario mixes);
@@ -19,6 +21,7 @@ Re-exported here: the interface and the engine runner. `PlanRunner` loads scipy 
 calibration fit): import it from `tuner.runners.plan`.
 """
 
-from tuner.runners.engine_runner import EngineRunner, TrialContext, TrialRunner
+from tuner.runners.engine_runner import EngineRunner
+from tuner.runners.trial_runner import TrialContext, TrialRunner
 
 __all__ = ["EngineRunner", "TrialContext", "TrialRunner"]

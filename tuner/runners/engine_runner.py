@@ -1,18 +1,15 @@
-"""Measure one configuration. Two runners, one interface: the study loop never asks which.
-
-`EngineRunner` starts an engine process (real vLLM or `tuner sim serve`: both are just argv),
-waits for it, drives the workload over HTTP and stops it. `tuner.runners.plan.PlanRunner` asks
-the simulation core directly, in virtual time, for `tuner plan`.
+"""`EngineRunner`: one configuration measured on an engine process. It starts the engine (real
+vLLM or `tuner sim serve`: both are just argv) in its own process group with its own IPC
+folder and cache root, waits until it is ready (another port when one was taken), drives the
+workload over HTTP, and stops it; what it cannot measure it says why (`FailureKind`). The
+runner interface it implements: `tuner.runners.trial_runner`.
 """
 
 from __future__ import annotations
 
-import abc
-import copy
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,132 +18,23 @@ from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
 from tuner.runners.load_runs import cache_run, measure_all
-from tuner.spec.model_source import tokenizer_source
+from tuner.runners.trial_runner import TrialContext, TrialRunner, failed_measurement, run_label
+from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
 if TYPE_CHECKING:
-    from tuner.engine.process import EngineIdentity, EngineProcess
-    from tuner.measure.capacity import Beat
-    from tuner.measure.pruning import Decision
-    from tuner.measure.snapshot import Snapshot
-    from tuner.workload.request import BenchRequest, Workload
-    from tuner.workload.tokenizer import HFTokenizer
+    from tuner.engine.process import EngineProcess
+    from tuner.workload.request import BenchRequest
 
-PhaseFn = Callable[[str], None]
-Checkpoint = Callable[["Snapshot"], "Decision"]  # early stopping: a Snapshot in, a Decision out
 PORT_ATTEMPTS = 3
-API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own: read by `vllm serve` and `tuner sim serve`
 # vLLM's cache root (vllm/envs.py, 0.32: default ~/.cache/vllm): compiled graphs, kernels and
 # model info that a later start reuses. Every trial of a study gets one, beside its logs.
 CACHE_ROOT_ENV = "VLLM_CACHE_ROOT"
 CACHE_DIR = "vllm-cache"
-
-
-@dataclass
-class TrialContext:
-    study_name: str
-    number: int
-    params: dict[str, Scalar]
-    phase: PhaseFn
-    # Called with the engine's identity once it runs, so a crashed tuner's successor can stop it.
-    on_engine_started: Callable[[EngineIdentity, str], None] = lambda identity, log_path: None
-    on_engine_stopped: Callable[[], None] = lambda: None
-    # Early stopping (`tuner.measure.pruning`): a Snapshot in, a Decision out; None: never stop.
-    checkpoint: Checkpoint | None = None
-    # A scenario's own rule (its SLOs), by scenario name; a name not here uses `checkpoint`.
-    checkpoints: dict[str, Checkpoint | None] = field(default_factory=dict)
-    check_every_s: float = 2.0
-    check_every_requests: int | None = None
-    # Capacity mode's "cannot beat the best" (`load_runs.capacity_to_beat`); None: never
-    beat: Beat | None = None
-    # The engine log's name before its time stamp; None: `trial-<number>` (a trial's)
-    log_name: str | None = None
-
-
-class TrialRunner(abc.ABC):
-    """Measures one parameter set of a study."""
-
-    # `tuner plan`'s virtual time, no engine process (its study is `<name>-simulated` and all
-    # its figures are the simulator's: the meanings of "simulated", `tuner.trial.keys`)
-    planned: bool = False
-
-    def __init__(self, spec: StudySpec, workload: Workload | None = None) -> None:
-        """`workload`: the requests to measure (default: the spec's, built on first use)."""
-        self.spec = spec
-        self._tokenizer: HFTokenizer | None = None
-        self._take(workload)
-
-    def _take(self, workload: Workload | None) -> None:
-        given = None if workload is None else workload.requests
-        self._requests: list[BenchRequest] | None = None if given is None else list(given)
-        scenarios = {} if workload is None else workload.scenarios
-        self._scenario_requests = {k: list(v) for k, v in scenarios.items()}
-
-    @property
-    def tokenizer(self) -> HFTokenizer:
-        """The workload's tokenizer, loaded once: it builds the requests and re-counts the
-        output tokens of a server that sends no usage."""
-        if self._tokenizer is None:
-            self._tokenizer = workload_tokenizer(self.spec)
-        return self._tokenizer
-
-    @property
-    def requests(self) -> list[BenchRequest]:
-        """The study's fixed requests, built once: same seed, same requests, same order."""
-        if self._requests is None:
-            self._requests = workload_requests(self.spec, self.tokenizer)
-        return self._requests
-
-    def requests_for(self, scenario: str) -> list[BenchRequest]:
-        """One scenario's fixed requests ("": the single workload's), built once."""
-        if not scenario:
-            return self.requests
-        if scenario not in self._scenario_requests:
-            from tuner.workload.datasets import build_requests
-
-            w = self.spec.workloads[scenario]
-            self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
-        return self._scenario_requests[scenario]
-
-    def built(self) -> Workload:
-        """The requests built so far, as a value another runner can be made with."""
-        from tuner.workload.request import Workload
-
-        given = None if self._requests is None else tuple(self._requests)
-        return Workload(given, {k: tuple(v) for k, v in self._scenario_requests.items()})
-
-    def with_spec(self, spec: StudySpec, workload: Workload) -> TrialRunner:
-        """A runner like this one (same engine set-up, slot and tokenizer) for another spec and
-        its workload (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
-        clone = copy.copy(self)
-        clone.spec = spec
-        clone._take(workload)
-        return clone
-
-    def prepare(self) -> None:
-        """Build the workload and load its tokenizer before the first trial: their errors (a
-        missing dataset, a bad tokenizer) stop the run before any study exists, and their cost
-        is not a trial's. A runner handed a built workload (a GPU slot's) loads its own
-        tokenizer here: a fast tokenizer is not safe to share between threads
-        (huggingface/tokenizers#537)."""
-        for name in self.spec.workloads or [""]:
-            self.requests_for(name)
-        _ = self.tokenizer  # built the requests, or (a slot's) loaded now
-
-    @abc.abstractmethod
-    def measure(self, ctx: TrialContext) -> Measurement: ...
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Stop anything still running (called on Ctrl-C and at the end)."""
-
-    def kill(self) -> None:  # noqa: B027 - optional hook
-        """Kill anything still running at once (a second Ctrl-C)."""
 
 
 def is_simulated_version(version: str | None) -> bool:
@@ -163,23 +51,6 @@ def redact(
     return (
         ["***" if a == secret else a for a in argv],
         {k: ("***" if v == secret else v) for k, v in env.items()},
-    )
-
-
-def workload_tokenizer(spec: StudySpec) -> HFTokenizer:
-    """The study's tokenizer: the workload's, else the engine's model directory (a hub id's
-    cached snapshot: `tuner.spec.model_source`)."""
-    from tuner.workload.tokenizer import load_tokenizer
-
-    return load_tokenizer(tokenizer_source(spec.workload.tokenizer, spec.engine.model))
-
-
-def workload_requests(spec: StudySpec, tokenizer: HFTokenizer | None = None) -> list[BenchRequest]:
-    """The study's requests, from its dataset and tokenizer (loaded when not given)."""
-    from tuner.workload.datasets import build_requests
-
-    return build_requests(
-        spec.workload, workload_tokenizer(spec) if tokenizer is None else tokenizer
     )
 
 
@@ -376,22 +247,9 @@ def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:
     return log_dir / f"{readable}-{digest}"
 
 
-def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
-    """What the live display says a run is: its scenario, and its rate in capacity mode."""
-    parts = [name] if name else []
-    if (label := objective_of(spec).run_label(w.request_rate)) is not None:
-        parts.append(label)
-    return " ".join(parts) + ": " if parts else ""
-
-
 def _abort_kind(reason: str) -> str:
     """Why the workload stopped: the engine hung or died, or it refused the first request
     (as `vllm bench serve`, the run stops there: e.g. a prompt longer than max-model-len)."""
     if reason.startswith("initial test request failed"):
         return FailureKind.REQUESTS_FAILED
     return FailureKind.ENGINE_HUNG if "hung" in reason else FailureKind.ENGINE_CRASHED
-
-
-def failed_measurement(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:
-    m.metrics, m.failure_kind, m.failure_reason, m.log_tail = None, kind, reason, log_tail
-    return m

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.measure.metrics import run_metrics
-from tuner.runners.engine_runner import TrialContext, TrialRunner, failed_measurement, run_label
 from tuner.runners.load_runs import measure_all
+from tuner.runners.trial_runner import TrialContext, TrialRunner, failed_measurement, run_label
 from tuner.sim.fit import SimWorkload
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile

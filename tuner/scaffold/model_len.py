@@ -60,7 +60,7 @@ def _longest(spec: StudySpec) -> int | None:
         if work.longest_request is not None:
             found.append(work.longest_request)
             continue
-        from tuner.runners.engine_runner import workload_tokenizer
+        from tuner.runners.trial_runner import workload_tokenizer
         from tuner.workload.datasets import build_requests
 
         requests = build_requests(work, workload_tokenizer(spec))

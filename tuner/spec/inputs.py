@@ -15,7 +15,9 @@ from typing import Annotated, Union, get_args, get_origin
 from pydantic import AfterValidator, BaseModel, ValidationInfo, field_validator
 
 POSIX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own; the tuner sets it from `engine.api_key_env`
+# vLLM's own, read by `vllm serve` and `tuner sim serve`; the tuner sets it from
+# `engine.api_key_env`
+API_KEY_ENV = "VLLM_API_KEY"
 COMMAND_FIELDS = ("model", "python")
 MAX_TIMEOUT_S = 7 * 86400.0  # a timeout past a week is a typo (and overflows some waits)
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")

@@ -51,7 +51,7 @@ class TrialPoint:
     metrics: dict[str, float]
     status: Status
     score: float | None = None
-    baseline: bool = False
+    baseline: bool = False  # vLLM's defaults, run as this host's baseline (not interrupted)
     simulated: bool = False  # SIMULATED_FIGURES: the simulator's figures
     failure: str | None = None  # "kind: reason"
     failure_kind: str | None = None
@@ -250,7 +250,9 @@ def read(trial: FrozenTrial) -> TrialPoint:
         metrics=dict(rec.metrics),
         status=status,
         score=score,
-        baseline=bool(rec.baseline),
+        # An interrupted baseline stays stored as it ended (its attr too), but it is not the
+        # baseline: the loop queues vLLM's defaults again and that run is (docs/results.md)
+        baseline=bool(rec.baseline) and kind != FailureKind.INTERRUPTED,
         simulated=bool(rec.simulated),
         failure=failure,
         failure_kind=str(kind) if kind else None,

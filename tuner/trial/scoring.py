@@ -56,6 +56,39 @@ def _capacity_of(found: CapacityResult | None) -> float:
 
 
 @dataclass(frozen=True)
+class _Run:
+    """One run a trial is judged on (the objective object's `judged_runs`), from this
+    package's payloads: its figures, the reference's same run's, and what its search found
+    (req/s; None: no search result)."""
+
+    mine: RunFigures
+    theirs: RunFigures
+    found_rps: float | None
+
+
+def _whole_run(
+    metrics: dict[str, float], capacity: CapacityResult | None, ref: TrialPoint | None
+) -> _Run:
+    """The trial's whole run against the reference trial's (None: its own reference)."""
+    cap = _capacity_of(capacity)
+    reference = ref.metrics if ref is not None else metrics
+    ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
+    found = cap if capacity is not None else None
+    return _Run(RunFigures(metrics, cap), RunFigures(reference, ref_cap), found)
+
+
+def _scenario_run(name: str, entry: ScenarioEntry, ref: TrialPoint | None) -> _Run:
+    """One scenario's run against the reference trial's same scenario (None: its own
+    reference; a reference without the scenario: its own figures, and no capacity)."""
+    theirs = ref.scenario(name) if ref is not None else entry
+    ref_cap = _capacity_of(theirs.capacity if theirs is not None else None)
+    mine = entry.metrics
+    theirs_metrics = ref.scenario_metrics(name) if ref is not None else mine
+    cap = _capacity_of(entry.capacity)
+    return _Run(RunFigures(mine, cap), RunFigures(theirs_metrics or mine, ref_cap), cap)
+
+
+@dataclass(frozen=True)
 class Judged:
     """A measurement judged under a spec's objective and SLOs against a reference trial."""
 
@@ -63,6 +96,7 @@ class Judged:
     slos: dict[str, float]  # the SLO constraints (scenarios: `scenario:metric<=value`)
     capacity_rps: float | None = None  # capacity mode: the trial's (a mix's: aggregated)
     scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)  # each with its score
+    found_rps: dict[str, float | None] = field(default_factory=dict)  # by judged run
 
 
 def judge(
@@ -74,65 +108,49 @@ def judge(
 ) -> Judged:
     """The one place a measurement is judged: when it is measured (`score_trial`) and every
     time it is read (`rejudge`), so a stored score can never disagree with today's judging.
-    `ref` None: the measurement is its own reference (the baseline). Each run is scored by
-    the mode (`run_score`: its metrics, or its capacity, against the reference's same run)."""
-    o, judging = spec.objective, objective_of(spec)
-    if not spec.scenarios:
-        slos = obj.slo_constraints(spec.slo_limits(None), metrics)
-        reference = ref.metrics if ref is not None else metrics
-        cap = _capacity_of(capacity)
-        ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
-        score = judging.run_score(RunFigures(metrics, cap), RunFigures(reference, ref_cap))
-        found = cap if capacity is not None else None
-        return Judged(score, slos, judging.capacity_figure(found))
+    `ref` None: the measurement is its own reference (the baseline). The objective object
+    says which runs the trial is judged on (`judged_runs`: its one workload's, or each
+    scenario's), scores each (`run_score`: its metrics, or its capacity, against the
+    reference's same run) and aggregates them (`trial_score`, `trial_capacity`); here each
+    run is packed from the payloads, and each scenario's entry gets its score."""
+    judging = objective_of(spec)
+    each = {name: _scenario_run(name, entry, ref) for name, entry in scenarios.items()}
+    runs = judging.judged_runs(_whole_run(metrics, capacity, ref), each)
+    run_scores, slos = {}, {}
+    for name, run in runs.items():
+        run_scores[name] = judging.run_score(run.mine, run.theirs)
+        slos.update(obj.slo_constraints(spec.slo_limits(name), run.mine.metrics, name))
     weights = {s.name: s.weight for s in spec.scenarios}
-    per_score, caps, slos, entries = {}, {}, {}, {}
-    for name, entry in scenarios.items():
-        caps[name] = _capacity_of(entry.capacity)
-        theirs = ref.scenario(name) if ref is not None else entry
-        ref_cap = _capacity_of(theirs.capacity if theirs is not None else None)
-        mine = entry.metrics
-        theirs_metrics = ref.scenario_metrics(name) if ref is not None else mine
-        theirs_run = RunFigures(theirs_metrics or mine, ref_cap)
-        per_score[name] = judging.run_score(RunFigures(mine, caps[name]), theirs_run)
-        slos.update(obj.slo_constraints(spec.slo_limits(name), entry.metrics, name))
-        entries[name] = replace(entry, score=per_score[name], weight=weights.get(name, 0.0))
-    score = obj.aggregate(per_score, weights, o.aggregate)
-    cap_mix = obj.aggregate_capacity(caps, weights, o.aggregate) if caps else None
-    return Judged(score, slos, judging.capacity_figure(cap_mix), entries)
+    entries = {
+        name: replace(entry, score=run_scores[name], weight=weights.get(name, 0.0))
+        for name, entry in scenarios.items()
+        if name in runs
+    }
+    found = {name: run.found_rps for name, run in runs.items()}
+    score = judging.trial_score(run_scores)
+    return Judged(score, slos, judging.trial_capacity(found), entries, found)
 
 
 def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scored:
     """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
     `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads; what
-    Optuna is told and the constraints on what the search found are the mode's."""
+    Optuna is told and the constraints the score adds (`score_constraints`: on what the
+    search found, and a mix's SLOs per scenario) are the objective object's."""
     judging = objective_of(spec)
-    steps = tuple(m.rate_steps)
     metrics = m.metrics or {}
     j = judge(spec, metrics, m.capacity, dict(m.scenarios), ref)
     cap = j.capacity_rps or 0.0  # 0: none found, or a mode without a capacity
     ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
     mine = RunFigures(metrics, cap)
     theirs = RunFigures(ref.metrics if ref is not None else metrics, ref_cap)
-    values = judging.trial_values(j.score, mine, theirs)
-    if not spec.scenarios:
-        return Scored(
-            j.score,
-            values,
-            judging.found_constraints({"capacity": cap}),
-            capacity=m.capacity,
-            capacity_rps=j.capacity_rps,
-            capacity_goodput_rps=m.capacity.goodput_rps if m.capacity is not None else None,
-            rate_steps=steps,
-        )
-    found = {f"{n}:capacity": _capacity_of(e.capacity) for n, e in m.scenarios.items()}
-    cons = {**j.slos, **judging.found_constraints(found)}
     return Scored(
         j.score,
-        values,
-        cons,
-        capacity_rps=judging.capacity_figure(cap),
-        rate_steps=steps,
+        judging.trial_values(j.score, mine, theirs),
+        judging.score_constraints(j.slos, j.found_rps),
+        capacity=m.capacity,  # a mix's: None, each scenario's is in its entry
+        capacity_rps=j.capacity_rps,
+        capacity_goodput_rps=m.capacity.goodput_rps if m.capacity is not None else None,
+        rate_steps=tuple(m.rate_steps),
         scenarios=j.scenarios,
     )
 
@@ -192,6 +210,6 @@ def _rejudged(
         cons = Constraints({**health, **j.slos})
     status: Status = "infeasible" if cons.any_broken else "feasible"
     new = replace(p, score=j.score if scored else raw, constraints=cons, status=status)
-    if scored and spec.scenarios:
+    if scored and j.scenarios:  # a mix's entries re-scored, its capacity re-aggregated
         new.__dict__["record"] = replace(rec, scenarios=j.scenarios, capacity_rps=j.capacity_rps)
     return new

@@ -14,7 +14,9 @@ Modules:
   words for the rate it was judged at (pure);
 - `predict`: what the study's calibrated simulator predicts for the user's traffic
   (SIMULATED);
-- `session`: one verify, from the study's shipped config to the stored document.
+- `request_log`: the user's request log (`--request-log`) against the study's workload;
+- `outcome`: what one verify found, written down: the stored JSON document and the lines;
+- `session`: one verify, from the study's shipped config to its judged findings.
 
 What may be assumed: a verify never restarts, resets or reconfigures the engine, and sends no
 more than its caps allow; the stored figures it compares with are the shipped config's

@@ -1,5 +1,6 @@
 """One `tuner verify`: the shipped config's workload, cut to the caps, against a running engine,
-judged against the study's stored figures (`compare`), with what changed (`changes`).
+judged against the study's stored figures (`compare`), with what changed (`changes`), and
+written down (`outcome`); the user's request log beside it is `request_log`'s.
 
 Nothing here restarts, resets or reconfigures the engine: it sends GETs to read the engine's
 own state (`engine_info`) and the capped workload, with no warm-ups and no prefix-cache reset
@@ -9,21 +10,18 @@ own state (`engine_info`) and the capped workload, with no warm-ups and no prefi
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.errors import UserError
 from tuner.measure.metrics import CI_METRICS
 from tuner.measure.mixes import objective_of
-from tuner.results.export import Selection
-from tuner.runners.engine_runner import workload_tokenizer
+from tuner.results.selection import Selection
+from tuner.runners.trial_runner import workload_tokenizer
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.slo import SloLimit
 from tuner.spec.space import serve_config, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
-from tuner.spec.workload import MAX_PROMPTS
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.verify import compare
 from tuner.verify.capacity import at_capacity, verified_workload
@@ -31,16 +29,15 @@ from tuner.verify.caps import INITIAL_TEST_REQUESTS, CappedWorkload, Caps, cappe
 from tuner.verify.changes import (
     WARM_START_K,
     flag_changes,
-    flag_lines,
     platform_changes,
     retune_lines,
-    traffic_change,
 )
 from tuner.verify.engine_info import EngineInfo, read_engine_info
-from tuner.verify.predict import TrafficPrediction, predict_traffic
+from tuner.verify.outcome import Findings, Outcome, Sent, written
+from tuner.verify.predict import predict_traffic
+from tuner.verify.request_log import Traffic, traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
-from tuner.workload.client import CHAT_ENDPOINT
-from tuner.workload.datasets import build_requests, jsonl_requests
+from tuner.workload.datasets import build_requests
 from tuner.workload.probe import server_model_cards
 from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import HFTokenizer
@@ -57,24 +54,6 @@ class Target:
     record: StudyRecord | None = None  # the study and its trials: what calibrates the
     points: tuple[TrialPoint, ...] = ()  # simulator for a prediction of the user's traffic
     warm_configs: int = WARM_START_K  # of this study's configs a warm start would take
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """The user's request log against the study's workload (`traffic`)."""
-
-    lines: list[str] = field(default_factory=list)  # the lengths, figures
-    changed: list[str] = field(default_factory=list)  # what is outside the study's range
-    studied: list[BenchRequest] = field(default_factory=list)  # the study's requests
-    logged: list[BenchRequest] = field(default_factory=list)  # the log's
-    predicted: TrafficPrediction | None = None  # SIMULATED, when `changed`
-
-
-@dataclass(frozen=True)
-class Outcome:
-    document: dict[str, object]  # the JSON a monitoring job reads, and what is stored
-    lines: list[str]
-    verdict: compare.Verdict
 
 
 def expected_flags(spec: StudySpec, params: Params) -> dict[str, object]:
@@ -101,23 +80,6 @@ def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
     return name
 
 
-def traffic(spec: StudySpec, log: Path | None, tok: HFTokenizer) -> Traffic:
-    """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
-    against the study's workload: lines of figures, and the phrases of what is outside the
-    study's range (`changes.traffic_change`)."""
-    if log is None:
-        return Traffic()
-    chat = spec.workload.endpoint == CHAT_ENDPOINT
-    logged = jsonl_requests(str(log), tok, _log_size(log), chat=chat)
-    studied = build_requests(spec.workload, tok)
-    lines, changed = [], []
-    for what, of in (("prompt", _prompt_lens), ("output", _output_lens)):
-        line, change = traffic_change(what, of(studied), of(logged))
-        lines += [line] if line else []
-        changed += [change] if change else []
-    return Traffic(lines, changed, studied, logged)
-
-
 def predicted(target: Target, mix: Traffic) -> Traffic:
     """`mix` with what the calibrated simulator predicts for the log's traffic, when it is
     outside the study's range (`tuner.verify.predict`)."""
@@ -139,22 +101,6 @@ def figure_names(target: Target) -> list[str]:
     """The figures verify compares: the headline ones, the SLO's, those with intervals."""
     limits = target.choice.limits or target.spec.slo_limits()
     return list(dict.fromkeys([*HEADLINE_METRICS, *(lim.metric for lim in limits), *CI_METRICS]))
-
-
-def _log_size(log: Path) -> int:
-    try:
-        text = log.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--request-log {log}: cannot read it: {exc}") from None
-    return max(1, min(MAX_PROMPTS, sum(1 for line in text.splitlines() if line.strip())))
-
-
-def _prompt_lens(requests: Sequence[BenchRequest]) -> list[int]:
-    return [r.prompt_len for r in requests]
-
-
-def _output_lens(requests: Sequence[BenchRequest]) -> list[int]:
-    return [r.output_len for r in requests if r.output_len is not None]
 
 
 def run_verify(
@@ -223,6 +169,10 @@ def judge(
     started: float,
     mix: Traffic | None = None,
 ) -> Outcome:
+    """What the run found against the study's shipped config: the engine's flags against
+    the exported command's, each figure against the study's, the SLO, what changed, the
+    verdict (at the shipped capacity in capacity mode) and when to tune again; written down
+    by `outcome.written`."""
     mix = mix or Traffic()
     spec, point = target.spec, target.choice.point
     limits = list(target.choice.limits or spec.slo_limits())
@@ -250,31 +200,6 @@ def judge(
     if capacity_rps:  # the rate it was judged at
         found = at_capacity(found, work.workload.request_rate, capacity_rps, point.capacity_capped)
     sent = None if result is None else len(result.records) + INITIAL_TEST_REQUESTS
-    document = {
-        "verified_at": time.time(),
-        "started_at": started,
-        "study": target.study_name,
-        "trial": point.number,
-        "shipped": target.choice.why,
-        "base_url": base_url,
-        **_what_was_sent(caps, work),
-        "requests_sent": sent,
-        "engine": info.as_json(),
-        "study_vllm_version": point.record.vllm_version,
-        "study_gpu": spec.hardware.gpu,
-        "capacity_rps": capacity_rps,
-        "flags": [
-            {"flag": f.flag, "exported": f.exported, "engine": f.engine, "differs": f.differs}
-            for f in flags
-        ],
-        "changes": changes,
-        "traffic": mix.lines,
-        "predicted": mix.predicted.as_json() if mix.predicted is not None else None,
-        "metrics": measured,
-        "checks": [c.as_json() for c in checks],
-        "slo": [str(lim) for lim in limits],
-        "verdict": found.as_json(),
-    }
     retune = retune_lines(
         target.study_name,
         spec,
@@ -284,75 +209,21 @@ def judge(
         platform,
         target.warm_configs,
     )
-    document["retune"] = retune
-    lines = _lines(target, base_url, work, info, flags, checks, limits, measured, sent)
-    lines += mix.lines
-    if mix.predicted is not None:
-        lines += mix.predicted.lines(names, measured)
-    lines += [*retune, f"verdict: {found.text}"]
-    return Outcome(document, lines, found)
-
-
-def _what_was_sent(caps: Caps, work: CappedWorkload) -> dict[str, object]:
-    w = work.workload
-    return {
-        "caps": {
-            "max_requests": caps.max_requests,
-            "max_rate": caps.max_rate,
-            "max_time_s": caps.max_time_s,
-        },
-        "workload": {
-            "num_prompts": w.num_prompts,
-            "request_rate": w.request_rate,
-            "notes": list(work.notes),
-        },
-    }
+    findings = Findings(
+        Sent(base_url, work, info, started, sent),
+        flags,
+        checks,
+        names,
+        limits,
+        measured,
+        changes,
+        capacity_rps,
+        found,
+        retune,
+    )
+    return written(target.study_name, target.choice, spec, caps, mix, findings)
 
 
 def _engine_flags(info: EngineInfo, spec: StudySpec, params: Params) -> dict[str, object]:
     exported = expected_flags(spec, params)
     return {flag: info.flag(flag) for flag in exported if info.flag(flag) is not None}
-
-
-def _lines(
-    target: Target,
-    base_url: str,
-    work: CappedWorkload,
-    info: EngineInfo,
-    flags: Sequence[compare.FlagCheck],
-    checks: Sequence[compare.MetricCheck],
-    limits: Sequence[SloLimit],
-    measured: Mapping[str, float],
-    sent: int | None,
-) -> list[str]:
-    point = target.choice.point
-    w = work.workload
-    lines = [
-        f"tuner verify: study {target.study_name}, trial {point.number} "
-        f"({target.choice.why}) against {base_url}",
-        f"workload: {w.num_prompts} prompts at {w.request_rate:g} req/s"
-        + (f" ({'; '.join(work.notes)})" if work.notes else f" ({_whose(target)})"),
-    ]
-    if point.simulated:
-        lines.append("the study's figures are SIMULATED (its engine was `tuner sim serve`)")
-    if sent is not None:
-        lines.append(f"sent {sent} requests (the client's initial test request included)")
-    seen = ", ".join(info.sources) or "nothing (no /version, /metrics, /server_info)"
-    lines.append(f"engine: vLLM {info.version or '(not stated)'}; read from {seen}")
-    lines += flag_lines(flags)
-    if checks:
-        lines.append("figures, verify [95% interval] vs study [95% interval]:")
-        lines += [c.line() for c in checks]
-    for lim in limits:
-        got = measured.get(lim.metric)
-        state = "not measured" if got is None else ("met" if lim.met(dict(measured)) else "BROKEN")
-        lines.append(f"SLO {lim}: {state}" + (f" ({got:.4g})" if got is not None else ""))
-    return lines
-
-
-def _whose(target: Target) -> str:
-    """Whose workload verify sends: the study's, in capacity mode at the shipped capacity."""
-    point = target.choice.point
-    if objective_of(target.spec).stated_rate(point.capacity_rps or 0.0) is None:
-        return "the study's"
-    return f"the study's, at trial {target.choice.point.number}'s capacity rate"

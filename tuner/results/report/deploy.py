@@ -17,14 +17,9 @@ from markupsafe import Markup
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
 from tuner.results.commandline import shell_command
-from tuner.results.export import (
-    Selection,
-    hold,
-    judge,
-    justification,
-    select_trial,
-)
+from tuner.results.export import justification
 from tuner.results.report.render import macro
+from tuner.results.selection import Selection, hold, judge, select_trial
 from tuner.results.smallest import shipped_params
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
