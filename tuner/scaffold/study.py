@@ -13,6 +13,7 @@ The choices, each overridable by an option (docs/study-file.md, "tuner init"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tuner.errors import UserError
+from tuner.measure.capacity import SEND_PHASE_FACTOR, queue_limit_s, shown_rps
 from tuner.run.checks import check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
@@ -38,12 +40,20 @@ from tuner.scaffold.sources import (
 from tuner.scaffold.traffic import traffic, traffic_words, with_template
 from tuner.sim.profiles import ModelProfile, get_gpu
 from tuner.sim.vllm_defaults import VLLM_VERSION
+from tuner.spec.figures import figure
 from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 from tuner.spec.study import StudySpec
 
 # at most, in a budget that fits --hours: past it, more trials teach TPE little
 NIGHT_TRIALS = 100
+# capacity mode's prompts at most, however high the box's rate: each trial runs the workload
+# up to `capacity.max_runs` times (docs/study-file.md, "Capacity mode's prompts")
+CAPACITY_PROMPTS_MAX = 1000
+# capacity mode's ceiling over the rate the box is expected to serve: a tuned config may serve
+# more than vLLM's defaults, and the search brackets a capacity only with a failing rate above
+# it (docs/study-file.md, "Capacity mode's prompts": at 1× the defaults' rate, capped)
+CAPACITY_HEADROOM = 2.0
 
 
 @dataclass
@@ -82,6 +92,9 @@ def draft_study(
         spec = _validated(data, space)
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
     notes = [_hardware_note(profile, hw), *mix.notes, space_note, len_note]
+    if opts.mode == "capacity":
+        data["workload"]["num_prompts"] = _capacity_prompts(spec, opts, hw, notes)
+        spec = _validated(data, space)
     data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
     spec = _validated(data, space)
     data["budget"]["n_trials"] = _trials(spec, opts, notes)
@@ -139,20 +152,57 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) ->
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
     else:
-        # the rate is the baseline's at one fixed rate (capacity mode's first step)
-        scalar = spec.objective.model_copy(update={"mode": "scalar"})
-        spec = spec.model_copy(update={"objective": scalar})
-        try:
-            sustained = sustained_rate(spec)
-        except UserError as exc:
-            raise UserError(
-                f"{spec.engine.model} on {hw.count}× {hw.gpu}: {exc}: give more GPUs "
-                "(--count) or a larger --gpu"
-            ) from None
-        choice = choose_rate(spec, sustained)
+        spec = _scalar(spec)
+        choice = choose_rate(spec, _sustained(spec, hw))
         rate, why = choice.rate, choice.why()
     notes.append(f"traffic: {traffic_words(spec.workload)} at {rate:g} req/s ({why})")
     return rate
+
+
+def _scalar(spec: StudySpec) -> StudySpec:
+    """`spec` in scalar mode: the rate is the baseline's at one fixed rate (capacity mode's
+    first step)."""
+    scalar = spec.objective.model_copy(update={"mode": "scalar"})
+    return spec.model_copy(update={"objective": scalar})
+
+
+def _sustained(spec: StudySpec, hw: Hardware) -> float:
+    """What vLLM's defaults sustain with every request sent at once (req/s, SIMULATED:
+    `tuner.scaffold.rate.sustained_rate`); a model the GPUs cannot run is a UserError."""
+    try:
+        return sustained_rate(spec)
+    except UserError as exc:
+        raise UserError(
+            f"{spec.engine.model} on {hw.count}× {hw.gpu}: {exc}: give more GPUs "
+            "(--count) or a larger --gpu"
+        ) from None
+
+
+def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) -> int:
+    """Capacity mode's workload size: enough prompts that the rate search's ceiling
+    (`tuner.measure.capacity.shown_rps`: num_prompts / (4 × the tightest TTFT/E2EL limit)) is
+    `CAPACITY_HEADROOM` × the rate the box is expected to serve: what vLLM's defaults sustain
+    with every request sent at once (SIMULATED); never fewer than the traffic's own, at most
+    `CAPACITY_PROMPTS_MAX`. `--num-prompts` or `--rate` given: the prompts as they are
+    (docs/study-file.md, "Capacity mode's prompts")."""
+    n = spec.workload.num_prompts
+    limit_s = queue_limit_s(spec.slo_limits())
+    if opts.num_prompts is not None or opts.rate is not None or not limit_s:
+        return n  # as given (the rate given: no estimate made); no such limit: no ceiling
+    expected = _sustained(_scalar(spec), hw)
+    needed = math.ceil(SEND_PHASE_FACTOR * limit_s * CAPACITY_HEADROOM * expected)
+    if needed <= n:
+        return n
+    sized = min(needed, CAPACITY_PROMPTS_MAX)
+    ceiling = shown_rps(sized, spec.slo_limits())
+    cap = f", at most {CAPACITY_PROMPTS_MAX}" if needed > sized else ""
+    notes.append(
+        f"workload: {sized} prompts, not {n}, so capacity mode's rate search can reach "
+        f"{figure(ceiling)} req/s (prompts / (4 × the {figure(limit_s)} s limit){cap}): "
+        f"{CAPACITY_HEADROOM:g}× the {figure(expected)} req/s vLLM's defaults sustain with every "
+        "request sent at once (SIMULATED); --num-prompts to change"
+    )
+    return sized
 
 
 def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
