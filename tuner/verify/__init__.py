@@ -14,7 +14,9 @@ Modules:
   words for the rate it was judged at (pure);
 - `predict`: what the study's calibrated simulator predicts for the user's traffic
   (SIMULATED);
-- `session`: one verify, from the study's shipped config to the stored document.
+- `session`: one verify, from the study's shipped config to the stored document;
+- `stored`: what a verify reads from the store (the shipped config, as its `Target`) and adds
+  to it (the verify's document, in the study's history).
 
 What may be assumed: a verify never restarts, resets or reconfigures the engine, and sends no
 more than its caps allow; the stored figures it compares with are the shipped config's
