@@ -53,7 +53,6 @@ import optuna
 import yaml
 
 from tuner import trial as tr
-from tuner.fidelity.predict_skip import ruled_out
 from tuner.measure import objective as obj
 from tuner.measure.capacity import beats_by_resolution
 from tuner.run.session import RunOptions, run_study
@@ -166,7 +165,7 @@ def one(spec: StudySpec, on: bool, db: Path, runner: PlanRunner) -> dict:
     for p in points:
         if p.status != "pruned" or ref is None or p.record.reused_from is not None:
             continue
-        skip = ruled_out(p)
+        skip = p.record.ruled_out
         skipped += skip
         stopped += not skip
         before = tr.best([q for q in points if q.number < p.number])

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from tuner.commands.study import _print_summary
+from tuner.commands.run_output import print_summary as _print_summary
 from tuner.run.loop import StudyLoop
 from tuner.run.summary import MAX_REFUSED_IN_A_ROW
 from tuner.runners.plan import PlanRunner

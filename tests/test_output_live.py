@@ -91,7 +91,7 @@ def test_a_run_where_nothing_meets_the_slo_names_the_closest(capsys) -> None:
     figure, not "see `tuner trials` for the failure reasons" (there was no failure)."""
     from results_fixtures import frozen
 
-    from tuner.commands.study import _print_result
+    from tuner.commands.run_output import print_result as _print_result
     from tuner.run.session import RunResult
     from tuner.run.summary import RunSummary
     from tuner.trial import read

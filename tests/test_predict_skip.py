@@ -73,10 +73,10 @@ def skipped(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
 
 def test_hopeless_configs_are_ruled_out_with_prediction_and_margin(skipped) -> None:
     summary, points = skipped
-    out = [p for p in points if ps.ruled_out(p)]
+    out = [p for p in points if p.record.ruled_out]
     assert out, "no config was ruled out"
     # nothing is ruled out before a launched trial calibrates the simulator
-    assert not ps.ruled_out(points[0]) and points[0].record.engine_s
+    assert not points[0].record.ruled_out and points[0].record.engine_s
     for p in out:
         sp = p.record.skip_prediction
         assert p.status == "pruned" and p.record.engine_s == 0.0
@@ -86,7 +86,7 @@ def test_hopeless_configs_are_ruled_out_with_prediction_and_margin(skipped) -> N
         assert sp.metrics["p99_ttft_ms"] * math.exp(-sp.margin["p99_ttft_ms"]) > 2000
         if sp.errors_from < ps.MIN_ERRORS:  # too few misses measured: the stated margin
             assert sp.margin["p99_ttft_ms"] == pytest.approx(ps.CONSERVATIVE_MARGIN)
-    launched = [p for p in points if not ps.ruled_out(p) and p.record.engine_s]
+    launched = [p for p in points if not p.record.ruled_out and p.record.engine_s]
     assert launched and all(p.record.skip_prediction is not None for p in launched)
     assert summary.saved_by_prediction == len(out)
     assert summary.prediction_saved_s > 0
@@ -118,7 +118,7 @@ def test_a_queued_config_is_launched_whatever_is_predicted(
     points = read_all(store.load_study("skip-simulated").get_trials())
     queued = next(p for p in points if p.params == HOPELESS and p.record.engine_s)
     sp = queued.record.skip_prediction
-    assert not ps.ruled_out(queued) and sp is not None
+    assert not queued.record.ruled_out and sp is not None
     # predicted to break the SLO beyond its margin, and launched all the same; it did break it
     assert sp.metrics["p99_ttft_ms"] * math.exp(-sp.margin["p99_ttft_ms"]) > 2000
     assert queued.status == "infeasible"
@@ -340,7 +340,9 @@ def test_a_study_on_an_engine_3x_faster_than_its_profile_finds_what_no_skip_find
         store.close()
         launched = [p for p in points if p.record.engine_s and not p.baseline]
         found[skip] = (len(launched), best(points).score)
-        for p in filter(ps.ruled_out, points):  # its full run on the truth: would it have won?
+        for p in (
+            q for q in points if q.record.ruled_out
+        ):  # its full run on the truth: would it have won?
             m = truth.measure(TrialContext(spec.name, p.number, p.params, lambda s: None))
             full = score_trial(spec, m, points[0]).score
             ok = m.metrics["p99_ttft_ms"] <= 2000
@@ -374,7 +376,7 @@ def test_a_multi_fidelity_budget_counts_real_trials_not_ruled_out_ones(
     loop.run()
     points = read_all(store.load_study("skip").get_trials())
     store.close()
-    out = [p for p in points if ps.ruled_out(p)]
+    out = [p for p in points if p.record.ruled_out]
     launched = [p for p in points if p.record.engine_s]
     assert out, "nothing was ruled out: the test shows nothing"
     assert len(launched) == spec.budget.n_trials

@@ -4,6 +4,8 @@ Modules (`tuner.cli` registers them on the typer app):
 - `init`: `tuner init`, a ready study file from what is on the box (`tuner.scaffold`);
 - `check`: `tuner check`, the preflight (every problem of a study in one pass, its cost);
 - `study`: `tuner run`, `tuner plan`, `tuner trials`, `tuner best` (a study from its file);
+- `run_output`: what `tuner run` and `tuner plan` print once the trials end, and `tuner best`'s
+  config;
 - `results`: `tuner pareto`, `tuner export`, `tuner report` (read-only);
 - `bench`: `tuner bench`, one workload against a running server, like `vllm bench serve`;
 - `bench_output`: what `tuner bench` prints and saves (vLLM's result table and JSON keys);

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,6 +21,7 @@ from tuner.commands.common import (
     open_stored_study,
     stored_verifies,
 )
+from tuner.commands.run_output import print_best, print_result, view
 from tuner.spec.values import Params
 
 NoPruning = Annotated[
@@ -49,16 +49,9 @@ NoPreflight = Annotated[
 ]
 
 if TYPE_CHECKING:
-    import optuna
-    from rich.console import Console
-
     from tuner.run.preflight import Preflight
-    from tuner.run.progress import RunView
-    from tuner.run.session import RunResult
-    from tuner.run.summary import RunSummary
     from tuner.spec.study import StudySpec
     from tuner.store.storage import Store
-    from tuner.trial.point import TrialPoint
 
 
 Confirm = Annotated[
@@ -156,7 +149,7 @@ def run(
     queued = _warm_start(spec, store, from_plan, warm_start)
     options = replace(options, warm_start=queued, notes=_info(found))  # shown once it starts
     log_dir.mkdir(parents=True, exist_ok=True)
-    _print_result(run_study(spec, store, make_runner, options, _view(), runner))
+    print_result(run_study(spec, store, make_runner, options, view(), runner))
 
 
 def _warm_start(
@@ -212,8 +205,8 @@ def plan(
         prediction_skip=not no_prediction_skip,
         notes=_info(found),  # shown once the study can start: a refusal stays one line
     )
-    result = run_study(spec, store, lambda _: runner, options, _view(), runner)
-    _print_result(result)
+    result = run_study(spec, store, lambda _: runner, options, view(), runner)
+    print_result(result)
 
 
 def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> StudySpec:
@@ -236,75 +229,6 @@ def _with_gpus(spec: StudySpec, gpus: str | None, per_trial: int | None) -> Stud
     except ValidationError as exc:
         raise UserError(f"--gpus/--gpus-per-trial: {describe_validation_error(exc)}") from None
     return spec.model_copy(update={"hardware": hardware})
-
-
-def _view() -> RunView:
-    """The live display on stderr; once the trials end, what the run did."""
-    from tuner.run.progress import ConsoleView, log_console
-
-    return ConsoleView(log_console(), on_ran=_print_summary)
-
-
-def _print_summary(console: Console, summary: RunSummary, points: list[TrialPoint]) -> None:
-    """What the run did: trials, launches saved, engine time, hosts."""
-    from tuner.run.summary import MAX_REFUSED_IN_A_ROW
-    from tuner.spec.figures import trials_words
-    from tuner.trial.uptime import summary_line
-
-    if summary.interrupted_recovered:
-        console.print(f"recovered interrupted {trials_words(summary.interrupted_recovered)}")
-    if summary.precheck_wrong:
-        console.print(
-            f"the memory precheck was wrong about {trials_words(summary.precheck_wrong)}: "
-            "see their `precheck_wrong` attr"
-        )
-    if summary.orphans_stopped:
-        console.print(f"stopped {summary.orphans_stopped} engine(s) left by a previous run")
-    console.print(
-        f"{summary.ran} trial(s) run, {summary.new_configs} of them new configs; engine starts "
-        f"saved: {summary.saved_by_precheck} by the memory precheck, {summary.saved_by_reuse} "
-        "by reusing a measured config"
-    )
-    if summary.saved_by_rules:
-        console.print(
-            f"{summary.saved_by_rules} config(s) refused by vLLM's rules, never launched and "
-            "not counted in n_trials (`tuner trials` says why each was refused)"
-        )
-    console.print(summary_line(summary))
-    _print_hosts(console, points)
-    if summary.refused_out:
-        console.print(
-            f"vLLM's rules refused {MAX_REFUSED_IN_A_ROW} configs in a row: the search space "
-            "holds too few configs vLLM takes (see `tuner trials`), so the run stopped"
-        )
-    if summary.exhausted:
-        console.print(
-            "the sampler kept proposing configs already measured: the search space looks "
-            "exhausted, so the run stopped early"
-        )
-
-
-def _print_result(result: RunResult) -> None:
-    """The best config (its robustness verdicts were stored by the run), or why none."""
-    if result.best is not None:
-        _print_best(result.study)
-    else:
-        from tuner.results.selection import closest_miss
-
-        closest = closest_miss(result.points) or "none was measured"
-        typer.echo(f"no feasible trial yet: {closest}; `tuner trials` says why each", err=True)
-
-
-def _print_hosts(console: Console, points: Sequence[TrialPoint]) -> None:
-    """The hosts' baselines side by side, and any that differ beyond the noise."""
-    from tuner.trial.hosts import baseline_table, differences
-
-    lines = baseline_table(points)
-    if len(lines) > 2:  # a header and more than one host
-        for line in lines:
-            console.print(line, markup=False, highlight=False)
-    for warning in differences(points):
-        console.print(f"[yellow]{warning}[/yellow]")
 
 
 def _info(found: list[Preflight]) -> tuple[str, ...]:
@@ -354,29 +278,4 @@ def best(
     """Print the best feasible trial as a ready-to-run `vllm serve` command."""
 
     study, _ = open_stored_study(study_file, storage, simulated)
-    _print_best(study, wide=wide)
-
-
-def _print_best(study: optuna.Study, *, wide: bool = False) -> None:
-    """The best trial of the study's current spec, its command built from that stored spec."""
-    from tuner.results.best import best_report
-    from tuner.results.table import wrap_comments
-    from tuner.trial.reading import read_study
-
-    read = read_study(study)
-    text = best_report(read.current(), study.study_name, read.record)
-    width = None if wide else _terminal_width()
-    typer.echo(text if width is None else wrap_comments(text, width))
-
-
-def _terminal_width() -> int | None:
-    """The width to wrap `best`'s comment lines to: the terminal's, or $COLUMNS; None (lines
-    whole) when the output goes to a file or a pipe and COLUMNS is unset."""
-    import os
-    import sys
-
-    from rich.console import Console
-
-    if os.environ.get("COLUMNS") or sys.stdout.isatty():
-        return Console().width
-    return None
+    print_best(study, wide=wide)

@@ -8,7 +8,6 @@ outside its interval, or the engine is not the one measured); 4 breaks the SLO.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -83,40 +82,20 @@ def verify(
     else:
         typer.echo("\n".join(outcome.lines))
     if not no_store:
-        _store(store_url, target.study_name, outcome.document)
+        from tuner.verify.stored import store_verify
+
+        store_verify(store_url, target.study_name, outcome.document)
     raise typer.Exit(outcome.verdict.exit_code)
 
 
 def _target(study_file: Path, storage: str | None) -> tuple[Target, str]:
-    """The shipped config of the stored study (a study with no trial is a UserError)."""
+    """The shipped config of the stored study, and the store's URL."""
     from tuner.commands.common import open_stored_study
-    from tuner.fidelity.warm_start import warm_configs
-    from tuner.results.shipped import shipped, study_points
     from tuner.store.storage import resolve_storage
-    from tuner.trial import StudyRecord
-    from tuner.verify.changes import WARM_START_K
-    from tuner.verify.session import Target
+    from tuner.verify.stored import shipped_target
 
     study, file_spec = open_stored_study(study_file, storage, simulated=False)
-    points = study_points(study)
-    choice, spec, _ = shipped(study, points)
-    took = [p.record.engine_s for p in points if p.record.engine_s]
-    mean_s = sum(took) / len(took) if took else None
-    warm = warm_configs(points, study.study_name, WARM_START_K, spec)
-    record = StudyRecord.of(study)
-    target = Target(study.study_name, choice, spec, mean_s, record, tuple(points), len(warm))
-    return target, resolve_storage(storage or file_spec.storage)
-
-
-def _store(url: str, study: str, document: Mapping[str, object]) -> None:
-    from tuner.store.storage import Store
-    from tuner.store.verifies import save_verify
-
-    store = Store(url)
-    try:
-        save_verify(store, study, json.loads(json.dumps(document, default=str)))
-    finally:
-        store.close()
+    return shipped_target(study), resolve_storage(storage or file_spec.storage)
 
 
 def _show_history(study_file: Path, storage: str | None, fmt: str) -> None:

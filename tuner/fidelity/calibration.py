@@ -78,7 +78,7 @@ class Trust:
         for p in self.current():
             if p.planned or p.record.reused_from is not None or p.engine_measured:
                 continue
-            if p.record.skip_prediction is not None and p.record.skip_prediction.ruled_out:
+            if p.record.ruled_out:
                 out[p.number] = "never launched: ruled out by prediction"
             elif p.status == "pruned":
                 out[p.number] = (

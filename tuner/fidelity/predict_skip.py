@@ -343,9 +343,3 @@ def _figures(p: TrialPoint) -> dict[str, float]:
     """A trial's metrics, and its capacity in capacity mode (`CAPACITY_RPS`)."""
     cap = p.capacity_rps
     return {**p.metrics, **({CAPACITY_RPS: cap} if cap is not None else {})}
-
-
-def ruled_out(p: TrialPoint) -> bool:
-    """Skipped before launch on a prediction."""
-    s = p.record.skip_prediction
-    return s is not None and s.ruled_out is not None

@@ -6,6 +6,7 @@ stored trials (`tuner.trial.point.TrialPoint`, read from `tuner.store`) → the 
 
 Modules:
 - `pareto`: Pareto fronts over stored trials (pure);
+- `front_table`: the front as `tuner pareto` prints it: a table, or JSON or CSV text;
 - `change`: the chosen trial against vLLM's defaults per headline metric, in units and percent
   (`DefaultsComparison`, computed once, rendered by `best`, `export` and the report), and
   everything that got worse against them, not only the weighted metrics (`worse_lines`);

@@ -73,9 +73,8 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["baseline"] = p.baseline
         row["reused_from"] = r.reused_from
         row["partial"] = p.partial  # stopped early: the figures cover the requests done then
-        skip = r.skip_prediction
-        if skip is not None and skip.ruled_out:  # never launched: what it saved, predicted
-            row["saved_engine_s"] = skip.engine_s
+        if r.ruled_out and r.skip_prediction is not None:  # never launched: what it saved
+            row["saved_engine_s"] = r.skip_prediction.engine_s
         row["failure"] = _failure(p)
         if len(spec_ids) > 1:
             row["spec"] = specs.trial_spec_id(study, p)
@@ -88,9 +87,8 @@ def _failure(p: TrialPoint) -> str | None:
     prediction, queued or stopped under another judging, failed, its broken constraints; and
     a measurement with a warm prefix cache."""
     r = p.record
-    skip = r.skip_prediction
     failure: str | None
-    if skip is not None and skip.ruled_out:
+    if r.ruled_out:
         failure = r.pruned_reason
     elif p.stale_queue:
         failure = (
@@ -140,7 +138,7 @@ def _state(p: TrialPoint) -> str:
         return "INFEASIBLE"
     if p.stale_queue:
         return "WAITING (not taken)"
-    if p.record.skip_prediction is not None and p.record.skip_prediction.ruled_out:
+    if p.record.ruled_out:
         return "RULED OUT (predicted)"
     if p.state == "COMPLETE" and p.status == "failed":
         return "REFUSED (predicted)" if p.record.predicted else "FAILED"

@@ -344,8 +344,7 @@ def _is_result(p: TrialPoint, pruning: bool) -> bool:
     too (`--no-pruning` measures it whole) and under the judging it was stopped under (a
     looser SLO may not have stopped it: `TrialPoint.stale_stop`)."""
     if p.status == "pruned":  # a launch ruled out on a prediction measured nothing
-        skip = p.record.skip_prediction
-        return pruning and not p.stale_stop and (skip is None or not skip.ruled_out)
+        return pruning and not p.stale_stop and not p.record.ruled_out
     if p.state != "COMPLETE":
         return False
     if not p.failure_kind:

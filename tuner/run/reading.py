@@ -186,8 +186,7 @@ def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[i
         elif p.state == "WAITING":
             continue  # queued (a retry, a baseline): counted once it runs
         elif not p.interrupted and p.record.reused_from is None and not p.refused_by_rules:
-            skip = p.record.skip_prediction
-            done += not (real_only and skip is not None and skip.ruled_out)
+            done += not (real_only and p.record.ruled_out)
     return done, running
 
 

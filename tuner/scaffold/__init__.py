@@ -6,7 +6,10 @@ Modules:
 - `traffic`: the workload and default SLOs of each traffic kind (chat, longdoc, a JSONL file);
 - `study`: the study drafted and checked as `tuner plan` checks a study, its rate and budget
   from the simulator (`tuner.run.cost.night_cost`, the preflight's estimate of one trial);
-- `draft`: the study file's mapping as it is drafted, typed section by section;
+- `sources`: what the study names, given by an option or found here: the model, the GPUs and
+  the engine, the search-space file, the workload's tokenizer;
+- `draft`: the study file's mapping as it is drafted, typed section by section, and built from
+  those sources and the traffic (its paths named from the file's folder);
 - `write`: the file, with comments saying what was chosen and why, read back, then placed;
 - `baseline`: the search space written, vLLM's defaults on the GPU as its `default:`s;
 - `model_len`: the `max-model-len` written: what the traffic needs;

@@ -2,8 +2,8 @@
 checked as `tuner plan` checks a study file before anything is written.
 
 The choices, each overridable by an option (docs/study-file.md, "tuner init"):
-- engine: `vllm serve` when this box has GPUs, else the simulated engine (`tuner sim serve`,
-  every figure a prediction) on the GPU given, or one A6000;
+- engine (`tuner.scaffold.sources`): `vllm serve` when this box has GPUs, else the simulated
+  engine (`tuner sim serve`, every figure a prediction) on the GPU given, or one A6000;
 - request rate: the highest round rate at which vLLM's defaults meet the SLO, each metric
   within 80 % of its limit, on the simulator (`tuner.scaffold.rate`): the baseline is a
   feasible point, so every tuned config has one to beat;
@@ -13,50 +13,47 @@ The choices, each overridable by an option (docs/study-file.md, "tuner init"):
 
 from __future__ import annotations
 
-import copy
 import math
-import os
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tuner.errors import UserError
-from tuner.run.checks import TOKENIZER_FILES, check_plan
+from tuner.measure.capacity import SEND_PHASE_FACTOR, queue_limit_s, shown_rps
+from tuner.run.checks import check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
 from tuner.scaffold.baseline import space_for_gpu
-from tuner.scaffold.draft import EngineDraft, StudyDraft
+from tuner.scaffold.draft import MIN_TRIALS, StudyDraft, hours_text, study_data
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate
-from tuner.scaffold.traffic import Traffic, traffic, traffic_words, with_template
-from tuner.sim.profiles import BUILTIN_MODELS, ModelProfile, get_gpu, load_model
+from tuner.scaffold.sources import (
+    Hardware,
+    search_space_file,
+    study_hardware,
+    study_model,
+    workload_tokenizer,
+)
+from tuner.scaffold.traffic import traffic, traffic_words, with_template
+from tuner.sim.profiles import ModelProfile, get_gpu
 from tuner.sim.vllm_defaults import VLLM_VERSION
-from tuner.spec.metric_keys import parse_latency_key, percentile_word
+from tuner.spec.figures import figure
 from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
-from tuner.spec.sections import MAX_NAME_LEN
-from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Scalar
-from tuner.spec.workload import WorkloadSpec
 
-SIM_GPU = "a6000"  # `tuner sim serve`'s own default
-SIM_TOKENIZER = ".cache/tiny-qwen2"  # `make model` writes it; the demo's tokenizer
-VLLM_COMMAND = ["vllm", "serve", "{model}"]
-SIM_COMMAND = ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"]
 # at most, in a budget that fits --hours: past it, more trials teach TPE little
 NIGHT_TRIALS = 100
-MIN_TRIALS = 2  # the baseline and one tuned config
-REPO = Path(__file__).resolve().parents[2]  # search_spaces/ of a checkout
-# Hugging Face ids of the simulator's built-in models: what production's `vllm serve` loads.
-HF_IDS = {
-    "deepseek-r1-distill-qwen-32b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
-    "deepseek-r1-0528-qwen3-8b": "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",
-}
+# capacity mode's prompts at most, however high the box's rate: each trial runs the workload
+# up to `capacity.max_runs` times (docs/study-file.md, "Capacity mode's prompts")
+CAPACITY_PROMPTS_MAX = 1000
+# capacity mode's ceiling over the rate the box is expected to serve: a tuned config may serve
+# more than vLLM's defaults, and the search brackets a capacity only with a failing rate above
+# it (docs/study-file.md, "Capacity mode's prompts": at 1× the defaults' rate, capped)
+CAPACITY_HEADROOM = 2.0
 
 
 @dataclass
@@ -68,22 +65,14 @@ class Draft:
     notes: list[str]
 
 
-@dataclass
-class _Hardware:
-    gpu: str
-    count: int
-    engine: str
-    found: str  # how the GPUs were known, in words
-
-
 def draft_study(
     opts: InitOptions, output: Path, detect: Callable[[], box.Gpus | None] = box.detect
 ) -> Draft:
     """The study file's data, checked; `output` is where it will be written (the search
     space's path is relative to it). Every mistake is one UserError; nothing is written."""
     check_options(opts)
-    profile = _model(opts)
-    hw = _hardware(opts, detect)
+    profile = study_model(opts)
+    hw = study_hardware(opts, detect)
     if hw.engine == "vllm" and model_dir(opts.model or "") is None:
         raise UserError(
             f"--model {opts.model}: vLLM loads a model directory or a hub id cached in "
@@ -91,10 +80,10 @@ def draft_study(
             "reads), or --engine sim"
         )
     mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
-    found = _tokenizer(opts, hw.engine)
+    found = workload_tokenizer(opts, hw.engine)
     mix = with_template(mix, Path(found) if found else model_dir(opts.model or ""))
-    space_path = _search_space(opts, hw.gpu)
-    data = _data(opts, profile, hw, mix, space_path, output)
+    space_path = search_space_file(opts, hw.gpu)
+    data = study_data(opts, profile, hw, mix, space_path, output, found)
     space, space_note = _space(space_path, hw, data)
     spec = _validated(data, space)
     model_len, len_note = traffic_model_len(spec, profile.max_position_embeddings)
@@ -103,6 +92,9 @@ def draft_study(
         spec = _validated(data, space)
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
     notes = [_hardware_note(profile, hw), *mix.notes, space_note, len_note]
+    if opts.mode == "capacity":
+        data["workload"]["num_prompts"] = _capacity_prompts(spec, opts, hw, notes)
+        spec = _validated(data, space)
     data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
     spec = _validated(data, space)
     data["budget"]["n_trials"] = _trials(spec, opts, notes)
@@ -114,49 +106,7 @@ def draft_study(
     return Draft(data, spec, notes)
 
 
-def _model(opts: InitOptions) -> ModelProfile:
-    if not opts.model:
-        raise UserError(
-            "give --model DIR (a model directory with config.json) or a model the simulator "
-            f"knows ({', '.join(sorted(BUILTIN_MODELS))})"
-        )
-    try:
-        return load_model(opts.model)
-    except UserError as exc:
-        raise UserError(f"--model: {exc}") from None
-
-
-def _hardware(opts: InitOptions, detect: Callable[[], box.Gpus | None]) -> _Hardware:
-    """The GPUs: `--gpu` and `--count`, else what this box has (simulated with `--engine
-    sim`), else one simulated A6000."""
-    if opts.gpu is not None:
-        name = get_gpu(opts.gpu).name
-        return _Hardware(name, opts.count or 1, opts.engine or "sim", "given with --gpu")
-    found = detect()
-    if found is not None:
-        count = opts.count or found.count
-        if count > found.count:
-            raise UserError(
-                f"--count {count}: {found.source} finds {found.count}× {found.product} here"
-            )
-        words = f"found by {found.source}: {found.count}× {found.product}"
-        return _Hardware(found.name, count, opts.engine or "vllm", words)
-    if opts.engine == "vllm":
-        raise UserError(
-            "no GPU found (nvidia-smi, NVML): give --gpu NAME --count N, or --engine sim"
-        )
-    return _Hardware(SIM_GPU, opts.count or 1, "sim", "no GPU here: a simulated one")
-
-
-def _search_space(opts: InitOptions, gpu: str) -> Path:
-    default = REPO / "search_spaces" / ("cpu-tiny.yaml" if gpu == "cpu" else "vllm-core.yaml")
-    path = Path(opts.search_space).expanduser() if opts.search_space else default
-    if not path.is_file():
-        raise UserError(f"search space {path} not found: give --search-space FILE")
-    return path.resolve()
-
-
-def _space(path: Path, hw: _Hardware, data: StudyDraft) -> tuple[dict[str, object], str]:
+def _space(path: Path, hw: Hardware, data: StudyDraft) -> tuple[dict[str, object], str]:
     """The search space with vLLM's defaults on the study's GPU as the baseline
     (`tuner.scaffold.baseline`): written into the study when they differ from the file's."""
     gpu = get_gpu(hw.gpu)
@@ -167,150 +117,6 @@ def _space(path: Path, hw: _Hardware, data: StudyDraft) -> tuple[dict[str, objec
     data["search_space"] = found.space
     changed = "; ".join(found.changes)
     return found.space, f"baseline (trial 0): {words}, written here with {path.name}: {changed}"
-
-
-def _tokenizer(opts: InitOptions, engine: str) -> str | None:
-    """The workload's tokenizer: `--tokenizer`, else the model directory's own, else (on the
-    simulated engine) the tiny one `make model` writes."""
-    if opts.tokenizer:
-        path = Path(opts.tokenizer).expanduser()
-        if not path.is_dir():
-            raise UserError(f"--tokenizer {opts.tokenizer}: directory not found")
-        return str(path.resolve())
-    model = model_dir(opts.model or "")  # a directory, or a cached hub id's snapshot
-    if model is not None and any((model / name).is_file() for name in TOKENIZER_FILES):
-        return None
-    if engine == "vllm":
-        return None  # `tuner check` names the missing tokenizer
-    # `make model` writes it in the checkout; `tuner init` may run from anywhere
-    for path in (Path(SIM_TOKENIZER), REPO / SIM_TOKENIZER):
-        if path.is_dir():
-            return str(path.resolve())
-    raise UserError(
-        f"the simulated engine needs a tokenizer: give --tokenizer DIR, or run `make model` "
-        f"(it writes {SIM_TOKENIZER})"
-    )
-
-
-def _name(opts: InitOptions, profile: ModelProfile, hw: _Hardware, kind: str) -> str:
-    if opts.name is not None:
-        return opts.name
-    sim = "-sim" if hw.engine == "sim" else ""
-    text = f"{profile.name}-{hw.count}x{hw.gpu}-{kind}{sim}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:MAX_NAME_LEN] or "study"
-
-
-def _data(
-    opts: InitOptions,
-    profile: ModelProfile,
-    hw: _Hardware,
-    mix: Traffic,
-    space: Path,
-    output: Path,
-) -> StudyDraft:
-    """The study file's mapping, in the order it is written."""
-    tokenizer = _tokenizer(opts, hw.engine)
-    model = str(opts.model)
-    if Path(model).expanduser().is_dir():
-        model = str(Path(model).expanduser().resolve())
-    flags: dict[str, Scalar] = {}
-    engine: EngineDraft = {"model": model}
-    production = opts.production_model or HF_IDS.get(model.lower())
-    if production and production != model:
-        engine["production_model"] = production
-    if hw.engine == "vllm":
-        engine = {"command": VLLM_COMMAND, **engine}
-    if hw.engine == "sim":
-        engine = {"command": SIM_COMMAND, **engine, "startup_timeout_s": 60}
-        flags = {"gpu": hw.gpu, "load-delay-s": 1}
-        if tokenizer:
-            flags["tokenizer"] = tokenizer
-    if hw.count > 1:
-        flags["tensor-parallel-size"] = hw.count
-    engine["flags"] = flags
-    if "tokenizer" in flags:
-        engine["export_drop_flags"] = ["tokenizer"]
-    workload = {**mix.workload, **_measured(opts.slo or mix.slo)}
-    workload.update({"tokenizer": tokenizer} if tokenizer else {})
-    simulated = "SIMULATED engine, figures are predictions" if hw.engine == "sim" else "vLLM"
-    return {
-        "name": _name(opts, profile, hw, mix.kind),
-        "description": f"{profile.name} on {hw.count}× {hw.gpu}, {mix.kind} traffic ({simulated})",
-        "engine": engine,
-        "hardware": {"gpu": hw.gpu, "count": hw.count},
-        "search_space": _relative(space, output.resolve().parent),
-        "workload": {**workload, "request_rate": math.inf, "seed": 0},
-        "objective": _objective(opts, mix),
-        "budget": {"n_trials": MIN_TRIALS, "timeout": _hours_text(opts.hours)},
-        "sampler": {"name": "tpe", "seed": 0},
-        "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
-    }
-
-
-def _objective(opts: InitOptions, mix: Traffic) -> dict[str, object]:
-    """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
-    objective.md): the highest rate each config serves within the SLO, from the study's rate."""
-    slos = list(opts.slo or mix.slo)
-    if opts.mode == "capacity":
-        return {"mode": "capacity", "slo": slos}
-    weights = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
-    return {"weights": weights, "slo": slos}
-
-
-def _measured(slos: Sequence[str]) -> dict[str, str]:
-    """The workload's `percentile_metrics` and `metric_percentiles` when an SLO names a
-    latency or percentile the defaults (ttft, tpot, itl at P99) do not measure."""
-    default = WorkloadSpec()
-    metrics, percentiles = default.selected_metrics, default.percentiles
-    for limit in (x for text in slos for x in parse_slo(text)):
-        key = parse_latency_key(limit.metric)
-        if key is not None and key.metric not in metrics:
-            metrics = [*metrics, key.metric]
-        if key is not None and key.percentile is not None and key.percentile not in percentiles:
-            percentiles = sorted([*percentiles, key.percentile])
-    out = {}
-    if metrics != default.selected_metrics:
-        out["percentile_metrics"] = ",".join(metrics)
-    if percentiles != default.percentiles:
-        out["metric_percentiles"] = ",".join(map(percentile_word, percentiles))
-    return out
-
-
-def _relative(path: Path, start: Path) -> str:
-    """`path` as the study file names it: from the file's own folder (absolute when no
-    path leads there, or the file is outside the checkout that holds it)."""
-    if not (start.is_relative_to(REPO) or path.is_relative_to(start)):
-        return str(path)
-    try:
-        return os.path.relpath(path, start)
-    except ValueError:
-        return str(path)
-
-
-def shared_paths(data: StudyDraft, folder: Path) -> StudyDraft:
-    """`data` as the file at `folder` writes it: the model directory, tokenizers and dataset
-    named from that folder (`_relative`), so the study moves with what it names; the loader
-    reads them from there (`tuner.spec.study.load_study_spec`)."""
-    out = copy.deepcopy(data)
-
-    def rel(value: str) -> str:
-        path = Path(value)
-        return _relative(path, folder) if path.is_absolute() and path.exists() else value
-
-    engine, workload = out["engine"], out["workload"]
-    if "model" in engine:
-        engine["model"] = rel(engine["model"])
-    flags = engine["flags"]
-    if isinstance(tokenizer := flags.get("tokenizer"), str):
-        flags["tokenizer"] = rel(tokenizer)
-    for key in ("tokenizer", "dataset_path"):
-        if isinstance(value := workload.get(key), str):
-            workload[key] = rel(value)
-    return out
-
-
-def _hours_text(hours: float) -> str:
-    return f"{hours:g}h" if float(hours).is_integer() else f"{round(hours * 60)}m"
 
 
 def _validated(data: StudyDraft, space: dict[str, object]) -> StudySpec:
@@ -335,36 +141,73 @@ def _mode_note(opts: InitOptions, kind: str) -> str:
     )
 
 
-def _hardware_note(profile: ModelProfile, hw: _Hardware) -> str:
+def _hardware_note(profile: ModelProfile, hw: Hardware) -> str:
     engine = "`tuner sim serve`, SIMULATED" if hw.engine == "sim" else "`vllm serve`"
     return f"{profile.name} on {hw.count}× {hw.gpu} ({hw.found}); engine: {engine}"
 
 
-def _rate(spec: StudySpec, opts: InitOptions, hw: _Hardware, notes: list[str]) -> float:
+def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) -> float:
     """The request rate: `--rate`, else the highest round rate at which vLLM's defaults meet
     the SLO with a margin on the simulator (`tuner.scaffold.rate`)."""
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
     else:
-        # the rate is the baseline's at one fixed rate (capacity mode's first step)
-        scalar = spec.objective.model_copy(update={"mode": "scalar"})
-        spec = spec.model_copy(update={"objective": scalar})
-        try:
-            sustained = sustained_rate(spec)
-        except UserError as exc:
-            raise UserError(
-                f"{spec.engine.model} on {hw.count}× {hw.gpu}: {exc}: give more GPUs "
-                "(--count) or a larger --gpu"
-            ) from None
-        choice = choose_rate(spec, sustained)
+        spec = _scalar(spec)
+        choice = choose_rate(spec, _sustained(spec, hw))
         rate, why = choice.rate, choice.why()
     notes.append(f"traffic: {traffic_words(spec.workload)} at {rate:g} req/s ({why})")
     return rate
 
 
+def _scalar(spec: StudySpec) -> StudySpec:
+    """`spec` in scalar mode: the rate is the baseline's at one fixed rate (capacity mode's
+    first step)."""
+    scalar = spec.objective.model_copy(update={"mode": "scalar"})
+    return spec.model_copy(update={"objective": scalar})
+
+
+def _sustained(spec: StudySpec, hw: Hardware) -> float:
+    """What vLLM's defaults sustain with every request sent at once (req/s, SIMULATED:
+    `tuner.scaffold.rate.sustained_rate`); a model the GPUs cannot run is a UserError."""
+    try:
+        return sustained_rate(spec)
+    except UserError as exc:
+        raise UserError(
+            f"{spec.engine.model} on {hw.count}× {hw.gpu}: {exc}: give more GPUs "
+            "(--count) or a larger --gpu"
+        ) from None
+
+
+def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) -> int:
+    """Capacity mode's workload size: enough prompts that the rate search's ceiling
+    (`tuner.measure.capacity.shown_rps`: num_prompts / (4 × the tightest TTFT/E2EL limit)) is
+    `CAPACITY_HEADROOM` × the rate the box is expected to serve: what vLLM's defaults sustain
+    with every request sent at once (SIMULATED); never fewer than the traffic's own, at most
+    `CAPACITY_PROMPTS_MAX`. `--num-prompts` or `--rate` given: the prompts as they are
+    (docs/study-file.md, "Capacity mode's prompts")."""
+    n = spec.workload.num_prompts
+    limit_s = queue_limit_s(spec.slo_limits())
+    if opts.num_prompts is not None or opts.rate is not None or not limit_s:
+        return n  # as given (the rate given: no estimate made); no such limit: no ceiling
+    expected = _sustained(_scalar(spec), hw)
+    needed = math.ceil(SEND_PHASE_FACTOR * limit_s * CAPACITY_HEADROOM * expected)
+    if needed <= n:
+        return n
+    sized = min(needed, CAPACITY_PROMPTS_MAX)
+    ceiling = shown_rps(sized, spec.slo_limits())
+    cap = f", at most {CAPACITY_PROMPTS_MAX}" if needed > sized else ""
+    notes.append(
+        f"workload: {sized} prompts, not {n}, so capacity mode's rate search can reach "
+        f"{figure(ceiling)} req/s (prompts / (4 × the {figure(limit_s)} s limit){cap}): "
+        f"{CAPACITY_HEADROOM:g}× the {figure(expected)} req/s vLLM's defaults sustain with every "
+        "request sent at once (SIMULATED); --num-prompts to change"
+    )
+    return sized
+
+
 def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
     """`--trials`, else as many trials as `--hours` holds at the preflight's estimate."""
-    hours = _hours_text(opts.hours)
+    hours = hours_text(opts.hours)
     cost = night_cost(spec, n_trials=1)
     if opts.trials is not None:
         n, why = opts.trials, "as given"

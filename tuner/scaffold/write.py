@@ -17,8 +17,9 @@ from pathlib import Path
 import yaml
 
 from tuner.errors import UserError
+from tuner.scaffold.draft import shared_paths
 from tuner.scaffold.options import check_output
-from tuner.scaffold.study import Draft, shared_paths
+from tuner.scaffold.study import Draft
 from tuner.spec.study import load_study_spec
 
 

@@ -143,6 +143,11 @@ class TrialRecord:
     skip_prediction: SkipPrediction | None = None  # before launch ("ruled out": not launched)
     extra: dict[str, object] = field(default_factory=dict)  # attrs this version does not know
 
+    @property
+    def ruled_out(self) -> bool:
+        """Never launched: skipped before launch on a prediction (docs/early-stopping.md)."""
+        return self.skip_prediction is not None and self.skip_prediction.ruled_out is not None
+
     def encode(self) -> dict[str, object]:
         """The user attrs to store (None fields and empty payloads are left out)."""
         out: dict[str, object] = {}

@@ -16,7 +16,9 @@ Modules:
   (SIMULATED);
 - `request_log`: the user's request log (`--request-log`) against the study's workload;
 - `outcome`: what one verify found, written down: the stored JSON document and the lines;
-- `session`: one verify, from the study's shipped config to its judged findings.
+- `session`: one verify, from the study's shipped config to its judged findings;
+- `stored`: what a verify reads from the store (the shipped config, as its `Target`) and adds
+  to it (the verify's document, in the study's history).
 
 What may be assumed: a verify never restarts, resets or reconfigures the engine, and sends no
 more than its caps allow; the stored figures it compares with are the shipped config's

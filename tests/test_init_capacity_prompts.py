@@ -1,0 +1,60 @@
+"""`tuner init --objective capacity` sizes the workload to the capacity search's ceiling: the
+search never tries a rate above num_prompts / (4 × the tightest TTFT/E2EL limit)
+(`tuner.measure.capacity.shown_rps`), so a study with few prompts was capped below what the
+box serves and reported "capacity ≥ X (the highest rate allowed)". Now the prompts are enough
+for 2× what vLLM's defaults sustain (SIMULATED); `--num-prompts` or `--rate` keep them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.measure.capacity import shown_rps
+from tuner.scaffold.options import InitOptions
+from tuner.scaffold.rate import sustained_rate
+from tuner.scaffold.study import CAPACITY_HEADROOM, CAPACITY_PROMPTS_MAX, Draft, draft_study
+from tuner.spec.study import StudySpec
+from tuner_testing.cli import REPO
+
+TINY = str(REPO / ".cache" / "tiny-qwen2")
+# 1× H200, an 8B model, chat traffic: vLLM's defaults sustain about 15 req/s (SIMULATED), and
+# the 200 prompts of chat traffic under its 2 s P99 TTFT limit show at most 25 req/s
+H200 = {"model": "deepseek-r1-0528-qwen3-8b", "gpu": "h200", "tokenizer": TINY, "trials": 2}
+
+
+def _draft(tmp_path: Path, **given: object) -> Draft:
+    opts = InitOptions(**{**H200, **given})  # type: ignore[arg-type]
+    return draft_study(opts, tmp_path / "s.yaml", detect=lambda: None)
+
+
+def _ceiling(spec: StudySpec) -> float:
+    return shown_rps(spec.workload.num_prompts, spec.slo_limits())
+
+
+def test_capacity_prompts_reach_twice_what_the_defaults_sustain(tmp_path: Path) -> None:
+    as_given = _draft(tmp_path, objective="capacity", num_prompts=200).spec  # chat's own 200
+    scalar = as_given.objective.model_copy(update={"mode": "scalar"})
+    sustained = sustained_rate(as_given.model_copy(update={"objective": scalar}))
+    assert _ceiling(as_given) < CAPACITY_HEADROOM * sustained  # 25 req/s: the old study's cap
+    sized = _draft(tmp_path, objective="capacity")
+    n = sized.spec.workload.num_prompts
+    assert 200 < n <= CAPACITY_PROMPTS_MAX
+    assert _ceiling(sized.spec) >= CAPACITY_HEADROOM * sustained > _ceiling(as_given)
+    line = next(x for x in sized.notes if x.startswith("workload: "))
+    assert f"{n} prompts, not 200" in line and "SIMULATED" in line, line
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"objective": "scalar"},  # no search, no ceiling
+        {"objective": "capacity", "rate": 10.0},  # the rate given: no estimate to size to
+    ],
+)
+def test_prompts_kept_when_scalar_or_the_rate_is_given(
+    tmp_path: Path, given: dict[str, object]
+) -> None:
+    draft = _draft(tmp_path, **given)
+    assert draft.spec.workload.num_prompts == 200
+    assert not any(x.startswith("workload: ") for x in draft.notes)
