@@ -92,7 +92,7 @@ def _summary(
 def run_ours(url: str, n: int, chunks: int, concurrency: int) -> dict:
     from tuner.spec.workload import WorkloadSpec
     from tuner.workload.benchmark import run_benchmark
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
     spec = WorkloadSpec(num_prompts=n, max_concurrency=concurrency, random_output_len=chunks)
     requests = [BenchRequest(f"req-{i}", 1, chunks, ignore_eos=True) for i in range(n)]

@@ -30,7 +30,7 @@ from tuner.fidelity import robustness as rb
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import load_study_spec
 from tuner.trial.scoring import score_trial, simulated_reference
-from tuner.workload.datasets import BenchRequest, Workload
+from tuner.workload.request import BenchRequest, Workload
 from tuner_testing import sim_study
 
 REPO = Path(__file__).resolve().parent.parent

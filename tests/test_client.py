@@ -16,7 +16,7 @@ from aiohttp import web
 
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 from tuner_testing import loopback_app
 
 SEEN = web.AppKey("seen", list)

@@ -25,7 +25,7 @@ from tuner.workload.client import (
     request_headers,
     stream_request,
 )
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 from tuner_testing import loopback_app
 
 STATE = web.AppKey("state", dict)

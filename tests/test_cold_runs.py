@@ -13,7 +13,8 @@ from test_sim_server import SMALL, sim_server
 from tuner import trial as tr
 from tuner.trial import PrefixCacheRun, TrialPoint, TrialRecord
 from tuner.workload.cold import implied_hit_rate, is_loopback, warmup_request
-from tuner.workload.datasets import BenchRequest, random_requests
+from tuner.workload.datasets import random_requests
+from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import load_tokenizer
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from tuner.errors import UserError
 from tuner.spec.workload import WorkloadSpec
-from tuner.workload.datasets import BenchRequest, build_requests, random_requests, resized
+from tuner.workload.datasets import build_requests, random_requests, resized
+from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import load_tokenizer
 
 

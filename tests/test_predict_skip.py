@@ -18,7 +18,7 @@ from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import read_all
-from tuner.workload.datasets import Workload
+from tuner.workload.request import Workload
 
 SPACE = {
     "parameters": {
@@ -389,7 +389,7 @@ def _seed_shape_study(tiny_model_dir: Path) -> tuple[StudySpec, list]:
     made here by length (the planner reads nothing else), so no tokenizer runs."""
     import random
 
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
     spec = StudySpec.model_validate(
         {

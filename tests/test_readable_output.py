@@ -18,7 +18,7 @@ from tuner.spec.figures import figure, trials_words
 from tuner.spec.slo import parse_slo, straddle_words
 from tuner.trial import read
 from tuner.workload.client import CHAT_ENDPOINT, request_body
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 
 TINY = Path(__file__).resolve().parents[1] / ".cache" / "tiny-qwen2"
 

@@ -13,7 +13,7 @@ from tuner.measure.modes import CapacityObjective, Objective
 from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.study import load_study_spec
 from tuner.trial import TrialPoint
-from tuner.workload.datasets import BenchRequest, Workload
+from tuner.workload.request import BenchRequest, Workload
 from tuner_testing import sim_study
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`

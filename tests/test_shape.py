@@ -113,7 +113,7 @@ def test_the_server_and_the_planner_agree_on_two_replicas(tmp_path, tiny_model_d
     from tuner.engine.process import EngineProcess
     from tuner.spec.workload import WorkloadSpec
     from tuner.workload.benchmark import run_benchmark
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
     from tuner_testing import TUNER
 
     n, prompt_len, out = 12, 2000, 24  # words: the server counts them without a tokenizer

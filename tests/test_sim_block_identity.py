@@ -114,7 +114,7 @@ def test_plan_and_sim_serve_agree_on_long_prompts_that_preempt(tmp_path, tiny_mo
     from tuner.engine.process import EngineProcess
     from tuner.spec.study import StudySpec
     from tuner.workload.benchmark import run_benchmark
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
     from tuner.workload.tokenizer import load_tokenizer
     from tuner_testing import TUNER
 

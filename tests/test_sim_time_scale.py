@@ -15,8 +15,8 @@ from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.benchmark import run_benchmark
-from tuner.workload.client import server_time_scale
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.probe import server_time_scale
+from tuner.workload.request import BenchRequest
 from tuner_testing import TUNER, loopback_app
 
 M32 = ["--model", "deepseek-r1-distill-qwen-32b", "--tensor-parallel-size", "4"]

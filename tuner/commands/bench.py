@@ -170,8 +170,8 @@ def _measure(
     """Build the requests, check the server, run the workload: the result and the model."""
     from tuner.run.checks import check_longest_fits
     from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
-    from tuner.workload.client import served_max_model_len, server_model_cards
     from tuner.workload.datasets import build_requests
+    from tuner.workload.probe import served_max_model_len, server_model_cards
     from tuner.workload.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer_id)

@@ -134,7 +134,8 @@ def serve(
     KV cache of the `cpu` profile, as in vLLM's CPU build.
     """
     from tuner.sim.faults import FaultPlan
-    from tuner.sim.server import ServeOptions, serve
+    from tuner.sim.server import ServeOptions
+    from tuner.sim.startup import serve
 
     flags = {
         "tensor-parallel-size": tensor_parallel_size,

@@ -23,7 +23,7 @@ from tuner.spec.study import StudySpec
 from tuner.trial.specs import of_current
 
 if TYPE_CHECKING:
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ from tuner.spec.values import Params
 from tuner.trial import SkipPrediction, TrialPoint, TrialRecord, scoring
 
 if TYPE_CHECKING:
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
 MIN_ERRORS = 3  # distinct predictions measured whole, before margins are measured
 CONSERVATIVE_MARGIN = math.log(2.0)  # until then: each figure may be off by a factor of 2
@@ -132,7 +132,7 @@ class PredictionSkip:
         key = (speed, tr.params_key(params))
         if key not in self._simulated:
             if speed not in self._plans:
-                from tuner.workload.datasets import Workload
+                from tuner.workload.request import Workload
 
                 workload = Workload(tuple(self._requests()))
                 plan = PlanRunner(self.spec, workload=workload)  # the study's own profile

@@ -40,7 +40,7 @@ from tuner.trial.scoring import score_trial, simulated_reference
 
 if TYPE_CHECKING:
     from tuner.spec.workload import WorkloadSpec
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
 R = TypeVar("R")  # one run of a config, as the check's runner gives it
 Gains = dict[str, float | None]  # a config's gain by workload: "nominal", each perturbation's
@@ -110,7 +110,7 @@ def _runner(
 ) -> PlanRunner:
     """A planner on the perturbed requests: the single workload's, and every scenario's
     (`nominal`: each scenario's own requests)."""
-    from tuner.workload.datasets import Workload
+    from tuner.workload.request import Workload
 
     scenarios = {n: tuple(_scaled(theirs, p.length_factor)) for n, theirs in nominal.items()}
     return PlanRunner(spec, workload=Workload(tuple(requests), scenarios))

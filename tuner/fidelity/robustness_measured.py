@@ -35,7 +35,8 @@ from tuner.spec.sections import ScenarioSpec
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, ScenarioEntry, TrialPoint
-from tuner.workload.datasets import BenchRequest, Workload, resized
+from tuner.workload.datasets import resized
+from tuner.workload.request import BenchRequest, Workload
 
 if TYPE_CHECKING:
     from tuner.workload.tokenizer import HFTokenizer

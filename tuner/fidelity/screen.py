@@ -48,7 +48,7 @@ from tuner.spec.values import Params, Scalar
 from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
 
 if TYPE_CHECKING:
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
 # Until two real trials have a score error: the screen's score is assumed this far off per
 # unit of objective weight (a 10 % miss on each weighted metric).

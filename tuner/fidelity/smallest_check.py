@@ -37,7 +37,7 @@ from tuner.trial.smallest import SIMULATED
 
 if TYPE_CHECKING:
     from tuner.sim.profiles import GpuProfile
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
     ratios = [
         limit.value / metrics[limit.metric]
         for limit in slos
-        if limit.op in ("<=", "<") and metrics.get(limit.metric, 0) > 0
+        if limit.upper and metrics.get(limit.metric, 0) > 0
     ]
     return min(ratios, default=math.inf)
 
@@ -99,7 +99,7 @@ def queue_limit_s(slos: Sequence[SloLimit]) -> float | None:
     limits = [
         limit.value / 1000
         for limit in slos
-        if limit.op in ("<=", "<")
+        if limit.upper
         and limit.metric.endswith("_ms")
         and limit.metric.rsplit("_", 2)[-2] in QUEUE_METRICS
     ]

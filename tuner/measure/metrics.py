@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from tuner.spec.metric_keys import (
     percentile_word,
 )
 
+if TYPE_CHECKING:
+    from tuner.spec.workload import WorkloadSpec
+
 __all__ = [
     "CI_METRICS",
     "GOODPUT_METRICS",
@@ -32,6 +36,7 @@ __all__ = [
     "compute_metrics",
     "confidence_intervals",
     "percentile_word",
+    "run_metrics",
 ]
 # The metrics each result carries a bootstrap confidence interval for. Median ITL is there
 # because a TPOT gain can hide it growing 6x (docs/results.md, "Everything that got worse").
@@ -133,6 +138,20 @@ def compute_metrics(
         if name in selected_metrics:
             result.update(_stats(values[name], name, percentiles))
     return result
+
+
+def run_metrics(
+    records: list[RequestRecord], duration_s: float, w: WorkloadSpec
+) -> dict[str, float]:
+    """vLLM bench's metrics of one run's `records` over `duration_s`, as workload `w` asks
+    for them (its selected metrics, percentiles and goodput limits)."""
+    return compute_metrics(
+        records,
+        duration_s,
+        selected_metrics=w.selected_metrics,
+        percentiles=w.percentiles,
+        goodput_ms=w.goodput,
+    )
 
 
 # ---- bootstrap confidence intervals -------------------------------------------------------

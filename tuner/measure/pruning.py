@@ -224,7 +224,7 @@ def decide(snap: Snapshot, rule: Rule) -> Decision:
     if over:
         evidence += f"; {over}"
     for slo in rule.slos:
-        if slo.op not in ("<=", "<") or not _LATENCY.match(slo.metric):
+        if not slo.upper or not _LATENCY.match(slo.metric):
             continue
         bound = metric_bound(snap, slo.metric)
         if bound is not None and (bound > slo.value or (slo.op == "<" and bound >= slo.value)):
@@ -267,7 +267,7 @@ def backlog_stop(snap: Snapshot, slos: Sequence[SloLimit], evidence: str) -> Dec
         return None
     for slo in slos:
         m = _LATENCY.match(slo.metric)
-        if slo.op not in ("<=", "<") or not m or m.group(1) == "mean" or m.group(3) == "tpot":
+        if not slo.upper or not m or m.group(1) == "mean" or m.group(3) == "tpot":
             continue
         q = 50.0 if m.group(1) == "median" else float(m.group(2))
         bound = backlog.percentile_bound_ms(snap, m.group(3), q)

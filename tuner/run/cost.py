@@ -227,7 +227,7 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
 def length_only_runner(spec: StudySpec) -> PlanRunner:
     """`tuner plan`'s runner, with random and long-document workloads built from their
     lengths alone (the simulator reads nothing else): no tokenizer, seconds sooner."""
-    from tuner.workload.datasets import Workload
+    from tuner.workload.request import Workload
 
     built = {}  # a workload left out: the runner builds it with the tokenizer
     for name, w in {"": spec.workload, **spec.workloads}.items():

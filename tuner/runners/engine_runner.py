@@ -28,7 +28,7 @@ from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
 if TYPE_CHECKING:
     from tuner.engine.process import EngineProcess
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
 
 PORT_ATTEMPTS = 3
 # vLLM's cache root (vllm/envs.py, 0.32: default ~/.cache/vllm): compiled graphs, kernels and

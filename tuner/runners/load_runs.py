@@ -32,10 +32,9 @@ from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
 
 if TYPE_CHECKING:
-    from tuner.measure.records import RequestRecord
     from tuner.trial.point import TrialPoint
     from tuner.workload.benchmark import BenchmarkResult
-    from tuner.workload.datasets import BenchRequest
+    from tuner.workload.request import BenchRequest
     from tuner.workload.tokenizer import HFTokenizer
 
 RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
@@ -92,7 +91,7 @@ def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     for limit in slos:
         name = limit.metric.rsplit("_", 2)[-2] if limit.metric.endswith("_ms") else ""
         kind = goodput_metric(name)
-        if limit.op in ("<=", "<") and kind is not None:
+        if limit.upper and kind is not None:
             out[kind] = min(out.get(kind, math.inf), limit.value)
     return out
 
@@ -212,22 +211,6 @@ def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
     )
 
 
-def run_metrics(
-    records: list[RequestRecord], duration_s: float, w: WorkloadSpec
-) -> dict[str, float]:
-    """vLLM bench's metrics of one run's `records` over `duration_s`, as workload `w` asks
-    for them (its selected metrics, percentiles and goodput limits)."""
-    from tuner.measure.metrics import compute_metrics
-
-    return compute_metrics(
-        records,
-        duration_s,
-        selected_metrics=w.selected_metrics,
-        percentiles=w.percentiles,
-        goodput_ms=w.goodput,
-    )
-
-
 def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measurement:
     """Every run of one trial against one engine start, as one Measurement: what the
     objective runs (`Objective.measure`, `run_one`), each workload's run or rate search."""
@@ -245,6 +228,8 @@ def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measur
 def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
     """The scenarios' runs as one trial: each scenario's figures apart, and the metrics of
     every request pooled (all scenarios' requests over the sum of their durations)."""
+    from tuner.measure.metrics import run_metrics
+
     records = [r for m in parts.values() for r in m.records]
     duration = sum((m.metrics or {}).get("duration", 0.0) for m in parts.values())
     first = next(iter(parts.values()))

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
-from tuner.runners.load_runs import measure_all, run_metrics
+from tuner.measure.metrics import run_metrics
+from tuner.runners.load_runs import measure_all
 from tuner.runners.trial_runner import TrialContext, TrialRunner, failed_measurement, run_label
 from tuner.sim.fit import SimWorkload
 from tuner.sim.profile_file import load_gpu
@@ -24,7 +25,7 @@ from tuner.workload.schedule import arrival_times
 if TYPE_CHECKING:
     from tuner.measure.pruning import Decision
     from tuner.measure.snapshot import Snapshot
-    from tuner.workload.datasets import BenchRequest, Workload
+    from tuner.workload.request import BenchRequest, Workload
 
 
 class PlanRunner(TrialRunner):

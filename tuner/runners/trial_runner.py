@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tuner.measure.capacity import Beat
     from tuner.measure.pruning import Decision
     from tuner.measure.snapshot import Snapshot
-    from tuner.workload.datasets import BenchRequest, Workload
+    from tuner.workload.request import BenchRequest, Workload
     from tuner.workload.tokenizer import HFTokenizer
 
 PhaseFn = Callable[[str], None]
@@ -100,7 +100,7 @@ class TrialRunner(abc.ABC):
 
     def built(self) -> Workload:
         """The requests built so far, as a value another runner can be made with."""
-        from tuner.workload.datasets import Workload
+        from tuner.workload.request import Workload
 
         given = None if self._requests is None else tuple(self._requests)
         return Workload(given, {k: tuple(v) for k, v in self._scenario_requests.items()})

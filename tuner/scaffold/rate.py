@@ -130,7 +130,7 @@ def eases_at_lower_rates(limit: SloLimit) -> bool:
     on `failed`, a floor on `completed` (an overloaded engine times requests out). A ceiling
     on `duration` (the run of the same prompts ends sooner at a higher rate) and a floor on a
     throughput are met more easily at higher rates."""
-    upper = limit.op in ("<=", "<")
+    upper = limit.upper
     if limit.metric == "completed":
         return not upper
     return upper and limit.metric != "duration"
@@ -141,7 +141,7 @@ def _with_margin(limit: SloLimit) -> SloLimit:
     count's limit as it is (a count is exact)."""
     if limit.metric in COUNTS:
         return limit
-    upper = limit.op in ("<=", "<")
+    upper = limit.upper
     value = limit.value * SLO_MARGIN if upper else limit.value / SLO_MARGIN
     return SloLimit(limit.metric, limit.op, value)
 

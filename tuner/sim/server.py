@@ -1,16 +1,16 @@
 """`tuner sim serve`: an OpenAI-compatible HTTP server around the simulated engine.
 
-It behaves like `vllm serve` from the outside: refused configs exit 1 with vLLM's message,
-the port opens only after the (simulated) model load, tokens stream over SSE at the
-times the simulation gives, and /metrics carries vLLM's metric names. One asyncio task
-drives the engine in real time; each request handler waits on its own queue.
+It behaves like `vllm serve` from the outside: tokens stream over SSE at the times the
+simulation gives, and /metrics carries vLLM's metric names (its start, where refused configs
+exit 1 with vLLM's message and the port opens only after the simulated model load:
+`tuner.sim.startup`). One asyncio task drives the engine in real time; each request handler
+waits on its own queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 import uuid
 from collections import deque
@@ -20,16 +20,9 @@ from functools import partial
 from aiohttp import web
 
 from tuner import __version__
-from tuner.sim.faults import REFUSE_START_MESSAGE, FaultPlan, FaultState
-from tuner.sim.memory import (
-    config_error,
-    devices_error,
-    memory_breakdown,
-    resolve_flags,
-    startup_error,
-)
+from tuner.sim.faults import FaultPlan, FaultState
 from tuner.sim.openai_shapes import Chunks, sse, usage_of
-from tuner.sim.profiles import GiB, GpuProfile, ModelProfile
+from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
 from tuner.sim.server_info import cache_config_info, server_info
 from tuner.sim.text import TokenText
@@ -330,60 +323,3 @@ def dev_mode() -> bool:
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
     info = {"message": message, "type": kind, "param": None, "code": status}
     return web.json_response({"error": info}, status=status)
-
-
-def serve(opts: ServeOptions) -> int:
-    """Start like vLLM: validate, "load" the model, size the KV cache, then open the port.
-
-    Returns the process exit code: 1 for a refused config or a port in use (as vLLM).
-    """
-    cfg = resolve_flags(opts.model, opts.gpu, opts.flags)
-    if message := config_error(opts.model, opts.gpu, cfg) or devices_error(
-        opts.gpu, cfg, os.environ.get("CUDA_VISIBLE_DEVICES")
-    ):
-        return _refuse(f"ValueError: {message}")
-    _log(
-        f"simulated vLLM engine (tuner {__version__}): model={opts.model_path} gpu={opts.gpu.name}"
-    )
-    _log(f"non-default args: {cfg}")
-    _log(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
-    time.sleep(opts.load_delay_s + opts.faults.slow_start_s)
-    if opts.faults.refuse_start:
-        return _refuse(REFUSE_START_MESSAGE.format("{'EngineCore_DP0': 1}"))
-    if message := startup_error(opts.model, opts.gpu, cfg):
-        return _refuse(f"ValueError: {message}")
-    mem = memory_breakdown(opts.model, opts.gpu, cfg)
-    _log(
-        f"Model loading took {mem.weights_bytes / GiB:.4f} GiB memory (simulated); "
-        f"Available KV cache memory: {mem.kv_cache_bytes / GiB:.2f} GiB"
-    )
-    _log(f"GPU KV cache size: {mem.kv_cache_tokens:,} tokens (# blocks: {mem.num_blocks})")
-    tp, dp = cfg.tensor_parallel_size, cfg.data_parallel_size
-    _log(f"deployment shape: data_parallel_size={dp} x tensor_parallel_size={tp} ({dp * tp} GPUs)")
-    _log(
-        f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
-        f"{mem.kv_cache_tokens / cfg.max_model_len:.2f}x"
-    )
-    server = SimServer(Replicas(opts.model, opts.gpu, opts.flags), opts)
-    _log(f"Starting vLLM API server on http://{opts.host}:{opts.port}")
-    try:
-        web.run_app(
-            server.app(),
-            host=opts.host,
-            port=opts.port,
-            print=lambda _: _log("Application startup complete."),
-            access_log=None,
-            shutdown_timeout=1.0,
-        )
-    except OSError as exc:
-        return _refuse(f"OSError: {exc}")
-    return 0
-
-
-def _log(line: str) -> None:
-    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [sim] {line}", flush=True)
-
-
-def _refuse(line: str) -> int:
-    print(line, file=sys.stderr, flush=True)
-    return 1

@@ -41,13 +41,18 @@ class SloLimit:
     op: Op
     value: float
 
+    @property
+    def upper(self) -> bool:
+        """An upper limit (`<=`, `<`): the figure must stay below it; else a lower one."""
+        return self.op in ("<=", "<")
+
     def violation(self, metrics: dict[str, float]) -> float:
         """How far off the limit a value is, relative to it (> 0 means broken)."""
         got = metrics.get(self.metric)
         if got is None:
             return float("inf")
         scale = abs(self.value) or 1.0
-        if self.op in ("<=", "<"):
+        if self.upper:
             return (got - self.value) / scale
         return (self.value - got) / scale
 
@@ -106,7 +111,7 @@ def check_sense(text: str) -> None:
     for limit in parse_slo(text):
         if limit.value < 0 or (limit.op == "<" and limit.value == 0):
             raise UserError(f"SLO {str(limit)!r} can never be met: metrics are never negative")
-        upper = limit.op in ("<=", "<")
+        upper = limit.upper
         if upper != (metric_direction(limit.metric) == "minimize"):
             side, better = (">=", "higher") if upper else ("<=", "lower")
             raise UserError(

@@ -25,7 +25,7 @@ from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import StudyRecord, TrialPoint
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 
 # a capacity study's trials were measured each at its own capacity rate, which the
 # calibration (one workload at one rate per observation, `Trust.calibrate`) does not model

@@ -15,7 +15,8 @@ from tuner.spec.workload import MAX_PROMPTS
 from tuner.verify.changes import traffic_change
 from tuner.verify.predict import TrafficPrediction
 from tuner.workload.client import CHAT_ENDPOINT
-from tuner.workload.datasets import BenchRequest, build_requests, jsonl_requests
+from tuner.workload.datasets import build_requests, jsonl_requests
+from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import HFTokenizer
 
 

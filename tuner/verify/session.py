@@ -37,8 +37,9 @@ from tuner.verify.outcome import Findings, Outcome, Sent, written
 from tuner.verify.predict import predict_traffic
 from tuner.verify.request_log import Traffic, traffic
 from tuner.workload.benchmark import BenchmarkAborted, BenchmarkResult, run_benchmark
-from tuner.workload.client import server_model_cards
-from tuner.workload.datasets import BenchRequest, build_requests
+from tuner.workload.datasets import build_requests
+from tuner.workload.probe import server_model_cards
+from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import HFTokenizer
 
 

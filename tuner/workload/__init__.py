@@ -8,8 +8,10 @@ Modules:
 - `benchmark`: `run_benchmark`, one workload against a running server (warm-up, pacing, the
   stall watchdog, early-stopping checkpoints), the code path of `tuner bench` and every trial;
 - `client`: one streamed request in, one `RequestRecord` out (httpx on aiohttp's transport);
+- `probe`: what a server says about itself before a run: its time scale, its model cards;
 - `sse`: Server-Sent Events decoding (pure: bytes in, events out);
-- `datasets`: `BenchRequest` and `build_requests` (same seed, same requests);
+- `request`: the requests as values: `BenchRequest` (one), `Workload` (a runner's, never swapped);
+- `datasets`: `build_requests` (same seed, same requests), from vLLM's datasets or ours;
 - `longdoc`, `exact`: the built-in long-document dataset; prompts of an exact token length;
 - `schedule`: arrival times drawn as `vllm bench serve` draws them;
 - `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;
@@ -21,9 +23,9 @@ Modules:
 What may be assumed: a workload is a fixed list, built once per run before the first trial;
 the client records what it saw and never judges it (scoring is `tuner.measure`'s).
 
-Re-exported here: the pure and numpy-only names. `run_benchmark`, the client and
+Re-exported here: the pure and numpy-only names. `run_benchmark`, the client, the probes and
 `build_requests` load httpx, aiohttp or pydantic: import them from `tuner.workload.benchmark`,
-`tuner.workload.client` and `tuner.workload.datasets`.
+`tuner.workload.client`, `tuner.workload.probe` and `tuner.workload.datasets`.
 """
 
 from tuner.workload.exact import exact_length_prompt

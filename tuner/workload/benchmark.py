@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tuner.errors import TunerError
-from tuner.measure.metrics import compute_metrics, confidence_intervals
+from tuner.measure.metrics import confidence_intervals, run_metrics
 from tuner.measure.pruning import Checkpoints, Decision
 from tuner.measure.records import RequestRecord
 from tuner.measure.snapshot import EngineSample, Snapshot, known_sum
@@ -32,13 +32,12 @@ from tuner.workload.client import (
     make_transport,
     request_body,
     request_headers,
-    scaled_clock,
-    server_time_scale,
     stream_request,
 )
 from tuner.workload.cold import reset_prefix_cache, warmup_request
-from tuner.workload.datasets import BenchRequest
 from tuner.workload.engine_metrics import Scraper, prefix_cache_hit_rate, scrape_prefix_cache
+from tuner.workload.probe import scaled_clock, server_time_scale
+from tuner.workload.request import BenchRequest
 from tuner.workload.schedule import arrival_times
 
 if TYPE_CHECKING:
@@ -76,7 +75,7 @@ class BenchmarkPruned(TunerError, RuntimeError):
 class BenchmarkResult:
     """Per-request records, the run's duration, vLLM's metrics and bootstrap CIs (key ->
     (lo, hi)). `start_perf_s` is the perf_counter of the first dispatch (times the server's
-    time scale, `tuner.workload.client.scaled_clock`): records' `start_s` count from it."""
+    time scale, `tuner.workload.probe.scaled_clock`): records' `start_s` count from it."""
 
     records: list[RequestRecord]
     duration_s: float
@@ -135,32 +134,14 @@ def run_benchmark(
         records, duration_s = asyncio.run(run.supervised(should_abort, stall_timeout_s))
     except _Stopped as stop:
         done = [r for r, d in zip(run.live, run.done, strict=True) if d]
-        for rec in done:
-            if rec.success and not rec.output_tokens:
-                count_output_tokens(rec, tokenizer)
-        metrics = {}
-        if any(r.success for r in done):
-            metrics = compute_metrics(
-                done,
-                stop.elapsed_s,
-                selected_metrics=spec.selected_metrics,
-                percentiles=spec.percentiles,
-                goodput_ms=spec.goodput,
-            )
+        count_output_tokens(done, tokenizer)
+        metrics = run_metrics(done, stop.elapsed_s, spec) if any(r.success for r in done) else {}
         result = BenchmarkResult(done, stop.elapsed_s, metrics, {}, run.t0, run.cache_reset)
         raise BenchmarkPruned(stop.reason, result, stop.engine, stop.decision) from None
     finally:
         gc.unfreeze()
-    for rec in records:
-        if rec.success and not rec.output_tokens:
-            count_output_tokens(rec, tokenizer)
-    metrics = compute_metrics(
-        records,
-        duration_s,
-        selected_metrics=spec.selected_metrics,
-        percentiles=spec.percentiles,
-        goodput_ms=spec.goodput,
-    )
+    count_output_tokens(records, tokenizer)
+    metrics = run_metrics(records, duration_s, spec)
     ci = confidence_intervals(records, duration_s, metrics, seed=spec.seed)
     if (rate := prefix_cache_hit_rate(*run.prefix_cache)) is not None:
         metrics[PREFIX_CACHE_HIT_RATE] = rate
@@ -173,14 +154,17 @@ NO_OUTPUT_COUNT = (
 )
 
 
-def count_output_tokens(rec: RequestRecord, tokenizer: HFTokenizer | None) -> None:
-    """Output tokens of a request the server sent no usage for, as vLLM counts them: the
-    generated text re-tokenized without special tokens. Unknowable without a tokenizer:
-    then the request fails (a guess would make TPOT and throughput wrong)."""
-    if tokenizer is None:
-        rec.success, rec.error = False, NO_OUTPUT_COUNT
-        return
-    rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
+def count_output_tokens(records: list[RequestRecord], tokenizer: HFTokenizer | None) -> None:
+    """Output tokens of each successful request the server sent no usage for, as vLLM counts
+    them: the generated text re-tokenized without special tokens. Unknowable without a
+    tokenizer: then the request fails (a guess would make TPOT and throughput wrong)."""
+    for rec in records:
+        if not rec.success or rec.output_tokens:
+            continue
+        if tokenizer is None:
+            rec.success, rec.error = False, NO_OUTPUT_COUNT
+            continue
+        rec.output_tokens = len(tokenizer(rec.generated_text, add_special_tokens=False).input_ids)
 
 
 class _Stopped(TunerError):

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 from tuner.workload.tokenizer import HFTokenizer, chat_ids
 
 RESET_PATH = "/reset_prefix_cache"

@@ -12,8 +12,6 @@ import dataclasses
 import json
 import math
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeGuard
@@ -24,11 +22,8 @@ from tuner.errors import UserError
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.exact import exact_length_prompt, resized_prompt
 from tuner.workload.longdoc import longdoc_prompts, shared_longdoc_prompts
+from tuner.workload.request import BenchRequest, ChatMessages
 from tuner.workload.tokenizer import HFTokenizer, chat_text, decode
-
-# Chat messages, as transformers' `apply_chat_template` types a conversation: a file's
-# messages are checked to have a string `role` and `content` (`_is_chat`)
-ChatMessages = list[dict[str, str]]
 
 # vLLM's ShareGPT filter (`is_valid_sequence`): both sides >= 4 tokens, prompt <= 1024,
 # prompt + output <= 2048. The output minimum is skipped when the output length is fixed.
@@ -41,31 +36,6 @@ SHAREGPT_MAX_TOTAL_LEN = 2048
 # as the prompt's first tokens (docs/datasets.md, "Stand-in tokenizers").
 STANDIN_VOCAB_BELOW = 16_384
 PRODUCTION_VOCAB = 151_936
-
-
-@dataclass(frozen=True, slots=True)
-class BenchRequest:
-    """One request of the workload: a prompt (text, or chat messages), its length in tokens,
-    the output length to ask for (`max_tokens`; None leaves it to the server)."""
-
-    prompt: str | ChatMessages
-    prompt_len: int
-    output_len: int | None
-    ignore_eos: bool = False
-    # Kept only where prompts share prefixes on purpose (documents asked several times), for
-    # the simulator's prefix cache (`tuner plan`); None: nothing shared worth modelling.
-    prompt_ids: tuple[int, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Workload:
-    """The requests a runner measures, handed to it when it is made and never swapped: the
-    single workload's (`requests`) and each scenario's by name. A perturbed, scenario or
-    length-only variant is a new value; what it leaves out (None, a name absent) the runner
-    builds from its spec, once."""
-
-    requests: tuple[BenchRequest, ...] | None = None
-    scenarios: Mapping[str, tuple[BenchRequest, ...]] = dataclasses.field(default_factory=dict)
 
 
 def resized(request: BenchRequest, tokenizer: HFTokenizer, factor: float) -> BenchRequest:

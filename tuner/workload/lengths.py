@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from tuner.spec.workload import WorkloadSpec
-from tuner.workload.datasets import BenchRequest
+from tuner.workload.request import BenchRequest
 
 
 def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
