@@ -4,8 +4,9 @@ Modules:
 - `box`: the GPUs this machine has (nvidia-smi, else NVML; neither: none), as built-in names;
 - `options`: `InitOptions` and the checks that need only the options (before slow imports);
 - `traffic`: the workload and default SLOs of each traffic kind (chat, longdoc, a JSONL file);
-- `study`: the study drafted and checked as `tuner plan` checks a study, its rate and budget
-  from the simulator (`tuner.run.cost.night_cost`, the preflight's estimate of one trial);
+- `study`: the study drafted and checked as `tuner plan` checks a study, its objective (the
+  one module of init that reads the mode asked for), its rate and budget from the simulator
+  (`tuner.run.cost.night_cost`, the preflight's estimate of one trial);
 - `sources`: what the study names, given by an option or found here: the model, the GPUs and
   the engine, the search-space file, the workload's tokenizer;
 - `draft`: the study file's mapping as it is drafted, typed section by section, and built from

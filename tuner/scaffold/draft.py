@@ -76,9 +76,11 @@ def study_data(
     space: Path,
     output: Path,
     tokenizer: str | None,
+    objective: dict[str, object],
 ) -> StudyDraft:
     """The study file's mapping, in the order it is written; `tokenizer`: the workload's
-    (`tuner.scaffold.sources.workload_tokenizer`), None when the model directory holds one."""
+    (`tuner.scaffold.sources.workload_tokenizer`), None when the model directory holds one;
+    `objective`: the objective section init chose (`tuner.scaffold.study`)."""
     model = str(opts.model)
     if Path(model).expanduser().is_dir():
         model = str(Path(model).expanduser().resolve())
@@ -109,21 +111,11 @@ def study_data(
         "hardware": {"gpu": hw.gpu, "count": hw.count},
         "search_space": _relative(space, output.resolve().parent),
         "workload": {**workload, "request_rate": math.inf, "seed": 0},
-        "objective": _objective(opts, mix),
+        "objective": objective,
         "budget": {"n_trials": MIN_TRIALS, "timeout": hours_text(opts.hours)},
         "sampler": {"name": "tpe", "seed": 0},
         "trial": {"stall_timeout_s": 300 if mix.kind == "longdoc" else 60},
     }
-
-
-def _objective(opts: InitOptions, mix: Traffic) -> dict[str, object]:
-    """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
-    objective.md): the highest rate each config serves within the SLO, from the study's rate."""
-    slos = list(opts.slo or mix.slo)
-    if opts.mode == "capacity":
-        return {"mode": "capacity", "slo": slos}
-    weights = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
-    return {"weights": weights, "slo": slos}
 
 
 def _measured(slos: Sequence[str]) -> dict[str, str]:

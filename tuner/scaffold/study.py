@@ -37,7 +37,7 @@ from tuner.scaffold.sources import (
     study_model,
     workload_tokenizer,
 )
-from tuner.scaffold.traffic import traffic, traffic_words, with_template
+from tuner.scaffold.traffic import Traffic, traffic, traffic_words, with_template
 from tuner.sim.profiles import ModelProfile, get_gpu
 from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.figures import figure
@@ -83,7 +83,7 @@ def draft_study(
     found = workload_tokenizer(opts, hw.engine)
     mix = with_template(mix, Path(found) if found else model_dir(opts.model or ""))
     space_path = search_space_file(opts, hw.gpu)
-    data = study_data(opts, profile, hw, mix, space_path, output, found)
+    data = study_data(opts, profile, hw, mix, space_path, output, found, _objective(opts, mix))
     space, space_note = _space(space_path, hw, data)
     spec = _validated(data, space)
     model_len, len_note = traffic_model_len(spec, profile.max_position_embeddings)
@@ -124,6 +124,16 @@ def _validated(data: StudyDraft, space: dict[str, object]) -> StudySpec:
         return StudySpec.model_validate({**data, "search_space": space})
     except ValidationError as exc:
         raise UserError(f"the study would be refused: {describe_validation_error(exc)}") from None
+
+
+def _objective(opts: InitOptions, mix: Traffic) -> dict[str, object]:
+    """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
+    objective.md): the highest rate each config serves within the SLO, from the study's rate."""
+    slos = list(opts.slo or mix.slo)
+    if opts.mode == "capacity":
+        return {"mode": "capacity", "slo": slos}
+    weights = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
+    return {"weights": weights, "slo": slos}
 
 
 def _mode_note(opts: InitOptions, kind: str) -> str:
