@@ -18,7 +18,8 @@ Modules:
 - `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;
 - `cold`: every run measured cold (warm-up prompts outside the measured set, vLLM's dev-mode
   prefix-cache reset, the hit rate a prompt set implies);
-- `tokenizer`: a local Hugging Face tokenizer, never from the network;
+- `tokenizer`: a local Hugging Face tokenizer, never from the network (and the simulated
+  server's, picked as `vllm serve` picks it);
 - `lengths`: the token lengths of a workload's requests without its tokenizer (the simulator's),
   and the one refusal of requests longer than max-model-len.
 
