@@ -209,6 +209,27 @@ def test_unknown_model_name(instant_url, tiny_model_dir):
     _assert_user_error(proc, "model 'gpt-9' is not served")
 
 
+def test_model_to_request_picks_from_the_cards():
+    """`tuner bench`'s model: the given one if served, else the first; a server with no model
+    list is trusted with --model and refuses a run without one (no server needed)."""
+    from tuner.errors import UserError
+    from tuner.workload.probe import model_to_request
+
+    url = "http://h:1"
+    cards = [{"id": "a"}, {"id": "b"}]
+    assert model_to_request(url, None, cards) == "a"
+    assert model_to_request(url, "b", cards) == "b"
+    assert model_to_request(url, "x", None) == "x"
+    for model, given, fragment in [
+        ("x", cards, "model 'x' is not served at http://h:1 (it serves: a, b)"),
+        (None, [], "http://h:1 serves no model"),
+        (None, None, "http://h:1 has no model list at /v1/models: give --model"),
+    ]:
+        with pytest.raises(UserError) as info:
+            model_to_request(url, model, given)
+        assert str(info.value) == fragment
+
+
 async def _stream(request):
     from aiohttp import web
 

@@ -168,16 +168,22 @@ def _measure(
     spec: WorkloadSpec, url: str, model: str | None, tokenizer_id: str, api_key: str | None
 ) -> tuple[BenchmarkResult, str]:
     """Build the requests, check the server, run the workload: the result and the model."""
-    from tuner.run.checks import check_longest_fits
     from tuner.workload.benchmark import BenchmarkAborted, run_benchmark
     from tuner.workload.datasets import build_requests
-    from tuner.workload.probe import served_max_model_len, server_model_cards
+    from tuner.workload.lengths import check_longest_fits
+    from tuner.workload.probe import model_to_request, served_max_model_len, server_model_cards
     from tuner.workload.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer_id)
     requests = build_requests(spec, tok)
     cards = server_model_cards(url, api_key)
-    model = _served_model(url, model, None if cards is None else [c["id"] for c in cards])
+    model = model_to_request(url, model, cards)
+    if cards is None:
+        print(
+            f"tuner: warning: {url}/v1/models gives no model list; "
+            f"requesting model {model!r} unchecked",
+            file=sys.stderr,
+        )
     limit = served_max_model_len(cards, model)
     if limit is not None and spec.dataset_name == "longdoc":  # random: as vLLM, let them fail
         check_longest_fits(spec, limit, f"{url} serves max-model-len {limit}: ")
@@ -194,27 +200,6 @@ def _measure(
         print(f"tuner: error: benchmark aborted: {exc.reason}", file=sys.stderr)
         raise typer.Exit(1) from None
     return result, model
-
-
-def _served_model(url: str, model: str | None, served: list[str] | None) -> str:
-    """The model to request. A server without a model list is trusted with `--model`, as
-    vLLM's client does (it never asks); a list without that model is a user error."""
-    if served is None:
-        if model is None:
-            raise UserError(f"{url} has no model list at /v1/models: give --model")
-        print(
-            f"tuner: warning: {url}/v1/models gives no model list; "
-            f"requesting model {model!r} unchecked",
-            file=sys.stderr,
-        )
-        return model
-    if model is None:
-        if not served:
-            raise UserError(f"{url} serves no model")
-        return served[0]
-    if model not in served:
-        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
-    return model
 
 
 def workload_spec(**fields: object) -> WorkloadSpec:

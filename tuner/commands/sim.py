@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tuner.commands.common import Force
 from tuner.sim.profiles import BUILTIN_MODELS, GPUS
+
+if TYPE_CHECKING:
+    from tuner.sim.text import TokenText
 
 MODEL_NAMES = ", ".join(BUILTIN_MODELS)
 GPU_NAMES = ", ".join(GPUS)
@@ -133,24 +135,18 @@ def serve(
     and bad values exit 2. The environment variable VLLM_CPU_KVCACHE_SPACE (GiB) sizes the
     KV cache of the `cpu` profile, as in vLLM's CPU build.
     """
+    given = dict(locals())  # every option by name: no other local exists yet
     from tuner.sim.faults import FaultPlan
+    from tuner.sim.flags import MODELLED
     from tuner.sim.server import ServeOptions
-    from tuner.sim.startup import serve
+    from tuner.sim.startup import engine_setup, serve
 
-    flags = {
-        "tensor-parallel-size": tensor_parallel_size,
-        "data-parallel-size": data_parallel_size,
-        "max-model-len": max_model_len,
-        "max-num-seqs": max_num_seqs,
-        "block-size": block_size,
-        "max-num-batched-tokens": max_num_batched_tokens,
-        "gpu-memory-utilization": gpu_memory_utilization,
-        "enable-chunked-prefill": enable_chunked_prefill,
-        "enable-prefix-caching": enable_prefix_caching,
-    }
+    # the modelled flags by vLLM's name, from the one list of them (tuner/sim/flags.py)
+    flags = {name: given[name.replace("-", "_")] for name in MODELLED}
     model_path = _model_path(model, model_arg)
     options = ServeOptions(
-        **_engine(model_path, gpu, flags, tokenizer),
+        **engine_setup(model_path, gpu, flags),
+        text=_text(tokenizer, model_path),  # loaded after the engine's checks passed
         served_model_names=[served_model_name or model_path],
         host=host,
         port=port,
@@ -182,42 +178,13 @@ def _model_path(model: str | None, model_arg: str | None) -> str:
     return path
 
 
-def _engine(
-    model_path: str, gpu: str, flags: dict[str, Any], tokenizer: str | None
-) -> dict[str, Any]:
-    """The simulated engine's model, accelerator, flags and text: bad values are a UserError
-    here, before the port opens."""
-    from tuner.sim.memory import resolve_flags
-    from tuner.sim.profile_file import load_gpu
-    from tuner.sim.profiles import load_model
+def _text(tokenizer: str | None, model_path: str) -> TokenText:
+    """The simulated server's token text from the workload's tokenizer: a join only this
+    layer can make (`tuner.sim` may not import `tuner.workload`, its neighbour)."""
     from tuner.sim.text import TokenText
+    from tuner.workload.tokenizer import served_counter
 
-    profile = load_model(model_path)
-    accelerator = load_gpu(gpu)
-    flags = {**flags, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None}
-    flags = {k: v for k, v in flags.items() if v is not None}
-    resolve_flags(profile, accelerator, flags)
-    return {
-        "model": profile,
-        "gpu": accelerator,
-        "flags": flags,
-        "model_path": model_path,
-        "text": TokenText(_tokenizer(tokenizer, model_path)),
-    }
-
-
-def _tokenizer(tokenizer: str | None, model_path: str) -> Any:  # load_counter's
-    """The given tokenizer dir, else the model's directory (a hub id's cached snapshot) when
-    it has one, else none (word counts)."""
-    from tuner.spec.model_source import model_dir
-    from tuner.workload.tokenizer import load_counter
-
-    if tokenizer:
-        return load_counter(tokenizer)
-    directory = model_dir(model_path)
-    if directory is not None and (directory / "tokenizer.json").is_file():
-        return load_counter(str(directory))
-    return None
+    return TokenText(served_counter(tokenizer, model_path))
 
 
 @app.command()

@@ -29,10 +29,10 @@ from tuner.spec.space import (
     spec_rules,
 )
 from tuner.spec.study import StudySpec
-from tuner.spec.workload import WorkloadSpec
 from tuner.store.driver_errors import parsed_url
 from tuner.store.schema import HOST_ID_CHARS
 from tuner.store.storage import resolve_storage
+from tuner.workload.lengths import check_longest_fits
 
 # A Hugging Face tokenizer directory holds one of these (fast, SentencePiece, BPE vocab).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -258,20 +258,3 @@ def check_lengths_fit(spec: StudySpec) -> None:
         check_longest_fits(w, limit, "workload: ")
         for name, scenario in spec.workloads.items():
             check_longest_fits(scenario, limit, f"workload.{name}: ")
-
-
-def check_longest_fits(w: WorkloadSpec, limit: int, where: str) -> None:
-    """The one refusal of a workload whose longest request exceeds max-model-len `limit`."""
-    longest = w.longest_request
-    if longest is None or longest <= limit:
-        return
-    if w.dataset_name == "longdoc":
-        raise UserError(
-            f"{where}a long document of {max(w.longdoc_lengths)} tokens plus "
-            f"{w.longdoc_output_len} output tokens exceeds max-model-len {limit}: documents "
-            f"may have at most {limit - w.longdoc_output_len} tokens"
-        )
-    raise UserError(
-        f"{where}random prompts of up to {longest} tokens (input + output) exceed the "
-        f"model's max length {limit}: every request would fail"
-    )

@@ -24,7 +24,8 @@ import-linter contract holds it):
 - `flags`: the flags `tuner sim serve` accepts, the one list of them.
 
 Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp),
-`startup`, that command's start as vLLM's (config checks, simulated load, log lines, the port),
+`startup`, that command's start as vLLM's (its model, accelerator and flags read, config checks,
+simulated load, log lines, the port),
 and `server_info`, what that server says about its own config in vLLM's shapes.
 
 What may be assumed: deterministic (same inputs, same figures); the core takes plain values

@@ -1,6 +1,10 @@
 """`tuner sim serve`'s start, as `vllm serve` starts: the config checks, the simulated model
 load, the start-up log lines, then the port (`tuner.sim.server`'s routes behind it).
 
+`engine_setup` reads the model, the accelerator and the flags the command was given, and
+refuses a bad value as a UserError (exit 2) before anything is logged; `serve` then refuses
+what vLLM refuses at its start.
+
 Refused configs exit 1 with vLLM's message, and the port opens only after the (simulated) model
 load, as vLLM's does.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TypedDict
 
 from aiohttp import web
 
@@ -22,9 +27,31 @@ from tuner.sim.memory import (
     resolve_flags,
     startup_error,
 )
-from tuner.sim.profiles import GiB
+from tuner.sim.profile_file import load_gpu
+from tuner.sim.profiles import GiB, GpuProfile, ModelProfile, load_model
 from tuner.sim.replicas import Replicas
 from tuner.sim.server import ServeOptions, SimServer
+from tuner.spec.values import Flags, Scalar
+
+
+class EngineSetup(TypedDict):
+    """The `ServeOptions` fields the model, the accelerator and the flags make."""
+
+    model: ModelProfile
+    gpu: GpuProfile
+    flags: dict[str, Scalar]  # the flags given (no None), VLLM_CPU_KVCACHE_SPACE among them
+    model_path: str
+
+
+def engine_setup(model_path: str, gpu: str, flags: Flags) -> EngineSetup:
+    """The simulated engine's model, accelerator and flags: bad values are a UserError
+    here, before the port opens."""
+    profile = load_model(model_path)
+    accelerator = load_gpu(gpu)
+    env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None}
+    given = {k: v for k, v in {**flags, **env}.items() if v is not None}
+    resolve_flags(profile, accelerator, given)
+    return {"model": profile, "gpu": accelerator, "flags": given, "model_path": model_path}
 
 
 def serve(opts: ServeOptions) -> int:

@@ -8,7 +8,8 @@ Modules:
 - `benchmark`: `run_benchmark`, one workload against a running server (warm-up, pacing, the
   stall watchdog, early-stopping checkpoints), the code path of `tuner bench` and every trial;
 - `client`: one streamed request in, one `RequestRecord` out (httpx on aiohttp's transport);
-- `probe`: what a server says about itself before a run: its time scale, its model cards;
+- `probe`: what a server says about itself before a run: its time scale, its model cards, and
+  so which model to request;
 - `sse`: Server-Sent Events decoding (pure: bytes in, events out);
 - `request`: the requests as values: `BenchRequest` (one), `Workload` (a runner's, never swapped);
 - `datasets`: `build_requests` (same seed, same requests), from vLLM's datasets or ours;
@@ -17,8 +18,10 @@ Modules:
 - `engine_metrics`: the engine's Prometheus gauges, early stopping's evidence;
 - `cold`: every run measured cold (warm-up prompts outside the measured set, vLLM's dev-mode
   prefix-cache reset, the hit rate a prompt set implies);
-- `tokenizer`: a local Hugging Face tokenizer, never from the network;
-- `lengths`: the token lengths of a workload's requests without its tokenizer (the simulator's).
+- `tokenizer`: a local Hugging Face tokenizer, never from the network (and the simulated
+  server's, picked as `vllm serve` picks it);
+- `lengths`: the token lengths of a workload's requests without its tokenizer (the simulator's),
+  and the one refusal of requests longer than max-model-len.
 
 What may be assumed: a workload is a fixed list, built once per run before the first trial;
 the client records what it saw and never judges it (scoring is `tuner.measure`'s).

@@ -1,4 +1,5 @@
-"""The token lengths of a workload's requests without its tokenizer: what the simulator needs.
+"""The token lengths of a workload's requests without its tokenizer: what the simulator needs,
+and the one refusal of requests longer than the server's max-model-len.
 
 `build_requests` makes the prompts' text with the study's tokenizer; the simulator reads only
 their lengths. For the built-in datasets (random, longdoc) the lengths are drawn from the seed
@@ -12,6 +13,7 @@ import math
 
 import numpy as np
 
+from tuner.errors import UserError
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.request import BenchRequest
 
@@ -38,3 +40,20 @@ def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
         out = w.longdoc_output_len
         return [BenchRequest("", int(lengths[int(k)]), out, ignore_eos=True) for k in picks]
     return None
+
+
+def check_longest_fits(w: WorkloadSpec, limit: int, where: str) -> None:
+    """The one refusal of a workload whose longest request exceeds max-model-len `limit`."""
+    longest = w.longest_request
+    if longest is None or longest <= limit:
+        return
+    if w.dataset_name == "longdoc":
+        raise UserError(
+            f"{where}a long document of {max(w.longdoc_lengths)} tokens plus "
+            f"{w.longdoc_output_len} output tokens exceeds max-model-len {limit}: documents "
+            f"may have at most {limit - w.longdoc_output_len} tokens"
+        )
+    raise UserError(
+        f"{where}random prompts of up to {longest} tokens (input + output) exceed the "
+        f"model's max length {limit}: every request would fail"
+    )

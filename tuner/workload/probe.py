@@ -1,9 +1,10 @@
-"""What a server says about itself before a run: its time scale and its model cards.
+"""What a server says about itself before a run: its time scale, its model cards, and so which
+of its models to request.
 
 Plain GETs, one each, apart from the streamed requests (`tuner.workload.client`): `GET /version`
 says how many simulated seconds `tuner sim serve --time-scale N` serves per wall second (and
 `scaled_clock` is a clock in those seconds); `GET /v1/models` lists the served models, with
-`max_model_len` on vLLM's and the simulator's cards.
+`max_model_len` on vLLM's and the simulator's cards; `model_to_request` picks from them.
 """
 
 from __future__ import annotations
@@ -84,3 +85,21 @@ def served_max_model_len(cards: list[ModelCard] | None, model: str) -> int | Non
     card = next((c for c in cards or [] if c.get("id") == model), None)
     value = card.get("max_model_len") if card else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def model_to_request(url: str, model: str | None, cards: list[ModelCard] | None) -> str:
+    """The model to request. A server without a model list (`cards` None) is trusted with
+    `--model`, as vLLM's client does (it never asks); a list without that model is a user
+    error."""
+    if cards is None:
+        if model is None:
+            raise UserError(f"{url} has no model list at /v1/models: give --model")
+        return model
+    served = [c["id"] for c in cards]
+    if model is None:
+        if not served:
+            raise UserError(f"{url} serves no model")
+        return served[0]
+    if model not in served:
+        raise UserError(f"model {model!r} is not served at {url} (it serves: {', '.join(served)})")
+    return model

@@ -91,6 +91,20 @@ def load_counter(path: str) -> TokenCounter | HFTokenizer:
     return TokenCounter(path, backend)
 
 
+def served_counter(tokenizer: str | None, model_path: str) -> TokenCounter | HFTokenizer | None:
+    """The simulated server's tokenizer (`load_counter`), as `vllm serve` picks one: the given
+    dir, else the model's directory (a hub id's cached snapshot) when it has one, else none
+    (word counts)."""
+    from tuner.spec.model_source import model_dir
+
+    if tokenizer:
+        return load_counter(tokenizer)
+    directory = model_dir(model_path)
+    if directory is not None and (directory / "tokenizer.json").is_file():
+        return load_counter(str(directory))
+    return None
+
+
 class TokenCounter:
     """Counts and decodes with `tokenizer.json`'s own pipeline (normalizer, pre-tokenizer,
     model, post-processor: the same backend transformers' fast tokenizers wrap); renders a
