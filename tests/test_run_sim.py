@@ -121,7 +121,7 @@ def test_ctrl_c_ends_the_trial_and_stops_the_engine(
             time.sleep(0.2)  # a person's second press, while the first is being handled
         proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err
     assert "tuner: error: interrupted by SIGINT" in err  # one line, Ctrl-C included
     assert time.monotonic() - t0 < 30
     (trial,) = _trials(tmp_path)
