@@ -83,7 +83,9 @@ def measure(base_url: str, model_dir: Path, workload: tuple, out: Path) -> dict:
             "--metric-percentiles", "50,99", "--save-result", str(out)]  # fmt: skip
     if conc:
         argv += ["--max-concurrency", str(conc)]
-    subprocess.run(argv, check=True, capture_output=True, cwd=REPO, timeout=600)
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600)
+    if done.returncode != 0:  # say why: the bench's own line is on its stderr
+        sys.exit(f"tuner bench exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     return json.loads(out.read_text())
 
 
@@ -110,10 +112,10 @@ def run_engine(model_dir: Path, flags: dict, workloads: list, tmp: Path) -> list
             measure(url, model_dir, w, tmp / f"warmup-{port}-{i}.json")
         passes = [
             [
-                measure(url, model_dir, w, tmp / f"r-{port}-{i}.json")
+                measure(url, model_dir, w, tmp / f"r-{port}-{k}-{i}.json")
                 for i, w in enumerate(workloads)
             ]
-            for _ in range(PASSES)
+            for k in range(PASSES)  # a file per pass: tuner bench never overwrites one
         ]  # interleaved passes: noise on this shared box comes in bursts
         return [median_result([p[i] for p in passes]) for i in range(len(workloads))]
     finally:
