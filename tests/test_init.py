@@ -252,6 +252,7 @@ def test_counts_and_durations_are_judged_in_their_own_direction(
     assert never.returncode == 2 and "completed>=201" in one_error_line(never.stderr)
 
 
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_gpus_found_by_nvidia_smi(tmp_path: Path) -> None:
     """Two H200s on the box: a vLLM study at TP=2 for a model directory; `--engine sim`
     simulates the same GPUs."""

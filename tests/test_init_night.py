@@ -22,6 +22,8 @@ from tuner.store.storage import Store
 from tuner.trial import read_all
 from tuner_testing.cli import REPO, tuner
 
+pytestmark = pytest.mark.slow  # whole studies and nights: `make test`, not `make test-fast`
+
 MODEL = "deepseek-r1-distill-qwen-32b"
 QUICK = ("--gpu", "a6000", "--count", "4", "--trials", "4", "--rate", "1")
 

@@ -122,6 +122,7 @@ def test_only_a_missing_local_path_borrows_a_built_in_shape(hub: Path) -> None:
 # Whole studies: `check` agrees with `run` --------------------------------------------------
 
 
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_a_study_naming_a_hub_id_checks_and_runs(tmp_path: Path, tiny_model_dir: Path) -> None:
     """The simulated engine serves a hub id from the cache, tokenizer included; `check` and
     `run` agree (both used to refuse or die: 'neither a built-in name ... nor a directory')."""
@@ -162,6 +163,7 @@ os.execv(sys.executable, [sys.executable, "-m", "tuner.cli", "sim", "serve", "--
 """
 
 
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_a_custom_engine_with_a_model_of_its_own_runs(tmp_path: Path, tiny_model_dir) -> None:
     """Unknown to the simulator: the precheck, prediction skips, the screen and the cost are
     off, said once in `check` and once at the start of `run`, and the study runs to the end

@@ -20,6 +20,8 @@ from tuner.store.storage import Store
 from tuner.trial import read_all
 from tuner.workload.request import Workload
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 SPACE = {
     "parameters": {
         # 1 or 2 sequences at a time cannot keep up with 8 req/s of long answers

@@ -47,6 +47,7 @@ def _checkpoints(records, engine, every_s=1.0):
     return replay(records, every_s, None, engine, arrivals_s=arrivals)
 
 
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_the_queue_growth_bound_never_exceeds_the_final_percentile() -> None:
     """At every checkpoint of every trace: bound ≤ the run's final P50/P90/P99 TTFT and E2EL;
     and it is worth having: far above rule (a)'s bound on the overloaded traces."""

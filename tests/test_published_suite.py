@@ -58,6 +58,7 @@ def test_malformed_cases_are_named(suite) -> None:
     assert "lacks source" in problems[0]
 
 
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_runner_simulates_one_case_through_the_cli(suite, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     case = "ldsingh-a6000-qwen2.5-7b-conc8"

@@ -109,6 +109,7 @@ def _planned(requests, spec):
     return figures, sim.preemptions
 
 
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_plan_and_sim_serve_agree_on_long_prompts_that_preempt(tmp_path, tiny_model_dir) -> None:
     from tuner.engine.ports import free_port
     from tuner.engine.process import EngineProcess

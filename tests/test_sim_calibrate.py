@@ -26,7 +26,8 @@ from tuner.sim.profiles import GPUS, load_model
 TINY = load_model("tiny-qwen2")
 QWEN32B = load_model("deepseek-r1-distill-qwen-32b")
 # One worker for the module under `make test` (`--dist loadgroup`): its tests share a fit.
-pytestmark = pytest.mark.xdist_group("sim-calibrate")
+# Slow: its fits run thousands of simulations each (80 s of the inner loop's 224 s).
+pytestmark = [pytest.mark.xdist_group("sim-calibrate"), pytest.mark.slow]
 
 
 def _cpu_workload(seed: int = 1) -> SimWorkload:

@@ -37,6 +37,7 @@ def sim(tmp_path: Path, tokenizer: Path, scale: str) -> Iterator[str]:
 
 
 @pytest.mark.realtime  # the scales are set here, not by the suite's default
+@pytest.mark.slow  # a whole study or workload run: `make test`, not `make test-fast`
 def test_a_faster_scale_runs_the_same_workload_in_less_wall_time(tmp_path, tiny_model_dir):
     workload = WorkloadSpec(
         tokenizer=str(tiny_model_dir), num_prompts=12, request_rate=6, random_output_len=24

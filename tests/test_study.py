@@ -21,6 +21,8 @@ from tuner.trial import OWNER
 from tuner.trial.specs import study_name
 from tuner_testing import request_records, trial_row
 
+pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
+
 
 def _spec(tokenizer: Path, **over) -> StudySpec:
     data = {
