@@ -296,3 +296,30 @@ def test_cpu_affinity_outside_this_machine_is_refused(tmp_path: Path, tiny_model
     study = _edited(tmp_path, tiny_model_dir, {"engine": {"cpu_affinity": [0, core]}})
     needle = f"engine.cpu_affinity: core(s) [{core}] are not cores of this machine"
     refused(tmp_path, needle, "run", str(study), "--n-trials", "1")
+
+
+def test_log_dir_that_is_a_file_or_under_one_is_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Issue 50 item 16: a FileExistsError / NotADirectoryError traceback before."""
+    study = sim_study(tmp_path, tiny_model_dir)
+    (tmp_path / "taken").write_text("a file\n")
+    for log_dir in ("taken", "taken/logs"):
+        needle = f"--log-dir {log_dir}: " + (
+            "taken" if log_dir == "taken" else str(tmp_path / "taken")
+        )
+        needle += " is a file, not a folder"
+        refused(tmp_path, needle, "run", str(study), "--n-trials", "1", "--log-dir", log_dir)
+
+
+@pytest.mark.parametrize(
+    ("max_time", "needle"),
+    [("inf", "must be finite numbers > 0"), ("1e308", "--max-time 1e+308 s is over a week")],
+)
+def test_verify_max_time_past_any_clock_is_refused(
+    tmp_path: Path, tiny_model_dir: Path, max_time: str, needle: str
+) -> None:
+    """Issue 50 item 15: an OverflowError traceback before (exit 1)."""
+    study = sim_study(tmp_path, tiny_model_dir)
+    url = "http://127.0.0.1:9"
+    refused(tmp_path, needle, "verify", str(study), "--base-url", url, "--max-time", max_time)

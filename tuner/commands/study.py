@@ -143,6 +143,7 @@ def run(
         prediction_skip=not no_prediction_skip,
         gpu_slots=True,
     )
+    _check_log_dir(log_dir)
     make_runner = engine_runners(spec, log_dir, storage or spec.storage)
     runner = first_runner(spec, make_runner, options)  # a broken file: nothing written yet
     store = open_store(spec, storage)
@@ -150,6 +151,18 @@ def run(
     options = replace(options, warm_start=queued, notes=_info(found))  # shown once it starts
     log_dir.mkdir(parents=True, exist_ok=True)
     print_result(run_study(spec, store, make_runner, options, view(), runner))
+
+
+def _check_log_dir(log_dir: Path) -> None:
+    """`--log-dir` must be a folder, or creatable as one: refused before anything is written
+    (not a FileExistsError or NotADirectoryError traceback once the run has started)."""
+    from tuner.errors import UserError
+
+    for path in (log_dir, *log_dir.absolute().parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UserError(f"--log-dir {log_dir}: {path} is a file, not a folder")
+            return
 
 
 def _warm_start(

@@ -8,6 +8,7 @@ outside its interval, or the engine is not the one measured); 4 breaks the SLO.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +16,8 @@ import typer
 
 from tuner.commands.common import Storage, StudyFile
 from tuner.errors import UserError
+
+MAX_TIME_S = 7 * 24 * 3600  # a verify is a check, not a soak: and time.monotonic() + 1e308 is inf
 
 if TYPE_CHECKING:
     from tuner.verify.session import Target
@@ -69,8 +72,10 @@ def verify(
         return
     if base_url is None:
         raise UserError("give --base-url URL, the running engine to verify (or --history)")
-    if not max_time > 0 or (max_rate is not None and not max_rate > 0):
-        raise UserError("--max-time and --max-rate must be > 0")
+    if not 0 < max_time < math.inf or (max_rate is not None and not 0 < max_rate < math.inf):
+        raise UserError("--max-time and --max-rate must be finite numbers > 0")
+    if max_time > MAX_TIME_S:
+        raise UserError(f"--max-time {max_time:g} s is over a week: give at most {MAX_TIME_S}")
     url = check_url(base_url, allow_host)
     caps = Caps(max_requests, max_rate, max_time)
     target, store_url = _target(study_file, storage)

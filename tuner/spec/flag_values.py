@@ -42,9 +42,28 @@ INT_FLAGS = {
     "max-logprobs": None,
 }
 FLOAT_FLAGS = {"gpu-memory-utilization": 0.0, "cpu-offload-gb": None}
+# flag → its greatest value: `CacheConfig.gpu_memory_utilization` is checked in (0, 1]
+# (vllm/config/cache.py), so a range reaching past 1 would draw configs that never start
+MOST = {"gpu-memory-utilization": 1.0}
 # vLLM parses these with `human_readable_int` (1k = 1000, 1K = 1024, 25.6k = 25600)
 HUMAN_READABLE = frozenset(
     {"max-num-batched-tokens", "max-num-scheduled-tokens", "kv-cache-memory-bytes", "max-model-len"}
+)
+# vLLM 0.32's on/off flags among those a study tunes or sets (`EngineArgs.add_cli_args`,
+# vllm/engine/arg_utils.py: bool fields get `argparse.BooleanOptionalAction`, so `--name` or
+# `--no-name` and never a value): "true" after one is read as a second positional argument
+BOOL_FLAGS = frozenset(
+    {
+        "enable-chunked-prefill",
+        "enable-prefix-caching",
+        "enforce-eager",
+        "async-scheduling",
+        "disable-custom-all-reduce",
+        "disable-sliding-window",
+        "disable-cascade-attn",
+        "enable-expert-parallel",
+        "trust-remote-code",
+    }
 )
 AUTO_MAX_MODEL_LEN = -1  # `--max-model-len -1` or `auto`: the longest that fits (vLLM's own)
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
@@ -93,6 +112,8 @@ def flag_value(flag: str, value: V) -> V | int | float:
     """`value` as vLLM reads it for a numeric `flag` (an int flag's `4.0` is 4, a size's
     "32k" 32000); ValueError when it is not a number of the flag's kind, or below its least
     value. Other flags' values, and None (the flag left out), are returned as they are."""
+    if flag in BOOL_FLAGS and value is not None and not isinstance(value, bool):
+        raise ValueError(f"--{flag} is on or off: write true or false, unquoted, not {value!r}")
     if value is None or not is_numeric(flag):
         return value
     number = _number(flag, value)
@@ -102,6 +123,8 @@ def flag_value(flag: str, value: V) -> V | int | float:
     if least is not None and (number < least or (flag in FLOAT_FLAGS and number <= least)):
         bound = f"at least {least}" if flag in INT_FLAGS else f"more than {least:g}"
         raise ValueError(f"--{flag} takes {bound}, not {value!r}")
+    if flag in MOST and number > MOST[flag]:
+        raise ValueError(f"--{flag} takes at most {MOST[flag]:g}, not {value!r}")
     return number
 
 
@@ -172,6 +195,13 @@ def numeric_parameter(name: str, p: P) -> P:
 
 
 def _parameter_values(flag: str, p: Parameter) -> _Written:
+    if flag in BOOL_FLAGS and not (
+        p.type == "bool"
+        or (p.type == "categorical" and all(isinstance(c, bool) for c in p.choices or []))
+    ):
+        raise ValueError(
+            f"--{flag} is on or off (--{flag} / --no-{flag}): give the parameter type bool"
+        )
     if not is_numeric(flag):
         return {}
     if p.type == "bool":

@@ -18,6 +18,7 @@ from tuner.spec.values import Scalar
 from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
 
 MAX_NAME_LEN = 128  # study names go into log file names: `<name>-simulated-trial-0001.log`
+PLAN_STUDY_SUFFIX = "-simulated"  # `tuner plan`'s study of a study file: `<name>-simulated`
 MAX_TRIALS = 100_000
 MAX_WEIGHT = 1e6  # only ratios of weights matter; 1e308 printed 300-digit scores
 MAX_GPUS = 256  # GPU indices 0..255: no box holds more (CUDA numbers them from 0)

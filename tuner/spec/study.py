@@ -15,6 +15,7 @@ from tuner.spec import coherence, contents, inputs, slo
 from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 from tuner.spec.sections import (
     MAX_NAME_LEN,
+    PLAN_STUDY_SUFFIX,
     BudgetSpec,
     EngineSpec,
     HardwareSpec,
@@ -74,6 +75,11 @@ class StudySpec(_Strict):
             raise ValueError(f"study name is {len(v)} characters long: at most {MAX_NAME_LEN}")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
             raise ValueError(f"study name {v!r} may hold only letters, digits, '.', '_' and '-'")
+        if v.endswith(PLAN_STUDY_SUFFIX):  # `tuner plan` of study `xx` is stored as `xx-simulated`
+            raise ValueError(
+                f"study name {v!r} ends in {PLAN_STUDY_SUFFIX!r}, the name `tuner plan` gives "
+                f"the planned study of {v.removesuffix(PLAN_STUDY_SUFFIX)!r}: choose another"
+            )
         return v
 
     @model_validator(mode="after")

@@ -17,6 +17,8 @@ its type and unit, for analysts reading them in optuna-dashboard or `tuner trial
 
 from __future__ import annotations
 
+from tuner.spec.sections import PLAN_STUDY_SUFFIX  # the stored names: `<name>-simulated`
+
 # Study attrs ------------------------------------------------------------------------------
 SPEC = "tuner_spec"  # the current StudySpec (Python-mode dump): what `tuner run` last ran
 SPEC_ID = "tuner_spec_id"  # its id (`tuner.trial.specs.spec_id`)
@@ -36,7 +38,6 @@ SMALLEST = "tuner_smallest:"
 # `tuner_smallest_measured:<trial>`: the same, each config measured on the engine by `tuner run
 # --confirm` (`tuner.fidelity.smallest_measured`); where both exist, the measured one is used.
 SMALLEST_MEASURED = "tuner_smallest_measured:"
-PLAN_STUDY_SUFFIX = "-simulated"  # `tuner plan`'s study of a study file: `<name>-simulated`
 
 # Trial user attrs -------------------------------------------------------------------------
 # weighted log-ratio against the baseline (docs/objective.md); both modes. As scored when the

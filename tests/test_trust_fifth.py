@@ -1,0 +1,61 @@
+"""Trust, fifth round (issue 50): study-file values that every config would trip over later,
+refused when the file is read (one line, exit 2 through the CLI's UserError path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+import pytest
+
+from tuner.spec.space import serve_argv
+from tuner.spec.study import StudySpec
+
+
+def _spec(parameters: dict[str, Any], name: str = "s", **flags: Any) -> StudySpec:
+    return StudySpec.model_validate(
+        {
+            "name": name,
+            "engine": {"model": "deepseek-r1-distill-qwen-32b", "flags": flags},
+            "hardware": {"gpu": "a6000", "count": 4},
+            "search_space": {"parameters": parameters},
+            "workload": {"num_prompts": 4},
+        }
+    )
+
+
+SEQS = {"max-num-seqs": {"type": "int", "low": 8, "high": 64}}
+TEXT_BOOL = {"type": "categorical", "choices": ["true", "false"]}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "flags", "name", "needle"),
+    [
+        # item 10: "--enable-prefix-caching true" reads "true" as a second model
+        ({"enable-prefix-caching": TEXT_BOOL}, {}, "s", "give the parameter type bool"),
+        ({"p": {**TEXT_BOOL, "flag": "--enable-chunked-prefill"}}, {}, "s", "type bool"),
+        (SEQS, {"enforce-eager": "true"}, "s", "write true or false, unquoted, not 'true'"),
+        # item 11: vLLM checks gpu_memory_utilization in (0, 1]
+        ({"gpu-memory-utilization": {"type": "float", "low": 0.7, "high": 1.5}}, {}, "s",
+         "--gpu-memory-utilization takes at most 1, not 1.5"),
+        (SEQS, {"gpu-memory-utilization": 1.2}, "s", "takes at most 1"),
+        # item 8: `tuner plan` of study `xx` is stored as `xx-simulated`
+        (SEQS, {}, "xx-simulated", "the name `tuner plan` gives the planned study of 'xx'"),
+    ],
+)  # fmt: skip
+def test_values_every_config_would_trip_over_are_refused_at_load(
+    parameters: dict[str, Any], flags: dict[str, Any], name: str, needle: str
+) -> None:
+    with pytest.raises(pydantic.ValidationError, match=None) as caught:
+        _spec(parameters, name, **flags)
+    assert needle in str(caught.value)
+
+
+def test_on_off_flags_searched_as_bools_still_load_and_pass_no_value() -> None:
+    spec = _spec({"enable-prefix-caching": {"type": "bool"}}, **{"enforce-eager": True})
+    argv = serve_argv(spec, {"enable-prefix-caching": False})
+    assert "--no-enable-prefix-caching" in argv and "--enforce-eager" in argv
+    assert "true" not in argv and "false" not in argv
+    choices = {"type": "categorical", "choices": [True, False]}
+    assert _spec({"enable-chunked-prefill": choices}).search_space.parameters
+    assert _spec(SEQS, **{"gpu-memory-utilization": 1.0}).engine.flags
