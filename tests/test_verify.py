@@ -137,7 +137,16 @@ def test_traffic_outside_the_studys_lengths_is_named():
 
 def test_a_gpu_is_named_only_when_it_is_not_the_studys():
     assert gpu_change("GPU 0: NVIDIA RTX A6000\nGPU 1: NVIDIA RTX A6000", "a6000") is None
-    assert gpu_change("GPU 0: h100\nGPU 1: h100", "a6000") == "GPU h100 x2 (study: a6000)"
+    assert gpu_change("GPU 0: h100\nGPU 1: h100", "a6000") == "GPU h100 x2 (study: a6000 x1)"
+    # issue 50 item 13: by substring an H100 PCIe passed a study tuned on `h100` (the SXM5)
+    pcie = "GPU 0: NVIDIA H100 PCIe"
+    assert gpu_change(pcie, "h100") == "GPU NVIDIA H100 PCIe x1 (study: h100 x1)"
+    assert gpu_change(pcie, "h100-pcie") is None
+    # and the count was never compared: two A6000s serving a study of four
+    two = "GPU 0: NVIDIA RTX A6000\nGPU 1: NVIDIA RTX A6000"
+    assert gpu_change(two, "a6000", 4) == "GPU NVIDIA RTX A6000 x2 (study: a6000 x4)"
+    assert gpu_change(two, "a6000", 2) is None
+    assert gpu_change("GPU 0: Some Card mygpu", "mygpu") is None  # a name it does not know
     assert gpu_change(None, "a6000") is None and gpu_change("GPU 0: h100", None) is None
 
 
@@ -152,7 +161,7 @@ def test_the_retune_command_warm_starts_only_from_a_study_with_a_tuned_config(
         "about 5 min of engine time (10 trials at the 30 s each of this study's took)"
     )
     # only vLLM's defaults measured: `--warm-start` would refuse the study, a fresh one runs
-    (none,) = retune_lines("e2e", spec, None, slower, [], ["GPU h100 x4 (study: a6000)"], warm=0)
+    (none,) = retune_lines("e2e", spec, None, slower, [], ["GPU h100 x4 (study: a6000 x4)"], warm=0)
     assert "run `tuner run NEW.yaml` (this study has no feasible config but vLLM's" in none
     assert "--warm-start" not in none
 
@@ -414,7 +423,7 @@ def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study,
     )
     done = _verify(study, "--base-url", engine, "--request-log", str(log))
     assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
-    assert "GPU h100 x4 (study: a6000)" in done.stdout
+    assert "GPU h100 x4 (study: a6000 x4)" in done.stdout
     assert "traffic prompt tokens: median 256" in done.stdout
     assert "prompts 2x the study's (median 256 vs 128)" in done.stdout.splitlines()[-1]
     # what the calibrated simulator predicts for that traffic, SIMULATED, next to the measured

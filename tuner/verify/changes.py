@@ -36,23 +36,29 @@ def platform_changes(info: EngineInfo, spec: StudySpec, point: TrialPoint) -> li
     study_version = point.record.vllm_version
     if info.version and study_version and info.version != study_version:
         out.append(f"vLLM {info.version} (study: {study_version})")
-    gpu = gpu_change(info.gpu, spec.hardware.gpu)
+    gpu = gpu_change(info.gpu, spec.hardware.gpu, spec.hardware.count)
     if gpu:
         out.append(gpu)
     return out
 
 
-def gpu_change(engine_gpus: str | None, study_gpu: str | None) -> str | None:
-    """`GPU <engine's> (study: <study's>)` when the engine names another GPU than the study's
-    hardware.gpu; None when they agree or either is unknown."""
+def gpu_change(engine_gpus: str | None, study_gpu: str | None, study_count: int = 1) -> str | None:
+    """`GPU <engine's> xN (study: <study's> xM)` when the engine names another GPU than the
+    study's hardware.gpu, or fewer of them than the study ran on; None when they agree or
+    either is unknown. A driver name the simulator knows is matched by its built-in profile
+    (an H100 PCIe is not the study's `h100`, the SXM5 part); only a name it does not know is
+    matched by the study's name inside it (a user's own profile)."""
     if not engine_gpus or not study_gpu:
         return None
     names = [line.split(":", 1)[-1].strip() for line in engine_gpus.splitlines() if line.strip()]
     first = names[0] if names else engine_gpus.strip()
     mine = study_gpu.strip().lower()
-    if builtin_name(first) == mine or mine in first.lower():
+    known = builtin_name(first)
+    same = known == mine if known is not None else mine in first.lower()
+    count = max(len(names), 1)
+    if same and count >= study_count:  # a box may list more GPUs than the engine uses
         return None
-    return f"GPU {first} x{len(names)} (study: {study_gpu})"
+    return f"GPU {first} x{count} (study: {study_gpu} x{study_count})"
 
 
 def flag_lines(flags: Sequence[FlagCheck]) -> list[str]:
