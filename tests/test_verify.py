@@ -76,6 +76,15 @@ def test_the_verdict_says_slo_then_slower_then_engine_then_holds():
     slower = compare.verdict([slow], [], {"p99_ttft_ms": 130.0}, [])
     assert slower.exit_code == compare.DRIFT_EXIT_CODE
     assert slower.text.startswith("slower than measured by 30.0 % (outside the interval)")
+    # issue 50 item 4: 11 of 24 requests failed and the verdict named only the figures
+    failing = {"p99_ttft_ms": 130.0, "completed": 13.0, "failed": 11.0}
+    for figures in ([slow], [_check()]):
+        bad = compare.verdict(figures, slo, failing, [], max_failed_fraction=0.05)
+        assert bad.exit_code == 4, bad
+        assert bad.text.startswith("breaks: 11 of 24 requests failed (the study counts more ")
+    within = {"p99_ttft_ms": 100.0, "completed": 99.0, "failed": 1.0}
+    one = compare.verdict([_check()], slo, within, [], max_failed_fraction=0.05)
+    assert one.exit_code == 0  # 1 % failed: within the study's 5 %
     differs = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, ["--max-num-seqs 8"])
     assert (differs.kind, differs.exit_code) == ("changed", compare.DRIFT_EXIT_CODE)
     holds = compare.verdict([_check()], slo, {"p99_ttft_ms": 100.0}, [])

@@ -185,9 +185,20 @@ def verdict(
     limits: Sequence[SloLimit],
     measured: Mapping[str, float],
     changes: Sequence[str],
+    max_failed_fraction: float = 1.0,
 ) -> Verdict:
     """The one-line verdict; `changes`: what is not as the study measured it (the engine's
-    flags, vLLM version, GPU; the traffic), in words."""
+    flags, vLLM version, GPU; the traffic), in words. More failed requests than the study's
+    `objective.max_failed_fraction` break the config as the study would (infeasible), whatever
+    the figures of the requests that completed."""
+    done, failed = measured.get("completed", 0.0), measured.get("failed", 0.0)
+    if failed and failed / (done + failed) > max_failed_fraction:
+        return Verdict(
+            "breaks-slo",
+            f"breaks: {failed:g} of {done + failed:g} requests failed (the study counts more "
+            f"than {max_failed_fraction:.0%} failed as infeasible)",
+            SLO_EXIT_CODE,
+        )
     broken = [limit for limit in limits if not limit.met(dict(measured))]
     if broken:
         words = ", ".join(f"{lim.metric} {figure(measured.get(lim.metric))}" for lim in broken)

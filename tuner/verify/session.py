@@ -195,7 +195,7 @@ def judge(
     found = (
         compare.not_measured(stopped)
         if stopped is not None
-        else compare.verdict(checks, limits, measured, changes)
+        else compare.verdict(checks, limits, measured, changes, spec.objective.max_failed_fraction)
     )
     if capacity_rps:  # the rate it was judged at
         found = at_capacity(found, work.workload.request_rate, capacity_rps, point.capacity_capped)
