@@ -59,3 +59,15 @@ def test_on_off_flags_searched_as_bools_still_load_and_pass_no_value() -> None:
     choices = {"type": "categorical", "choices": [True, False]}
     assert _spec({"enable-chunked-prefill": choices}).search_space.parameters
     assert _spec(SEQS, **{"gpu-memory-utilization": 1.0}).engine.flags
+
+
+def test_a_capacity_study_whose_only_slo_is_a_floor_is_refused() -> None:
+    """Item 12: `output_throughput>=10` is met as easily at a higher rate: every config
+    climbed to capacity.max_rps ("≥ 1000 req/s")."""
+    data = _spec(SEQS).model_dump(mode="json", exclude_defaults=True)
+    floor = {**data, "objective": {"mode": "capacity", "slo": ["output_throughput>=10"]}}
+    with pytest.raises(pydantic.ValidationError) as caught:
+        StudySpec.model_validate(floor)
+    assert "output_throughput>=10 only sets floors" in str(caught.value)
+    both = ["output_throughput>=10", "p99_ttft_ms<=2000"]
+    assert StudySpec.model_validate({**floor, "objective": {"mode": "capacity", "slo": both}})

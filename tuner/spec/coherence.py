@@ -16,6 +16,7 @@ from tuner.spec.sections import (
     SearchSpace,
     SearchSpec,
 )
+from tuner.spec.slo import parse_slo
 from tuner.spec.workload import WorkloadSpec
 
 
@@ -116,6 +117,15 @@ def check_capacity(spec: StudySections) -> None:
         raise ValueError(
             "search.fidelity: multi screens configs by the latency score, not by capacity: "
             "use search.fidelity: single with objective.mode: capacity"
+        )
+    texts = [*spec.objective.slo, *(t for s in spec.scenarios for t in s.slo)]
+    limits = [limit for text in texts for limit in parse_slo(text)]
+    if limits and not any(limit.upper for limit in limits):
+        raise ValueError(
+            f"objective.slo: capacity mode searches the highest rate that keeps the SLO, and "
+            f"{', '.join(map(str, limits))} only sets floors, which a higher rate meets as "
+            "easily: every config would climb to capacity.max_rps; add an upper limit on a "
+            "latency (p99_ttft_ms<=2000)"
         )
 
 
