@@ -71,3 +71,25 @@ def test_a_capacity_study_whose_only_slo_is_a_floor_is_refused() -> None:
     assert "output_throughput>=10 only sets floors" in str(caught.value)
     both = ["output_throughput>=10", "p99_ttft_ms<=2000"]
     assert StudySpec.model_validate({**floor, "objective": {"mode": "capacity", "slo": both}})
+
+
+def test_a_run_where_no_request_completed_is_a_failure_not_zero_figures() -> None:
+    """Item 9: such a trial was listed with p99 TTFT 0 and mean TPOT 0, and scored as the
+    study's best; both runners now fail it with the requests' errors."""
+    from tuner.errors import FailureKind
+    from tuner.measure.measurement import Measurement
+    from tuner.measure.records import RequestRecord
+    from tuner.runners.trial_runner import nothing_completed
+
+    def run(completed: int, pruned: str | None = None) -> Measurement:
+        m = Measurement(metrics={"completed": completed, "failed": 2, "p99_ttft_ms": 0.0})
+        m.records = [RequestRecord(9000, error="prompt longer than max-model-len")] * 2
+        m.pruned_reason = pruned
+        return m
+
+    failed = nothing_completed(run(0), "log tail")
+    assert failed is not None and failed.metrics is None
+    assert failed.failure_kind == FailureKind.REQUESTS_FAILED
+    assert failed.failure_reason == "every request failed: prompt longer than max-model-len"
+    assert nothing_completed(run(1)) is None
+    assert nothing_completed(run(0, pruned="stopped early")) is None  # partial, labelled so

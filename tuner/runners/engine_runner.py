@@ -19,7 +19,13 @@ from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.runners.load_runs import cache_run, measure_all
-from tuner.runners.trial_runner import TrialContext, TrialRunner, failed_measurement, run_label
+from tuner.runners.trial_runner import (
+    TrialContext,
+    TrialRunner,
+    failed_measurement,
+    nothing_completed,
+    run_label,
+)
 from tuner.spec.inputs import API_KEY_ENV
 from tuner.spec.space import engine_argv, engine_env
 from tuner.spec.study import StudySpec
@@ -212,11 +218,7 @@ class EngineRunner(TrialRunner):
         m.workload_s = time.monotonic() - t0
         m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
         m.prefix_cache_runs = [cache_run(self, name, w, result)]
-        if not result.metrics.get("completed"):
-            errors = sorted({r.error for r in result.records if r.error})
-            reason = "every request failed: " + "; ".join(errors)[:500]
-            return failed_measurement(m, FailureKind.REQUESTS_FAILED, reason, engine.log_tail())
-        return m
+        return nothing_completed(m, engine.log_tail()) or m
 
     def close(self) -> None:
         if self._engine is not None:

@@ -11,7 +11,13 @@ from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.measure.metrics import run_metrics
 from tuner.runners.load_runs import measure_all
-from tuner.runners.trial_runner import TrialContext, TrialRunner, failed_measurement, run_label
+from tuner.runners.trial_runner import (
+    TrialContext,
+    TrialRunner,
+    failed_measurement,
+    nothing_completed,
+    run_label,
+)
 from tuner.sim.fit import SimWorkload
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import GpuProfile
@@ -102,7 +108,7 @@ class PlanRunner(TrialRunner):
         if check is not None and self._replay_stopped(check, ctx, w, reqs, m, sim.engine_trace):
             return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)
-        return m
+        return nothing_completed(m) or m
 
     def _replay_stopped(
         self,

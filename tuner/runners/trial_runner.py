@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.spec.model_source import tokenizer_source
@@ -161,3 +162,14 @@ def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
 def failed_measurement(m: Measurement, kind: str, reason: str, log_tail: str) -> Measurement:
     m.metrics, m.failure_kind, m.failure_reason, m.log_tail = None, kind, reason, log_tail
     return m
+
+
+def nothing_completed(m: Measurement, log_tail: str = "") -> Measurement | None:
+    """A whole run (not one stopped early) where no request completed measured nothing: the
+    failed measurement, with the requests' errors; None when a request completed. Its zero
+    figures would otherwise be listed as p99 TTFT 0 and scored as the study's best."""
+    if m.metrics is None or m.metrics.get("completed") or m.pruned_reason:
+        return None
+    errors = sorted({r.error for r in m.records if r.error})
+    reason = "every request failed: " + ("; ".join(errors)[:500] or "no request was sent")
+    return failed_measurement(m, FailureKind.REQUESTS_FAILED, reason, log_tail)
