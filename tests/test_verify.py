@@ -235,6 +235,14 @@ def test_the_caps_cut_the_workload():
     short = capped(_workload(), Caps(1000, None, 4.0))  # half the time cap for dispatch
     assert short.workload.num_prompts == 20
     assert short.workload.request_timeout_s == 4.0
+    # issue 50 item 5: the study's own prompts, sent again by each verify, read a warm cache
+    assert full.workload.seed == 0 and not any("seed" in note for note in full.notes)
+    fresh = capped(_workload(), Caps(1000, None, 3600, seed=7))
+    assert fresh.workload.seed == 7 and not fresh.lighter
+    assert fresh.notes[0] == (
+        "prompts drawn with seed 7, not the study's 0: the same traffic, none an earlier "
+        "verify sent (the engine's prefix cache has not seen them)"
+    )
 
 
 def test_caps_that_leave_nothing_or_an_unbounded_rate_are_refused():

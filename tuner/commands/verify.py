@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +17,7 @@ import typer
 
 from tuner.commands.common import Storage, StudyFile
 from tuner.errors import UserError
+from tuner.spec.workload import SEED_LIMIT
 
 MAX_TIME_S = 7 * 24 * 3600  # a verify is a check, not a soak: and time.monotonic() + 1e308 is inf
 
@@ -56,6 +58,10 @@ def verify(
         Path | None,
         Opt("--request-log", help="Your traffic (JSONL, as `tuner bench` takes): its lengths."),
     ] = None,
+    seed: Annotated[
+        int | None,
+        Opt("--seed", help="The prompts' seed (default: a fresh one each run, printed)."),
+    ] = None,
     history: Annotated[
         bool, Opt("--history", help="Show the study's stored verifies instead (no engine).")
     ] = False,
@@ -76,8 +82,12 @@ def verify(
         raise UserError("--max-time and --max-rate must be finite numbers > 0")
     if max_time > MAX_TIME_S:
         raise UserError(f"--max-time {max_time:g} s is over a week: give at most {MAX_TIME_S}")
+    if seed is not None and not 0 <= seed < SEED_LIMIT:
+        raise UserError(f"--seed {seed}: give 0 to {SEED_LIMIT - 1}")
     url = check_url(base_url, allow_host)
-    caps = Caps(max_requests, max_rate, max_time)
+    caps = Caps(
+        max_requests, max_rate, max_time, secrets.randbelow(SEED_LIMIT) if seed is None else seed
+    )
     target, store_url = _target(study_file, storage)
     from tuner.verify.session import run_verify
 

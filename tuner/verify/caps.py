@@ -26,6 +26,9 @@ class Caps:
     max_requests: int  # every request sent, the initial test request included
     max_rate: float | None  # req/s on average over the run; None: the study's (finite) rate
     max_time_s: float  # wall seconds of the whole run
+    # the prompts' seed: a fresh one per run by default (`tuner verify --seed`), so that an
+    # earlier verify's prompts, still in the engine's prefix cache, are not sent again
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,13 @@ def capped(study: WorkloadSpec, caps: Caps) -> CappedWorkload:
     n = min(n, by_time)
     if n < study.num_prompts:
         lighter = True
-        notes.append(f"{n} of the study's {study.num_prompts} prompts (drawn with its seed)")
+        notes.append(f"{n} of the study's {study.num_prompts} prompts")
+    seed = study.seed if caps.seed is None else caps.seed
+    if seed != study.seed:
+        notes.append(
+            f"prompts drawn with seed {seed}, not the study's {study.seed}: the same traffic, "
+            "none an earlier verify sent (the engine's prefix cache has not seen them)"
+        )
     if study.num_warmups:
         notes.append(f"none of the study's {study.num_warmups} warm-ups: a running engine is warm")
     timeout_s = min(study.request_timeout_s, caps.max_time_s)
@@ -97,6 +106,7 @@ def capped(study: WorkloadSpec, caps: Caps) -> CappedWorkload:
             "request_rate": rate,
             "num_warmups": 0,
             "request_timeout_s": timeout_s,
+            "seed": seed,
         }
     )
     return CappedWorkload(workload, tuple(notes), lighter)
