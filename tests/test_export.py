@@ -284,3 +284,16 @@ def test_a_study_whose_every_trial_failed_says_so(tmp_path: Path) -> None:
         best_report(points, "handbuilt", record)
     with pytest.raises(UserError, match=re.escape(measured)):
         select_trial(points, "handbuilt")
+
+
+def test_another_slo_is_refused_for_a_capacity_study(tmp_path: Path) -> None:
+    """Issue 50 item 2: the capacity stored under the study's SLO was re-judged at its old
+    rate only and printed "within the SLOs" though never measured under the new one."""
+    attrs = {n: {"capacity_rps": 1.0 + n} for n in (0, 1, 2, 3, 6)}
+    study_file, url = build_study(tmp_path, mode="capacity", attrs=attrs)
+    store = Store(url)
+    points = [trial_point(t) for t in store.load_study("handbuilt").get_trials()]
+    store.close()
+    with pytest.raises(UserError, match="a capacity study's SLO chose the rates"):
+        select_trial(points, "handbuilt", limits=parse_slo("p99_ttft_ms<=1000"))
+    assert select_trial(points, "handbuilt").point.capacity_rps is not None  # its own SLO

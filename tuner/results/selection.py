@@ -131,6 +131,12 @@ def select_trial(
     SLO violation. The order is `tuner.trial.ranked`'s, shared with `tuner best`: configs
     that `--confirm` re-measured rank by their mean score."""
     limits = tuple(limits)
+    if limits and any(p.capacity_rps is not None for p in points):
+        raise UserError(
+            "--slo: a capacity study's SLO chose the rates each config's search ran, so no "
+            "capacity under another SLO was measured; change the study file's SLO and run "
+            "`tuner run --accept-changes` (as `tuner run` itself refuses the change)"
+        )
     check_complete(points, study_name)
     check_stored(points, [limit.metric for limit in limits], study_name)
     if trial is not None:
