@@ -290,7 +290,7 @@ def test_another_slo_is_refused_for_a_capacity_study(tmp_path: Path) -> None:
     """Issue 50 item 2: the capacity stored under the study's SLO was re-judged at its old
     rate only and printed "within the SLOs" though never measured under the new one."""
     attrs = {n: {"capacity_rps": 1.0 + n} for n in (0, 1, 2, 3, 6)}
-    study_file, url = build_study(tmp_path, mode="capacity", attrs=attrs)
+    _, url = build_study(tmp_path, mode="capacity", attrs=attrs)
     store = Store(url)
     points = [trial_point(t) for t in store.load_study("handbuilt").get_trials()]
     store.close()
