@@ -19,11 +19,19 @@ CACHE_ROOT := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tuner
 UV_HOME := $(CACHE_ROOT)/uv-$(UV_VERSION)
 UV := $(UV_HOME)/bin/uv
 
+# A uv that no longer runs (a damaged cache: a truncated binary, a removed Python) is named and
+# rebuilt, not left to fail every install with uv's own error: `uv-ok` runs it every time.
 $(UV):
 	mkdir -p $(CACHE_ROOT)
-	flock $(UV_HOME).lock sh -c '[ -x $(UV) ] || { rm -rf $(UV_HOME) $(UV_HOME).tmp && \
+	flock $(UV_HOME).lock sh -c '$(UV) --version >/dev/null 2>&1 || { \
+	  if [ -e $(UV_HOME) ]; then echo "uv under $(UV_HOME) does not run: rebuilding it" >&2; fi; \
+	  rm -rf $(UV_HOME) $(UV_HOME).tmp && \
 	  $(PYTHON) -m venv $(UV_HOME).tmp && $(UV_HOME).tmp/bin/pip install -q uv==$(UV_VERSION) && \
 	  mv $(UV_HOME).tmp $(UV_HOME); }'
+
+.PHONY: uv-ok
+uv-ok:
+	@$(UV) --version >/dev/null 2>&1 || { rm -f $(UV); $(MAKE) --no-print-directory $(UV); }
 
 # The test helpers are a distribution of their own (support/, package `tuner_testing`), so the
 # tuner's wheel holds the product only (docs/architecture.md, "Test helpers"). uv installs it:
@@ -32,7 +40,7 @@ $(UV):
 # puts pip in the environment, for a user's own `pip install`. Bytecode is compiled here, as pip
 # does, for the checkout too: where PYTHONDONTWRITEBYTECODE is set (it is on these machines)
 # every process would otherwise compile every module it imports (2.5x the import time).
-$(BIN)/tuner: pyproject.toml support/pyproject.toml | $(UV)
+$(BIN)/tuner: pyproject.toml support/pyproject.toml | uv-ok
 	$(UV) venv -q --seed --allow-existing --python "$$(command -v $(PYTHON))" $(VENV)
 	$(UV) pip install -q --compile-bytecode --python $(BIN)/python -e '.[dev]' -e ./support
 	$(BIN)/python -m compileall -q tuner support/tuner_testing > /dev/null
