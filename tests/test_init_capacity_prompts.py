@@ -58,3 +58,18 @@ def test_prompts_kept_when_scalar_or_the_rate_is_given(
     draft = _draft(tmp_path, **given)
     assert draft.spec.workload.num_prompts == 200
     assert not any(x.startswith("workload: ") for x in draft.notes)
+
+
+def test_a_request_file_is_sent_as_it_is_not_repeated_to_the_ceiling(tmp_path: Path) -> None:
+    """Issue 50 item 14: a 20-line file was repeated to 341 prompts, each request sent 17
+    times: a prefix-cache-friendly load that is not the traffic."""
+    lines = [
+        f'{{"prompt": "question {i} about the document", "output_tokens": 64}}' for i in range(20)
+    ]
+    traffic = tmp_path / "mine.jsonl"
+    traffic.write_text("\n".join(lines) + "\n")
+    draft = _draft(tmp_path, objective="capacity", traffic=str(traffic))
+    assert draft.spec.workload.num_prompts == 20
+    line = next(x for x in draft.notes if x.startswith("workload: "))
+    assert line.startswith("workload: the file's 20 requests, each sent once: capacity mode's ")
+    assert "repeating its lines would send each request many times" in line

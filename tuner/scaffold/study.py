@@ -203,6 +203,16 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
     needed = math.ceil(SEND_PHASE_FACTOR * limit_s * CAPACITY_HEADROOM * expected)
     if needed <= n:
         return n
+    if spec.workload.dataset_name == "jsonl":  # the traffic's own requests, each once
+        notes.append(
+            f"workload: the file's {n} requests, each sent once: capacity mode's rate search "
+            f"can reach {figure(shown_rps(n, spec.slo_limits()))} req/s (prompts / (4 × the "
+            f"{figure(limit_s)} s limit)), below the {figure(expected)} req/s vLLM's defaults "
+            f"sustain (SIMULATED): a file of {needed} requests reaches {CAPACITY_HEADROOM:g}× "
+            "that; repeating its lines would send each request many times, a prefix-cache load "
+            "that is not the traffic"
+        )
+        return n
     sized = min(needed, CAPACITY_PROMPTS_MAX)
     ceiling = shown_rps(sized, spec.slo_limits())
     cap = f", at most {CAPACITY_PROMPTS_MAX}" if needed > sized else ""
