@@ -19,7 +19,8 @@ A run of N prompts at rate r sends for N / r seconds; above the engine's capacit
 grows only while requests arrive, so a short send phase can end before the queue pushes a
 TTFT or E2EL percentile past its limit. `shown_rps` is the highest rate a workload can show
 to be sustained: its send phase lasts at least `SEND_PHASE_FACTOR` × the tightest such limit
-(the search's ceiling, beside `max_rps`).
+(the search's ceiling, beside `max_rps`), counted over the share of requests the limit
+reads: a median or mean limit needs twice the send phase of a P99 one (`queue_limit_s`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ SHRINK_MAX = 8.0
 OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down goes
 SEND_PHASE_FACTOR = 4.0  # a rate is shown only by a send phase ≥ 4 × the queue-bearing limit
 QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue adds to
+TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,34 @@ def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
 
 def queue_limit_s(slos: Sequence[SloLimit]) -> float | None:
     """The tightest upper limit on a TTFT or E2EL figure (mean, median or a percentile), in
-    seconds: what a growing queue must push past to break an SLO. None: no such limit."""
+    seconds, over the share of requests that must wait past it: what a growing queue must push
+    past to break an SLO. Past capacity the wait grows about linearly with a request's place in
+    the send order, so a P99 limit L breaks once the last requests wait L, and a median or a
+    mean limit only once the middle one does: 2 L of queue (`limit_quantile`). None: no such
+    limit."""
     limits = [
-        limit.value / 1000
+        limit.value / 1000 / limit_quantile(limit.metric)
         for limit in slos
         if limit.upper
         and limit.metric.endswith("_ms")
         and limit.metric.rsplit("_", 2)[-2] in QUEUE_METRICS
     ]
     return min(limits, default=None)
+
+
+def limit_quantile(metric: str) -> float:
+    """The share of a run's requests whose wait a figure's limit must be passed by: 1 for a
+    tail percentile (p90 and up: its last requests, the rule as calibrated), the percentile's
+    share below that, 0.5 for a median or a mean (a queue growing linearly in send order has
+    its mean at the middle request)."""
+    stat = metric.rsplit("_", 2)[0]
+    if stat.startswith("p"):
+        try:
+            share = float(stat[1:]) / 100
+        except ValueError:
+            return 0.5
+        return 1.0 if share >= TAIL_SHARE else max(share, 0.01)
+    return 0.5
 
 
 def shown_rps(num_prompts: int, slos: Sequence[SloLimit]) -> float:
