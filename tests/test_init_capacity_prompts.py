@@ -73,3 +73,20 @@ def test_a_request_file_is_sent_as_it_is_not_repeated_to_the_ceiling(tmp_path: P
     line = next(x for x in draft.notes if x.startswith("workload: "))
     assert line.startswith("workload: the file's 20 requests, each sent once: capacity mode's ")
     assert "repeating its lines would send each request many times" in line
+
+
+def test_a_ceiling_the_prompts_cannot_lift_is_said_and_the_search_starts_below_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 50 item 7: with an E2EL limit the 1000 prompts' ceiling (8.3 req/s) was below the
+    study's own starting rate (15 req/s), and the note called it "2× what the defaults
+    sustain"; every config then read "capacity ≥ 8.333 req/s"."""
+    draft = _draft(tmp_path, objective="capacity", slo=["p99_e2el_ms<=30000"])
+    spec = draft.spec
+    assert spec.workload.num_prompts == CAPACITY_PROMPTS_MAX
+    ceiling = _ceiling(spec)
+    assert spec.workload.request_rate <= ceiling < 1.01 * spec.workload.request_rate
+    line = next(x for x in draft.notes if x.startswith("workload: "))
+    assert "can reach only 8.333 req/s" in line and "and tie" in line, line
+    rate = next(x for x in draft.notes if x.startswith("traffic: "))
+    assert "the rate search's ceiling with 1000 prompts; vLLM's defaults would start at" in rate

@@ -162,11 +162,25 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) ->
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
     else:
-        spec = _scalar(spec)
-        choice = choose_rate(spec, _sustained(spec, hw))
+        scalar = _scalar(spec)
+        choice = choose_rate(scalar, _sustained(scalar, hw))
         rate, why = choice.rate, choice.why()
+        ceiling = shown_rps(spec.workload.num_prompts, spec.slo_limits())
+        if opts.mode == "capacity" and rate > ceiling:  # the search's first step, not above it
+            why = (
+                f"the rate search's ceiling with {spec.workload.num_prompts} prompts; "
+                f"vLLM's defaults would start at {rate:g} req/s: {why}"
+            )
+            rate = _round_down(ceiling)
+        spec = scalar
     notes.append(f"traffic: {traffic_words(spec.workload)} at {rate:g} req/s ({why})")
     return rate
+
+
+def _round_down(rate: float) -> float:
+    """`rate` to three significant digits, never above it (8.333… → 8.33)."""
+    unit = 10.0 ** (math.floor(math.log10(rate)) - 2)
+    return round(math.floor(rate / unit) * unit, 12)
 
 
 def _scalar(spec: StudySpec) -> StudySpec:
@@ -215,12 +229,20 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
         return n
     sized = min(needed, CAPACITY_PROMPTS_MAX)
     ceiling = shown_rps(sized, spec.slo_limits())
-    cap = f", at most {CAPACITY_PROMPTS_MAX}" if needed > sized else ""
+    reach = f"{figure(ceiling)} req/s (prompts / (4 × the {figure(limit_s)} s limit)"
+    if needed > sized:  # capped: say what the ceiling falls short of, not that it holds
+        notes.append(
+            f"workload: {sized} prompts (at most {CAPACITY_PROMPTS_MAX}), not {n}: capacity "
+            f"mode's rate search can reach only {reach}), short of {CAPACITY_HEADROOM:g}× the "
+            f"{figure(expected)} req/s vLLM's defaults sustain with every request sent at once "
+            f"(SIMULATED): configs serving more read 'capacity ≥ {figure(ceiling)}' and tie; "
+            "--num-prompts for more"
+        )
+        return sized
     notes.append(
         f"workload: {sized} prompts, not {n}, so capacity mode's rate search can reach "
-        f"{figure(ceiling)} req/s (prompts / (4 × the {figure(limit_s)} s limit){cap}): "
-        f"{CAPACITY_HEADROOM:g}× the {figure(expected)} req/s vLLM's defaults sustain with every "
-        "request sent at once (SIMULATED); --num-prompts to change"
+        f"{reach}): {CAPACITY_HEADROOM:g}× the {figure(expected)} req/s vLLM's defaults sustain "
+        "with every request sent at once (SIMULATED); --num-prompts to change"
     )
     return sized
 
