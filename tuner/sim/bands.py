@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tuner.spec.figures import figure
 from tuner.spec.workload import WorkloadSpec
+
+if TYPE_CHECKING:
+    from tuner.spec.study import StudySpec
 
 Regime = Literal["light", "closed_loop", "poisson", "burst", "long_context"]
 Family = Literal["throughput", "ttft", "tpot"]
@@ -154,6 +157,12 @@ class Bands:
         found = tuple(dict.fromkeys(workload_regime(w) for w in workloads))
         return cls(found or ("poisson",))
 
+    @classmethod
+    def of_study(cls, spec: StudySpec) -> Bands:
+        """The bands of a study's figures: the hull over its workloads' regimes (each
+        scenario's, else its one workload)."""
+        return cls.of(list(spec.workloads.values()) or [spec.workload])
+
     def narrowed(self, residuals: Mapping[str, Sequence[float]], what: str) -> Bands:
         """The bands once the simulator has been calibrated on the study's own trials:
         `residuals` per metric, measured / calibrated prediction of each trial held out of the
@@ -214,6 +223,20 @@ class Bands:
 
 
 BAND_SUFFIX = "_band"
+
+
+def with_bands(metrics: Mapping[str, object], bands: Bands | None) -> dict[str, object]:
+    """`metrics` with each simulated figure's `{m}_band` beside it (`Bands.json_keys`);
+    `bands` None (measured figures): `metrics` as they are."""
+    if bands is None:
+        return dict(metrics)
+    out: dict[str, object] = {}
+    keys = bands.json_keys(metrics)
+    for name, value in metrics.items():
+        out[name] = value
+        if f"{name}{BAND_SUFFIX}" in keys:
+            out[f"{name}{BAND_SUFFIX}"] = keys[f"{name}{BAND_SUFFIX}"]
+    return out
 
 
 def band_text(value: float, around: tuple[float, float] | None, unit: str = "") -> str:
