@@ -26,24 +26,25 @@ from tuner.sim.bands import (
 )
 from tuner.spec.workload import WorkloadSpec
 
+INF = math.inf
+SHAPES = [  # (request_rate, max_concurrency, prompt_tokens, num_prompts), regime
+    ((INF, None, 1024, 100), "burst"),
+    ((4.0, None, 1024, 100), "poisson"),
+    ((INF, 8, 1024, 100), "closed_loop"),
+    ((4.0, 1, 1024, 100), "light"),
+    ((4.0, None, 9, 1), "light"),
+    ((INF, 1, 32000, 100), "long_context"),  # a long prompt decides, whatever the arrivals
+    ((4.0, None, 16383, 100), "poisson"),
+]
 
-@pytest.mark.parametrize(
-    ("shape", "expected"),
-    [
-        ({"request_rate": math.inf, "max_concurrency": None, "prompt_tokens": 1024}, "burst"),
-        ({"request_rate": 4.0, "max_concurrency": None, "prompt_tokens": 1024}, "poisson"),
-        ({"request_rate": math.inf, "max_concurrency": 8, "prompt_tokens": 1024}, "closed_loop"),
-        ({"request_rate": 4.0, "max_concurrency": 1, "prompt_tokens": 1024}, "light"),
-        ({"request_rate": 4.0, "max_concurrency": None, "prompt_tokens": 9, "num_prompts": 1},
-         "light"),  # fmt: skip
-        # a long prompt decides first, whatever the arrivals
-        ({"request_rate": math.inf, "max_concurrency": 1, "prompt_tokens": 32000},
-         "long_context"),  # fmt: skip
-        ({"request_rate": 4.0, "max_concurrency": None, "prompt_tokens": 16383}, "poisson"),
-    ],
-)
-def test_regime_of_a_workload_shape(shape: dict, expected: str) -> None:
-    assert regime(**shape) == expected
+
+@pytest.mark.parametrize(("shape", "expected"), SHAPES)
+def test_regime_of_a_workload_shape(shape: tuple, expected: str) -> None:
+    rate, concurrency, prompt, prompts = shape
+    found = regime(
+        request_rate=rate, max_concurrency=concurrency, prompt_tokens=prompt, num_prompts=prompts
+    )
+    assert found == expected
 
 
 def test_regime_of_a_study_workload() -> None:
@@ -56,9 +57,8 @@ def test_regime_of_a_study_workload() -> None:
     assert workload_regime(WorkloadSpec(dataset_name="longdoc")) == "burst"
     only_long = WorkloadSpec(dataset_name="longdoc", longdoc_lengths=[32768])
     assert workload_regime(only_long) == "long_context"
-    assert workload_regime(WorkloadSpec(dataset_name="sharegpt", dataset_path="x.json", max_concurrency=4)) == (
-        "closed_loop"
-    )
+    chat = WorkloadSpec(dataset_name="sharegpt", dataset_path="x.json", max_concurrency=4)
+    assert workload_regime(chat) == "closed_loop"
 
 
 def test_families_of_vllm_bench_keys() -> None:

@@ -29,7 +29,7 @@ from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.draft import MIN_TRIALS, StudyDraft, hours_text, study_data
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
-from tuner.scaffold.rate import choose_rate, sustained_rate
+from tuner.scaffold.rate import choose_rate, sustained_rate, sustained_words
 from tuner.scaffold.sources import (
     Hardware,
     search_space_file,
@@ -209,8 +209,8 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
     notes.append(
         f"workload: {sized} prompts, not {n}, so capacity mode's rate search can reach "
         f"{figure(ceiling)} req/s (prompts / (4 × the {figure(limit_s)} s limit){cap}): "
-        f"{CAPACITY_HEADROOM:g}× the {figure(expected)} req/s vLLM's defaults sustain with every "
-        "request sent at once (SIMULATED); --num-prompts to change"
+        f"{CAPACITY_HEADROOM:g}× the {sustained_words(_scalar(spec), expected)} vLLM's "
+        "defaults sustain with every request sent at once; --num-prompts to change"
     )
     return sized
 
@@ -234,6 +234,6 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
         cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
         why = f"what {hours} holds{cap}"
     if cost.trial_s is not None:
-        why += f"; one trial ≈ {duration(cost.trial_s)}, {cost.basis}"
+        why += f"; one trial ≈ {duration(cost.trial_s)} ({cost.band_words()}{cost.basis})"
     notes.append(f"budget: {n} trials, timeout {hours} ({why})")
     return n

@@ -163,6 +163,10 @@ class Bands:
         scenario's, else its one workload)."""
         return cls.of(list(spec.workloads.values()) or [spec.workload])
 
+    def plus(self, more: Regime) -> Bands:
+        """These bands, over one more regime too."""
+        return Bands(tuple(dict.fromkeys((*self.regimes, more))), self.own)
+
     def narrowed(self, residuals: Mapping[str, Sequence[float]], what: str) -> Bands:
         """The bands once the simulator has been calibrated on the study's own trials:
         `residuals` per metric, measured / calibrated prediction of each trial held out of the
@@ -244,4 +248,9 @@ def band_text(value: float, around: tuple[float, float] | None, unit: str = "") 
     unit = f" {unit.strip()}" if unit.strip() else ""
     if around is None:
         return f"{figure(value)}{unit} (SIMULATED)"
-    return f"{figure(value)}{unit} ({figure(around[0])}-{figure(around[1])}, SIMULATED)"
+    return f"{figure(value)}{unit} ({range_text(around)}, SIMULATED)"
+
+
+def range_text(around: tuple[float, float]) -> str:
+    """`0.61-1.05`: a band's ends as people read them."""
+    return f"{figure(around[0])}-{figure(around[1])}"
