@@ -20,6 +20,7 @@ from tuner.sim.bands import (
     Bands,
     band_text,
     family,
+    range_text,
     regime,
     with_bands,
     workload_regime,
@@ -159,3 +160,40 @@ def test_measured_figures_carry_no_band() -> None:
     assert with_bands(measured, None) == measured
     banded = with_bands(measured, Bands(("burst",)))
     assert list(banded) == ["p99_ttft_ms", "p99_ttft_ms_band", "completed"]
+
+
+def test_printed_lines_carry_the_band() -> None:
+    """The night's cost, `tuner init`'s rate note and `tuner verify`'s prediction, each
+    SIMULATED figure with its band."""
+    from tuner.run.cost import NightCost
+    from tuner.scaffold.rate import RateChoice
+    from tuner.spec.slo import SloLimit
+    from tuner.verify.predict import TrafficPrediction
+
+    cost = NightCost(30, 5100.0, "the simulator's baseline trial", None, True,
+                     trial_band_s=(4400.0, 6100.0))  # fmt: skip
+    line = cost.line()
+    assert "30 trial(s) × ~85 min = 42.5 h of engine time (36.7 h-50.8 h, SIMULATED, " in line
+    assert "(36.7" not in NightCost(30, 5100.0, "trials", None).line()  # measured: no band
+
+    bands = Bands(("poisson",))
+    limit = SloLimit("p99_ttft_ms", "<=", 600.0)
+    choice = RateChoice(0.3, 1.05, {"p99_ttft_ms": 437.2}, (limit,), bands, "1.05 req/s (x)")
+    around = bands.around("p99_ttft_ms", 437.2)
+    assert around is not None
+    why = choice.why()
+    assert f"SIMULATED: p99 TTFT 437.2 ms ({range_text(around)}); they sustain 1.05" in why
+
+    residuals = {"p99_ttft_ms": [0.9, 1.1, *[1.0] * (MIN_RESIDUALS - 2)]}
+    narrowed = bands.narrowed(residuals, "this study's calibration")
+    predicted = TrafficPrediction(
+        {"p99_ttft_ms": 1000.0}, {"p99_ttft_ms": 800.0}, (0, 1), bands=narrowed
+    )
+    lines = predicted.lines(["p99_ttft_ms"], {})
+    assert "this study's calibration: 9 trials' residuals" in lines[0]
+    assert lines[1] == (
+        "  p99_ttft_ms: SIMULATED 1000 (900-1100) on your traffic vs SIMULATED 800 (720-880) "
+        "on the study's workload (+25.0 %)"
+    )
+    stored = predicted.as_json()["your_traffic"]
+    assert stored == {"p99_ttft_ms": 1000.0, "p99_ttft_ms_band": [900.0, 1100.0]}

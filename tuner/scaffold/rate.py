@@ -26,7 +26,7 @@ from typing import NoReturn
 
 from tuner.errors import UserError
 from tuner.run.cost import simulated_baseline
-from tuner.sim.bands import Bands, band_text
+from tuner.sim.bands import Bands, range_text
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import COUNTS, metric_words
 from tuner.spec.slo import SloLimit
@@ -160,12 +160,11 @@ def _with_margin(limit: SloLimit) -> SloLimit:
 
 def _held(metrics: dict[str, float], metric: str, bands: Bands | None = None) -> str:
     """`p99 TTFT 1450 ms`: one SLO metric's simulated figure, in words; with `bands`, its
-    band: `p99 TTFT 1450 ms (1420-2280, SIMULATED)`."""
+    band: `p99 TTFT 1450 ms (1420-2280)` (the line says SIMULATED once)."""
     label, unit = metric_words(metric)
     value = metrics.get(metric)
     if value is None:
         return f"{label} not measured"
     around = bands.around(metric, value) if bands is not None else None
-    if around is None:
-        return f"{label} {figure(value)}{unit}"
-    return f"{label} {band_text(value, around, unit)}"
+    band = f" ({range_text(around)})" if around is not None else ""
+    return f"{label} {figure(value)}{unit}{band}"
