@@ -197,3 +197,32 @@ def test_printed_lines_carry_the_band() -> None:
     )
     stored = predicted.as_json()["your_traffic"]
     assert stored == {"p99_ttft_ms": 1000.0, "p99_ttft_ms_band": [900.0, 1100.0]}
+
+
+def test_a_calibration_s_held_out_residuals_narrow_the_band(monkeypatch) -> None:
+    """`Trust.residuals`: measured / held-out prediction of each trial the fit used, matched
+    by trial number; from `MIN_RESIDUALS` trials the family's band is theirs."""
+    from tuner.fidelity.calibration import Trust
+    from tuner.sim.fit import Calibration
+    from tuner.sim.fit_problem import Observation
+    from tuner.sim.profiles import GPUS
+
+    n = MIN_RESIDUALS + 1
+    seen = [Observation({}, {"p99_ttft_ms": 100.0 + i, "completed": 8}, trial=i) for i in range(n)]
+    monkeypatch.setattr(Trust, "observations", lambda self: seen)
+    cal = Calibration(
+        GPUS["a6000"],
+        held_out_predictions=tuple({"p99_ttft_ms": 104.0} for _ in seen),
+        trials=tuple(range(n)),
+        folds=n,
+    )
+    residuals = Trust(None, []).residuals(cal)  # type: ignore[arg-type]
+    assert residuals == {"p99_ttft_ms": [(100.0 + i) / 104.0 for i in range(n)]}
+    bands = Bands(("poisson",))
+    narrowed = bands.narrowed(residuals, "this study's calibration").family_band("ttft")
+    assert (narrowed.low, narrowed.high) == (100.0 / 104.0, 109.0 / 104.0)
+    table = bands.family_band("ttft")
+    assert narrowed.high - narrowed.low < table.high - table.low
+    # one trial: nothing held out, nothing narrows
+    alone = Calibration(GPUS["a6000"], held_out_predictions=({},), trials=(0,), folds=0)
+    assert Trust(None, []).residuals(alone) == {}  # type: ignore[arg-type]

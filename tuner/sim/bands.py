@@ -192,6 +192,16 @@ class Bands:
         assert found is not None  # `regimes` is never empty
         return found
 
+    def words(self) -> str:
+        """`throughput ×0.81-1.14 (published GPU runs, poisson), TTFT …`: each family's
+        ratio band and where it comes from."""
+        names = {"throughput": "throughput", "ttft": "TTFT", "tpot": "TPOT"}
+        parts = []
+        for fam in FAMILIES:
+            band = self.family_band(fam)
+            parts.append(f"{names[fam]} ×{range_text((band.low, band.high))} ({band.source})")
+        return ", ".join(parts)
+
     def ratio(self, metric: str) -> Band | None:
         """The metric's band; E2EL: the hull of TTFT's and TPOT's; None: no band (a count, a
         score)."""
