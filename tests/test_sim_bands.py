@@ -110,6 +110,9 @@ def test_the_band_narrows_on_the_studys_own_residuals() -> None:
     assert (narrowed.low, narrowed.high) == (0.97, 1.05)  # their spread, never narrower
     assert table.high - table.low > narrowed.high - narrowed.low
     assert "9 trials' residuals" in narrowed.source
+    words = bands.narrowed(residuals, "tuner calibrate").words()
+    assert "TTFT ×0.97-1.05 (tuner calibrate: 9 trials' residuals)" in words
+    assert bands.words().endswith("TPOT ×0.86-1.09 (published GPU runs, closed loop)")
     # families without residuals keep the table; too few residuals change nothing
     assert bands.narrowed(residuals, "x").family_band("tpot") == bands.family_band("tpot")
     few = {"p99_ttft_ms": residuals["p99_ttft_ms"][:-1]}

@@ -193,14 +193,16 @@ class Bands:
         return found
 
     def words(self) -> str:
-        """`throughput ×0.81-1.14 (published GPU runs, poisson), TTFT …`: each family's
-        ratio band and where it comes from."""
+        """`throughput ×0.81-1.14, TTFT ×…, TPOT ×… (published GPU runs, poisson)`: each
+        family's ratio band and where it comes from (once, when all come from one place)."""
         names = {"throughput": "throughput", "ttft": "TTFT", "tpot": "TPOT"}
-        parts = []
-        for fam in FAMILIES:
-            band = self.family_band(fam)
-            parts.append(f"{names[fam]} ×{range_text((band.low, band.high))} ({band.source})")
-        return ", ".join(parts)
+        bands = {fam: self.family_band(fam) for fam in FAMILIES}
+        one = len({b.source for b in bands.values()}) == 1
+        parts = [
+            f"{names[fam]} ×{range_text((b.low, b.high))}" + ("" if one else f" ({b.source})")
+            for fam, b in bands.items()
+        ]
+        return ", ".join(parts) + (f" ({bands['tpot'].source})" if one else "")
 
     def ratio(self, metric: str) -> Band | None:
         """The metric's band; E2EL: the hull of TTFT's and TPOT's; None: no band (a count, a
