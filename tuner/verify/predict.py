@@ -66,7 +66,7 @@ class TrafficPrediction:
         out = [
             "what the study predicts for your traffic (SIMULATED: its simulator calibrated on "
             f"trials {trials}, on the study's hardware, the shipped config, the study's "
-            "request count and arrivals at your lengths; in brackets, the band that holds "
+            "request count and arrivals at your lengths; in parentheses, the band that holds "
             f"about 80 % of true figures{self._band_source(names)}):"
         ]
         for name in names:
@@ -88,7 +88,7 @@ class TrafficPrediction:
         return figure(value) if around is None else f"{figure(value)} ({range_text(around)})"
 
     def _band_source(self, names: Sequence[str]) -> str:
-        """`: from published GPU runs, burst; ...`: where the bands come from."""
+        """`: published GPU runs, burst; ...`: where the bands come from."""
         if self.bands is None:
             return ""
         found = [b.source for b in (self.bands.ratio(n) for n in names) if b is not None]
