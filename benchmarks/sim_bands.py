@@ -55,16 +55,23 @@ def interval(ratios: list[float]) -> tuple[float, float]:
     return min(math.floor(low * 100) / 100, 1.0), max(math.ceil(high * 100) / 100, 1.0)
 
 
-def table() -> dict[str, dict[str, tuple[float, float]]]:
+def figures() -> list[tuple[str, str, str, float]]:
+    """(split, regime, family, published / SIMULATED) of every V1 figure on file."""
     cases = {c["id"]: c for c in yaml.safe_load(CASES.read_text())["cases"]}
-    rows = json.loads(LAST_RUN.read_text())["rows"]
-    found: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for row in rows:
+    out = []
+    for row in json.loads(LAST_RUN.read_text())["rows"]:
         fam = family(row["metric"])
         if row["engine"] != "V1" or fam is None:
             continue
         ratio = 1.0 / row["ratio"]  # the file's ratio is SIMULATED / published
-        found[(case_regime(cases[row["case"]]["workload"]), fam)].append(ratio)
+        out.append((row["split"], case_regime(cases[row["case"]]["workload"]), fam, ratio))
+    return out
+
+
+def table() -> dict[str, dict[str, tuple[float, float]]]:
+    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for _, reg, fam, ratio in figures():
+        found[(reg, fam)].append(ratio)
     pooled = {
         fam: interval([r for (_, f), rs in found.items() if f == fam for r in rs])
         for fam in FAMILIES
@@ -89,8 +96,12 @@ def main() -> None:
         print(json.dumps(bands, indent=1))
         return
     for reg, fams in bands.items():
-        cells = ", ".join(f'"{f}": ({lo:g}, {hi:g})' for f, (lo, hi) in fams.items())
+        cells = ", ".join(f'"{f}": ({lo!r}, {hi!r})' for f, (lo, hi) in fams.items())
         print(f'    "{reg}": {{{cells}}},')
+    for split in ("held_out", None):  # how many figures the bands hold
+        kept = [(r, f, x) for s, r, f, x in figures() if split in (None, s)]
+        inside = sum(bands[r][f][0] <= x <= bands[r][f][1] for r, f, x in kept)
+        print(f"# {split or 'all'}: {inside} of {len(kept)} V1 figures inside their band")
 
 
 if __name__ == "__main__":
