@@ -42,6 +42,7 @@ def calibrate(
     """
     from tuner.fidelity.calibration import Trust
     from tuner.runners.trial_runner import workload_requests
+    from tuner.sim.bands import MIN_RESIDUALS, Bands
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
     from tuner.trial.reading import read_study
@@ -63,6 +64,11 @@ def calibrate(
     _print_fit(cal, profile.name, study.study_name, simulated)
     for number, why in trust.left_out().items():
         typer.echo(f"left out: trial {number}, {why}")
+    bands = Bands.of_study(spec).narrowed(trust.residuals(cal), "this study's calibration")
+    typer.echo(
+        "the band on the calibrated simulator's figures (true / SIMULATED, about 80 % of "
+        f"figures; {MIN_RESIDUALS} held-out trials narrow a family): {bands.words()}"
+    )
     typer.echo(
         f"wrote {output}: use it as `hardware.profile: {profile_setting(output, study_file)}` "
         f"in {study_file} or `tuner sim serve --gpu {output}`"

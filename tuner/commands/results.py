@@ -25,6 +25,8 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
+    from tuner.sim.bands import Bands
+    from tuner.spec.study import StudySpec
     from tuner.trial import TrialPoint
 
 
@@ -38,6 +40,18 @@ def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
     from tuner.trial import StudyRecord
 
     return StudyRecord.of(study).simulated_with(points)
+
+
+def _bands(
+    study: optuna.Study, spec: StudySpec, points: list[TrialPoint], simulated: bool
+) -> Bands | None:
+    """A simulated study's bands (`tuner.sim.bands`): its figures are predictions; None for
+    measured figures."""
+    from tuner.sim.bands import Bands
+
+    if not (simulated or _is_simulated(study, points)):
+        return None
+    return Bands.of_study(spec)
 
 
 def _choose(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -89,7 +103,7 @@ def pareto(
             front, objs, study.study_name, feasible, sim, scenario, wide=wide, at=capacity_rps
         )
     else:
-        typer.echo(front_text(front, fmt), nl=False)
+        typer.echo(front_text(front, fmt, _bands(study, spec, points, simulated)), nl=False)
 
 
 def export(

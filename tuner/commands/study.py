@@ -265,12 +265,16 @@ def trials(
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format must be table, csv or json, not {fmt!r}")
-    study, _ = open_stored_study(study_file, storage, simulated)
+    study, spec = open_stored_study(study_file, storage, simulated)
     read = read_study(study)
     points, record = read.judged_all(), read.record  # each under its latest judging
     verifies = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
-        rows = with_verifies(trials_records(points, record), verifies)
+        from tuner.sim.bands import Bands
+
+        sim = simulated or record.simulated_with(points)  # predictions: each with its band
+        bands = Bands.of_study(spec) if sim else None
+        rows = with_verifies(trials_records(points, record, bands), verifies)
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     frame = trials_frame(points, record)

@@ -99,6 +99,22 @@ class Trust:
         model, gpu = load_model(self.spec.engine.model), study_profile(self.spec)
         return median_errors(seen, [predict(model, gpu, o.flags, workload) for o in seen])
 
+    def residuals(self, cal: Calibration) -> dict[str, list[float]]:
+        """Per metric, measured / predicted of each trial `cal` held out of its fit (its
+        fold's prediction, `Calibration.held_out_predictions`): what narrows the band on the
+        calibrated simulator's figures (`tuner.sim.bands.Bands.narrowed`). {} when nothing
+        was held out (one trial)."""
+        if not cal.folds:
+            return {}
+        measured = {o.trial: o.metrics for o in self.observations()}
+        out: dict[str, list[float]] = {}
+        for trial, predicted in zip(cal.trials, cal.held_out_predictions, strict=False):
+            for m, value in predicted.items():
+                seen = measured.get(trial, {}).get(m)
+                if seen and value and seen > 0 and value > 0:
+                    out.setdefault(m, []).append(seen / value)
+        return out
+
     def calibrate(
         self,
         requests: Sequence[BenchRequest],

@@ -11,21 +11,23 @@ import json
 from rich.console import Console
 
 from tuner.results.table import Column, flag_alias, print_table
+from tuner.sim.bands import Bands, with_bands
 from tuner.spec.figures import exact, exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, Direction, metric_label
 from tuner.trial import Config
 
 
-def front_text(front: list[Config], fmt: str) -> str:
+def front_text(front: list[Config], fmt: str, bands: Bands | None = None) -> str:
     """JSON: a list of {trial, runs, pooled_trials, params, metrics}. CSV: one row per
-    config, its trial and runs, params then metrics. `runs`: the measurements pooled."""
+    config, its trial and runs, params then metrics. `runs`: the measurements pooled.
+    `bands`: a simulated study's; each JSON metric `m` has `m_band: [low, high]` beside it."""
     rows = [
         {
             "trial": c.point.number,
             "runs": len(c.runs),
             "pooled_trials": list(c.runs),
             "params": c.point.params,
-            "metrics": c.point.metrics,
+            "metrics": with_bands(c.point.metrics, bands),
         }
         for c in front
     ]

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from tuner import trial as tr
 from tuner.results.table import Column, flag_alias, print_table
+from tuner.sim.bands import Bands, with_bands
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import (
     HEADLINE_LATENCIES,
@@ -116,18 +117,19 @@ def warm_words(p: TrialPoint) -> str:
 
 
 def trials_records(
-    points: Sequence[TrialPoint], study: StudyRecord | None = None
+    points: Sequence[TrialPoint], study: StudyRecord | None = None, bands: Bands | None = None
 ) -> list[dict[str, object]]:
     """`tuner trials --format json`: the table's rows, each capacity trial's latency–load
     points (`rate_steps`) as a list of objects, every figure of each rate run (the table and
-    the CSV show how many there were)."""
+    the CSV show how many there were). `bands`: a simulated study's, each figure `m` with
+    `m_band: [low, high]` beside it."""
     rows: list[dict[str, object]] = json.loads(
         trials_frame(points, study).to_json(orient="records")
     )
     for p, row in zip(points, rows, strict=True):  # the frame has one row per point, in order
         if "rate_steps" in row:
             row["rate_steps"] = [s.encode() for s in p.rate_steps]
-    return rows
+    return [with_bands(row, bands) for row in rows]
 
 
 def _state(p: TrialPoint) -> str:

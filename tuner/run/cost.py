@@ -20,6 +20,7 @@ from tuner.errors import UserError
 from tuner.measure.measurement import Measurement
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import TrialContext
+from tuner.sim.bands import Bands
 from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
@@ -46,6 +47,9 @@ class NightCost:
     # measured on the study's trials; `screened`: the study has such a screen
     screen_s: float | None = None
     screened: bool = False
+    # `simulated`: one trial's engine time, low and high, as the simulator's band on its
+    # workload's throughput (`tuner.sim.bands`; the start-up as estimated) gives them
+    trial_band_s: tuple[float, float] | None = None
 
     @property
     def basis(self) -> str:
@@ -55,6 +59,13 @@ class NightCost:
         if self.startup_s is not None and self.startup_source:
             start = f"; start-up ~{duration(self.startup_s)} per trial: {self.startup_source}"
         return f"{label}{self.source}{start}"
+
+    def band_words(self, n_trials: int = 1) -> str:
+        """`73 min-98 min, `: `n_trials`' engine time in the simulator's band, or ""."""
+        if self.trial_band_s is None:
+            return ""
+        low, high = (n_trials * x for x in self.trial_band_s)
+        return f"{duration(low)}-{duration(high)}, "
 
     @property
     def per_trial_s(self) -> float | None:
@@ -97,7 +108,8 @@ class NightCost:
         engine_s = self.trial_s * self.n_trials
         text = (
             f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
-            f"{duration(engine_s)} of engine time ({self.basis}){self._screen_words()}"
+            f"{duration(engine_s)} of engine time ({self.band_words(self.n_trials)}{self.basis})"
+            f"{self._screen_words()}"
         )
         if self.timeout_s is None:
             return text + "; no timeout"
@@ -175,9 +187,13 @@ def night_cost(
         source += f", with the built-in {stand_in} for the missing model directory"
     workload_s = trial_s - startup_s
     startup_s, whose = engine_startup(spec, startup_s)
+    # the same requests served faster end sooner: the throughput's band, inverted
+    band = Bands.of_study(spec).family_band("throughput").inverse()
+    low, high = band.around(workload_s)
     return NightCost(
-        n, workload_s + startup_s, source, timeout, True, startup_s, done, whose, screened=multi
-    )
+        n, workload_s + startup_s, source, timeout, True, startup_s, done, whose, screened=multi,
+        trial_band_s=(startup_s + low, startup_s + high),
+    )  # fmt: skip
 
 
 def engine_startup(spec: StudySpec, planned_s: float) -> tuple[float, str]:

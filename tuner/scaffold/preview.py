@@ -16,10 +16,11 @@ from tuner.results.verdicts import verdicts
 from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
+from tuner.sim.bands import Bands, range_text
 from tuner.sim.profiles import known_model
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
-from tuner.trial import TrialPoint, ranked
+from tuner.trial import CAPACITY_RPS, TrialPoint, ranked
 from tuner.trial.reading import read_study
 
 PREVIEW_TRIALS = 6  # the baseline and five tuned configs: seconds on the simulator
@@ -96,7 +97,9 @@ def _figure(best: TrialPoint, base: TrialPoint | None, spec: StudySpec) -> str:
     """The best config's predicted figure, against the defaults' (`base`: None where they
     broke the SLO)."""
     base_rps = (base.capacity_rps or 0.0) if base is not None else None
-    return objective_of(spec).gain_words(best.score, best.capacity_rps, base_rps)
+    words = objective_of(spec).gain_words(best.score, best.capacity_rps, base_rps)
+    around = Bands.of_study(spec).around(CAPACITY_RPS, best.capacity_rps)  # capacity mode's
+    return words if around is None else f"{words} ({range_text(around)})"
 
 
 def _change(spec: StudySpec) -> str:

@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from tuner.errors import UserError
 from tuner.run.cost import simulated_baseline
+from tuner.sim.bands import Bands, range_text
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import COUNTS, metric_words
 from tuner.spec.slo import SloLimit
@@ -45,15 +46,24 @@ class RateChoice:
     sustained_rps: float
     metrics: dict[str, float]
     limits: tuple[SloLimit, ...]
+    bands: Bands | None = None  # of the figures at `rate` (`tuner.sim.bands`)
+    sustained_words: str = ""  # `sustained_rps` with its band (`sustained_words`)
 
     def why(self) -> str:
-        """The note's reason: the rule, the figures that met it, and the ceiling."""
-        held = ", ".join(_held(self.metrics, x.metric) for x in self.limits)
+        """The note's reason: the rule, the figures that met it (each with its band), and the
+        ceiling."""
+        held = ", ".join(_held(self.metrics, x.metric, self.bands) for x in self.limits)
         return (
             f"the highest round rate at which vLLM's defaults keep every SLO metric within "
             f"{SLO_MARGIN:.0%} of its limit, SIMULATED: {held}; they sustain "
-            f"{figure(self.sustained_rps)} req/s with every request sent at once; --rate to change"
+            f"{self.sustained_words} with every request sent at once; --rate to change"
         )
+
+
+def sustained_words(spec: StudySpec, rps: float) -> str:
+    """`3.2 req/s (2.2-3.3, SIMULATED)`: what vLLM's defaults sustain with every request sent
+    at once (`sustained_rate`), with the band of that workload's throughput."""
+    return Bands.of([_at(spec, math.inf).workload]).text("request_throughput", rps, "req/s")
 
 
 def sustained_rate(spec: StudySpec) -> float:
@@ -89,7 +99,9 @@ def choose_rate(spec: StudySpec, sustained: float) -> RateChoice:
     rate = ladder[low]
     if not meets(rate, limits):  # a throughput floor, a duration: no lower rate helps them
         _refused(spec, rate, runs)
-    return RateChoice(rate, sustained, runs[rate], tuple(spec.slo_limits()))
+    bands = Bands.of([_at(spec, rate).workload])
+    words = sustained_words(spec, sustained)
+    return RateChoice(rate, sustained, runs[rate], tuple(spec.slo_limits()), bands, words)
 
 
 def _refused(spec: StudySpec, rate: float, runs: dict[float, dict[str, float]]) -> NoReturn:
@@ -146,10 +158,13 @@ def _with_margin(limit: SloLimit) -> SloLimit:
     return SloLimit(limit.metric, limit.op, value)
 
 
-def _held(metrics: dict[str, float], metric: str) -> str:
-    """`p99 TTFT 1450 ms`: one SLO metric's simulated figure, in words."""
+def _held(metrics: dict[str, float], metric: str, bands: Bands | None = None) -> str:
+    """`p99 TTFT 1450 ms`: one SLO metric's simulated figure, in words; with `bands`, its
+    band: `p99 TTFT 1450 ms (1420-2280)` (the line says SIMULATED once)."""
     label, unit = metric_words(metric)
     value = metrics.get(metric)
     if value is None:
         return f"{label} not measured"
-    return f"{label} {figure(value)}{unit}"
+    around = bands.around(metric, value) if bands is not None else None
+    band = f" ({range_text(around)})" if around is not None else ""
+    return f"{label} {figure(value)}{unit}{band}"

@@ -29,7 +29,7 @@ from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.draft import MIN_TRIALS, StudyDraft, hours_text, study_data
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
-from tuner.scaffold.rate import choose_rate, sustained_rate
+from tuner.scaffold.rate import choose_rate, sustained_rate, sustained_words
 from tuner.scaffold.sources import (
     Hardware,
     search_space_file,
@@ -217,13 +217,13 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
     needed = math.ceil(SEND_PHASE_FACTOR * limit_s * CAPACITY_HEADROOM * expected)
     if needed <= n:
         return n
+    sustained = sustained_words(_scalar(spec), expected)  # with its band: SIMULATED
     if spec.workload.dataset_name == "jsonl":  # the traffic's own requests, each once
         notes.append(
             f"workload: the file's {n} requests, each sent once: capacity mode's rate search "
             f"can reach {figure(shown_rps(n, spec.slo_limits()))} req/s (prompts / (4 × the "
-            f"{figure(limit_s)} s limit)), below the {figure(expected)} req/s vLLM's defaults "
-            f"sustain (SIMULATED): a file of {needed} requests reaches {CAPACITY_HEADROOM:g}× "
-            "that; repeating its lines would send each request many times, a prefix-cache load "
+            f"{figure(limit_s)} s limit)), below the {sustained} vLLM's defaults sustain: a "
+            f"file of {needed} requests reaches {CAPACITY_HEADROOM:g}× that; repeating its lines would send each request many times, a prefix-cache load "
             "that is not the traffic"
         )
         return n
@@ -234,15 +234,15 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
         notes.append(
             f"workload: {sized} prompts (at most {CAPACITY_PROMPTS_MAX}), not {n}: capacity "
             f"mode's rate search can reach only {reach}), short of {CAPACITY_HEADROOM:g}× the "
-            f"{figure(expected)} req/s vLLM's defaults sustain with every request sent at once "
-            f"(SIMULATED): configs serving more read 'capacity ≥ {figure(ceiling)}' and tie; "
+            f"{sustained} vLLM's defaults sustain with every request sent at once: configs "
+            f"serving more read 'capacity ≥ {figure(ceiling)}' and tie; "
             "--num-prompts for more"
         )
         return sized
     notes.append(
         f"workload: {sized} prompts, not {n}, so capacity mode's rate search can reach "
-        f"{reach}): {CAPACITY_HEADROOM:g}× the {figure(expected)} req/s vLLM's defaults sustain "
-        "with every request sent at once (SIMULATED); --num-prompts to change"
+        f"{reach}): {CAPACITY_HEADROOM:g}× the {sustained} vLLM's defaults sustain with "
+        "every request sent at once; --num-prompts to change"
     )
     return sized
 
@@ -266,6 +266,6 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
         cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
         why = f"what {hours} holds{cap}"
     if cost.trial_s is not None:
-        why += f"; one trial ≈ {duration(cost.trial_s)}, {cost.basis}"
+        why += f"; one trial ≈ {duration(cost.trial_s)} ({cost.band_words()}{cost.basis})"
     notes.append(f"budget: {n} trials, timeout {hours} ({why})")
     return n

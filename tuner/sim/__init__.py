@@ -23,6 +23,10 @@ import-linter contract holds it):
 - `vllm_defaults`: vLLM's own defaults for the flags the tuner searches;
 - `flags`: the flags `tuner sim serve` accepts, the one list of them.
 
+Beside it: `bands`, how far off a simulated figure can be (the band printed beside every
+SIMULATED figure: a regime from the workload's shape, a ratio table, narrowed on a study's
+residuals; pure).
+
 Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp),
 `startup`, that command's start as vLLM's (its model, accelerator and flags read, config checks,
 simulated load, log lines, the port),

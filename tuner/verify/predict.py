@@ -18,6 +18,7 @@ from tuner.errors import UserError
 from tuner.fidelity.calibration import Trust
 from tuner.measure.mixes import objective_of
 from tuner.runners.plan import study_workload
+from tuner.sim.bands import Bands, range_text, regime, with_bands
 from tuner.sim.fit import predict
 from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure
@@ -44,12 +45,13 @@ class TrafficPrediction:
     calibrated_on: tuple[int | None, ...] = ()  # the study's trials the fit used
     seconds: float = 0.0
     not_predicted: str | None = None  # why there is no prediction
+    bands: Bands | None = None  # each figure's band, narrowed by the calibration's residuals
 
     def as_json(self) -> dict[str, object]:
         return {
             "simulated": True,
-            "your_traffic": self.yours,
-            "study_workload": self.study,
+            "your_traffic": with_bands(self.yours, self.bands),
+            "study_workload": with_bands(self.study, self.bands),
             "calibrated_on_trials": list(self.calibrated_on),
             "seconds": round(self.seconds, 2),
             "not_predicted": self.not_predicted,
@@ -64,7 +66,8 @@ class TrafficPrediction:
         out = [
             "what the study predicts for your traffic (SIMULATED: its simulator calibrated on "
             f"trials {trials}, on the study's hardware, the shipped config, the study's "
-            "request count and arrivals at your lengths):"
+            "request count and arrivals at your lengths; in parentheses, the band that holds "
+            f"about 80 % of true figures{self._band_source(names)}):"
         ]
         for name in names:
             yours, studied = self.yours.get(name), self.study.get(name)
@@ -74,10 +77,22 @@ class TrafficPrediction:
             got = measured.get(name)
             now = f"; measured now {figure(got)} on the study's workload" if got is not None else ""
             out.append(
-                f"  {name}: SIMULATED {figure(yours)} on your traffic vs SIMULATED "
-                f"{figure(studied)} on the study's workload{change}{now}"
+                f"  {name}: SIMULATED {self._banded(name, yours)} on your traffic vs SIMULATED "
+                f"{self._banded(name, studied)} on the study's workload{change}{now}"
             )
         return out
+
+    def _banded(self, name: str, value: float) -> str:
+        """`1450 (1420-2280)`: a figure and its band."""
+        around = self.bands.around(name, value) if self.bands is not None else None
+        return figure(value) if around is None else f"{figure(value)} ({range_text(around)})"
+
+    def _band_source(self, names: Sequence[str]) -> str:
+        """`: published GPU runs, burst; ...`: where the bands come from."""
+        if self.bands is None:
+            return ""
+        found = [b.source for b in (self.bands.ratio(n) for n in names) if b is not None]
+        return f": {'; '.join(dict.fromkeys(found))}" if found else ""
 
 
 def predict_traffic(
@@ -98,10 +113,12 @@ def predict_traffic(
     model = known_model(spec.engine.model)
     if model is None:
         return TrafficPrediction(not_predicted=f"the simulator does not know {spec.engine.model}")
+    trust = Trust(spec, points, record)
     try:
-        cal = Trust(spec, points, record).calibrate(list(studied))
+        cal = trust.calibrate(list(studied))
     except UserError as exc:  # no accelerator profile, or no trial the simulator can run
         return TrafficPrediction(not_predicted=str(exc))
+    bands = _bands(spec, logged).narrowed(trust.residuals(cal), "this study's calibration")
     flags = simulator_flags(spec, params)
     figures = [
         predict(model, cal.profile, flags, study_workload(spec, requests), tuple(names))
@@ -111,8 +128,22 @@ def predict_traffic(
         why = "the simulator refuses the shipped config on this traffic"
         return TrafficPrediction(not_predicted=why, calibrated_on=cal.trials)
     return TrafficPrediction(
-        figures[0], figures[1], cal.trials, time.perf_counter() - started, None
+        figures[0], figures[1], cal.trials, time.perf_counter() - started, None, bands
     )
+
+
+def _bands(spec: StudySpec, logged: Sequence[BenchRequest]) -> Bands:
+    """The bands of the prediction: the study's workload's regime, and the one of its
+    arrivals at the log's lengths (a long-context log: long context's band too)."""
+    w = spec.workload
+    prompt = sum(r.prompt_len for r in logged) / len(logged) if logged else 0.0
+    yours = regime(
+        request_rate=w.request_rate,
+        max_concurrency=w.max_concurrency,
+        prompt_tokens=prompt,
+        num_prompts=w.num_prompts,
+    )
+    return Bands.of_study(spec).plus(yours)
 
 
 def as_many(logged: Sequence[BenchRequest], n: int) -> list[BenchRequest]:
