@@ -223,8 +223,8 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
             f"workload: the file's {n} requests, each sent once: capacity mode's rate search "
             f"can reach {figure(shown_rps(n, spec.slo_limits()))} req/s (prompts / (4 × the "
             f"{figure(limit_s)} s limit)), below the {sustained} vLLM's defaults sustain: a "
-            f"file of {needed} requests reaches {CAPACITY_HEADROOM:g}× that; repeating its lines would send each request many times, a prefix-cache load "
-            "that is not the traffic"
+            f"file of {needed} requests reaches {CAPACITY_HEADROOM:g}× that; repeating its lines "
+            "would send each request many times, a prefix-cache load that is not the traffic"
         )
         return n
     sized = min(needed, CAPACITY_PROMPTS_MAX)
