@@ -65,7 +65,7 @@ def pareto(
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
     from tuner.measure.mixes import objective_of
     from tuner.results.front_table import front_text, print_front
-    from tuner.results.pareto import check_complete, check_stored, mode_front, parse_objectives
+    from tuner.results.pareto import check_complete, check_stored, noise_front, parse_objectives
     from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
@@ -78,18 +78,26 @@ def pareto(
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
     pooled = [c.point for c in each.values()]
-    found, capacity_rps = mode_front(pooled, objs, capacity=objective_of(spec).has_capacity)
-    front = [each[p.number] for p in found]
+    noise = noise_front(pooled, objs, capacity=objective_of(spec).has_capacity)
+    front = [each[p.number] for p in noise.points]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
     if fmt == "table":
         feasible = sum(c.point.feasible for c in each.values())
         sim = _is_simulated(study, points)
         print_front(
-            front, objs, study.study_name, feasible, sim, scenario, wide=wide, at=capacity_rps
+            front,
+            noise,
+            objs,
+            study.study_name,
+            feasible,
+            sim,
+            scenario,
+            wide=wide,
+            at=noise.capacity_rps,
         )
     else:
-        typer.echo(front_text(front, fmt), nl=False)
+        typer.echo(front_text(front, noise, fmt), nl=False)
 
 
 def export(
