@@ -195,6 +195,7 @@ def report(
     from tuner.results.pareto import check_complete
     from tuner.results.report.page import build_report
     from tuner.results.report.png import write_png
+    from tuner.results.shipped import shipped_point
     from tuner.spec.outputs import check_output_file, write_output_file
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
@@ -220,6 +221,7 @@ def report(
             slo_lines=spec.objective.slo,
             simulated=sim,
             capacity=capacity,
+            recommended=shipped_point(study, points),
         )
     write_output_file(output, html, "-o", force=force, keep=kept)
     if png is not None:
