@@ -160,3 +160,15 @@ def test_without_stored_intervals_nothing_is_called_noise() -> None:
     a = trial_point(frozen(0, p99_ttft_ms=100.0, mean_tpot_ms=52.0))
     b = trial_point(frozen(1, p99_ttft_ms=102.0, mean_tpot_ms=50.0))
     assert noise_front([a, b], MIN2).groups == 2
+
+
+def test_a_scenarios_front_reads_that_scenarios_intervals() -> None:
+    from tuner.trial import for_scenario
+
+    doc = {"weight": 1.0, "metrics": {"p99_ttft_ms": 3000.0}, "ci": {"p99_ttft_ms": [2900, 3100]}}
+    point = trial_point(
+        frozen(0, p99_ttft_ms=100.0, p99_ttft_ms_ci=[90, 110], scenarios={"doc": doc})
+    )
+    assert point.ci("p99_ttft_ms") == (90, 110)
+    (seen,) = for_scenario([point], "doc")
+    assert seen.metrics["p99_ttft_ms"] == 3000 and seen.ci("p99_ttft_ms") == (2900, 3100)

@@ -111,10 +111,10 @@ def print_front(
         Column(k, [figure(p.params.get(k)) for p in points], short=flag_alias(k), spare=True)
         for k in params
     ]
-    axes = {n for n, _ in objs}
+    on_axes = {n for n, _ in objs}
     for m in metrics:
         cols.append(Column(metric_label(m), [figure(p.metrics.get(m)) for p in points]))
-        if m in axes:
+        if m in on_axes:
             cells = [_interval(c, m) for c in front]
             cols.append(Column("95% CI", cells))  # of the column to its left
     near = [noise.within_noise_of(p) for p in points]

@@ -181,14 +181,23 @@ def _points(fig: Figure, ax: Axes, info: ParetoFrontInfo) -> None:
     if any(info.noisy(p) for p in info.front):
         ax.scatter([], [], s=110, facecolors="none", edgecolors=COLORS["noise"], linewidths=2,
                    label=NOISE_WORDS)  # fmt: skip
-    if info.recommended is not None:
-        at = info.xy(info.recommended) if info.recommended_plotted else ([], [])
-        label = textwrap.fill(info.recommended_words(), 110)
-        ax.scatter(*at, marker="D", s=260, facecolors="none", edgecolors=COLORS["recommended"],
-                   linewidths=2, zorder=5, label=label)  # fmt: skip
+    _recommended(ax, info)
     for p in info.baselines:
         ax.scatter(*info.xy(p), marker="*", s=320, facecolors="none", edgecolors="black",
                    zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
+
+
+def _recommended(ax: Axes, info: ParetoFrontInfo) -> None:
+    """What `tuner export` ships: a diamond around its point, and in the legend (with why
+    when it is off the front; only there when it has no point on these axes)."""
+    rec = info.recommended
+    if rec is None:
+        return
+    x, y = info.xy(rec) if info.recommended_plotted else (None, None)
+    xs, ys = ([] if x is None else [x]), ([] if y is None else [y])
+    label = textwrap.fill(info.recommended_words(), 110)
+    ax.scatter(xs, ys, marker="D", s=260, facecolors="none", edgecolors=COLORS["recommended"],
+               linewidths=2, zorder=5, label=label)  # fmt: skip
 
 
 def _error_bars(ax: Axes, info: ParetoFrontInfo) -> None:
