@@ -224,17 +224,21 @@ def front_section(info: ParetoFrontInfo) -> Markup:
 
 
 def _scenario_fronts(
-    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: Mapping[str, object]
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    simulated: bool,
+    config: Mapping[str, object],
+    shipped: TrialPoint | None = None,
 ) -> Markup:
     """A scenario mix: one front per scenario, on that scenario's own figures (the trials'
-    figures pool every scenario's requests, a mix no one serves)."""
+    figures pool every scenario's requests, a mix no one serves); `shipped` marked on each."""
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
         capacity = objective_of(spec).has_capacity
-        info = pareto_front_info(
-            for_scenario(points, s.name), texts, simulated, s.name, capacity=capacity
-        )
+        seen = for_scenario(points, s.name)
+        rec = next((p for p in seen if shipped is not None and p.number == shipped.number), None)
+        info = pareto_front_info(seen, texts, simulated, s.name, capacity=capacity, recommended=rec)
         if info.feasible or info.infeasible:
             parts.append(_div(plot_pareto(info), config))
     return macro("sections.html.j2", "scenario_fronts", divs=parts) if parts else Markup()
@@ -288,7 +292,7 @@ def build_report(
         capacity_front=pareto.front_capacity_rps is not None,
         pareto_div=_div(plot_pareto(pareto), config, with_js=True),
         front_table=front_section(pareto),
-        scenario_fronts=_scenario_fronts(spec, points, simulated, config),
+        scenario_fronts=_scenario_fronts(spec, points, simulated, config, shipped),
         load=_load_section(spec, points, config),
         shapes=shapes_section(spec, points),
         history_div=_div(history_figure(points), config) if scored(points) else None,

@@ -65,31 +65,7 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
     fig.add_trace(_feasible_trace(info))
     if info.infeasible:
         fig.add_trace(_infeasible_trace(info))
-    if any(info.noisy(p) for p in info.front):  # the pale ring's legend entry
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                marker={"size": 16, "color": "rgba(0,0,0,0)"},
-                marker_line={"color": COLORS["noise"], "width": 3},
-                name=NOISE_WORDS,
-            )
-        )
-    if info.recommended is not None:
-        rec = info.recommended
-        plotted = info.recommended_plotted
-        fig.add_trace(
-            go.Scatter(
-                x=[rec.metrics[x] if plotted else None],
-                y=[rec.metrics[y] if plotted else None],
-                mode="markers",
-                marker={"symbol": "diamond-open", "size": 26, "color": COLORS["recommended"]},
-                marker_line={"width": 3},
-                name=html.escape(info.recommended_words()),
-                hoverinfo="skip",
-            )
-        )
+    _add_front_marks(fig, info)
     if info.baselines:
         base = info.baselines[0]
         fig.add_trace(
@@ -128,6 +104,37 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
         _add_failed_note(fig, info.failed)
     _lay_out(fig, info)
     return fig
+
+
+def _add_front_marks(fig: go.Figure, info: ParetoFrontInfo) -> None:
+    """The pale ring's legend entry (front trials within noise of a trade-off), and what
+    `tuner export` ships as a diamond (only in the legend when it has no point here)."""
+    x, y = info.x, info.y
+    if any(info.noisy(p) for p in info.front):  # the pale ring's legend entry
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"size": 16, "color": "rgba(0,0,0,0)"},
+                marker_line={"color": COLORS["noise"], "width": 3},
+                name=NOISE_WORDS,
+            )
+        )
+    if info.recommended is not None:
+        rec = info.recommended
+        plotted = info.recommended_plotted
+        fig.add_trace(
+            go.Scatter(
+                x=[rec.metrics[x] if plotted else None],
+                y=[rec.metrics[y] if plotted else None],
+                mode="markers",
+                marker={"symbol": "diamond-open", "size": 26, "color": COLORS["recommended"]},
+                marker_line={"width": 3},
+                name=html.escape(info.recommended_words()),
+                hoverinfo="skip",
+            )
+        )
 
 
 def front_name(info: ParetoFrontInfo) -> str:
