@@ -107,7 +107,7 @@ def test_trials_pareto_best_fit_80_columns(handbuilt: tuple[Path, str], tmp_path
     _check_fits(table.split("\n", 1)[1])  # after the title (wrapped on words)
     # whole, then how many trade-offs the intervals tell apart
     assert re.fullmatch(
-        r"Pareto front of handbuilt: \d of \d feasible configs\ntrade-offs: .*", title
+        r"Pareto front of handbuilt: \d of \d feasible configs\nby their 95% intervals, .*", title
     )
     assert table.startswith("P99 TTFT (ms), lower is better; mean TPOT (ms), lower is better\n")
 

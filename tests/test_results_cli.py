@@ -71,7 +71,10 @@ def test_pareto_json_csv_table(study) -> None:
     assert done.returncode == 0 and "Pareto front of handbuilt" in done.stdout
     assert "0* " in done.stdout and "* the baseline" in done.stdout
     shown = " ".join(done.stdout.split())
-    assert "4 of 5 feasible configs" in shown and "trade-offs: 3 the 95% intervals" in shown
+    assert (
+        "4 of 5 feasible configs" in shown
+        and "3 of these 4 configs are trade-offs of their own; the other is within noise" in shown
+    )
 
 
 def test_pareto_in_capacity_mode_is_the_reports_front(tmp_path: Path) -> None:

@@ -142,6 +142,10 @@ def print_front(
 def _groups_line(groups: int, n: int) -> str:
     """How many trade-offs the 95 % intervals tell apart among the front's `n` configs."""
     if groups == n:
-        return "trade-offs: the 95% intervals tell every config apart from the others"
-    rest = "the other config is" if n - groups == 1 else f"the other {n - groups} configs are"
-    return f"trade-offs: {groups} the 95% intervals tell apart; {rest} within noise of one of them"
+        return "by their 95% intervals, every config here is a trade-off of its own"
+    rest = "the other is" if n - groups == 1 else f"the other {n - groups} are"
+    return (
+        f"by their 95% intervals, {groups} of these {n} configs "
+        f"{'is a trade-off' if groups == 1 else 'are trade-offs'} of their own; "
+        f"{rest} within noise of one"
+    )
