@@ -52,6 +52,9 @@ def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> Non
     assert feasible.error_x.arrayminus[0] == pytest.approx(150)
     assert feasible.error_x.array[0] == pytest.approx(150)
     assert feasible.error_y.array[3] == pytest.approx(5)  # trial 6's 50 ms in [45, 55]
+    assert any(
+        unescape(name).startswith("grey bars: each trial's 95% intervals") for name in traces
+    )
     assert list(feasible.text) == ["0", "1,2", "", "6", "7"]  # tied trials share a label
     assert list(traces["infeasible"].x) == [2500.0]
     assert "baseline" in traces and list(traces["baseline"].x) == [1500.0]

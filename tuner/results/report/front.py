@@ -105,6 +105,24 @@ class ParetoFrontInfo:
         return None if ci is None else (max(value - ci[0], 0.0), max(ci[1] - value, 0.0))
 
     @property
+    def bars_words(self) -> str | None:
+        """The error bars' legend entry (None: no interval stored); it says when some run past
+        the axes, which are fitted to the points: the points' spread is then within noise."""
+        beyond = False
+        shown = False
+        for metric, rng in ((self.x, self.x_range), (self.y, self.y_range)):
+            for p in self.feasible:
+                ci = p.ci(metric)
+                if ci is None or rng is None:
+                    continue
+                shown = True
+                beyond = beyond or ci[0] < rng.low or ci[1] > rng.high
+        if not shown:
+            return None
+        text = "grey bars: each trial's 95% intervals"
+        return text + ("; some run past the axes, fitted to the points" if beyond else "")
+
+    @property
     def recommended_plotted(self) -> bool:
         rec = self.recommended
         return rec is not None and self.x in rec.metrics and self.y in rec.metrics

@@ -110,6 +110,16 @@ def _add_front_marks(fig: go.Figure, info: ParetoFrontInfo) -> None:
     """The pale ring's legend entry (front trials within noise of a trade-off), and what
     `tuner export` ships as a diamond (only in the legend when it has no point here)."""
     x, y = info.x, info.y
+    if info.bars_words is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"color": COLORS["bars"], "width": 1},
+                name=html.escape(info.bars_words),
+            )
+        )
     if any(info.noisy(p) for p in info.front):  # the pale ring's legend entry
         fig.add_trace(
             go.Scatter(

@@ -201,7 +201,10 @@ def _recommended(ax: Axes, info: ParetoFrontInfo) -> None:
 
 
 def _error_bars(ax: Axes, info: ParetoFrontInfo) -> None:
-    """Each feasible trial's 95 % intervals on both axes (none where none is stored)."""
+    """Each feasible trial's 95 % intervals on both axes (none where none is stored), and
+    their legend entry."""
+    if info.bars_words is not None:
+        ax.plot([], [], color=COLORS["bars"], linewidth=0.8, label=info.bars_words)
     for p in info.feasible:
         bars = [info.error_bars(p, metric) for metric in (info.x, info.y)]
         if any(b is not None for b in bars):
