@@ -32,6 +32,7 @@ def _header_words() -> set[str]:
     aliases; a header cut mid-word (`utili`, `d-token`) is none of them."""
     labels = [metric_label(m) for m in ("p99_ttft_ms", "mean_tpot_ms", "output_throughput")]
     labels += ["#", "state", "trial", "runs", "score", "engine (s)", *FLAGS, *FLAG_ALIASES.values()]
+    labels += ["95% CI", "within noise of"]  # `tuner pareto`
     labels += [flag_alias(f) for f in FLAGS]
     words = {w for label in labels for w in label.split()}
     for flag in FLAGS:
@@ -104,7 +105,10 @@ def test_trials_pareto_best_fit_80_columns(handbuilt: tuple[Path, str], tmp_path
     assert pareto.returncode == 0, pareto.stderr
     title, table = pareto.stdout.split("\nobjectives: ", 1)
     _check_fits(table.split("\n", 1)[1])  # after the title (wrapped on words)
-    assert re.fullmatch(r"Pareto front of handbuilt: \d of \d feasible configs", title)  # whole
+    # whole, then how many trade-offs the intervals tell apart
+    assert re.fullmatch(
+        r"Pareto front of handbuilt: \d of \d feasible configs\nby their 95% intervals, .*", title
+    )
     assert table.startswith("P99 TTFT (ms), lower is better; mean TPOT (ms), lower is better\n")
 
     best = tuner("best", str(study_file), *db, cwd=tmp_path, env=_env())

@@ -9,7 +9,14 @@ import pytest
 from results_fixtures import frozen
 
 from tuner.errors import UserError
-from tuner.results.pareto import check_stored, front_of, pareto_front, parse_objectives
+from tuner.results.pareto import (
+    check_stored,
+    front_of,
+    noise_front,
+    off_front_words,
+    pareto_front,
+    parse_objectives,
+)
 from tuner.trial import read as trial_point
 
 MIN2 = [("p99_ttft_ms", "minimize"), ("mean_tpot_ms", "minimize")]
@@ -102,3 +109,66 @@ def test_check_stored_names_what_is_there() -> None:
     check_stored(points, ["p99_ttft_ms"], "s")
     with pytest.raises(UserError, match=r"'p95_ttft_ms' is not stored in study 's'.*mean_tpot_ms"):
         check_stored(points, ["p95_ttft_ms"], "s")
+
+
+def _ci_point(n: int, ttft: float, tpot: float, half: float = 5.0, **attrs: object):  # type: ignore[no-untyped-def]
+    """A feasible trial with symmetric 95 % intervals of ± `half` on both axes."""
+    return trial_point(
+        frozen(
+            n,
+            p99_ttft_ms=ttft,
+            mean_tpot_ms=tpot,
+            p99_ttft_ms_ci=[ttft - half, ttft + half],
+            mean_tpot_ms_ci=[tpot - half, tpot + half],
+            **attrs,
+        )
+    )
+
+
+def test_configs_within_each_others_intervals_are_one_group() -> None:
+    # a trade-off on the figures (1 faster to first token, 0 faster per token), but each
+    # gap (2 ms) is well inside the intervals (±5 ms): one group, 1 within noise of 0
+    a, b = _ci_point(0, 100.0, 52.0), _ci_point(1, 102.0, 50.0)
+    front = noise_front([a, b], MIN2)
+    assert [p.number for p in front.points] == [0, 1]
+    assert front.groups == 1
+    assert front.within_noise_of(a) is None and front.within_noise_of(b) == 0
+    # the same gaps with tight intervals (±0.5 ms): two trade-offs, no group
+    a, b = _ci_point(0, 100.0, 52.0, 0.5), _ci_point(1, 102.0, 50.0, 0.5)
+    front = noise_front([a, b], MIN2)
+    assert front.groups == 2 and front.within_noise_of(b) is None
+
+
+def test_a_config_clearly_better_on_both_axes_drops_the_other() -> None:
+    best, worse = _ci_point(0, 100.0, 50.0), _ci_point(1, 140.0, 90.0)
+    front = noise_front([worse, best], MIN2)
+    assert [p.number for p in front.points] == [0]
+    assert front.near == () and front.groups == 1
+    words = off_front_words(worse, front)
+    assert words is not None and "trial 0" in words
+    assert "clearly better on p99 TTFT, mean TPOT" in words
+    # dominated only within noise: off the front, but counted as near it
+    close = _ci_point(2, 101.0, 51.0)
+    front = noise_front([best, close], MIN2)
+    assert [p.number for p in front.points] == [0] and [p.number for p in front.near] == [2]
+    assert "(within noise)" in (off_front_words(close, front) or "")
+    assert off_front_words(best, front) is None
+
+
+def test_without_stored_intervals_nothing_is_called_noise() -> None:
+    # the noise is unknown, not small: two trade-offs, never one group
+    a = trial_point(frozen(0, p99_ttft_ms=100.0, mean_tpot_ms=52.0))
+    b = trial_point(frozen(1, p99_ttft_ms=102.0, mean_tpot_ms=50.0))
+    assert noise_front([a, b], MIN2).groups == 2
+
+
+def test_a_scenarios_front_reads_that_scenarios_intervals() -> None:
+    from tuner.trial import for_scenario
+
+    doc = {"weight": 1.0, "metrics": {"p99_ttft_ms": 3000.0}, "ci": {"p99_ttft_ms": [2900, 3100]}}
+    point = trial_point(
+        frozen(0, p99_ttft_ms=100.0, p99_ttft_ms_ci=[90, 110], scenarios={"doc": doc})
+    )
+    assert point.ci("p99_ttft_ms") == (90, 110)
+    (seen,) = for_scenario([point], "doc")
+    assert seen.metrics["p99_ttft_ms"] == 3000 and seen.ci("p99_ttft_ms") == (2900, 3100)

@@ -39,9 +39,22 @@ def test_pareto_figure_marks_front_baseline_infeasible_and_failed(stored) -> Non
     fig = plot_pareto(pareto_front_info(points, spec.objective.slo))
     traces = {t.name.split(" (")[0]: t for t in fig.data}
     front = traces["Pareto front"]
-    assert list(front.x) == [900.0, 900.0, 1500.0, 1800.0] and list(front.y) == [75, 75, 70, 50]
+    # the step line joins the trade-offs the intervals tell apart: 2 measured as 1 did, so it
+    # is within noise of 1 (a pale ring), not a trade-off of its own
+    assert list(front.x) == [900.0, 1500.0, 1800.0] and list(front.y) == [75, 70, 50]
+    assert "4 trials; 3 told apart by their 95% intervals" in front.name
     feasible = traces["feasible trial"]
     assert list(feasible.marker.color) == [1000.0, 1200.0, 1100.0, 1300.0, 900.0]  # throughput
+    rings = list(feasible.marker.line.color)
+    assert rings[2] == report_plots.COLORS["noise"] and rings[1] == report_plots.COLORS["front"]
+    assert report_plots.NOISE_WORDS in traces
+    # the 95 % intervals as error bars: trial 0's P99 TTFT 1500 ms in [1350, 1650]
+    assert feasible.error_x.arrayminus[0] == pytest.approx(150)
+    assert feasible.error_x.array[0] == pytest.approx(150)
+    assert feasible.error_y.array[3] == pytest.approx(5)  # trial 6's 50 ms in [45, 55]
+    assert any(
+        unescape(name).startswith("grey bars: each trial's 95% intervals") for name in traces
+    )
     assert list(feasible.text) == ["0", "1,2", "", "6", "7"]  # tied trials share a label
     assert list(traces["infeasible"].x) == [2500.0]
     assert "baseline" in traces and list(traces["baseline"].x) == [1500.0]
@@ -125,6 +138,27 @@ def test_report_is_one_offline_file_with_every_section(stored) -> None:
     assert "4× a6000" in html and "random 512 in / 128 out" in html
     assert "PREDICTED" not in html and "SIMULATED" not in html
     assert "s of engine time over" in html and re.search(r"<th[^>]*>engine s</th>", html)
+    # the front under its plot: intervals, noise groups, what tuner export ships marked
+    assert '<td class="l">1800 [1620–1980]</td>' in html
+    assert "within noise of trial 1" in html
+    assert "recommended: what tuner export ships</td>" in html  # trial 6, on the front
+
+
+def test_the_recommended_config_is_marked_off_the_front_with_why(stored) -> None:
+    from tuner.results.report.front import front_rows
+
+    _, spec, points = stored
+    seven = next(p for p in points if p.number == 7)  # (1900 ms, 60 ms): 6 has (1800, 50)
+    info = pareto_front_info(points, spec.objective.slo, recommended=seven)
+    assert info.recommended_why is not None
+    assert "trial 6 is at least as good on every axis (clearly better on mean TPOT)" in (
+        info.recommended_why
+    )
+    rows = front_rows(info)
+    assert [r[0] for r in rows] == ["1", "2", "0 ★ baseline", "6", "7"]
+    assert rows[-1][3] == "off the front" and rows[-1][4].startswith("recommended")
+    traces = {t.name.split(";")[0]: t for t in plot_pareto(info).data}
+    assert list(traces["recommended: trial 7 (what tuner export ships)"].x) == [1900.0]
 
 
 def test_text_from_the_study_is_escaped_by_the_templates(stored) -> None:

@@ -41,9 +41,23 @@ def test_pareto_json_csv_table(study) -> None:
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["trial"] for r in rows] == [1, 2, 0, 6]
-    assert set(rows[0]) == {"trial", "runs", "pooled_trials", "params", "metrics"}
+    assert set(rows[0]) == {
+        "trial",
+        "runs",
+        "pooled_trials",
+        "params",
+        "metrics",
+        "within_noise_of",
+    }
     assert rows[0]["runs"] == 1 and rows[0]["pooled_trials"] == [1]
     assert rows[0]["params"]["max-num-seqs"] == 64 and rows[0]["metrics"]["p99_ttft_ms"] == 900
+    # every metric of the front with its 95 % interval (null: none stored)
+    for row in rows:
+        metrics = row["metrics"]
+        assert all(m + "_ci" in metrics for m in metrics if not m.endswith("_ci"))
+    assert rows[0]["metrics"]["p99_ttft_ms_ci"] == [810, 990]
+    # 1 and 2 measured the same (900 ms, 75 ms): one group; 0 and 6 are trade-offs of their own
+    assert [r["within_noise_of"] for r in rows] == [None, 1, None, None]
 
     done = tuner("pareto", study_file, "--storage", url, "--format", "csv",
                  "--objectives", "p99_ttft_ms,output_throughput")  # fmt: skip
@@ -51,11 +65,16 @@ def test_pareto_json_csv_table(study) -> None:
     # TTFT down, throughput up: 1 (900, 1200) beats its twin 2 (900, 1100); 6 has most tok/s.
     assert [r["trial"] for r in table] == ["1", "6"]
     assert table[1]["output_throughput"] == "1300.0"
+    assert table[0]["p99_ttft_ms_ci_low"] == "810.0" and table[0]["p99_ttft_ms_ci_high"] == "990.0"
 
     done = tuner("pareto", study_file, "--storage", url)
     assert done.returncode == 0 and "Pareto front of handbuilt" in done.stdout
     assert "0* " in done.stdout and "* the baseline" in done.stdout
-    assert "4 of 5 feasible configs" in " ".join(done.stdout.split())
+    shown = " ".join(done.stdout.split())
+    assert (
+        "4 of 5 feasible configs" in shown
+        and "3 of these 4 configs are trade-offs of their own; the other is within noise" in shown
+    )
 
 
 def test_pareto_in_capacity_mode_is_the_reports_front(tmp_path: Path) -> None:

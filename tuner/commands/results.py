@@ -79,7 +79,7 @@ def pareto(
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
     from tuner.measure.mixes import objective_of
     from tuner.results.front_table import front_text, print_front
-    from tuner.results.pareto import check_complete, check_stored, mode_front, parse_objectives
+    from tuner.results.pareto import check_complete, check_stored, noise_front, parse_objectives
     from tuner.trial import configs, for_scenario
 
     _choose(fmt, ("table", "json", "csv"), "format")
@@ -92,18 +92,27 @@ def pareto(
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
     pooled = [c.point for c in each.values()]
-    found, capacity_rps = mode_front(pooled, objs, capacity=objective_of(spec).has_capacity)
-    front = [each[p.number] for p in found]
+    noise = noise_front(pooled, objs, capacity=objective_of(spec).has_capacity)
+    front = [each[p.number] for p in noise.points]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
     if fmt == "table":
         feasible = sum(c.point.feasible for c in each.values())
         sim = _is_simulated(study, points)
         print_front(
-            front, objs, study.study_name, feasible, sim, scenario, wide=wide, at=capacity_rps
+            front,
+            noise,
+            objs,
+            study.study_name,
+            feasible,
+            sim,
+            scenario,
+            wide=wide,
+            at=noise.capacity_rps,
         )
     else:
-        typer.echo(front_text(front, fmt, _bands(study, spec, points, simulated)), nl=False)
+        bands = _bands(study, spec, points, simulated)
+        typer.echo(front_text(front, noise, fmt, bands), nl=False)
 
 
 def export(
@@ -201,6 +210,7 @@ def report(
     from tuner.results.pareto import check_complete
     from tuner.results.report.page import build_report
     from tuner.results.report.png import write_png
+    from tuner.results.shipped import shipped_point
     from tuner.spec.outputs import check_output_file, write_output_file
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the importance's scratch study
@@ -226,6 +236,7 @@ def report(
             slo_lines=spec.objective.slo,
             simulated=sim,
             capacity=capacity,
+            recommended=shipped_point(study, points),
         )
     write_output_file(output, html, "-o", force=force, keep=kept)
     if png is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tuner.errors import UserError
 from tuner.results.selection import Selection, hold, judge, select_trial
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
@@ -49,3 +50,12 @@ def shipped(
     if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
         choice = hold(choice)
     return choice, spec, baseline
+
+
+def shipped_point(study: optuna.Study, points: Sequence[TrialPoint]) -> TrialPoint | None:
+    """The config `tuner export` (no options) ships, as the report's front marks it; None when
+    it would ship none (no feasible trial: it says why, the report's deploy section too)."""
+    try:
+        return shipped(study, points)[0].point
+    except UserError:
+        return None

@@ -5,11 +5,13 @@ the runner-up (`tuner.results.verdicts`), and which changed flags carry a config
 (`tuner.fidelity.smallest`). Scalar modes: the 95 % interval of the difference on some weighted
 headline metric (`objective.clearly_better`). Capacity mode: the capacity, which is what is
 ranked, beyond the search's resolution (the metrics were measured at each config's own rate,
-so their intervals do not compare).
+so their intervals do not compare). A front's axes (`tuner.results.pareto.noise_front`): the
+same interval rule on each metric alone (`clearly_better_on`, `within_noise`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.measure.capacity import beats_by_resolution
@@ -51,11 +53,9 @@ class ClearlyBetter:
         """The metrics on which a is clearly better than b, in words."""
         if self.resolution is not None:
             return ["capacity"] if self(a, b) else []
-        h, weights = HEADLINE_METRICS, self.spec.objective.weights
+        weights = self.spec.objective.weights
         return [
-            metric_words(m)[0]
-            for m, w in weights.items()
-            if clearly_better(a.cis(h), b.cis(h), {m: w}, a.metrics, b.metrics)
+            metric_words(m)[0] for m, w in weights.items() if w > 0 and clearly_better_on(a, b, m)
         ]
 
     def __call__(self, a: TrialPoint, b: TrialPoint) -> bool:
@@ -66,3 +66,18 @@ class ClearlyBetter:
         h = HEADLINE_METRICS
         weights = self.spec.objective.weights
         return clearly_better(a.cis(h), b.cis(h), weights, a.metrics, b.metrics)
+
+
+def clearly_better_on(a: TrialPoint, b: TrialPoint, metric: str) -> bool:
+    """Is a's figure clearly better than b's on this one metric (its direction's better side)?
+    `objective.clearly_better` on that metric alone: False when either lacks its interval."""
+    return clearly_better(a.cis([metric]), b.cis([metric]), {metric: 1.0}, a.metrics, b.metrics)
+
+
+def within_noise(a: TrialPoint, b: TrialPoint, metrics: Sequence[str]) -> bool:
+    """Neither config is clearly better than the other on any of `metrics`: each difference's
+    95 % interval includes no gain. False when either lacks an interval on one of them: the
+    noise is then unknown, not shown to be small."""
+    if any(p.ci(m) is None for p in (a, b) for m in metrics):
+        return False
+    return not any(clearly_better_on(x, y, m) for m in metrics for x, y in ((a, b), (b, a)))

@@ -68,6 +68,9 @@ class TrialPoint:
     # queued when the SLOs were loosened, then put back): not taken while that judging is not
     # the study's (`tuner.trial.scoring.rejudge` sets it; docs/reliability.md, "Re-judging")
     stale_queue: bool = False
+    # One scenario's 95 % intervals in place of the trial's, as its metrics are
+    # (`for_scenario`); None: the trial's own (`record.cis`)
+    scenario_cis: Mapping[str, tuple[float, float]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.constraints, Constraints):
@@ -195,7 +198,9 @@ class TrialPoint:
         return self.record.predicted_metrics
 
     def ci(self, metric: str) -> tuple[float, float] | None:
-        return self.record.cis.get(metric)
+        """The 95 % interval of a metric's figure (None: none stored)."""
+        cis = self.record.cis if self.scenario_cis is None else self.scenario_cis
+        return cis.get(metric)
 
     def cis(self, metrics: Iterable[str]) -> dict[str, tuple[float, float]]:
         return {m: ci for m in metrics if (ci := self.ci(m)) is not None}
@@ -289,8 +294,8 @@ def owner_of(trial: FrozenTrial) -> dict[str, Any] | None:
 
 
 def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:
-    """The trials as one scenario saw them: its metrics and its score in place of the
-    trial's (pooled, aggregated) ones; feasibility stays the trial's. Unknown name: a user
+    """The trials as one scenario saw them: its metrics, their intervals and its score in place
+    of the trial's (pooled, aggregated) ones; feasibility stays the trial's. Unknown name: a user
     error naming the scenarios there are."""
     points = list(points)
     known = list(dict.fromkeys(n for p in points for n in p.scenario_names))
@@ -305,6 +310,7 @@ def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:
                 p,
                 metrics=p.scenario_metrics(name),
                 score=entry.score if entry is not None else None,
+                scenario_cis=dict(entry.ci) if entry is not None else {},
             )
         )
     return out

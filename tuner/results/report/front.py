@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.results.pareto import mode_front
+from tuner.results.pareto import NoiseFront, noise_front, off_front_words
 from tuner.results.report.layout import (
     MARKER_PX,
     AxisRange,
@@ -24,6 +24,7 @@ from tuner.results.report.layout import (
     place_labels,
     slo_axis,
 )
+from tuner.spec.figures import figure
 from tuner.spec.slo import parse_slo
 from tuner.trial import TrialPoint
 
@@ -79,10 +80,60 @@ class ParetoFrontInfo:
     infeasible_positions: tuple[str, ...] = ()
     colour: ColourScale | None = None  # the feasible points' throughput colours
     front_capacity_rps: float | None = None  # capacity mode: the front is of this capacity
+    noise: NoiseFront | None = None  # the front's noise groups (`results.pareto.noise_front`)
+    recommended: TrialPoint | None = None  # what `tuner export` ships (None: nothing)
+    recommended_why: str | None = None  # why it is off the front (None: on it, or none)
 
     @property
     def front_numbers(self) -> frozenset[int]:
         return frozenset(p.number for p in self.front)
+
+    @property
+    def trade_offs(self) -> tuple[TrialPoint, ...]:
+        """The front's configs the 95 % intervals tell apart (each group's first): the step
+        line joins these; the others are within noise of one."""
+        noise = self.noise
+        return tuple(p for p in self.front if noise is None or noise.within_noise_of(p) is None)
+
+    def noisy(self, p: TrialPoint) -> bool:
+        """On the front, but within noise of a config the step line joins."""
+        return self.noise is not None and self.noise.within_noise_of(p) is not None
+
+    def error_bars(self, p: TrialPoint, metric: str) -> tuple[float, float] | None:
+        """How far the point's 95 % interval on `metric` reaches below and above it."""
+        ci, value = p.ci(metric), p.metrics[metric]
+        return None if ci is None else (max(value - ci[0], 0.0), max(ci[1] - value, 0.0))
+
+    @property
+    def bars_words(self) -> str | None:
+        """The error bars' legend entry (None: no interval stored); it says when some run past
+        the axes, which are fitted to the points: the points' spread is then within noise."""
+        beyond = False
+        shown = False
+        for metric, rng in ((self.x, self.x_range), (self.y, self.y_range)):
+            for p in self.feasible:
+                ci = p.ci(metric)
+                if ci is None or rng is None:
+                    continue
+                shown = True
+                beyond = beyond or ci[0] < rng.low or ci[1] > rng.high
+        if not shown:
+            return None
+        text = "grey bars: each trial's 95% intervals"
+        return text + ("; some run past the axes, fitted to the points" if beyond else "")
+
+    @property
+    def recommended_plotted(self) -> bool:
+        rec = self.recommended
+        return rec is not None and self.x in rec.metrics and self.y in rec.metrics
+
+    def recommended_words(self) -> str:
+        """The legend's entry for the config `tuner export` ships."""
+        rec = self.recommended
+        if rec is None:
+            return ""
+        text = f"recommended: trial {rec.number} (what tuner export ships)"
+        return text + (f"; {self.recommended_why}" if self.recommended_why else "")
 
     @property
     def empty_words(self) -> str | None:
@@ -103,11 +154,13 @@ def pareto_front_info(
     scenario: str | None = None,
     *,
     capacity: bool = False,
+    recommended: TrialPoint | None = None,
 ) -> ParetoFrontInfo:
     """The Pareto plot's data: axes, plotted trials, front, labels, SLO lines, log scales;
     `scenario`: the points are that scenario's (`tuner.trial.for_scenario`), the title says so;
     `capacity`: a capacity study, whose front is drawn among the configs that serve the highest
-    capacity (`results.pareto.mode_front`, which `tuner pareto` prints too)."""
+    capacity (`results.pareto.noise_front`, which `tuner pareto` prints too); `recommended`:
+    the config `tuner export` ships, marked, with why when it is off the front."""
     x, y = ttft_axis(points), TPOT
 
     def plotted(status: str) -> tuple[TrialPoint, ...]:
@@ -125,13 +178,13 @@ def pareto_front_info(
     # the baseline's star and the front's ringed points are bigger than a plain point
     halves = [BASELINE_HALF_PX if p.baseline else MARKER_PX for p in shown]
     positions = place_labels(fractions(shown), [*feasible_labels, *infeasible_labels], halves)
-    front, cap = mode_front(feasible, [(x, "minimize"), (y, "minimize")], capacity=capacity)
+    noise = noise_front(feasible, [(x, "minimize"), (y, "minimize")], capacity=capacity)
     return ParetoFrontInfo(
         x=x,
         y=y,
         feasible=feasible,
         infeasible=infeasible,
-        front=tuple(front),
+        front=noise.points,
         feasible_labels=tuple(feasible_labels),
         infeasible_labels=tuple(infeasible_labels),
         baselines=tuple(p for p in shown if p.baseline),
@@ -146,7 +199,10 @@ def pareto_front_info(
         feasible_positions=positions[: len(feasible)],
         infeasible_positions=positions[len(feasible) :],
         colour=_colours(feasible),
-        front_capacity_rps=cap,
+        front_capacity_rps=noise.capacity_rps,
+        noise=noise,
+        recommended=recommended,
+        recommended_why=None if recommended is None else off_front_words(recommended, noise),
     )
 
 
@@ -169,3 +225,38 @@ def _colours(feasible: Sequence[TrialPoint]) -> ColourScale | None:
     values = [p.metrics.get(THROUGHPUT, math.nan) for p in feasible]
     half = [(ci[1] - ci[0]) / 2 for p in feasible if (ci := p.ci(THROUGHPUT)) is not None]
     return colour_scale(values, half)
+
+
+def _with_interval(p: TrialPoint, metric: str) -> str:
+    ci = p.ci(metric)
+    shown = figure(p.metrics.get(metric))
+    return shown if ci is None else f"{shown} [{figure(ci[0])}–{figure(ci[1])}]"
+
+
+def front_rows(info: ParetoFrontInfo) -> list[list[str]]:
+    """The front under the plot, in words: each config best first on x, its figures on both
+    axes with their 95 % intervals, whether the intervals tell it apart (a trade-off) or it is
+    within noise of one, and the recommended config marked (a row of its own, with why, when
+    it is off the front)."""
+    rec = info.recommended
+    shown = list(info.front)
+    if rec is not None and rec.number not in info.front_numbers:
+        shown.append(rec)
+    rows = []
+    for p in shown:
+        noise = info.noise.within_noise_of(p) if info.noise is not None else None
+        where = (
+            "off the front"
+            if p.number not in info.front_numbers
+            else "trade-off"
+            if noise is None
+            else f"within noise of trial {noise}"
+        )
+        marks = []
+        if rec is not None and p.number == rec.number:
+            marks.append("recommended: what tuner export ships")
+            marks += [info.recommended_why] if info.recommended_why else []
+        number = f"{p.number}" + (" ★ baseline" if p.baseline else "")
+        values = [_with_interval(p, m) if m in p.metrics else "" for m in (info.x, info.y)]
+        rows.append([number, *values, where, "; ".join(marks)])
+    return rows

@@ -20,11 +20,12 @@ from markupsafe import Markup
 
 from tuner.measure.mixes import objective_of
 from tuner.results.report.deploy import best_commands, verify_section
-from tuner.results.report.front import pareto_front_info
+from tuner.results.report.front import ParetoFrontInfo, front_rows, pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.report.plots import scored_points as scored
 from tuner.results.report.render import macro, render
 from tuner.results.shapes import shape_rows
+from tuner.results.shipped import shipped_point
 from tuner.results.verifies import VerifyDoc
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
@@ -212,18 +213,32 @@ def _div(fig: go.Figure, config: Mapping[str, object], with_js: bool = False) ->
     return Markup(fig.to_html(full_html=False, include_plotlyjs=with_js, config=config))
 
 
+def front_section(info: ParetoFrontInfo) -> Markup:
+    """The front under its plot: figures with their 95 % intervals, the noise groups, the
+    recommended config marked (`front.front_rows`)."""
+    rows = front_rows(info)
+    if not rows:
+        return Markup()
+    head = ["trial", f"{info.x} [95% CI]", f"{info.y} [95% CI]", "on the front", "note"]
+    return macro("sections.html.j2", "front_table", head=head, rows=rows)
+
+
 def _scenario_fronts(
-    spec: StudySpec, points: Sequence[TrialPoint], simulated: bool, config: Mapping[str, object]
+    spec: StudySpec,
+    points: Sequence[TrialPoint],
+    simulated: bool,
+    config: Mapping[str, object],
+    shipped: TrialPoint | None = None,
 ) -> Markup:
     """A scenario mix: one front per scenario, on that scenario's own figures (the trials'
-    figures pool every scenario's requests, a mix no one serves)."""
+    figures pool every scenario's requests, a mix no one serves); `shipped` marked on each."""
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
         capacity = objective_of(spec).has_capacity
-        info = pareto_front_info(
-            for_scenario(points, s.name), texts, simulated, s.name, capacity=capacity
-        )
+        seen = for_scenario(points, s.name)
+        rec = next((p for p in seen if shipped is not None and p.number == shipped.number), None)
+        info = pareto_front_info(seen, texts, simulated, s.name, capacity=capacity, recommended=rec)
         if info.feasible or info.infeasible:
             parts.append(_div(plot_pareto(info), config))
     return macro("sections.html.j2", "scenario_fronts", divs=parts) if parts else Markup()
@@ -257,7 +272,10 @@ def build_report(
     """The whole report as one HTML string; the first figure carries plotly.js inline.
     `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
     capacity = objective_of(spec).has_capacity
-    pareto = pareto_front_info(points, spec.objective.slo, simulated, capacity=capacity)
+    shipped = shipped_point(study, points)
+    pareto = pareto_front_info(
+        points, spec.objective.slo, simulated, capacity=capacity, recommended=shipped
+    )
     imp = importances(study, points)
     config = {"displaylogo": False, "responsive": True}
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -273,7 +291,8 @@ def build_report(
         x=pareto.x,
         capacity_front=pareto.front_capacity_rps is not None,
         pareto_div=_div(plot_pareto(pareto), config, with_js=True),
-        scenario_fronts=_scenario_fronts(spec, points, simulated, config),
+        front_table=front_section(pareto),
+        scenario_fronts=_scenario_fronts(spec, points, simulated, config, shipped),
         load=_load_section(spec, points, config),
         shapes=shapes_section(spec, points),
         history_div=_div(history_figure(points), config) if scored(points) else None,

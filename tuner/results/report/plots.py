@@ -25,6 +25,8 @@ from tuner.trial.reading import frozen_trials
 # number, and what the report says below it: docs/results.md.
 MIN_MEASURED_TRIALS_FOR_IMPORTANCE = 11
 COLORS = {"front": "#d62728", "infeasible": "#7f7f7f", "baseline": "#111111", "flat": "#3b75af"}
+COLORS |= {"noise": "#f0a0a0", "bars": "#9a9a9a", "recommended": "#2ca02c"}
+NOISE_WORDS = "on the front, within noise of a trade-off on the line, by their 95% intervals"
 SLO_COLOR, SLO_TEXT = "#e377c2", "#c0399a"
 # d3-format of plotly's ticks: plain decimals without trailing zeros or thousands separators,
 # as `tuner.spec.figures.figure` writes them (19934, 52.5; never 20k or 1e4)
@@ -44,14 +46,16 @@ def _hover(p: TrialPoint) -> str:
 
 
 def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
-    """Feasible trials coloured by throughput, the front joined and ringed, the baseline as a
-    star, infeasible trials as grey crosses, failed trials listed (they have no point)."""
+    """Feasible trials coloured by throughput with their 95 % intervals as error bars, the
+    front's trade-offs joined and ringed (those within noise of one ringed pale), the
+    recommended config marked, the baseline as a star, infeasible trials as grey crosses,
+    failed trials listed (they have no point)."""
     x, y = info.x, info.y
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=[p.metrics[x] for p in info.front],
-            y=[p.metrics[y] for p in info.front],
+            x=[p.metrics[x] for p in info.trade_offs],
+            y=[p.metrics[y] for p in info.trade_offs],
             mode="lines",
             line={"color": COLORS["front"], "width": 2, "shape": "hv"},
             name=front_name(info),
@@ -61,6 +65,7 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
     fig.add_trace(_feasible_trace(info))
     if info.infeasible:
         fig.add_trace(_infeasible_trace(info))
+    _add_front_marks(fig, info)
     if info.baselines:
         base = info.baselines[0]
         fig.add_trace(
@@ -101,13 +106,59 @@ def plot_pareto(info: ParetoFrontInfo) -> go.Figure:
     return fig
 
 
+def _add_front_marks(fig: go.Figure, info: ParetoFrontInfo) -> None:
+    """The pale ring's legend entry (front trials within noise of a trade-off), and what
+    `tuner export` ships as a diamond (only in the legend when it has no point here)."""
+    x, y = info.x, info.y
+    if info.bars_words is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"color": COLORS["bars"], "width": 1},
+                name=html.escape(info.bars_words),
+            )
+        )
+    if any(info.noisy(p) for p in info.front):  # the pale ring's legend entry
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"size": 16, "color": "rgba(0,0,0,0)"},
+                marker_line={"color": COLORS["noise"], "width": 3},
+                name=NOISE_WORDS,
+            )
+        )
+    if info.recommended is not None:
+        rec = info.recommended
+        plotted = info.recommended_plotted
+        fig.add_trace(
+            go.Scatter(
+                x=[rec.metrics[x] if plotted else None],
+                y=[rec.metrics[y] if plotted else None],
+                mode="markers",
+                marker={"symbol": "diamond-open", "size": 26, "color": COLORS["recommended"]},
+                marker_line={"width": 3},
+                name=html.escape(info.recommended_words()),
+                hoverinfo="skip",
+            )
+        )
+
+
 def front_name(info: ParetoFrontInfo) -> str:
-    """The front's legend entry; capacity mode: the capacity it is drawn at."""
+    """The front's legend entry: how many trade-offs the intervals tell apart among its
+    trials; capacity mode: the capacity it is drawn at."""
+    told = len(info.trade_offs)
+    count = _trials(len(info.front))
+    if told < len(info.front):
+        count += f"; {told} told apart by their 95% intervals, joined"
     if info.front_capacity_rps is None:
-        return f"Pareto front ({_trials(len(info.front))})"
+        return f"Pareto front ({count})"
     return (
         f"Pareto front of the configs with the highest capacity, "
-        f"{figure(info.front_capacity_rps)} req/s ({_trials(len(info.front))})"
+        f"{figure(info.front_capacity_rps)} req/s ({count})"
     )
 
 
@@ -123,12 +174,19 @@ def off_plot_notes(info: ParetoFrontInfo) -> list[str]:
 
 def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
     """Feasible trials coloured by output throughput (one colour, with the spread in the legend,
-    when it is noise); those on the front bigger and ringed."""
+    when it is noise), with their 95 % intervals as error bars; those on the front bigger and
+    ringed (pale: within noise of a trade-off)."""
     feasible, on_front, scale = info.feasible, info.front_numbers, info.colour
+
+    def ring(p: TrialPoint) -> str:
+        if p.number not in on_front:
+            return "#fff"
+        return COLORS["noise"] if info.noisy(p) else COLORS["front"]
+
     marker: dict[str, object] = {
         "size": [16 if p.number in on_front else 11 for p in feasible],
         "line": {
-            "color": [COLORS["front"] if p.number in on_front else "#fff" for p in feasible],
+            "color": [ring(p) for p in feasible],
             "width": [3 if p.number in on_front else 1 for p in feasible],
         },
     }
@@ -149,7 +207,26 @@ def _feasible_trace(info: ParetoFrontInfo) -> go.Scatter:
         **_labelled(info, feasible, info.feasible_labels, info.feasible_positions, "#333"),
         marker=marker,
         name=name,
+        error_x=_error_bars(info, feasible, info.x),
+        error_y=_error_bars(info, feasible, info.y),
     )
+
+
+def _error_bars(
+    info: ParetoFrontInfo, points: Sequence[TrialPoint], metric: str
+) -> dict[str, object]:
+    """Each point's 95 % interval on `metric` (none drawn where none is stored)."""
+    bars = [info.error_bars(p, metric) for p in points]
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [None if b is None else b[1] for b in bars],
+        "arrayminus": [None if b is None else b[0] for b in bars],
+        "color": COLORS["bars"],
+        "thickness": 1,
+        "width": 3,
+        "visible": any(b is not None for b in bars),
+    }
 
 
 def _infeasible_trace(info: ParetoFrontInfo) -> go.Scatter:

@@ -15,6 +15,7 @@ from tuner.results.report.front import THROUGHPUT, ParetoFrontInfo, pareto_front
 from tuner.results.report.layout import tick_texts
 from tuner.results.report.plots import (
     COLORS,
+    NOISE_WORDS,
     SLO_COLOR,
     front_name,
     off_plot_notes,
@@ -49,9 +50,14 @@ def write_png(
     slo_lines: Sequence[str] = (),
     simulated: bool = False,
     capacity: bool = False,
+    recommended: TrialPoint | None = None,
 ) -> None:
-    """The Pareto plot as a static image (see `draw_png`)."""
-    draw_png(pareto_front_info(points, slo_lines, simulated, capacity=capacity), path, study_name)
+    """The Pareto plot as a static image (see `draw_png`); `recommended`: what `tuner export`
+    ships, marked."""
+    info = pareto_front_info(
+        points, slo_lines, simulated, capacity=capacity, recommended=recommended
+    )
+    draw_png(info, path, study_name)
 
 
 def title_lines(info: ParetoFrontInfo, study_name: str) -> str:
@@ -120,15 +126,23 @@ def _plain_ticks() -> Formatter:
 
 
 def _points(fig: Figure, ax: Axes, info: ParetoFrontInfo) -> None:
-    """The front, the trials (coloured by throughput unless its spread is noise), their
-    labels where `layout.place_labels` put them, the baseline's star."""
+    """The front's trade-offs joined, the trials (coloured by throughput unless its spread is
+    noise) with their 95 % intervals as error bars, their labels where `layout.place_labels`
+    put them, the recommended config's diamond, the baseline's star."""
     from matplotlib.ticker import FuncFormatter
 
     x, y, feasible, on_front, scale = info.x, info.y, info.feasible, info.front_numbers, info.colour
-    if info.front:
-        xs, ys = zip(*(info.xy(p) for p in info.front), strict=True)
+    if info.trade_offs:
+        xs, ys = zip(*(info.xy(p) for p in info.trade_offs), strict=True)
         ax.step(xs, ys, where="post", color=COLORS["front"], label=front_name(info))
+    _error_bars(ax, info)
     coloured = scale is not None and not scale.noise
+
+    def ring(p: TrialPoint) -> str:
+        if p.number not in on_front:
+            return "white"
+        return COLORS["noise"] if info.noisy(p) else COLORS["front"]
+
     sc = ax.scatter(
         [p.metrics[x] for p in feasible],
         [p.metrics[y] for p in feasible],
@@ -137,7 +151,7 @@ def _points(fig: Figure, ax: Axes, info: ParetoFrontInfo) -> None:
         vmin=scale.low if coloured and scale else None,
         vmax=scale.high if coloured and scale else None,
         s=[110 if p.number in on_front else 50 for p in feasible],
-        edgecolors=[COLORS["front"] if p.number in on_front else "white" for p in feasible],
+        edgecolors=[ring(p) for p in feasible],
         linewidths=[2 if p.number in on_front else 0.5 for p in feasible],
         label=None
         if not feasible
@@ -164,6 +178,36 @@ def _points(fig: Figure, ax: Axes, info: ParetoFrontInfo) -> None:
             dx, dy, ha, va = _OFFSETS[position]
             ax.annotate(label, info.xy(p), xytext=(dx, dy), textcoords="offset points",
                         fontsize=9, ha=ha, va=va)  # fmt: skip
+    if any(info.noisy(p) for p in info.front):
+        ax.scatter([], [], s=110, facecolors="none", edgecolors=COLORS["noise"], linewidths=2,
+                   label=NOISE_WORDS)  # fmt: skip
+    _recommended(ax, info)
     for p in info.baselines:
         ax.scatter(*info.xy(p), marker="*", s=320, facecolors="none", edgecolors="black",
                    zorder=4, label=f"baseline (trial {p.number})")  # fmt: skip
+
+
+def _recommended(ax: Axes, info: ParetoFrontInfo) -> None:
+    """What `tuner export` ships: a diamond around its point, and in the legend (with why
+    when it is off the front; only there when it has no point on these axes)."""
+    rec = info.recommended
+    if rec is None:
+        return
+    x, y = info.xy(rec) if info.recommended_plotted else (None, None)
+    xs, ys = ([] if x is None else [x]), ([] if y is None else [y])
+    label = textwrap.fill(info.recommended_words(), 110)
+    ax.scatter(xs, ys, marker="D", s=260, facecolors="none", edgecolors=COLORS["recommended"],
+               linewidths=2, zorder=5, label=label)  # fmt: skip
+
+
+def _error_bars(ax: Axes, info: ParetoFrontInfo) -> None:
+    """Each feasible trial's 95 % intervals on both axes (none where none is stored), and
+    their legend entry."""
+    if info.bars_words is not None:
+        ax.plot([], [], color=COLORS["bars"], linewidth=0.8, label=info.bars_words)
+    for p in info.feasible:
+        bars = [info.error_bars(p, metric) for metric in (info.x, info.y)]
+        if any(b is not None for b in bars):
+            xerr, yerr = ([[b[0]], [b[1]]] if b is not None else None for b in bars)
+            ax.errorbar(*info.xy(p), xerr=xerr, yerr=yerr, fmt="none", ecolor=COLORS["bars"],
+                        elinewidth=0.8, capsize=2, zorder=2)  # fmt: skip
