@@ -231,3 +231,22 @@ def test_export_exits_3_when_no_tuned_config_beat_the_defaults(tmp_path: Path) -
     assert "--max-num-seqs 256" in done.stdout  # the defaults' command
     assert "the best is vLLM's defaults (baseline trial 0)" in done.stderr
     assert _cli(study_file, url, "export", "--trial", "0").returncode == 0
+
+
+def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Path) -> None:
+    """Issue 46, item 5: the report said "doubts: none" beside an export whose P99 TTFT
+    interval straddled the SLO. It is one verdict (a doubt), so each output that lists the
+    doubts (best, export, the report's column) has it; an interval clear of it is none."""
+    from tuner.results.selection import judge, select_trial
+
+    spec = load_study_spec(write_study_file(tmp_path))  # p99_ttft_ms<=2000
+    base = _point(0, p99_ttft_ms=1500.0, p99_ttft_ms_ci=[1400.0, 1600.0])
+    tuned = _point(1, p99_ttft_ms=1900.0, p99_ttft_ms_ci=[1700.0, 2100.0])
+    chosen = judge(select_trial([base, tuned], "demo"), [base, tuned], spec, None, base)
+    assert chosen.point.number == 1
+    (doubt,) = [v for v in chosen.verdicts if v.kind == "interval-straddles-slo"]
+    assert doubt.doubt and "the interval straddles the SLO p99_ttft_ms<=2000" in doubt.text
+    text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
+    assert f"# {doubt.text}" in text.splitlines()
+    own = judge(select_trial([base], "demo"), [base], spec, None, base)
+    assert not [v for v in own.verdicts if v.kind == "interval-straddles-slo"]

@@ -83,7 +83,9 @@ def judge(
     (`tuner.results.smallest`; not for a trial asked for by number, nor under `--slo` limits
     beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
-    found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
+    found = verdicts(
+        choice.point, points, spec, study, ranked=ranked, notes=choice.notes, limits=choice.limits
+    )
     # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
     flags = study.smallest.get(choice.point.number) if study is not None else None
     rec = recommendation(choice.point, found, ranked, spec, baseline, flags)
