@@ -46,7 +46,7 @@ def outcome(p: TrialPoint) -> Outcome:
     if p.status == "pruned":
         return "stopped"
     if p.status == "failed":
-        return "refused" if p.state == "COMPLETE" and p.record.predicted else "failed"
+        return "refused" if p.record.predicted and p.state == "COMPLETE" else "failed"
     return "waiting" if p.state == "WAITING" or p.stale_queue else "running"
 
 
