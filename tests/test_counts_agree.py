@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_predict_skip import _spec as skip_spec
 
 from tuner import trial as tr
 from tuner.results.report.page import _counts, trials_table
@@ -24,33 +25,15 @@ pytestmark = pytest.mark.slow  # a planned study of 8 trials: about 2 s of CPU o
 
 
 def _spec(tokenizer: Path) -> StudySpec:
-    return StudySpec.model_validate(
-        {
-            "name": "counts",
-            "engine": {
-                "model": "deepseek-r1-distill-qwen-32b",
-                "flags": {"tensor-parallel-size": 4, "max-model-len": 4096},
-            },
-            "hardware": {"gpu": "a6000", "count": 4},
-            "search_space": {
-                "parameters": {
-                    "max-num-seqs": {"type": "int", "low": 1, "high": 256, "log": True},
-                    "max-num-batched-tokens": {"type": "int", "low": 1024, "high": 8192},
-                    "enable-chunked-prefill": {"type": "bool"},
-                }
-            },
-            "workload": {
-                "tokenizer": str(tokenizer),
-                "num_prompts": 12,
-                "random_input_len": 128,
-                "random_output_len": 256,
-                "request_rate": 8,
-            },
-            "objective": {"slo": ["p99_ttft_ms<=2000"]},
-            "budget": {"n_trials": 8},
-            "sampler": {"name": "tpe", "seed": 3},
-        }
-    )
+    """`test_predict_skip`'s study with early stopping on, a 4096-token context and chunked
+    prefill searched (off with 1024 batched tokens: refused by vLLM's rules), 8 trials of 12
+    prompts."""
+    data = skip_spec(tokenizer, enabled=True).model_dump(mode="json", exclude_unset=True)
+    data["engine"]["flags"]["max-model-len"] = 4096
+    data["search_space"]["parameters"]["enable-chunked-prefill"] = {"type": "bool"}
+    data["workload"]["num_prompts"] = 12
+    data["budget"]["n_trials"] = 8
+    return StudySpec.model_validate({**data, "name": "counts"})
 
 
 @pytest.fixture(scope="module")
