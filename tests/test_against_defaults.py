@@ -107,4 +107,5 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     shown = notes.group(1).replace("&#39;", "'")
     assert change.removeprefix("# ") in shown
     assert all(verdict in shown for verdict in texts)
-    assert "<th>against vLLM&#39;s defaults</th><th>doubts</th>" in page
+    heads = '<th class="words">against vLLM&#39;s defaults</th><th class="words">doubts</th>'
+    assert heads in page
