@@ -62,7 +62,7 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     assert float(after) < float(before) and pct.startswith("−")
     after_change = best[best.index(change) + 1 : next(i for i, x in enumerate(best) if "vllm" in x)]
     assert after_change and all(v.startswith("# ") for v in after_change)
-    moved = ("# WORSE than vLLM's defaults", "# nothing stored got clearly worse")
+    moved = ("# WORSE than vLLM's defaults", "# nothing stored got worse", "# better than vLLM's")
     # the flags that carry the gain (tests/test_smallest_change.py) are not verdicts
     smallest = ("# the smallest change", "# every flag trial", "# kept --", "# dropped --")
     smallest += ("# SIMULATED score of the command", "# which changed flags")
@@ -89,7 +89,14 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     assert lo <= doc["metrics"]["median_itl_ms"] <= hi
     worse = [line for line in best if line.startswith("# WORSE than")]
     parts = [part for w in worse for part in w.split("); ") if "median ITL" in part]
-    assert all(re.search(r"median ITL [\d.]+ → [\d.]+ ms \([^;]+; CI ", p) for p in parts)
+    assert all(
+        re.search(r"median ITL [\d.]+ → [\d.]+ ms \([^;]+; (not )?clearly: CI ", p) for p in parts
+    )
+    # the JSON's list is the lines' (one `change.moved`): each figure named there, none else
+    moved_text = " ".join(line for line in best if line.startswith(moved[::2]))
+    for m in doc["moved_from_defaults"]:
+        assert f"{m['label']} " in moved_text and isinstance(m["clearly"], bool)
+    assert moved_text.count(" → ") == len(doc["moved_from_defaults"])
 
     report = study.parent / "r.html"
     _run(study, "report", "-o", str(report))
@@ -100,4 +107,5 @@ def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -
     shown = notes.group(1).replace("&#39;", "'")
     assert change.removeprefix("# ") in shown
     assert all(verdict in shown for verdict in texts)
-    assert "<th>against vLLM&#39;s defaults</th><th>doubts</th>" in page
+    heads = '<th class="words">against vLLM&#39;s defaults</th><th class="words">doubts</th>'
+    assert heads in page

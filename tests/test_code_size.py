@@ -1,40 +1,25 @@
-"""The size rule (`make lint`): no file in tuner/ over 400 lines, no function over 80."""
+"""The size backstop: no file in tuner/ over 600 lines, no function over 120. Below that,
+length is a report (`make lint` prints `tuner_testing.code_size`: files over 400 lines and
+functions over 80, to read for meaning), never a failure (House IV: the 400/80 rule as a gate
+made commits split "to stay within 400 lines")."""
 
 from __future__ import annotations
 
-import ast
+from tuner_testing.code_size import long_files, long_functions, sources
 
-from tuner_testing import REPO
-
-MAX_FILE_LINES = 400
-MAX_FUNCTION_LINES = 80
-PACKAGE = REPO / "tuner"
-
-
-def _sources() -> list:
-    return sorted(PACKAGE.rglob("*.py"))
+BACKSTOP_FILE_LINES = 600
+BACKSTOP_FUNCTION_LINES = 120
 
 
 def test_the_rule_sees_the_package() -> None:
-    assert len(_sources()) > 50  # a wrong root would check nothing and pass
+    assert len(sources()) > 50  # a wrong root would check nothing and pass
 
 
-def test_no_file_over_400_lines() -> None:
-    long = {
-        str(p.relative_to(REPO)): n
-        for p in _sources()
-        if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES
-    }
-    assert not long, f"files over {MAX_FILE_LINES} lines (split them): {long}"
+def test_no_file_over_the_backstop() -> None:
+    long = long_files(BACKSTOP_FILE_LINES)
+    assert not long, f"files over {BACKSTOP_FILE_LINES} lines: {long}"
 
 
-def test_no_function_over_80_lines() -> None:
-    long = {}
-    for p in _sources():
-        for node in ast.walk(ast.parse(p.read_text(), str(p))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                n = node.end_lineno - start + 1
-                if n > MAX_FUNCTION_LINES:
-                    long[f"{p.relative_to(REPO)}:{node.lineno} {node.name}"] = n
-    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them): {long}"
+def test_no_function_over_the_backstop() -> None:
+    long = long_functions(BACKSTOP_FUNCTION_LINES)
+    assert not long, f"functions over {BACKSTOP_FUNCTION_LINES} lines: {long}"

@@ -15,7 +15,7 @@ from results_fixtures import build_study, write_study_file
 
 from tuner import trial as tr
 from tuner.results.best import best_report
-from tuner.results.change import worse_than_defaults
+from tuner.results.change import moved_from_defaults, moved_lines
 from tuner.results.recommend import HELD_EXIT_CODE, recommendation
 from tuner.results.verdicts import Verdict
 from tuner.spec.study import load_study_spec
@@ -153,35 +153,64 @@ def _point(number: int, **attrs: float) -> tr.TrialPoint:
     return tr.read_all([trial])[0]
 
 
-def test_every_metric_that_got_worse_is_listed_with_its_interval(tmp_path: Path) -> None:
-    """The demo's best: mean TPOT better, median ITL 41 → 241 ms (no interval stored), mean
-    ITL clearly worse by its interval; a metric worse within its interval is not listed."""
+def test_every_metric_that_moved_is_listed_with_its_size_and_whether_clearly(
+    tmp_path: Path,
+) -> None:
+    """The demo's best (issue 46, item 3): median ITL ×6.7 with the wide interval of a bimodal
+    median is listed, "not clearly"; mean ITL +50 % clearly worse; request throughput −10 %,
+    clearly worse though small; p99 ITL −48 % better with no interval stored; mean TTFT +4 %
+    within its interval and a spread (`std_*`) are not listed."""
     spec = load_study_spec(write_study_file(tmp_path))
     base = _point(
         0,
-        median_itl_ms=41.0,
+        median_itl_ms=36.93,
+        median_itl_ms_ci=[36.92, 37.53],
         mean_itl_ms=40.0,
         mean_itl_ms_ci=[38.0, 42.0],
         mean_ttft_ms=500.0,
         mean_ttft_ms_ci=[450.0, 550.0],
+        p99_itl_ms=483.5,
+        request_throughput=2.0,
+        request_throughput_ci=[1.98, 2.02],
+        std_itl_ms=100.0,
     )
     tuned = _point(
         1,
-        median_itl_ms=241.0,
+        median_itl_ms=246.8,
+        median_itl_ms_ci=[35.2, 247.6],
         mean_itl_ms=60.0,
         mean_itl_ms_ci=[55.0, 65.0],
-        mean_ttft_ms=520.0,  # worse, but within the intervals
+        mean_ttft_ms=520.0,  # worse, but within the intervals and by less than 25 %
         mean_ttft_ms_ci=[470.0, 570.0],
+        p99_itl_ms=251.5,
+        request_throughput=1.8,
+        request_throughput_ci=[1.78, 1.82],
+        std_itl_ms=300.0,
     )
-    found = {w.change.metric: w for w in worse_than_defaults(spec, tuned, base)}
-    assert set(found) == {"mean_itl_ms", "median_itl_ms"}
-    assert found["mean_itl_ms"].words() == "mean ITL 40 → 60 ms (+50 %; CI 55–65 against 38–42)"
-    assert found["median_itl_ms"].words() == "median ITL 41 → 241 ms (+488 %; no interval stored)"
-    text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
+    found = moved_from_defaults(spec, tuned, base)
+    assert [(m.change.metric, m.worse, m.clearly) for m in found] == [
+        ("mean_itl_ms", True, True),
+        ("request_throughput", True, True),
+        ("median_itl_ms", True, False),
+        ("p99_itl_ms", False, False),
+    ]
+    words = [m.words() for m in found]
+    assert words[0] == "mean ITL 40 → 60 ms (+50 %; clearly: CI 55–65 against 38–42)"
     assert (
-        "# WORSE than vLLM's defaults (baseline trial 0): mean ITL 40 → 60 ms (+50 %; CI 55–65 "
-        "against 38–42); median ITL 41 → 241 ms (+488 %; no interval stored)"
-    ) in text.splitlines()
+        words[2]
+        == "median ITL 36.93 → 246.8 ms (×6.7; not clearly: CI 35.2–247.6 against 36.92–37.53)"
+    )
+    assert words[3] == "p99 ITL 483.5 → 251.5 ms (−48 %; no interval stored)"
+    text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
+    worse, better = (f"# {line}" for line in moved_lines(found, 0))
+    assert worse == "# WORSE than vLLM's defaults (baseline trial 0): " + "; ".join(words[:3])
+    assert better.startswith("# better than vLLM's defaults (baseline trial 0) by 25 % or more: ")
+    assert worse in text.splitlines() and better in text.splitlines()
+    # nothing moved: said so, in one line
+    assert moved_lines(moved_from_defaults(spec, base, _point(2, **base.metrics)), 2) == [
+        "nothing stored got worse than vLLM's defaults (baseline trial 2), neither by 25 % or "
+        "more nor clearly"
+    ]
 
 
 @pytest.mark.parametrize("kind", ["confirmed", "not-clearly-better-than-runner-up", "robust"])
@@ -202,3 +231,22 @@ def test_export_exits_3_when_no_tuned_config_beat_the_defaults(tmp_path: Path) -
     assert "--max-num-seqs 256" in done.stdout  # the defaults' command
     assert "the best is vLLM's defaults (baseline trial 0)" in done.stderr
     assert _cli(study_file, url, "export", "--trial", "0").returncode == 0
+
+
+def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Path) -> None:
+    """Issue 46, item 5: the report said "doubts: none" beside an export whose P99 TTFT
+    interval straddled the SLO. It is one verdict (a doubt), so each output that lists the
+    doubts (best, export, the report's column) has it; an interval clear of it is none."""
+    from tuner.results.selection import judge, select_trial
+
+    spec = load_study_spec(write_study_file(tmp_path))  # p99_ttft_ms<=2000
+    base = _point(0, p99_ttft_ms=1500.0, p99_ttft_ms_ci=[1400.0, 1600.0])
+    tuned = _point(1, p99_ttft_ms=1900.0, p99_ttft_ms_ci=[1700.0, 2100.0])
+    chosen = judge(select_trial([base, tuned], "demo"), [base, tuned], spec, None, base)
+    assert chosen.point.number == 1
+    (doubt,) = [v for v in chosen.verdicts if v.kind == "interval-straddles-slo"]
+    assert doubt.doubt and "the interval straddles the SLO p99_ttft_ms<=2000" in doubt.text
+    text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
+    assert f"# {doubt.text}" in text.splitlines()
+    own = judge(select_trial([base], "demo"), [base], spec, None, base)
+    assert not [v for v in own.verdicts if v.kind == "interval-straddles-slo"]

@@ -282,8 +282,9 @@ def trials(
         typer.echo(frame.to_csv(index=False), nl=False)
     else:
         from tuner.results.views import print_trials_table
+        from tuner.trial import tally_line
 
-        print_trials_table(frame, wide=wide)
+        print_trials_table(frame, wide=wide, counts=tally_line(points))
         if verifies:
             typer.echo("\nverify history (`tuner verify`, oldest first):")
             typer.echo("\n".join(verify_lines(verifies)))

@@ -11,39 +11,44 @@ one `DefaultsComparison` (as `report.front.ParetoFrontInfo` is computed once and
     p99 TTFT 3184 → 3313 ms (+4 %), mean TPOT 201.7 → 159.1 ms (−21 %),
     output 87.7 → 87.2 tok/s (−1 %)
 
-Everything that got worse against vLLM's defaults, not only the weighted metrics: the change
+Every figure that moved against vLLM's defaults, not only the weighted metrics: the change
 above states the headline metrics; a config can win on them and lose elsewhere (the demo's
-best: mean TPOT −21 %, median ITL 41 → 241 ms, because every decode step now carries a
-prefill chunk). `worse_than_defaults` lists every stored metric of the chosen trial that moved
-the wrong way:
+best: mean TPOT −22 %, median ITL 36.9 → 247 ms, because every decode step now carries a
+prefill chunk). `moved` lists every `vllm bench serve` figure (mean, median and percentiles of
+TTFT, TPOT, ITL, E2EL; request, output, total throughput and goodput) that moved by `MOVED`
+(25 %) or more either way, and every one that got clearly worse by any amount, each saying
+whether the move is clear:
 
-- **clearly worse**: both trials carry a 95 % bootstrap interval for it and the interval of the
-  difference lies wholly on the worse side: `objective.clearly_better` with the roles swapped
-  (the defaults clearly better than the trial), the one rule every verdict uses;
-- **worse, no interval stored**: a metric the run measured without an interval
-  (`measure.metrics.CI_METRICS` names the ones with one) that moved the wrong way by
-  `NO_INTERVAL_WORSE` or more; nothing can say whether that is luck, so it is labelled so.
+- **clearly**: both trials carry a 95 % bootstrap interval for it and the interval of the
+  difference lies wholly on the side it moved to (`objective.clearly_better`, the one rule
+  every verdict uses);
+- **not clearly**: both carry one, and the difference's interval reaches the other side (a
+  bimodal median's interval is wide: the demo's median ITL ×6.7 is not clearly worse);
+- **no interval stored**: `measure.metrics.CI_METRICS` names the figures with one; nothing can
+  say whether such a move is luck, so it is labelled so.
 
-Spread figures (`std_*`) are left out (no direction is better), and so is capacity mode (each
-config's latencies were measured at its own rate, so they do not compare).
+`tuner best`, every `tuner export` format and the report's "What to deploy" render the one list
+(`moved_lines`). Spread figures (`std_*`) are left out (no direction is better), and so is
+capacity mode (each config's latencies were measured at its own rate, so they do not compare).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.measure.mixes import objective_of
 from tuner.measure.objective import clearly_better
-from tuner.spec.metric_keys import direction, metric_words
+from tuner.spec.metric_keys import THROUGHPUTS, direction, metric_words, parse_latency_key
 from tuner.spec.study import StudySpec
 from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint
 from tuner.trial.words import CAPPED_NOTE
 
 MINUS = "\u2212"  # "−21 %": a minus sign, not a hyphen
-# A figure with no interval is listed when it got this much worse (25 %: beyond the run-to-run
-# spread of 2-core boxes, up to 25 % on identical runs, docs/objective.md "Noise").
-NO_INTERVAL_WORSE = 0.25
+# A figure is listed when it moved this much either way (25 %: beyond the run-to-run spread
+# of 2-core boxes, up to 25 % on identical runs, docs/objective.md "Noise"), clear or not.
+MOVED = 0.25
 
 
 def plain(value: float) -> str:
@@ -206,72 +211,125 @@ def against_defaults(
     return DefaultsComparison(point.number, baseline.number, tuple(rows))
 
 
+def _factor_words(change: Change) -> str:
+    """`×6.7` for a figure that at least doubled (a percent reads badly there: +583 %), else the
+    change's percent words."""
+    pct = change.percent
+    if pct is not None and pct >= 100 and not (change.before_capped or change.after_capped):
+        return f"×{change.after / change.before:.1f}"
+    return change._percent_words()
+
+
 @dataclass(frozen=True)
-class Worse:
-    """One metric the trial is worse on than the defaults, with the two intervals if stored."""
+class Moved:
+    """One metric that moved against the defaults, with the two intervals if stored and whether
+    the move is clear (the 95 % interval of the difference wholly on its side)."""
 
     change: Change
     ci: tuple[float, float] | None  # the trial's
     base_ci: tuple[float, float] | None  # the defaults'
+    clearly: bool  # False also where no interval is stored
 
     @property
-    def clearly(self) -> bool:
-        return self.ci is not None and self.base_ci is not None
+    def worse(self) -> bool:
+        return self.change.better is False
 
     def words(self) -> str:
-        """`median ITL 41 → 241 ms (+488 %; CI 220–260 against 38–44)`."""
-        text = self.change.words()
-        if self.ci is not None and self.base_ci is not None:
-            lo, hi = self.ci
-            blo, bhi = self.base_ci
-            note = f"; CI {plain(lo)}–{plain(hi)} against {plain(blo)}–{plain(bhi)}"
-        else:
-            note = "; no interval stored"
-        return text[:-1] + note + ")"
+        """`median ITL 36.93 → 246.8 ms (×6.7; not clearly: CI 35.2–247.6 against
+        36.92–37.53)`, `p99 ITL 483.5 → 251.5 ms (−48 %; no interval stored)`."""
+        label, unit = metric_words(self.change.metric)
+        c = self.change
+        text = f"{label} {plain(c.before)} → {plain(c.after)}{unit} ({_factor_words(c)}; "
+        if self.ci is None or self.base_ci is None:
+            return text + "no interval stored)"
+        (lo, hi), (blo, bhi) = self.ci, self.base_ci
+        how = "clearly" if self.clearly else "not clearly"
+        return text + f"{how}: CI {plain(lo)}–{plain(hi)} against {plain(blo)}–{plain(bhi)})"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            **self.change.as_json(),
+            "clearly": self.clearly,
+            "ci": list(self.ci) if self.ci is not None else None,
+            "baseline_ci": list(self.base_ci) if self.base_ci is not None else None,
+        }
 
 
-def worse_than_defaults(
+def moved_metric(name: str) -> bool:
+    """A `vllm bench serve` figure `moved_from_defaults` weighs: a latency statistic (mean,
+    median, a percentile; not a spread) or a throughput (request, output, total, goodput)."""
+    parsed = parse_latency_key(name)
+    if parsed is not None:
+        return parsed.statistic != "std"
+    return name in (*THROUGHPUTS, "request_goodput")
+
+
+def moved(
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    before_ci: Mapping[str, tuple[float, float]],
+    after_ci: Mapping[str, tuple[float, float]],
+) -> tuple[Moved, ...]:
+    """Every `vllm bench serve` figure (`moved_metric`) that moved by `MOVED` or more either
+    way, or clearly got worse by any amount, with whether the move is clear by the intervals
+    (`objective.clearly_better`, the one rule every verdict uses). Pure: the two trials'
+    figures and intervals in; worse first, then better, each by metric name."""
+    out = []
+    for name, value in after.items():
+        base = before.get(name)
+        if base is None or not moved_metric(name):
+            continue
+        change = Change(name, base, value)
+        if change.better is None:
+            continue
+        ci, base_ci = after_ci.get(name), before_ci.get(name)
+        clear = False
+        if ci is not None and base_ci is not None:
+            won, lost = ({name: ci}, after), ({name: base_ci}, before)
+            first, second = (won, lost) if change.better else (lost, won)
+            clear = clearly_better(first[0], second[0], {name: 1.0}, first[1], second[1])
+        big = change.percent is not None and abs(change.percent) >= MOVED * 100
+        if big or (clear and not change.better):
+            out.append(Moved(change, ci, base_ci, clear))
+    return tuple(sorted(out, key=lambda m: (not m.worse, not m.clearly, m.change.metric)))
+
+
+def moved_from_defaults(
     spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None
-) -> tuple[Worse, ...]:
-    """Every stored metric on which `point` is worse than the baseline: clearly (by the
-    intervals), or by `NO_INTERVAL_WORSE` or more where no interval was stored."""
+) -> tuple[Moved, ...]:
+    """`moved` for `point` against the baseline trial; nothing where no comparison is made (no
+    baseline, the baseline itself, capacity mode: each config's latencies at its own rate)."""
     if baseline is None or baseline.number == point.number:
         return ()
     if not objective_of(spec).figures_against_baseline:
         return ()
-    out = []
-    for name, after in point.metrics.items():
-        before = baseline.metrics.get(name)
-        if before is None or direction(name) is None or name.startswith("std_"):
-            continue
-        change = Change(name, before, after)
-        if change.better is not False:
-            continue
-        ci, base_ci = point.ci(name), baseline.ci(name)
-        if ci is not None and base_ci is not None:
-            clear = clearly_better(
-                {name: base_ci}, {name: ci}, {name: 1.0}, baseline.metrics, point.metrics
-            )
-            if clear:
-                out.append(Worse(change, ci, base_ci))
-        elif change.percent is not None and abs(change.percent) >= NO_INTERVAL_WORSE * 100:
-            out.append(Worse(change, None, None))
-    return tuple(sorted(out, key=lambda w: (not w.clearly, w.change.metric)))
+    names = [n for n in point.metrics if moved_metric(n)]
+    return moved(baseline.metrics, point.metrics, baseline.cis(names), point.cis(names))
+
+
+def moved_lines(found: Sequence[Moved], baseline: int) -> list[str]:
+    """In words: one line for what got worse (or that nothing did), one for what got better
+    by `MOVED` or more (when any did). One line each: an indented line would read as a wrapped
+    comment's continuation (`best`)."""
+    ref = f"vLLM's defaults (baseline trial {baseline})"
+    share = f"{MOVED:.0%}".replace("%", " %")
+    worse = [m.words() for m in found if m.worse]
+    better = [m.words() for m in found if not m.worse]
+    lines = [
+        f"WORSE than {ref}: " + "; ".join(worse)
+        if worse
+        else f"nothing stored got worse than {ref}, neither by {share} or more nor clearly"
+    ]
+    if better:
+        lines.append(f"better than {ref} by {share} or more: " + "; ".join(better))
+    return lines
 
 
 def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
-    """In words, one line; or a line saying nothing got clearly worse;
-    nothing where no comparison is made (no baseline, the baseline itself, capacity mode)."""
-    found = worse_than_defaults(spec, point, baseline)
+    """`moved_lines` for `point` against the baseline trial; nothing where no comparison is
+    made (no baseline, the baseline itself, capacity mode)."""
     if baseline is None or baseline.number == point.number:
         return []
     if not objective_of(spec).figures_against_baseline:
         return []
-    if not found:
-        return [
-            f"nothing stored got clearly worse than vLLM's defaults (baseline trial "
-            f"{baseline.number})"
-        ]
-    # one line: an indented line would read as a wrapped comment's continuation (`best`)
-    each = "; ".join(w.words() for w in found)
-    return [f"WORSE than vLLM's defaults (baseline trial {baseline.number}): {each}"]
+    return moved_lines(moved_from_defaults(spec, point, baseline), baseline.number)

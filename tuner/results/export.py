@@ -177,6 +177,7 @@ def render(
             "score": p.score,
             "baseline_metrics": baseline.metrics if baseline is not None else None,
             "against_defaults": choice.comparison.as_json() if choice.comparison else None,
+            "moved_from_defaults": [m.as_json() for m in choice.moved],
             "verdicts": [v.as_json() for v in choice.verdicts],
             "recommendation": rec.as_json() if (rec := choice.recommendation) else None,
             "capacity": words.capacity_json(p),

@@ -14,7 +14,13 @@ from dataclasses import dataclass, replace
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.results.change import DefaultsComparison, against_defaults, worse_lines
+from tuner.results.change import (
+    DefaultsComparison,
+    Moved,
+    against_defaults,
+    moved_from_defaults,
+    worse_lines,
+)
 from tuner.results.pareto import check_complete, check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.smallest import shipped_params
@@ -38,7 +44,8 @@ class Selection:
     ranked: tuple[TrialPoint, ...] = ()  # the candidates it was chosen among, best first
     # set by `judge`: the change against vLLM's defaults, and every verdict on the choice
     comparison: DefaultsComparison | None = None
-    worse: tuple[str, ...] = ()  # everything that got worse against the defaults, in words
+    worse: tuple[str, ...] = ()  # every figure that moved against the defaults, in words
+    moved: tuple[Moved, ...] = ()  # the same, as figures (`change.moved`)
     verdicts: tuple[Verdict, ...] = ()
     recommendation: Recommendation | None = None  # set by `judge`: the candidate held back?
     smallest: SmallestChange | None = None  # set by `judge`: the flags that carry the gain
@@ -76,7 +83,9 @@ def judge(
     (`tuner.results.smallest`; not for a trial asked for by number, nor under `--slo` limits
     beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
-    found = verdicts(choice.point, points, spec, study, ranked=ranked, notes=choice.notes)
+    found = verdicts(
+        choice.point, points, spec, study, ranked=ranked, notes=choice.notes, limits=choice.limits
+    )
     # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
     flags = study.smallest.get(choice.point.number) if study is not None else None
     rec = recommendation(choice.point, found, ranked, spec, baseline, flags)
@@ -89,6 +98,7 @@ def judge(
         choice,
         comparison=comparison,
         worse=tuple(worse_lines(spec, choice.point, baseline)),
+        moved=moved_from_defaults(spec, choice.point, baseline),
         verdicts=found,
         recommendation=rec,
         smallest=change,

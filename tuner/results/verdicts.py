@@ -17,6 +17,8 @@ from typing import Literal
 
 from tuner import trial as tr
 from tuner.spec.figures import figure
+from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
+from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.trial.clearly import ClearlyBetter
@@ -34,6 +36,7 @@ Kind = Literal[
     "robust",
     "robustness-not-checked",
     "warm-prefix-cache",
+    "interval-straddles-slo",
 ]
 
 
@@ -65,10 +68,12 @@ def verdicts(
     *,
     ranked: Sequence[TrialPoint] | None = None,
     notes: Sequence[str] | None = None,
+    limits: Sequence[SloLimit] = (),
 ) -> tuple[Verdict, ...]:
     """Every verdict on `point`, in the order `tuner best` prints them. `ranked`: the
     candidates it was chosen among, best first (default `tuner.trial.ranked`); `notes`: the
-    configs `--confirm` found wanting (default `tuner.trial.miss_notes`)."""
+    configs `--confirm` found wanting (default `tuner.trial.miss_notes`); `limits`: the SLO
+    it was chosen under (`--slo`; default the study's)."""
     ranked = list(tr.ranked(points) if ranked is None else ranked)
     out: list[Verdict] = []
     if reference_words(point, points) != "baseline":
@@ -97,6 +102,7 @@ def verdicts(
         shown = figure(mean, 3, sign=True)
         text = f"confirmed over {len(runs)} runs: score {shown} ± {spread:.3f} (std)"
         out.append(Verdict("confirmed", text, False))
+    out += _straddles(point, spec, list(limits) or spec.slo_limits())
     out += _confidence(point, ranked, spec, tr.confirmation_runs(points))
     robust = study.robustness_of(point) if study is not None else None
     if robust is not None and robust.verdict:
@@ -109,6 +115,25 @@ def verdicts(
         )
         out.append(Verdict(kind, robust.verdict, bool(robust.fragile)))
     return tuple(out)
+
+
+def _straddles(point: TrialPoint, spec: StudySpec, limits: list[SloLimit]) -> list[Verdict]:
+    """A doubt for each stored interval with an SLO limit inside it: the figure met the SLO (it
+    was chosen under it), but as measured it may keep the limit or break it. The same words
+    as the figure's own line (`straddle_words`), so that every output says it as a doubt."""
+    out = []
+    names = dict.fromkeys([*HEADLINE_METRICS, *(limit.metric for limit in limits)])
+    for name in names:
+        ci = point.ci(name)
+        straddle = straddle_words(name, ci, limits)
+        if ci is not None and straddle:
+            label, unit = metric_words(name)
+            text = (
+                f"{label} 95% CI {figure(ci[0])}–{figure(ci[1])}{unit}: {straddle}; it may keep "
+                "the limit or break it (tuner run --confirm K, or tuner verify, re-measures it)"
+            )
+            out.append(Verdict("interval-straddles-slo", text, True))
+    return out
 
 
 def _pooled_order(

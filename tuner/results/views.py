@@ -133,17 +133,20 @@ def trials_records(
 
 
 def _state(p: TrialPoint) -> str:
-    """Optuna's state, in words that match the row: a completed trial that measured nothing
-    is not COMPLETE (refused before launch on a prediction, or failed), nor is one that
-    broke a constraint."""
-    if p.status == "infeasible":
+    """Optuna's state, in words that match the row and the counts (`tuner.trial.outcome`): a
+    completed trial that measured nothing is not COMPLETE (refused before launch on a
+    prediction, or failed), nor is one that broke a constraint, nor one never launched."""
+    found = tr.outcome(p)
+    if found == "infeasible":
         return "INFEASIBLE"
     if p.stale_queue:
         return "WAITING (not taken)"
-    if p.record.ruled_out:
+    if found == "ruled-out":
         return "RULED OUT (predicted)"
-    if p.state == "COMPLETE" and p.status == "failed":
-        return "REFUSED (predicted)" if p.record.predicted else "FAILED"
+    if found == "refused":
+        return "REFUSED (predicted)"
+    if p.state == "COMPLETE" and found == "failed":
+        return "FAILED"
     return p.state
 
 
@@ -196,10 +199,15 @@ def _figure_cell(row: pd.Series, col: str) -> str:
 
 
 def print_trials_table(
-    frame: pd.DataFrame, console: Console | None = None, *, wide: bool = False
+    frame: pd.DataFrame,
+    console: Console | None = None,
+    *,
+    wide: bool = False,
+    counts: str | None = None,
 ) -> None:
     """The trials as a table that fits the console (`tuner.results.table`); each failure
-    reason whole under it (`wide`: in a last column)."""
+    reason whole under it (`wide`: in a last column); `counts`: the trials counted by how
+    they ended (`tuner.trial.tally_line`), the last note."""
     console = console or Console()
     rows = [row for _, row in frame.iterrows()]
     mark = " (baseline)" if wide else "*"
@@ -230,7 +238,7 @@ def print_trials_table(
         cols.append(Column("failure", [str(r["failure"] or "") for r in rows], text=True))
     else:
         notes += [f"trial {number}: {why}" for number, why in failures]
-    print_table(console, cols, wide=wide, notes=notes)
+    print_table(console, cols, wide=wide, notes=[*notes, *([counts] if counts else [])])
 
 
 def _pooled_notes(frame: pd.DataFrame, rows: list[pd.Series]) -> list[str]:

@@ -11,12 +11,14 @@ reference trial, `--confirm`'s re-runs and `read_all` (scores pooled over re-run
 reference): `ranking`; the spec a trial ran under: `specs` (its ids: `spec_ids`); scoring a
 measurement: `scoring`; is one config clearly better than another: `clearly`; the flags
 that carry a config's gain: `smallest`; a trial's
-figures in words: `words`; hosts' baselines side by side: `hosts`; engine time: `uptime`.
+figures in words: `words`; hosts' baselines side by side: `hosts`; engine time: `uptime`;
+how each trial ended, counted once: `outcome`.
 docs/storage.md lists every attr.
 """
 
 from tuner.errors import PREDICTABLE, FailureKind
 from tuner.trial.keys import *  # noqa: F403 (the attr names are part of the package's API)
+from tuner.trial.outcome import OUTCOME_WORDS, Outcome, outcome, tally, tally_line, tally_words
 from tuner.trial.payloads import (
     CalibrationRecord,
     CapacityResult,
@@ -68,6 +70,7 @@ from tuner.trial.study import (
 )
 
 __all__ = [
+    "OUTCOME_WORDS",
     "PREDICTABLE",
     "AttrsHolder",
     "CalibrationRecord",
@@ -76,6 +79,7 @@ __all__ = [
     "Constraints",
     "FailureKind",
     "FlagRevert",
+    "Outcome",
     "ParamsKey",
     "PrefixCacheRun",
     "RateStep",
@@ -101,6 +105,7 @@ __all__ = [
     "is_metric",
     "mark_simulated",
     "miss_notes",
+    "outcome",
     "owner_of",
     "params_key",
     "pooled",
@@ -111,6 +116,9 @@ __all__ = [
     "record_of",
     "reference",
     "reruns",
+    "tally",
+    "tally_line",
+    "tally_words",
     "write",
     "write_calibration",
     "write_constraints",

@@ -103,13 +103,17 @@ def real_startups_s(store: Studies, name: str) -> float | None:
 
 def study_line(points: Iterable[TrialPoint]) -> str:
     """The whole study's engine time in words, from its trials' `engine_s` (the report's)."""
+    from tuner.trial.outcome import outcome
+
     points = list(points)
     engine_s = [float(p.record.engine_s or 0.0) for p in points]
     total = sum(engine_s)
     launched = sum(1 for s in engine_s if s > 0)
     words = f"{total:.0f} s of engine time over {launched} launched trial(s)"
     words += startup_share(total, [p.record.engine_split_s for p in points])
-    stopped = [(p, s) for p, s in zip(points, engine_s, strict=True) if p.status == "pruned" and s]
+    stopped = [
+        (p, s) for p, s in zip(points, engine_s, strict=True) if outcome(p) == "stopped" and s
+    ]
     if stopped:
         used = sum(s for _, s in stopped)
         words += f"; {len(stopped)} stopped early, using {used:.0f} s"

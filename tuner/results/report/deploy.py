@@ -1,5 +1,6 @@
 """The report's "What to deploy": the best command with no SLO, under each SLO of the study file
-and under all of them, each with its change against vLLM's defaults and every verdict.
+and under all of them, each with its change against vLLM's defaults and every verdict; one row
+(and one card) for the selections that chose the same trial with the same words.
 
 The choice, the change and the verdicts are `tuner export`'s (`select_trial`, `judge`): computed
 there once, drawn here as a table row and a card whose notes wrap (never cut off).
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
@@ -74,6 +75,7 @@ class _Card:
     notes: list[str]
     candidate_number: int | None
     candidate: str | None  # the candidate's command, when held back
+    row: int = 0  # its row in the summary table
 
 
 def _row(title: str, choice: Selection, capacity: bool) -> _Row:
@@ -126,6 +128,7 @@ def best_commands(
     heads += ["against vLLM's defaults", "doubts"]
     rows: list[_Row] = []
     cards: list[_Card] = []
+    said: dict[tuple[object, ...], int] = {}  # a row's words -> its index (one row each)
     # a capacity study's SLO chose the rates its searches ran: no other SLO was measured
     for title, text in _slo_sets(spec)[: 1 if capacity else None]:
         limits = parse_slo(text) if text else []
@@ -135,9 +138,18 @@ def best_commands(
             rows.append(_Row(title, error=str(exc)))
             continue
         choice = hold(judge(choice, points, spec, study, baseline))
-        rows.append(_row(title, choice, capacity))
+        row = _row(title, choice, capacity)
+        key = (*row.cells, *row.change, *row.doubts)
+        if key in said:  # the same trial, figures and verdicts: one row, its titles joined
+            i = said[key]
+            rows[i] = replace(rows[i], title=f"{rows[i].title}; {title}")
+            j = next(n for n, c in enumerate(cards) if c.row == i)
+            cards[j] = replace(cards[j], title=rows[i].title)
+            continue
+        said[key] = len(rows)
+        rows.append(row)
         notes = justification(spec, choice, study_name, simulated, baseline)
-        cards.append(_card(title, text, choice, spec, notes, first=not cards))
+        cards.append(replace(_card(title, text, choice, spec, notes, not cards), row=said[key]))
     # no trial to recommend: the table's rows say why, and no empty card follows
     return macro("deploy.html.j2", "best_commands", heads=heads, rows=rows, cards=cards)
 

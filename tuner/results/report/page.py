@@ -31,7 +31,16 @@ from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.sections import ParameterSpec
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of, for_scenario, host_baselines
+from tuner.trial import (
+    OUTCOME_WORDS,
+    StudyRecord,
+    TrialPoint,
+    baseline_of,
+    for_scenario,
+    host_baselines,
+    outcome,
+    tally_words,
+)
 from tuner.trial import best as best_trial
 from tuner.trial.hosts import SHOWN, differences
 from tuner.trial.uptime import study_line
@@ -42,9 +51,15 @@ def _kv(rows: Sequence[tuple[str, object]]) -> list[tuple[str, str]]:
 
 
 def _status(p: TrialPoint, front: set[int]) -> str:
+    """The row's class: on the front, else how it ended (`tuner.trial.outcome`): a config
+    refused or ruled out before launch is not styled as a failure."""
     if p.number in front:
         return "front"
-    return p.status
+    return outcome(p)
+
+
+# A row's status in words: how it ended (`tuner.trial.outcome`, the counts' words)
+_ROW_WORDS = {"ruled-out": "ruled out (never launched)", "refused": "refused (never launched)"}
 
 
 def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
@@ -56,7 +71,8 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
     rows = []
     for p in sorted(points, key=lambda p: p.number):
         status = _status(p, front)
-        label = {"front": "on the front", "feasible": "feasible"}.get(status, status)
+        ended = outcome(p)
+        label = "on the front" if status == "front" else _ROW_WORDS.get(ended, OUTCOME_WORDS[ended])
         cells = [
             f"{p.number}" + (" ★ baseline" if p.baseline else ""),
             label,
@@ -244,21 +260,14 @@ def _scenario_fronts(
     return macro("sections.html.j2", "scenario_fronts", divs=parts) if parts else Markup()
 
 
-_STATUSES = ("feasible", "infeasible", "failed", "pruned")
-
-
 def _counts(points: Sequence[TrialPoint]) -> list[tuple[str, int]]:
-    """The trials counted by status (the first three always shown)."""
-    counts = {s: sum(p.status == s for p in points) for s in _STATUSES}
-    counts["stopped early (pruned)"] = counts.pop("pruned")
-    counts["other (running)"] = len(points) - sum(counts.values())
-    if any(p.stale_stop for p in points):  # docs/reliability.md, "Re-judging"
-        counts["of them stopped under the previous SLOs/objective"] = sum(
-            p.stale_stop for p in points
-        )
+    """The trials counted by how they ended, `tuner trials`' counts (`tuner.trial.tally`)."""
+    counts = tally_words(points)
+    if stale := sum(p.stale_stop for p in points):  # docs/reliability.md, "Re-judging"
+        counts.append(("of them stopped under the previous SLOs/objective", stale))
     if warm := sum(bool(p.warm_runs) for p in points):  # docs/metrics.md, "Every run cold"
-        counts["of them measured with a warm prefix cache"] = warm
-    return [(s, n) for s, n in counts.items() if n or s in _STATUSES[:3]]
+        counts.append(("of them measured with a warm prefix cache", warm))
+    return counts
 
 
 def build_report(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import warnings
 from collections.abc import Sequence
 
 import optuna
@@ -355,8 +356,9 @@ def history_figure(points: Sequence[TrialPoint]) -> go.Figure:
 
 def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, float] | str:
     """PED-ANOVA importance (Optuna's default) of each parameter for the score, over measured
-    trials; or a sentence saying why there is none (too few trials, nothing varied)."""
-    scored = [p for p in points if p.score is not None and p.status in ("feasible", "infeasible")]
+    trials (not reused results: a copy's score would count twice); or a sentence saying why
+    the trials cannot rank the parameters (too few, nothing varied, all ranked equal)."""
+    scored = [p for p in points if p.score is not None and p.measured]
     if len(scored) < MIN_MEASURED_TRIALS_FOR_IMPORTANCE:
         return (
             f"Too few measured trials to rank parameters by importance: {len(scored)} measured, "
@@ -369,10 +371,23 @@ def importances(study: optuna.Study, points: Sequence[TrialPoint]) -> dict[str, 
         proxy.add_trial(
             optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=p.score)
         )
-    try:
-        return optuna.importance.get_param_importances(proxy)  # PED-ANOVA: no sklearn needed
-    except (ValueError, RuntimeError) as exc:
-        return f"Parameter importance cannot be computed: {str(exc).rstrip('.')}."
+    # Optuna says on stderr what it cannot rank ("Parameter importances will be equal"): kept
+    # here, and said in the report's words in place of bars that would all be equal
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            found = optuna.importance.get_param_importances(proxy)  # PED-ANOVA: no sklearn
+        except (ValueError, RuntimeError) as exc:
+            return f"Parameter importance cannot be computed: {str(exc).rstrip('.')}."
+    if len(found) == 1:
+        return f"One parameter varied ({next(iter(found))}): there is nothing to rank it against."
+    if len(set(found.values())) <= 1 or any("will be equal" in str(w.message) for w in said):
+        return (
+            f"The {len(scored)} measured trials cannot rank the parameters: their best scores "
+            "do not set any parameter's values apart from the others' (every importance "
+            "would be equal)."
+        )
+    return found
 
 
 def importance_figure(values: dict[str, float]) -> go.Figure:
