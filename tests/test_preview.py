@@ -103,12 +103,7 @@ def test_the_remedies_never_send_a_study_back_and_forth_between_modes(cause: Cau
     """Scalar mode may be told to try capacity mode (a heavier load); capacity mode, whose
     search sets the load, is never told to try scalar mode (the old preview's loop)."""
     spec = _capacity(load_study_spec(DEMO))
-    points, whole, _ = CASES[cause]
-    if cause in ("defaults-at-limit", "no-clear-difference"):
-        points = [  # capacity mode: figures are capacities, compared at its resolution (5 %)
-            _point(p.number, p.metrics["mean_tpot_ms"], feasible=p.feasible) for p in points
-        ]
-    line = _line(cause, points, spec, "2 of 30", 1.0)
+    line = _line(cause, CASES[cause][0], spec, "2 of 30", 1.0)
     assert "--objective" not in line and "--rate" not in line, line
 
 
@@ -128,3 +123,14 @@ def test_the_preview_finds_the_gain_the_demos_plan_finds(tmp_path: Path) -> None
     found = preview(load_study_spec(DEMO))
     assert found.cause == "gain" and found.gain is True, found.line
     assert 6 < found.trials < 30 and "CLEARLY better than vLLM's defaults" in found.line
+
+
+def test_a_study_that_sends_everything_at_once_is_not_told_to_raise_its_rate() -> None:
+    """Every request at once (rate inf): a heavier load is more requests in flight."""
+    spec = load_study_spec(DEMO)
+    workload = spec.workload.model_copy(update={"request_rate": math.inf, "max_concurrency": 4})
+    spec = spec.model_copy(update={"workload": workload})
+    points, whole, _ = CASES["defaults-at-limit"]
+    line = _line(cause_of(points, spec, whole=whole), points, spec, "3 of 30", 1.0)
+    assert "a heavier load: more requests in flight (workload.max_concurrency)" in line, line
+    assert "--rate" not in line

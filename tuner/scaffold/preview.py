@@ -10,6 +10,7 @@ preview"). Every figure is SIMULATED.
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from collections.abc import Sequence
@@ -170,7 +171,7 @@ def _line(
         )
     assert best is not None and base is not None
     figure = _figure(best, base, spec)
-    heavier = mode.load_hint(heavier=True)
+    heavier = _heavier(spec)
     if cause == "defaults-at-limit":
         found = (
             "vLLM's defaults are already the best config of the search space at this load "
@@ -186,6 +187,18 @@ def _line(
             f", or a heavier load: {heavier}" if heavier else ""
         )
     return f"{head} {found}: the night may find nothing to win; what would change it: {change}"
+
+
+def _heavier(spec: StudySpec) -> str | None:
+    """How to load the engine more, in words; None where nothing would (the capacity search
+    sets the rate; every request at once with no concurrency limit to raise)."""
+    hint = objective_of(spec).load_hint(heavier=True)
+    sent = list(spec.workloads.values()) or [spec.workload]
+    if hint is None or not all(math.isinf(w.request_rate) for w in sent):
+        return hint
+    if any(w.max_concurrency for w in sent):  # all at once: the load is the requests in flight
+        return "more requests in flight (workload.max_concurrency)"
+    return None
 
 
 def _finer(spec: StudySpec) -> str:
