@@ -134,3 +134,15 @@ def test_a_study_that_sends_everything_at_once_is_not_told_to_raise_its_rate() -
     line = _line(cause_of(points, spec, whole=whole), points, spec, "3 of 30", 1.0)
     assert "a heavier load: more requests in flight (workload.max_concurrency)" in line, line
     assert "--rate" not in line
+
+
+def test_long_documents_that_share_prefixes_are_built_as_the_plan_builds_them() -> None:
+    """Empty prompts of the documents' lengths hit no prefix cache: a study that asks each
+    document several times would preview another workload than its plan's (a capacity of
+    0.079 req/s against the plan's 0.54 for the shipped longdoc-shape study)."""
+    from tuner.workload.lengths import length_only_requests
+
+    plain = load_study_spec(DEMO).workload.model_copy(update={"dataset_name": "longdoc"})
+    assert length_only_requests(plain) is not None
+    shared = plain.model_copy(update={"longdoc_questions": [4]})
+    assert shared.longdoc_shared and length_only_requests(shared) is None
