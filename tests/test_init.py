@@ -137,7 +137,8 @@ def test_unknown_model_is_refused_with_nothing_written(tmp_path: Path) -> None:
 def test_existing_file_is_kept_unless_force(tmp_path: Path) -> None:
     out = tmp_path / "s.yaml"
     out.write_text("mine\n")
-    args = ["init", "--model", "tiny-qwen2", "--gpu", "t4", "--trials", "3", "-o", str(out)]
+    args = ["init", "--no-preview", "--model", "tiny-qwen2", "--gpu", "t4", "--trials", "3"]
+    args += ["-o", str(out)]
     done = tuner(*args, cwd=REPO)
     assert done.returncode == 2 and "--force" in one_error_line(done.stderr)
     assert out.read_text() == "mine\n"

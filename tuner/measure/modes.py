@@ -160,9 +160,13 @@ class Objective:
         `base_rps` None: the defaults broke the SLO (no figure of theirs to set against)."""
         return f"score {figure(best_score or 0.0, 3, sign=True)} against the defaults' 0"
 
-    def other_mode_hint(self) -> str:
-        """The other way to give a night something to win, in words."""
-        return "capacity mode (`tuner init --objective capacity`: the most traffic within the SLO)"
+    def load_hint(self, *, heavier: bool) -> str | None:
+        """How to give the night a heavier (or lighter) load, in words (the plan preview's
+        advice); None where the mode's own search sets the load. Capacity mode is advised,
+        scalar mode never from it: advice that never sends a study back where it came from."""
+        if heavier:
+            return "a higher rate (--rate) or capacity mode (`tuner init --objective capacity`)"
+        return "a lower rate (--rate)"
 
     def stated_rate(self, rate_rps: float) -> float | None:
         """The rate a run's figures are stated at when the mode sets it (a capacity step's,
@@ -334,8 +338,8 @@ class CapacityObjective(Objective):
             return f"capacity {found}"
         return f"capacity {figure(base_rps)} → {found}"
 
-    def other_mode_hint(self) -> str:
-        return "--objective scalar at a rate near the capacity"
+    def load_hint(self, *, heavier: bool) -> str | None:
+        return None  # the capacity search sets the rate
 
     def stated_rate(self, rate_rps: float) -> float | None:
         return rate_rps

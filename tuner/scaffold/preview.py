@@ -1,30 +1,55 @@
-"""A short `tuner plan` before the night (`tuner init`, `tuner check`): a few trials of the
-study on the simulator in virtual time, in seconds, and whether any beat vLLM's defaults
-clearly. A night where the planner finds nothing to win is said before it is spent, with what
-would change it (docs/preflight.md, "The plan preview"). Every figure is SIMULATED.
+"""A `tuner plan` before the night (`tuner init`, `tuner check`): the study's plan on the
+simulator in virtual time, trial by trial, until it finds a config CLEARLY better than vLLM's
+defaults (the verdict `tuner best` gives, `tuner.results.verdicts`), has run the trials of a
+whole plan (`PLAN_TRIALS`), or has spent its seconds (`BUDGET_S`). The same trials as
+`tuner plan --n-trials 30`: the same sampler, seed and prediction skips, so a verdict the
+preview gives is the plan's. "Nothing to win" only after a whole plan, with its cause and what
+would change it; before that, "too few trials to tell" (docs/preflight.md, "The plan
+preview"). Every figure is SIMULATED.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
 from tuner.results.verdicts import verdicts
 from tuner.run.cost import length_only_runner
 from tuner.run.loop import StudyLoop
+from tuner.run.reading import budget_used
 from tuner.runners.plan import PlanRunner
 from tuner.sim.bands import Bands, range_text
 from tuner.sim.profiles import known_model
 from tuner.spec.study import StudySpec
 from tuner.store.storage import Store
 from tuner.trial import CAPACITY_RPS, TrialPoint, ranked
+from tuner.trial.clearly import ClearlyBetter
 from tuner.trial.reading import read_study
 
-PREVIEW_TRIALS = 6  # the baseline and five tuned configs: seconds on the simulator
-NO_GAIN = ("baseline-is-best", "not-clearly-better-than-baseline")
+# A whole plan: what the preview runs before it says "nothing to win" (the trials of the
+# `tuner plan` its verdict is checked against, docs/preflight.md).
+PLAN_TRIALS = 30
+# Its limit, in this process's CPU seconds (one trial more may run past it): about the wall
+# time `tuner check` and `tuner init` wait on an idle box, and the same trials on a busy one
+# (a wall-clock limit would give a loaded box fewer trials, and another verdict). Short of a
+# whole plan by then: "too few trials to tell".
+BUDGET_S = 20.0
+
+Cause = Literal[
+    "gain",  # a config CLEARLY better than vLLM's defaults
+    "defaults-break-slo",  # a tuned config meets the SLO vLLM's defaults break
+    "too-few-trials",  # short of a whole plan and no gain yet
+    "slo-unreachable",  # a whole plan: no config meets the SLO, the defaults included
+    "defaults-at-limit",  # a whole plan: tuned configs clearly worse, none clearly better
+    "no-clear-difference",  # a whole plan: none clearly better, within the figures' noise
+]
+GAINS: tuple[Cause, ...] = ("gain", "defaults-break-slo")
 
 
 @dataclass(frozen=True)
@@ -32,80 +57,180 @@ class Preview:
     """What the preview found: one line to print, and whether it predicts a gain."""
 
     line: str
-    gain: bool | None  # None: not run
+    gain: bool | None  # None: not run, or too few trials to tell
     seconds: float
+    cause: Cause | None = None  # None: not run
+    trials: int = 0  # counted as `tuner plan --n-trials` counts them
 
 
-def preview(spec: StudySpec, n_trials: int = PREVIEW_TRIALS) -> Preview:
-    """`n_trials` planned trials of `spec` in a throw-away store; never raises a UserError
-    (a study the simulator cannot run is said in the line)."""
-    t0 = time.monotonic()
+def preview(spec: StudySpec, n_trials: int = PLAN_TRIALS, budget_s: float = BUDGET_S) -> Preview:
+    """Up to `n_trials` planned trials of `spec` in a throw-away store, for at most about
+    `budget_s` CPU seconds; never raises a UserError (a study the simulator cannot run is said in
+    the line)."""
+    t0, cpu0 = time.monotonic(), time.process_time()
     if known_model(spec.engine.model) is None or PlanRunner(spec).gpu is None:
         return Preview("plan preview: skipped (the simulator knows no model or GPU here)", None, 0)
     try:
-        points = _planned(spec, n_trials)
+        points = _planned(spec, n_trials, cpu0 + budget_s)
     except UserError as exc:
         return Preview(f"plan preview: skipped ({exc})", None, time.monotonic() - t0)
     took = time.monotonic() - t0
-    counted = sum(not p.refused_by_rules for p in points)
-    head = f"plan preview ({counted} trials, SIMULATED, {took:.0f} s):"
-    best = next(iter(ranked(points)), None)
-    base = next((p for p in points if p.baseline and p.feasible), None)
-    if best is None:  # a looser SLO or a lower rate, not "a tighter SLO" or "higher"
-        return Preview(
-            f"{head} no config met the SLO, vLLM's defaults included: the night may find "
-            "nothing that meets it; what would change it: a looser SLO (--slo), a lower rate "
-            "(--rate), or other flags (--search-space)",
-            False,
-            took,
-        )
-    if base is None:  # a tuned config meets the SLO the defaults break: that is the gain
-        return Preview(
-            f"{head} predicted gain: vLLM's defaults break the SLO, trial {best.number} meets "
-            f"it ({_figure(best, None, spec)})",
-            True,
-            took,
-        )
-    kinds = {v.kind for v in verdicts(best, points, spec, None)}
-    figure = _figure(best, base, spec)
-    if best.baseline or kinds & set(NO_GAIN):
-        return Preview(
-            f"{head} no config clearly beat vLLM's defaults ({figure}): the night may find "
-            f"nothing to win; {_change(spec)}",
-            False,
-            took,
-        )
-    return Preview(f"{head} predicted gain, trial {best.number}: {figure}", True, took)
+    done = budget_used(points)[0]
+    cause = cause_of(points, spec, whole=done >= n_trials)
+    line = _line(cause, points, spec, f"{done} of {n_trials}", took)
+    gain = True if cause in GAINS else None if cause == "too-few-trials" else False
+    return Preview(line, gain, took, cause, done)
 
 
-def _planned(spec: StudySpec, n_trials: int) -> list[TrialPoint]:
+def _planned(spec: StudySpec, n_trials: int, deadline: float) -> list[TrialPoint]:
+    """The plan's trials, one at a time, until a gain, `n_trials` or the `deadline` (of
+    `time.process_time`)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the line says what it found
     with tempfile.TemporaryDirectory(prefix="tuner-preview-") as folder:
         store = Store(f"sqlite:///{folder}/preview.db")
         try:
-            # no prediction skips: they save engine time, of which a plan has none
-            loop = StudyLoop(spec, store, length_only_runner(spec), prediction_skip=False)
-            loop.run(n_trials=n_trials)
-            return read_study(loop.study).every
+            # `tuner plan`'s loop, prediction skips included: they steer the sampler, so the
+            # preview's trials are the plan's (and they spare the skipped configs' runs)
+            loop = StudyLoop(spec, store, length_only_runner(spec))
+            points: list[TrialPoint] = []
+            while not points or (
+                budget_used(points)[0] < n_trials and time.process_time() < deadline
+            ):  # vLLM's defaults at least: every verdict is against them
+                loop.run(n_trials=1)
+                found = read_study(loop.study).every
+                if len(found) == len(points):  # the loop stopped itself (a broken study)
+                    break
+                points = found
+                if cause_of(points, spec, whole=False) in GAINS:
+                    break
+            return points
         finally:
             store.close()
 
 
-def _figure(best: TrialPoint, base: TrialPoint | None, spec: StudySpec) -> str:
+def cause_of(points: Sequence[TrialPoint], spec: StudySpec, *, whole: bool) -> Cause:
+    """What the planned trials say about the night (pure); `whole`: they are a whole plan, so
+    no gain among them means none to find."""
+    best = next(iter(ranked(points)), None)
+    base = next((p for p in points if p.baseline and p.feasible), None)
+    if best is not None and base is None:
+        return "defaults-break-slo"
+    if best is not None and base is not None and not best.baseline:
+        kinds = {v.kind for v in verdicts(best, points, spec, None)}
+        if "clearly-better-than-baseline" in kinds:  # the verdict `tuner best` gives
+            return "gain"
+    if not whole:
+        return "too-few-trials"
+    if best is None:
+        return "slo-unreachable"
+    assert base is not None
+    if not best.baseline:  # a tuned config scored better, within the figures' noise
+        return "no-clear-difference"
+    beats = ClearlyBetter(spec)
+    tuned = [p for p in points if p.measured and not p.baseline and p.confirm_of is None]
+    if any(not p.feasible or beats(base, p) for p in tuned):
+        return "defaults-at-limit"  # the flags matter, and the defaults are best at them
+    return "no-clear-difference"
+
+
+def _line(
+    cause: Cause, points: Sequence[TrialPoint], spec: StudySpec, trials: str, took_s: float
+) -> str:
+    """The one line the preview prints (every figure it names comes from `_figure`)."""
+    head = f"plan preview ({trials} trials, SIMULATED, {took_s:.0f} s):"
+    best = next(iter(ranked(points)), None)
+    base = next((p for p in points if p.baseline and p.feasible), None)
+    mode = objective_of(spec)
+    if cause == "gain" and best is not None:
+        return (
+            f"{head} predicted gain, trial {best.number}: {_figure(best, base, spec)}, "
+            "CLEARLY better than vLLM's defaults (the verdict `tuner best` gives)"
+        )
+    if cause == "defaults-break-slo" and best is not None:
+        return (
+            f"{head} predicted gain: vLLM's defaults break the SLO, trial {best.number} meets "
+            f"it ({_figure(best, None, spec)})"
+        )
+    if cause == "too-few-trials":
+        so_far = (
+            f"none clearly beat vLLM's defaults yet ({_figure(best, base, spec)})"
+            if best is not None and base is not None
+            else "no config met the SLO yet, vLLM's defaults included"
+        )
+        return (
+            f"{head} too few trials to tell: {so_far}; `tuner plan --n-trials {PLAN_TRIALS}` "
+            "runs the whole plan"
+        )
+    if cause == "slo-unreachable":
+        lighter = mode.load_hint(heavier=False)
+        return (
+            f"{head} no config met the SLO, vLLM's defaults included ({_nearest(points, spec)}): "
+            "the night may find nothing that meets it; what would change it: a looser SLO "
+            f"(--slo){f' or {lighter}' if lighter else ''}"
+        )
+    assert best is not None and base is not None
+    figure = _figure(best, base, spec)
+    heavier = _heavier(spec)
+    if cause == "defaults-at-limit":
+        found = (
+            "vLLM's defaults are already the best config of the search space at this load "
+            f"(no config clearly beat them: {figure}; others were clearly worse)"
+        )
+        change = f"a heavier load: {heavier}" if heavier else "other flags (--search-space)"
+    else:
+        found = (
+            f"no config clearly beat vLLM's defaults ({figure}: within the noise, "
+            f"{ClearlyBetter(spec).why})"
+        )
+        change = f"{_finer(spec)}, other flags (--search-space)" + (
+            f", or a heavier load: {heavier}" if heavier else ""
+        )
+    return f"{head} {found}: the night may find nothing to win; what would change it: {change}"
+
+
+def _heavier(spec: StudySpec) -> str | None:
+    """How to load the engine more, in words; None where nothing would (the capacity search
+    sets the rate; every request at once with no concurrency limit to raise)."""
+    hint = objective_of(spec).load_hint(heavier=True)
+    sent = list(spec.workloads.values()) or [spec.workload]
+    if hint is None or not all(math.isinf(w.request_rate) for w in sent):
+        return hint
+    if any(w.max_concurrency for w in sent):  # all at once: the load is the requests in flight
+        return "more requests in flight (workload.max_concurrency)"
+    return None
+
+
+def _finer(spec: StudySpec) -> str:
+    """What would narrow the noise that hides a gain: more prompts (narrower intervals), or a
+    finer capacity search."""
+    if ClearlyBetter(spec).resolution is not None:
+        return "a finer capacity search (objective.capacity.resolution)"
+    return "more prompts per trial (--num-prompts: narrower intervals)"
+
+
+def _figure(best: TrialPoint | None, base: TrialPoint | None, spec: StudySpec) -> str:
     """The best config's predicted figure, against the defaults' (`base`: None where they
     broke the SLO)."""
+    if best is None:
+        return "no config measured"
     base_rps = (base.capacity_rps or 0.0) if base is not None else None
     words = objective_of(spec).gain_words(best.score, best.capacity_rps, base_rps)
     around = Bands.of_study(spec).around(CAPACITY_RPS, best.capacity_rps)  # capacity mode's
     return words if around is None else f"{words} ({range_text(around)})"
 
 
-def _change(spec: StudySpec) -> str:
-    """What would give the night something to win."""
-    other = objective_of(spec).other_mode_hint()
-    return (
-        f"what would change it: {other}, another rate (--rate, higher: the defaults "
-        "queue), a tighter SLO, or other flags (--search-space)"
+def _nearest(points: Sequence[TrialPoint], spec: StudySpec) -> str:
+    """The measured config nearest to the SLO, and its figure against each limit it broke."""
+    limits = spec.slo_limits()
+    tried = [p for p in points if p.measured and p.metrics]
+    if not tried or not limits:
+        return "no config measured"
+    near = min(tried, key=lambda p: max(s.violation(p.metrics) for s in limits))
+    broken = [s for s in limits if not s.met(near.metrics)]
+    said = ", ".join(
+        f"{s.metric} {near.metrics.get(s.metric, float('nan')):.4g} against {s.op} {s.value:g}"
+        for s in broken
     )
+    return f"the nearest, trial {near.number}: {said}"

@@ -20,7 +20,9 @@ from tuner.workload.request import BenchRequest
 
 def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
     """The requests' lengths with empty prompts; None for a dataset file (its lengths are its
-    texts', which need the tokenizer)."""
+    texts', which need the tokenizer) and for long documents that share prefixes (asked
+    several times, a system prompt: the simulator's prefix cache reads the prompts' tokens,
+    so empty prompts would run another workload than `tuner plan`'s)."""
     rng = np.random.default_rng(w.seed)
     n = w.num_prompts
     if w.dataset_name == "random":
@@ -33,7 +35,7 @@ def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
         outputs = rng.integers(out_low, out_high + 1, size=n)
         pairs = zip(inputs, outputs, strict=True)
         return [BenchRequest("", int(i), int(o), ignore_eos=True) for i, o in pairs]
-    if w.dataset_name == "longdoc":
+    if w.dataset_name == "longdoc" and not w.longdoc_shared:
         lengths, weights = w.longdoc_lengths, w.longdoc_weights
         p = None if weights is None else np.asarray(weights, float) / float(sum(weights))
         picks = rng.choice(len(lengths), size=n, p=p)
@@ -47,7 +49,7 @@ def check_longest_fits(w: WorkloadSpec, limit: int, where: str) -> None:
     longest = w.longest_request
     if longest is None or longest <= limit:
         return
-    if w.dataset_name == "longdoc":
+    if w.dataset_name == "longdoc" and not w.longdoc_shared:
         raise UserError(
             f"{where}a long document of {max(w.longdoc_lengths)} tokens plus "
             f"{w.longdoc_output_len} output tokens exceeds max-model-len {limit}: documents "
