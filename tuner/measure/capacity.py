@@ -11,9 +11,14 @@ bracket (docs/objective.md, "Capacity mode"):
   rate is 0.8 × the request throughput it reached, clipped to [r / SHRINK_MAX, r / GROW_MIN]
   (halving when the run has no throughput, e.g. stopped before any request finished).
 
-Each step is trusted as measured: noise can make a curve non-monotone, and the search keeps
-the invariant "lo was feasible, hi was not" with lo < hi, so its answer is a rate that met
-every SLO when it was run. A step stopped early (an SLO broken for sure) is infeasible.
+Each step's SLO figures are estimates with a 95 % interval (`step_verdict`): the SLOs hold
+for sure, break for sure, or the interval straddles a limit. A straddling step is measured
+again at the same rate (`measure(rate, repeat)`: a fresh seed, fresh prompts and arrivals,
+pooled with the runs before it) while the search's repeat budget (`max_repeats`) lasts. The
+bracket [lo, hi] follows each step's estimate (feasible or not, as before); the answer's
+interval follows the verdicts: `low_rps`, the highest rate that held for sure at or below
+the estimate, and `high_rps`, the lowest rate that broke for sure above it. A step stopped
+early (an SLO broken for sure) breaks for sure.
 
 A run of N prompts at rate r sends for N / r seconds; above the engine's capacity its backlog
 grows only while requests arrive, so a short send phase can end before the queue pushes a
@@ -47,14 +52,25 @@ class Beat:
     reference_rps: float
 
 
+HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a step's verdict on the SLOs
+
+
 @dataclass(frozen=True)
 class Step:
-    """One workload run at one offered rate."""
+    """The runs at one offered rate (pooled when the rate was measured more than once)."""
 
     rate_rps: float
     metrics: Mapping[str, float]
-    feasible: bool
+    feasible: bool  # the estimate meets every SLO
     pruned_reason: str | None = None  # stopped early: above capacity
+    verdict: str = ""  # HOLDS, BREAKS or UNSURE ("": as `feasible`, sure)
+    runs: int = 1  # workload runs pooled at this rate
+    ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # the SLO figures'
+
+    @property
+    def sure(self) -> str:
+        """HOLDS, BREAKS or UNSURE; a step without a verdict is trusted as measured."""
+        return self.verdict or (HOLDS if self.feasible else BREAKS)
 
 
 @dataclass(frozen=True)
@@ -67,10 +83,14 @@ class Result:
     # SLOs broken at `beat_rps` (the best capacity so far): this config cannot beat it, and
     # the search stopped there (its capacity is below that rate, how far is not measured)
     beaten: bool = False
+    # the 95 % interval of the capacity: the highest rate that held for sure (0: none did),
+    # the lowest above the estimate that broke for sure (None: none did)
+    low_rps: float = 0.0
+    high_rps: float | None = None
 
     @property
     def runs(self) -> int:
-        return len(self.steps)
+        return sum(s.runs for s in self.steps)
 
 
 def meets(
@@ -81,6 +101,43 @@ def meets(
     if not done or failed / (done + failed) > failed_fraction_max:
         return False
     return all(limit.met(dict(metrics)) for limit in slos)
+
+
+def step_verdict(
+    metrics: Mapping[str, float],
+    ci: Mapping[str, tuple[float, float]],
+    slos: Sequence[SloLimit],
+    *,
+    failed_fraction_max: float = 1.0,
+    pruned: bool = False,
+) -> str:
+    """HOLDS when every SLO's 95 % interval (`ci`; a figure without one: its value) lies on
+    the kept side of its limit, BREAKS when one lies wholly past it, UNSURE when one straddles
+    it (`SloLimit.straddled_by`). A run stopped early, or with too many failed requests or
+    none completed, BREAKS."""
+    if pruned or not meets(metrics, (), failed_fraction_max=failed_fraction_max):
+        return BREAKS
+    unsure = False
+    for limit in slos:
+        if limit.metric not in metrics:
+            return BREAKS
+        value = metrics[limit.metric]
+        low, high = ci.get(limit.metric, (value, value))
+        low, high = min(low, value), max(high, value)  # the estimate lies in its interval
+        if limit.straddled_by(low, high):
+            unsure = True
+        elif not limit.met({limit.metric: value}):
+            return BREAKS
+    return UNSURE if unsure else HOLDS
+
+
+def capacity_interval(steps: Sequence[Step], capacity_rps: float) -> tuple[float, float | None]:
+    """The capacity's 95 % interval from the steps' verdicts: the highest rate at or below the
+    estimate `capacity_rps` that held for sure (0: none), and the lowest rate above it that
+    broke for sure (None: none did)."""
+    held = [s.rate_rps for s in steps if s.sure == HOLDS and s.rate_rps <= capacity_rps]
+    broke = [s.rate_rps for s in steps if s.sure == BREAKS and s.rate_rps > capacity_rps]
+    return max(held, default=0.0), min(broke, default=None)
 
 
 def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
@@ -132,34 +189,58 @@ def _shrink(step: Step) -> float:
 
 
 def search(
-    measure: Callable[[float], Step],
+    measure: Callable[[float, int], Step],
     start_rps: float,
     slos: Sequence[SloLimit],
     *,
     resolution: float = 0.05,
     max_runs: int = 8,
+    max_repeats: int = 0,
     min_rps: float = 0.01,
     max_rps: float = 1000.0,
     beat_rps: float | None = None,
 ) -> Result:
-    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`.
-    With `beat_rps` (early stopping: the best capacity so far) the search starts there, and
-    stops after that first run when it breaks an SLO: the config cannot beat the best; when it
-    meets them, the next run is one resolution above (a tie with the best resolves there)."""
-    if not (resolution > 0 and max_runs >= 1 and 0 < min_rps <= max_rps):
-        raise ValueError("capacity search: resolution > 0, max_runs ≥ 1, 0 < min ≤ max rate")
+    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
+    rates, and its 95 % interval. `measure(rate, k)`: the step at `rate` after its k-th repeat
+    (0: the first run; k ≥ 1: a fresh seed, pooled with the k runs before). A step whose
+    interval straddles an SLO limit is repeated while the `max_repeats` extra runs of the
+    search last. With `beat_rps` (early stopping: the best capacity so far) the search starts
+    there, and stops after that first rate when it breaks an SLO: the config cannot beat the
+    best; when it meets them, the next run is one resolution above (a tie with the best
+    resolves there)."""
+    if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
+        raise ValueError(
+            "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
+        )
     steps: list[Step] = []
+    repeats = [max_repeats]  # the extra runs left
 
     def run(rate: float) -> Step:
-        step = measure(rate)
+        step = measure(rate, 0)
+        while step.sure == UNSURE and repeats[0] > 0:
+            repeats[0] -= 1
+            step = measure(rate, step.runs)
         steps.append(step)
         return step
+
+    def result(lo: float, hi: float, resolved: bool, **kw: bool) -> Result:
+        low, high = capacity_interval(steps, lo)
+        return Result(
+            steps=steps,
+            capacity_rps=lo,
+            resolved=resolved,
+            capped=lo >= max_rps,
+            bracket=(lo, None if math.isinf(hi) else hi),
+            low_rps=low,
+            high_rps=high,
+            **kw,
+        )
 
     lo, hi = 0.0, math.inf
     rate = min(max(beat_rps or start_rps, min_rps), max_rps)
     first = run(rate)
     if beat_rps is not None and not first.feasible:
-        return Result(steps, 0.0, False, False, (0.0, rate), beaten=True)
+        return result(0.0, rate, False, beaten=True)
     if first.feasible:
         lo = rate
         factor = _grow(first, slos)
@@ -186,22 +267,40 @@ def search(
             hi = rate
             factor = _shrink(step)
     # Bisect geometrically.
-    while len(steps) < max_runs and lo > 0 and not math.isinf(hi) and hi / lo > 1 + resolution:
+    while (
+        len(steps) < max_runs and lo > 0 and not math.isinf(hi) and not narrow(lo, hi, resolution)
+    ):
         rate = math.sqrt(lo * hi)
         if run(rate).feasible:
             lo = rate
         else:
             hi = rate
-    resolved = lo > 0 and not math.isinf(hi) and hi / lo <= 1 + resolution
+    resolved = lo > 0 and narrow(lo, hi, resolution)
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
-    return Result(
-        steps=steps,
-        capacity_rps=lo,
-        resolved=resolved,
-        capped=lo >= max_rps,
-        bracket=(lo, None if math.isinf(hi) else hi),
-    )
+    return result(lo, hi, resolved)
+
+
+def narrow(lo: float, hi: float, resolution: float) -> bool:
+    """The bisection's stop: the bracket [lo, hi] within the resolution (hi / lo ≤ 1 + it)."""
+    return lo > 0 and not math.isinf(hi) and hi / lo <= 1 + resolution
+
+
+def clearly_above(
+    rps: float,
+    bounds: tuple[float, float | None] | None,
+    other_rps: float,
+    other_bounds: tuple[float, float | None] | None,
+    resolution: float,
+) -> bool:
+    """One capacity clearly above another. With both 95 % intervals (`low`, `high`): the first
+    held every SLO for sure at a rate no lower than one where the other broke one for sure
+    (its low end ≥ the other's high end; the other with no such rate: never). A capacity stored
+    without its interval: above by more than the search's resolution (`beats_by_resolution`)."""
+    if bounds is None or other_bounds is None:
+        return beats_by_resolution(rps, other_rps, resolution)
+    other_high = other_bounds[1]
+    return other_high is not None and bounds[0] >= other_high
 
 
 def beats_by_resolution(rps: float, other_rps: float, resolution: float) -> bool:

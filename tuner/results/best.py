@@ -96,13 +96,14 @@ def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpe
         how = objective_of(spec).aggregate_words()
         head = f"{score}: {how} of the scenarios' scores"
         if top.capacity_rps is not None:
-            head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (
-                f"scenarios within the SLOs; {head}"
+            head = (
+                f"capacity {words.rate(top.capacity_rps, top.capacity_capped, top.capacity_interval)} over the "
+                + (f"scenarios within the SLOs; {head}")
             )
         return [head, *(f"  {part}" for part in scenario_parts(top.record))]
     if found is not None:
         return [
-            f"capacity {words.rate(found.capacity_rps, found.capped)} within the SLOs; {score}",
+            f"capacity {words.capacity_rate(found)} within the SLOs; {score}",
             f"{at_rate(found)}: " + ", ".join(headline_words(top.metrics)),
         ]
     return [f"{score}; " + ", ".join(headline_words(top.metrics))]
