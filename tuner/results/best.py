@@ -96,9 +96,8 @@ def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpe
         how = objective_of(spec).aggregate_words()
         head = f"{score}: {how} of the scenarios' scores"
         if top.capacity_rps is not None:
-            head = (
-                f"capacity {words.rate(top.capacity_rps, top.capacity_capped, top.capacity_interval)} over the "
-                + (f"scenarios within the SLOs; {head}")
+            head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (
+                f"scenarios within the SLOs; {head}"
             )
         return [head, *(f"  {part}" for part in scenario_parts(top.record))]
     if found is not None:

@@ -46,8 +46,8 @@ class ClearlyBetter:
     def why_clear(self) -> str:
         if self.resolution is not None:
             return (
-                "one held the SLOs for sure at a rate where the other broke them (stored "
-                f"without intervals: beyond the capacity search's resolution ({self.resolution:.0%}))"
+                "one held the SLOs for sure at a rate where the other broke them (stored without "
+                f"intervals: beyond the capacity search's resolution ({self.resolution:.0%}))"
             )
         return "the 95% confidence interval of the difference lies wholly on the better side"
 

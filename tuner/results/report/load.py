@@ -199,8 +199,9 @@ def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
             y=[p.capacity_rps for p in shown],
             marker={"color": ["#111111" if p.baseline else "#1f77b4" for p in shown]},
             hovertext=[
-                f"trial {p.number}: {words.rate(p.capacity_rps or 0.0, p.capacity_capped, p.capacity_interval)}, "
-                f"{len(p.rate_steps)} runs"
+                f"trial {p.number}: "
+                f"{words.rate(p.capacity_rps or 0.0, p.capacity_capped, p.capacity_interval)}, "
+                f"{sum(s.runs for s in p.rate_steps)} runs"
                 for p in shown
             ],
             hoverinfo="text",
