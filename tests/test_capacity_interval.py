@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from tuner import trial as tr
 from tuner.measure.capacity import (
@@ -17,6 +18,8 @@ from tuner.measure.capacity import (
     capacity_interval,
     clearly_above,
     meets,
+    next_to_confirm,
+    rate_verdict,
     search,
     step_verdict,
 )
@@ -72,42 +75,69 @@ def test_the_interval_is_the_highest_sure_hold_and_the_lowest_sure_break_around_
     )
 
 
-def noisy_curve(knee_rps: float, half_width: float):
-    """P99 TTFT = 200 / (1 − rate / saturation) ms (1000 ms exactly at the knee), its 95 %
-    interval ± `half_width` relative, narrowing as 1 / √runs when a rate is repeated."""
+def test_a_rate_is_sure_once_two_seeds_agree() -> None:
+    assert rate_verdict([HOLDS]) == UNSURE  # one seed's prompts and arrivals: not yet
+    assert rate_verdict([HOLDS, HOLDS]) == HOLDS and rate_verdict([BREAKS] * 2) == BREAKS
+    assert rate_verdict([UNSURE, HOLDS, HOLDS]) == HOLDS
+    assert rate_verdict([BREAKS, HOLDS, HOLDS]) == UNSURE  # the seeds disagree
+
+
+def _runs(rate: float, *verdicts: str) -> Step:
+    return Step(rate, {}, BREAKS not in verdicts, None, rate_verdict(verdicts), len(verdicts),
+                {}, verdicts)  # fmt: skip
+
+
+def test_the_repeats_go_to_the_nearest_rates_that_could_bound_the_estimate() -> None:
+    steps = [_runs(4, HOLDS), _runs(6, HOLDS), _runs(7, UNSURE), _runs(8, BREAKS), _runs(9, BREAKS)]
+    assert next_to_confirm(steps, 7.0, HOLDS) == steps[1]  # one agreeing run: before 7's straddle
+    assert next_to_confirm(steps, 7.0, BREAKS) == steps[3]
+    settled = [_runs(6, HOLDS, HOLDS), *steps[2:]]
+    assert next_to_confirm(settled, 7.0, HOLDS) == settled[1]  # could still tighten it
+    assert next_to_confirm([_runs(7, HOLDS, HOLDS), _runs(6, HOLDS)], 7.0, HOLDS) is None
+    mixed = [_runs(8, BREAKS, HOLDS), _runs(9, BREAKS, UNSURE, UNSURE)]
+    assert next_to_confirm(mixed, 7.0, BREAKS) is None  # disagreed, or out of runs
+
+
+def noisy_curve(knee_rps: float, spread: float, seed: int = 0):
+    """P99 TTFT = 200 / (1 − rate / saturation) ms (1000 ms exactly at the knee) × a seed's
+    own factor (log-normal, `spread`), with a request-bootstrap-like interval of ± 5 %: each
+    run's interval is narrower than the spread between seeds, as on the simulated engine."""
     saturation = knee_rps / 0.8
+    rng = np.random.default_rng(seed)
     calls: list[tuple[float, int]] = []
+    said: dict[float, list[str]] = {}
 
     def measure(rate: float, repeat: int) -> Step:
         calls.append((rate, repeat))
         load = rate / saturation
-        p99 = 200 / (1 - load) if load < 1 else 1e6
-        half = half_width * p99 / math.sqrt(repeat + 1)
+        p99 = (200 / (1 - load) if load < 1 else 1e6) * math.exp(spread * rng.standard_normal())
         metrics = {**DONE, "p99_ttft_ms": p99, "request_throughput": min(rate, saturation)}
-        ci = {"p99_ttft_ms": (p99 - half, p99 + half)}
-        verdict = step_verdict(metrics, ci, SLOS)
-        return Step(rate, metrics, meets(metrics, SLOS), None, verdict, repeat + 1, ci)
+        ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
+        said[rate] = [*said.get(rate, [])[:repeat], step_verdict(metrics, ci, SLOS)]
+        runs = tuple(said[rate])
+        return Step(rate, metrics, meets(metrics, SLOS), None, rate_verdict(runs), len(runs),
+                    ci, runs)  # fmt: skip
 
     return measure, calls
 
 
-def test_a_straddling_step_is_measured_again_within_the_repeat_budget() -> None:
-    measure, calls = noisy_curve(10.0, 0.3)
-    got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=3)
+@pytest.mark.parametrize("seed", range(6))
+def test_the_interval_comes_from_rates_two_seeds_agreed_on_within_the_budget(seed: int) -> None:
+    measure, calls = noisy_curve(10.0, 0.12, seed)
+    got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=4)
     repeats = [(r, k) for r, k in calls if k > 0]
-    assert 1 <= len(repeats) <= 3  # the budget: at most 3 extra runs in the whole search
-    for rate, k in repeats:  # only a rate whose previous interval straddled the limit
-        previous = next(s for s in got.steps if s.rate_rps == rate)
-        assert (rate, k - 1) in calls and previous.runs >= k + 1
-    assert got.runs == len(calls) == sum(s.runs for s in got.steps)
-    assert len(got.steps) <= 8  # rates; the repeats come on top
-    high = got.high_rps
-    assert high is not None and got.low_rps <= got.capacity_rps < high
-    assert got.low_rps <= 10.0 <= high  # the knee lies inside the interval
-    # without a budget: never repeated, the same estimate, an interval no narrower
-    measure, calls = noisy_curve(10.0, 0.3)
+    assert repeats and len(repeats) <= 4  # at most 4 extra runs, each the next seed of a rate
+    assert all((r, k - 1) in calls for r, k in repeats)
+    assert got.runs == len(calls) == sum(s.runs for s in got.steps) and len(got.steps) <= 8
+    for bound, side in ((got.low_rps, HOLDS), (got.high_rps, BREAKS)):
+        if bound:  # a bound is a rate two seeds agreed on
+            (step,) = [s for s in got.steps if s.rate_rps == bound]
+            assert step.sure == side and step.run_verdicts.count(side) >= 2
+    assert got.low_rps <= got.capacity_rps and (got.high_rps or math.inf) > got.capacity_rps
+    # without a budget: never repeated, and no rate is sure
+    measure, calls = noisy_curve(10.0, 0.12, seed)
     bare = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=0)
-    assert all(k == 0 for _, k in calls) and bare.low_rps <= got.low_rps
+    assert all(k == 0 for _, k in calls) and (bare.low_rps, bare.high_rps) == (0.0, None)
 
 
 def test_clearly_above_uses_the_intervals_else_the_resolution() -> None:

@@ -11,14 +11,17 @@ bracket (docs/objective.md, "Capacity mode"):
   rate is 0.8 × the request throughput it reached, clipped to [r / SHRINK_MAX, r / GROW_MIN]
   (halving when the run has no throughput, e.g. stopped before any request finished).
 
-Each step's SLO figures are estimates with a 95 % interval (`step_verdict`): the SLOs hold
-for sure, break for sure, or the interval straddles a limit. A straddling step is measured
-again at the same rate (`measure(rate, repeat)`: a fresh seed, fresh prompts and arrivals,
-pooled with the runs before it) while the search's repeat budget (`max_repeats`) lasts. The
-bracket [lo, hi] follows each step's estimate (feasible or not, as before); the answer's
-interval follows the verdicts: `low_rps`, the highest rate that held for sure at or below
-the estimate, and `high_rps`, the lowest rate that broke for sure above it. A step stopped
-early (an SLO broken for sure) breaks for sure.
+The bracket [lo, hi] follows each step's estimate (feasible or not) on the study's own
+prompts. The answer's 95 % interval follows the verdicts of runs on fresh seeds: each run's
+SLO figures are estimates with a 95 % interval (`step_verdict`: the SLOs hold for sure, break
+for sure, or the interval straddles a limit), but a request bootstrap on one run's fixed
+prompts and arrivals does not see how much the next seed's P99 differs (docs/objective.md:
+it covered the median over seeds in 25-42 % of runs near the knee), so a rate is sure only
+when `SURE_RUNS` runs on different seeds agree (`rate_verdict`). After the bisection, the
+repeat budget (`max_repeats` extra runs) re-measures, on the next seed, the rates nearest the
+estimate that could bound it (`next_to_confirm`): `low_rps` is the highest rate at or below
+the estimate that held for sure, `high_rps` the lowest above it that broke for sure. A run
+stopped early (an SLO broken for sure) breaks.
 
 A run of N prompts at rate r sends for N / r seconds; above the engine's capacity its backlog
 grows only while requests arrive, so a short send phase can end before the queue pushes a
@@ -52,7 +55,9 @@ class Beat:
     reference_rps: float
 
 
-HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a step's verdict on the SLOs
+HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a run's, or a rate's, verdict on the SLOs
+SURE_RUNS = 2  # runs on different seeds that must agree before a rate holds or breaks for sure
+MAX_RUNS_PER_RATE = 3  # a rate's runs: the first, and at most two repeats
 
 
 @dataclass(frozen=True)
@@ -63,14 +68,26 @@ class Step:
     metrics: Mapping[str, float]
     feasible: bool  # the estimate meets every SLO
     pruned_reason: str | None = None  # stopped early: above capacity
-    verdict: str = ""  # HOLDS, BREAKS or UNSURE ("": as `feasible`, sure)
+    verdict: str = ""  # the rate's (`rate_verdict`); "": trusted as measured (`feasible`)
     runs: int = 1  # workload runs pooled at this rate
     ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # the SLO figures'
+    run_verdicts: tuple[str, ...] = ()  # each run's own (`step_verdict`), in order
 
     @property
     def sure(self) -> str:
         """HOLDS, BREAKS or UNSURE; a step without a verdict is trusted as measured."""
         return self.verdict or (HOLDS if self.feasible else BREAKS)
+
+    def could_settle(self, side: str) -> bool:
+        """Another run could make this rate hold (`side` HOLDS) or break for sure: no run
+        said the opposite, and it has runs left."""
+        other = BREAKS if side == HOLDS else HOLDS
+        return (
+            bool(self.verdict)
+            and self.verdict != side
+            and other not in self.run_verdicts
+            and self.runs < MAX_RUNS_PER_RATE
+        )
 
 
 @dataclass(frozen=True)
@@ -129,6 +146,40 @@ def step_verdict(
         elif not limit.met({limit.metric: value}):
             return BREAKS
     return UNSURE if unsure else HOLDS
+
+
+def rate_verdict(run_verdicts: Sequence[str]) -> str:
+    """A rate's verdict from its runs' (each on its own seed): HOLDS when `SURE_RUNS` of them
+    held and none broke, BREAKS when `SURE_RUNS` broke and none held, else UNSURE."""
+    held, broke = run_verdicts.count(HOLDS), run_verdicts.count(BREAKS)
+    if held >= SURE_RUNS and not broke:
+        return HOLDS
+    if broke >= SURE_RUNS and not held:
+        return BREAKS
+    return UNSURE
+
+
+def next_to_confirm(steps: Sequence[Step], capacity_rps: float, side: str) -> Step | None:
+    """The rate to re-measure on `side` of the estimate (HOLDS: at or below it, BREAKS: above
+    it): of the rates nearer than the nearest already sure on that side, the nearest whose
+    runs all said `side` (one more agreeing run settles it), else the nearest that could still
+    settle (a straddling run rarely does); None when none could."""
+    if side == HOLDS:
+        near = sorted((s for s in steps if 0 < s.rate_rps <= capacity_rps), key=_rate, reverse=True)
+    else:
+        near = sorted((s for s in steps if s.rate_rps > capacity_rps), key=_rate)
+    open_ = []
+    for s in near:
+        if s.sure == side:
+            break
+        if s.could_settle(side):
+            open_.append(s)
+    agreeing = [s for s in open_ if set(s.run_verdicts) == {side}]
+    return next(iter(agreeing or open_), None)
+
+
+def _rate(step: Step) -> float:
+    return step.rate_rps
 
 
 def capacity_interval(steps: Sequence[Step], capacity_rps: float) -> tuple[float, float | None]:
@@ -201,29 +252,27 @@ def search(
     beat_rps: float | None = None,
 ) -> Result:
     """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
-    rates, and its 95 % interval. `measure(rate, k)`: the step at `rate` after its k-th repeat
-    (0: the first run; k ≥ 1: a fresh seed, pooled with the k runs before). A step whose
-    interval straddles an SLO limit is repeated while the `max_repeats` extra runs of the
-    search last. With `beat_rps` (early stopping: the best capacity so far) the search starts
-    there, and stops after that first rate when it breaks an SLO: the config cannot beat the
-    best; when it meets them, the next run is one resolution above (a tie with the best
-    resolves there)."""
+    rates, and its 95 % interval with at most `max_repeats` extra runs (`confirm`).
+    `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
+    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
+    capacity so far) the search starts there, and stops after that first rate when it breaks
+    an SLO: the config cannot beat the best; when it meets them, the next run is one
+    resolution above (a tie with the best resolves there)."""
     if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
         raise ValueError(
             "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
         )
     steps: list[Step] = []
-    repeats = [max_repeats]  # the extra runs left
 
     def run(rate: float) -> Step:
         step = measure(rate, 0)
-        while step.sure == UNSURE and repeats[0] > 0:
-            repeats[0] -= 1
-            step = measure(rate, step.runs)
         steps.append(step)
         return step
 
-    def result(lo: float, hi: float, resolved: bool, **kw: bool) -> Result:
+    def result(lo: float, hi: float, resolved: bool, beaten: bool = False) -> Result:
+        if not beaten:  # a config stopped at the best capacity so far has no interval to seek
+            lo = confirm(measure, steps, lo, max_repeats)
+            hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
         low, high = capacity_interval(steps, lo)
         return Result(
             steps=steps,
@@ -233,7 +282,7 @@ def search(
             bracket=(lo, None if math.isinf(hi) else hi),
             low_rps=low,
             high_rps=high,
-            **kw,
+            beaten=beaten,
         )
 
     lo, hi = 0.0, math.inf
@@ -279,6 +328,28 @@ def search(
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
     return result(lo, hi, resolved)
+
+
+def confirm(
+    measure: Callable[[float, int], Step], steps: list[Step], estimate: float, budget: int
+) -> float:
+    """Spend at most `budget` repeats on the rates that could bound the estimate (the nearest
+    below it that could hold for sure, the nearest above that could break for sure, in turn),
+    each on its next seed, replacing its step in `steps`. Returns the estimate, lowered to the
+    highest rate still feasible when a repeat made its pooled figures break an SLO."""
+    sides = [HOLDS, BREAKS]
+    while budget > 0:
+        target = next((t for side in sides if (t := next_to_confirm(steps, estimate, side))), None)
+        if target is None:
+            break
+        i = steps.index(target)
+        steps[i] = measure(target.rate_rps, target.runs)
+        budget -= 1
+        sides.reverse()  # the other side next
+        if not steps[i].feasible and steps[i].rate_rps <= estimate:
+            below = (s.rate_rps for s in steps if s.feasible and s.rate_rps < estimate)
+            estimate = max(below, default=0.0)
+    return estimate
 
 
 def narrow(lo: float, hi: float, resolution: float) -> bool:

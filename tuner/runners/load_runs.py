@@ -90,6 +90,7 @@ def step_record(scenario: str, step: capacity.Step) -> RateStep:
         verdict=step.verdict or None,
         runs=step.runs,
         ci={k: (float(lo), float(hi)) for k, (lo, hi) in step.ci.items()},
+        run_verdicts=step.run_verdicts,
     )
 
 
@@ -127,6 +128,9 @@ def search_capacity(
         w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
     runs: list[Measurement] = []
     pooled: dict[float, list[Measurement]] = {}  # the runs at each rate, and their pool last
+    verdicts: dict[float, list[str]] = {}  # each run's own, by rate
+    slo_metrics = [limit.metric for limit in slos]
+    failed_max = spec.objective.max_failed_fraction
 
     def measure(rate: float, repeat: int) -> capacity.Step:
         seed = (w.seed + repeat) % SEED_LIMIT  # a repeat: fresh prompts and arrivals
@@ -135,21 +139,28 @@ def search_capacity(
         if m.metrics is None:
             raise _StepFailed(m)
         done = [*pooled.get(rate, [])[:-1], m] if repeat else [m]
-        p = pooled_runs(done, w, [limit.metric for limit in slos])
+        own = pooled_runs([m], w, slo_metrics)  # this run alone, its SLO figures' intervals
+        assert own.metrics is not None  # `m` has its figures
+        judged = capacity.step_verdict(
+            own.metrics, own.ci, slos, failed_fraction_max=failed_max, pruned=bool(m.pruned_reason)
+        )
+        verdicts[rate] = [*verdicts.get(rate, [])[:repeat], judged]
+        p = own if len(done) == 1 else pooled_runs(done, w, slo_metrics)
         pooled[rate] = [*done, p]
         assert p.metrics is not None  # every run of `done` has its figures
-        verdict = capacity.step_verdict(
-            p.metrics,
-            p.ci,
-            slos,
-            failed_fraction_max=spec.objective.max_failed_fraction,
-            pruned=bool(p.pruned_reason),
-        )
-        ok = not p.pruned_reason and capacity.meets(
-            p.metrics, slos, failed_fraction_max=spec.objective.max_failed_fraction
-        )
+        stopped = next((r.pruned_reason for r in reversed(done) if r.pruned_reason), None)
+        ok = not stopped and capacity.meets(p.metrics, slos, failed_fraction_max=failed_max)
         slo_ci = {lim.metric: p.ci[lim.metric] for lim in slos if lim.metric in p.ci}
-        return capacity.Step(rate, dict(p.metrics), ok, p.pruned_reason, verdict, len(done), slo_ci)
+        return capacity.Step(
+            rate,
+            dict(p.metrics),
+            ok,
+            stopped,
+            capacity.rate_verdict(verdicts[rate]),
+            len(done),
+            slo_ci,
+            tuple(verdicts[rate]),
+        )
 
     try:
         result = capacity.search(
@@ -195,14 +206,15 @@ def search_capacity(
 def pooled_runs(
     done: Sequence[Measurement], w: WorkloadSpec, slo_metrics: list[str]
 ) -> Measurement:
-    """The runs at one rate as one: every request of them over the sum of their durations,
-    with bootstrap intervals for the headline figures and the SLOs' (`slo_metrics`). A run
-    stopped early stands for them all (it broke an SLO for sure)."""
+    """The runs at one rate as one: every request of the whole runs over the sum of their
+    durations, with bootstrap intervals for the headline figures and the SLOs' (`slo_metrics`).
+    None whole: the last run (stopped early, its partial figures)."""
     from tuner.measure.metrics import CI_METRICS, confidence_intervals, run_metrics
 
-    last = done[-1]
-    if last.pruned_reason:
-        return last
+    whole = [m for m in done if not m.pruned_reason]
+    if not whole:
+        return done[-1]
+    done, last = whole, whole[-1]
     records = [r for m in done for r in m.records]
     duration = sum((m.metrics or {}).get("duration", 0.0) for m in done)
     if len(done) == 1:  # its own figures and intervals, and the SLOs' intervals it lacks

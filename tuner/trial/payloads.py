@@ -91,11 +91,12 @@ class RateStep(Stored):
     scenario: str | None = None  # the scenario it ran (None: the single workload)
     pruned_reason: str | None = None  # stopped early: above capacity
     metrics: Figures = field(default_factory=dict)  # vLLM's figures of the run (runs pooled)
-    # the SLOs held for sure, broke for sure or the 95 % interval straddled a limit
-    # ("holds", "breaks", "unsure"; None: stored before 7 Dec 2026)
+    # the rate held every SLO for sure, broke one for sure, or neither ("holds", "breaks",
+    # "unsure": `tuner.measure.capacity.rate_verdict`; None: stored before 7 Dec 2026)
     verdict: str | None = None
     runs: int = 1  # workload runs pooled at this rate (a repeat: a fresh seed)
     ci: Annotated[dict[str, Interval], Lenient] = field(default_factory=dict)  # the SLO figures'
+    run_verdicts: tuple[str, ...] = ()  # each run's own verdict, by its own 95 % interval
 
     @model_validator(mode="before")
     @classmethod
@@ -109,7 +110,12 @@ class RateStep(Stored):
         judged: dict[str, object] = {}  # stored since the verdicts (7 Dec 2026)
         if self.verdict is not None:
             ci = {k: list(v) for k, v in self.ci.items()}
-            judged = {"verdict": self.verdict, "runs": self.runs, "ci": ci}
+            judged = {
+                "verdict": self.verdict,
+                "runs": self.runs,
+                "run_verdicts": list(self.run_verdicts),
+                "ci": ci,
+            }
         return {
             "scenario": self.scenario or None,
             "rate_rps": self.rate_rps,
