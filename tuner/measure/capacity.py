@@ -270,20 +270,7 @@ def search(
         return step
 
     def result(lo: float, hi: float, resolved: bool, beaten: bool = False) -> Result:
-        if not beaten:  # a config stopped at the best capacity so far has no interval to seek
-            lo = confirm(measure, steps, lo, max_repeats)
-            hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
-        low, high = capacity_interval(steps, lo)
-        return Result(
-            steps=steps,
-            capacity_rps=lo,
-            resolved=resolved,
-            capped=lo >= max_rps,
-            bracket=(lo, None if math.isinf(hi) else hi),
-            low_rps=low,
-            high_rps=high,
-            beaten=beaten,
-        )
+        return _finish(measure, steps, (lo, hi), resolved, max_rps, max_repeats, beaten)
 
     lo, hi = 0.0, math.inf
     rate = min(max(beat_rps or start_rps, min_rps), max_rps)
@@ -328,6 +315,34 @@ def search(
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
     return result(lo, hi, resolved)
+
+
+def _finish(
+    measure: Callable[[float, int], Step],
+    steps: list[Step],
+    bracket: tuple[float, float],
+    resolved: bool,
+    max_rps: float,
+    max_repeats: int,
+    beaten: bool,
+) -> Result:
+    """The search's answer once the bisection ended: the repeats spent (`confirm`), the
+    capacity and its interval."""
+    lo, hi = bracket
+    if not beaten:  # a config stopped at the best capacity so far has no interval to seek
+        lo = confirm(measure, steps, lo, max_repeats)
+        hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
+    low, high = capacity_interval(steps, lo)
+    return Result(
+        steps=steps,
+        capacity_rps=lo,
+        resolved=resolved,
+        capped=lo >= max_rps,
+        bracket=(lo, None if math.isinf(hi) else hi),
+        low_rps=low,
+        high_rps=high,
+        beaten=beaten,
+    )
 
 
 def confirm(

@@ -114,6 +114,49 @@ def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
     return w.request_rate if math.isfinite(w.request_rate) else 1.0
 
 
+class _RateRuns:
+    """`measure(rate, repeat)` of the capacity search on one workload: the run at that rate on
+    the workload's seed + `repeat` (a repeat: fresh prompts and arrivals), judged by its own
+    95 % intervals (`capacity.step_verdict`), pooled with the rate's runs before it."""
+
+    def __init__(
+        self, name: str, w: WorkloadSpec, run: RunFn, slos: list[SloLimit], failed_max: float
+    ) -> None:
+        self.name, self.w, self.run, self.slos, self.failed_max = name, w, run, slos, failed_max
+        self.runs: list[Measurement] = []  # every run, in order
+        self.pooled: dict[float, list[Measurement]] = {}  # each rate's runs, and their pool last
+        self.verdicts: dict[float, list[str]] = {}  # each run's own, by rate
+
+    def __call__(self, rate: float, repeat: int) -> capacity.Step:
+        w, slos, slo_metrics = self.w, self.slos, [limit.metric for limit in self.slos]
+        seed = (w.seed + repeat) % SEED_LIMIT
+        m = self.run(self.name, w.model_copy(update={"request_rate": rate, "seed": seed}))
+        self.runs.append(m)
+        if m.metrics is None:
+            raise _StepFailed(m)
+        done = [*self.pooled.get(rate, [])[:-1], m] if repeat else [m]
+        own = pooled_runs([m], w, slo_metrics)  # this run alone, its SLO figures' intervals
+        assert own.metrics is not None  # `m` has its figures
+        judged = capacity.step_verdict(
+            own.metrics,
+            own.ci,
+            slos,
+            failed_fraction_max=self.failed_max,
+            pruned=bool(m.pruned_reason),
+        )
+        said = self.verdicts[rate] = [*self.verdicts.get(rate, [])[:repeat], judged]
+        p = own if len(done) == 1 else pooled_runs(done, w, slo_metrics)
+        self.pooled[rate] = [*done, p]
+        assert p.metrics is not None  # every run of `done` has its figures
+        stopped = next((r.pruned_reason for r in reversed(done) if r.pruned_reason), None)
+        ok = not stopped and capacity.meets(p.metrics, slos, failed_fraction_max=self.failed_max)
+        slo_ci = {lim.metric: p.ci[lim.metric] for lim in slos if lim.metric in p.ci}
+        verdict = capacity.rate_verdict(said)
+        return capacity.Step(
+            rate, dict(p.metrics), ok, stopped, verdict, len(done), slo_ci, tuple(said)
+        )
+
+
 def search_capacity(
     spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn, beat: Beat | None = None
 ) -> Measurement:
@@ -126,41 +169,8 @@ def search_capacity(
     c, slos = spec.objective.search, spec.slo_limits(name or None)
     if w.goodput is None:
         w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
-    runs: list[Measurement] = []
-    pooled: dict[float, list[Measurement]] = {}  # the runs at each rate, and their pool last
-    verdicts: dict[float, list[str]] = {}  # each run's own, by rate
-    slo_metrics = [limit.metric for limit in slos]
-    failed_max = spec.objective.max_failed_fraction
-
-    def measure(rate: float, repeat: int) -> capacity.Step:
-        seed = (w.seed + repeat) % SEED_LIMIT  # a repeat: fresh prompts and arrivals
-        m = run(name, w.model_copy(update={"request_rate": rate, "seed": seed}))
-        runs.append(m)
-        if m.metrics is None:
-            raise _StepFailed(m)
-        done = [*pooled.get(rate, [])[:-1], m] if repeat else [m]
-        own = pooled_runs([m], w, slo_metrics)  # this run alone, its SLO figures' intervals
-        assert own.metrics is not None  # `m` has its figures
-        judged = capacity.step_verdict(
-            own.metrics, own.ci, slos, failed_fraction_max=failed_max, pruned=bool(m.pruned_reason)
-        )
-        verdicts[rate] = [*verdicts.get(rate, [])[:repeat], judged]
-        p = own if len(done) == 1 else pooled_runs(done, w, slo_metrics)
-        pooled[rate] = [*done, p]
-        assert p.metrics is not None  # every run of `done` has its figures
-        stopped = next((r.pruned_reason for r in reversed(done) if r.pruned_reason), None)
-        ok = not stopped and capacity.meets(p.metrics, slos, failed_fraction_max=failed_max)
-        slo_ci = {lim.metric: p.ci[lim.metric] for lim in slos if lim.metric in p.ci}
-        return capacity.Step(
-            rate,
-            dict(p.metrics),
-            ok,
-            stopped,
-            capacity.rate_verdict(verdicts[rate]),
-            len(done),
-            slo_ci,
-            tuple(verdicts[rate]),
-        )
+    measure = _RateRuns(name, w, run, slos, spec.objective.max_failed_fraction)
+    runs, pooled = measure.runs, measure.pooled
 
     try:
         result = capacity.search(
