@@ -233,7 +233,7 @@ def test_capacity_mode_judges_the_capacity_by_the_search_resolution(tmp_path: Pa
     assert "not clearly better than the runner-up" not in clear
     close = "\n".join(_best(spec, at(0, 0.10, baseline=True), at(1, 0.103)))
     assert (
-        "NOT clearly better than the baseline (trial 0): the capacities' 95% intervals overlap "
+        "NOT clearly better than the baseline (trial 0): the capacities' intervals overlap "
         "(stored without intervals: they differ by no more than the capacity search's "
         "resolution (5%))" in close
     )

@@ -12,7 +12,7 @@ bracket (docs/objective.md, "Capacity mode"):
   (halving when the run has no throughput, e.g. stopped before any request finished).
 
 The bracket [lo, hi] follows each step's estimate (feasible or not) on the study's own
-prompts. The answer's 95 % interval follows the verdicts of runs on fresh seeds: each run's
+prompts. The answer's interval follows the verdicts of runs on fresh seeds: each run's
 SLO figures are estimates with a 95 % interval (`step_verdict`: the SLOs hold for sure, break
 for sure, or the interval straddles a limit), but a request bootstrap on one run's fixed
 prompts and arrivals does not see how much the next seed's P99 differs (docs/objective.md:
@@ -100,7 +100,7 @@ class Result:
     # SLOs broken at `beat_rps` (the best capacity so far): this config cannot beat it, and
     # the search stopped there (its capacity is below that rate, how far is not measured)
     beaten: bool = False
-    # the 95 % interval of the capacity: the highest rate that held for sure (0: none did),
+    # the interval of the capacity: the highest rate that held for sure (0: none did),
     # the lowest above the estimate that broke for sure (None: none did)
     low_rps: float = 0.0
     high_rps: float | None = None
@@ -183,7 +183,7 @@ def _rate(step: Step) -> float:
 
 
 def capacity_interval(steps: Sequence[Step], capacity_rps: float) -> tuple[float, float | None]:
-    """The capacity's 95 % interval from the steps' verdicts: the highest rate at or below the
+    """The capacity's interval from the steps' verdicts: the highest rate at or below the
     estimate `capacity_rps` that held for sure (0: none), and the lowest rate above it that
     broke for sure (None: none did)."""
     held = [s.rate_rps for s in steps if s.sure == HOLDS and s.rate_rps <= capacity_rps]
@@ -252,7 +252,7 @@ def search(
     beat_rps: float | None = None,
 ) -> Result:
     """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
-    rates, and its 95 % interval with at most `max_repeats` extra runs (`confirm`).
+    rates, and its interval with at most `max_repeats` extra runs (`confirm`).
     `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
     fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
     capacity so far) the search starts there, and stops after that first rate when it breaks
@@ -379,7 +379,7 @@ def clearly_above(
     other_bounds: tuple[float, float | None] | None,
     resolution: float,
 ) -> bool:
-    """One capacity clearly above another. With both 95 % intervals (`low`, `high`): the first
+    """One capacity clearly above another. With both intervals (`low`, `high`): the first
     held every SLO for sure at a rate no lower than one where the other broke one for sure
     (its low end ≥ the other's high end; the other with no such rate: never). A capacity stored
     without its interval: above by more than the search's resolution (`beats_by_resolution`)."""

@@ -148,7 +148,7 @@ def _state(p: TrialPoint) -> str:
 
 
 def _interval_row(prefix: str, bounds: tuple[float, float | None] | None) -> dict[str, object]:
-    """A capacity's 95 % interval as a row's `capacity_rps_low` / `capacity_rps_high` (None:
+    """A capacity's interval as a row's `capacity_rps_low` / `capacity_rps_high` (None:
     stored without one; high None: no rate broke an SLO for sure)."""
     low, high = bounds if bounds is not None else (None, None)
     return {f"{prefix}{CAPACITY_LOW}": low, f"{prefix}{CAPACITY_HIGH}": high}
@@ -170,7 +170,7 @@ def _capped_cell(row: pd.Series, col: str) -> bool:
 
 
 # shown otherwise: a mark, a note
-CAPACITY_LOW = tr.CAPACITY_RPS + "_low"  # a capacity's 95 % interval, req/s (`_interval_row`)
+CAPACITY_LOW = tr.CAPACITY_RPS + "_low"  # a capacity's interval, req/s (`_interval_row`)
 CAPACITY_HIGH = tr.CAPACITY_RPS + "_high"
 _HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of", "pooled_score")
 POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note under the table)

@@ -4,7 +4,7 @@ The one rule every "clearly better" in the tuner uses: the verdicts against vLLM
 the runner-up (`tuner.results.verdicts`), and which changed flags carry a config's gain
 (`tuner.fidelity.smallest`). Scalar modes: the 95 % interval of the difference on some weighted
 headline metric (`objective.clearly_better`). Capacity mode: the capacity, which is what is
-ranked, by its 95 % interval (`capacity.clearly_above`; stored without one: beyond the search's
+ranked, by its interval (`capacity.clearly_above`; stored without one: beyond the search's
 resolution). The metrics were measured at each config's own rate, so their intervals do not
 compare.
 """
@@ -35,7 +35,7 @@ class ClearlyBetter:
     def why(self) -> str:
         if self.resolution is not None:
             return (
-                "the capacities' 95% intervals overlap (stored without intervals: they differ "
+                "the capacities' intervals overlap (stored without intervals: they differ "
                 f"by no more than the capacity search's resolution ({self.resolution:.0%}))"
             )
         return (

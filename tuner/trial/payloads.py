@@ -64,7 +64,7 @@ class CapacityResult(Stored):
     capped: bool = False  # feasible at max_rps: the capacity is at least this
     runs: int = 0  # workload runs the search took
     above_rps: Figure = None  # the lowest rate that broke an SLO (None: none did)
-    # the capacity's 95 % interval (None: stored before 7 Dec 2026): the highest rate at which
+    # the capacity's interval (None: stored before 7 Dec 2026): the highest rate at which
     # every SLO held for sure (0: none), the lowest above it that broke one for sure (None:
     # none did); docs/objective.md, "Capacity mode"
     capacity_rps_low: Figure = None

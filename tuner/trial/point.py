@@ -169,7 +169,7 @@ class TrialPoint:
 
     @property
     def capacity_interval(self) -> tuple[float, float | None] | None:
-        """The capacity's 95 % interval in req/s (`CapacityResult.interval`); None: stored
+        """The capacity's interval in req/s (`CapacityResult.interval`); None: stored
         without one, or a scenario mix (each scenario's search has its own)."""
         found = self.record.capacity
         return found.interval if found is not None and not self.record.scenarios else None

@@ -22,7 +22,7 @@ GOODPUT_NOTE = "(requests per second served within the latency limits)"
 
 
 def rate(rps: float, is_capped: bool, bounds: tuple[float, float | None] | None = None) -> str:
-    """`5 req/s`, `7.8 req/s (6.9-9.5)` with the capacity's 95 % interval (`bounds`: the
+    """`5 req/s`, `7.8 req/s (6.9-9.5)` with the capacity's interval (`bounds`: the
     highest rate that held the SLOs for sure, the lowest that broke one for sure; `?`: none
     broke one for sure), or `≥ 5 req/s (the highest rate allowed)`."""
     if is_capped:
@@ -31,7 +31,7 @@ def rate(rps: float, is_capped: bool, bounds: tuple[float, float | None] | None 
 
 
 def interval(bounds: tuple[float, float | None] | None) -> str:
-    """` (6.9-9.5)`, a capacity's 95 % interval in req/s; "" when none is stored."""
+    """` (6.9-9.5)`, a capacity's interval in req/s; "" when none is stored."""
     if bounds is None:
         return ""
     low, high = bounds

@@ -201,7 +201,7 @@ def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
             hovertext=[
                 f"trial {p.number}: "
                 f"{words.rate(p.capacity_rps or 0.0, p.capacity_capped, p.capacity_interval)}, "
-                f"{sum(s.runs for s in p.rate_steps)} runs"
+                f"{len(p.rate_steps)} rates, {sum(s.runs for s in p.rate_steps)} runs"
                 for p in shown
             ],
             hoverinfo="text",
