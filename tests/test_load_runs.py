@@ -87,7 +87,9 @@ def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
 def test_capacity_trial_in_run_shares_one_engine_start(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    objective = {**CAPACITY, "capacity": {"resolution": 0.25, "max_runs": 3, "start_rps": 4}}
+    # one repeat: a fresh seed's run through the real path, at little wall time
+    capacity = {"resolution": 0.25, "max_runs": 3, "start_rps": 4, "max_repeats": 1}
+    objective = {**CAPACITY, "capacity": capacity}
     study = _study(tmp_path, tiny_model_dir, objective=objective, budget={"n_trials": 1})
     run = tuner("run", str(study), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
