@@ -233,9 +233,27 @@ def test_capacity_mode_judges_the_capacity_by_the_search_resolution(tmp_path: Pa
     assert "not clearly better than the runner-up" not in clear
     close = "\n".join(_best(spec, at(0, 0.10, baseline=True), at(1, 0.103)))
     assert (
-        "NOT clearly better than the baseline (trial 0): the capacities differ by no more "
-        "than the capacity search's resolution (5%)" in close
+        "NOT clearly better than the baseline (trial 0): the capacities' intervals overlap "
+        "(stored without intervals: they differ by no more than the capacity search's "
+        "resolution (5%))" in close
     )
+
+    # With the capacities' 95 % intervals, they decide: +10 % whose interval reaches below
+    # the rate where the baseline broke the SLOs for sure is not clearly better; +3 % whose
+    # low end is at or above it is.
+    def within(number: int, rps: float, low: float, high: float) -> optuna.trial.FrozenTrial:
+        trial = at(number, rps, baseline=number == 0)
+        found = tr.CapacityResult(rps, capacity_rps_low=low, capacity_rps_high=high)
+        trial.set_user_attr(tr.CAPACITY, found.encode())
+        return trial
+
+    base = within(0, 0.10, 0.095, 0.106)
+    wide = "\n".join(_best(spec, base, within(1, 0.11, 0.1, 0.13)))
+    assert "NOT clearly better than the baseline (trial 0)" in wide
+    assert "0.11 req/s (0.1-0.13)" in wide  # the capacity with its interval
+    sure = "\n".join(_best(spec, base, within(1, 0.103, 0.106, 0.12)))
+    assert "CLEARLY better than vLLM's defaults" in sure, sure
+    assert "held the SLOs for sure at a rate where the other broke them" in sure
 
 
 def test_the_baseline_alone_within_the_slos_is_not_said_to_have_beaten_anything(

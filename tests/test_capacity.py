@@ -20,7 +20,7 @@ def queue_curve(knee_rps: float, *, noise: float = 0.0, seed: int = 0):
     rng = np.random.default_rng(seed)
     calls: list[float] = []
 
-    def measure(rate: float) -> Step:
+    def measure(rate: float, _repeat: int = 0) -> Step:
         calls.append(rate)
         load = rate / saturation
         p99 = 200 / (1 - load) if load < 1 else 1e6
@@ -83,7 +83,7 @@ def test_noisy_curve_answers_a_rate_that_met_the_slo_and_stays_near_the_knee() -
 
 
 def test_never_feasible_gives_zero_within_the_run_cap() -> None:
-    def measure(rate: float) -> Step:
+    def measure(rate: float, _repeat: int = 0) -> Step:
         return Step(rate, {"completed": 10.0, "p99_ttft_ms": 5000.0}, False)
 
     got = search(measure, 8.0, SLOS, max_runs=6, min_rps=0.5)
@@ -95,7 +95,7 @@ def test_never_feasible_gives_zero_within_the_run_cap() -> None:
 
 
 def test_always_feasible_stops_at_the_ceiling_and_says_so() -> None:
-    def measure(rate: float) -> Step:
+    def measure(rate: float, _repeat: int = 0) -> Step:
         return Step(rate, {"completed": 10.0, "p99_ttft_ms": 900.0}, True)
 
     got = search(measure, 1.0, SLOS, max_runs=20, max_rps=50.0)
@@ -106,7 +106,7 @@ def test_always_feasible_stops_at_the_ceiling_and_says_so() -> None:
 
 
 def test_a_step_stopped_early_is_above_capacity() -> None:
-    def measure(rate: float) -> Step:
+    def measure(rate: float, _repeat: int = 0) -> Step:
         if rate > 6:
             return Step(rate, {}, False, pruned_reason="SLO broken for sure")
         return Step(rate, {"completed": 10.0, "p99_ttft_ms": 500.0}, True)
@@ -151,7 +151,7 @@ def short_run(num_prompts: int, capacity_rps: float, slos):
     its first token at (i + 1) / capacity at the earliest. Above capacity the wait grows only
     while requests arrive, so a short run can meet a TTFT limit far above capacity."""
 
-    def measure(rate: float) -> Step:
+    def measure(rate: float, _repeat: int = 0) -> Step:
         waits = [max((i + 1) / capacity_rps - i / rate, 0.0) for i in range(num_prompts)]
         metrics = {
             "completed": float(num_prompts),

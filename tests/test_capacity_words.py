@@ -76,7 +76,8 @@ def test_a_capacity_at_max_rps_reads_at_least_everywhere(
     out = tuner("report", str(study), "--simulated", *db, "-o", "r.html", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "r.html").read_text().replace("\\u002f", "/").replace("\\u2265", "≥")
-    assert f"trial 0: {AT_LEAST}, 2 runs" in page  # the capacity bars' hover text
+    # the capacity bars' hover text: the ceiling confirmed on a second seed (a repeat)
+    assert f"trial 0: {AT_LEAST}, 2 rates, 3 runs" in page
     assert "<th>capacity</th>" in page and f"<td>{AT_LEAST}</td>" in page  # the deploy table
     assert "run cap" not in page
 

@@ -57,7 +57,9 @@ def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
     for t in measured:
         a = t.user_attrs
         steps = a["rate_steps"]
-        assert 1 <= len(steps) <= 5 and a["capacity"]["runs"] == len(steps)
+        # the rates (at most max_runs), each repeated when its interval straddled an SLO
+        assert 1 <= len(steps) <= 5 and a["capacity"]["runs"] == sum(s["runs"] for s in steps)
+        assert a["capacity"]["capacity_rps_low"] <= a["capacity_rps"]
         feasible = [s["rate_rps"] for s in steps if s["feasible"]]
         assert a["capacity_rps"] == (max(feasible) if feasible else 0.0)
         assert t.values == [a["capacity_rps"]]  # Optuna maximises the capacity
@@ -67,7 +69,7 @@ def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
     rows = json.loads(
         tuner("trials", str(study), "--simulated", "--format", "json", cwd=tmp_path).stdout
     )
-    assert all("capacity_rps" in r for r in rows)
+    assert all("capacity_rps" in r and "capacity_rps_low" in r for r in rows)
     # every config may tie at this knee (then the best is the defaults): export one by number
     export = tuner("export", str(study), "--simulated", "--trial", "1", cwd=tmp_path)
     assert export.returncode == 0, export.stderr
@@ -85,7 +87,9 @@ def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
 def test_capacity_trial_in_run_shares_one_engine_start(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    objective = {**CAPACITY, "capacity": {"resolution": 0.25, "max_runs": 3, "start_rps": 4}}
+    # one repeat: a fresh seed's run through the real path, at little wall time
+    capacity = {"resolution": 0.25, "max_runs": 3, "start_rps": 4, "max_repeats": 1}
+    objective = {**CAPACITY, "capacity": capacity}
     study = _study(tmp_path, tiny_model_dir, objective=objective, budget={"n_trials": 1})
     run = tuner("run", str(study), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -100,7 +104,7 @@ def test_capacity_trial_in_run_shares_one_engine_start(
     # emptied before each (and the warm-ups' prompts outside the measured set). Before, every
     # step after the first found its prompts cached.
     runs = base.user_attrs["prefix_cache_runs"]
-    assert [r["rate_rps"] for r in runs] == [s["rate_rps"] for s in steps]
+    assert [r["rate_rps"] for r in runs] == [s["rate_rps"] for s in steps for _ in range(s["runs"])]
     assert all(r["reset"] and r["hit_rate"] < 0.05 and r["implied_rate"] < 0.05 for r in runs)
     listed = tuner("trials", str(study), "--format", "json", cwd=tmp_path)
     assert "warm prefix cache" not in listed.stdout
@@ -111,7 +115,9 @@ def test_a_run_measured_warm_is_flagged_in_trials_best_and_the_report(
 ) -> None:
     """An engine that cannot reset its cache (not in vLLM's dev mode): the rate steps after
     the first send prompts it has cached, and the stored hit rates say so where people look."""
-    objective = {**CAPACITY, "capacity": {"resolution": 0.25, "max_runs": 2, "start_rps": 2}}
+    # no repeats: a repeat's fresh prompts are not in the cache
+    capacity = {"resolution": 0.25, "max_runs": 2, "start_rps": 2, "max_repeats": 0}
+    objective = {**CAPACITY, "capacity": capacity}
     study = _study(tmp_path, tiny_model_dir, objective=objective, budget={"n_trials": 1})
     data = yaml.safe_load(study.read_text())
     data["engine"]["env"] = {"VLLM_SERVER_DEV_MODE": "0"}

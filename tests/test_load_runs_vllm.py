@@ -34,7 +34,7 @@ def test_one_capacity_trial_on_real_vllm(
             "mode": "capacity",
             # 16 prompts show up to 16 / (4 × 1 s) = 4 req/s (`capacity.shown_rps`)
             "slo": ["p99_ttft_ms<=1000"],
-            "capacity": {"start_rps": 4, "max_runs": 2, "resolution": 0.25},
+            "capacity": {"start_rps": 4, "max_runs": 2, "resolution": 0.25, "max_repeats": 0},
         },
     )
     data = yaml.safe_load(study.read_text())

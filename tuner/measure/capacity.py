@@ -11,9 +11,17 @@ bracket (docs/objective.md, "Capacity mode"):
   rate is 0.8 × the request throughput it reached, clipped to [r / SHRINK_MAX, r / GROW_MIN]
   (halving when the run has no throughput, e.g. stopped before any request finished).
 
-Each step is trusted as measured: noise can make a curve non-monotone, and the search keeps
-the invariant "lo was feasible, hi was not" with lo < hi, so its answer is a rate that met
-every SLO when it was run. A step stopped early (an SLO broken for sure) is infeasible.
+The bracket [lo, hi] follows each step's estimate (feasible or not) on the study's own
+prompts. The answer's interval follows the verdicts of runs on fresh seeds: each run's
+SLO figures are estimates with a 95 % interval (`step_verdict`: the SLOs hold for sure, break
+for sure, or the interval straddles a limit), but a request bootstrap on one run's fixed
+prompts and arrivals does not see how much the next seed's P99 differs (docs/objective.md:
+it covered the median over seeds in 25-42 % of runs near the knee), so a rate is sure only
+when `SURE_RUNS` runs on different seeds agree (`rate_verdict`). After the bisection, the
+repeat budget (`max_repeats` extra runs) re-measures, on the next seed, the rates nearest the
+estimate that could bound it (`next_to_confirm`): `low_rps` is the highest rate at or below
+the estimate that held for sure, `high_rps` the lowest above it that broke for sure. A run
+stopped early (an SLO broken for sure) breaks.
 
 A run of N prompts at rate r sends for N / r seconds; above the engine's capacity its backlog
 grows only while requests arrive, so a short send phase can end before the queue pushes a
@@ -49,14 +57,39 @@ class Beat:
     reference_rps: float
 
 
+HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a run's, or a rate's, verdict on the SLOs
+SURE_RUNS = 2  # runs on different seeds that must agree before a rate holds or breaks for sure
+MAX_RUNS_PER_RATE = 3  # a rate's runs: the first, and at most two repeats
+
+
 @dataclass(frozen=True)
 class Step:
-    """One workload run at one offered rate."""
+    """The runs at one offered rate (pooled when the rate was measured more than once)."""
 
     rate_rps: float
     metrics: Mapping[str, float]
-    feasible: bool
+    feasible: bool  # the estimate meets every SLO
     pruned_reason: str | None = None  # stopped early: above capacity
+    verdict: str = ""  # the rate's (`rate_verdict`); "": trusted as measured (`feasible`)
+    runs: int = 1  # workload runs pooled at this rate
+    ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # the SLO figures'
+    run_verdicts: tuple[str, ...] = ()  # each run's own (`step_verdict`), in order
+
+    @property
+    def sure(self) -> str:
+        """HOLDS, BREAKS or UNSURE; a step without a verdict is trusted as measured."""
+        return self.verdict or (HOLDS if self.feasible else BREAKS)
+
+    def could_settle(self, side: str) -> bool:
+        """Another run could make this rate hold (`side` HOLDS) or break for sure: no run
+        said the opposite, and it has runs left."""
+        other = BREAKS if side == HOLDS else HOLDS
+        return (
+            bool(self.verdict)
+            and self.verdict != side
+            and other not in self.run_verdicts
+            and self.runs < MAX_RUNS_PER_RATE
+        )
 
 
 @dataclass(frozen=True)
@@ -69,10 +102,14 @@ class Result:
     # SLOs broken at `beat_rps` (the best capacity so far): this config cannot beat it, and
     # the search stopped there (its capacity is below that rate, how far is not measured)
     beaten: bool = False
+    # the interval of the capacity: the highest rate that held for sure (0: none did),
+    # the lowest above the estimate that broke for sure (None: none did)
+    low_rps: float = 0.0
+    high_rps: float | None = None
 
     @property
     def runs(self) -> int:
-        return len(self.steps)
+        return sum(s.runs for s in self.steps)
 
 
 def meets(
@@ -83,6 +120,77 @@ def meets(
     if not done or failed / (done + failed) > failed_fraction_max:
         return False
     return all(limit.met(dict(metrics)) for limit in slos)
+
+
+def step_verdict(
+    metrics: Mapping[str, float],
+    ci: Mapping[str, tuple[float, float]],
+    slos: Sequence[SloLimit],
+    *,
+    failed_fraction_max: float = 1.0,
+    pruned: bool = False,
+) -> str:
+    """HOLDS when every SLO's 95 % interval (`ci`; a figure without one: its value) lies on
+    the kept side of its limit, BREAKS when one lies wholly past it, UNSURE when one straddles
+    it (`SloLimit.straddled_by`). A run stopped early, or with too many failed requests or
+    none completed, BREAKS."""
+    if pruned or not meets(metrics, (), failed_fraction_max=failed_fraction_max):
+        return BREAKS
+    unsure = False
+    for limit in slos:
+        if limit.metric not in metrics:
+            return BREAKS
+        value = metrics[limit.metric]
+        low, high = ci.get(limit.metric, (value, value))
+        low, high = min(low, value), max(high, value)  # the estimate lies in its interval
+        if limit.straddled_by(low, high):
+            unsure = True
+        elif not limit.met({limit.metric: value}):
+            return BREAKS
+    return UNSURE if unsure else HOLDS
+
+
+def rate_verdict(run_verdicts: Sequence[str]) -> str:
+    """A rate's verdict from its runs' (each on its own seed): HOLDS when `SURE_RUNS` of them
+    held and none broke, BREAKS when `SURE_RUNS` broke and none held, else UNSURE."""
+    held, broke = run_verdicts.count(HOLDS), run_verdicts.count(BREAKS)
+    if held >= SURE_RUNS and not broke:
+        return HOLDS
+    if broke >= SURE_RUNS and not held:
+        return BREAKS
+    return UNSURE
+
+
+def next_to_confirm(steps: Sequence[Step], capacity_rps: float, side: str) -> Step | None:
+    """The rate to re-measure on `side` of the estimate (HOLDS: at or below it, BREAKS: above
+    it): of the rates nearer than the nearest already sure on that side, the nearest whose
+    runs all said `side` (one more agreeing run settles it), else the nearest that could still
+    settle (a straddling run rarely does); None when none could."""
+    if side == HOLDS:
+        near = sorted((s for s in steps if 0 < s.rate_rps <= capacity_rps), key=_rate, reverse=True)
+    else:
+        near = sorted((s for s in steps if s.rate_rps > capacity_rps), key=_rate)
+    open_ = []
+    for s in near:
+        if s.sure == side:
+            break
+        if s.could_settle(side):
+            open_.append(s)
+    agreeing = [s for s in open_ if set(s.run_verdicts) == {side}]
+    return next(iter(agreeing or open_), None)
+
+
+def _rate(step: Step) -> float:
+    return step.rate_rps
+
+
+def capacity_interval(steps: Sequence[Step], capacity_rps: float) -> tuple[float, float | None]:
+    """The capacity's interval from the steps' verdicts: the highest rate at or below the
+    estimate `capacity_rps` that held for sure (0: none), and the lowest rate above it that
+    broke for sure (None: none did)."""
+    held = [s.rate_rps for s in steps if s.sure == HOLDS and s.rate_rps <= capacity_rps]
+    broke = [s.rate_rps for s in steps if s.sure == BREAKS and s.rate_rps > capacity_rps]
+    return max(held, default=0.0), min(broke, default=None)
 
 
 def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
@@ -153,34 +261,43 @@ def _shrink(step: Step) -> float:
 
 
 def search(
-    measure: Callable[[float], Step],
+    measure: Callable[[float, int], Step],
     start_rps: float,
     slos: Sequence[SloLimit],
     *,
     resolution: float = 0.05,
     max_runs: int = 8,
+    max_repeats: int = 0,
     min_rps: float = 0.01,
     max_rps: float = 1000.0,
     beat_rps: float | None = None,
 ) -> Result:
-    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`.
-    With `beat_rps` (early stopping: the best capacity so far) the search starts there, and
-    stops after that first run when it breaks an SLO: the config cannot beat the best; when it
-    meets them, the next run is one resolution above (a tie with the best resolves there)."""
-    if not (resolution > 0 and max_runs >= 1 and 0 < min_rps <= max_rps):
-        raise ValueError("capacity search: resolution > 0, max_runs ≥ 1, 0 < min ≤ max rate")
+    """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
+    rates, and its interval with at most `max_repeats` extra runs (`confirm`).
+    `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
+    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
+    capacity so far) the search starts there, and stops after that first rate when it breaks
+    an SLO: the config cannot beat the best; when it meets them, the next run is one
+    resolution above (a tie with the best resolves there)."""
+    if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
+        raise ValueError(
+            "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
+        )
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
-        step = measure(rate)
+        step = measure(rate, 0)
         steps.append(step)
         return step
+
+    def result(lo: float, hi: float, resolved: bool, beaten: bool = False) -> Result:
+        return _finish(measure, steps, (lo, hi), resolved, max_rps, max_repeats, beaten)
 
     lo, hi = 0.0, math.inf
     rate = min(max(beat_rps or start_rps, min_rps), max_rps)
     first = run(rate)
     if beat_rps is not None and not first.feasible:
-        return Result(steps, 0.0, False, False, (0.0, rate), beaten=True)
+        return result(0.0, rate, False, beaten=True)
     if first.feasible:
         lo = rate
         factor = _grow(first, slos)
@@ -207,22 +324,90 @@ def search(
             hi = rate
             factor = _shrink(step)
     # Bisect geometrically.
-    while len(steps) < max_runs and lo > 0 and not math.isinf(hi) and hi / lo > 1 + resolution:
+    while (
+        len(steps) < max_runs and lo > 0 and not math.isinf(hi) and not narrow(lo, hi, resolution)
+    ):
         rate = math.sqrt(lo * hi)
         if run(rate).feasible:
             lo = rate
         else:
             hi = rate
-    resolved = lo > 0 and not math.isinf(hi) and hi / lo <= 1 + resolution
+    resolved = lo > 0 and narrow(lo, hi, resolution)
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
+    return result(lo, hi, resolved)
+
+
+def _finish(
+    measure: Callable[[float, int], Step],
+    steps: list[Step],
+    bracket: tuple[float, float],
+    resolved: bool,
+    max_rps: float,
+    max_repeats: int,
+    beaten: bool,
+) -> Result:
+    """The search's answer once the bisection ended: the repeats spent (`confirm`), the
+    capacity and its interval."""
+    lo, hi = bracket
+    if not beaten:  # a config stopped at the best capacity so far has no interval to seek
+        lo = confirm(measure, steps, lo, max_repeats)
+        hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
+    low, high = capacity_interval(steps, lo)
     return Result(
         steps=steps,
         capacity_rps=lo,
         resolved=resolved,
         capped=lo >= max_rps,
         bracket=(lo, None if math.isinf(hi) else hi),
+        low_rps=low,
+        high_rps=high,
+        beaten=beaten,
     )
+
+
+def confirm(
+    measure: Callable[[float, int], Step], steps: list[Step], estimate: float, budget: int
+) -> float:
+    """Spend at most `budget` repeats on the rates that could bound the estimate (the nearest
+    below it that could hold for sure, the nearest above that could break for sure, in turn),
+    each on its next seed, replacing its step in `steps`. Returns the estimate, lowered to the
+    highest rate still feasible when a repeat made its pooled figures break an SLO."""
+    sides = [HOLDS, BREAKS]
+    while budget > 0:
+        target = next((t for side in sides if (t := next_to_confirm(steps, estimate, side))), None)
+        if target is None:
+            break
+        i = steps.index(target)
+        steps[i] = measure(target.rate_rps, target.runs)
+        budget -= 1
+        sides.reverse()  # the other side next
+        if not steps[i].feasible and steps[i].rate_rps <= estimate:
+            below = (s.rate_rps for s in steps if s.feasible and s.rate_rps < estimate)
+            estimate = max(below, default=0.0)
+    return estimate
+
+
+def narrow(lo: float, hi: float, resolution: float) -> bool:
+    """The bisection's stop: the bracket [lo, hi] within the resolution (hi / lo ≤ 1 + it)."""
+    return lo > 0 and not math.isinf(hi) and hi / lo <= 1 + resolution
+
+
+def clearly_above(
+    rps: float,
+    bounds: tuple[float, float | None] | None,
+    other_rps: float,
+    other_bounds: tuple[float, float | None] | None,
+    resolution: float,
+) -> bool:
+    """One capacity clearly above another. With both intervals (`low`, `high`): the first
+    held every SLO for sure at a rate no lower than one where the other broke one for sure
+    (its low end ≥ the other's high end; the other with no such rate: never). A capacity stored
+    without its interval: above by more than the search's resolution (`beats_by_resolution`)."""
+    if bounds is None or other_bounds is None:
+        return beats_by_resolution(rps, other_rps, resolution)
+    other_high = other_bounds[1]
+    return other_high is not None and bounds[0] >= other_high
 
 
 def beats_by_resolution(rps: float, other_rps: float, resolution: float) -> bool:

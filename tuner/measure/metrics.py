@@ -371,11 +371,17 @@ def _row_statistics(stat: str, pct: float | None, table: np.ndarray) -> np.ndarr
 
 
 def confidence_intervals(
-    records: Sequence[RequestRecord], duration_s: float, metrics: dict[str, float], *, seed: int = 0
+    records: Sequence[RequestRecord],
+    duration_s: float,
+    metrics: Mapping[str, float],
+    *,
+    seed: int = 0,
+    keys: Sequence[str] = CI_METRICS,
 ) -> dict[str, tuple[float, float]]:
-    """Bootstrap 95% intervals for the `CI_METRICS` that `metrics` holds."""
+    """Bootstrap 95% intervals for the `keys` (default `CI_METRICS`) that `metrics` holds and
+    the bootstrap supports (throughputs, latency statistics; capacity mode asks for the SLOs')."""
     return {
         key: bootstrap_ci(records, duration_s, key, seed=seed)
-        for key in CI_METRICS
-        if key in metrics
+        for key in dict.fromkeys(keys)
+        if key in metrics and (is_throughput(key) or parse_latency_key(key) is not None)
     }

@@ -102,7 +102,7 @@ def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpe
         return [head, *(f"  {part}" for part in scenario_parts(top.record))]
     if found is not None:
         return [
-            f"capacity {words.rate(found.capacity_rps, found.capped)} within the SLOs; {score}",
+            f"capacity {words.capacity_rate(found)} within the SLOs; {score}",
             f"{at_rate(found)}: " + ", ".join(headline_words(top.metrics)),
         ]
     return [f"{score}; " + ", ".join(headline_words(top.metrics))]

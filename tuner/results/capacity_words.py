@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tuner.spec.figures import figure
 from tuner.trial import CapacityResult, TrialPoint
-from tuner.trial.words import GOODPUT_NOTE, goodput, rate
+from tuner.trial.words import GOODPUT_NOTE, capacity_rate, goodput, rate
 
 NO_HIGHER = (
     ", no higher rate was tried (capacity.max_rps, or the most the workload's num_prompts "
@@ -36,10 +36,10 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
             bound, exact = NO_HIGHER, ""
         base_text = ""
         if base is not None and baseline is not None and baseline is not p:
-            base_rate = rate(base.capacity_rps, base.capped)
+            base_rate = capacity_rate(base)
             base_text = f"; baseline trial {baseline.number}: {base_rate}"
         return (
-            f"  {label}capacity = {rate(cap, found.capped)} within the SLOs: "
+            f"  {label}capacity = {capacity_rate(found)} within the SLOs: "
             f"measured at an offered rate of {figure(cap)} req/s"
             f"{bound}{good_text}{exact}{base_text}"
         )
@@ -63,11 +63,13 @@ def capacity_json(p: TrialPoint) -> dict[str, object] | None:
     """Capacity mode: the capacity (a lower bound when capped), with goodput explained."""
     if p.capacity_rps is None:
         return None
-    found = p.record.capacity
+    found, bounds = p.record.capacity, p.capacity_interval
     return {
         "capacity_rps": p.capacity_rps,
         "lower_bound": p.capacity_capped,
-        "text": rate(p.capacity_rps, p.capacity_capped),
+        "capacity_rps_low": bounds[0] if bounds is not None else None,
+        "capacity_rps_high": bounds[1] if bounds is not None else None,
+        "text": rate(p.capacity_rps, p.capacity_capped, bounds),
         "goodput_rps": found.goodput_rps if found is not None else None,
         "goodput_means": GOODPUT_NOTE.strip("()"),
         "scenarios": {

@@ -16,7 +16,7 @@ from tuner.results.table import Column, flag_alias, print_table
 from tuner.sim.bands import Bands, with_bands
 from tuner.spec.figures import exact, exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, Direction, metric_label
-from tuner.trial import Config
+from tuner.trial import Config, words
 from tuner.trial.keys import CI_SUFFIX
 
 
@@ -97,8 +97,10 @@ def print_front(
     )
     of = study_name if scenario is None else f"{study_name}, scenario {scenario} (its own figures)"
     title = [f"Pareto front of {of}: {len(front)} of {n_feasible} feasible configs"]
-    if at is not None:
-        title[0] += f", among those with the highest capacity, {figure(at)} req/s"
+    if at is not None:  # with its interval when the front's configs share one
+        shared = {c.point.capacity_interval for c in front}
+        bounds = shared.pop() if len(shared) == 1 else None
+        title[0] += f", among those with the highest capacity, {words.rate(at, False, bounds)}"
     if len(front) > 1:
         title.append(_groups_line(noise.groups, len(front)))
     title.append(f"objectives: {axes}")

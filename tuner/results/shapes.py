@@ -36,7 +36,7 @@ class ShapeRow:
         top = self.best
         found = top.capacity_rps
         head = (
-            f"capacity {words.rate(found, top.capacity_capped)}"
+            f"capacity {words.rate(found, top.capacity_capped, top.capacity_interval)}"
             if found is not None
             else f"score {figure(top.score, 3, sign=True)}"
         )

@@ -50,6 +50,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         if capacity:
             row[tr.CAPACITY_RPS] = p.capacity_rps
             row["capacity_capped"] = p.capacity_capped  # at least that: met the SLOs at max_rps
+            row.update(_interval_row("", p.capacity_interval))
             row["rate_steps"] = len(p.rate_steps) or None
         for name in scenarios:  # each scenario's own score and headline figures
             entry = p.scenario(name)
@@ -59,6 +60,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             if entry is not None and entry.capacity is not None:
                 row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
                 row[f"{name}:capacity_capped"] = entry.capacity.capped
+                row.update(_interval_row(f"{name}:", entry.capacity.interval))
         row["score"] = p.score
         if confirmed:
             pooled = confirmed.get(p.number)
@@ -150,6 +152,22 @@ def _state(p: TrialPoint) -> str:
     return p.state
 
 
+def _interval_row(prefix: str, bounds: tuple[float, float | None] | None) -> dict[str, object]:
+    """A capacity's interval as a row's `capacity_rps_low` / `capacity_rps_high` (None:
+    stored without one; high None: no rate broke an SLO for sure)."""
+    low, high = bounds if bounds is not None else (None, None)
+    return {f"{prefix}{CAPACITY_LOW}": low, f"{prefix}{CAPACITY_HIGH}": high}
+
+
+def _bounds(row: pd.Series, col: str) -> tuple[float, float | None] | None:
+    """The interval of a row's capacity cell, as `words.rate` reads it."""
+    low = row.get(col + "_low")
+    high = row.get(col + "_high")
+    if low is None or pd.isna(low):
+        return None
+    return float(low), None if high is None or pd.isna(high) else float(high)
+
+
 def _capped_cell(row: pd.Series, col: str) -> bool:
     """Whether a capacity cell is a lower bound (its search met the SLOs at max_rps)."""
     flag = row.get(col.removesuffix(tr.CAPACITY_RPS) + "capacity_capped")
@@ -157,6 +175,8 @@ def _capped_cell(row: pd.Series, col: str) -> bool:
 
 
 # shown otherwise: a mark, a note
+CAPACITY_LOW = tr.CAPACITY_RPS + "_low"  # a capacity's interval, req/s (`_interval_row`)
+CAPACITY_HIGH = tr.CAPACITY_RPS + "_high"
 _HIDDEN = ("baseline", "reused_from", "failure", "partial", "rerun_of", "pooled_score")
 POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note under the table)
 
@@ -189,6 +209,8 @@ def _figure_cell(row: pd.Series, col: str) -> str:
     v = row[col]
     if col.endswith(tr.CAPACITY_RPS) and _capped_cell(row, col):
         return words.rate(v, True).removesuffix(f" {words.CAPPED_NOTE}")
+    if col.endswith(tr.CAPACITY_RPS) and not pd.isna(v):
+        return figure(v) + words.interval(_bounds(row, col))
     if col.endswith("score"):
         return figure(None if pd.isna(v) else v, 3, sign=True)
     if col == "engine_s":
@@ -218,7 +240,7 @@ def print_trials_table(
     ]
     for col in frame.columns:
         hidden = col in ("number", "state", "spec", *_HIDDEN) or col.startswith(POOLED)
-        if hidden or col.endswith("capacity_capped"):
+        if hidden or col.endswith(("capacity_capped", CAPACITY_LOW, CAPACITY_HIGH)):
             continue
         header, short, optional = _header(col)
         cells = [_cell(r, col) for r in rows]

@@ -196,7 +196,7 @@ class EngineRunner(TrialRunner):
                     w,
                     base_url,
                     spec.engine.served_model_name or spec.engine.model,
-                    self.requests_for(name),
+                    self.requests_for(name, w),
                     api_key=self.api_key,
                     on_progress=progress,
                     should_abort=crashed,

@@ -24,7 +24,7 @@ from tuner.spec.figures import figure
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
-from tuner.spec.workload import WorkloadSpec
+from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
 from tuner.trial.payloads import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.trial.ranking import best, reference
 from tuner.trial.stored import is_finite
@@ -50,7 +50,7 @@ class CacheRunner(Protocol):
     @property
     def tokenizer(self) -> HFTokenizer: ...
 
-    def requests_for(self, scenario: str) -> list[BenchRequest]: ...
+    def requests_for(self, scenario: str, w: WorkloadSpec | None = None) -> list[BenchRequest]: ...
 
 
 class _StepFailed(TunerError):
@@ -63,7 +63,7 @@ def cache_run(
 ) -> PrefixCacheRun:
     """One run's prefix cache: the hit rate measured (`result`) against what the prompts of
     scenario `name` imply, computed once per request list (`runner.implied`, by scenario)."""
-    requests = runner.requests_for(name)
+    requests = runner.requests_for(name, w)
     known = runner.implied.get(name)
     if known is None or known[0] is not requests:
         chat = w.endpoint == CHAT_ENDPOINT
@@ -81,7 +81,17 @@ def cache_run(
 def step_record(scenario: str, step: capacity.Step) -> RateStep:
     """One rate step as the trial stores it: the curve's point, all figures."""
     figures = {k: float(v) for k, v in step.metrics.items() if is_finite(v)}
-    return RateStep(step.rate_rps, step.feasible, scenario or None, step.pruned_reason, figures)
+    return RateStep(
+        step.rate_rps,
+        step.feasible,
+        scenario or None,
+        step.pruned_reason,
+        figures,
+        verdict=step.verdict or None,
+        runs=step.runs,
+        ci={k: (float(lo), float(hi)) for k, (lo, hi) in step.ci.items()},
+        run_verdicts=step.run_verdicts,
+    )
 
 
 def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
@@ -104,6 +114,49 @@ def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
     return w.request_rate if math.isfinite(w.request_rate) else 1.0
 
 
+class _RateRuns:
+    """`measure(rate, repeat)` of the capacity search on one workload: the run at that rate on
+    the workload's seed + `repeat` (a repeat: fresh prompts and arrivals), judged by its own
+    95 % intervals (`capacity.step_verdict`), pooled with the rate's runs before it."""
+
+    def __init__(
+        self, name: str, w: WorkloadSpec, run: RunFn, slos: list[SloLimit], failed_max: float
+    ) -> None:
+        self.name, self.w, self.run, self.slos, self.failed_max = name, w, run, slos, failed_max
+        self.runs: list[Measurement] = []  # every run, in order
+        self.pooled: dict[float, list[Measurement]] = {}  # each rate's runs, and their pool last
+        self.verdicts: dict[float, list[str]] = {}  # each run's own, by rate
+
+    def __call__(self, rate: float, repeat: int) -> capacity.Step:
+        w, slos, slo_metrics = self.w, self.slos, [limit.metric for limit in self.slos]
+        seed = (w.seed + repeat) % SEED_LIMIT
+        m = self.run(self.name, w.model_copy(update={"request_rate": rate, "seed": seed}))
+        self.runs.append(m)
+        if m.metrics is None:
+            raise _StepFailed(m)
+        done = [*self.pooled.get(rate, [])[:-1], m] if repeat else [m]
+        own = pooled_runs([m], w, slo_metrics)  # this run alone, its SLO figures' intervals
+        assert own.metrics is not None  # `m` has its figures
+        judged = capacity.step_verdict(
+            own.metrics,
+            own.ci,
+            slos,
+            failed_fraction_max=self.failed_max,
+            pruned=bool(m.pruned_reason),
+        )
+        said = self.verdicts[rate] = [*self.verdicts.get(rate, [])[:repeat], judged]
+        p = own if len(done) == 1 else pooled_runs(done, w, slo_metrics)
+        self.pooled[rate] = [*done, p]
+        assert p.metrics is not None  # every run of `done` has its figures
+        stopped = next((r.pruned_reason for r in reversed(done) if r.pruned_reason), None)
+        ok = not stopped and capacity.meets(p.metrics, slos, failed_fraction_max=self.failed_max)
+        slo_ci = {lim.metric: p.ci[lim.metric] for lim in slos if lim.metric in p.ci}
+        verdict = capacity.rate_verdict(said)
+        return capacity.Step(
+            rate, dict(p.metrics), ok, stopped, verdict, len(done), slo_ci, tuple(said)
+        )
+
+
 def search_capacity(
     spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn, beat: Beat | None = None
 ) -> Measurement:
@@ -116,17 +169,8 @@ def search_capacity(
     c, slos = spec.objective.search, spec.slo_limits(name or None)
     if w.goodput is None:
         w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
-    runs: list[Measurement] = []
-
-    def measure(rate: float) -> capacity.Step:
-        m = run(name, w.model_copy(update={"request_rate": rate}))
-        runs.append(m)
-        if m.metrics is None:
-            raise _StepFailed(m)
-        ok = not m.pruned_reason and capacity.meets(
-            m.metrics, slos, failed_fraction_max=spec.objective.max_failed_fraction
-        )
-        return capacity.Step(rate, dict(m.metrics), ok, m.pruned_reason)
+    measure = _RateRuns(name, w, run, slos, spec.objective.max_failed_fraction)
+    runs, pooled = measure.runs, measure.pooled
 
     try:
         result = capacity.search(
@@ -135,6 +179,7 @@ def search_capacity(
             slos,
             resolution=c.resolution,
             max_runs=c.max_runs,
+            max_repeats=c.max_repeats,
             min_rps=c.min_rps,
             max_rps=max(min(c.max_rps, capacity.shown_rps(w.num_prompts, slos)), c.min_rps),
             beat_rps=beat.best_rps if beat is not None else None,
@@ -143,12 +188,13 @@ def search_capacity(
         return _summed(exc.m, runs)
     steps = result.steps
     if result.beaten and beat is not None:
-        return _beaten(spec, runs[0], steps[0], beat, step_record(name, steps[0]))
+        first = pooled[steps[0].rate_rps][-1]
+        return _beaten(spec, first, steps[0], beat, step_record(name, steps[0]))
     at = [i for i, s in enumerate(steps) if s.feasible and s.rate_rps == result.capacity_rps]
     if not at:  # no rate met the SLOs: the lowest rate run whole, else the lowest
         whole_first = [(bool(s.pruned_reason), s.rate_rps, i) for i, s in enumerate(steps)]
         at = [min(whole_first)[2]]
-    chosen = runs[at[-1]]
+    chosen = pooled[steps[at[-1]].rate_rps][-1]  # its runs pooled
     # the step's copy of the chosen run's metrics
     goodput = steps[at[-1]].metrics.get("request_goodput") if result.capacity_rps > 0 else None
     out = _summed(chosen, runs)
@@ -161,8 +207,33 @@ def search_capacity(
         capped=result.capped,
         runs=result.runs,
         above_rps=result.bracket[1],  # the lowest rate that broke an SLO (None: none did)
+        capacity_rps_low=result.low_rps,
+        capacity_rps_high=result.high_rps,
     )
     return out
+
+
+def pooled_runs(
+    done: Sequence[Measurement], w: WorkloadSpec, slo_metrics: list[str]
+) -> Measurement:
+    """The runs at one rate as one: every request of the whole runs over the sum of their
+    durations, with bootstrap intervals for the headline figures and the SLOs' (`slo_metrics`).
+    None whole: the last run (stopped early, its partial figures)."""
+    from tuner.measure.metrics import CI_METRICS, confidence_intervals, run_metrics
+
+    whole = [m for m in done if not m.pruned_reason]
+    if not whole:
+        return done[-1]
+    done, last = whole, whole[-1]
+    records = [r for m in done for r in m.records]
+    duration = sum((m.metrics or {}).get("duration", 0.0) for m in done)
+    if len(done) == 1:  # its own figures and intervals, and the SLOs' intervals it lacks
+        metrics, ci = dict(last.metrics or {}), dict(last.ci)
+    else:
+        metrics, ci = run_metrics(records, duration, w), {}
+    keys = [k for k in [*CI_METRICS, *slo_metrics] if k not in ci]
+    ci.update(confidence_intervals(records, duration, metrics, seed=w.seed, keys=keys))
+    return replace(last, metrics=metrics, records=records, ci=ci)
 
 
 def capacity_to_beat(

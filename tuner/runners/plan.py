@@ -88,7 +88,7 @@ class PlanRunner(TrialRunner):
         from tuner.measure.metrics import confidence_intervals
         from tuner.sim.planner import simulate
 
-        spec, reqs = self.spec, self.requests_for(name)
+        spec, reqs = self.spec, self.requests_for(name, w)
         work = study_workload(spec, reqs, w)
         ctx.phase(f"{run_label(spec, name, w)}simulating")
         sim = simulate(

@@ -72,6 +72,7 @@ class TrialRunner(abc.ABC):
         self._requests: list[BenchRequest] | None = None if given is None else list(given)
         scenarios = {} if workload is None else workload.scenarios
         self._scenario_requests = {k: list(v) for k, v in scenarios.items()}
+        self._seeded: dict[tuple[str, int], list[BenchRequest]] = {}  # (scenario, seed)
 
     @property
     def tokenizer(self) -> HFTokenizer:
@@ -88,8 +89,18 @@ class TrialRunner(abc.ABC):
             self._requests = workload_requests(self.spec, self.tokenizer)
         return self._requests
 
-    def requests_for(self, scenario: str) -> list[BenchRequest]:
-        """One scenario's fixed requests ("": the single workload's), built once."""
+    def requests_for(self, scenario: str, w: WorkloadSpec | None = None) -> list[BenchRequest]:
+        """One scenario's fixed requests ("": the single workload's), built once. `w`: a run
+        of that scenario whose seed is not the study's (capacity mode's repeat of a rate, on
+        fresh prompts): its own requests, built once per seed."""
+        study = self.spec.workloads[scenario] if scenario else self.spec.workload
+        if w is not None and w.seed != study.seed:
+            from tuner.workload.datasets import build_requests
+
+            key = (scenario, w.seed)
+            if key not in self._seeded:
+                self._seeded[key] = build_requests(w, self.tokenizer)
+            return self._seeded[key]
         if not scenario:
             return self.requests
         if scenario not in self._scenario_requests:

@@ -188,7 +188,9 @@ class CapacitySpec(_Strict):
 
     start_rps: float | None = Field(None, gt=0, le=1e6)  # None: workload.request_rate, else 1
     resolution: float = Field(0.05, gt=0, le=1.0)  # stop when hi / lo ≤ 1 + resolution
-    max_runs: int = Field(8, ge=1, le=100)  # workload runs per trial (per scenario)
+    max_runs: int = Field(8, ge=1, le=100)  # rates per trial (per scenario)
+    # extra runs per trial (per scenario) for rates whose SLO interval straddles a limit
+    max_repeats: int = Field(4, ge=0, le=100)
     min_rps: float = Field(0.05, gt=0, le=1e6)
     max_rps: float = Field(1000.0, gt=0, le=1e6)
 

@@ -4,9 +4,10 @@ The one rule every "clearly better" in the tuner uses: the verdicts against vLLM
 the runner-up (`tuner.results.verdicts`), and which changed flags carry a config's gain
 (`tuner.fidelity.smallest`). Scalar modes: the 95 % interval of the difference on some weighted
 headline metric (`objective.clearly_better`). Capacity mode: the capacity, which is what is
-ranked, beyond the search's resolution (the metrics were measured at each config's own rate,
-so their intervals do not compare). A front's axes (`tuner.results.pareto.noise_front`): the
-same interval rule on each metric alone (`clearly_better_on`, `within_noise`).
+ranked, by its interval (`capacity.clearly_above`; stored without one: beyond the search's
+resolution). The metrics were measured at each config's own rate, so their intervals do not
+compare. A front's axes (`tuner.results.pareto.noise_front`): the same interval rule on each
+metric alone (`clearly_better_on`, `within_noise`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.measure.capacity import beats_by_resolution
+from tuner.measure.capacity import clearly_above
 from tuner.measure.mixes import objective_of
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
@@ -36,8 +37,8 @@ class ClearlyBetter:
     def why(self) -> str:
         if self.resolution is not None:
             return (
-                "the capacities differ by no more than the capacity search's resolution "
-                f"({self.resolution:.0%})"
+                "the capacities' intervals overlap (stored without intervals: they differ "
+                f"by no more than the capacity search's resolution ({self.resolution:.0%}))"
             )
         return (
             "the 95% confidence intervals of the differences include no gain on any weighted metric"
@@ -46,7 +47,10 @@ class ClearlyBetter:
     @property
     def why_clear(self) -> str:
         if self.resolution is not None:
-            return f"beyond the capacity search's resolution ({self.resolution:.0%})"
+            return (
+                "one held the SLOs for sure at a rate where the other broke them (stored without "
+                f"intervals: beyond the capacity search's resolution ({self.resolution:.0%}))"
+            )
         return "the 95% confidence interval of the difference lies wholly on the better side"
 
     def on(self, a: TrialPoint, b: TrialPoint) -> list[str]:
@@ -62,7 +66,13 @@ class ClearlyBetter:
         if self.resolution is not None:
             if a.capacity_rps is None or b.capacity_rps is None:
                 return a.capacity_rps is not None
-            return beats_by_resolution(a.capacity_rps, b.capacity_rps, self.resolution)
+            return clearly_above(
+                a.capacity_rps,
+                a.capacity_interval,
+                b.capacity_rps,
+                b.capacity_interval,
+                self.resolution,
+            )
         h = HEADLINE_METRICS
         weights = self.spec.objective.weights
         return clearly_better(a.cis(h), b.cis(h), weights, a.metrics, b.metrics)

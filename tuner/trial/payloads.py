@@ -54,12 +54,31 @@ def metrics_of(raw: object) -> dict[str, float]:
 class CapacityResult(Stored):
     """The rate search of one workload (`tuner.measure.capacity`), as the trial stores it."""
 
+    OMITTED: ClassVar[Mapping[str, object]] = dict.fromkeys(
+        ("capacity_rps_low", "capacity_rps_high")
+    )
+
     capacity_rps: Finite = 0.0  # req/s, the highest offered rate that met every SLO (0: none did)
     goodput_rps: Figure = None  # request_goodput of the run at that rate
     resolved: bool = False  # the bracket closed to the resolution
     capped: bool = False  # feasible at max_rps: the capacity is at least this
     runs: int = 0  # workload runs the search took
     above_rps: Figure = None  # the lowest rate that broke an SLO (None: none did)
+    # the capacity's interval (None: stored before 7 Dec 2026): the highest rate at which
+    # every SLO held for sure (0: none), the lowest above it that broke one for sure (None:
+    # none did); docs/objective.md, "Capacity mode"
+    capacity_rps_low: Figure = None
+    capacity_rps_high: Figure = None
+
+    @property
+    def interval(self) -> tuple[float, float | None] | None:
+        """(low, high) req/s, high None when no rate broke an SLO for sure; None: not stored."""
+        if self.capacity_rps_low is None:
+            return None
+        return self.capacity_rps_low, self.capacity_rps_high
+
+
+_NOT_FIGURES = frozenset({"rate_rps", "runs"})  # a rate step's stored numbers that are no figure
 
 
 @dataclass(frozen=True)
@@ -71,22 +90,38 @@ class RateStep(Stored):
     feasible: bool = False  # met every SLO
     scenario: str | None = None  # the scenario it ran (None: the single workload)
     pruned_reason: str | None = None  # stopped early: above capacity
-    metrics: Figures = field(default_factory=dict)  # vLLM's figures of the run
+    metrics: Figures = field(default_factory=dict)  # vLLM's figures of the run (runs pooled)
+    # the rate held every SLO for sure, broke one for sure, or neither ("holds", "breaks",
+    # "unsure": `tuner.measure.capacity.rate_verdict`; None: stored before 7 Dec 2026)
+    verdict: str | None = None
+    runs: int = 1  # workload runs pooled at this rate (a repeat: a fresh seed)
+    ci: Annotated[dict[str, Interval], Lenient] = field(default_factory=dict)  # the SLO figures'
+    run_verdicts: tuple[str, ...] = ()  # each run's own verdict, by its own 95 % interval
 
     @model_validator(mode="before")
     @classmethod
     def _flat(cls, raw: object) -> object:
         if not isinstance(raw, Mapping):
             return raw
-        figures = {k: v for k, v in raw.items() if k != "rate_rps" and is_finite(v)}
+        figures = {k: v for k, v in raw.items() if k not in _NOT_FIGURES and is_finite(v)}
         return {**raw, "metrics": figures}
 
     def encode(self) -> dict[str, object]:
+        judged: dict[str, object] = {}  # stored since the verdicts (7 Dec 2026)
+        if self.verdict is not None:
+            ci = {k: list(v) for k, v in self.ci.items()}
+            judged = {
+                "verdict": self.verdict,
+                "runs": self.runs,
+                "run_verdicts": list(self.run_verdicts),
+                "ci": ci,
+            }
         return {
             "scenario": self.scenario or None,
             "rate_rps": self.rate_rps,
             "feasible": self.feasible,
             "pruned_reason": self.pruned_reason,
+            **judged,
             **self.metrics,
         }
 

@@ -171,6 +171,13 @@ class TrialPoint:
         return any(c is not None and c.capped for c in found)
 
     @property
+    def capacity_interval(self) -> tuple[float, float | None] | None:
+        """The capacity's interval in req/s (`CapacityResult.interval`); None: stored
+        without one, or a scenario mix (each scenario's search has its own)."""
+        found = self.record.capacity
+        return found.interval if found is not None and not self.record.scenarios else None
+
+    @property
     def warm_runs(self) -> tuple[PrefixCacheRun, ...]:
         """Its runs whose prefix-cache hit rate is above what their prompts imply."""
         return tuple(r for r in self.record.prefix_cache_runs if r.warm)

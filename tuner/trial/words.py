@@ -21,9 +21,26 @@ CAPPED_NOTE = "(the highest rate allowed)"
 GOODPUT_NOTE = "(requests per second served within the latency limits)"
 
 
-def rate(rps: float, is_capped: bool) -> str:
-    """`5 req/s`, or `≥ 5 req/s (the highest rate allowed)`."""
-    return f"≥ {figure(rps)} req/s {CAPPED_NOTE}" if is_capped else f"{figure(rps)} req/s"
+def rate(rps: float, is_capped: bool, bounds: tuple[float, float | None] | None = None) -> str:
+    """`5 req/s`, `7.8 req/s (6.9-9.5)` with the capacity's interval (`bounds`: the
+    highest rate that held the SLOs for sure, the lowest that broke one for sure; `?`: none
+    broke one for sure), or `≥ 5 req/s (the highest rate allowed)`."""
+    if is_capped:
+        return f"≥ {figure(rps)} req/s {CAPPED_NOTE}"
+    return f"{figure(rps)} req/s{interval(bounds)}"
+
+
+def interval(bounds: tuple[float, float | None] | None) -> str:
+    """` (6.9-9.5)`, a capacity's interval in req/s; "" when none is stored."""
+    if bounds is None:
+        return ""
+    low, high = bounds
+    return f" ({figure(low)}-{'?' if high is None else figure(high)})"
+
+
+def capacity_rate(found: CapacityResult) -> str:
+    """One search's capacity in words, with its interval (`rate`)."""
+    return rate(found.capacity_rps, found.capped, found.interval)
 
 
 def goodput(rps: float) -> str:
@@ -47,9 +64,7 @@ def figures(
     words = headline_words(dict(metrics), partial=partial)
     if found is None:
         return sep.join(words)
-    return f"capacity {rate(found.capacity_rps, found.capped)}{sep}{at_rate(found)}: " + sep.join(
-        words
-    )
+    return f"capacity {capacity_rate(found)}{sep}{at_rate(found)}: " + sep.join(words)
 
 
 def at_rate(found: CapacityResult) -> str:

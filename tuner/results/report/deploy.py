@@ -84,7 +84,11 @@ def _row(title: str, choice: Selection, capacity: bool) -> _Row:
     p = choice.point
     cells = [_trial_words(choice)]
     if capacity:
-        rate = words.rate(p.capacity_rps, p.capacity_capped) if p.capacity_rps is not None else ""
+        rate = (
+            words.rate(p.capacity_rps, p.capacity_capped, p.capacity_interval)
+            if p.capacity_rps is not None
+            else ""
+        )
         cells.append(rate)
     cells += [figure(p.metrics.get(m)) for m in HEADLINE_METRICS]
     cells.append(figure(p.score, 3, sign=True))

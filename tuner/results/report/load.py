@@ -199,8 +199,9 @@ def capacity_figure(points: Sequence[TrialPoint]) -> go.Figure | None:
             y=[p.capacity_rps for p in shown],
             marker={"color": ["#111111" if p.baseline else "#1f77b4" for p in shown]},
             hovertext=[
-                f"trial {p.number}: {words.rate(p.capacity_rps or 0.0, p.capacity_capped)}, "
-                f"{len(p.rate_steps)} runs"
+                f"trial {p.number}: "
+                f"{words.rate(p.capacity_rps or 0.0, p.capacity_capped, p.capacity_interval)}, "
+                f"{len(p.rate_steps)} rates, {sum(s.runs for s in p.rate_steps)} runs"
                 for p in shown
             ],
             hoverinfo="text",
@@ -232,7 +233,7 @@ def scenario_table(points: Sequence[TrialPoint]) -> Markup:
             cap = entry.capacity if entry is not None else None
             score = entry.score if entry is not None else None
             cells += [figure(v) for v in [score, *(found.get(m) for m in cols[1:4])]]
-            cells.append("" if cap is None else words.rate(cap.capacity_rps, cap.capped))
+            cells.append("" if cap is None else words.capacity_rate(cap))
         rows.append((f"{p.number}{' (baseline)' if p.baseline else ''}", cells))
     head = [f"{n}: {c}" for n in names for c in cols]
     return macro("sections.html.j2", "scenario_table", head=head, rows=rows)

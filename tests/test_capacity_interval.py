@@ -1,0 +1,235 @@
+"""Capacity with its 95 % interval (issue 46): each rate step judged by its SLO figures'
+intervals, a straddling step measured again on a fresh seed, the interval stored, compared
+and printed. In-process and cheap: synthetic curves and a fake run function."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner import trial as tr
+from tuner.measure.capacity import (
+    BREAKS,
+    HOLDS,
+    UNSURE,
+    Step,
+    capacity_interval,
+    clearly_above,
+    meets,
+    next_to_confirm,
+    rate_verdict,
+    search,
+    step_verdict,
+)
+from tuner.measure.measurement import Measurement
+from tuner.measure.records import RequestRecord
+from tuner.results.capacity_words import capacity_json
+from tuner.results.views import trials_records
+from tuner.runners.load_runs import search_capacity
+from tuner.spec.slo import parse_slo
+from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
+from tuner.trial import TrialPoint, words
+
+SLOS = parse_slo("p99_ttft_ms<=1000")
+DONE = {"completed": 80.0, "failed": 0.0}
+
+
+def _verdict(p99: float, ci: tuple[float, float] | None, pruned: bool = False) -> str:
+    metrics = {**DONE, "p99_ttft_ms": p99}
+    return step_verdict(metrics, {} if ci is None else {"p99_ttft_ms": ci}, SLOS, pruned=pruned)
+
+
+def test_a_step_holds_breaks_or_is_unsure_by_its_interval() -> None:
+    assert _verdict(900, (800, 950)) == HOLDS
+    assert _verdict(900, (850, 1100)) == UNSURE  # straddles 1000 ms
+    assert _verdict(1200, (950, 1300)) == UNSURE
+    assert _verdict(1200, (1050, 1300)) == BREAKS
+    assert _verdict(900, None) == HOLDS and _verdict(1100, None) == BREAKS  # no interval
+    assert _verdict(900, (800, 950), pruned=True) == BREAKS  # stopped early: broken for sure
+    failing = {"completed": 60.0, "failed": 20.0, "p99_ttft_ms": 500.0}
+    assert step_verdict(failing, {}, SLOS, failed_fraction_max=0.05) == BREAKS
+    assert step_verdict({**DONE}, {}, SLOS) == BREAKS  # the SLO's figure is missing
+    lower = parse_slo("output_throughput>=100")
+    out = {**DONE, "output_throughput": 110.0}
+    assert step_verdict(out, {"output_throughput": (90.0, 120.0)}, lower) == UNSURE
+    assert step_verdict(out, {"output_throughput": (105.0, 120.0)}, lower) == HOLDS
+
+
+def _step(rate: float, verdict: str) -> Step:
+    return Step(rate, {}, verdict != BREAKS, verdict=verdict)
+
+
+def test_the_interval_is_the_highest_sure_hold_and_the_lowest_sure_break_around_it() -> None:
+    steps = [_step(r, v) for r, v in [(4, HOLDS), (8, UNSURE), (6, HOLDS), (7, UNSURE)]]
+    steps += [_step(12, BREAKS), _step(9, BREAKS)]
+    assert capacity_interval(steps, 8.0) == (6.0, 9.0)
+    assert capacity_interval(steps[:4], 8.0) == (6.0, None)  # none broke for sure
+    assert capacity_interval([_step(2, BREAKS)], 0.0) == (0.0, 2.0)
+    # a sure hold above the estimate (a noisy curve) does not widen the interval upwards
+    assert capacity_interval([_step(5, HOLDS), _step(6, BREAKS), _step(7, HOLDS)], 5.0) == (
+        5.0,
+        6.0,
+    )
+
+
+def test_a_rate_is_sure_once_two_seeds_agree() -> None:
+    assert rate_verdict([HOLDS]) == UNSURE  # one seed's prompts and arrivals: not yet
+    assert rate_verdict([HOLDS, HOLDS]) == HOLDS and rate_verdict([BREAKS] * 2) == BREAKS
+    assert rate_verdict([UNSURE, HOLDS, HOLDS]) == HOLDS
+    assert rate_verdict([BREAKS, HOLDS, HOLDS]) == UNSURE  # the seeds disagree
+
+
+def _runs(rate: float, *verdicts: str) -> Step:
+    return Step(rate, {}, BREAKS not in verdicts, None, rate_verdict(verdicts), len(verdicts),
+                {}, verdicts)  # fmt: skip
+
+
+def test_the_repeats_go_to_the_nearest_rates_that_could_bound_the_estimate() -> None:
+    steps = [_runs(4, HOLDS), _runs(6, HOLDS), _runs(7, UNSURE), _runs(8, BREAKS), _runs(9, BREAKS)]
+    assert next_to_confirm(steps, 7.0, HOLDS) == steps[1]  # one agreeing run: before 7's straddle
+    assert next_to_confirm(steps, 7.0, BREAKS) == steps[3]
+    settled = [_runs(6, HOLDS, HOLDS), *steps[2:]]
+    assert next_to_confirm(settled, 7.0, HOLDS) == settled[1]  # could still tighten it
+    assert next_to_confirm([_runs(7, HOLDS, HOLDS), _runs(6, HOLDS)], 7.0, HOLDS) is None
+    mixed = [_runs(8, BREAKS, HOLDS), _runs(9, BREAKS, UNSURE, UNSURE)]
+    assert next_to_confirm(mixed, 7.0, BREAKS) is None  # disagreed, or out of runs
+
+
+def noisy_curve(knee_rps: float, spread: float, seed: int = 0):
+    """P99 TTFT = 200 / (1 − rate / saturation) ms (1000 ms exactly at the knee) × a seed's
+    own factor (log-normal, `spread`), with a request-bootstrap-like interval of ± 5 %: each
+    run's interval is narrower than the spread between seeds, as on the simulated engine."""
+    saturation = knee_rps / 0.8
+    rng = np.random.default_rng(seed)
+    calls: list[tuple[float, int]] = []
+    said: dict[float, list[str]] = {}
+
+    def measure(rate: float, repeat: int) -> Step:
+        calls.append((rate, repeat))
+        load = rate / saturation
+        p99 = (200 / (1 - load) if load < 1 else 1e6) * math.exp(spread * rng.standard_normal())
+        metrics = {**DONE, "p99_ttft_ms": p99, "request_throughput": min(rate, saturation)}
+        ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
+        said[rate] = [*said.get(rate, [])[:repeat], step_verdict(metrics, ci, SLOS)]
+        runs = tuple(said[rate])
+        return Step(rate, metrics, meets(metrics, SLOS), None, rate_verdict(runs), len(runs),
+                    ci, runs)  # fmt: skip
+
+    return measure, calls
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_interval_comes_from_rates_two_seeds_agreed_on_within_the_budget(seed: int) -> None:
+    measure, calls = noisy_curve(10.0, 0.12, seed)
+    got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=4)
+    repeats = [(r, k) for r, k in calls if k > 0]
+    assert repeats and len(repeats) <= 4  # at most 4 extra runs, each the next seed of a rate
+    assert all((r, k - 1) in calls for r, k in repeats)
+    assert got.runs == len(calls) == sum(s.runs for s in got.steps) and len(got.steps) <= 8
+    for bound, side in ((got.low_rps, HOLDS), (got.high_rps, BREAKS)):
+        if bound:  # a bound is a rate two seeds agreed on
+            (step,) = [s for s in got.steps if s.rate_rps == bound]
+            assert step.sure == side and step.run_verdicts.count(side) >= 2
+    assert got.low_rps <= got.capacity_rps and (got.high_rps or math.inf) > got.capacity_rps
+    # without a budget: never repeated, and no rate is sure
+    measure, calls = noisy_curve(10.0, 0.12, seed)
+    bare = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=0)
+    assert all(k == 0 for _, k in calls) and (bare.low_rps, bare.high_rps) == (0.0, None)
+
+
+def test_clearly_above_uses_the_intervals_else_the_resolution() -> None:
+    assert clearly_above(8.0, (7.0, 9.0), 6.0, (5.0, 7.0), 0.05)  # held where the other broke
+    assert not clearly_above(8.0, (6.9, 9.0), 6.0, (5.0, 7.0), 0.05)  # overlap: +33 % is luck
+    assert not clearly_above(8.0, (7.5, 9.0), 6.0, (5.0, None), 0.05)  # the other never broke
+    assert clearly_above(8.0, None, 6.0, (5.0, 7.0), 0.05)  # stored without one: resolution
+    assert not clearly_above(6.2, None, 6.0, None, 0.05)
+
+
+def _records(n: int, ttft_ms: float, seed: int) -> list[RequestRecord]:
+    rng = np.random.default_rng(seed)
+    ttft = rng.gamma(4.0, ttft_ms / 4.0 / 1000.0, size=n)
+    return [
+        RequestRecord(
+            prompt_len=64,
+            success=True,
+            output_tokens=8,
+            ttft_s=float(t),
+            itl_s=[0.01] * 7,
+            latency_s=float(t) + 0.07,
+            start_s=i * 0.1,
+        )
+        for i, t in enumerate(ttft)
+    ]
+
+
+def test_search_capacity_pools_the_repeats_of_a_rate_on_fresh_seeds() -> None:
+    """The runner's side: a repeat is the same rate on the next seed (fresh prompts and
+    arrivals), pooled with the runs before it; the step, the search and the trial say how many
+    runs it took, and the capacity carries its interval."""
+    from tuner.measure.metrics import confidence_intervals, run_metrics
+
+    spec = StudySpec.model_validate(
+        {
+            "name": "s",
+            "engine": {"model": "m"},
+            "search_space": {"parameters": {"max-num-seqs": {"type": "int", "low": 1, "high": 8}}},
+            "workload": {"num_prompts": 40, "request_rate": 2.0, "seed": 7},
+            "objective": {
+                "mode": "capacity",
+                "slo": ["p99_ttft_ms<=1000"],
+                "capacity": {"max_runs": 6, "max_repeats": 2, "resolution": 0.1},
+            },
+        }
+    )
+    seeds: list[tuple[float, int]] = []
+
+    def run(name: str, w: WorkloadSpec) -> Measurement:
+        seeds.append((w.request_rate, w.seed))
+        typical = 200.0 * w.request_rate  # a mean TTFT that grows with the rate
+        records = _records(w.num_prompts, typical, w.seed)
+        metrics = run_metrics(records, 4.0, w)
+        ci = confidence_intervals(records, 4.0, metrics, seed=w.seed)
+        return Measurement(metrics=metrics, ci=ci, records=records, workload_s=4.0, engine_s=4.0)
+
+    m = search_capacity(spec, "", spec.workload, run)
+    found = m.capacity
+    assert found is not None and found.runs == len(seeds) and m.workload_s == 4.0 * len(seeds)
+    steps = m.rate_steps
+    assert sum(s.runs for s in steps) == len(seeds) <= 6 + 2
+    assert all(s.verdict in (HOLDS, BREAKS, UNSURE) and "p99_ttft_ms" in s.ci for s in steps)
+    repeated = [s for s in steps if s.runs > 1]
+    assert repeated, "a step near the knee straddles 1000 ms and is measured again"
+    for s in repeated:  # the study's seed first, then the next ones: fresh prompts
+        at = [seed for rate, seed in seeds if rate == s.rate_rps]
+        assert at == [7 + k for k in range(s.runs)]
+        assert s.metrics["completed"] == 40.0 * s.runs  # every run's requests pooled
+    assert found.capacity_rps_low is not None and found.capacity_rps_low <= found.capacity_rps
+    assert found.capacity_rps_high is None or found.capacity_rps_high > found.capacity_rps
+
+
+def _point(found: tr.CapacityResult) -> TrialPoint:
+    attrs = {tr.CAPACITY_RPS: found.capacity_rps, tr.CAPACITY: found.encode()}
+    return TrialPoint(1, "COMPLETE", {}, {"p99_ttft_ms": 900.0}, "feasible", attrs=attrs)
+
+
+def test_the_capacity_prints_and_lists_with_its_interval() -> None:
+    found = tr.CapacityResult(7.76, capacity_rps_low=6.9, capacity_rps_high=9.5)
+    assert words.capacity_rate(found) == "7.76 req/s (6.9-9.5)"
+    assert words.rate(7.76, False, (6.9, None)) == "7.76 req/s (6.9-?)"
+    assert words.rate(5.0, True, (5.0, None)) == f"≥ 5 req/s {words.CAPPED_NOTE}"
+    p = _point(found)
+    shown = capacity_json(p)
+    assert shown is not None and shown["text"] == "7.76 req/s (6.9-9.5)"
+    assert (shown["capacity_rps_low"], shown["capacity_rps_high"]) == (6.9, 9.5)
+    (row,) = trials_records([p])
+    assert (row["capacity_rps_low"], row["capacity_rps_high"]) == (6.9, 9.5)
+    # stored before the intervals: the figure alone, the keys null
+    old = _point(tr.CapacityResult.decode({"capacity_rps": 7.76, "resolved": True}) or found)
+    assert old.capacity_interval is None and words.capacity_rate(old.record.capacity) == (
+        "7.76 req/s"
+    )
+    (row,) = trials_records([old])
+    assert row["capacity_rps_low"] is None and row["capacity_rps_high"] is None
