@@ -25,9 +25,11 @@ from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
+from tuner.spec.workload import WorkloadSpec
 from tuner.trial.point import TrialPoint
 from tuner.trial.uptime import median_startup_s, simulated_engine_startup_s
 from tuner.workload.lengths import length_only_requests
+from tuner.workload.request import BenchRequest
 
 
 @dataclass(frozen=True)
@@ -211,11 +213,16 @@ def engine_startup(spec: StudySpec, planned_s: float) -> tuple[float, str]:
 def _no_lengths(spec: StudySpec) -> str | None:
     """Why the requests' lengths are not known before the run, or None: a dataset file's
     texts need the tokenizer to count (it is also the run's to report missing)."""
-    tokenizer = Path(tokenizer_source(spec.workload.tokenizer, spec.engine.model)).expanduser()
+    if _tokenizer_dir(spec).is_dir():
+        return None
     for w in [spec.workload, *spec.workloads.values()]:
-        if length_only_requests(w) is None and not tokenizer.is_dir():
+        if length_only_requests(w, reuse=False) is None:
             return f"the {w.dataset_name} dataset's lengths need the tokenizer, not found"
     return None
+
+
+def _tokenizer_dir(spec: StudySpec) -> Path:
+    return Path(tokenizer_source(spec.workload.tokenizer, spec.engine.model)).expanduser()
 
 
 def builtin_stand_in(model: str) -> str | None:
@@ -240,17 +247,31 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
     return m.engine_s, float(m.startup_s or 0.0)
 
 
-def length_only_runner(spec: StudySpec) -> PlanRunner:
-    """`tuner plan`'s runner, with random and long-document workloads built from their
-    lengths alone (the simulator reads nothing else): no tokenizer, seconds sooner."""
-    from tuner.workload.request import Workload
+class _LengthOnlyRunner(PlanRunner):
+    """`tuner plan`'s runner, with random and long-document requests built from their lengths
+    alone (the simulator reads nothing else), a capacity repeat's fresh seed too: no
+    tokenizer, seconds sooner. Without the tokenizer (`reuse` False), long documents asked
+    several times are costed as if each were new (no prefix hits: the estimate errs long)."""
 
-    built = {}  # a workload left out: the runner builds it with the tokenizer
-    for name, w in {"": spec.workload, **spec.workloads}.items():
-        requests = length_only_requests(w)
-        if requests is not None:
-            built[name] = tuple(requests)
-    return PlanRunner(spec, workload=Workload(built.pop("", None), built))
+    def __init__(self, spec: StudySpec, reuse: bool) -> None:
+        from tuner.workload.request import Workload
+
+        self.reuse = reuse
+        built = {}  # a workload left out: the runner builds it with the tokenizer
+        for name, w in {"": spec.workload, **spec.workloads}.items():
+            requests = length_only_requests(w, reuse=reuse)
+            if requests is not None:
+                built[name] = tuple(requests)
+        super().__init__(spec, workload=Workload(built.pop("", None), built))
+
+    def build_requests(self, w: WorkloadSpec) -> list[BenchRequest]:
+        made = length_only_requests(w, reuse=self.reuse)
+        return made if made is not None else super().build_requests(w)
+
+
+def length_only_runner(spec: StudySpec) -> PlanRunner:
+    """`tuner plan`'s runner for estimates (`_LengthOnlyRunner`)."""
+    return _LengthOnlyRunner(spec, reuse=_tokenizer_dir(spec).is_dir())
 
 
 def simulated_baseline(spec: StudySpec) -> Measurement:

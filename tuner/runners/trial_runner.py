@@ -95,20 +95,22 @@ class TrialRunner(abc.ABC):
         fresh prompts): its own requests, built once per seed."""
         study = self.spec.workloads[scenario] if scenario else self.spec.workload
         if w is not None and w.seed != study.seed:
-            from tuner.workload.datasets import build_requests
-
             key = (scenario, w.seed)
             if key not in self._seeded:
-                self._seeded[key] = build_requests(w, self.tokenizer)
+                self._seeded[key] = self.build_requests(w)
             return self._seeded[key]
         if not scenario:
             return self.requests
         if scenario not in self._scenario_requests:
-            from tuner.workload.datasets import build_requests
-
-            w = self.spec.workloads[scenario]
-            self._scenario_requests[scenario] = build_requests(w, self.tokenizer)
+            self._scenario_requests[scenario] = self.build_requests(self.spec.workloads[scenario])
         return self._scenario_requests[scenario]
+
+    def build_requests(self, w: WorkloadSpec) -> list[BenchRequest]:
+        """A workload's requests, as this runner makes those it was not given: with the
+        tokenizer (a runner for estimates may make them from their lengths alone)."""
+        from tuner.workload.datasets import build_requests
+
+        return build_requests(w, self.tokenizer)
 
     def built(self) -> Workload:
         """The requests built so far, as a value another runner can be made with."""

@@ -18,11 +18,13 @@ from tuner.spec.workload import WorkloadSpec
 from tuner.workload.request import BenchRequest
 
 
-def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
+def length_only_requests(w: WorkloadSpec, *, reuse: bool = True) -> list[BenchRequest] | None:
     """The requests' lengths with empty prompts; None for a dataset file (its lengths are its
-    texts', which need the tokenizer) and for long documents that share prefixes (asked
-    several times, a system prompt: the simulator's prefix cache reads the prompts' tokens,
-    so empty prompts would run another workload than `tuner plan`'s)."""
+    texts', which need the tokenizer) and, with `reuse`, for long documents that share
+    prefixes (asked several times, a system prompt: the simulator's prefix cache reads the
+    prompts' tokens, so empty prompts would run another workload than `tuner plan`'s).
+    `reuse=False`: those too, each request its own document (no prefix hits: an estimate
+    that errs long, for a cost made without the tokenizer)."""
     rng = np.random.default_rng(w.seed)
     n = w.num_prompts
     if w.dataset_name == "random":
@@ -35,7 +37,7 @@ def length_only_requests(w: WorkloadSpec) -> list[BenchRequest] | None:
         outputs = rng.integers(out_low, out_high + 1, size=n)
         pairs = zip(inputs, outputs, strict=True)
         return [BenchRequest("", int(i), int(o), ignore_eos=True) for i, o in pairs]
-    if w.dataset_name == "longdoc" and not w.longdoc_shared:
+    if w.dataset_name == "longdoc" and not (reuse and w.longdoc_shared):
         lengths, weights = w.longdoc_lengths, w.longdoc_weights
         p = None if weights is None else np.asarray(weights, float) / float(sum(weights))
         picks = rng.choice(len(lengths), size=n, p=p)
