@@ -103,9 +103,11 @@ def open_stored_study_files(
 ) -> tuple[optuna.Study, StudySpec, list[Kept]]:
     """`open_stored_study`, and the files a command's output must never replace (`Kept`,
     `tuner.spec.outputs`): the study file, its SQLite database and SQLite's files beside it."""
+    from tuner.results.recommend import STUDY_FILE
     from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 
+    STUDY_FILE.set(str(study_file))  # the file the suggested commands name
     spec = load_study_file(study_file)
     store = open_store(spec, storage, readonly=True)
     _say_planned_only(store, spec, study_file, simulated)
