@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.results.recommend import study_file_words
 from tuner.scaffold.box import builtin_name
 from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint
@@ -94,7 +95,8 @@ def retune_lines(
     warm start from it would be refused), at what this study's trials took."""
     out = []
     if flags:
-        out.append("to fix: run the engine with the exported command (`tuner export STUDY.yaml`)")
+        export = f"tuner export {study_file_words()}"
+        out.append(f"to fix: run the engine with the exported command (`{export}`)")
     if not platform and (flags or found.kind not in ("slower", "breaks-slo")):
         return out
     n = spec.budget.n_trials
