@@ -163,9 +163,6 @@ class Bound:
     at_least: int
     evidence: str  # in words: what the engine did
 
-    def as_json(self) -> dict[str, object]:
-        return {"flag": self.flag, "at_least": self.at_least, "evidence": self.evidence}
-
 
 def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     """Every sample of metric `name` in a Prometheus text page: its labels and value."""
