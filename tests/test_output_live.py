@@ -120,7 +120,7 @@ def test_configs_the_budget_does_not_count_do_not_advance_the_live_count() -> No
     measured = Outcome("measured", [0.0], {}, TrialRecord(score=0.0), metrics={})
     assert not in_budget(refused, False) and in_budget(measured, False)
     out = io.StringIO()
-    progress = RichProgress(Console(file=out, width=120))
+    progress = RichProgress(Console(file=out, width=120, force_terminal=True))  # the bar drawn
     progress.start(2)
     for number, outcome in enumerate((measured, refused, refused, measured)):
         progress.done(number, outcome, 0.0, counted=in_budget(outcome, False))

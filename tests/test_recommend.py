@@ -6,7 +6,6 @@ exits 3 unless `--candidate`. And everything that got worse is listed, with its 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import optuna
@@ -46,7 +45,7 @@ def test_export_writes_the_defaults_and_exits_3_when_the_best_is_not_clearly_bet
     assert "--max-num-seqs 256" in text and "--max-num-seqs 64" not in text
     assert "# RECOMMENDED: vLLM's defaults (baseline trial 0), the config you already run" in text
     assert "# the best tuned config, trial 1, is only a CANDIDATE: NOT clearly better" in text
-    assert re.search(r"# to settle it: tuner run STUDY.yaml --confirm 2 re-measures", text)
+    assert f"# to settle it: tuner run {study_file} --confirm 2 re-measures" in text  # its name
     assert "exit code 3 (--candidate writes the candidate)" in done.stderr
     # asked for explicitly: the candidate, with its verdicts, exit 0
     asked = _cli(study_file, url, "export", "--candidate")
@@ -79,7 +78,7 @@ def test_best_and_the_report_recommend_the_defaults_and_name_the_candidate(
     assert _cli(study_file, url, "report", "-o", str(report)).returncode == 0
     page = report.read_text()
     assert "0: vLLM&#39;s defaults (candidate: trial 1)" in page
-    assert "tuner export STUDY.yaml --candidate" in page
+    assert f"tuner export {study_file} --candidate" in page
 
 
 def test_a_clear_gain_is_recommended_and_said_in_words(tmp_path: Path) -> None:

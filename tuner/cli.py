@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -31,6 +33,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
 app.command("init")(init.init)
 app.command("bench")(bench.bench)
 app.command("check")(check.check)
@@ -45,6 +48,26 @@ app.command("calibrate")(calibrate.calibrate)
 app.command("verify")(verify.verify)
 app.command("make-tiny-model")(tools.make_tiny_model)
 app.add_typer(sim.app, name="sim")
+
+
+def _paragraphs(command: Callable[..., Any]) -> list[str]:
+    """The command's docstring, each paragraph on one line."""
+    doc = inspect.cleandoc(command.__doc__ or "")
+    return [" ".join(part.split()) for part in doc.split("\n\n")]
+
+
+def _help_in_paragraphs(group: typer.Typer) -> None:
+    """Each command's `--help` (and its line in the group's list) from its docstring, one line
+    a paragraph: typer's rich help keeps a docstring's line breaks after the first paragraph
+    and in the list, so at 80 columns it broke sentences mid-way; rich wraps each line."""
+    for info in group.registered_commands:
+        if info.callback is not None and info.help is None:
+            paragraphs = _paragraphs(info.callback)
+            info.help, info.short_help = "\n\n".join(paragraphs), paragraphs[0]
+
+
+_help_in_paragraphs(app)
+_help_in_paragraphs(sim.app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -103,11 +103,14 @@ def open_stored_study_files(
 ) -> tuple[optuna.Study, StudySpec, list[Kept]]:
     """`open_stored_study`, and the files a command's output must never replace (`Kept`,
     `tuner.spec.outputs`): the study file, its SQLite database and SQLite's files beside it."""
+    from tuner.results.recommend import STUDY_FILE
     from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 
+    STUDY_FILE.set(str(study_file))  # the file the suggested commands name
     spec = load_study_file(study_file)
     store = open_store(spec, storage, readonly=True)
+    _say_planned_only(store, spec, study_file, simulated)
     study = store.load_study(study_name(spec, simulated))
     _say_judging_change(study_file, study, spec)
     kept: list[Kept] = [(study_file, "the study file")]
@@ -119,6 +122,23 @@ def open_stored_study_files(
             for end in ("-wal", "-shm", "-journal")
         ]
     return study, spec_of(study), kept
+
+
+def _say_planned_only(store: Store, spec: StudySpec, study_file: Path, simulated: bool) -> None:
+    """A study `tuner plan` stored but `tuner run` never ran: one line that names `--simulated`
+    (the planned study is stored beside the real one under its own name), not "no study"."""
+    from tuner.errors import UserError
+    from tuner.trial.specs import study_name
+
+    names = store.study_names()
+    real, planned = study_name(spec, False), study_name(spec, True)
+    if simulated or real in names or planned not in names:
+        return
+    raise UserError(
+        f"no study named {real!r} in {store.url}: only `tuner plan`'s simulated one, "
+        f"{planned!r}; add --simulated to read it (best, trials, pareto, export, report), "
+        f"or `tuner run {study_file}` to run the study"
+    )
 
 
 def _say_judging_change(study_file: Path, study: optuna.Study, spec: StudySpec) -> None:

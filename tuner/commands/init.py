@@ -53,6 +53,27 @@ Objective = Annotated[
     ),
 ]
 
+MaxModelLen = Annotated[
+    int | None,
+    typer.Option(
+        "--max-model-len", min=1, help="vLLM's --max-model-len (default: what the traffic needs)."
+    ),
+]
+InputLen = Annotated[
+    int | None, typer.Option("--input-len", min=1, help="Random prompts of N tokens (chat).")
+]
+OutputLen = Annotated[
+    int | None, typer.Option("--output-len", min=1, help="Answers of N tokens (chat).")
+]
+Concurrency = Annotated[
+    int | None,
+    typer.Option("--concurrency", min=1, help="A closed loop: N requests at once (scalar)."),
+]
+ModelConfig = Annotated[
+    str | None,
+    typer.Option("--model-config", help="config.json of a --model hub id not on this box."),
+]
+
 
 def init(
     output: Output = None,
@@ -71,6 +92,11 @@ def init(
     tokenizer: Tokenizer = None,
     search_space: SearchSpace = None,
     objective: Objective = None,
+    max_model_len: MaxModelLen = None,
+    input_len: InputLen = None,
+    output_len: OutputLen = None,
+    concurrency: Concurrency = None,
+    model_config: ModelConfig = None,
     force: Force = False,
     no_preview: NoPreview = False,
 ) -> None:
@@ -98,6 +124,11 @@ def init(
         tokenizer=tokenizer,
         search_space=search_space,
         objective=objective,
+        max_model_len=max_model_len,
+        input_len=input_len,
+        output_len=output_len,
+        concurrency=concurrency,
+        model_config=model_config,
     )
     check_options(opts)
     if output is not None:

@@ -14,7 +14,9 @@ Held only when the defaults were measured and are themselves a candidate of the 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from tuner.results.verdicts import Verdict
@@ -27,6 +29,15 @@ HELD_EXIT_CODE = 3  # `tuner export`: the defaults recommended, not the candidat
 # `--confirm`'s robustness check: the candidate and the baseline, one engine start each, five
 # workload runs on each (nominal and four perturbations; docs/robustness.md, point 7)
 ROBUSTNESS_RUNS = 5
+# the study file as the command was given it: each command that reads a stored study sets it
+# (`tuner.commands.common.open_stored_study_files`), so the commands these words suggest name
+# the user's file; a caller that set none (a library, a test) reads the placeholder
+STUDY_FILE: ContextVar[str] = ContextVar("study_file", default="STUDY.yaml")
+
+
+def study_file_words() -> str:
+    """The study file for a suggested command, shell-quoted (`STUDY_FILE`)."""
+    return shlex.quote(STUDY_FILE.get())
 
 
 @dataclass(frozen=True)
@@ -106,15 +117,15 @@ def _settle_words(
     baseline: TrialPoint,
     flags: SmallestChange | None,
 ) -> str:
-    """`tuner run STUDY.yaml --confirm K` and its cost: K × confirm_repeats re-runs at the
+    """`tuner run STUDY_FILE --confirm K` and its cost: K × confirm_repeats re-runs at the
     engine time each config took here, the robustness check's two engine starts, and the
     re-measures of the flags the simulator dropped (`SmallestChange.remeasure_starts`, one
     workload run each at the candidate's start-up and workload seconds)."""
     k, repeats = len(top), spec.trial.confirm_repeats
     text = (
-        f"to settle it: tuner run STUDY.yaml --confirm {k} re-measures the top {k} configs "
-        f"(the candidate and the defaults among them) {repeats} times each, then both under "
-        f"perturbed workloads: {k * repeats} engine runs and 2 engine starts of "
+        f"to settle it: tuner run {study_file_words()} --confirm {k} re-measures the top {k} "
+        f"configs (the candidate and the defaults among them) {repeats} times each, then both "
+        f"under perturbed workloads: {k * repeats} engine runs and 2 engine starts of "
         f"{ROBUSTNESS_RUNS} workload runs"
     )
     usable = flags is not None and flags.spec_id == candidate.spec_id

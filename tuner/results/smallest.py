@@ -37,8 +37,12 @@ def smallest_lines(change: SmallestChange | None, point: TrialPoint) -> list[str
     flags were not checked (an older study: a `tuner run` of it checks them)."""
     if change is None or change.trial != point.number:
         return []
-    if not change.checked:
-        return [f"which changed flags carry the gain: {change.note}"]
+    if not change.checked:  # say which: all of them, and why none was dropped
+        why = change.note.removesuffix("; every changed flag kept")
+        return [
+            f"which changed flags carry the gain: not known ({why}), so the command keeps "
+            f"every flag trial {point.number} changes"
+        ]
     src = change.source
     if not change.reverts:
         return []

@@ -100,7 +100,10 @@ class StudyProgress:
 
 
 def _display(console: Console, *, labelled: bool) -> Progress:
-    """The live line(s): trial i/N, bar, elapsed, ETA, best, phase; each slot's label first."""
+    """The live line(s): trial i/N, bar, elapsed, ETA, best, phase; each slot's label first.
+    Not a terminal (nohup, a log file): disabled, the tasks kept but never drawn (rich would
+    print the last state when it stops: a bar line at the end of the log); the plain lines
+    (`RichProgress._beat`, each trial's own) are the log's progress."""
     return Progress(
         *([TextColumn("{task.description}")] if labelled else []),
         TextColumn("[bold]trial {task.completed:.0f}/{task.total:.0f}"),
@@ -112,6 +115,7 @@ def _display(console: Console, *, labelled: bool) -> Progress:
         TextColumn("{task.fields[phase]}"),
         console=console,
         transient=False,
+        disable=not console.is_terminal,
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from tuner.scaffold.options import InitOptions
-from tuner.scaffold.sources import REPO, Hardware
+from tuner.scaffold.sources import REPO, Hardware, simulated_model
 from tuner.scaffold.traffic import Traffic
 from tuner.sim.profiles import ModelProfile
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
@@ -60,11 +60,31 @@ class StudyDraft(TypedDict):
     trial: dict[str, object]
 
 
+OP_WORDS = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}  # SLO operators in a study name
+
+
 def _name(opts: InitOptions, profile: ModelProfile, hw: Hardware, kind: str) -> str:
+    """`MODEL-NxGPU-TRAFFIC[-sim]`, then what the options set that the defaults do not:
+    `maxlen65536`, `in512-out512`, `c8` (a closed loop), `2.5rps`, the SLO as given
+    (`p99_ttft_ms-le800`): two studies that differ in any of them get different names, so
+    one never continues the other's stored trials (docs/study-file.md, "tuner init")."""
     if opts.name is not None:
         return opts.name
-    sim = "-sim" if hw.engine == "sim" else ""
-    text = f"{profile.name}-{hw.count}x{hw.gpu}-{kind}{sim}"
+    model = Path(str(opts.model)).name if opts.model_config else profile.name
+    parts = [model, f"{hw.count}x{hw.gpu}", kind, *(["sim"] if hw.engine == "sim" else [])]
+    if opts.max_model_len is not None:
+        parts.append(f"maxlen{opts.max_model_len}")
+    if opts.input_len is not None:
+        parts.append(f"in{opts.input_len}")
+    if opts.output_len is not None:
+        parts.append(f"out{opts.output_len}")
+    if opts.concurrency is not None:
+        parts.append(f"c{opts.concurrency}")
+    if opts.rate is not None:
+        parts.append(f"{opts.rate:g}rps")
+    for limit in (x for text in opts.slo for x in parse_slo(text)):
+        parts.append(f"{limit.metric}-{OP_WORDS[limit.op]}{limit.value:g}")
+    text = "-".join(parts)
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:MAX_NAME_LEN] or "study"
 
 
@@ -81,12 +101,11 @@ def study_data(
     """The study file's mapping, in the order it is written; `tokenizer`: the workload's
     (`tuner.scaffold.sources.workload_tokenizer`), None when the model directory holds one;
     `objective`: the objective section init chose (`tuner.scaffold.study`)."""
-    model = str(opts.model)
-    if Path(model).expanduser().is_dir():
-        model = str(Path(model).expanduser().resolve())
+    model = simulated_model(opts)
     flags: dict[str, Scalar] = {}
     engine: EngineDraft = {"model": model}
-    production = opts.production_model or HF_IDS.get(model.lower())
+    given = opts.model if opts.model_config else None  # the hub id whose config was given
+    production = opts.production_model or given or HF_IDS.get(model.lower())
     if production and production != model:
         engine["production_model"] = production
     if hw.engine == "vllm":
@@ -98,10 +117,14 @@ def study_data(
             flags["tokenizer"] = tokenizer
     if hw.count > 1:
         flags["tensor-parallel-size"] = hw.count
+    if opts.max_model_len is not None:
+        flags["max-model-len"] = opts.max_model_len
     engine["flags"] = flags
     if "tokenizer" in flags:
         engine["export_drop_flags"] = ["tokenizer"]
     workload = {**mix.workload, **_measured(opts.slo or mix.slo)}
+    if opts.concurrency is not None:
+        workload["max_concurrency"] = opts.concurrency
     workload.update({"tokenizer": tokenizer} if tokenizer else {})
     simulated = "SIMULATED engine, figures are predictions" if hw.engine == "sim" else "vLLM"
     return {

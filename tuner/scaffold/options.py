@@ -38,6 +38,11 @@ class InitOptions:
     tokenizer: str | None = None
     search_space: str | None = None
     objective: str | None = None  # scalar or capacity; None: capacity for longdoc traffic
+    max_model_len: int | None = None  # None: what the traffic needs (`tuner.scaffold.model_len`)
+    input_len: int | None = None  # random traffic of these lengths (tokens); None: the kind's
+    output_len: int | None = None
+    concurrency: int | None = None  # a closed loop: `workload.max_concurrency`
+    model_config: str | None = None  # a config.json (or its folder): the model's shape
 
     @property
     def mode(self) -> str:
@@ -81,8 +86,43 @@ def check_options(opts: InitOptions) -> None:
                 check_model_name(value)
         except ValueError as exc:
             raise UserError(f"{option}: {exc}") from None
+    _check_traffic_shape(opts)
+    if opts.model_config is not None and not _config_file(opts.model_config).is_file():
+        raise UserError(f"--model-config {opts.model_config}: no config.json there")
     for text in opts.slo:
         try:
             slo.check_sense(text)
         except UserError as exc:
             raise UserError(f"--slo {text}: {exc}") from None
+
+
+def _config_file(path: str) -> Path:
+    """`--model-config`: a config.json, or the folder holding one."""
+    given = Path(path).expanduser()
+    return given / "config.json" if given.is_dir() else given
+
+
+def _check_traffic_shape(opts: InitOptions) -> None:
+    """`--max-model-len`, `--input-len`/`--output-len` and `--concurrency`: positive counts; the
+    lengths only for random (chat) traffic; a closed loop never in capacity mode, which
+    searches the highest offered rate (`tuner.spec.coherence`)."""
+    for option, value in (
+        ("--max-model-len", opts.max_model_len),
+        ("--input-len", opts.input_len),
+        ("--output-len", opts.output_len),
+        ("--concurrency", opts.concurrency),
+    ):
+        if value is not None and value < 1:
+            raise UserError(f"{option} {value}: give at least 1")
+    given = opts.input_len is not None or opts.output_len is not None
+    if given and opts.traffic != "chat":
+        raise UserError(
+            f"--input-len/--output-len: random prompts of those lengths, chat traffic only; "
+            f"--traffic {opts.traffic} has lengths of its own"
+        )
+    if opts.concurrency is not None and opts.mode == "capacity":
+        raise UserError(
+            f"--concurrency {opts.concurrency}: capacity mode searches the highest request rate, "
+            "and a closed loop of N requests sets none: give --objective scalar, or drop "
+            "--concurrency"
+        )

@@ -5,6 +5,7 @@ serve` with GPUs here, else the simulator), the search-space file, the workload'
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,26 @@ def study_model(opts: InitOptions) -> ModelProfile:
             "give --model DIR (a model directory with config.json) or a model the simulator "
             f"knows ({', '.join(sorted(BUILTIN_MODELS))})"
         )
+    if opts.model_config:  # the shape of the hub id `--model`, named after it
+        try:
+            profile = load_model(Path(opts.model_config).expanduser())
+        except UserError as exc:
+            raise UserError(f"--model-config: {exc}") from None
+        return dataclasses.replace(profile, name=opts.model)
     try:
         return load_model(opts.model)
     except UserError as exc:
         raise UserError(f"--model: {exc}") from None
+
+
+def simulated_model(opts: InitOptions) -> str:
+    """`engine.model`, what the simulator reads: `--model-config`'s config.json (or its folder)
+    when given, the hub id `--model` then being production's; else `--model`, a directory
+    resolved."""
+    model = opts.model_config or str(opts.model)
+    if opts.model_config or Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser().resolve())
+    return model
 
 
 def study_hardware(opts: InitOptions, detect: Callable[[], box.Gpus | None]) -> Hardware:

@@ -73,13 +73,27 @@ def draft_study(
     check_options(opts)
     profile = study_model(opts)
     hw = study_hardware(opts, detect)
+    if hw.engine == "vllm" and opts.model_config:
+        raise UserError(
+            f"--model-config {opts.model_config}: `vllm serve` loads the weights, not a "
+            f"config.json: give --model DIR or a hub id cached in {hub_cache_dir()} (its "
+            "config.json is read), or --engine sim to tune on the simulator from the config"
+        )
     if hw.engine == "vllm" and model_dir(opts.model or "") is None:
         raise UserError(
             f"--model {opts.model}: vLLM loads a model directory or a hub id cached in "
             f"{hub_cache_dir()}; give --model DIR (its config.json is what the simulator "
-            "reads), or --engine sim"
+            "reads), or --engine sim (--model-config FILE for the shape of a hub id)"
         )
-    mix = traffic(opts.traffic, profile.max_position_embeddings, opts.num_prompts)
+    if (opts.max_model_len or 0) > profile.max_position_embeddings:
+        raise UserError(
+            f"--max-model-len {opts.max_model_len}: the model takes at most "
+            f"{profile.max_position_embeddings} tokens (max_position_embeddings); vLLM refuses "
+            "a longer one"
+        )
+    max_len = min(profile.max_position_embeddings, opts.max_model_len or math.inf)
+    lengths = (opts.input_len, opts.output_len)
+    mix = traffic(opts.traffic, int(max_len), opts.num_prompts, lengths)
     found = workload_tokenizer(opts, hw.engine)
     mix = with_template(mix, Path(found) if found else model_dir(opts.model or ""))
     space_path = search_space_file(opts, hw.gpu)
@@ -90,6 +104,11 @@ def draft_study(
     if model_len is not None:
         data["engine"]["flags"]["max-model-len"] = model_len
         spec = _validated(data, space)
+    if opts.max_model_len is not None:
+        len_note = (
+            f"max-model-len {opts.max_model_len}: as given (the model takes "
+            f"{profile.max_position_embeddings})"
+        )
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
     notes = [_hardware_note(profile, hw), *mix.notes, space_note, len_note]
     if opts.mode == "capacity":
@@ -161,6 +180,10 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) ->
     the SLO with a margin on the simulator (`tuner.scaffold.rate`)."""
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
+    elif opts.concurrency is not None:  # a closed loop: the next request when one ends
+        loop = f"a closed loop of {opts.concurrency} requests at once (--concurrency)"
+        notes.append(f"traffic: {traffic_words(spec.workload)}, {loop}; --rate to cap the rate")
+        return math.inf
     else:
         scalar = _scalar(spec)
         choice = choose_rate(scalar, _sustained(scalar, hw))
@@ -173,7 +196,8 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) ->
             )
             rate = _round_down(ceiling)
         spec = scalar
-    notes.append(f"traffic: {traffic_words(spec.workload)} at {rate:g} req/s ({why})")
+    loop = f", at most {opts.concurrency} at once" if opts.concurrency is not None else ""
+    notes.append(f"traffic: {traffic_words(spec.workload)} at {rate:g} req/s{loop} ({why})")
     return rate
 
 

@@ -44,9 +44,16 @@ class Traffic:
     notes: list[str] = field(default_factory=list)
 
 
-def traffic(text: str, max_len: int, num_prompts: int | None) -> Traffic:
+def traffic(
+    text: str,
+    max_len: int,
+    num_prompts: int | None,
+    lengths: tuple[int | None, int | None] = (None, None),
+) -> Traffic:
     """`--traffic`: chat, longdoc or a JSONL file; `max_len` is the model's length limit
-    (prompt plus output), `num_prompts` `--num-prompts` (None: the kind's default)."""
+    (prompt plus output), `num_prompts` `--num-prompts` (None: the kind's default); `lengths`
+    `--input-len` and `--output-len` (chat only): every prompt and answer of exactly those
+    lengths (`random_range_ratio` 0, `vllm bench serve`'s default), the other the kind's own."""
     if text == "chat":
         w = {
             "endpoint": CHAT_ENDPOINT,
@@ -56,6 +63,10 @@ def traffic(text: str, max_len: int, num_prompts: int | None) -> Traffic:
             "random_range_ratio": 0.5,
             "num_prompts": num_prompts or CHAT_PROMPTS,
         }
+        if lengths != (None, None):
+            w["random_input_len"] = lengths[0] or w["random_input_len"]
+            w["random_output_len"] = lengths[1] or w["random_output_len"]
+            w["random_range_ratio"] = 0.0
         return Traffic("chat", w, CHAT_SLO)
     if text == "longdoc":
         return _longdoc(max_len, num_prompts)
@@ -95,6 +106,11 @@ def traffic_words(w: WorkloadSpec) -> str:
     """The workload in words, for the rate's note: "200 random prompts of 1024±50% tokens, ..."."""
     if w.dataset_name == "random":
         r = w.random_range_ratio
+        if r == 0:
+            return (
+                f"{w.num_prompts} random prompts of {w.random_input_len} tokens, answers of "
+                f"{w.random_output_len}"
+            )
         return (
             f"{w.num_prompts} random prompts of {w.random_input_len}±{r:.0%} tokens, "
             f"answers of {w.random_output_len}±{r:.0%}"

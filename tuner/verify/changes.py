@@ -7,18 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.results.recommend import study_file_words
 from tuner.scaffold.box import builtin_name
 from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint
-from tuner.verify.compare import FlagCheck, Verdict
+from tuner.verify.compare import FlagCheck, InferredCheck, Verdict
 from tuner.verify.engine_info import EngineInfo
 
 WARM_START_K = 3  # configs of this study the re-tune measures first
 
 
-def flag_changes(flags: Sequence[FlagCheck]) -> list[str]:
-    """The exported flags the engine runs with other values, one phrase each."""
-    return [f"{_spelled(f.flag, f.engine)} (exported {f.exported})" for f in flags if f.differs]
+def flag_changes(flags: Sequence[FlagCheck], inferred: Sequence[InferredCheck] = ()) -> list[str]:
+    """The exported flags the engine runs with other values, one phrase each; an inferred
+    bound the export is below, as `--max-num-seqs ≥ 12 inferred from /metrics`."""
+    out = [f"{_spelled(f.flag, f.engine)} (exported {f.exported})" for f in flags if f.differs]
+    out += [
+        f"--{c.flag} ≥ {c.at_least} inferred from /metrics (exported {c.exported})"
+        for c in inferred
+        if c.contradicts
+    ]
+    return out
 
 
 def _spelled(flag: str, value: object) -> str:
@@ -61,17 +69,20 @@ def gpu_change(engine_gpus: str | None, study_gpu: str | None, study_count: int 
     return f"GPU {first} x{count} (study: {study_gpu} x{study_count})"
 
 
-def flag_lines(flags: Sequence[FlagCheck]) -> list[str]:
-    """The engine's flags that differ, and the exported ones it does not expose."""
+def flag_lines(flags: Sequence[FlagCheck], inferred: Sequence[InferredCheck] = ()) -> list[str]:
+    """The engine's flags that differ, those bounded from its /metrics, and the exported ones
+    it does not expose."""
     lines = [
         f"flag {_name(f.flag)}: engine {f.engine}, exported {f.exported}: DIFFERS"
         for f in flags
         if f.differs
     ]
     same = [f.flag for f in flags if f.engine is not None and not f.differs]
-    hidden = [f.flag for f in flags if f.engine is None]
+    bounded = {c.flag for c in inferred}
+    hidden = [f.flag for f in flags if f.engine is None and f.flag not in bounded]
     if same:
         lines.append(f"flags as exported: {', '.join(same)}")
+    lines += [c.line() for c in inferred]
     if hidden:
         lines.append(f"flags the engine does not expose (not checked): {', '.join(hidden)}")
     return lines
@@ -94,7 +105,8 @@ def retune_lines(
     warm start from it would be refused), at what this study's trials took."""
     out = []
     if flags:
-        out.append("to fix: run the engine with the exported command (`tuner export STUDY.yaml`)")
+        export = f"tuner export {study_file_words()}"
+        out.append(f"to fix: run the engine with the exported command (`{export}`)")
     if not platform and (flags or found.kind not in ("slower", "breaks-slo")):
         return out
     n = spec.budget.n_trials

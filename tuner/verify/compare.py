@@ -19,6 +19,7 @@ from typing import SupportsFloat
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import THROUGHPUTS, direction
 from tuner.spec.slo import SloLimit
+from tuner.verify.engine_info import Bound
 
 HOLDS_EXIT_CODE = 0
 NOT_MEASURED_EXIT_CODE = 1  # no verdict: every request failed, or the time cap stopped it
@@ -168,6 +169,54 @@ def _word(value: object) -> str:
 def flag_checks(exported: Mapping[str, object], engine: Mapping[str, object]) -> list[FlagCheck]:
     """Each exported flag (dash names) with the engine's own value where it states one."""
     return [FlagCheck(flag, value, engine.get(flag)) for flag, value in exported.items()]
+
+
+@dataclass(frozen=True)
+class InferredCheck:
+    """An exported flag the engine does not state, against the lower bound its /metrics put on
+    it (`engine_info.Bound`): exported below the bound, the engine cannot run the export."""
+
+    flag: str
+    exported: object
+    at_least: int
+    evidence: str
+
+    @property
+    def contradicts(self) -> bool:
+        value = self.exported
+        return (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (value < self.at_least)
+        )
+
+    def line(self) -> str:
+        state = "CONTRADICTS the export" if self.contradicts else "consistent"
+        return (
+            f"flag --{self.flag}: inferred ≥ {self.at_least} from /metrics ({self.evidence}), "
+            f"exported {self.exported}: {state}"
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "flag": self.flag,
+            "exported": self.exported,
+            "at_least": self.at_least,
+            "evidence": self.evidence,
+            "contradicts": self.contradicts,
+        }
+
+
+def inferred_checks(
+    exported: Mapping[str, object], engine: Mapping[str, object], bounds: Sequence[Bound]
+) -> list[InferredCheck]:
+    """The bounds on exported flags the engine does not state itself (it stated: that value
+    is compared instead, `flag_checks`)."""
+    return [
+        InferredCheck(b.flag, exported[b.flag], b.at_least, b.evidence)
+        for b in bounds
+        if b.flag in exported and engine.get(b.flag) is None
+    ]
 
 
 @dataclass(frozen=True)

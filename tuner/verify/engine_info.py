@@ -12,13 +12,24 @@ Read-only GETs, best effort, each endpoint where the engine offers it:
 
 Flags come back under vLLM's dash names (`max-num-batched-tokens`), so they compare with the
 exported command's.
+
+Without `/server_info`, two flags are bounded from `/metrics` while the workload runs
+(`MetricsWatch`, `inferred_bounds`): a step of more than N tokens in
+`vllm:iteration_tokens_total` (a histogram of the tokens of each engine step, vLLM's buckets
+1, 8, 16 … 16384) means `--max-num-batched-tokens` is above N (a step never holds more); `R`
+requests in `vllm:num_requests_running` at once means `--max-num-seqs` is at least R. Lower
+bounds only: a workload that never fills the engine says nothing about how far above them
+the flags are.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 
 import httpx
 
@@ -31,6 +42,10 @@ CONFIG_SECTIONS = ("model_config", "cache_config", "scheduler_config", "parallel
 _FIELD_OF = {"kv-cache-dtype": "cache_dtype"}
 _INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_SAMPLE = re.compile(r"^(?P<name>[\w:]+)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+STEP_TOKENS = "vllm:iteration_tokens_total"
+RUNNING = "vllm:num_requests_running"
+WATCH_INTERVAL_S = 0.5  # between two reads of /metrics while the workload runs
 
 
 @dataclass(frozen=True)
@@ -138,3 +153,130 @@ def _json(client: httpx.Client, url: str) -> object:
 def _text(client: httpx.Client, url: str) -> str | None:
     resp = _get(client, url)
     return resp.text if resp is not None else None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A flag's lower bound read from the engine's /metrics: the flag is at least `at_least`."""
+
+    flag: str
+    at_least: int
+    evidence: str  # in words: what the engine did
+
+
+def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample of metric `name` in a Prometheus text page: its labels and value."""
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or m.group("name") != name:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        out.append((dict(_LABEL.findall(m.group("labels") or "")), value))
+    return out
+
+
+def step_tokens_above(text: str) -> int | None:
+    """The most tokens a step of the engine is known to have exceeded: the upper edge of the
+    bucket below the highest `vllm:iteration_tokens_total` bucket that holds a step (per
+    engine, the largest); None when no step is known to exceed a bucket's edge."""
+    per_engine: dict[str, dict[float, float]] = {}
+    for labels, count in _samples(text, STEP_TOKENS + "_bucket"):
+        le = labels.get("le", "")
+        edge = math.inf if le in ("+Inf", "Inf", "inf") else float(le) if le else None
+        if edge is not None:
+            per_engine.setdefault(labels.get("engine", ""), {})[edge] = count
+    found = None
+    for buckets in per_engine.values():
+        total = buckets.get(math.inf)
+        below = [edge for edge, n in buckets.items() if edge < math.inf and total and n < total]
+        if below:  # some step held more than the largest such edge
+            edge = int(max(below))
+            found = edge if found is None else max(found, edge)
+    return found
+
+
+def requests_running(text: str) -> int | None:
+    """The most requests one engine runs at once now (`vllm:num_requests_running`)."""
+    values = [v for _, v in _samples(text, RUNNING)]
+    return int(max(values)) if values else None
+
+
+def inferred_bounds(step_above: int | None, running_max: int | None) -> list[Bound]:
+    """The flags the engine's /metrics bound from below: `--max-num-batched-tokens` above the
+    most tokens a step exceeded, `--max-num-seqs` at least the most requests it ran at once."""
+    out = []
+    if step_above is not None:
+        out.append(
+            Bound(
+                "max-num-batched-tokens",
+                step_above + 1,
+                f"a step of more than {step_above} tokens ran ({STEP_TOKENS})",
+            )
+        )
+    if running_max:
+        out.append(
+            Bound(
+                "max-num-seqs",
+                running_max,
+                f"{running_max} requests ran at once ({RUNNING}, read every "
+                f"{WATCH_INTERVAL_S:g} s)",
+            )
+        )
+    return out
+
+
+class MetricsWatch:
+    """Reads the engine's /metrics every `WATCH_INTERVAL_S` while the workload runs (a
+    thread; GETs only), keeping the most requests it ran at once, and once more at the end
+    for the steps' histogram (`bounds`)."""
+
+    def __init__(self, base_url: str, api_key: str | None, timeout_s: float = 5.0) -> None:
+        self._url = base_url.rstrip("/") + "/metrics"
+        self._client = httpx.Client(
+            headers=request_headers(api_key),
+            timeout=timeout_s,
+            verify=tls_context(),
+            trust_env=False,
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="verify-metrics", daemon=True)
+        self._running: int | None = None
+        self._last = ""
+
+    def __enter__(self) -> MetricsWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+        self._client.close()
+
+    def _read(self) -> None:
+        text = _text(self._client, self._url)
+        if text is None:
+            return
+        self._last = text
+        now = requests_running(text)
+        if now is not None:
+            self._running = now if self._running is None else max(self._running, now)
+
+    def _watch(self) -> None:
+        while True:
+            self._read()
+            if self._stop.wait(WATCH_INTERVAL_S):
+                return
+
+    def bounds(self) -> list[Bound]:
+        """The flags bounded by what the engine did while watched (after the `with`)."""
+        return inferred_bounds(step_tokens_above(self._last), self._running)

@@ -5,7 +5,7 @@ the JSON document a monitoring job reads, and that is stored, and as the lines a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tuner.results.selection import Selection
 from tuner.spec.slo import SloLimit
@@ -49,6 +49,8 @@ class Findings:
     capacity_rps: float | None  # capacity mode: the shipped capacity, the rate judged at
     verdict: compare.Verdict
     retune: list[str]  # what to do when it does not hold
+    # the exported flags the engine does not state, bounded from its /metrics instead
+    inferred: list[compare.InferredCheck] = field(default_factory=list)
 
 
 def written(
@@ -74,6 +76,7 @@ def written(
             {"flag": c.flag, "exported": c.exported, "engine": c.engine, "differs": c.differs}
             for c in found.flags
         ],
+        "inferred_flags": [c.as_json() for c in found.inferred],
         "changes": found.changes,
         "traffic": mix.lines,
         "predicted": mix.predicted.as_json() if mix.predicted is not None else None,
@@ -122,7 +125,7 @@ def _lines(study_name: str, choice: Selection, found: Findings) -> list[str]:
         lines.append(f"sent {sent.requests} requests (the client's initial test request included)")
     seen = ", ".join(sent.info.sources) or "nothing (no /version, /metrics, /server_info)"
     lines.append(f"engine: vLLM {sent.info.version or '(not stated)'}; read from {seen}")
-    lines += flag_lines(found.flags)
+    lines += flag_lines(found.flags, found.inferred)
     if found.checks:
         lines.append("figures, verify [95% interval] vs study [95% interval]:")
         lines += [c.line() for c in found.checks]

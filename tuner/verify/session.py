@@ -10,6 +10,7 @@ own state (`engine_info`) and the capped workload, with no warm-ups and no prefi
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from tuner.verify.changes import (
     platform_changes,
     retune_lines,
 )
-from tuner.verify.engine_info import EngineInfo, read_engine_info
+from tuner.verify.engine_info import Bound, EngineInfo, MetricsWatch, read_engine_info
 from tuner.verify.outcome import Findings, Outcome, Sent, written
 from tuner.verify.predict import predict_traffic
 from tuner.verify.request_log import Traffic, traffic
@@ -121,8 +122,13 @@ def run_verify(
     requests = build_requests(work.workload, tok)
     deadline = time.monotonic() + caps.max_time_s
     started = time.time()
-    result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
-    return judge(target, base_url, caps, work, info, result, stopped, started, mix)
+    if "/server_info" in info.sources:  # the engine states its flags
+        result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
+        return judge(target, base_url, caps, work, info, result, stopped, started, mix)
+    with MetricsWatch(base_url, api_key) as watch:  # else bound them from what it does
+        result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
+    bounds = watch.bounds()
+    return judge(target, base_url, caps, work, info, result, stopped, started, mix, bounds)
 
 
 def _measure(
@@ -168,6 +174,7 @@ def judge(
     stopped: str | None,
     started: float,
     mix: Traffic | None = None,
+    bounds: Sequence[Bound] = (),
 ) -> Outcome:
     """What the run found against the study's shipped config: the engine's flags against
     the exported command's, each figure against the study's, the SLO, what changed, the
@@ -177,9 +184,11 @@ def judge(
     spec, point = target.spec, target.choice.point
     limits = list(target.choice.limits or spec.slo_limits())
     shipped = target.choice.params  # the exported command's flags (the smallest change)
-    flags = compare.flag_checks(expected_flags(spec, shipped), _engine_flags(info, spec, shipped))
+    exported, engine = expected_flags(spec, shipped), _engine_flags(info, spec, shipped)
+    flags = compare.flag_checks(exported, engine)
+    inferred = compare.inferred_checks(exported, engine, bounds)  # `bounds`: from /metrics
     platform = [*platform_changes(info, spec, point), *mix.changed]
-    moved_flags = flag_changes(flags)
+    moved_flags = flag_changes(flags, inferred)
     changes = [*moved_flags, *platform]
     measured = result.metrics if result is not None and stopped is None else {}
     names = figure_names(target)
@@ -220,6 +229,7 @@ def judge(
         capacity_rps,
         found,
         retune,
+        inferred,
     )
     return written(target.study_name, target.choice, spec, caps, mix, findings)
 

@@ -19,6 +19,7 @@ from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
 from tuner.results.commandline import shell_command
 from tuner.results.export import justification
+from tuner.results.recommend import study_file_words
 from tuner.results.report.render import macro
 from tuner.results.selection import Selection, hold, judge, select_trial
 from tuner.results.smallest import shipped_params
@@ -70,7 +71,7 @@ class _Card:
     title: str
     trial: str
     first: bool  # unfolded
-    flag: str  # ` --slo ...` of its `tuner export`
+    export_args: str  # the study file, ` --slo ...`: its `tuner export`'s arguments
     command: str
     notes: list[str]
     candidate_number: int | None
@@ -107,7 +108,7 @@ def _card(
         title=title,
         trial=_trial_words(choice),
         first=first,
-        flag=f" --slo {shlex.quote(text)}" if text else "",
+        export_args=study_file_words() + (f" --slo {shlex.quote(text)}" if text else ""),
         command=shell_command(spec, choice.params),
         notes=notes,
         candidate_number=None if candidate is None else candidate.number,
