@@ -54,6 +54,34 @@ SlowStart = Annotated[
     float,
     typer.Option(min=0, help="Extra seconds before the port opens.", rich_help_panel=_FAULTS),
 ]
+BusyStarts = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="The first N starts (counted in --fault-state) refuse with vLLM's free-memory error.",
+        rich_help_panel=_FAULTS,
+    ),
+]
+GpuFaultAfter = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Die with CUDA's illegal-memory-access error once N requests started.",
+        rich_help_panel=_FAULTS,
+    ),
+]
+ReleaseS = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        help="Hold the GPU's memory S s after exit (in --fault-state, for a stand-in nvidia-smi).",
+        rich_help_panel=_FAULTS,
+    ),
+]
+FaultState = Annotated[
+    str | None,
+    typer.Option(help="JSON file counting starts across processes.", rich_help_panel=_FAULTS),
+]
 NoUsage = Annotated[
     bool,
     typer.Option(help="Stream no usage chunk, even when asked for one.", rich_help_panel=_FAULTS),
@@ -119,6 +147,10 @@ def serve(
     fault_hang_after: HangAfter = None,
     fault_slow_start_s: SlowStart = 0.0,
     fault_no_usage: NoUsage = False,
+    fault_busy_starts: BusyStarts = 0,
+    fault_gpu_fault_after: GpuFaultAfter = None,
+    fault_release_s: ReleaseS = 0.0,
+    fault_state: FaultState = None,
     dtype: Ignored = None,
     load_format: Ignored = None,
     seed: Annotated[int | None, typer.Option(rich_help_panel=_IGNORED)] = None,
@@ -159,6 +191,10 @@ def serve(
             hang_after=fault_hang_after,
             slow_start_s=fault_slow_start_s,
             no_usage=fault_no_usage,
+            busy_starts=fault_busy_starts,
+            gpu_fault_after=fault_gpu_fault_after,
+            release_s=fault_release_s,
+            state=fault_state,
         ),
     )
     code = serve(options)

@@ -95,6 +95,7 @@ class TrialPipeline:
         self.pruning = pruning and spec.pruning.enabled
         self.skip = make_skip(spec, runner, prediction_skip)
         self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
+        self.gpu_faulted: set[object] = set()  # this run's configs a GPU fault hit (`_gpu_faults`)
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
@@ -240,14 +241,42 @@ class TrialPipeline:
             predicted=False,
             vllm_version=m.vllm_version or None,
             precheck_wrong=wrong or None,
+            box_waits=m.box_waits or None,
+            gpu_faults=m.gpu_faults or None,
         )
-        stop = None
+        if m.failure_kind == FailureKind.BOX_BUSY:  # the box's state: nothing told, the run ends
+            busy = (
+                f"the GPU stayed busy through {m.box_waits} wait(s) of "
+                f"{self.spec.trial.busy_wait_s:g} s (trial.busy_waits, trial.busy_wait_s), so "
+                f"the study stops before spending its budget: {m.failure_reason}"
+            )
+            return Outcome("failed", None, self._no_measurement(), record, stop_study=busy)
+        faults = self._gpu_faults(t, m)
+        if m.failure_kind == FailureKind.GPU_FAULT and faults is not None:  # not the config's
+            return Outcome("failed", None, self._no_measurement(), record, stop_study=faults)
+        stop = None  # a GPU fault on this config alone: the config's failure, told as one
         if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
             m.failure_reason or ""
         ):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
         return Outcome("failed", self._penalty(t), self._no_measurement(), record, stop_study=stop)
+
+    def _gpu_faults(self, t: TrialInput, m: Measurement) -> str | None:
+        """Why the night stops after this trial's GPU faults: a fault on a second config of
+        this run (the GPU, not the configs). None: no fault, or faults on this config alone
+        (its retry faulted too: the config's failure, told as one)."""
+        if not m.gpu_faults and m.failure_kind != FailureKind.GPU_FAULT:
+            return None
+        key = params_key(t.params)
+        others = self.gpu_faulted - {key}
+        self.gpu_faulted.add(key)
+        if not others:
+            return None
+        return (
+            f"a GPU fault on a second config this run ({len(others) + 1} configs), so the "
+            f"study stops: the GPU needs a look. Last: {m.failure_reason or 'retried and measured'}"
+        )
 
     def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
         """Stopped early: the partial figures, labelled partial; never a candidate."""
@@ -281,6 +310,8 @@ class TrialPipeline:
             workload_s=m.workload_s,
             engine_s=m.engine_s,
             prefix_cache_runs=tuple(m.prefix_cache_runs),
+            box_waits=m.box_waits or None,
+            gpu_faults=m.gpu_faults or None,
         )
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
@@ -302,7 +333,8 @@ class TrialPipeline:
             reference_trial=ref.number if ref is not None else t.number,
         )
         self._save(t, "measured", m, {**metrics, "score": s.score})
-        return Outcome("measured", s.values, cons, record, metrics=metrics)
+        stop = self._gpu_faults(t, m)  # measured on its retry: the measurement stands
+        return Outcome("measured", s.values, cons, record, metrics=metrics, stop_study=stop)
 
 
 def _reuse(prev: TrialPoint) -> Outcome:
