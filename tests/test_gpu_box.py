@@ -148,6 +148,20 @@ def test_check_and_init_lines_name_memory_other_processes_hold(
     assert memory_lines() == []  # no GPU: nothing said
 
 
+def test_a_trial_launches_again_a_bounded_number_of_times() -> None:
+    from tuner.runners.engine_runner import PORT_ATTEMPTS, _memory_fraction, _Tries
+
+    busy = _Tries()
+    assert [busy.again("box_busy") for _ in range(4)] == [True, True, True, False]
+    fault = _Tries()
+    assert [fault.again("gpu_fault") for _ in range(2)] == [True, False]
+    port = _Tries()
+    assert sum(port.again("port_in_use") for _ in range(5)) == PORT_ATTEMPTS - 1
+    assert _memory_fraction(["vllm", "--gpu-memory-utilization", "0.8"]) == 0.8
+    assert _memory_fraction(["vllm", "--gpu-memory-utilization=0.7"]) == 0.7
+    assert _memory_fraction(["vllm"]) == 0.9  # vLLM's default
+
+
 # The loop, in process: a runner whose measurements say what the box did ---------------------
 
 
@@ -222,24 +236,28 @@ def test_a_gpu_fault_on_one_config_is_its_own_and_on_a_second_stops_the_night(
 # Whole runs on `tuner sim serve` ----------------------------------------------------------
 
 
-def _study(tmp_path: Path, tokenizer: Path, busy_starts: int, waits: int = 3) -> Path:
-    from tuner_testing import sim_study
+def _run(tmp_path: Path, tokenizer: Path, flags: dict, *args: str):
+    """`tuner run` of a sim study with these fault flags (waits of 0.1 s): its process and
+    its stored trials."""
+    from tuner_testing import sim_study, tuner
 
-    flags = {"fault-busy-starts": busy_starts, "fault-state": str(tmp_path / "sim-state.json")}
-    trial = {"stall_timeout_s": 5, "busy_waits": waits, "busy_wait_s": 0.1, "release_wait_s": 1}
-    return sim_study(tmp_path, tokenizer, flags=flags, trial=trial)
+    trial = {"stall_timeout_s": 5, "busy_wait_s": 0.1}
+    study = sim_study(tmp_path, tokenizer, flags=flags, trial=trial)
+    run = tuner("run", str(study), *args, cwd=tmp_path)
+    storage = f"sqlite:///{tmp_path}/tuner.db"
+    return run, optuna.load_study(study_name="e2e", storage=storage).trials
+
+
+def _busy_starts(tmp_path: Path, n: int) -> dict:
+    return {"fault-busy-starts": n, "fault-state": str(tmp_path / "sim-state.json")}
 
 
 @pytest.mark.slow
 def test_a_box_busy_on_its_first_two_starts_costs_the_study_nothing(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    from tuner_testing import tuner
-
-    study = _study(tmp_path, tiny_model_dir, busy_starts=2)
-    run = tuner("run", str(study), cwd=tmp_path)
+    run, trials = _run(tmp_path, tiny_model_dir, _busy_starts(tmp_path, 2))
     assert run.returncode == 0, run.stderr
-    trials = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db").trials
     assert len(trials) == 3
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     assert not any("failure_kind" in t.user_attrs for t in trials)  # no failure recorded
@@ -251,12 +269,38 @@ def test_a_box_busy_on_its_first_two_starts_costs_the_study_nothing(
 def test_a_box_busy_for_good_stops_the_run_naming_the_free_memory(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    from tuner_testing import tuner
-
-    study = _study(tmp_path, tiny_model_dir, busy_starts=99, waits=1)  # 2 starts: quicker
-    run = tuner("run", str(study), cwd=tmp_path)
+    run, trials = _run(tmp_path, tiny_model_dir, _busy_starts(tmp_path, 99))
     assert run.returncode != 0
     (line,) = [x for x in run.stderr.splitlines() if x.startswith("tuner: error:")]
-    assert "Free memory on device cuda:0 (" in line and "stayed busy through 1 wait" in line
-    trials = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db").trials
+    assert "Free memory on device cuda:0 (" in line and "stayed busy through 3 wait" in line
     assert len(trials) <= 1
+
+
+@pytest.mark.slow
+def test_a_gpu_fault_mid_run_is_retried_once_on_a_fresh_start(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    run, trials = _run(tmp_path, tiny_model_dir, {"fault-gpu-fault-after": 2}, "--n-trials", "1")
+    assert run.returncode == 0, run.stderr
+    (trial,) = trials
+    # it faulted on its fresh start too, and no other config faulted: the config's failure
+    assert trial.user_attrs["failure_kind"] == "gpu_fault" and trial.user_attrs["gpu_faults"] == 1
+    assert "illegal memory access" in trial.user_attrs["failure_reason"]
+    assert trial.state == optuna.trial.TrialState.COMPLETE
+
+
+@pytest.mark.slow
+def test_init_and_check_say_what_another_process_holds(tmp_path: Path) -> None:
+    from tuner_testing import tuner
+    from tuner_testing.gpu_box import fake_nvidia_smi
+
+    gpus = [{"name": "NVIDIA RTX A6000", "used": 40512, "total": 49140}]
+    path = fake_nvidia_smi(tmp_path / "bin", gpus=gpus, apps=[{"pid": 4242, "used": 40000}])
+    env = {**os.environ, **path}
+    said = "GPU 0 (NVIDIA RTX A6000): 40,000 MiB in use by other processes: pid 4242"
+    args = ["--model", "tiny-qwen2", "--engine", "sim", "-o", "s.yaml", "--no-preview"]
+    init = tuner("init", *args, cwd=tmp_path, env=env)
+    assert init.returncode == 0, init.stderr
+    assert said in init.stdout and "up to 0.17 can start now" in init.stdout
+    check = tuner("check", "s.yaml", "--no-preview", cwd=tmp_path, env=env)
+    assert said in check.stdout and "(the study's 0.9" in check.stdout

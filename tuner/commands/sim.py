@@ -168,6 +168,8 @@ def serve(
     KV cache of the `cpu` profile, as in vLLM's CPU build.
     """
     given = dict(locals())  # every option by name: no other local exists yet
+    from dataclasses import fields
+
     from tuner.sim.faults import FaultPlan
     from tuner.sim.flags import MODELLED
     from tuner.sim.server import ServeOptions
@@ -185,17 +187,8 @@ def serve(
         api_key=api_key,
         load_delay_s=load_delay_s,
         time_scale=time_scale,
-        faults=FaultPlan(
-            refuse_start=fault_refuse_start,
-            crash_after=fault_crash_after,
-            hang_after=fault_hang_after,
-            slow_start_s=fault_slow_start_s,
-            no_usage=fault_no_usage,
-            busy_starts=fault_busy_starts,
-            gpu_fault_after=fault_gpu_fault_after,
-            release_s=fault_release_s,
-            state=fault_state,
-        ),
+        # every `--fault-*` option, by its FaultPlan field's name
+        faults=FaultPlan(**{f.name: given[f"fault_{f.name}"] for f in fields(FaultPlan)}),
     )
     code = serve(options)
     if code:

@@ -186,28 +186,18 @@ def process_name(pid: int) -> str:
         return ""
 
 
-def describe(
-    box: BoxMemory,
-    gpu: GpuMemory,
-    exclude: Iterable[int] = (),
-    names: Callable[[int], str] = process_name,
-) -> str:
+def describe(box: BoxMemory, gpu: GpuMemory, names: Callable[[int], str] = process_name) -> str:
     """ "GPU 0 (NVIDIA A100 80GB): 3,328 of 81,920 MiB free, held by pid 42 (python3, 40,000
     MiB)": the GPU, its free memory and who holds the rest."""
-    held = holders_text(box, gpu, exclude, names)
+    held = holders_text(box, gpu, names)
     who = f", held by {held}" if held else ""
     return f"GPU {gpu.index} ({gpu.name}): {gpu.free_mib:,} of {gpu.total_mib:,} MiB free{who}"
 
 
-def holders_text(
-    box: BoxMemory,
-    gpu: GpuMemory,
-    exclude: Iterable[int] = (),
-    names: Callable[[int], str] = process_name,
-) -> str:
+def holders_text(box: BoxMemory, gpu: GpuMemory, names: Callable[[int], str] = process_name) -> str:
     """ "pid 42 (python3, 40,000 MiB); pid 7 (...)": who holds memory on `gpu` ("": nobody)."""
     held = []
-    for a in box.holders(gpu, exclude):
+    for a in box.holders(gpu):
         what = ", ".join(x for x in (names(a.pid), _show_mib(a.used_mib)) if x)
         held.append(f"pid {a.pid}" + (f" ({what})" if what else ""))
     return "; ".join(held)

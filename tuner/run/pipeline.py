@@ -15,12 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from tuner import trial as tr
-from tuner.errors import RULE_REFUSALS
+from tuner.errors import BOX_FAULTS, RULE_REFUSALS
 from tuner.fidelity.predict_skip import prediction_skip as make_skip
 from tuner.fidelity.predict_skip import ruled_out_record
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.run.box_faults import GpuFaults, busy_stop
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
 from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
@@ -95,7 +96,7 @@ class TrialPipeline:
         self.pruning = pruning and spec.pruning.enabled
         self.skip = make_skip(spec, runner, prediction_skip)
         self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
-        self.gpu_faulted: set[object] = set()  # this run's configs a GPU fault hit (`_gpu_faults`)
+        self.gpu_faults = GpuFaults()  # this run's configs a GPU fault hit
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
@@ -228,6 +229,7 @@ class TrialPipeline:
         )
 
     def _failed(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
+        key = params_key(t.params)
         result = {tr.FAILURE_KIND: m.failure_kind, "reason": m.failure_reason}
         self._save(t, "failed", m, {**result, "log_tail": m.log_tail})
         record = TrialRecord(
@@ -244,16 +246,10 @@ class TrialPipeline:
             box_waits=m.box_waits or None,
             gpu_faults=m.gpu_faults or None,
         )
-        if m.failure_kind == FailureKind.BOX_BUSY:  # the box's state: nothing told, the run ends
-            busy = (
-                f"the GPU stayed busy through {m.box_waits} wait(s) of "
-                f"{self.spec.trial.busy_wait_s:g} s (trial.busy_waits, trial.busy_wait_s), so "
-                f"the study stops before spending its budget: {m.failure_reason}"
-            )
-            return Outcome("failed", None, self._no_measurement(), record, stop_study=busy)
-        faults = self._gpu_faults(t, m)
-        if m.failure_kind == FailureKind.GPU_FAULT and faults is not None:  # not the config's
-            return Outcome("failed", None, self._no_measurement(), record, stop_study=faults)
+        # the box's state (docs/reliability.md): told as nothing, and the run stops
+        box = busy_stop(m, self.spec.trial.busy_wait_s) or self.gpu_faults.stop(key, m)
+        if box is not None and m.failure_kind in BOX_FAULTS:
+            return Outcome("failed", None, self._no_measurement(), record, stop_study=box)
         stop = None  # a GPU fault on this config alone: the config's failure, told as one
         if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
             m.failure_reason or ""
@@ -261,22 +257,6 @@ class TrialPipeline:
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
         return Outcome("failed", self._penalty(t), self._no_measurement(), record, stop_study=stop)
-
-    def _gpu_faults(self, t: TrialInput, m: Measurement) -> str | None:
-        """Why the night stops after this trial's GPU faults: a fault on a second config of
-        this run (the GPU, not the configs). None: no fault, or faults on this config alone
-        (its retry faulted too: the config's failure, told as one)."""
-        if not m.gpu_faults and m.failure_kind != FailureKind.GPU_FAULT:
-            return None
-        key = params_key(t.params)
-        others = self.gpu_faulted - {key}
-        self.gpu_faulted.add(key)
-        if not others:
-            return None
-        return (
-            f"a GPU fault on a second config this run ({len(others) + 1} configs), so the "
-            f"study stops: the GPU needs a look. Last: {m.failure_reason or 'retried and measured'}"
-        )
 
     def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
         """Stopped early: the partial figures, labelled partial; never a candidate."""
@@ -333,7 +313,7 @@ class TrialPipeline:
             reference_trial=ref.number if ref is not None else t.number,
         )
         self._save(t, "measured", m, {**metrics, "score": s.score})
-        stop = self._gpu_faults(t, m)  # measured on its retry: the measurement stands
+        stop = self.gpu_faults.stop(params_key(t.params), m)  # measured on its retry: it stands
         return Outcome("measured", s.values, cons, record, metrics=metrics, stop_study=stop)
 
 

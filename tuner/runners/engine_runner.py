@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 PORT_ATTEMPTS = 3
 GPU_FAULT_RETRIES = 1  # a GPU fault: one more fresh start of the same trial
+BUSY_WAITS = 3  # a busy GPU: this many waits of `trial.busy_wait_s`, then the run stops
 # Why a launch is tried again (`EngineRunner._launch`)
 _LAUNCH_AGAIN = frozenset({FailureKind.PORT_IN_USE, FailureKind.BOX_BUSY, FailureKind.GPU_FAULT})
 # vLLM's cache root (vllm/envs.py, 0.32: default ~/.cache/vllm): compiled graphs, kernels and
@@ -114,8 +115,8 @@ class EngineRunner(TrialRunner):
 
     def _launch(self, ctx: TrialContext, env: dict[str, str], folder: Path) -> Measurement:
         """Start the engine, run the workload, stop it; start again on another port when one
-        was taken, after a wait when another process held the GPU's memory (`trial.busy_waits`
-        of `trial.busy_wait_s`), and once more after a GPU fault (docs/reliability.md)."""
+        was taken, after a wait when another process held the GPU's memory (`BUSY_WAITS` of
+        `trial.busy_wait_s`), and once more after a GPU fault (docs/reliability.md)."""
         from tuner.engine import gpu_memory
 
         spec, started = self.spec, int(time.time())
@@ -138,7 +139,7 @@ class EngineRunner(TrialRunner):
                 tries.fault_reason = m.failure_reason or ""
             elif m.failure_kind is None and tries.faults:  # measured on its retry: why retried
                 m.failure_reason = tries.fault_reason
-            if again_why is None or not tries.again(again_why, spec):
+            if again_why is None or not tries.again(again_why):
                 return m
             if again_why == FailureKind.BOX_BUSY:
                 ctx.phase(f"GPU busy: waiting {spec.trial.busy_wait_s:g} s")
@@ -206,7 +207,7 @@ class EngineRunner(TrialRunner):
             if why != FailureKind.PORT_IN_USE:  # a port someone else holds is not ours
                 wait_port_free(spec.engine.host, port, timeout_s=30)
             if box is not None:  # its memory back before the next start reads the box
-                gpu_memory.wait_released(box, gpus, spec.trial.release_wait_s)
+                gpu_memory.wait_released(box, gpus, spec.trial.busy_wait_s)
 
     def _run_workload(
         self,
@@ -287,7 +288,7 @@ class _Tries:
     faults: int = 0
     fault_reason: str = ""  # the last GPU fault's
 
-    def again(self, why: str, spec: StudySpec) -> bool:
+    def again(self, why: str) -> bool:
         """Count this launch's ending `why`; whether to launch again."""
         self.launches += 1
         if why == FailureKind.PORT_IN_USE:
@@ -295,7 +296,7 @@ class _Tries:
             return self.ports < PORT_ATTEMPTS
         if why == FailureKind.BOX_BUSY:
             self.busy += 1
-            return self.busy <= spec.trial.busy_waits
+            return self.busy <= BUSY_WAITS
         self.faults += 1
         return self.faults <= GPU_FAULT_RETRIES
 

@@ -368,12 +368,7 @@ class TrialSpec(_Strict):
     repeat_measured: bool = False
     retry_interrupted: bool = False
     confirm_repeats: int = Field(3, ge=1, le=100)
-    # A start that finds the GPU's memory held by another process (docs/reliability.md):
-    # wait this long, this many times, before the run stops; and after each stop, wait up
-    # to `release_wait_s` for the engine's memory to come back.
-    busy_waits: int = Field(3, ge=0, le=100)
-    busy_wait_s: float = Field(30.0, ge=0, le=inputs.MAX_TIMEOUT_S)
-    release_wait_s: float = Field(30.0, ge=0, le=inputs.MAX_TIMEOUT_S)
+    busy_wait_s: float = Field(30.0, ge=0, le=inputs.MAX_TIMEOUT_S)  # docs/reliability.md
 
 
 class PruningSpec(_Strict):

@@ -28,9 +28,7 @@ COMPARABLE = (
     "trial.retry_interrupted",
     "trial.repeat_measured",
     "trial.confirm_repeats",
-    "trial.busy_waits",  # how long to wait for a busy box: what the box did, not the config
-    "trial.busy_wait_s",
-    "trial.release_wait_s",
+    "trial.busy_wait_s",  # how long to wait for a busy GPU: the box's state, not the config's
     "engine.startup_timeout_s",
     "engine.api_key_env",
     "engine.export_drop_flags",
