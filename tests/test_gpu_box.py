@@ -200,6 +200,7 @@ def loop_parts(tmp_path: Path, tiny_model_dir: Path):
     store.close()
 
 
+@pytest.mark.slow  # a study on the planner: `make test`, as tests/test_study.py
 def test_a_busy_box_stops_the_run_and_is_never_the_configs(loop_parts) -> None:
     from tuner.run.loop import StudyLoop
     from tuner.run.reading import budget_used
@@ -215,6 +216,7 @@ def test_a_busy_box_stops_the_run_and_is_never_the_configs(loop_parts) -> None:
     assert budget_used(loop.points()) == (1, 0)  # the busy trial spent no budget
 
 
+@pytest.mark.slow
 def test_a_gpu_fault_on_one_config_is_its_own_and_on_a_second_stops_the_night(
     loop_parts,
 ) -> None:
