@@ -97,11 +97,17 @@ class FailureKind(StrEnum):
     REQUESTS_FAILED = "requests_failed"  # up, but every request (or the first) failed
     INTERRUPTED = "interrupted"  # the tuner was stopped (Ctrl-C, a signal, kill) mid-trial
     TUNER_ERROR = "tuner_error"  # the tuner itself failed (the sampler, a bug): see the reason
+    # The box's state, not the config's (tuner.engine.gpu_memory, docs/reliability.md):
+    BOX_BUSY = "box_busy"  # another process held the GPU's memory at start: waited, never told
+    GPU_FAULT = "gpu_fault"  # Xid, illegal memory access, NCCL timeout, ECC: retried once
 
 
 # vLLM's rules' refusals (argument checks, the platform's block sizes): known before launch,
 # they cost no engine time and do not use up `n_trials` (`tuner.run.reading.budget_used`).
 RULE_REFUSALS = frozenset({FailureKind.INVALID_ARGUMENT, FailureKind.UNSUPPORTED_BLOCK_SIZE})
+
+# What the box did, not the config: never told to the sampler as the config's result.
+BOX_FAULTS = frozenset({FailureKind.BOX_BUSY, FailureKind.GPU_FAULT})
 
 # Refusals at start-up that the memory precheck claims to predict.
 PREDICTABLE = frozenset(

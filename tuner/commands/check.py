@@ -10,6 +10,7 @@ from tuner.commands.common import NoPreview, Storage, StudyFile, duration_s
 
 if TYPE_CHECKING:
     from tuner.run.preflight import Preflight
+    from tuner.spec.study import StudySpec
 
 
 def check(
@@ -43,6 +44,8 @@ def check(
         typer.echo(f"flag names checked against {found.flags_against}")
     for line in info_lines(found):
         typer.echo(line)
+    for line in gpu_lines(spec):
+        typer.echo(line)
     refuse(found)
     if not no_preview:
         from tuner.scaffold.preview import preview
@@ -50,6 +53,17 @@ def check(
         typer.echo(preview(spec).line)
     if not found.problems:
         typer.echo(f"{study_file}: no problem found; `tuner run {study_file}` is ready to start")
+
+
+def gpu_lines(spec: StudySpec) -> list[str]:
+    """Each GPU's memory held by other processes, and the gpu-memory-utilization that can
+    start now against the study's own (none without a GPU: docs/reliability.md)."""
+    from tuner.scaffold.box import memory_lines
+    from tuner.spec.space import baseline_params
+
+    name = "gpu-memory-utilization"
+    wanted = (baseline_params(spec.search_space) or {}).get(name, spec.engine.flags.get(name))
+    return memory_lines(wanted=float(wanted) if isinstance(wanted, (int, float)) else 0.9)
 
 
 def info_lines(found: Preflight) -> list[str]:

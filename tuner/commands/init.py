@@ -145,4 +145,8 @@ def init(
     write_study(draft, path, force)
     for line in draft.notes:
         typer.echo(line)
+    from tuner.scaffold.box import memory_lines
+
+    for line in memory_lines():  # what a busy GPU leaves (docs/reliability.md)
+        typer.echo(line)
     typer.echo(f"wrote {path}; next: tuner check {path}, tuner run {path}, tuner best {path}")

@@ -54,6 +54,34 @@ SlowStart = Annotated[
     float,
     typer.Option(min=0, help="Extra seconds before the port opens.", rich_help_panel=_FAULTS),
 ]
+BusyStarts = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="The first N starts (counted in --fault-state) refuse with vLLM's free-memory error.",
+        rich_help_panel=_FAULTS,
+    ),
+]
+GpuFaultAfter = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Die with CUDA's illegal-memory-access error once N requests started.",
+        rich_help_panel=_FAULTS,
+    ),
+]
+ReleaseS = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        help="Hold the GPU's memory S s after exit (in --fault-state, for a stand-in nvidia-smi).",
+        rich_help_panel=_FAULTS,
+    ),
+]
+FaultState = Annotated[
+    str | None,
+    typer.Option(help="JSON file counting starts across processes.", rich_help_panel=_FAULTS),
+]
 NoUsage = Annotated[
     bool,
     typer.Option(help="Stream no usage chunk, even when asked for one.", rich_help_panel=_FAULTS),
@@ -119,6 +147,10 @@ def serve(
     fault_hang_after: HangAfter = None,
     fault_slow_start_s: SlowStart = 0.0,
     fault_no_usage: NoUsage = False,
+    fault_busy_starts: BusyStarts = 0,
+    fault_gpu_fault_after: GpuFaultAfter = None,
+    fault_release_s: ReleaseS = 0.0,
+    fault_state: FaultState = None,
     dtype: Ignored = None,
     load_format: Ignored = None,
     seed: Annotated[int | None, typer.Option(rich_help_panel=_IGNORED)] = None,
@@ -136,6 +168,8 @@ def serve(
     KV cache of the `cpu` profile, as in vLLM's CPU build.
     """
     given = dict(locals())  # every option by name: no other local exists yet
+    from dataclasses import fields
+
     from tuner.sim.faults import FaultPlan
     from tuner.sim.flags import MODELLED
     from tuner.sim.server import ServeOptions
@@ -153,13 +187,8 @@ def serve(
         api_key=api_key,
         load_delay_s=load_delay_s,
         time_scale=time_scale,
-        faults=FaultPlan(
-            refuse_start=fault_refuse_start,
-            crash_after=fault_crash_after,
-            hang_after=fault_hang_after,
-            slow_start_s=fault_slow_start_s,
-            no_usage=fault_no_usage,
-        ),
+        # every `--fault-*` option, by its FaultPlan field's name
+        faults=FaultPlan(**{f.name: given[f"fault_{f.name}"] for f in fields(FaultPlan)}),
     )
     code = serve(options)
     if code:

@@ -10,6 +10,8 @@ Modules:
 - `ports`: free ports, waiting for a port's release, who holds a port (`/proc`);
 - `failures`: why an engine failed to start, classified from its log (`Failure`,
   `EngineStartFailed`, `classify_failure`);
+- `gpu_memory`: the GPUs' memory as the box's state (nvidia-smi, NVML), and the waits for a
+  busy GPU and for a stopped engine's memory;
 - `cores`: the client's CPUs beside a pinned engine;
 - `sockets`: a private folder for the engine's IPC sockets, removed once it stopped;
 - `vllm_flags`: the flags an engine accepts, asked of vLLM's own parser in its python.

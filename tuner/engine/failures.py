@@ -13,11 +13,37 @@ from dataclasses import dataclass
 from tuner.errors import FailureKind, TunerError
 from tuner.spec.figures import figure
 
+# vLLM 0.32's two forms: "Free memory on device cuda:0 (3.25/47.41 GiB) on startup is less than
+# desired GPU memory utilization (0.9, 42.67 GiB). ..." and the one about "the engine's budget
+# after excluding external process's weights".
+BOX_BUSY_PATTERN = (
+    r"Free memory on device \S+ \([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory"
+    r"|excluding external process'?s? weights"
+)
+# A GPU that failed under the engine, in the driver's, PyTorch's and NCCL's words: the kernel's
+# "NVRM: Xid (PCI:0000:3b:00): 79, ...", "CUDA error: an illegal memory access was encountered",
+# c10d's "Watchdog caught collective operation timeout" / "ProcessGroupNCCL ... timeout",
+# "uncorrectable ECC error encountered".
+GPU_FAULT_PATTERNS = (
+    r"\bNVRM: Xid\b|\bXid \d+\b|\bXid \(PCI",
+    r"CUDA error: an illegal memory access was encountered",
+    r"[Ww]atchdog caught collective operation timeout|ProcessGroupNCCL.*[Tt]imeout"
+    r"|NCCL (?:error|WARN).*[Tt]imeout",
+    r"[Uu]ncorrectable ECC error|ECC error encountered",
+)
+# Start failures that memory another process holds can cause (a config's own refusal, such as
+# an argument vLLM rejects, it cannot).
+_BOX_CAUSED = frozenset({FailureKind.OUT_OF_MEMORY, FailureKind.CRASHED})
+
 # First match wins, so the specific kinds come before the broad ones. The number is how many
 # following lines belong to the reason (pydantic puts the field and message below its header).
 FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
     (kind, re.compile(pattern), extra_lines)
     for kind, pattern, extra_lines in (
+        # The box's state (vllm/v1/worker/utils.py, `request_memory`): another process holds
+        # the memory `gpu-memory-utilization` asks for. Before any memory kind of the config.
+        (FailureKind.BOX_BUSY, BOX_BUSY_PATTERN, 0),
+        *((FailureKind.GPU_FAULT, p, 0) for p in GPU_FAULT_PATTERNS),
         (FailureKind.UNSUPPORTED_BLOCK_SIZE, r"No common block size for", 0),
         # CUDA in vLLM 0.32: no attention backend takes the size (tuner.spec.vllm_rules)
         (
@@ -137,6 +163,26 @@ def port_taken(failure: Failure, address: str, holders: str = "") -> Failure:
     else:
         return failure
     return Failure(FailureKind.PORT_IN_USE, clean_line(reason), failure.log_tail)
+
+
+def on_busy_box(failure: Failure, held: str) -> Failure:
+    """The failure of a start while other processes held the GPU's memory (`held` describes
+    them, read before the start: `tuner.engine.gpu_memory.busy_now`; "": none did). vLLM's
+    free-memory refusal names them; an out-of-memory or unexplained crash becomes `box_busy`:
+    the box's state, not the config's. Any other failure stays."""
+    if not held or failure.kind not in _BOX_CAUSED | {FailureKind.BOX_BUSY}:
+        return failure
+    return Failure(FailureKind.BOX_BUSY, f"{failure.reason} [{held}]", failure.log_tail)
+
+
+def gpu_fault(log_text: str) -> Failure | None:
+    """A GPU fault in an engine's log (one that died during the workload), None without one."""
+    lines = log_text.splitlines()
+    for pattern in GPU_FAULT_PATTERNS:
+        found = next((x for x in lines if re.search(pattern, x)), None)
+        if found is not None:
+            return Failure(FailureKind.GPU_FAULT, clean_line(found), tail_lines(log_text))
+    return None
 
 
 def _first_error_line(lines: list[str]) -> str:

@@ -33,6 +33,8 @@ class Measurement:
     pruned_decision: Decision | None = None  # what the stop learnt
     engine_full_s: float | None = None  # plan only: its engine time had it run to the end
     simulated: bool = False  # the figures are the simulator's predictions
+    box_waits: int = 0  # starts that found the GPU busy and waited (tuner.engine.gpu_memory)
+    gpu_faults: int = 0  # GPU faults before this measurement: each retried on a fresh start
     # Several runs on one engine start (`tuner.runners.load_runs`), as the stored trial's
     # payloads (`tuner.trial.payloads`, a layer above): capacity mode's rate steps
     # (`RateStep`), the search's result per workload (`CapacityResult`), each scenario's own

@@ -7,6 +7,7 @@ identical config, vLLM's rules, the memory precheck, measure (a runner), score (
 Modules:
 - `loop`: `StudyLoop`, `Interrupted`;
 - `pipeline`: one trial (`TrialPipeline`, `TrialInput`, `Outcome`);
+- `box_faults`: a busy GPU or a GPU fault, the box's and not the config's: why the run stops;
 - `checks`: what `tuner run` refuses before it touches the database or starts an engine;
 - `lock`: one process per SQLite study, many workers per server study, config claims;
 - `recovery`: cleaning up after a tuner that died mid-trial (heartbeats, orphaned engines);

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from tuner import trial as tr
-from tuner.errors import RULE_REFUSALS
+from tuner.errors import BOX_FAULTS, RULE_REFUSALS
 from tuner.fidelity.predict_skip import prediction_skip as make_skip
 from tuner.fidelity.predict_skip import ruled_out_record
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.run.box_faults import GpuFaults, busy_stop
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
 from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
@@ -95,6 +96,7 @@ class TrialPipeline:
         self.pruning = pruning and spec.pruning.enabled
         self.skip = make_skip(spec, runner, prediction_skip)
         self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
+        self.gpu_faults = GpuFaults()  # this run's configs a GPU fault hit
 
     def evaluate(self, t: TrialInput) -> Outcome:
         if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
@@ -227,6 +229,7 @@ class TrialPipeline:
         )
 
     def _failed(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
+        key = params_key(t.params)
         result = {tr.FAILURE_KIND: m.failure_kind, "reason": m.failure_reason}
         self._save(t, "failed", m, {**result, "log_tail": m.log_tail})
         record = TrialRecord(
@@ -240,8 +243,14 @@ class TrialPipeline:
             predicted=False,
             vllm_version=m.vllm_version or None,
             precheck_wrong=wrong or None,
+            box_waits=m.box_waits or None,
+            gpu_faults=m.gpu_faults or None,
         )
-        stop = None
+        # the box's state (docs/reliability.md): told as nothing, and the run stops
+        box = busy_stop(m, self.spec.trial.busy_wait_s) or self.gpu_faults.stop(key, m)
+        if box is not None and m.failure_kind in BOX_FAULTS:
+            return Outcome("failed", None, self._no_measurement(), record, stop_study=box)
+        stop = None  # a GPU fault on this config alone: the config's failure, told as one
         if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
             m.failure_reason or ""
         ):
@@ -281,6 +290,8 @@ class TrialPipeline:
             workload_s=m.workload_s,
             engine_s=m.engine_s,
             prefix_cache_runs=tuple(m.prefix_cache_runs),
+            box_waits=m.box_waits or None,
+            gpu_faults=m.gpu_faults or None,
         )
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:
@@ -302,7 +313,8 @@ class TrialPipeline:
             reference_trial=ref.number if ref is not None else t.number,
         )
         self._save(t, "measured", m, {**metrics, "score": s.score})
-        return Outcome("measured", s.values, cons, record, metrics=metrics)
+        stop = self.gpu_faults.stop(params_key(t.params), m)  # measured on its retry: it stands
+        return Outcome("measured", s.values, cons, record, metrics=metrics, stop_study=stop)
 
 
 def _reuse(prev: TrialPoint) -> Outcome:

@@ -26,6 +26,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from tuner import trial as tr
+from tuner.errors import BOX_FAULTS
 from tuner.run.recovery import Recovered, recover
 from tuner.store import optuna_adapter as adapter
 from tuner.trial import FailureKind, StudyRecord, TrialPoint, TrialRecord, params_key
@@ -176,7 +177,7 @@ def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[i
     (multi-fidelity, whose budget is its few real trials): nor launches ruled out on a
     prediction (issue 37 §4). Nor, ever, configs vLLM's rules refuse before launch: they
     cost nothing, and a space where many are refused used to spend up to half its budget
-    on them (issue 34)."""
+    on them (issue 34). Nor a trial the box ended (`BOX_FAULTS`, told as nothing)."""
     done = running = 0
     for p in points:
         if p.confirm_of is not None:
@@ -185,6 +186,8 @@ def budget_used(points: list[TrialPoint], *, real_only: bool = False) -> tuple[i
             running += 1
         elif p.state == "WAITING":
             continue  # queued (a retry, a baseline): counted once it runs
+        elif p.state == "FAIL" and p.failure_kind in BOX_FAULTS:
+            continue  # the box's state (a busy GPU, a GPU fault), never told as the config's
         elif not p.interrupted and p.record.reused_from is None and not p.refused_by_rules:
             done += not (real_only and p.record.ruled_out)
     return done, running

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tuner.errors import BOX_FAULTS
 from tuner.run.pipeline import Outcome
 
 
@@ -67,6 +68,8 @@ def in_budget(outcome: Outcome, multi_fidelity: bool) -> bool:
     budget (`Streaks.counts`) and the live display's "trial i/N" both count by it."""
     if outcome.saved_by == "rules" or outcome.kind == "reused":
         return False
+    if outcome.values is None and outcome.record.failure_kind in BOX_FAULTS:
+        return False  # the box's state, not a trial of the study (`reading.budget_used`)
     return not (multi_fidelity and outcome.saved_by == "prediction")
 
 

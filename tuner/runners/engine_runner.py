@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,10 +33,15 @@ from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
 if TYPE_CHECKING:
+    from tuner.engine.gpu_memory import BoxMemory
     from tuner.engine.process import EngineProcess
     from tuner.workload.request import BenchRequest
 
 PORT_ATTEMPTS = 3
+GPU_FAULT_RETRIES = 1  # a GPU fault: one more fresh start of the same trial
+BUSY_WAITS = 3  # a busy GPU: this many waits of `trial.busy_wait_s`, then the run stops
+# Why a launch is tried again (`EngineRunner._launch`)
+_LAUNCH_AGAIN = frozenset({FailureKind.PORT_IN_USE, FailureKind.BOX_BUSY, FailureKind.GPU_FAULT})
 # vLLM's cache root (vllm/envs.py, 0.32: default ~/.cache/vllm): compiled graphs, kernels and
 # model info that a later start reuses. Every trial of a study gets one, beside its logs.
 CACHE_ROOT_ENV = "VLLM_CACHE_ROOT"
@@ -109,62 +114,100 @@ class EngineRunner(TrialRunner):
             return self._launch(ctx, env, folder)
 
     def _launch(self, ctx: TrialContext, env: dict[str, str], folder: Path) -> Measurement:
-        """Start the engine (another port if one was taken), run the workload, stop it."""
-        from tuner.engine.failures import EngineStartFailed
+        """Start the engine, run the workload, stop it; start again on another port when one
+        was taken, after a wait when another process held the GPU's memory (`BUSY_WAITS` of
+        `trial.busy_wait_s`), and once more after a GPU fault (docs/reliability.md)."""
+        from tuner.engine import gpu_memory
+
+        spec, started = self.spec, int(time.time())
+        gpus = gpu_memory.engine_gpus(self.gpus, {**os.environ, **env})
+        tries = _Tries()
+        engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
+        while True:
+            attempt = tries.launches + 1
+            again = f"-attempt{attempt}" if attempt > 1 else ""
+            name = ctx.log_name or f"trial-{ctx.number:04d}"
+            log_path = folder / f"{name}-{started}{again}.log"
+            box = gpu_memory.read_box()  # None: no GPU to read (the simulator, a CPU build)
+            m, again_why = self._start_once(ctx, env, log_path, box, gpus, engine_s)
+            engine_s = m.engine_s
+            m.box_waits, m.gpu_faults = tries.busy, tries.faults
+            if again_why == FailureKind.GPU_FAULT and box is not None:  # name the GPU
+                named = ", ".join(f"GPU {g.index} ({g.name})" for g in box.of(gpus))
+                m.failure_reason = f"{m.failure_reason} [{named}]"
+            if m.failure_kind == FailureKind.GPU_FAULT:
+                tries.fault_reason = m.failure_reason or ""
+            elif m.failure_kind is None and tries.faults:  # measured on its retry: why retried
+                m.failure_reason = tries.fault_reason
+            if again_why is None or not tries.again(again_why):
+                return m
+            if again_why == FailureKind.BOX_BUSY:
+                ctx.phase(f"GPU busy: waiting {spec.trial.busy_wait_s:g} s")
+                need = _memory_fraction(m.argv)
+                gpu_memory.wait_free(need, gpus, spec.trial.busy_wait_s)
+
+    def _start_once(
+        self,
+        ctx: TrialContext,
+        env: dict[str, str],
+        log_path: Path,
+        box: BoxMemory | None,
+        gpus: list[int] | None,
+        engine_s: float,
+    ) -> tuple[Measurement, str | None]:
+        """One launch: the measurement, and why to launch again (a `FailureKind`: the port
+        taken, the GPU busy, a GPU fault) or None."""
+        from tuner.engine import gpu_memory
+        from tuner.engine.failures import EngineStartFailed, on_busy_box
         from tuner.engine.ports import free_port, wait_port_free
         from tuner.engine.process import EngineProcess
 
         spec = self.spec
-        started = int(time.time())
-        engine_s = 0.0  # over every launch of this trial (a port taken: another launch)
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            again = f"-attempt{attempt}" if attempt > 1 else ""
-            name = ctx.log_name or f"trial-{ctx.number:04d}"
-            log_path = folder / f"{name}-{started}{again}.log"
-            # The port is free when chosen, but another process may bind it before the
-            # engine does: then the engine's log says so, and another port is tried.
-            port = free_port(spec.engine.host)
-            argv = engine_argv(spec, ctx.params, port=port)
-            shown_argv, shown_env = redact(argv, env, self.api_key)
-            m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))
-            base_url = f"http://{spec.engine.host}:{port}"
-            ctx.phase("starting engine")
-            port_taken = False
-            launched = time.monotonic()
-            engine = EngineProcess.start(argv, env, log_path, cpu_affinity=self.cores)
-            self._engine = engine
-            ctx.on_engine_started(engine.identity(), str(log_path))
+        # The port is free when chosen, but another process may bind it before the engine
+        # does: then the engine's log says so, and another port is tried.
+        port = free_port(spec.engine.host)
+        argv = engine_argv(spec, ctx.params, port=port)
+        shown_argv, shown_env = redact(argv, env, self.api_key)
+        m = Measurement(argv=shown_argv, env=shown_env, log_path=str(log_path))
+        base_url = f"http://{spec.engine.host}:{port}"
+        ctx.phase("starting engine")
+        why: str | None = None
+        launched = time.monotonic()
+        engine = EngineProcess.start(argv, env, log_path, cpu_affinity=self.cores)
+        self._engine = engine
+        ctx.on_engine_started(engine.identity(), str(log_path))
+        try:
             try:
-                try:
-                    ready = engine.wait_ready(
-                        base_url, spec.engine.startup_timeout_s, api_key=self.api_key
-                    )
-                except EngineStartFailed as exc:
-                    f = exc.failure
-                    port_taken = f.kind == FailureKind.PORT_IN_USE
-                    if port_taken and attempt < PORT_ATTEMPTS:
-                        continue
-                    return failed_measurement(m, f.kind, f.reason, f.log_tail)
-                # launch until ready, with any earlier launch a taken port ended
-                m.startup_s, m.vllm_version = engine_s + ready.startup_s, ready.version
-                m.simulated = is_simulated_version(ready.version)
-                run = partial(self._run_workload, ctx, engine, base_url, m)
-                m = measure_all(spec, run, ctx.beat)
-                return m
-            finally:
-                ctx.phase("stopping")
-                engine.stop()
-                engine_s += time.monotonic() - launched
-                m.engine_s = engine_s
-                # ready until stopped (warm-ups, every run, the stop): engine_s is the sum;
-                # an engine never ready spent all its time starting (no startup_s, 0 here)
-                up = m.startup_s
-                m.workload_s = max(engine_s - up, 0.0) if up is not None else 0.0
-                self._engine = None
-                ctx.on_engine_stopped()
-                if not port_taken:  # a port someone else holds is not ours to wait for
-                    wait_port_free(spec.engine.host, port, timeout_s=30)
-        raise AssertionError("unreachable: the last attempt always returns")
+                ready = engine.wait_ready(
+                    base_url, spec.engine.startup_timeout_s, api_key=self.api_key
+                )
+            except EngineStartFailed as exc:
+                held = gpu_memory.busy_now(box, gpus) if box is not None else ""
+                f = on_busy_box(exc.failure, held)
+                why = f.kind if f.kind in _LAUNCH_AGAIN else None
+                return failed_measurement(m, f.kind, f.reason, f.log_tail), why
+            # launch until ready, with any earlier launch a taken port ended
+            m.startup_s, m.vllm_version = engine_s + ready.startup_s, ready.version
+            m.simulated = is_simulated_version(ready.version)
+            run = partial(self._run_workload, ctx, engine, base_url, m)
+            m = measure_all(spec, run, ctx.beat)
+            why = m.failure_kind if m.failure_kind == FailureKind.GPU_FAULT else None
+            return m, why
+        finally:
+            ctx.phase("stopping")
+            engine.stop()
+            engine_s += time.monotonic() - launched
+            m.engine_s = engine_s
+            # ready until stopped (warm-ups, every run, the stop): engine_s is the sum;
+            # an engine never ready spent all its time starting (no startup_s, 0 here)
+            up = m.startup_s
+            m.workload_s = max(engine_s - up, 0.0) if up is not None else 0.0
+            self._engine = None
+            ctx.on_engine_stopped()
+            if why != FailureKind.PORT_IN_USE:  # a port someone else holds is not ours
+                wait_port_free(spec.engine.host, port, timeout_s=30)
+            if box is not None:  # its memory back before the next start reads the box
+                gpu_memory.wait_released(box, gpus, spec.trial.busy_wait_s)
 
     def _run_workload(
         self,
@@ -176,6 +219,7 @@ class EngineRunner(TrialRunner):
         w: WorkloadSpec,
     ) -> Measurement:
         """One run of workload `w` (scenario `name`) against the engine that is up."""
+        from tuner.engine.failures import gpu_fault, tail_lines
         from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
         spec, m = self.spec, replace(base, rate_steps=[], scenarios={}, prefix_cache_runs=[])
@@ -214,7 +258,12 @@ class EngineRunner(TrialRunner):
                 m.pruned_engine, m.pruned_decision = exc.engine, exc.decision
                 return m
             except BenchmarkAborted as exc:
-                return failed_measurement(m, _abort_kind(exc.reason), exc.reason, engine.log_tail())
+                log = engine.read_log()
+                fault = gpu_fault(log)  # the GPU failed under it: the box's, retried once
+                if fault is not None:
+                    reason = f"{exc.reason}: {fault.reason}"
+                    return failed_measurement(m, fault.kind, reason, fault.log_tail)
+                return failed_measurement(m, _abort_kind(exc.reason), exc.reason, tail_lines(log))
         m.workload_s = time.monotonic() - t0
         m.metrics, m.ci, m.records = result.metrics, result.ci, result.records
         m.prefix_cache_runs = [cache_run(self, name, w, result)]
@@ -227,6 +276,40 @@ class EngineRunner(TrialRunner):
     def kill(self) -> None:
         if self._engine is not None:
             self._engine.stop(grace_s=0)  # straight through SIGINT and SIGTERM to SIGKILL
+
+
+@dataclass
+class _Tries:
+    """One trial's launches so far, and whether another is allowed."""
+
+    launches: int = 0
+    ports: int = 0
+    busy: int = 0  # starts that found the GPU busy (each followed by a wait)
+    faults: int = 0
+    fault_reason: str = ""  # the last GPU fault's
+
+    def again(self, why: str) -> bool:
+        """Count this launch's ending `why`; whether to launch again."""
+        self.launches += 1
+        if why == FailureKind.PORT_IN_USE:
+            self.ports += 1
+            return self.ports < PORT_ATTEMPTS
+        if why == FailureKind.BOX_BUSY:
+            self.busy += 1
+            return self.busy <= BUSY_WAITS
+        self.faults += 1
+        return self.faults <= GPU_FAULT_RETRIES
+
+
+def _memory_fraction(argv: list[str] | None) -> float:
+    """The `--gpu-memory-utilization` of an engine's argv (vLLM's default 0.9 without it)."""
+    args = argv or []
+    for i, a in enumerate(args):
+        if a.startswith("--gpu-memory-utilization="):
+            return float(a.split("=", 1)[1])
+        if a == "--gpu-memory-utilization" and i + 1 < len(args):
+            return float(args[i + 1])
+    return 0.9
 
 
 def log_folder(log_dir: Path, storage_url: str, study_name: str) -> Path:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tuner.errors import UserError
 from tuner.sim.profiles import GPUS
+
+if TYPE_CHECKING:
+    from tuner.engine.gpu_memory import BoxMemory
 
 NVIDIA_SMI = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
 NVIDIA_SMI_TIMEOUT_S = 20.0
@@ -97,3 +102,29 @@ def named(source: str, products: list[str]) -> Gpus:
             f"profile of: give --gpu NAME --count N (built in: {', '.join(sorted(GPUS))})"
         )
     return Gpus(name, len(products), kinds[0], source)
+
+
+def memory_lines(
+    read: Callable[[], BoxMemory | None] | None = None, wanted: float | None = None
+) -> list[str]:
+    """One line per GPU: the memory other processes hold (and which), and the highest
+    `gpu-memory-utilization` vLLM would start with now (free / total: vLLM refuses to start
+    with less free, `tuner.engine.gpu_memory`). `wanted`: the study's own, named when it
+    would not start. None found: no lines."""
+    from tuner.engine import gpu_memory
+
+    box = (read or gpu_memory.read_box)()
+    if box is None:
+        return []
+    lines = []
+    for g in box.gpus:
+        held = gpu_memory.holders_text(box, g)
+        line = (
+            f"GPU {g.index} ({g.name}): {box.held_by_others_mib(g):,} MiB in use by other "
+            f"processes{f': {held}' if held else ''}; {g.free_mib:,} of {g.total_mib:,} MiB "
+            f"free: gpu-memory-utilization up to {g.free_fraction:.2f} can start now"
+        )
+        if wanted is not None and wanted > g.free_fraction:
+            line += f" (the study's {wanted:g} would not)"
+        lines.append(line)
+    return lines

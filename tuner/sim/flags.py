@@ -42,6 +42,10 @@ SIM_ONLY = (
     "fault-hang-after",
     "fault-slow-start-s",
     "fault-no-usage",
+    "fault-busy-starts",
+    "fault-gpu-fault-after",
+    "fault-release-s",
+    "fault-state",
 )
 VLLM_FLAGS = frozenset(MODELLED + SERVING + IGNORED)  # vLLM's, as the simulator knows them
 SIM_FLAGS = VLLM_FLAGS | frozenset(SIM_ONLY)  # every flag `tuner sim serve` accepts

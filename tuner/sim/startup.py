@@ -19,8 +19,15 @@ from typing import TypedDict
 from aiohttp import web
 
 from tuner import __version__
-from tuner.sim.faults import REFUSE_START_MESSAGE
+from tuner.sim.faults import (
+    ENGINE_INIT_FAILED,
+    REFUSE_START_MESSAGE,
+    busy_message,
+    count_start,
+    note_exit,
+)
 from tuner.sim.memory import (
+    EngineConfig,
     config_error,
     devices_error,
     memory_breakdown,
@@ -70,6 +77,19 @@ def serve(opts: ServeOptions) -> int:
     _log(f"non-default args: {cfg}")
     _log(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
     time.sleep(opts.load_delay_s + opts.faults.slow_start_s)
+    if opts.faults.busy_starts or opts.faults.state:
+        try:
+            return _serve(opts, cfg, count_start(opts.faults))
+        finally:
+            note_exit(opts.faults)
+    return _serve(opts, cfg, 0)
+
+
+def _serve(opts: ServeOptions, cfg: EngineConfig, start: int) -> int:
+    """`serve` from the model's load on; `start`: this start's number (0: not counted)."""
+    if start and start <= opts.faults.busy_starts:  # another process holds the GPU's memory
+        busy = busy_message(opts.gpu.memory_bytes, cfg.gpu_memory_utilization)
+        return _refuse(f"{busy}\n{ENGINE_INIT_FAILED}")
     if opts.faults.refuse_start:
         return _refuse(REFUSE_START_MESSAGE.format("{'EngineCore_DP0': 1}"))
     if message := startup_error(opts.model, opts.gpu, cfg):

@@ -370,6 +370,7 @@ class TrialSpec(_Strict):
     repeat_measured: bool = False
     retry_interrupted: bool = False
     confirm_repeats: int = Field(3, ge=1, le=100)
+    busy_wait_s: float = Field(30.0, ge=0, le=inputs.MAX_TIMEOUT_S)  # docs/reliability.md
 
 
 class PruningSpec(_Strict):

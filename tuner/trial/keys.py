@@ -68,6 +68,8 @@ SCREEN = "screen"  # how the screen chose it (a `ScreenInfo`)
 SKIP_PREDICTION = "skip_prediction"  # a `SkipPrediction` (tuner.trial.payloads)
 WARM_START = "warm_start"  # enqueued from another study's best (`--from-plan`, `--warm-start`)
 PRECHECK_WRONG = "precheck_wrong"  # what the memory precheck said, against what happened
+BOX_WAITS = "box_waits"  # starts that found the GPU's memory held by another process, waited
+GPU_FAULTS = "gpu_faults"  # GPU faults (Xid, illegal access, NCCL, ECC), each retried fresh
 VLLM_VERSION = "vllm_version"
 PLANNED_VERSION = "simulated"  # the VLLM_VERSION of a `tuner plan` trial: virtual time, no engine
 LOG_PATH = "log_path"
@@ -113,6 +115,7 @@ NAMED_CONSTRAINT_PREFIX = "constraints:"  # where Optuna's `set_constraint` stor
 # (tests/test_packages.py checks it names every constant above).
 __all__ = [
     "BASELINE",
+    "BOX_WAITS",
     "CALIBRATION",
     "CAPACITY",
     "CAPACITY_GOODPUT",
@@ -124,6 +127,7 @@ __all__ = [
     "ENGINE_STARTED_AT",
     "FAILURE_KIND",
     "FAILURE_REASON",
+    "GPU_FAULTS",
     "HOST",
     "JUDGING_OF",
     "LEGACY_CONSTRAINTS",

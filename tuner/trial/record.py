@@ -42,6 +42,8 @@ _PLAIN = (
     k.FAILURE_REASON,
     k.PREDICTED,
     k.PRECHECK_WRONG,
+    k.BOX_WAITS,
+    k.GPU_FAULTS,
     k.VLLM_VERSION,
     k.LOG_PATH,
     k.STARTUP_S,
@@ -110,6 +112,8 @@ class TrialRecord:
     failure_reason: str | None = None
     predicted: bool | None = None  # True: refused before launch
     precheck_wrong: str | None = None
+    box_waits: int | None = None  # starts that waited for a busy GPU (docs/reliability.md)
+    gpu_faults: int | None = None  # GPU faults, each retried on a fresh start
     vllm_version: str | None = None  # PLANNED_VERSION: `tuner plan`'s virtual time
     log_path: str | None = None
     startup_s: float | None = None

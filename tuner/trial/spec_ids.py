@@ -28,6 +28,7 @@ COMPARABLE = (
     "trial.retry_interrupted",
     "trial.repeat_measured",
     "trial.confirm_repeats",
+    "trial.busy_wait_s",  # how long to wait for a busy GPU: the box's state, not the config's
     "engine.startup_timeout_s",
     "engine.api_key_env",
     "engine.export_drop_flags",
