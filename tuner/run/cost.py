@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
+from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import TrialContext
 from tuner.sim.bands import Bands
@@ -25,6 +27,7 @@ from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
+from tuner.trial.payloads import SkipPrediction
 from tuner.trial.point import TrialPoint
 from tuner.trial.uptime import median_startup_s, simulated_engine_startup_s
 from tuner.workload.lengths import length_only_requests
@@ -256,7 +259,10 @@ def length_only_runner(spec: StudySpec) -> PlanRunner:
 def simulated_baseline(spec: StudySpec) -> Measurement:
     """vLLM's defaults (the baseline trial) measured once by the simulator in virtual time,
     no early stopping: SIMULATED figures, `engine_s` counting the start-up (`startup_s`).
-    UserError: the simulator cannot run it (as `simulated_trial_s`)."""
+    In capacity mode, the search as a launch runs it: from the bracket around the simulator's
+    own capacity for the config (`capacity_bracket`: what the prediction before each launch
+    gives, uncalibrated before any trial). UserError: the simulator cannot run it (as
+    `simulated_trial_s`)."""
     runner = length_only_runner(spec)
     if runner.gpu is None:
         raise UserError("hardware.gpu is not set")
@@ -265,4 +271,9 @@ def simulated_baseline(spec: StudySpec) -> Measurement:
     m = runner.measure(ctx)
     if m.failure_kind is not None and not m.workload_s:
         raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
+    found = m.capacity.capacity_rps if m.capacity is not None else None
+    predicted = SkipPrediction(metrics={CAPACITY_RPS: found}) if found else None
+    bracket = capacity_bracket(spec, predicted)
+    if bracket is not None:
+        return runner.measure(replace(ctx, bracket=bracket))
     return m
