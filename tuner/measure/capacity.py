@@ -276,8 +276,9 @@ def search(
     """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
     rates, and its interval with at most `max_repeats` extra runs (`confirm`).
     `bracket`: (below, above), a rate predicted to hold and one predicted to break
-    (`predicted_bracket`): the first run is at `below`, and when it holds the next at `above`
-    (then on as from any feasible run); None: from `start_rps`, placed by the runs' figures.
+    (`predicted_bracket`): the first run is at `above` (the shorter run: a higher rate sends
+    its prompts sooner, and may be stopped early), and when it breaks the next at `below`;
+    from there on as from any run. None: from `start_rps`, placed by the runs' figures.
     `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
     fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
     capacity so far) the search starts there, and stops after that first rate when it breaks
@@ -301,20 +302,20 @@ def search(
 
     lo, hi = 0.0, math.inf
     predicted = bracket if beat_rps is None else None
-    rate = min(max(beat_rps or (predicted or (start_rps,))[0], min_rps), max_rps)
+    rate = min(max(beat_rps or (predicted or (0.0, start_rps))[1], min_rps), max_rps)
     first = run(rate)
     if beat_rps is not None and not first.feasible:
         return result(0.0, rate, False, beaten=True)
     if first.feasible:
         lo = rate
         factor = _grow(first, slos)
-        if predicted is not None:  # next, the rate predicted to break
-            factor = max(predicted[1] / rate, 1 + resolution)
         if beat_rps is not None:  # next, the lowest rate that beats the best by a resolution
             factor = (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
     else:
         hi = rate
         factor = _shrink(first)
+        if predicted is not None:  # next, the rate predicted to hold
+            factor = max(rate / predicted[0], 1 + resolution)
     # Bracket: grow while feasible, shrink while not.
     while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
         rate = min(lo * factor, max_rps)

@@ -21,7 +21,7 @@ from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
-from tuner.runners.trial_runner import TrialContext
+from tuner.runners.trial_runner import Checkpoint, TrialContext
 from tuner.sim.bands import Bands
 from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
@@ -243,6 +243,23 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
     return m.engine_s, float(m.startup_s or 0.0)
 
 
+def slo_rule(spec: StudySpec) -> Checkpoint:
+    """Early stopping as a capacity step of the baseline meets it: the SLO rule alone (no
+    incumbent compares in capacity mode; `Pipeline._stop_rule`)."""
+    from tuner.measure import pruning
+
+    p = spec.pruning
+    rule = pruning.Rule(
+        slos=spec.slo_limits(),
+        min_completed=p.min_completed,
+        min_fraction=p.min_fraction,
+        margin=p.margin,
+        queue_growth=p.queue_growth,
+        min_saving=p.min_saving,
+    )
+    return lambda snap: pruning.decide(snap, rule)
+
+
 def length_only_runner(spec: StudySpec) -> PlanRunner:
     """`tuner plan`'s runner, with random and long-document workloads built from their
     lengths alone (the simulator reads nothing else): no tokenizer, seconds sooner."""
@@ -269,6 +286,9 @@ def simulated_baseline(spec: StudySpec) -> Measurement:
     params = baseline_params(spec.search_space) or {}
     ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
     m = runner.measure(ctx)
+    if spec.objective.mode == "capacity" and spec.pruning.enabled:  # its steps stop as launched
+        ctx = replace(ctx, checkpoint=slo_rule(spec), check_every_s=spec.pruning.check_every_s)
+        ctx.check_every_requests = spec.pruning.check_every_requests
     if m.failure_kind is not None and not m.workload_s:
         raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
     found = m.capacity.capacity_rps if m.capacity is not None else None
