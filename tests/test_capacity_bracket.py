@@ -131,5 +131,8 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
         float(costed.startup_s or 0) + float(costed.workload_s or 0)
     )
     # a scenario mix, or no capacity predicted: no bracket, the search from the study's rate
+    # before the reference is measured the prediction is the simulator's as it is (`raw`)
+    uncalibrated = capacity_bracket(spec, SkipPrediction(raw={CAPACITY_RPS: 4.0}))
+    assert uncalibrated == pytest.approx(predicted_bracket(4.0, (0.81, 1.14), 0.05))
     assert capacity_bracket(spec, None) is None
     assert capacity_bracket(spec, SkipPrediction(metrics={CAPACITY_RPS: 0.0})) is None

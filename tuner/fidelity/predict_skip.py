@@ -97,7 +97,7 @@ def capacity_bracket(spec: StudySpec, p: SkipPrediction | None) -> tuple[float, 
     starts from its own rate), or no capacity predicted."""
     if p is None or spec.objective.mode != "capacity" or spec.workloads:
         return None
-    rps = p.metrics.get(CAPACITY_RPS)
+    rps = p.metrics.get(CAPACITY_RPS, p.raw.get(CAPACITY_RPS))  # calibrated, else as simulated
     if rps is None or not rps > 0 or not math.isfinite(rps):
         return None
     band = Bands.of_study(spec).family_band("throughput")
@@ -176,6 +176,9 @@ class PredictionSkip:
             return None
         keys = [s.metric for s in self.slos if s.metric in m.metrics]
         raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
+        found = m.capacity.capacity_rps if m.capacity is not None else None
+        if found is not None and found > 0:  # capacity mode: where its search starts
+            raw[CAPACITY_RPS] = float(found)
         engine_s = Trust(self.spec, points).engine_s() or m.engine_s
         anchored = self._anchored(ref, speed) if ref is not None else None
         if anchored is None:  # nothing measured yet, or the simulator refuses the reference
