@@ -88,7 +88,11 @@ def main() -> None:
         o, n = old.capacity, new.capacity
         inside = n.capacity_rps_low <= o.capacity_rps <= (n.capacity_rps_high or float("inf"))
         bounded = inside and n.capacity_rps_low > 0 and n.capacity_rps_high is not None
-        close = abs(n.capacity_rps / o.capacity_rps - 1) <= 0.05 if o.capacity_rps else False
+        close = (  # both 0 (no rate met the SLOs) agree too
+            abs(n.capacity_rps / o.capacity_rps - 1) <= 0.05
+            if o.capacity_rps
+            else not n.capacity_rps
+        )
         agree += close or inside
         agree_bounded += close or bounded
         old_s, new_s = old_s + old.engine_s, new_s + new.engine_s
