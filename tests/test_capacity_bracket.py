@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from test_capacity import queue_curve
-from test_capacity_interval import noisy_curve
+from test_capacity_interval import _runs, noisy_curve
 
 from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.capacity import (
@@ -17,7 +17,6 @@ from tuner.measure.capacity import (
     Step,
     confirm,
     predicted_bracket,
-    rate_verdict,
     search,
 )
 from tuner.measure.modes import CAPACITY_RPS
@@ -58,11 +57,6 @@ def test_a_bracket_is_ignored_when_the_search_starts_at_the_best_so_far():
     measure, calls = queue_curve(10.0)
     search(measure, 1.0, SLOS, beat_rps=12.0, bracket=(8.0, 11.0))
     assert calls == [12.0]  # broke at the best capacity so far: stopped there
-
-
-def _runs(rate: float, *verdicts: str) -> Step:
-    return Step(rate, {}, BREAKS not in verdicts, None, rate_verdict(verdicts), len(verdicts),
-                {}, verdicts)  # fmt: skip
 
 
 def test_the_repeats_stop_once_the_interval_is_within_the_resolution():

@@ -308,14 +308,9 @@ def search(
         return result(0.0, rate, False, beaten=True)
     if first.feasible:
         lo = rate
-        factor = _grow(first, slos)
-        if beat_rps is not None:  # next, the lowest rate that beats the best by a resolution
-            factor = (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
     else:
         hi = rate
-        factor = _shrink(first)
-        if predicted is not None:  # next, the rate predicted to hold
-            factor = max(rate / predicted[0], 1 + resolution)
+    factor = _first_factor(first, slos, resolution, predicted, beat_rps is not None)
     # Bracket: grow while feasible, shrink while not.
     while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
         rate = min(lo * factor, max_rps)
@@ -346,6 +341,26 @@ def search(
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
     return result(lo, hi, resolved)
+
+
+def _first_factor(
+    first: Step,
+    slos: Sequence[SloLimit],
+    resolution: float,
+    predicted: tuple[float, float] | None,
+    beating: bool,
+) -> float:
+    """How far from the first run the second goes (up when it held, down when it broke):
+    to the rate predicted to hold when the one predicted to break broke; one resolution up
+    when it held the best capacity so far (`beating`: a tie, resolved there); else placed by
+    its figures (`_grow`, `_shrink`)."""
+    if first.feasible:
+        if beating:
+            return (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
+        return _grow(first, slos)
+    if predicted is not None:
+        return max(first.rate_rps / predicted[0], 1 + resolution)
+    return _shrink(first)
 
 
 def _finish(
