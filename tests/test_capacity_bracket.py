@@ -129,4 +129,6 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
     uncalibrated = capacity_bracket(spec, SkipPrediction(raw={CAPACITY_RPS: 4.0}))
     assert uncalibrated == pytest.approx(predicted_bracket(4.0, (0.81, 1.14), 0.05))
     assert capacity_bracket(spec, None) is None
+    started = _capacity_spec(tiny_model_dir, start_rps=3.0)  # the study's own start wins
+    assert capacity_bracket(started, SkipPrediction(raw={CAPACITY_RPS: 4.0})) is None
     assert capacity_bracket(spec, SkipPrediction(metrics={CAPACITY_RPS: 0.0})) is None

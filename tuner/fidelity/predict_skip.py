@@ -93,15 +93,17 @@ def capacity_bracket(spec: StudySpec, p: SkipPrediction | None) -> tuple[float, 
     """Capacity mode's first two rates for a launched config (issue 47; docs/objective.md,
     "Capacity mode"): around its predicted capacity (calibrated: at the reference's speed,
     anchored on its miss), as wide as the simulator's band on a throughput
-    (`tuner.sim.bands`). None: not capacity mode, a scenario mix (each scenario's search
-    starts from its own rate), or no capacity predicted."""
-    if p is None or spec.objective.mode != "capacity" or spec.workloads:
+    (`tuner.sim.bands`). None: not capacity mode, `capacity.start_rps` set (the study's own
+    start wins), a scenario mix (each scenario's search starts from its own rate), or no
+    capacity predicted."""
+    search = spec.objective.search
+    if p is None or spec.objective.mode != "capacity" or spec.workloads or search.start_rps:
         return None
     rps = p.metrics.get(CAPACITY_RPS, p.raw.get(CAPACITY_RPS))  # calibrated, else as simulated
     if rps is None or not rps > 0 or not math.isfinite(rps):
         return None
     band = Bands.of_study(spec).family_band("throughput")
-    return predicted_bracket(rps, (band.low, band.high), spec.objective.search.resolution)
+    return predicted_bracket(rps, (band.low, band.high), search.resolution)
 
 
 def ruled_out_record(p: SkipPrediction, planned: bool) -> tuple[TrialRecord, dict[str, float]]:
