@@ -186,6 +186,8 @@ def night_cost(
     except UserError as exc:
         return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout, done=done)
     source = "the simulator's baseline trial"
+    if spec.objective.mode == "capacity":
+        source += ", its rate search as a launch runs it"
     if stand_in is not None:
         source += f", with the built-in {stand_in} for the missing model directory"
     workload_s = trial_s - startup_s
