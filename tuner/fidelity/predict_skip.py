@@ -48,11 +48,13 @@ from typing import TYPE_CHECKING
 from tuner import trial as tr
 from tuner.fidelity.calibration import Trust
 from tuner.fidelity.engine_speed import fitted_speed, round_speed
+from tuner.measure.capacity import predicted_bracket
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import TrialContext, TrialRunner
+from tuner.sim.bands import Bands
 from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import known_model
@@ -85,6 +87,23 @@ def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> Predi
     if known_model(spec.engine.model) is None:
         return None
     return PredictionSkip(spec, lambda: runner.requests)
+
+
+def capacity_bracket(spec: StudySpec, p: SkipPrediction | None) -> tuple[float, float] | None:
+    """Capacity mode's first two rates for a launched config (issue 47; docs/objective.md,
+    "Capacity mode"): around its predicted capacity (calibrated: at the reference's speed,
+    anchored on its miss), as wide as the simulator's band on a throughput
+    (`tuner.sim.bands`). None: not capacity mode, `capacity.start_rps` set (the study's own
+    start wins), a scenario mix (each scenario's search starts from its own rate), or no
+    capacity predicted."""
+    search = spec.objective.search
+    if p is None or spec.objective.mode != "capacity" or spec.workloads or search.start_rps:
+        return None
+    rps = p.metrics.get(CAPACITY_RPS, p.raw.get(CAPACITY_RPS))  # calibrated, else as simulated
+    if rps is None or not rps > 0 or not math.isfinite(rps):
+        return None
+    band = Bands.of_study(spec).family_band("throughput")
+    return predicted_bracket(rps, (band.low, band.high), search.resolution)
 
 
 def ruled_out_record(p: SkipPrediction, planned: bool) -> tuple[TrialRecord, dict[str, float]]:
@@ -159,6 +178,9 @@ class PredictionSkip:
             return None
         keys = [s.metric for s in self.slos if s.metric in m.metrics]
         raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
+        found = m.capacity.capacity_rps if m.capacity is not None else None
+        if found is not None and found > 0:  # capacity mode: where its search starts
+            raw[CAPACITY_RPS] = float(found)
         engine_s = Trust(self.spec, points).engine_s() or m.engine_s
         anchored = self._anchored(ref, speed) if ref is not None else None
         if anchored is None:  # nothing measured yet, or the simulator refuses the reference

@@ -271,9 +271,14 @@ def search(
     min_rps: float = 0.01,
     max_rps: float = 1000.0,
     beat_rps: float | None = None,
+    bracket: tuple[float, float] | None = None,
 ) -> Result:
     """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
     rates, and its interval with at most `max_repeats` extra runs (`confirm`).
+    `bracket`: (below, above), a rate predicted to hold and one predicted to break
+    (`predicted_bracket`): the first run is at `above` (the shorter run: a higher rate sends
+    its prompts sooner, and may be stopped early), and when it breaks the next at `below`;
+    from there on as from any run. None: from `start_rps`, placed by the runs' figures.
     `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
     fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
     capacity so far) the search starts there, and stops after that first rate when it breaks
@@ -291,21 +296,21 @@ def search(
         return step
 
     def result(lo: float, hi: float, resolved: bool, beaten: bool = False) -> Result:
-        return _finish(measure, steps, (lo, hi), resolved, max_rps, max_repeats, beaten)
+        return _finish(
+            measure, steps, (lo, hi), resolved, (max_rps, resolution), max_repeats, beaten
+        )
 
     lo, hi = 0.0, math.inf
-    rate = min(max(beat_rps or start_rps, min_rps), max_rps)
+    predicted = bracket if beat_rps is None else None
+    rate = min(max(beat_rps or (predicted or (0.0, start_rps))[1], min_rps), max_rps)
     first = run(rate)
     if beat_rps is not None and not first.feasible:
         return result(0.0, rate, False, beaten=True)
     if first.feasible:
         lo = rate
-        factor = _grow(first, slos)
-        if beat_rps is not None:  # next, the lowest rate that beats the best by a resolution
-            factor = (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
     else:
         hi = rate
-        factor = _shrink(first)
+    factor = _first_factor(first, slos, resolution, predicted, beat_rps is not None)
     # Bracket: grow while feasible, shrink while not.
     while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
         rate = min(lo * factor, max_rps)
@@ -338,20 +343,41 @@ def search(
     return result(lo, hi, resolved)
 
 
+def _first_factor(
+    first: Step,
+    slos: Sequence[SloLimit],
+    resolution: float,
+    predicted: tuple[float, float] | None,
+    beating: bool,
+) -> float:
+    """How far from the first run the second goes (up when it held, down when it broke):
+    to the rate predicted to hold when the one predicted to break broke; one resolution up
+    when it held the best capacity so far (`beating`: a tie, resolved there); else placed by
+    its figures (`_grow`, `_shrink`)."""
+    if first.feasible:
+        if beating:
+            return (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
+        return _grow(first, slos)
+    if predicted is not None:
+        return max(first.rate_rps / predicted[0], 1 + resolution)
+    return _shrink(first)
+
+
 def _finish(
     measure: Callable[[float, int], Step],
     steps: list[Step],
     bracket: tuple[float, float],
     resolved: bool,
-    max_rps: float,
+    limits: tuple[float, float],
     max_repeats: int,
     beaten: bool,
 ) -> Result:
     """The search's answer once the bisection ended: the repeats spent (`confirm`), the
-    capacity and its interval."""
+    capacity and its interval. `limits`: (max_rps, resolution)."""
     lo, hi = bracket
+    max_rps, resolution = limits
     if not beaten:  # a config stopped at the best capacity so far has no interval to seek
-        lo = confirm(measure, steps, lo, max_repeats)
+        lo = confirm(measure, steps, lo, max_repeats, resolution)
         hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
     low, high = capacity_interval(steps, lo)
     return Result(
@@ -367,14 +393,20 @@ def _finish(
 
 
 def confirm(
-    measure: Callable[[float, int], Step], steps: list[Step], estimate: float, budget: int
+    measure: Callable[[float, int], Step],
+    steps: list[Step],
+    estimate: float,
+    budget: int,
+    resolution: float = 0.0,
 ) -> float:
     """Spend at most `budget` repeats on the rates that could bound the estimate (the nearest
     below it that could hold for sure, the nearest above that could break for sure, in turn),
-    each on its next seed, replacing its step in `steps`. Returns the estimate, lowered to the
-    highest rate still feasible when a repeat made its pooled figures break an SLO."""
+    each on its next seed, replacing its step in `steps`, until the capacity's interval is
+    within `resolution` (`capacity_interval`: nothing left to settle). Returns the estimate,
+    lowered to the highest rate still feasible when a repeat made its pooled figures break an
+    SLO."""
     sides = [HOLDS, BREAKS]
-    while budget > 0:
+    while budget > 0 and not _settled(steps, estimate, resolution):
         target = next((t for side in sides if (t := next_to_confirm(steps, estimate, side))), None)
         if target is None:
             break
@@ -386,6 +418,28 @@ def confirm(
             below = (s.rate_rps for s in steps if s.feasible and s.rate_rps < estimate)
             estimate = max(below, default=0.0)
     return estimate
+
+
+def _settled(steps: Sequence[Step], estimate: float, resolution: float) -> bool:
+    """The capacity's interval is within the resolution: a repeat cannot narrow it further."""
+    low, high = capacity_interval(steps, estimate)
+    return high is not None and narrow(low, high, resolution)
+
+
+def predicted_bracket(
+    predicted_rps: float, band: tuple[float, float], resolution: float
+) -> tuple[float, float]:
+    """Where a search starts from a predicted capacity: (below, above), the rate that should
+    hold and the one that should break. `band`: the prediction's ratio interval true /
+    predicted (`tuner.sim.bands`, the throughput family: a capacity is a throughput); the
+    bracket is that interval around the prediction, at least one resolution wide."""
+    low, high = band
+    below, above = predicted_rps * min(low, 1.0), predicted_rps * max(high, 1.0)
+    if above / below < 1 + resolution:  # never narrower than the search resolves
+        mid = math.sqrt(below * above)
+        half = math.sqrt(1 + resolution)
+        below, above = mid / half, mid * half
+    return below, above
 
 
 def narrow(lo: float, hi: float, resolution: float) -> bool:

@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
+from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
-from tuner.runners.trial_runner import TrialContext
+from tuner.runners.trial_runner import Checkpoint, TrialContext
 from tuner.sim.bands import Bands
 from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
+from tuner.trial.payloads import SkipPrediction
 from tuner.trial.point import TrialPoint
 from tuner.trial.uptime import median_startup_s, simulated_engine_startup_s
 from tuner.workload.lengths import length_only_requests
@@ -185,6 +188,8 @@ def night_cost(
     except UserError as exc:
         return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout, done=done)
     source = "the simulator's baseline trial"
+    if spec.objective.mode == "capacity":
+        source += ", its rate search as a launch runs it"
     if stand_in is not None:
         source += f", with the built-in {stand_in} for the missing model directory"
     workload_s = trial_s - startup_s
@@ -247,6 +252,23 @@ def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
     return m.engine_s, float(m.startup_s or 0.0)
 
 
+def slo_rule(spec: StudySpec) -> Checkpoint:
+    """Early stopping as a capacity step of the baseline meets it: the SLO rule alone (no
+    incumbent compares in capacity mode; `Pipeline._stop_rule`)."""
+    from tuner.measure import pruning
+
+    p = spec.pruning
+    rule = pruning.Rule(
+        slos=spec.slo_limits(),
+        min_completed=p.min_completed,
+        min_fraction=p.min_fraction,
+        margin=p.margin,
+        queue_growth=p.queue_growth,
+        min_saving=p.min_saving,
+    )
+    return lambda snap: pruning.decide(snap, rule)
+
+
 class _LengthOnlyRunner(PlanRunner):
     """`tuner plan`'s runner, with random and long-document requests built from their lengths
     alone (the simulator reads nothing else), a capacity repeat's fresh seed too: no
@@ -277,13 +299,24 @@ def length_only_runner(spec: StudySpec) -> PlanRunner:
 def simulated_baseline(spec: StudySpec) -> Measurement:
     """vLLM's defaults (the baseline trial) measured once by the simulator in virtual time,
     no early stopping: SIMULATED figures, `engine_s` counting the start-up (`startup_s`).
-    UserError: the simulator cannot run it (as `simulated_trial_s`)."""
+    In capacity mode, the search as a launch runs it: from the bracket around the simulator's
+    own capacity for the config (`capacity_bracket`: what the prediction before each launch
+    gives, uncalibrated before any trial). UserError: the simulator cannot run it (as
+    `simulated_trial_s`)."""
     runner = length_only_runner(spec)
     if runner.gpu is None:
         raise UserError("hardware.gpu is not set")
     params = baseline_params(spec.search_space) or {}
     ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
     m = runner.measure(ctx)
+    if spec.objective.mode == "capacity" and spec.pruning.enabled:  # its steps stop as launched
+        ctx = replace(ctx, checkpoint=slo_rule(spec), check_every_s=spec.pruning.check_every_s)
+        ctx.check_every_requests = spec.pruning.check_every_requests
     if m.failure_kind is not None and not m.workload_s:
         raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
+    found = m.capacity.capacity_rps if m.capacity is not None else None
+    predicted = SkipPrediction(metrics={CAPACITY_RPS: found}) if found else None
+    bracket = capacity_bracket(spec, predicted)
+    if bracket is not None:
+        return runner.measure(replace(ctx, bracket=bracket))
     return m

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 from tuner import trial as tr
 from tuner.errors import BOX_FAULTS, RULE_REFUSALS
+from tuner.fidelity.predict_skip import capacity_bracket, ruled_out_record
 from tuner.fidelity.predict_skip import prediction_skip as make_skip
-from tuner.fidelity.predict_skip import ruled_out_record
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
@@ -122,11 +122,17 @@ class TrialPipeline:
             result: dict[str, object] = {"reason": record.pruned_reason}
             self.store.save_trial(t.study_name, t.number, "ruled_out", result=result)
             return Outcome("pruned", None, cons, record, saved_by="prediction")
-        outcome = self._launch(t, predicted)  # keeps its prediction: its miss calibrates the next
+        bracket = capacity_bracket(self.spec, forecast)  # where its capacity search starts
+        outcome = self._launch(t, predicted, bracket)  # keeps its prediction: its miss calibrates
         return replace(outcome, record=replace(outcome.record, skip_prediction=forecast))
 
-    def _launch(self, t: TrialInput, predicted: tuple[str, str] | None) -> Outcome:
-        m = self.runner.measure(self._context(t))
+    def _launch(
+        self,
+        t: TrialInput,
+        predicted: tuple[str, str] | None,
+        bracket: tuple[float, float] | None = None,
+    ) -> Outcome:
+        m = self.runner.measure(self._context(t, bracket))
         wrong = precheck_wrong(predicted, m)
         if m.pruned_reason:
             return self._pruned(t, m)
@@ -134,7 +140,7 @@ class TrialPipeline:
             return self._failed(t, m, wrong)
         return self._measured(t, m, wrong)
 
-    def _context(self, t: TrialInput) -> TrialContext:
+    def _context(self, t: TrialInput, bracket: tuple[float, float] | None = None) -> TrialContext:
         name, number = t.study_name, t.number
         # measured whole: a reference (the baseline, a `--confirm` re-run), or no early stopping
         whole = t.baseline or t.confirm_of is not None or not self.pruning
@@ -155,6 +161,7 @@ class TrialPipeline:
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
             beat=None if whole else capacity_to_beat(self.spec, t.points, t.host),
+            bracket=bracket,
         )
 
     def _stop_rule(self, t: TrialInput, scenario: str = "") -> Checkpoint | None:

@@ -190,7 +190,7 @@ class EngineRunner(TrialRunner):
             m.startup_s, m.vllm_version = engine_s + ready.startup_s, ready.version
             m.simulated = is_simulated_version(ready.version)
             run = partial(self._run_workload, ctx, engine, base_url, m)
-            m = measure_all(spec, run, ctx.beat)
+            m = measure_all(spec, run, ctx.beat, ctx.bracket)
             why = m.failure_kind if m.failure_kind == FailureKind.GPU_FAULT else None
             return m, why
         finally:

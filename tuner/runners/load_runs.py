@@ -158,14 +158,21 @@ class _RateRuns:
 
 
 def search_capacity(
-    spec: StudySpec, name: str, w: WorkloadSpec, run: RunFn, beat: Beat | None = None
+    spec: StudySpec,
+    name: str,
+    w: WorkloadSpec,
+    run: RunFn,
+    beat: Beat | None = None,
+    bracket: tuple[float, float] | None = None,
 ) -> Measurement:
     """The rate search on one workload. The result is the run at the capacity rate (when no
     rate met the SLOs, the lowest-rate run) with every step attached; a step whose engine
     failed ends the trial as that failure. `beat`: early stopping's "cannot beat the best"
     (`capacity_to_beat`); a config that breaks an SLO at the best capacity is stopped there.
     The rates searched end at `capacity.max_rps` or at the highest rate the workload's
-    prompts can show (`capacity.shown_rps`), whichever is lower."""
+    prompts can show (`capacity.shown_rps`), whichever is lower. `bracket`: the first two
+    rates, from the config's predicted capacity (`capacity.predicted_bracket`); a scenario
+    mix's searches start from their own rates (the prediction is the mix's mean capacity)."""
     c, slos = spec.objective.search, spec.slo_limits(name or None)
     if w.goodput is None:
         w = w.model_copy(update={"goodput": goodput_limits(slos) or None})
@@ -183,6 +190,7 @@ def search_capacity(
             min_rps=c.min_rps,
             max_rps=max(min(c.max_rps, capacity.shown_rps(w.num_prompts, slos)), c.min_rps),
             beat_rps=beat.best_rps if beat is not None else None,
+            bracket=bracket,
         )
     except _StepFailed as exc:
         return _summed(exc.m, runs)
@@ -282,13 +290,19 @@ def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
     )
 
 
-def measure_all(spec: StudySpec, run: RunFn, beat: Beat | None = None) -> Measurement:
+def measure_all(
+    spec: StudySpec,
+    run: RunFn,
+    beat: Beat | None = None,
+    bracket: tuple[float, float] | None = None,
+) -> Measurement:
     """Every run of one trial against one engine start, as one Measurement: what the
-    objective runs (`Objective.measure`, `run_one`), each workload's run or rate search."""
+    objective runs (`Objective.measure`, `run_one`), each workload's run or rate search
+    (`bracket`: where the single workload's search starts, `search_capacity`)."""
     objective = objective_of(spec)
 
     def search(name: str, w: WorkloadSpec) -> Measurement:
-        return search_capacity(spec, name, w, run, beat)
+        return search_capacity(spec, name, w, run, beat, None if name else bracket)
 
     def one(name: str, w: WorkloadSpec) -> Measurement:
         return objective.run_one(name, w, run, search)

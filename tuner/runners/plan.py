@@ -69,7 +69,9 @@ class PlanRunner(TrialRunner):
         flags = simulator_flags(spec, ctx.params)
         ctx.phase("simulating")
         try:
-            m = measure_all(spec, lambda name, w: self._simulate(ctx, flags, name, w), ctx.beat)
+            m = measure_all(
+                spec, lambda name, w: self._simulate(ctx, flags, name, w), ctx.beat, ctx.bracket
+            )
         except EngineRefused as exc:
             m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
             m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up

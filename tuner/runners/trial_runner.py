@@ -50,6 +50,9 @@ class TrialContext:
     check_every_requests: int | None = None
     # Capacity mode's "cannot beat the best" (`load_runs.capacity_to_beat`); None: never
     beat: Beat | None = None
+    # Capacity mode's first two rates, from the config's predicted capacity and its band
+    # (`capacity.predicted_bracket`): (should hold, should break); None: from the study's rate
+    bracket: tuple[float, float] | None = None
     # The engine log's name before its time stamp; None: `trial-<number>` (a trial's)
     log_name: str | None = None
 
