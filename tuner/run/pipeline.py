@@ -30,6 +30,7 @@ from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
+from tuner.trial.payloads import StartupPhases
 
 if TYPE_CHECKING:
     from tuner.engine.process import EngineIdentity
@@ -281,6 +282,7 @@ class TrialPipeline:
             workload_s=m.workload_s,
             engine_s=m.engine_s,
             prefix_cache_runs=tuple(m.prefix_cache_runs),
+            startup_phases=StartupPhases.of(m.startup_phases) if m.startup_phases else None,
         )
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:

@@ -103,6 +103,8 @@ SCENARIOS = "scenarios"
 # Every run's prefix-cache hit rate, measured and implied by its prompts (a list of
 # `PrefixCacheRun`): a run above what its workload implies was measured warm.
 PREFIX_CACHE_RUNS = "prefix_cache_runs"
+# The engine's start-up phase by phase, as vLLM's log told it (a `StartupPhases`)
+STARTUP_PHASES = "startup_phases"
 
 # Trial system attrs -----------------------------------------------------------------------
 OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial
@@ -148,6 +150,7 @@ __all__ = [
     "PRUNED_SCORE_BOUND",
     "PRUNED_SENT",
     "RATE_STEPS",
+    "STARTUP_PHASES",
     "REFERENCE",
     "RETRY_OF",
     "REUSED_FROM",
