@@ -17,23 +17,32 @@ from tuner.trial.payloads import StartupPhases
 # Lines as vLLM 0.32 writes them: its format strings (vllm/model_executor/model_loader/
 # default_loader.py, compilation/backends.py, v1/worker/gpu_model_runner.py, gpu_worker.py,
 # v1/core/kv_cache_utils.py, v1/engine/core.py) with its logger's prefix.
-COLD = """\
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:01 [default_loader.py:502] Loading weights took 12.34 seconds
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:02 [gpu_model_runner.py:5150] Model loading took 15.27 GiB memory and 13.104512 seconds
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:09 [backends.py:1167] Dynamo bytecode transform time: 6.01 s
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:30 [backends.py:399] Compiling a graph for compile range (1, 8192) takes 21.52 s
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:31 [monitor.py:70] torch.compile took 28.90 s in total
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:33 [gpu_worker.py:760] Available KV cache memory: 54.32 GiB
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:33 [kv_cache_utils.py:2328] GPU KV cache size: 1,017,008 tokens, Maximum concurrency for 4,096 tokens per request: 248.30x
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:51 [gpu_model_runner.py:6582] Graph capturing finished in 18 secs, took 0.53 GiB
-(EngineCore_DP0 pid=2117) INFO 12-07 06:00:51 [core.py:396] init engine (profile, create kv cache, warmup model) took 48.71 s (compilation: 28.90 s)
-"""
-
-CACHED = """\
-INFO 12-07 06:10:01 [default_loader.py:502] Loading weights took 3.10 seconds
-INFO 12-07 06:10:05 [backends.py:296] Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 1.274 s
-INFO 12-07 06:10:20 [core.py:403] init engine (profile, create kv cache, warmup model) took 19.02 s
-"""
+_CORE = "(EngineCore_DP0 pid=2117) INFO 12-07 06:00:01 "
+COLD = "".join(
+    f"{_CORE}{line}\n"
+    for line in [
+        "[default_loader.py:502] Loading weights took 12.34 seconds",
+        "[gpu_model_runner.py:5150] Model loading took 15.27 GiB memory and 13.104512 seconds",
+        "[backends.py:1167] Dynamo bytecode transform time: 6.01 s",
+        "[backends.py:399] Compiling a graph for compile range (1, 8192) takes 21.52 s",
+        "[monitor.py:70] torch.compile took 28.90 s in total",
+        "[gpu_worker.py:760] Available KV cache memory: 54.32 GiB",
+        "[kv_cache_utils.py:2328] GPU KV cache size: 1,017,008 tokens, "
+        "Maximum concurrency for 4,096 tokens per request: 248.30x",
+        "[gpu_model_runner.py:6582] Graph capturing finished in 18 secs, took 0.53 GiB",
+        "[core.py:396] init engine (profile, create kv cache, warmup model) took 48.71 s "
+        "(compilation: 28.90 s)",
+    ]
+)
+CACHED = "".join(
+    f"INFO 12-07 06:10:01 {line}\n"
+    for line in [
+        "[default_loader.py:502] Loading weights took 3.10 seconds",
+        "[backends.py:296] Directly load the compiled graph(s) for compile range (1, 8192) "
+        "from the cache, took 1.274 s",
+        "[core.py:403] init engine (profile, create kv cache, warmup model) took 19.02 s",
+    ]
+)
 
 
 def test_a_cold_start_read_phase_by_phase() -> None:

@@ -230,7 +230,8 @@ class StartupPhases(Stored):
     def of(cls, parsed: Mapping[str, float]) -> StartupPhases:
         """The payload of `parse_startup_phases`' figures (its 1/0 compile flag a bool)."""
         cached = parsed.get("compile_cached")
-        return cls(**{**parsed, "compile_cached": None if cached is None else bool(cached)})
+        found = cls.decode({**parsed, "compile_cached": None if cached is None else bool(cached)})
+        return found if found is not None else cls()
 
     @property
     def cold_compile_s(self) -> float:

@@ -17,11 +17,11 @@ from tuner.trial import keys as k
 from tuner.trial.payloads import (
     CapacityResult,
     PrefixCacheRun,
-    StartupPhases,
     RateStep,
     ScenarioEntry,
     ScreenInfo,
     SkipPrediction,
+    StartupPhases,
     is_metric,
 )
 from tuner.trial.stored import is_finite, read_interval
