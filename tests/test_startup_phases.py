@@ -21,6 +21,7 @@ _CORE = "(EngineCore_DP0 pid=2117) INFO 12-07 06:00:01 "
 COLD = "".join(
     f"{_CORE}{line}\n"
     for line in [
+        "[base_loader.py:82] Initializing model took 0.168131 seconds",
         "[default_loader.py:502] Loading weights took 12.34 seconds",
         "[gpu_model_runner.py:5150] Model loading took 15.27 GiB memory and 13.104512 seconds",
         "[backends.py:1167] Dynamo bytecode transform time: 6.01 s",
@@ -48,6 +49,7 @@ CACHED = "".join(
 def test_a_cold_start_read_phase_by_phase() -> None:
     found = sp.parse_startup_phases(COLD)
     assert found == {
+        sp.MODEL_INIT_S: 0.168131,
         sp.LOADING_S: 12.34,
         sp.WEIGHTS_GIB: 15.27,
         sp.MODEL_LOADING_S: 13.104512,
@@ -111,6 +113,23 @@ def test_the_stored_payload_holds_every_key_and_old_trials_have_none() -> None:
     assert StartupPhases.decode({"loading_s": "soon", "compile_s": 3.0}) == StartupPhases(
         compile_s=3.0
     )
+    assert stored.words() == "load 12.3 s, compile 28.9 s cold, graphs 18 s"
+
+
+def test_a_real_cpu_engine_s_log_gives_what_it_has() -> None:
+    """vLLM's CPU build, `--load-format dummy --enforce-eager` (the CPU study): lines copied
+    from its log (7 Dec 2026): no weights loaded, no compile, no graphs."""
+    log = (
+        "(Worker pid=6664) INFO 12-07 06:13:25 [base_loader.py:82] Initializing model took "
+        "0.168131 seconds\n"
+        "(EngineCore pid=6334) INFO 12-07 06:13:28 [kv_cache_utils.py:2327] CPU KV cache size: "
+        "2,097,152 tokens, Maximum concurrency for 1,024 tokens per request: 2048.00x\n"
+        "(EngineCore pid=6334) INFO 12-07 06:13:30 [core.py:402] init engine (profile, create "
+        "kv cache, warmup model) took 1.83 s\n"
+    )
+    found = sp.parse_startup_phases(log)
+    assert found == {sp.MODEL_INIT_S: 0.168131, sp.KV_CACHE_TOKENS: 2097152, sp.INIT_ENGINE_S: 1.83}
+    assert StartupPhases.of(found).words() == "model init 0.168 s"
 
 
 def _simulated_start(flags: dict[str, object], capsys: pytest.CaptureFixture[str]) -> dict:

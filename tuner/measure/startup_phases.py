@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 # vLLM 0.32's format strings (a `%s` prefix such as "[backbone] " left out where it has one)
+INITIALIZING = "Initializing model took %.6f seconds"  # model_executor/model_loader/base_loader.py
 LOADING_WEIGHTS = "Loading weights took %.2f seconds"  # model_loader/default_loader.py
 MODEL_LOADING = "Model loading took %s GiB memory and %.6f seconds"  # v1/worker/gpu_model_runner.py
 COMPILED = "Compiling a graph for compile range %s takes %.2f s"  # compilation/backends.py
@@ -38,6 +39,7 @@ INIT_ENGINE_COMPILED = (
 )
 
 # The stored keys (`tuner.trial.payloads.StartupPhases`' fields), in seconds, GiB or tokens
+MODEL_INIT_S = "model_init_s"  # the model built (its layers allocated), before its weights
 LOADING_S = "loading_s"  # weights read into memory
 MODEL_LOADING_S = "model_loading_s"  # the whole model load (weights and the model's set-up)
 WEIGHTS_GIB = "weights_gib"  # the memory the model took
@@ -89,6 +91,7 @@ def parse_startup_phases(log_text: str) -> dict[str, float]:
     lines = log_text.splitlines()
     last: Callable[[list[float]], float] = lambda v: v[-1]  # noqa: E731
     out: dict[str, float | None] = {
+        MODEL_INIT_S: _by_process(lines, INITIALIZING, 1, last),
         LOADING_S: _by_process(lines, LOADING_WEIGHTS, 1, last),
         WEIGHTS_GIB: _by_process(lines, MODEL_LOADING, 1, last),
         MODEL_LOADING_S: _by_process(lines, MODEL_LOADING, 2, last),

@@ -212,6 +212,7 @@ class StartupPhases(Stored):
     """What vLLM's log said of the engine's start-up (`tuner.measure.startup_phases`, the
     keys and the lines they come from; docs/engine.md, "Start-up phases"). None: not logged."""
 
+    model_init_s: Figure = None  # the model built, before its weights
     loading_s: Figure = None  # weights read into memory
     model_loading_s: Figure = None  # the whole model load
     weights_gib: Figure = None
@@ -239,18 +240,17 @@ class StartupPhases(Stored):
         return float(self.compile_s or 0.0) if self.compile_cached is False else 0.0
 
     def words(self) -> str:
-        """ "load 12 s, compile 29 s cold, graphs 18 s" (the phases logged), or ""."""
+        """ "load 12.3 s, compile 28.9 s cold, graphs 18 s" (the phases logged, to 3 digits;
+        "model init 0.168 s" when no weights were loaded: `--load-format dummy`), or ""."""
         load = self.loading_s if self.loading_s is not None else self.model_loading_s
-        compiled = None
-        if self.compile_s is not None:
-            how = {True: " cached", False: " cold", None: ""}[self.compile_cached]
-            compiled = f"compile {figure(self.compile_s)} s{how}"
+        how = {True: " cached", False: " cold", None: ""}[self.compile_cached]
         parts = [
-            f"load {figure(load)} s" if load is not None else None,
-            compiled,
-            f"graphs {figure(self.graph_capture_s)} s"
-            if self.graph_capture_s is not None
+            f"load {load:.3g} s" if load is not None else None,
+            f"model init {self.model_init_s:.3g} s"
+            if load is None and self.model_init_s is not None
             else None,
+            f"compile {self.compile_s:.3g} s{how}" if self.compile_s is not None else None,
+            f"graphs {self.graph_capture_s:.3g} s" if self.graph_capture_s is not None else None,
         ]
         return ", ".join(p for p in parts if p)
 
