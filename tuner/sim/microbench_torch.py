@@ -25,8 +25,9 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+if __name__ == "__main__":  # run as a script only: imported (the tuner's env), it has no torch
+    import torch
+    import torch.nn.functional as F
 
 
 def _timed(fn, device, repeats=5, min_s=0.02):
