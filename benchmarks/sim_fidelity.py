@@ -12,7 +12,12 @@ core 0, as brief §5 asks. Every engine first runs its workloads once as a warm-
 three interleaved passes; each figure is the median of the three. Took 634 s (about 11
 minutes) on the shared 2-core box under a load average of 7 (docs/simulator.md).
 
-    .venv/bin/python benchmarks/sim_fidelity.py [--out results.json]
+`--profile FILE` also simulates every evaluation run with that profile file (one written by
+`tuner sim profile --measure`, say), its errors beside the fitted profile's; `--configs N`
+evaluates only the first N engine configs (a shorter run on a loaded box).
+
+    .venv/bin/python benchmarks/sim_fidelity.py [--out results.json] [--profile FILE]
+        [--configs N]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
 from tuner.measure.metrics import compute_metrics
 from tuner.sim.planner import simulate
+from tuner.sim.profile_file import read_profile
 from tuner.sim.profiles import get_gpu, load_model
 from tuner.tools.tinymodel import make_tiny_model
 from tuner.workload.schedule import arrival_times
@@ -168,7 +174,10 @@ def fit(model, calibration: list[dict]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None, help="also simulate with it")
+    parser.add_argument("--configs", type=int, default=len(EVALUATION), help="the first N")
     args = parser.parse_args()
+    other = read_profile(args.profile) if args.profile else None
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         model_dir = make_tiny_model(tmp / "tiny-qwen2")
@@ -176,11 +185,13 @@ def main() -> None:
         cal = run_engine(model_dir, CALIBRATION[0], CALIBRATION[1], tmp)
         gpu = fit(model, cal)
         rows = []
-        for flags, workloads in EVALUATION:
+        for flags, workloads in EVALUATION[: args.configs]:
             for workload, real in zip(workloads, run_engine(model_dir, flags, workloads, tmp),
                                       strict=True):  # fmt: skip
                 sim = simulated(model, gpu, flags, workload)
                 rows.append({"flags": flags, "workload": workload, "real": real, "sim": sim})
+                if other is not None:
+                    rows[-1]["other"] = simulated(model, other, flags, workload)
                 print(row_line(rows[-1]), flush=True)
     keys = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
     print("\n| flags | workload (in/out/n/conc/rate) | " + " | ".join(
@@ -191,20 +202,30 @@ def main() -> None:
     for k in keys:
         errs = sorted(abs(err(row, k)) for row in rows)
         print(f"{k}: median |error| {errs[len(errs) // 2]:.0%}, max {errs[-1]:.0%}")
+    if other is not None:
+        print(f"\nthe same runs simulated with {args.profile} ({other.description}):")
+        print("\n| flags | workload (in/out/n/conc/rate) | " + " | ".join(
+            f"{k} real | sim | err" for k in keys) + " |")  # fmt: skip
+        print("| --- | --- |" + " ---: | ---: | ---: |" * len(keys))
+        for row in rows:
+            print(row_line(row, "other"))
+        for k in keys:
+            errs = sorted(abs(err(row, k, "other")) for row in rows)
+            print(f"{k}: median |error| {errs[len(errs) // 2]:.0%}, max {errs[-1]:.0%}")
     if args.out:
         args.out.write_text(json.dumps({"constants": repr(gpu), "rows": rows}, indent=1,
                                        default=str))  # fmt: skip
 
 
-def err(row: dict, key: str) -> float:
-    return row["sim"][key] / row["real"][key] - 1.0
+def err(row: dict, key: str, sim: str = "sim") -> float:
+    return row[sim][key] / row["real"][key] - 1.0
 
 
-def row_line(row: dict) -> str:
+def row_line(row: dict, sim: str = "sim") -> str:
     flags = ", ".join(f"{k}={v}" for k, v in row["flags"].items())
     workload = "/".join(str(x) for x in row["workload"])
     cells = " | ".join(
-        f"{row['real'][k]:.1f} | {row['sim'][k]:.1f} | {err(row, k):+.0%}"
+        f"{row['real'][k]:.1f} | {row[sim][k]:.1f} | {err(row, k, sim):+.0%}"
         for k in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
     )
     return f"| {flags} | {workload} | {cells} |"
