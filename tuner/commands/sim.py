@@ -146,6 +146,8 @@ def serve(
 
     # the modelled flags by vLLM's name, from the one list of them (tuner/sim/flags.py)
     flags = {name: given[name.replace("-", "_")] for name in MODELLED}
+    if enforce_eager:  # no compile or graph capture at the start (tuner.sim.boot's phases)
+        flags["enforce-eager"] = True
     model_path = _model_path(model, model_arg)
     options = ServeOptions(
         **engine_setup(model_path, gpu, flags),
