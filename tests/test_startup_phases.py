@@ -6,12 +6,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from results_fixtures import frozen
 
 from tuner.measure import startup_phases as sp
+from tuner.results.views import trials_frame, trials_records
 from tuner.sim import boot
 from tuner.sim.memory import memory_breakdown, resolve_flags
 from tuner.sim.server import ServeOptions
 from tuner.sim.startup import engine_setup, log_phases
+from tuner.trial import read
 from tuner.trial.payloads import StartupPhases
 
 # Lines as vLLM 0.32 writes them: its format strings (vllm/model_executor/model_loader/
@@ -154,3 +157,16 @@ def test_the_simulated_engine_compiles_a_config_cold_once_then_loads_it_cached(
     assert other[sp.COMPILE_CACHED] == 0.0
     eager = _simulated_start({"enforce-eager": True}, capsys)
     assert sp.COMPILE_S not in eager and sp.GRAPH_CAPTURE_S not in eager
+
+
+def test_tuner_trials_shows_the_phases_in_words_and_json_gives_every_figure() -> None:
+    phases = {"loading_s": 8.19, "compile_s": 40.0, "compile_cached": False}
+    points = [
+        read(frozen(0, engine_s=100.0, startup_s=60.0, score=0.0, startup_phases=phases)),
+        read(frozen(1, engine_s=90.0, startup_s=50.0, score=0.1)),  # stored before phases
+    ]
+    column = trials_frame(points)["startup_phases"].tolist()
+    assert column[0] == "load 8.19 s, compile 40 s cold" and column[1] != column[1]  # NaN
+    rows = trials_records(points)
+    assert rows[0]["startup_phases"] == phases and rows[1]["startup_phases"] is None
+    assert "startup_phases" not in trials_frame(points[1:])  # no trial has them: no column
