@@ -243,6 +243,10 @@ def profile(
     from tuner.sim.profile_file import load_gpu, profile_to_yaml, write_profile
 
     if measure:
+        if output is not None:  # before the measurement, not after
+            from tuner.spec.outputs import check_output_file
+
+            check_output_file(output, "--output", force=force)
         gpu = _measured(name, python, model, threads, quick)
     elif name is None:
         raise UserError("give an accelerator NAME (or FILE), or --measure")
