@@ -12,7 +12,14 @@ core 0, as brief §5 asks. Every engine first runs its workloads once as a warm-
 three interleaved passes; each figure is the median of the three. Took 634 s (about 11
 minutes) on the shared 2-core box under a load average of 7 (docs/simulator.md).
 
-    .venv/bin/python benchmarks/sim_fidelity.py [--out results.json]
+`--profile FILE` also simulates every evaluation run with that profile file (one written by
+`tuner sim profile --measure`, say), its errors beside the fitted profile's (with
+`--fitted-overheads`: its figures with the fitted profile's overheads); `--configs N`
+evaluates only the first N engine configs (a shorter run on a loaded box); `--rescore
+results.json` starts no engine and simulates the real runs an `--out` file holds again.
+
+    .venv/bin/python benchmarks/sim_fidelity.py [--out results.json] [--profile FILE]
+        [--fitted-overheads] [--configs N] [--rescore results.json]
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +41,8 @@ from tuner.engine.ports import free_port
 from tuner.engine.process import EngineProcess
 from tuner.measure.metrics import compute_metrics
 from tuner.sim.planner import simulate
-from tuner.sim.profiles import get_gpu, load_model
+from tuner.sim.profile_file import read_profile
+from tuner.sim.profiles import GpuProfile, get_gpu, load_model
 from tuner.tools.tinymodel import make_tiny_model
 from tuner.workload.schedule import arrival_times
 
@@ -168,43 +177,80 @@ def fit(model, calibration: list[dict]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None, help="also simulate with it")
+    parser.add_argument("--configs", type=int, default=len(EVALUATION), help="the first N")
+    parser.add_argument("--rescore", type=Path, default=None,
+                        help="no engine: re-simulate the real runs of an --out file")  # fmt: skip
+    parser.add_argument("--fitted-overheads", action="store_true",
+                        help="--profile's figures with the fitted profile's overheads")  # fmt: skip
     args = parser.parse_args()
+    other = read_profile(args.profile) if args.profile else None
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         model_dir = make_tiny_model(tmp / "tiny-qwen2")
         model = load_model(str(model_dir))
-        cal = run_engine(model_dir, CALIBRATION[0], CALIBRATION[1], tmp)
-        gpu = fit(model, cal)
-        rows = []
-        for flags, workloads in EVALUATION:
-            for workload, real in zip(workloads, run_engine(model_dir, flags, workloads, tmp),
-                                      strict=True):  # fmt: skip
-                sim = simulated(model, gpu, flags, workload)
-                rows.append({"flags": flags, "workload": workload, "real": real, "sim": sim})
-                print(row_line(rows[-1]), flush=True)
-    keys = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
-    print("\n| flags | workload (in/out/n/conc/rate) | " + " | ".join(
-        f"{k} real | sim | err" for k in keys) + " |")  # fmt: skip
-    print("| --- | --- |" + " ---: | ---: | ---: |" * len(keys))
-    for row in rows:
-        print(row_line(row))
-    for k in keys:
-        errs = sorted(abs(err(row, k)) for row in rows)
-        print(f"{k}: median |error| {errs[len(errs) // 2]:.0%}, max {errs[-1]:.0%}")
+        if args.rescore:
+            saved = json.loads(args.rescore.read_text())
+            rows, gpu = saved["rows"], fitted_from(saved["constants"])
+        else:
+            cal = run_engine(model_dir, CALIBRATION[0], CALIBRATION[1], tmp)
+            gpu = fit(model, cal)
+            rows = []
+            for flags, workloads in EVALUATION[: args.configs]:
+                for workload, real in zip(workloads, run_engine(model_dir, flags, workloads, tmp),
+                                          strict=True):  # fmt: skip
+                    sim = simulated(model, gpu, flags, workload)
+                    rows.append({"flags": flags, "workload": workload, "real": real, "sim": sim})
+                    if other is not None:
+                        rows[-1]["other"] = simulated(model, other, flags, workload)
+                    print(row_line(rows[-1]), flush=True)
+        if other is not None and args.fitted_overheads:
+            overheads = ("step_overhead_s", "per_seq_overhead_s", "per_token_overhead_s",
+                         "request_overhead_s")  # fmt: skip
+            other = other.with_constants(**{k: getattr(gpu.constants, k) for k in overheads})
+        if other is not None and args.rescore:
+            for row in rows:
+                row["other"] = simulated(model, other, row["flags"], tuple(row["workload"]))
+    report(rows, "sim", "the fitted profile")
+    if other is not None:
+        how = ", with the fitted profile's overheads" if args.fitted_overheads else ""
+        report(rows, "other", f"{args.profile}{how} ({other.description})")
     if args.out:
         args.out.write_text(json.dumps({"constants": repr(gpu), "rows": rows}, indent=1,
                                        default=str))  # fmt: skip
 
 
-def err(row: dict, key: str) -> float:
-    return row["sim"][key] / row["real"][key] - 1.0
+def fitted_from(constants: str) -> GpuProfile:
+    """The fitted profile an --out file holds (its `repr`): the `cpu` profile with the fitted
+    FLOP/s and overheads."""
+    found = {k: float(v) for k, v in re.findall(r"(\w+)=([-+0-9.e]+)[,)]", constants)}
+    gpu = replace(get_gpu("cpu"), flops=found["flops"])
+    keys = ("step_overhead_s", "per_seq_overhead_s", "per_token_overhead_s", "request_overhead_s")
+    return gpu.with_constants(**{k: found[k] for k in keys})
 
 
-def row_line(row: dict) -> str:
+def report(rows: list[dict], sim: str, label: str) -> None:
+    keys = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
+    print(f"\nsimulated with {label}:")
+    print("\n| flags | workload (in/out/n/conc/rate) | " + " | ".join(
+        f"{k} real | sim | err" for k in keys) + " |")  # fmt: skip
+    print("| --- | --- |" + " ---: | ---: | ---: |" * len(keys))
+    for row in rows:
+        print(row_line(row, sim))
+    for k in keys:
+        errs = sorted(abs(err(row, k, sim)) for row in rows)
+        print(f"{k}: median |error| {errs[len(errs) // 2]:.0%}, max {errs[-1]:.0%}")
+
+
+def err(row: dict, key: str, sim: str = "sim") -> float:
+    return row[sim][key] / row["real"][key] - 1.0
+
+
+def row_line(row: dict, sim: str = "sim") -> str:
     flags = ", ".join(f"{k}={v}" for k, v in row["flags"].items())
     workload = "/".join(str(x) for x in row["workload"])
     cells = " | ".join(
-        f"{row['real'][k]:.1f} | {row['sim'][k]:.1f} | {err(row, k):+.0%}"
+        f"{row['real'][k]:.1f} | {row[sim][k]:.1f} | {err(row, k, sim):+.0%}"
         for k in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
     )
     return f"| {flags} | {workload} | {cells} |"

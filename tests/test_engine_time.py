@@ -9,6 +9,7 @@ import pytest
 from tuner.run.pipeline import Outcome
 from tuner.run.summary import RunSummary
 from tuner.trial import TrialRecord
+from tuner.trial.payloads import StartupPhases
 from tuner.trial.uptime import estimated_startup_s, median_startup_s, study_line, summary_line
 
 
@@ -98,3 +99,15 @@ def test_the_planners_startup_prefers_the_study_file_then_measured_ones(tiny_mod
     data["hardware"]["startup_s"] = 200.0
     spec = StudySpec.model_validate(data)
     assert PlanRunner(spec, measured_startup_s=140.0).startup_s({}) == 200.0
+
+
+def test_the_study_line_names_the_cold_compiles_real_engines_logged() -> None:
+    cold = StartupPhases(compile_s=40.0, compile_cached=False)
+    cached = StartupPhases(compile_s=5.0, compile_cached=True)
+
+    def point(phases: StartupPhases, simulated: bool = False) -> SimpleNamespace:
+        record = TrialRecord(engine_s=100.0, startup_s=60.0, workload_s=40.0, startup_phases=phases)
+        return SimpleNamespace(status="feasible", record=record, simulated=simulated)
+
+    line = study_line([point(cold), point(cached), point(cold, simulated=True)])
+    assert line.endswith("starting engines (40 s of it compiling cold, 1 start(s))"), line

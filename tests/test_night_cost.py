@@ -69,3 +69,20 @@ def test_a_timeout_shorter_than_one_trial_says_what_the_run_will_do() -> None:
     assert fits_three.endswith(
         "timeout 100 s allows about 3 trial(s): lower budget.n_trials to 3 or raise budget.timeout"
     ), fits_three
+
+
+def test_the_first_start_s_cold_compile_is_counted_once() -> None:
+    """The first engine start of a study compiles cold (docs/engine.md, "Start-up phases"):
+    paid once, not by each trial ahead; a later trial's compile counts as its log told it."""
+    spec = load_study_spec(REPO / "studies" / "demo-sim.yaml")
+    cold = {"compile_s": 40.0, "compile_cached": False, "loading_s": 8.0}
+    first = read(frozen(0, engine_s=100.0, startup_s=60.0, score=0.0, startup_phases=cold))
+    cached = {**cold, "compile_s": 5.0, "compile_cached": True}
+    later = read(frozen(1, engine_s=70.0, startup_s=25.0, score=0.0, startup_phases=cached))
+    again = read(frozen(2, engine_s=110.0, startup_s=60.0, score=0.0, startup_phases=cold))
+    cost = night_cost(spec, real_trials=[later, first])
+    assert cost.trial_s == (100.0 - 40.0 + 70.0) / 2
+    assert "the first start's cold compile (40 s) once" in cost.line(), cost.line()
+    assert night_cost(spec, real_trials=[first, again]).trial_s == (60.0 + 110.0) / 2
+    old = read(frozen(0, engine_s=100.0, startup_s=60.0, score=0.0))  # stored before phases
+    assert night_cost(spec, real_trials=[old]).trial_s == 100.0

@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.commands.common import Force
+from tuner.errors import UserError
 from tuner.sim.profiles import BUILTIN_MODELS, GPUS
 
 if TYPE_CHECKING:
+    from tuner.sim.profiles import GpuProfile
     from tuner.sim.text import TokenText
 
 MODEL_NAMES = ", ".join(BUILTIN_MODELS)
 GPU_NAMES = ", ".join(GPUS)
+DEFAULT_VLLM_PYTHON = ".venv-vllm/bin/python"  # `make vllm-env`'s, beside the study files
 
 app = typer.Typer(
     help="The simulated vLLM engine: a stand-in for `vllm serve` that needs no GPU.",
@@ -177,6 +180,8 @@ def serve(
 
     # the modelled flags by vLLM's name, from the one list of them (tuner/sim/flags.py)
     flags = {name: given[name.replace("-", "_")] for name in MODELLED}
+    if enforce_eager:  # no compile or graph capture at the start (tuner.sim.boot's phases)
+        flags["enforce-eager"] = True
     model_path = _model_path(model, model_arg)
     options = ServeOptions(
         **engine_setup(model_path, gpu, flags),
@@ -197,7 +202,6 @@ def serve(
 
 def _model_path(model: str | None, model_arg: str | None) -> str:
     """`--model` or the positional MODEL, as `vllm serve` takes either."""
-    from tuner.errors import UserError
 
     if model and model_arg and model != model_arg:
         raise UserError(f"two different models given: {model_arg!r} and --model {model!r}")
@@ -219,22 +223,92 @@ def _text(tokenizer: str | None, model_path: str) -> TokenText:
 @app.command()
 def profile(
     name: Annotated[
-        str,
-        typer.Argument(help=f"A built-in accelerator ({GPU_NAMES}) or a profile file."),
-    ],
+        str | None,
+        typer.Argument(
+            help=f"A built-in accelerator ({GPU_NAMES}) or a profile file; with --measure, "
+            "the built-in whose overheads the measured profile keeps (default: the measured "
+            "platform's)."
+        ),
+    ] = None,
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")
     ] = None,
     force: Force = False,
+    measure: Annotated[
+        bool,
+        typer.Option(
+            "--measure",
+            help="Measure this machine's accelerator with PyTorch microbenchmarks (GEMMs at "
+            "the model's shapes, attention, memory bandwidth, all-reduce across GPUs) and "
+            "write the profile they give.",
+        ),
+    ] = False,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            help="--measure: a Python with PyTorch (vLLM's own environment; default "
+            f"{DEFAULT_VLLM_PYTHON} when there is one)."
+        ),
+    ] = None,
+    model: Annotated[
+        str, typer.Option(help="--measure: the model whose shapes to time (built in or a dir).")
+    ] = "tiny-qwen2",
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=1, help="--measure on the CPU: torch threads (1: as the CPU study pins vLLM)."
+        ),
+    ] = 1,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="--measure: fewer shapes (a check, seconds).")
+    ] = False,
 ) -> None:
-    """Print a built-in accelerator profile as a profile file, to edit for another GPU.
+    """Print a built-in accelerator profile as a profile file, to edit for another GPU, or
+    (--measure) one measured on this machine.
 
     Every datasheet figure and step-time constant is named, in bytes, bytes/s, FLOP/s and
     seconds; `tuner sim serve --gpu FILE` and `hardware.profile: FILE` read it back.
     """
     from tuner.sim.profile_file import load_gpu, profile_to_yaml, write_profile
 
-    if output is None:
-        typer.echo(profile_to_yaml(load_gpu(name)), nl=False)
+    if measure:
+        if output is not None:  # before the measurement, not after
+            from tuner.spec.outputs import check_output_file
+
+            check_output_file(output, "--output", force=force)
+        gpu = _measured(name, python, model, threads, quick)
+    elif name is None:
+        raise UserError("give an accelerator NAME (or FILE), or --measure")
     else:
-        write_profile(load_gpu(name), output, "--output", force=force)
+        gpu = load_gpu(name)
+    if output is None:
+        typer.echo(profile_to_yaml(gpu), nl=False)
+    else:
+        write_profile(gpu, output, "--output", force=force)
+
+
+def _measured(
+    base: str | None, python: str | None, model_path: str, threads: int, quick: bool
+) -> GpuProfile:
+    """The profile measured with `python`'s PyTorch, over the overheads of `base`."""
+    from pathlib import Path
+
+    from tuner.sim.measured import base_profile, measured_profile, run_microbench
+    from tuner.sim.profiles import load_model
+
+    if base is not None and base.strip().lower() not in GPUS:
+        raise UserError(f"--measure keeps a built-in's overheads: {base!r} is none ({GPU_NAMES})")
+    if python is None:
+        if not Path(DEFAULT_VLLM_PYTHON).is_file():
+            raise UserError(
+                f"--measure needs a Python with PyTorch: give --python PATH ({DEFAULT_VLLM_PYTHON}"
+                " is not here)"
+            )
+        python = DEFAULT_VLLM_PYTHON
+    shapes = load_model(model_path)
+    found = run_microbench(python, shapes, threads=threads, quick=quick)
+    try:
+        base_gpu = base_profile(found, base)
+        return measured_profile(found, shapes, f"{base_gpu.name}-measured", base_gpu)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise UserError(f"the microbenchmark's result does not read: {exc!r}") from None

@@ -44,6 +44,8 @@ class Measurement:
     scenarios: dict[str, Any] = field(default_factory=dict)
     # Every run's prefix cache, in order (`PrefixCacheRun`s): measured hit rate, implied rate
     prefix_cache_runs: list[Any] = field(default_factory=list)
+    # The start-up's phases as the engine's log told them (`parse_startup_phases`' keys)
+    startup_phases: dict[str, float] = field(default_factory=dict)
 
 
 def ended_after(m: Measurement, done: list[Measurement]) -> Measurement:

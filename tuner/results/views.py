@@ -73,6 +73,8 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
         row["engine_s"] = r.engine_s
         split = r.engine_split_s  # launched: start-up and workload seconds, summing to engine_s
         row["startup_s"], row["workload_s"] = split if split is not None else (None, None)
+        if r.startup_phases is not None:  # as the engine's log told it (a column when any)
+            row[tr.STARTUP_PHASES] = r.startup_phases.words()
         row["baseline"] = p.baseline
         row["reused_from"] = r.reused_from
         row["partial"] = p.partial  # stopped early: the figures cover the requests done then
@@ -131,6 +133,9 @@ def trials_records(
     for p, row in zip(points, rows, strict=True):  # the frame has one row per point, in order
         if "rate_steps" in row:
             row["rate_steps"] = [s.encode() for s in p.rate_steps]
+        if tr.STARTUP_PHASES in row:  # each phase's figure, as stored
+            phases = p.record.startup_phases
+            row[tr.STARTUP_PHASES] = phases.encode() if phases is not None else None
     return [with_bands(row, bands) for row in rows]
 
 
@@ -182,7 +187,14 @@ POOLED = "pooled_"  # a confirmed config's figures pooled over its runs (a note 
 
 
 # The time a trial took or saved: left out first on a narrow table (with the screen's predictions)
-_TIME_SPENT = ("engine_s", "startup_s", "workload_s", "saved_engine_s", "rate_steps")
+_TIME_SPENT = (
+    "engine_s",
+    "startup_s",
+    "workload_s",
+    "saved_engine_s",
+    "rate_steps",
+    tr.STARTUP_PHASES,
+)
 
 
 def _header(col: str) -> tuple[str, str, bool]:

@@ -31,6 +31,7 @@ from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
+from tuner.trial.payloads import StartupPhases
 
 if TYPE_CHECKING:
     from tuner.engine.process import EngineIdentity
@@ -299,6 +300,7 @@ class TrialPipeline:
             prefix_cache_runs=tuple(m.prefix_cache_runs),
             box_waits=m.box_waits or None,
             gpu_faults=m.gpu_faults or None,
+            startup_phases=StartupPhases.of(m.startup_phases) if m.startup_phases else None,
         )
 
     def _measured(self, t: TrialInput, m: Measurement, wrong: str | None) -> Outcome:

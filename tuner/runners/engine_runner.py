@@ -18,6 +18,7 @@ from tuner.engine.cores import client_off_engine_cores
 from tuner.engine.sockets import private_ipc_dir
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
+from tuner.measure.startup_phases import parse_startup_phases
 from tuner.runners.load_runs import cache_run, measure_all
 from tuner.runners.trial_runner import (
     TrialContext,
@@ -189,8 +190,10 @@ class EngineRunner(TrialRunner):
             # launch until ready, with any earlier launch a taken port ended
             m.startup_s, m.vllm_version = engine_s + ready.startup_s, ready.version
             m.simulated = is_simulated_version(ready.version)
+            phases = parse_startup_phases(engine.read_log())  # logged before ready
             run = partial(self._run_workload, ctx, engine, base_url, m)
             m = measure_all(spec, run, ctx.beat, ctx.bracket)
+            m.startup_phases = phases
             why = m.failure_kind if m.failure_kind == FailureKind.GPU_FAULT else None
             return m, why
         finally:

@@ -19,6 +19,15 @@ from typing import TypedDict
 from aiohttp import web
 
 from tuner import __version__
+from tuner.measure import startup_phases as sp
+from tuner.measure.startup_phases import vllm_line
+from tuner.sim.boot import (
+    COMPILE_RANGE,
+    GRAPH_CAPTURE_GIB,
+    boot_phases,
+    compile_cache_hit,
+    is_eager,
+)
 from tuner.sim.faults import (
     ENGINE_INIT_FAILED,
     REFUSE_START_MESSAGE,
@@ -28,6 +37,7 @@ from tuner.sim.faults import (
 )
 from tuner.sim.memory import (
     EngineConfig,
+    MemoryBreakdown,
     config_error,
     devices_error,
     memory_breakdown,
@@ -95,17 +105,10 @@ def _serve(opts: ServeOptions, cfg: EngineConfig, start: int) -> int:
     if message := startup_error(opts.model, opts.gpu, cfg):
         return _refuse(f"ValueError: {message}")
     mem = memory_breakdown(opts.model, opts.gpu, cfg)
-    _log(
-        f"Model loading took {mem.weights_bytes / GiB:.4f} GiB memory (simulated); "
-        f"Available KV cache memory: {mem.kv_cache_bytes / GiB:.2f} GiB"
-    )
-    _log(f"GPU KV cache size: {mem.kv_cache_tokens:,} tokens (# blocks: {mem.num_blocks})")
+    log_phases(opts, mem, cfg.max_model_len)
     tp, dp = cfg.tensor_parallel_size, cfg.data_parallel_size
     _log(f"deployment shape: data_parallel_size={dp} x tensor_parallel_size={tp} ({dp * tp} GPUs)")
-    _log(
-        f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
-        f"{mem.kv_cache_tokens / cfg.max_model_len:.2f}x"
-    )
+    _log(f"(# blocks: {mem.num_blocks})")
     server = SimServer(Replicas(opts.model, opts.gpu, opts.flags), opts)
     _log(f"Starting vLLM API server on http://{opts.host}:{opts.port}")
     try:
@@ -120,6 +123,32 @@ def _serve(opts: ServeOptions, cfg: EngineConfig, start: int) -> int:
     except OSError as exc:
         return _refuse(f"OSError: {exc}")
     return 0
+
+
+def log_phases(opts: ServeOptions, mem: MemoryBreakdown, tokens_per_request: int) -> None:
+    """The start-up's phases in vLLM's words (`tuner.measure.startup_phases`), as a real
+    engine on this accelerator would take them (`tuner.sim.boot`: SIMULATED seconds, the
+    compile cold on a config's first start under this compile cache, cached after)."""
+    eager = is_eager(opts.flags)
+    key = [opts.model_path, opts.gpu.name, sorted((k, str(v)) for k, v in opts.flags.items())]
+    cached = not eager and compile_cache_hit(os.environ.get("VLLM_CACHE_ROOT"), key)
+    cpu = opts.gpu.platform == "cpu"
+    phases = boot_phases(opts.model.weight_bytes, eager=eager, cached=cached, cpu=cpu)
+    _log(vllm_line(sp.LOADING_WEIGHTS, phases.loading_s) + " (simulated)")
+    _log(
+        vllm_line(sp.MODEL_LOADING, f"{mem.weights_bytes / GiB:.2f}", phases.loading_s)
+        + " (simulated)"
+    )
+    if phases.compile_s:
+        how = sp.CACHED if cached else sp.COMPILED
+        _log(vllm_line(how, COMPILE_RANGE, phases.compile_s) + " (simulated)")
+    _log(vllm_line(sp.KV_CACHE_MEMORY, f"{mem.kv_cache_bytes / GiB:.2f}"))
+    device = "CPU" if cpu else "GPU"
+    tokens, most = mem.kv_cache_tokens, tokens_per_request
+    _log(vllm_line(sp.KV_CACHE_SIZE, device, f"{tokens:,}", f"{most:,}", tokens / most))
+    if phases.graph_capture_s:
+        line = vllm_line(sp.GRAPH_CAPTURE, phases.graph_capture_s, GRAPH_CAPTURE_GIB)
+        _log(line + " (simulated)")
 
 
 def _log(line: str) -> None:

@@ -105,6 +105,8 @@ SCENARIOS = "scenarios"
 # Every run's prefix-cache hit rate, measured and implied by its prompts (a list of
 # `PrefixCacheRun`): a run above what its workload implies was measured warm.
 PREFIX_CACHE_RUNS = "prefix_cache_runs"
+# The engine's start-up phase by phase, as vLLM's log told it (a `StartupPhases`)
+STARTUP_PHASES = "startup_phases"
 
 # Trial system attrs -----------------------------------------------------------------------
 OWNER = "tuner:owner"  # host, boot id, pid and its start time of the tuner running the trial
@@ -169,6 +171,7 @@ __all__ = [
     "SPEC_BY_ID",
     "SPEC_ID",
     "SPEC_OF",
+    "STARTUP_PHASES",
     "STARTUP_S",
     "VLLM_VERSION",
     "WARM_START",

@@ -204,6 +204,57 @@ class PrefixCacheRun(Stored):
         )
 
 
+# The engine's start-up, phase by phase (`keys.STARTUP_PHASES`) ---------------------------
+
+
+@dataclass(frozen=True)
+class StartupPhases(Stored):
+    """What vLLM's log said of the engine's start-up (`tuner.measure.startup_phases`, the
+    keys and the lines they come from; docs/engine.md, "Start-up phases"). None: not logged."""
+
+    model_init_s: Figure = None  # the model built, before its weights
+    loading_s: Figure = None  # weights read into memory
+    model_loading_s: Figure = None  # the whole model load
+    weights_gib: Figure = None
+    compile_s: Figure = None  # torch.compile, cold or from the compile cache
+    compile_cached: bool | None = None  # True: from the compile cache; False: compiled cold
+    graph_capture_s: Figure = None  # CUDA graphs
+    graph_capture_gib: Figure = None
+    kv_cache_gib: Figure = None
+    kv_cache_tokens: Figure = None
+    init_engine_s: Figure = None  # profiling, KV cache, compile, warm-up and graph capture
+
+    def encode(self) -> dict[str, object]:
+        return {k: v for k, v in super().encode().items() if v is not None}
+
+    @classmethod
+    def of(cls, parsed: Mapping[str, float]) -> StartupPhases:
+        """The payload of `parse_startup_phases`' figures (its 1/0 compile flag a bool)."""
+        cached = parsed.get("compile_cached")
+        found = cls.decode({**parsed, "compile_cached": None if cached is None else bool(cached)})
+        return found if found is not None else cls()
+
+    @property
+    def cold_compile_s(self) -> float:
+        """Seconds compiling cold (0: from the cache, or not logged)."""
+        return float(self.compile_s or 0.0) if self.compile_cached is False else 0.0
+
+    def words(self) -> str:
+        """ "load 12.3 s, compile 28.9 s cold, graphs 18 s" (the phases logged, to 3 digits;
+        "model init 0.168 s" when no weights were loaded: `--load-format dummy`), or ""."""
+        load = self.loading_s if self.loading_s is not None else self.model_loading_s
+        how = {True: " cached", False: " cold", None: ""}[self.compile_cached]
+        parts = [
+            f"load {load:.3g} s" if load is not None else None,
+            f"model init {self.model_init_s:.3g} s"
+            if load is None and self.model_init_s is not None
+            else None,
+            f"compile {self.compile_s:.3g} s{how}" if self.compile_s is not None else None,
+            f"graphs {self.graph_capture_s:.3g} s" if self.graph_capture_s is not None else None,
+        ]
+        return ", ".join(p for p in parts if p)
+
+
 # The prediction skip (`keys.SKIP_PREDICTION`) --------------------------------------------
 # What the prediction skip (`tuner.fidelity.predict_skip`) recorded about a trial before its
 # launch: the calibrated prediction, the margin it was trusted to, and, when the launch was

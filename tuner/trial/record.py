@@ -21,6 +21,7 @@ from tuner.trial.payloads import (
     ScenarioEntry,
     ScreenInfo,
     SkipPrediction,
+    StartupPhases,
     is_metric,
 )
 from tuner.trial.stored import is_finite, read_interval
@@ -72,6 +73,7 @@ _PAYLOADS = (
     k.SCREEN,
     k.SKIP_PREDICTION,
     k.PREFIX_CACHE_RUNS,
+    k.STARTUP_PHASES,
 )
 
 
@@ -139,6 +141,7 @@ class TrialRecord:
     rate_steps: tuple[RateStep, ...] = ()
     scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)
     prefix_cache_runs: tuple[PrefixCacheRun, ...] = ()  # every run's hit rate, in order
+    startup_phases: StartupPhases | None = None  # the start-up as vLLM's log told it
     # What the screen predicted before it ran (`predicted_<metric>`), and how wrong it was
     predicted_metrics: dict[str, float] = field(default_factory=dict)
     predicted_score: float | None = None
@@ -167,6 +170,9 @@ class TrialRecord:
             k.RATE_STEPS: [s.encode() for s in self.rate_steps],
             k.SCENARIOS: {name: e.encode() for name, e in self.scenarios.items()},
             k.PREFIX_CACHE_RUNS: [r.encode() for r in self.prefix_cache_runs],
+            k.STARTUP_PHASES: (
+                self.startup_phases.encode() if self.startup_phases is not None else None
+            ),
             k.SCREEN: self.screen.encode() if self.screen is not None else None,
             k.SKIP_PREDICTION: (
                 self.skip_prediction.encode() if self.skip_prediction is not None else None
@@ -233,6 +239,7 @@ class TrialRecord:
             rate_steps=RateStep.decode_list(attrs.get(k.RATE_STEPS)),
             scenarios=ScenarioEntry.decode_map(attrs.get(k.SCENARIOS)),
             prefix_cache_runs=PrefixCacheRun.decode_list(attrs.get(k.PREFIX_CACHE_RUNS)),
+            startup_phases=StartupPhases.decode(attrs.get(k.STARTUP_PHASES)),
             screen=ScreenInfo.decode(attrs.get(k.SCREEN)),
             skip_prediction=SkipPrediction.decode(attrs.get(k.SKIP_PREDICTION)),
             extra=extra,

