@@ -6,6 +6,7 @@ allow. They share the CLI helpers of `tuner_testing` with the simulated runs.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -85,6 +86,12 @@ def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
     assert "--load-format" not in command
     assert RPC_BASE_ENV not in command and "VLLM_CACHE_ROOT" not in command
     assert _no_engine_left(tmp_path)
+    # the start-up phases the real engine's log told (issue 48): dummy weights log no load
+    # line, but model init and the engine's init are vLLM 0.32's own lines
+    listed = tuner("trials", str(study_file), "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    phases = [r["startup_phases"] for r in json.loads(listed.stdout) if r.get("startup_phases")]
+    assert phases and all(p.get("init_engine_s", 0) > 0 for p in phases), phases
 
     # The cache: the first start misses vLLM's model inspection and writes it; the later
     # starts (the resumed run's too) read it. On this CPU build with `--enforce-eager` nothing
