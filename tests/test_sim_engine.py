@@ -167,7 +167,9 @@ def test_the_sim_servers_front_end_queues_like_the_planners():
 
     from tuner.sim.server import SimServer
 
-    constants = SimpleNamespace(request_overhead_s=0.02)
+    from tuner.sim.profiles import StepTimeConstants
+
+    constants = StepTimeConstants(request_overhead_s=0.02)
     server = SimpleNamespace(
         engine=SimpleNamespace(gpu=SimpleNamespace(constants=constants)),
         scale=2.0,  # two simulated seconds per wall second
