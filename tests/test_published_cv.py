@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 import sys
 from pathlib import Path
@@ -15,15 +15,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def cv():
-    path = REPO / "benchmarks" / "published_cv.py"
-    spec = importlib.util.spec_from_file_location("published_cv", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["published_cv"] = module
+    """benchmarks/published_cv.py as a module (it finds its sibling scripts itself)."""
+    benchmarks = str(REPO / "benchmarks")
+    sys.path.insert(0, benchmarks)
     try:
-        spec.loader.exec_module(module)  # it puts benchmarks/ on sys.path for its siblings
+        return importlib.import_module("published_cv")
     finally:
-        sys.path.remove(str(path.parent))
-    return module
+        while benchmarks in sys.path:
+            sys.path.remove(benchmarks)
 
 
 def test_every_v1_case_has_a_source_and_a_regime_and_a_fold_leaves_gpus_to_priors(cv):
