@@ -165,9 +165,10 @@ def test_the_sim_servers_front_end_queues_like_the_planners():
     import asyncio
     from types import SimpleNamespace
 
+    from tuner.sim.profiles import StepTimeConstants
     from tuner.sim.server import SimServer
 
-    constants = SimpleNamespace(request_overhead_s=0.02)
+    constants = StepTimeConstants(request_overhead_s=0.02)
     server = SimpleNamespace(
         engine=SimpleNamespace(gpu=SimpleNamespace(constants=constants)),
         scale=2.0,  # two simulated seconds per wall second
@@ -179,3 +180,8 @@ def test_the_sim_servers_front_end_queues_like_the_planners():
 
     waits = asyncio.run(burst())
     assert waits == pytest.approx([0.01, 0.02, 0.03], abs=2e-3)
+    # and each then pays the front end's latency, which no request queues for (issue 45)
+    server.engine.gpu.constants = StepTimeConstants(request_overhead_s=0.02, frontend_latency_s=0.1)
+    server._frontend_free = 0.0
+    waits = asyncio.run(burst())
+    assert waits == pytest.approx([0.06, 0.07, 0.08], abs=2e-3)

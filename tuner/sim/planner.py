@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
 from tuner.sim.engine import token_times as _token_times
-from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
+from tuner.sim.profiles import (
+    GpuProfile,
+    ModelProfile,
+    StepTimeConstants,
+    get_gpu,
+    load_model,
+)
 from tuner.sim.replicas import Replicas
 from tuner.sim.scheduler import SimRequest
 from tuner.spec.values import Flags
@@ -128,7 +134,7 @@ class _Client:
         self.order = deque(sorted(range(n), key=lambda i: arrival_s[i]))
         # heap: the times the concurrency slots free; None: no limit
         self.slots = [0.0] * max_concurrency if max_concurrency else None
-        self.frontend_s = engine.gpu.constants.request_overhead_s
+        self.constants = engine.gpu.constants
         self.frontend_free_s = 0.0  # when the front end has admitted the last request sent
         self.last_s = 0.0
         self.trace: list[tuple[float, int, float, int]] = []
@@ -136,8 +142,7 @@ class _Client:
 
     def next_dispatch_s(self) -> float:
         """When the next request reaches the engine: sent, then admitted by the front end."""
-        sent = self._next_sent_s()
-        return max(sent, self.frontend_free_s) + self.frontend_s
+        return front_end(self._next_sent_s(), self.frontend_free_s, self.constants)[1]
 
     def _next_sent_s(self) -> float:
         if not self.order:
@@ -162,8 +167,8 @@ class _Client:
                     heapq.heappush(slots, sent)
                 continue
             ids = self.prompt_ids[i] if self.prompt_ids is not None else None
-            admitted = self.frontend_free_s = max(sent, self.frontend_free_s) + self.frontend_s
-            engine.add_request(str(i), self.prompt_lens[i], self.output_lens[i], admitted, ids)
+            self.frontend_free_s, at_engine = front_end(sent, self.frontend_free_s, self.constants)
+            engine.add_request(str(i), self.prompt_lens[i], self.output_lens[i], at_engine, ids)
 
     def complete(self, done: list[SimRequest], clock: float) -> None:
         """Record finished requests; `clock`: when their replica's step ended."""
@@ -180,6 +185,24 @@ class _Client:
         state = (engine.num_waiting, engine.kv_cache_usage, engine.num_preemptions)
         if not trace or trace[-1][1:] != state:
             trace.append((t, *state))
+
+
+def front_end(sent_s: float, free_s: float, c: StepTimeConstants) -> tuple[float, float]:
+    """A request through vLLM's API server: (when the server is free for the next request,
+    when this one reaches the engine core's queue).
+
+    The server is one asyncio process (`--api-server-count 1`): the share of its work that
+    holds the event loop (the handler, the chat template, `InputProcessor.process_inputs`,
+    `OutputProcessor.add_request` in `vllm/v1/engine/async_llm.py`, `AsyncLLM.add_request`
+    and `_add_request`) is done one request at a time, `request_overhead_s` each, in order:
+    a burst reaches the engine at 1 / request_overhead_s per second. The rest
+    (`frontend_latency_s`: tokenising off the event loop in `process_inputs_async`, the
+    ZMQ hop of `engine_core.add_request_async` to the engine-core process, and the way back:
+    `output_handler`'s detokenising and the SSE write) runs beside other requests' work: a
+    latency every request pays and none queues for. Both are host constants
+    (docs/simulator.md, "The API server's front end")."""
+    free = max(sent_s, free_s) + c.request_overhead_s
+    return free, free + c.frontend_latency_s
 
 
 def _record(req: SimRequest, sent_s: float) -> RequestRecord:

@@ -37,6 +37,10 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "flops_efficiency": (0.01, 1.0, "(a share of the peak)"),
     "attention_efficiency": (0.01, 1.0, "(a share of the peak)"),
     "bandwidth_efficiency": (0.01, 1.0, "(a share of the peak)"),
+    "frontend_latency_s": (0.0, 10.0, "seconds (0 to 10 s)"),
+    "gemm_half_tokens": (0.0, 1e6, "tokens (0 to 1,000,000)"),
+    "gemm_half_hidden": (0.0, 1e6, "hidden units (0 to 1,000,000)"),
+    "layer_floor_s": (0.0, 1.0, "seconds (0 to 1 s)"),
 }
 MIN_OVERHEAD_S = 1e-9  # a cost per step, request or token: 0, or 1 ns to MAX_OVERHEAD_S
 HEADER = (
@@ -64,9 +68,9 @@ class _Strict(NoBoolNumbers):
 
 
 class ConstantsFile(_Strict):
-    """`StepTimeConstants`, every one required but `attention_efficiency`: a file written
-    before attention had its own efficiency reads as the model it was fitted under (attention
-    at `flops_efficiency`)."""
+    """`StepTimeConstants`, every one required but `attention_efficiency` and issue 45's four:
+    a file written before attention had its own efficiency reads as the model it was fitted
+    under (attention at `flops_efficiency`), one written before issue 45 with those parts off."""
 
     flops_efficiency: float = Field(gt=0, le=1)
     attention_efficiency: float | None = Field(default=None, gt=0, le=1)
@@ -75,6 +79,12 @@ class ConstantsFile(_Strict):
     per_seq_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
     per_token_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
     request_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)
+    # issue 45's model parts: optional, a file written before them reads as the model it was
+    # made under (each at 0: off)
+    frontend_latency_s: float = 0.0
+    gemm_half_tokens: float = 0.0
+    gemm_half_hidden: float = 0.0
+    layer_floor_s: float = 0.0
 
 
 class ProfileFile(_Strict):

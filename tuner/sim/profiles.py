@@ -88,9 +88,25 @@ class StepTimeConstants:
     per_seq_overhead_s: float = 25e-6
     # Per scheduled token: input preparation and non-GEMM kernels (norms, rotary, copy).
     per_token_overhead_s: float = 0.0
-    # From the request's arrival at the API server to the engine's queue: parsing,
-    # tokenising and the hop to the engine-core process. Adds to TTFT only.
+    # The API server's work per request that it does one request at a time (its one asyncio
+    # process: parsing, the chat template, handing the request to the engine core): a burst
+    # reaches the engine at 1 / request_overhead_s requests per second. A host constant
+    # (docs/simulator.md, "The API server's front end"). Adds to TTFT only.
     request_overhead_s: float = 2e-3
+    # The front end's latency per request that requests do not queue for (tokenising off the
+    # event loop, the ZMQ hop to the engine core and back, detokenising, the SSE write): added
+    # to every request's way to the engine, after the queue above. A host constant; 0 keeps
+    # the model as it was before issue 45.
+    frontend_latency_s: float = 0.0
+    # GEMM efficiency as a function of matrix size (`steptime.gemm_efficiency`): a step of n
+    # tokens through a model of hidden size d reaches flops_efficiency * n / (n + half_tokens)
+    # * d / (d + half_hidden) of the peak. 0 (both): one efficiency whatever the size.
+    gemm_half_tokens: float = 0.0
+    gemm_half_hidden: float = 0.0
+    # The least time one layer's kernels take in a step however small their work (launch and
+    # synchronisation latency inside a CUDA graph): a step's roofline is at least layers x this
+    # (`steptime.layer_floor`). Binds only on small models' decode steps; 0: no floor.
+    layer_floor_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from aiohttp import web
@@ -22,6 +22,7 @@ from aiohttp import web
 from tuner import __version__
 from tuner.sim.faults import FaultPlan, FaultState
 from tuner.sim.openai_shapes import Chunks, sse, usage_of
+from tuner.sim.planner import front_end
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
 from tuner.sim.server_info import cache_config_info, server_info
@@ -68,11 +69,17 @@ class SimServer:
 
     def _admission_delay_s(self) -> float:
         """The wait before this request reaches the engine: vLLM's API server is one process,
-        so its front end admits one request at a time, `request_overhead_s` each, in order."""
+        so its front end admits one request at a time, `request_overhead_s` each, in order,
+        and each then pays `frontend_latency_s` (`tuner.sim.planner.front_end`)."""
         now = asyncio.get_running_loop().time()
-        per_request = self.engine.gpu.constants.request_overhead_s / self.scale
-        self._frontend_free = max(now, self._frontend_free) + per_request
-        return self._frontend_free - now
+        c = self.engine.gpu.constants
+        scaled = replace(
+            c,
+            request_overhead_s=c.request_overhead_s / self.scale,
+            frontend_latency_s=c.frontend_latency_s / self.scale,
+        )
+        self._frontend_free, at_engine = front_end(now, self._frontend_free, scaled)
+        return at_engine - now
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 2**20)
