@@ -15,6 +15,7 @@ checks wall-clock timing, or runs a client that does not follow the scale) gets 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,12 @@ def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectRep
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest keeps each test module's assertion-rewritten code in tests/__pycache__, unless
+    # the interpreter may not write bytecode (PYTHONDONTWRITEBYTECODE, set on these machines):
+    # then every worker rewrote all ~130 test modules again, ~3.4 s of CPU per process and run
+    # (docs/performance.md, "The suite's time"). Only this process: its children keep the
+    # environment's setting.
+    sys.dont_write_bytecode = False
     # in the environment, so that every `tuner sim serve` the tests start inherits it
     os.environ.setdefault("TUNER_SIM_TIME_SCALE", SIM_TIME_SCALE)
     # Every real vLLM of the session shares one cache (the user's root wins over the tuner's

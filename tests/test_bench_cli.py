@@ -1,6 +1,9 @@
-"""`tuner bench` as users run it: the real console script in a subprocess.
+"""`tuner bench` as users run it: a process of its own per command.
 
-The server is benchmarks/instant_server.py on a loopback port (real HTTP, real SSE).
+The full report and the flag refusals run the real console script; the other commands are
+forked from the tests' pre-imported tuner (`tuner_testing.tuner`: the same process without
+its ~1.3 s of CPU of imports, tests/test_zygote.py). The server is
+benchmarks/instant_server.py on a loopback port (real HTTP, real SSE).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
-from tuner_testing import loopback_app
+from tuner_testing import loopback_app, tuner
 
 REPO = Path(__file__).resolve().parent.parent
 _SCRIPT = REPO / ".venv" / "bin" / "tuner"
@@ -58,7 +61,10 @@ def _serve(argv: list[str]):
         proc.wait(10)
 
 
-def _tuner(*args: str) -> subprocess.CompletedProcess:
+def _tuner(*args: str, console_script: bool = False) -> subprocess.CompletedProcess:
+    """`tuner bench ARGS`: the console script itself, or forked (the module's docstring)."""
+    if not console_script:
+        return tuner("bench", *args, cwd=REPO, timeout=120)
     return subprocess.run(
         [*TUNER, "bench", *args], capture_output=True, text=True, timeout=120, check=False
     )
@@ -77,6 +83,7 @@ def test_bench_prints_vllm_table_and_saves_vllm_keys(instant_url, tiny_model_dir
         "--metric-percentiles", "90,99.9",
         "--goodput", "ttft:10000", "tpot:1000",
         "--save-result", str(out),
+        console_script=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     for line in (
@@ -136,7 +143,7 @@ def _assert_user_error(proc: subprocess.CompletedProcess, fragment: str) -> None
 
 
 def test_request_rate_zero(tiny_model_dir):
-    proc = _tuner("--tokenizer", str(tiny_model_dir), "--request-rate", "0")
+    proc = _tuner("--tokenizer", str(tiny_model_dir), "--request-rate", "0", console_script=True)
     _assert_user_error(proc, "--request-rate")
 
 
@@ -198,7 +205,8 @@ def test_unreachable_server(tiny_model_dir):
     ],
 )
 def test_bad_flags(tiny_model_dir, args, fragment):
-    _assert_user_error(_tuner("--tokenizer", str(tiny_model_dir), *args), fragment)
+    proc = _tuner("--tokenizer", str(tiny_model_dir), *args, console_script=True)
+    _assert_user_error(proc, fragment)
 
 
 def test_unknown_model_name(instant_url, tiny_model_dir):

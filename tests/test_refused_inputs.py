@@ -7,8 +7,6 @@ line naming the file and the field (or, for `tuner run`'s own checks, the settin
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,8 @@ from tuner.errors import UserError
 from tuner.run.checks import check_run_storage, check_workload_files, run_checks
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.spec.workload import MAX_PROMPTS, MAX_WARMUPS, WorkloadSpec
+from tuner_testing import tuner
 
-TUNER = [sys.executable, "-m", "tuner.cli"]
 SPACE = {"parameters": {"max-num-seqs": {"type": "int", "low": 8, "high": 64}}}
 
 
@@ -62,15 +60,11 @@ def _param(**spec) -> dict:
 
 
 def _run(tmp_path: Path, study: Path, *args: str, env: dict | None = None):
+    """`tuner run STUDY ARGS`, forked from the tests' pre-imported tuner (tuner_testing.tuner)."""
     import os
 
-    return subprocess.run(
-        [*TUNER, "run", str(study), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, **(env or {})},
+    return tuner(
+        "run", str(study), *args, timeout=120, cwd=tmp_path, env={**os.environ, **(env or {})}
     )
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tuner.engine.ports import free_port
-from tuner_testing import vllm_run
+from tuner_testing import tuner, vllm_run
 from tuner_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,9 +89,9 @@ def stream(sim: Sim, path: str, body: dict, timeout_s: float = 30.0) -> tuple[li
 
 
 def run_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        sim_command(*args), capture_output=True, text=True, timeout=timeout_s, cwd=REPO
-    )
+    """`tuner sim serve ARGS` to its exit, forked from the tests' pre-imported tuner (the same
+    exit code, stdout and stderr as a fresh start: tests/test_zygote.py)."""
+    return tuner("sim", "serve", *args, cwd=REPO, timeout=timeout_s)
 
 
 @pytest.mark.realtime  # checks the wall-clock pace of the tokens
@@ -282,12 +282,12 @@ def test_fault_no_usage_streams_no_usage_chunk(tiny_model_dir):
 def test_tuner_bench_runs_unmodified_against_the_sim(tiny_model_dir, tmp_path):
     with sim_server(*SMALL, "--tokenizer", str(tiny_model_dir)) as sim:
         out = tmp_path / "result.json"
-        done = subprocess.run(
-            [sys.executable, "-m", "tuner.cli", "bench", "--base-url", sim.url, "--model", "m32",
-             "--tokenizer", str(tiny_model_dir), "--dataset-name", "random",
-             "--random-input-len", "64", "--random-output-len", "16", "--num-prompts", "20",
-             "--request-rate", "inf", "--save-result", str(out)],
-            capture_output=True, text=True, timeout=120, cwd=REPO,
+        done = tuner(
+            "bench", "--base-url", sim.url, "--model", "m32",
+            "--tokenizer", str(tiny_model_dir), "--dataset-name", "random",
+            "--random-input-len", "64", "--random-output-len", "16", "--num-prompts", "20",
+            "--request-rate", "inf", "--save-result", str(out),
+            timeout=120, cwd=REPO,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         result = json.loads(out.read_text())
