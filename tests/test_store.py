@@ -34,6 +34,18 @@ def test_sqlite_is_in_wal_mode(tmp_path: Path) -> None:
     assert mode == "wal"
 
 
+def test_a_writer_commits_without_waiting_for_the_disk(tmp_path: Path) -> None:
+    """synchronous=NORMAL (1) on the writer's connections, Optuna's too: WAL keeps the
+    database consistent, and a commit waits for no flush (docs/storage.md)."""
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    try:
+        for engine in (store.engine, store.optuna.engine):
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    finally:
+        store.close()
+
+
 def test_trial_rows_and_records_round_trip(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path}/t.db")
     records = [
