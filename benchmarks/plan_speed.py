@@ -5,7 +5,7 @@ stopping, the robustness check at the end). SIMULATED trials, real CLI and SQLit
 The study: `tuner_testing.sim_study` (simulated 4xA6000, DeepSeek-R1-Distill-Qwen-32B, TP=4,
 its three-parameter space) with a long-output workload: 100 random prompts of 256 tokens,
 1024-token outputs, 8 req/s. Each run is a fresh database; the wall time is the CLI's,
-start to exit.
+start to exit, and its CPU time (user + sys: what to compare on a shared, loaded machine).
 
 Usage: .venv/bin/python benchmarks/plan_speed.py [--trials 200] [--sampler tpe] [--repeats 2]
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -31,7 +32,13 @@ WORKLOAD = {
 }
 
 
-def plan_once(trials: int, sampler: str, seed: int) -> float:
+def _cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def plan_once(trials: int, sampler: str, seed: int) -> tuple[float, float]:
+    """(wall s, CPU s) of one `tuner plan`."""
     with tempfile.TemporaryDirectory() as tmp:
         study = sim_study(
             Path(tmp),
@@ -40,14 +47,14 @@ def plan_once(trials: int, sampler: str, seed: int) -> float:
             sampler={"name": sampler, "seed": seed},
             budget={"n_trials": trials},
         )
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _cpu_s()
         subprocess.run(
             [*TUNER, "plan", str(study), "--n-trials", str(trials)],
             cwd=tmp,
             check=True,
             capture_output=True,
         )
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, _cpu_s() - cpu0
 
 
 def main() -> None:
@@ -56,14 +63,18 @@ def main() -> None:
     parser.add_argument("--sampler", default="tpe")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    walls = []
+    walls, cpus = [], []
     for seed in range(args.repeats):
         load = os.getloadavg()[0]
-        walls.append(plan_once(args.trials, args.sampler, seed))
-        print(f"seed {seed}: {walls[-1]:.1f} s (load 1m before: {load:.2f})", flush=True)
+        wall, cpu = plan_once(args.trials, args.sampler, seed)
+        walls.append(wall)
+        cpus.append(cpu)
+        line = f"seed {seed}: {wall:.1f} s, CPU {cpu:.1f} s (load 1m before: {load:.2f})"
+        print(line, flush=True)
     print(
         f"== tuner plan, {args.trials} trials, {args.sampler}: median "
-        f"{statistics.median(walls):.1f} s (min {min(walls):.1f}, max {max(walls):.1f})"
+        f"{statistics.median(walls):.1f} s (min {min(walls):.1f}, max {max(walls):.1f}), "
+        f"CPU median {statistics.median(cpus):.1f} s"
     )
 
 

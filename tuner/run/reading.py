@@ -30,7 +30,7 @@ from tuner.errors import BOX_FAULTS
 from tuner.run.recovery import Recovered, recover
 from tuner.store import optuna_adapter as adapter
 from tuner.trial import FailureKind, StudyRecord, TrialPoint, TrialRecord, params_key
-from tuner.trial.reading import StudyRead, read_study
+from tuner.trial.reading import FinishedTrials, StudyRead, read_study
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -93,6 +93,7 @@ class StudyReading:
         self.spec_id = spec_id
         self.reads = 0
         self._read: StudyRead | None = None
+        self._finished = FinishedTrials()  # each finished trial decoded once per run
 
     def _drop(self) -> None:
         """Forget what was read: the next question reads the study again."""
@@ -146,7 +147,7 @@ class StudyReading:
         read = self._read  # a write may come from the heartbeat thread (`recover`)
         if read is None:
             self.reads += 1
-            read = self._read = read_study(self.study)
+            read = self._read = read_study(self.study, self._finished)
         return read
 
     @property

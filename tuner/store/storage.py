@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import optuna
 import sqlalchemy as sa
@@ -110,6 +110,22 @@ def _prepare_sqlite(engine: sa.Engine) -> None:
         conn.exec_driver_sql("ROLLBACK")
 
 
+def _sync_normal(dbapi_connection: Any, _record: object) -> None:
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+
+def _sqlite_sync_normal(engine: sa.Engine) -> None:
+    """SQLite's `synchronous=NORMAL` on every connection of `engine`: in WAL mode a commit
+    then waits for no disk flush (a checkpoint does), and the database stays consistent
+    whatever happens; what a power loss (not a crash of the tuner) may lose is the last
+    commits (docs/storage.md). Optuna commits once per attr (about 50 per trial): with a
+    flush each, `tuner plan` waited on the disk for a third of its time."""
+    if engine.dialect.name != "sqlite":
+        return
+    sa.event.listen(engine, "connect", _sync_normal)
+    engine.dispose()  # connections opened before: closed, opened again with it
+
+
 class Store:
     """One database: the Optuna storage and the tuner's own tables."""
 
@@ -142,6 +158,9 @@ class Store:
         self.optuna = optuna.storages.RDBStorage(
             self.url, engine_kwargs=_engine_kwargs(self.url), skip_table_creation=readonly
         )
+        if not readonly:
+            for engine in (self.engine, self.optuna.engine):
+                _sqlite_sync_normal(engine)
         ensure_schema(self.engine, self.url, readonly=readonly)
 
     def _dispose(self) -> None:

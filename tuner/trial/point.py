@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.errors import RULE_REFUSALS, FailureKind, UserError
@@ -71,6 +70,12 @@ class TrialPoint:
     # One scenario's 95 % intervals in place of the trial's, as its metrics are
     # (`for_scenario`); None: the trial's own (`record.cis`)
     scenario_cis: Mapping[str, tuple[float, float]] | None = None
+    # Its `attrs` decoded (`record`), once, with the attrs it was decoded from: a field, so
+    # `dataclasses.replace` carries it (the read model replaces each point several times per
+    # read, and decoding is most of a read's cost) unless it replaces the attrs
+    decoded: tuple[Mapping[str, object], TrialRecord] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.constraints, Constraints):
@@ -80,7 +85,8 @@ class TrialPoint:
     def measured_as(cls, number: int, params: Params, record: TrialRecord) -> TrialPoint:
         """A feasible trial that measured `record` (e.g. a simulated reference run)."""
         metrics = {m: v for m, v in record.metrics.items() if is_metric(m)}
-        point = cls(
+        attrs = record.encode()
+        return cls(
             number,
             "COMPLETE",
             dict(params),
@@ -88,15 +94,18 @@ class TrialPoint:
             "feasible",
             record.score,
             bool(record.baseline),
+            attrs=attrs,
+            decoded=(attrs, record),
         )
-        object.__setattr__(point, "attrs", record.encode())
-        point.__dict__["record"] = record
-        return point
 
-    @cached_property
+    @property
     def record(self) -> TrialRecord:
         """Every user attr of the trial, typed."""
-        return TrialRecord.decode(self.attrs)
+        if self.decoded is not None and self.decoded[0] is self.attrs:
+            return self.decoded[1]
+        rec = TrialRecord.decode(self.attrs)
+        object.__setattr__(self, "decoded", (self.attrs, rec))
+        return rec
 
     @property
     def feasible(self) -> bool:
@@ -255,7 +264,7 @@ def read(trial: FrozenTrial) -> TrialPoint:
     score = stored_score(rec, state, values)
     owner = trial.system_attrs.get(k.OWNER) or {}
     start, end = getattr(trial, "datetime_start", None), getattr(trial, "datetime_complete", None)
-    point = TrialPoint(
+    return TrialPoint(
         number=trial.number,
         state=state,
         params=_params(trial, state),
@@ -274,9 +283,8 @@ def read(trial: FrozenTrial) -> TrialPoint:
         spec_id=rec.spec_id,
         host=rec.host or owner.get("host"),
         duration_s=(end - start).total_seconds() if start and end else None,
+        decoded=(attrs, rec),
     )
-    point.__dict__["record"] = rec  # decoded once (the `record` cached property)
-    return point
 
 
 def stored_score(rec: TrialRecord, state: str, values: tuple[float, ...] | None) -> float | None:

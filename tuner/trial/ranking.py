@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 
-def read_all(trials: Iterable[FrozenTrial]) -> list[TrialPoint]:
+def read_all(
+    trials: Iterable[FrozenTrial], read_one: Callable[[FrozenTrial], TrialPoint] = read
+) -> list[TrialPoint]:
     """Every trial (Optuna's `FrozenTrial`s, duck-typed), its score relative to its
-    reference's pooled figures (`pooled`)."""
-    return pooled([read(t) for t in trials])
+    reference's pooled figures (`pooled`); `read_one`: how one trial is read (`read`)."""
+    return pooled([read_one(t) for t in trials])
 
 
 def reruns(points: Sequence[TrialPoint]) -> dict[int, list[TrialPoint]]:

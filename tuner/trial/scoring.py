@@ -209,7 +209,7 @@ def _rejudged(
         health = {k: v for k, v in cons.named.items() if k not in cons.slos}
         cons = Constraints({**health, **j.slos})
     status: Status = "infeasible" if cons.any_broken else "feasible"
-    new = replace(p, score=j.score if scored else raw, constraints=cons, status=status)
     if scored and j.scenarios:  # a mix's entries re-scored, its capacity re-aggregated
-        new.__dict__["record"] = replace(rec, scenarios=j.scenarios, capacity_rps=j.capacity_rps)
-    return new
+        rec = replace(rec, scenarios=j.scenarios, capacity_rps=j.capacity_rps)
+    score = j.score if scored else raw
+    return replace(p, score=score, constraints=cons, status=status, decoded=(p.attrs, rec))
