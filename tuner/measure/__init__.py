@@ -11,7 +11,8 @@ Modules:
 - `capacity`: the rate search of `objective.mode: capacity` (pure);
 - `snapshot`: what an early-stopping check sees (`Snapshot`, `EngineSample`);
 - `pruning`: early stopping's rule, from partial records and the engine's gauges;
-- `backlog`: queue growth, a lower bound on the latency percentile a run will end with.
+- `backlog`: queue growth, a lower bound on the latency percentile a run will end with;
+- `startup_phases`: an engine's start-up phase by phase, from vLLM's own log lines.
 
 What may be assumed: everything here is computation, no I/O, no HTTP, no storage; the same
 records give the same figures (the bootstrap is seeded).

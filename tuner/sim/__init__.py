@@ -25,7 +25,9 @@ import-linter contract holds it):
 
 Beside it: `bands`, how far off a simulated figure can be (the band printed beside every
 SIMULATED figure: a regime from the workload's shape, a ratio table, narrowed on a study's
-residuals; pure).
+residuals; pure); `boot`, a GPU engine's start-up phases as the simulated engine logs them;
+`measured`, a profile measured on this machine by `microbench_torch` (a script run with
+PyTorch in vLLM's environment, never importing the tuner).
 
 Around it: `server`, the OpenAI-compatible HTTP server of `tuner sim serve` (aiohttp),
 `startup`, that command's start as vLLM's (its model, accelerator and flags read, config checks,
