@@ -9,7 +9,6 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-import optuna
 import pytest
 import sqlalchemy as sa
 
@@ -17,7 +16,6 @@ from tuner.errors import KeyTaken, UserError
 from tuner.measure.records import RequestRecord
 from tuner.store import schema as store_schema
 from tuner.store.driver_errors import inserting
-from tuner.store.optuna_adapter import set_user_attrs
 from tuner.store.storage import Store, resolve_storage
 from tuner_testing import request_records, sim_study, trial_row, tuner
 
@@ -38,28 +36,12 @@ def test_sqlite_is_in_wal_mode(tmp_path: Path) -> None:
 
 def test_a_writer_commits_without_waiting_for_the_disk(tmp_path: Path) -> None:
     """synchronous=NORMAL (1) on the writer's connections, Optuna's too: WAL keeps the
-    database consistent, and a commit waits for no flush (docs/reliability.md)."""
+    database consistent, and a commit waits for no flush (docs/storage.md)."""
     store = Store(f"sqlite:///{tmp_path}/t.db")
     try:
         for engine in (store.engine, store.optuna.engine):
             with engine.connect() as conn:
                 assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
-    finally:
-        store.close()
-
-
-def test_a_record_written_in_one_transaction_reads_back_as_written(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path}/t.db")
-    try:
-        study = optuna.create_study(storage=store.optuna)
-        trial = study.ask()
-        attrs = {"host": "a", "cis": [1.5, 2.0], "screen": {"rank": None}}
-        set_user_attrs(trial, attrs)
-        assert trial.user_attrs == attrs  # the live trial's copy too
-        assert study.get_trials(deepcopy=False)[0].user_attrs == attrs
-        study.tell(trial, 1.0)
-        with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
-            set_user_attrs(trial, {"late": 1})  # as `set_user_attr` refuses it
     finally:
         store.close()
 
