@@ -36,7 +36,7 @@ def test_sqlite_is_in_wal_mode(tmp_path: Path) -> None:
 
 def test_a_writer_commits_without_waiting_for_the_disk(tmp_path: Path) -> None:
     """synchronous=NORMAL (1) on the writer's connections, Optuna's too: WAL keeps the
-    database consistent, and a commit waits for no flush (docs/storage.md)."""
+    database consistent, and a commit waits for no flush (docs/reliability.md)."""
     store = Store(f"sqlite:///{tmp_path}/t.db")
     try:
         for engine in (store.engine, store.optuna.engine):
