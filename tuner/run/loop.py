@@ -361,7 +361,7 @@ class StudyLoop:
         record = replace(outcome.record, judging_id=self.judging)  # what it was judged under
         if outcome.kind == "measured":  # a partial (pruned) run says nothing of the screen
             record = record.judging(tr.record_of(trial), outcome.metrics)
-        adapter.set_user_attrs(trial, record.encode())  # `tr.write`, in one transaction
+        tr.write(trial, record)
         legacy = tr.write_constraints(trial, outcome.constraints)
         adapter.set_system_attr(self.study, trial, tr.LEGACY_CONSTRAINTS, legacy)
         if outcome.record.simulated:

@@ -7,8 +7,6 @@ Optuna 5's public `Trial` has `set_user_attr` and `set_constraint` but no system
   reads to grey an infeasible trial out (`set_constraint` writes `constraints:<key>`);
 - a writable handle on another process's RUNNING trial, to end it as interrupted after that
   process died (`study.tell` then ends it through the public API);
-- a trial's attrs written in one transaction (`set_user_attrs`): `Trial.set_user_attr` commits
-  once per attr, and a trial's record is about 20 of them;
 - asking for a trial without taking just any WAITING one: `study.ask` takes the oldest queued
   trial of the study, whichever spec queued it; `take_waiting` and `new_trial` are its two
   halves (the same storage calls), so a run takes only its own spec's queued work.
@@ -17,7 +15,6 @@ Both need the storage and the trial's id, which Optuna keeps private.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import optuna
@@ -26,25 +23,6 @@ import optuna
 def set_system_attr(study: optuna.Study, trial: Any, key: str, value: Any) -> None:
     """Set a system attr on a trial (an `optuna.Trial` or a `FrozenTrial`)."""
     study._storage.set_trial_system_attr(trial._trial_id, key, value)
-
-
-def set_user_attrs(trial: optuna.Trial, attrs: Mapping[str, Any]) -> None:
-    """`trial.set_user_attr` for each of `attrs`, in order: in one transaction on Optuna's RDB
-    storage (the same rows, one commit), else one by one."""
-    backend = getattr(trial.storage, "_backend", trial.storage)
-    if not isinstance(backend, optuna.storages.RDBStorage):
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        return
-    from optuna.storages._rdb.models import TrialUserAttributeModel
-    from optuna.storages._rdb.storage import _create_scoped_session
-
-    with _create_scoped_session(backend.scoped_session, True) as session:
-        for key, value in attrs.items():
-            backend._set_trial_attr_without_commit(
-                session, TrialUserAttributeModel, trial._trial_id, key, value
-            )
-    trial._cached_frozen_trial.user_attrs.update(attrs)  # what `set_user_attr` keeps too
 
 
 def writable(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> optuna.Trial:
