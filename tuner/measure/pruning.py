@@ -46,6 +46,7 @@ import numpy as np
 from tuner.measure import backlog
 from tuner.measure.records import RequestRecord
 from tuner.measure.snapshot import EngineSample, Snapshot
+from tuner.spec.sections import PruningSpec
 from tuner.spec.slo import SloLimit, metric_direction
 
 _LATENCY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|e2el)_ms$")
@@ -70,6 +71,31 @@ class Rule:
     # the workload's length in the study's full runs so far (the median; None: unknown)
     expected_s: float | None = None
     backlog: bool = True  # rule (c), queue growth (off: the rule before it, for comparisons)
+
+
+def study_rule(
+    p: PruningSpec,
+    slos: Sequence[SloLimit],
+    *,
+    weights: Mapping[str, float] | None = None,
+    reference: Mapping[str, float] | None = None,
+    incumbent: float | None = None,
+    expected_s: float | None = None,
+) -> Rule:
+    """The study file's `pruning:` section as a `Rule` over `slos`, with what the study so
+    far adds (the incumbent's comparison, the expected workload time): the one home of it."""
+    return Rule(
+        slos=slos,
+        weights=weights,
+        reference=reference,
+        incumbent=incumbent,
+        min_completed=p.min_completed,
+        min_fraction=p.min_fraction,
+        margin=p.margin,
+        queue_growth=p.queue_growth,
+        min_saving=p.min_saving,
+        expected_s=expected_s,
+    )
 
 
 @dataclass(frozen=True)

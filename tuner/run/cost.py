@@ -271,15 +271,7 @@ def slo_rule(spec: StudySpec) -> Checkpoint:
     incumbent compares in capacity mode; `Pipeline._stop_rule`)."""
     from tuner.measure import pruning
 
-    p = spec.pruning
-    rule = pruning.Rule(
-        slos=spec.slo_limits(),
-        min_completed=p.min_completed,
-        min_fraction=p.min_fraction,
-        margin=p.margin,
-        queue_growth=p.queue_growth,
-        min_saving=p.min_saving,
-    )
+    rule = pruning.study_rule(spec.pruning, spec.slo_limits())
     return lambda snap: pruning.decide(snap, rule)
 
 

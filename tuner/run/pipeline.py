@@ -171,7 +171,7 @@ class TrialPipeline:
         scenario's run or a capacity step has only the SLO rule: no incumbent compares."""
         from tuner.measure import pruning
 
-        o, p = self.spec.objective, self.spec.pruning
+        o = self.spec.objective
         mode = objective_of(self.spec)
         reference_run = t.baseline or t.confirm_of is not None
         if not self.pruning or (reference_run and mode.slos_judge_figures):
@@ -179,16 +179,12 @@ class TrialPipeline:
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = mode.prunes_against_incumbent
         compared = (ref, top) if one_run and ref is not None and top is not None else None
-        rule = pruning.Rule(
-            slos=self.spec.slo_limits(scenario or None),
+        rule = pruning.study_rule(
+            self.spec.pruning,
+            self.spec.slo_limits(scenario or None),
             weights=o.weights if compared else None,
             reference=compared[0].metrics if compared else None,
             incumbent=_unpooled(compared[1], compared[0]) if compared else None,
-            min_completed=p.min_completed,
-            min_fraction=p.min_fraction,
-            margin=p.margin,
-            queue_growth=p.queue_growth,
-            min_saving=p.min_saving,
             expected_s=_workload_s(t.points) if one_run else None,
         )
         return lambda snap: pruning.decide(snap, rule)
