@@ -25,7 +25,6 @@ the flags are.
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,13 +35,11 @@ import httpx
 from tuner.spec.values import Scalar
 from tuner.tls import tls_context
 from tuner.workload.client import request_headers
+from tuner.workload.engine_metrics import labelled_samples
 
 CONFIG_SECTIONS = ("model_config", "cache_config", "scheduler_config", "parallel_config")
 # vLLM's config field for a flag whose name is not the field's (`--kv-cache-dtype`)
 _FIELD_OF = {"kv-cache-dtype": "cache_dtype"}
-_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_SAMPLE = re.compile(r"^(?P<name>[\w:]+)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 STEP_TOKENS = "vllm:iteration_tokens_total"
 RUNNING = "vllm:num_requests_running"
 WATCH_INTERVAL_S = 0.5  # between two reads of /metrics while the workload runs
@@ -110,11 +107,9 @@ def read_engine_info(
 
 def cache_config_labels(text: str) -> dict[str, str]:
     """The labels of `vllm:cache_config_info` in a Prometheus text page ({} when absent)."""
-    for line in text.splitlines():
-        if m := _INFO.match(line):
-            found = dict(_LABEL.findall(m.group("labels")))
-            found.pop("engine", None)
-            return {k: v for k, v in found.items() if v not in ("None", "")}
+    for found, _ in labelled_samples(text, "vllm:cache_config_info"):
+        found.pop("engine", None)
+        return {k: v for k, v in found.items() if v not in ("None", "")}
     return {}
 
 
@@ -164,27 +159,12 @@ class Bound:
     evidence: str  # in words: what the engine did
 
 
-def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    """Every sample of metric `name` in a Prometheus text page: its labels and value."""
-    out = []
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m is None or m.group("name") != name:
-            continue
-        try:
-            value = float(m.group("value"))
-        except ValueError:
-            continue
-        out.append((dict(_LABEL.findall(m.group("labels") or "")), value))
-    return out
-
-
 def step_tokens_above(text: str) -> int | None:
     """The most tokens a step of the engine is known to have exceeded: the upper edge of the
     bucket below the highest `vllm:iteration_tokens_total` bucket that holds a step (per
     engine, the largest); None when no step is known to exceed a bucket's edge."""
     per_engine: dict[str, dict[float, float]] = {}
-    for labels, count in _samples(text, STEP_TOKENS + "_bucket"):
+    for labels, count in labelled_samples(text, STEP_TOKENS + "_bucket"):
         le = labels.get("le", "")
         edge = math.inf if le in ("+Inf", "Inf", "inf") else float(le) if le else None
         if edge is not None:
@@ -201,7 +181,7 @@ def step_tokens_above(text: str) -> int | None:
 
 def requests_running(text: str) -> int | None:
     """The most requests one engine runs at once now (`vllm:num_requests_running`)."""
-    values = [v for _, v in _samples(text, RUNNING)]
+    values = [v for _, v in labelled_samples(text, RUNNING)]
     return int(max(values)) if values else None
 
 

@@ -10,6 +10,8 @@ effort: no answer, a timeout or text without the names gives None, never an erro
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterator
 
 import httpx
 
@@ -22,23 +24,37 @@ PREEMPTIONS = "vllm:num_preemptions_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 SCRAPE_TIMEOUT_S = 1.0
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')  # one label: name="value"
 
 
 def parse_samples(text: str) -> dict[str, list[float]]:
-    """Prometheus text exposition -> sample name -> its values over all label sets.
-    Comments, blank lines and unparsable values are skipped (a timestamp after the value is
-    allowed; label values may hold spaces and braces inside their quotes)."""
+    """Prometheus text exposition -> sample name -> its values over all label sets."""
     out: dict[str, list[float]] = {}
+    for name, _, value in samples(text):
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def labelled_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample of metric `name` in a Prometheus text page: its labels and value."""
+    return [(dict(_LABEL.findall(labels)), v) for n, labels, v in samples(text) if n == name]
+
+
+def samples(text: str) -> Iterator[tuple[str, str, float]]:
+    """Each sample of a Prometheus text exposition: (name, its label text, value). Comments,
+    blank lines, NaN and unparsable values are skipped (a timestamp after the value is
+    allowed; label values may hold spaces and braces inside their quotes)."""
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        labels = ""
         if "{" in line:
             name, rest = line.split("{", 1)
             close = _labels_end(rest)
             if close < 0:
                 continue
-            fields = rest[close + 1 :].split()
+            labels, fields = rest[:close], rest[close + 1 :].split()
         else:
             name, *fields = line.split()
         try:
@@ -46,8 +62,7 @@ def parse_samples(text: str) -> dict[str, list[float]]:
         except (IndexError, ValueError):
             continue
         if not math.isnan(value):
-            out.setdefault(name.strip(), []).append(value)
-    return out
+            yield name.strip(), labels, value
 
 
 def _labels_end(rest: str) -> int:
