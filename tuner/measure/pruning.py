@@ -40,14 +40,17 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tuner.measure import backlog
 from tuner.measure.records import RequestRecord
 from tuner.measure.snapshot import EngineSample, Snapshot
-from tuner.spec.sections import PruningSpec
 from tuner.spec.slo import SloLimit, metric_direction
+
+if TYPE_CHECKING:  # the study file's section, read here, never loaded by the simulation core
+    from tuner.spec.sections import PruningSpec
 
 _LATENCY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|e2el)_ms$")
 _FLOOR = 1e-9
