@@ -164,7 +164,9 @@ def test_existing_file_is_kept_unless_force(tmp_path: Path) -> None:
         (["--count", "1"], "do not start"),  # a 32B model on one 48 GB GPU
         (["--count", "4", "--hours", "0.01"], "--hours 0.01 holds"),
         # no rate keeps vLLM's defaults within the SLO: not a study with nothing feasible
-        (["--count", "4", "--slo", "p99_ttft_ms<=100"], "miss p99_ttft_ms<=100 (p99 TTFT"),
+        (["--count", "4", "--slo", "p99_ttft_ms<=400"], "miss p99_ttft_ms<=400 (p99 TTFT"),
+        # not even one request at a time meets it: out of reach, with what would reach it
+        (["--count", "4", "--slo", "p99_ttft_ms<=100"], "no config meets p99_ttft_ms<=100 at"),
         (["--count", "4", "--slo", "output_throughput>=5000"], "miss output_throughput>=5000"),
     ],
 )

@@ -122,3 +122,34 @@ def test_best_on_a_planned_only_study_names_simulated(tmp_path: Path) -> None:
     text = str(caught.value)
     assert text.startswith(f"no study named {spec.name!r}") and "add --simulated" in text, text
     assert f"{spec.name}-simulated" in text
+
+
+def test_a_night_out_of_reach_is_refused_with_its_distance_and_levers(tmp_path: Path) -> None:
+    """Issue 49's night: 32k-token documents on 4× A6000 under p99 TTFT <= 3 s. Even one
+    request at a time breaks it (SIMULATED), so no rate and no config meets it: `init` refuses,
+    says how far, and which levers reach it with their figures; `--force` writes it anyway."""
+    given = {
+        "model": "deepseek-r1-distill-qwen-32b",
+        "gpu": "a6000",
+        "count": 4,
+        "traffic": "longdoc",
+        "slo": ["p99_ttft_ms<=3000"],
+        "rate": 20.0,
+        "tokenizer": TINY,
+        "trials": 2,
+    }
+    with pytest.raises(UserError) as refused:
+        draft_study(InitOptions(**given), tmp_path / "s.yaml", detect=lambda: None)  # type: ignore[arg-type]
+    line = str(refused.value)
+    assert "no config meets p99_ttft_ms<=3000 at any rate (SIMULATED)" in line, line
+    assert "× the limit; what would reach it: " in line and line.endswith(
+        "--force writes the study anyway"
+    )
+    reach = line.split("what would reach it: ")[1].split("; not enough alone")[0]
+    assert "--gpu h100: p99 TTFT " in reach and ", meets" in reach, reach  # a lever, its figure
+    assert "--max-model-len 32768 (documents up to 8192 tokens)" in reach, reach
+    assert "--count 8: p99 TTFT " in line  # weighed, with its figure, though short alone
+    forced = draft_study(InitOptions(**given, force=True), tmp_path / "s.yaml", detect=lambda: None)  # type: ignore[arg-type]
+    assert not forced.reachable
+    assert any(x.startswith("out of reach: no config meets") for x in forced.notes)
+    assert not list(tmp_path.iterdir())  # a draft writes nothing

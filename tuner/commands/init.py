@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tuner.commands.common import Force, NoPreview
+from tuner.commands.common import NoPreview
 
 Output = Annotated[
     Path | None,
@@ -53,6 +53,14 @@ Objective = Annotated[
     ),
 ]
 
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace an existing -o file (never a device); write a night whose SLO no config "
+        "meets at any rate.",
+    ),
+]
 MaxModelLen = Annotated[
     int | None,
     typer.Option(
@@ -129,6 +137,7 @@ def init(
         output_len=output_len,
         concurrency=concurrency,
         model_config=model_config,
+        force=force,
     )
     check_options(opts)
     if output is not None:
@@ -139,7 +148,7 @@ def init(
     from tuner.scaffold.write import write_study
 
     draft = draft_study(opts, output or Path("PENDING.yaml"))
-    if not no_preview:
+    if not no_preview and draft.reachable:  # out of reach: the preview would find nothing
         draft.notes.append(preview(draft.spec).line)
     path = output or Path(f"{draft.data['name']}.yaml")
     write_study(draft, path, force)

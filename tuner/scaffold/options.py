@@ -43,6 +43,7 @@ class InitOptions:
     output_len: int | None = None
     concurrency: int | None = None  # a closed loop: `workload.max_concurrency`
     model_config: str | None = None  # a config.json (or its folder): the model's shape
+    force: bool = False  # write a night out of reach at any rate (`tuner.scaffold.reach`)
 
     @property
     def mode(self) -> str:

@@ -52,7 +52,7 @@ class RateChoice:
     def why(self) -> str:
         """The note's reason: the rule, the figures that met it (each with its band), and the
         ceiling."""
-        held = ", ".join(_held(self.metrics, x.metric, self.bands) for x in self.limits)
+        held = ", ".join(held_words(self.metrics, x.metric, self.bands) for x in self.limits)
         return (
             f"the highest round rate at which vLLM's defaults keep every SLO metric within "
             f"{SLO_MARGIN:.0%} of its limit, SIMULATED: {held}; they sustain "
@@ -108,7 +108,7 @@ def _refused(spec: StudySpec, rate: float, runs: dict[float, dict[str, float]]) 
     """No rate tried meets the SLO: name each limit missed, with the figure at `rate`."""
     figures = runs.get(rate, {})
     missed = [
-        f"{limit} ({_held(figures, limit.metric)})"
+        f"{limit} ({held_words(figures, limit.metric)})"
         for limit in spec.slo_limits()
         if not _with_margin(limit).met(figures)
     ]
@@ -158,7 +158,7 @@ def _with_margin(limit: SloLimit) -> SloLimit:
     return SloLimit(limit.metric, limit.op, value)
 
 
-def _held(metrics: dict[str, float], metric: str, bands: Bands | None = None) -> str:
+def held_words(metrics: dict[str, float], metric: str, bands: Bands | None = None) -> str:
     """`p99 TTFT 1450 ms`: one SLO metric's simulated figure, in words; with `bands`, its
     band: `p99 TTFT 1450 ms (1420-2280)` (the line says SIMULATED once)."""
     label, unit = metric_words(metric)

@@ -30,6 +30,7 @@ from tuner.scaffold.draft import MIN_TRIALS, StudyDraft, hours_text, study_data
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
 from tuner.scaffold.rate import choose_rate, sustained_rate, sustained_words
+from tuner.scaffold.reach import out_of_reach
 from tuner.scaffold.sources import (
     Hardware,
     search_space_file,
@@ -63,13 +64,52 @@ class Draft:
     data: StudyDraft
     spec: StudySpec
     notes: list[str]
+    reachable: bool = True  # False: written with --force though out of reach at any rate
 
 
 def draft_study(
     opts: InitOptions, output: Path, detect: Callable[[], box.Gpus | None] = box.detect
 ) -> Draft:
     """The study file's data, checked; `output` is where it will be written (the search
-    space's path is relative to it). Every mistake is one UserError; nothing is written."""
+    space's path is relative to it). Every mistake is one UserError; nothing is written. A
+    night no config can meet the SLO of at any rate (`tuner.scaffold.reach`) is one too, unless
+    `opts.force`."""
+    shaped = _shaped(opts, output, detect)
+    data, space, spec, notes = shaped.data, shaped.space, shaped.spec, shaped.notes
+    far = out_of_reach(spec, opts, lambda o: _shaped(o, output, detect).spec)
+    if far is not None and not opts.force:
+        raise UserError(f"{far.words()}; --force writes the study anyway")
+    if far is not None:
+        notes.append(f"out of reach: {far.words()} (written with --force)")
+    if opts.mode == "capacity":
+        data["workload"]["num_prompts"] = _capacity_prompts(spec, opts, shaped.hw, notes)
+        spec = _validated(data, space)
+    data["workload"]["request_rate"] = _rate(spec, opts, shaped.hw, notes)
+    spec = _validated(data, space)
+    data["budget"]["n_trials"] = _trials(spec, opts, notes)
+    spec = _validated(data, space)
+    limits = ", ".join(spec.objective.slo)
+    given = "as given" if opts.slo else f"the default for {shaped.kind} traffic; --slo to change"
+    notes.append(f"SLO: {limits} ({given})")
+    notes.append(_mode_note(opts, shaped.kind))
+    return Draft(data, spec, notes, reachable=far is None)
+
+
+@dataclass
+class _Shaped:
+    """The study's shape before its rate and budget: the model, the GPUs, the traffic, the
+    search space and the SLO, checked as `tuner plan` checks them."""
+
+    data: StudyDraft
+    space: dict[str, object]
+    spec: StudySpec
+    hw: Hardware
+    kind: str  # the traffic's kind, in the notes' words
+    notes: list[str]
+
+
+def _shaped(opts: InitOptions, output: Path, detect: Callable[[], box.Gpus | None]) -> _Shaped:
+    """The study `opts` give before its rate and budget; every mistake one UserError."""
     check_options(opts)
     profile = study_model(opts)
     hw = study_hardware(opts, detect)
@@ -111,18 +151,7 @@ def draft_study(
         )
     check_plan(spec)  # what `tuner plan` refuses: lengths, the GPU, the tokenizer, the dataset
     notes = [_hardware_note(profile, hw), *mix.notes, space_note, len_note]
-    if opts.mode == "capacity":
-        data["workload"]["num_prompts"] = _capacity_prompts(spec, opts, hw, notes)
-        spec = _validated(data, space)
-    data["workload"]["request_rate"] = _rate(spec, opts, hw, notes)
-    spec = _validated(data, space)
-    data["budget"]["n_trials"] = _trials(spec, opts, notes)
-    spec = _validated(data, space)
-    limits = ", ".join(spec.objective.slo)
-    given = "as given" if opts.slo else f"the default for {mix.kind} traffic; --slo to change"
-    notes.append(f"SLO: {limits} ({given})")
-    notes.append(_mode_note(opts, mix.kind))
-    return Draft(data, spec, notes)
+    return _Shaped(data, space, spec, hw, mix.kind, notes)
 
 
 def _space(path: Path, hw: Hardware, data: StudyDraft) -> tuple[dict[str, object], str]:
