@@ -433,6 +433,26 @@ def test_another_token_budget_is_named(study, engine):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "engine",
+    [(["--model", "deepseek-r1-distill-qwen-32b", "--served-model-name", "qwen32b",
+       "--tensor-parallel-size", "4", "--max-model-len", "8192", "--max-num-seqs", "64",
+       "--max-num-batched-tokens", "64", "--gpu-memory-utilization", "0.9"], "a6000", False)],
+    indirect=True,
+)  # fmt: skip
+def test_a_smaller_token_budget_is_inferred_without_dev_mode(study, engine):
+    """No /server_info: the simulated engine's `vllm:iteration_tokens_total`, as vLLM's,
+    shows no step past 64 tokens though 128-token prompts were prefilled uncached, so the
+    budget is at most 64, not the exported 2048 (issue 49)."""
+    done = _verify(study, "--base-url", engine, "--no-store")
+    assert done.returncode == compare.DRIFT_EXIT_CODE, done.stdout + done.stderr
+    assert "flag --max-num-batched-tokens: inferred ≤ 64 from /metrics" in done.stdout
+    assert "exported 2048: CONTRADICTS the export" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert "--max-num-batched-tokens ≤ 64 inferred from /metrics (exported 2048)" in last, last
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", [(ENGINE, "h100", True)], indirect=True)
 def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study, engine):
     log = study.parent / "traffic.jsonl"  # twice the study's 128-token prompts

@@ -15,9 +15,11 @@ from tuner.verify import compare
 from tuner.verify.changes import flag_changes, flag_lines
 from tuner.verify.engine_info import (
     MetricsWatch,
+    budget_at_most,
     inferred_bounds,
     requests_running,
     step_tokens_above,
+    step_tokens_at_most,
 )
 
 
@@ -72,6 +74,25 @@ def test_an_export_below_a_bound_names_the_flag_and_exits_3() -> None:
     found = compare.verdict([], [], {"completed": 10.0}, changes)
     assert (found.kind, found.exit_code) == ("changed", 3)
     assert "--max-num-batched-tokens ≥ 2049" in found.text
+
+
+def test_a_budget_below_the_export_is_bounded_from_above() -> None:
+    """No step past 4096 tokens though a prompt of 8000 was prefilled (at most 1000 of it
+    cached): the budget is at most 4096, and an export of 8192 cannot be what runs."""
+    assert step_tokens_at_most(PAGE) == 4096  # every one of the 12 steps is in le=4096
+    assert step_tokens_at_most(_page({"1.0": 0, "+Inf": 0}, 0)) is None  # no step yet
+    assert step_tokens_at_most(_page({"16384.0": 3, "+Inf": 4}, 0)) is None  # one past the edges
+    assert budget_at_most(4096, 4000, 0) is None  # the prompt fits a step: nothing follows
+    assert budget_at_most(4096, 8000, 5000) is None  # the cache may have held most of it
+    bound = budget_at_most(4096, 8000, 1000)
+    assert bound is not None and (bound.at_least, bound.at_most) == (None, 4096)
+    exported = {"max-num-batched-tokens": 8192}
+    inferred = compare.inferred_checks(exported, {}, inferred_bounds(2048, None, bound))
+    assert [c.contradicts for c in inferred] == [True, False]  # ≤ 4096 excludes it; ≥ 2049 not
+    assert flag_changes([], inferred) == [
+        "--max-num-batched-tokens ≤ 4096 inferred from /metrics (exported 8192)"
+    ]
+    assert inferred[0].as_json()["at_most"] == 4096
 
 
 READS: list[int] = []  # the /metrics reads the fake engine served

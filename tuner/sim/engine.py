@@ -8,6 +8,7 @@ closed form.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -28,6 +29,10 @@ from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.scheduler import Scheduler, SimRequest
 from tuner.sim.steptime import StepCostModel
 from tuner.spec.values import Flags
+
+# vLLM's `vllm:iteration_tokens_total` buckets, the tokens of one engine step
+# (vllm/v1/metrics/buckets.py, ITERATION_TOKENS_BUCKETS; `+Inf` above the last)
+STEP_TOKEN_EDGES: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 class StepResult(NamedTuple):
@@ -59,6 +64,10 @@ class Engine:
         self.record_times = record_times
         self.clock = 0.0
         self.steps = 0
+        # the steps by their tokens, per bucket of `STEP_TOKEN_EDGES` (not cumulative), the
+        # last past its last edge; and their tokens in all: what /metrics shows
+        self.step_token_counts = [0] * (len(STEP_TOKEN_EDGES) + 1)
+        self.step_tokens_total = 0
         self.requests: dict[str, SimRequest] = {}
 
     # ---- online API --------------------------------------------------------------------
@@ -136,6 +145,7 @@ class Engine:
         )
         self.clock = end = start + duration
         self.steps += 1
+        self._observe(batch.num_tokens, 1)
         emitted, finished = self.scheduler.finish_step(batch)
         if self.record_times:
             for req in emitted:
@@ -180,6 +190,7 @@ class Engine:
             ends = ends[:steps]
         self.clock = float(ends[-1])
         self.steps += steps
+        self._observe(len(running), steps)
         if self.record_times:
             for req in running:
                 if req.pending:
@@ -192,6 +203,11 @@ class Engine:
         return steps, finished
 
     # ---- what /metrics shows -------------------------------------------------------------
+
+    def _observe(self, tokens: int, steps: int) -> None:
+        """`steps` steps of `tokens` tokens each, in vLLM's step histogram."""
+        self.step_token_counts[bisect.bisect_left(STEP_TOKEN_EDGES, tokens)] += steps
+        self.step_tokens_total += tokens * steps
 
     @property
     def num_running(self) -> int:

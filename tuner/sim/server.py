@@ -25,7 +25,7 @@ from tuner.sim.openai_shapes import Chunks, sse, usage_of
 from tuner.sim.planner import front_end
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
-from tuner.sim.server_info import cache_config_info, server_info
+from tuner.sim.server_info import cache_config_info, server_info, step_tokens_histogram
 from tuner.sim.text import TokenText
 from tuner.spec.values import Flags
 
@@ -218,6 +218,12 @@ class SimServer:
         for name, kind, help_text, series in rows:
             lines += [f"# HELP vllm:{name} {help_text}", f"# TYPE vllm:{name} {kind}"]
             lines += [f"vllm:{name}{labels} {float(value)}" for labels, value in series]
+        lines += step_tokens_histogram(
+            [
+                (f'engine="{i}",model_name="{name0}"', e.step_token_counts, e.step_tokens_total)
+                for i, e in enumerate(self.engine.engines)
+            ]
+        )
         lines += cache_config_info(self.engine.config, len(ranks))
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 

@@ -14,9 +14,31 @@ from __future__ import annotations
 import os
 
 from tuner import __version__
+from tuner.sim.engine import STEP_TOKEN_EDGES
 from tuner.sim.memory import EngineConfig
 from tuner.sim.profiles import GpuProfile
 from tuner.spec.values import Scalar
+
+
+def step_tokens_histogram(engines: list[tuple[str, list[int], int]]) -> list[str]:
+    """`vllm:iteration_tokens_total`, vLLM's histogram of the tokens in each engine step
+    (vllm/v1/metrics/loggers.py), one series per engine: `engines` holds each one's labels
+    (`engine="0",model_name="m"`), its steps per bucket of `STEP_TOKEN_EDGES` (the last past
+    the last edge) and their tokens in all. Buckets are cumulative, as Prometheus writes them."""
+    name = "vllm:iteration_tokens_total"
+    lines = [
+        f"# HELP {name} Histogram of number of tokens per engine_step.",
+        f"# TYPE {name} histogram",
+    ]
+    for labels, counts, tokens in engines:
+        edges = [f"{float(e)}" for e in STEP_TOKEN_EDGES] + ["+Inf"]
+        running = 0
+        for edge, n in zip(edges, counts, strict=True):
+            running += n
+            lines.append(f'{name}_bucket{{{labels},le="{edge}"}} {float(running)}')
+        lines.append(f"{name}_count{{{labels}}} {float(running)}")
+        lines.append(f"{name}_sum{{{labels}}} {float(tokens)}")
+    return lines
 
 
 def cache_config(cfg: EngineConfig) -> dict[str, Scalar]:

@@ -19,10 +19,10 @@ WARM_START_K = 3  # configs of this study the re-tune measures first
 
 def flag_changes(flags: Sequence[FlagCheck], inferred: Sequence[InferredCheck] = ()) -> list[str]:
     """The exported flags the engine runs with other values, one phrase each; an inferred
-    bound the export is below, as `--max-num-seqs ≥ 12 inferred from /metrics`."""
+    bound the export is outside, as `--max-num-seqs ≥ 12 inferred from /metrics`."""
     out = [f"{_spelled(f.flag, f.engine)} (exported {f.exported})" for f in flags if f.differs]
     out += [
-        f"--{c.flag} ≥ {c.at_least} inferred from /metrics (exported {c.exported})"
+        f"--{c.flag} {c.bound.words} inferred from /metrics (exported {c.exported})"
         for c in inferred
         if c.contradicts
     ]

@@ -173,13 +173,12 @@ def flag_checks(exported: Mapping[str, object], engine: Mapping[str, object]) ->
 
 @dataclass(frozen=True)
 class InferredCheck:
-    """An exported flag the engine does not state, against the lower bound its /metrics put on
-    it (`engine_info.Bound`): exported below the bound, the engine cannot run the export."""
+    """An exported flag the engine does not state, against the bound its /metrics put on it
+    (`engine_info.Bound`): exported outside the bound, the engine cannot run the export."""
 
     flag: str
     exported: object
-    at_least: int
-    evidence: str
+    bound: Bound
 
     @property
     def contradicts(self) -> bool:
@@ -187,22 +186,23 @@ class InferredCheck:
         return (
             isinstance(value, int | float)
             and not isinstance(value, bool)
-            and (value < self.at_least)
+            and self.bound.excludes(value)
         )
 
     def line(self) -> str:
         state = "CONTRADICTS the export" if self.contradicts else "consistent"
         return (
-            f"flag --{self.flag}: inferred ≥ {self.at_least} from /metrics ({self.evidence}), "
-            f"exported {self.exported}: {state}"
+            f"flag --{self.flag}: inferred {self.bound.words} from /metrics "
+            f"({self.bound.evidence}), exported {self.exported}: {state}"
         )
 
     def as_json(self) -> dict[str, object]:
         return {
             "flag": self.flag,
             "exported": self.exported,
-            "at_least": self.at_least,
-            "evidence": self.evidence,
+            "at_least": self.bound.at_least,
+            "at_most": self.bound.at_most,
+            "evidence": self.bound.evidence,
             "contradicts": self.contradicts,
         }
 
@@ -213,7 +213,7 @@ def inferred_checks(
     """The bounds on exported flags the engine does not state itself (it stated: that value
     is compared instead, `flag_checks`)."""
     return [
-        InferredCheck(b.flag, exported[b.flag], b.at_least, b.evidence)
+        InferredCheck(b.flag, exported[b.flag], b)
         for b in bounds
         if b.flag in exported and engine.get(b.flag) is None
     ]

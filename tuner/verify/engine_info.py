@@ -17,9 +17,12 @@ Without `/server_info`, two flags are bounded from `/metrics` while the workload
 (`MetricsWatch`, `inferred_bounds`): a step of more than N tokens in
 `vllm:iteration_tokens_total` (a histogram of the tokens of each engine step, vLLM's buckets
 1, 8, 16 … 16384) means `--max-num-batched-tokens` is above N (a step never holds more); `R`
-requests in `vllm:num_requests_running` at once means `--max-num-seqs` is at least R. Lower
-bounds only: a workload that never fills the engine says nothing about how far above them
-the flags are.
+requests in `vllm:num_requests_running` at once means `--max-num-seqs` is at least R. And
+from above, for the token budget only: when no step ever held more than E tokens though a
+prompt of P tokens was prefilled, of which at most H could come from the prefix cache
+(`vllm:prefix_cache_hits_total` over the run) and P − H > E, the budget is at most E: with a
+larger one, that prompt's first chunk alone would have filled a step past E. A workload that
+never fills the engine says nothing more.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ CONFIG_SECTIONS = ("model_config", "cache_config", "scheduler_config", "parallel
 _FIELD_OF = {"kv-cache-dtype": "cache_dtype"}
 STEP_TOKENS = "vllm:iteration_tokens_total"
 RUNNING = "vllm:num_requests_running"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
 WATCH_INTERVAL_S = 0.5  # between two reads of /metrics while the workload runs
 
 
@@ -152,25 +156,31 @@ def _text(client: httpx.Client, url: str) -> str | None:
 
 @dataclass(frozen=True)
 class Bound:
-    """A flag's lower bound read from the engine's /metrics: the flag is at least `at_least`."""
+    """A flag's bound read from the engine's /metrics: at least `at_least`, or at most
+    `at_most` (one of them)."""
 
     flag: str
-    at_least: int
+    at_least: int | None
     evidence: str  # in words: what the engine did
+    at_most: int | None = None
+
+    @property
+    def words(self) -> str:
+        """`≥ 1025` or `≤ 512`."""
+        return f"≥ {self.at_least}" if self.at_least is not None else f"≤ {self.at_most}"
+
+    def excludes(self, value: float) -> bool:
+        """Whether the engine cannot be running `value`."""
+        low, high = self.at_least, self.at_most
+        return (low is not None and value < low) or (high is not None and value > high)
 
 
 def step_tokens_above(text: str) -> int | None:
     """The most tokens a step of the engine is known to have exceeded: the upper edge of the
     bucket below the highest `vllm:iteration_tokens_total` bucket that holds a step (per
     engine, the largest); None when no step is known to exceed a bucket's edge."""
-    per_engine: dict[str, dict[float, float]] = {}
-    for labels, count in labelled_samples(text, STEP_TOKENS + "_bucket"):
-        le = labels.get("le", "")
-        edge = math.inf if le in ("+Inf", "Inf", "inf") else float(le) if le else None
-        if edge is not None:
-            per_engine.setdefault(labels.get("engine", ""), {})[edge] = count
     found = None
-    for buckets in per_engine.values():
+    for buckets in _step_buckets(text).values():
         total = buckets.get(math.inf)
         below = [edge for edge, n in buckets.items() if edge < math.inf and total and n < total]
         if below:  # some step held more than the largest such edge
@@ -179,16 +189,51 @@ def step_tokens_above(text: str) -> int | None:
     return found
 
 
+def step_tokens_at_most(text: str) -> int | None:
+    """The fewest tokens every step of the engine is known to have held at most: the lowest
+    `vllm:iteration_tokens_total` bucket edge that holds every step (per engine, the
+    largest); None when no step ran, or one ran past the last edge."""
+    found = None
+    for buckets in _step_buckets(text).values():
+        total = buckets.get(math.inf)
+        if not total:
+            continue
+        edge = min((e for e, n in buckets.items() if n >= total), default=math.inf)
+        if edge == math.inf:
+            return None
+        found = int(edge) if found is None else max(found, int(edge))
+    return found
+
+
+def _step_buckets(text: str) -> dict[str, dict[float, float]]:
+    """Each engine's `vllm:iteration_tokens_total` buckets: edge (inf for +Inf) → steps."""
+    per_engine: dict[str, dict[float, float]] = {}
+    for labels, count in labelled_samples(text, STEP_TOKENS + "_bucket"):
+        le = labels.get("le", "")
+        edge = math.inf if le in ("+Inf", "Inf", "inf") else float(le) if le else None
+        if edge is not None:
+            per_engine.setdefault(labels.get("engine", ""), {})[edge] = count
+    return per_engine
+
+
+def prefix_hits(text: str) -> float:
+    """The prefix cache's hits so far, in tokens, over every engine (0 where not shown)."""
+    return sum(v for _, v in labelled_samples(text, PREFIX_HITS))
+
+
 def requests_running(text: str) -> int | None:
     """The most requests one engine runs at once now (`vllm:num_requests_running`)."""
     values = [v for _, v in labelled_samples(text, RUNNING)]
     return int(max(values)) if values else None
 
 
-def inferred_bounds(step_above: int | None, running_max: int | None) -> list[Bound]:
-    """The flags the engine's /metrics bound from below: `--max-num-batched-tokens` above the
-    most tokens a step exceeded, `--max-num-seqs` at least the most requests it ran at once."""
-    out = []
+def inferred_bounds(
+    step_above: int | None, running_max: int | None, budget_below: Bound | None = None
+) -> list[Bound]:
+    """The flags the engine's /metrics bound: `--max-num-batched-tokens` above the most tokens
+    a step exceeded (or `budget_below`, `budget_at_most`'s), `--max-num-seqs` at least the most
+    requests it ran at once."""
+    out = [budget_below] if budget_below is not None else []
     if step_above is not None:
         out.append(
             Bound(
@@ -209,6 +254,21 @@ def inferred_bounds(step_above: int | None, running_max: int | None) -> list[Bou
     return out
 
 
+def budget_at_most(step_at_most: int | None, prompt_tokens: int, hits: float) -> Bound | None:
+    """`--max-num-batched-tokens` at most `step_at_most` when a prompt of `prompt_tokens` was
+    prefilled with at most `hits` of them from the prefix cache and the rest is more than
+    any step held (the module's docstring); None where that does not follow."""
+    if step_at_most is None or prompt_tokens - hits <= step_at_most:
+        return None
+    return Bound(
+        "max-num-batched-tokens",
+        None,
+        f"no step held more than {step_at_most} tokens ({STEP_TOKENS}) though a prompt of "
+        f"{prompt_tokens} tokens was prefilled, at most {hits:.0f} of them cached",
+        at_most=step_at_most,
+    )
+
+
 class MetricsWatch:
     """Reads the engine's /metrics every `WATCH_INTERVAL_S` while the workload runs (a
     thread; GETs only), keeping the most requests it ran at once, and once more at the end
@@ -226,8 +286,11 @@ class MetricsWatch:
         self._thread = threading.Thread(target=self._watch, name="verify-metrics", daemon=True)
         self._running: int | None = None
         self._last = ""
+        self._hits_before = 0.0
 
     def __enter__(self) -> MetricsWatch:
+        self._read()  # before anything is sent: the prefix cache's hits so far
+        self._hits_before = prefix_hits(self._last)
         self._thread.start()
         return self
 
@@ -257,6 +320,9 @@ class MetricsWatch:
             if self._stop.wait(WATCH_INTERVAL_S):
                 return
 
-    def bounds(self) -> list[Bound]:
-        """The flags bounded by what the engine did while watched (after the `with`)."""
-        return inferred_bounds(step_tokens_above(self._last), self._running)
+    def bounds(self, longest_prompt: int = 0) -> list[Bound]:
+        """The flags bounded by what the engine did while watched (after the `with`);
+        `longest_prompt`: the tokens of the longest prompt it answered meanwhile."""
+        hits = prefix_hits(self._last) - self._hits_before
+        below = budget_at_most(step_tokens_at_most(self._last), longest_prompt, hits)
+        return inferred_bounds(step_tokens_above(self._last), self._running, below)
