@@ -228,3 +228,30 @@ def test_verify_reads_the_flags_real_vllm_exposes(vllm_server):
     assert [f for f, c in checks.items() if c.differs] == ["max-num-batched-tokens"]
     assert checks["max-num-batched-tokens"].engine == 1024  # it runs brief §5's 1024
     assert all(c.engine is not None for c in checks.values())
+
+
+def test_the_step_histogram_verify_reads_is_real_vllms(vllm_server):
+    """`tuner verify` bounds the token budget from `vllm:iteration_tokens_total` (issue 49):
+    read from a real vLLM 0.32 (`--max-num-batched-tokens 1024`, brief §5) after a 700-token
+    prompt, the bounds it gives hold the budget the engine runs, from both sides."""
+    import httpx
+
+    from tuner.verify.engine_info import (
+        budget_at_most,
+        inferred_bounds,
+        prefix_hits,
+        step_tokens_above,
+        step_tokens_at_most,
+    )
+
+    url = vllm_server.base_url
+    hits = prefix_hits(httpx.get(url + "/metrics").text)
+    body = {"model": vllm_server.model, "prompt": [7 + i % 50 for i in range(700)], "max_tokens": 2}
+    httpx.post(url + "/v1/completions", json=body, timeout=60).raise_for_status()
+    text = httpx.get(url + "/metrics").text
+    above, at_most = step_tokens_above(text), step_tokens_at_most(text)
+    assert above is not None and above >= 512, above  # the 700-token prefill: past 512
+    assert at_most is not None and at_most <= 1024, at_most  # never past the budget
+    cached = prefix_hits(text) - hits
+    bounds = inferred_bounds(above, None, budget_at_most(at_most, 700, cached))
+    assert bounds and not any(b.excludes(1024) for b in bounds), bounds
