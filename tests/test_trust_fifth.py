@@ -109,3 +109,59 @@ def test_the_capacity_ceiling_counts_the_share_of_requests_a_limit_reads() -> No
     tail, middle = parse_slo("p99_ttft_ms<=1500"), parse_slo("median_ttft_ms<=1500")
     assert shown_rps(240, middle) == pytest.approx(shown_rps(240, tail) / 2)
     assert queue_limit_s(parse_slo("p99_ttft_ms<=4000,median_ttft_ms<=1500")) == 3.0
+
+
+BLOCK_INT = {"type": "int", "low": 7, "high": 15, "default": 8}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "flags", "every_config_refused"),
+    [
+        ({"block-size": BLOCK_INT}, {}, True),  # no multiple of 16 in 7-15
+        ({"block-size": {"type": "categorical", "choices": [7, 9], "default": 7}}, {}, True),
+        (
+            {"max-num-batched-tokens": {"type": "int", "low": 64, "high": 128, "default": 128}},
+            {"max-num-seqs": 256},
+            True,
+        ),
+        ({"block-size": {"type": "categorical", "choices": [7, 16], "default": 16}}, {}, False),
+        (
+            {"block-size": {"type": "int", "low": 8, "high": 40, "step": 8, "default": 16}},
+            {},
+            False,
+        ),
+    ],
+)
+def test_check_applies_every_rule_plan_applies_to_the_whole_range(
+    parameters: dict[str, Any], flags: dict[str, Any], every_config_refused: bool
+) -> None:
+    """Item 11: block sizes [7, 16] or 7-15 were "no problem found", though plan and run refuse
+    such configs before launch with vLLM's own rule; a space whose every config is refused is
+    a problem, one that holds some is a note naming them."""
+    from tuner.errors import UserError
+    from tuner.run.checks import check_space_starts
+
+    spec = _spec(parameters, **flags)
+    if every_config_refused:
+        with pytest.raises(UserError, match="vLLM refuses every config it can draw"):
+            check_space_starts(spec)
+    else:
+        check_space_starts(spec)
+
+
+def test_check_names_the_block_sizes_of_a_range_and_the_baseline_a_rule_refuses() -> None:
+    from tuner.errors import UserError
+    from tuner.run.checks import check_baseline_starts
+    from tuner.run.preflight import defaults_notes
+
+    stepped = {"type": "int", "low": 8, "high": 40, "step": 8, "default": 16}
+    notes = " ".join(defaults_notes(_spec({"block-size": stepped})))
+    assert "block-size 8, 24, 40 of the search space: vLLM 0.32.0 refuses it on cuda" in notes
+    with pytest.raises(UserError, match=r"baseline .* can never start: No valid attention"):
+        check_baseline_starts(_spec({"block-size": BLOCK_INT}))  # its default, 8
+    chunk = {"type": "int", "low": 64, "high": 4096, "default": 2048}
+    notes = " ".join(
+        defaults_notes(_spec({"max-num-batched-tokens": chunk}, **{"max-num-seqs": 256}))
+    )
+    assert "vLLM refuses some configs it can draw (1 of the 2" in notes
+    assert "max_num_batched_tokens (64) must be greater than or equal to max_num_seqs" in notes
