@@ -165,3 +165,25 @@ def test_check_names_the_block_sizes_of_a_range_and_the_baseline_a_rule_refuses(
     )
     assert "vLLM refuses some configs it can draw (1 of the 2" in notes
     assert "max_num_batched_tokens (64) must be greater than or equal to max_num_seqs" in notes
+
+
+@pytest.mark.parametrize("count", [4096, 3])
+def test_init_refuses_a_gpu_count_that_cannot_split_the_heads(tmp_path, count: int) -> None:
+    """The fourth round's leftover: `init --count 4096` on a 40-head model said "give more
+    GPUs (--count)"; tensor parallel splits the attention heads evenly, so it names the counts
+    that do (the rate given: refused before any simulation)."""
+    from tuner.errors import UserError
+    from tuner.scaffold.options import InitOptions
+    from tuner.scaffold.study import draft_study
+    from tuner_testing.cli import REPO
+
+    given = {"model": "deepseek-r1-distill-qwen-32b", "gpu": "a6000", "count": count, "rate": 1.0,
+             "tokenizer": str(REPO / ".cache" / "tiny-qwen2")}  # fmt: skip
+    with pytest.raises(UserError) as caught:
+        draft_study(InitOptions(**given), tmp_path / "s.yaml", detect=lambda: None)  # type: ignore[arg-type]
+    words = str(caught.value)
+    assert (
+        "splits its 40 attention heads evenly over them: give --count 1, 2, 4, 5, 8, 10, 20, 40"
+        in words
+    )
+    assert "more GPUs" not in words

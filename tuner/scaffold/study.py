@@ -73,6 +73,7 @@ def draft_study(
     check_options(opts)
     profile = study_model(opts)
     hw = study_hardware(opts, detect)
+    check_heads_split(profile, hw)
     if hw.engine == "vllm" and opts.model_config:
         raise UserError(
             f"--model-config {opts.model_config}: `vllm serve` loads the weights, not a "
@@ -168,6 +169,20 @@ def _mode_note(opts: InitOptions, kind: str) -> str:
         f"objective: scalar, p99 TTFT, mean TPOT and output throughput at that rate ({why}; "
         "--objective capacity for the most traffic within the SLO)"
     )
+
+
+def check_heads_split(profile: ModelProfile, hw: Hardware) -> None:
+    """`tuner init` runs the model tensor parallel over every GPU, and vLLM splits its
+    attention heads evenly over them: a count that does not divide them is refused with the
+    counts that do (more GPUs cannot help: 4096 for 40 heads was told "give more GPUs")."""
+    heads = profile.num_heads
+    if heads % hw.count:
+        fits = [n for n in range(1, heads + 1) if heads % n == 0]
+        raise UserError(
+            f"{hw.count}× {hw.gpu} ({hw.found}): `tuner init` runs {profile.name} tensor "
+            f"parallel over every GPU, and vLLM splits its {heads} attention heads evenly over "
+            f"them: give --count {', '.join(map(str, fits))} (a count that divides {heads})"
+        )
 
 
 def _hardware_note(profile: ModelProfile, hw: Hardware) -> str:
