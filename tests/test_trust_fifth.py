@@ -187,3 +187,27 @@ def test_init_refuses_a_gpu_count_that_cannot_split_the_heads(tmp_path, count: i
         in words
     )
     assert "more GPUs" not in words
+
+
+def test_a_shape_s_summary_counts_every_trial_once_as_tuner_trials_does() -> None:
+    """The fourth round's leftover: a shape's line counted ruled-out trials in none of its
+    columns ("2 trial(s): 1 feasible, 0 over the SLOs, 0 failed")."""
+    from dataclasses import replace
+
+    from tuner.results.shapes import shape_lines
+    from tuner.trial import TrialPoint, TrialRecord
+    from tuner.trial.payloads import SkipPrediction
+
+    spec = _spec({"tensor-parallel-size": {"type": "categorical", "choices": [2, 4]}})
+    ran = TrialRecord(metrics={"mean_tpot_ms": 50.0}, score=-0.1)
+    skipped = TrialRecord(skip_prediction=SkipPrediction(score=1.2, ruled_out="predicted +1.2"))
+    points = [
+        TrialPoint.measured_as(0, {"tensor-parallel-size": 4}, ran),
+        TrialPoint.measured_as(1, {"tensor-parallel-size": 2}, ran),
+        replace(TrialPoint.measured_as(2, {"tensor-parallel-size": 2}, skipped), status="pruned"),
+    ]
+    text = "\n".join(shape_lines(spec, points))
+    assert (
+        "1 x TP=2, prefix caching on: 2 trial(s): 1 feasible, 0 infeasible, 1 ruled out on a "
+        "prediction (never launched), 0 failed; best trial 1" in text
+    )
