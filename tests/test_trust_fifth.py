@@ -3,6 +3,7 @@ refused when the file is read (one line, exit 2 through the CLI's UserError path
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pydantic
@@ -192,8 +193,6 @@ def test_init_refuses_a_gpu_count_that_cannot_split_the_heads(tmp_path, count: i
 def test_a_shape_s_summary_counts_every_trial_once_as_tuner_trials_does() -> None:
     """The fourth round's leftover: a shape's line counted ruled-out trials in none of its
     columns ("2 trial(s): 1 feasible, 0 over the SLOs, 0 failed")."""
-    from dataclasses import replace
-
     from tuner.results.shapes import shape_lines
     from tuner.trial import TrialPoint, TrialRecord
     from tuner.trial.payloads import SkipPrediction
@@ -211,3 +210,25 @@ def test_a_shape_s_summary_counts_every_trial_once_as_tuner_trials_does() -> Non
         "1 x TP=2, prefix caching on: 2 trial(s): 1 feasible, 0 infeasible, 1 ruled out on a "
         "prediction (never launched), 0 failed; best trial 1" in text
     )
+
+
+def test_a_config_ruled_out_under_the_previous_slos_says_so() -> None:
+    """The fourth round's leftover: a trial stopped under an old SLO read "stopped early under
+    the previous SLOs/objective", one ruled out on a prediction then had no such mark."""
+    from tuner.results.report.page import _counts
+    from tuner.results.views import trials_records
+    from tuner.trial import TrialPoint, TrialRecord
+    from tuner.trial.payloads import SkipPrediction
+    from tuner.trial.scoring import rejudge
+
+    skip = SkipPrediction(score=1.2, ruled_out="predicted score +1.2 cannot beat the best")
+    record = TrialRecord(skip_prediction=skip, pruned_reason=skip.ruled_out, judging_id="old")
+    ruled = TrialPoint.measured_as(3, {"max-num-seqs": 64}, record)
+    ruled = rejudge([replace(ruled, status="pruned", state="PRUNED")], _spec(SEQS), "new")[0]
+    assert ruled.stale_stop
+    (row,) = trials_records([ruled])
+    assert row["failure"] == (
+        "ruled out under the previous SLOs/objective: predicted score +1.2 cannot beat the best"
+    )
+    assert ("of them ruled out under the previous SLOs/objective", 1) in _counts([ruled])
+    assert not any("stopped under" in words for words, _ in _counts([ruled]))
