@@ -232,3 +232,25 @@ def test_a_config_ruled_out_under_the_previous_slos_says_so() -> None:
     )
     assert ("of them ruled out under the previous SLOs/objective", 1) in _counts([ruled])
     assert not any("stopped under" in words for words, _ in _counts([ruled]))
+
+
+def test_init_says_when_vllm_s_defaults_miss_the_slo_at_the_rate_given(tmp_path) -> None:
+    """The fourth round's leftover: `init --rate` wrote a rate where vLLM's defaults miss the
+    SLO by far without a word (with `--no-preview`)."""
+    from tuner.scaffold.options import InitOptions
+    from tuner.scaffold.study import draft_study
+    from tuner_testing.cli import REPO
+
+    tiny = str(REPO / ".cache" / "tiny-qwen2")
+    given = {"model": "deepseek-r1-0528-qwen3-8b", "gpu": "h200", "trials": 2,
+             "num_prompts": 40, "slo": ["p99_ttft_ms<=300"], "tokenizer": tiny}  # fmt: skip
+
+    def traffic(rate: float) -> str:
+        opts = InitOptions(**given, rate=rate)  # type: ignore[arg-type]
+        draft = draft_study(opts, tmp_path / "s.yaml", detect=lambda: None)
+        return next(x for x in draft.notes if x.startswith("traffic: "))
+
+    over = traffic(500.0)
+    assert "at 500 req/s (as given; vLLM's defaults miss p99_ttft_ms<=300 (p99 TTFT" in over
+    assert "there on the simulator (SIMULATED): the baseline is infeasible" in over
+    assert traffic(1.0).endswith("at 1 req/s (as given)")

@@ -29,7 +29,7 @@ from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.draft import MIN_TRIALS, StudyDraft, hours_text, study_data
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
-from tuner.scaffold.rate import choose_rate, sustained_rate, sustained_words
+from tuner.scaffold.rate import choose_rate, missed_at, sustained_rate, sustained_words
 from tuner.scaffold.sources import (
     Hardware,
     search_space_file,
@@ -195,6 +195,13 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) ->
     the SLO with a margin on the simulator (`tuner.scaffold.rate`)."""
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
+        missed = missed_at(_scalar(spec), rate) if opts.mode != "capacity" else None
+        if missed is not None:  # the fourth round: a rate given was written without a word
+            why += (
+                f"; vLLM's defaults miss {missed} there on the simulator (SIMULATED): the "
+                "baseline is infeasible, and the night may find no config that meets the SLO; "
+                "a lower --rate, or none (init then picks the highest rate the defaults meet)"
+            )
     elif opts.concurrency is not None:  # a closed loop: the next request when one ends
         loop = f"a closed loop of {opts.concurrency} requests at once (--concurrency)"
         notes.append(f"traffic: {traffic_words(spec.workload)}, {loop}; --rate to cap the rate")
