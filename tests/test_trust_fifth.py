@@ -254,3 +254,25 @@ def test_init_says_when_vllm_s_defaults_miss_the_slo_at_the_rate_given(tmp_path)
     assert "at 500 req/s (as given; vLLM's defaults miss p99_ttft_ms<=300 (p99 TTFT" in over
     assert "there on the simulator (SIMULATED): the baseline is infeasible" in over
     assert traffic(1.0).endswith("at 1 req/s (as given)")
+
+
+def test_best_and_export_say_what_their_zero_is_once_the_baseline_was_confirmed() -> None:
+    """The fourth round's leftover: after `--confirm` the baseline's row read a non-zero score
+    while `best` said "the baseline scores 0"; 0 is the mean of its runs, and they say so."""
+    from tuner.results.verdicts import zero_words
+    from tuner.trial import TrialPoint, TrialRecord
+    from tuner.trial.ranking import pooled
+
+    metrics = {"p99_ttft_ms": 1000.0, "mean_tpot_ms": 50.0, "output_throughput": 1000.0}
+
+    def trial(number: int, score: float, **kw: Any) -> TrialPoint:
+        record = TrialRecord(metrics=metrics, score=score, reference_trial=0, **kw)
+        return TrialPoint.measured_as(number, {"max-num-seqs": 64}, record)
+
+    base, best = trial(0, 0.0, baseline=True), trial(1, -0.2)
+    points = pooled([base, best, trial(2, 0.1, confirm_of=0)])
+    assert points[0].score == pytest.approx(-0.05)  # the baseline's first run, as listed
+    assert zero_words(points[1], points) == (
+        "baseline = 0, the mean of its 2 runs: trial 0 alone scores -0.050"
+    )
+    assert zero_words(best, [base, best]) == "baseline = 0"
