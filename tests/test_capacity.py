@@ -7,7 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from tuner.measure.capacity import Result, Step, headroom, meets, queue_limit_s, search, shown_rps
+from tuner.measure.capacity import (
+    Result,
+    Step,
+    headroom,
+    meets,
+    queue_limit_s,
+    rate_verdict,
+    search,
+    shown_rps,
+    step_verdict,
+)
 from tuner.spec.slo import parse_slo
 
 SLOS = parse_slo("p99_ttft_ms<=1000")
@@ -137,13 +147,74 @@ def test_a_config_that_cannot_beat_the_best_is_stopped_after_one_run() -> None:
     assert got.beaten and calls == [3.0] and got.bracket == (0.0, 3.0)
 
 
-def test_a_tie_with_the_best_resolves_in_two_runs_and_a_better_one_is_searched_whole() -> None:
-    measure, calls = queue_curve(3.1)  # within 5 % of the best (3.0): a tie
-    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=7, beat_rps=3.0)
-    assert not got.beaten and got.resolved and got.capacity_rps == 3.0 and len(calls) == 2
-    measure, calls = queue_curve(6.0)  # twice the best: found like any search
-    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=10, beat_rps=3.0)
-    assert got.resolved and 6.0 / 1.05 <= got.capacity_rps <= 6.0 * (1 + 1e-9)
+def seeded_curve(knee_rps: float, spread: float):
+    """`queue_curve` with each seed's own factor on P99 TTFT (log-normal, `spread`), the same
+    for the same rate and repeat whoever asks (as an engine fed the same prompts and arrivals),
+    and each run's verdict from a ± 5 % interval; the runs at a rate pooled by their verdicts."""
+    saturation = knee_rps / 0.8
+    said: dict[float, list[str]] = {}
+
+    def measure(rate: float, repeat: int) -> Step:
+        rng = np.random.default_rng([repeat, round(rate * 1e6)])
+        load = rate / saturation
+        p99 = (200 / (1 - load) if load < 1 else 1e6) * math.exp(spread * rng.standard_normal())
+        metrics = {"completed": 100.0, "failed": 0.0, "p99_ttft_ms": p99,
+                   "request_throughput": min(rate, saturation)}  # fmt: skip
+        ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
+        said[rate] = [*said.get(rate, [])[:repeat], step_verdict(metrics, ci, SLOS)]
+        runs = tuple(said[rate])
+        return Step(rate, metrics, meets(metrics, SLOS), None, rate_verdict(runs), len(runs),
+                    ci, runs)  # fmt: skip
+
+    return measure
+
+
+def _answer(got: Result) -> tuple[object, ...]:
+    return got.capacity_rps, got.low_rps, got.high_rps, got.resolved, got.capped, got.bracket
+
+
+@pytest.mark.parametrize("max_runs", [4, 8])
+@pytest.mark.parametrize("beat", [3.0, 4.0, 9.0, 9.8, 10.4, 30.0])
+@pytest.mark.parametrize("bracket", [None, (8.0, 11.0)])
+def test_a_config_the_race_does_not_stop_reports_what_its_own_search_finds(
+    max_runs: int, beat: float, bracket: tuple[float, float] | None
+) -> None:
+    """The invariant of early stopping's race against the best capacity so far (issue 50
+    item 1): its run at the best's rate may stop a config (SLOs broken there); a config it does
+    not stop is searched along the rates its own search takes unraced (from its own start or
+    prediction, never stepping up from the best's rate), and reports what that search found,
+    or the race's rate where its own run held there and none of its runs at or below broke."""
+    kw = {"resolution": 0.05, "max_runs": max_runs, "max_repeats": 3, "bracket": bracket}
+    own = search(seeded_curve(10.0, 0.08), 4.0, SLOS, **kw)  # type: ignore[arg-type]
+    got = search(seeded_curve(10.0, 0.08), 4.0, SLOS, beat_rps=beat, **kw)  # type: ignore[arg-type]
+    if got.beaten:
+        assert [s.rate_rps for s in got.steps] == [beat] and got.capacity_rps == 0.0
+        assert beat > 9.0  # broken only above the knee's noise
+        return
+    rates = [s.rate_rps for s in own.steps]
+    assert [s.rate_rps for s in got.steps if s.rate_rps != beat or beat in rates] == rates
+    assert got.runs == own.runs + (beat not in rates)
+    if beat <= own.capacity_rps or any(s.rate_rps <= beat and not s.feasible for s in own.steps):
+        assert _answer(got) == _answer(own)
+    else:  # held at the best's rate, above its own search's answer
+        assert got.capacity_rps == beat and got.low_rps <= own.capacity_rps
+        assert got.high_rps is None or got.high_rps > beat
+
+
+def test_identical_configs_raced_one_after_another_get_one_capacity_not_a_ratchet() -> None:
+    """Issue 50 item 1: with `capacity.max_runs: 4` the first config's search ends unresolved
+    at its lower bound; each later config started at the best capacity so far, held there and
+    one resolution above, and read ~5 % more than the one before (6.65, 6.99, 7.33, 7.70 req/s
+    on one simulated engine). Raced, they read what their own searches find: one capacity."""
+    kw = {"resolution": 0.05, "max_runs": 4, "max_repeats": 4}
+    first = search(seeded_curve(10.0, 0.08), 2.0, SLOS, **kw)  # type: ignore[arg-type]
+    assert not first.resolved and first.capacity_rps < 10.0 / 1.05  # the issue's case
+    capacities, best = [], first.capacity_rps
+    for _ in range(4):
+        got = search(seeded_curve(10.0, 0.08), 2.0, SLOS, beat_rps=best, **kw)  # type: ignore[arg-type]
+        capacities.append(got.capacity_rps)
+        best = max(best, got.capacity_rps)
+    assert capacities == [first.capacity_rps] * 4
 
 
 def short_run(num_prompts: int, capacity_rps: float, slos):

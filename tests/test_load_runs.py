@@ -57,8 +57,9 @@ def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
     for t in measured:
         a = t.user_attrs
         steps = a["rate_steps"]
-        # the rates (at most max_runs), each repeated when its interval straddled an SLO
-        assert 1 <= len(steps) <= 5 and a["capacity"]["runs"] == sum(s["runs"] for s in steps)
+        # the rates (at most max_runs, and the race's run at the best capacity so far), each
+        # repeated when its interval straddled an SLO
+        assert 1 <= len(steps) <= 5 + 1 and a["capacity"]["runs"] == sum(s["runs"] for s in steps)
         assert a["capacity"]["capacity_rps_low"] <= a["capacity_rps"]
         feasible = [s["rate_rps"] for s in steps if s["feasible"]]
         assert a["capacity_rps"] == (max(feasible) if feasible else 0.0)

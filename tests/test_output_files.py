@@ -129,14 +129,26 @@ def test_profile_and_bench_result_need_force(tmp_path: Path) -> None:
 
 
 def test_init_writes_a_file_readable_as_any_other(tmp_path: Path) -> None:
+    """Its mode is the umask's, as any file written in place (not mkstemp's 0600); its "next"
+    commands, said and written in its comments, are shell commands a space or a quote in the
+    path cannot split (issue 50, the fourth round's leftovers)."""
+    import shlex
+
+    name = "it's a study.yaml"
     made = tuner(
         "init", "--no-preview", "--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2",
-        "-o", "s.yaml", cwd=tmp_path,
+        "-o", name, cwd=tmp_path,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     mask = os.umask(0o022)
     os.umask(mask)
-    assert (tmp_path / "s.yaml").stat().st_mode & 0o777 == 0o666 & ~mask
+    assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~mask
+    said = made.stdout.splitlines()[-1].split("; next: ")[1].split(", ")
+    written = (tmp_path / name).read_text().split("# Next:\n")[1].splitlines()[:3]
+    for commands in (said, [line.removeprefix("#   ") for line in written]):
+        assert [shlex.split(c) for c in commands] == [
+            ["tuner", verb, name] for verb in ("check", "run", "best")
+        ]
 
 
 def test_a_database_is_never_replaced_even_one_of_another_study(tmp_path: Path) -> None:

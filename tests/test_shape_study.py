@@ -80,7 +80,10 @@ def test_shapes_are_refused_measured_and_compared(shape_study: Path) -> None:
     assert "deployment shapes tried (replicas x TP)" in text
     for shape in ("1 x TP=4", "2 x TP=2", "4 x TP=1"):
         assert shape in text, best.stdout
-    refused = "4 x TP=1, prefix caching on: 3 trial(s): 0 feasible, 0 over the SLOs, 3 failed"
+    refused = (
+        "4 x TP=1, prefix caching on: 3 trial(s): 0 feasible, 0 infeasible, "
+        "3 refused before launch (never launched), 0 failed"
+    )
     assert f"{refused}: out_of_memory: torch.OutOfMemoryError" in text
     out = shape_study.parent / "report.html"
     rep = tuner("report", str(shape_study), "-o", str(out), cwd=shape_study.parent)

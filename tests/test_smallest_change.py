@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from tuner.fidelity.smallest import changed_flags, reverted, smallest_change
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord, write_smallest
@@ -274,7 +276,7 @@ def test_the_check_is_not_run_again_while_the_best_and_its_record_are_unchanged(
     calls: list[int] = []
     own = "the simulator with the study's own profile (no calibration stored)"
 
-    def check(spec, study, requests, point, base) -> SmallestChange:
+    def check(spec, study, requests, point, base, points=()) -> SmallestChange:
         calls.append(point.number)
         return SmallestChange(point.spec_id, True, own, trial=point.number)
 
@@ -302,3 +304,51 @@ def test_the_check_is_not_run_again_while_the_best_and_its_record_are_unchanged(
     moved = [point(0, 0.0, "s2"), point(5, -0.3, "s2")]
     smallest_check.check_best(study, None, moved, [])  # type: ignore[arg-type]
     assert calls == [3, 5, 5, 5]  # another spec: again
+
+
+def test_a_flag_the_simulator_does_not_model_is_judged_on_the_study_s_own_trials(
+    tmp_path, tiny_model_dir
+) -> None:
+    """Issue 50 item 3: an environment variable (or a flag the simulator ignores) reverts at
+    "+0.000, no worse" on the simulator whatever it does, and was dropped from `best` and
+    `export` though the study measured −0.53 with it and −0.24 without. It is judged on the
+    study's own trials, and kept when the study never measured the config without it."""
+    from tuner.fidelity import smallest_check
+    from tuner.fidelity.smallest import UNJUDGED
+    from tuner.runners.plan import PlanRunner
+    from tuner.spec.study import load_study_spec
+    from tuner.trial.smallest import MEASURED
+    from tuner_testing import sim_study
+
+    backend = {"type": "categorical", "choices": ["FLASH_ATTN", "FLASHINFER"],
+               "env": "VLLM_ATTENTION_BACKEND", "default": "FLASH_ATTN"}  # fmt: skip
+    chunk = {"type": "int", "low": 256, "high": 16384, "log": True, "default": 2048}
+    space = {"parameters": {"max-num-batched-tokens": chunk, "backend": backend}}
+    spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, workload=LOADED, search_space=space))
+    runner = PlanRunner(spec)
+    runner.prepare()
+    defaults = {"max-num-batched-tokens": 2048, "backend": "FLASH_ATTN"}
+    mine = {"max-num-batched-tokens": 1024, "backend": "FLASHINFER"}
+    without = {**mine, "backend": "FLASH_ATTN"}
+
+    def trial(number: int, params: dict[str, Any], score: float, tpot_ms: float) -> TrialPoint:
+        metrics = {"p99_ttft_ms": 2000.0, "mean_tpot_ms": tpot_ms, "output_throughput": 500.0}
+        cis = {m: (0.98 * v, 1.02 * v) for m, v in metrics.items()}
+        record = TrialRecord(metrics=metrics, cis=cis, score=score, baseline=number == 0)
+        return TrialPoint.measured_as(number, params, record)
+
+    base, best = trial(0, defaults, 0.0, 200.0), trial(1, mine, -0.53, 100.0)
+    for points, carries, why in (
+        ([base, best, trial(2, without, -0.24, 150.0)], True, "clearly worse on mean TPOT"),
+        ([base, best, trial(2, without, -0.529, 100.1)], False, "within noise"),
+        ([base, best], True, UNJUDGED),
+    ):
+        found = smallest_check.check_best(_Study(), spec, points, runner.requests)
+        assert found is not None and found.checked, found
+        by_flag = {r.flag: r for r in found.reverts}
+        assert by_flag["backend"].carries is carries and by_flag["backend"].why.startswith(why)
+        assert ("backend" in found.kept) is carries
+        if why != UNJUDGED:
+            assert by_flag["backend"].source == MEASURED
+            assert by_flag["backend"].score_change == pytest.approx(points[2].score + 0.53)
+            assert f"the {MEASURED} score by" in "\n".join(smallest_lines(found, best))

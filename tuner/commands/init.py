@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -145,7 +146,7 @@ def init(
 
     from tuner.scaffold.preview import preview
     from tuner.scaffold.study import draft_study
-    from tuner.scaffold.write import write_study
+    from tuner.scaffold.write import next_commands, write_study
 
     draft = draft_study(opts, output or Path("PENDING.yaml"))
     if not no_preview and draft.reachable:  # out of reach: the preview would find nothing
@@ -158,4 +159,4 @@ def init(
 
     for line in memory_lines():  # what a busy GPU leaves (docs/reliability.md)
         typer.echo(line)
-    typer.echo(f"wrote {path}; next: tuner check {path}, tuner run {path}, tuner best {path}")
+    typer.echo(f"wrote {shlex.quote(str(path))}; next: {', '.join(next_commands(path))}")

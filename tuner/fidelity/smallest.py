@@ -17,19 +17,29 @@ Reverting one flag at a time misses interactions, so the dropped flags are then 
 together; if that config loses the gain, the dropped flag whose revert cost the most is put back,
 one at a time, until it does not (at worst: the config as it was). The scoring (the calibrated
 simulator, `tuner.fidelity.smallest_check`) and the rule come in as functions.
+
+A flag the scorer cannot see (`blind`: one the simulator does not model, an environment
+variable) scores "no worse" reverted whatever it does, so it is never judged there: it is
+judged on the study's own measurements (`measured`: the config and the config with that flag
+reverted, each as a trial of the study measured it), and kept when the study has none
+(issue 50 item 3: an unmodelled flag carrying most of a measured gain was dropped).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TypeVar
 
 from tuner.spec.values import Params, Scalar
-from tuner.trial.smallest import FlagRevert, SmallestChange
+from tuner.trial.smallest import MEASURED, FlagRevert, SmallestChange
 
 S = TypeVar("S")  # a scored config, as the caller scores it
 # (the config, another) -> (the other loses the config's gain?, why in words)
 Loses = Callable[[S, S], tuple[bool, str]]
+UNJUDGED = (
+    "not judged: the simulator does not model it, and the study never measured this config "
+    "with it reverted, so it stays"
+)
 
 
 def changed_flags(params: Params, defaults: Params) -> list[str]:
@@ -50,12 +60,16 @@ def smallest_change(
     loses: Loses[S],
     score_of: Callable[[S], float | None],
     only: Sequence[str] | None = None,
+    blind: Collection[str] = (),
+    measured: Callable[[Params], S | None] = lambda _: None,
 ) -> SmallestChange | None:
     """The flags of `params` that carry its gain, each changed flag's revert, and the config to
     recommend. `score(config)`: the scored config, None when the engine refuses it. None when
     `params` itself cannot be scored; not `checked` when its gain is itself within noise.
     `only`: try reverting these changed flags alone (the others stay, and its gain over the
-    defaults is taken as shown)."""
+    defaults is taken as shown). `blind`: flags `score` cannot see, each judged on
+    `measured(config)` (the study's own trial of that config, None: never measured) of the
+    config and of it reverted alone, else kept (`UNJUDGED`)."""
     full = score(dict(params))
     if full is None:
         return None
@@ -69,15 +83,21 @@ def smallest_change(
         return SmallestChange(None, False, f"not decided: {why}; every changed flag kept")
     reverts, cost = [], {}
     for flag in tried:
-        other = score(reverted(params, defaults, [flag]))
+        config, unseen = reverted(params, defaults, [flag]), flag in blind
+        # a flag the scorer cannot see: judged on the study's own trials, or kept
+        mine = measured(dict(params)) if unseen else full
+        other = measured(config) if unseen else score(config)
+        source = MEASURED if unseen else ""
         change = None
-        if other is None:
-            carries, why = True, "the engine refuses the config with it reverted"
+        if mine is None or other is None:
+            carries = True
+            why = UNJUDGED if unseen else "the engine refuses the config with it reverted"
         else:
-            carries, why = loses(full, other)
-            change = _difference(score_of(other), score_of(full))
+            carries, why = loses(mine, other)
+            change = _difference(score_of(other), score_of(mine))
         cost[flag] = change if change is not None else float("inf")
-        reverts.append(FlagRevert(flag, params[flag], defaults[flag], change, carries, why))
+        revert = FlagRevert(flag, params[flag], defaults[flag], change, carries, why, source)
+        reverts.append(revert)
     dropped = sorted(
         (r.flag for r in reverts if not r.carries), key=lambda f: cost[f], reverse=True
     )

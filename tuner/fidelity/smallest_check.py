@@ -27,7 +27,9 @@ from tuner.fidelity.robustness import CANNOT_SIMULATE, cannot_simulate, nominal_
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
 from tuner.runners.trial_runner import TrialRunner
+from tuner.sim.flags import models
 from tuner.sim.profile_file import ProfileFile
+from tuner.spec.flag_values import long_flag
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
@@ -90,13 +92,16 @@ def on_runner(
     ref: TrialPoint | None = None,
     only: Sequence[str] | None = None,
     known: TrialPoint | None = None,
+    points: Sequence[TrialPoint] | None = None,
 ) -> tuple[SmallestChange, bool]:
     """The check on any runner (the calibrated planner, the study's engine): `point`'s config
     and each with changed flags reverted to `base`'s values (`only`: these flags tried) run
     once each on `runner` (`known`: a run of `point`'s config that stands for it), scored as
     the study scores against `ref` (None: `base`'s config run on this runner too; engine logs
     `smallest-<trial>-<ts>.log`), decided by `tuner.fidelity.smallest` with the rule `loses`,
-    as a record of `point`'s spec and trial. (the record, whether a run was simulated)."""
+    as a record of `point`'s spec and trial. `points`: the study's trials, when `runner` is
+    the simulator: a flag it does not model is judged on them (`own_trial`), never on it.
+    (the record, whether a run was simulated)."""
     seen: dict[tr.ParamsKey, Measurement | None] = {}
     simulated = [known.simulated] if known is not None else []  # `tuner sim serve`, the planner
 
@@ -126,13 +131,41 @@ def on_runner(
         broken = tuple(name for name, v in slos.items() if v > 0)
         return ScoredConfig(TrialPoint.measured_as(-1, params, record), broken)
 
+    def measured(params: Params) -> ScoredConfig | None:
+        own = own_trial(points or (), point, params)
+        return None if own is None else ScoredConfig(own, tuple(own.broken_constraints))
+
     rule, score_of = loses(spec), lambda s: s.point.score
-    found = smallest_change(point.params, base.params, score, rule, score_of, only)
+    blind = unmodelled_params(spec) if points is not None else ()
+    found = smallest_change(point.params, base.params, score, rule, score_of, only, blind, measured)
     if found is None:
         found = SmallestChange(None, False, f"not checked: the config was refused ({source})")
     else:
         found = replace(found, note=note, source=source)
     return replace(found, spec_id=point.spec_id, trial=point.number), any(simulated)
+
+
+def unmodelled_params(spec: StudySpec) -> set[str]:
+    """The search space's parameters the simulator's figures do not depend on: flags it does
+    not model (`tuner.sim.flags.models`) and environment variables."""
+    space = spec.search_space.parameters
+    return {name for name, p in space.items() if not models(long_flag(name, p))}
+
+
+def own_trial(points: Sequence[TrialPoint], point: TrialPoint, params: Params) -> TrialPoint | None:
+    """The study's own measurement of config `params` under `point`'s spec: `point` itself for
+    its own config, else the latest trial of that config measured whole by a real engine
+    (never the simulator's figures: it does not see the flag in question). None: none."""
+    key = tr.params_key(params)
+    found = [
+        p
+        for p in (point, *points)
+        if tr.params_key(p.params) == key
+        and p.spec_id == point.spec_id
+        and p.engine_measured
+        and not p.simulated
+    ]
+    return max(found, key=lambda p: (p.number == point.number, p.number)) if found else None
 
 
 def check(
@@ -141,14 +174,16 @@ def check(
     requests: Sequence[BenchRequest],
     point: TrialPoint,
     base: TrialPoint,
+    points: Sequence[TrialPoint] = (),
 ) -> SmallestChange:
-    """The record of one check on the calibrated simulator (stored by `check_best`)."""
+    """The record of one check on the calibrated simulator (stored by `check_best`); a flag
+    it does not model judged on the study's trials (`points`)."""
     try:
         runner = nominal_runner(spec, requests)
         calibrated, profile = _calibrated(study)
         if calibrated is not None:  # the study's calibrated profile, when one is stored
             runner.gpu = calibrated
-        return on_runner(spec, runner, point, base, profile, SIMULATED)[0]
+        return on_runner(spec, runner, point, base, profile, SIMULATED, points=points)[0]
     except CANNOT_SIMULATE as exc:
         return SmallestChange(point.spec_id, False, cannot_simulate(exc), trial=point.number)
 
@@ -167,7 +202,7 @@ def check_best(
 
     def run(best: TrialPoint, base: TrialPoint) -> SmallestChange:
         say("checking which of the best config's changed flags carry its gain (SIMULATED)")
-        return check(spec, stored, requests, best, base)
+        return check(spec, stored, requests, best, base, points)
 
     def current(best: TrialPoint) -> SmallestChange | None:
         found = unchanged(stored, best)

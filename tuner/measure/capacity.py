@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tuner.spec.slo import SloLimit
 
@@ -281,12 +281,28 @@ def search(
     from there on as from any run. None: from `start_rps`, placed by the runs' figures.
     `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
     fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
-    capacity so far) the search starts there, and stops after that first rate when it breaks
-    an SLO: the config cannot beat the best; when it meets them, the next run is one
-    resolution above (a tie with the best resolves there)."""
+    capacity so far, another config's result) the first run is there, and the search stops
+    after it when it breaks an SLO: the config cannot beat the best (`raced`)."""
     if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
         raise ValueError(
             "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
+        )
+    if beat_rps is not None:
+        return raced(
+            measure,
+            min(max(beat_rps, min_rps), max_rps),
+            lambda own: search(
+                own,
+                start_rps,
+                slos,
+                resolution=resolution,
+                max_runs=max_runs,
+                max_repeats=max_repeats,
+                min_rps=min_rps,
+                max_rps=max_rps,
+                bracket=bracket,
+            ),
+            (max_rps, resolution),
         )
     steps: list[Step] = []
 
@@ -295,22 +311,17 @@ def search(
         steps.append(step)
         return step
 
-    def result(lo: float, hi: float, resolved: bool, beaten: bool = False) -> Result:
-        return _finish(
-            measure, steps, (lo, hi), resolved, (max_rps, resolution), max_repeats, beaten
-        )
+    def result(lo: float, hi: float, resolved: bool) -> Result:
+        return _finish(measure, steps, (lo, hi), resolved, (max_rps, resolution), max_repeats)
 
     lo, hi = 0.0, math.inf
-    predicted = bracket if beat_rps is None else None
-    rate = min(max(beat_rps or (predicted or (0.0, start_rps))[1], min_rps), max_rps)
+    rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
     first = run(rate)
-    if beat_rps is not None and not first.feasible:
-        return result(0.0, rate, False, beaten=True)
     if first.feasible:
         lo = rate
     else:
         hi = rate
-    factor = _first_factor(first, slos, resolution, predicted, beat_rps is not None)
+    factor = _first_factor(first, slos, resolution, bracket)
     # Bracket: grow while feasible, shrink while not.
     while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
         rate = min(lo * factor, max_rps)
@@ -343,20 +354,59 @@ def search(
     return result(lo, hi, resolved)
 
 
+def raced(
+    measure: Callable[[float, int], Step],
+    beat_rps: float,
+    own_search: Callable[[Callable[[float, int], Step]], Result],
+    limits: tuple[float, float],
+) -> Result:
+    """Early stopping's race against the best capacity so far (another config's result): one
+    run at `beat_rps`; broken there, the config cannot beat the best and stops (`beaten`).
+    Met there, the config is searched as if it had not been raced (`own_search`, from its own
+    prediction or start; the race's run re-used where that search runs the same rate), and its
+    capacity is the higher of what that search found and the race's rate (a rate its own run
+    held, none of its runs at or below it broken), its interval from all its runs. A search
+    that went on from the best's rate took another config's result as its own lower bound and
+    stepped up from it: unresolved, every config after an unresolved best read a step above
+    it (issue 50 item 1, capacities that ratchet). `limits`: (max_rps, resolution)."""
+    gate = measure(beat_rps, 0)
+    if not gate.feasible:
+        low, high = capacity_interval([gate], 0.0)
+        return Result([gate], 0.0, False, False, (0.0, beat_rps), True, low, high)
+
+    def own(rate: float, repeat: int) -> Step:
+        return gate if rate == beat_rps and repeat == 0 else measure(rate, repeat)
+
+    found = own_search(own)
+    ran = [s.rate_rps for s in found.steps]
+    steps = found.steps if beat_rps in ran else [gate, *found.steps]
+    if beat_rps <= found.capacity_rps or any(
+        not s.feasible and s.rate_rps <= beat_rps for s in steps
+    ):
+        return replace(found, steps=steps)
+    max_rps, resolution = limits
+    above = min(
+        (s.rate_rps for s in steps if not s.feasible and s.rate_rps > beat_rps), default=None
+    )
+    low, high = capacity_interval(steps, beat_rps)
+    return Result(
+        steps,
+        beat_rps,
+        above is not None and narrow(beat_rps, above, resolution),
+        beat_rps >= max_rps,
+        (beat_rps, above),
+        low_rps=low,
+        high_rps=high,
+    )
+
+
 def _first_factor(
-    first: Step,
-    slos: Sequence[SloLimit],
-    resolution: float,
-    predicted: tuple[float, float] | None,
-    beating: bool,
+    first: Step, slos: Sequence[SloLimit], resolution: float, predicted: tuple[float, float] | None
 ) -> float:
     """How far from the first run the second goes (up when it held, down when it broke):
-    to the rate predicted to hold when the one predicted to break broke; one resolution up
-    when it held the best capacity so far (`beating`: a tie, resolved there); else placed by
-    its figures (`_grow`, `_shrink`)."""
+    to the rate predicted to hold when the one predicted to break broke; else placed by its
+    figures (`_grow`, `_shrink`)."""
     if first.feasible:
-        if beating:
-            return (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
         return _grow(first, slos)
     if predicted is not None:
         return max(first.rate_rps / predicted[0], 1 + resolution)
@@ -370,15 +420,13 @@ def _finish(
     resolved: bool,
     limits: tuple[float, float],
     max_repeats: int,
-    beaten: bool,
 ) -> Result:
     """The search's answer once the bisection ended: the repeats spent (`confirm`), the
     capacity and its interval. `limits`: (max_rps, resolution)."""
     lo, hi = bracket
     max_rps, resolution = limits
-    if not beaten:  # a config stopped at the best capacity so far has no interval to seek
-        lo = confirm(measure, steps, lo, max_repeats, resolution)
-        hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
+    lo = confirm(measure, steps, lo, max_repeats, resolution)
+    hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
     low, high = capacity_interval(steps, lo)
     return Result(
         steps=steps,
@@ -388,7 +436,6 @@ def _finish(
         bracket=(lo, None if math.isinf(hi) else hi),
         low_rps=low,
         high_rps=high,
-        beaten=beaten,
     )
 
 

@@ -19,7 +19,7 @@ from tuner.results.selection import Selection, closest_miss, hold, judge
 from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines
 from tuner.results.smallest import smallest_lines
-from tuner.results.verdicts import reference_words
+from tuner.results.verdicts import zero_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, headline_words, metric_words
 from tuner.spec.slo import SloLimit, straddle_words
@@ -90,7 +90,7 @@ def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpe
     """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
     each with their own score and figures."""
     shown = figure(top.score, 3, sign=True)
-    score = f"score {shown} ({reference_words(top, points)} = 0, lower is better)"
+    score = f"score {shown} ({zero_words(top, points)}, lower is better)"
     found = top.record.capacity
     if top.record.scenarios:
         how = objective_of(spec).aggregate_words()

@@ -95,9 +95,7 @@ def justification(
             if baseline is not None and name in baseline.metrics and baseline.number != p.number:
                 lines[-1] += f"; baseline trial {baseline.number}: {figure(baseline.metrics[name])}"
     if p.score is not None:
-        lines.append(
-            f"  score = {figure(p.score, 3, sign=True)} (lower is better; the baseline scores 0)"
-        )
+        lines.append(f"  score = {figure(p.score, 3, sign=True)} (lower is better; {choice.zero})")
     if not choice.held:  # held: the candidate's are above
         lines += choice.worse
         lines += _verdict_lines(choice) or [f"  {note}" for note in choice.notes]

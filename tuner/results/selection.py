@@ -24,7 +24,7 @@ from tuner.results.change import (
 from tuner.results.pareto import check_complete, check_stored
 from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.smallest import shipped_params
-from tuner.results.verdicts import Verdict, verdicts
+from tuner.results.verdicts import Verdict, verdicts, zero_words
 from tuner.spec.figures import figure
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
@@ -49,6 +49,7 @@ class Selection:
     verdicts: tuple[Verdict, ...] = ()
     recommendation: Recommendation | None = None  # set by `judge`: the candidate held back?
     smallest: SmallestChange | None = None  # set by `judge`: the flags that carry the gain
+    zero: str = "baseline = 0"  # set by `judge`: what a score of 0 is (`zero_words`)
 
     @property
     def params(self) -> dict[str, Scalar]:
@@ -96,6 +97,7 @@ def judge(
     change = study.smallest_of(choice.point) if study is not None and trim else None
     return replace(
         choice,
+        zero=zero_words(choice.point, points),
         comparison=comparison,
         worse=tuple(worse_lines(spec, choice.point, baseline)),
         moved=moved_from_defaults(spec, choice.point, baseline),

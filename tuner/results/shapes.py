@@ -12,6 +12,7 @@ from tuner.spec.space import effective_flags
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import TrialPoint, words
+from tuner.trial.outcome import tally_words
 
 
 @dataclass(frozen=True)
@@ -20,17 +21,15 @@ class ShapeRow:
 
     shape: str  # "2 x TP=2, prefix caching on"
     trials: int
-    feasible: int
-    infeasible: int  # measured, over an SLO (capacity mode: no rate met them)
-    failed: int
+    # how they ended, in `tuner trials`' words and order (`outcome.tally_words`): every trial
+    # counted once, a config ruled out on a prediction or refused before launch among them
+    ended: tuple[tuple[str, int], ...]
     best: TrialPoint | None  # the lowest score among the feasible ones
     reason: str | None  # why its trials failed (the first one's reason), when none measured
 
     def line(self) -> str:
-        ended = (
-            f"{self.trials} trial(s): {self.feasible} feasible, {self.infeasible} over the "
-            f"SLOs, {self.failed} failed"
-        )
+        counts = ", ".join(f"{n} {w}" for w, n in self.ended)
+        ended = f"{self.trials} trial(s): {counts}"
         if self.best is None:
             return f"{self.shape}: {ended}" + (f": {self.reason}" if self.reason else "")
         top = self.best
@@ -67,11 +66,11 @@ def shape_rows(spec: StudySpec, points: Sequence[TrialPoint]) -> list[ShapeRow]:
     rows = []
     for shape, group in groups.items():
         feasible = [p for p in group if p.feasible and p.score is not None]
-        over = sum(p.status == "infeasible" for p in group)
         failed = [p for p in group if p.status == "failed"]
         best = min(feasible, key=lambda p: p.score or 0.0) if feasible else None
         reason = _first_sentence(failed[0].failure) if failed and best is None else None
-        rows.append(ShapeRow(shape, len(group), len(feasible), over, len(failed), best, reason))
+        ended = tuple(tally_words(group))
+        rows.append(ShapeRow(shape, len(group), ended, best, reason))
     return sorted(rows, key=lambda r: (r.best is None, r.best.score if r.best else 0.0))
 
 

@@ -29,7 +29,7 @@ def _revert_words(r: FlagRevert, source: str) -> str:
     if r.score_change is None:
         return r.why
     change = figure(r.score_change, 3, sign=True)
-    return f"reverting it changes the {source} score by {change}, {r.why}"
+    return f"reverting it changes the {r.source or source} score by {change}, {r.why}"
 
 
 def smallest_lines(change: SmallestChange | None, point: TrialPoint) -> list[str]:

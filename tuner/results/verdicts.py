@@ -60,6 +60,19 @@ def reference_words(point: TrialPoint, points: Sequence[TrialPoint]) -> str:
     return f"trial {ref}, the first measured: vLLM's defaults were not measured,"
 
 
+def zero_words(point: TrialPoint, points: Sequence[TrialPoint]) -> str:
+    """What a score of 0 is, for `tuner best` and `export`: `baseline = 0`; once `--confirm`
+    re-measured the reference, 0 is the mean of its runs (`tr.pooled`), and its first run
+    alone, which `tuner trials` lists with its own score, is said (the fourth round of trust:
+    the baseline's row read −0.05 beside "the baseline scores 0")."""
+    ref, number = reference_words(point, points), point.record.reference_trial
+    runs = tr.confirmation_runs(points).get(number) if number is not None else None
+    if not runs:
+        return f"{ref} = 0"
+    first = figure(runs[0], 3, sign=True)
+    return f"{ref} = 0, the mean of its {len(runs)} runs: trial {number} alone scores {first}"
+
+
 def verdicts(
     point: TrialPoint,
     points: Sequence[TrialPoint],

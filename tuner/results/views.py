@@ -93,8 +93,9 @@ def _failure(p: TrialPoint) -> str | None:
     a measurement with a warm prefix cache."""
     r = p.record
     failure: str | None
-    if r.ruled_out:
-        failure = r.pruned_reason
+    if r.ruled_out:  # on a prediction judged as the study judged then (the fourth round)
+        under = "ruled out under the previous SLOs/objective: " if p.stale_stop else ""
+        failure = f"{under}{r.pruned_reason or ''}" if under else r.pruned_reason
     elif p.stale_queue:
         failure = (
             "queued to run again under SLOs/objective the study file no longer has: not "

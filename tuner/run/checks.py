@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tuner.errors import FailureKind, UserError
 from tuner.run.recovery import HOST_ENV
+from tuner.runners.plan import study_platform
 from tuner.runners.precheck import predict_refusal
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import load_model
@@ -26,9 +27,11 @@ from tuner.spec.space import (
     effective_flags,
     engine_env,
     max_model_len,
+    rule_corners,
     spec_rules,
 )
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Params
 from tuner.store.driver_errors import parsed_url
 from tuner.store.schema import HOST_ID_CHARS
 from tuner.store.storage import resolve_storage
@@ -69,6 +72,7 @@ def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
         lambda: check_cores(spec.engine.cpu_affinity),
         lambda: check_slot(spec),
         lambda: check_baseline_starts(spec),
+        lambda: check_space_starts(spec),
         *plan_checks(spec),
     ]
 
@@ -102,7 +106,7 @@ def check_baseline_starts(spec: StudySpec) -> None:
     if base is None:  # no baseline trial: each sampled config is checked on its own
         return
     flags = effective_flags(spec, base)
-    why = spec_rules(spec, flags)
+    why = spec_rules(spec, flags, study_platform(spec))
     if why is None:
         env = engine_env(spec, base)
         try:
@@ -116,6 +120,29 @@ def check_baseline_starts(spec: StudySpec) -> None:
         raise UserError(
             f"search_space: the baseline (trial 0: every parameter's default"
             f"{'; ' + shape if shape else ''}) can never start: {why}"
+        )
+
+
+def space_refusals(spec: StudySpec) -> list[tuple[Params, str | None]]:
+    """vLLM's refusal (None: none) of each config standing for the search space under its
+    rules (`rule_corners`, on the study's platform), as the pipeline's rule check refuses
+    them before launch; empty when the space is too large to walk."""
+    platform = study_platform(spec)
+    corners = rule_corners(spec, platform) or []
+    return [(c, spec_rules(spec, effective_flags(spec, c), platform)) for c in corners]
+
+
+def check_space_starts(spec: StudySpec) -> None:
+    """Some config of the search space passes vLLM's rules: when none does, every trial would
+    be refused before launch (issue 50 item 11: `check` said "no problem found")."""
+    found = space_refusals(spec)
+    if found and all(why for _, why in found):
+        config, why = found[0]
+        shown = ", ".join(f"{k} {v}" for k, v in config.items())
+        raise UserError(
+            f"search_space: vLLM refuses every config it can draw before launch, so the run "
+            f"would measure nothing ({len(found)} configs standing for its ranges tried; "
+            f"e.g. {shown}: {why})"
         )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.engine.vllm_flags import VllmFlags, engine_python, is_simulated_engine, vllm_flags
-from tuner.sim.flags import MODELLED, SIM_FLAGS, VLLM_FLAGS
+from tuner.sim.flags import SIM_FLAGS, VLLM_FLAGS, models
 from tuner.spec.study import StudySpec
 from tuner.spec.suggest import closest
 
@@ -124,5 +124,5 @@ def unmodelled(spec: StudySpec) -> list[str]:
         f"{where}: the simulator does not model --{name}: `tuner plan` predicts the same "
         "figures for every value of it"
         for where, name, _ in study_flags(spec)
-        if where.startswith("search_space.") and name.replace("_", "-") not in MODELLED
+        if where.startswith("search_space.") and not models(name)
     ]

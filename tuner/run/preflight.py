@@ -39,7 +39,7 @@ from tuner.runners.plan import study_profile
 from tuner.sim.bands import Bands
 from tuner.sim.profiles import unknown_model_note
 from tuner.sim.vllm_defaults import VLLM_VERSION, serve_defaults
-from tuner.spec.space import baseline_params, effective_flags
+from tuner.spec.space import baseline_params, effective_flags, int_values
 from tuner.spec.study import StudySpec
 from tuner.spec.vllm_rules import block_size_error
 from tuner.store.storage import Store, resolve_storage
@@ -124,17 +124,46 @@ def defaults_notes(spec: StudySpec) -> list[str]:
             "default: to them to measure against vLLM's defaults (tuner init does)"
         )
     block = params.get("block-size")
-    sizes = [*(block.choices or []), block.default] if block is not None else []
+    sizes = [*(int_values(block) or block.choices or []), block.default] if block else []
     ints = {s for s in sizes if isinstance(s, int) and not isinstance(s, bool)}
     refused = sorted(s for s in ints if block_size_error(s, gpu.platform))
     if refused:
         example = block_size_error(refused[0], gpu.platform)
+        shown = ", ".join(map(str, refused[:8]))
+        shown += f", … ({len(refused)} of its {len(ints)} sizes)" if len(refused) > 8 else ""
         notes.append(
-            f"block-size {', '.join(map(str, refused))} of the search space: vLLM "
+            f"block-size {shown} of the search space: vLLM "
             f"{VLLM_VERSION} refuses it on {gpu.platform} ({example}); such trials are "
             "skipped before launch"
         )
-    return notes
+    return notes + rule_notes(spec, gpu.platform)
+
+
+def rule_notes(spec: StudySpec, platform: str | None) -> list[str]:
+    """A note when vLLM's rules refuse some configs of the search space but not all (all: a
+    problem, `checks.check_space_starts`), for a reason other than the block size (noted on
+    its own above): the pipeline skips them before launch (`spec_rules` on the configs that
+    stand for the space, `checks.space_refusals`)."""
+    found = checks.space_refusals(spec)
+    refused = [
+        (config, why)
+        for config, why in found
+        if why is not None
+        and why != block_size_error(_int(effective_flags(spec, config).get("block-size")), platform)
+    ]
+    if not refused or all(why for _, why in found):
+        return []
+    config, why = refused[0]
+    shown = ", ".join(f"{k} {v}" for k, v in config.items())
+    return [
+        f"search_space: vLLM refuses some configs it can draw ({len(refused)} of the "
+        f"{len(found)} that stand for its ranges; e.g. {shown}: {why}); such trials are "
+        "skipped before launch"
+    ]
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass

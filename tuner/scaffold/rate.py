@@ -119,6 +119,22 @@ def _refused(spec: StudySpec, rate: float, runs: dict[float, dict[str, float]]) 
     )
 
 
+def missed_at(spec: StudySpec, rate: float) -> str | None:
+    """The SLO limits vLLM's defaults miss at `rate` on the simulator (no margin), each with
+    its SIMULATED figure, in words; None when they meet them all, or the simulator cannot run
+    them (a rate given with `--rate`: `tuner init` writes it all the same)."""
+    try:
+        figures = simulated_baseline(_at(spec, rate)).metrics or {}
+    except UserError:
+        return None
+    missed = [
+        f"{limit} ({held_words(figures, limit.metric)})"
+        for limit in spec.slo_limits()
+        if not limit.met(figures)
+    ]
+    return ", ".join(missed) or None
+
+
 def round_rates(top: float, bottom: float) -> list[float]:
     """The round rates (`ROUND_STEPS` × a power of ten) in [bottom, top], highest first."""
     if not 0 < bottom <= top < math.inf:

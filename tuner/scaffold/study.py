@@ -29,7 +29,7 @@ from tuner.scaffold.baseline import space_for_gpu
 from tuner.scaffold.draft import MIN_TRIALS, StudyDraft, hours_text, study_data
 from tuner.scaffold.model_len import traffic_model_len
 from tuner.scaffold.options import InitOptions, check_options
-from tuner.scaffold.rate import choose_rate, sustained_rate, sustained_words
+from tuner.scaffold.rate import choose_rate, missed_at, sustained_rate, sustained_words
 from tuner.scaffold.reach import out_of_reach
 from tuner.scaffold.sources import (
     Hardware,
@@ -113,6 +113,7 @@ def _shaped(opts: InitOptions, output: Path, detect: Callable[[], box.Gpus | Non
     check_options(opts)
     profile = study_model(opts)
     hw = study_hardware(opts, detect)
+    check_heads_split(profile, hw)
     if hw.engine == "vllm" and opts.model_config:
         raise UserError(
             f"--model-config {opts.model_config}: `vllm serve` loads the weights, not a "
@@ -199,6 +200,20 @@ def _mode_note(opts: InitOptions, kind: str) -> str:
     )
 
 
+def check_heads_split(profile: ModelProfile, hw: Hardware) -> None:
+    """`tuner init` runs the model tensor parallel over every GPU, and vLLM splits its
+    attention heads evenly over them: a count that does not divide them is refused with the
+    counts that do (more GPUs cannot help: 4096 for 40 heads was told "give more GPUs")."""
+    heads = profile.num_heads
+    if heads % hw.count:
+        fits = [n for n in range(1, heads + 1) if heads % n == 0]
+        raise UserError(
+            f"{hw.count}× {hw.gpu} ({hw.found}): `tuner init` runs {profile.name} tensor "
+            f"parallel over every GPU, and vLLM splits its {heads} attention heads evenly over "
+            f"them: give --count {', '.join(map(str, fits))} (a count that divides {heads})"
+        )
+
+
 def _hardware_note(profile: ModelProfile, hw: Hardware) -> str:
     engine = "`tuner sim serve`, SIMULATED" if hw.engine == "sim" else "`vllm serve`"
     return f"{profile.name} on {hw.count}× {hw.gpu} ({hw.found}); engine: {engine}"
@@ -209,6 +224,13 @@ def _rate(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: list[str]) ->
     the SLO with a margin on the simulator (`tuner.scaffold.rate`)."""
     if opts.rate is not None:
         rate, why = opts.rate, "as given"
+        missed = missed_at(_scalar(spec), rate) if opts.mode != "capacity" else None
+        if missed is not None:  # the fourth round: a rate given was written without a word
+            why += (
+                f"; vLLM's defaults miss {missed} there on the simulator (SIMULATED): the "
+                "baseline is infeasible, and the night may find no config that meets the SLO; "
+                "a lower --rate, or none (init then picks the highest rate the defaults meet)"
+            )
     elif opts.concurrency is not None:  # a closed loop: the next request when one ends
         loop = f"a closed loop of {opts.concurrency} requests at once (--concurrency)"
         notes.append(f"traffic: {traffic_words(spec.workload)}, {loop}; --rate to cap the rate")

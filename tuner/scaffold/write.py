@@ -8,6 +8,7 @@ if no other has appeared there meanwhile (a hard link, which fails on an existin
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 import textwrap
 from datetime import UTC, datetime
@@ -35,11 +36,17 @@ def _list(dumper: yaml.SafeDumper, items: list[object]) -> yaml.Node:
 _Dumper.add_representer(list, _list)
 
 
+def next_commands(path: Path) -> list[str]:
+    """What to run on the study file next, each a shell command (the path quoted as a shell
+    reads it: a space or a quote in it is one argument)."""
+    return [shlex.join(["tuner", verb, str(path)]) for verb in ("check", "run", "best")]
+
+
 def render(draft: Draft, path: Path) -> str:
     """The study file's text: the notes as comments, then the YAML."""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = [f"Written by `tuner init` on {when}.", *draft.notes]
-    head += ["Next:", f"  tuner check {path}", f"  tuner run {path}", f"  tuner best {path}"]
+    head += ["Next:", *(f"  {command}" for command in next_commands(path))]
     wrap = partial(textwrap.wrap, width=98, subsequent_indent="  ", break_on_hyphens=False)
     comments = "".join(f"# {part}\n" for line in head for part in wrap(line) or [""])
     data = shared_paths(draft.data, path.resolve().parent)

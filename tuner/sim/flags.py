@@ -49,3 +49,9 @@ SIM_ONLY = (
 )
 VLLM_FLAGS = frozenset(MODELLED + SERVING + IGNORED)  # vLLM's, as the simulator knows them
 SIM_FLAGS = VLLM_FLAGS | frozenset(SIM_ONLY)  # every flag `tuner sim serve` accepts
+
+
+def models(flag: str) -> bool:
+    """Whether the simulator's figures depend on vLLM flag `flag` (with or without dashes,
+    `_` or `-`); an environment variable ("") is never modelled."""
+    return bool(flag) and flag.removeprefix("--").replace("_", "-") in MODELLED

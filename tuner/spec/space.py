@@ -141,6 +141,65 @@ def spec_rules(spec: StudySpec, flags: Flags, platform: str | None = None) -> st
     )
 
 
+# The flags `spec_rules` reads: a config's fate before launch depends on these alone.
+RULE_FLAGS = frozenset(
+    {*SHAPE_FLAGS, "block-size", "max-num-seqs", "max-num-batched-tokens"}
+    | {"enable-chunked-prefill", "gpu-memory-utilization"}
+)
+MAX_CORNERS = 1024  # more: the space is not walked (`rule_corners`)
+MAX_INT_VALUES = 4096  # an int range's values are listed up to this many (`int_values`)
+
+
+def int_values(p: ParameterSpec) -> list[int] | None:
+    """Every value an int parameter draws (low, low + step, …, high); None for another type
+    or past `MAX_INT_VALUES`."""
+    if p.type != "int" or p.low is None or p.high is None:
+        return None
+    step = 1 if p.log else int(p.step or 1)
+    low, high = int(p.low), int(p.high)
+    if (high - low) // step >= MAX_INT_VALUES:
+        return None
+    return list(range(low, high + 1, step))
+
+
+def drawn_values(p: ParameterSpec, flag: str, platform: str | None) -> list[Scalar]:
+    """The values of parameter `p` on `flag` that `spec_rules` can tell apart: its choices;
+    a range's ends (each rule but the block size's is monotone in a number); a block size
+    range's lowest and highest size `platform` takes and refuses."""
+    if p.type == "bool":
+        return [False, True]
+    if p.type == "categorical":
+        return list(p.choices or [])
+    assert p.low is not None and p.high is not None  # `ParameterSpec._check` holds it
+    values = int_values(p)
+    if flag == "block-size" and values is not None:
+        taken = [v for v in values if block_size_error(v, platform) is None]
+        refused = [v for v in values if block_size_error(v, platform) is not None]
+        return list(dict.fromkeys([*taken[:1], *taken[-1:], *refused[:1], *refused[-1:]]))
+    ends = [p.low, p.high] if values is None else [values[0], values[-1]]
+    return list(dict.fromkeys(int(v) if p.type == "int" else v for v in ends))
+
+
+def rule_corners(spec: StudySpec, platform: str | None) -> list[Params] | None:
+    """Configs of the search space that stand for all of it under vLLM's rules (`spec_rules`
+    on `platform`): every combination of `drawn_values` of the parameters on `RULE_FLAGS`,
+    the others at their default (else their first value). Every config is refused before
+    launch when all of these are. None past `MAX_CORNERS` combinations."""
+    axes: dict[str, list[Scalar]] = {}
+    for name, p in spec.search_space.parameters.items():
+        flag = long_flag(name, p)
+        values = drawn_values(p, flag, platform)
+        if flag not in RULE_FLAGS:
+            values = [p.default] if p.default is not None else values[:1]
+        axes[name] = values
+    corners: list[Params] = [{}]
+    for name, values in axes.items():
+        corners = [{**c, name: v} for c in corners for v in values]
+        if len(corners) > MAX_CORNERS:
+            return None
+    return corners
+
+
 def engine_argv(spec: StudySpec, params: Params, *, port: int) -> list[str]:
     """The argv that starts this trial's engine (real vLLM or `tuner sim serve`).
 

@@ -32,6 +32,9 @@ class FlagRevert(Stored):
     score_change: Figure = None  # score reverted − the config's (> 0: worse); None: refused
     carries: bool = False  # reverting it alone loses the gain beyond noise (or is refused)
     why: str = ""  # in words: "within noise (...)", "clearly worse on mean TPOT", "refused: ..."
+    # its figures' label where not the record's: MEASURED for a flag the simulator does not
+    # model, judged on the study's own trials (issue 50 item 3)
+    source: str = ""
 
 
 @dataclass(frozen=True)

@@ -263,8 +263,11 @@ def _scenario_fronts(
 def _counts(points: Sequence[TrialPoint]) -> list[tuple[str, int]]:
     """The trials counted by how they ended, `tuner trials`' counts (`tuner.trial.tally`)."""
     counts = tally_words(points)
-    if stale := sum(p.stale_stop for p in points):  # docs/reliability.md, "Re-judging"
-        counts.append(("of them stopped under the previous SLOs/objective", stale))
+    stale = [p for p in points if p.stale_stop]  # docs/reliability.md, "Re-judging"
+    if stopped := sum(not p.record.ruled_out for p in stale):
+        counts.append(("of them stopped under the previous SLOs/objective", stopped))
+    if ruled := sum(bool(p.record.ruled_out) for p in stale):
+        counts.append(("of them ruled out under the previous SLOs/objective", ruled))
     if warm := sum(bool(p.warm_runs) for p in points):  # docs/metrics.md, "Every run cold"
         counts.append(("of them measured with a warm prefix cache", warm))
     return counts
