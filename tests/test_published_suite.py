@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -43,6 +44,48 @@ def test_cases_file_is_well_formed(suite) -> None:
         quote = case["source"]["quote"]
         for fig in case["published"].values():
             assert f"{fig['value']}".rstrip("0").rstrip(".") in quote, (case["id"], fig)
+
+
+def test_the_suite_covers_issue_45s_field(suite) -> None:
+    """Issue 45 item 1, as docs/simulator.md ("The suite's coverage") claims it: at least 40
+    cases from at least 8 sources (a repository or site each; the yaml header's "independent"),
+    5 GPU types with built-in profiles, models from under 1B to 70B, and every regime."""
+    from tuner.sim.profiles import GPUS, load_model, model_from_config
+
+    data = suite.load_cases()
+    cases = data["cases"]
+    v1 = [c for c in cases if c["engine"] == "V1"]
+    assert len(cases) >= 40
+    assert len({c["source"]["repo"] or c["source"]["url"] for c in cases}) >= 8
+    assert len({c["gpu"] for c in cases}) >= 5
+
+    def params(name: str) -> int:
+        given = data["models"].get(name)
+        model = model_from_config(given, name) if given else load_model(name)
+        return model.param_count
+
+    sizes = {c["model"]: params(c["model"]) for c in cases}
+    assert min(sizes.values()) < 1e9 and max(sizes.values()) > 65e9
+    assert len(sizes) >= 6
+
+    def work(c: dict) -> dict:
+        return c["workload"]
+
+    def rate(c: dict) -> float:  # the yaml's `inf` is a string, as the runner's float() reads it
+        return float(work(c).get("request_rate", math.inf))
+
+    poisson = [c for c in v1 if rate(c) != math.inf]
+    loops = {work(c)["max_concurrency"] for c in v1 if work(c).get("max_concurrency")}
+    assert poisson, "a Poisson-rate (--request-rate N) case"
+    assert 1 in loops or any(work(c)["num_prompts"] == 1 for c in v1), "one request at a time"
+    assert {8, 256} <= loops, "closed loops of 8 to 256"
+    bursts = [c for c in v1 if "max_concurrency" not in work(c) and rate(c) == math.inf]
+    assert any(work(c)["num_prompts"] >= 1000 for c in bursts), "bursts of 1,000"
+    assert any(work(c).get("input_len", 0) >= 16000 for c in v1), "long context"
+    tp = [c for c in v1 if c["tp"] > 1]
+    nvlink = {g for g, p in GPUS.items() if p.interconnect_bytes_s >= 300e9}
+    assert any(c["gpu"] in nvlink and "PCIe" not in c.get("notes", "") for c in tp)
+    assert any("P2P" in c.get("notes", "") or "PCIe" in c.get("notes", "") for c in tp)
 
 
 def test_malformed_cases_are_named(suite) -> None:
