@@ -122,7 +122,7 @@ def test_refused_block_size_is_recorded_and_the_study_goes_on(
     study_file.write_text(yaml.safe_dump(data, sort_keys=False))
     spec = load_study_spec(study_file)
     store = Store(f"sqlite:///{tmp_path}/tuner.db")
-    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"), precheck=False)
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs", store.url), precheck=False)
     good = {
         "max-num-seqs": 8,
         "block-size": 32,
