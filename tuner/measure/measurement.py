@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from tuner.measure.pruning import Decision
 from tuner.measure.records import RequestRecord
-from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.measure.snapshot import EngineSample
+
+if TYPE_CHECKING:  # pydantic's: not loaded by the simulated engine, which makes no such runs
+    from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 
 
 @dataclass
