@@ -11,7 +11,7 @@ drawn again), on that engine:
 
 - old: the search from the study's rate (`capacity.start_rps` unset: workload.request_rate);
 - new: the search from the bracket around the capacity the uncalibrated profile predicts
-  (`tuner.fidelity.predict_skip.capacity_bracket`, the band of `tuner.sim.bands`).
+  (`tuner.fidelity.predict_skip.capacity_bracket`, the band of `tuner.fidelity.bands`).
 
 Printed per config: both capacities with their intervals, runs, engine seconds, and whether
 they agree (within 5 %, or the old capacity inside the new one's interval; "inside (0-?)":

@@ -1,4 +1,4 @@
-"""The CPU start-up figure (`tuner.trial.uptime.CPU_STARTUP_S`): launch to ready of the baseline
+"""The CPU start-up figure (`tuner.sim.boot.CPU_STARTUP_S`): launch to ready of the baseline
 trial's engine of the CPU study (`tuner_testing.cpu_study` with the shipped file's 4 GiB KV
 cache, which the tests' engines shrink to 1).
 

@@ -4,7 +4,7 @@ everything off, SIMULATED in virtual time (`tuner plan`'s machinery, no engine, 
 Everything on: early stopping (`pruning`, its "stop only when it pays" rule) and prediction
 skips (`tuner.fidelity.predict_skip`). Everything off: `--no-pruning --no-prediction-skip`.
 (The persistent compile cache is not modelled apart: the planner's start-up is one figure per
-config, `tuner.trial.uptime.estimated_startup_s`, already a cached start.)
+config, `tuner.sim.boot.estimated_startup_s`, already a cached start.)
 
 The "engine" is the simulator with a HIDDEN TRUTH profile: the study's accelerator profile
 with its constants moved (`TRUTH`: memory bandwidth −15 %, step overhead +30 %, per-sequence

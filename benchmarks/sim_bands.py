@@ -1,7 +1,7 @@
-"""The table of `tuner.sim.bands.PUBLISHED_BANDS`, from the published real-GPU run on file.
+"""The table of `tuner.fidelity.bands.PUBLISHED_BANDS`, from the published real-GPU run on file.
 
 Reads benchmarks/published/cases.yaml (each case's workload: its regime, by
-`tuner.sim.bands.regime`) and benchmarks/published/last_run.json (each figure's SIMULATED /
+`tuner.fidelity.bands.regime`) and benchmarks/published/last_run.json (each figure's SIMULATED /
 published `ratio`), keeps the V1 figures (fit and held-out cases: held-out alone has 29), and
 prints, per regime and family, the interval of published / SIMULATED holding the central 80 %
 of them (the 10th percentile rounded down to the figure below it, the 90th up to the one
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from tuner.sim.bands import COVERAGE, FAMILIES, REGIMES, family, regime
+from tuner.fidelity.bands import COVERAGE, FAMILIES, REGIMES, family, regime
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "benchmarks" / "published" / "cases.yaml"

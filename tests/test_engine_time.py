@@ -8,9 +8,10 @@ import pytest
 
 from tuner.run.pipeline import Outcome
 from tuner.run.summary import RunSummary
+from tuner.sim.boot import estimated_startup_s
 from tuner.trial import TrialRecord
 from tuner.trial.payloads import StartupPhases
-from tuner.trial.uptime import estimated_startup_s, median_startup_s, study_line, summary_line
+from tuner.trial.uptime import median_startup_s, study_line, summary_line
 
 
 def test_estimated_startup_for_4x_a6000_and_the_32b_model() -> None:

@@ -1,10 +1,13 @@
 """The engine layer against real vLLM (CPU build): serving, timeout, stop, a dead tuner.
 
-A refused start (block size 16) is classified in `test_run_vllm.py`, through the whole loop.
+A config vLLM's CPU rule refuses (block size 16) is refused before launch, through the whole
+loop: tests/test_vllm_rules.py; the log of a refused start: tests/test_engine_failures.py.
 
 Each test here starts at most one engine (~20–60 s each); the session server is shared. The
 tests of the process group start vLLM's shipped process tree (API server, EngineCore, worker;
 `SHIPPED_PROCESSES`), where the suite's other engines keep the worker in EngineCore (conftest).
+The stop of a ready server (nothing left, the port free) is checked on the engine that
+tests/test_shape_vllm.py starts with a study's exported flags: one start for both.
 """
 
 from __future__ import annotations
@@ -110,29 +113,6 @@ def test_startup_timeout_kills_the_whole_group_and_frees_the_port(
     assert err.value.failure.kind == FailureKind.STARTUP_TIMEOUT
     assert max(sizes, default=0) >= 2, "the timeout must have hit a multi-process engine"
     assert_group_gone(proc.pgid)
-    assert port_is_free("127.0.0.1", port)
-
-
-def test_stop_of_a_ready_server_leaves_nothing_and_frees_the_port(
-    vllm_command, tmp_path: Path
-) -> None:
-    port = free_port()
-    argv, env = vllm_command(port)
-    env.update(SHIPPED_PROCESSES)
-    proc = EngineProcess.start(argv, env, tmp_path / "engine.log", cpu_affinity=[SERVER_CORE])
-    try:
-        info = proc.wait_ready(f"http://127.0.0.1:{port}", timeout_s=240)
-        print(f"ready after {info.startup_s:.1f} s")
-        assert not port_is_free("127.0.0.1", port)
-        members = group_members(proc.pgid)
-        assert len(members) >= 2
-        assert_shipped_tree(proc.pgid)
-    finally:
-        t0 = time.monotonic()
-        code = proc.stop()
-        print(f"stopped in {time.monotonic() - t0:.1f} s, exit code {code}")
-    assert_group_gone(proc.pgid)
-    assert all(not Path(f"/proc/{pid}").exists() for pid in members)
     assert port_is_free("127.0.0.1", port)
 
 

@@ -12,9 +12,9 @@ import yaml
 from tuner.run.cost import night_cost
 from tuner.scaffold.baseline import space_for_gpu
 from tuner.sim.profiles import get_gpu
-from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.space import baseline_params
 from tuner.spec.study import load_study_spec
+from tuner.spec.vllm_rules import VLLM_VERSION
 from tuner.trial.uptime import SIM_STARTUP_S
 from tuner_testing.cli import REPO, tuner
 

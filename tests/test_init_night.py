@@ -212,6 +212,7 @@ def test_init_says_the_night_may_win_nothing(tmp_path: Path) -> None:
 
 
 def test_the_preview_says_a_predicted_gain(tiny_model_dir: Path) -> None:
+    from tuner.run.planned import planned_trials
     from tuner.scaffold.preview import preview
 
     # vLLM's defaults held to 4 sequences at 8 req/s: they queue, wider batches clearly win
@@ -220,7 +221,7 @@ def test_the_preview_says_a_predicted_gain(tiny_model_dir: Path) -> None:
     space.parameters["max-num-seqs"] = space.parameters["max-num-seqs"].model_copy(
         update={"low": 4, "default": 4}
     )
-    found = preview(spec.model_copy(update={"search_space": space}), n_trials=6)
+    found = preview(spec.model_copy(update={"search_space": space}), planned_trials, n_trials=6)
     assert found.gain is True, found.line
     assert found.line.startswith(f"plan preview ({found.trials} of 6 trials, SIMULATED")
     assert "predicted gain" in found.line
@@ -248,11 +249,12 @@ def test_the_preview_says_a_predicted_gain(tiny_model_dir: Path) -> None:
 def test_the_preview_when_the_defaults_break_the_slo(
     tiny_model_dir: Path, slo: str, gain: bool, says: str
 ) -> None:
+    from tuner.run.planned import planned_trials
     from tuner.scaffold.preview import preview
 
     data = _spec(tiny_model_dir, 512, 16384, n_trials=4).model_dump(mode="json")
     data["search_space"]["parameters"]["max-num-seqs"].update(low=4, default=4)
     data["objective"]["slo"] = [slo]
-    found = preview(StudySpec.model_validate(data), n_trials=3)
+    found = preview(StudySpec.model_validate(data), planned_trials, n_trials=3)
     assert found.gain is gain and says in found.line, found.line
     assert "tighter SLO" not in found.line

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from tuner.errors import UserError
+from tuner.sim.boot import estimated_startup_s
 from tuner.sim.profiles import BUILTIN_MODELS, known_model, load_model, unknown_model_note
 from tuner.spec.model_source import hub_cache_dir, model_config, model_dir, tokenizer_source
-from tuner.trial.uptime import estimated_startup_s
 from tuner_testing import sim_study, tuner
 
 HUB_ID = "meta-llama/Llama-3.1-8B-Instruct"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.run.planned import planned_trials
 from tuner.scaffold.preview import Cause, _line, cause_of, preview
 from tuner.spec.study import StudySpec, load_study_spec
 from tuner.trial import TrialPoint, TrialRecord
@@ -109,7 +110,7 @@ def test_the_remedies_never_send_a_study_back_and_forth_between_modes(cause: Cau
 
 def test_short_of_a_whole_plan_the_demo_is_too_early_to_tell() -> None:
     """A preview whose time is spent after its first trial (vLLM's defaults) says so."""
-    found = preview(load_study_spec(DEMO), budget_s=0.0)
+    found = preview(load_study_spec(DEMO), planned_trials, budget_s=0.0)
     assert found.cause == "too-few-trials" and found.gain is None and found.trials == 1
     assert "plan preview (1 of 30 trials, SIMULATED" in found.line
     assert "too few trials to tell" in found.line and "nothing to win" not in found.line
@@ -120,7 +121,7 @@ def test_the_preview_finds_the_gain_the_demos_plan_finds(tmp_path: Path) -> None
     """The README's demo: a 30-trial `tuner plan` finds a config CLEARLY better than vLLM's
     defaults (mean TPOT -21 %, docs/preflight.md); the preview, the same trials, stops at the
     first such config instead of saying "nothing to win" after six."""
-    found = preview(load_study_spec(DEMO))
+    found = preview(load_study_spec(DEMO), planned_trials)
     assert found.cause == "gain" and found.gain is True, found.line
     assert 6 < found.trials < 30 and "CLEARLY better than vLLM's defaults" in found.line
 

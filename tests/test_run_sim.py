@@ -242,7 +242,7 @@ def test_wrong_memory_predictions_are_reported(tmp_path: Path, tiny_model_dir) -
     study.write_text(study.read_text().replace("low: 0.7", "low: 0.3"))
     spec = load_study_spec(study)
     store = Store(f"sqlite:///{tmp_path}/tuner.db")
-    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs", store.url))
     loop.study.enqueue_trial(
         {"max-num-seqs": 64, "max-num-batched-tokens": 2048, "gpu-memory-utilization": 0.3}
     )
@@ -280,7 +280,7 @@ def test_a_port_taken_before_the_engine_binds_it_is_replaced(
     monkeypatch.setattr(ports, "free_port", racy_free_port)
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
     store = Store(f"sqlite:///{tmp_path}/tuner.db")
-    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs", store.url))
     try:
         loop.run(n_trials=1)
     finally:
@@ -357,7 +357,7 @@ def _run_with_ports(tmp_path: Path, tiny_model_dir, monkeypatch, hand_out) -> tu
     monkeypatch.setattr(ports, "free_port", racy_free_port)
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir))
     store = Store(f"sqlite:///{tmp_path}/tuner.db")
-    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"))
+    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs", store.url))
     try:
         loop.run(n_trials=1)
     finally:

@@ -19,9 +19,7 @@ from test_run_sim import _engines, _no_engine_left, _trials
 
 from tuner.engine.sockets import RPC_BASE_ENV
 from tuner.errors import RULE_REFUSALS
-from tuner.run.loop import StudyLoop
-from tuner.runners.engine_runner import CACHE_DIR, EngineRunner
-from tuner.spec.study import load_study_spec
+from tuner.runners.engine_runner import CACHE_DIR
 from tuner.store.storage import Store
 from tuner.trial.keys import PREDICTED
 from tuner_testing import cpu_study, start_run, trial_row, tuner
@@ -111,43 +109,6 @@ def test_cpu_study_runs_resumes_reads_its_cache_and_exports(
     store.close()
     folders = {r["env"][RPC_BASE_ENV] for r in rows if r and RPC_BASE_ENV in (r["env"] or {})}
     assert len(folders) == len(logs) and not any(Path(f).exists() for f in folders)
-
-
-def test_refused_block_size_is_recorded_and_the_study_goes_on(
-    tmp_path: Path, study_file: Path
-) -> None:
-
-    data = yaml.safe_load(study_file.read_text())
-    data["search_space"]["parameters"]["block-size"]["choices"] = [16, 32, 64, 128]
-    study_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    spec = load_study_spec(study_file)
-    store = Store(f"sqlite:///{tmp_path}/tuner.db")
-    loop = StudyLoop(spec, store, EngineRunner(spec, tmp_path / "logs"), precheck=False)
-    good = {
-        "max-num-seqs": 8,
-        "block-size": 32,
-        "max-num-batched-tokens": 1024,
-        "enable-chunked-prefill": True,
-        "VLLM_CPU_KVCACHE_SPACE": 1,
-    }
-    loop.study.enqueue_trial({**good, "block-size": 16})
-    loop.study.enqueue_trial(good)
-    # The refusal uses no trial of the budget (issue 34): one counted trial runs both.
-    assert loop.run(n_trials=1).ran == 2
-    refused, measured, baseline = loop.study.get_trials()
-    assert baseline.state == optuna.trial.TrialState.WAITING  # vLLM's defaults, queued next
-    assert refused.user_attrs["failure_kind"] == "unsupported_block_size"
-    assert "No common block size for 16" in refused.user_attrs["failure_reason"]
-    assert refused.constraints["measured"] == 1.0
-    assert measured.user_attrs["completed"] == 16
-    # vLLM 0.32's CPU rule (a multiple of 32, tuner.spec.vllm_rules) refuses it before any
-    # launch, in vLLM's words: no engine start is spent on it (the log pattern for the same
-    # refusal from a started engine is tests/test_engine_failures.py's).
-    assert refused.user_attrs["engine_s"] == 0.0
-    assert "precheck_wrong" not in refused.user_attrs | measured.user_attrs
-    assert trial_row(store, "cpu-tiny", refused.number)["outcome"] == "predicted_infeasible"
-    store.close()
-    assert _no_engine_left(tmp_path)
 
 
 def _until_measuring(tmp_path: Path, proc: subprocess.Popen, launches: int) -> None:

@@ -1,4 +1,4 @@
-"""The band on every simulated figure (`tuner.sim.bands`; docs/simulator.md, "The band on every
+"""The band on every simulated figure (`tuner.fidelity.bands`; docs/simulator.md, "The band on every
 prediction"): the regime of a workload's shape, the family of a metric, the table's bands,
 their narrowing on a study's own residuals, and `m_band` beside each SIMULATED figure in
 `tuner pareto --simulated --format json` and `tuner trials --simulated --format json`."""
@@ -14,7 +14,7 @@ from results_fixtures import build_study
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.sim.bands import (
+from tuner.fidelity.bands import (
     MIN_RESIDUALS,
     PUBLISHED_BANDS,
     Bands,

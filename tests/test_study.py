@@ -387,8 +387,9 @@ def test_recovery_does_not_depend_on_the_hostname(tiny_model_dir: Path, store: S
 
 
 def test_engine_s_adds_up(tiny_model_dir: Path, store: Store) -> None:
+    from tuner.sim.boot import estimated_startup_s
     from tuner.trial import ENGINE_S, STARTUP_S, WORKLOAD_S, read_all
-    from tuner.trial.uptime import estimated_startup_s, summary_line
+    from tuner.trial.uptime import summary_line
 
     spec = _spec(tiny_model_dir, hardware={"gpu": "a6000", "count": 4, "startup_s": 50})
     summary = _loop(spec, store).run(n_trials=4)

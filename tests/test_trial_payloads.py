@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from tuner import trial as tr
-from tuner.trial.payloads import CapacityResult, Constraints, RateStep, RobustnessRecord
+from tuner.measure.runs import CapacityResult, RateStep
+from tuner.trial.payloads import Constraints, RobustnessRecord
 
 PREVIOUS = json.loads((Path(__file__).parent / "data" / "previous_version_attrs.json").read_text())
 
@@ -148,7 +149,7 @@ def test_a_reused_result_copies_every_attr_including_unknown_ones() -> None:
 def test_a_stored_figure_is_a_finite_real_number_in_python_and_in_pydantic() -> None:
     from pydantic import TypeAdapter, ValidationError
 
-    from tuner.trial.stored import Finite, is_finite
+    from tuner.measure.stored import Finite, is_finite
 
     finite = TypeAdapter(Finite)
     for value in (True, False, "3.5", math.nan, math.inf, -math.inf, None, [1.0], 3, 2.5, -0.0):

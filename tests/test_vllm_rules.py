@@ -88,6 +88,60 @@ def test_plan_skips_a_refused_block_size_with_vllm_s_message(
     assert "--block-size 8" not in proc.stdout
 
 
+@pytest.mark.slow  # a two-trial study on the planner: ~4 s on a loaded box
+def test_a_refused_block_size_is_recorded_and_the_study_goes_on(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """The CPU study (vLLM's CPU rule: a multiple of 32): block-size 16 is refused before any
+    launch, in vLLM's words, recorded, and spends no trial of the budget; the next config is
+    measured. The refusal is the pipeline's, before any runner, so the in-process planner
+    checks it (moved from tests/test_run_vllm.py, where it cost a real vLLM start; the
+    measured trials of the real CPU study are that module's first test)."""
+    import optuna
+
+    from tuner.run.loop import StudyLoop
+    from tuner.runners.plan import PlanRunner
+    from tuner.store.storage import Store
+    from tuner_testing import trial_row
+
+    data = yaml.safe_load((REPO / "studies" / "cpu-tiny.yaml").read_text())
+    data["search_space"] = yaml.safe_load((REPO / "search_spaces" / "cpu-tiny.yaml").read_text())
+    data["search_space"]["parameters"]["block-size"]["choices"] = [16, 32, 64, 128]
+    data["engine"]["model"] = str(tiny_model_dir)
+    data["workload"].update(num_prompts=16, random_output_len=16, random_range_ratio=0.0)
+    path = tmp_path / "cpu-study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = load_study_spec(path)
+    store = Store(f"sqlite:///{tmp_path}/tuner.db")
+    loop = StudyLoop(spec, store, PlanRunner(spec), precheck=False)
+    good = {
+        "max-num-seqs": 8,
+        "block-size": 32,
+        "max-num-batched-tokens": 1024,
+        "enable-chunked-prefill": True,
+        "VLLM_CPU_KVCACHE_SPACE": 1,
+    }
+    loop.study.enqueue_trial({**good, "block-size": 16})
+    loop.study.enqueue_trial(good)
+    # The refusal uses no trial of the budget (issue 34): one counted trial runs both.
+    assert loop.run(n_trials=1).ran == 2
+    refused, measured, baseline = loop.study.get_trials()
+    assert baseline.state == optuna.trial.TrialState.WAITING  # vLLM's defaults, queued next
+    assert refused.user_attrs["failure_kind"] == "unsupported_block_size"
+    assert "No common block size for 16" in refused.user_attrs["failure_reason"]
+    assert refused.constraints["measured"] == 1.0
+    assert measured.user_attrs["completed"] == 16
+    # vLLM 0.32's CPU rule (a multiple of 32, tuner.spec.vllm_rules) refuses it before any
+    # launch, in vLLM's words: no engine time is spent on it (the log pattern for the same
+    # refusal from a started engine is tests/test_engine_failures.py's).
+    assert refused.user_attrs["engine_s"] == 0.0
+    assert measured.user_attrs["engine_s"] > 0
+    assert "precheck_wrong" not in refused.user_attrs | measured.user_attrs
+    row = trial_row(store, loop.study.study_name, refused.number)
+    assert row is not None and row["outcome"] == "predicted_infeasible"
+    store.close()
+
+
 def test_a_stored_refused_config_is_not_exported(tmp_path: Path, tiny_model_dir: Path) -> None:
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, search_space=SPACE))
     with pytest.raises(UserError, match=f"trial 3's config would not start.*{CUDA_REFUSAL}"):

@@ -40,9 +40,9 @@ def calibrate(
     in-sample. The profile file it writes goes in `hardware.profile:` or `tuner sim serve
     --gpu`.
     """
+    from tuner.fidelity.bands import MIN_RESIDUALS, Bands
     from tuner.fidelity.calibration import Trust
     from tuner.runners.trial_runner import workload_requests
-    from tuner.sim.bands import MIN_RESIDUALS, Bands
     from tuner.sim.profile_file import write_profile
     from tuner.spec.outputs import check_output_file
     from tuner.trial.reading import read_study

@@ -48,9 +48,10 @@ def check(
         typer.echo(line)
     refuse(found)
     if not no_preview:
+        from tuner.run.planned import planned_trials
         from tuner.scaffold.preview import preview
 
-        typer.echo(preview(spec).line)
+        typer.echo(preview(spec, planned_trials).line)
     if not found.problems:
         typer.echo(f"{study_file}: no problem found; `tuner run {study_file}` is ready to start")
 

@@ -144,13 +144,14 @@ def init(
     if output is not None:
         check_output(output, force)
 
+    from tuner.run.planned import planned_trials
     from tuner.scaffold.preview import preview
     from tuner.scaffold.study import draft_study
     from tuner.scaffold.write import next_commands, write_study
 
     draft = draft_study(opts, output or Path("PENDING.yaml"))
     if not no_preview and draft.reachable:  # out of reach: the preview would find nothing
-        draft.notes.append(preview(draft.spec).line)
+        draft.notes.append(preview(draft.spec, planned_trials).line)
     path = output or Path(f"{draft.data['name']}.yaml")
     write_study(draft, path, force)
     for line in draft.notes:

@@ -25,7 +25,7 @@ from tuner.errors import UserError
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.sim.bands import Bands
+    from tuner.fidelity.bands import Bands
     from tuner.spec.study import StudySpec
     from tuner.trial import TrialPoint
 
@@ -45,9 +45,9 @@ def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
 def _bands(
     study: optuna.Study, spec: StudySpec, points: list[TrialPoint], simulated: bool
 ) -> Bands | None:
-    """A simulated study's bands (`tuner.sim.bands`): its figures are predictions; None for
+    """A simulated study's bands (`tuner.fidelity.bands`): its figures are predictions; None for
     measured figures."""
-    from tuner.sim.bands import Bands
+    from tuner.fidelity.bands import Bands
 
     if not (simulated or _is_simulated(study, points)):
         return None

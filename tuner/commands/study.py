@@ -270,7 +270,7 @@ def trials(
     points, record = read.judged_all(), read.record  # each under its latest judging
     verifies = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
-        from tuner.sim.bands import Bands
+        from tuner.fidelity.bands import Bands
 
         sim = simulated or record.simulated_with(points)  # predictions: each with its band
         bands = Bands.of_study(spec) if sim else None

@@ -102,7 +102,7 @@ class Trust:
     def residuals(self, cal: Calibration) -> dict[str, list[float]]:
         """Per metric, measured / predicted of each trial `cal` held out of its fit (its
         fold's prediction, `Calibration.held_out_predictions`): what narrows the band on the
-        calibrated simulator's figures (`tuner.sim.bands.Bands.narrowed`). {} when nothing
+        calibrated simulator's figures (`tuner.fidelity.bands.Bands.narrowed`). {} when nothing
         was held out (one trial)."""
         if not cal.folds:
             return {}

@@ -46,6 +46,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tuner import trial as tr
+from tuner.fidelity.bands import Bands
 from tuner.fidelity.calibration import Trust
 from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.capacity import predicted_bracket
@@ -54,7 +55,6 @@ from tuner.measure.mixes import objective_of
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import TrialContext, TrialRunner
-from tuner.sim.bands import Bands
 from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import known_model
@@ -82,7 +82,7 @@ def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> Predi
     on, or a model the simulator does not know (`tuner.sim.profiles`)."""
     if not wanted or not spec.pruning.prediction_skip:
         return None
-    if not (spec.hardware.accelerator or spec.engine.flags.get("gpu")):
+    if not spec.simulated_accelerator:
         return None
     if known_model(spec.engine.model) is None:
         return None
@@ -93,7 +93,7 @@ def capacity_bracket(spec: StudySpec, p: SkipPrediction | None) -> tuple[float, 
     """Capacity mode's first two rates for a launched config (issue 47; docs/objective.md,
     "Capacity mode"): around its predicted capacity (calibrated: at the reference's speed,
     anchored on its miss), as wide as the simulator's band on a throughput
-    (`tuner.sim.bands`). None: not capacity mode, `capacity.start_rps` set (the study's own
+    (`tuner.fidelity.bands`). None: not capacity mode, `capacity.start_rps` set (the study's own
     start wins), a scenario mix (each scenario's search starts from its own rate), or no
     capacity predicted."""
     search = spec.objective.search
@@ -190,8 +190,8 @@ class PredictionSkip:
         misses = self.misses(points)
         bias, margin = {}, {}
         for key in [*raw, SCORE]:
-            found = [e[key] for e in misses if key in e]
-            bias[key], margin[key] = self._trusted(key, found, anchor)
+            errors = [e[key] for e in misses if key in e]
+            bias[key], margin[key] = self._trusted(key, errors, anchor)
         return SkipPrediction(
             raw=raw,
             raw_score=raw_score,

@@ -4,6 +4,8 @@ Modules:
 - `records`: `RequestRecord`, one request as the client (or the simulator) saw it;
 - `metrics`: vLLM bench's metrics from records (`compute_metrics`), bootstrap intervals;
 - `measurement`: `Measurement`, what a runner hands to the trial pipeline;
+- `runs`: what several runs on one engine start produce (rate steps, capacity, scenarios,
+  each run's prefix cache), in the shape the trial stores; `stored`: their lenient reading;
 - `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
 - `modes`: the objective object, one class per mode: every decision that depends on the mode;
 - `mixes`: a scenario mix as the composite of one mode's object per scenario, and the
@@ -14,7 +16,8 @@ Modules:
 - `backlog`: queue growth, a lower bound on the latency percentile a run will end with;
 - `startup_phases`: an engine's start-up phase by phase, from vLLM's own log lines.
 
-What may be assumed: everything here is computation, no I/O, no HTTP, no storage; the same
+What may be assumed: everything here is computation, no I/O, no HTTP, no storage (`runs`
+and `stored` give a value's stored shape; the trial writes it); the same
 records give the same figures (the bootstrap is seeded).
 
 Re-exported here: the names every runner and the simulator use (they load numpy, as every

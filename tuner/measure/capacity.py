@@ -478,7 +478,7 @@ def predicted_bracket(
 ) -> tuple[float, float]:
     """Where a search starts from a predicted capacity: (below, above), the rate that should
     hold and the one that should break. `band`: the prediction's ratio interval true /
-    predicted (`tuner.sim.bands`, the throughput family: a capacity is a throughput); the
+    predicted (`tuner.fidelity.bands`, the throughput family: a capacity is a throughput); the
     bracket is that interval around the prediction, at least one resolution wide."""
     low, high = band
     below, above = predicted_rps * min(low, 1.0), predicted_rps * max(high, 1.0)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner.measure.pruning import Decision
 from tuner.measure.records import RequestRecord
 from tuner.measure.snapshot import EngineSample
+
+if TYPE_CHECKING:  # pydantic's: not loaded by the simulated engine, which makes no such runs
+    from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 
 
 @dataclass
@@ -35,15 +38,14 @@ class Measurement:
     simulated: bool = False  # the figures are the simulator's predictions
     box_waits: int = 0  # starts that found the GPU busy and waited (tuner.engine.gpu_memory)
     gpu_faults: int = 0  # GPU faults before this measurement: each retried on a fresh start
-    # Several runs on one engine start (`tuner.runners.load_runs`), as the stored trial's
-    # payloads (`tuner.trial.payloads`, a layer above): capacity mode's rate steps
-    # (`RateStep`), the search's result per workload (`CapacityResult`), each scenario's own
-    # figures (`ScenarioEntry`). Empty for one plain run.
-    rate_steps: list[Any] = field(default_factory=list)
-    capacity: Any = None
-    scenarios: dict[str, Any] = field(default_factory=dict)
-    # Every run's prefix cache, in order (`PrefixCacheRun`s): measured hit rate, implied rate
-    prefix_cache_runs: list[Any] = field(default_factory=list)
+    # Several runs on one engine start (`tuner.runners.load_runs`; `tuner.measure.runs`):
+    # capacity mode's rate steps, the search's result per workload, each scenario's own
+    # figures. Empty for one plain run.
+    rate_steps: list[RateStep] = field(default_factory=list)
+    capacity: CapacityResult | None = None
+    scenarios: dict[str, ScenarioEntry] = field(default_factory=dict)
+    # Every run's prefix cache, in order: measured hit rate, implied rate
+    prefix_cache_runs: list[PrefixCacheRun] = field(default_factory=list)
     # The start-up's phases as the engine's log told them (`parse_startup_phases`' keys)
     startup_phases: dict[str, float] = field(default_factory=dict)
 

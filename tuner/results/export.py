@@ -30,14 +30,14 @@ from tuner.results.commandline import (
 from tuner.results.selection import Selection
 from tuner.results.setting import judged_by, setting_lines
 from tuner.results.smallest import smallest_lines
-from tuner.runners.plan import study_platform
-from tuner.sim.vllm_defaults import VLLM_VERSION
+from tuner.sim.profile_file import platform_of
 from tuner.spec.figures import exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.space import check_rules, effective_flags, max_model_len, serve_argv, serve_env
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
+from tuner.spec.vllm_rules import VLLM_VERSION
 from tuner.trial import TrialPoint
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -46,7 +46,7 @@ FORMATS = ("shell", "yaml", "json")
 
 def check_deployable(spec: StudySpec, number: int, params: Params) -> None:
     """UserError when vLLM refuses trial `number`'s flags on the study's platform."""
-    platform = study_platform(spec)
+    platform = platform_of(spec.simulated_accelerator)  # a profile's platform: data, no simulation
     refused = check_rules(effective_flags(spec, params), max_model_len(spec), platform)
     if refused is not None:
         raise UserError(

@@ -11,9 +11,9 @@ import json
 
 from rich.console import Console
 
+from tuner.fidelity.bands import Bands, with_bands
 from tuner.results.pareto import NoiseFront
 from tuner.results.table import Column, flag_alias, print_table
-from tuner.sim.bands import Bands, with_bands
 from tuner.spec.figures import exact, exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, Direction, metric_label
 from tuner.trial import Config, words

@@ -14,8 +14,8 @@ import pandas as pd
 from rich.console import Console
 
 from tuner import trial as tr
+from tuner.fidelity.bands import Bands, with_bands
 from tuner.results.table import Column, flag_alias, print_table
-from tuner.sim.bands import Bands, with_bands
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
 from tuner.spec.metric_keys import (
     HEADLINE_LATENCIES,

@@ -24,6 +24,7 @@ Modules:
   its notes: a search space against vLLM's rules and defaults on the study's GPU, how far to
   trust `tuner plan` (fitted profile? how far off the trials?);
 - `cost`: the night's cost before it starts, against the timeout;
+- `planned`: `tuner plan`'s trials one at a time in a throw-away store (the plan preview's loop);
 - `flagcheck`: flag names the engine does not accept, found before the night.
 
 What may be assumed: a trial is stored once, in one transaction with its requests; an

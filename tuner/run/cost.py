@@ -17,12 +17,12 @@ from pathlib import Path
 
 from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
+from tuner.fidelity.bands import Bands
 from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import Checkpoint, TrialContext
-from tuner.sim.bands import Bands
 from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.space import baseline_params
@@ -53,7 +53,7 @@ class NightCost:
     screen_s: float | None = None
     screened: bool = False
     # `simulated`: one trial's engine time, low and high, as the simulator's band on its
-    # workload's throughput (`tuner.sim.bands`; the start-up as estimated) gives them
+    # workload's throughput (`tuner.fidelity.bands`; the start-up as estimated) gives them
     trial_band_s: tuple[float, float] | None = None
 
     @property

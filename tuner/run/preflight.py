@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tuner.engine.vllm_flags import executable, is_simulated_engine
 from tuner.errors import UserError
+from tuner.fidelity.bands import Bands
 from tuner.fidelity.calibration import Trust
 from tuner.fidelity.warm_start import check_sources
 from tuner.measure.mixes import objective_of
@@ -36,12 +37,11 @@ from tuner.run.flagcheck import check_flags, unmodelled
 from tuner.run.reading import budget_used
 from tuner.run.sampling import check_sampler
 from tuner.runners.plan import study_profile
-from tuner.sim.bands import Bands
 from tuner.sim.profiles import unknown_model_note
-from tuner.sim.vllm_defaults import VLLM_VERSION, serve_defaults
+from tuner.sim.vllm_defaults import serve_defaults
 from tuner.spec.space import baseline_params, effective_flags, int_values
 from tuner.spec.study import StudySpec
-from tuner.spec.vllm_rules import block_size_error
+from tuner.spec.vllm_rules import VLLM_VERSION, block_size_error
 from tuner.store.storage import Store, resolve_storage
 from tuner.trial import StudyRecord, TrialPoint, specs
 from tuner.trial.reading import read_study

@@ -30,7 +30,7 @@ from tuner.runners.engine_runner import EngineRunner
 from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
-from tuner.store.storage import Store
+from tuner.store.storage import Store, resolve_storage
 from tuner.trial import TrialPoint
 
 # A runner for one GPU slot, or (None) for a run that measures one trial at a time.
@@ -77,17 +77,19 @@ class RunResult:
 
 def engine_runners(spec: StudySpec, log_dir: Path, storage_url: str | None) -> RunnerFactory:
     """Engine runners: a slot's engines see only its GPUs and run on its share of the cores,
-    and the client keeps off every slot's engine cores."""
+    and the client keeps off every slot's engine cores. `storage_url` None: the store's default
+    (`$TUNER_STORAGE`, else `sqlite:///tuner.db`), resolved here for the runners' log folders."""
+    url = resolve_storage(storage_url)
     slots = plan_slots(spec)
     every_core = sorted({c for s in slots for c in s.cores or []}) or None
 
     def make(slot: Slot | None) -> TrialRunner:
         if slot is None:
-            return EngineRunner(spec, log_dir, storage_url)
+            return EngineRunner(spec, log_dir, url)
         return EngineRunner(
             spec,
             log_dir,
-            storage_url,
+            url,
             gpus=slot.gpus,
             cores=slot.cores,
             all_engine_cores=every_core,

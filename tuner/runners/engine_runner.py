@@ -73,23 +73,22 @@ class EngineRunner(TrialRunner):
         self,
         spec: StudySpec,
         log_dir: Path,
-        storage_url: str | None = None,
+        storage_url: str,
         *,
         gpus: list[int] | None = None,
         cores: list[int] | None = None,
         all_engine_cores: list[int] | None = None,
     ) -> None:
-        """`storage_url` (default: the store's default, `$TUNER_STORAGE` or `sqlite:///tuner.db`)
-        keeps the logs of two databases apart in one `log_dir` (see `log_folder`).
+        """`storage_url`, the study's database as resolved by the store above (a runner
+        measures, it never opens storage), keeps the logs of two databases apart in one
+        `log_dir` (see `log_folder`).
 
         One GPU slot of several (`tuner.run.slots`): its engines see only `gpus`
         (`CUDA_VISIBLE_DEVICES`), are pinned to `cores` instead of `engine.cpu_affinity`,
         and the client keeps off `all_engine_cores` (every slot's)."""
-        from tuner.store.storage import resolve_storage
-
         super().__init__(spec)
         self.log_dir = Path(log_dir).absolute()
-        self.storage_url = resolve_storage(storage_url)
+        self.storage_url = storage_url
         self.api_key = os.environ.get(spec.engine.api_key_env) if spec.engine.api_key_env else None
         self._engine: EngineProcess | None = None
         self.gpus = gpus

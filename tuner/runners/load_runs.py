@@ -20,14 +20,14 @@ from tuner.measure import capacity
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
+from tuner.measure.stored import is_finite
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
 from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
-from tuner.trial.payloads import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.trial.ranking import best, reference
-from tuner.trial.stored import is_finite
 from tuner.workload.client import CHAT_ENDPOINT
 from tuner.workload.cold import workload_hit_rate
 

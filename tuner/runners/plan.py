@@ -18,8 +18,9 @@ from tuner.runners.trial_runner import (
     nothing_completed,
     run_label,
 )
+from tuner.sim.boot import estimated_startup_s
 from tuner.sim.fit import SimWorkload
-from tuner.sim.profile_file import load_gpu
+from tuner.sim.profile_file import load_gpu, platform_of
 from tuner.sim.profiles import GpuProfile
 from tuner.spec.space import simulator_flags
 from tuner.spec.study import StudySpec
@@ -52,8 +53,6 @@ class PlanRunner(TrialRunner):
 
     def startup_s(self, flags: Flags) -> float:
         """Modelled launch-to-ready seconds: the study file's, the real trials', an estimate."""
-        from tuner.trial.uptime import estimated_startup_s
-
         if self.spec.hardware.startup_s is not None:
             return self.spec.hardware.startup_s
         if self.measured_startup_s is not None:
@@ -182,7 +181,7 @@ def study_profile(spec: StudySpec) -> GpuProfile:
     """The accelerator the study's simulator starts from (the screen's and calibration's one
     definition): `hardware.profile` or `hardware.gpu`, else the simulated engine's own `--gpu`
     flag (`tuner sim serve --gpu`); a study that names none is a UserError."""
-    name = spec.hardware.accelerator or str(spec.engine.flags.get("gpu") or "")
+    name = spec.simulated_accelerator
     if not name:
         raise UserError(
             "hardware.gpu (or hardware.profile) is not set in the study file: "
@@ -194,7 +193,4 @@ def study_profile(spec: StudySpec) -> GpuProfile:
 def study_platform(spec: StudySpec) -> str | None:
     """The platform ("cuda", "cpu") whose vLLM rules a study's engine meets (its block sizes:
     `tuner.spec.vllm_rules`): `study_profile`'s; None when the study names no accelerator."""
-    try:
-        return study_profile(spec).platform
-    except UserError:
-        return None
+    return platform_of(spec.simulated_accelerator)

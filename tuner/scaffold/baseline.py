@@ -17,7 +17,7 @@ from typing import TypeGuard
 from tuner.sim import vllm_defaults
 from tuner.sim.profiles import GpuProfile
 from tuner.spec.values import Scalar
-from tuner.spec.vllm_rules import block_size_error
+from tuner.spec.vllm_rules import VLLM_VERSION, block_size_error
 
 
 @dataclass
@@ -71,6 +71,4 @@ def _drop_refused_blocks(p: object, platform: str) -> list[str]:
         return []
     p["choices"] = [c for c in p["choices"] if c not in refused]
     sizes = ", ".join(map(str, refused))
-    return [
-        f"block-size without {sizes} (vLLM {vllm_defaults.VLLM_VERSION} refuses it on {platform})"
-    ]
+    return [f"block-size without {sizes} (vLLM {VLLM_VERSION} refuses it on {platform})"]

@@ -11,26 +11,21 @@ preview"). Every figure is SIMULATED.
 from __future__ import annotations
 
 import math
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from tuner.errors import UserError
+from tuner.fidelity.bands import Bands, range_text
 from tuner.measure.mixes import objective_of
 from tuner.results.verdicts import verdicts
-from tuner.run.cost import length_only_runner
-from tuner.run.loop import StudyLoop
 from tuner.run.reading import budget_used
 from tuner.runners.plan import PlanRunner
-from tuner.sim.bands import Bands, range_text
 from tuner.sim.profiles import known_model
 from tuner.spec.study import StudySpec
-from tuner.store.storage import Store
 from tuner.trial import CAPACITY_RPS, TrialPoint, ranked
 from tuner.trial.clearly import ClearlyBetter
-from tuner.trial.reading import read_study
 
 # A whole plan: what the preview runs before it says "nothing to win" (the trials of the
 # `tuner plan` its verdict is checked against, docs/preflight.md).
@@ -63,15 +58,31 @@ class Preview:
     trials: int = 0  # counted as `tuner plan --n-trials` counts them
 
 
-def preview(spec: StudySpec, n_trials: int = PLAN_TRIALS, budget_s: float = BUDGET_S) -> Preview:
-    """Up to `n_trials` planned trials of `spec` in a throw-away store, for at most about
-    `budget_s` CPU seconds; never raises a UserError (a study the simulator cannot run is said in
-    the line)."""
+class PlanTrials(Protocol):
+    """`tuner plan`'s trials of `spec`, one at a time, until `stop(trials)`, `n_trials` or the
+    `deadline` (of `time.process_time`): `tuner.run.planned.planned_trials`, passed in by the
+    command (drafting a study file runs no study loop)."""
+
+    def __call__(
+        self,
+        spec: StudySpec,
+        n_trials: int,
+        deadline: float,
+        stop: Callable[[list[TrialPoint]], bool],
+    ) -> list[TrialPoint]: ...
+
+
+def preview(
+    spec: StudySpec, plan: PlanTrials, n_trials: int = PLAN_TRIALS, budget_s: float = BUDGET_S
+) -> Preview:
+    """Up to `n_trials` planned trials of `spec` (`plan`), for at most about `budget_s` CPU
+    seconds, stopped at the first gain; never raises a UserError (a study the simulator cannot
+    run is said in the line)."""
     t0, cpu0 = time.monotonic(), time.process_time()
     if known_model(spec.engine.model) is None or PlanRunner(spec).gpu is None:
         return Preview("plan preview: skipped (the simulator knows no model or GPU here)", None, 0)
     try:
-        points = _planned(spec, n_trials, cpu0 + budget_s)
+        points = plan(spec, n_trials, cpu0 + budget_s, lambda found: _gain(found, spec))
     except UserError as exc:
         return Preview(f"plan preview: skipped ({exc})", None, time.monotonic() - t0)
     took = time.monotonic() - t0
@@ -82,32 +93,9 @@ def preview(spec: StudySpec, n_trials: int = PLAN_TRIALS, budget_s: float = BUDG
     return Preview(line, gain, took, cause, done)
 
 
-def _planned(spec: StudySpec, n_trials: int, deadline: float) -> list[TrialPoint]:
-    """The plan's trials, one at a time, until a gain, `n_trials` or the `deadline` (of
-    `time.process_time`)."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the line says what it found
-    with tempfile.TemporaryDirectory(prefix="tuner-preview-") as folder:
-        store = Store(f"sqlite:///{folder}/preview.db")
-        try:
-            # `tuner plan`'s loop, prediction skips included: they steer the sampler, so the
-            # preview's trials are the plan's (and they spare the skipped configs' runs)
-            loop = StudyLoop(spec, store, length_only_runner(spec))
-            points: list[TrialPoint] = []
-            while not points or (
-                budget_used(points)[0] < n_trials and time.process_time() < deadline
-            ):  # vLLM's defaults at least: every verdict is against them
-                loop.run(n_trials=1)
-                found = read_study(loop.study).every
-                if len(found) == len(points):  # the loop stopped itself (a broken study)
-                    break
-                points = found
-                if cause_of(points, spec, whole=False) in GAINS:
-                    break
-            return points
-        finally:
-            store.close()
+def _gain(points: Sequence[TrialPoint], spec: StudySpec) -> bool:
+    """The planned trials so far hold a gain: the preview can stop."""
+    return cause_of(points, spec, whole=False) in GAINS
 
 
 def cause_of(points: Sequence[TrialPoint], spec: StudySpec, *, whole: bool) -> Cause:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from tuner.errors import UserError
+from tuner.fidelity.bands import Bands, range_text
 from tuner.run.cost import simulated_baseline
-from tuner.sim.bands import Bands, range_text
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import COUNTS, metric_words
 from tuner.spec.slo import SloLimit
@@ -46,7 +46,7 @@ class RateChoice:
     sustained_rps: float
     metrics: dict[str, float]
     limits: tuple[SloLimit, ...]
-    bands: Bands | None = None  # of the figures at `rate` (`tuner.sim.bands`)
+    bands: Bands | None = None  # of the figures at `rate` (`tuner.fidelity.bands`)
     sustained_words: str = ""  # `sustained_rps` with its band (`sustained_words`)
 
     def why(self) -> str:

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from tuner.errors import UserError
+from tuner.fidelity.bands import Bands
 from tuner.run.cost import length_only_runner
 from tuner.runners.trial_runner import TrialContext
 from tuner.scaffold.options import InitOptions
 from tuner.scaffold.rate import eases_at_lower_rates, held_words
-from tuner.sim.bands import Bands
 from tuner.sim.profiles import GPUS
 from tuner.spec.slo import SloLimit
 from tuner.spec.space import baseline_params, distributions

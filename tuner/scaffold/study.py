@@ -40,11 +40,11 @@ from tuner.scaffold.sources import (
 )
 from tuner.scaffold.traffic import Traffic, traffic, traffic_words, with_template
 from tuner.sim.profiles import ModelProfile, get_gpu
-from tuner.sim.vllm_defaults import VLLM_VERSION
 from tuner.spec.figures import figure
 from tuner.spec.model_source import hub_cache_dir, model_dir
 from tuner.spec.parsing import describe_validation_error, read_yaml_mapping
 from tuner.spec.study import StudySpec
+from tuner.spec.vllm_rules import VLLM_VERSION
 
 # at most, in a budget that fits --hours: past it, more trials teach TPE little
 NIGHT_TRIALS = 100

@@ -23,9 +23,8 @@ import-linter contract holds it):
 - `vllm_defaults`: vLLM's own defaults for the flags the tuner searches;
 - `flags`: the flags `tuner sim serve` accepts, the one list of them.
 
-Beside it: `bands`, how far off a simulated figure can be (the band printed beside every
-SIMULATED figure: a regime from the workload's shape, a ratio table, narrowed on a study's
-residuals; pure); `boot`, a GPU engine's start-up phases as the simulated engine logs them;
+Beside it: `boot`, a GPU engine's start-up phases as the simulated engine logs them (and
+`tuner plan`'s estimate of a real start);
 `measured`, a profile measured on this machine by `microbench_torch` (a script run with
 PyTorch in vLLM's environment, never importing the tuner).
 

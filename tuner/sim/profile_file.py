@@ -154,3 +154,15 @@ def load_gpu(name_or_path: str) -> GpuProfile:
     if name_or_path.strip().lower() in GPUS or not is_profile_path(name_or_path):
         return get_gpu(name_or_path)
     return read_profile(name_or_path)
+
+
+def platform_of(name_or_path: str) -> str | None:
+    """The platform ("cuda", "cpu") of an accelerator name or profile file: whose vLLM rules
+    its engine meets (its block sizes, `tuner.spec.vllm_rules`); None when none is named or
+    it does not load."""
+    if not name_or_path:
+        return None
+    try:
+        return load_gpu(name_or_path).platform
+    except UserError:
+        return None

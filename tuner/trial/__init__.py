@@ -2,8 +2,9 @@
 
 Only this package reads or writes Optuna attrs (`tests/test_trial_ownership.py` holds every
 other module to it). Names: `keys`; payloads with one encoder and decoder each: `payloads`
-(each run's prefix cache and what a prediction skip recorded among them), pydantic
-dataclasses on one base that reads them leniently by one rule: `stored`;
+(what a prediction skip recorded among them; what a runner's runs produce is
+`tuner.measure.runs`), pydantic dataclasses on one base that reads them leniently by one rule
+(`tuner.measure.stored`);
 a trial's attrs typed: `record.TrialRecord`; a trial as read: `point.TrialPoint`; the study's
 attrs typed: `study.StudyRecord`; the read model, the one module that reads a study's trials
 from Optuna (`read_study`, `tests/test_read_model.py`): `reading`; the one order, the
@@ -17,16 +18,14 @@ docs/storage.md lists every attr.
 """
 
 from tuner.errors import PREDICTABLE, FailureKind
+from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
+from tuner.measure.stored import is_finite
 from tuner.trial.keys import *  # noqa: F403 (the attr names are part of the package's API)
 from tuner.trial.outcome import OUTCOME_WORDS, Outcome, outcome, tally, tally_line, tally_words
 from tuner.trial.payloads import (
     CalibrationRecord,
-    CapacityResult,
     Constraints,
-    PrefixCacheRun,
-    RateStep,
     RobustnessRecord,
-    ScenarioEntry,
     ScreenInfo,
     SkipPrediction,
     is_metric,
@@ -59,7 +58,6 @@ from tuner.trial.ranking import (
 )
 from tuner.trial.record import AttrsHolder, TrialRecord, prediction_error, write, write_constraints
 from tuner.trial.smallest import FlagRevert, SmallestChange
-from tuner.trial.stored import is_finite
 from tuner.trial.study import (
     StudyRecord,
     create,

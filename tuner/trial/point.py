@@ -20,18 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.errors import RULE_REFUSALS, FailureKind, UserError
+from tuner.measure.runs import PrefixCacheRun, RateStep, ScenarioEntry
+from tuner.measure.stored import is_finite
 from tuner.spec.values import Params, Scalar
 from tuner.trial import keys as k
-from tuner.trial.payloads import (
-    Constraints,
-    PrefixCacheRun,
-    RateStep,
-    ScenarioEntry,
-    is_metric,
-    metrics_of,
-)
+from tuner.trial.payloads import Constraints, is_metric, metrics_of
 from tuner.trial.record import AttrsHolder, TrialRecord
-from tuner.trial.stored import is_finite
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

@@ -13,18 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
+from tuner.measure.stored import is_finite, read_interval
 from tuner.trial import keys as k
-from tuner.trial.payloads import (
-    CapacityResult,
-    PrefixCacheRun,
-    RateStep,
-    ScenarioEntry,
-    ScreenInfo,
-    SkipPrediction,
-    StartupPhases,
-    is_metric,
-)
-from tuner.trial.stored import is_finite, read_interval
+from tuner.trial.payloads import ScreenInfo, SkipPrediction, StartupPhases, is_metric
 
 # Plain attrs, stored as they are, each under its field's own name (the key is the name).
 _PLAIN = (

@@ -17,9 +17,10 @@ from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import RunFigures
+from tuner.measure.runs import CapacityResult, RateStep, ScenarioEntry
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
-from tuner.trial.payloads import CapacityResult, Constraints, RateStep, ScenarioEntry
+from tuner.trial.payloads import Constraints
 from tuner.trial.point import Status, TrialPoint, stored_score
 from tuner.trial.ranking import pooled
 from tuner.trial.record import TrialRecord

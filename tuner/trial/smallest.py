@@ -15,8 +15,8 @@ from typing import Annotated
 
 from pydantic.dataclasses import dataclass
 
+from tuner.measure.stored import AsWritten, Figure, Lenient, Stored
 from tuner.spec.values import Scalar
-from tuner.trial.stored import AsWritten, Figure, Lenient, Stored
 
 SIMULATED = "SIMULATED"  # a figure of the calibrated simulator
 MEASURED = "MEASURED"  # measured on the engine (`tuner run --confirm`)

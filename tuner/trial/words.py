@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tuner.measure.runs import CapacityResult
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import headline_words
-from tuner.trial.payloads import CapacityResult, metrics_of
+from tuner.trial.payloads import metrics_of
 from tuner.trial.record import TrialRecord
 
 CAPPED_NOTE = "(the highest rate allowed)"

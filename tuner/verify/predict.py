@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tuner.errors import UserError
+from tuner.fidelity.bands import Bands, range_text, regime, with_bands
 from tuner.fidelity.calibration import Trust
 from tuner.measure.mixes import objective_of
 from tuner.runners.plan import study_workload
-from tuner.sim.bands import Bands, range_text, regime, with_bands
 from tuner.sim.fit import predict
 from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure

@@ -14,7 +14,7 @@ keep runs apart:
   reuse.
 
 `implied_hit_rate` is what the workload itself shares (a long document asked several times),
-the bound a measured hit rate is judged against (`tuner.trial.payloads.PrefixCacheRun`).
+the bound a measured hit rate is judged against (`tuner.measure.runs.PrefixCacheRun`).
 """
 
 from __future__ import annotations
