@@ -86,3 +86,18 @@ def test_the_first_start_s_cold_compile_is_counted_once() -> None:
     assert night_cost(spec, real_trials=[first, again]).trial_s == (60.0 + 110.0) / 2
     old = read(frozen(0, engine_s=100.0, startup_s=60.0, score=0.0))  # stored before phases
     assert night_cost(spec, real_trials=[old]).trial_s == 100.0
+
+
+def test_a_modelled_compile_is_left_out_only_as_far_as_the_start_took() -> None:
+    """`tuner sim serve` logs vLLM's phases as modelled (a 40 s cold compile) in a start of
+    3 s: its one trial of 11 s read "~0 s", and `check --timeout 1s` of the continued study
+    said "fits in the timeout of 1 s" (the fourth round's 1-second timeout, once a trial ran)."""
+    spec = load_study_spec(REPO / "studies" / "demo-sim.yaml")
+    cold = {"compile_s": 40.0, "compile_cached": False}
+    sim = read(frozen(0, engine_s=11.0, startup_s=3.0, score=0.0, startup_phases=cold))
+    cost = night_cost(spec, real_trials=[sim], timeout_s=1.0, done=1)
+    assert cost.trial_s == 8.0 and "the first start's cold compile (3 s) once" in cost.line()
+    assert cost.line().endswith(
+        "timeout 1 s is shorter than one trial: the run stops after its first trial; "
+        "raise budget.timeout"
+    ), cost.line()

@@ -140,7 +140,7 @@ def test_check_applies_every_rule_plan_applies_to_the_whole_range(
     such configs before launch with vLLM's own rule; a space whose every config is refused is
     a problem, one that holds some is a note naming them."""
     from tuner.errors import UserError
-    from tuner.run.checks import check_space_starts
+    from tuner.run.checks import check_space_starts, plan_checks
 
     spec = _spec(parameters, **flags)
     if every_config_refused:
@@ -148,6 +148,13 @@ def test_check_applies_every_rule_plan_applies_to_the_whole_range(
             check_space_starts(spec)
     else:
         check_space_starts(spec)
+    refused = []  # `tuner plan` refuses it too (its checks are `check`'s and `run`'s)
+    for check in plan_checks(spec):
+        try:
+            check()
+        except UserError as exc:
+            refused.append(str(exc))
+    assert any("vLLM refuses every config" in r for r in refused) is every_config_refused
 
 
 def test_check_names_the_block_sizes_of_a_range_and_the_baseline_a_rule_refuses() -> None:

@@ -72,7 +72,6 @@ def run_checks(spec: StudySpec, storage: str | None) -> list[Check]:
         lambda: check_cores(spec.engine.cpu_affinity),
         lambda: check_slot(spec),
         lambda: check_baseline_starts(spec),
-        lambda: check_space_starts(spec),
         *plan_checks(spec),
     ]
 
@@ -155,7 +154,11 @@ def check_plan(spec: StudySpec) -> None:
 
 def plan_checks(spec: StudySpec) -> list[Check]:
     """`check_plan`'s checks but the workload's files, one problem each."""
-    return [lambda: check_lengths_fit(spec), lambda: check_accelerator(spec)]
+    return [
+        lambda: check_lengths_fit(spec),
+        lambda: check_accelerator(spec),
+        lambda: check_space_starts(spec),
+    ]
 
 
 def check_accelerator(spec: StudySpec) -> None:
