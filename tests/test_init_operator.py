@@ -122,6 +122,12 @@ def test_best_on_a_planned_only_study_names_simulated(tmp_path: Path) -> None:
     text = str(caught.value)
     assert text.startswith(f"no study named {spec.name!r}") and "add --simulated" in text, text
     assert f"{spec.name}-simulated" in text
+    # verify and calibrate take no --simulated: they need measured trials (the walk of issue
+    # 49/50: `tuner verify` told to "add --simulated", which it does not take)
+    with pytest.raises(UserError) as caught:
+        open_stored_study(study_file, url, simulated=None)
+    text = str(caught.value)
+    assert "needs measured trials, which `tuner run " in text and "add --simulated" not in text
 
 
 def test_a_night_out_of_reach_is_refused_with_its_distance_and_levers(tmp_path: Path) -> None:
