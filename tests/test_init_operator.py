@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
 
 from tuner.commands.common import open_stored_study
 from tuner.errors import UserError
+from tuner.scaffold.draft import _name
 from tuner.scaffold.options import InitOptions
 from tuner.scaffold.study import Draft, draft_study
 from tuner.scaffold.write import write_study
@@ -108,6 +110,16 @@ def test_names_differ_with_what_sets_the_study_apart(tmp_path: Path) -> None:
     assert names[0] == "deepseek-r1-0528-qwen3-8b-1xh200-chat-sim-5rps"
     assert names[1] == f"{names[0]}-p99_ttft_ms-le800"
     assert len(set(names)) == len(names), names
+    # the walk of issue 49/50: 40 and 200 prompts shared a name (`tuner run` then refused the
+    # second: "workload.num_prompts: 40 → 200"); an --objective other than the traffic's
+    # default too (the name alone, in process: no draft, no simulation)
+    hw, profile = SimpleNamespace(count=1, gpu="h200", engine="sim"), SimpleNamespace(name="m")
+    named = [
+        _name(InitOptions(**given), profile, hw, "chat")  # type: ignore[arg-type]
+        for given in ({}, {"num_prompts": 40}, {"objective": "scalar"}, {"objective": "capacity"})
+    ]
+    base = "m-1xh200-chat-sim"
+    assert named == [base, f"{base}-40prompts", base, f"{base}-capacity"]
 
 
 def test_best_on_a_planned_only_study_names_simulated(tmp_path: Path) -> None:
