@@ -248,6 +248,9 @@ def test_the_caps_cut_the_workload():
 def test_caps_that_leave_nothing_or_an_unbounded_rate_are_refused():
     with pytest.raises(UserError, match="give --max-rate"):
         capped(_workload(request_rate=math.inf), Caps(100, None, 60))
+    # a closed loop (`tuner init --concurrency 8`) was told it "sends all its requests at once"
+    with pytest.raises(UserError, match=r"sends a closed loop, 8 requests at once \(max_conc"):
+        capped(_workload(request_rate=math.inf, max_concurrency=8), Caps(100, None, 60))
     with pytest.raises(UserError, match="at least 2"):
         capped(_workload(), Caps(1, None, 60))
     with pytest.raises(UserError, match="leaves no request"):

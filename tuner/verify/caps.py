@@ -72,9 +72,15 @@ def capped(study: WorkloadSpec, caps: Caps) -> CappedWorkload:
         )
     rate = study.request_rate
     if caps.max_rate is None and math.isinf(rate):
+        sent = (  # a closed loop is not "all at once": say the study's own load
+            f"a closed loop, {study.max_concurrency} requests at once (max_concurrency "
+            f"{study.max_concurrency}, request_rate inf)"
+            if study.max_concurrency
+            else "all its requests at once (request_rate inf)"
+        )
         raise UserError(
-            "the study sends all its requests at once (request_rate inf): give --max-rate "
-            "REQ_PER_S, the most this verify may send to the engine"
+            f"the study sends {sent}: give --max-rate REQ_PER_S, the most this verify may "
+            "send to the engine"
         )
     notes: list[str] = []
     lighter = False
