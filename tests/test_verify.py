@@ -594,3 +594,27 @@ def test_an_engine_serving_another_model_is_refused(study, engine):
     done = _verify(study, "--base-url", engine)
     _one_line_refusal(done, "not the study's 'qwen32b'")
     assert _served(engine) == served  # nothing sent
+
+
+def test_an_engine_serving_the_studys_own_model_name_is_told_the_served_name(monkeypatch):
+    """The walk of issue 49/50: the export reads `vllm serve deepseek-ai/DeepSeek-R1-...`;
+    `tuner sim serve` takes the built-in name, and verify then said only "not the engine this
+    study tuned". It names the --served-model-name that makes it the exported engine."""
+    from tuner.verify import session
+
+    spec = load_study_spec(Path(__file__).parent.parent / "studies" / "demo-sim.yaml")
+    spec = spec.model_copy(
+        update={"engine": spec.engine.model_copy(update={"served_model_name": None})}
+    )
+    cards = [{"id": "deepseek-r1-distill-qwen-32b"}]
+    monkeypatch.setattr(session, "server_model_cards", lambda url, key: cards)
+    with pytest.raises(UserError) as caught:
+        session.served_model(spec, "http://127.0.0.1:9", None)
+    assert str(caught.value).endswith(
+        "not the engine this study tuned; the study ran it as 'deepseek-r1-distill-qwen-32b': "
+        "start that engine with --served-model-name deepseek-ai/DeepSeek-R1-Distill-Qwen-32B, "
+        "as the exported command serves it"
+    )
+    cards = [{"id": "another"}]  # another model: no hint
+    with pytest.raises(UserError, match=r"not the engine this study tuned$"):
+        session.served_model(spec, "http://127.0.0.1:9", None)
