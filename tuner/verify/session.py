@@ -136,7 +136,7 @@ def run_verify(
     with MetricsWatch(base_url, api_key) as watch:  # else bound them from what it does
         result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
     answered = [r.prompt_len for r in result.records if r.success] if result is not None else []
-    bounds = watch.bounds(max(answered, default=0))
+    bounds = watch.bounds(answered)
     return judge(target, base_url, caps, work, info, result, stopped, started, mix, bounds)
 
 
