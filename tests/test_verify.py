@@ -251,6 +251,17 @@ def test_caps_that_leave_nothing_or_an_unbounded_rate_are_refused():
     # a closed loop (`tuner init --concurrency 8`) was told it "sends all its requests at once"
     with pytest.raises(UserError, match=r"sends a closed loop, 8 requests at once \(max_conc"):
         capped(_workload(request_rate=math.inf, max_concurrency=8), Caps(100, None, 60))
+    loop = capped(_workload(request_rate=math.inf, max_concurrency=8), Caps(100, 4.0, 60))
+    assert loop.workload.max_concurrency == 8  # the loop kept, paced at 4 req/s
+    assert (
+        loop.notes[0]
+        == "request rate 4 req/s (--max-rate; the study's none: a closed loop of 8, kept)"
+    )
+    burst = capped(_workload(request_rate=math.inf), Caps(100, 4.0, 60))
+    assert (
+        burst.notes[0]
+        == "request rate 4 req/s (--max-rate; the study's inf, every request at once)"
+    )
     with pytest.raises(UserError, match="at least 2"):
         capped(_workload(), Caps(1, None, 60))
     with pytest.raises(UserError, match="leaves no request"):

@@ -85,7 +85,10 @@ def capped(study: WorkloadSpec, caps: Caps) -> CappedWorkload:
     notes: list[str] = []
     lighter = False
     if caps.max_rate is not None and caps.max_rate < rate:
-        notes.append(f"request rate {caps.max_rate:g} req/s (--max-rate; the study's {rate:g})")
+        theirs = f"{rate:g}" if math.isfinite(rate) else "inf, every request at once"
+        if study.max_concurrency and not math.isfinite(rate):
+            theirs = f"none: a closed loop of {study.max_concurrency}, kept"
+        notes.append(f"request rate {caps.max_rate:g} req/s (--max-rate; the study's {theirs})")
         rate, lighter = caps.max_rate, True
     n = min(study.num_prompts, caps.max_requests - INITIAL_TEST_REQUESTS)
     by_time = math.floor(rate * caps.max_time_s / 2)
