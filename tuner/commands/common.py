@@ -40,8 +40,14 @@ Force = Annotated[
     ),
 ]
 
+# the preview's limit is CPU time (`tuner.scaffold.preview.BUDGET_S`, 20 s): a longdoc
+# capacity study's `init` waited 99 s of wall time for it on a box loaded ~10 (walk of issue 49)
 NoPreview = Annotated[
-    bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
+    bool,
+    typer.Option(
+        "--no-preview",
+        help="Skip the simulated plan preview (up to about 20 s of CPU; longer on a busy box).",
+    ),
 ]
 
 Wide = Annotated[
