@@ -196,7 +196,7 @@ def _defaults_hold(point: TrialPoint, ranked: list[TrialPoint], clear: ClearlyBe
         )
     return (
         f"{text}; no tuned config is clearly better than the defaults (the best, trial "
-        f"{tuned.number}: {clear.why}): keep them"
+        f"{tuned.number}: {clear.why_of(point, tuned)}): keep them"
     )
 
 
@@ -224,7 +224,8 @@ def _confidence(
         out.append(
             Verdict(
                 "not-clearly-better-than-baseline",
-                f"NOT clearly better than the baseline (trial {base[0].number}): " + clear.why,
+                f"NOT clearly better than the baseline (trial {base[0].number}): "
+                + clear.why_of(point, base[0]),
                 True,
             )
         )
