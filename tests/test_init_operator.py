@@ -18,6 +18,7 @@ from tuner.commands.common import open_stored_study
 from tuner.errors import UserError
 from tuner.scaffold.draft import _name
 from tuner.scaffold.options import InitOptions
+from tuner.scaffold.sources import study_model
 from tuner.scaffold.study import Draft, draft_study
 from tuner.scaffold.write import write_study
 from tuner.spec.study import load_study_spec
@@ -95,6 +96,20 @@ def test_model_config_gives_a_hub_id_its_shape(tmp_path: Path) -> None:
         _draft(tmp_path, model=hub, model_config=str(tmp_path), max_model_len=65536)
     with pytest.raises(UserError, match=r"`vllm serve` loads the weights, not a config\.json"):
         _draft(tmp_path, model=hub, model_config=str(tmp_path), engine="vllm")
+
+
+def test_a_hub_id_with_no_copy_here_is_pointed_to_model_config(tmp_path: Path) -> None:
+    """The walk of issue 49/50: `--model Qwen/Qwen2.5-1.5B-Instruct` with no cached copy was
+    refused without naming `--model-config`, the option that takes its config.json; and
+    `--model-config` without `--model` was told to give a model directory."""
+    hub = "no-such-org/No-Such-Model-1.5B"
+    with pytest.raises(UserError, match=r"--model-config PATH$"):
+        study_model(InitOptions(model=hub))
+    with pytest.raises(UserError) as caught:
+        study_model(InitOptions(model=str(tmp_path / "missing")))  # a path: no hub hint
+    assert "--model-config" not in str(caught.value)
+    with pytest.raises(UserError, match=r"^--model-config c.json: give --model HUB_ID too"):
+        study_model(InitOptions(model_config="c.json"))
 
 
 def test_names_differ_with_what_sets_the_study_apart(tmp_path: Path) -> None:
