@@ -111,7 +111,7 @@ def open_stored_study_files(
 ) -> tuple[optuna.Study, StudySpec, list[Kept]]:
     """`open_stored_study`, and the files a command's output must never replace (`Kept`,
     `tuner.spec.outputs`): the study file, its SQLite database and SQLite's files beside it."""
-    from tuner.results.recommend import STUDY_FILE
+    from tuner.results.study_file import STUDY_FILE
     from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tuner import trial as tr
+from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
 from tuner.spec.slo import SloLimit, straddle_words
@@ -141,9 +142,11 @@ def _straddles(point: TrialPoint, spec: StudySpec, limits: list[SloLimit]) -> li
         straddle = straddle_words(name, ci, limits)
         if ci is not None and straddle:
             label, unit = metric_words(name)
+            file = study_file_words()  # the user's file, as every suggested command names it
             text = (
                 f"{label} 95% CI {figure(ci[0])}–{figure(ci[1])}{unit}: {straddle}; it may keep "
-                "the limit or break it (tuner run --confirm K, or tuner verify, re-measures it)"
+                f"the limit or break it (tuner run {file} --confirm K, or tuner verify {file}, "
+                "re-measures it)"
             )
             out.append(Verdict("interval-straddles-slo", text, True))
     return out
