@@ -20,6 +20,11 @@ def test_a_change_in_words() -> None:
     assert Change("p99_ttft_ms", 3184.2, 3313.0).words() == "p99 TTFT 3184 → 3313 ms (+4 %)"
     assert Change("output_throughput", 87.7, 87.2).words() == "output 87.7 → 87.2 tok/s (−0.6 %)"
     assert Change("mean_tpot_ms", 50.0, 50.0).words().endswith("(±0 %)")
+    # a change that rounds to nothing still has its sign: "median ITL 7.064 → 7.064 ms (±0.0 %;
+    # clearly: ...)" read as no change listed as clearly worse (a simulated study's tiny CIs)
+    tiny = Change("median_itl_ms", 7.063966, 7.064266)
+    assert tiny.words() == "median ITL 7.064 → 7.064 ms (+<0.1 %)"
+    assert Change("median_itl_ms", 7.064266, 7.063966).words().endswith("(−<0.1 %)")
     capped = Change("capacity_rps", 1.37, 2.0, after_capped=True)
     assert capped.words().startswith("capacity 1.37 → ≥ 2 req/s (+46 % or more; ≥: the highest")
     assert Change("mean_tpot_ms", 201.7, 159.1).better is True
@@ -50,7 +55,7 @@ def _run(study: Path, *args: str) -> str:
 def test_best_and_every_export_state_the_change_and_every_verdict(study: Path) -> None:
     best = _run(study, "best").splitlines()
     (change,) = [line for line in best if line.startswith("# against vLLM's defaults")]
-    words = r"(-?[\d.]+) → ([\d.]+) {unit} \(([−+±][\d.]+) %\)"
+    words = r"(-?[\d.]+) → ([\d.]+) {unit} \(([−+±]<?[\d.]+) %\)"
     pattern = ", ".join(
         f"{label} {words.format(unit=unit)}"
         for label, unit in (("p99 TTFT", "ms"), ("mean TPOT", "ms"), ("output", "tok/s"))

@@ -233,3 +233,15 @@ def test_the_capacity_prints_and_lists_with_its_interval() -> None:
     )
     (row,) = trials_records([old])
     assert row["capacity_rps_low"] is None and row["capacity_rps_high"] is None
+
+
+def test_the_trials_table_says_what_a_capacity_interval_is() -> None:
+    """`tuner trials` printed `0.07125 (0-?)` with no word on what the two ends are (the walk
+    of issue 49/50); the note says it once, only where a cell shows an interval."""
+    from tuner.results.views import interval_notes, trials_frame
+
+    found = tr.CapacityResult(0.07125, capacity_rps_low=0.0, capacity_rps_high=None)
+    assert interval_notes(trials_frame([_point(found)])) == [words.INTERVAL_NOTE]
+    old = _point(tr.CapacityResult.decode({"capacity_rps": 7.76, "resolved": True}) or found)
+    assert interval_notes(trials_frame([old])) == []  # stored before the intervals
+    assert "(0: none did)" in words.INTERVAL_NOTE and "(?: none did)" in words.INTERVAL_NOTE

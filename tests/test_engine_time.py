@@ -47,6 +47,18 @@ def test_engine_s_is_added_up_over_every_kind_of_trial() -> None:
     assert "saved by early stopping about 190 s (2 trial(s) stopped; estimate)" in line
 
 
+def test_prediction_skips_claim_no_calibration() -> None:
+    """`tuner plan` on a built-in profile said "ruled out by the calibrated simulator" two
+    lines below its own "never fitted to this box (uncalibrated)" (the walk of issue 49/50):
+    the skip predicts on the study's profile, calibrated or not."""
+    s = RunSummary("s")
+    s.count(0, Outcome("measured", [0.0], {}, TrialRecord(engine_s=92.0)))
+    s.saved_by_prediction, s.prediction_saved_s = 3, 275.0
+    line = summary_line(s)
+    assert "about 275 s (3 launch(es) ruled out by the simulator's prediction" in line
+    assert "calibrated" not in line
+
+
 def test_the_start_up_split_sums_to_engine_s_and_is_counted() -> None:
     ready = TrialRecord(startup_s=30.0, workload_s=70.0, engine_s=100.0)
     never_ready = TrialRecord(workload_s=0.0, engine_s=12.0)  # all of it spent starting

@@ -297,3 +297,9 @@ def test_another_slo_is_refused_for_a_capacity_study(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="a capacity study's SLO chose the rates"):
         select_trial(points, "handbuilt", limits=parse_slo("p99_ttft_ms<=1000"))
     assert select_trial(points, "handbuilt").point.capacity_rps is not None  # its own SLO
+    # `export --simulated` of a planned study was sent to `tuner run`, a real night (the walk
+    # of issue 49/50); its own command is `tuner plan`
+    with pytest.raises(
+        UserError, match=re.escape("run `tuner plan --accept-changes` (as `tuner plan`")
+    ):
+        select_trial(points, "handbuilt-simulated", limits=parse_slo("p99_ttft_ms<=1000"))

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
 
 from tuner.commands.common import open_stored_study
 from tuner.errors import UserError
+from tuner.scaffold.draft import _name
 from tuner.scaffold.options import InitOptions
+from tuner.scaffold.sources import study_model
 from tuner.scaffold.study import Draft, draft_study
 from tuner.scaffold.write import write_study
 from tuner.spec.study import load_study_spec
@@ -95,6 +98,20 @@ def test_model_config_gives_a_hub_id_its_shape(tmp_path: Path) -> None:
         _draft(tmp_path, model=hub, model_config=str(tmp_path), engine="vllm")
 
 
+def test_a_hub_id_with_no_copy_here_is_pointed_to_model_config(tmp_path: Path) -> None:
+    """The walk of issue 49/50: `--model Qwen/Qwen2.5-1.5B-Instruct` with no cached copy was
+    refused without naming `--model-config`, the option that takes its config.json; and
+    `--model-config` without `--model` was told to give a model directory."""
+    hub = "no-such-org/No-Such-Model-1.5B"
+    with pytest.raises(UserError, match=r"--model-config PATH$"):
+        study_model(InitOptions(model=hub))
+    with pytest.raises(UserError) as caught:
+        study_model(InitOptions(model=str(tmp_path / "missing")))  # a path: no hub hint
+    assert "--model-config" not in str(caught.value)
+    with pytest.raises(UserError, match=r"^--model-config c.json: give --model HUB_ID too"):
+        study_model(InitOptions(model_config="c.json"))
+
+
 def test_names_differ_with_what_sets_the_study_apart(tmp_path: Path) -> None:
     names = [
         _draft(tmp_path, **given).data["name"]
@@ -108,6 +125,16 @@ def test_names_differ_with_what_sets_the_study_apart(tmp_path: Path) -> None:
     assert names[0] == "deepseek-r1-0528-qwen3-8b-1xh200-chat-sim-5rps"
     assert names[1] == f"{names[0]}-p99_ttft_ms-le800"
     assert len(set(names)) == len(names), names
+    # the walk of issue 49/50: 40 and 200 prompts shared a name (`tuner run` then refused the
+    # second: "workload.num_prompts: 40 → 200"); an --objective other than the traffic's
+    # default too (the name alone, in process: no draft, no simulation)
+    hw, profile = SimpleNamespace(count=1, gpu="h200", engine="sim"), SimpleNamespace(name="m")
+    named = [
+        _name(InitOptions(**given), profile, hw, "chat")  # type: ignore[arg-type]
+        for given in ({}, {"num_prompts": 40}, {"objective": "scalar"}, {"objective": "capacity"})
+    ]
+    base = "m-1xh200-chat-sim"
+    assert named == [base, f"{base}-40prompts", base, f"{base}-capacity"]
 
 
 def test_best_on_a_planned_only_study_names_simulated(tmp_path: Path) -> None:
@@ -122,6 +149,12 @@ def test_best_on_a_planned_only_study_names_simulated(tmp_path: Path) -> None:
     text = str(caught.value)
     assert text.startswith(f"no study named {spec.name!r}") and "add --simulated" in text, text
     assert f"{spec.name}-simulated" in text
+    # verify and calibrate take no --simulated: they need measured trials (the walk of issue
+    # 49/50: `tuner verify` told to "add --simulated", which it does not take)
+    with pytest.raises(UserError) as caught:
+        open_stored_study(study_file, url, simulated=None)
+    text = str(caught.value)
+    assert "needs measured trials, which `tuner run " in text and "add --simulated" not in text
 
 
 def test_a_night_out_of_reach_is_refused_with_its_distance_and_levers(tmp_path: Path) -> None:

@@ -147,3 +147,16 @@ def test_long_documents_that_share_prefixes_are_built_as_the_plan_builds_them() 
     assert length_only_requests(plain) is not None
     shared = plain.model_copy(update={"longdoc_questions": [4]})
     assert shared.longdoc_shared and length_only_requests(shared) is None
+
+
+def test_no_previews_help_states_the_previews_cost() -> None:
+    """`--no-preview` said "(seconds)"; a longdoc capacity study's `init` waited 99 s of wall
+    time (38 s of CPU) on a box loaded ~10 (the walk of issue 49/50). Its help states the CPU
+    limit the preview keeps, and that a busy box takes longer."""
+    from typing import get_args
+
+    from tuner.commands.common import NoPreview
+    from tuner.scaffold.preview import BUDGET_S
+
+    text = get_args(NoPreview)[1].help
+    assert f"{BUDGET_S:.0f} s of CPU" in text and "busy box" in text, text

@@ -245,6 +245,10 @@ def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Pat
     assert chosen.point.number == 1
     (doubt,) = [v for v in chosen.verdicts if v.kind == "interval-straddles-slo"]
     assert doubt.doubt and "the interval straddles the SLO p99_ttft_ms<=2000" in doubt.text
+    # the commands that settle it name the study file (the walk of issue 49/50: no file named)
+    assert doubt.text.endswith(
+        "(tuner run STUDY.yaml --confirm K, or tuner verify STUDY.yaml, re-measures it)"
+    )  # no command set the file here: the placeholder (`study_file.STUDY_FILE`)
     text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
     assert f"# {doubt.text}" in text.splitlines()
     own = judge(select_trial([base], "demo"), [base], spec, None, base)

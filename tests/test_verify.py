@@ -248,6 +248,20 @@ def test_the_caps_cut_the_workload():
 def test_caps_that_leave_nothing_or_an_unbounded_rate_are_refused():
     with pytest.raises(UserError, match="give --max-rate"):
         capped(_workload(request_rate=math.inf), Caps(100, None, 60))
+    # a closed loop (`tuner init --concurrency 8`) was told it "sends all its requests at once"
+    with pytest.raises(UserError, match=r"sends a closed loop, 8 requests at once \(max_conc"):
+        capped(_workload(request_rate=math.inf, max_concurrency=8), Caps(100, None, 60))
+    loop = capped(_workload(request_rate=math.inf, max_concurrency=8), Caps(100, 4.0, 60))
+    assert loop.workload.max_concurrency == 8  # the loop kept, paced at 4 req/s
+    assert (
+        loop.notes[0]
+        == "request rate 4 req/s (--max-rate; the study's none: a closed loop of 8, kept)"
+    )
+    burst = capped(_workload(request_rate=math.inf), Caps(100, 4.0, 60))
+    assert (
+        burst.notes[0]
+        == "request rate 4 req/s (--max-rate; the study's inf, every request at once)"
+    )
     with pytest.raises(UserError, match="at least 2"):
         capped(_workload(), Caps(1, None, 60))
     with pytest.raises(UserError, match="leaves no request"):
@@ -591,3 +605,27 @@ def test_an_engine_serving_another_model_is_refused(study, engine):
     done = _verify(study, "--base-url", engine)
     _one_line_refusal(done, "not the study's 'qwen32b'")
     assert _served(engine) == served  # nothing sent
+
+
+def test_an_engine_serving_the_studys_own_model_name_is_told_the_served_name(monkeypatch):
+    """The walk of issue 49/50: the export reads `vllm serve deepseek-ai/DeepSeek-R1-...`;
+    `tuner sim serve` takes the built-in name, and verify then said only "not the engine this
+    study tuned". It names the --served-model-name that makes it the exported engine."""
+    from tuner.verify import session
+
+    spec = load_study_spec(Path(__file__).parent.parent / "studies" / "demo-sim.yaml")
+    spec = spec.model_copy(
+        update={"engine": spec.engine.model_copy(update={"served_model_name": None})}
+    )
+    cards = [{"id": "deepseek-r1-distill-qwen-32b"}]
+    monkeypatch.setattr(session, "server_model_cards", lambda url, key: cards)
+    with pytest.raises(UserError) as caught:
+        session.served_model(spec, "http://127.0.0.1:9", None)
+    assert str(caught.value).endswith(
+        "not the engine this study tuned; the study ran it as 'deepseek-r1-distill-qwen-32b': "
+        "start that engine with --served-model-name deepseek-ai/DeepSeek-R1-Distill-Qwen-32B, "
+        "as the exported command serves it"
+    )
+    cards = [{"id": "another"}]  # another model: no hint
+    with pytest.raises(UserError, match=r"not the engine this study tuned$"):
+        session.served_model(spec, "http://127.0.0.1:9", None)

@@ -17,6 +17,7 @@ from tuner.verify.engine_info import (
     MetricsWatch,
     budget_at_most,
     inferred_bounds,
+    least_cached,
     requests_running,
     step_tokens_above,
     step_tokens_at_most,
@@ -93,6 +94,27 @@ def test_a_budget_below_the_export_is_bounded_from_above() -> None:
         "--max-num-batched-tokens ≤ 4096 inferred from /metrics (exported 8192)"
     ]
     assert inferred[0].as_json()["at_most"] == 4096
+
+
+def test_the_runs_cache_hits_are_shared_among_its_prompts() -> None:
+    """The walk of issue 49/50: `tuner sim serve --max-num-batched-tokens 256` under an export
+    of 8192, 40 chat prompts of 551 tokens, each with the chat template's 16 tokens cached.
+    Charged to one prompt, the run's 640 hits left 551 − 640 < 256: no bound, "consistent",
+    exit 0. Shared among the 40 (one of them had at most 16 cached), the budget is ≤ 256."""
+    prompts = [551] * 40
+    assert least_cached(prompts, 640.0) == (551, 16.0, 40)
+    assert least_cached([], 7.0) == (0, 7.0, 1)
+    assert least_cached([8000, 100], 1000.0) == (8000, 1000.0, 1)  # one long prompt: itself
+    assert budget_at_most(256, 551, 640.0) is None  # the run's hits on one prompt: before
+    bound = budget_at_most(256, *least_cached(prompts, 640.0))
+    assert bound is not None and bound.at_most == 256
+    assert bound.evidence.endswith(
+        "though 40 prompts of at least 551 tokens were prefilled, one of them with at most 16 "
+        "cached (the run's 640 cache hits among them)"
+    )
+    exported = {"max-num-batched-tokens": 8192}
+    (check,) = compare.inferred_checks(exported, {}, inferred_bounds(None, None, bound))
+    assert check.contradicts
 
 
 READS: list[int] = []  # the /metrics reads the fake engine served

@@ -47,7 +47,7 @@ def calibrate(
     from tuner.spec.outputs import check_output_file
     from tuner.trial.reading import read_study
 
-    study, spec, kept = open_stored_study_files(study_file, storage, simulated=False)
+    study, spec, kept = open_stored_study_files(study_file, storage, simulated=None)
     check_output_file(output, "--output", force=force, keep=kept)  # before the fit, not after
     read = read_study(study)
     trust = Trust(spec, read.every, read.record)

@@ -40,8 +40,14 @@ Force = Annotated[
     ),
 ]
 
+# the preview's limit is CPU time (`tuner.scaffold.preview.BUDGET_S`, 20 s): a longdoc
+# capacity study's `init` waited 99 s of wall time for it on a box loaded ~10 (walk of issue 49)
 NoPreview = Annotated[
-    bool, typer.Option("--no-preview", help="Skip the short simulated plan (seconds).")
+    bool,
+    typer.Option(
+        "--no-preview",
+        help="Skip the simulated plan preview (up to about 20 s of CPU; longer on a busy box).",
+    ),
 ]
 
 Wide = Annotated[
@@ -91,19 +97,21 @@ def stored_verifies(study_name: str, study_file: Path, storage: str | None) -> S
 
 
 def open_stored_study(
-    study_file: Path, storage: str | None, simulated: bool
+    study_file: Path, storage: str | None, simulated: bool | None
 ) -> tuple[optuna.Study, StudySpec]:
-    """The stored study for a study file, and the spec it was run with (kept in the study)."""
+    """The stored study for a study file, and the spec it was run with (kept in the study);
+    `simulated` None: the measured study of a command that has no `--simulated` (`verify`,
+    `calibrate`: they need measured trials, never `tuner plan`'s predictions)."""
     study, spec, _ = open_stored_study_files(study_file, storage, simulated)
     return study, spec
 
 
 def open_stored_study_files(
-    study_file: Path, storage: str | None, simulated: bool
+    study_file: Path, storage: str | None, simulated: bool | None
 ) -> tuple[optuna.Study, StudySpec, list[Kept]]:
     """`open_stored_study`, and the files a command's output must never replace (`Kept`,
     `tuner.spec.outputs`): the study file, its SQLite database and SQLite's files beside it."""
-    from tuner.results.recommend import STUDY_FILE
+    from tuner.results.study_file import STUDY_FILE
     from tuner.store.storage import spec_of, sqlite_file
     from tuner.trial.specs import study_name
 
@@ -111,7 +119,7 @@ def open_stored_study_files(
     spec = load_study_file(study_file)
     store = open_store(spec, storage, readonly=True)
     _say_planned_only(store, spec, study_file, simulated)
-    study = store.load_study(study_name(spec, simulated))
+    study = store.load_study(study_name(spec, bool(simulated)))
     _say_judging_change(study_file, study, spec)
     kept: list[Kept] = [(study_file, "the study file")]
     database = sqlite_file(store.url)
@@ -124,9 +132,12 @@ def open_stored_study_files(
     return study, spec_of(study), kept
 
 
-def _say_planned_only(store: Store, spec: StudySpec, study_file: Path, simulated: bool) -> None:
+def _say_planned_only(
+    store: Store, spec: StudySpec, study_file: Path, simulated: bool | None
+) -> None:
     """A study `tuner plan` stored but `tuner run` never ran: one line that names `--simulated`
-    (the planned study is stored beside the real one under its own name), not "no study"."""
+    (the planned study is stored beside the real one under its own name), not "no study"; to a
+    command without `--simulated` (`simulated` None), that it needs measured trials."""
     from tuner.errors import UserError
     from tuner.trial.specs import study_name
 
@@ -134,6 +145,13 @@ def _say_planned_only(store: Store, spec: StudySpec, study_file: Path, simulated
     real, planned = study_name(spec, False), study_name(spec, True)
     if simulated or real in names or planned not in names:
         return
+    if simulated is None:  # verify, calibrate: a plan's predictions are nothing to compare with
+        raise UserError(
+            f"no study named {real!r} in {store.url}: only `tuner plan`'s simulated one, "
+            f"{planned!r}, whose figures are predictions; this command needs measured trials, "
+            f"which `tuner run {study_file}` stores (best, trials, pareto, export and report "
+            "read the plan with --simulated)"
+        )
     raise UserError(
         f"no study named {real!r} in {store.url}: only `tuner plan`'s simulated one, "
         f"{planned!r}; add --simulated to read it (best, trials, pareto, export, report), "

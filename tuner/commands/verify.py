@@ -109,7 +109,7 @@ def _target(study_file: Path, storage: str | None) -> tuple[Target, str]:
     from tuner.store.storage import resolve_storage
     from tuner.verify.stored import shipped_target
 
-    study, file_spec = open_stored_study(study_file, storage, simulated=False)
+    study, file_spec = open_stored_study(study_file, storage, simulated=None)
     return shipped_target(study), resolve_storage(storage or file_spec.storage)
 
 
@@ -118,7 +118,7 @@ def _show_history(study_file: Path, storage: str | None, fmt: str) -> None:
     from tuner.commands.common import open_stored_study, stored_verifies
     from tuner.results.verifies import verify_lines
 
-    study, _ = open_stored_study(study_file, storage, simulated=False)
+    study, _ = open_stored_study(study_file, storage, simulated=None)
     docs = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":
         typer.echo(json.dumps(docs, indent=2))

@@ -76,7 +76,9 @@ def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool,
         worse = (other.point.score or 0.0) > (full.point.score or 0.0)
         if worse and clear(full.point, other.point):
             return True, f"clearly worse on {', '.join(clear.on(full.point, other.point))}"
-        return False, f"within noise: {clear.why}" if worse else "no worse"
+        if not worse:
+            return False, "no worse"
+        return False, f"within noise: {clear.why_of(full.point, other.point)}"
 
     return rule
 

@@ -22,6 +22,7 @@ Modules:
 - `commandline`: a config as production runs it: the shell command, the `--config` mapping;
 - `recommend`: recommend only what the evidence carries (pure);
 - `shapes`: the deployment shapes a study tried (DP replicas x TP size), side by side;
+- `study_file`: the study file the commands an output suggests name;
 - `table`: tables that fit a person's terminal, and comment lines that wrap;
 - `views`: the trial table (rich, pandas);
 - `best`: `tuner best`'s words: the best trial's story on one screen, then its command;

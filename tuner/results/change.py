@@ -92,7 +92,9 @@ class Change:
         if pct is None:
             return "the baseline's is 0"
         shown = f"{abs(pct):.0f}" if abs(pct) >= 1 or pct == 0 else f"{abs(pct):.1f}"
-        sign = "±" if shown.strip("0.") == "" else (MINUS if pct < 0 else "+")
+        if pct != 0 and shown.strip("0.") == "":  # a change too small to round: never "±0.0"
+            shown = "<0.1"  # beside a "clearly worse" it read as no change at all
+        sign = "±" if pct == 0 else (MINUS if pct < 0 else "+")
         more = " or more" if self.after_capped else " or less" if self.before_capped else ""
         return f"{sign}{shown} %{more}"
 

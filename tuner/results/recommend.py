@@ -14,11 +14,10 @@ Held only when the defaults were measured and are themselves a candidate of the 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 
+from tuner.results.study_file import study_file_words
 from tuner.results.verdicts import Verdict
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
@@ -29,15 +28,6 @@ HELD_EXIT_CODE = 3  # `tuner export`: the defaults recommended, not the candidat
 # `--confirm`'s robustness check: the candidate and the baseline, one engine start each, five
 # workload runs on each (nominal and four perturbations; docs/robustness.md, point 7)
 ROBUSTNESS_RUNS = 5
-# the study file as the command was given it: each command that reads a stored study sets it
-# (`tuner.commands.common.open_stored_study_files`), so the commands these words suggest name
-# the user's file; a caller that set none (a library, a test) reads the placeholder
-STUDY_FILE: ContextVar[str] = ContextVar("study_file", default="STUDY.yaml")
-
-
-def study_file_words() -> str:
-    """The study file for a suggested command, shell-quoted (`STUDY_FILE`)."""
-    return shlex.quote(STUDY_FILE.get())
 
 
 @dataclass(frozen=True)

@@ -144,10 +144,12 @@ def select_trial(
     that `--confirm` re-measured rank by their mean score."""
     limits = tuple(limits)
     if limits and any(p.capacity_rps is not None for p in points):
+        # `tuner plan`'s study is re-planned by `tuner plan`, not `tuner run` (a real night)
+        command = "tuner plan" if study_name.endswith(tr.PLAN_STUDY_SUFFIX) else "tuner run"
         raise UserError(
             "--slo: a capacity study's SLO chose the rates each config's search ran, so no "
             "capacity under another SLO was measured; change the study file's SLO and run "
-            "`tuner run --accept-changes` (as `tuner run` itself refuses the change)"
+            f"`{command} --accept-changes` (as `{command}` itself refuses the change)"
         )
     check_complete(points, study_name)
     check_stored(points, [limit.metric for limit in limits], study_name)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tuner import trial as tr
+from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
 from tuner.spec.slo import SloLimit, straddle_words
@@ -141,9 +142,11 @@ def _straddles(point: TrialPoint, spec: StudySpec, limits: list[SloLimit]) -> li
         straddle = straddle_words(name, ci, limits)
         if ci is not None and straddle:
             label, unit = metric_words(name)
+            file = study_file_words()  # the user's file, as every suggested command names it
             text = (
                 f"{label} 95% CI {figure(ci[0])}–{figure(ci[1])}{unit}: {straddle}; it may keep "
-                "the limit or break it (tuner run --confirm K, or tuner verify, re-measures it)"
+                f"the limit or break it (tuner run {file} --confirm K, or tuner verify {file}, "
+                "re-measures it)"
             )
             out.append(Verdict("interval-straddles-slo", text, True))
     return out
@@ -196,7 +199,7 @@ def _defaults_hold(point: TrialPoint, ranked: list[TrialPoint], clear: ClearlyBe
         )
     return (
         f"{text}; no tuned config is clearly better than the defaults (the best, trial "
-        f"{tuned.number}: {clear.why}): keep them"
+        f"{tuned.number}: {clear.why_of(point, tuned)}): keep them"
     )
 
 
@@ -224,7 +227,8 @@ def _confidence(
         out.append(
             Verdict(
                 "not-clearly-better-than-baseline",
-                f"NOT clearly better than the baseline (trial {base[0].number}): " + clear.why,
+                f"NOT clearly better than the baseline (trial {base[0].number}): "
+                + clear.why_of(point, base[0]),
                 True,
             )
         )

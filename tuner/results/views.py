@@ -264,7 +264,7 @@ def print_trials_table(
     notes = []
     if any(r["baseline"] for r in rows) and not wide:
         notes.append("* the baseline: vLLM's defaults")
-    notes += _pooled_notes(frame, rows)
+    notes += _pooled_notes(frame, rows) + interval_notes(frame)
     if any(r.get("partial") for r in rows):
         notes.append(PARTIAL_NOTE)
     failures = [(r["number"], r["failure"]) for r in rows if r["failure"]]
@@ -274,6 +274,13 @@ def print_trials_table(
     else:
         notes += [f"trial {number}: {why}" for number, why in failures]
     print_table(console, cols, wide=wide, notes=[*notes, *([counts] if counts else [])])
+
+
+def interval_notes(frame: pd.DataFrame) -> list[str]:
+    """What a capacity cell's `(0.8-?)` means, once, when a cell shows one (the walk of issue
+    49/50: `tuner trials` printed `0.07125 (0-?)` with no word on it)."""
+    lows = [c for c in frame.columns if str(c).endswith(CAPACITY_LOW)]
+    return [words.INTERVAL_NOTE] if any(frame[c].notna().any() for c in lows) else []
 
 
 def _pooled_notes(frame: pd.DataFrame, rows: list[pd.Series]) -> list[str]:

@@ -15,6 +15,8 @@ Modules:
 - `baseline`: the search space written, vLLM's defaults on the GPU as its `default:`s;
 - `model_len`: the `max-model-len` written: what the traffic needs;
 - `rate`: the request rate written: the highest at which vLLM's defaults meet the SLO;
+- `reach`: whether a night can meet its SLO at all (the requests sent one at a time), and
+  what would reach it;
 - `preview`: a short `tuner plan` before the night (`tuner init`, `tuner check`).
 
 What may be assumed: nothing is written until the study has passed every check, and an

@@ -11,6 +11,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
@@ -65,7 +66,8 @@ OP_WORDS = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}  # SLO operators in a 
 
 def _name(opts: InitOptions, profile: ModelProfile, hw: Hardware, kind: str) -> str:
     """`MODEL-NxGPU-TRAFFIC[-sim]`, then what the options set that the defaults do not:
-    `maxlen65536`, `in512-out512`, `c8` (a closed loop), `2.5rps`, the SLO as given
+    `maxlen65536`, `in512-out512`, `c8` (a closed loop), `2.5rps`, `40prompts`, `capacity`
+    (an `--objective` other than the traffic's default), the SLO as given
     (`p99_ttft_ms-le800`): two studies that differ in any of them get different names, so
     one never continues the other's stored trials (docs/study-file.md, "tuner init")."""
     if opts.name is not None:
@@ -82,6 +84,10 @@ def _name(opts: InitOptions, profile: ModelProfile, hw: Hardware, kind: str) -> 
         parts.append(f"c{opts.concurrency}")
     if opts.rate is not None:
         parts.append(f"{opts.rate:g}rps")
+    if opts.num_prompts is not None:  # what a trial measures: run refuses a change of it
+        parts.append(f"{opts.num_prompts}prompts")
+    if opts.objective is not None and opts.objective != replace(opts, objective=None).mode:
+        parts.append(opts.objective)  # not the traffic's default mode
     for limit in (x for text in opts.slo for x in parse_slo(text)):
         parts.append(f"{limit.metric}-{OP_WORDS[limit.op]}{limit.value:g}")
     text = "-".join(parts)

@@ -6,6 +6,7 @@ serve` with GPUs here, else the simulator), the search-space file, the workload'
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,15 @@ class Hardware:
     found: str  # how the GPUs were known, in words
 
 
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # `org/name`, as Hugging Face ids read
+
+
 def study_model(opts: InitOptions) -> ModelProfile:
+    if not opts.model and opts.model_config:
+        raise UserError(
+            f"--model-config {opts.model_config}: give --model HUB_ID too, the model it is the "
+            "config of (what production's `vllm serve` loads)"
+        )
     if not opts.model:
         raise UserError(
             "give --model DIR (a model directory with config.json) or a model the simulator "
@@ -48,7 +57,10 @@ def study_model(opts: InitOptions) -> ModelProfile:
     try:
         return load_model(opts.model)
     except UserError as exc:
-        raise UserError(f"--model: {exc}") from None
+        # a hub id with no copy here: the option that hands its config.json over (issue 49)
+        hub = HUB_ID.fullmatch(opts.model) is not None and not Path(opts.model).exists()
+        more = "; or give its config.json with --model-config PATH" if hub else ""
+        raise UserError(f"--model: {exc}{more}") from None
 
 
 def simulated_model(opts: InitOptions) -> str:

@@ -44,6 +44,20 @@ class ClearlyBetter:
             "the 95% confidence intervals of the differences include no gain on any weighted metric"
         )
 
+    def why_of(self, a: TrialPoint, b: TrialPoint) -> str:
+        """`why`, for this pair: in capacity mode, the one of its two cases that holds (both
+        capacities with their intervals, or not), never both at once."""
+        if self.resolution is None:
+            return self.why
+        if a.capacity_interval is not None and b.capacity_interval is not None:
+            return "the capacities' intervals overlap"
+        if a.capacity_interval is None and b.capacity_interval is None:
+            return (
+                "stored without intervals, the capacities differ by no more than the capacity "
+                f"search's resolution ({self.resolution:.0%})"
+            )
+        return self.why
+
     @property
     def why_clear(self) -> str:
         if self.resolution is not None:

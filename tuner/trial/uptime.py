@@ -191,7 +191,7 @@ def summary_line(summary: EngineTime) -> str:
     if skipped:
         parts.append(
             f"saved by prediction skips about {summary.prediction_saved_s:.0f} s ({skipped} "
-            "launch(es) ruled out by the calibrated simulator; estimate)"
+            "launch(es) ruled out by the simulator's prediction; estimate)"
         )
     if summary.pruned:
         # A pruned trial of `tuner plan` knows its full length; a real one is estimated.

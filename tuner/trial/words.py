@@ -19,6 +19,11 @@ from tuner.trial.payloads import metrics_of
 from tuner.trial.record import TrialRecord
 
 CAPPED_NOTE = "(the highest rate allowed)"
+# the capacity's interval (`interval`) where a table shows it without words around it
+INTERVAL_NOTE = (
+    "capacity (a-b): a, the highest rate that held every SLO for sure (0: none did); b, the "
+    'lowest above it that broke one for sure (?: none did) (docs/objective.md, "Capacity mode")'
+)
 GOODPUT_NOTE = "(requests per second served within the latency limits)"
 
 

@@ -72,14 +72,23 @@ def capped(study: WorkloadSpec, caps: Caps) -> CappedWorkload:
         )
     rate = study.request_rate
     if caps.max_rate is None and math.isinf(rate):
+        sent = (  # a closed loop is not "all at once": say the study's own load
+            f"a closed loop, {study.max_concurrency} requests at once (max_concurrency "
+            f"{study.max_concurrency}, request_rate inf)"
+            if study.max_concurrency
+            else "all its requests at once (request_rate inf)"
+        )
         raise UserError(
-            "the study sends all its requests at once (request_rate inf): give --max-rate "
-            "REQ_PER_S, the most this verify may send to the engine"
+            f"the study sends {sent}: give --max-rate REQ_PER_S, the most this verify may "
+            "send to the engine"
         )
     notes: list[str] = []
     lighter = False
     if caps.max_rate is not None and caps.max_rate < rate:
-        notes.append(f"request rate {caps.max_rate:g} req/s (--max-rate; the study's {rate:g})")
+        theirs = f"{rate:g}" if math.isfinite(rate) else "inf, every request at once"
+        if study.max_concurrency and not math.isfinite(rate):
+            theirs = f"none: a closed loop of {study.max_concurrency}, kept"
+        notes.append(f"request rate {caps.max_rate:g} req/s (--max-rate; the study's {theirs})")
         rate, lighter = caps.max_rate, True
     n = min(study.num_prompts, caps.max_requests - INITIAL_TEST_REQUESTS)
     by_time = math.floor(rate * caps.max_time_s / 2)

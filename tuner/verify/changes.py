@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.results.recommend import study_file_words
+from tuner.results.study_file import study_file_words
 from tuner.scaffold.box import builtin_name
 from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint

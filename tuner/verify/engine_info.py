@@ -21,15 +21,19 @@ requests in `vllm:num_requests_running` at once means `--max-num-seqs` is at lea
 from above, for the token budget only: when no step ever held more than E tokens though a
 prompt of P tokens was prefilled, of which at most H could come from the prefix cache
 (`vllm:prefix_cache_hits_total` over the run) and P − H > E, the budget is at most E: with a
-larger one, that prompt's first chunk alone would have filled a step past E. A workload that
-never fills the engine says nothing more.
+larger one, that prompt's first chunk alone would have filled a step past E. The run's hits
+are shared among its prompts: of k prompts of at least P tokens, one had at most H / k of
+them cached (`least_cached`), so a long run of prompts that share a template's few cached
+tokens keeps the bound (before, the run's whole H was charged to one prompt: 40 chat prompts
+of 551 tokens, 16 cached each, read "at most 640 cached" and bounded nothing). A workload
+that never fills the engine says nothing more.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -254,19 +258,35 @@ def inferred_bounds(
     return out
 
 
-def budget_at_most(step_at_most: int | None, prompt_tokens: int, hits: float) -> Bound | None:
+def least_cached(prompts: Sequence[int], hits: float) -> tuple[int, float, int]:
+    """`(P, h, k)`: k of the prompts hold at least P tokens each, and the run's `hits` cached
+    tokens, shared among them, leave one with at most h = hits / k cached; the k whose P − h is
+    largest. No prompt: `(0, hits, 1)`."""
+    found = (0, hits, 1)
+    for k, tokens in enumerate(sorted(prompts, reverse=True), 1):
+        if tokens - hits / k > found[0] - found[1]:
+            found = (tokens, hits / k, k)
+    return found
+
+
+def budget_at_most(
+    step_at_most: int | None, prompt_tokens: int, hits: float, among: int = 1
+) -> Bound | None:
     """`--max-num-batched-tokens` at most `step_at_most` when a prompt of `prompt_tokens` was
     prefilled with at most `hits` of them from the prefix cache and the rest is more than
-    any step held (the module's docstring); None where that does not follow."""
+    any step held (the module's docstring); `among`: one of that many prompts of at least
+    `prompt_tokens` (`least_cached`). None where that does not follow."""
     if step_at_most is None or prompt_tokens - hits <= step_at_most:
         return None
-    return Bound(
-        "max-num-batched-tokens",
-        None,
-        f"no step held more than {step_at_most} tokens ({STEP_TOKENS}) though a prompt of "
-        f"{prompt_tokens} tokens was prefilled, at most {hits:.0f} of them cached",
-        at_most=step_at_most,
-    )
+    held = f"no step held more than {step_at_most} tokens ({STEP_TOKENS}) though "
+    if among == 1:
+        why = f"a prompt of {prompt_tokens} tokens was prefilled, at most {hits:.0f} of them cached"
+    else:
+        why = (
+            f"{among} prompts of at least {prompt_tokens} tokens were prefilled, one of them with "
+            f"at most {hits:.0f} cached (the run's {hits * among:.0f} cache hits among them)"
+        )
+    return Bound("max-num-batched-tokens", None, held + why, at_most=step_at_most)
 
 
 class MetricsWatch:
@@ -320,9 +340,10 @@ class MetricsWatch:
             if self._stop.wait(WATCH_INTERVAL_S):
                 return
 
-    def bounds(self, longest_prompt: int = 0) -> list[Bound]:
+    def bounds(self, prompts: Sequence[int] = ()) -> list[Bound]:
         """The flags bounded by what the engine did while watched (after the `with`);
-        `longest_prompt`: the tokens of the longest prompt it answered meanwhile."""
+        `prompts`: the tokens of each prompt it answered meanwhile."""
         hits = prefix_hits(self._last) - self._hits_before
-        below = budget_at_most(step_tokens_at_most(self._last), longest_prompt, hits)
+        tokens, cached, among = least_cached(prompts, hits)
+        below = budget_at_most(step_tokens_at_most(self._last), tokens, cached, among)
         return inferred_bounds(step_tokens_above(self._last), self._running, below)

@@ -74,9 +74,17 @@ def served_model(spec: StudySpec, base_url: str, api_key: str | None) -> str:
     cards = server_model_cards(base_url, api_key)
     served = [c["id"] for c in cards or []]
     if cards is not None and name not in served:
+        # the study's own engine name (a simulated study's built-in model): the same model,
+        # served under another name than the exported command's
+        hint = (
+            f"; the study ran it as {spec.engine.model!r}: start that engine with "
+            f"--served-model-name {name}, as the exported command serves it"
+            if spec.engine.model in served
+            else ""
+        )
         raise UserError(
             f"{base_url} serves {', '.join(served) or 'no model'}, not the study's {name!r}: "
-            "not the engine this study tuned"
+            f"not the engine this study tuned{hint}"
         )
     return name
 
@@ -128,7 +136,7 @@ def run_verify(
     with MetricsWatch(base_url, api_key) as watch:  # else bound them from what it does
         result, stopped = _measure(work, base_url, model, requests, api_key, tok, deadline)
     answered = [r.prompt_len for r in result.records if r.success] if result is not None else []
-    bounds = watch.bounds(max(answered, default=0))
+    bounds = watch.bounds(answered)
     return judge(target, base_url, caps, work, info, result, stopped, started, mix, bounds)
 
 

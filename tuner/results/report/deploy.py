@@ -19,10 +19,10 @@ from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
 from tuner.results.commandline import shell_command
 from tuner.results.export import justification
-from tuner.results.recommend import study_file_words
 from tuner.results.report.render import macro
 from tuner.results.selection import Selection, hold, judge, select_trial
 from tuner.results.smallest import shipped_params
+from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
