@@ -50,11 +50,26 @@ TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
 @dataclass(frozen=True)
 class Beat:
-    """Capacity mode's "cannot beat the best": the best capacity so far, and the reference
-    trial's (what a score is relative to)."""
+    """Capacity mode's race against the incumbent: the best capacity so far, the reference
+    trial's (what a score is relative to), and the incumbent's high end: the lowest rate
+    above its capacity that broke an SLO for sure (its interval's), else the lowest that broke
+    one on its estimate (its bracket's, `above_rps`); None: no rate above it broke one."""
 
     best_rps: float
     reference_rps: float
+    best_high_rps: float | None = None
+
+
+def race_rps(beat: Beat, resolution: float) -> float:
+    """The rate a config races the incumbent at: the one that decides whether it can be
+    better. The incumbent's high end when it has one: a config that breaks where the
+    incumbent broke cannot be shown better than it (with the incumbent's interval: its low
+    end would lie below the incumbent's high, `clearly_above`); else one resolution above
+    its capacity (a config that breaks there is within the resolution of it or below: not
+    better, `beats_by_resolution`). Never below that resolution step."""
+    step = beat.best_rps * (1 + resolution)
+    high = beat.best_high_rps
+    return max(high, step) if high is not None else step
 
 
 HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a run's, or a rate's, verdict on the SLOs
@@ -99,8 +114,9 @@ class Result:
     resolved: bool  # the bracket closed to the resolution (False: the run cap came first)
     capped: bool  # feasible at max_rps: the capacity is at least this
     bracket: tuple[float, float | None] = field(default=(0.0, None))  # (lo, hi) at the end
-    # SLOs broken at `beat_rps` (the best capacity so far): this config cannot beat it, and
-    # the search stopped there (its capacity is below that rate, how far is not measured)
+    # SLOs broken at `beat_rps` (the race against the incumbent, `race_rps`): this config
+    # cannot be better, and the search stopped there: its capacity is below that rate
+    # (`high_rps`), how far below is not measured (`low_rps` 0, `capacity_rps` 0)
     beaten: bool = False
     # the interval of the capacity: the highest rate that held for sure (0: none did),
     # the lowest above the estimate that broke for sure (None: none did)
@@ -245,6 +261,25 @@ def shown_rps(num_prompts: int, slos: Sequence[SloLimit]) -> float:
     return num_prompts / (SEND_PHASE_FACTOR * limit_s)
 
 
+def step_prompts(slos: Sequence[SloLimit]) -> int:
+    """The fewest requests one rate step needs for each percentile SLO to be read inside its
+    sample: N ≥ 1 / (1 − q) for a percentile q (100 for a P99; 0 when no SLO is a
+    percentile), so that on average one request lies beyond it. vLLM's percentile is numpy's
+    linear interpolation at rank q (N − 1) (0-based): from that N on, the slowest request
+    weighs at most 1 − q in it (0.01 in a P99 of 100), below it more (0.37 in a P99 of 64:
+    the figure leans on the sample's maximum, one request's luck). docs/objective.md, "The
+    race", "The step's size"."""
+    need = 0
+    for limit in slos:
+        stat = limit.metric.split("_", 1)[0]
+        if not (limit.upper and stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit()):
+            continue
+        share = float(stat[1:]) / 100
+        if 0 < share < 1:
+            need = max(need, math.ceil(round(1 / (1 - share), 6)))
+    return need
+
+
 def _grow(step: Step, slos: Sequence[SloLimit]) -> float:
     """How far above a feasible step the next one goes: its SLO headroom, clipped."""
     return min(max(headroom(step.metrics, slos), GROW_MIN), GROW_MAX)
@@ -272,6 +307,7 @@ def search(
     max_rps: float = 1000.0,
     beat_rps: float | None = None,
     bracket: tuple[float, float] | None = None,
+    max_steps: int | None = None,
 ) -> Result:
     """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
     rates, and its interval with at most `max_repeats` extra runs (`confirm`).
@@ -280,14 +316,20 @@ def search(
     its prompts sooner, and may be stopped early), and when it breaks the next at `below`;
     from there on as from any run. None: from `start_rps`, placed by the runs' figures.
     `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
-    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
-    capacity so far) the search starts there, and stops after that first rate when it breaks
-    an SLO: the config cannot beat the best; when it meets them, the next run is one
-    resolution above (a tie with the best resolves there)."""
+    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping's race
+    against the incumbent: the rate that decides whether this config can be better,
+    `race_rps`) the search starts there, and stops after that first rate when it breaks an
+    SLO: its capacity is below that rate (`Result.beaten`, the interval (0, that rate));
+    when it meets them, the search goes on upward as from any run that held. `max_steps`:
+    the config's budget of runs, the bracket's, the bisection's and the repeats together
+    (None: `max_runs` + `max_repeats`); once spent the search stops with the interval it
+    has (`step_budget`)."""
     if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
         raise ValueError(
             "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
         )
+    budget = step_budget(max_runs, max_repeats, max_steps)
+    max_runs = min(max_runs, budget)
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
@@ -296,9 +338,8 @@ def search(
         return step
 
     def result(lo: float, hi: float, resolved: bool, beaten: bool = False) -> Result:
-        return _finish(
-            measure, steps, (lo, hi), resolved, (max_rps, resolution), max_repeats, beaten
-        )
+        repeats = min(max_repeats, budget - len(steps))  # what the budget leaves
+        return _finish(measure, steps, (lo, hi), resolved, (max_rps, resolution), repeats, beaten)
 
     lo, hi = 0.0, math.inf
     predicted = bracket if beat_rps is None else None
@@ -310,7 +351,9 @@ def search(
         lo = rate
     else:
         hi = rate
-    factor = _first_factor(first, slos, resolution, predicted, beat_rps is not None)
+    factor = _first_factor(first, slos, resolution, predicted)
+    if beat_rps is not None and bracket is not None and bracket[1] > rate:
+        factor = bracket[1] / rate  # held the race: on to where its own capacity should break
     # Bracket: grow while feasible, shrink while not.
     while len(steps) < max_runs and math.isinf(hi) and lo < max_rps:
         rate = min(lo * factor, max_rps)
@@ -344,23 +387,23 @@ def search(
 
 
 def _first_factor(
-    first: Step,
-    slos: Sequence[SloLimit],
-    resolution: float,
-    predicted: tuple[float, float] | None,
-    beating: bool,
+    first: Step, slos: Sequence[SloLimit], resolution: float, predicted: tuple[float, float] | None
 ) -> float:
     """How far from the first run the second goes (up when it held, down when it broke):
-    to the rate predicted to hold when the one predicted to break broke; one resolution up
-    when it held the best capacity so far (`beating`: a tie, resolved there); else placed by
-    its figures (`_grow`, `_shrink`)."""
+    to the rate predicted to hold when the one predicted to break broke; else placed by its
+    figures (`_grow`, `_shrink`; a config that held the race rate goes on upward as any)."""
     if first.feasible:
-        if beating:
-            return (1 + resolution) * (1 - 1e-9)  # infeasible there: a tie, resolved
         return _grow(first, slos)
     if predicted is not None:
         return max(first.rate_rps / predicted[0], 1 + resolution)
     return _shrink(first)
+
+
+def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
+    """A config's budget of runs (`capacity.max_steps`): the bracket's, the bisection's and
+    the repeats together; None: `max_runs` + `max_repeats`, each spent in full."""
+    whole = max_runs + max_repeats
+    return whole if max_steps is None else max(min(max_steps, whole), 1)
 
 
 def _finish(
@@ -380,6 +423,8 @@ def _finish(
         lo = confirm(measure, steps, lo, max_repeats, resolution)
         hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
     low, high = capacity_interval(steps, lo)
+    if beaten:  # the race's one run: below the rate it broke at (docs/objective.md)
+        high = hi
     return Result(
         steps=steps,
         capacity_rps=lo,
