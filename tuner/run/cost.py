@@ -11,6 +11,7 @@ trial) in virtual time, as `tuner plan` would: SIMULATED, and as good as the pro
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +62,9 @@ class NightCost:
     # mode's race, where vLLM's defaults are searched whole and every later config races the
     # incumbent (`simulated_race_s`); None: every trial alike
     first_s: float | None = None
+    # one engine start as `tuner plan` counts it (a real engine's, for a study on the simulated
+    # engine too), when the estimate is the simulator's: `trials_in(..., as_planned=True)`
+    planned_startup_s: float | None = None
 
     @property
     def basis(self) -> str:
@@ -100,9 +104,13 @@ class NightCost:
             return None
         return self.first_s + (self.screen_s or 0.0)
 
-    def trials_in(self, seconds: float) -> int | None:
-        """About how many trials `seconds` hold (None: no estimate)."""
+    def trials_in(self, seconds: float, as_planned: bool = False) -> int | None:
+        """About how many trials `seconds` hold (None: no estimate). `as_planned`: each start
+        counted as `tuner plan` counts it, where it counts more (`planned_startup_s`)."""
         each, first = self.per_trial_s, self._first_s
+        more = (self.planned_startup_s or 0.0) - (self.startup_s or 0.0)
+        if as_planned and more > 0 and each:
+            each, first = each + more, None if first is None else first + more
         if not each:
             return None
         if first is None:
@@ -231,7 +239,8 @@ def night_cost(
         source += ", its rate search as a launch runs it"
     if raced is not None:
         source += (
-            f"; each later trial the mean of {RACERS} configs drawn at random racing it "
+            f"; each later trial {RACERS} configs drawn at random racing it (their mean + 2 "
+            "standard errors) "
             '(docs/objective.md, "The race")'
         )
     if stand_in is not None:
@@ -249,6 +258,7 @@ def night_cost(
     return NightCost(
         n, workload_s + startup_s, source, timeout, True, startup_s, done, whose, screened=multi,
         trial_band_s=(startup_s + low, startup_s + high), first_s=first_s,
+        planned_startup_s=float(baseline.startup_s or 0.0),
     )  # fmt: skip
 
 
@@ -311,17 +321,18 @@ def simulated_trial_s(m: Measurement) -> tuple[float, float]:
     return m.engine_s, float(m.startup_s or 0.0)
 
 
-RACERS = 4  # configs the night's cost races against the simulated baseline
+RACERS = 6  # configs the night's cost races against the simulated baseline
 
 
 def simulated_race_s(spec: StudySpec, runner: PlanRunner, baseline: Measurement) -> float | None:
-    """The mean engine seconds of a later trial in capacity mode, where each config races
-    the incumbent (`capacity.race_rps`): `RACERS` configs drawn at random from the search
-    space (those vLLM's rules let start; seed 0) race the simulated baseline's capacity, as
-    a launch with early stopping runs them (the SLO rule on each step, the step budget);
-    one that holds the race is searched from there by its figures (a launch would start
-    from its prediction's bracket). None: not capacity mode, early stopping off, or the
-    baseline found no capacity (nothing to race)."""
+    """The engine seconds of a later trial in capacity mode, where each config races the
+    incumbent (`capacity.race_rps`): `RACERS` configs drawn at random from the search space
+    (those vLLM's rules let start; seed 0) race the simulated baseline's capacity as a launch
+    with early stopping runs them (the SLO rule on each step, the step budget; one that holds
+    is searched on by its figures, where a launch would go to its prediction's bracket); their
+    mean plus two standard errors (the draws are a sample of the configs TPE will send: about
+    95 % above their mean). None: not capacity mode, early stopping off, or the baseline found
+    no capacity (nothing to race)."""
     found = baseline.capacity
     if spec.objective.mode != "capacity" or not spec.pruning.enabled or spec.workloads:
         return None
@@ -337,7 +348,11 @@ def simulated_race_s(spec: StudySpec, runner: PlanRunner, baseline: Measurement)
         m = runner.measure(ctx)
         if math.isfinite(m.engine_s):
             times.append(m.engine_s)
-    return sum(times) / len(times) if times else None
+    if not times:
+        return None
+    mean = statistics.fmean(times)
+    spread = statistics.stdev(times) / math.sqrt(len(times)) if len(times) > 1 else 0.0
+    return mean + 2 * spread  # the sample's upper ~95 % bound: TPE draws others
 
 
 def drawn_configs(spec: StudySpec, n: int, seed: int = 0) -> list[dict[str, Scalar]]:

@@ -301,7 +301,9 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
     elif cost.trial_s is None:
         raise UserError(f"cannot estimate one trial's time ({cost.source}): give --trials N")
     else:
-        fit = cost.trials_in(opts.hours * 3600) or 0
+        # as `tuner plan` of the study counts them: a real engine's start-up each, which the
+        # GPU night it stands in for pays (docs/preflight.md)
+        fit = cost.trials_in(opts.hours * 3600, as_planned=True) or 0
         if fit < MIN_TRIALS:
             raise UserError(
                 f"one trial takes about {duration(cost.trial_s)} ({cost.source}): --hours "
@@ -309,6 +311,11 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
             )
         n = min(fit, NIGHT_TRIALS)
         cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
+        planned = cost.planned_startup_s or 0.0
+        if planned > (cost.startup_s or 0.0):
+            cap += (
+                f" with a real engine's ~{duration(planned)} start-up each, as `tuner plan` counts"
+            )
         why = f"what {hours} holds{cap}"
     if cost.trial_s is not None and cost.first_s is not None:
         why += (
