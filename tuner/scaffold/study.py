@@ -279,10 +279,16 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
 
 def _step_prompts(spec: StudySpec, opts: InitOptions, sized: int, notes: list[str]) -> int:
     """Capacity mode's prompts per rate step, at least what its percentile SLOs need to be
-    read inside the sample (`capacity.step_prompts`: 100 for a P99); `--num-prompts` given:
-    as given."""
+    read inside the sample (`capacity.step_prompts`: 100 for a P99); `--num-prompts` given,
+    or a request file (each of its requests sent once): as they are."""
     least = step_prompts(spec.slo_limits())
     if opts.num_prompts is not None or least <= sized:
+        return sized
+    if spec.workload.dataset_name == "jsonl":  # the traffic's own requests, each once
+        notes.append(
+            f"workload: the file's {sized} requests a rate step: its percentile SLOs lean on "
+            f'the slowest request below {least} (docs/objective.md, "The step\'s size")'
+        )
         return sized
     notes.append(
         f"workload: {least} prompts per rate step, not {sized}: a P{100 - 100 / least:g} of "
