@@ -1,11 +1,12 @@
 """The race against the incumbent against the old capacity search, on real vLLM (issue 47).
 
 The engine is vLLM's CPU build with the tiny dummy model (`studies/cpu-tiny.yaml`'s engine
-and core pinning), in capacity mode: `--prompts` random 128/32 prompts a step (P90 TTFT ≤
-`--ttft-ms`; `capacity.step_prompts` asks 10 for a P90), from 4 req/s, resolution 10 %. For
-vLLM's defaults and a few configs (`CONFIGS`), each on its own engine start:
+and core pinning), in capacity mode: `--prompts` (100) random 128/32 prompts a step (P90 TTFT
+≤ `--ttft-ms`, 200; `capacity.step_prompts` asks 10 for a P90), from 4 req/s, resolution 10 %.
+For vLLM's defaults and two configs (`CONFIGS`), each on its own engine start:
 
-- old: the search before issue 47: no race, no step budget (`max_runs` 6 + `max_repeats` 2);
+- old: the search before issue 47: no race, no step budget (`max_runs` 5 + `max_repeats` 1,
+  no rate below 2 req/s);
 - new: as a night with early stopping runs it: vLLM's defaults searched whole within the step
   budget (`capacity.max_steps`, `--max-steps`), then each config races the incumbent (the best
   capacity so far: `capacity_to_beat`'s `Beat`, `capacity.race_rps`); a config that breaks
@@ -38,9 +39,8 @@ from tuner_testing import REPO
 
 CONFIGS: list[dict[str, object]] = [
     {},  # vLLM's defaults (the search space's)
-    {"max-num-seqs": 2},
-    {"max-num-batched-tokens": 256},
-    {"max-num-seqs": 64, "block-size": 32},
+    {"max-num-seqs": 8},
+    {"max-num-batched-tokens": 512},
 ]
 
 
@@ -57,7 +57,9 @@ def spec_for(ttft_ms: float, prompts: int, max_steps: int | None, tmp: Path) -> 
     w = data["workload"]
     del w["max_concurrency"]  # a capacity is a rate served
     w.update({"num_prompts": prompts, "request_rate": 4.0, "metric_percentiles": "50,90,99"})
-    search = {"resolution": 0.1, "max_runs": 6, "max_repeats": 2, "max_steps": max_steps}
+    # no rate below 2 req/s: a step of 100 prompts then sends for at most 50 s
+    search = {"resolution": 0.1, "max_runs": 5, "max_repeats": 1, "max_steps": max_steps}
+    search["min_rps"] = 2.0
     data["objective"] = {
         "mode": "capacity",
         "slo": [f"p90_ttft_ms<={ttft_ms:g}"],
