@@ -57,3 +57,15 @@ def test_the_night_counts_the_first_trial_apart_and_the_plan_s_start_ups() -> No
     assert cost.trials_in(3600.0) == 0  # the first trial alone is longer
     done = NightCost(30, 603.0, "s", None, first_s=7200.0, done=3)  # the first is done
     assert done.total_s == pytest.approx(30 * 603)
+
+
+def test_init_gives_long_documents_a_step_budget() -> None:
+    """A longdoc step sends for minutes: `tuner init` writes `capacity.max_steps` for it."""
+    from tuner.scaffold.options import InitOptions
+    from tuner.scaffold.study import LONGDOC_STEPS, _objective
+    from tuner.scaffold.traffic import traffic
+
+    longdoc = _objective(InitOptions(traffic="longdoc"), traffic("longdoc", 35584, None))
+    assert longdoc["capacity"] == {"max_steps": LONGDOC_STEPS} and LONGDOC_STEPS == 4
+    chat = _objective(InitOptions(objective="capacity"), traffic("chat", 4096, None))
+    assert "capacity" not in chat  # steps of seconds: the default budget
