@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 
 from tuner.measure.capacity import (
+    Beat,
     Result,
     Step,
     headroom,
     meets,
     queue_limit_s,
+    race_rps,
     rate_verdict,
     search,
     shown_rps,
+    step_prompts,
     step_verdict,
 )
 from tuner.spec.slo import parse_slo
@@ -140,11 +143,13 @@ def test_bad_search_settings_are_refused() -> None:
         search(measure, 1.0, SLOS, resolution=0)
 
 
-def test_a_config_that_cannot_beat_the_best_is_stopped_after_one_run() -> None:
-    # early stopping's "cannot beat the best" (docs/early-stopping.md): start at the best
+def test_a_config_that_loses_the_race_is_stopped_after_one_run_below_that_rate() -> None:
+    # the race against the incumbent (docs/objective.md, "The race"): start at its rate
     measure, calls = queue_curve(2.0)
-    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=7, beat_rps=3.0)
+    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=7, beat_rps=3.0, max_repeats=4)
     assert got.beaten and calls == [3.0] and got.bracket == (0.0, 3.0)
+    # a finished search whose capacity is "below 3": no point estimate, its interval (0, 3)
+    assert got.capacity_rps == 0.0 and (got.low_rps, got.high_rps) == (0.0, 3.0)
 
 
 def seeded_curve(knee_rps: float, spread: float):
@@ -215,6 +220,38 @@ def test_identical_configs_raced_one_after_another_get_one_capacity_not_a_ratche
         capacities.append(got.capacity_rps)
         best = max(best, got.capacity_rps)
     assert capacities == [first.capacity_rps] * 4
+
+
+def test_a_config_that_holds_the_race_is_searched_and_found() -> None:
+    measure, calls = queue_curve(3.1)  # held at the race's 3.0: it may be better, find it
+    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=7, beat_rps=3.0)
+    assert not got.beaten and calls[0] == 3.0 and len(calls) > 2
+    assert got.resolved and 3.1 / 1.05 <= got.capacity_rps <= 3.1 * (1 + 1e-9)
+    measure, calls = queue_curve(6.0)  # twice the best: found like any search
+    got = search(measure, 0.5, SLOS, resolution=0.05, max_runs=10, beat_rps=3.0)
+    assert got.resolved and 6.0 / 1.05 <= got.capacity_rps <= 6.0 * (1 + 1e-9)
+
+
+def test_the_race_is_run_where_the_incumbent_broke() -> None:
+    """Its high end (sure, else its bracket's), never within one resolution of its capacity."""
+    assert race_rps(Beat(3.0, 1.0), 0.05) == pytest.approx(3.15)
+    assert race_rps(Beat(3.0, 1.0, best_high_rps=3.6), 0.05) == 3.6
+    assert race_rps(Beat(3.0, 1.0, best_high_rps=3.05), 0.05) == pytest.approx(3.15)
+
+
+@pytest.mark.parametrize("budget", [1, 3, 5])
+def test_the_step_budget_ends_the_search_with_what_it_has(budget: int) -> None:
+    measure, calls = queue_curve(7.3, noise=0.3)
+    got = search(measure, 1.0, SLOS, max_runs=8, max_repeats=4, max_steps=budget)
+    assert got.runs <= budget and len(calls) <= budget
+    assert got.capacity_rps == 0 or got.low_rps <= got.capacity_rps
+
+
+def test_a_step_reads_its_percentile_slos_inside_the_sample() -> None:
+    assert step_prompts(parse_slo("p99_ttft_ms<=20000") + parse_slo("mean_tpot_ms<=80")) == 100
+    assert step_prompts(parse_slo("p90_e2el_ms<=5000")) == 10
+    assert step_prompts(parse_slo("p99.9_ttft_ms<=5000")) == 1000
+    assert step_prompts(parse_slo("mean_ttft_ms<=800")) == 0
 
 
 def short_run(num_prompts: int, capacity_rps: float, slos):

@@ -53,10 +53,13 @@ def test_a_search_from_a_prediction_starts_at_its_bracket_and_takes_fewer_runs(o
     assert len(calls) < len(old_calls)
 
 
-def test_a_bracket_is_ignored_when_the_search_starts_at_the_best_so_far():
+def test_a_race_starts_at_its_rate_and_a_held_race_goes_on_to_the_bracket_s_break():
     measure, calls = queue_curve(10.0)
     search(measure, 1.0, SLOS, beat_rps=12.0, bracket=(8.0, 11.0))
-    assert calls == [12.0]  # broke at the best capacity so far: stopped there
+    assert calls == [12.0]  # broke at the race's rate: stopped there
+    measure, calls = queue_curve(10.0)
+    search(measure, 1.0, SLOS, beat_rps=9.0, bracket=(8.0, 11.5))
+    assert calls[:2] == [9.0, 11.5]  # held: on to where its own capacity should break
 
 
 def test_the_repeats_stop_once_the_interval_is_within_the_resolution():

@@ -50,11 +50,26 @@ TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
 @dataclass(frozen=True)
 class Beat:
-    """Capacity mode's "cannot beat the best": the best capacity so far, and the reference
-    trial's (what a score is relative to)."""
+    """Capacity mode's race against the incumbent: the best capacity so far, the reference
+    trial's (what a score is relative to), and the incumbent's high end: the lowest rate
+    above its capacity that broke an SLO for sure (its interval's), else the lowest that broke
+    one on its estimate (its bracket's, `above_rps`); None: no rate above it broke one."""
 
     best_rps: float
     reference_rps: float
+    best_high_rps: float | None = None
+
+
+def race_rps(beat: Beat, resolution: float) -> float:
+    """The rate a config races the incumbent at: the one that decides whether it can be
+    better. The incumbent's high end when it has one: a config that breaks where the
+    incumbent broke cannot be shown better than it (with the incumbent's interval: its low
+    end would lie below the incumbent's high, `clearly_above`); else one resolution above
+    its capacity (a config that breaks there is within the resolution of it or below: not
+    better, `beats_by_resolution`). Never below that resolution step."""
+    step = beat.best_rps * (1 + resolution)
+    high = beat.best_high_rps
+    return max(high, step) if high is not None else step
 
 
 HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a run's, or a rate's, verdict on the SLOs
@@ -99,8 +114,9 @@ class Result:
     resolved: bool  # the bracket closed to the resolution (False: the run cap came first)
     capped: bool  # feasible at max_rps: the capacity is at least this
     bracket: tuple[float, float | None] = field(default=(0.0, None))  # (lo, hi) at the end
-    # SLOs broken at `beat_rps` (the best capacity so far): this config cannot beat it, and
-    # the search stopped there (its capacity is below that rate, how far is not measured)
+    # SLOs broken at `beat_rps` (the race against the incumbent, `race_rps`): this config
+    # cannot be better, and the search stopped there: its capacity is below that rate
+    # (`high_rps`), how far below is not measured (`low_rps` 0, `capacity_rps` 0)
     beaten: bool = False
     # the interval of the capacity: the highest rate that held for sure (0: none did),
     # the lowest above the estimate that broke for sure (None: none did)
@@ -245,6 +261,25 @@ def shown_rps(num_prompts: int, slos: Sequence[SloLimit]) -> float:
     return num_prompts / (SEND_PHASE_FACTOR * limit_s)
 
 
+def step_prompts(slos: Sequence[SloLimit]) -> int:
+    """The fewest requests one rate step needs for each percentile SLO to be read inside its
+    sample: N ≥ 1 / (1 − q) for a percentile q (100 for a P99; 0 when no SLO is a
+    percentile), so that on average one request lies beyond it. vLLM's percentile is numpy's
+    linear interpolation at rank q (N − 1) (0-based): from that N on, the slowest request
+    weighs at most 1 − q in it (0.01 in a P99 of 100), below it more (0.37 in a P99 of 64:
+    the figure leans on the sample's maximum, one request's luck). docs/objective.md, "The
+    race", "The step's size"."""
+    need = 0
+    for limit in slos:
+        stat = limit.metric.split("_", 1)[0]
+        if not (limit.upper and stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit()):
+            continue
+        share = float(stat[1:]) / 100
+        if 0 < share < 1:
+            need = max(need, math.ceil(round(1 / (1 - share), 6)))
+    return need
+
+
 def _grow(step: Step, slos: Sequence[SloLimit]) -> float:
     """How far above a feasible step the next one goes: its SLO headroom, clipped."""
     return min(max(headroom(step.metrics, slos), GROW_MIN), GROW_MAX)
@@ -272,6 +307,7 @@ def search(
     max_rps: float = 1000.0,
     beat_rps: float | None = None,
     bracket: tuple[float, float] | None = None,
+    max_steps: int | None = None,
 ) -> Result:
     """Find the highest feasible rate within `resolution` (relative) in at most `max_runs`
     rates, and its interval with at most `max_repeats` extra runs (`confirm`).
@@ -280,9 +316,15 @@ def search(
     its prompts sooner, and may be stopped early), and when it breaks the next at `below`;
     from there on as from any run. None: from `start_rps`, placed by the runs' figures.
     `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
-    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping: the best
-    capacity so far, another config's result) the first run is there, and the search stops
-    after it when it breaks an SLO: the config cannot beat the best (`raced`)."""
+    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping's race
+    against the incumbent: the rate that decides whether this config can be better,
+    `race_rps`) the first run is there, and the search stops after it when it breaks an SLO:
+    its capacity is below that rate (`Result.beaten`, the interval (0, that rate)); when it
+    meets them, the config is searched as if it had not been raced (`raced`: its own
+    capacity, never a step up from another config's). `max_steps`: the config's budget of
+    runs, the bracket's, the bisection's and the repeats together (None: `max_runs` +
+    `max_repeats`; a race's run counts in a budget given); once spent the search stops with
+    the interval it has (`step_budget`)."""
     if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
         raise ValueError(
             "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
@@ -301,9 +343,12 @@ def search(
                 min_rps=min_rps,
                 max_rps=max_rps,
                 bracket=bracket,
+                max_steps=None if max_steps is None else max(max_steps - 1, 1),
             ),
             (max_rps, resolution),
         )
+    budget = step_budget(max_runs, max_repeats, max_steps)
+    max_runs = min(max_runs, budget)
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
@@ -312,7 +357,8 @@ def search(
         return step
 
     def result(lo: float, hi: float, resolved: bool) -> Result:
-        return _finish(measure, steps, (lo, hi), resolved, (max_rps, resolution), max_repeats)
+        repeats = min(max_repeats, budget - len(steps))  # what the budget leaves
+        return _finish(measure, steps, (lo, hi), resolved, (max_rps, resolution), repeats)
 
     lo, hi = 0.0, math.inf
     rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
@@ -360,8 +406,9 @@ def raced(
     own_search: Callable[[Callable[[float, int], Step]], Result],
     limits: tuple[float, float],
 ) -> Result:
-    """Early stopping's race against the best capacity so far (another config's result): one
-    run at `beat_rps`; broken there, the config cannot beat the best and stops (`beaten`).
+    """Early stopping's race against the incumbent (`race_rps`, from another config's result):
+    one run at `beat_rps`; broken there, the config cannot be better and stops (`beaten`: its
+    capacity below that rate, the interval (0, `beat_rps`)).
     Met there, the config is searched as if it had not been raced (`own_search`, from its own
     prediction or start; the race's run re-used where that search runs the same rate), and its
     capacity is the higher of what that search found and the race's rate (a rate its own run
@@ -370,9 +417,8 @@ def raced(
     stepped up from it: unresolved, every config after an unresolved best read a step above
     it (issue 50 item 1, capacities that ratchet). `limits`: (max_rps, resolution)."""
     gate = measure(beat_rps, 0)
-    if not gate.feasible:
-        low, high = capacity_interval([gate], 0.0)
-        return Result([gate], 0.0, False, False, (0.0, beat_rps), True, low, high)
+    if not gate.feasible:  # below the rate it broke at, how far not measured (docs/objective.md)
+        return Result([gate], 0.0, False, False, (0.0, beat_rps), True, 0.0, beat_rps)
 
     def own(rate: float, repeat: int) -> Step:
         return gate if rate == beat_rps and repeat == 0 else measure(rate, repeat)
@@ -411,6 +457,13 @@ def _first_factor(
     if predicted is not None:
         return max(first.rate_rps / predicted[0], 1 + resolution)
     return _shrink(first)
+
+
+def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
+    """A config's budget of runs (`capacity.max_steps`): the bracket's, the bisection's and
+    the repeats together; None: `max_runs` + `max_repeats`, each spent in full."""
+    whole = max_runs + max_repeats
+    return whole if max_steps is None else max(min(max_steps, whole), 1)
 
 
 def _finish(

@@ -25,6 +25,11 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
 
     def one(found: CapacityResult, label: str, base: CapacityResult | None) -> str:
         cap = found.capacity_rps
+        if cap <= 0 and found.capacity_rps_high is not None:
+            return (
+                f"  {label}capacity = {capacity_rate(found)}: no rate tried met every SLO, "
+                f"{figure(found.capacity_rps_high)} req/s broke one"
+            )
         if cap <= 0:
             return f"  {label}capacity = 0 req/s: no rate tried met every SLO"
         above = found.above_rps

@@ -11,6 +11,7 @@ trial) in virtual time, as `tuner plan` would: SIMULATED, and as good as the pro
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,14 +20,16 @@ from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
 from tuner.fidelity.bands import Bands
 from tuner.fidelity.predict_skip import capacity_bracket
+from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import Checkpoint, TrialContext
 from tuner.sim.profiles import BUILTIN_MODELS, known_model
 from tuner.spec.model_source import tokenizer_source
-from tuner.spec.space import baseline_params
+from tuner.spec.space import baseline_params, distributions, effective_flags, spec_rules
 from tuner.spec.study import StudySpec
+from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial.payloads import SkipPrediction
 from tuner.trial.point import TrialPoint
@@ -55,6 +58,13 @@ class NightCost:
     # `simulated`: one trial's engine time, low and high, as the simulator's band on its
     # workload's throughput (`tuner.fidelity.bands`; the start-up as estimated) gives them
     trial_band_s: tuple[float, float] | None = None
+    # the first trial's engine time when it differs from the others' (`trial_s`): capacity
+    # mode's race, where vLLM's defaults are searched whole and every later config races the
+    # incumbent (`simulated_race_s`); None: every trial alike
+    first_s: float | None = None
+    # one engine start as `tuner plan` counts it (a real engine's, for a study on the simulated
+    # engine too), when the estimate is the simulator's: `trials_in(..., as_planned=True)`
+    planned_startup_s: float | None = None
 
     @property
     def basis(self) -> str:
@@ -65,7 +75,7 @@ class NightCost:
             start = f"; start-up ~{duration(self.startup_s)} per trial: {self.startup_source}"
         return f"{label}{self.source}{start}"
 
-    def band_words(self, n_trials: int = 1) -> str:
+    def band_words(self, n_trials: float = 1) -> str:
         """`73 min-98 min, `: `n_trials`' engine time in the simulator's band, or ""."""
         if self.trial_band_s is None:
             return ""
@@ -80,14 +90,39 @@ class NightCost:
     @property
     def total_s(self) -> float | None:
         each = self.per_trial_s
-        return None if each is None else each * self.n_trials
+        if each is None:
+            return None
+        first = self._first_s
+        if first is None or not self.n_trials:
+            return each * self.n_trials
+        return first + each * (self.n_trials - 1)
+
+    @property
+    def _first_s(self) -> float | None:
+        """The first trial's engine time when it is still to run and differs (`first_s`)."""
+        if self.first_s is None or self.done:
+            return None
+        return self.first_s + (self.screen_s or 0.0)
+
+    def trials_in(self, seconds: float, as_planned: bool = False) -> int | None:
+        """About how many trials `seconds` hold (None: no estimate). `as_planned`: each start
+        counted as `tuner plan` counts it, where it counts more (`planned_startup_s`)."""
+        each, first = self.per_trial_s, self._first_s
+        more = (self.planned_startup_s or 0.0) - (self.startup_s or 0.0)
+        if as_planned and more > 0 and each:
+            each, first = each + more, None if first is None else first + more
+        if not each:
+            return None
+        if first is None:
+            return int(seconds // each)
+        return 0 if seconds < first else 1 + int((seconds - first) // each)
 
     @property
     def trials_in_timeout(self) -> int | None:
         """About how many trials the timeout allows (None: no timeout or no estimate)."""
-        if self.timeout_s is None or not self.per_trial_s:
+        if self.timeout_s is None:
             return None
-        return int(self.timeout_s // self.per_trial_s)
+        return self.trials_in(self.timeout_s)
 
     def _screen_words(self) -> str:
         if self.screen_s is not None:
@@ -110,9 +145,16 @@ class NightCost:
         if self.trial_s is None:
             return f"night's cost: unknown ({self.source})"
         left = f" left ({self.done} done)" if self.done else ""
-        engine_s = self.trial_s * self.n_trials
+        first = None if self._first_s is None or self.n_trials < 1 else self.first_s
+        counted = self.n_trials if first is None else self.n_trials - 1
+        engine_s = self.trial_s * counted + (first or 0.0)
+        head = "" if first is None else f"~{duration(first)} (the first, searched whole) + "
         text = (
-            f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
+            f"night's cost: {self.n_trials} trial(s){left}: {head}{counted} × "
+            f"~{duration(self.trial_s)} = {duration(engine_s)} of engine time "
+            f"({self.band_words(engine_s / self.trial_s)}{self.basis}){self._screen_words()}"
+            if first is not None
+            else f"night's cost: {self.n_trials} trial(s){left} × ~{duration(self.trial_s)} = "
             f"{duration(engine_s)} of engine time ({self.band_words(self.n_trials)}{self.basis})"
             f"{self._screen_words()}"
         )
@@ -122,10 +164,10 @@ class NightCost:
         if self.fits:
             return text + f"; fits in the timeout of {duration(self.timeout_s)}"
         if allowed == 0:  # the timeout is checked between trials: the first one runs whole
-            first = "its first trial" if self.done else "its first (the baseline)"
+            which = "its first trial" if self.done else "its first (the baseline)"
             return (
                 text + f"; timeout {duration(self.timeout_s)} is shorter than one trial: the "
-                f"run stops after {first}; raise budget.timeout"
+                f"run stops after {which}; raise budget.timeout"
             )
         return (
             text + f"; timeout {duration(self.timeout_s)} allows about {allowed} trial(s): "
@@ -187,22 +229,37 @@ def night_cost(
             n, None, "engine.model: no shape to simulate, see its note", timeout, done=done
         )
     try:
-        trial_s, startup_s = simulated_trial_s(spec)
+        runner = length_only_runner(spec)
+        baseline = simulated_baseline(spec, runner)
+        trial_s, startup_s = simulated_trial_s(baseline)
+        raced = simulated_race_s(spec, runner, baseline)
     except UserError as exc:
         return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout, done=done)
     source = "the simulator's baseline trial"
     if spec.objective.mode == "capacity":
         source += ", its rate search as a launch runs it"
+    if raced is not None:
+        source += (
+            f"; each later trial {RACERS} configs drawn at random racing it (their mean + 2 "
+            "standard errors) "
+            '(docs/objective.md, "The race")'
+        )
     if stand_in is not None:
         source += f", with the built-in {stand_in} for the missing model directory"
+    first_s = None
+    if raced is not None:
+        first_s, trial_s = trial_s, raced
     workload_s = trial_s - startup_s
     startup_s, whose = engine_startup(spec, startup_s)
     # the same requests served faster end sooner: the throughput's band, inverted
     band = Bands.of_study(spec).family_band("throughput").inverse()
     low, high = band.around(workload_s)
+    if first_s is not None:
+        first_s = first_s - float(baseline.startup_s or 0.0) + startup_s
     return NightCost(
         n, workload_s + startup_s, source, timeout, True, startup_s, done, whose, screened=multi,
-        trial_band_s=(startup_s + low, startup_s + high),
+        trial_band_s=(startup_s + low, startup_s + high), first_s=first_s,
+        planned_startup_s=float(baseline.startup_s or 0.0),
     )  # fmt: skip
 
 
@@ -262,14 +319,69 @@ def builtin_stand_in(model: str) -> str | None:
     return key
 
 
-def simulated_trial_s(spec: StudySpec) -> tuple[float, float]:
-    """(engine seconds, start-up seconds) of vLLM's defaults run once, in virtual time, with
-    no early stopping. UserError: the simulator cannot run it (no GPU named, an unknown
-    model, a dataset file without its tokenizer)."""
-    m = simulated_baseline(spec)
+def simulated_trial_s(m: Measurement) -> tuple[float, float]:
+    """(engine seconds, start-up seconds) of a simulated trial (`simulated_baseline`).
+    UserError: it did not end."""
     if not math.isfinite(m.engine_s):
         raise UserError("the simulated trial did not end")
     return m.engine_s, float(m.startup_s or 0.0)
+
+
+RACERS = 6  # configs the night's cost races against the simulated baseline
+
+
+def simulated_race_s(spec: StudySpec, runner: PlanRunner, baseline: Measurement) -> float | None:
+    """The engine seconds of a later trial in capacity mode, where each config races the
+    incumbent (`capacity.race_rps`): `RACERS` configs drawn at random from the search space
+    (those vLLM's rules let start; seed 0) race the simulated baseline's capacity as a launch
+    with early stopping runs them (the SLO rule on each step, the step budget; one that holds
+    is searched on by its figures, where a launch would go to its prediction's bracket); their
+    mean plus two standard errors (the draws are a sample of the configs TPE will send: about
+    95 % above their mean). None: not capacity mode, early stopping off, or the baseline found
+    no capacity (nothing to race)."""
+    found = baseline.capacity
+    if spec.objective.mode != "capacity" or not spec.pruning.enabled or spec.workloads:
+        return None
+    if found is None or not found.capacity_rps > 0:
+        return None
+    high = found.capacity_rps_high if found.capacity_rps_high is not None else found.above_rps
+    beat = Beat(found.capacity_rps, found.capacity_rps, high)
+    times = []
+    for i, params in enumerate(drawn_configs(spec, RACERS), start=1):
+        ctx = TrialContext(spec.name, i, params, phase=lambda _: None, beat=beat)
+        ctx = replace(ctx, checkpoint=slo_rule(spec), check_every_s=spec.pruning.check_every_s)
+        ctx.check_every_requests = spec.pruning.check_every_requests
+        m = runner.measure(ctx)
+        if math.isfinite(m.engine_s):
+            times.append(m.engine_s)
+    if not times:
+        return None
+    mean = statistics.fmean(times)
+    spread = statistics.stdev(times) / math.sqrt(len(times)) if len(times) > 1 else 0.0
+    return mean + 2 * spread  # the sample's upper ~95 % bound: TPE draws others
+
+
+def drawn_configs(spec: StudySpec, n: int, seed: int = 0) -> list[dict[str, Scalar]]:
+    """`n` configs drawn at random from the search space (`seed`), each one vLLM's rules
+    let start (`spec_rules`); fewer when the draws keep being refused."""
+    import optuna
+
+    space = distributions(spec.search_space)
+    was = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line
+    try:
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    finally:
+        optuna.logging.set_verbosity(was)
+    out: list[dict[str, Scalar]] = []
+    for _ in range(20 * n):
+        if len(out) == n:
+            break
+        trial = study.ask(space)
+        study.tell(trial, 0.0)
+        if spec_rules(spec, effective_flags(spec, trial.params)) is None:
+            out.append(dict(trial.params))
+    return out
 
 
 def slo_rule(spec: StudySpec) -> Checkpoint:
@@ -308,14 +420,14 @@ def length_only_runner(spec: StudySpec) -> PlanRunner:
     return _LengthOnlyRunner(spec, reuse=_tokenizer_dir(spec).is_dir())
 
 
-def simulated_baseline(spec: StudySpec) -> Measurement:
+def simulated_baseline(spec: StudySpec, runner: PlanRunner | None = None) -> Measurement:
     """vLLM's defaults (the baseline trial) measured once by the simulator in virtual time,
     no early stopping: SIMULATED figures, `engine_s` counting the start-up (`startup_s`).
     In capacity mode, the search as a launch runs it: from the bracket around the simulator's
     own capacity for the config (`capacity_bracket`: what the prediction before each launch
     gives, uncalibrated before any trial). UserError: the simulator cannot run it (as
     `simulated_trial_s`)."""
-    runner = length_only_runner(spec)
+    runner = runner or length_only_runner(spec)
     if runner.gpu is None:
         raise UserError("hardware.gpu is not set")
     params = baseline_params(spec.search_space) or {}

@@ -22,7 +22,6 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.measure.stored import is_finite
-from tuner.spec.figures import figure
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
@@ -167,8 +166,10 @@ def search_capacity(
 ) -> Measurement:
     """The rate search on one workload. The result is the run at the capacity rate (when no
     rate met the SLOs, the lowest-rate run) with every step attached; a step whose engine
-    failed ends the trial as that failure. `beat`: early stopping's "cannot beat the best"
-    (`capacity_to_beat`); a config that breaks an SLO at the best capacity is stopped there.
+    failed ends the trial as that failure. `beat`: early stopping's race against the
+    incumbent (`capacity_to_beat`, `capacity.race_rps`); a config that breaks an SLO at the
+    race's rate is stopped there, a finished trial whose capacity is below that rate
+    (capacity 0: no rate it ran met the SLOs; its interval (0, the race's rate)).
     The rates searched end at `capacity.max_rps` or at the highest rate the workload's
     prompts can show (`capacity.shown_rps`), whichever is lower. `bracket`: the first two
     rates, from the config's predicted capacity (`capacity.predicted_bracket`); a scenario
@@ -189,15 +190,13 @@ def search_capacity(
             max_repeats=c.max_repeats,
             min_rps=c.min_rps,
             max_rps=max(min(c.max_rps, capacity.shown_rps(w.num_prompts, slos)), c.min_rps),
-            beat_rps=beat.best_rps if beat is not None else None,
+            beat_rps=capacity.race_rps(beat, c.resolution) if beat is not None else None,
             bracket=bracket,
+            max_steps=c.max_steps,
         )
     except _StepFailed as exc:
         return _summed(exc.m, runs)
     steps = result.steps
-    if result.beaten and beat is not None:
-        first = pooled[steps[0].rate_rps][-1]
-        return _beaten(spec, first, steps[0], beat, step_record(name, steps[0]))
     at = [i for i, s in enumerate(steps) if s.feasible and s.rate_rps == result.capacity_rps]
     if not at:  # no rate met the SLOs: the lowest rate run whole, else the lowest
         whole_first = [(bool(s.pruned_reason), s.rate_rps, i) for i, s in enumerate(steps)]
@@ -251,33 +250,15 @@ def capacity_to_beat(
     (`points`) and its host's reference (None: the objective has no such rule, or no capacity
     is found yet)."""
     top, ref = best(points), reference(points, host)
-    return objective_of(spec).to_beat(
+    beat = objective_of(spec).to_beat(
         top.capacity_rps if top is not None else None,
         ref.capacity_rps if ref is not None else None,
     )
-
-
-def _beaten(
-    spec: StudySpec, m: Measurement, step: capacity.Step, beat: Beat, record: RateStep
-) -> Measurement:
-    """The first run broke an SLO at the best capacity so far: stopped, a partial trial whose
-    score is at least what that capacity scores (its censored bound, for the sampler)."""
-    from tuner.measure.objective import capacity_score
-    from tuner.measure.pruning import Decision
-
-    floor = spec.objective.search.min_rps / 2
-    bound = capacity_score(step.rate_rps, beat.reference_rps, floor)
-    reason = (
-        f"cannot beat the best: SLOs broken at the best capacity so far "
-        f"({figure(step.rate_rps)} req/s), after 1 run"
-    )
-    return replace(
-        m,
-        rate_steps=[record],
-        pruned_reason=reason,
-        pruned_at_s=m.workload_s,
-        pruned_decision=Decision(True, reason, score_bound=bound),
-    )
+    found = top.record.capacity if top is not None else None
+    if beat is None or found is None:
+        return beat
+    high = found.capacity_rps_high if found.capacity_rps_high is not None else found.above_rps
+    return replace(beat, best_high_rps=high)
 
 
 def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:

@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tuner.errors import UserError
-from tuner.measure.capacity import SEND_PHASE_FACTOR, queue_limit_s, shown_rps
+from tuner.measure.capacity import SEND_PHASE_FACTOR, queue_limit_s, shown_rps, step_prompts
 from tuner.run.checks import check_plan
 from tuner.run.cost import duration, night_cost
 from tuner.scaffold import box
@@ -55,6 +55,9 @@ CAPACITY_PROMPTS_MAX = 1000
 # more than vLLM's defaults, and the search brackets a capacity only with a failing rate above
 # it (docs/study-file.md, "Capacity mode's prompts": at 1× the defaults' rate, capped)
 CAPACITY_HEADROOM = 2.0
+# capacity mode's step budget per config on long documents, where one step sends for minutes:
+# a bracket's two ends and two bisections (docs/objective.md, "The race")
+LONGDOC_STEPS = 4
 
 
 @dataclass
@@ -82,7 +85,8 @@ def draft_study(
     if far is not None:
         notes.append(f"out of reach: {far.words()} (written with --force)")
     if opts.mode == "capacity":
-        data["workload"]["num_prompts"] = _capacity_prompts(spec, opts, shaped.hw, notes)
+        sized = _capacity_prompts(spec, opts, shaped.hw, notes)
+        data["workload"]["num_prompts"] = _step_prompts(spec, opts, sized, notes)
         spec = _validated(data, space)
     data["workload"]["request_rate"] = _rate(spec, opts, shaped.hw, notes)
     spec = _validated(data, space)
@@ -179,6 +183,8 @@ def _objective(opts: InitOptions, mix: Traffic) -> dict[str, object]:
     """Scalar mode: the latency and throughput score under the SLO; capacity mode (docs/
     objective.md): the highest rate each config serves within the SLO, from the study's rate."""
     slos = list(opts.slo or mix.slo)
+    if opts.mode == "capacity" and mix.kind == "longdoc":  # steps of minutes: a step budget
+        return {"mode": "capacity", "slo": slos, "capacity": {"max_steps": LONGDOC_STEPS}}
     if opts.mode == "capacity":
         return {"mode": "capacity", "slo": slos}
     weights = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
@@ -322,6 +328,27 @@ def _capacity_prompts(spec: StudySpec, opts: InitOptions, hw: Hardware, notes: l
     return sized
 
 
+def _step_prompts(spec: StudySpec, opts: InitOptions, sized: int, notes: list[str]) -> int:
+    """Capacity mode's prompts per rate step, at least what its percentile SLOs need to be
+    read inside the sample (`capacity.step_prompts`: 100 for a P99); `--num-prompts` given,
+    or a request file (each of its requests sent once): as they are."""
+    least = step_prompts(spec.slo_limits())
+    if opts.num_prompts is not None or least <= sized:
+        return sized
+    if spec.workload.dataset_name == "jsonl":  # the traffic's own requests, each once
+        notes.append(
+            f"workload: the file's {sized} requests a rate step: its percentile SLOs lean on "
+            f'the slowest request below {least} (docs/objective.md, "The step\'s size")'
+        )
+        return sized
+    notes.append(
+        f"workload: {least} prompts per rate step, not {sized}: a P{100 - 100 / least:g} of "
+        f'fewer leans on the slowest request alone (docs/objective.md, "The step\'s size"); '
+        "--num-prompts to change"
+    )
+    return least
+
+
 def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
     """`--trials`, else as many trials as `--hours` holds at the preflight's estimate."""
     hours = hours_text(opts.hours)
@@ -331,7 +358,9 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
     elif cost.trial_s is None:
         raise UserError(f"cannot estimate one trial's time ({cost.source}): give --trials N")
     else:
-        fit = int(opts.hours * 3600 // cost.trial_s)
+        # as `tuner plan` of the study counts them: a real engine's start-up each, which the
+        # GPU night it stands in for pays (docs/preflight.md)
+        fit = cost.trials_in(opts.hours * 3600, as_planned=True) or 0
         if fit < MIN_TRIALS:
             raise UserError(
                 f"one trial takes about {duration(cost.trial_s)} ({cost.source}): --hours "
@@ -339,8 +368,18 @@ def _trials(spec: StudySpec, opts: InitOptions, notes: list[str]) -> int:
             )
         n = min(fit, NIGHT_TRIALS)
         cap = f", at most {NIGHT_TRIALS}" if fit > NIGHT_TRIALS else ""
+        planned = cost.planned_startup_s or 0.0
+        if planned > (cost.startup_s or 0.0):
+            cap += (
+                f" with a real engine's ~{duration(planned)} start-up each, as `tuner plan` counts"
+            )
         why = f"what {hours} holds{cap}"
-    if cost.trial_s is not None:
+    if cost.trial_s is not None and cost.first_s is not None:
+        why += (
+            f"; the first trial ≈ {duration(cost.first_s)}, each later one ≈ "
+            f"{duration(cost.trial_s)} ({cost.band_words()}{cost.basis})"
+        )
+    elif cost.trial_s is not None:
         why += f"; one trial ≈ {duration(cost.trial_s)} ({cost.band_words()}{cost.basis})"
     notes.append(f"budget: {n} trials, timeout {hours} ({why})")
     return n

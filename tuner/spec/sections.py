@@ -191,6 +191,9 @@ class CapacitySpec(_Strict):
     max_runs: int = Field(8, ge=1, le=100)  # rates per trial (per scenario)
     # extra runs per trial (per scenario) for rates whose SLO interval straddles a limit
     max_repeats: int = Field(4, ge=0, le=100)
+    # runs per config (per scenario), the bracket's, the bisection's and the repeats together;
+    # once spent the search stops with the interval it has (None: max_runs + max_repeats)
+    max_steps: int | None = Field(None, ge=1, le=200)
     min_rps: float = Field(0.05, gt=0, le=1e6)
     max_rps: float = Field(1000.0, gt=0, le=1e6)
 

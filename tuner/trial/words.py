@@ -30,9 +30,13 @@ GOODPUT_NOTE = "(requests per second served within the latency limits)"
 def rate(rps: float, is_capped: bool, bounds: tuple[float, float | None] | None = None) -> str:
     """`5 req/s`, `7.8 req/s (6.9-9.5)` with the capacity's interval (`bounds`: the
     highest rate that held the SLOs for sure, the lowest that broke one for sure; `?`: none
-    broke one for sure), or `≥ 5 req/s (the highest rate allowed)`."""
+    broke one for sure), `below 3.2 req/s (0-3.2)` when no rate met them but one broke them
+    (a config that lost the race against the incumbent, docs/objective.md, "The race"), or
+    `≥ 5 req/s (the highest rate allowed)`."""
     if is_capped:
         return f"≥ {figure(rps)} req/s {CAPPED_NOTE}"
+    if rps <= 0 and bounds is not None and bounds[1] is not None:
+        return f"below {figure(bounds[1])} req/s{interval(bounds)}"  # e.g. a race lost there
     return f"{figure(rps)} req/s{interval(bounds)}"
 
 
