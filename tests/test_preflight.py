@@ -290,3 +290,14 @@ def test_a_python_without_vllm_is_a_problem_only_when_the_command_runs_vllm(
         assert not any(
             "argument parser" in p for p in (found.notes if is_problem else found.problems)
         )
+
+
+def test_sim_serve_takes_the_exported_hub_id_of_a_built_in_model() -> None:
+    """The walk of issue 49/50: `tuner export` writes `vllm serve deepseek-ai/DeepSeek-R1-
+    0528-Qwen3-8B ...`; `tuner sim serve` with that command refused the id ("neither a built-in
+    name ... nor a hub id cached"). It runs the built-in profile, served under the id."""
+    from tuner.commands.sim import builtin_of
+
+    assert builtin_of("deepseek-ai/DeepSeek-R1-0528-Qwen3-8B") == "deepseek-r1-0528-qwen3-8b"
+    assert builtin_of("deepseek-ai/deepseek-r1-distill-qwen-32b") == "deepseek-r1-distill-qwen-32b"
+    assert builtin_of("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen/Qwen2.5-1.5B-Instruct"  # as given

@@ -108,6 +108,20 @@ def test_the_remedies_never_send_a_study_back_and_forth_between_modes(cause: Cau
     assert "--objective" not in line and "--rate" not in line, line
 
 
+def test_a_night_shorter_than_the_whole_plan_is_said_apart_from_it() -> None:
+    """The walk of issue 49/50: a longdoc capacity night of 4 trials previewed "2 of 30 trials
+    ... `tuner plan --n-trials 30` runs the whole plan", the 30 read as the night's."""
+    data = load_study_spec(DEMO).model_dump(mode="json")
+    points = CASES["too-few-trials"][0]
+    lines = []
+    for n_trials in (4, 30):
+        data["budget"]["n_trials"] = n_trials
+        spec = StudySpec.model_validate(data)
+        lines.append(_line("too-few-trials", points, spec, "2 of 30", 1.0))
+    assert lines[0].endswith("runs the whole plan (the night itself runs 4 trials)"), lines
+    assert lines[1].endswith("runs the whole plan"), lines  # a night of 30: nothing to add
+
+
 def test_short_of_a_whole_plan_the_demo_is_too_early_to_tell() -> None:
     """A preview whose time is spent after its first trial (vLLM's defaults) says so."""
     found = preview(load_study_spec(DEMO), planned_trials, budget_s=0.0)

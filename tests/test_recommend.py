@@ -237,6 +237,7 @@ def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Pat
     interval straddled the SLO. It is one verdict (a doubt), so each output that lists the
     doubts (best, export, the report's column) has it; an interval clear of it is none."""
     from tuner.results.selection import judge, select_trial
+    from tuner.results.study_file import study_file_words
 
     spec = load_study_spec(write_study_file(tmp_path))  # p99_ttft_ms<=2000
     base = _point(0, p99_ttft_ms=1500.0, p99_ttft_ms_ci=[1400.0, 1600.0])
@@ -246,9 +247,12 @@ def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Pat
     (doubt,) = [v for v in chosen.verdicts if v.kind == "interval-straddles-slo"]
     assert doubt.doubt and "the interval straddles the SLO p99_ttft_ms<=2000" in doubt.text
     # the commands that settle it name the study file (the walk of issue 49/50: no file named)
+    file = (
+        study_file_words()
+    )  # the file a command set (`study_file.STUDY_FILE`), else a placeholder
     assert doubt.text.endswith(
-        "(tuner run STUDY.yaml --confirm K, or tuner verify STUDY.yaml, re-measures it)"
-    )  # no command set the file here: the placeholder (`study_file.STUDY_FILE`)
+        f"(tuner run {file} --confirm K, or tuner verify {file}, re-measures it)"
+    )
     text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
     assert f"# {doubt.text}" in text.splitlines()
     own = judge(select_trial([base], "demo"), [base], spec, None, base)

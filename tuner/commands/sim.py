@@ -183,9 +183,10 @@ def serve(
     if enforce_eager:  # no compile or graph capture at the start (tuner.sim.boot's phases)
         flags["enforce-eager"] = True
     model_path = _model_path(model, model_arg)
+    simulated = builtin_of(model_path)  # the export's `vllm serve HF_ID`: its built-in profile
     options = ServeOptions(
-        **engine_setup(model_path, gpu, flags),
-        text=_text(tokenizer, model_path),  # loaded after the engine's checks passed
+        **engine_setup(simulated, gpu, flags),
+        text=_text(tokenizer, simulated),  # loaded after the engine's checks passed
         served_model_names=[served_model_name or model_path],
         host=host,
         port=port,
@@ -198,6 +199,16 @@ def serve(
     code = serve(options)
     if code:
         raise typer.Exit(code)
+
+
+def builtin_of(model: str) -> str:
+    """The built-in model whose Hugging Face id `model` is (what `tuner export` writes after
+    `vllm serve`), else `model` as given: the exported command runs on the simulator as it
+    is, served under that id as `tuner verify` expects."""
+    from tuner.spec.model_source import BUILTIN_HF_IDS
+
+    by_id = {hub.lower(): name for name, hub in BUILTIN_HF_IDS.items()}
+    return by_id.get(model.lower(), model)
 
 
 def _model_path(model: str | None, model_arg: str | None) -> str:

@@ -20,6 +20,7 @@ from tuner.scaffold.sources import REPO, Hardware, simulated_model
 from tuner.scaffold.traffic import Traffic
 from tuner.sim.profiles import ModelProfile
 from tuner.spec.metric_keys import parse_latency_key, percentile_word
+from tuner.spec.model_source import BUILTIN_HF_IDS
 from tuner.spec.sections import MAX_NAME_LEN
 from tuner.spec.slo import parse_slo
 from tuner.spec.values import Scalar
@@ -28,11 +29,6 @@ from tuner.spec.workload import WorkloadSpec
 VLLM_COMMAND = ["vllm", "serve", "{model}"]
 SIM_COMMAND = ["{python}", "-m", "tuner.cli", "sim", "serve", "--model", "{model}"]
 MIN_TRIALS = 2  # the baseline and one tuned config
-# Hugging Face ids of the simulator's built-in models: what production's `vllm serve` loads.
-HF_IDS = {
-    "deepseek-r1-distill-qwen-32b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
-    "deepseek-r1-0528-qwen3-8b": "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",
-}
 
 
 class EngineDraft(TypedDict, total=False):
@@ -111,7 +107,7 @@ def study_data(
     flags: dict[str, Scalar] = {}
     engine: EngineDraft = {"model": model}
     given = opts.model if opts.model_config else None  # the hub id whose config was given
-    production = opts.production_model or given or HF_IDS.get(model.lower())
+    production = opts.production_model or given or BUILTIN_HF_IDS.get(model.lower())
     if production and production != model:
         engine["production_model"] = production
     if hw.engine == "vllm":

@@ -147,9 +147,11 @@ def _line(
             if best is not None and base is not None
             else "no config met the SLO yet, vLLM's defaults included"
         )
+        night = spec.budget.n_trials  # a plan longer than the night: say which is which
+        shorter = f" (the night itself runs {night} trials)" if night < PLAN_TRIALS else ""
         return (
             f"{head} too few trials to tell: {so_far}; `tuner plan --n-trials {PLAN_TRIALS}` "
-            "runs the whole plan"
+            f"runs the whole plan{shorter}"
         )
     if cause == "slo-unreachable":
         lighter = mode.load_hint(heavier=False)

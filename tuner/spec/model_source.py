@@ -15,6 +15,13 @@ import os
 from pathlib import Path
 
 CONFIG = "config.json"
+# Hugging Face ids of the simulator's built-in models (`tuner.sim.profiles`): what production's
+# `vllm serve` loads (`tuner init`'s `production_model`), and what `tuner sim serve` takes for
+# them (the exported command run on the simulator)
+BUILTIN_HF_IDS = {
+    "deepseek-r1-distill-qwen-32b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+    "deepseek-r1-0528-qwen3-8b": "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",
+}
 
 
 def hub_cache_dir() -> Path:
