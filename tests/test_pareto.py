@@ -133,8 +133,12 @@ def test_configs_within_each_others_intervals_are_one_group() -> None:
     assert [p.number for p in front.points] == [0, 1]
     assert front.groups == 1
     assert front.within_noise_of(a) is None and front.within_noise_of(b) == 0
-    # the same gaps with tight intervals (±0.5 ms): two trade-offs, no group
+    # the same 2 % and 4 % gaps with tight intervals (±0.5 ms): still one group, as no gain
+    # under 5 % is called clear, however narrow the intervals (`objective.MIN_CLEAR_GAIN`)
     a, b = _ci_point(0, 100.0, 52.0, 0.5), _ci_point(1, 102.0, 50.0, 0.5)
+    assert noise_front([a, b], MIN2).groups == 1
+    # gaps of 10 % with tight intervals: two trade-offs, no group
+    a, b = _ci_point(0, 100.0, 55.0, 0.5), _ci_point(1, 110.0, 50.0, 0.5)
     front = noise_front([a, b], MIN2)
     assert front.groups == 2 and front.within_noise_of(b) is None
 

@@ -15,6 +15,12 @@ from tuner.spec.slo import SloLimit, metric_direction, parse_slo
 # worse than the baseline on a weight-1 metric, far beyond any measured trial.
 PENALTY_SCORE = 10.0
 _FLOOR = 1e-9
+# The smallest gain called clear, relative to the figure it is against, however narrow the
+# intervals: a figure's 95 % interval covers the sampling of requests within one run, not the
+# drift between two runs or two engine starts (verify's `MIN_MOVE_PCT`, the same 5 %), and a
+# simulated run's intervals are nearly zero wide (+0.1 % output throughput was "CLEARLY
+# better" before; docs/objective.md, "Clearly better").
+MIN_CLEAR_GAIN = 0.05
 
 
 def score(
@@ -120,7 +126,8 @@ def clearly_better(
     near side of each interval, combined in quadrature), so it needs the estimates `a` and
     `b` (the midpoints of the intervals where a figure is missing). Two intervals that do not
     overlap always pass; two that overlap a little may pass too: demanding disjoint intervals
-    is a test at about the 0.5 % level, not 5 %."""
+    is a test at about the 0.5 % level, not 5 %. And never by less than `MIN_CLEAR_GAIN` of
+    b's figure."""
     for name, weight in weights.items():
         if weight <= 0 or name not in a_ci or name not in b_ci:
             continue
@@ -131,7 +138,8 @@ def clearly_better(
             gain, a_side, b_side = b_est - a_est, a_hi - a_est, b_est - b_lo
         else:
             gain, a_side, b_side = a_est - b_est, a_est - a_lo, b_hi - b_est
-        if gain > math.hypot(max(a_side, 0.0), max(b_side, 0.0)):
+        noise = math.hypot(max(a_side, 0.0), max(b_side, 0.0))
+        if gain > noise and gain >= MIN_CLEAR_GAIN * abs(b_est):
             return True
     return False
 
