@@ -77,7 +77,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             row[tr.STARTUP_PHASES] = r.startup_phases.words()
         row["baseline"] = p.baseline
         row["reused_from"] = r.reused_from
-        row["partial"] = p.partial  # stopped early: the figures cover the requests done then
+        row["partial"] = r.stopped_figures  # the figures cover the requests done by a stop
         if r.ruled_out and r.skip_prediction is not None:  # never launched: what it saved
             row["saved_engine_s"] = r.skip_prediction.engine_s
         row["failure"] = _failure(p)

@@ -143,6 +143,18 @@ class TrialRecord:
     extra: dict[str, object] = field(default_factory=dict)  # attrs this version does not know
 
     @property
+    def stopped_figures(self) -> bool:
+        """Its headline figures are a stopped run's, covering the requests done by then: a
+        stopped trial's, or a capacity search that held no rate and whose lowest rate's run
+        was stopped with an SLO broken for sure (a lost race: docs/objective.md)."""
+        if self.partial:
+            return True
+        found = self.capacity
+        if found is None or found.capacity_rps > 0 or not self.rate_steps:
+            return False
+        return bool(min(self.rate_steps, key=lambda x: x.rate_rps).pruned_reason)
+
+    @property
     def ruled_out(self) -> bool:
         """Never launched: skipped before launch on a prediction (docs/early-stopping.md)."""
         return self.skip_prediction is not None and self.skip_prediction.ruled_out is not None

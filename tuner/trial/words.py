@@ -97,5 +97,13 @@ def trial_line(record: TrialRecord, metrics: Mapping[str, float]) -> str:
     if record.scenarios:
         return f"{score} over the scenarios  " + " | ".join(scenario_parts(record))
     if record.capacity is not None:
-        return f"{figures(metrics, record.capacity)}  ({score})"
+        found = record.capacity
+        if not record.stopped_figures or record.partial:
+            return f"{figures(metrics, found)}  ({score})"
+        # its only figures are a stopped run's, the SLO already broken for sure: mark them so
+        words = "  ".join(headline_words(dict(metrics), partial=True))
+        return (
+            f"capacity {capacity_rate(found)}  at the lowest rate tried, stopped early "
+            f"(an SLO broken for sure; figures of the requests done): {words}  ({score})"
+        )
     return f"{score}  {figures(metrics, None)}"
