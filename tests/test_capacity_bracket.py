@@ -16,6 +16,7 @@ from tuner.measure.capacity import (
     HOLDS,
     Step,
     confirm,
+    judged,
     predicted_bracket,
     search,
 )
@@ -62,14 +63,15 @@ def test_a_bracket_is_ignored_when_the_search_starts_at_the_best_so_far():
 def test_the_repeats_stop_once_the_interval_is_within_the_resolution():
     calls: list[tuple[float, int]] = []
 
-    def measure(rate: float, repeat: int) -> Step:
+    def measure(rate: float, repeat: int, whole: bool = False) -> Step:
         calls.append((rate, repeat))
-        return _runs(rate, *([HOLDS] if rate < 10.2 else [BREAKS]) * (repeat + 1))
+        return _runs(rate, *([-0.5] if rate < 10.2 else [0.3]) * (repeat + 1))
 
-    settled = [_runs(10.0, HOLDS, HOLDS), _runs(10.4, BREAKS, BREAKS)]  # 4 % apart
+    settled = judged([_runs(10.0, -0.5, -0.5), _runs(10.4, 0.5, 0.5)])  # 4 % apart, both sure
+    assert [s.verdict for s in settled] == [HOLDS, BREAKS]
     assert confirm(measure, list(settled), 10.0, 4, resolution=0.05) == 10.0
     assert calls == []
-    wide = [_runs(10.0, HOLDS, HOLDS), _runs(10.4, BREAKS)]  # the break not sure yet
+    wide = [_runs(10.0, -0.5, -0.5), _runs(10.4, 0.3)]  # the break not sure yet
     confirm(measure, wide, 10.0, 4, resolution=0.05)
     assert calls == [(10.4, 1)]  # one repeat settles it, then the search stops
     assert confirm(measure, list(settled), 10.0, 4) == 10.0  # no resolution: as before
