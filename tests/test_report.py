@@ -128,7 +128,7 @@ def test_report_is_one_offline_file_with_every_section(stored) -> None:
     # Best command under each SLO of the study file, and all of them together: one row for
     # the selections that chose the same trial (issue 46)
     rows = re.findall(
-        r'<tr><td class="l">(Under[^<]*|Best[^<]*)</td><td class="l trial">(\d+)</td>', html
+        r'<tr><td class="l">(Under[^<]*|Best[^<]*)</td><td class="trial">(\d+)</td>', html
     )
     assert [(unescape(t).split(":")[0], int(n)) for t, n in rows] == [
         (

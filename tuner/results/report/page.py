@@ -92,10 +92,12 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
         head=[(h, h in ("status", head[-1])) for h in head],
         rows=rows,
         note=PARTIAL_NOTE if any(p.partial for p in points) else "",
+        wide=len(params) > WIDE_FLAGS,
     )
 
 
 ENGINE_HEAD = "engine s (start-up s)"
+WIDE_FLAGS = 5  # more flags than this: the table in a smaller font (report.css, `.wide`)
 
 
 def _engine_cell(p: TrialPoint) -> str:
