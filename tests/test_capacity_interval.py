@@ -119,12 +119,15 @@ def test_the_repeats_go_where_one_run_settles_an_end_else_past_the_rates_measure
     assert [s.verdict for s in steps] == [HOLDS, HOLDS, UNSURE, UNSURE]
     assert capacity_interval(steps, 7.0) == (6.0, None)
     assert next_to_confirm(steps, 7.0, HOLDS) == steps[2]  # nearer than 6 (sure already)
-    assert next_rate(steps, 7.0, HOLDS, (0.05, 100.0)) == 7.0  # bounded: it could narrow it
+    # bounded by 6 already: 7 could narrow it, but one run will not settle it; last resort
+    assert next_rate(steps, 7.0, HOLDS, (0.05, 100.0)) is None
+    assert next_rate(steps, 7.0, HOLDS, (0.05, 100.0), narrow=True) == 7.0
     # above: 8 (at the limit) cannot settle, and no rate bounds it: a new rate further out
     new = next_rate(steps, 7.0, BREAKS, (0.05, 100.0))
     assert new is not None and new >= 8.0 * 1.1
     assert next_rate(steps, 7.0, BREAKS, (0.05, 8.5)) == 8.5  # no further than the ceiling
     assert next_rate(steps, 7.0, BREAKS, (0.05, 8.0)) == 8.0  # no room: the rate there
+    assert next_rate(steps, 7.0, BREAKS, (0.05, 100.0), extend=False) == 8.0  # one new rate
     far = judged([*steps, _runs(12, 0.35)])
     assert next_to_confirm(far, 7.0, BREAKS) == far[-1]  # one more run settles it
     spent = judged([_runs(8, 0.02, 0.1, -0.03, 0.05)])  # out of runs

@@ -299,19 +299,29 @@ def confirm(
 ) -> float:
     """Spend at most `budget` runs bounding the estimate, below and above it in turn
     (`next_rate`: a repeat of the rate nearest to settling, or a new rate past the rates that
-    cannot), each on its next seed and measured whole (`measure(rate, k, True)`), until the
-    capacity's interval is within `resolution` (`capacity_interval`: nothing left to settle).
+    cannot, one per side), each on its next seed and measured whole (`measure(rate, k,
+    True)`), until the capacity's interval is within `resolution` (`capacity_interval`:
+    nothing left to settle).
     `rate_range`: (min_rps, max_rps), where a new rate may go. Returns the estimate, lowered
     to the highest rate still feasible when a repeat made its pooled figures break an SLO."""
     sides = [HOLDS, BREAKS]
+    extended: set[str] = set()  # the sides given a new rate
     steps[:] = judged(steps)
     while budget > 0 and not _settled(steps, estimate, resolution):
-        rate = next(
-            (r for side in sides if (r := next_rate(steps, estimate, side, rate_range))), None
+        side, rate = next(
+            (
+                (side, r)
+                for narrow in (False, True)  # a bounded side's narrowing last
+                for side in sides
+                if (r := next_rate(steps, estimate, side, rate_range, side not in extended, narrow))
+            ),
+            ("", None),
         )
         if rate is None:
             break
         i = next((i for i, s in enumerate(steps) if s.rate_rps == rate), len(steps))
+        if i == len(steps):
+            extended.add(side)
         step = measure(rate, steps[i].runs if i < len(steps) else 0, True)
         steps[i : i + 1] = [step]
         steps[:] = judged(steps)

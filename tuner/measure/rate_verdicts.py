@@ -230,22 +230,31 @@ def capacity_interval(steps: Sequence[Step], capacity_rps: float) -> tuple[float
 
 
 def next_rate(
-    steps: Sequence[Step], estimate: float, side: str, rate_range: tuple[float, float]
+    steps: Sequence[Step],
+    estimate: float,
+    side: str,
+    rate_range: tuple[float, float],
+    extend: bool = True,
+    narrow: bool = False,
 ) -> float | None:
     """The next rate to measure on `side` of the estimate: the rate `next_to_confirm` names
-    when one more run would settle it, or when that side is bounded already (a sure rate
-    further out); else a new rate past the rates measured (`beyond`), where one run should
-    settle; else whatever `next_to_confirm` names. None: nothing to measure there."""
+    when one more run would settle it; else, while that side has no sure rate and with
+    `extend` (a side gets one new rate: where the curve flattens, as a TTFT or E2EL floored
+    by the prompt's own service time, further out is no further from the limit, and a repeat
+    is what narrows it), a new rate past the rates measured (`beyond`), where two runs
+    should settle; else the rate `next_to_confirm` names when that side has no sure rate yet,
+    or with `narrow` (a run that could narrow a bounded side, when no run has a better use).
+    None: nothing to measure there."""
     target = next_to_confirm(steps, estimate, side)
     low, high = capacity_interval(steps, estimate)
     bounded = low > 0 if side == HOLDS else high is not None
-    if target is not None and (bounded or _would_settle(target, steps)):
+    if target is not None and _would_settle(target, steps):
         return target.rate_rps
-    if not bounded and not (side == HOLDS and estimate <= 0):
+    if extend and not bounded and not (side == HOLDS and estimate <= 0):
         new = beyond(steps, estimate, side, rate_range)
         if new is not None:
             return new
-    return target.rate_rps if target is not None else None
+    return target.rate_rps if target is not None and (narrow or not bounded) else None
 
 
 def beyond(
