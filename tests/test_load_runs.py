@@ -62,7 +62,8 @@ def test_capacity_study_in_plan_stores_every_step_and_draws_the_curves(
         assert 1 <= len(steps) <= 5 + 4 and a["capacity"]["runs"] == sum(s["runs"] for s in steps)
         assert a["capacity"]["capacity_rps_low"] <= a["capacity_rps"]
         feasible = [s["rate_rps"] for s in steps if s["feasible"]]
-        assert a["capacity_rps"] in feasible or (a["capacity_rps"] == 0.0 and not feasible)
+        # a feasible rate (none: 0; the interval's repeats may pool a rate into meeting them)
+        assert a["capacity_rps"] in feasible or a["capacity_rps"] == 0.0
         assert t.values == [a["capacity_rps"]]  # Optuna maximises the capacity
         assert all("p99_ttft_ms" in s or s["pruned_reason"] for s in steps)
         # one engine start per trial: its modelled start-up counts once

@@ -303,7 +303,8 @@ def confirm(
     True)`), until the capacity's interval is within `resolution` (`capacity_interval`:
     nothing left to settle).
     `rate_range`: (min_rps, max_rps), where a new rate may go. Returns the estimate, lowered
-    to the highest rate still feasible when a repeat made its pooled figures break an SLO."""
+    to the highest feasible rate below it when a repeat made its own pooled figures break an
+    SLO (a rate below it that breaks pooled leaves it, and the interval says the doubt)."""
     sides = [HOLDS, BREAKS]
     extended: set[str] = set()  # the sides given a new rate
     steps[:] = judged(steps)
@@ -327,7 +328,7 @@ def confirm(
         steps[:] = judged(steps)
         budget -= 1
         sides.reverse()  # the other side next
-        if not step.feasible and rate <= estimate:
+        if not step.feasible and rate == estimate:  # the capacity's own rate broke, pooled
             below = (s.rate_rps for s in steps if s.feasible and s.rate_rps < estimate)
             estimate = max(below, default=0.0)
     return estimate
