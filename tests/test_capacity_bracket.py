@@ -134,3 +134,14 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
     started = _capacity_spec(tiny_model_dir, start_rps=3.0)  # the study's own start wins
     assert capacity_bracket(started, SkipPrediction(raw={CAPACITY_RPS: 4.0})) is None
     assert capacity_bracket(spec, SkipPrediction(metrics={CAPACITY_RPS: 0.0})) is None
+
+
+def test_the_estimate_moves_down_only_when_its_own_rate_breaks():
+    def measure(rate: float, repeat: int, whole: bool = False) -> Step:
+        return _runs(rate, *[0.4] * (repeat + 1))  # every repeat breaks
+
+    steps = [_runs(5.0, -0.5), _runs(8.0, -0.02), _runs(9.0, 0.3)]
+    assert confirm(measure, steps, 8.0, 1) == 8.0  # 5 broke pooled: the interval's doubt
+    assert not steps[0].feasible and steps[0].runs == 2
+    own = [_runs(8.0, -0.5), _runs(6.0, -0.3), _runs(9.0, 0.3)]
+    assert confirm(measure, own, 8.0, 1) == 6.0  # the capacity's own rate broke: down
