@@ -30,8 +30,8 @@ EXCESS_CLIP = 10.0  # |log(value / limit)| beyond this (×22,000) counts as this
 REACH = 1.25  # a new rate past the others aims at 1.25 × the excess two runs need to settle
 STEP_MIN = 1.1  # and lies at least 10 % past them
 # the seeds' spread of a run's excess before runs tell it, worth 2 degrees of freedom
-# (SIMULATED, issue 46's study: P99 TTFT 1,012-1,502 ms over 12 seeds at one rate, sd 0.12;
-# 588-1,066 ms over 9 at 16 req/s on another, sd 0.23; docs/objective.md)
+# (SIMULATED, issue 46's study: P99 TTFT 1,012-1,502 ms over 12 seeds at one rate, a log
+# range of 0.39; 588-1,066 ms over 9 at 16 req/s on another, sd 0.22; docs/objective.md)
 PRIOR_SPREAD, PRIOR_DF = 0.15, 2
 
 
@@ -250,7 +250,7 @@ def next_rate(
     bounded = low > 0 if side == HOLDS else high is not None
     if target is not None and _would_settle(target, steps):
         return target.rate_rps
-    if extend and not bounded and not (side == HOLDS and estimate <= 0):
+    if extend and not bounded and estimate > 0:  # capacity 0: nothing above to bound
         new = beyond(steps, estimate, side, rate_range)
         if new is not None:
             return new
