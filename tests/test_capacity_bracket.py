@@ -16,6 +16,7 @@ from tuner.measure.capacity import (
     HOLDS,
     Step,
     confirm,
+    judged,
     predicted_bracket,
     search,
 )
@@ -65,14 +66,15 @@ def test_a_race_starts_at_its_rate_and_a_held_race_goes_on_to_the_bracket_s_brea
 def test_the_repeats_stop_once_the_interval_is_within_the_resolution():
     calls: list[tuple[float, int]] = []
 
-    def measure(rate: float, repeat: int) -> Step:
+    def measure(rate: float, repeat: int, whole: bool = False) -> Step:
         calls.append((rate, repeat))
-        return _runs(rate, *([HOLDS] if rate < 10.2 else [BREAKS]) * (repeat + 1))
+        return _runs(rate, *([-0.5] if rate < 10.2 else [0.3]) * (repeat + 1))
 
-    settled = [_runs(10.0, HOLDS, HOLDS), _runs(10.4, BREAKS, BREAKS)]  # 4 % apart
+    settled = judged([_runs(10.0, -0.5, -0.5), _runs(10.4, 0.5, 0.5)])  # 4 % apart, both sure
+    assert [s.verdict for s in settled] == [HOLDS, BREAKS]
     assert confirm(measure, list(settled), 10.0, 4, resolution=0.05) == 10.0
     assert calls == []
-    wide = [_runs(10.0, HOLDS, HOLDS), _runs(10.4, BREAKS)]  # the break not sure yet
+    wide = [_runs(10.0, -0.5, -0.5), _runs(10.4, 0.3)]  # the break not sure yet
     confirm(measure, wide, 10.0, 4, resolution=0.05)
     assert calls == [(10.4, 1)]  # one repeat settles it, then the search stops
     assert confirm(measure, list(settled), 10.0, 4) == 10.0  # no resolution: as before
@@ -135,3 +137,14 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
     started = _capacity_spec(tiny_model_dir, start_rps=3.0)  # the study's own start wins
     assert capacity_bracket(started, SkipPrediction(raw={CAPACITY_RPS: 4.0})) is None
     assert capacity_bracket(spec, SkipPrediction(metrics={CAPACITY_RPS: 0.0})) is None
+
+
+def test_the_estimate_moves_down_only_when_its_own_rate_breaks():
+    def measure(rate: float, repeat: int, whole: bool = False) -> Step:
+        return _runs(rate, *[0.4] * (repeat + 1))  # every repeat breaks
+
+    steps = [_runs(5.0, -0.5), _runs(8.0, -0.02), _runs(9.0, 0.3)]
+    assert confirm(measure, steps, 8.0, 1) == 8.0  # 5 broke pooled: the interval's doubt
+    assert not steps[0].feasible and steps[0].runs == 2
+    own = [_runs(8.0, -0.5), _runs(6.0, -0.3), _runs(9.0, 0.3)]
+    assert confirm(measure, own, 8.0, 1) == 6.0  # the capacity's own rate broke: down

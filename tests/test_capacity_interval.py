@@ -17,11 +17,16 @@ from tuner.measure.capacity import (
     Step,
     capacity_interval,
     clearly_above,
+    judged,
     meets,
+    next_rate,
     next_to_confirm,
     rate_verdict,
+    run_excess,
     search,
+    seed_spread,
     step_verdict,
+    stopped_excess,
 )
 from tuner.measure.measurement import Measurement
 from tuner.measure.records import RequestRecord
@@ -75,69 +80,127 @@ def test_the_interval_is_the_highest_sure_hold_and_the_lowest_sure_break_around_
     )
 
 
-def test_a_rate_is_sure_once_two_seeds_agree() -> None:
-    assert rate_verdict([HOLDS]) == UNSURE  # one seed's prompts and arrivals: not yet
-    assert rate_verdict([HOLDS, HOLDS]) == HOLDS and rate_verdict([BREAKS] * 2) == BREAKS
-    assert rate_verdict([UNSURE, HOLDS, HOLDS]) == HOLDS
-    assert rate_verdict([BREAKS, HOLDS, HOLDS]) == UNSURE  # the seeds disagree
+def test_a_run_s_excess_is_its_worst_slo_against_the_limit_and_a_stop_a_lower_bound() -> None:
+    two = parse_slo("p99_ttft_ms<=1000,output_throughput>=100")
+    excess, whole = run_excess({**DONE, "p99_ttft_ms": 500.0, "output_throughput": 50.0}, two)
+    assert whole and excess == pytest.approx(math.log(2))  # throughput half its floor
+    assert run_excess({**DONE, "p99_ttft_ms": 500.0}, SLOS) == (pytest.approx(-math.log(2)), True)
+    proved = stopped_excess({"p99_ttft_ms<=1000": 0.25})
+    assert proved == pytest.approx(math.log(1.25))
+    stopped = run_excess({**DONE, "p99_ttft_ms": 300.0}, SLOS, pruned=True, at_least=proved)
+    assert stopped == (pytest.approx(math.log(1.25)), False)  # its partial P99 says nothing
+    assert run_excess({**DONE}, SLOS) == (0.0, False)  # the SLO's figure missing: broken
 
 
-def _runs(rate: float, *verdicts: str) -> Step:
-    return Step(rate, {}, BREAKS not in verdicts, None, rate_verdict(verdicts), len(verdicts),
-                {}, verdicts)  # fmt: skip
+def _runs(rate: float, *excess: float, stopped: int = 0) -> Step:
+    """A rate's runs by their excess (the first `stopped` stopped early), not yet judged."""
+    whole = tuple(i >= stopped for i in range(len(excess)))
+    fits = sum(excess) <= 0 and all(whole)
+    return Step(rate, {}, fits, None, UNSURE, len(excess), {}, (), excess, whole)
 
 
-def test_the_repeats_go_to_the_nearest_rates_that_could_bound_the_estimate() -> None:
-    steps = [_runs(4, HOLDS), _runs(6, HOLDS), _runs(7, UNSURE), _runs(8, BREAKS), _runs(9, BREAKS)]
-    assert next_to_confirm(steps, 7.0, HOLDS) == steps[1]  # one agreeing run: before 7's straddle
-    assert next_to_confirm(steps, 7.0, BREAKS) == steps[3]
-    settled = [_runs(6, HOLDS, HOLDS), *steps[2:]]
-    assert next_to_confirm(settled, 7.0, HOLDS) == settled[1]  # could still tighten it
-    assert next_to_confirm([_runs(7, HOLDS, HOLDS), _runs(6, HOLDS)], 7.0, HOLDS) is None
-    mixed = [_runs(8, BREAKS, HOLDS), _runs(9, BREAKS, UNSURE, UNSURE)]
-    assert next_to_confirm(mixed, 7.0, BREAKS) is None  # disagreed, or out of runs
+def test_a_rate_is_sure_when_the_seeds_t_bound_clears_the_limit() -> None:
+    close = _runs(6, -0.30, -0.32)  # a lucky pair of close seeds
+    spread, df, measured = seed_spread([close])
+    assert measured == 1 and df == 3 and 0.1 < spread < 0.15  # the prior keeps it honest
+    assert rate_verdict(_runs(5, -0.2), spread, df) == UNSURE
+    assert rate_verdict(_runs(5, -0.5), spread, df) == HOLDS
+    assert rate_verdict(_runs(9, 0.5), spread, df) == BREAKS
+    assert rate_verdict(_runs(9, 0.3, 0.35, 0.32), spread, df) == BREAKS  # three seeds agree
+    assert rate_verdict(_runs(9, 0.2, -0.1), spread, df) == UNSURE  # they disagree
+    assert rate_verdict(_runs(5, -0.5), spread, df, measured=0) == UNSURE  # no spread seen
+    assert rate_verdict(_runs(5, -0.9, 0.01, stopped=1), spread, df) == UNSURE  # one stopped
+    # one seed per rate: never sure, however far from the limit
+    assert {s.verdict for s in judged([_runs(2, -2.0), _runs(20, 2.0)])} == {UNSURE}
 
 
-def noisy_curve(knee_rps: float, spread: float, seed: int = 0):
-    """P99 TTFT = 200 / (1 − rate / saturation) ms (1000 ms exactly at the knee) × a seed's
-    own factor (log-normal, `spread`), with a request-bootstrap-like interval of ± 5 %: each
-    run's interval is narrower than the spread between seeds, as on the simulated engine."""
+def test_the_repeats_go_where_one_run_settles_an_end_else_past_the_rates_measured() -> None:
+    steps = judged([_runs(4, -0.6), _runs(6, -0.3, -0.32), _runs(7, -0.05), _runs(8, 0.02)])
+    assert [s.verdict for s in steps] == [HOLDS, HOLDS, UNSURE, UNSURE]
+    assert capacity_interval(steps, 7.0) == (6.0, None)
+    assert next_to_confirm(steps, 7.0, HOLDS) == steps[2]  # nearer than 6 (sure already)
+    # bounded by 6 already: 7 could narrow it, but one run will not settle it; last resort
+    assert next_rate(steps, 7.0, HOLDS, (0.05, 100.0)) is None
+    assert next_rate(steps, 7.0, HOLDS, (0.05, 100.0), narrow=True) == 7.0
+    # above: 8 (at the limit) cannot settle, and no rate bounds it: a new rate further out
+    new = next_rate(steps, 7.0, BREAKS, (0.05, 100.0))
+    assert new is not None and new >= 8.0 * 1.1
+    assert next_rate(steps, 7.0, BREAKS, (0.05, 8.5)) == 8.5  # no further than the ceiling
+    assert next_rate(steps, 7.0, BREAKS, (0.05, 8.0)) == 8.0  # no room: the rate there
+    assert next_rate(steps, 7.0, BREAKS, (0.05, 100.0), extend=False) == 8.0  # one new rate
+    far = judged([*steps, _runs(12, 0.35)])
+    assert next_to_confirm(far, 7.0, BREAKS) == far[-1]  # one more run settles it
+    spent = judged([_runs(8, 0.02, 0.1, -0.03, 0.05)])  # out of runs
+    assert next_to_confirm(spent, 7.0, BREAKS) is None
+
+
+def noisy_curve(knee_rps: float, spread: float, seed: int = 0, power: float = 0.0):
+    """P99 TTFT = 200 / (1 − rate / saturation) ms (1000 ms exactly at the knee; with `power`,
+    1000 × (rate / knee)^power: a flat curve, as a short run's near its knee) × a seed's own
+    factor (log-normal, `spread`), with a request-bootstrap-like interval of ± 5 %: each run's
+    interval is narrower than the spread between seeds, as on the simulated engine."""
     saturation = knee_rps / 0.8
     rng = np.random.default_rng(seed)
-    calls: list[tuple[float, int]] = []
-    said: dict[float, list[str]] = {}
+    calls: list[tuple[float, int, bool]] = []
+    said: dict[float, list[tuple[str, tuple[float, bool]]]] = {}
 
-    def measure(rate: float, repeat: int) -> Step:
-        calls.append((rate, repeat))
+    def measure(rate: float, repeat: int, whole: bool = False) -> Step:
+        calls.append((rate, repeat, whole))
         load = rate / saturation
-        p99 = (200 / (1 - load) if load < 1 else 1e6) * math.exp(spread * rng.standard_normal())
+        typical = 1000 * (rate / knee_rps) ** power if power else 200 / max(1 - load, 2e-4)
+        p99 = typical * math.exp(spread * rng.standard_normal())
         metrics = {**DONE, "p99_ttft_ms": p99, "request_throughput": min(rate, saturation)}
         ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
-        said[rate] = [*said.get(rate, [])[:repeat], step_verdict(metrics, ci, SLOS)]
-        runs = tuple(said[rate])
-        return Step(rate, metrics, meets(metrics, SLOS), None, rate_verdict(runs), len(runs),
-                    ci, runs)  # fmt: skip
+        own = (step_verdict(metrics, ci, SLOS), run_excess(metrics, SLOS))
+        runs = said[rate] = [*said.get(rate, [])[:repeat], own]
+        return Step(rate, metrics, meets(metrics, SLOS), None, UNSURE, len(runs), ci,
+                    tuple(v for v, _ in runs), tuple(e for _, (e, _) in runs),
+                    tuple(w for _, (_, w) in runs))  # fmt: skip
 
     return measure, calls
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_interval_comes_from_rates_two_seeds_agreed_on_within_the_budget(seed: int) -> None:
+def test_the_interval_comes_from_rates_the_seeds_settled_within_the_budget(seed: int) -> None:
     measure, calls = noisy_curve(10.0, 0.12, seed)
     got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=4)
-    repeats = [(r, k) for r, k in calls if k > 0]
-    assert repeats and len(repeats) <= 4  # at most 4 extra runs, each the next seed of a rate
-    assert all((r, k - 1) in calls for r, k in repeats)
-    assert got.runs == len(calls) == sum(s.runs for s in got.steps) and len(got.steps) <= 8
+    extra = [(r, k) for r, k, whole in calls if whole]
+    assert extra and len(extra) <= 4  # at most 4 extra runs, each whole
+    measured = [c[:2] for c in calls]
+    assert all((r, k - 1) in measured for r, k in extra if k)  # a repeat: the next seed
+    assert got.runs == len(calls) == sum(s.runs for s in got.steps) and len(got.steps) <= 12
     for bound, side in ((got.low_rps, HOLDS), (got.high_rps, BREAKS)):
-        if bound:  # a bound is a rate two seeds agreed on
+        if bound:  # a bound is a rate the seeds settled
             (step,) = [s for s in got.steps if s.rate_rps == bound]
-            assert step.sure == side and step.run_verdicts.count(side) >= 2
+            assert step.sure == side
     assert got.low_rps <= got.capacity_rps and (got.high_rps or math.inf) > got.capacity_rps
     # without a budget: never repeated, and no rate is sure
     measure, calls = noisy_curve(10.0, 0.12, seed)
     bare = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=0)
-    assert all(k == 0 for _, k in calls) and (bare.low_rps, bare.high_rps) == (0.0, None)
+    assert all(k == 0 for _, k, _ in calls) and (bare.low_rps, bare.high_rps) == (0.0, None)
+
+
+def test_the_interval_holds_the_knee_at_95_percent_on_a_flat_noisy_curve() -> None:
+    """Where the seeds' typical P99 crosses the limit (the knee) lies in the interval in at
+    least 90 % of 60 searches (95 % by design; 60 draws), on a curve as flat near its knee as
+    the simulated 256/128 study's (P99 ∝ rate^1.2) with seeds 15 % apart; and the interval's
+    ends pass issue 46's check (a fresh seed keeps the SLO at 0.9 × the low end and breaks it
+    at 1.15 × the high end, 2 of 3 seeds) with probability at least 0.8 on average (no high
+    end: fails). Now 60 of 60 and 0.88 (7 with no high end); the rule of two agreeing seeds:
+    78 % and 0.73 on these 60 seeds."""
+    from scipy.stats import norm
+
+    spread, power, covered, passed = 0.15, 1.2, 0, 0.0
+    for seed in range(60):
+        measure, _ = noisy_curve(10.0, spread, seed, power)
+        got = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=4)
+        high = got.high_rps or math.inf
+        covered += got.low_rps <= 10.0 < high
+        low = got.low_rps
+        kept = norm.cdf(-power * math.log(0.9 * low / 10.0) / spread) if low else 0.0
+        broke = norm.cdf(power * math.log(1.15 * high / 10.0) / spread) if got.high_rps else 0.0
+        passed += (3 * kept**2 - 2 * kept**3) * (3 * broke**2 - 2 * broke**3)
+    assert covered >= 54 and passed >= 0.8 * 60
 
 
 def test_clearly_above_uses_the_intervals_else_the_resolution() -> None:
@@ -180,14 +243,16 @@ def test_search_capacity_pools_the_repeats_of_a_rate_on_fresh_seeds() -> None:
             "objective": {
                 "mode": "capacity",
                 "slo": ["p99_ttft_ms<=1000"],
-                "capacity": {"max_runs": 6, "max_repeats": 2, "resolution": 0.1},
+                "capacity": {"max_runs": 6, "max_repeats": 4, "resolution": 0.1},
             },
         }
     )
     seeds: list[tuple[float, int]] = []
+    wholes: list[bool] = []
 
-    def run(name: str, w: WorkloadSpec) -> Measurement:
+    def run(name: str, w: WorkloadSpec, /, *, whole: bool = False) -> Measurement:
         seeds.append((w.request_rate, w.seed))
+        wholes.append(whole)
         typical = 200.0 * w.request_rate  # a mean TTFT that grows with the rate
         records = _records(w.num_prompts, typical, w.seed)
         metrics = run_metrics(records, 4.0, w)
@@ -198,7 +263,8 @@ def test_search_capacity_pools_the_repeats_of_a_rate_on_fresh_seeds() -> None:
     found = m.capacity
     assert found is not None and found.runs == len(seeds) and m.workload_s == 4.0 * len(seeds)
     steps = m.rate_steps
-    assert sum(s.runs for s in steps) == len(seeds) <= 6 + 2
+    assert sum(s.runs for s in steps) == len(seeds) <= 6 + 4
+    assert sum(wholes) <= 4 and all(wholes[len(seeds) - sum(wholes) :])  # the extra runs whole
     assert all(s.verdict in (HOLDS, BREAKS, UNSURE) and "p99_ttft_ms" in s.ci for s in steps)
     repeated = [s for s in steps if s.runs > 1]
     assert repeated, "a step near the knee straddles 1000 ms and is measured again"

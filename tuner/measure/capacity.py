@@ -12,16 +12,13 @@ bracket (docs/objective.md, "Capacity mode"):
   (halving when the run has no throughput, e.g. stopped before any request finished).
 
 The bracket [lo, hi] follows each step's estimate (feasible or not) on the study's own
-prompts. The answer's interval follows the verdicts of runs on fresh seeds: each run's
-SLO figures are estimates with a 95 % interval (`step_verdict`: the SLOs hold for sure, break
-for sure, or the interval straddles a limit), but a request bootstrap on one run's fixed
-prompts and arrivals does not see how much the next seed's P99 differs (docs/objective.md:
-it covered the median over seeds in 25-42 % of runs near the knee), so a rate is sure only
-when `SURE_RUNS` runs on different seeds agree (`rate_verdict`). After the bisection, the
-repeat budget (`max_repeats` extra runs) re-measures, on the next seed, the rates nearest the
-estimate that could bound it (`next_to_confirm`): `low_rps` is the highest rate at or below
-the estimate that held for sure, `high_rps` the lowest above it that broke for sure. A run
-stopped early (an SLO broken for sure) breaks.
+prompts. The answer's interval follows the verdicts of rates measured on several seeds
+(`tuner.measure.rate_verdicts`: a rate holds or breaks for sure by a 97.5 % t bound over its
+runs on fresh seeds). After the bisection, the repeat budget (`max_repeats` extra runs, each
+measured whole) goes where one run settles an end of the interval, else to a new rate past
+the rates measured (`confirm`, `next_rate`): `low_rps` is the highest rate at or below the
+estimate that held for sure, `high_rps` the lowest above it that broke for sure (a nearer
+break that is not sure does not bound it).
 
 A run of N prompts at rate r sends for N / r seconds; above the engine's capacity its backlog
 grows only while requests arrive, so a short send phase can end before the queue pushes a
@@ -37,6 +34,20 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from tuner.measure.rate_verdicts import BREAKS as BREAKS
+from tuner.measure.rate_verdicts import HOLDS as HOLDS
+from tuner.measure.rate_verdicts import UNSURE as UNSURE
+from tuner.measure.rate_verdicts import Step as Step
+from tuner.measure.rate_verdicts import capacity_interval as capacity_interval
+from tuner.measure.rate_verdicts import judged as judged
+from tuner.measure.rate_verdicts import meets as meets
+from tuner.measure.rate_verdicts import next_rate as next_rate
+from tuner.measure.rate_verdicts import next_to_confirm as next_to_confirm
+from tuner.measure.rate_verdicts import rate_verdict as rate_verdict
+from tuner.measure.rate_verdicts import run_excess as run_excess
+from tuner.measure.rate_verdicts import seed_spread as seed_spread
+from tuner.measure.rate_verdicts import step_verdict as step_verdict
+from tuner.measure.rate_verdicts import stopped_excess as stopped_excess
 from tuner.spec.slo import SloLimit
 
 GROW_MIN = 1.25  # the first step's headroom factor is clipped to [1.25, 4]
@@ -72,41 +83,6 @@ def race_rps(beat: Beat, resolution: float) -> float:
     return max(high, step) if high is not None else step
 
 
-HOLDS, BREAKS, UNSURE = "holds", "breaks", "unsure"  # a run's, or a rate's, verdict on the SLOs
-SURE_RUNS = 2  # runs on different seeds that must agree before a rate holds or breaks for sure
-MAX_RUNS_PER_RATE = 3  # a rate's runs: the first, and at most two repeats
-
-
-@dataclass(frozen=True)
-class Step:
-    """The runs at one offered rate (pooled when the rate was measured more than once)."""
-
-    rate_rps: float
-    metrics: Mapping[str, float]
-    feasible: bool  # the estimate meets every SLO
-    pruned_reason: str | None = None  # stopped early: above capacity
-    verdict: str = ""  # the rate's (`rate_verdict`); "": trusted as measured (`feasible`)
-    runs: int = 1  # workload runs pooled at this rate
-    ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # the SLO figures'
-    run_verdicts: tuple[str, ...] = ()  # each run's own (`step_verdict`), in order
-
-    @property
-    def sure(self) -> str:
-        """HOLDS, BREAKS or UNSURE; a step without a verdict is trusted as measured."""
-        return self.verdict or (HOLDS if self.feasible else BREAKS)
-
-    def could_settle(self, side: str) -> bool:
-        """Another run could make this rate hold (`side` HOLDS) or break for sure: no run
-        said the opposite, and it has runs left."""
-        other = BREAKS if side == HOLDS else HOLDS
-        return (
-            bool(self.verdict)
-            and self.verdict != side
-            and other not in self.run_verdicts
-            and self.runs < MAX_RUNS_PER_RATE
-        )
-
-
 @dataclass(frozen=True)
 class Result:
     steps: list[Step]  # in the order run
@@ -126,87 +102,6 @@ class Result:
     @property
     def runs(self) -> int:
         return sum(s.runs for s in self.steps)
-
-
-def meets(
-    metrics: Mapping[str, float], slos: Sequence[SloLimit], *, failed_fraction_max: float = 1.0
-) -> bool:
-    """Whether one run met every SLO and kept its failed requests within bounds."""
-    done, failed = metrics.get("completed", 0.0), metrics.get("failed", 0.0)
-    if not done or failed / (done + failed) > failed_fraction_max:
-        return False
-    return all(limit.met(dict(metrics)) for limit in slos)
-
-
-def step_verdict(
-    metrics: Mapping[str, float],
-    ci: Mapping[str, tuple[float, float]],
-    slos: Sequence[SloLimit],
-    *,
-    failed_fraction_max: float = 1.0,
-    pruned: bool = False,
-) -> str:
-    """HOLDS when every SLO's 95 % interval (`ci`; a figure without one: its value) lies on
-    the kept side of its limit, BREAKS when one lies wholly past it, UNSURE when one straddles
-    it (`SloLimit.straddled_by`). A run stopped early, or with too many failed requests or
-    none completed, BREAKS."""
-    if pruned or not meets(metrics, (), failed_fraction_max=failed_fraction_max):
-        return BREAKS
-    unsure = False
-    for limit in slos:
-        if limit.metric not in metrics:
-            return BREAKS
-        value = metrics[limit.metric]
-        low, high = ci.get(limit.metric, (value, value))
-        low, high = min(low, value), max(high, value)  # the estimate lies in its interval
-        if limit.straddled_by(low, high):
-            unsure = True
-        elif not limit.met({limit.metric: value}):
-            return BREAKS
-    return UNSURE if unsure else HOLDS
-
-
-def rate_verdict(run_verdicts: Sequence[str]) -> str:
-    """A rate's verdict from its runs' (each on its own seed): HOLDS when `SURE_RUNS` of them
-    held and none broke, BREAKS when `SURE_RUNS` broke and none held, else UNSURE."""
-    held, broke = run_verdicts.count(HOLDS), run_verdicts.count(BREAKS)
-    if held >= SURE_RUNS and not broke:
-        return HOLDS
-    if broke >= SURE_RUNS and not held:
-        return BREAKS
-    return UNSURE
-
-
-def next_to_confirm(steps: Sequence[Step], capacity_rps: float, side: str) -> Step | None:
-    """The rate to re-measure on `side` of the estimate (HOLDS: at or below it, BREAKS: above
-    it): of the rates nearer than the nearest already sure on that side, the nearest whose
-    runs all said `side` (one more agreeing run settles it), else the nearest that could still
-    settle (a straddling run rarely does); None when none could."""
-    if side == HOLDS:
-        near = sorted((s for s in steps if 0 < s.rate_rps <= capacity_rps), key=_rate, reverse=True)
-    else:
-        near = sorted((s for s in steps if s.rate_rps > capacity_rps), key=_rate)
-    open_ = []
-    for s in near:
-        if s.sure == side:
-            break
-        if s.could_settle(side):
-            open_.append(s)
-    agreeing = [s for s in open_ if set(s.run_verdicts) == {side}]
-    return next(iter(agreeing or open_), None)
-
-
-def _rate(step: Step) -> float:
-    return step.rate_rps
-
-
-def capacity_interval(steps: Sequence[Step], capacity_rps: float) -> tuple[float, float | None]:
-    """The capacity's interval from the steps' verdicts: the highest rate at or below the
-    estimate `capacity_rps` that held for sure (0: none), and the lowest rate above it that
-    broke for sure (None: none did)."""
-    held = [s.rate_rps for s in steps if s.sure == HOLDS and s.rate_rps <= capacity_rps]
-    broke = [s.rate_rps for s in steps if s.sure == BREAKS and s.rate_rps > capacity_rps]
-    return max(held, default=0.0), min(broke, default=None)
 
 
 def headroom(metrics: Mapping[str, float], slos: Sequence[SloLimit]) -> float:
@@ -296,7 +191,7 @@ def _shrink(step: Step) -> float:
 
 
 def search(
-    measure: Callable[[float, int], Step],
+    measure: Callable[..., Step],
     start_rps: float,
     slos: Sequence[SloLimit],
     *,
@@ -315,16 +210,16 @@ def search(
     (`predicted_bracket`): the first run is at `above` (the shorter run: a higher rate sends
     its prompts sooner, and may be stopped early), and when it breaks the next at `below`;
     from there on as from any run. None: from `start_rps`, placed by the runs' figures.
-    `measure(rate, k)`: the step at `rate` after its k-th repeat (0: the first run; k ≥ 1: a
-    fresh seed, pooled with the k runs before). With `beat_rps` (early stopping's race
-    against the incumbent: the rate that decides whether this config can be better,
-    `race_rps`) the first run is there, and the search stops after it when it breaks an SLO:
-    its capacity is below that rate (`Result.beaten`, the interval (0, that rate)); when it
-    meets them, the config is searched as if it had not been raced (`raced`: its own
-    capacity, never a step up from another config's). `max_steps`: the config's budget of
-    runs, the bracket's, the bisection's and the repeats together (None: `max_runs` +
-    `max_repeats`; a race's run counts in a budget given); once spent the search stops with
-    the interval it has (`step_budget`)."""
+    `measure(rate, k[, whole])`: the step at `rate` after its k-th repeat (0: the first run;
+    k ≥ 1: a fresh seed, pooled with the k runs before; `whole`: never stopped early). With
+    `beat_rps` (early stopping's race against the incumbent: the rate that decides whether
+    this config can be better, `race_rps`) the first run is there, and the search stops after
+    it when it breaks an SLO: its capacity is below that rate (`Result.beaten`, the interval
+    (0, that rate)); when it meets them, the config is searched as if it had not been raced
+    (`raced`: its own capacity, never a step up from another config's). `max_steps`: the
+    config's budget of runs, the bracket's, the bisection's and the repeats together (None:
+    `max_runs` + `max_repeats`; a race's run counts in a budget given); once spent the search
+    stops with the interval it has (`step_budget`)."""
     if not (resolution > 0 and max_runs >= 1 and max_repeats >= 0 and 0 < min_rps <= max_rps):
         raise ValueError(
             "capacity search: resolution > 0, max_runs ≥ 1, max_repeats ≥ 0, 0 < min ≤ max rate"
@@ -358,7 +253,8 @@ def search(
 
     def result(lo: float, hi: float, resolved: bool) -> Result:
         repeats = min(max_repeats, budget - len(steps))  # what the budget leaves
-        return _finish(measure, steps, (lo, hi), resolved, (max_rps, resolution), repeats)
+        limits = (min_rps, max_rps, resolution)
+        return _finish(measure, steps, (lo, hi), resolved, limits, repeats)
 
     lo, hi = 0.0, math.inf
     rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
@@ -401,9 +297,9 @@ def search(
 
 
 def raced(
-    measure: Callable[[float, int], Step],
+    measure: Callable[..., Step],
     beat_rps: float,
-    own_search: Callable[[Callable[[float, int], Step]], Result],
+    own_search: Callable[[Callable[..., Step]], Result],
     limits: tuple[float, float],
 ) -> Result:
     """Early stopping's race against the incumbent (`race_rps`, from another config's result):
@@ -420,8 +316,8 @@ def raced(
     if not gate.feasible:  # below the rate it broke at, how far not measured (docs/objective.md)
         return Result([gate], 0.0, False, False, (0.0, beat_rps), True, 0.0, beat_rps)
 
-    def own(rate: float, repeat: int) -> Step:
-        return gate if rate == beat_rps and repeat == 0 else measure(rate, repeat)
+    def own(rate: float, repeat: int, whole: bool = False) -> Step:
+        return gate if rate == beat_rps and repeat == 0 else measure(rate, repeat, whole)
 
     found = own_search(own)
     ran = [s.rate_rps for s in found.steps]
@@ -467,19 +363,20 @@ def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
 
 
 def _finish(
-    measure: Callable[[float, int], Step],
+    measure: Callable[..., Step],
     steps: list[Step],
     bracket: tuple[float, float],
     resolved: bool,
-    limits: tuple[float, float],
+    limits: tuple[float, float, float],
     max_repeats: int,
 ) -> Result:
     """The search's answer once the bisection ended: the repeats spent (`confirm`), the
-    capacity and its interval. `limits`: (max_rps, resolution)."""
+    capacity and its interval. `limits`: (min_rps, max_rps, resolution)."""
     lo, hi = bracket
-    max_rps, resolution = limits
-    lo = confirm(measure, steps, lo, max_repeats, resolution)
+    min_rps, max_rps, resolution = limits
+    lo = confirm(measure, steps, lo, max_repeats, resolution, (min_rps, max_rps))
     hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
+    steps[:] = judged(steps)
     low, high = capacity_interval(steps, lo)
     return Result(
         steps=steps,
@@ -493,28 +390,45 @@ def _finish(
 
 
 def confirm(
-    measure: Callable[[float, int], Step],
+    measure: Callable[..., Step],
     steps: list[Step],
     estimate: float,
     budget: int,
     resolution: float = 0.0,
+    rate_range: tuple[float, float] = (0.0, math.inf),
 ) -> float:
-    """Spend at most `budget` repeats on the rates that could bound the estimate (the nearest
-    below it that could hold for sure, the nearest above that could break for sure, in turn),
-    each on its next seed, replacing its step in `steps`, until the capacity's interval is
-    within `resolution` (`capacity_interval`: nothing left to settle). Returns the estimate,
-    lowered to the highest rate still feasible when a repeat made its pooled figures break an
-    SLO."""
+    """Spend at most `budget` runs bounding the estimate, below and above it in turn
+    (`next_rate`: a repeat of the rate nearest to settling, or a new rate past the rates that
+    cannot, one per side), each on its next seed and measured whole (`measure(rate, k,
+    True)`), until the capacity's interval is within `resolution` (`capacity_interval`:
+    nothing left to settle).
+    `rate_range`: (min_rps, max_rps), where a new rate may go. Returns the estimate, lowered
+    to the highest feasible rate below it when a repeat made its own pooled figures break an
+    SLO (a rate below it that breaks pooled leaves it, and the interval says the doubt)."""
     sides = [HOLDS, BREAKS]
+    extended: set[str] = set()  # the sides given a new rate
+    steps[:] = judged(steps)
     while budget > 0 and not _settled(steps, estimate, resolution):
-        target = next((t for side in sides if (t := next_to_confirm(steps, estimate, side))), None)
-        if target is None:
+        side, rate = next(
+            (
+                (side, r)
+                for narrow in (False, True)  # a bounded side's narrowing last
+                for side in sides
+                if (r := next_rate(steps, estimate, side, rate_range, side not in extended, narrow))
+            ),
+            ("", None),
+        )
+        if rate is None:
             break
-        i = steps.index(target)
-        steps[i] = measure(target.rate_rps, target.runs)
+        i = next((i for i, s in enumerate(steps) if s.rate_rps == rate), len(steps))
+        if i == len(steps):
+            extended.add(side)
+        step = measure(rate, steps[i].runs if i < len(steps) else 0, True)
+        steps[i : i + 1] = [step]
+        steps[:] = judged(steps)
         budget -= 1
         sides.reverse()  # the other side next
-        if not steps[i].feasible and steps[i].rate_rps <= estimate:
+        if not step.feasible and rate == estimate:  # the capacity's own rate broke, pooled
             below = (s.rate_rps for s in steps if s.feasible and s.rate_rps < estimate)
             estimate = max(below, default=0.0)
     return estimate

@@ -71,11 +71,15 @@ class RateStep(Stored):
     pruned_reason: str | None = None  # stopped early: above capacity
     metrics: Figures = field(default_factory=dict)  # vLLM's figures of the run (runs pooled)
     # the rate held every SLO for sure, broke one for sure, or neither ("holds", "breaks",
-    # "unsure": `tuner.measure.capacity.rate_verdict`; None: stored before 7 Dec 2026)
+    # "unsure": `tuner.measure.rate_verdicts.rate_verdict`, by a t bound over its runs on fresh
+    # seeds since 7 Dec 2026 (issue 46); by two agreeing runs before; None: stored before both)
     verdict: str | None = None
     runs: int = 1  # workload runs pooled at this rate (a repeat: a fresh seed)
     ci: Annotated[dict[str, Interval], Lenient] = field(default_factory=dict)  # the SLO figures'
     run_verdicts: tuple[str, ...] = ()  # each run's own verdict, by its own 95 % interval
+    # each run's worst SLO figure against its limit, log(value / limit) (> 0: broken; a run
+    # stopped early: a lower bound), the evidence of `verdict` (`rate_verdicts.run_excess`)
+    run_excess: tuple[float, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -93,6 +97,7 @@ class RateStep(Stored):
                 "verdict": self.verdict,
                 "runs": self.runs,
                 "run_verdicts": list(self.run_verdicts),
+                **({"run_excess": list(self.run_excess)} if self.run_excess else {}),
                 "ci": ci,
             }
         return {

@@ -219,8 +219,12 @@ class EngineRunner(TrialRunner):
         base: Measurement,
         name: str,
         w: WorkloadSpec,
+        /,
+        *,
+        whole: bool = False,
     ) -> Measurement:
-        """One run of workload `w` (scenario `name`) against the engine that is up."""
+        """One run of workload `w` (scenario `name`) against the engine that is up; `whole`:
+        never stopped early."""
         from tuner.engine.failures import gpu_fault, tail_lines
         from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
@@ -248,7 +252,7 @@ class EngineRunner(TrialRunner):
                     should_abort=crashed,
                     stall_timeout_s=spec.trial.stall_timeout_s,
                     tokenizer=self.tokenizer,
-                    checkpoint=ctx.checkpoints.get(name, ctx.checkpoint),
+                    checkpoint=None if whole else ctx.checkpoints.get(name, ctx.checkpoint),
                     checkpoint_every_s=ctx.check_every_s,
                     checkpoint_every_requests=ctx.check_every_requests,
                 )

@@ -11,7 +11,7 @@ and "Scenario mixes").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,7 +36,12 @@ if TYPE_CHECKING:
     from tuner.workload.request import BenchRequest
     from tuner.workload.tokenizer import HFTokenizer
 
-RunFn = Callable[[str, WorkloadSpec], Measurement]  # "" names the single workload
+
+class RunFn(Protocol):
+    """One run of workload `w` (scenario `name`; "" names the single workload). `whole`: never
+    stopped early (a capacity interval's run: its figures' size is the evidence)."""
+
+    def __call__(self, name: str, w: WorkloadSpec, /, *, whole: bool = False) -> Measurement: ...
 
 
 class CacheRunner(Protocol):
@@ -90,6 +95,7 @@ def step_record(scenario: str, step: capacity.Step) -> RateStep:
         runs=step.runs,
         ci={k: (float(lo), float(hi)) for k, (lo, hi) in step.ci.items()},
         run_verdicts=step.run_verdicts,
+        run_excess=step.run_excess,
     )
 
 
@@ -116,7 +122,9 @@ def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
 class _RateRuns:
     """`measure(rate, repeat)` of the capacity search on one workload: the run at that rate on
     the workload's seed + `repeat` (a repeat: fresh prompts and arrivals), judged by its own
-    95 % intervals (`capacity.step_verdict`), pooled with the rate's runs before it."""
+    95 % intervals (`capacity.step_verdict`) and by its excess over the SLOs
+    (`capacity.run_excess`, the evidence the search judges the rate by), pooled with the
+    rate's runs before it."""
 
     def __init__(
         self, name: str, w: WorkloadSpec, run: RunFn, slos: list[SloLimit], failed_max: float
@@ -125,34 +133,46 @@ class _RateRuns:
         self.runs: list[Measurement] = []  # every run, in order
         self.pooled: dict[float, list[Measurement]] = {}  # each rate's runs, and their pool last
         self.verdicts: dict[float, list[str]] = {}  # each run's own, by rate
+        self.excess: dict[float, list[tuple[float, bool]]] = {}  # each run's, by rate
 
-    def __call__(self, rate: float, repeat: int) -> capacity.Step:
+    def __call__(self, rate: float, repeat: int, whole: bool = False) -> capacity.Step:
         w, slos, slo_metrics = self.w, self.slos, [limit.metric for limit in self.slos]
         seed = (w.seed + repeat) % SEED_LIMIT
-        m = self.run(self.name, w.model_copy(update={"request_rate": rate, "seed": seed}))
+        at = w.model_copy(update={"request_rate": rate, "seed": seed})
+        m = self.run(self.name, at, whole=whole) if whole else self.run(self.name, at)
         self.runs.append(m)
         if m.metrics is None:
             raise _StepFailed(m)
         done = [*self.pooled.get(rate, [])[:-1], m] if repeat else [m]
         own = pooled_runs([m], w, slo_metrics)  # this run alone, its SLO figures' intervals
         assert own.metrics is not None  # `m` has its figures
+        failed_max, pruned = self.failed_max, bool(m.pruned_reason)
         judged = capacity.step_verdict(
-            own.metrics,
-            own.ci,
-            slos,
-            failed_fraction_max=self.failed_max,
-            pruned=bool(m.pruned_reason),
+            own.metrics, own.ci, slos, failed_fraction_max=failed_max, pruned=pruned
         )
         said = self.verdicts[rate] = [*self.verdicts.get(rate, [])[:repeat], judged]
+        proved = capacity.stopped_excess(m.pruned_decision.censored if m.pruned_decision else {})
+        excess = capacity.run_excess(
+            own.metrics, slos, failed_fraction_max=failed_max, pruned=pruned, at_least=proved
+        )
+        runs = self.excess[rate] = [*self.excess.get(rate, [])[:repeat], excess]
         p = own if len(done) == 1 else pooled_runs(done, w, slo_metrics)
         self.pooled[rate] = [*done, p]
         assert p.metrics is not None  # every run of `done` has its figures
         stopped = next((r.pruned_reason for r in reversed(done) if r.pruned_reason), None)
         ok = not stopped and capacity.meets(p.metrics, slos, failed_fraction_max=self.failed_max)
         slo_ci = {lim.metric: p.ci[lim.metric] for lim in slos if lim.metric in p.ci}
-        verdict = capacity.rate_verdict(said)
         return capacity.Step(
-            rate, dict(p.metrics), ok, stopped, verdict, len(done), slo_ci, tuple(said)
+            rate,
+            dict(p.metrics),
+            ok,
+            stopped,
+            capacity.UNSURE,  # until the search judges it with the other rates (`judged`)
+            len(done),
+            slo_ci,
+            tuple(said),
+            tuple(e for e, _ in runs),
+            tuple(whole for _, whole in runs),
         )
 
 

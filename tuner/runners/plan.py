@@ -5,6 +5,7 @@ the study loop never asks which."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
@@ -68,9 +69,7 @@ class PlanRunner(TrialRunner):
         flags = simulator_flags(spec, ctx.params)
         ctx.phase("simulating")
         try:
-            m = measure_all(
-                spec, lambda name, w: self._simulate(ctx, flags, name, w), ctx.beat, ctx.bracket
-            )
+            m = measure_all(spec, partial(self._simulate, ctx, flags), ctx.beat, ctx.bracket)
         except EngineRefused as exc:
             m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
             m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
@@ -83,9 +82,17 @@ class PlanRunner(TrialRunner):
         return m
 
     def _simulate(
-        self, ctx: TrialContext, flags: dict[str, Any], name: str, w: WorkloadSpec
+        self,
+        ctx: TrialContext,
+        flags: dict[str, Any],
+        name: str,
+        w: WorkloadSpec,
+        /,
+        *,
+        whole: bool = False,
     ) -> Measurement:
-        """One run in virtual time; `engine_s` is its workload part (the start is added once)."""
+        """One run in virtual time; `engine_s` is its workload part (the start is added once).
+        `whole`: never stopped early."""
         from tuner.measure.metrics import confidence_intervals
         from tuner.sim.planner import simulate
 
@@ -105,7 +112,7 @@ class PlanRunner(TrialRunner):
         m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
         m.metrics = run_metrics(sim.records, sim.duration_s, w)
         m.records, m.workload_s, m.engine_s = sim.records, sim.duration_s, sim.duration_s
-        check = ctx.checkpoints.get(name, ctx.checkpoint)
+        check = None if whole else ctx.checkpoints.get(name, ctx.checkpoint)
         if check is not None and self._replay_stopped(check, ctx, w, reqs, m, sim.engine_trace):
             return m
         m.ci = confidence_intervals(sim.records, sim.duration_s, m.metrics, seed=w.seed)

@@ -189,7 +189,8 @@ class CapacitySpec(_Strict):
     start_rps: float | None = Field(None, gt=0, le=1e6)  # None: workload.request_rate, else 1
     resolution: float = Field(0.05, gt=0, le=1.0)  # stop when hi / lo ≤ 1 + resolution
     max_runs: int = Field(8, ge=1, le=100)  # rates per trial (per scenario)
-    # extra runs per trial (per scenario) for rates whose SLO interval straddles a limit
+    # extra runs per trial (per scenario) for the capacity's 95 % interval: a fresh seed at a
+    # rate, or a new rate past those measured (`tuner.measure.rate_verdicts.next_rate`)
     max_repeats: int = Field(4, ge=0, le=100)
     # runs per config (per scenario), the bracket's, the bisection's and the repeats together;
     # once spent the search stops with the interval it has (None: max_runs + max_repeats)

@@ -63,10 +63,11 @@ _ROW_WORDS = {"ruled-out": "ruled out (never launched)", "refused": "refused (ne
 
 
 def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
-    """Every trial: number, status, parameters, headline metrics, score, failure reason."""
+    """Every trial: number, status, parameters, headline metrics, score, engine time (its
+    start-up in brackets: one column, so the table fits 1024 px), failure reason."""
     params = list(dict.fromkeys(k for p in points for k in p.params))
     metrics = list(HEADLINE_METRICS)
-    head = ["trial", "status", *params, *metrics, "score", "engine s", "start-up s"]
+    head = ["trial", "status", *params, *metrics, "score", ENGINE_HEAD]
     head.append("failure / broken constraints")
     rows = []
     for p in sorted(points, key=lambda p: p.number):
@@ -81,8 +82,7 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
             ""
             if p.status == "failed"
             else figure(p.score, 3, sign=True),  # a penalty, not a measurement
-            figure(p.record.engine_s),
-            figure(split[0] if (split := p.record.engine_split_s) is not None else None),
+            _engine_cell(p),
         ]
         why = p.failure or ", ".join(p.broken_constraints)
         rows.append({"status": status, "cells": cells, "why": why})
@@ -92,7 +92,19 @@ def trials_table(points: Sequence[TrialPoint], front: set[int]) -> Markup:
         head=[(h, h in ("status", head[-1])) for h in head],
         rows=rows,
         note=PARTIAL_NOTE if any(p.partial for p in points) else "",
+        wide=len(params) > WIDE_FLAGS,
     )
+
+
+ENGINE_HEAD = "engine s (start-up s)"
+WIDE_FLAGS = 5  # more flags than this: the table in a smaller font (report.css, `.wide`)
+
+
+def _engine_cell(p: TrialPoint) -> str:
+    """A trial's engine seconds, and its start-up's in brackets when known."""
+    split = p.record.engine_split_s
+    engine = figure(p.record.engine_s)
+    return engine if split is None else f"{engine} ({figure(split[0])})"
 
 
 def predictions_section(points: Sequence[TrialPoint]) -> Markup:
