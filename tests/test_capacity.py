@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tuner.measure.capacity import (
+    UNSURE,
     Beat,
     Result,
     Step,
@@ -15,7 +16,7 @@ from tuner.measure.capacity import (
     meets,
     queue_limit_s,
     race_rps,
-    rate_verdict,
+    run_excess,
     search,
     shown_rps,
     step_prompts,
@@ -33,7 +34,7 @@ def queue_curve(knee_rps: float, *, noise: float = 0.0, seed: int = 0):
     rng = np.random.default_rng(seed)
     calls: list[float] = []
 
-    def measure(rate: float, _repeat: int = 0) -> Step:
+    def measure(rate: float, _repeat: int = 0, _whole: bool = False) -> Step:
         calls.append(rate)
         load = rate / saturation
         p99 = 200 / (1 - load) if load < 1 else 1e6
@@ -155,21 +156,23 @@ def test_a_config_that_loses_the_race_is_stopped_after_one_run_below_that_rate()
 def seeded_curve(knee_rps: float, spread: float):
     """`queue_curve` with each seed's own factor on P99 TTFT (log-normal, `spread`), the same
     for the same rate and repeat whoever asks (as an engine fed the same prompts and arrivals),
-    and each run's verdict from a ± 5 % interval; the runs at a rate pooled by their verdicts."""
+    and each run's verdict from a ± 5 % interval and its excess (`run_excess`); a rate's
+    verdict is the search's to give (`rate_verdicts.judged`)."""
     saturation = knee_rps / 0.8
-    said: dict[float, list[str]] = {}
+    said: dict[float, list[tuple[str, tuple[float, bool]]]] = {}
 
-    def measure(rate: float, repeat: int) -> Step:
+    def measure(rate: float, repeat: int, whole: bool = False) -> Step:
         rng = np.random.default_rng([repeat, round(rate * 1e6)])
         load = rate / saturation
         p99 = (200 / (1 - load) if load < 1 else 1e6) * math.exp(spread * rng.standard_normal())
         metrics = {"completed": 100.0, "failed": 0.0, "p99_ttft_ms": p99,
                    "request_throughput": min(rate, saturation)}  # fmt: skip
         ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
-        said[rate] = [*said.get(rate, [])[:repeat], step_verdict(metrics, ci, SLOS)]
-        runs = tuple(said[rate])
-        return Step(rate, metrics, meets(metrics, SLOS), None, rate_verdict(runs), len(runs),
-                    ci, runs)  # fmt: skip
+        own = (step_verdict(metrics, ci, SLOS), run_excess(metrics, SLOS))
+        runs = said[rate] = [*said.get(rate, [])[:repeat], own]
+        return Step(rate, metrics, meets(metrics, SLOS), None, UNSURE, len(runs), ci,
+                    tuple(v for v, _ in runs), tuple(e for _, (e, _) in runs),
+                    tuple(w for _, (_, w) in runs))  # fmt: skip
 
     return measure
 
