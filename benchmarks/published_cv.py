@@ -176,6 +176,10 @@ class Suite:
                     list(pool.map(_prepare, [(c, models, tokenizer) for c in missing]))
         self.prepared = {c["id"]: pickle.loads(_cache_path(c, models).read_bytes()) for c in cases}
 
+    def remember(self, case: dict, gpu: GpuProfile, metrics: dict) -> None:
+        self._memo[(case["id"], gpu)] = metrics
+        self.simulations += 1
+
     def metrics(self, case: dict, gpu: GpuProfile) -> dict:
         key = (case["id"], gpu)
         if key not in self._memo:
@@ -273,14 +277,7 @@ def jacobian(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray
     n_fig = len(base) - (len(x) - n)
     jac = np.zeros((len(base), len(x)))
     gpu_of_row = np.repeat([c["gpu"] for c in cases], [len(c["published"]) for c in cases])
-    for k, p in enumerate(fit.params):
-        step = DIFF_STEP * max(1.0, abs(x[k]))
-        moved = x.copy()
-        shared = next((j for j, q in enumerate(PER_GPU) if q.name == p.name), None)
-        if shared is None:
-            moved[k] += step
-        else:  # every GPU's deviation: the cases' effective constant moves by `step`
-            moved[[n + len(PER_GPU) * g + shared for g in range(len(fit.gpus))]] += step
+    for k, shared, step, moved in _steps(fit, x):
         column = (residuals(s, fit, cases, moved)[:n_fig] - base[:n_fig]) / step
         jac[:n_fig, k] = column
         if shared is not None:
@@ -289,6 +286,43 @@ def jacobian(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray
                 jac[:n_fig, n + len(PER_GPU) * g + shared][rows] = column[rows]
     jac[n_fig:, n:] = GPU_PRIOR_WEIGHT * np.eye(len(x) - n)
     return jac
+
+
+def _steps(fit: Fit, x: np.ndarray) -> list[tuple[int, int | None, float, np.ndarray]]:
+    """`jacobian`'s points: per global constant k, (k, the PER_GPU index of the same name or
+    None, the step, x moved): a shared one moves every GPU's deviation by the step."""
+    n, out = len(fit.params), []
+    for k, p in enumerate(fit.params):
+        step = DIFF_STEP * max(1.0, abs(x[k]))
+        moved = x.copy()
+        shared = next((j for j, q in enumerate(PER_GPU) if q.name == p.name), None)
+        if shared is None:
+            moved[k] += step
+        else:  # every GPU's deviation: the cases' effective constant moves by `step`
+            moved[[n + len(PER_GPU) * g + shared for g in range(len(fit.gpus))]] += step
+        out.append((k, shared, step, moved))
+    return out
+
+
+def _warm(s: Suite, params: tuple[Param, ...], jobs: int) -> None:
+    """Simulate, in the workers, what every fit asks first: every case at the common start
+    and at its Jacobian's steps (a case's profile there is the same in every fold), and as
+    the built-in profiles have it; the fits forked after this find them remembered."""
+    fit = Fit(params, sorted({c["gpu"] for c in s.cases}))
+    points = [fit.x] + [moved for *_, moved in _steps(fit, fit.x)]
+    wanted = [(c, fit.profile(c["gpu"], x)) for x in points for c in s.cases]
+    wanted += [(c, GPUS[c["gpu"]]) for c in s.cases]
+    with _pool(jobs) as pool:
+        got = list(pool.map(_simulate, wanted, chunksize=4))
+    for (case, gpu), metrics in zip(wanted, got, strict=True):
+        s.remember(case, gpu, metrics)
+
+
+def _simulate(job: tuple[dict, GpuProfile]) -> dict:
+    assert _SUITE is not None
+    case, gpu = job
+    model, flags, work = _SUITE.prepared[case["id"]]
+    return published_fit.simulated(model, gpu, flags, work)
 
 
 def predictions(s: Suite, cases: list[dict], profile: Callable[[str], GpuProfile]) -> list[dict]:
@@ -353,6 +387,7 @@ def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = N
     started, wall = time.process_time(), time.perf_counter()
     s = _SUITE = Suite(cases, data.get("models") or {}, jobs)
     prepared_s = time.process_time() - started + _children_cpu_s()
+    _warm(s, params, jobs)
     sources = sorted({source_of(c) for c in cases})
     # the largest fits first: the full one, then the folds that keep the most cases
     order = [None, *sorted(sources, key=lambda src: sum(source_of(c) == src for c in cases))]
