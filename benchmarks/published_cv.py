@@ -304,13 +304,14 @@ def _steps(fit: Fit, x: np.ndarray) -> list[tuple[int, int | None, float, np.nda
     return out
 
 
-def _warm(s: Suite, params: tuple[Param, ...], jobs: int) -> None:
+def _warm(s: Suite, params: tuple[Param, ...], jobs: int, cases: list[dict]) -> None:
     """Simulate, in the workers, what every fit asks first: every case at the common start
     and at its Jacobian's steps (a case's profile there is the same in every fold), and as
-    the built-in profiles have it; the fits forked after this find them remembered."""
+    the built-in profiles have it; the fits forked after this find them remembered. `cases`:
+    those some fit trains on."""
     fit = Fit(params, sorted({c["gpu"] for c in s.cases}))
     points = [fit.x] + [moved for *_, moved in _steps(fit, fit.x)]
-    wanted = [(c, fit.profile(c["gpu"], x)) for x in points for c in s.cases]
+    wanted = [(c, fit.profile(c["gpu"], x)) for x in points for c in cases]
     wanted += [(c, GPUS[c["gpu"]]) for c in s.cases]
     with _pool(jobs) as pool:
         got = list(pool.map(_simulate, wanted, chunksize=4))
@@ -387,13 +388,13 @@ def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = N
     started, wall = time.process_time(), time.perf_counter()
     s = _SUITE = Suite(cases, data.get("models") or {}, jobs)
     prepared_s = time.process_time() - started + _children_cpu_s()
-    _warm(s, params, jobs)
     sources = sorted({source_of(c) for c in cases})
     # the largest fits first: the full one, then the folds that keep the most cases
     order = [None, *sorted(sources, key=lambda src: sum(source_of(c) == src for c in cases))]
     if only:  # some folds alone (no fit on every source: no in-sample figures)
         sources = [src for src in sources if any(o in src for o in only)]
         order = sources
+    _warm(s, params, jobs, [c for c in cases if len(order) > 1 or source_of(c) != order[0]])
     with _pool(jobs) as pool:
         fitted = pool.map(_fit_and_predict, [(o, also) for o in order])
         done = dict(zip(order, fitted, strict=True))

@@ -5,7 +5,7 @@ A band is a ratio interval [low, high] of true / simulated: the figure the engin
 measure lies in [simulated × low, simulated × high] for about 80 % of figures. Its home is
 the workload's shape (`regime`) and the figure's family (`family`: throughput, TTFT,
 TPOT). Before a study has measured trials, the ratios come from published real-GPU vLLM
-runs (`PUBLISHED_BANDS`); once the simulator has been calibrated on the study's own trials,
+runs, each predicted by constants fitted without its source (`PUBLISHED_BANDS`); once the simulator has been calibrated on the study's own trials,
 from those trials' residuals (`Bands.narrowed`). Every band contains 1: the simulated figure
 itself is always inside its band.
 """
@@ -35,13 +35,13 @@ COVERAGE = 0.8  # of held-out figures inside their band
 # exchangeable residuals holds the next one with probability (n - 1) / (n + 1), 80 % at 9.
 MIN_RESIDUALS = 9
 
-# Ratio published / SIMULATED per regime and family, the central 80 % of the V1 figures of
-# benchmarks/published/last_run.json (fit and held-out cases both), widened to hold 1; a
-# regime with fewer than 5 figures of a family takes that family's over every regime (light
-# and Poisson: no published run has them). Written by:
+# Ratio published / SIMULATED per regime and family: the central 80 % of the cross-validated
+# V1 figures of benchmarks/published/cv_last_run.json (each published figure predicted by
+# constants fitted without its source: benchmarks/published_cv.py), widened to hold 1; a
+# regime with fewer than 5 figures of a family takes that family's over every regime. Out of
+# sample, as a user's GPU and host are to the suite. Written by (tests/test_published_cv.py
+# holds the table to the file):
 #   .venv/bin/python benchmarks/sim_bands.py
-# h-cv's leave-one-source-out cross-validation prints the same table as JSON; its numbers
-# replace these (they are held-out, these are partly in-fit: an optimistic band).
 PUBLISHED_BANDS: dict[Regime, dict[Family, tuple[float, float]]] = {
     "light": {"throughput": (0.81, 1.14), "ttft": (0.97, 1.77), "tpot": (0.84, 1.09)},
     "closed_loop": {"throughput": (0.94, 1.25), "ttft": (1.0, 2.74), "tpot": (0.86, 1.09)},
