@@ -112,3 +112,11 @@ def test_bands_hold_the_central_share_and_their_coverage_is_leave_one_source_out
     # a's 0.9; a's (0.9-1.3) misses all of b's
     covered = sim_bands.coverage(one + other)
     assert covered == {"a": [4, 5], "b": [0, 5], "all": [4, 10]}
+
+
+def test_the_printed_bands_are_the_cross_validated_run_on_file(cv):
+    """tuner.sim.bands' table is benchmarks/sim_bands.py's output for the committed
+    cross-validated run (re-run the script and paste its literal after a new run)."""
+    from tuner.sim.bands import PUBLISHED_BANDS
+
+    assert cv.sim_bands.table(cv.sim_bands.figures()) == PUBLISHED_BANDS
