@@ -87,7 +87,8 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="race-vllm-"))
     old_spec = spec_for(args.ttft_ms, args.prompts, None, logs)
     new_spec = spec_for(args.ttft_ms, args.prompts, args.max_steps, logs)
-    old_runner, new_runner = EngineRunner(old_spec, logs), EngineRunner(new_spec, logs)
+    db = f"sqlite:///{logs}/race.db"  # the runners' stored state; nothing is judged from it
+    old_runner, new_runner = EngineRunner(old_spec, logs, db), EngineRunner(new_spec, logs, db)
     incumbent: tuple[int, float, Beat] | None = None  # (config, capacity, what to beat)
     old_best: tuple[float, int] = (-1.0, -1)
     old_s = new_s = 0.0

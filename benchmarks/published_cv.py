@@ -17,18 +17,27 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
   gets no deviation: it is predicted from its datasheet and the global constants.
 
 Residuals are log(SIMULATED / published) per figure under a soft-L1 loss (`fit_problem`'s
-scale); `scipy.optimize.least_squares` with grouped finite differences (a GPU's deviation
-moves only its cases, so all GPUs' deviations share one evaluation). Prints, per metric
+scale); `scipy.optimize.least_squares` (trust region, 15 residual evaluations a fit) with a
+forward-difference Jacobian that uses the model's structure (`jacobian`): a case sees its
+GPU's deviation and the global constant of the same name only through their sum, so one
+simulation of the cases with every GPU's deviation stepped gives the global column and every
+GPU's; a Jacobian costs one simulation of the cases per global constant, not one per global
+plus one per deviation. The fits (on every source, and one per held-out source) run in
+`--jobs` worker processes, as does the workloads' preparation. Prints, per metric
 family (throughput, TTFT, TPOT), the median |SIMULATED/published - 1| and the count off by
 more than 2x: cross-validated (each figure predicted by the fit that did not see its source),
 in-sample (the fit on every source), and the built-in profiles as shipped (fitted by hand on
-these cases: in-sample too). The V0 cases are left out (the simulator is V1, reported apart
-by published_gpu.py).
+these cases: in-sample too); then per held-out source, and the bands (benchmarks/sim_bands.py:
+the table `tuner.fidelity.bands` prints, from these held-out figures) with their coverage, leave
+one source out. The V0 cases are left out (the simulator is V1, reported apart by
+published_gpu.py).
 
-    .venv/bin/python benchmarks/published_cv.py [--json OUT] [--also gemm_half_hidden ...]
+    .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
+        [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s ...]
 
 The cases' workloads are prepared once (as `tuner plan` builds them: published_fit.prepared)
-and cached under .cache/published-cv/, keyed by the case's text.
+and cached under .cache/published-cv/, keyed by the case's text. CPU seconds (this process
+and its workers) and wall seconds are printed and kept in the JSON.
 """
 
 from __future__ import annotations
@@ -37,12 +46,16 @@ import argparse
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import pickle
+import resource
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -52,8 +65,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import published_fit
 import published_gpu as suite
+import sim_bands
 from scipy.optimize import least_squares
-from scipy.sparse import lil_matrix
 
 from tuner.sim.fit_problem import ROBUST_SCALE, apply_factors
 from tuner.sim.profiles import GPUS, GpuProfile, StepTimeConstants, load_model
@@ -62,8 +75,7 @@ CACHE = suite.REPO / ".cache" / "published-cv"
 GPU_PRIOR_WEIGHT = 0.3  # per log-deviation: a GPU 2x off the global costs one ~20 % miss
 MISSING_RESIDUAL = math.log(10.0)  # a figure the fit's engine would refuse: a 10x miss
 MAX_NFEV = 15  # function evaluations per fit (Jacobians apart): the run inside ~10 min on one core
-REGIMES = ("light", "closed_loop", "poisson", "burst", "long_context")
-LONG_CONTEXT_TOKENS = 16000
+DIFF_STEP = 0.05  # the finite-difference step, relative (log-factors: 5 %)
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,12 @@ class Param:
 
 def _factor(name: str) -> Callable[[GpuProfile, float], GpuProfile]:
     return lambda gpu, x: apply_factors(gpu, {name: math.exp(x)})
+
+
+def _scaled(constant: str) -> Callable[[GpuProfile, float], GpuProfile]:
+    return lambda gpu, x: gpu.with_constants(
+        **{constant: getattr(gpu.constants, constant) * math.exp(x)}
+    )
 
 
 def _absolute(constant: str, unit: float) -> Callable[[GpuProfile, float], GpuProfile]:
@@ -98,6 +116,10 @@ OPTIONAL = {
         "gemm_half_tokens_100", 0.0, 20.0, _absolute("gemm_half_tokens", 100)
     ),
     "layer_floor_s": Param("layer_floor_10us", 0.0, 10.0, _absolute("layer_floor_s", 1e-5)),
+    # attention's share of the peak apart from the GEMMs' (as the built-in profiles have it)
+    "attention": Param("attention", -1.5, 0.5, _scaled("attention_efficiency")),
+    # the all-reduce's cost against the profile's interconnect (slower: PCIe without P2P)
+    "allreduce": Param("allreduce", -1.0, 4.0, _factor("allreduce")),
 }
 PER_GPU = (
     Param("compute", -2.0, 2.0, _factor("flops")),
@@ -112,18 +134,8 @@ def source_of(case: dict) -> str:
 
 
 def regime_of(case: dict) -> str:
-    """The load regime a case's figures belong to (for the bands)."""
-    work = case["workload"]
-    if work["dataset"] == "random" and work["input_len"] >= LONG_CONTEXT_TOKENS:
-        return "long_context"
-    concurrency = work.get("max_concurrency")
-    if concurrency == 1:
-        return "light"
-    if concurrency:
-        return "closed_loop"
-    if math.isfinite(float(work.get("request_rate", math.inf))):
-        return "poisson"
-    return "burst"
+    """The load regime a case's figures belong to (`tuner.fidelity.bands.regime`: the bands')."""
+    return sim_bands.case_regime(case["workload"])
 
 
 def prior_profile(gpu: str) -> GpuProfile:
@@ -131,29 +143,42 @@ def prior_profile(gpu: str) -> GpuProfile:
     return replace(GPUS[gpu], constants=StepTimeConstants())
 
 
+def _cache_path(case: dict, models: dict) -> Path:
+    key = hashlib.sha256(
+        json.dumps([case, models.get(case["model"])], sort_keys=True).encode()
+    ).hexdigest()[:20]
+    return CACHE / f"{case['id']}-{key}.pkl"
+
+
+def _prepare(job: tuple[dict, dict, Path]) -> None:
+    """Build one case's workload as `tuner plan` does, into its cache file (a worker's job)."""
+    case, models, tokenizer = job
+    with tempfile.TemporaryDirectory(prefix="published-cv-") as tmp:
+        model_dir, flags, work = published_fit.prepared(case, models, tokenizer, Path(tmp))
+        CACHE.mkdir(parents=True, exist_ok=True)
+        _cache_path(case, models).write_bytes(pickle.dumps((load_model(model_dir), flags, work)))
+
+
 class Suite:
     """The V1 cases, prepared once, and their simulations, remembered per profile."""
 
-    def __init__(self, cases: list[dict], models: dict) -> None:
+    def __init__(self, cases: list[dict], models: dict, jobs: int) -> None:
         self.cases = cases
-        self.prepared = {}
         self._memo: dict[tuple[str, GpuProfile], dict] = {}
         self.simulations = 0
-        with tempfile.TemporaryDirectory(prefix="published-cv-") as tmp:
-            tokenizer = None
-            for case in cases:
-                key = hashlib.sha256(
-                    json.dumps([case, models.get(case["model"])], sort_keys=True).encode()
-                ).hexdigest()[:20]
-                path = CACHE / f"{case['id']}-{key}.pkl"
-                if not path.is_file():
-                    tokenizer = tokenizer or suite._tokenizer(Path(tmp))
-                    model_dir, flags, work = published_fit.prepared(
-                        case, models, tokenizer, Path(tmp)
-                    )
-                    CACHE.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(pickle.dumps((load_model(model_dir), flags, work)))
-                self.prepared[case["id"]] = pickle.loads(path.read_bytes())
+        missing = [c for c in cases if not _cache_path(c, models).is_file()]
+        if missing:
+            with tempfile.TemporaryDirectory(prefix="published-cv-") as tmp:
+                tokenizer = suite._tokenizer(Path(tmp))
+                # the long prompts first: they take longest to build
+                missing.sort(key=lambda c: -c["workload"].get("input_len", 0))
+                with _pool(jobs) as pool:
+                    list(pool.map(_prepare, [(c, models, tokenizer) for c in missing]))
+        self.prepared = {c["id"]: pickle.loads(_cache_path(c, models).read_bytes()) for c in cases}
+
+    def remember(self, case: dict, gpu: GpuProfile, metrics: dict) -> None:
+        self._memo[(case["id"], gpu)] = metrics
+        self.simulations += 1
 
     def metrics(self, case: dict, gpu: GpuProfile) -> dict:
         key = (case["id"], gpu)
@@ -164,12 +189,18 @@ class Suite:
         return self._memo[key]
 
 
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes forked from this one (they inherit the prepared suite)."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
+
+
 class Fit:
     """The constants fitted on some cases: globals, and a deviation per GPU they ran on."""
 
     def __init__(self, params: tuple[Param, ...], gpus: list[str]) -> None:
         self.params, self.gpus = params, gpus
         self.x = np.zeros(len(params) + len(PER_GPU) * len(gpus))
+        self.evaluations = (0, 0)  # the solver's (residual evaluations, Jacobians)
         # the front end's latency starts at 10 ms, not at its bound: scipy's trust region
         # starts as wide as |x0|, and a start at 0 never leaves it
         self.x[[k for k, p in enumerate(params) if p.name.startswith("frontend_latency")]] = 1.0
@@ -219,32 +250,80 @@ def fit_on(s: Suite, cases: list[dict], params: tuple[Param, ...]) -> Fit:
     fit = Fit(params, sorted({c["gpu"] for c in cases}))
     if not cases:
         return fit
-    rows = [(c["gpu"], len(c["published"])) for c in cases]
-    n_fig = sum(n for _, n in rows)
-    sparsity = lil_matrix((n_fig + len(fit.x) - len(params), len(fit.x)), dtype=int)
-    at = 0
-    for gpu, n in rows:
-        sparsity[at : at + n, : len(params)] = 1
-        first = len(params) + len(PER_GPU) * fit.gpus.index(gpu)
-        sparsity[at : at + n, first : first + len(PER_GPU)] = 1
-        at += n
-    for k in range(len(fit.x) - len(params)):
-        sparsity[n_fig + k, len(params) + k] = 1
     low, high = fit.bounds()
     result = least_squares(
         lambda x: residuals(s, fit, cases, x),
         fit.x,
+        jac=lambda x: jacobian(s, fit, cases, x),
         bounds=(low, high),
         method="trf",
         loss="soft_l1",
         f_scale=ROBUST_SCALE,
-        diff_step=0.05,
-        jac_sparsity=sparsity,
         max_nfev=MAX_NFEV,
         ftol=1e-4,
     )
-    fit.x = result.x
+    fit.x, fit.evaluations = result.x, (result.nfev, result.njev)
     return fit
+
+
+def jacobian(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray:
+    """d residuals / d x by forward differences, one simulation of the cases per effective
+    direction: a case sees a GPU's deviation and the global constant of the same name only
+    through their sum, so one step of every GPU's deviation at once gives both columns (the
+    global one is every case's, a GPU's deviation its own cases'). 2 + (globals - 2)
+    simulations of the cases per Jacobian, not one per global plus one per deviation."""
+    n = len(fit.params)
+    base = residuals(s, fit, cases, x)  # remembered: the solver evaluated x just before
+    n_fig = len(base) - (len(x) - n)
+    jac = np.zeros((len(base), len(x)))
+    gpu_of_row = np.repeat([c["gpu"] for c in cases], [len(c["published"]) for c in cases])
+    for k, shared, step, moved in _steps(fit, x):
+        column = (residuals(s, fit, cases, moved)[:n_fig] - base[:n_fig]) / step
+        jac[:n_fig, k] = column
+        if shared is not None:
+            for g, gpu in enumerate(fit.gpus):
+                rows = gpu_of_row == gpu
+                jac[:n_fig, n + len(PER_GPU) * g + shared][rows] = column[rows]
+    jac[n_fig:, n:] = GPU_PRIOR_WEIGHT * np.eye(len(x) - n)
+    return jac
+
+
+def _steps(fit: Fit, x: np.ndarray) -> list[tuple[int, int | None, float, np.ndarray]]:
+    """`jacobian`'s points: per global constant k, (k, the PER_GPU index of the same name or
+    None, the step, x moved): a shared one moves every GPU's deviation by the step."""
+    n, out = len(fit.params), []
+    for k, p in enumerate(fit.params):
+        step = DIFF_STEP * max(1.0, abs(x[k]))
+        moved = x.copy()
+        shared = next((j for j, q in enumerate(PER_GPU) if q.name == p.name), None)
+        if shared is None:
+            moved[k] += step
+        else:  # every GPU's deviation: the cases' effective constant moves by `step`
+            moved[[n + len(PER_GPU) * g + shared for g in range(len(fit.gpus))]] += step
+        out.append((k, shared, step, moved))
+    return out
+
+
+def _warm(s: Suite, params: tuple[Param, ...], jobs: int, cases: list[dict]) -> None:
+    """Simulate, in the workers, what every fit asks first: every case at the common start
+    and at its Jacobian's steps (a case's profile there is the same in every fold), and as
+    the built-in profiles have it; the fits forked after this find them remembered. `cases`:
+    those some fit trains on."""
+    fit = Fit(params, sorted({c["gpu"] for c in s.cases}))
+    points = [fit.x] + [moved for *_, moved in _steps(fit, fit.x)]
+    wanted = [(c, fit.profile(c["gpu"], x)) for x in points for c in cases]
+    wanted += [(c, GPUS[c["gpu"]]) for c in s.cases]
+    with _pool(jobs) as pool:
+        got = list(pool.map(_simulate, wanted, chunksize=4))
+    for (case, gpu), metrics in zip(wanted, got, strict=True):
+        s.remember(case, gpu, metrics)
+
+
+def _simulate(job: tuple[dict, GpuProfile]) -> dict:
+    assert _SUITE is not None
+    case, gpu = job
+    model, flags, work = _SUITE.prepared[case["id"]]
+    return published_fit.simulated(model, gpu, flags, work)
 
 
 def predictions(s: Suite, cases: list[dict], profile: Callable[[str], GpuProfile]) -> list[dict]:
@@ -270,52 +349,68 @@ def family_errors(rows: list[dict]) -> dict:
     return out
 
 
-def bands(rows: list[dict]) -> dict:
-    """Per regime and family, the held-out published/SIMULATED ratios: their 10th and 90th
-    percentiles (the interval that covers 80 % of them) and median."""
-    out: dict = {}
-    for regime in REGIMES:
-        for family, keys in suite.FAMILIES.items():
-            ratios = [
-                1.0 / r["ratio"]
-                for r in rows
-                if r["regime"] == regime and r["metric"] in keys and r["ratio"]
-            ]
-            if ratios:
-                p10, p50, p90 = np.percentile(ratios, [10, 50, 90])
-                out.setdefault(regime, {})[family] = {
-                    "published_over_simulated_p10": round(float(p10), 3),
-                    "median": round(float(p50), 3),
-                    "p90": round(float(p90), 3),
-                    "figures": len(ratios),
-                }
-    return out
+_SUITE: Suite | None = None  # the suite the fit workers read (inherited through fork)
 
 
-def run(cases_path: Path, also: list[str]) -> dict:
+def _params(also: list[str]) -> tuple[Param, ...]:
+    return FITTED + tuple(OPTIONAL[name] for name in also)
+
+
+def _fit_and_predict(job: tuple[str | None, list[str]]) -> tuple:
+    """One fit (a worker's job): on every source but `held_out` (None: on every source), and
+    its predictions of the held-out source's cases (of every case). Returns the fitted x, the
+    GPUs it fitted, the rows and the simulations it ran."""
+    held_out, also = job
+    params, s = _params(also), _SUITE
+    assert s is not None
+    train = [c for c in s.cases if source_of(c) != held_out]
+    test = [c for c in s.cases if held_out is None or source_of(c) == held_out]
+    before, cpu = s.simulations, time.process_time()
+    fit = fit_on(s, train, params)
+    rows = predictions(s, test, fit.profile)
+    cost = {
+        "residuals": fit.evaluations[0],
+        "jacobians": fit.evaluations[1],
+        "simulations": s.simulations - before,
+        "cpu_s": round(time.process_time() - cpu, 1),
+    }
+    return fit.x, fit.gpus, rows, cost
+
+
+def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = None) -> dict:
+    global _SUITE
     data = suite.load_cases(cases_path)
     problems = suite.case_problems(data)
     if problems:
         raise SystemExit("cases file malformed: " + "; ".join(problems))
     cases = [c for c in data["cases"] if c["engine"] == "V1"]
-    params = FITTED + tuple(OPTIONAL[name] for name in also)
-    started = time.process_time()
-    s = Suite(cases, data.get("models") or {})
-    prepared_s = time.process_time() - started
+    params = _params(also)
+    started, wall = time.process_time(), time.perf_counter()
+    s = _SUITE = Suite(cases, data.get("models") or {}, jobs)
+    prepared_s = time.process_time() - started + _children_cpu_s()
     sources = sorted({source_of(c) for c in cases})
-    full = fit_on(s, cases, params)
-    in_sample = predictions(s, cases, full.profile)
+    # the largest fits first: the full one, then the folds that keep the most cases
+    order = [None, *sorted(sources, key=lambda src: sum(source_of(c) == src for c in cases))]
+    if only:  # some folds alone (no fit on every source: no in-sample figures)
+        sources = [src for src in sources if any(o in src for o in only)]
+        order = sources
+    _warm(s, params, jobs, [c for c in cases if len(order) > 1 or source_of(c) != order[0]])
+    with _pool(jobs) as pool:
+        fitted = pool.map(_fit_and_predict, [(o, also) for o in order])
+        done = dict(zip(order, fitted, strict=True))
     shipped = predictions(s, cases, lambda g: GPUS[g])
+    full = Fit(params, done[None][1] if None in done else [])
+    full.x, in_sample = done[None][0] if None in done else full.x, done.get(None, (0, 0, []))[2]
     held_out, folds = [], {}
     for source in sources:
-        train = [c for c in cases if source_of(c) != source]
-        test = [c for c in cases if source_of(c) == source]
-        fold = fit_on(s, train, params)
-        unseen = sorted({c["gpu"] for c in test} - set(fold.gpus))
-        folds[source] = {"constants": fold.named(), "gpus_from_priors": unseen}
-        rows = predictions(s, test, fold.profile)
+        x, gpus, rows, cost = done[source]
+        fold = Fit(params, gpus)
+        fold.x = x
+        unseen = sorted({c["gpu"] for c in cases if source_of(c) == source} - set(gpus))
+        folds[source] = {"constants": fold.named(), "gpus_from_priors": unseen, "cost": cost}
         held_out += rows
-        _print_fold(source, unseen, rows)
+        _print_fold(source, unseen, rows, cost)
+    figures = sim_bands.figures_of(held_out, {c["id"]: c for c in cases})
     return {
         "sources": sources,
         "fitted": [p.name for p in params] + [f"per GPU: {p.name}" for p in PER_GPU],
@@ -326,47 +421,86 @@ def run(cases_path: Path, also: list[str]) -> dict:
             "in_sample": family_errors(in_sample),
             "shipped_profiles": family_errors(shipped),
         },
-        "bands": bands(held_out),
+        "bands": sim_bands.table(figures),
+        "band_coverage_leave_one_source_out": sim_bands.coverage(figures),
         "rows": {"cross_validated": held_out, "in_sample": in_sample, "shipped": shipped},
         "cpu_s": {
             "prepare": round(prepared_s, 1),
-            "total": round(time.process_time() - started, 1),
+            "total": round(time.process_time() - started + _children_cpu_s(), 1),
         },
-        "simulations": s.simulations,
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "jobs": jobs,
+        "full_fit_cost": done[None][3] if None in done else None,
+        "simulations": s.simulations + sum(d[3]["simulations"] for d in done.values()),
     }
 
 
-def _print_fold(source: str, unseen: list[str], rows: list[dict]) -> None:
-    priors = f" ({', '.join(unseen)} from priors)" if unseen else ""
-    print(f"\nheld out: {source}{priors}", flush=True)
-    for r in rows:
-        shown = f"x{r['ratio']:.2f}" if r["ratio"] else "not simulated"
-        print(f"  {r['case']:<46} {r['metric']:<22} SIMULATED/published {shown}")
+def _children_cpu_s() -> float:
+    """CPU seconds of the worker processes that have ended (user and system)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _print_fold(source: str, unseen: list[str], rows: list[dict], cost: dict) -> None:
+    """The held-out source's cases, one line each: SIMULATED/published per figure."""
+    priors = f"; {', '.join(unseen)} from priors" if unseen else ""
+    print(
+        f"\nheld out: {source} (fit: {cost['residuals']} residual evaluations, "
+        f"{cost['jacobians']} Jacobians, {cost['cpu_s']} s CPU{priors})"
+    )
+    short = {"throughput": "thr", "ttft": "ttft", "tpot": "tpot"}
+    for case in dict.fromkeys(r["case"] for r in rows):
+        cells = []
+        for family, keys in suite.FAMILIES.items():
+            got = [r["ratio"] for r in rows if r["case"] == case and r["metric"] in keys]
+            if got:
+                shown = " ".join(f"x{x:.2f}" if x else "n/a" for x in got)
+                cells.append(f"{short[family]} {shown}")
+        print(f"  {case[:46]:<46} " + " | ".join(cells), flush=True)
+
+
+def _cell(rows: list[dict], family: str) -> str:
+    e = family_errors(rows)[family]
+    if e["median_abs_error"] is None:
+        return "-"
+    return f"{e['median_abs_error'] * 100:.1f} % ({e['figures']}; {e['over_2x']} >2x)"
 
 
 def print_result(result: dict) -> None:
-    s = result["summary"]
+    rows = result["rows"]
     print(f"\n{len(result['sources'])} sources; fitted: {', '.join(result['fitted'])}")
     print("median |SIMULATED/published - 1| (figures; off by more than 2x), V1 cases:")
     print(f"  {'family':<11} {'cross-validated':>24} {'in-sample':>24} {'shipped profiles':>24}")
     for family in suite.FAMILIES:
-        cells = []
-        for kind in ("cross_validated", "in_sample", "shipped_profiles"):
-            e = s[kind][family]
-            pct = "-" if e["median_abs_error"] is None else f"{e['median_abs_error'] * 100:.1f} %"
-            cells.append(f"{pct} ({e['figures']}; {e['over_2x']} >2x)")
+        cells = [_cell(rows[kind], family) for kind in ("cross_validated", "in_sample", "shipped")]
         print(f"  {family:<11} " + " ".join(f"{c:>24}" for c in cells))
-    print("bands, held out: published/SIMULATED p10 / median / p90 (figures)")
+    covered = result["band_coverage_leave_one_source_out"]
+    print("\nper held-out source: cross-validated | in-sample, per family; band coverage")
+    print("(its figures inside the band made without it)")
+    for source in result["sources"]:
+        cells = []
+        for family in suite.FAMILIES:
+            cv = [r for r in rows["cross_validated"] if r["source"] == source]
+            fit = [r for r in rows["in_sample"] if r["source"] == source]
+            cells.append(f"{family} {_pct(cv, family)} | {_pct(fit, family)}")
+        n_in, n = covered[source]
+        print(f"  {source[:34]:<34} " + "; ".join(cells) + f"; bands {n_in}/{n}")
+    n_in, n = covered["all"]
+    print(f"band coverage, leave one source out: {n_in} of {n} figures ({n_in / n:.0%})")
+    print("bands, held out: published/SIMULATED [low, high] holding the central 80 %")
     for regime, fams in result["bands"].items():
-        for family, b in fams.items():
-            print(
-                f"  {regime:<13} {family:<11} {b['published_over_simulated_p10']:.2f} / "
-                f"{b['median']:.2f} / {b['p90']:.2f} ({b['figures']})"
-            )
+        cells = [f"{family} {lo:.2f}-{hi:.2f}" for family, (lo, hi) in fams.items()]
+        print(f"  {regime:<13} " + ", ".join(cells))
     print(
         f"CPU {result['cpu_s']['total']} s ({result['cpu_s']['prepare']} s preparing), "
+        f"{result['wall_s']} s wall on {result['jobs']} workers, "
         f"{result['simulations']} simulations"
     )
+
+
+def _pct(rows: list[dict], family: str) -> str:
+    e = family_errors(rows)[family]["median_abs_error"]
+    return "-" if e is None else f"{e * 100:.0f}%"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -376,8 +510,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--also", action="append", default=[], choices=sorted(OPTIONAL), help="fit this too"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(os.cpu_count() or 1, 4),
+        help="worker processes (the fits run in parallel; default: the cores, at most 4)",
+    )
+    parser.add_argument(
+        "--fold", action="append", help="only the fold holding out the source that has this"
+    )
+    parser.add_argument(
+        "--gpu-prior-weight", type=float, default=GPU_PRIOR_WEIGHT, help="per GPU deviation"
+    )
     args = parser.parse_args(argv)
-    result = run(args.cases, args.also)
+    globals()["GPU_PRIOR_WEIGHT"] = args.gpu_prior_weight  # the forked workers' too
+    result = run(args.cases, args.also, max(1, args.jobs), args.fold)
     print_result(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

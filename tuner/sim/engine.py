@@ -138,7 +138,7 @@ class Engine:
             c = req.num_computed
             pairs += q * (c + (q + 1) / 2)
             kv_tokens += c + q
-            if c + q >= req.num_tokens:
+            if c + q >= req.prompt_len + req.num_output:  # its num_tokens, inline: a hot loop
                 sampled += 1
         duration = self.cost.step_time(
             batch.num_tokens, len(batch.items), sampled, pairs, kv_tokens

@@ -115,10 +115,16 @@ class Scheduler:
         items: list[tuple[SimRequest, int]] = []
         preempted = 0
         i = 0
+        bs = self.block_size
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            q = min(req.num_tokens - req.num_computed, budget)
+            q = min(req.prompt_len + req.num_output - req.num_computed, budget)
             if q <= 0:
+                i += 1
+                continue
+            if -(-(req.num_computed + q) // bs) <= req.num_blocks:  # no new block: the
+                items.append((req, q))  # common decode step, without `_allocate`'s call
+                budget -= q
                 i += 1
                 continue
             while not self._allocate(req, q):
@@ -160,16 +166,16 @@ class Scheduler:
         """Apply a computed step: returns (requests that emitted a token, finished ones)."""
         emitted: list[SimRequest] = []
         finished: list[SimRequest] = []
-        max_len = self.cfg.max_model_len
+        max_len, bs, cache = self.cfg.max_model_len, self.block_size, self.cache
         for req, q in batch.items:
-            req.num_computed += q
-            if self.cache is not None:
-                self._name_computed_blocks(req, self.cache)
-            if req.num_computed < req.num_tokens:
+            computed = req.num_computed = req.num_computed + q
+            if cache is not None and computed // bs > req.num_named:
+                self._name_computed_blocks(req, cache)  # a block newly full
+            if computed < req.prompt_len + req.num_output:
                 continue  # a prefill chunk: nothing sampled yet
             req.num_output += 1
             emitted.append(req)
-            if req.num_output >= req.max_tokens or req.num_tokens >= max_len:
+            if req.num_output >= req.max_tokens or req.prompt_len + req.num_output >= max_len:
                 finished.append(req)
         for req in finished:
             self.running.remove(req)
