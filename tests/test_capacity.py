@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from capacity_curves import Runs, seeded_step
 
 from tuner.measure.capacity import (
-    UNSURE,
     Beat,
     Result,
     Step,
@@ -16,11 +16,9 @@ from tuner.measure.capacity import (
     meets,
     queue_limit_s,
     race_rps,
-    run_excess,
     search,
     shown_rps,
     step_prompts,
-    step_verdict,
 )
 from tuner.spec.slo import parse_slo
 
@@ -159,7 +157,7 @@ def seeded_curve(knee_rps: float, spread: float):
     and each run's verdict from a ± 5 % interval and its excess (`run_excess`); a rate's
     verdict is the search's to give (`rate_verdicts.judged`)."""
     saturation = knee_rps / 0.8
-    said: dict[float, list[tuple[str, tuple[float, bool]]]] = {}
+    said: Runs = {}
 
     def measure(rate: float, repeat: int, whole: bool = False) -> Step:
         rng = np.random.default_rng([repeat, round(rate * 1e6)])
@@ -167,12 +165,7 @@ def seeded_curve(knee_rps: float, spread: float):
         p99 = (200 / (1 - load) if load < 1 else 1e6) * math.exp(spread * rng.standard_normal())
         metrics = {"completed": 100.0, "failed": 0.0, "p99_ttft_ms": p99,
                    "request_throughput": min(rate, saturation)}  # fmt: skip
-        ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
-        own = (step_verdict(metrics, ci, SLOS), run_excess(metrics, SLOS))
-        runs = said[rate] = [*said.get(rate, [])[:repeat], own]
-        return Step(rate, metrics, meets(metrics, SLOS), None, UNSURE, len(runs), ci,
-                    tuple(v for v, _ in runs), tuple(e for _, (e, _) in runs),
-                    tuple(w for _, (_, w) in runs))  # fmt: skip
+        return seeded_step(rate, repeat, metrics, said, SLOS)
 
     return measure
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from capacity_curves import Runs, seeded_step
 
 from tuner import trial as tr
 from tuner.measure.capacity import (
@@ -18,7 +19,6 @@ from tuner.measure.capacity import (
     capacity_interval,
     clearly_above,
     judged,
-    meets,
     next_rate,
     next_to_confirm,
     rate_verdict,
@@ -142,7 +142,7 @@ def noisy_curve(knee_rps: float, spread: float, seed: int = 0, power: float = 0.
     saturation = knee_rps / 0.8
     rng = np.random.default_rng(seed)
     calls: list[tuple[float, int, bool]] = []
-    said: dict[float, list[tuple[str, tuple[float, bool]]]] = {}
+    said: Runs = {}
 
     def measure(rate: float, repeat: int, whole: bool = False) -> Step:
         calls.append((rate, repeat, whole))
@@ -150,12 +150,7 @@ def noisy_curve(knee_rps: float, spread: float, seed: int = 0, power: float = 0.
         typical = 1000 * (rate / knee_rps) ** power if power else 200 / max(1 - load, 2e-4)
         p99 = typical * math.exp(spread * rng.standard_normal())
         metrics = {**DONE, "p99_ttft_ms": p99, "request_throughput": min(rate, saturation)}
-        ci = {"p99_ttft_ms": (0.95 * p99, 1.05 * p99)}
-        own = (step_verdict(metrics, ci, SLOS), run_excess(metrics, SLOS))
-        runs = said[rate] = [*said.get(rate, [])[:repeat], own]
-        return Step(rate, metrics, meets(metrics, SLOS), None, UNSURE, len(runs), ci,
-                    tuple(v for v, _ in runs), tuple(e for _, (e, _) in runs),
-                    tuple(w for _, (_, w) in runs))  # fmt: skip
+        return seeded_step(rate, repeat, metrics, said, SLOS)
 
     return measure, calls
 
