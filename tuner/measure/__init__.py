@@ -10,7 +10,9 @@ Modules:
 - `modes`: the objective object, one class per mode: every decision that depends on the mode;
 - `mixes`: a scenario mix as the composite of one mode's object per scenario, and the
   factory `objective_of` (a study's mode, or its mix): every decision that depends on the mix;
-- `capacity`: the rate search of `objective.mode: capacity` (pure);
+- `capacity`: the rate search of `objective.mode: capacity` (pure); `rate_verdicts`: the
+  evidence of its rates (each run's excess, a rate's verdict by a t bound over its seeds, the
+  capacity's 95 % interval, where the next run goes);
 - `snapshot`: what an early-stopping check sees (`Snapshot`, `EngineSample`);
 - `pruning`: early stopping's rule, from partial records and the engine's gauges;
 - `backlog`: queue growth, a lower bound on the latency percentile a run will end with;
