@@ -100,7 +100,7 @@ def test_the_shipped_longdoc_study_s_night_against_its_timeout(tmp_path: Path) -
     # 41.3 h before the interval's 95 % rule (issue 46), under which the 6 drawn configs all
     # lose the race at the baseline's high end; the cross-validated bands (issue 45) widen
     # the baseline's first bracket
-    assert "30 trial(s): ~2.7 h (the first, searched whole) + 29 × ~4 min = 4.6 h" in line
+    assert "30 trial(s): ~2.7 h (the first, searched whole) + 29 × ~4 min = 4.4 h" in line
     assert "start-up ~88 s per trial: a real engine's, estimated" in line, line
     assert "fits in the timeout of 12.0 h" in line, line
     # --n-trials and --timeout ask about another night
