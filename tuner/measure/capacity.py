@@ -330,6 +330,7 @@ def raced(
     above = min(
         (s.rate_rps for s in steps if not s.feasible and s.rate_rps > beat_rps), default=None
     )
+    steps = judged(steps)  # the race's run is evidence too (`rate_verdicts`)
     low, high = capacity_interval(steps, beat_rps)
     return Result(
         steps,
