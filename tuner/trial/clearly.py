@@ -41,7 +41,8 @@ class ClearlyBetter:
                 f"by no more than the capacity search's resolution ({self.resolution:.0%}))"
             )
         return (
-            "the 95% confidence intervals of the differences include no gain on any weighted metric"
+            "no weighted metric gained 5% or more with the 95% confidence interval of its "
+            "difference clear of no gain"
         )
 
     def why_of(self, a: TrialPoint, b: TrialPoint) -> str:
