@@ -22,7 +22,7 @@ from tuner.run.cost import length_only_runner
 from tuner.runners.trial_runner import TrialContext
 from tuner.scaffold.options import InitOptions
 from tuner.scaffold.rate import eases_at_lower_rates, held_words
-from tuner.sim.profiles import GPUS
+from tuner.sim.profiles import GPUS, known_model
 from tuner.spec.slo import SloLimit
 from tuner.spec.space import baseline_params, distributions
 from tuner.spec.study import StudySpec
@@ -112,9 +112,11 @@ def lightest(spec: StudySpec) -> Floor | None:
     """The nearest config's figures with `spec`'s requests sent one at a time; None: no
     latency limit to judge, or the simulator ran no config."""
     limits = [x for x in spec.slo_limits() if eases_at_lower_rates(x)]
-    if not limits:
-        return None
+    if not limits or known_model(spec.engine.model) is None:
+        return None  # nothing to judge, or no shape to simulate (the preview says so)
     alone = _one_at_a_time(spec)
+    if length_only_runner(alone).gpu is None:
+        return None
     runs = [m for m in (_measured(alone, p) for p in _configs(alone)) if m]
     if not runs:
         return None
