@@ -113,6 +113,7 @@ lint: install
 	$(BIN)/lint-imports
 	$(BIN)/mypy  # [tool.mypy] in pyproject.toml; which packages are strict: docs/architecture.md
 	$(BIN)/python -m tuner_testing.code_size  # long files/functions: a report to read, not a gate
+	$(BIN)/python -m tuner_testing.house  # the house's figures docs/architecture.md quotes (a report)
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_code_size.py  # the 600/120 backstop
 
 demo: install model
