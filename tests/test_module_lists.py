@@ -1,7 +1,7 @@
 """Docs that cannot drift: every module of `tuner` is named in its package's `__init__` (the
-docstring's list of modules, one line each) and has its line in docs/architecture.md ("The
-modules": one `- package.module: ...` line each), and architecture.md names no module that is
-gone. Pure file reading, no imports of the tuner."""
+docstring's list of modules, one line each: the one place for them), every package has its line
+in docs/architecture.md ("The modules"), and architecture.md names no module that is gone. Pure
+file reading, no imports of the tuner."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def test_every_module_is_in_its_package_s_init_list() -> None:
     assert missing == [], f"not named in their package's __init__ docstring: {missing}"
 
 
-def test_every_module_has_its_line_in_the_architecture_and_no_line_is_stale() -> None:
+def test_every_package_has_its_line_in_the_architecture_and_no_line_is_stale() -> None:
     entries = ENTRY.findall(ARCHITECTURE.read_text())
     modules = {dotted(p, m) for p in packages() for m in members(p)}
-    assert sorted(modules - set(entries)) == [], "modules without a line in architecture.md"
+    top = {m for m in modules if "." not in m}
+    assert sorted(top - set(entries)) == [], "top-level modules without a line in architecture.md"
     assert sorted(set(entries) - modules) == [], "architecture.md lines for no module"
     assert len(entries) == len(set(entries)), "a module with two lines in architecture.md"
