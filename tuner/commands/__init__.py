@@ -1,7 +1,7 @@
 """The CLI's commands, one module per area: parse the options, call the packages, print.
 
 Modules (`tuner.cli` registers them on the typer app):
-- `init`: `tuner init`, a ready study file from what is on the box (`tuner.scaffold`);
+- `init`: `tuner init`, which drafts a study file from the box (`tuner.scaffold`);
 - `check`: `tuner check`, the preflight (every problem of a study in one pass, its cost);
 - `study`: `tuner run`, `tuner plan`, `tuner trials`, `tuner best` (a study from its file);
 - `run_output`: what `tuner run` and `tuner plan` print once the trials end, and `tuner best`'s
@@ -15,8 +15,8 @@ Modules (`tuner.cli` registers them on the typer app):
 - `tools`: `tuner make-tiny-model`;
 - `common`: options and openers shared by the study and results commands.
 
-What may be assumed: a user's mistake is one line on stderr and exit 2 (`UserError`, turned
-into that by `tuner.cli`); read-only commands never import the run loop (an import-linter
+What may be assumed: a user's mistake raises `UserError`, which `tuner.cli` turns into one line
+on stderr and exit 2; read-only commands never import the run loop (an import-linter
 contract).
 
 The one place where function-local imports are deliberate: `tuner --help`, and the one-line

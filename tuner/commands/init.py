@@ -1,4 +1,4 @@
-"""`tuner init`: write a ready study file from what is on the box (`tuner.scaffold`)."""
+"""`tuner init`: the options, then the study file `tuner.scaffold` drafts from the box."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`tuner pareto`, `tuner export`, `tuner report`: what people take out of a stored study.
+"""`tuner pareto`, `tuner export`, `tuner report`: the read-only commands over a stored study.
 
 Heavy imports (optuna, plotly, matplotlib) stay inside the functions so `tuner --help` is fast.
 """

@@ -1,16 +1,15 @@
 """The GPUs' memory as the box's state: how much each GPU has in use, and which processes hold
 it (docs/reliability.md, "A busy GPU").
 
-vLLM sizes its memory as `gpu-memory-utilization` × the device's total, and refuses to start
-when less than that is free (vllm/v1/worker/utils.py, `request_memory`). Memory another process
-holds (a previous engine not yet gone, a notebook, another tenant) is the box's state, not the
-config's: the runner reads it before each start, waits after each stop until the engine's
+Why memory held by another process is not the config's fault (vLLM refuses to start short of
+`gpu-memory-utilization` × the total), and how long the runner waits: that section. What callers
+may assume: the runner reads it before each start, waits after each stop until the engine's
 memory is back, and waits (bounded) on a start that found the GPU busy.
 
-Read with nvidia-smi (an argv list, never a shell), else NVML (`pynvml`, when importable); a
-box where neither answers has no GPU to read, and nothing here waits. The parsers are pure.
-nvidia-smi numbers GPUs by PCI bus; `CUDA_VISIBLE_DEVICES` counts in CUDA's order, which is
-the same unless `CUDA_DEVICE_ORDER` says otherwise (set it to PCI_BUS_ID on a mixed box).
+Read with nvidia-smi (an argv list, never a shell), else NVML (`pynvml`, when importable); a box
+where neither answers has no GPU to read, and nothing here waits. The parsers are pure.
+nvidia-smi numbers GPUs by PCI bus; `CUDA_VISIBLE_DEVICES` counts in CUDA's order, which is the
+same unless `CUDA_DEVICE_ORDER` says otherwise (set it to PCI_BUS_ID on a mixed box).
 """
 
 from __future__ import annotations

@@ -5,14 +5,13 @@ The same code runs real vLLM and `tuner sim serve`; nothing here knows which one
 - The child leads a new session (`start_new_session=True`), so its whole process tree (vLLM's
   API server, EngineCore and workers) is one process group that `stop()` signals at once, and
   the user's Ctrl-C at the terminal reaches the tuner only, which then stops the engine itself.
-- On Linux the child gets a parent-death signal (SIGTERM) so it dies with the tuner, even
-  after `kill -9` of the tuner. It is set by a tiny launcher (`python -I -c ...` that calls
-  prctl and then execs the command), not by `preexec_fn`: preexec_fn is unsafe when the
-  tuner has threads (a lock held by another thread at fork time deadlocks the child).
-  The signal reaches the direct child only; vLLM's API server then stops its own children.
-  Whatever survives is found by the next tuner via `identity()` / `stop_orphan()`.
-  Caveat: Linux sends it when the *thread* that started the child exits, so start engines
-  from the main thread or another thread that outlives them.
+- On Linux the child gets a parent-death signal (SIGTERM) so it dies with the tuner, even after
+  `kill -9` of the tuner. It is set by a tiny launcher (`python -I -c ...` that calls prctl and
+  then execs the command), not by `preexec_fn`, which is unsafe in a process with threads
+  (docs/engine.md says why). The signal reaches the direct child only; vLLM's API server then
+  stops its own children. Whatever survives is found by the next tuner via `identity()` /
+  `stop_orphan()`. Caveat: the signal follows the starting *thread*, not the process, so an
+  engine must be started from a thread that outlives it (the main thread does).
 - `identity()` records pid, pgid, the kernel's start time of the leader and the boot id, so a
   later tuner can stop an orphaned group without ever matching processes by name.
 """

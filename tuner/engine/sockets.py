@@ -1,12 +1,12 @@
 """A private folder for the engine's IPC sockets, removed once the engine has stopped.
 
-vLLM's processes (API server, EngineCore, workers) talk over ZMQ sockets named
-`<VLLM_RPC_BASE_PATH>/<uuid4>` (`vllm/utils/network_utils.py`, `get_open_zmq_ipc_path`; the
-base defaults to the system's temp folder, `vllm/envs.py`). A stopped vLLM 0.32 leaves them
-behind: 2–3 socket files in /tmp per start, measured on the CPU build, so an overnight study
-would strew hundreds. Each engine start gets its own short folder under the temp folder
-instead (a socket's path must stay under 108 bytes), and the folder goes with the engine.
-A base the user set (in the study's env or the tuner's own) is theirs: left as it is.
+vLLM's processes talk over ZMQ IPC sockets under `VLLM_RPC_BASE_PATH` (`get_open_zmq_ipc_path`
+in `vllm/utils/network_utils.py`; the base defaults to the system's temp folder, `vllm/envs.py`;
+docs/engine.md). A stopped vLLM 0.32 leaves them behind: 2–3 socket files in /tmp per start,
+measured on the CPU build, so an overnight study would strew hundreds. Each engine start gets
+its own short folder under the temp folder instead (a socket's path must stay under 108 bytes),
+and the folder goes with the engine. A base the user set (in the study's env or the tuner's own)
+is theirs: left as it is.
 """
 
 from __future__ import annotations

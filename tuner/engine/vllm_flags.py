@@ -1,14 +1,13 @@
 """The flags an engine accepts, asked of vLLM's own argument parser in the engine's python.
 
 `vllm serve` builds its parser with `make_arg_parser(FlexibleArgumentParser())`
-(`vllm.entrypoints.launchers.cli_args` in vLLM 0.3x, `vllm.entrypoints.openai.cli_args`
-before), which adds the frontend's and `AsyncEngineArgs.add_cli_args`' flags. A subprocess
-of the engine's python builds it and prints the long option names: vLLM imports torch, so
-this takes seconds (a minute on a loaded box); `tuner run --no-preflight` skips it.
+(`vllm.entrypoints.launchers.cli_args` in vLLM 0.3x, `vllm.entrypoints.openai.cli_args` before),
+which adds the frontend's and `AsyncEngineArgs.add_cli_args`' flags. A subprocess of the
+engine's python builds it and prints the long option names: vLLM imports torch, so this takes
+seconds (a minute on a loaded box); `tuner run --no-preflight` skips it.
 
-The answer is kept in `$XDG_CACHE_HOME/tuner/vllm-flags/` (default `~/.cache`), keyed by the
-python's path and the installed vLLM package's `__init__.py` (path, size, modification time),
-so a reinstalled or upgraded vLLM is asked again and the same one is asked once.
+Each answer is cached per python and per installed vLLM (`_cache_file`): where, and what the key
+holds, is docs/preflight.md; an upgrade is asked again, a failed probe is not kept.
 """
 
 from __future__ import annotations

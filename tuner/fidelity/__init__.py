@@ -8,8 +8,8 @@ carry its gain (`smallest`, `smallest_check`, `smallest_measured`); another stud
 configs → this study's first trials (`warm_start`).
 
 Modules:
-- `bands`: how far off a simulated figure can be: the band printed beside every SIMULATED
-  figure (a regime from the workload's shape, a ratio table, narrowed on a study's residuals;
+- `bands`: how far off a simulated figure can be, the band that each SIMULATED figure
+  carries (a regime from the workload's shape, a ratio table, narrowed on a study's residuals;
   pure, light: the results that print it load no simulator);
 - `screen`: `Screen`, the calibrated simulator that picks every real trial;
 - `calibration`: `Trust`, the simulator against the measured trials: which count, how far off;

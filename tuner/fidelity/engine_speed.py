@@ -1,19 +1,12 @@
 """How fast the engine is against the study's profile, read from one measured trial (issue 32
-§5; docs/early-stopping.md, "A profile off in scale").
+§5). Why a ratio of predictions is not enough, and the fit, are docs/early-stopping.md,
+"Prediction skips" (step 2) and "A profile off in scale".
 
-A profile off in scale misjudges more than the scale: at a fixed request rate, an engine
-2× faster than its profile drains a queue that the profile predicts, so a config that
-queues on the profile may not queue on the engine, and a ratio of predictions (the
-candidate's against the reference's) does not cancel that. So the profile is re-scaled:
-the speed `s` (every constant `s`× faster, `tuner.sim.fit.speed_factors`) at which the
-simulator reproduces the reference trial's measured figures, and the candidates are
-predicted on the profile at that speed, where queues form (or not) as they do on the engine.
-
-The fit is one number: `s` minimises the sum of squared log misses, ln(measured /
-predicted at `s`), over the figures that the prediction reads (the SLO figures, the
-objective's weighted metrics, capacity mode's capacity), by a bounded Brent search on
-ln `s` within ±ln `MAX_FACTOR` to `SPEED_RESOLUTION`. The simulator runs the reference's
-whole trial once per step (about 20 steps, once per reference per study).
+The speed `s` scales every constant of the profile alike (`tuner.sim.fit.speed_factors`); the
+fit is one number, `s` within ±ln `MAX_FACTOR` found to `SPEED_RESOLUTION`, over the figures the
+prediction reads (the SLO figures, the weighted metrics, capacity mode's capacity). It simulates
+the reference's whole trial once per step of the search (about 20 steps, once per reference per
+study), so callers fit it once and keep it.
 """
 
 from __future__ import annotations

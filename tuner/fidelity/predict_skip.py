@@ -1,40 +1,18 @@
-"""Never launch what the simulator already rules out (issue 22 §2; docs/early-stopping.md,
-"Prediction skips").
+"""Prediction skips: a config the calibrated simulator already rules out is not launched (issue
+22 §2). The method, each step with its reason (relative to the reference, at the reference's
+measured speed, misses under today's judging, the margin, the rule) and the studies that set
+its constants, is docs/early-stopping.md, "Prediction skips"; this module is all of it.
 
-Before each launch of `tuner run` / `tuner plan`, with any sampler, the study's simulator
-predicts the config's whole trial in virtual time (`PlanRunner`, the planner's own code: the
-same workload, rate steps and scenarios, no early stop). A profile may be off in scale by far
-more than any margin (issue 32 §5), so nothing is judged on the simulator's absolute figures:
+Its constants, by name: `SAFETY` (the margin's factor on the largest miss), `MIN_MARGIN` (its
+floor, per figure and × the largest weight on the score), `MIN_ERRORS` (distinct misses
+before the margin is measured) and `CONSERVATIVE_MARGIN` (the margin until then).
 
-- relative to the reference: the predicted score is scored against the simulator's own
-  prediction of the reference trial (the baseline), so a scale common to both cancels; each
-  predicted SLO figure is anchored on the reference's miss, predicted × measured/predicted of
-  the reference;
-- at the reference's speed: a scale is not all that a profile off in scale gets wrong (an
-  engine 2× faster drains, at the same request rate, a queue that its profile predicts), so
-  every prediction (the reference's too) is made on the profile re-scaled, every constant
-  alike, to the speed at which it reproduces the reference's measured figures
-  (`tuner.fidelity.engine_speed`); the anchor is then what that one speed leaves unexplained;
-- misses: every launched trial measured whole gives ln(measured / predicted) − the
-  reference's miss per SLO figure and measured − predicted score, both re-scored under
-  today's judging (a weights or SLO change re-scores the prediction as it re-scores the
-  measurement); trials the simulator predicted alike give one (averaged) miss;
-- calibration: the median miss is added to each new prediction;
-- margin: the larger of `SAFETY` × the largest miss left after calibration and a one-sided
-  99 % prediction bound from the misses' spread, at least `MIN_MARGIN` (on the score:
-  `MIN_MARGIN` × the largest weight, 5 % of the heaviest-weighted metric); with fewer than
-  `MIN_ERRORS` distinct misses, the stated conservative margin `CONSERVATIVE_MARGIN` (a
-  factor of 2 on every figure) widened by the reference's own miss, and no calibration. Never
-  narrower than `SAFETY` × the largest miss seen.
-
-Once one launched trial is measured whole, a config is ruled out when, even with the whole
-margin in its favour, it breaks an SLO (scalar mode) or its score cannot beat the best
-feasible score so far. The baseline, a `--confirm` re-run and every queued config (warm
-starts, the screen's choices, re-queued trials) are predicted but never ruled out.
-
-The pipeline asks `judge` before each launch; a ruled-out trial ends as `ruled_out_record`
-says, a launched one keeps its prediction (its miss calibrates the next). Which trials are
-evidence, and the engine time a launch takes: `tuner.fidelity.calibration.Trust`.
+What callers may assume: the pipeline asks `judge` before each launch (any sampler); a
+ruled-out trial ends as `ruled_out_record` says, a launched one keeps its prediction, whose
+miss calibrates the next. No verdict reads the simulator's absolute figures, none is given
+before one launched trial is measured whole, and the baseline, a `--confirm` re-run and
+queued configs are predicted, never ruled out. Which trials are evidence, and the engine time
+a launch takes: `tuner.fidelity.calibration.Trust`.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """`search.fidelity: multi`: the calibrated simulator chooses every real trial.
 
-Before each real trial the screen
-1. calibrates the study's accelerator profile to the real trials measured so far
-   (`tuner.sim.fit.fit`, from the study's own profile, from the first real trial on:
-   a prior on the factors holds what a few trials cannot identify);
-2. predicts hundreds of candidate configs in virtual time (`tuner.sim.fit.predict`, the
-   planner's simulation core called directly: no Optuna trial, no storage, no bootstrap);
-3. ranks them by an optimistic score and hands the best one to Optuna with `enqueue_trial`,
-   with its prediction attached, so Optuna's storage and sampler stay the source of truth.
+The loop, calibrate → screen candidates in virtual time → rank → enqueue, and the rank rule (a
+lower confidence bound on the predicted score, with its `exploration`, `error` and `distance`
+terms, and the Thompson draws) are docs/multi-fidelity.md, "The loop".
 
-The rank rule (docs/multi-fidelity.md) is a lower confidence bound on the score (lower is
-better):
-
-    rank(x) = predicted_score(x) − exploration · error · distance(x)
-
-`error` is how wrong the screen's score predictions have been on this study's real trials
-(RMS of measured − predicted, each made before its trial ran: a true held-out error; a prior
-until two exist), and `distance(x)` ∈ [0, 1] is how far x lies, in the unit cube of the search
-space, from the nearest real trial: the simulator is least certain where no real trial has
-calibrated it. Candidates predicted to break an SLO rank after every one predicted to meet
-them. Configs already run are never chosen again.
+What callers may assume: `Screen` proposes only configs not yet run, each handed to Optuna with
+`enqueue_trial` and its prediction attached, so Optuna's storage and sampler stay the source of
+truth and the trial runs through the ordinary pipeline; the candidates are simulated by
+`tuner.sim.fit.predict`, with no Optuna trial, storage or bootstrap; a candidate predicted to
+break an SLO never outranks one predicted to meet them.
 """
 
 from __future__ import annotations

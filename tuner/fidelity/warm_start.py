@@ -1,16 +1,13 @@
 """Warm starts: the best configs of another stored study, queued as this study's first trials.
 
-`tuner run --from-plan K` takes the top K of the study's own `tuner plan` (its `-simulated`
-study); `--warm-start OTHER K` the top K of any stored study (the same box before a vLLM
-upgrade). Configs are ranked as `tuner best` ranks them (`tuner.trial.ranked`); a config
-outside this study's search space, or vLLM's defaults (the baseline runs first anyway), is
-skipped, and each skip is said in one line (`skipped`). Optuna then measures each one for
-real: the other study's figures are never copied in.
+`tuner run --from-plan K` (the study's own `tuner plan`) and `--warm-start OTHER K` (any stored
+study); what each takes, what it skips and why, and which plans are refused:
+docs/multi-fidelity.md, "Warm starts", and docs/reliability.md (`--from-plan`).
 
-`--from-plan` reads a plan of this very study file: a plan made under another measurement
-(another workload, engine, hardware, search space: `tuner.trial.specs.changes`) is refused
-with one line, and its trials are ranked under this file's judging (objective, SLOs), so a
-plan made before an SLO was loosened still gives the configs this file would choose.
+What callers may assume: configs are ranked by `tuner.trial.ranked` (the order of `tuner best`),
+a plan's trials under this file's judging; each skip is said in one line (`skipped`); a queued
+config is measured for real, none of the other study's figures is copied in; a plan made under
+another measurement (`tuner.trial.specs.changes`) is refused.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Modules:
 - `records`: `RequestRecord`, one request as the client (or the simulator) saw it;
 - `metrics`: vLLM bench's metrics from records (`compute_metrics`), bootstrap intervals;
 - `measurement`: `Measurement`, what a runner hands to the trial pipeline;
-- `runs`: what several runs on one engine start produce (rate steps, capacity, scenarios,
-  each run's prefix cache), in the shape the trial stores; `stored`: their lenient reading;
+- `runs`: the typed results of several runs on one engine start (rate steps, capacity,
+  scenarios, the prefix cache per run), in the trial's stored shape; `stored`: their lenient
+  reading;
 - `objective`: weighted log-ratios against the baseline, SLO constraints, `clearly_better`;
 - `modes`: the objective object, one class per mode: every decision that depends on the mode;
 - `mixes`: a scenario mix as the composite of one mode's object per scenario, and the

@@ -1,25 +1,15 @@
 """Queue growth: a lower bound on the latency percentile a run will end with (pure).
 
-Rule (a) of `tuner.measure.pruning` bounds each request by what it has shown so far, and every
-request not sent yet by 0, so a P99 or median SLO breaks "for sure" only once enough requests
-have already waited past the limit: late in an overloaded run. Here the requests still
-waiting for a first token, and those the schedule will send, are counted against how fast
-the engine can possibly admit them (docs/early-stopping.md, "Queue growth"):
+Rule (c) of early stopping. Rule (a) of `tuner.measure.pruning` bounds an unsent request by 0,
+so it breaks a P99 or median SLO for sure only late in an overloaded run; this bound also weighs
+the requests yet to get a first token, or yet to be sent, against the engine's highest admission
+pace. The count, its one assumption and why it holds under any order of service:
+docs/early-stopping.md, "The stop rule", (c).
 
-- an *admission* is a request's first token. In any `window_s` the engine admitted at most
-  `peak` requests so far; assumed: it never admits more than `ADMIT_SAFETY` × `peak` in any
-  later window of that length (the only assumption; a warming engine or a very different
-  request mix later could break it, so a stop on this bound also needs the engine's own
-  gauges to show pressure: `pressure`);
-- then over (t, s] at most cap(s − t) = ADMIT_SAFETY · peak · ceil((s − t) / window_s)
-  admissions happen, and of the requests pending at t (waiting, or sent later at their
-  scheduled times), those that arrived by s − x and are not admitted by s have TTFT > x.
-  So #{TTFT ≥ x} ≥ #{already admitted with TTFT ≥ x} + max over s ≥ t of
-  (#pending arrived by s − x − cap(s − t)): no scheduling order is assumed (FCFS or not).
-- a percentile (linear interpolation, as numpy) over N values is ≥ x as soon as
-  N − floor((N − 1) q / 100) of them are ≥ x; the largest such x is the bound.
-
-E2EL ≥ TTFT for each request, so the same count bounds E2EL percentiles.
+What callers may assume: the bound is sound whenever no later window of `window_s` admits more
+than `ADMIT_SAFETY` × `peak` first tokens (a warming engine, or a very different request mix
+later, could break that), so a stop on it also needs the engine's gauges to show pressure
+(`pressure`); it bounds TTFT and E2EL percentiles, and leaves means and TPOT to rule (a).
 """
 
 from __future__ import annotations

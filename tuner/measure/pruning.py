@@ -1,36 +1,22 @@
 """Early stopping: stop a trial whose end is already decided, from its partial records.
 
-Pure: records in, a decision out. At each checkpoint the runner hands over a `Snapshot` (the
-measured requests sent so far, finished or still streaming, and the seconds since the first
-dispatch); `decide` says stop, with a reason in words, or go on. Two rules, both from bounds
-that the rest of the run cannot undo (docs/early-stopping.md):
+Pure: records in, a decision out. At each checkpoint (`Checkpoints`) the runner hands over a
+`Snapshot` (the measured requests sent so far, finished or still streaming, and the seconds
+since the first dispatch); `decide` says stop, with a reason in words, or go on. The rules,
+each from a bound that the rest of the run cannot undo, and when each applies:
+docs/early-stopping.md, "The stop rule":
 
-(a) an SLO is broken for sure. Every request has a lower bound on its final latency: its
-    TTFT once it has a first token, else the time it has waited so far (a censored value);
-    E2EL likewise; TPOT only once it finished. Requests not sent yet get 0. Percentiles
-    (linear interpolation, as numpy) and means are monotone in every value, so the statistic
-    of these lower bounds over the whole workload is a lower bound of the final one: above an
-    SLO's limit, the SLO is broken whatever the rest does.
-(b) the trial cannot beat the incumbent. The same lower bounds for metrics to minimise, and
-    upper bounds for throughputs (all the tokens the workload can still produce, over a
-    duration already longer than the time elapsed), give a lower bound on the final score.
-    Only above the best feasible score so far (plus `margin`) does it stop; a trial that is
-    merely behind never is. It applies after `min_completed` requests and `min_fraction` of
-    the workload, and only in scalar mode (multi mode has no single incumbent).
+(a) an SLO is broken for sure (lower bounds on every request's latency, censored where it is
+    still waiting);
+(b) the trial cannot beat the incumbent by more than `margin` (after `min_completed` requests
+    and `min_fraction` of the workload; scalar mode only, as multi mode has no incumbent);
+(c) queue growth (`tuner.measure.backlog`).
 
-The engine's own gauges (`EngineSample`: vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
-vllm:num_preemptions_total, scraped at each checkpoint) are evidence, never a ground on their
-own: a waiting queue that keeps growing while requests still arrive at the workload's rate
-means overload at this rate (`overloaded`). That lets (b) decide before its `min_completed` /
-`min_fraction` wait is over (the bound still decides), and is named in the reason.
-
-(c) queue growth (`tuner.measure.backlog`): the requests waiting for a first token and those
-    still to be sent, against the most the engine can admit, bound a latency percentile
-    from below long before (a) can. It stops only when the engine's gauges also show
-    pressure (`backlog.pressure`): never on a gauge alone, never on the projection alone.
-
-A request that has waited long and then fails leaves the final statistics; the failed-request
-constraint (`objective.max_failed_fraction`) then judges the trial instead.
+What callers may assume: the engine's own gauges (`EngineSample`, scraped at each checkpoint)
+are evidence, never a ground on their own: a growing queue (`overloaded`) lets (b) decide
+before its wait is over, (c) needs pressure (`backlog.pressure`), and the reason names either.
+A request that waited long and then failed leaves the final statistics; the failed-request
+constraint (`objective.max_failed_fraction`) judges the trial instead.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Capacity mode's lines and JSON in `tuner export`, worded as `best`, `trials` and the report.
 
-A capacity search that met every SLO at `capacity.max_rps` stopped there: the config serves
-at least that rate, and how much more is unknown. Such a capacity reads "≥ 5 req/s
-(the highest rate allowed)", never "capacity 5 req/s", and never "run cap reached". The words
-themselves are `tuner.trial.words` (the live line of `tuner run` uses them too).
+A capacity found at `capacity.max_rps` is a lower bound (docs/objective.md, "Capacity mode"): it
+reads "≥ 5 req/s (the highest rate allowed)", never "capacity 5 req/s", and never "run cap
+reached". The words themselves are `tuner.trial.words` (the live line of `tuner run` uses them
+too).
 """
 
 from __future__ import annotations

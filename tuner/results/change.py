@@ -1,35 +1,18 @@
 """A config against vLLM's defaults (the baseline trial), computed once (pure): the change a
 config makes on the headline metrics, and everything that got worse.
 
-`against_defaults` compares the chosen trial with the measured baseline on the study's headline
-metrics (`HEADLINE_METRICS`, then any other metric the objective weighs or optimises) and, in
-capacity mode, on the capacity alone (the latencies at capacity were measured at different
-rates, so they do not compare); a scenario mix per scenario, each against the baseline's same
-scenario. `tuner best`, every `tuner export` format and the report's "What to deploy" render the
-one `DefaultsComparison` (as `report.front.ParetoFrontInfo` is computed once and drawn twice):
+What each says and how a move is judged clear: docs/results.md, "The answer in plain figures".
+`against_defaults` gives the one `DefaultsComparison` (headline metrics: `HEADLINE_METRICS`,
+then any other the objective weighs or optimises; capacity mode compares the capacity alone; a
+scenario mix, each scenario against the baseline's); `moved` lists the `vllm bench serve`
+figures that moved by `MOVED` or more, or got clearly worse, each with its clearness
+(`objective.clearly_better`, the rule every verdict uses; `measure.metrics.CI_METRICS` names the
+figures with an interval).
 
-    p99 TTFT 3184 → 3313 ms (+4 %), mean TPOT 201.7 → 159.1 ms (−21 %),
-    output 87.7 → 87.2 tok/s (−1 %)
-
-Every figure that moved against vLLM's defaults, not only the weighted metrics: the change
-above states the headline metrics; a config can win on them and lose elsewhere (the demo's
-best: mean TPOT −22 %, median ITL 36.9 → 247 ms, because every decode step now carries a
-prefill chunk). `moved` lists every `vllm bench serve` figure (mean, median and percentiles of
-TTFT, TPOT, ITL, E2EL; request, output, total throughput and goodput) that moved by `MOVED`
-(25 %) or more either way, and every one that got clearly worse by any amount, each saying
-whether the move is clear:
-
-- **clearly**: both trials carry a 95 % bootstrap interval for it and the interval of the
-  difference lies wholly on the side it moved to (`objective.clearly_better`, the one rule
-  every verdict uses);
-- **not clearly**: both carry one, and the difference's interval reaches the other side (a
-  bimodal median's interval is wide: the demo's median ITL ×6.7 is not clearly worse);
-- **no interval stored**: `measure.metrics.CI_METRICS` names the figures with one; nothing can
-  say whether such a move is luck, so it is labelled so.
-
-`tuner best`, every `tuner export` format and the report's "What to deploy" render the one list
-(`moved_lines`). Spread figures (`std_*`) are left out (no direction is better), and so is
-capacity mode (each config's latencies were measured at its own rate, so they do not compare).
+What callers may assume: both are computed once and only rendered per output (as
+`report.front.ParetoFrontInfo` is computed once and drawn twice), so the comparison and the
+lines of `moved_lines` read alike in `tuner best`, all of `tuner export`'s formats and the
+report's deploy card.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
-"""Recommend only what the evidence carries (pure).
+"""Recommend only what the evidence carries (pure): vLLM's defaults, with the best tuned config
+as a candidate, when the verdicts hold it back. When, what each output then shows, `--confirm
+K` and its cost, and `export`'s exit code: "Recommend only what the evidence carries" in
+docs/results.md.
 
-When the best tuned config is NOT clearly better than vLLM's defaults, or FRAGILE (verdicts
-`not-clearly-better-than-baseline`, `fragile`), `tuner best`, `tuner export` and the report
-recommend the defaults, the config the user already runs, and show the tuned one as a
-*candidate* with what would settle it: `tuner run --confirm K`, with K large enough to
-re-measure the candidate and the defaults both, and its cost in engine time. `export` then exits
-`HELD_EXIT_CODE` unless `--candidate` asks for the candidate (docs/results.md, "Recommend only
-what the evidence carries").
-
-Held only when the defaults were measured and are themselves a candidate of the same choice
-(they meet the SLO it was made under): defaults that break that SLO are no safe fallback.
+What callers may assume: the verdicts that hold a config back are
+`not-clearly-better-than-baseline` and `fragile`, and they hold it back only if the defaults
+were measured and meet the SLO the choice was made under (defaults that break it are no safe
+fallback); `export` then exits `HELD_EXIT_CODE` unless `--candidate` asks for the candidate.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The config a study ships: the one `tuner export` writes, judged, with its spec and baseline.
 
-One home for the choice, so `tuner export` and `tuner verify` (which re-measures the shipped
-config on a running engine) always mean the same trial.
+The choice has this one home, so the trial `tuner export` writes is the trial `tuner verify`
+re-measures on a running engine.
 """
 
 from __future__ import annotations

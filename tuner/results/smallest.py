@@ -1,10 +1,11 @@
 """The smallest change that keeps the gain, as `tuner best`, `tuner export` and the report say it.
 
-`tuner run` stored which of the best config's changed flags carry its gain
-(`tuner.trial.smallest.SmallestChange`, found by `tuner.fidelity.smallest_check` on the
-calibrated simulator). The command these outputs recommend changes only those flags
-(`shipped_params`); these lines say which flags were dropped, why, and what the simulator
-predicts for the smaller command. Every figure here is the simulator's and says SIMULATED.
+The flags that carry the best config's gain were stored by `tuner run` (a
+`tuner.trial.smallest.SmallestChange`, from `tuner.fidelity.smallest_check` on the calibrated
+simulator; the method is in docs/results.md: "The smallest change that keeps the gain"). The
+command these outputs recommend changes only those flags (`shipped_params`); these lines say
+which flags were dropped, why, and what the simulator predicts for the smaller command. Every
+figure here is the simulator's and says SIMULATED.
 """
 
 from __future__ import annotations

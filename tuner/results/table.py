@@ -1,18 +1,14 @@
 """Tables that fit a person's terminal (`tuner trials`, `tuner pareto`), and comment lines that
-wrap (`tuner best`).
+wrap (`tuner best`). What a narrow terminal gets, in order (stacked headers, short names
+explained in a legend, columns left out by a stated priority): docs/results.md, "Tables that fit
+the terminal".
 
 A table is a list of `Column`s of ready-made cells (`tuner.spec.figures.figure` made every
-number). Narrow terminals (80 columns, and any pipe or file: rich reads 80 there) get, in this
-order, until the table fits:
-headers stacked on whole words (never `max-num -batche d-token s`), then short header aliases
-and short cells (`RULED OUT` for `RULED OUT (predicted)`) explained in a legend line, then
-whole columns left out by a stated priority, said so under the table by their headers:
-first the optional ones (a screen's predictions, engine time, each scenario's figures), then
-the spare ones (the tuned flags, rightmost first: `tuner best` and `--wide` show every one).
-The trial, its state, its figures and its score are never left out. No cell is ever wrapped
-or cut (`no_wrap`, and a table still too wide prints wider than the terminal rather than
-cutting): a number is never split or shortened. Columns empty for every row are dropped.
-`wide=True` (`--wide`) shows every column with its whole header, however wide.
+number); rich reads 80 columns on a pipe or a file. What callers may assume: a column marked
+optional or spare may be left out, and is named under the table; the trial, its state, its
+figures and its score never are; a cell is never wrapped or cut (`no_wrap`: a table still too
+wide prints wider than the terminal); columns empty in every row are dropped; `wide=True`
+(`--wide`) leaves no column out and shortens no header.
 """
 
 from __future__ import annotations

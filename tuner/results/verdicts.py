@@ -1,12 +1,10 @@
 """How sure we are of a chosen config, in words, computed once (pure).
 
 `verdicts` lists every doubt (and every reassurance) about the trial `tuner best` or `tuner
-export` picked: vLLM's defaults unmeasured, `--confirm` re-runs that broke an SLO or failed,
-the confirmed mean, not clearly better than the baseline or than the runner-up (by the 95 %
-interval of the difference on each weighted headline metric, `objective.clearly_better`),
-and the robustness check (FRAGILE or robust). `best` prints them as comment lines, `export`
-as comment lines (shell, YAML) or a `verdicts` list (JSON), the report in the deploy card:
-one list, rendered per output.
+export` picked, as `Verdict(kind, text, doubt)`; every kind and its words: docs/results.md, "The
+answer in plain figures". "Clearly better" is `objective.clearly_better`, the one rule. One
+list, rendered per output: `best` and `export` write it as comment lines, JSON as a `verdicts`
+list, the report in its deploy card.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Modules:
 - `session`: one `tuner run` or `tuner plan`, start to end: the package's entry point;
 - `signals`: Ctrl-C, SIGTERM and SIGHUP during a run, and their handlers;
 - `reading`: the study as the loop reads it, once per trial, and the loop's writes to it;
-  queued work belongs to the spec that queued it;
+  a run takes only its own spec's queued trials;
 - `rejudge`: a study file whose judging alone changed is re-scored, not re-measured;
 - `preflight`: every problem of a study in one pass, before the night (`tuner check`), and
   its notes: a search space against vLLM's rules and defaults on the study's GPU, how far to

@@ -1,6 +1,6 @@
-"""What the run does when the box, not the config, ended a trial (docs/reliability.md, "A busy
-GPU, a failing GPU"): why the run stops, in one line. The pipeline tells such a trial to Optuna
-as nothing (FAIL), and `reading.budget_used` does not count it."""
+"""When the box, not the config, ended a trial: why the run stops, in one line ("A busy GPU, a
+failing GPU" in docs/reliability.md). The pipeline tells such a trial to Optuna as nothing
+(FAIL), and `reading.budget_used` does not count it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Flag names the engine does not accept, found before the night (docs/preflight.md).
 
-Names are checked against vLLM's own argument parser when the engine's python imports vLLM,
-against the simulated engine's flags (`tuner.sim.flags`) when the engine is the simulator,
-and otherwise against the vLLM flags the simulator knows: there a name close to one of them
-(`max-num-seq`) is a typo, and any other is a note (it could not be checked).
+The three sources, vLLM's parser (`tuner.engine.vllm_flags`), the simulated engine's flags
+(`tuner.sim.flags`), else the vLLM flags the simulator knows, and when each applies: that page's
+list. With the last, a near miss (`max-num-seq`) is a typo, and any other name only a note that
+it could not be checked.
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
 """Who runs a study: one process per SQLite study, many workers per server study.
 
-- `StudyLock` (SQLite): one `tuner run` per study file at a time. A second one is refused in
-  one line that points to PostgreSQL; GPU slots (`--gpus`) run inside the one process. The
-  lock names its owner the way trials do (boot id, pid and its start time): a lock whose owner
-  is dead (kill -9, reboot) is taken over. The row's primary key makes taking it atomic.
+- `StudyLock` (SQLite): one `tuner run` per study file at a time. A second is refused in one
+  line (which names PostgreSQL for several workers); GPU slots (`--gpus`) run inside the one
+  process. The lock names its owner the way trials do (boot id, pid and its start time): a lock
+  whose owner is dead (kill -9, reboot) is taken over. The row's primary key makes taking it
+  atomic.
 - `Worker` (every backend): one row per worker (a process, or one GPU slot of it) in
-  `tuner_workers`, with a heartbeat that a thread renews every `heartbeat_s()`. Survivors
-  judge a worker dead by its heartbeat's age (`tuner.run.recovery.owner_alive`).
-- `ConfigClaim`: a config being measured holds a row in `tuner_claims` whose primary key is
-  the config: no two workers measure one config at the same time; the second waits, then
-  reuses the first one's result.
+  `tuner_workers`, with a heartbeat that a thread renews every `heartbeat_s()`. Survivors judge
+  a worker dead by its heartbeat's age (`tuner.run.recovery.owner_alive`).
+- `ConfigClaim`: one row in `tuner_claims` per config being measured, keyed by the config: no
+  two workers measure one config at the same time; the second waits, then reuses the first one's
+  result.
 
 Why not Optuna's heartbeat (`RDBStorage(heartbeat_interval=...)`): it fails stale trials only
-from `study.optimize` and `optuna.storages.fail_stale_trials`, knows nothing of a trial's
-engine or its claim, and cannot tell a dead worker on this boot (its pid is gone) from a slow
-one; docs/scale-out.md has the comparison.
+from `study.optimize` and `optuna.storages.fail_stale_trials`, knows nothing of a trial's engine
+or its claim, and cannot tell a dead worker on this boot (its pid is gone) from a slow one;
+docs/scale-out.md has the comparison.
 """
 
 from __future__ import annotations

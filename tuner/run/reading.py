@@ -1,22 +1,21 @@
 """The study as the loop reads it: once per trial, not once per question.
 
-`StudyReading` caches what one read of the study gives (every trial as a `TrialPoint`, and
-the study's attrs as a `StudyRecord`), and the loop's writes to the study go through it
-(`enqueue`, `tell`, `bind`, `recover`, `mark_simulated`), each of which forgets the cached
-read: every answer is as fresh as the loop's own last write, and the loop never drops the
-cache by hand. What other workers (and the heartbeat's watchdog) may have written is the one
-thing it cannot see: the loop asks for that by name, `refresh`, as a trial starts and while
-it waits on them. Writes to the trial in flight (`ask`, its owner and host, what the pipeline
-records) are not among them, on purpose: the trial is judged against the study as it stood
-when it started, and its `tell` makes them visible. `reads` counts the storage reads (tests
-hold the loop to it).
+`StudyReading` caches what one read of the study gives (every trial as a `TrialPoint`, and the
+study's attrs as a `StudyRecord`), and the loop's writes to the study go through it (`enqueue`,
+`tell`, `bind`, `recover`, `mark_simulated`), each of which forgets the cached read: every
+answer is as fresh as the loop's own last write, and the loop never drops the cache by hand.
+What other workers (and the heartbeat's watchdog) may have written is the one thing it cannot
+see: the loop asks for that by name, `refresh`, as a trial starts and while it waits on them.
+Writes to the trial in flight (`ask`, its owner and host, what the pipeline records) are not
+among them, on purpose: the trial is judged against the study as it stood when it started, and
+its `tell` makes them visible. `reads` counts the storage reads (tests hold the loop to it).
 
-Queued work belongs to the spec that queued it (issue 24, item 4; docs/scale-out.md):
-`study.ask` takes the oldest WAITING trial of the study, whichever spec queued it: after an
+A run takes only its own spec's queued work (issue 24, item 4; docs/scale-out.md): `study.ask`
+takes the oldest WAITING trial of the study, whichever spec queued it: after an
 `--accept-changes`, a `--confirm` re-run or a retry left by the old spec would run first under
-the new one, outside its search space, and could become its reference. `ask` here takes only
-the queued trials it is given (the run's own spec's, `StudyReading.waiting`), oldest first,
-else makes a new trial; another spec's queued work stays WAITING for a run of that spec.
+the new one, outside its search space, and could become its reference. `ask` here takes only the
+queued trials it is given (the run's own spec's, `StudyReading.waiting`), oldest first, else
+makes a new trial; another spec's queued work stays WAITING for a run of that spec.
 """
 
 from __future__ import annotations

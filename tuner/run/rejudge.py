@@ -1,14 +1,14 @@
 """A study file whose judging alone changed (objective weights, SLOs): re-score, not re-measure.
 
-`tuner.trial.specs` keeps the measurement id when only the judging changes, and every read
-re-scores the stored trials under the study's current judging (`tuner.trial.scoring.rejudge`).
-What a run adds (docs/reliability.md, "Re-judging"): one line saying so, and the trials that
-early stopping ended under the previous judging queued again when the new one would not
-have stopped them at once (their partial figures meet every new SLO). A re-queued trial
-carries `retry_of` (the trial it measures again) and the judging that queued it
-(`judging_id`); it runs before new trials, within the budget, and early stopping may stop it
-again under the new rules. Put the judging back before it runs and it is not taken (it stays
-WAITING, `stale_queue`: `tuner trials` says so); the judging that queued it, again, takes it.
+A judging change keeps the measurement id (`tuner.trial.specs`), and every read scores the
+stored trials anew under today's judging (`tuner.trial.scoring.rejudge`). What a run adds
+(docs/reliability.md, "Re-judging"): one line saying so, and the trials that early stopping
+ended under the previous judging queued again when the new one would not have stopped them at
+once (their partial figures meet every new SLO). A re-queued trial carries `retry_of` (the trial
+it measures again) and the judging that queued it (`judging_id`); it runs before new trials,
+within the budget, and early stopping may stop it again under the new rules. Put the judging
+back before it runs and it is not taken (it stays WAITING, `stale_queue`: `tuner trials` says
+so); the judging that queued it, again, takes it.
 """
 
 from __future__ import annotations

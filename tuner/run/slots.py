@@ -1,12 +1,12 @@
 """GPU slots on one box: several trials at once in one `tuner run`, one per slot.
 
-`--gpus 0-7 --gpus-per-trial 4` (or `hardware.gpus` / `hardware.gpus_per_trial`) splits the
-GPUs into disjoint slots. Each slot is one worker (`tuner.run.loop.StudyLoop`, in its own
-thread) with its own runner: its engines see only the slot's GPUs (`CUDA_VISIBLE_DEVICES`),
-take their own free port, and, when `engine.cpu_affinity` is set, their own share of those
-cores. The loops share the study exactly as workers on several hosts do (global budget, one
-config measured at a time, dead-worker recovery). The main thread handles the signals: the
-first Ctrl-C ends every slot's trial as interrupted, a second one kills the engines at once.
+`--gpus 0-7 --gpus-per-trial 4` (or `hardware.gpus` / `hardware.gpus_per_trial`) splits the GPUs
+into disjoint slots. Each slot is one worker (`tuner.run.loop.StudyLoop`, in its own thread)
+with its own runner: its engines see only the slot's GPUs (`CUDA_VISIBLE_DEVICES`), take their
+own free port, and, when `engine.cpu_affinity` is set, their own share of those cores. The loops
+share the study exactly as workers on several hosts do (global budget, one config measured at a
+time, dead-worker recovery). The main thread handles the signals: one Ctrl-C interrupts every
+slot's trial, and a second kills their engines at once.
 
 A slot's next trial starts only after its runner stopped the last engine: `EngineProcess.stop`
 returns when no process of the engine's group is left, also after a crash.

@@ -3,9 +3,8 @@
 A runner starts the engine (or its simulation) once and hands over `run(scenario, workload)`,
 which runs one workload against it and returns its `Measurement`. The objective object decides
 what to run (`measure_all`): the single workload once; in capacity mode a rate search
-(`tuner.measure.capacity`) per workload; a scenario mix, each scenario in turn. The engine
-start is the expensive part, so it is shared by every run (docs/objective.md, "Capacity mode"
-and "Scenario mixes").
+(`tuner.measure.capacity`) per workload; a scenario mix, each scenario in turn. Every run shares
+the one engine start, the expensive part (docs/objective.md: "Capacity mode", "Scenario mixes").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`tuner init`: a ready study file from what is on the box (docs/study-file.md, "tuner init").
+"""`tuner init`: a study file drafted from what is on the box, checked, ready to run
+(docs/study-file.md, "tuner init").
 
 Modules:
 - `box`: the GPUs this machine has (nvidia-smi, else NVML; neither: none), as built-in names;

@@ -1,11 +1,9 @@
 """The `max-model-len` `tuner init` writes: what the traffic needs, not the model's whole
-context (docs/study-file.md, "max-model-len from the traffic").
+context. Why (vLLM's refusal of chunked prefill off below it, and how many configs that cost)
+and the value each traffic gets: docs/study-file.md, "max-model-len from the traffic".
 
-vLLM refuses a config with chunked prefill off whose `max-num-batched-tokens` is below
-`max-model-len` (`SchedulerConfig`, `tuner/spec/vllm_rules.py`): left at a model's 131,072
-tokens, nearly every such config the sampler proposes is refused. The traffic's longest
-request (prompt plus output) with `ROOM` to spare, rounded up to a multiple of `ROUND_TO`
-(a multiple of every block size vLLM takes), is all a trial needs.
+The rule, by name: the traffic's longest request, plus `ROOM`, rounded up to a multiple of
+`ROUND_TO` (itself a multiple of each block size vLLM takes).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""A `tuner plan` before the night (`tuner init`, `tuner check`): the study's plan on the
-simulator in virtual time, trial by trial, until it finds a config CLEARLY better than vLLM's
-defaults (the verdict `tuner best` gives, `tuner.results.verdicts`), has run the trials of a
-whole plan (`PLAN_TRIALS`), or has spent its seconds (`BUDGET_S`). The same trials as
-`tuner plan --n-trials 30`: the same sampler, seed and prediction skips, so a verdict the
-preview gives is the plan's. "Nothing to win" only after a whole plan, with its cause and what
-would change it; before that, "too few trials to tell" (docs/preflight.md, "The plan
-preview"). Every figure is SIMULATED.
+"""A `tuner plan` before the night (`tuner init`, `tuner check`); what it prints and when it
+stops: docs/preflight.md, "The plan preview". Every figure is SIMULATED.
+
+What callers may assume: the preview runs the trials `tuner plan --n-trials 30` runs (the same
+sampler, seed and prediction skips), so its verdict is the plan's; it ends on the first config
+that `tuner.results.verdicts` calls CLEARLY better than vLLM's defaults, after `PLAN_TRIALS`
+trials, or after `BUDGET_S` seconds; it says "nothing to win" only after a whole plan, with its
+cause and what would change it, and "too few trials to tell" before that.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
-"""The request rate `tuner init` writes: the highest round rate at which vLLM's defaults (the
-baseline trial) meet the study's SLO with a margin, on the simulator in virtual time
-(`tuner.run.cost.simulated_baseline`, what `tuner plan` runs): SIMULATED.
+"""The request rate `tuner init` writes (SIMULATED): the highest round rate where the baseline
+trial (vLLM's defaults) meets the study's SLO with a margin, simulated as `tuner plan` simulates
+it (`tuner.run.cost.simulated_baseline`). Why that rate, the ladder it climbs and the note a
+given `--rate` gets: docs/study-file.md, "The request rate".
 
-A rate the baseline meets leaves every tuned config a feasible point to beat, and the margin
-(each limit's `SLO_MARGIN`) room for the live engine's own noise; a higher rate would test the
-flags under an overloaded queue, where the defaults already miss the SLO and `tuner best` has
-nothing feasible to offer. Rates are tried from what vLLM's defaults sustain with every request
-sent at once, down a ladder of round values (`ROUND_STEPS` per decade, at most
-`LOWEST_FRACTION` lower), by bisection: the baseline's latencies grow with the rate.
+Why a margin: a rate the baseline meets leaves every tuned config a feasible point to beat, and
+the margin (each limit's `SLO_MARGIN`) leaves room for the live engine's own noise. The
+constants by name: `ROUND_STEPS` round values per decade, down to `LOWEST_FRACTION` of the
+defaults' rate with all requests sent at once; the bisection relies on the baseline's latencies
+growing with the rate.
 
-Each limit is judged in its own direction (`eases_at_lower_rates`): the bisection looks for
-the highest rate that keeps the limits met more easily at lower rates (latencies, `failed`,
-a floor on `completed`); the rest are met more easily at higher rates (a ceiling on
-`duration`: the same prompts sent faster end sooner; a floor on a throughput), so they are
-judged at the rate the bisection found, where they are easiest to meet. Counts (`completed`,
-`failed`) are exact, not noisy: their limits keep no margin (`completed>=200` of 200
-prompts is met when all 200 complete).
+What callers may assume: a limit is judged in the direction it eases (`eases_at_lower_rates`);
+the limits that ease at higher rates (a ceiling on `duration`, a floor on a throughput) are
+judged once, at the rate found; counts (`completed`, `failed`) are exact and keep no margin.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Whether a night can meet its SLO at all, before `tuner init` writes it (issue 49): the
-study's requests sent one at a time, the lightest load any rate gives, on the simulator. A
-latency limit the nearest config breaks even then is out of reach at every rate, for every
-config: `init` refuses the study (`--force` writes it anyway) and says how far it is, and which
-of the levers the simulator knows would reach it, each with its predicted figure: more GPUs,
-another GPU, a shorter context, shorter answers (docs/study-file.md, "A night out of reach").
+study's requests sent one at a time, the lightest load any rate gives, on the simulator. What
+it tries, what `init` then refuses and says, and `--force`: docs/study-file.md, "A night out
+of reach".
 
-Every figure is SIMULATED. Only the limits that ease at lower rates are judged this way
-(latencies, `failed`): a throughput floor or a ceiling on `duration` is easiest at high rates,
-and the rate the study is written with settles those (`tuner.scaffold.rate`).
+What callers may assume: every figure is SIMULATED; a latency limit the nearest config breaks
+even one request at a time is out of reach at every rate and for every config; only the limits
+that ease at lower rates are judged here (latencies, `failed`), while a throughput floor or a
+ceiling on `duration` is left to the rate the study is written with (`tuner.scaffold.rate`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""The study `tuner init` writes: the model, the GPUs, the traffic, an SLO and a night's budget,
-checked as `tuner plan` checks a study file before anything is written.
+"""The study `tuner init` writes (model, GPUs, traffic, SLO, a night's budget), put through
+`tuner plan`'s checks of a study file before anything is written.
 
-The choices, each overridable by an option (docs/study-file.md, "tuner init"):
-- engine (`tuner.scaffold.sources`): `vllm serve` when this box has GPUs, else the simulated
-  engine (`tuner sim serve`, every figure a prediction) on the GPU given, or one A6000;
-- request rate: the highest round rate at which vLLM's defaults meet the SLO, each metric
-  within 80 % of its limit, on the simulator (`tuner.scaffold.rate`): the baseline is a
-  feasible point, so every tuned config has one to beat;
-- budget: as many trials as `--hours` holds at the preflight's estimate of one trial
-  (`tuner.run.cost`), at most `NIGHT_TRIALS`, and a timeout of `--hours`.
+Each choice, its default and the option that overrides it: docs/study-file.md, "tuner init".
+Where each comes from: the engine from `tuner.scaffold.sources` (`vllm serve` on a box with
+GPUs, else `tuner sim serve`); the rate from `tuner.scaffold.rate`, so the baseline is a
+feasible point every tuned config has to beat; the budget from one trial's preflight estimate
+(`tuner.run.cost`), at most `NIGHT_TRIALS` trials.
 """
 
 from __future__ import annotations

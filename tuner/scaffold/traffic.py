@@ -1,8 +1,8 @@
 """The traffic `tuner init` writes: a workload and its default SLOs, per kind.
 
-- `chat`: random prompts of 512–1536 tokens, answers of 128–384 (vLLM's RandomDataset,
-  `random_range_ratio` 0.5), 200 prompts, each a user message on /v1/chat/completions that the
-  engine renders through the model's chat template (`with_template`);
+- `chat`: 200 random prompts and answers (vLLM's RandomDataset, `random_range_ratio` 0.5; the
+  lengths: docs/study-file.md, "tuner init"), sent as user messages on /v1/chat/completions,
+  rendered by the engine through the model's template (`with_template`);
 - `longdoc`: the long-document QA mix (docs/datasets.md), lengths that fit the model, 64
   prompts of 1024-token answers;
 - `FILE.jsonl`: the file's requests (docs/datasets.md, `jsonl`), every line once.

@@ -1,8 +1,8 @@
-"""Write the study `tuner init` drafted: comment lines that say what was chosen and why, the
-YAML, read back with `load_study_spec` as `tuner run` will read it, then put in place.
+"""Write the study `tuner init` drafted: its comment lines (what was chosen and why), then the
+YAML, checked by reading it back with `load_study_spec` as `tuner run` will, then put in place.
 
-An existing file is never replaced unless asked (`force`); without it the file appears only
-if no other has appeared there meanwhile (a hard link, which fails on an existing name).
+An existing file is never replaced unless asked (`force`); without it the file appears only if
+no other has appeared there meanwhile (a hard link, which fails on an existing name).
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """The contents of the files a study file names, as digests: part of what a trial measures.
 
-A study file names some inputs by path: the hardware profile, dataset files, a tokenizer
-directory, a chat template, the model directory. Editing such a file changes what a trial
-measures (or what `plan` predicts) while the path, and so the study file, stays the same.
-`file_contents` gives each named file a digest of its contents; the loaded spec carries
-them, so the spec id (`tuner.trial.specs`) changes when a file's contents do.
+A study file names some inputs by path (the hardware profile, datasets, tokenizer files, a
+chat template); an edit under the same path changes the measurement, not the study file.
+Which files, and what of a directory, is read: docs/study-file.md, "Files the spec covers".
 
-What is read (docs/study-file.md, "Files the spec covers"):
-- `hardware.profile`; each workload's `dataset_path` (the scenarios' too);
-- each workload's `tokenizer`, and every `engine.flags` value and `engine.model` that names a
-  local path: a file whole (a chat template), a directory by its tokenizer files only (model
-  weights are too large to read on every load; a changed checkpoint is a new model path).
-A path that does not exist is left out: it names a hub model or a file that other checks
-report; its name is part of the spec anyway.
+What callers may assume: `file_contents` gives each named file a digest of its contents and
+the loaded spec carries them, so the spec id (`tuner.trial.specs`) changes when a file's
+contents do; model weights are never read (a changed checkpoint is a new model path); a path
+that does not exist is left out (a hub model, or a file that other checks report), its name
+being part of the spec anyway.
 """
 
 from __future__ import annotations

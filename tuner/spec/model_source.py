@@ -1,12 +1,11 @@
 """Where `engine.model` is on this machine, found as vLLM finds it, never over the network.
 
-vLLM takes a model as a local directory or as a Hugging Face hub id (`org/name`), which it
-reads from the local hub cache when the files are there (`HF_HUB_OFFLINE=1`: only there).
-The cache's layout is huggingface_hub's: `models--{org}--{name}/refs/main` holds the
-revision, `snapshots/<revision>/` its files. The cache folder is read from the environment
-at each call: `HF_HUB_CACHE`, else `HUGGINGFACE_HUB_CACHE`, else `HF_HOME/hub`, else
-`$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub` (huggingface_hub's own
-order, `huggingface_hub.constants`, which it reads once at import).
+vLLM takes a model as a local directory or as a Hugging Face hub id (`org/name`), which it reads
+from the local hub cache when the files are there (`HF_HUB_OFFLINE=1`: only there). The cache's
+layout is huggingface_hub's: `models--{org}--{name}/refs/main` holds the revision,
+`snapshots/<revision>/` its files. The cache folder is found in huggingface_hub's own order of
+variables (listed under "Model names as vLLM takes them" in docs/study-file.md), but read from
+the environment at each call: `huggingface_hub.constants` reads it once, at import.
 """
 
 from __future__ import annotations

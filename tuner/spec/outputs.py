@@ -1,19 +1,15 @@
-"""Files and folders the tuner writes where a user asks (`-o`, `--save-result`, `--png`, a
-model folder): checked before the work that fills them, so a bad path is one line, at once.
+"""Files and folders the tuner writes where a user asks (`-o`, `--save-result`, `--png`, a model
+folder): checked before the work that fills them, so a bad path is one line, at once.
 
-One rule for every file a command writes (`check_output_file`, `write_output_file`):
+One rule for every file a command writes (`check_output_file`, `write_output_file`): new files
+are written, a regular file is replaced with `--force` only, and some paths never, whatever the
+flags (not a regular file, or a link to one; any SQLite database, known by its header; the files
+the caller names as its own, `keep`: the study file and its database). The rule as users meet
+it: "Files the results commands write" in docs/results.md.
 
-- a new file is written;
-- an existing regular file is replaced only with `--force` (`force=True`);
-- never, even with `--force`: what is not a regular file (a device such as /dev/null, a
-  folder, a pipe, a socket, a link to one of them or to nothing), a SQLite database (any
-  study's: `tuner init -o tuner.db --force` would replace the default one), and the files the
-  caller names as its own (`keep`: the study file, its SQLite database).
-
-The file is opened without truncating, checked again on the open descriptor (what it really
-is, whatever the path pointed at when it was first checked), and only then emptied and
-written; without `--force` it is created exclusively (a file that appears meanwhile is not
-replaced).
+The file is opened without truncating, checked again on the open descriptor (what it really is,
+whatever the path pointed at when it was first checked), and only then emptied and written;
+without `--force` it is created exclusively (a file that appears meanwhile is not replaced).
 """
 
 from __future__ import annotations

@@ -1,19 +1,18 @@
-"""vLLM's own configuration checks, with its messages (vllm/config/scheduler.py, cache.py,
-and the attention backends' block sizes).
+"""vLLM's own configuration checks, with its messages (vllm/config/scheduler.py, cache.py, and
+the attention backends' block sizes).
 
 Shared by the tuner's pre-launch rule check and the simulated engine, so that both refuse
 exactly what vLLM refuses, in vLLM's words. Pure and light: no optuna, no numpy.
 
 Block sizes, read from vLLM 0.32.0's source (docs/simulator.md, "Block sizes"): `--block-size`
-takes any integer > 0 (`CacheConfig.block_size`, vllm/config/cache.py: no list of choices
-since 0.10's), and the platform's attention backend decides. Each backend states its kernel
-sizes in `get_supported_kernel_block_sizes`, and `AttentionBackend.supports_block_size`
-(vllm/v1/attention/backend.py) accepts any multiple of one of them:
-- CUDA (`_get_backend_priorities`, vllm/platforms/cuda.py; a decoder without MLA):
-  FLASH_ATTN `[MultipleOf(16)]` (flash_attn.py), FLASHINFER `[16, 32, 64]` (flashinfer.py),
-  TRITON_ATTN and FLEX_ATTENTION `[MultipleOf(16)]` (triton_attn.py, flex_attention.py): a
-  multiple of 16, else `CudaPlatform.get_attn_backend_cls` raises "No valid attention backend
-  found" with each backend's reason;
+takes any integer > 0 (`CacheConfig.block_size`, vllm/config/cache.py: no list of choices since
+0.10's), and the platform's attention backend decides. A size passes when it is a multiple of
+one of the kernel sizes the platform's backends state (`get_supported_kernel_block_sizes`):
+- CUDA (`_get_backend_priorities`, vllm/platforms/cuda.py; a decoder without MLA): FLASH_ATTN
+  `[MultipleOf(16)]` (flash_attn.py), FLASHINFER `[16, 32, 64]` (flashinfer.py), TRITON_ATTN and
+  FLEX_ATTENTION `[MultipleOf(16)]` (triton_attn.py, flex_attention.py): a multiple of 16, else
+  `CudaPlatform.get_attn_backend_cls` raises "No valid attention backend found" with each
+  backend's reason;
 - CPU: CPU_ATTN `[MultipleOf(32)]` (cpu_attn.py), refused by `select_common_block_size`
   (vllm/v1/worker/utils.py) with "No common block size"; checked here (brief §5).
 """

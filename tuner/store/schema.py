@@ -1,11 +1,11 @@
 """The tuner's own tables in the study database, and the version of their schema.
 
-`tuner_schema` holds one row: the schema version of what the tuner stores (its `tuner_*`
-tables and the ids and attrs it writes into Optuna's). A writer creates the tables and stamps
-the version; every open checks it. The policy while tuner is unreleased (0.1.0): no
-migrations. A database of any other version, or with our tables and no version row (an early
-development build), is refused in one line with a hint, for readers and writers alike; a
-change to what is stored bumps `SCHEMA_VERSION` (docs/storage.md, "Schema version").
+`tuner_schema` holds one row, `SCHEMA_VERSION`, the version of the `tuner_*` tables and of what
+the tuner writes into Optuna's ids and attrs. A writer creates the tables and stamps the
+version; every open checks it. The policy while tuner is unreleased (0.1.0): no migrations. A
+database of any other version, or with our tables and no version row (an early development
+build), is refused in one line with a hint, for readers and writers alike; a change to what is
+stored bumps `SCHEMA_VERSION` (docs/storage.md, "Schema version").
 """
 
 from __future__ import annotations

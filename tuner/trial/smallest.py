@@ -1,11 +1,10 @@
 """The smallest change that keeps a config's gain, as a study stores it (`SmallestChange`).
 
-`tuner run` reverts each flag the best config changes to vLLM's default (the baseline trial's
-value), one at a time, scores each on the calibrated simulator (`tuner.fidelity.smallest_check`,
-the rule: `tuner.fidelity.smallest`) and stores what it found here, as the study attr
-`tuner_smallest:<trial>`. `tuner best`, `tuner export` and the report read it back through
-`StudyRecord.smallest_of` and recommend only the flags that carry the gain
-(`tuner.results.smallest`). docs/results.md, "The smallest change that keeps the gain".
+Found at the end of `tuner run` by `tuner.fidelity.smallest_check` (the rule:
+`tuner.fidelity.smallest`) and stored here, as the study attr `tuner_smallest:<trial>`. `tuner
+best`, `tuner export` and the report read it back through `StudyRecord.smallest_of` and
+recommend only the flags that carry the gain (`tuner.results.smallest`). The method: "The
+smallest change that keeps the gain" in docs/results.md.
 """
 
 from __future__ import annotations

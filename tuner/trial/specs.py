@@ -1,22 +1,23 @@
 """The study file a trial was measured under: stored with the study, compared on every resume.
 
 A spec has two parts (docs/reliability.md, "Re-judging"):
-- what a trial *measures*: engine, fixed flags, hardware, workload, search space, the
-  objective's mode (multi mode's objectives, capacity mode's search), and the contents of the
-  files it names (`file_contents`, `tuner.spec.contents`). Its hash is the `spec_id` (the
-  measurement id): trials are grouped, compared and counted by it, and record it;
-- how trials are *judged* (`JUDGING`: weights, aggregate, SLOs, the scenarios' weights and
-  SLOs; in capacity mode the SLOs choose the rates the search runs, so there they are
-  measurement). Its hash is the `judging_id`.
+- what a trial *measures*: every field that changes a measurement (that section's table lists
+  them; the named files count by their contents: `file_contents`, `tuner.spec.contents`). Its
+  hash is the `spec_id` (the measurement id): trials are grouped, compared and counted by it,
+  and record it;
+- how trials are *judged* (`JUDGING`: weights, aggregate, SLOs, the scenarios' weights and SLOs;
+  in capacity mode the SLOs choose the rates the search runs, so there they are measurement).
+  Its hash is the `judging_id`.
 
-A study keeps every spec it has run under, by measurement id, the latest judging of each:
+Every spec a study has run under is kept, by measurement id, with its latest judging:
 - a change to comparable parts only (budget, sampler, timeouts, description) goes on;
 - a change to the judging only is taken: every read re-scores the stored trials from their
   metrics under it (`of_spec` → `tuner.trial.scoring.rejudge`), the baseline stays;
-- any change to the measurement stops the run with one line, unless `--accept-changes`: then
-  the new spec gets its own id, its own baseline, and nothing is compared across the two;
-- results read the current spec's trials, and build every command from the stored spec of
-  the trial they print, never from today's file.
+- any change to the measurement stops the run with one line, unless `--accept-changes`: then the
+  new spec gets its own id, its own baseline, and nothing is compared across the two;
+- results read the current spec's trials; a command is built from the printed trial's stored
+  spec, not from today's file.
+
 The ids and the differences themselves: `tuner.trial.spec_ids`.
 
 Pure apart from reading and writing study user attrs (duck-typed: `user_attrs`,

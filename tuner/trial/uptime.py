@@ -1,17 +1,17 @@
 """Engine time: the seconds an engine was up (launch until stopped), per trial and per run.
 
-Every trial records `engine_s` (`tuner.trial.point.ENGINE_S`): 0 for a config never launched
-(refused by vLLM's rules or the memory precheck, or a reused result); for `tuner plan` the virtual
-seconds a real engine would have been up, i.e. a modelled start-up plus the workload.
-A launched trial stores the split too: `startup_s` (launch until ready) and `workload_s` (ready
-until stopped: warm-ups, every run, the stop), and `engine_s` is their sum; an engine that never
-became ready has no `startup_s` and `workload_s` 0 (`TrialRecord.engine_split_s`). The run
-summary and the report say how much of the night went on starting engines (`startup_share`).
+Every trial records `engine_s` (`tuner.trial.point.ENGINE_S`): 0 when no engine was launched for
+it (refused before launch, or a reused result); for `tuner plan` the virtual seconds a real
+engine would have been up, i.e. a modelled start-up plus the workload. A launched trial stores
+the split too, `startup_s` from launch to ready and `workload_s` from ready to stopped
+(warm-ups, every run, the stop), `engine_s` their sum; for an engine never ready, no `startup_s`
+and a `workload_s` of 0 (`TrialRecord.engine_split_s`). The run summary and the report say how
+much of the night went on starting engines (`startup_share`).
 
 The planner's start-up is, in order: `hardware.startup_s` from the study file; else the median
 start-up of the real study's measured trials, when `tuner run` has some (`median_startup_s`);
-else the simulator's estimate of a real engine's start (`tuner.sim.boot.estimated_startup_s`,
-an estimate, not a measurement: docs/early-stopping.md).
+else the simulator's estimate of a real engine's start (`tuner.sim.boot.estimated_startup_s`, an
+estimate, not a measurement: docs/early-stopping.md).
 
 The simulated engine (`tuner sim serve`) is neither: it starts in seconds, whatever GPU it
 stands in for. `simulated_engine_startup_s` is its measured start-up plus its `--load-delay-s`;

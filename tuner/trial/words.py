@@ -1,11 +1,11 @@
-"""A trial's figures in words, the same in the live line of `tuner run`, `best`, `export`,
-`trials` and the report (pure).
+"""A trial's figures in words (pure): one wording for `tuner run`'s live line, `best`, `export`,
+`trials` and the report.
 
-Capacity mode leads with the capacity; a capacity search that met every SLO at
-`capacity.max_rps` stopped there, so the config serves at least that rate and how much more is
-unknown: it reads "≥ 5 req/s (the highest rate allowed)", never "capacity 5 req/s". A scenario
-mix shows each scenario's own score and figures, never the pooled figures alone (pooled over
-scenarios they can contradict the score, which is aggregated from the scenarios' own).
+Capacity mode leads with the capacity; a capacity found at `capacity.max_rps` is a lower bound
+(docs/objective.md, "Capacity mode"): it reads "≥ 5 req/s (the highest rate allowed)", never
+"capacity 5 req/s". A scenario mix shows each scenario's own score and figures, never the pooled
+figures alone (pooled over scenarios they can contradict the score, which is aggregated from the
+scenarios' own).
 """
 
 from __future__ import annotations

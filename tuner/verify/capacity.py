@@ -1,7 +1,10 @@
-"""Verify in capacity mode (pure): a capacity study promised that the shipped config serves its
-capacity rate within the SLOs, so verify sends the study's workload at that rate (the figures
-the trial stored are those of its run at that rate, `tuner.runners.load_runs.search_capacity`)
-and says whether the SLOs still hold there (docs/verify.md, "Capacity studies")."""
+"""Verify in capacity mode (pure): the workload a capacity study's promise is checked with, and
+the words of its verdict. Its promise is that the shipped config meets the SLOs at its
+capacity rate; verify sends the study's workload at that rate and judges it against the
+trial's stored figures, which are its run at that rate
+(`tuner.runners.load_runs.search_capacity`). What it says, and why it never searches the
+engine's capacity anew: "Capacity studies" in docs/verify.md.
+"""
 
 from __future__ import annotations
 

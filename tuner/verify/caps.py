@@ -1,11 +1,11 @@
 """What `tuner verify` may send to a production engine (pure): the URL it may talk to, and the
-study's workload cut down to the user's caps.
+study's workload cut down to the user's caps. The caps, their defaults and why each is safe:
+docs/verify.md, "Safe against production".
 
-The caps hold for everything sent: the client's one initial test request counts toward
-`--max-requests` (no warm-ups: a production engine is warm), the measured requests arrive at
-most at `--max-rate` on average over the run (Poisson arrivals, as the study's, rescaled as
-`vllm bench serve` does so the last lands at n / rate), and the run is cut to half of
-`--max-time` of dispatch so the tail fits; a run still going at `--max-time` is stopped.
+What callers may assume: the caps hold for everything sent, the client's one initial test
+request included (it counts toward `--max-requests`; no warm-ups); the measured requests keep
+the study's Poisson arrivals, rescaled to average at most `--max-rate`; dispatch takes at most
+half of `--max-time`, so the tail fits, and a run still going at `--max-time` is stopped.
 """
 
 from __future__ import annotations

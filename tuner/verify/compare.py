@@ -2,11 +2,12 @@
 engine's own flags against the exported command.
 
 A figure *moved* when its two 95 % bootstrap intervals (the study's stored one and the verify
-run's own) do not overlap; with one interval missing, when the other's point lies outside the
-known interval; with none, it is not judged; and never by less than `MIN_MOVE_PCT`. The
-verdict, in this order: a broken SLO; a headline figure worse outside its interval ("slower
-than measured by X %"); the engine is not the one measured (a flag, the vLLM version or the
-GPU differs); else "holds". Each has an exit code a cron job can act on (docs/verify.md).
+run's own) do not overlap; when only one of them was stored, when the other's point lies outside
+it; with none, it is not judged; and never by less than `MIN_MOVE_PCT`. The verdict, in this
+order: a broken SLO; a headline figure worse outside its interval ("slower than measured by X
+%"); the engine is not the one measured (a flag, the vLLM version or the GPU differs); else
+"holds". The exit code of each, for a cron job: docs/verify.md, "The verdict and the exit
+codes".
 """
 
 from __future__ import annotations

@@ -1,32 +1,20 @@
 """What a running engine says about itself: its vLLM version, its GPU and its flags.
 
-Read-only GETs, best effort, each endpoint where the engine offers it:
-- `/version`: `{"version"}` (vLLM; `tuner sim serve` says `sim-<tuner version>`);
-- `/v1/models`: the served model names and `max_model_len`;
-- `/metrics`: `vllm:cache_config_info`, a gauge whose labels are vLLM's CacheConfig
-  (vllm/v1/metrics/loggers.py, `log_metrics_info`: `block_size`, `gpu_memory_utilization`,
-  `enable_prefix_caching`, `cache_dtype`, ...);
-- `/server_info?config_format=json`: the whole `VllmConfig` and `collect_env`'s system info
-  (GPU models, vLLM version), only when the engine runs with `VLLM_SERVER_DEV_MODE=1`
-  (vllm/entrypoints/serve/dev/server_info/api_router.py, `show_server_info`).
+Read-only GETs, best effort, each endpoint where the engine offers it: `/version` (vLLM's;
+`tuner sim serve` says `sim-<tuner version>`), `/v1/models` (served names, `max_model_len`),
+`/metrics` (`vllm:cache_config_info`'s labels) and, in vLLM's dev mode only,
+`/server_info?config_format=json` (the whole `VllmConfig` and `collect_env`'s GPUs). Which flag
+comes from where, with vLLM's sources: docs/verify.md, "What changed".
 
-Flags come back under vLLM's dash names (`max-num-batched-tokens`), so they compare with the
-exported command's.
+Without `/server_info`, `MetricsWatch` bounds the two scheduler flags from `/metrics` while the
+workload runs (`inferred_bounds`, with `least_cached` sharing the run's prefix-cache hits among
+its prompts); why each bound is sound, and what a light workload cannot show, is the same
+section ("Scheduler flags inferred from `/metrics`").
 
-Without `/server_info`, two flags are bounded from `/metrics` while the workload runs
-(`MetricsWatch`, `inferred_bounds`): a step of more than N tokens in
-`vllm:iteration_tokens_total` (a histogram of the tokens of each engine step, vLLM's buckets
-1, 8, 16 … 16384) means `--max-num-batched-tokens` is above N (a step never holds more); `R`
-requests in `vllm:num_requests_running` at once means `--max-num-seqs` is at least R. And
-from above, for the token budget only: when no step ever held more than E tokens though a
-prompt of P tokens was prefilled, of which at most H could come from the prefix cache
-(`vllm:prefix_cache_hits_total` over the run) and P − H > E, the budget is at most E: with a
-larger one, that prompt's first chunk alone would have filled a step past E. The run's hits
-are shared among its prompts: of k prompts of at least P tokens, one had at most H / k of
-them cached (`least_cached`), so a long run of prompts that share a template's few cached
-tokens keeps the bound (before, the run's whole H was charged to one prompt: 40 chat prompts
-of 551 tokens, 16 cached each, read "at most 640 cached" and bounded nothing). A workload
-that never fills the engine says nothing more.
+What callers may assume: flags come back under vLLM's dash names (`max-num-batched-tokens`), so
+they compare with the exported command's; a flag the engine keeps to itself is left out, not
+guessed; an inferred bound is only ever a bound (`at_least` or `at_most`), sound though a
+sampled peak may be missed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """What the study predicts for the user's traffic, when its lengths are outside the study's
-range: the study's simulator, calibrated on the study's measured trials the way `tuner
-calibrate` fits it (`tuner.fidelity.calibration.Trust.calibrate`), runs the shipped config on
-the request log's lengths at the study's request count and arrivals (rate, burstiness, seed,
-concurrency), on the study's hardware (its calibrated profile, whatever GPU the engine runs on
-now), and, for a like-for-like comparison, on the study's own workload. Every figure here is
-SIMULATED: the verify's measured figures still come from the study's workload
-(docs/verify.md).
+range (SIMULATED; docs/verify.md, "What the study predicts for your traffic").
+
+The study's simulator (calibrated by `tuner.fidelity.calibration.Trust.calibrate`, as `tuner
+calibrate` does) runs the shipped config twice: at the log's lengths with the study's request
+count and arrivals (rate, burstiness, seed, concurrency), and on the study's own workload for a
+like-for-like comparison; both on the study's hardware (its calibrated profile), not on today's
+GPU. What callers may assume: every figure here is SIMULATED and none enters the verdict; the
+verify's measured figures still come from the study's workload.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ Modules:
 - `lengths`: the token lengths of a workload's requests without its tokenizer (the simulator's),
   and the one refusal of requests longer than max-model-len.
 
-What may be assumed: a workload is a fixed list, built once per run before the first trial;
-the client records what it saw and never judges it (scoring is `tuner.measure`'s).
+What may be assumed: one run builds its workload once, before its first trial, and never
+changes it; the client records what it saw and never judges it (scoring is `tuner.measure`'s).
 
 Re-exported here: the pure and numpy-only names. `run_benchmark`, the client, the probes and
 `build_requests` load httpx, aiohttp or pydantic: import them from `tuner.workload.benchmark`,

@@ -1,20 +1,19 @@
-"""Every run measured cold: what keeps one run's prompts out of the next run's prefix cache,
-and what a run's prefix-cache hit rate should be (docs/metrics.md, "Every run cold").
+"""Every run measured cold: what keeps one run's prompts out of the next run's prefix cache, and
+what a run's prefix-cache hit rate should be (docs/metrics.md, "Every run cold").
 
-vLLM (V1) caches prompt prefixes by default and keeps a finished request's blocks, so a run
-that sends prompts an earlier run on the same engine start sent finds them cached. Two things
-keep runs apart:
+Why (vLLM keeps a finished request's cached prefix, so a run would read an earlier run's prompts
+from the cache) and what it cost: that section. Two things keep runs apart:
 
 - the warm-up requests (and the initial test request) send a prompt outside the measured set:
-  the first measured prompt with its first character changed, so none of its blocks (whose
-  names chain from the first block) is one a measured prompt can hit;
+  the first measured prompt with its first character changed, so none of its blocks (whose names
+  chain from the first block) is one a measured prompt can hit;
 - after the warm-ups, `POST /reset_prefix_cache` (vLLM's dev-mode endpoint, offered under
   `VLLM_SERVER_DEV_MODE=1`, as `vllm bench sweep` uses it) empties the cache. An engine that
   does not offer it answers 404, and the run goes on: the measured hit rate then shows any
   reuse.
 
-`implied_hit_rate` is what the workload itself shares (a long document asked several times),
-the bound a measured hit rate is judged against (`tuner.measure.runs.PrefixCacheRun`).
+`implied_hit_rate` is what the workload itself shares (a long document asked several times), the
+bound a measured hit rate is judged against (`tuner.measure.runs.PrefixCacheRun`).
 """
 
 from __future__ import annotations
