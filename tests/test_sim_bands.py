@@ -113,7 +113,8 @@ def test_the_band_narrows_on_the_studys_own_residuals() -> None:
     words = bands.narrowed(residuals, "tuner calibrate").words()
     assert "TTFT ×0.97-1.05 (tuner calibrate: 9 trials' residuals)" in words
     # the table (benchmarks/sim_bands.py on the committed cross-validated run)
-    assert bands.words().endswith("TPOT ×0.66-1.11 (published GPU runs, closed loop)")
+    tpot = range_text(PUBLISHED_BANDS["closed_loop"]["tpot"])
+    assert bands.words().endswith(f"TPOT ×{tpot} (published GPU runs, closed loop)")
     # families without residuals keep the table; too few residuals change nothing
     assert bands.narrowed(residuals, "x").family_band("tpot") == bands.family_band("tpot")
     few = {"p99_ttft_ms": residuals["p99_ttft_ms"][:-1]}
