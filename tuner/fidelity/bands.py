@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tuner.spec.figures import figure
 from tuner.spec.workload import WorkloadSpec
+from tuner.trial.keys import PREDICTED_PREFIX
 
 if TYPE_CHECKING:
     from tuner.spec.study import StudySpec
@@ -33,6 +34,7 @@ FAMILIES: tuple[Family, ...] = ("throughput", "ttft", "tpot")
 LONG_CONTEXT_TOKENS = 16384  # a prompt this long: its prefill, not the queue, sets TTFT
 SHAREGPT_MEAN_PROMPT_TOKENS = 224  # ShareGPT_V3's mean prompt (docs/simulator.md)
 COVERAGE = 0.8  # of held-out figures inside their band
+DURATION = "duration"  # vLLM bench's seconds from the first request sent to the last answer
 # A study's own residuals replace the table from this many per family: the hull of n
 # exchangeable residuals holds the next one with probability (n - 1) / (n + 1), 80 % at 9.
 MIN_RESIDUALS = 9
@@ -212,13 +214,16 @@ class Bands:
         return ", ".join(parts) + (f" ({bands['tpot'].source})" if one else "")
 
     def ratio(self, metric: str) -> Band | None:
-        """The metric's band; E2EL: the hull of TTFT's and TPOT's; None: no band (a count, a
-        score)."""
+        """The metric's band; E2EL: the hull of TTFT's and TPOT's; the bench's `duration`:
+        the throughput's inverted (the same requests served faster end sooner); None: no band
+        (a count, a score)."""
         fam = family(metric)
         if fam is not None:
             return self.family_band(fam)
         if metric.endswith("_e2el_ms"):
             return _hull([self.family_band("ttft"), self.family_band("tpot")])
+        if metric == DURATION:
+            return self.family_band("throughput").inverse()
         return None
 
     def around(self, metric: str, value: float | None) -> tuple[float, float] | None:
@@ -259,6 +264,32 @@ def with_bands(metrics: Mapping[str, object], bands: Bands | None) -> dict[str, 
         out[name] = value
         if f"{name}{BAND_SUFFIX}" in keys:
             out[f"{name}{BAND_SUFFIX}"] = keys[f"{name}{BAND_SUFFIX}"]
+    return out
+
+
+def prediction_residuals(errors: Iterable[Mapping[str, float] | None]) -> dict[str, list[float]]:
+    """Measured / predicted per metric, from each trial's stored `prediction_error` (measured
+    / predicted - 1: the screen's prediction, made before the trial ran, from the trials
+    before it): residuals that `Bands.narrowed` takes (the score's difference is no ratio)."""
+    out: dict[str, list[float]] = {}
+    for found in errors:
+        for metric, error in (found or {}).items():
+            if family(metric) is not None or metric.endswith("_e2el_ms"):
+                out.setdefault(metric, []).append(1.0 + error)
+    return out
+
+
+def with_predicted_bands(row: Mapping[str, object], bands: Bands) -> dict[str, object]:
+    """A measured trial's row with each SIMULATED `predicted_<m>` (the screen's prediction)
+    followed by its `predicted_<m>_band`; its measured figures stay as they are."""
+    predicted = {k: v for k, v in row.items() if k.startswith(PREDICTED_PREFIX)}
+    keys = bands.json_keys({k[len(PREDICTED_PREFIX) :]: v for k, v in predicted.items()})
+    out: dict[str, object] = {}
+    for name, value in row.items():
+        out[name] = value
+        band = keys.get(f"{name[len(PREDICTED_PREFIX) :]}{BAND_SUFFIX}")
+        if name in predicted and band is not None:
+            out[f"{name}{BAND_SUFFIX}"] = band
     return out
 
 
