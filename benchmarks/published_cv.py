@@ -487,7 +487,7 @@ def print_result(result: dict) -> None:
         print(f"  {source[:34]:<34} " + "; ".join(cells) + f"; bands {n_in}/{n}")
     n_in, n = covered["all"]
     print(f"band coverage, leave one source out: {n_in} of {n} figures ({n_in / n:.0%})")
-    print("bands, held out: published/SIMULATED [low, high] holding the central 80 %")
+    print("bands: published/SIMULATED [low, high], conformal over sources (sim_bands.py)")
     for regime, fams in result["bands"].items():
         cells = [f"{family} {lo:.2f}-{hi:.2f}" for family, (lo, hi) in fams.items()]
         print(f"  {regime:<13} " + ", ".join(cells))

@@ -10,6 +10,7 @@ import pytest
 from test_capacity import queue_curve
 from test_capacity_interval import _runs, noisy_curve
 
+from tuner.fidelity.bands import PUBLISHED_BANDS
 from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.capacity import (
     BREAKS,
@@ -132,8 +133,9 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
     # a scenario mix, or no capacity predicted: no bracket, the search from the study's rate
     # before the reference is measured the prediction is the simulator's as it is (`raw`)
     uncalibrated = capacity_bracket(spec, SkipPrediction(raw={CAPACITY_RPS: 4.0}))
-    # the table's throughput band for this workload (benchmarks/sim_bands.py: 0.5-2.02)
-    assert uncalibrated == pytest.approx(predicted_bracket(4.0, (0.5, 2.02), 0.05))
+    # the table's throughput band for this workload (Poisson arrivals: benchmarks/sim_bands.py)
+    band = PUBLISHED_BANDS["poisson"]["throughput"]
+    assert uncalibrated == pytest.approx(predicted_bracket(4.0, band, 0.05))
     assert capacity_bracket(spec, None) is None
     started = _capacity_spec(tiny_model_dir, start_rps=3.0)  # the study's own start wins
     assert capacity_bracket(started, SkipPrediction(raw={CAPACITY_RPS: 4.0})) is None

@@ -179,7 +179,7 @@ def test_a_night_out_of_reach_is_refused_with_its_distance_and_levers(tmp_path: 
         "--force writes the study anyway"
     )
     reach = line.split("what would reach it: ")[1].split("; not enough alone")[0]
-    assert "--gpu h100: p99 TTFT " in reach and ", meets" in reach, reach  # a lever, its figure
+    assert "--gpu h100: p99 TTFT " in reach and "), meets" in reach, reach  # its figure, band
     assert "--max-model-len 32768 (documents up to 8192 tokens)" in reach, reach
     assert "--count 8: p99 TTFT " in line  # weighed, with its figure, though short alone
     forced = draft_study(InitOptions(**given, force=True), tmp_path / "s.yaml", detect=lambda: None)  # type: ignore[arg-type]

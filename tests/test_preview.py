@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.fidelity.bands import Bands, range_text
 from tuner.run.planned import planned_trials
 from tuner.scaffold.preview import Cause, _line, cause_of, preview
 from tuner.spec.study import StudySpec, load_study_spec
@@ -64,7 +65,7 @@ CASES: dict[Cause, tuple[list[TrialPoint], bool, str]] = {
     "slo-unreachable": (
         [_point(0, 100, feasible=False), _point(1, 90, feasible=False)],
         True,
-        "p99_ttft_ms 1.2e+04 against <= 10000): the night may find nothing that meets it; "
+        "against <= 10000): the night may find nothing that meets it; "
         "what would change it: a looser SLO (--slo)",
     ),
     # tuned configs break the SLO or are clearly worse, none beats the defaults
@@ -97,6 +98,15 @@ def test_each_cause_is_told_with_its_own_remedy(cause: Cause) -> None:
     assert remedy is None or remedy in line, line
     assert ("nothing to win" in line) == (cause in ("defaults-at-limit", "no-clear-difference"))
     assert "tighter SLO" not in line
+
+
+def test_the_nearest_config_s_figure_carries_its_band() -> None:
+    """Every SIMULATED figure the preview names has its band (issue 45 item 4)."""
+    spec = load_study_spec(DEMO)
+    line = _line("slo-unreachable", CASES["slo-unreachable"][0], spec, "2 of 30", 1.0)
+    around = Bands.of_study(spec).around("p99_ttft_ms", 12000.0)
+    assert around is not None and around[0] < 12000.0 < around[1]
+    assert f"p99_ttft_ms 1.2e+04 ({range_text(around)}) against <= 10000)" in line, line
 
 
 @pytest.mark.parametrize("cause", list(CASES))

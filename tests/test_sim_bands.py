@@ -73,6 +73,8 @@ def test_families_of_vllm_bench_keys() -> None:
     assert e2el is not None and ttft is not None and tpot is not None
     assert (e2el.low, e2el.high) == (min(ttft.low, tpot.low), max(ttft.high, tpot.high))
     assert bands.ratio("completed") is None and bands.around("completed", 3.0) is None
+    # the bench's duration: the throughput's band inverted (served faster, done sooner)
+    assert bands.ratio("duration") == bands.family_band("throughput").inverse()
 
 
 def test_every_table_band_holds_the_figure_itself() -> None:
@@ -113,7 +115,8 @@ def test_the_band_narrows_on_the_studys_own_residuals() -> None:
     words = bands.narrowed(residuals, "tuner calibrate").words()
     assert "TTFT ×0.97-1.05 (tuner calibrate: 9 trials' residuals)" in words
     # the table (benchmarks/sim_bands.py on the committed cross-validated run)
-    assert bands.words().endswith("TPOT ×0.66-1.11 (published GPU runs, closed loop)")
+    tpot = range_text(PUBLISHED_BANDS["closed_loop"]["tpot"])
+    assert bands.words().endswith(f"TPOT ×{tpot} (published GPU runs, closed loop)")
     # families without residuals keep the table; too few residuals change nothing
     assert bands.narrowed(residuals, "x").family_band("tpot") == bands.family_band("tpot")
     few = {"p99_ttft_ms": residuals["p99_ttft_ms"][:-1]}
@@ -142,8 +145,8 @@ def test_pareto_and_trials_json_carry_a_band_beside_each_simulated_figure(
     assert rows
     for row in rows:
         figures = {k: v for k, v in row["metrics"].items() if not k.endswith("_band")}
-        banded = [m for m in figures if family(m) is not None]
-        assert banded
+        banded = [m for m in figures if family(m) is not None or m == "duration"]
+        assert "duration" in banded and "p99_ttft_ms" in banded
         for m in banded:
             low, high = row["metrics"][f"{m}_band"]
             assert low <= figures[m] <= high and low < high
@@ -230,3 +233,30 @@ def test_a_calibration_s_held_out_residuals_narrow_the_band(monkeypatch) -> None
     # one trial: nothing held out, nothing narrows
     alone = Calibration(GPUS["a6000"], held_out_predictions=({},), trials=(0,), folds=0)
     assert Trust(None, []).residuals(alone) == {}  # type: ignore[arg-type]
+
+
+def test_a_measured_study_s_screen_predictions_carry_their_band() -> None:
+    """`tuner trials --format json` of a measured study: the screen's SIMULATED
+    `predicted_<m>` with its band, narrowed by the study's own prediction misses (measured /
+    predicted of the trials screened before they ran); the measured figures carry none."""
+    from tuner.fidelity.bands import prediction_residuals, with_predicted_bands
+
+    errors = [{"p99_ttft_ms": e, "score": 0.3} for e in (-0.05, 0.1, *[0.0] * 7)] + [None]
+    residuals = prediction_residuals(errors)
+    assert residuals == {"p99_ttft_ms": pytest.approx([0.95, 1.1, *[1.0] * 7])}  # no score
+    bands = Bands(("burst",)).narrowed(residuals, "this study's screen")
+    row = {"p99_ttft_ms": 900.0, "predicted_p99_ttft_ms": 1000.0, "predicted_score": 0.2}
+    banded = with_predicted_bands(row, bands)
+    assert list(banded) == [
+        "p99_ttft_ms",
+        "predicted_p99_ttft_ms",
+        "predicted_p99_ttft_ms_band",
+        "predicted_score",
+    ]
+    assert banded["predicted_p99_ttft_ms_band"] == pytest.approx([950.0, 1100.0])
+    # fewer than MIN_RESIDUALS misses: the published table's band
+    few = Bands(("burst",)).narrowed(prediction_residuals(errors[:3]), "x")
+    low, high = PUBLISHED_BANDS["burst"]["ttft"]
+    wide = with_predicted_bands(row, few)["predicted_p99_ttft_ms_band"]
+    assert wide == pytest.approx([1000.0 * low, 1000.0 * high])
+    assert with_predicted_bands({"p99_ttft_ms": 900.0}, bands) == {"p99_ttft_ms": 900.0}

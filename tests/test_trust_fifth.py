@@ -3,6 +3,7 @@ refused when the file is read (one line, exit 2 through the CLI's UserError path
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -259,6 +260,8 @@ def test_init_says_when_vllm_s_defaults_miss_the_slo_at_the_rate_given(tmp_path)
 
     over = traffic(500.0)
     assert "at 500 req/s (as given; vLLM's defaults miss p99_ttft_ms<=300 (p99 TTFT" in over
+    # the SIMULATED figure with its band (issue 45 item 4): `(p99 TTFT 1450 ms (620-3200))`
+    assert re.search(r"miss p99_ttft_ms<=300 \(p99 TTFT [\d.]+ ms \([\d.]+-[\d.]+\)\) there", over)
     assert "there on the simulator (SIMULATED): the baseline is infeasible" in over
     assert traffic(1.0).endswith("at 1 req/s (as given)")
 

@@ -270,11 +270,18 @@ def trials(
     points, record = read.judged_all(), read.record  # each under its latest judging
     verifies = stored_verifies(study.study_name, study_file, storage)
     if fmt == "json":  # every rate run of a capacity trial as an object, not a count
-        from tuner.fidelity.bands import Bands
+        from tuner.fidelity.bands import Bands, prediction_residuals, with_predicted_bands
 
         sim = simulated or record.simulated_with(points)  # predictions: each with its band
         bands = Bands.of_study(spec) if sim else None
-        rows = with_verifies(trials_records(points, record, bands), verifies)
+        rows = trials_records(points, record, bands)
+        if not sim:  # the screen's predictions, banded as narrowed by its own misses
+            screen = Bands.of_study(spec).narrowed(
+                prediction_residuals(p.record.prediction_error for p in points),
+                "this study's screen: its predictions of the trials measured",
+            )
+            rows = [with_predicted_bands(row, screen) for row in rows]
+        rows = with_verifies(rows, verifies)
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     frame = trials_frame(points, record)

@@ -2,12 +2,13 @@
 (docs/simulator.md, "The band on every prediction"). Pure: plain values in, plain values out.
 
 A band is a ratio interval [low, high] of true / simulated: [simulated × low, simulated ×
-high] holds 80 % of the published figures it was drawn from (fewer on a host and GPU the
-suite lacks: docs/simulator.md, "The band on every prediction"). Its home is the workload's
-shape (`regime`) and the figure's family (`family`: throughput, TTFT, TPOT). Before a study
-has measured trials, the ratios come from published real-GPU vLLM runs, each predicted by
-constants fitted without its source (`PUBLISHED_BANDS`); once the simulator has been
-calibrated on the study's own trials, from those trials' residuals (`Bands.narrowed`).
+high] is meant to hold 80 % of the true figures, on a host and GPU the suite never saw
+(docs/simulator.md, "The band on every prediction": its coverage, nested leave one source
+out). Its home is the workload's shape (`regime`) and the figure's family (`family`:
+throughput, TTFT, TPOT). Before a study has measured trials, the ratios come from published
+real-GPU vLLM runs, each predicted by constants fitted without its source, a source counting
+as one draw (`PUBLISHED_BANDS`); once the simulator has been calibrated on the study's own
+trials, from those trials' residuals (`Bands.narrowed`).
 Every band contains 1: the simulated figure itself is always inside its band.
 """
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tuner.spec.figures import figure
 from tuner.spec.workload import WorkloadSpec
+from tuner.trial.keys import PREDICTED_PREFIX
 
 if TYPE_CHECKING:
     from tuner.spec.study import StudySpec
@@ -32,23 +34,29 @@ FAMILIES: tuple[Family, ...] = ("throughput", "ttft", "tpot")
 LONG_CONTEXT_TOKENS = 16384  # a prompt this long: its prefill, not the queue, sets TTFT
 SHAREGPT_MEAN_PROMPT_TOKENS = 224  # ShareGPT_V3's mean prompt (docs/simulator.md)
 COVERAGE = 0.8  # of held-out figures inside their band
+DURATION = "duration"  # vLLM bench's seconds from the first request sent to the last answer
 # A study's own residuals replace the table from this many per family: the hull of n
 # exchangeable residuals holds the next one with probability (n - 1) / (n + 1), 80 % at 9.
 MIN_RESIDUALS = 9
 
-# Ratio published / SIMULATED per regime and family: the central 80 % of the cross-validated
-# V1 figures of benchmarks/published/cv_last_run.json (each published figure predicted by
-# constants fitted without its source: benchmarks/published_cv.py), widened to hold 1; a
-# regime with fewer than 5 figures of a family takes that family's over every regime. Out of
-# sample, as a user's GPU and host are to the suite. Written by (tests/test_published_cv.py
-# holds the table to the file):
+# Ratio published / SIMULATED per regime and family, from the cross-validated V1 figures of
+# benchmarks/published/cv_last_run.json (each published figure predicted by constants fitted
+# without its source: benchmarks/published_cv.py), with the source as the exchangeable unit:
+# split conformal over sources on |ln ratio|, each source's score the |ln ratio| holding 90 %
+# of its figures, the band the k-th smallest of n scores, k = ceil((n + 1) × 0.8): a source the
+# suite never saw (a user's GPU and host) has 90 % of its figures inside with probability at
+# least k / (n + 1) ≥ 80 %, were sources exchangeable. A
+# regime with figures from fewer than 4 sources takes the family's band over every regime
+# (today: every regime). Nested leave-one-source-out coverage and the rule: docs/simulator.md,
+# "The band on every prediction". Written by (tests/test_published_cv.py holds the table to
+# the file):
 #   .venv/bin/python benchmarks/sim_bands.py
 PUBLISHED_BANDS: dict[Regime, dict[Family, tuple[float, float]]] = {
-    "light": {"throughput": (0.5, 2.02), "ttft": (0.46, 1.47), "tpot": (0.47, 2.04)},
-    "closed_loop": {"throughput": (0.95, 1.47), "ttft": (0.85, 1.47), "tpot": (0.66, 1.11)},
-    "poisson": {"throughput": (0.5, 2.02), "ttft": (0.46, 1.47), "tpot": (0.47, 2.04)},
-    "burst": {"throughput": (0.47, 2.01), "ttft": (0.49, 1.63), "tpot": (0.41, 2.18)},
-    "long_context": {"throughput": (1.0, 2.29), "ttft": (0.43, 1.0), "tpot": (0.47, 1.0)},
+    "light": {"throughput": (0.43, 2.32), "ttft": (0.45, 2.19), "tpot": (0.41, 2.39)},
+    "closed_loop": {"throughput": (0.43, 2.32), "ttft": (0.45, 2.19), "tpot": (0.41, 2.39)},
+    "poisson": {"throughput": (0.43, 2.32), "ttft": (0.45, 2.19), "tpot": (0.41, 2.39)},
+    "burst": {"throughput": (0.43, 2.32), "ttft": (0.45, 2.19), "tpot": (0.41, 2.39)},
+    "long_context": {"throughput": (0.43, 2.32), "ttft": (0.45, 2.19), "tpot": (0.41, 2.39)},
 }
 
 
@@ -206,13 +214,16 @@ class Bands:
         return ", ".join(parts) + (f" ({bands['tpot'].source})" if one else "")
 
     def ratio(self, metric: str) -> Band | None:
-        """The metric's band; E2EL: the hull of TTFT's and TPOT's; None: no band (a count, a
-        score)."""
+        """The metric's band; E2EL: the hull of TTFT's and TPOT's; the bench's `duration`:
+        the throughput's inverted (the same requests served faster end sooner); None: no band
+        (a count, a score)."""
         fam = family(metric)
         if fam is not None:
             return self.family_band(fam)
         if metric.endswith("_e2el_ms"):
             return _hull([self.family_band("ttft"), self.family_band("tpot")])
+        if metric == DURATION:
+            return self.family_band("throughput").inverse()
         return None
 
     def around(self, metric: str, value: float | None) -> tuple[float, float] | None:
@@ -253,6 +264,32 @@ def with_bands(metrics: Mapping[str, object], bands: Bands | None) -> dict[str, 
         out[name] = value
         if f"{name}{BAND_SUFFIX}" in keys:
             out[f"{name}{BAND_SUFFIX}"] = keys[f"{name}{BAND_SUFFIX}"]
+    return out
+
+
+def prediction_residuals(errors: Iterable[Mapping[str, float] | None]) -> dict[str, list[float]]:
+    """Measured / predicted per metric, from each trial's stored `prediction_error` (measured
+    / predicted - 1: the screen's prediction, made before the trial ran, from the trials
+    before it): residuals that `Bands.narrowed` takes (the score's difference is no ratio)."""
+    out: dict[str, list[float]] = {}
+    for found in errors:
+        for metric, error in (found or {}).items():
+            if family(metric) is not None or metric.endswith("_e2el_ms"):
+                out.setdefault(metric, []).append(1.0 + error)
+    return out
+
+
+def with_predicted_bands(row: Mapping[str, object], bands: Bands) -> dict[str, object]:
+    """A measured trial's row with each SIMULATED `predicted_<m>` (the screen's prediction)
+    followed by its `predicted_<m>_band`; its measured figures stay as they are."""
+    predicted = {k: v for k, v in row.items() if k.startswith(PREDICTED_PREFIX)}
+    keys = bands.json_keys({k[len(PREDICTED_PREFIX) :]: v for k, v in predicted.items()})
+    out: dict[str, object] = {}
+    for name, value in row.items():
+        out[name] = value
+        band = keys.get(f"{name[len(PREDICTED_PREFIX) :]}{BAND_SUFFIX}")
+        if name in predicted and band is not None:
+            out[f"{name}{BAND_SUFFIX}"] = band
     return out
 
 

@@ -212,15 +212,20 @@ def _figure(best: TrialPoint | None, base: TrialPoint | None, spec: StudySpec) -
 
 
 def _nearest(points: Sequence[TrialPoint], spec: StudySpec) -> str:
-    """The measured config nearest to the SLO, and its figure against each limit it broke."""
+    """The measured config nearest to the SLO, and its figure (with its band) against each
+    limit it broke."""
     limits = spec.slo_limits()
     tried = [p for p in points if p.measured and p.metrics]
     if not tried or not limits:
         return "no config measured"
     near = min(tried, key=lambda p: max(s.violation(p.metrics) for s in limits))
     broken = [s for s in limits if not s.met(near.metrics)]
-    said = ", ".join(
-        f"{s.metric} {near.metrics.get(s.metric, float('nan')):.4g} against {s.op} {s.value:g}"
-        for s in broken
-    )
+    bands = Bands.of_study(spec)
+
+    def held(metric: str) -> str:  # `1450 (620-3200)`: the figure with its band
+        value = near.metrics.get(metric, float("nan"))
+        around = bands.around(metric, value)
+        return f"{value:.4g}" + (f" ({range_text(around)})" if around is not None else "")
+
+    said = ", ".join(f"{s.metric} {held(s.metric)} against {s.op} {s.value:g}" for s in broken)
     return f"the nearest, trial {near.number}: {said}"

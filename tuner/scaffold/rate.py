@@ -56,10 +56,15 @@ class RateChoice:
         )
 
 
+def _bands(spec: StudySpec, rate: float) -> Bands:
+    """The bands of the baseline's figures at `rate` (its workload's regime)."""
+    return Bands.of([_at(spec, rate).workload])
+
+
 def sustained_words(spec: StudySpec, rps: float) -> str:
     """`3.2 req/s (2.2-3.3, SIMULATED)`: what vLLM's defaults sustain with every request sent
     at once (`sustained_rate`), with the band of that workload's throughput."""
-    return Bands.of([_at(spec, math.inf).workload]).text("request_throughput", rps, "req/s")
+    return _bands(spec, math.inf).text("request_throughput", rps, "req/s")
 
 
 def sustained_rate(spec: StudySpec) -> float:
@@ -95,16 +100,17 @@ def choose_rate(spec: StudySpec, sustained: float) -> RateChoice:
     rate = ladder[low]
     if not meets(rate, limits):  # a throughput floor, a duration: no lower rate helps them
         _refused(spec, rate, runs)
-    bands = Bands.of([_at(spec, rate).workload])
     words = sustained_words(spec, sustained)
-    return RateChoice(rate, sustained, runs[rate], tuple(spec.slo_limits()), bands, words)
+    return RateChoice(
+        rate, sustained, runs[rate], tuple(spec.slo_limits()), _bands(spec, rate), words
+    )
 
 
 def _refused(spec: StudySpec, rate: float, runs: dict[float, dict[str, float]]) -> NoReturn:
     """No rate tried meets the SLO: name each limit missed, with the figure at `rate`."""
     figures = runs.get(rate, {})
     missed = [
-        f"{limit} ({held_words(figures, limit.metric)})"
+        f"{limit} ({held_words(figures, limit.metric, _bands(spec, rate))})"
         for limit in spec.slo_limits()
         if not _with_margin(limit).met(figures)
     ]
@@ -124,7 +130,7 @@ def missed_at(spec: StudySpec, rate: float) -> str | None:
     except UserError:
         return None
     missed = [
-        f"{limit} ({held_words(figures, limit.metric)})"
+        f"{limit} ({held_words(figures, limit.metric, _bands(spec, rate))})"
         for limit in spec.slo_limits()
         if not limit.met(figures)
     ]

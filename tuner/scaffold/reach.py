@@ -230,10 +230,12 @@ def _figure(spec: StudySpec, floor: Floor, limit: SloLimit) -> str:
 
 
 def _lever_words(spec: StudySpec, lever: Lever) -> str:
-    """`--gpu h200: p99 TTFT 2400 ms, meets` (each limit the study's floor broke)."""
+    """`--gpu h200: p99 TTFT 2400 ms (1100-5300), meets` (each limit the study's floor broke,
+    with its band)."""
     limits = [x for x in spec.slo_limits() if eases_at_lower_rates(x)]
+    bands = Bands.of([_one_at_a_time(lever.spec).workload])
     said = ", ".join(
-        f"{held_words(lever.floor.metrics, x.metric)}"
+        held_words(lever.floor.metrics, x.metric, bands)
         for x in limits
         if x.metric in lever.floor.metrics
     )
