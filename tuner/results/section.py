@@ -1,5 +1,6 @@
 """The `Section` protocol: one block of what people read about a stored study, in `tuner best`
-(lines of words) and in the HTML report (a block of markup).
+(lines of words) and in the HTML report (a `Block`: a heading, a note and lines, which the
+report's one template for a block places).
 
 `tuner best` (`tuner.results.best`) and the report (`tuner.results.report.page`) iterate over
 `tuner.results.sections.SECTIONS`, as GuideLLM's report iterates over its benchmarks' outputs:
@@ -12,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
-
-from markupsafe import Markup
 
 from tuner.results.selection import Selection
 from tuner.spec.study import StudySpec
@@ -34,14 +33,24 @@ class Shown:
     choice: Selection | None = None
 
 
+@dataclass(frozen=True)
+class Block:
+    """A section's block in the report: its heading, the note under it, its lines (plain
+    words: the report escapes them)."""
+
+    title: str
+    note: str
+    lines: tuple[str, ...]
+
+
 class Section(Protocol):
     """One block of `tuner best` and of the report. Contract:
 
     - `name`: unique among `SECTIONS`;
     - `lines(shown)`: its lines in `tuner best`, in words, each printed after "# " (a comment
       above the command to run); [] when it has nothing to say, or no `shown.choice`;
-    - `html(shown)`: its block in the report, escaped markup (`Markup`); an empty `Markup`
-      when it is not in the report or has nothing to say;
+    - `report(shown)`: its block in the report; None when it is not in the report or has
+      nothing to say;
     - pure: it reads only `shown` (no storage, no runner, no simulator: the results' own
       import-linter contracts), and says SIMULATED beside any simulated figure.
     """
@@ -50,4 +59,4 @@ class Section(Protocol):
 
     def lines(self, shown: Shown) -> list[str]: ...
 
-    def html(self, shown: Shown) -> Markup: ...
+    def report(self, shown: Shown) -> Block | None: ...
