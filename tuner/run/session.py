@@ -5,9 +5,9 @@
 per study, after every slot has ended; then the robustness checks of the best config (on the
 simulator; also on the engine after a confirmation on a real engine), and which of its changed
 flags carry its gain: every check of `tuner.fidelity.checks.CHECKS`, in order, none named
-here. The CLI
-(`tuner.commands.study`) and the benchmarks both call it: commands parse flags, call it and
-print; what the run shows while it runs goes through a `RunView` (silent by default).
+here. The CLI (`tuner.commands.study`) and the benchmarks both call it: commands parse flags,
+call it and print; what the run shows while it runs goes through a `RunView` (silent by
+default).
 """
 
 from __future__ import annotations
