@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.fidelity.best_check import check_stored_best, config_run
+from tuner.fidelity.best_check import CheckInput, check_stored_best, config_run
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import Objective
+from tuner.measure.stored import Stored
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
@@ -269,3 +270,20 @@ def check_best(
     return check_stored_best(
         study, points, lambda best, base: check(spec, requests, best, base), tr.write_robustness
     )
+
+
+class Robustness:
+    """The check at the end of every run (`tuner.fidelity.best_check.Check`): the best
+    config's gain under small workload changes, on the simulator."""
+
+    name = "robustness"
+    prefix = tr.ROBUSTNESS
+    record: type[Stored] = RobustnessRecord
+    on_engine = False
+    during = "the robustness check"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return True
+
+    def run(self, given: CheckInput) -> RobustnessRecord | None:
+        return check_best(given.study, given.spec, given.points, given.runner.requests)

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 
 from tuner import trial as tr
 from tuner.fidelity import robustness
-from tuner.fidelity.best_check import best_pair, config_run
+from tuner.fidelity.best_check import CheckInput, best_pair, config_run
 from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, perturbed
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import RunFigures
+from tuner.measure.stored import Stored
 from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.sections import ScenarioSpec
 from tuner.spec.study import StudySpec
@@ -139,3 +140,33 @@ def check_best_measured(
     record = robustness.record(spec, best, found, failure, SOURCE, runs)
     tr.write_robustness(study, best.number, record)
     return record
+
+
+class MeasuredRobustness:
+    """The robustness check measured on the engine (`tuner.fidelity.best_check.Check`): after
+    a `--confirm` on a real engine (it then wins in `best`), or again when an earlier run's
+    measured check of this config did not finish."""
+
+    name = "robustness_measured"
+    prefix = tr.ROBUSTNESS_MEASURED
+    record: type[Stored] = RobustnessRecord
+    on_engine = True
+    during = "the measured robustness check"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return not given.runner.planned and (bool(given.confirm) or _unfinished(given))
+
+    def run(self, given: CheckInput) -> RobustnessRecord | None:
+        return check_best_measured(
+            given.study, given.spec, given.points, given.runner, say=given.say
+        )
+
+
+def _unfinished(given: CheckInput) -> bool:
+    """The best config's measured check started and did not finish (interrupted, killed)."""
+    best = tr.best(given.points)
+    if best is None:
+        return False
+    stored = tr.StudyRecord.of(given.study).checked(MeasuredRobustness.prefix, RobustnessRecord)
+    found = stored.get(best.number)
+    return found is not None and not found.finished and found.spec_id == best.spec_id

@@ -22,10 +22,11 @@ from pydantic import ValidationError
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.fidelity.best_check import check_stored_best, config_run
+from tuner.fidelity.best_check import CheckInput, check_stored_best, config_run
 from tuner.fidelity.robustness import CANNOT_SIMULATE, cannot_simulate, nominal_runner
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
+from tuner.measure.stored import Stored
 from tuner.runners.trial_runner import TrialRunner
 from tuner.sim.flags import models
 from tuner.sim.profile_file import ProfileFile
@@ -225,3 +226,22 @@ def unchanged(study: StudyRecord, best: TrialPoint) -> SmallestChange | None:
     if found.spec_id != best.spec_id or found.note != _calibrated(study)[1]:
         return None
     return found
+
+
+class Smallest:
+    """The check at the end of every run (`tuner.fidelity.best_check.Check`): which of the
+    best config's changed flags carry its gain, on the calibrated simulator."""
+
+    name = "smallest"
+    prefix = tr.SMALLEST
+    record: type[Stored] = SmallestChange
+    on_engine = False
+    during = "the check of which flags carry the gain"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return True
+
+    def run(self, given: CheckInput) -> SmallestChange | None:
+        return check_best(
+            given.study, given.spec, given.points, given.runner.requests, say=given.say
+        )

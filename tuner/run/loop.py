@@ -24,7 +24,8 @@ from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
 from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
-from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
+from tuner.run.outcome import Outcome, TrialInput
+from tuner.run.pipeline import TrialPipeline
 from tuner.run.progress import StudyProgress
 from tuner.run.reading import (
     StudyReading,

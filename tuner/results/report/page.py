@@ -24,7 +24,8 @@ from tuner.results.report.front import ParetoFrontInfo, front_rows, pareto_front
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.report.plots import scored_points as scored
 from tuner.results.report.render import macro, render
-from tuner.results.shapes import shape_rows
+from tuner.results.section import Shown
+from tuner.results.sections import SECTIONS
 from tuner.results.shipped import shipped_point
 from tuner.results.verifies import VerifyDoc
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
@@ -169,12 +170,12 @@ def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> Markup:
     )
 
 
-def shapes_section(spec: StudySpec, points: Sequence[TrialPoint]) -> Markup:
-    """The deployment shapes tried, best first; nothing when one shape was."""
-    rows = shape_rows(spec, points)
-    if not rows:
-        return Markup()
-    return macro("sections.html.j2", "shapes", lines=[row.line() for row in rows])
+def blocks_section(shown: Shown) -> Markup:
+    """Every `SECTIONS` block that is in the report (`Section.report`), in its order."""
+    found = [b for s in SECTIONS if (b := s.report(shown)) is not None]
+    return Markup("").join(
+        macro("sections.html.j2", "block", title=b.title, note=b.note, lines=b.lines) for b in found
+    )
 
 
 def hosts_section(points: Sequence[TrialPoint]) -> Markup:
@@ -301,6 +302,7 @@ def build_report(
         points, spec.objective.slo, simulated, capacity=capacity, recommended=shipped
     )
     imp = importances(study, points)
+    record = StudyRecord.of(study)
     config = {"displaylogo": False, "responsive": True}
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return render(
@@ -310,7 +312,7 @@ def build_report(
         simulated=simulated,
         counts=_counts(points),
         study_line=study_line(points),
-        deploy=best_commands(spec, points, study.study_name, simulated, StudyRecord.of(study)),
+        deploy=best_commands(spec, points, study.study_name, simulated, record),
         verifies=verify_section(verifies),
         x=pareto.x,
         capacity_front=pareto.front_capacity_rps is not None,
@@ -318,7 +320,7 @@ def build_report(
         front_table=front_section(pareto),
         scenario_fronts=_scenario_fronts(spec, points, simulated, config, shipped),
         load=_load_section(spec, points, config),
-        shapes=shapes_section(spec, points),
+        sections=blocks_section(Shown(points, spec, record)),
         history_div=_div(history_figure(points), config) if scored(points) else None,
         importance_div=_div(importance_figure(imp), config) if isinstance(imp, dict) else None,
         importance_words=imp,
