@@ -108,7 +108,7 @@ def test_capacity_trial_scores_its_capacity_and_tells_optuna_the_rate() -> None:
     assert stored[tr.CAPACITY]["capacity_rps"] == 6.0 and stored[tr.CAPACITY]["runs"] == 0
     none = score_trial(spec, Measurement(metrics={}, capacity=tr.CapacityResult(0.0)), ref)
     assert none.constraints == {"capacity": 1.0} and none.values == [0.0]
-    assert objective_of(spec).directions() == ["maximize"]
+    assert objective_of(spec).directions() == {"capacity_rps": "maximize"}
 
 
 def _capacity_mix(chat_rps: float, doc_rps: float) -> Measurement:

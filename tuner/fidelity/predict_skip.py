@@ -139,8 +139,9 @@ class PredictionSkip:
         self.weights = self.objective.weights
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
         # metric by max|w| times 0.05 (capacity mode's score is one log-ratio)
-        self.score_scale = self.objective.score_scale()
-        self.score_floor = MIN_MARGIN * self.objective.score_floor()
+        self.score_span = self.objective.score_span()
+        self.score_scale = self.score_span.scale
+        self.score_floor = MIN_MARGIN * self.score_span.floor
 
     def simulate(self, params: Params, speed: float = STOCK) -> Measurement | None:
         """The simulator's whole trial of a config (None: it refuses it), on the study's
@@ -249,7 +250,7 @@ class PredictionSkip:
         seen = SAFETY * max((abs(e) for e in found), default=0.0)
         if len(found) < MIN_ERRORS:
             if key == SCORE:
-                off = sum(abs(anchor.get(k, 0.0)) for k in self.objective.searched_figures())
+                off = sum(abs(anchor.get(k, 0.0)) for k in self.score_span.searched)
                 off += sum(w * abs(anchor.get(k, 0.0)) for k, w in self.weights.items())
                 stated = CONSERVATIVE_MARGIN * self.score_scale + off
             else:
@@ -319,7 +320,7 @@ class PredictionSkip:
             return p  # nothing measured yet: nothing calibrates the simulator
         off = p.speed not in (None, STOCK)
         at = f" (at the reference's speed, {p.speed:.3g}× the profile's)" if off else ""
-        if self.objective.slos_judge_figures:
+        if not self.objective.has_capacity:  # else the SLOs chose the rates it ran
             for s in self.slos:
                 if s.metric not in p.metrics:
                     continue

@@ -31,6 +31,7 @@ from tuner.errors import UserError
 from tuner.fidelity.best_check import check_stored_best, config_run
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import words_of
 from tuner.measure.modes import Objective
 from tuner.runners.plan import PlanRunner
 from tuner.spec.study import StudySpec
@@ -185,17 +186,17 @@ def verdict(
     """(fragile, in words) from the gains: fragile when a perturbation leaves less than
     KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep. The gains
     are in `mode`'s terms (`Objective.run_gain`: ln(capacity ratios) of a capacity study); a
-    nominal gain within its noise (`noise_log`: the search's resolution) is no gain to
+    nominal gain within its noise (`resolution`: the search's, as a log ratio) is no gain to
     check. `source` labels the figures: the simulator's, or measured on the engine
     (`tuner.fidelity.robustness_measured`)."""
-    _figure = mode.gain_figure
+    _figure = words_of(mode).gain_figure
     gain = found.get(NOMINAL.name)
     who, kind = ("the simulator sees", "simulated")
     if source != "SIMULATED":
         who, kind = ("the engine shows", "measured")
     if gain is None or gain <= 0:
         return None, f"not checked: {who} no gain over the baseline on the study's workload"
-    if gain <= mode.noise_log():
+    if gain <= math.log1p(mode.resolution() or 0.0):  # the search's resolution, as a log
         return None, (
             f"not checked: the {kind} gain ({_figure(gain)}) is within the "
             f"capacity search's resolution"
@@ -216,7 +217,7 @@ def verdict(
         )
     kept = min(g for name, g in found.items() if name != NOMINAL.name and g is not None)
     rates_checked = any(p.rate_factor != 1.0 and p.name in found for p in PERTURBATIONS)
-    changed = "prompts ±3%" + mode.fixed_rate_words()
+    changed = "prompts ±3%" + words_of(mode).fixed_rate()
     if rates_checked:
         changed = "prompts ±3% and rate ±10%"
     return False, (

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import words_of
 from tuner.results.commandline import shell_command
 from tuner.results.export import check_deployable
 from tuner.results.selection import Selection, closest_miss, hold, judge
@@ -93,7 +94,7 @@ def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpe
     score = f"score {shown} ({zero_words(top, points)}, lower is better)"
     found = top.record.capacity
     if top.record.scenarios:
-        how = objective_of(spec).aggregate_words()
+        how = words_of(objective_of(spec)).aggregate()
         head = f"{score}: {how} of the scenarios' scores"
         if top.capacity_rps is not None:
             head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (

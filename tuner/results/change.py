@@ -303,7 +303,7 @@ def moved_from_defaults(
     baseline, the baseline itself, capacity mode: each config's latencies at its own rate)."""
     if baseline is None or baseline.number == point.number:
         return ()
-    if not objective_of(spec).figures_against_baseline:
+    if objective_of(spec).has_capacity:  # each trial's figures at its own rate
         return ()
     names = [n for n in point.metrics if moved_metric(n)]
     return moved(baseline.metrics, point.metrics, baseline.cis(names), point.cis(names))
@@ -332,6 +332,6 @@ def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None)
     made (no baseline, the baseline itself, capacity mode)."""
     if baseline is None or baseline.number == point.number:
         return []
-    if not objective_of(spec).figures_against_baseline:
+    if objective_of(spec).has_capacity:  # each trial's figures at its own rate
         return []
     return moved_lines(moved_from_defaults(spec, point, baseline), baseline.number)

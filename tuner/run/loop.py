@@ -83,12 +83,13 @@ class StudyLoop:
         self.spec, self.store, self.runner, self.say = spec, store, runner, say
         self.progress = progress or StudyProgress()
         self.name = study_name(spec, runner.planned)
+        told = objective_of(spec).directions()  # Optuna's values, by name
         self.study = store.create_study(
             spec,
             self.name,
             make_sampler(spec),
-            objective_of(spec).directions(),
-            objective_of(spec).names(),
+            list(told.values()),
+            list(told),
             simulated=runner.planned,
         )
         # Checked now (one line before anything runs), stored only under the study's lock.

@@ -174,7 +174,7 @@ class TrialPipeline:
         o = self.spec.objective
         mode = objective_of(self.spec)
         reference_run = t.baseline or t.confirm_of is not None
-        if not self.pruning or (reference_run and mode.slos_judge_figures):
+        if not self.pruning or (reference_run and not mode.has_capacity):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = mode.prunes_against_incumbent

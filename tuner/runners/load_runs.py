@@ -298,17 +298,14 @@ def measure_all(
     bracket: tuple[float, float] | None = None,
 ) -> Measurement:
     """Every run of one trial against one engine start, as one Measurement: what the
-    objective runs (`Objective.measure`, `run_one`), each workload's run or rate search
+    objective runs (`Objective.measure`), each workload's run or rate search
     (`bracket`: where the single workload's search starts, `search_capacity`)."""
     objective = objective_of(spec)
 
     def search(name: str, w: WorkloadSpec) -> Measurement:
         return search_capacity(spec, name, w, run, beat, None if name else bracket)
 
-    def one(name: str, w: WorkloadSpec) -> Measurement:
-        return objective.run_one(name, w, run, search)
-
-    return objective.measure(spec.workload, one, lambda parts: _combined(spec, parts))
+    return objective.measure(spec.workload, run, search, lambda parts: _combined(spec, parts))
 
 
 def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import words_of
 from tuner.spec.model_source import tokenizer_source
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar
@@ -170,7 +171,7 @@ def workload_requests(spec: StudySpec, tokenizer: HFTokenizer | None = None) -> 
 def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
     """What the live display says a run is: its scenario, and its rate in capacity mode."""
     parts = [name] if name else []
-    if (label := objective_of(spec).run_label(w.request_rate)) is not None:
+    if (label := words_of(objective_of(spec)).run_label(w.request_rate)) is not None:
         parts.append(label)
     return " ".join(parts) + ": " if parts else ""
 

@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 from tuner.errors import UserError
 from tuner.fidelity.bands import Bands, range_text
 from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import words_of
 from tuner.results.verdicts import verdicts
 from tuner.run.reading import budget_used
 from tuner.runners.plan import PlanRunner
@@ -130,7 +131,7 @@ def _line(
     head = f"plan preview ({trials} trials, SIMULATED, {took_s:.0f} s):"
     best = next(iter(ranked(points)), None)
     base = next((p for p in points if p.baseline and p.feasible), None)
-    mode = objective_of(spec)
+    words = words_of(objective_of(spec))
     if cause == "gain" and best is not None:
         return (
             f"{head} predicted gain, trial {best.number}: {_figure(best, base, spec)}, "
@@ -154,7 +155,7 @@ def _line(
             f"runs the whole plan{shorter}"
         )
     if cause == "slo-unreachable":
-        lighter = mode.load_hint(heavier=False)
+        lighter = words.load_hint(heavier=False)
         return (
             f"{head} no config met the SLO, vLLM's defaults included ({_nearest(points, spec)}): "
             "the night may find nothing that meets it; what would change it: a looser SLO "
@@ -183,7 +184,7 @@ def _line(
 def _heavier(spec: StudySpec) -> str | None:
     """How to load the engine more, in words; None where nothing would (the capacity search
     sets the rate; every request at once with no concurrency limit to raise)."""
-    hint = objective_of(spec).load_hint(heavier=True)
+    hint = words_of(objective_of(spec)).load_hint(heavier=True)
     sent = list(spec.workloads.values()) or [spec.workload]
     if hint is None or not all(math.isinf(w.request_rate) for w in sent):
         return hint
@@ -206,7 +207,7 @@ def _figure(best: TrialPoint | None, base: TrialPoint | None, spec: StudySpec) -
     if best is None:
         return "no config measured"
     base_rps = (base.capacity_rps or 0.0) if base is not None else None
-    words = objective_of(spec).gain_words(best.score, best.capacity_rps, base_rps)
+    words = words_of(objective_of(spec)).gain(best.score, best.capacity_rps, base_rps)
     around = Bands.of_study(spec).around(CAPACITY_RPS, best.capacity_rps)  # capacity mode's
     return words if around is None else f"{words} ({range_text(around)})"
 

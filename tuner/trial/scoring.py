@@ -112,7 +112,7 @@ def judge(
     `ref` None: the measurement is its own reference (the baseline). The objective object
     says which runs the trial is judged on (`judged_runs`: its one workload's, or each
     scenario's), scores each (`run_score`: its metrics, or its capacity, against the
-    reference's same run) and aggregates them (`trial_score`, `trial_capacity`); here each
+    reference's same run) and aggregates them (`trial_figures`: its score and capacity); here each
     run is packed from the payloads, and each scenario's entry gets its score."""
     judging = objective_of(spec)
     each = {name: _scenario_run(name, entry, ref) for name, entry in scenarios.items()}
@@ -128,8 +128,8 @@ def judge(
         if name in runs
     }
     found = {name: run.found_rps for name, run in runs.items()}
-    score = judging.trial_score(run_scores)
-    return Judged(score, slos, judging.trial_capacity(found), entries, found)
+    score, capacity_rps = judging.trial_figures(run_scores, found)
+    return Judged(score, slos, capacity_rps, entries, found)
 
 
 def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scored:
@@ -206,7 +206,7 @@ def _rejudged(
         return replace(p, score=raw)
     cons = p.constraints
     assert isinstance(cons, Constraints)
-    if cons.named and objective_of(spec).slos_judge_figures:  # capacity: they are the measurement
+    if cons.named and not objective_of(spec).has_capacity:  # capacity: they are the measurement
         health = {k: v for k, v in cons.named.items() if k not in cons.slos}
         cons = Constraints({**health, **j.slos})
     status: Status = "infeasible" if cons.any_broken else "feasible"
