@@ -7,8 +7,8 @@ import math
 import pytest
 
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import CapacityMix, ScenarioMix, objective_of
-from tuner.measure.mode_words import words_of
+from tuner.measure.mixes import MIXES, CapacityMix, ScenarioMix, objective_of
+from tuner.measure.mode_words import WORDS, words_of
 from tuner.measure.modes import MODES, CapacityObjective, Objective, RunFigures, RunOne
 from tuner.measure.objective import (
     PENALTY_SCORE,
@@ -313,3 +313,19 @@ def test_each_mode_scores_a_run_and_tells_optuna_its_values() -> None:
     assert cap_mix.trial_values(-math.log(2), none_found, base) == [0.0]
     assert mix.trial_figures({"chat": 0.0}, {"chat": 4.0})[1] is None
     assert cap_mix.trial_figures({"chat": 0.0}, {"chat": 4.0})[1] == 4.0
+
+
+def test_the_objective_object_keeps_decisions_only() -> None:
+    """Issue 51: at most 20 public methods and boolean flags on the objective object (every
+    kind: `MODES` and `MIXES`), its words apart (`tuner.measure.mode_words`, one per kind)."""
+    kinds = [*MODES.values(), *MIXES.values()]
+    asked = {
+        name
+        for kind in kinds
+        for name in dir(kind)
+        if not name.startswith("_")
+        and (callable(getattr(kind, name)) or isinstance(getattr(kind, name), bool))
+    }
+    assert len(asked) <= 20, sorted(asked)
+    assert not asked & {"rate_words", "gain_words", "workload_lines", "aggregate_words"}
+    assert set(WORDS) == set(kinds)  # every kind has its words

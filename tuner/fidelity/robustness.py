@@ -30,7 +30,6 @@ from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.fidelity.best_check import check_stored_best, config_run
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
 from tuner.measure.mode_words import words_of
 from tuner.measure.modes import Objective
 from tuner.runners.plan import PlanRunner
@@ -94,11 +93,11 @@ def perturbed(
     return spec.model_copy(update=update), _scaled(requests, p.length_factor)
 
 
-def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
+def applicable(spec: StudySpec, objective: Objective) -> tuple[Perturbation, ...]:
     """A workload sent all at once (rate inf) has no rate to change; in capacity mode the
     search sets the rate itself, so only the lengths are changed."""
     rates = [w.request_rate for w in (spec.workloads or {"": spec.workload}).values()]
-    if objective_of(spec).rate_can_change(rates):
+    if objective.rate_can_change(rates):
         return PERTURBATIONS
     return tuple(p for p in PERTURBATIONS if p.rate_factor == 1.0)
 
@@ -165,8 +164,12 @@ def gains(
     scored as the study scores: a capacity ratio, a scenario mix) nominal and under each
     perturbation (`compare`), one planner per workload."""
     nominal = _scenario_requests(spec)
-    runs: dict[str, tuple[StudySpec, PlanRunner]] = {}
-    for p in (NOMINAL, *applicable(spec)):
+    s, reqs = perturbed(spec, requests, NOMINAL)
+    runs: dict[str, tuple[StudySpec, PlanRunner]] = {
+        NOMINAL.name: (s, _runner(s, reqs, nominal, NOMINAL))
+    }
+    objective = runs[NOMINAL.name][1].objective  # the study's, built once by its planner
+    for p in applicable(spec, objective):
         s, reqs = perturbed(spec, requests, p)
         runs[p.name] = (s, _runner(s, reqs, nominal, p))
 
@@ -174,8 +177,8 @@ def gains(
         return {name: simulated(runner, config) for name, (_, runner) in runs.items()}
 
     def gain(name: str, mine: Measurement, base: Measurement) -> float:
-        s = runs[name][0]
-        return -score_trial(s, mine, simulated_reference(s, base, dict(base_params))).score
+        s, o = runs[name][0], runs[name][1].objective
+        return -score_trial(s, o, mine, simulated_reference(s, o, base, dict(base_params))).score
 
     return compare(run, gain, params, base_params)[0]
 
@@ -227,7 +230,7 @@ def verdict(
 
 
 def record(
-    spec: StudySpec,
+    objective: Objective,
     point: TrialPoint,
     found: Gains,
     failure: str | None,
@@ -236,7 +239,7 @@ def record(
 ) -> RobustnessRecord:
     """The record of one check of `point`: its gains judged (`verdict`), or why it was not
     checked."""
-    judged = verdict(found, objective_of(spec), source=source) if failure is None else None
+    judged = verdict(found, objective, source=source) if failure is None else None
     fragile, words = judged or (None, str(failure))
     gains = {k: v for k, v in found.items() if k != NOMINAL.name}
     return RobustnessRecord(point.spec_id, fragile, words, found.get(NOMINAL.name), gains, runs)
@@ -247,7 +250,11 @@ def cannot_simulate(exc: Exception) -> str:
 
 
 def check(
-    spec: StudySpec, requests: Sequence[BenchRequest], point: TrialPoint, base: TrialPoint
+    spec: StudySpec,
+    objective: Objective,
+    requests: Sequence[BenchRequest],
+    point: TrialPoint,
+    base: TrialPoint,
 ) -> RobustnessRecord:
     """The record of one check on the simulator (stored by `check_best`)."""
     found: Gains = {}
@@ -256,17 +263,21 @@ def check(
         found = gains(spec, requests, point.params, base.params)
     except CANNOT_SIMULATE as exc:
         failure = cannot_simulate(exc)
-    return record(spec, point, found, failure, "SIMULATED")
+    return record(objective, point, found, failure, "SIMULATED")
 
 
 def check_best(
     study: tr.AttrsHolder,
     spec: StudySpec,
+    objective: Objective,
     points: Sequence[TrialPoint],
     requests: Sequence[BenchRequest],
 ) -> RobustnessRecord | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""
     return check_stored_best(
-        study, points, lambda best, base: check(spec, requests, best, base), tr.write_robustness
+        study,
+        points,
+        lambda best, base: check(spec, objective, requests, best, base),
+        tr.write_robustness,
     )

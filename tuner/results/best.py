@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from tuner import trial as tr
 from tuner.errors import UserError
 from tuner.measure.mixes import objective_of
-from tuner.measure.mode_words import words_of
+from tuner.measure.mode_words import ModeWords, words_of
 from tuner.results.commandline import shell_command
 from tuner.results.export import check_deployable
 from tuner.results.selection import Selection, closest_miss, hold, judge
@@ -24,7 +24,6 @@ from tuner.results.verdicts import zero_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, headline_words, metric_words
 from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs, words
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -43,17 +42,17 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
+    objective = objective_of(spec)  # the study's, built once for its story
     baseline = tr.baseline_of(points)
     why = "the best feasible trial"
-    choice = judge(
-        Selection(top, why, ranked=tuple(ranked), notes=tuple(notes)), points, spec, study, baseline
-    )
+    chosen = Selection(top, why, ranked=tuple(ranked), notes=tuple(notes))
+    choice = judge(chosen, points, spec, objective, study, baseline)
     rec, shown = choice.recommendation, hold(choice)  # shown: vLLM's defaults when held back
     role = " — a CANDIDATE, not recommended (below)" if shown.held else ""
     lines = [
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else ""),
-        *(f"# {line}" for line in headline_lines(top, points, spec)),
+        *(f"# {line}" for line in headline_lines(top, points, words_of(objective))),
         *(f"# {line}" for line in interval_lines(top, spec.slo_limits())),
         *(f"# {line}" for line in setting_lines(spec)),
     ]
@@ -87,14 +86,16 @@ def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str
     return [f"95% intervals: {', '.join(found)}"] if found else []
 
 
-def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
+def headline_lines(
+    top: TrialPoint, points: Sequence[TrialPoint], mode_words: ModeWords
+) -> list[str]:
     """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
     each with their own score and figures."""
     shown = figure(top.score, 3, sign=True)
     score = f"score {shown} ({zero_words(top, points)}, lower is better)"
     found = top.record.capacity
     if top.record.scenarios:
-        how = words_of(objective_of(spec)).aggregate()
+        how = mode_words.aggregate()
         head = f"{score}: {how} of the scenarios' scores"
         if top.capacity_rps is not None:
             head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (

@@ -20,7 +20,6 @@ from tuner.fidelity.predict_skip import capacity_bracket, ruled_out_record
 from tuner.fidelity.predict_skip import prediction_skip as make_skip
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
 from tuner.run.box_faults import GpuFaults, busy_stop
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
@@ -94,6 +93,7 @@ class TrialPipeline:
         prediction_skip: bool = True,
     ) -> None:
         self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
+        self.objective = runner.objective  # the study's, built once by its runner
         self.pruning = pruning and spec.pruning.enabled
         self.skip = make_skip(spec, runner, prediction_skip)
         self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
@@ -123,7 +123,8 @@ class TrialPipeline:
             result: dict[str, object] = {"reason": record.pruned_reason}
             self.store.save_trial(t.study_name, t.number, "ruled_out", result=result)
             return Outcome("pruned", None, cons, record, saved_by="prediction")
-        bracket = capacity_bracket(self.spec, forecast)  # where its capacity search starts
+        # where its capacity search starts
+        bracket = capacity_bracket(self.spec, self.objective, forecast)
         outcome = self._launch(t, predicted, bracket)  # keeps its prediction: its miss calibrates
         return replace(outcome, record=replace(outcome.record, skip_prediction=forecast))
 
@@ -161,7 +162,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
-            beat=None if whole else capacity_to_beat(self.spec, t.points, t.host),
+            beat=None if whole else capacity_to_beat(self.objective, t.points, t.host),
             bracket=bracket,
         )
 
@@ -172,7 +173,7 @@ class TrialPipeline:
         from tuner.measure import pruning
 
         o = self.spec.objective
-        mode = objective_of(self.spec)
+        mode = self.objective
         reference_run = t.baseline or t.confirm_of is not None
         if not self.pruning or (reference_run and not mode.has_capacity):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
@@ -193,7 +194,7 @@ class TrialPipeline:
 
     def _penalty(self, t: TrialInput) -> list[float] | None:
         measured = [p.metrics for p in t.points if p.measured]
-        return objective_of(self.spec).penalty_values(measured)
+        return self.objective.penalty_values(measured)
 
     def _no_measurement(self) -> dict[str, float]:
         return obj.constraints(self.spec.objective, None)
@@ -305,8 +306,8 @@ class TrialPipeline:
         ref = tr.reference(t.points, t.host)
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
-        s = scoring.score_trial(self.spec, m, ref)
-        cons = objective_of(self.spec).trial_constraints(metrics, failed_fraction)
+        s = scoring.score_trial(self.spec, self.objective, m, ref)
+        cons = self.objective.trial_constraints(metrics, failed_fraction)
         cons.update(s.constraints)
         record = replace(
             self._run_record(m),

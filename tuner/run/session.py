@@ -219,7 +219,9 @@ def _check_robustness(
     from tuner.fidelity.robustness import check_best
 
     view.say("checking that the best config's gain survives small workload changes")
-    result.robustness = check_best(result.study, spec, result.points, runner.requests)
+    result.robustness = check_best(
+        result.study, spec, runner.objective, result.points, runner.requests
+    )
     result.smallest = smallest_check.check_best(
         result.study, spec, result.points, runner.requests, say=view.say
     )
