@@ -349,7 +349,7 @@ def test_a_study_on_an_engine_3x_faster_than_its_profile_finds_what_no_skip_find
             q for q in points if q.record.ruled_out
         ):  # its full run on the truth: would it have won?
             m = truth.measure(TrialContext(spec.name, p.number, p.params, lambda s: None))
-            full = score_trial(spec, m, points[0]).score
+            full = score_trial(spec, truth.objective, m, points[0]).score
             ok = m.metrics["p99_ttft_ms"] <= 2000
             false += [p.number] if ok and full < best(points[: p.number]).score else []
     assert found[True][0] >= 3, found  # configs after the baseline were launched
@@ -441,7 +441,7 @@ def test_a_config_that_queues_only_on_a_slow_profile_is_not_ruled_out(
 
     def measured(params: dict, points: list) -> tuple[TrialPoint, float]:
         m = truth.measure(TrialContext(spec.name, len(points), params, lambda s: None))
-        scored = score_trial(spec, m, points[0] if points else None)
+        scored = score_trial(spec, truth.objective, m, points[0] if points else None)
         record = TrialRecord(
             metrics=dict(m.metrics or {}),
             **scored.fields(),
