@@ -23,6 +23,7 @@ import pytest
 from tuner import __version__ as version
 from tuner.engine.ports import free_port
 from tuner.errors import UserError
+from tuner.measure.mixes import objective_of
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import load_study_spec
 from tuner.spec.workload import WorkloadSpec
@@ -180,12 +181,12 @@ def test_traffic_is_not_predicted_for_a_model_the_simulator_does_not_know(tmp_pa
     unknown = spec.model_copy(
         update={"engine": spec.engine.model_copy(update={"model": str(tmp_path / "no-model")})}
     )
-    found = predict_traffic(unknown, None, [], {}, [], [], ["p99_ttft_ms"])
+    found = predict_traffic(unknown, objective_of(unknown), None, [], {}, [], [], ["p99_ttft_ms"])
     assert found.not_predicted.startswith("the simulator does not know")
     capacity = spec.model_copy(
         update={"objective": spec.objective.model_copy(update={"mode": "capacity"})}
     )
-    found = predict_traffic(capacity, None, [], {}, [], [], ["p99_ttft_ms"])
+    found = predict_traffic(capacity, objective_of(capacity), None, [], {}, [], [], ["p99_ttft_ms"])
     assert found.not_predicted == CAPACITY_NOT_PREDICTED
     assert as_many(["a", "b"], 4) == ["a", "a", "b", "b"]  # the study's count, the log's mix
     assert as_many(list(range(10)), 4) == [0, 2, 5, 7]

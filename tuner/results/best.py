@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.measure.mixes import objective_of
 from tuner.results.commandline import shell_command
 from tuner.results.export import check_deployable
 from tuner.results.section import Shown
@@ -35,18 +36,18 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
         raise UserError(f"study {study_name!r} has no complete feasible trial yet{missed}")
     top = ranked[0]
     spec = specs.spec_for(study, top)
+    objective = objective_of(spec)  # the study's, built once for its story
     baseline = tr.baseline_of(points)
     why = "the best feasible trial"
-    choice = judge(
-        Selection(top, why, ranked=tuple(ranked), notes=tuple(notes)), points, spec, study, baseline
-    )
+    chosen = Selection(top, why, ranked=tuple(ranked), notes=tuple(notes))
+    choice = judge(chosen, points, spec, objective, study, baseline)
     rec, shown = choice.recommendation, hold(choice)  # shown: vLLM's defaults when held back
     role = " — a CANDIDATE, not recommended (below)" if shown.held else ""
     lines = [
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else "")
     ]
-    blocks = Shown(points, spec, study, choice)  # what every block reads (`SECTIONS`)
+    blocks = Shown(points, spec, study, choice, objective)  # what every block reads (`SECTIONS`)
     lines += [f"# {line}" for section in SECTIONS for line in section.lines(blocks)]
     tuned = choice.params
     check_deployable(spec, top.number, tuned)

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import ModeWords, words_of
+from tuner.measure.modes import Objective
 from tuner.results.selection import Selection
 from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
@@ -31,6 +34,11 @@ class Shown:
     spec: StudySpec
     study: StudyRecord | None = None
     choice: Selection | None = None
+    objective: Objective | None = None  # the study's, built once by the caller; else the spec's
+
+    def mode_words(self) -> ModeWords:
+        """The objective's words (`measure.mode_words`): the caller's object, else the spec's."""
+        return words_of(self.objective or objective_of(self.spec))
 
 
 @dataclass(frozen=True)

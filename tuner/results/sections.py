@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import ModeWords
 from tuner.results.section import Block, Section, Shown
 from tuner.results.setting import setting_lines
 from tuner.results.shapes import shape_lines, shape_rows
@@ -18,7 +18,6 @@ from tuner.results.verdicts import zero_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, headline_words, metric_words
 from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.study import StudySpec
 from tuner.trial import TrialPoint, words
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -37,7 +36,7 @@ class Headline(_BestOnly):
 
     def lines(self, shown: Shown) -> list[str]:
         top = shown.choice.point if shown.choice is not None else None
-        return headline_lines(top, shown.points, shown.spec) if top is not None else []
+        return headline_lines(top, shown.points, shown.mode_words()) if top is not None else []
 
 
 class Intervals(_BestOnly):
@@ -134,14 +133,16 @@ def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str
     return [f"95% intervals: {', '.join(found)}"] if found else []
 
 
-def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
+def headline_lines(
+    top: TrialPoint, points: Sequence[TrialPoint], mode_words: ModeWords
+) -> list[str]:
     """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
     each with their own score and figures."""
     shown = figure(top.score, 3, sign=True)
     score = f"score {shown} ({zero_words(top, points)}, lower is better)"
     found = top.record.capacity
     if top.record.scenarios:
-        how = objective_of(spec).aggregate_words()
+        how = mode_words.aggregate()
         head = f"{score}: {how} of the scenarios' scores"
         if top.capacity_rps is not None:
             head = f"capacity {words.rate(top.capacity_rps, top.capacity_capped)} over the " + (

@@ -86,5 +86,5 @@ def refused(setup: GateSetup, t: TrialInput, kind: str, reason: str, by: SavedBy
         simulated=setup.runner.planned,
         engine_s=0.0,  # never launched
     )
-    values, cons = penalty(setup.spec, t), no_measurement(setup.spec)
+    values, cons = penalty(setup.runner.objective, t), no_measurement(setup.spec)
     return Outcome("refused", values, cons, record, saved_by=by)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tuner.measure import objective as obj
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.runners.trial_runner import PhaseFn
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar
@@ -57,10 +57,10 @@ class TrialInput:
     on_launch: Callable[[], None] = field(default=lambda: None)  # each engine launch
 
 
-def penalty(spec: StudySpec, t: TrialInput) -> list[float] | None:
+def penalty(objective: Objective, t: TrialInput) -> list[float] | None:
     """What Optuna is told of a config that measured nothing (refused, failed)."""
     measured = [p.metrics for p in t.points if p.measured]
-    return objective_of(spec).penalty_values(measured)
+    return objective.penalty_values(measured)
 
 
 def no_measurement(spec: StudySpec) -> dict[str, float]:

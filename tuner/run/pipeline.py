@@ -18,7 +18,6 @@ from tuner import trial as tr
 from tuner.errors import BOX_FAULTS
 from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
 from tuner.run.box_faults import GpuFaults, busy_stop
 from tuner.run.gate import GateSetup, Launch
 from tuner.run.gates import GATES
@@ -54,6 +53,7 @@ class TrialPipeline:
         prediction_skip: bool = True,
     ) -> None:
         self.spec, self.store, self.runner = spec, store, runner
+        self.objective = runner.objective  # the study's, built once by its runner
         self.pruning = pruning and spec.pruning.enabled
         platform = study_platform(spec)  # whose block sizes vLLM's rules check
         setup = GateSetup(spec, store, runner, platform, precheck, pruning, prediction_skip)
@@ -67,7 +67,9 @@ class TrialPipeline:
             if refusal is not None:
                 return refusal
         forecast = launch.forecast  # kept: its miss calibrates; where a capacity search starts
-        outcome = self._launch(t, launch.predicted, capacity_bracket(self.spec, forecast))
+        outcome = self._launch(
+            t, launch.predicted, capacity_bracket(self.spec, self.objective, forecast)
+        )
         return replace(outcome, record=replace(outcome.record, skip_prediction=forecast))
 
     def _launch(
@@ -104,7 +106,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
-            beat=None if whole else capacity_to_beat(self.spec, t.points, t.host),
+            beat=None if whole else capacity_to_beat(self.objective, t.points, t.host),
             bracket=bracket,
         )
 
@@ -115,9 +117,9 @@ class TrialPipeline:
         from tuner.measure import pruning
 
         o = self.spec.objective
-        mode = objective_of(self.spec)
+        mode = self.objective
         reference_run = t.baseline or t.confirm_of is not None
-        if not self.pruning or (reference_run and mode.slos_judge_figures):
+        if not self.pruning or (reference_run and not mode.has_capacity):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = mode.prunes_against_incumbent
@@ -178,7 +180,7 @@ class TrialPipeline:
         ):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
-        values, cons = penalty(self.spec, t), no_measurement(self.spec)
+        values, cons = penalty(self.objective, t), no_measurement(self.spec)
         return Outcome("failed", values, cons, record, stop_study=stop)
 
     def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
@@ -224,8 +226,8 @@ class TrialPipeline:
         ref = tr.reference(t.points, t.host)
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
-        s = scoring.score_trial(self.spec, m, ref)
-        cons = objective_of(self.spec).trial_constraints(metrics, failed_fraction)
+        s = scoring.score_trial(self.spec, self.objective, m, ref)
+        cons = self.objective.trial_constraints(metrics, failed_fraction)
         cons.update(s.constraints)
         record = replace(
             self._run_record(m),
