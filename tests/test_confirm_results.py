@@ -2,37 +2,45 @@
 whose re-runs break the SLO is not "best" (item 2), and scores stay relative to the
 baseline's pooled figures once it has been re-measured (item 12).
 
-The engine drifts on purpose between the search and the confirmation: `engine.py` runs
-`tuner sim serve` on TP 2 instead of 4 when $SIM_TP is set (same config, slower engine).
+The engine drifts on purpose between the search and the confirmation: the confirmation's
+runs on TP 2 instead of 4 (same config, slower engine). What is checked is the results'
+logic, so `tuner run` runs in this process on the simulation core (`tuner_testing.inprocess`;
+it was `tuner sim serve` behind a wrapper script that changed its TP, 6-9 s of CPU a test).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tuner.spec.figures import figure
-from tuner_testing import sim_study, tuner
+from tuner.spec.study import StudySpec
+from tuner_testing import sim_study
+from tuner_testing.inprocess import Ran, SimEngine, tuner_in_process
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
-ENGINE = """import os, sys
-argv = sys.argv[1:]
-if os.environ.get("SIM_TP"):
-    argv[argv.index("--tensor-parallel-size") + 1] = os.environ["SIM_TP"]
-os.execv(sys.executable, [sys.executable, "-m", "tuner.cli", "sim", "serve", *argv])
-"""
+Cli = Callable[..., Ran]
+
+
+@pytest.fixture
+def tuner(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """`tuner ARGS` in this process, its engines simulated (`tuner_in_process`)."""
+
+    def run(*args: str, cwd: Path, **kw) -> Ran:
+        return tuner_in_process(*args, cwd=cwd, monkeypatch=monkeypatch, capsys=capsys, **kw)
+
+    return run
 
 
 def _study(tmp_path: Path, tokenizer: Path, slo: str, seqs: dict) -> Path:
     """Baseline plus one sampled trial, each config re-run twice by `--confirm`."""
-    (tmp_path / "engine.py").write_text(ENGINE)
     study = sim_study(
         tmp_path,
         tokenizer,
@@ -43,25 +51,32 @@ def _study(tmp_path: Path, tokenizer: Path, slo: str, seqs: dict) -> Path:
         sampler={"name": "random", "seed": 1},
     )
     data = yaml.safe_load(study.read_text())
-    data["engine"]["command"] = ["{python}", str(tmp_path / "engine.py"), "--model", "{model}"]
     # max-num-seqs alone is searched: the config's other flags are the baseline's
     data["search_space"]["parameters"] = {"max-num-seqs": {"type": "int", **seqs}}
     study.write_text(yaml.safe_dump(data, sort_keys=False))
     return study
 
 
-def _search_then_confirm(study: Path) -> None:
+def _slower(spec: StudySpec, starts: list[str]) -> SimEngine:
+    """The same engine on TP 2 instead of 4: the same configs run slower."""
+    engine = spec.engine.model_copy(
+        update={"flags": {**spec.engine.flags, "tensor-parallel-size": 2}}
+    )
+    return SimEngine(spec.model_copy(update={"engine": engine}), starts)
+
+
+def _search_then_confirm(tuner: Cli, study: Path) -> None:
     # the sampled trial launched whatever the simulator predicts (tests/test_predict_skip.py)
     out = tuner("run", str(study), "--no-prediction-skip", cwd=study.parent)
     assert out.returncode == 0, out.stdout + out.stderr
-    drifted = {**os.environ, "SIM_TP": "2"}  # the confirmation runs on a slower engine
+    # the confirmation runs on a slower engine
     out = tuner(
-        "run", str(study), "--confirm", "1", "--no-confirm-flags", cwd=study.parent, env=drifted
+        "run", str(study), "--confirm", "1", "--no-confirm-flags", cwd=study.parent, engine=_slower
     )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _trials(study: Path) -> list[dict]:
+def _trials(tuner: Cli, study: Path) -> list[dict]:
     out = tuner("trials", str(study), "--format", "json", cwd=study.parent)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -72,7 +87,7 @@ def _score(best_stdout: str) -> float:
 
 
 def test_a_config_whose_reruns_break_the_slo_is_not_best(
-    tmp_path: Path, tiny_model_dir: Path
+    tmp_path: Path, tiny_model_dir: Path, tuner: Cli
 ) -> None:
     # vLLM's default here is max-num-seqs 1: any sampled value beats it, so trial 1 is best
     study = _study(
@@ -81,8 +96,8 @@ def test_a_config_whose_reruns_break_the_slo_is_not_best(
         "mean_tpot_ms<=50",
         {"low": 1, "high": 64, "default": 1, "log": True},
     )
-    _search_then_confirm(study)
-    rows = _trials(study)
+    _search_then_confirm(tuner, study)
+    rows = _trials(tuner, study)
     assert [r["state"] for r in rows] == ["COMPLETE", "COMPLETE", "INFEASIBLE", "INFEASIBLE"]
     assert rows[1]["score"] < 0  # its first run beat the baseline, within the SLO
 
@@ -105,15 +120,15 @@ def test_a_config_whose_reruns_break_the_slo_is_not_best(
 
 
 def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
-    tmp_path: Path, tiny_model_dir: Path
+    tmp_path: Path, tiny_model_dir: Path, tuner: Cli
 ) -> None:
     # 8 prompts in half a second: max-num-seqs 4 (vLLM's default here) serves them faster
     # than the sampled 2 or 3, so the baseline ranks first and is what `--confirm` re-runs
     study = _study(
         tmp_path, tiny_model_dir, "mean_tpot_ms<=500", {"low": 2, "high": 4, "default": 4}
     )
-    _search_then_confirm(study)
-    rows = _trials(study)
+    _search_then_confirm(tuner, study)
+    rows = _trials(tuner, study)
     assert len(rows) == 4 and all(r["state"] == "COMPLETE" for r in rows)
     base = rows[0]
     base_runs = [r["score"] for r in rows if r["number"] in (0, 2, 3)]
@@ -136,13 +151,13 @@ def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
     # not clearly better than the defaults by its one run's intervals: asked for (issue 34)
     export = tuner("export", str(study), "--candidate", cwd=tmp_path)
     assert f"score = {figure(rows[1]['score'], 3, sign=True)} (lower is better" in export.stdout
-    _front_pools_the_baseline(study, rows)
+    _front_pools_the_baseline(tuner, study, rows)
 
 
 AXES = ("p99_ttft_ms", "mean_tpot_ms")  # `tuner pareto`'s default objectives, both minimised
 
 
-def _front_pools_the_baseline(study: Path, rows: list[dict]) -> None:
+def _front_pools_the_baseline(tuner: Cli, study: Path, rows: list[dict]) -> None:
     """`tuner pareto`: the baseline's config in one row, its three runs pooled (geometric
     means, the figures of its mean score), on the front exactly when those pooled figures
     are not dominated by trial 1's; the re-runs are no rows."""

@@ -12,6 +12,7 @@ product's own; only the engine process is not. Tests whose point is a process (s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from tuner import __version__
 from tuner.measure.measurement import Measurement
 from tuner.runners.plan import PlanRunner
-from tuner.runners.trial_runner import TrialContext
+from tuner.runners.trial_runner import TrialContext, TrialRunner
 from tuner.sim.profile_file import load_gpu
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Flags
@@ -69,9 +70,10 @@ def tuner_in_process(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     env: dict[str, str] | None = None,
+    engine: Callable[[StudySpec, list[str]], TrialRunner] = SimEngine,
 ) -> Ran:
-    """`tuner ARGS` (`tuner.cli.main`) in this process from `cwd`, every engine a `SimEngine`;
-    `env`: variables set for the command's time."""
+    """`tuner ARGS` (`tuner.cli.main`) in this process from `cwd`, every engine `engine(spec,
+    starts)` (a `SimEngine`); `env`: variables set for the command's time."""
     from tuner import cli
     from tuner.run import session
 
@@ -80,9 +82,7 @@ def tuner_in_process(
         patch.chdir(cwd)
         for name, value in (env or {}).items():
             patch.setenv(name, value)
-        patch.setattr(
-            session, "engine_runners", lambda spec, *_: lambda slot: SimEngine(spec, starts)
-        )
+        patch.setattr(session, "engine_runners", lambda spec, *_: lambda slot: engine(spec, starts))
         capsys.readouterr()  # what the test printed before is not the command's
         try:
             cli.main(list(args))
