@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,21 +21,10 @@ import yaml
 from tuner.spec.figures import figure
 from tuner.spec.study import StudySpec
 from tuner_testing import sim_study
-from tuner_testing.inprocess import Ran, SimEngine, tuner_in_process
+from tuner_testing.inprocess import SimEngine
+from tuner_testing.inprocess import tuner_in_process as tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
-
-Cli = Callable[..., Ran]
-
-
-@pytest.fixture
-def tuner(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """`tuner ARGS` in this process, its engines simulated (`tuner_in_process`)."""
-
-    def run(*args: str, cwd: Path, **kw) -> Ran:
-        return tuner_in_process(*args, cwd=cwd, monkeypatch=monkeypatch, capsys=capsys, **kw)
-
-    return run
 
 
 def _study(tmp_path: Path, tokenizer: Path, slo: str, seqs: dict) -> Path:
@@ -65,7 +53,7 @@ def _slower(spec: StudySpec, starts: list[str]) -> SimEngine:
     return SimEngine(spec.model_copy(update={"engine": engine}), starts)
 
 
-def _search_then_confirm(tuner: Cli, study: Path) -> None:
+def _search_then_confirm(study: Path) -> None:
     # the sampled trial launched whatever the simulator predicts (tests/test_predict_skip.py)
     out = tuner("run", str(study), "--no-prediction-skip", cwd=study.parent)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -76,7 +64,7 @@ def _search_then_confirm(tuner: Cli, study: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _trials(tuner: Cli, study: Path) -> list[dict]:
+def _trials(study: Path) -> list[dict]:
     out = tuner("trials", str(study), "--format", "json", cwd=study.parent)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -87,7 +75,7 @@ def _score(best_stdout: str) -> float:
 
 
 def test_a_config_whose_reruns_break_the_slo_is_not_best(
-    tmp_path: Path, tiny_model_dir: Path, tuner: Cli
+    tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     # vLLM's default here is max-num-seqs 1: any sampled value beats it, so trial 1 is best
     study = _study(
@@ -96,8 +84,8 @@ def test_a_config_whose_reruns_break_the_slo_is_not_best(
         "mean_tpot_ms<=50",
         {"low": 1, "high": 64, "default": 1, "log": True},
     )
-    _search_then_confirm(tuner, study)
-    rows = _trials(tuner, study)
+    _search_then_confirm(study)
+    rows = _trials(study)
     assert [r["state"] for r in rows] == ["COMPLETE", "COMPLETE", "INFEASIBLE", "INFEASIBLE"]
     assert rows[1]["score"] < 0  # its first run beat the baseline, within the SLO
 
@@ -120,15 +108,15 @@ def test_a_config_whose_reruns_break_the_slo_is_not_best(
 
 
 def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
-    tmp_path: Path, tiny_model_dir: Path, tuner: Cli
+    tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     # 8 prompts in half a second: max-num-seqs 4 (vLLM's default here) serves them faster
     # than the sampled 2 or 3, so the baseline ranks first and is what `--confirm` re-runs
     study = _study(
         tmp_path, tiny_model_dir, "mean_tpot_ms<=500", {"low": 2, "high": 4, "default": 4}
     )
-    _search_then_confirm(tuner, study)
-    rows = _trials(tuner, study)
+    _search_then_confirm(study)
+    rows = _trials(study)
     assert len(rows) == 4 and all(r["state"] == "COMPLETE" for r in rows)
     base = rows[0]
     base_runs = [r["score"] for r in rows if r["number"] in (0, 2, 3)]
@@ -151,13 +139,13 @@ def test_scores_after_confirm_stay_relative_to_the_pooled_baseline(
     # not clearly better than the defaults by its one run's intervals: asked for (issue 34)
     export = tuner("export", str(study), "--candidate", cwd=tmp_path)
     assert f"score = {figure(rows[1]['score'], 3, sign=True)} (lower is better" in export.stdout
-    _front_pools_the_baseline(tuner, study, rows)
+    _front_pools_the_baseline(study, rows)
 
 
 AXES = ("p99_ttft_ms", "mean_tpot_ms")  # `tuner pareto`'s default objectives, both minimised
 
 
-def _front_pools_the_baseline(tuner: Cli, study: Path, rows: list[dict]) -> None:
+def _front_pools_the_baseline(study: Path, rows: list[dict]) -> None:
     """`tuner pareto`: the baseline's config in one row, its three runs pooled (geometric
     means, the figures of its mean score), on the front exactly when those pooled figures
     are not dominated by trial 1's; the re-runs are no rows."""

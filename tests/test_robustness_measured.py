@@ -114,9 +114,7 @@ def test_the_measured_verdict_wins_over_the_simulated_one():
     assert shown(stale) == simulated["verdict"]  # measured under another spec
 
 
-def test_run_confirm_measures_the_check_and_best_prints_it(
-    tmp_path: Path, tiny_model_dir, monkeypatch: pytest.MonkeyPatch, capsys
-):
+def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_model_dir):
     """`--confirm`'s measured checks and what `best` prints of them: the logic of the run and
     of the results, so its engine is the simulation core in this process
     (`tuner_testing.inprocess`); the perturbations on `tuner sim serve`'s engine starts and a
@@ -129,15 +127,11 @@ def test_run_confirm_measures_the_check_and_best_prints_it(
         budget={"n_trials": 3},
         trial={"stall_timeout_s": 20, "confirm_repeats": 1},
     )
-    run = tuner_in_process(
-        "run", str(study), "--confirm", "1", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys
-    )
+    run = tuner_in_process("run", str(study), "--confirm", "1", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "re-measuring trial" in run.stderr
     s = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
-    best = tuner_in_process(
-        "best", str(study), cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys
-    )
+    best = tuner_in_process("best", str(study), cwd=tmp_path)
     assert best.returncode == 0, best.stderr
     number = int(best.stdout.split("# best trial ")[1].split()[0])
     assert not s.trials[number].user_attrs.get(tr.BASELINE)  # the screen's configs beat it

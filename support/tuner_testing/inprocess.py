@@ -12,6 +12,8 @@ product's own; only the engine process is not. Tests whose point is a process (s
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,27 +69,25 @@ class Ran:
 def tuner_in_process(
     *args: str,
     cwd: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
     env: dict[str, str] | None = None,
     engine: Callable[[StudySpec, list[str]], TrialRunner] = SimEngine,
 ) -> Ran:
-    """`tuner ARGS` (`tuner.cli.main`) in this process from `cwd`, every engine `engine(spec,
-    starts)` (a `SimEngine`); `env`: variables set for the command's time."""
+    """`tuner ARGS` (`tuner.cli.main`) in this process from `cwd`, its output captured, every
+    engine `engine(spec, starts)` (a `SimEngine`); `env`: variables set for the command."""
     from tuner import cli
     from tuner.run import session
 
     starts: list[str] = []
-    with monkeypatch.context() as patch:
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
         for name, value in (env or {}).items():
             patch.setenv(name, value)
         patch.setattr(session, "engine_runners", lambda spec, *_: lambda slot: engine(spec, starts))
-        capsys.readouterr()  # what the test printed before is not the command's
         try:
-            cli.main(list(args))
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                cli.main(list(args))
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-    return Ran(code, out.out, out.err, starts)
+    return Ran(code, out.getvalue(), err.getvalue(), starts)
