@@ -86,6 +86,7 @@ def test_check_of_a_good_study_exits_0_with_its_cost(tmp_path: Path, tiny_model_
     assert "flag names checked against the simulated engine's flags" in proc.stdout
 
 
+@pytest.mark.slow  # two nights of the shipped longdoc study priced: 8 s on the idle box
 def test_the_shipped_longdoc_study_s_night_against_its_timeout(tmp_path: Path) -> None:
     """docs/preflight.md quotes this: 30 trials (the first 2.7 h, the others racing it ~4 min)
     within its 12 h timeout; a 3 h one holds 5."""
