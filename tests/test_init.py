@@ -256,8 +256,9 @@ def test_counts_and_durations_are_judged_in_their_own_direction(
 def test_a_count_no_rate_meets_is_one_line(tmp_path: Path) -> None:
     """(Was the last step of each case above, the same command three times.)"""
     out = tmp_path / "s.yaml"
+    out.write_text("")  # as the cases' `-o` file was: `--force` replaces it, the SLO refuses
     never = tuner("init", "--no-preview", *COUNTS, "--slo", "completed>=201", "-o", str(out),
-                  cwd=REPO)  # fmt: skip
+                  "--force", cwd=REPO)  # fmt: skip
     assert never.returncode == 2 and "completed>=201" in one_error_line(never.stderr)
 
 
