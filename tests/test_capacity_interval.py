@@ -15,12 +15,14 @@ from tuner.measure.capacity import (
     BREAKS,
     HOLDS,
     UNSURE,
+    Beat,
     Step,
     capacity_interval,
     clearly_above,
     judged,
     next_rate,
     next_to_confirm,
+    race_rps,
     rate_verdict,
     run_excess,
     search,
@@ -173,6 +175,25 @@ def test_the_interval_comes_from_rates_the_seeds_settled_within_the_budget(seed:
     measure, calls = noisy_curve(10.0, 0.12, seed)
     bare = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=0)
     assert all(k == 0 for _, k, _ in calls) and (bare.low_rps, bare.high_rps) == (0.0, None)
+
+
+@pytest.mark.parametrize("max_steps", [5, 6])
+def test_a_step_budget_keeps_runs_to_close_the_winner_s_interval(max_steps: int) -> None:
+    """A budget that cuts the search keeps runs for the interval (`interval_runs`), the first
+    a repeat that measures the seeds' spread (no rate is sure before): spent on the bisection
+    alone, every budgeted search ended (0, ?). Raced or not, the config that wins reads a
+    closed interval around its capacity, within its budget."""
+    for seed in range(4):
+        for beat in (None, Beat(6.0, 1.0, 6.5)):
+            measure, calls = noisy_curve(10.0, 0.12, seed)
+            got = search(
+                measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=4,
+                max_steps=max_steps, beat_rps=None if beat is None else race_rps(beat, 0.05),
+                bracket=None if beat is None else (7.0, 11.0),  # the config's own prediction
+            )  # fmt: skip
+            assert not got.beaten and len(calls) <= max_steps
+            assert any(k for _, k, _ in calls)  # a repeat
+            assert 0 < got.low_rps <= got.capacity_rps < (got.high_rps or 0), (seed, beat, got)
 
 
 def test_the_interval_holds_the_knee_at_95_percent_on_a_flat_noisy_curve() -> None:

@@ -55,6 +55,9 @@ GROW_MAX = 4.0
 SHRINK_MAX = 8.0
 OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down goes
 SEND_PHASE_FACTOR = 4.0  # a rate is shown only by a send phase ≥ 4 × the queue-bearing limit
+# the runs a step budget that cuts the search keeps for the capacity's interval (`interval_runs`)
+INTERVAL_RUNS = 2
+BRACKET_RUNS = 2  # a bracket's ends: a rate that held and one that broke
 QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue adds to
 TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
@@ -243,7 +246,8 @@ def search(
             (max_rps, resolution),
         )
     budget = step_budget(max_runs, max_repeats, max_steps)
-    max_runs = min(max_runs, budget)
+    cut = budget - interval_runs(budget, max_runs, max_repeats) < max_runs  # by the budget
+    max_runs = min(max_runs, budget - interval_runs(budget, max_runs, max_repeats))
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
@@ -251,10 +255,16 @@ def search(
         steps.append(step)
         return step
 
+    spent = 0  # the interval's runs (`confirm`), at most `max_repeats`
+
     def result(lo: float, hi: float, resolved: bool) -> Result:
-        repeats = min(max_repeats, budget - len(steps))  # what the budget leaves
+        nonlocal spent
+        ran = sum(s.runs for s in steps)
+        repeats = min(max_repeats - spent, budget - ran)  # what the budget leaves
         limits = (min_rps, max_rps, resolution)
-        return _finish(measure, steps, (lo, hi), resolved, limits, repeats)
+        out = _finish(measure, steps, (lo, hi), resolved, limits, repeats)
+        spent += out.runs - ran
+        return out
 
     lo, hi = 0.0, math.inf
     rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
@@ -293,7 +303,31 @@ def search(
     resolved = lo > 0 and narrow(lo, hi, resolution)
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
-    return result(lo, hi, resolved)
+    out = result(lo, hi, resolved)
+    return _bisect_rest(run, out, budget, result, resolution) if cut else out
+
+
+def _bisect_rest(
+    run: Callable[[float], Step],
+    out: Result,
+    budget: int,
+    finish: Callable[[float, float, bool], Result],
+    resolution: float,
+) -> Result:
+    """The runs a step budget kept from the bisection for the interval (`interval_runs`) that
+    the interval did not need (`confirm` found nothing left to settle: both ends sure, or no
+    run that could settle one) bisect the bracket on, each followed by the interval's runs
+    again (`finish(lo, hi, resolved)`). Without a budget's cut, `max_runs` bounds the
+    bisection as before."""
+    while out.runs < budget and out.capacity_rps > 0 and out.bracket[1] and not out.resolved:
+        lo, hi = out.capacity_rps, out.bracket[1]
+        rate = math.sqrt(lo * hi)
+        if run(rate).feasible:
+            lo = rate
+        else:
+            hi = rate
+        out = finish(lo, hi, narrow(lo, hi, resolution))
+    return out
 
 
 def raced(
@@ -363,6 +397,22 @@ def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
     return whole if max_steps is None else max(min(max_steps, whole), 1)
 
 
+def interval_runs(
+    budget: int, max_runs: int, max_repeats: int, bracket_runs: int = BRACKET_RUNS
+) -> int:
+    """The runs of a config's budget kept from the bracket and the bisection for the
+    capacity's interval (`confirm`). A budget that cuts nothing keeps `max_repeats`, as before.
+    A budget that cuts the search keeps `INTERVAL_RUNS` (at most `max_repeats`, and leaving
+    the bracket's ends, `bracket_runs`: one once a race held): no rate is sure before one
+    spread between seeds is measured (`rate_verdicts.rate_verdict`), so a budget spent on the
+    bisection alone always ended with the interval (0, ?), the best config's too. One repeat
+    measures the spread (`_spread_first`), the other settles the nearer open end. What a
+    bisection that resolves early leaves goes to the interval as well."""
+    if budget >= max_runs + max_repeats:
+        return max_repeats
+    return max(min(max_repeats, INTERVAL_RUNS, budget - bracket_runs), 0)
+
+
 def _finish(
     measure: Callable[..., Step],
     steps: list[Step],
@@ -410,15 +460,21 @@ def confirm(
     extended: set[str] = set()  # the sides given a new rate
     steps[:] = judged(steps)
     while budget > 0 and not _settled(steps, estimate, resolution):
-        side, rate = next(
-            (
-                (side, r)
-                for narrow in (False, True)  # a bounded side's narrowing last
-                for side in sides
-                if (r := next_rate(steps, estimate, side, rate_range, side not in extended, narrow))
-            ),
-            ("", None),
-        )
+        side, rate = _spread_first(steps, estimate, rate_range)
+        if rate is None:
+            side, rate = next(
+                (
+                    (side, r)
+                    for narrow in (False, True)  # a bounded side's narrowing last
+                    for side in sides
+                    if (
+                        r := next_rate(
+                            steps, estimate, side, rate_range, side not in extended, narrow
+                        )
+                    )
+                ),
+                ("", None),
+            )
         if rate is None:
             break
         i = next((i for i, s in enumerate(steps) if s.rate_rps == rate), len(steps))
@@ -433,6 +489,18 @@ def confirm(
             below = (s.rate_rps for s in steps if s.feasible and s.rate_rps < estimate)
             estimate = max(below, default=0.0)
     return estimate
+
+
+def _spread_first(
+    steps: Sequence[Step], estimate: float, rate_range: tuple[float, float]
+) -> tuple[str, float | None]:
+    """While no spread between seeds is measured (no rate is sure before: `rate_verdict`),
+    the interval's first run repeats the held rate nearest to settling (`next_to_confirm`: its
+    runs whole, so the pair measures the spread), not a new rate that could not be judged
+    without one. (HOLDS, None) when the spread is measured or no held rate ran whole."""
+    if seed_spread(steps)[2]:
+        return HOLDS, None
+    return HOLDS, next_rate(steps, estimate, HOLDS, rate_range, extend=False, narrow=True)
 
 
 def _settled(steps: Sequence[Step], estimate: float, resolution: float) -> bool:
