@@ -55,9 +55,8 @@ GROW_MAX = 4.0
 SHRINK_MAX = 8.0
 OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down goes
 SEND_PHASE_FACTOR = 4.0  # a rate is shown only by a send phase ≥ 4 × the queue-bearing limit
-# the runs a step budget that cuts the search keeps for the capacity's interval (`interval_runs`)
+# the interval's runs a search that found a capacity gets past a step budget (`interval_runs`)
 INTERVAL_RUNS = 2
-BRACKET_RUNS = 2  # a bracket's ends: a rate that held and one that broke
 QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue adds to
 TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
@@ -246,8 +245,8 @@ def search(
             (max_rps, resolution),
         )
     budget = step_budget(max_runs, max_repeats, max_steps)
-    cut = budget - interval_runs(budget, max_runs, max_repeats) < max_runs  # by the budget
-    max_runs = min(max_runs, budget - interval_runs(budget, max_runs, max_repeats))
+    whole = budget >= max_runs + max_repeats  # the budget cuts nothing
+    max_runs = min(max_runs, budget)
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
@@ -255,16 +254,10 @@ def search(
         steps.append(step)
         return step
 
-    spent = 0  # the interval's runs (`confirm`), at most `max_repeats`
-
     def result(lo: float, hi: float, resolved: bool) -> Result:
-        nonlocal spent
-        ran = sum(s.runs for s in steps)
-        repeats = min(max_repeats - spent, budget - ran)  # what the budget leaves
+        repeats = interval_runs(budget - len(steps), max_repeats, not whole and lo > 0)
         limits = (min_rps, max_rps, resolution)
-        out = _finish(measure, steps, (lo, hi), resolved, limits, repeats)
-        spent += out.runs - ran
-        return out
+        return _finish(measure, steps, (lo, hi), resolved, limits, repeats)
 
     lo, hi = 0.0, math.inf
     rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
@@ -303,31 +296,7 @@ def search(
     resolved = lo > 0 and narrow(lo, hi, resolution)
     if lo == 0.0 and hi <= min_rps:
         resolved = True  # infeasible even at the lowest rate allowed: capacity 0 for sure
-    out = result(lo, hi, resolved)
-    return _bisect_rest(run, out, budget, result, resolution) if cut else out
-
-
-def _bisect_rest(
-    run: Callable[[float], Step],
-    out: Result,
-    budget: int,
-    finish: Callable[[float, float, bool], Result],
-    resolution: float,
-) -> Result:
-    """The runs a step budget kept from the bisection for the interval (`interval_runs`) that
-    the interval did not need (`confirm` found nothing left to settle: both ends sure, or no
-    run that could settle one) bisect the bracket on, each followed by the interval's runs
-    again (`finish(lo, hi, resolved)`). Without a budget's cut, `max_runs` bounds the
-    bisection as before."""
-    while out.runs < budget and out.capacity_rps > 0 and out.bracket[1] and not out.resolved:
-        lo, hi = out.capacity_rps, out.bracket[1]
-        rate = math.sqrt(lo * hi)
-        if run(rate).feasible:
-            lo = rate
-        else:
-            hi = rate
-        out = finish(lo, hi, narrow(lo, hi, resolution))
-    return out
+    return result(lo, hi, resolved)
 
 
 def raced(
@@ -397,20 +366,16 @@ def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
     return whole if max_steps is None else max(min(max_steps, whole), 1)
 
 
-def interval_runs(
-    budget: int, max_runs: int, max_repeats: int, bracket_runs: int = BRACKET_RUNS
-) -> int:
-    """The runs of a config's budget kept from the bracket and the bisection for the
-    capacity's interval (`confirm`). A budget that cuts nothing keeps `max_repeats`, as before.
-    A budget that cuts the search keeps `INTERVAL_RUNS` (at most `max_repeats`, and leaving
-    the bracket's ends, `bracket_runs`: one once a race held): no rate is sure before one
-    spread between seeds is measured (`rate_verdicts.rate_verdict`), so a budget spent on the
-    bisection alone always ended with the interval (0, ?), the best config's too. One repeat
-    measures the spread (`_spread_first`), the other settles the nearer open end. What a
-    bisection that resolves early leaves goes to the interval as well."""
-    if budget >= max_runs + max_repeats:
-        return max_repeats
-    return max(min(max_repeats, INTERVAL_RUNS, budget - bracket_runs), 0)
+def interval_runs(left: int, max_repeats: int, cut: bool) -> int:
+    """The interval's runs (`confirm`) after the bisection: what the budget leaves (`left`),
+    at most `max_repeats`. A search that found a capacity where a step budget cut the search
+    (`cut`) still gets `INTERVAL_RUNS` of them: no rate is sure before one spread
+    between seeds is measured (`rate_verdicts.rate_verdict`), so a budget the bisection spent
+    left every such search, the best config's too, with the interval (0, ?). Such a search is
+    the incumbent once it ends (the first config, or one that held the race: above the
+    incumbent's capacity); a lost race stops before (`raced`). One run measures the spread
+    (`_spread_first`), the other settles the nearer open end."""
+    return min(max_repeats, max(left, INTERVAL_RUNS) if cut else left)
 
 
 def _finish(
