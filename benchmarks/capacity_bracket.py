@@ -36,7 +36,7 @@ from dataclasses import replace
 import optuna
 
 from tuner.fidelity.predict_skip import capacity_bracket
-from tuner.measure.capacity import Beat
+from tuner.measure.capacity import Beat, race_high
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.run.cost import length_only_runner, slo_rule
 from tuner.runners.trial_runner import TrialContext
@@ -108,8 +108,7 @@ def main() -> None:
         if args.race and new.capacity is not None and new.capacity.capacity_rps > 0:
             found = new.capacity
             if incumbent is None or found.capacity_rps > incumbent[0]:
-                high = found.capacity_rps_high
-                high = high if high is not None else found.above_rps
+                high = race_high(found.capacity_rps_high, found.above_rps)
                 incumbent = (found.capacity_rps, Beat(found.capacity_rps, 1.0, high))
         if old.capacity is None or new.capacity is None:
             print(f"config {i}: no capacity (old {old.failure_reason}, new {new.failure_reason})")

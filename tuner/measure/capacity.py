@@ -64,21 +64,30 @@ TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 @dataclass(frozen=True)
 class Beat:
     """Capacity mode's race against the incumbent: the best capacity so far, the reference
-    trial's (what a score is relative to), and the incumbent's high end: the lowest rate
-    above its capacity that broke an SLO for sure (its interval's), else the lowest that broke
-    one on its estimate (its bracket's, `above_rps`); None: no rate above it broke one."""
+    trial's (what a score is relative to), and the incumbent's high end as the race reads it
+    (`race_high`); None: no rate above its capacity broke an SLO."""
 
     best_rps: float
     reference_rps: float
     best_high_rps: float | None = None
 
 
+def race_high(high_rps: float | None, above_rps: float | None) -> float | None:
+    """The incumbent's end a race runs at (`Beat.best_high_rps`): the lowest rate above its
+    capacity that broke an SLO on its estimate (its bracket's top, `above_rps`), else the
+    lowest that broke one for sure (its interval's `high_rps`). Not the sure end first: on a
+    flat curve it lies far above (SIMULATED longdoc, vLLM's defaults 0.0943 req/s, interval
+    0.05-0.2675), and a race there stopped every later config, a better one too; a config
+    that breaks where the incumbent itself broke is not shown better either (its capacity
+    below the incumbent's bracket top, by its own run)."""
+    return above_rps if above_rps is not None else high_rps
+
+
 def race_rps(beat: Beat, resolution: float) -> float:
     """The rate a config races the incumbent at: the one that decides whether it can be
-    better. The incumbent's high end when it has one: a config that breaks where the
-    incumbent broke cannot be shown better than it (with the incumbent's interval: its low
-    end would lie below the incumbent's high, `clearly_above`); else one resolution above
-    its capacity (a config that breaks there is within the resolution of it or below: not
+    better. The incumbent's high end when it has one (`race_high`): a config that breaks
+    where the incumbent broke cannot be shown better than it; else one resolution above its
+    capacity (a config that breaks there is within the resolution of it or below: not
     better, `beats_by_resolution`). Never below that resolution step."""
     step = beat.best_rps * (1 + resolution)
     high = beat.best_high_rps
