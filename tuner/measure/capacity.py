@@ -264,9 +264,11 @@ def search(
         return step
 
     def result(lo: float, hi: float, resolved: bool) -> Result:
-        repeats = interval_runs(budget - len(steps), max_repeats, not whole and lo > 0)
+        left = budget - len(steps)
+        repeats = interval_runs(left, max_repeats, not whole and lo > 0)
         limits = (min_rps, max_rps, resolution)
-        return _finish(measure, steps, (lo, hi), resolved, limits, repeats)
+        # runs past the budget close the interval, they do not narrow it
+        return _finish(measure, steps, (lo, hi), resolved, limits, repeats, repeats > left)
 
     lo, hi = 0.0, math.inf
     rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
@@ -383,7 +385,8 @@ def interval_runs(left: int, max_repeats: int, cut: bool) -> int:
     left every such search, the best config's too, with the interval (0, ?). Such a search is
     the incumbent once it ends (the first config, or one that held the race: above the
     incumbent's capacity); a lost race stops before (`raced`). One run measures the spread
-    (`_spread_first`), the other settles the nearer open end."""
+    (`_spread_first`), the other settles the nearer open end; runs past the budget stop once
+    the interval has both ends (`confirm`'s `closing`): they close it, not narrow it."""
     return min(max_repeats, max(left, INTERVAL_RUNS) if cut else left)
 
 
@@ -394,12 +397,14 @@ def _finish(
     resolved: bool,
     limits: tuple[float, float, float],
     max_repeats: int,
+    closing: bool = False,
 ) -> Result:
-    """The search's answer once the bisection ended: the repeats spent (`confirm`), the
-    capacity and its interval. `limits`: (min_rps, max_rps, resolution)."""
+    """The search's answer once the bisection ended: the repeats spent (`confirm`; `closing`:
+    only until the interval has both ends), the capacity and its interval. `limits`:
+    (min_rps, max_rps, resolution)."""
     lo, hi = bracket
     min_rps, max_rps, resolution = limits
-    lo = confirm(measure, steps, lo, max_repeats, resolution, (min_rps, max_rps))
+    lo = confirm(measure, steps, lo, max_repeats, resolution, (min_rps, max_rps), closing)
     hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
     steps[:] = judged(steps)
     low, high = capacity_interval(steps, lo)
@@ -421,19 +426,20 @@ def confirm(
     budget: int,
     resolution: float = 0.0,
     rate_range: tuple[float, float] = (0.0, math.inf),
+    closing: bool = False,
 ) -> float:
     """Spend at most `budget` runs bounding the estimate, below and above it in turn
     (`next_rate`: a repeat of the rate nearest to settling, or a new rate past the rates that
     cannot, one per side), each on its next seed and measured whole (`measure(rate, k,
     True)`), until the capacity's interval is within `resolution` (`capacity_interval`:
-    nothing left to settle).
+    nothing left to settle), or with `closing` until it has both ends.
     `rate_range`: (min_rps, max_rps), where a new rate may go. Returns the estimate, lowered
     to the highest feasible rate below it when a repeat made its own pooled figures break an
     SLO (a rate below it that breaks pooled leaves it, and the interval says the doubt)."""
     sides = [HOLDS, BREAKS]
     extended: set[str] = set()  # the sides given a new rate
     steps[:] = judged(steps)
-    while budget > 0 and not _settled(steps, estimate, resolution):
+    while budget > 0 and not _settled(steps, estimate, resolution, closing):
         side, rate = _spread_first(steps, estimate, rate_range)
         if rate is None:
             side, rate = next(
@@ -477,9 +483,14 @@ def _spread_first(
     return HOLDS, next_rate(steps, estimate, HOLDS, rate_range, extend=False, narrow=True)
 
 
-def _settled(steps: Sequence[Step], estimate: float, resolution: float) -> bool:
-    """The capacity's interval is within the resolution: a repeat cannot narrow it further."""
+def _settled(
+    steps: Sequence[Step], estimate: float, resolution: float, closing: bool = False
+) -> bool:
+    """The capacity's interval is within the resolution: a repeat cannot narrow it further.
+    `closing`: it has both ends."""
     low, high = capacity_interval(steps, estimate)
+    if closing and low > 0 and high is not None:
+        return True
     return high is not None and narrow(low, high, resolution)
 
 
