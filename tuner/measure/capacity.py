@@ -57,6 +57,7 @@ OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down g
 SEND_PHASE_FACTOR = 4.0  # a rate is shown only by a send phase ≥ 4 × the queue-bearing limit
 # the interval's runs a search that found a capacity gets past a step budget (`interval_runs`)
 INTERVAL_RUNS = 2
+KEEP_FROM = 3  # from a budget of 4 on, one of the interval's runs is the budget's own
 QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue adds to
 TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
@@ -255,7 +256,9 @@ def search(
         )
     budget = step_budget(max_runs, max_repeats, max_steps)
     whole = budget >= max_runs + max_repeats  # the budget cuts nothing
-    max_runs = min(max_runs, budget)
+    # a budget that cuts the search keeps one run for the interval once the bracket and a
+    # bisection fit (`interval_runs`)
+    max_runs = min(max_runs, budget - (not whole and budget > KEEP_FROM))
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
