@@ -383,13 +383,15 @@ def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
 def interval_runs(left: int, max_repeats: int, cut: bool) -> int:
     """The interval's runs (`confirm`) after the bisection: what the budget leaves (`left`),
     at most `max_repeats`. A search that found a capacity where a step budget cut the search
-    (`cut`) still gets `INTERVAL_RUNS` of them: no rate is sure before one spread
-    between seeds is measured (`rate_verdicts.rate_verdict`), so a budget the bisection spent
-    left every such search, the best config's too, with the interval (0, ?). Such a search is
-    the incumbent once it ends (the first config, or one that held the race: above the
-    incumbent's capacity); a lost race stops before (`raced`). One run measures the spread
-    (`_spread_first`), the other settles the nearer open end; runs past the budget stop once
-    the interval has both ends (`confirm`'s `closing`): they close it, not narrow it."""
+    (`cut`) still gets `INTERVAL_RUNS` of them (from a budget above `KEEP_FROM` one is the
+    budget's own, kept from the bisection; the rest past the budget): no rate is sure before
+    one spread between seeds is measured (`rate_verdicts.rate_verdict`), so a budget the
+    bisection spent left every such search, the best config's too, with the interval (0, ?).
+    Such a search is the incumbent once it ends (the first config, or one that held the
+    race: above the incumbent's capacity); a lost race stops before (`raced`). One run
+    measures the spread (`_spread_first`), the other settles the nearer open end; runs past
+    the budget stop once the interval has both ends (`confirm`'s `closing`): they close it,
+    not narrow it."""
     return min(max_repeats, max(left, INTERVAL_RUNS) if cut else left)
 
 
