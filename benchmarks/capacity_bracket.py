@@ -20,10 +20,11 @@ an interval with no sure end, which holds anything).
 `--race` (the owner's decision on issue 47, docs/objective.md "The race"): "new" is the
 search as a night with early stopping runs it: vLLM's defaults searched whole within the
 study's step budget (`capacity.max_steps`), then each config in turn races the incumbent
-(the best capacity so far, `capacity_to_beat`'s `Beat`: its high end, else one resolution
-above it) from its predicted bracket; a config that breaks there reads "below X" (capacity
-0, interval (0, X)) and agrees when the old capacity is below X. "old" is the search before
-issue 47: from the study's rate, no step budget, no race (`capacity.max_steps` unset).
+(the best capacity so far, `capacity_to_beat`'s `Beat`: its bracket top, `capacity.race_high`,
+else one resolution above it) from its predicted bracket; a config that breaks there reads
+"below X" (capacity 0, interval (0, X)) and agrees when the old capacity is below X. "old"
+is the search before issue 47: from the study's rate, no step budget, no race
+(`capacity.max_steps` unset).
 
     nice -n 5 .venv/bin/python benchmarks/capacity_bracket.py STUDY.yaml [--configs 10] [--race]
 """
