@@ -20,10 +20,11 @@ an interval with no sure end, which holds anything).
 `--race` (the owner's decision on issue 47, docs/objective.md "The race"): "new" is the
 search as a night with early stopping runs it: vLLM's defaults searched whole within the
 study's step budget (`capacity.max_steps`), then each config in turn races the incumbent
-(the best capacity so far, `capacity_to_beat`'s `Beat`: its high end, else one resolution
-above it) from its predicted bracket; a config that breaks there reads "below X" (capacity
-0, interval (0, X)) and agrees when the old capacity is below X. "old" is the search before
-issue 47: from the study's rate, no step budget, no race (`capacity.max_steps` unset).
+(the best capacity so far, `capacity_to_beat`'s `Beat`: its bracket top, `capacity.race_high`,
+else one resolution above it) from its predicted bracket; a config that breaks there reads
+"below X" (capacity 0, interval (0, X)) and agrees when the old capacity is below X. "old"
+is the search before issue 47: from the study's rate, no step budget, no race
+(`capacity.max_steps` unset).
 
     nice -n 5 .venv/bin/python benchmarks/capacity_bracket.py STUDY.yaml [--configs 10] [--race]
 """
@@ -36,7 +37,7 @@ from dataclasses import replace
 import optuna
 
 from tuner.fidelity.predict_skip import capacity_bracket
-from tuner.measure.capacity import Beat
+from tuner.measure.capacity import Beat, race_high
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.run.cost import length_only_runner, slo_rule
 from tuner.runners.trial_runner import TrialContext
@@ -108,8 +109,7 @@ def main() -> None:
         if args.race and new.capacity is not None and new.capacity.capacity_rps > 0:
             found = new.capacity
             if incumbent is None or found.capacity_rps > incumbent[0]:
-                high = found.capacity_rps_high
-                high = high if high is not None else found.above_rps
+                high = race_high(found.capacity_rps_high, found.above_rps)
                 incumbent = (found.capacity_rps, Beat(found.capacity_rps, 1.0, high))
         if old.capacity is None or new.capacity is None:
             print(f"config {i}: no capacity (old {old.failure_reason}, new {new.failure_reason})")

@@ -14,13 +14,16 @@ from tuner import trial as tr
 from tuner.measure.capacity import (
     BREAKS,
     HOLDS,
+    INTERVAL_RUNS,
     UNSURE,
+    Beat,
     Step,
     capacity_interval,
     clearly_above,
     judged,
     next_rate,
     next_to_confirm,
+    race_rps,
     rate_verdict,
     run_excess,
     search,
@@ -173,6 +176,31 @@ def test_the_interval_comes_from_rates_the_seeds_settled_within_the_budget(seed:
     measure, calls = noisy_curve(10.0, 0.12, seed)
     bare = search(measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=0)
     assert all(k == 0 for _, k, _ in calls) and (bare.low_rps, bare.high_rps) == (0.0, None)
+
+
+@pytest.mark.parametrize("max_steps", [3, 4])
+def test_a_step_budget_still_gives_a_found_capacity_the_runs_to_close_its_interval(
+    max_steps: int,
+) -> None:
+    """Under a step budget the bisection spent, every search ended (0, ?): no rate is sure
+    before the seeds' spread is measured. A search that found a capacity (the incumbent once
+    it ends: the first config, or one that held the race) gets `INTERVAL_RUNS` more, the first
+    a repeat that measures the spread (`_spread_first`), and reads a closed interval around
+    its capacity; a lost race still costs one run."""
+    for seed in range(4):
+        for beat in (None, Beat(6.0, 1.0, 6.5)):
+            measure, calls = noisy_curve(10.0, 0.12, seed)
+            got = search(
+                measure, 4.0, SLOS, resolution=0.05, max_runs=8, max_repeats=4,
+                max_steps=max_steps, beat_rps=None if beat is None else race_rps(beat, 0.05),
+                bracket=None if beat is None else (7.0, 11.0),  # the config's own prediction
+            )  # fmt: skip
+            assert not got.beaten and len(calls) <= max_steps + INTERVAL_RUNS
+            assert [k for _, k, _ in calls if k][:1] == [1]  # a repeat
+            assert 0 < got.low_rps <= got.capacity_rps < (got.high_rps or 0), (seed, beat, got)
+    measure, calls = noisy_curve(10.0, 0.12, 0)
+    lost = search(measure, 4.0, SLOS, max_steps=3, beat_rps=race_rps(Beat(12.0, 1.0), 0.05))
+    assert lost.beaten and len(calls) == 1
 
 
 def test_the_interval_holds_the_knee_at_95_percent_on_a_flat_noisy_curve() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_capacity_bracket import _capacity_spec
 
-from tuner.measure.capacity import Beat, race_rps
+from tuner.measure.capacity import INTERVAL_RUNS, Beat, race_rps
 from tuner.run.cost import NightCost, length_only_runner
 from tuner.runners.trial_runner import TrialContext
 from tuner.trial.words import rate
@@ -38,14 +38,15 @@ def test_a_lost_race_is_a_finished_trial_below_the_race_s_rate(tiny_model_dir: P
 def test_a_held_race_gets_its_own_search_within_the_step_budget(tiny_model_dir: Path) -> None:
     """Held at the race's rate, the config is searched as if unraced (issue 50 item 1's
     invariant): its capacity at least the rate it held, its runs within `max_steps`, the
-    race's run counted in it."""
+    race's run counted in it, and the interval's runs of a capacity found (`interval_runs`)."""
     spec = _capacity_spec(tiny_model_dir, max_runs=8, max_repeats=2, max_steps=3)
     beat = Beat(2.0, 1.0)  # an incumbent far below it: it holds the race at 2.1
     m = _found(spec, {"max-num-seqs": 256}, beat)
     found = m.capacity
     assert found is not None and m.rate_steps[0].rate_rps == pytest.approx(2.1)
     assert m.rate_steps[0].feasible and found.capacity_rps >= 2.1
-    assert 2 <= found.runs <= 3  # the race and its own search, within the budget
+    # the race and its own search within the budget, the interval's runs past it
+    assert 2 + INTERVAL_RUNS <= found.runs <= 3 + INTERVAL_RUNS
 
 
 def test_the_night_counts_the_first_trial_apart_and_the_plan_s_start_ups() -> None:

@@ -55,6 +55,9 @@ GROW_MAX = 4.0
 SHRINK_MAX = 8.0
 OVERLOAD_SHARE = 0.8  # of the saturated throughput, where the first step down goes
 SEND_PHASE_FACTOR = 4.0  # a rate is shown only by a send phase ≥ 4 × the queue-bearing limit
+# the interval's runs a search that found a capacity gets past a step budget (`interval_runs`)
+INTERVAL_RUNS = 2
+KEEP_FROM = 3  # from a budget of 4 on, one of the interval's runs is the budget's own
 QUEUE_METRICS = ("ttft", "e2el")  # the latencies a request's wait in the queue adds to
 TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 
@@ -62,21 +65,30 @@ TAIL_SHARE = 0.9  # a percentile from here up is read at the run's last requests
 @dataclass(frozen=True)
 class Beat:
     """Capacity mode's race against the incumbent: the best capacity so far, the reference
-    trial's (what a score is relative to), and the incumbent's high end: the lowest rate
-    above its capacity that broke an SLO for sure (its interval's), else the lowest that broke
-    one on its estimate (its bracket's, `above_rps`); None: no rate above it broke one."""
+    trial's (what a score is relative to), and the incumbent's high end as the race reads it
+    (`race_high`); None: no rate above its capacity broke an SLO."""
 
     best_rps: float
     reference_rps: float
     best_high_rps: float | None = None
 
 
+def race_high(high_rps: float | None, above_rps: float | None) -> float | None:
+    """The incumbent's end a race runs at (`Beat.best_high_rps`): the lowest rate above its
+    capacity that broke an SLO on its estimate (its bracket's top, `above_rps`), else the
+    lowest that broke one for sure (its interval's `high_rps`). Not the sure end first: on a
+    flat curve it lies far above (SIMULATED longdoc, vLLM's defaults 0.0943 req/s, interval
+    0.05-0.2675), and a race there stopped every later config, a better one too; a config
+    that breaks where the incumbent itself broke is not shown better either (its capacity
+    below the incumbent's bracket top, by its own run)."""
+    return above_rps if above_rps is not None else high_rps
+
+
 def race_rps(beat: Beat, resolution: float) -> float:
     """The rate a config races the incumbent at: the one that decides whether it can be
-    better. The incumbent's high end when it has one: a config that breaks where the
-    incumbent broke cannot be shown better than it (with the incumbent's interval: its low
-    end would lie below the incumbent's high, `clearly_above`); else one resolution above
-    its capacity (a config that breaks there is within the resolution of it or below: not
+    better. The incumbent's high end when it has one (`race_high`): a config that breaks
+    where the incumbent broke cannot be shown better than it; else one resolution above its
+    capacity (a config that breaks there is within the resolution of it or below: not
     better, `beats_by_resolution`). Never below that resolution step."""
     step = beat.best_rps * (1 + resolution)
     high = beat.best_high_rps
@@ -243,7 +255,10 @@ def search(
             (max_rps, resolution),
         )
     budget = step_budget(max_runs, max_repeats, max_steps)
-    max_runs = min(max_runs, budget)
+    whole = budget >= max_runs + max_repeats  # the budget cuts nothing
+    # a budget that cuts the search keeps one run for the interval once the bracket and a
+    # bisection fit (`interval_runs`)
+    max_runs = min(max_runs, budget - (not whole and budget > KEEP_FROM))
     steps: list[Step] = []
 
     def run(rate: float) -> Step:
@@ -252,9 +267,11 @@ def search(
         return step
 
     def result(lo: float, hi: float, resolved: bool) -> Result:
-        repeats = min(max_repeats, budget - len(steps))  # what the budget leaves
+        left = budget - len(steps)
+        repeats = interval_runs(left, max_repeats, not whole and lo > 0)
         limits = (min_rps, max_rps, resolution)
-        return _finish(measure, steps, (lo, hi), resolved, limits, repeats)
+        # runs past the budget close the interval, they do not narrow it
+        return _finish(measure, steps, (lo, hi), resolved, limits, repeats, repeats > left)
 
     lo, hi = 0.0, math.inf
     rate = min(max((bracket or (0.0, start_rps))[1], min_rps), max_rps)
@@ -363,6 +380,21 @@ def step_budget(max_runs: int, max_repeats: int, max_steps: int | None) -> int:
     return whole if max_steps is None else max(min(max_steps, whole), 1)
 
 
+def interval_runs(left: int, max_repeats: int, cut: bool) -> int:
+    """The interval's runs (`confirm`) after the bisection: what the budget leaves (`left`),
+    at most `max_repeats`. A search that found a capacity where a step budget cut the search
+    (`cut`) still gets `INTERVAL_RUNS` of them (from a budget above `KEEP_FROM` one is the
+    budget's own, kept from the bisection; the rest past the budget): no rate is sure before
+    one spread between seeds is measured (`rate_verdicts.rate_verdict`), so a budget the
+    bisection spent left every such search, the best config's too, with the interval (0, ?).
+    Such a search is the incumbent once it ends (the first config, or one that held the
+    race: above the incumbent's capacity); a lost race stops before (`raced`). One run
+    measures the spread (`_spread_first`), the other settles the nearer open end; runs past
+    the budget stop once the interval has both ends (`confirm`'s `closing`): they close it,
+    not narrow it."""
+    return min(max_repeats, max(left, INTERVAL_RUNS) if cut else left)
+
+
 def _finish(
     measure: Callable[..., Step],
     steps: list[Step],
@@ -370,12 +402,14 @@ def _finish(
     resolved: bool,
     limits: tuple[float, float, float],
     max_repeats: int,
+    closing: bool = False,
 ) -> Result:
-    """The search's answer once the bisection ended: the repeats spent (`confirm`), the
-    capacity and its interval. `limits`: (min_rps, max_rps, resolution)."""
+    """The search's answer once the bisection ended: the repeats spent (`confirm`; `closing`:
+    only until the interval has both ends), the capacity and its interval. `limits`:
+    (min_rps, max_rps, resolution)."""
     lo, hi = bracket
     min_rps, max_rps, resolution = limits
-    lo = confirm(measure, steps, lo, max_repeats, resolution, (min_rps, max_rps))
+    lo = confirm(measure, steps, lo, max_repeats, resolution, (min_rps, max_rps), closing)
     hi = min((s.rate_rps for s in steps if not s.feasible and s.rate_rps > lo), default=hi)
     steps[:] = judged(steps)
     low, high = capacity_interval(steps, lo)
@@ -397,28 +431,35 @@ def confirm(
     budget: int,
     resolution: float = 0.0,
     rate_range: tuple[float, float] = (0.0, math.inf),
+    closing: bool = False,
 ) -> float:
     """Spend at most `budget` runs bounding the estimate, below and above it in turn
     (`next_rate`: a repeat of the rate nearest to settling, or a new rate past the rates that
     cannot, one per side), each on its next seed and measured whole (`measure(rate, k,
     True)`), until the capacity's interval is within `resolution` (`capacity_interval`:
-    nothing left to settle).
+    nothing left to settle), or with `closing` until it has both ends.
     `rate_range`: (min_rps, max_rps), where a new rate may go. Returns the estimate, lowered
     to the highest feasible rate below it when a repeat made its own pooled figures break an
     SLO (a rate below it that breaks pooled leaves it, and the interval says the doubt)."""
     sides = [HOLDS, BREAKS]
     extended: set[str] = set()  # the sides given a new rate
     steps[:] = judged(steps)
-    while budget > 0 and not _settled(steps, estimate, resolution):
-        side, rate = next(
-            (
-                (side, r)
-                for narrow in (False, True)  # a bounded side's narrowing last
-                for side in sides
-                if (r := next_rate(steps, estimate, side, rate_range, side not in extended, narrow))
-            ),
-            ("", None),
-        )
+    while budget > 0 and not _settled(steps, estimate, resolution, closing):
+        side, rate = _spread_first(steps, estimate, rate_range)
+        if rate is None:
+            side, rate = next(
+                (
+                    (side, r)
+                    for narrow in (False, True)  # a bounded side's narrowing last
+                    for side in sides
+                    if (
+                        r := next_rate(
+                            steps, estimate, side, rate_range, side not in extended, narrow
+                        )
+                    )
+                ),
+                ("", None),
+            )
         if rate is None:
             break
         i = next((i for i, s in enumerate(steps) if s.rate_rps == rate), len(steps))
@@ -435,9 +476,26 @@ def confirm(
     return estimate
 
 
-def _settled(steps: Sequence[Step], estimate: float, resolution: float) -> bool:
-    """The capacity's interval is within the resolution: a repeat cannot narrow it further."""
+def _spread_first(
+    steps: Sequence[Step], estimate: float, rate_range: tuple[float, float]
+) -> tuple[str, float | None]:
+    """While no spread between seeds is measured (no rate is sure before: `rate_verdict`),
+    the interval's first run repeats the held rate nearest to settling (`next_to_confirm`: its
+    runs whole, so the pair measures the spread), not a new rate that could not be judged
+    without one. (HOLDS, None) when the spread is measured or no held rate ran whole."""
+    if seed_spread(steps)[2]:
+        return HOLDS, None
+    return HOLDS, next_rate(steps, estimate, HOLDS, rate_range, extend=False, narrow=True)
+
+
+def _settled(
+    steps: Sequence[Step], estimate: float, resolution: float, closing: bool = False
+) -> bool:
+    """The capacity's interval is within the resolution: a repeat cannot narrow it further.
+    `closing`: it has both ends."""
     low, high = capacity_interval(steps, estimate)
+    if closing and low > 0 and high is not None:
+        return True
     return high is not None and narrow(low, high, resolution)
 
 

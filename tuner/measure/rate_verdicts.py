@@ -260,11 +260,14 @@ def next_rate(
 def beyond(
     steps: Sequence[Step], estimate: float, side: str, rate_range: tuple[float, float]
 ) -> float | None:
-    """A new rate past the farthest rate measured on `side` of the estimate, where the seeds'
+    """A new rate past the farthest rate measured on `side` of the estimate (above: from the
+    estimate itself when no rate above it was measured), where the seeds'
     excess should be `REACH` × what two runs there need to settle it (`END_CONFIDENCE`, the
     seeds' spread), from that rate's mean excess and the curve's slope (`excess_slope`); at
     least `STEP_MIN` further, within `rate_range`. None: there is no room."""
     ours = [s for s in steps if s.run_excess and (s.rate_rps > estimate) == (side == BREAKS)]
+    if not ours and side == BREAKS:  # no rate above broke yet: from the estimate's own
+        ours = [s for s in steps if s.run_excess and s.rate_rps == estimate]
     if not ours or (side == HOLDS and estimate <= 0):
         return None
     spread, df, _ = seed_spread(steps)

@@ -20,7 +20,7 @@ from tuner.engine.vllm_flags import is_simulated_engine
 from tuner.errors import UserError
 from tuner.fidelity.bands import Bands
 from tuner.fidelity.predict_skip import capacity_bracket
-from tuner.measure.capacity import Beat
+from tuner.measure.capacity import Beat, race_high
 from tuner.measure.measurement import Measurement
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.measure.runs import CapacityResult
@@ -362,10 +362,10 @@ def simulated_race_s(spec: StudySpec, runner: PlanRunner, baseline: Measurement)
 
 
 def _beat(found: CapacityResult, reference_rps: float) -> Beat:
-    """What a later config races: `found`'s capacity and its high end (sure, else the lowest
-    rate it broke at)."""
-    high = found.capacity_rps_high if found.capacity_rps_high is not None else found.above_rps
-    return Beat(found.capacity_rps, reference_rps, high)
+    """What a later config races: `found`'s capacity and its high end (`race_high`)."""
+    return Beat(
+        found.capacity_rps, reference_rps, race_high(found.capacity_rps_high, found.above_rps)
+    )
 
 
 def drawn_configs(spec: StudySpec, n: int, seed: int = 0) -> list[dict[str, Scalar]]:

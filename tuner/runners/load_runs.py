@@ -277,8 +277,7 @@ def capacity_to_beat(
     found = top.record.capacity if top is not None else None
     if beat is None or found is None:
         return beat
-    high = found.capacity_rps_high if found.capacity_rps_high is not None else found.above_rps
-    return replace(beat, best_high_rps=high)
+    return replace(beat, best_high_rps=capacity.race_high(found.capacity_rps_high, found.above_rps))
 
 
 def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
