@@ -33,6 +33,7 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import Objective
 from tuner.runners.plan import PlanRunner
+from tuner.spec.parts import Measuring
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, TrialPoint
@@ -103,7 +104,7 @@ def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
 
 
 def _runner(
-    spec: StudySpec,
+    spec: Measuring,
     requests: Sequence[BenchRequest],
     nominal: Mapping[str, list[BenchRequest]],
     p: Perturbation,
@@ -116,13 +117,13 @@ def _runner(
     return PlanRunner(spec, workload=Workload(tuple(requests), scenarios))
 
 
-def _scenario_requests(spec: StudySpec) -> dict[str, list[BenchRequest]]:
+def _scenario_requests(spec: Measuring) -> dict[str, list[BenchRequest]]:
     """Each scenario's own requests, by name ({} for a single workload: no planner built)."""
     planner = functools.cache(lambda: PlanRunner(spec))
     return {name: planner().requests_for(name) for name in spec.workloads}
 
 
-def nominal_runner(spec: StudySpec, requests: Sequence[BenchRequest]) -> PlanRunner:
+def nominal_runner(spec: Measuring, requests: Sequence[BenchRequest]) -> PlanRunner:
     """A planner on the study's own workload: these requests, and every scenario's."""
     return _runner(spec, requests, _scenario_requests(spec), NOMINAL)
 

@@ -30,7 +30,7 @@ from tuner.runners.trial_runner import TrialRunner
 from tuner.sim.flags import models
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.flag_values import long_flag
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Judging, Measuring, Serving
 from tuner.spec.values import Params
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
 from tuner.trial.clearly import ClearlyBetter
@@ -64,7 +64,7 @@ def _calibrated(study: StudyRecord) -> tuple[GpuProfile | None, str]:
     return None, "the simulator with the study's own profile (no calibration stored)"
 
 
-def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
+def loses(spec: Judging) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
     """The rule: the other config loses the config's gain when it breaks an SLO the config
     meets, or scores worse and the config is clearly better than it (`ClearlyBetter`)."""
     clear = ClearlyBetter(spec)
@@ -84,7 +84,7 @@ def loses(spec: StudySpec) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool,
 
 
 def on_runner(
-    spec: StudySpec,
+    spec: Measuring,
     runner: TrialRunner,
     point: TrialPoint,
     base: TrialPoint,
@@ -147,7 +147,7 @@ def on_runner(
     return replace(found, spec_id=point.spec_id, trial=point.number), any(simulated)
 
 
-def unmodelled_params(spec: StudySpec) -> set[str]:
+def unmodelled_params(spec: Serving) -> set[str]:
     """The search space's parameters the simulator's figures do not depend on: flags it does
     not model (`tuner.sim.flags.models`) and environment variables."""
     space = spec.search_space.parameters
@@ -171,7 +171,7 @@ def own_trial(points: Sequence[TrialPoint], point: TrialPoint, params: Params) -
 
 
 def check(
-    spec: StudySpec,
+    spec: Measuring,
     study: StudyRecord,
     requests: Sequence[BenchRequest],
     point: TrialPoint,
@@ -192,7 +192,7 @@ def check(
 
 def check_best(
     study: tr.AttrsHolder,
-    spec: StudySpec,
+    spec: Measuring,
     points: Sequence[TrialPoint],
     requests: Sequence[BenchRequest],
     say: Callable[[str], None] = lambda _: None,

@@ -24,7 +24,7 @@ from tuner import trial as tr
 from tuner.fidelity.best_check import best_pair
 from tuner.fidelity.smallest_check import on_runner
 from tuner.runners.trial_runner import TrialRunner
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 from tuner.trial import SmallestChange, TrialPoint
 from tuner.trial.smallest import MEASURED, SIMULATED
 
@@ -34,7 +34,7 @@ SIM_NOTE = "on the study's engine, the simulator (tuner sim serve), " + NOTE.spl
 
 def check_best_measured(
     study: tr.AttrsHolder,
-    spec: StudySpec,
+    spec: Measuring,
     points: Sequence[TrialPoint],
     runner: TrialRunner,
     say: Callable[[str], None] = lambda _: None,

@@ -22,8 +22,8 @@ from tuner.measure.mixes import objective_of
 from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.measure.stored import is_finite
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
+from tuner.spec.parts import Judging, Measuring
 from tuner.spec.slo import SloLimit
-from tuner.spec.study import StudySpec
 from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
 from tuner.trial.ranking import best, reference
 from tuner.workload.client import CHAT_ENDPOINT
@@ -47,7 +47,7 @@ class CacheRunner(Protocol):
     """A runner as `cache_run` reads it (`EngineRunner`): its requests and their tokenizer, and
     its memo of the hit rate each scenario's requests imply."""
 
-    spec: StudySpec
+    spec: Measuring
     implied: dict[str, tuple[list[BenchRequest], float]]
 
     @property
@@ -110,7 +110,7 @@ def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     return out
 
 
-def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
+def start_rate(spec: Judging, w: WorkloadSpec) -> float:
     """The search's first rate: the study's, else the workload's finite rate, else 1 req/s."""
     c = spec.objective.search
     if c.start_rps is not None:
@@ -176,7 +176,7 @@ class _RateRuns:
 
 
 def search_capacity(
-    spec: StudySpec,
+    spec: Judging,
     name: str,
     w: WorkloadSpec,
     run: RunFn,
@@ -262,9 +262,7 @@ def pooled_runs(
     return replace(last, metrics=metrics, records=records, ci=ci)
 
 
-def capacity_to_beat(
-    spec: StudySpec, points: Sequence[TrialPoint], host: str | None
-) -> Beat | None:
+def capacity_to_beat(spec: Judging, points: Sequence[TrialPoint], host: str | None) -> Beat | None:
     """What a trial's capacity search must beat, from the study's trials as it started
     (`points`) and its host's reference (None: the objective has no such rule, or no capacity
     is found yet)."""
@@ -291,7 +289,7 @@ def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
 
 
 def measure_all(
-    spec: StudySpec,
+    spec: Measuring,
     run: RunFn,
     beat: Beat | None = None,
     bracket: tuple[float, float] | None = None,
@@ -310,7 +308,7 @@ def measure_all(
     return objective.measure(spec.workload, one, lambda parts: _combined(spec, parts))
 
 
-def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
+def _combined(spec: Measuring, parts: dict[str, Measurement]) -> Measurement:
     """The scenarios' runs as one trial: each scenario's figures apart, and the metrics of
     every request pooled (all scenarios' requests over the sum of their durations)."""
     from tuner.measure.metrics import run_metrics

@@ -17,7 +17,7 @@ from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.spec.model_source import tokenizer_source
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Judging, Measuring
 from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 
@@ -64,7 +64,7 @@ class TrialRunner(abc.ABC):
     # its figures are the simulator's: the meanings of "simulated", `tuner.trial.keys`)
     planned: bool = False
 
-    def __init__(self, spec: StudySpec, workload: Workload | None = None) -> None:
+    def __init__(self, spec: Measuring, workload: Workload | None = None) -> None:
         """`workload`: the requests to measure (default: the spec's, built on first use)."""
         self.spec = spec
         self._tokenizer: HFTokenizer | None = None
@@ -122,7 +122,7 @@ class TrialRunner(abc.ABC):
         given = None if self._requests is None else tuple(self._requests)
         return Workload(given, {k: tuple(v) for k, v in self._scenario_requests.items()})
 
-    def with_spec(self, spec: StudySpec, workload: Workload) -> TrialRunner:
+    def with_spec(self, spec: Measuring, workload: Workload) -> TrialRunner:
         """A runner like this one (same engine set-up, slot and tokenizer) for another spec and
         its workload (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
         clone = copy.copy(self)
@@ -150,7 +150,7 @@ class TrialRunner(abc.ABC):
         """Kill anything still running at once (a second Ctrl-C)."""
 
 
-def workload_tokenizer(spec: StudySpec) -> HFTokenizer:
+def workload_tokenizer(spec: Measuring) -> HFTokenizer:
     """The study's tokenizer: the workload's, else the engine's model directory (a hub id's
     cached snapshot: `tuner.spec.model_source`)."""
     from tuner.workload.tokenizer import load_tokenizer
@@ -158,7 +158,7 @@ def workload_tokenizer(spec: StudySpec) -> HFTokenizer:
     return load_tokenizer(tokenizer_source(spec.workload.tokenizer, spec.engine.model))
 
 
-def workload_requests(spec: StudySpec, tokenizer: HFTokenizer | None = None) -> list[BenchRequest]:
+def workload_requests(spec: Measuring, tokenizer: HFTokenizer | None = None) -> list[BenchRequest]:
     """The study's requests, from its dataset and tokenizer (loaded when not given)."""
     from tuner.workload.datasets import build_requests
 
@@ -167,7 +167,7 @@ def workload_requests(spec: StudySpec, tokenizer: HFTokenizer | None = None) -> 
     )
 
 
-def run_label(spec: StudySpec, name: str, w: WorkloadSpec) -> str:
+def run_label(spec: Judging, name: str, w: WorkloadSpec) -> str:
     """What the live display says a run is: its scenario, and its rate in capacity mode."""
     parts = [name] if name else []
     if (label := objective_of(spec).run_label(w.request_rate)) is not None:

@@ -19,7 +19,7 @@ from tuner.measure.capacity import clearly_above
 from tuner.measure.mixes import objective_of
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Judging
 from tuner.trial.point import TrialPoint
 
 
@@ -27,7 +27,7 @@ from tuner.trial.point import TrialPoint
 class ClearlyBetter:
     """`ClearlyBetter(spec)(a, b)`: is trial a clearly better than trial b?"""
 
-    spec: StudySpec
+    spec: Judging
 
     @property
     def resolution(self) -> float | None:

@@ -18,7 +18,7 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import RunFigures
 from tuner.measure.runs import CapacityResult, RateStep, ScenarioEntry
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Judging
 from tuner.spec.values import Params
 from tuner.trial.payloads import Constraints
 from tuner.trial.point import Status, TrialPoint, stored_score
@@ -101,7 +101,7 @@ class Judged:
 
 
 def judge(
-    spec: StudySpec,
+    spec: Judging,
     metrics: dict[str, float],
     capacity: CapacityResult | None,
     scenarios: dict[str, ScenarioEntry],
@@ -132,7 +132,7 @@ def judge(
     return Judged(score, slos, judging.trial_capacity(found), entries, found)
 
 
-def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scored:
+def score_trial(spec: Judging, m: Measurement, ref: TrialPoint | None) -> Scored:
     """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
     `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads; what
     Optuna is told and the constraints the score adds (`score_constraints`: on what the
@@ -156,7 +156,7 @@ def score_trial(spec: StudySpec, m: Measurement, ref: TrialPoint | None) -> Scor
     )
 
 
-def simulated_reference(spec: StudySpec, m: Measurement, params: Params) -> TrialPoint:
+def simulated_reference(spec: Judging, m: Measurement, params: Params) -> TrialPoint:
     """A simulated run of the reference config as the trial the study would score against
     (robustness's perturbed baselines, prediction skips' predicted baseline)."""
     scored = score_trial(spec, m, None)
@@ -164,7 +164,7 @@ def simulated_reference(spec: StudySpec, m: Measurement, params: Params) -> Tria
     return TrialPoint.measured_as(-1, dict(params), record)
 
 
-def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list[TrialPoint]:
+def rejudge(points: Sequence[TrialPoint], spec: Judging, judging: str) -> list[TrialPoint]:
     """The trials of one measurement as `spec` judges them (docs/reliability.md, "Re-judging"):
     each measured trial's score, SLO constraints and so feasibility recomputed from its stored
     metrics against its stored reference trial (`judge`), then pooled over `--confirm`
@@ -192,7 +192,7 @@ def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list
 
 
 def _rejudged(
-    p: TrialPoint, spec: StudySpec, ref: TrialPoint | None, raw: float | None
+    p: TrialPoint, spec: Judging, ref: TrialPoint | None, raw: float | None
 ) -> TrialPoint:
     """One measured trial judged anew. Its score stays as stored where it cannot be
     recomputed (its reference trial is not among these, or lacks figures; a weighted metric
