@@ -22,8 +22,8 @@ from tuner.results.smallest import smallest_lines
 from tuner.results.verdicts import zero_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, headline_words, metric_words
+from tuner.spec.parts import Judging
 from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, specs, words
 from tuner.trial.words import at_rate, scenario_parts
 
@@ -86,7 +86,7 @@ def interval_lines(top: TrialPoint, limits: Sequence[SloLimit] = ()) -> list[str
     return [f"95% intervals: {', '.join(found)}"] if found else []
 
 
-def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: StudySpec) -> list[str]:
+def headline_lines(top: TrialPoint, points: Sequence[TrialPoint], spec: Judging) -> list[str]:
     """The score and the headline figures: capacity mode's capacity first; a mix's scenarios
     each with their own score and figures."""
     shown = figure(top.score, 3, sign=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tuner.measure.mixes import objective_of
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import THROUGHPUTS, direction, metric_words, parse_latency_key
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Judging
 from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint
 from tuner.trial.words import CAPPED_NOTE
 
@@ -174,7 +174,7 @@ def _changes(
 
 
 def against_defaults(
-    spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None
+    spec: Judging, point: TrialPoint, baseline: TrialPoint | None
 ) -> DefaultsComparison:
     """The change `point` makes against the baseline trial, per headline metric (per scenario
     in a mix)."""
@@ -280,7 +280,7 @@ def moved(
 
 
 def moved_from_defaults(
-    spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None
+    spec: Judging, point: TrialPoint, baseline: TrialPoint | None
 ) -> tuple[Moved, ...]:
     """`moved` for `point` against the baseline trial; nothing where no comparison is made (no
     baseline, the baseline itself, capacity mode: each config's latencies at its own rate)."""
@@ -310,7 +310,7 @@ def moved_lines(found: Sequence[Moved], baseline: int) -> list[str]:
     return lines
 
 
-def worse_lines(spec: StudySpec, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
+def worse_lines(spec: Judging, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
     """`moved_lines` for `point` against the baseline trial; nothing where no comparison is
     made (no baseline, the baseline itself, capacity mode)."""
     if baseline is None or baseline.number == point.number:

@@ -25,15 +25,15 @@ from tuner.results.smallest import shipped_params
 from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.parts import Judging, Measuring, Serving
 from tuner.spec.slo import parse_slo
-from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
 
 if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
 
 
-def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
+def _slo_sets(spec: Judging) -> list[tuple[str, str | None]]:
     """(title, SLO text) for: no SLO, each SLO entry of the study file, and all of them."""
     sets: list[tuple[str, str | None]] = [
         ("Best feasible trial (the study's own constraints)", None)
@@ -99,7 +99,7 @@ def _row(title: str, choice: Selection, capacity: bool) -> _Row:
 
 
 def _card(
-    title: str, text: str | None, choice: Selection, spec: StudySpec, notes: list[str], first: bool
+    title: str, text: str | None, choice: Selection, spec: Serving, notes: list[str], first: bool
 ) -> _Card:
     """The command with the figures that justify it; held back: the defaults' command, then the
     candidate's, which `tuner export --candidate` writes."""
@@ -119,7 +119,7 @@ def _card(
 
 
 def best_commands(
-    spec: StudySpec,
+    spec: Measuring,
     points: Sequence[TrialPoint],
     study_name: str,
     simulated: bool,
