@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import Objective
-from tuner.spec.parts import Judging, Measuring, Serving
+from tuner.spec.parts import Judging, Measuring
+from tuner.spec.sections import HardwareSpec
 from tuner.spec.slo import SloLimit
 from tuner.spec.workload import WorkloadSpec
 
@@ -16,7 +17,7 @@ def setting_lines(spec: Measuring, limits: Sequence[SloLimit] = ()) -> list[str]
     """The hardware, the workload and the SLO a choice was made under: `limits` (`--slo`'s),
     else the study's own."""
     slo = _slo_words(spec, tuple(limits))
-    return [f"hardware: {_hardware(spec)}", *workload_lines(spec), f"SLO: {slo}"]
+    return [f"hardware: {_hardware(spec.hardware)}", *workload_lines(spec), f"SLO: {slo}"]
 
 
 def judged_by(spec: Judging, limits: Sequence[SloLimit]) -> list[str]:
@@ -31,8 +32,7 @@ def _slo_words(spec: Judging, limits: tuple[SloLimit, ...]) -> str:
     return text if spec.objective.slo else f"{text} in the study file"
 
 
-def _hardware(spec: Serving) -> str:
-    hw = spec.hardware
+def _hardware(hw: HardwareSpec) -> str:
     return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
 
 

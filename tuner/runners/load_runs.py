@@ -23,6 +23,7 @@ from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, Scenari
 from tuner.measure.stored import is_finite
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
 from tuner.spec.parts import Judging, Measuring
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import SloLimit
 from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
 from tuner.trial.ranking import best, reference
@@ -110,9 +111,9 @@ def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     return out
 
 
-def start_rate(spec: Judging, w: WorkloadSpec) -> float:
+def start_rate(objective: ObjectiveSpec, w: WorkloadSpec) -> float:
     """The search's first rate: the study's, else the workload's finite rate, else 1 req/s."""
-    c = spec.objective.search
+    c = objective.search
     if c.start_rps is not None:
         return c.start_rps
     return w.request_rate if math.isfinite(w.request_rate) else 1.0
@@ -202,7 +203,7 @@ def search_capacity(
     try:
         result = capacity.search(
             measure,
-            start_rate(spec, w),
+            start_rate(spec.objective, w),
             slos,
             resolution=c.resolution,
             max_runs=c.max_runs,

@@ -25,7 +25,8 @@ from tuner.results.smallest import shipped_params
 from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
-from tuner.spec.parts import Judging, Measuring, Serving
+from tuner.spec.parts import Measuring, Serving
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import parse_slo
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
 
@@ -33,12 +34,12 @@ if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
 
 
-def _slo_sets(spec: Judging) -> list[tuple[str, str | None]]:
+def _slo_sets(objective: ObjectiveSpec) -> list[tuple[str, str | None]]:
     """(title, SLO text) for: no SLO, each SLO entry of the study file, and all of them."""
     sets: list[tuple[str, str | None]] = [
         ("Best feasible trial (the study's own constraints)", None)
     ]
-    entries = list(spec.objective.slo)
+    entries = list(objective.slo)
     for text in entries:
         sets.append((f"Under SLO {text}", text))
     if len(entries) > 1:
@@ -135,7 +136,7 @@ def best_commands(
     cards: list[_Card] = []
     said: dict[tuple[object, ...], int] = {}  # a row's words -> its index (one row each)
     # a capacity study's SLO chose the rates its searches ran: no other SLO was measured
-    for title, text in _slo_sets(spec)[: 1 if capacity else None]:
+    for title, text in _slo_sets(spec.objective)[: 1 if capacity else None]:
         limits = parse_slo(text) if text else []
         try:
             choice = select_trial(points, study_name, limits=limits)
