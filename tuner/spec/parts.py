@@ -57,9 +57,9 @@ class Traffic(Protocol):
 
 
 class Measuring(Serving, Judging, Traffic, Protocol):
-    """What measures one config (a runner): the engine, the traffic, how a run is judged,
-    the capacity search, early stopping and a trial's timeouts; never the budget, the sampler
-    or the store."""
+    """What a trial measures and how it is judged, as a runner reads it (and what reports a
+    trial): the engine, the traffic, the judging, the capacity search, early stopping and a
+    trial's timeouts; never the budget, the sampler or the storage (the loop's)."""
 
     @property
     def name(self) -> str: ...
