@@ -103,7 +103,8 @@ PYTEST := $(BIN)/pytest -q -n 3 --dist loadgroup --durations=25
 test: install vllm-env model postgres
 	$(PYTEST)
 
-# The inner loop: no real vLLM and no whole-study modules (marked `slow`); `make test` runs all.
+# The inner loop, tiered by cost: no real vLLM (`vllm`), and nothing over ~5 s on the idle box
+# (`slow`: whole studies, long simulated rate searches); `make test` runs all.
 test-fast: install model postgres
 	$(PYTEST) -m "not vllm and not slow"
 

@@ -101,7 +101,7 @@ def main() -> None:
         predicted = stock.measure(ctx).capacity
         pred = predicted.capacity_rps if predicted is not None else None
         forecast = SkipPrediction(metrics={CAPACITY_RPS: pred}) if pred else None
-        bracket = capacity_bracket(spec, forecast)
+        bracket = capacity_bracket(spec, stock.objective, forecast)
         old = old_engine.measure(ctx) if args.race else engine.measure(ctx)
         beat = incumbent[1] if args.race and incumbent is not None else None
         new = engine.measure(replace(ctx, bracket=bracket, beat=beat))

@@ -55,11 +55,11 @@ def table(spec) -> None:
 def scan(spec, low: int, high: int) -> None:
     runner = PlanRunner(spec, workload=Workload(tuple(REQUESTS)))
     base = rb.simulated(runner, BASE)
-    ref = simulated_reference(spec, base, dict(BASE))
+    ref = simulated_reference(spec, runner.objective, base, dict(BASE))
     scores = {}
     for mnbt in range(low, high + 1):
         m = rb.simulated(runner, {**BASE, "max-num-batched-tokens": mnbt})
-        scores[mnbt] = score_trial(spec, m, ref).score if m is not None else None
+        scores[mnbt] = score_trial(spec, runner.objective, m, ref).score if m is not None else None
     jumps = [
         n
         for n in range(low + 1, high + 1)

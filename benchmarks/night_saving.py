@@ -174,7 +174,7 @@ def one(spec: StudySpec, on: bool, db: Path, runner: PlanRunner) -> dict:
             continue
         if not skip and m.workload_s:
             late += (p.record.pruned_at_s or 0.0) / m.workload_s > 0.8
-        full = scoring.score_trial(spec, m, ref)
+        full = scoring.score_trial(spec, runner.objective, m, ref)
         if spec.objective.mode == "capacity":
             ok = (full.capacity_rps or 0.0) > 0
         else:

@@ -5,7 +5,10 @@ whole session. Tests that need their own engine (other flags) build it with `vll
 Any test that uses the vLLM fixtures is marked `vllm` automatically (`make test-fast` skips
 them with `-m "not vllm"`).
 
-Tests check the tuner's logic, not the simulator's timing, so `tuner sim serve` serves
+A test of the tuner's logic runs `tuner` in its own process on the simulation core
+(`tuner_testing.inprocess`: no server, no waiting); `tuner sim serve` is for tests whose point
+is a process (signals, ports, kill -9, PostgreSQL workers, the engine's own words). Even
+those check the tuner, not the simulator's timing, so `tuner sim serve` serves
 SIM_TIME_SCALE times faster than real time in them (`--time-scale`, docs/simulator.md): the
 same events in less wall time, measured in simulated seconds. A test marked `realtime` (it
 checks wall-clock timing, or runs a client that does not follow the scale) gets real time;

@@ -101,8 +101,8 @@ def build_study(
         spec,
         name,
         optuna.samplers.RandomSampler(seed=0),
-        objective_of(spec).directions(),
-        objective_of(spec).names(),
+        list(objective_of(spec).directions().values()),
+        list(objective_of(spec).directions()),
         simulated,
     )
     dists = distributions(spec.search_space)

@@ -1,5 +1,7 @@
 """A study's trials as calibration input (tuner.fidelity.calibration), and `tuner calibrate`
-end to end on `tuner sim serve` with a hidden truth profile (tuner.commands.calibrate)."""
+end to end on a simulated engine with a hidden truth profile (tuner.commands.calibrate). The
+commands run in this process, the engine the simulation core (`tuner_testing.inprocess`:
+measured trials, as on `tuner sim serve`, without its processes)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from tuner.sim.profile_file import load_gpu, profile_to_yaml
 from tuner.sim.profiles import GPUS
 from tuner.spec.study import load_study_spec
 from tuner.trial import PARTIAL, PLANNED_VERSION, VLLM_VERSION, StudyRecord, TrialPoint
-from tuner_testing import sim_study, tuner
+from tuner_testing import sim_study
+from tuner_testing.inprocess import tuner_in_process as tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
@@ -56,7 +59,6 @@ def test_only_trials_an_engine_measured_in_full_are_observations(tmp_path, tiny_
     assert obs[0].flags["gpu"] == "a6000"  # the sim-only flag rides along, as in `tuner plan`
 
 
-@pytest.mark.slow  # four real-time trials on `tuner sim serve`
 def test_calibrate_fits_a_hidden_truth_end_to_end(tmp_path, tiny_model_dir):
     truth = _truth_file(tmp_path)
     study = sim_study(

@@ -21,6 +21,7 @@ from tuner.measure.capacity import (
     predicted_bracket,
     search,
 )
+from tuner.measure.mixes import objective_of
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.run.cost import length_only_runner, simulated_baseline
 from tuner.runners.trial_runner import TrialContext
@@ -120,7 +121,7 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
     plain = length_only_runner(spec).measure(ctx)  # from the study's rate, no prediction
     assert plain.capacity is not None and plain.capacity.capacity_rps > 0
     forecast = SkipPrediction(metrics={CAPACITY_RPS: plain.capacity.capacity_rps})
-    bracket = capacity_bracket(spec, forecast)
+    bracket = capacity_bracket(spec, objective_of(spec), forecast)
     assert bracket is not None
     costed = simulated_baseline(spec)
     assert costed.rate_steps[0].rate_rps == pytest.approx(bracket[1])
@@ -132,14 +133,22 @@ def test_the_night_is_costed_with_the_search_as_a_launch_runs_it(tiny_model_dir:
     )
     # a scenario mix, or no capacity predicted: no bracket, the search from the study's rate
     # before the reference is measured the prediction is the simulator's as it is (`raw`)
-    uncalibrated = capacity_bracket(spec, SkipPrediction(raw={CAPACITY_RPS: 4.0}))
+    uncalibrated = capacity_bracket(
+        spec, objective_of(spec), SkipPrediction(raw={CAPACITY_RPS: 4.0})
+    )
     # the table's throughput band for this workload (Poisson arrivals: benchmarks/sim_bands.py)
     band = PUBLISHED_BANDS["poisson"]["throughput"]
     assert uncalibrated == pytest.approx(predicted_bracket(4.0, band, 0.05))
-    assert capacity_bracket(spec, None) is None
+    assert capacity_bracket(spec, objective_of(spec), None) is None
     started = _capacity_spec(tiny_model_dir, start_rps=3.0)  # the study's own start wins
-    assert capacity_bracket(started, SkipPrediction(raw={CAPACITY_RPS: 4.0})) is None
-    assert capacity_bracket(spec, SkipPrediction(metrics={CAPACITY_RPS: 0.0})) is None
+    assert (
+        capacity_bracket(started, objective_of(started), SkipPrediction(raw={CAPACITY_RPS: 4.0}))
+        is None
+    )
+    assert (
+        capacity_bracket(spec, objective_of(spec), SkipPrediction(metrics={CAPACITY_RPS: 0.0}))
+        is None
+    )
 
 
 def test_the_estimate_moves_down_only_when_its_own_rate_breaks():

@@ -1,6 +1,8 @@
 """`--confirm`'s re-runs are queued work of their spec, not budget (found by benchmarks/soak.py's
 confirm phase): they never take a new config's place in `budget.n_trials`, and a `--confirm`
-run also finishes the re-runs that a stopped confirmation left queued, leaving none WAITING."""
+run also finishes the re-runs that a stopped confirmation left queued, leaving none WAITING.
+The budget's and the queue's logic: `tuner run` in this process on the simulation core
+(`tuner_testing.inprocess`), not on `tuner sim serve`."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import pytest
 import yaml
 
 from tuner import trial as tr
-from tuner_testing import sim_study, tuner
+from tuner_testing import sim_study
+from tuner_testing.inprocess import tuner_in_process as tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

@@ -16,6 +16,7 @@ import yaml
 from results_fixtures import PARAMS, build_study, write_study_file
 
 from tuner.errors import UserError
+from tuner.measure.mixes import objective_of
 from tuner.results.best import best_report
 from tuner.results.export import render, shell_command, vllm_config
 from tuner.results.selection import judge, select_trial, slo_violation
@@ -85,7 +86,7 @@ def test_confirmed_configs_rank_by_their_mean_score(stored) -> None:
     confirmed = [*points, rerun(8, -0.5), rerun(9, -0.3)]
     choice = select_trial(confirmed, "s")
     assert choice.point.number == 6 and choice.scores == (-0.4, -0.5, -0.3)
-    choice = judge(choice, confirmed, spec, None, None)
+    choice = judge(choice, confirmed, spec, objective_of(spec), None, None)
     text = render("shell", spec, choice, "s", simulated=False)
     assert "# note: confirmed over 3 runs: score -0.400 ± 0.100 (std)" in text
 

@@ -4,6 +4,7 @@ Also the model the simulator reads kept apart from the one production serves."""
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -213,6 +214,20 @@ def test_default_rate_keeps_the_defaults_within_the_slo(tmp_path: Path) -> None:
     assert load_study_spec(out).workload.request_rate == 0.05 and "(as given)" in given.stdout
 
 
+COUNTS = ["--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2", "--num-prompts", "200"]
+
+
+@functools.cache
+def _plain_rate(tmp: Path) -> float:
+    """The rate `tuner init` writes for `COUNTS` with no SLO given: the same for every case
+    below, so found once per test process (it was run once per case)."""
+    from tuner.spec.study import load_study_spec
+
+    plain = tuner("init", "--no-preview", *COUNTS, "-o", str(tmp / "plain.yaml"), cwd=REPO)
+    assert plain.returncode == 0, plain.stderr
+    return load_study_spec(tmp / "plain.yaml").workload.request_rate
+
+
 @pytest.mark.parametrize(
     ("slo", "met"),
     [
@@ -224,34 +239,26 @@ def test_default_rate_keeps_the_defaults_within_the_slo(tmp_path: Path) -> None:
     ],
 )
 def test_counts_and_durations_are_judged_in_their_own_direction(
-    tmp_path: Path, slo: str, met
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, slo: str, met
 ) -> None:
     from tuner.run.cost import simulated_baseline
     from tuner.spec.study import load_study_spec
 
     out = tmp_path / "s.yaml"
-    args = ["--engine", "sim", "--gpu", "a6000", "--model", "tiny-qwen2", "--num-prompts", "200"]
-    done = tuner("init", "--no-preview", *args, "--slo", slo, "-o", str(out), cwd=REPO)
+    done = tuner("init", "--no-preview", *COUNTS, "--slo", slo, "-o", str(out), cwd=REPO)
     assert done.returncode == 0, done.stderr
     spec = load_study_spec(out)
     assert met(simulated_baseline(spec).metrics)
     # the highest round rate the latencies allow: not a lower one for a duration's sake
-    plain = tuner("init", "--no-preview", *args, "-o", str(tmp_path / "plain.yaml"), cwd=REPO)
-    assert plain.returncode == 0, plain.stderr
-    assert load_study_spec(tmp_path / "plain.yaml").workload.request_rate == (
-        spec.workload.request_rate
-    )
-    never = tuner(
-        "init",
-        "--no-preview",
-        *args,
-        "--slo",
-        "completed>=201",
-        "-o",
-        str(out),
-        "--force",
-        cwd=REPO,
-    )
+    assert _plain_rate(tmp_path_factory.getbasetemp()) == spec.workload.request_rate
+
+
+def test_a_count_no_rate_meets_is_one_line(tmp_path: Path) -> None:
+    """(Was the last step of each case above, the same command three times.)"""
+    out = tmp_path / "s.yaml"
+    out.write_text("")  # as the cases' `-o` file was: `--force` replaces it, the SLO refuses
+    never = tuner("init", "--no-preview", *COUNTS, "--slo", "completed>=201", "-o", str(out),
+                  "--force", cwd=REPO)  # fmt: skip
     assert never.returncode == 2 and "completed>=201" in one_error_line(never.stderr)
 
 
@@ -281,7 +288,9 @@ def test_gpus_found_by_nvidia_smi(tmp_path: Path) -> None:
     assert data["hardware"] == {"gpu": "h200", "count": 2}
     assert "found by nvidia-smi: 2× NVIDIA H200" in out.read_text()
     sim = tmp_path / "sim.yaml"
-    args = ["--traffic", "longdoc", "--trials", "4", "-o", str(sim)]
+    # `--rate`: the default rate's search on two H200s (~27 s of CPU, SIMULATED) is not this
+    # test's point; tests/test_init_capacity_prompts.py and tests/test_init_rate.py check it
+    args = ["--traffic", "longdoc", "--rate", "1", "--trials", "4", "-o", str(sim)]
     done = tuner(
         "init", "--no-preview", "--model", "tiny-qwen2", "--engine", "sim", *args, cwd=REPO, env=env
     )

@@ -32,6 +32,7 @@ def _ceiling(spec: StudySpec) -> float:
     return shown_rps(spec.workload.num_prompts, spec.slo_limits())
 
 
+@pytest.mark.slow  # two rate searches (SIMULATED): 12 s on the idle box, `make test` only
 def test_capacity_prompts_reach_twice_what_the_defaults_sustain(tmp_path: Path) -> None:
     as_given = _draft(tmp_path, objective="capacity", num_prompts=200).spec  # chat's own 200
     scalar = as_given.objective.model_copy(update={"mode": "scalar"})
@@ -75,6 +76,7 @@ def test_a_request_file_is_sent_as_it_is_not_repeated_to_the_ceiling(tmp_path: P
     assert "repeating its lines would send each request many times" in line
 
 
+@pytest.mark.slow  # a 1000-prompt rate search (SIMULATED): 35 s on the idle box
 def test_a_ceiling_the_prompts_cannot_lift_is_said_and_the_search_starts_below_it(
     tmp_path: Path,
 ) -> None:

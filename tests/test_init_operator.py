@@ -157,6 +157,7 @@ def test_best_on_a_planned_only_study_names_simulated(tmp_path: Path) -> None:
     assert "needs measured trials, which `tuner run " in text and "add --simulated" not in text
 
 
+@pytest.mark.slow  # the reach search over the nights (SIMULATED): 10 s on the idle box
 def test_a_night_out_of_reach_is_refused_with_its_distance_and_levers(tmp_path: Path) -> None:
     """Issue 49's night: 32k-token documents on 4× A6000 under p99 TTFT <= 3 s. Even one
     request at a time breaks it (SIMULATED), so no rate and no config meets it: `init` refuses,

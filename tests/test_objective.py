@@ -7,7 +7,8 @@ import math
 import pytest
 
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import CapacityMix, ScenarioMix, objective_of
+from tuner.measure.mixes import MIXES, CapacityMix, ScenarioMix, objective_of
+from tuner.measure.mode_words import WORDS, words_of
 from tuner.measure.modes import MODES, CapacityObjective, Objective, RunFigures, RunOne
 from tuner.measure.objective import (
     PENALTY_SCORE,
@@ -51,7 +52,11 @@ def test_weights_and_directions() -> None:
 
 def test_multi_objective_values_and_penalties() -> None:
     multi = mode_of(ObjectiveSpec(mode="multi"))
-    assert multi.values(BASE, BASE) == [1000.0, 50.0, 400.0]
+    assert multi.trial_values(0.0, RunFigures(BASE, 0.0), RunFigures(BASE, 0.0)) == [
+        1000.0,
+        50.0,
+        400.0,
+    ]
     assert multi.penalty_values() is None  # nothing measured yet
     worse = {"p99_ttft_ms": 3000.0, "mean_tpot_ms": 40.0, "output_throughput": 100.0}
     assert multi.penalty_values([BASE, worse]) == [3000.0, 50.0, 100.0]
@@ -63,24 +68,37 @@ def test_one_object_per_mode() -> None:
     modes = ObjectiveSpec.model_fields["mode"].annotation.__args__  # type: ignore[union-attr]
     assert set(MODES) == set(modes)
     scalar = mode_of(ObjectiveSpec(weights={"p99_ttft_ms": 2.0, "mean_tpot_ms": 1.0}))
-    assert scalar.directions() == ["minimize"] and scalar.names() == ["score"]
-    assert scalar.values({**BASE, "p99_ttft_ms": 500.0}, BASE) == [pytest.approx(-2 * math.log(2))]
-    assert scalar.score_scale() == 3.0 and scalar.score_floor() == 2.0
-    assert scalar.resolution() is None and scalar.noise_log() == 0.0
+    assert scalar.directions() == {"score": "minimize"}
+    faster = RunFigures({**BASE, "p99_ttft_ms": 500.0}, 0.0)
+    assert scalar.trial_values(0.0, faster, RunFigures(BASE, 0.0)) == [
+        pytest.approx(-2 * math.log(2))
+    ]
+    assert (scalar.score_span().scale, scalar.score_span().floor) == (3.0, 2.0)
+    assert scalar.score_span().searched == () and scalar.resolution() is None
     assert scalar.stated_metrics() == ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
     multi = mode_of(ObjectiveSpec(mode="multi", objectives=["p99_ttft_ms", "mean_e2el_ms"]))
-    assert multi.directions() == ["minimize", "minimize"] and not multi.prunes_against_incumbent
+    assert list(multi.directions().values()) == ["minimize", "minimize"]
+    assert not multi.prunes_against_incumbent
     assert multi.stated_metrics()[-1] == "mean_e2el_ms"
     cap = mode_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
     assert isinstance(cap, CapacityObjective) and cap.has_capacity and not scalar.has_capacity
-    assert cap.directions() == ["maximize"] and cap.names() == ["capacity_rps"]
+    assert cap.directions() == {"capacity_rps": "maximize"}
     assert cap.penalty_values() == [0.0] and cap.stated_metrics() == ["capacity_rps"]
-    assert cap.resolution() == 0.05 and cap.noise_log() == pytest.approx(math.log1p(0.05))
-    assert cap.gain_words(None, 6.0, 3.0) == "capacity 3 → 6 req/s"
-    assert scalar.gain_words(-0.25, None, None) == "score -0.250 against the defaults' 0"
-    assert scalar.rate_words(2.5) == "2.5 req/s" and scalar.rate_words(math.inf) == "all at once"
-    assert cap.rate_words(2.5) == "rate searched for the capacity"
+    assert cap.resolution() == 0.05 and cap.score_span().searched == ("capacity_rps",)
+
+
+def test_each_kind_of_objective_has_its_words() -> None:
+    """The words live apart from the decisions (`tuner.measure.mode_words`), by kind."""
+    scalar = words_of(mode_of(ObjectiveSpec()))
+    cap = words_of(mode_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"])))
+    assert cap.gain(None, 6.0, 3.0) == "capacity 3 → 6 req/s"
+    assert cap.gain(None, 6.0, None) == "capacity 6 req/s"
+    assert scalar.gain(-0.25, None, None) == "score -0.250 against the defaults' 0"
+    assert scalar.rate(2.5) == "2.5 req/s" and scalar.rate(math.inf) == "all at once"
+    assert cap.rate(2.5) == "rate searched for the capacity"
     assert scalar.run_label(2.5) is None and cap.run_label(2.5) == "at 2.5 req/s"
+    assert scalar.load_hint(heavier=False) == "a lower rate (--rate)"
+    assert cap.load_hint(heavier=True) is None
 
 
 def test_constraints() -> None:
@@ -137,6 +155,10 @@ def _runs(failing: str | None = None) -> tuple[list[str], RunOne]:
     return seen, one
 
 
+def _no_search(name: str, w: WorkloadSpec) -> Measurement:
+    raise AssertionError("a scalar study runs its workloads, never a rate search")
+
+
 def test_the_factory_builds_a_composite_for_a_mix_and_a_plain_object_otherwise() -> None:
     slo = {"slo": ["p99_ttft_ms<=900"]}
     assert type(objective_of(_study())) is Objective
@@ -151,10 +173,16 @@ def test_the_factory_builds_a_composite_for_a_mix_and_a_plain_object_otherwise()
     assert not mix.one_run_figures and mix.served_workload(_study().workload) is None
     assert cap.to_beat(6.0, 3.0) is None
     # what the mode decides stays the mode's: the capacity mix searches, the scalar one runs
-    assert cap.has_capacity and not cap.slos_judge_figures and cap.stated_rate(2.0) == 2.0
-    assert mix.slos_judge_figures and mix.stated_rate(2.0) is None
-    assert cap.run_one("chat", DOC_W, lambda *_: RAN, lambda *_: SEARCHED) is SEARCHED
-    assert mix.run_one("chat", DOC_W, lambda *_: RAN, lambda *_: SEARCHED) is RAN
+    assert cap.has_capacity and cap.stated_rate(2.0) == 2.0
+    assert not mix.has_capacity and mix.stated_rate(2.0) is None
+    by_name = lambda parts: Measurement(ci={n: (0.0, 0.0) for n in parts}, records=[])  # noqa: E731
+    searched = cap.measure(DOC_W, lambda *_: RAN, lambda *_: SEARCHED, lambda parts: parts["chat"])
+    ran = mix.measure(DOC_W, lambda *_: RAN, lambda *_: SEARCHED, lambda parts: parts["chat"])
+    assert searched is SEARCHED and ran is RAN
+    assert set(cap.measure(DOC_W, lambda *_: RAN, lambda *_: SEARCHED, by_name).ci) == {
+        "chat",
+        "doc",
+    }
 
 
 RAN, SEARCHED = Measurement(metrics={"ran": 1.0}), Measurement(metrics={"searched": 1.0})
@@ -165,13 +193,15 @@ def test_a_mix_runs_each_scenario_and_stops_at_a_failure() -> None:
     spec = _study(workload=[CHAT, DOC], objective={"slo": ["p99_ttft_ms<=900"]})
     mix, plain = objective_of(spec), objective_of(_study())
     seen, one = _runs()
-    got = mix.measure(spec.workload, one, lambda parts: Measurement(metrics={"n": len(parts)}))
+    got = mix.measure(
+        spec.workload, one, _no_search, lambda parts: Measurement(metrics={"n": len(parts)})
+    )
     assert seen == ["chat", "doc"] and got.metrics == {"n": 2}
     seen, one = _runs(failing="doc")
-    ended = mix.measure(spec.workload, one, lambda parts: RAN)
+    ended = mix.measure(spec.workload, one, _no_search, lambda parts: RAN)
     assert ended.metrics is None and (ended.workload_s, ended.engine_s) == (20.0, 24.0)
     seen, one = _runs()
-    alone = plain.measure(spec.workload, one, lambda parts: RAN)
+    alone = plain.measure(spec.workload, one, _no_search, lambda parts: RAN)
     assert seen == [""] and alone.metrics == {"p99_ttft_ms": 102.4}
 
 
@@ -193,21 +223,23 @@ def test_a_mix_judges_each_scenarios_run_and_aggregates_them() -> None:
     slo = {"slo": ["p99_ttft_ms<=900"]}
     plain = objective_of(_study(objective=slo))
     assert plain.judged_runs("whole", {"chat": "c"}) == {"": "whole"}
-    assert plain.trial_score({"": 0.25}) == 0.25 and plain.trial_capacity({"": 4.0}) is None
+    assert plain.trial_figures({"": 0.25}, {"": 4.0}) == (0.25, None)
     assert plain.score_constraints({"p99_ttft_ms<=900": 1.0}, {"": None}) == {}  # SLOs: before
     one = objective_of(_study(objective={"mode": "capacity", **slo}))
-    assert one.trial_capacity({"": None}) is None and one.trial_capacity({"": 2.0}) == 2.0
+    assert one.trial_figures({"": 0.1}, {"": None}) == (0.1, None)
+    assert one.trial_figures({"": 0.1}, {"": 2.0}) == (0.1, 2.0)
     assert one.score_constraints({}, {"": 2.0}) == {"capacity": 0.0}
     assert one.score_constraints({}, {"": None}) == {"capacity": 1.0}
     mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
     assert mix.judged_runs("whole", {"chat": "c", "doc": "d"}) == {"chat": "c", "doc": "d"}
-    assert mix.trial_score({"chat": 0.1, "doc": -0.3}) == pytest.approx((3 * 0.1 - 0.3) / 4)
-    assert mix.trial_capacity({"chat": 4.0, "doc": None}) is None  # scalar: no capacity
+    scores = {"chat": 0.1, "doc": -0.3}
+    found: dict[str, float | None] = {"chat": 4.0, "doc": None}
+    mean = pytest.approx((3 * 0.1 - 0.3) / 4)
+    assert mix.trial_figures(scores, found) == (mean, None)  # scalar: no capacity
     worst = objective_of(_study(workload=[CHAT, DOC], objective={"aggregate": "worst", **slo}))
-    assert worst.trial_score({"chat": 0.1, "doc": -0.3}) == 0.1
+    assert worst.trial_figures(scores, found)[0] == 0.1
     cap = objective_of(_study(workload=[CHAT, DOC], objective={"mode": "capacity", **slo}))
-    assert cap.trial_capacity({"chat": 4.0, "doc": None}) == pytest.approx(3.0)  # (3·4 + 0) / 4
-    assert cap.trial_capacity({}) is None
+    assert cap.trial_figures(scores, found)[1] == pytest.approx(3.0)  # (3·4 + 0) / 4
     assert cap.score_constraints({"chat:p99_ttft_ms<=500": 0.2}, {"chat": 4.0, "doc": None}) == {
         "chat:p99_ttft_ms<=500": 0.2,
         "chat:capacity": 0.0,
@@ -217,13 +249,16 @@ def test_a_mix_judges_each_scenarios_run_and_aggregates_them() -> None:
 
 def test_a_mix_in_words_names_each_scenario_and_the_aggregate() -> None:
     spec = _study(workload=[CHAT, DOC], objective={"aggregate": "worst", "slo": ["p99_ttft_ms<=9"]})
-    lines = objective_of(spec).workload_lines(spec.workload, lambda w: f"{w.random_input_len} in")
+    lines = words_of(objective_of(spec)).workload_lines(
+        spec.workload, lambda w: f"{w.random_input_len} in"
+    )
     assert lines == [
         "workload: 2 scenarios, the score is the worst of theirs:",
         "  chat (weight 3): 1024 in; SLO p99_ttft_ms<=500",
         "  doc (weight 1): 4096 in",
     ]
-    assert objective_of(_study()).workload_lines(spec.workload, str)[0].startswith("workload: ")
+    one = words_of(objective_of(_study()))
+    assert one.workload_lines(spec.workload, str)[0].startswith("workload: ")
 
 
 def test_a_runs_gain_in_each_modes_terms() -> None:
@@ -240,12 +275,14 @@ def test_a_runs_gain_in_each_modes_terms() -> None:
     assert cap.run_gain(RunFigures({}, 6.0), none) is None
     assert cap.run_gain(none, RunFigures({}, 3.0)) == -math.inf
     assert (
-        scalar.gain_figure(0.25) == "score -0.250"
-        and cap.gain_figure(math.log(2)) == "capacity ×2.000"
+        words_of(scalar).gain_figure(0.25) == "score -0.250"
+        and words_of(cap).gain_figure(math.log(2)) == "capacity ×2.000"
     )
     assert scalar.rate_can_change([2.0]) and not scalar.rate_can_change([math.inf])
     assert (
-        not cap.rate_can_change([2.0]) and cap.fixed_rate_words() and not scalar.fixed_rate_words()
+        not cap.rate_can_change([2.0])
+        and words_of(cap).fixed_rate()
+        and not words_of(scalar).fixed_rate()
     )
 
 
@@ -262,16 +299,33 @@ def test_each_mode_scores_a_run_and_tells_optuna_its_values() -> None:
     assert cap.run_score(faster, base) == pytest.approx(-math.log(2))
     none_found = RunFigures(BASE, 0.0)
     assert cap.run_score(none_found, base) == pytest.approx(-math.log(0.025 / 3.0))  # floor
-    assert scalar.trial_values(-0.5, faster, base) == scalar.values(faster.metrics, BASE)
+    assert scalar.trial_values(-0.5, faster, base) == [pytest.approx(expected)]
     assert cap.trial_values(-0.5, faster, base) == [6.0]
-    assert scalar.capacity_figure(6.0) is None and cap.capacity_figure(6.0) == 6.0
-    assert scalar.found_constraints({"capacity": 0.0}) == {}
-    found = cap.found_constraints({"a:capacity": 2.0, "b:capacity": 0.0})
-    assert found == {"a:capacity": 0.0, "b:capacity": 1.0}
+    assert scalar.trial_figures({"": 0.0}, {"": 6.0}) == (0.0, None)
+    assert cap.trial_figures({"": 0.0}, {"": 6.0}) == (0.0, 6.0)
+    assert scalar.score_constraints({}, {"": 0.0}) == {}
+    assert cap.score_constraints({}, {"": 0.0}) == {"capacity": 1.0}
     mix = objective_of(_study(workload=[CHAT, DOC], objective=slo))
     cap_mix = objective_of(_study(workload=[CHAT, DOC], objective={"mode": "capacity", **slo}))
     assert mix.trial_values(-0.5, faster, base) == [-0.5]  # the aggregated score
     # a capacity mix: the reference's capacity scaled by e^(−score); 0 when none was found
     assert cap_mix.trial_values(-math.log(2), faster, base) == [pytest.approx(6.0)]
     assert cap_mix.trial_values(-math.log(2), none_found, base) == [0.0]
-    assert mix.capacity_figure(4.0) is None and cap_mix.capacity_figure(4.0) == 4.0
+    assert mix.trial_figures({"chat": 0.0}, {"chat": 4.0})[1] is None
+    assert cap_mix.trial_figures({"chat": 0.0}, {"chat": 4.0})[1] == 4.0
+
+
+def test_the_objective_object_keeps_decisions_only() -> None:
+    """Issue 51: at most 20 public methods and boolean flags on the objective object (every
+    kind: `MODES` and `MIXES`), its words apart (`tuner.measure.mode_words`, one per kind)."""
+    kinds = [*MODES.values(), *MIXES.values()]
+    asked = {
+        name
+        for kind in kinds
+        for name in dir(kind)
+        if not name.startswith("_")
+        and (callable(getattr(kind, name)) or isinstance(getattr(kind, name), bool))
+    }
+    assert len(asked) <= 20, sorted(asked)
+    assert not asked & {"rate_words", "gain_words", "workload_lines", "aggregate_words"}
+    assert set(WORDS) == set(kinds)  # every kind has its words

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.fidelity import predict_skip as ps
+from tuner.measure.mixes import objective_of
 from tuner.results.views import trials_frame
 from tuner.run.loop import StudyLoop
 from tuner.runners.plan import PlanRunner
@@ -142,7 +143,7 @@ def test_the_score_is_trusted_to_5_percent_of_its_heaviest_metric(tiny_model_dir
     spec = spec.model_copy(
         update={"objective": spec.objective.model_copy(update={"weights": weights})}
     )
-    skip = ps.PredictionSkip(spec, list)
+    skip = ps.PredictionSkip(spec, objective_of(spec), list)
     assert skip.score_scale == pytest.approx(4.0)
     assert skip.score_floor == pytest.approx(ps.MIN_MARGIN * 2.0)
 
@@ -166,7 +167,9 @@ def _point(number: int, params: dict, metrics: dict, spec: StudySpec, **record: 
     from tuner.trial import SkipPrediction, TrialPoint, TrialRecord
     from tuner.trial.scoring import judge
 
-    score = judge(spec, metrics, None, {}, None if number == 0 else _BASE_POINT[0]).score
+    score = judge(
+        spec, objective_of(spec), metrics, None, {}, None if number == 0 else _BASE_POINT[0]
+    ).score
     rec = TrialRecord(
         metrics=metrics,
         score=score,
@@ -190,7 +193,7 @@ def _skip(spec: StudySpec, simulated: dict) -> ps.PredictionSkip:
     any speed (so the speed fitted on the reference is 1: the profile as it is)."""
     from tuner.measure.measurement import Measurement
 
-    skip = ps.PredictionSkip(spec, list)
+    skip = ps.PredictionSkip(spec, objective_of(spec), list)
     skip.simulate = lambda params, speed=1.0: Measurement(
         metrics=dict(simulated[params["max-num-seqs"]])
     )
@@ -346,7 +349,7 @@ def test_a_study_on_an_engine_3x_faster_than_its_profile_finds_what_no_skip_find
             q for q in points if q.record.ruled_out
         ):  # its full run on the truth: would it have won?
             m = truth.measure(TrialContext(spec.name, p.number, p.params, lambda s: None))
-            full = score_trial(spec, m, points[0]).score
+            full = score_trial(spec, truth.objective, m, points[0]).score
             ok = m.metrics["p99_ttft_ms"] <= 2000
             false += [p.number] if ok and full < best(points[: p.number]).score else []
     assert found[True][0] >= 3, found  # configs after the baseline were launched
@@ -438,7 +441,7 @@ def test_a_config_that_queues_only_on_a_slow_profile_is_not_ruled_out(
 
     def measured(params: dict, points: list) -> tuple[TrialPoint, float]:
         m = truth.measure(TrialContext(spec.name, len(points), params, lambda s: None))
-        scored = score_trial(spec, m, points[0] if points else None)
+        scored = score_trial(spec, truth.objective, m, points[0] if points else None)
         record = TrialRecord(
             metrics=dict(m.metrics or {}),
             **scored.fields(),
@@ -460,11 +463,11 @@ def test_a_config_that_queues_only_on_a_slow_profile_is_not_ruled_out(
     queues = cfg(32, 1259, 0.75)
     on_truth = measured(queues, points)[1]
     assert on_truth < best(points).score  # a rule-out would be false
-    as_profiled = ps.PredictionSkip(spec, lambda: requests)
+    as_profiled = ps.PredictionSkip(spec, objective_of(spec), lambda: requests)
     as_profiled.speed = lambda ref: ps.STOCK  # the profile as it is: the false skip
     old = as_profiled.judge(queues, points, None, may_skip=True)
     assert old is not None and old.errors_from >= ps.MIN_ERRORS and old.ruled_out is not None
-    skip = ps.PredictionSkip(spec, lambda: requests)
+    skip = ps.PredictionSkip(spec, objective_of(spec), lambda: requests)
     p = skip.judge(queues, points, None, may_skip=True)
     assert p is not None and p.ruled_out is None
     assert p.speed is not None and 1.6 <= p.speed <= 2.2  # the baseline's 2×, less TRUTH's

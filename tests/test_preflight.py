@@ -86,6 +86,7 @@ def test_check_of_a_good_study_exits_0_with_its_cost(tmp_path: Path, tiny_model_
     assert "flag names checked against the simulated engine's flags" in proc.stdout
 
 
+@pytest.mark.slow  # two nights of the shipped longdoc study priced: 8 s on the idle box
 def test_the_shipped_longdoc_study_s_night_against_its_timeout(tmp_path: Path) -> None:
     """docs/preflight.md quotes this: 30 trials (the first 2.7 h, the others racing it ~3 min)
     within its 12 h timeout; a 3 h one holds 6 (5 before the bands were conformal over
@@ -224,19 +225,22 @@ def test_run_states_the_cost_and_plan_how_far_it_was_off(
 ) -> None:
     """`tuner run` prints the night's cost before trial 0; once real trials exist the cost
     is theirs, and `tuner plan` and `run --from-plan` say how far the plan's uncalibrated
-    profile is off them."""
+    profile is off them. The words' logic: the commands in this process, the engine the
+    simulation core (`tuner_testing.inprocess`: measured trials without `tuner sim serve`)."""
+    from tuner_testing.inprocess import tuner_in_process as tuner
+
     study = sim_study(tmp_path, tiny_model_dir)
-    proc = tuner("run", str(study), "--n-trials", "2", cwd=tmp_path, timeout=300)
+    proc = tuner("run", str(study), "--n-trials", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     cost = next(i for i, x in enumerate(lines) if x.startswith("night's cost: 2 trial(s) × ~"))
     first = next(i for i, x in enumerate(lines) if x.startswith("trial 0"))
     assert cost < first, proc.stderr
-    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path, timeout=120)
+    proc = tuner("check", "--no-preview", str(study), cwd=tmp_path)
     assert "(the mean of 2 launched trial(s) of this study; start-up ~" in proc.stdout
     assert "per trial: measured on them (median))" in proc.stdout, proc.stdout
     assert "night's cost: 1 trial(s) left (2 done) × ~" in proc.stdout  # a budget of 3
-    proc = tuner("plan", str(study), "--n-trials", "2", cwd=tmp_path, timeout=300)
+    proc = tuner("plan", str(study), "--n-trials", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "from the built-in a6000 profile, never fitted to this box (uncalibrated)" in (
         proc.stderr

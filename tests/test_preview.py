@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tuner.fidelity.bands import Bands, range_text
+from tuner.measure.mixes import objective_of
 from tuner.run.planned import planned_trials
 from tuner.scaffold.preview import Cause, _line, cause_of, preview
 from tuner.spec.study import StudySpec, load_study_spec
@@ -87,8 +88,8 @@ CASES: dict[Cause, tuple[list[TrialPoint], bool, str]] = {
 def test_each_cause_is_told_with_its_own_remedy(cause: Cause) -> None:
     spec = load_study_spec(DEMO)
     points, whole, says = CASES[cause]
-    assert cause_of(points, spec, whole=whole) == cause
-    line = _line(cause, points, spec, "2 of 30", 1.0)
+    assert cause_of(points, spec, objective_of(spec), whole=whole) == cause
+    line = _line(cause, points, spec, objective_of(spec), "2 of 30", 1.0)
     assert line.startswith("plan preview (2 of 30 trials, SIMULATED, 1 s): ") and says in line
     remedy = {
         "slo-unreachable": "a lower rate (--rate)",  # not a tighter SLO, not a higher rate
@@ -103,7 +104,9 @@ def test_each_cause_is_told_with_its_own_remedy(cause: Cause) -> None:
 def test_the_nearest_config_s_figure_carries_its_band() -> None:
     """Every SIMULATED figure the preview names has its band (issue 45 item 4)."""
     spec = load_study_spec(DEMO)
-    line = _line("slo-unreachable", CASES["slo-unreachable"][0], spec, "2 of 30", 1.0)
+    line = _line(
+        "slo-unreachable", CASES["slo-unreachable"][0], spec, objective_of(spec), "2 of 30", 1.0
+    )
     around = Bands.of_study(spec).around("p99_ttft_ms", 12000.0)
     assert around is not None and around[0] < 12000.0 < around[1]
     assert f"p99_ttft_ms 1.2e+04 ({range_text(around)}) against <= 10000)" in line, line
@@ -114,7 +117,7 @@ def test_the_remedies_never_send_a_study_back_and_forth_between_modes(cause: Cau
     """Scalar mode may be told to try capacity mode (a heavier load); capacity mode, whose
     search sets the load, is never told to try scalar mode (the old preview's loop)."""
     spec = _capacity(load_study_spec(DEMO))
-    line = _line(cause, CASES[cause][0], spec, "2 of 30", 1.0)
+    line = _line(cause, CASES[cause][0], spec, objective_of(spec), "2 of 30", 1.0)
     assert "--objective" not in line and "--rate" not in line, line
 
 
@@ -127,7 +130,7 @@ def test_a_night_shorter_than_the_whole_plan_is_said_apart_from_it() -> None:
     for n_trials in (4, 30):
         data["budget"]["n_trials"] = n_trials
         spec = StudySpec.model_validate(data)
-        lines.append(_line("too-few-trials", points, spec, "2 of 30", 1.0))
+        lines.append(_line("too-few-trials", points, spec, objective_of(spec), "2 of 30", 1.0))
     assert lines[0].endswith("runs the whole plan (the night itself runs 4 trials)"), lines
     assert lines[1].endswith("runs the whole plan"), lines  # a night of 30: nothing to add
 
@@ -156,7 +159,9 @@ def test_a_study_that_sends_everything_at_once_is_not_told_to_raise_its_rate() -
     workload = spec.workload.model_copy(update={"request_rate": math.inf, "max_concurrency": 4})
     spec = spec.model_copy(update={"workload": workload})
     points, whole, _ = CASES["defaults-at-limit"]
-    line = _line(cause_of(points, spec, whole=whole), points, spec, "3 of 30", 1.0)
+    objective = objective_of(spec)
+    cause = cause_of(points, spec, objective, whole=whole)
+    line = _line(cause, points, spec, objective, "3 of 30", 1.0)
     assert "a heavier load: more requests in flight (workload.max_concurrency)" in line, line
     assert "--rate" not in line
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from results_fixtures import frozen
 
-from tuner.results.best import interval_lines
+from tuner.results.sections import interval_lines
 from tuner.run.progress import RichProgress, log_console
 from tuner.scaffold.traffic import traffic, with_template
 from tuner.spec.figures import figure, trials_words

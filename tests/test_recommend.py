@@ -13,6 +13,7 @@ import pytest
 from results_fixtures import build_study, write_study_file
 
 from tuner import trial as tr
+from tuner.measure.mixes import objective_of
 from tuner.results.best import best_report
 from tuner.results.change import moved_from_defaults, moved_lines
 from tuner.results.recommend import HELD_EXIT_CODE, recommendation
@@ -186,7 +187,7 @@ def test_every_metric_that_moved_is_listed_with_its_size_and_whether_clearly(
         request_throughput_ci=[1.78, 1.82],
         std_itl_ms=300.0,
     )
-    found = moved_from_defaults(spec, tuned, base)
+    found = moved_from_defaults(objective_of(spec), tuned, base)
     assert [(m.change.metric, m.worse, m.clearly) for m in found] == [
         ("mean_itl_ms", True, True),
         ("request_throughput", True, True),
@@ -206,7 +207,9 @@ def test_every_metric_that_moved_is_listed_with_its_size_and_whether_clearly(
     assert better.startswith("# better than vLLM's defaults (baseline trial 0) by 25 % or more: ")
     assert worse in text.splitlines() and better in text.splitlines()
     # nothing moved: said so, in one line
-    assert moved_lines(moved_from_defaults(spec, base, _point(2, **base.metrics)), 2) == [
+    assert moved_lines(
+        moved_from_defaults(objective_of(spec), base, _point(2, **base.metrics)), 2
+    ) == [
         "nothing stored got worse than vLLM's defaults (baseline trial 2), neither by 25 % or "
         "more nor clearly"
     ]
@@ -242,7 +245,9 @@ def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Pat
     spec = load_study_spec(write_study_file(tmp_path))  # p99_ttft_ms<=2000
     base = _point(0, p99_ttft_ms=1500.0, p99_ttft_ms_ci=[1400.0, 1600.0])
     tuned = _point(1, p99_ttft_ms=1900.0, p99_ttft_ms_ci=[1700.0, 2100.0])
-    chosen = judge(select_trial([base, tuned], "demo"), [base, tuned], spec, None, base)
+    chosen = judge(
+        select_trial([base, tuned], "demo"), [base, tuned], spec, objective_of(spec), None, base
+    )
     assert chosen.point.number == 1
     (doubt,) = [v for v in chosen.verdicts if v.kind == "interval-straddles-slo"]
     assert doubt.doubt and "the interval straddles the SLO p99_ttft_ms<=2000" in doubt.text
@@ -255,5 +260,5 @@ def test_an_interval_straddling_the_slo_is_a_doubt_in_every_output(tmp_path: Pat
     )
     text = best_report([base, tuned], "demo", tr.StudyRecord(spec=spec.model_dump(mode="json")))
     assert f"# {doubt.text}" in text.splitlines()
-    own = judge(select_trial([base], "demo"), [base], spec, None, base)
+    own = judge(select_trial([base], "demo"), [base], spec, objective_of(spec), None, base)
     assert not [v for v in own.verdicts if v.kind == "interval-straddles-slo"]

@@ -1,7 +1,8 @@
 """Re-judging without re-measuring (issue 21, §4): a study file whose objective weights or SLOs
 changed keeps its measured trials and baseline, and every output re-scores them; a changed
 measurement is still refused; `--from-plan` says what it skips and refuses another file's plan.
-Through the CLI on `tuner sim serve`, with tiny workloads."""
+Through the CLI's commands in this process, with tiny workloads, the engine the simulation core
+(`tuner_testing.inprocess`: measured trials, as on `tuner sim serve`, without its processes)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ import pytest
 import yaml
 
 from tuner.trial import specs
-from tuner_testing import sim_study, tuner
+from tuner_testing import sim_study
+from tuner_testing.inprocess import tuner_in_process as tuner
 
-WORKLOAD = {"num_prompts": 8, "random_output_len": 8}
+# Prompts long enough that the sampled chunk budgets (max-num-batched-tokens) change the
+# figures: on the deterministic simulation core, configs that all batch the whole load
+# measure the same, and a re-weighting would change no score.
+WORKLOAD = {"num_prompts": 8, "random_output_len": 8, "random_input_len": 1024}
 WEIGHTS = {"p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "output_throughput": 1.0}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from results_fixtures import build_study, frozen
 
+from tuner.measure.mixes import objective_of
 from tuner.results.report import plots as report_plots
 from tuner.results.report.front import SloLine, pareto_front_info
 from tuner.results.report.page import build_report, trials_table
@@ -109,18 +110,18 @@ def test_importance_needs_enough_measured_trials(stored, monkeypatch) -> None:
 
 def test_report_says_in_words_when_there_are_too_few_trials_for_bars(stored, monkeypatch) -> None:
     study, spec, points = stored
-    html = build_report(study, spec, points, simulated=False)
+    html = build_report(study, spec, objective_of(spec), points, simulated=False)
     assert html.count("Plotly.newPlot") == 2  # Pareto and history, no importance bars
     assert "Too few measured trials to rank parameters by importance: 6 measured" in html
     monkeypatch.setattr(report_plots, "MIN_MEASURED_TRIALS_FOR_IMPORTANCE", 6)
-    html = build_report(study, spec, points, simulated=False)
+    html = build_report(study, spec, objective_of(spec), points, simulated=False)
     assert html.count("Plotly.newPlot") == 3 and "Parameter importance for the score" in html
     assert "Too few measured trials" not in html
 
 
 def test_report_is_one_offline_file_with_every_section(stored) -> None:
     study, spec, points = stored
-    html = build_report(study, spec, points, simulated=False)
+    html = build_report(study, spec, objective_of(spec), points, simulated=False)
     assert "<script src=" not in html  # plotly.js is inlined, not fetched
     assert html.count("Plotly.newPlot") == 2 and len(html) > 3_000_000
     for section in ("What to deploy", "Trade-off", "Search", "Every trial", "Measured on"):
@@ -173,7 +174,7 @@ def test_text_from_the_study_is_escaped_by_the_templates(stored) -> None:
     evil = "<script>alert('x')</script>"
     engine = spec.engine.model_copy(update={"flags": {**spec.engine.flags, "tag": evil}})
     spec = spec.model_copy(update={"description": evil, "engine": engine})
-    html = build_report(study, spec, points, simulated=False)
+    html = build_report(study, spec, objective_of(spec), points, simulated=False)
     assert evil not in html and "<script>alert" not in html
     escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
     assert f'<p class="sub">{escaped} · ' in html  # the subtitle
@@ -201,7 +202,7 @@ def test_trials_table_rows_classify_every_trial(stored) -> None:
 def test_simulated_report_says_so(tmp_path: Path) -> None:
     _, url = build_study(tmp_path, simulated=True)
     store, study, spec, points = _load(url, "handbuilt-simulated")
-    html = build_report(study, spec, points, simulated=True)
+    html = build_report(study, spec, objective_of(spec), points, simulated=True)
     store.close()
     assert "SIMULATED study: every figure in this report is a prediction" in html
     assert "PREDICTED by the tuner&#39;s simulator" in html
@@ -212,11 +213,12 @@ def test_multi_objective_and_all_failed_studies_still_report(tmp_path: Path) -> 
     (tmp_path / "f").mkdir()
     _, url = build_study(tmp_path / "m", mode="multi")
     store, study, spec, points = _load(url)
-    assert "Plotly.newPlot" in build_report(study, spec, points, simulated=False)
+    page = build_report(study, spec, objective_of(spec), points, simulated=False)
+    assert "Plotly.newPlot" in page
     store.close()
     _, url = build_study(tmp_path / "f", trials={4: (0, 0, 0, 10.0, "failed")})
     store, study, spec, points = _load(url)
-    html = build_report(study, spec, points, simulated=False)
+    html = build_report(study, spec, objective_of(spec), points, simulated=False)
     store.close()
     assert "no trial of study &#39;handbuilt&#39; was measured" in html
     assert "Too few measured trials to rank parameters by importance: 0 measured" in html

@@ -12,6 +12,7 @@ import optuna
 from results_fixtures import write_study_file
 
 from tuner import trial as tr
+from tuner.measure.mixes import objective_of
 from tuner.results.report.deploy import best_commands
 from tuner.results.report.plots import importances
 from tuner.spec.study import load_study_spec
@@ -67,7 +68,7 @@ def test_one_row_for_the_selections_that_chose_the_same_trial(tmp_path: Path) ->
             )
         )
     points = tr.read_all(study.get_trials())
-    page = str(best_commands(spec, points, "demo", simulated=False))
+    page = str(best_commands(spec, objective_of(spec), points, "demo", simulated=False))
     rows = re.findall(r'<tr><td class="l">([^<]*)</td>', page)
     assert len(rows) == 1 and rows[0].count("; ") == 3, rows
     assert page.count("<summary>") == 1

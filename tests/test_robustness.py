@@ -9,6 +9,7 @@ import pytest
 
 from tuner import trial as tr
 from tuner.fidelity import robustness as rb
+from tuner.measure.mixes import objective_of
 from tuner.measure.modes import CapacityObjective, Objective
 from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.study import load_study_spec
@@ -80,7 +81,7 @@ def test_perturbed_workloads(spec):
     inf = spec.model_copy(
         update={"workload": spec.workload.model_copy(update={"request_rate": math.inf})}
     )
-    assert all(p.rate_factor == 1.0 for p in rb.applicable(inf))
+    assert all(p.rate_factor == 1.0 for p in rb.applicable(inf, objective_of(inf)))
 
 
 def test_check_best_stores_the_verdict_for_best_and_report(spec):
@@ -94,14 +95,16 @@ def test_check_best_stores_the_verdict_for_best_and_report(spec):
     study = Study()
     base = _point(0, BASE, score=0.0, baseline=True, spec_id="s1")
     knife = _point(1, {**BASE, "max-num-batched-tokens": 1536}, score=-0.07, spec_id="s1")
-    record = rb.check_best(study, spec, [base, knife], REQUESTS)
+    record = rb.check_best(study, spec, objective_of(spec), [base, knife], REQUESTS)
     assert record is not None and record.fragile is True
     stored = tr.StudyRecord.decode(study.user_attrs).robustness_of(knife)
     assert stored is not None and stored.verdict.startswith("FRAGILE") and not stored.measured
     assert study.user_attrs[f"{tr.ROBUSTNESS}1"]["verdict"] == stored.verdict  # the stored shape
     other = _point(1, {}, spec_id="other")
     assert tr.StudyRecord.decode(study.user_attrs).robustness_of(other) is None
-    assert rb.check_best(study, spec, [base], REQUESTS) is None  # the baseline is the best
+    assert (
+        rb.check_best(study, spec, objective_of(spec), [base], REQUESTS) is None
+    )  # the baseline is the best
 
 
 def test_plan_then_best_and_report_say_fragile_in_plain_words(tmp_path, tiny_model_dir):
@@ -149,7 +152,11 @@ def test_a_capacity_study_is_checked_under_prompt_changes_only(tmp_path, tiny_mo
     assert set(found) == {"nominal", "prompts -3%", "prompts +3%"}  # the search sets the rate
     assert found["nominal"] > 0.1  # ln(capacity ratio): more capacity than vLLM's defaults
     record = rb.check(
-        spec, reqs, _point(1, {**BASE, "max-num-batched-tokens": 4096}), _point(0, BASE)
+        spec,
+        objective_of(spec),
+        reqs,
+        _point(1, {**BASE, "max-num-batched-tokens": 4096}),
+        _point(0, BASE),
     )
     assert record.fragile is not None and "capacity ×" in record.verdict
 

@@ -17,6 +17,7 @@ from tuner.runners.engine_runner import EngineRunner
 from tuner.spec.study import load_study_spec
 from tuner.trial import TrialPoint
 from tuner_testing import sim_study, start_run, tuner
+from tuner_testing.inprocess import tuner_in_process
 from tuner_testing.waiting import requests_served, wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -114,6 +115,10 @@ def test_the_measured_verdict_wins_over_the_simulated_one():
 
 
 def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_model_dir):
+    """`--confirm`'s measured checks and what `best` prints of them: the logic of the run and
+    of the results, so its engine is the simulation core in this process
+    (`tuner_testing.inprocess`); the perturbations on `tuner sim serve`'s engine starts and a
+    signal during the check are the two tests around this one."""
     study = sim_study(
         tmp_path,
         tiny_model_dir,
@@ -122,11 +127,11 @@ def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_
         budget={"n_trials": 3},
         trial={"stall_timeout_s": 20, "confirm_repeats": 1},
     )
-    run = tuner("run", str(study), "--confirm", "1", cwd=tmp_path, timeout=600)
+    run = tuner_in_process("run", str(study), "--confirm", "1", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "re-measuring trial" in run.stderr
     s = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
-    best = tuner("best", str(study), cwd=tmp_path)
+    best = tuner_in_process("best", str(study), cwd=tmp_path)
     assert best.returncode == 0, best.stderr
     number = int(best.stdout.split("# best trial ")[1].split()[0])
     assert not s.trials[number].user_attrs.get(tr.BASELINE)  # the screen's configs beat it
@@ -136,8 +141,11 @@ def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_
     assert f"# {record['verdict']}" in best.stdout
     assert "measured on the engine" in best.stdout
     assert f"{tr.ROBUSTNESS}{number}" in s.user_attrs  # the simulated check is kept too
+    # two engine starts for the check: the config's and the baseline's
+    checks = [name for name in run.starts if name.startswith(f"robustness-{number:04d}-")]
+    assert sorted(checks) == [f"robustness-{number:04d}-{who}" for who in ("baseline", "config")]
     # the same run re-measured the flags the simulator dropped from the best config, on the
-    # engine (`tuner sim serve`: SIMULATED figures), one start each (tests/test_smallest_change)
+    # engine (a simulated one: SIMULATED figures), one start each (tests/test_smallest_change)
     study_record = tr.StudyRecord.of(s)
     predicted = study_record.smallest[number]
     dropped = [r.flag for r in predicted.dropped]
@@ -146,8 +154,8 @@ def test_run_confirm_measures_the_check_and_best_prints_it(tmp_path: Path, tiny_
     assert measured.engine and measured.source == "SIMULATED" and measured.checked
     assert [r.flag for r in measured.reverts] == dropped
     assert "with the flags the simulator dropped reverted" in run.stderr
-    starts = sorted((tmp_path / "runs").rglob(f"smallest-{number:04d}-*.log"))
-    assert 1 <= len(starts) <= len(dropped) + 2, starts
+    starts = [name for name in run.starts if name == f"smallest-{number:04d}"]
+    assert 1 <= len(starts) <= len(dropped) + 2, run.starts
 
 
 def _check_logs(tmp_path: Path, who: str) -> list[Path]:

@@ -1,5 +1,7 @@
-"""`search.fidelity: multi` end to end: `tuner run` on `tuner sim serve` whose profile file is
-a hidden truth (slower than the stock A6000 the study screens with)."""
+"""`search.fidelity: multi` end to end: `tuner run` on a simulated engine whose profile file is
+a hidden truth (slower than the stock A6000 the study screens with). What is checked is the
+loop's, the screen's and the results commands' logic, so the commands run in this process and
+the engine is the simulation core (`tuner_testing.inprocess`), not `tuner sim serve`."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from tuner import trial as tr
 from tuner.sim.profile_file import write_profile
 from tuner.sim.profiles import get_gpu
 from tuner.spec.figures import figure
-from tuner_testing import sim_study, tuner
+from tuner_testing import sim_study
+from tuner_testing.inprocess import tuner_in_process as tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 
@@ -44,6 +47,7 @@ def test_multi_fidelity_study_predicts_every_real_trial(tmp_path: Path, tiny_mod
     )
     run = tuner("run", str(study), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
+    assert run.starts[:6] == [f"trial-{n:04d}" for n in range(6)]  # one engine start a trial
     s = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
     trials = s.trials
     assert len(trials) == 6 and trials[0].user_attrs[tr.BASELINE]

@@ -72,11 +72,11 @@ def test_scenarios_are_scored_against_the_references_same_scenario(how: str) -> 
         objective={"weights": WEIGHTS, "aggregate": how, "slo": ["p99_ttft_ms<=5000"]},
     )
     ref_m = _scenario_measurement(100.0, 1000.0)
-    first = score_trial(spec, ref_m, None)
+    first = score_trial(spec, objective_of(spec), ref_m, None)
     assert first.score == 0.0 and first.values == [0.0]
     ref = _point({tr.SCENARIOS: _stored(first)[tr.SCENARIOS]})
     got = score_trial(
-        spec, _scenario_measurement(200.0, 500.0), ref
+        spec, objective_of(spec), _scenario_measurement(200.0, 500.0), ref
     )  # chat 2× worse, doc 2× better
     chat, doc = math.log(2), -math.log(2)
     want = (3 * chat + doc) / 4 if how == "weighted" else chat
@@ -100,15 +100,17 @@ def test_capacity_trial_scores_its_capacity_and_tells_optuna_the_rate() -> None:
     rate_steps = [tr.RateStep.decode(s) for s in steps]
     m = Measurement(metrics={"p99_ttft_ms": 800.0}, rate_steps=rate_steps, capacity=cap)
     ref = _point({tr.CAPACITY_RPS: 3.0})
-    got = score_trial(spec, m, ref)
+    got = score_trial(spec, objective_of(spec), m, ref)
     assert got.values == [6.0] and got.score == pytest.approx(-math.log(2))
     stored = _stored(got)
     assert stored[tr.CAPACITY_RPS] == 6.0 and stored[tr.CAPACITY_GOODPUT] == 5.5
     assert stored[tr.RATE_STEPS] == steps and got.constraints == {"capacity": 0.0}
     assert stored[tr.CAPACITY]["capacity_rps"] == 6.0 and stored[tr.CAPACITY]["runs"] == 0
-    none = score_trial(spec, Measurement(metrics={}, capacity=tr.CapacityResult(0.0)), ref)
+    none = score_trial(
+        spec, objective_of(spec), Measurement(metrics={}, capacity=tr.CapacityResult(0.0)), ref
+    )
     assert none.constraints == {"capacity": 1.0} and none.values == [0.0]
-    assert objective_of(spec).directions() == ["maximize"]
+    assert objective_of(spec).directions() == {"capacity_rps": "maximize"}
 
 
 def _capacity_mix(chat_rps: float, doc_rps: float) -> Measurement:
@@ -128,10 +130,12 @@ def test_a_capacity_mix_scores_each_scenario_not_the_mean_rate(how: str) -> None
         workload=[{**CHAT, "weight": 1}, {**DOC, "weight": 1}],
         objective={"mode": "capacity", "aggregate": how, "slo": ["p99_ttft_ms<=900"]},
     )
-    base = score_trial(spec, _capacity_mix(14.0, 0.5), None)
+    base = score_trial(spec, objective_of(spec), _capacity_mix(14.0, 0.5), None)
     assert base.score == 0.0
     ref = _point(_stored(base))
-    got = score_trial(spec, _capacity_mix(13.9, 0.54), ref)  # chat −0.7 %, doc +8 %
+    got = score_trial(
+        spec, objective_of(spec), _capacity_mix(13.9, 0.54), ref
+    )  # chat −0.7 %, doc +8 %
     chat, doc = -math.log(13.9 / 14.0), -math.log(0.54 / 0.5)
     want = (chat + doc) / 2 if how == "weighted" else chat
     assert got.score == pytest.approx(want)
@@ -141,6 +145,6 @@ def test_a_capacity_mix_scores_each_scenario_not_the_mean_rate(how: str) -> None
     # the mix's capacity shown is still the mean (or lowest) rate
     assert got.capacity_rps == pytest.approx((13.9 + 0.54) / 2 if how == "weighted" else 0.54)
     # Optuna's value ranks as the score does
-    worse = score_trial(spec, _capacity_mix(14.2, 0.45), ref)
+    worse = score_trial(spec, objective_of(spec), _capacity_mix(14.2, 0.45), ref)
     assert worse.score > got.score and worse.values[0] < got.values[0]
     assert base.values[0] == pytest.approx(ref.capacity_rps)

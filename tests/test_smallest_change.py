@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tuner.fidelity.smallest import changed_flags, reverted, smallest_change
+from tuner.measure.mixes import objective_of
 from tuner.results.smallest import shipped_params, smallest_lines
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord, write_smallest
 
@@ -251,7 +252,7 @@ def test_the_simulator_and_the_engine_path_keep_the_chunk_budget_alone(
     assert sorted(study.user_attrs) == ["tuner_smallest:3", "tuner_smallest_measured:3"]
     # after `--confirm` re-ran the best config, its latest re-run stands for it: one start
     m = measure(_ctx(spec, mine))
-    scored = score_trial(spec, m, base)
+    scored = score_trial(spec, objective_of(spec), m, base)
     again = TrialRecord(metrics=dict(m.metrics), cis=dict(m.ci), confirm_of=3, **scored.fields())
     rerun = TrialPoint.measured_as(4, mine, again)
     started.clear()

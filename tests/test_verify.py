@@ -23,6 +23,7 @@ import pytest
 from tuner import __version__ as version
 from tuner.engine.ports import free_port
 from tuner.errors import UserError
+from tuner.measure.mixes import objective_of
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import load_study_spec
 from tuner.spec.workload import WorkloadSpec
@@ -182,12 +183,12 @@ def test_traffic_is_not_predicted_for_a_model_the_simulator_does_not_know(tmp_pa
     unknown = spec.model_copy(
         update={"engine": spec.engine.model_copy(update={"model": str(tmp_path / "no-model")})}
     )
-    found = predict_traffic(unknown, None, [], {}, [], [], ["p99_ttft_ms"])
+    found = predict_traffic(unknown, objective_of(unknown), None, [], {}, [], [], ["p99_ttft_ms"])
     assert found.not_predicted.startswith("the simulator does not know")
     capacity = spec.model_copy(
         update={"objective": spec.objective.model_copy(update={"mode": "capacity"})}
     )
-    found = predict_traffic(capacity, None, [], {}, [], [], ["p99_ttft_ms"])
+    found = predict_traffic(capacity, objective_of(capacity), None, [], {}, [], [], ["p99_ttft_ms"])
     assert found.not_predicted == CAPACITY_NOT_PREDICTED
     assert as_many(["a", "b"], 4) == ["a", "a", "b", "b"]  # the study's count, the log's mix
     assert as_many(list(range(10)), 4) == [0, 2, 5, 7]
@@ -506,18 +507,23 @@ def test_another_gpu_and_longer_traffic_are_named_with_the_retune_command(study,
 def test_the_warm_started_study_verify_proposes_runs(tmp_path, tiny_model_dir, engine):
     """The re-tune command as verify prints it, run as it says: a copy of the study file with
     a new name, warm-started from the verified study (its 2 trials: vLLM's defaults and one
-    sampled config; 4 prompts, the suite's faster simulated time, to stay short)."""
+    sampled config; 4 prompts). The two studies' runs are in this process on the simulation
+    core (`tuner_testing.inprocess`); verify's engine is `tuner sim serve` on another GPU."""
+    from tuner_testing.inprocess import tuner_in_process
+
     src = sim_study(tmp_path, tiny_model_dir, name="src", budget={"n_trials": 2})
     yaml_text = src.read_text().replace("num_prompts: 16", "num_prompts: 4")
     src.write_text(yaml_text)
-    assert tuner("run", str(src), cwd=tmp_path, timeout=180).returncode == 0
+    assert tuner_in_process("run", str(src), cwd=tmp_path).returncode == 0
     said = tuner("verify", str(src), "--base-url", engine, "--max-requests", "3", cwd=tmp_path)
     assert said.returncode == compare.DRIFT_EXIT_CODE, said.stdout + said.stderr
     command = re.search(r"`tuner run NEW\.yaml (--warm-start src 3)`", said.stdout)
     assert command, said.stdout
     new = tmp_path / "NEW.yaml"
     new.write_text(yaml_text.replace("name: src", "name: src-retune"))
-    run = tuner("run", str(new), *command.group(1).split(), "--n-trials", "2", cwd=tmp_path)
+    run = tuner_in_process(
+        "run", str(new), *command.group(1).split(), "--n-trials", "2", cwd=tmp_path
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     storage = f"sqlite:///{tmp_path / 'tuner.db'}"
     (sampled,) = optuna.load_study(study_name="src", storage=storage).trials[1:]

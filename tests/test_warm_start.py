@@ -1,5 +1,6 @@
 """Warm starts (`tuner.fidelity.warm_start`): `tuner run --from-plan K` and
-`--warm-start STUDY K`."""
+`--warm-start STUDY K`. The commands run in this process, the engine the simulation core
+(`tuner_testing.inprocess`: measured trials, as on `tuner sim serve`, without its processes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from tuner import trial as tr
 from tuner.fidelity.warm_start import fits
 from tuner.spec.study import load_study_spec
-from tuner_testing import sim_study, tuner
+from tuner_testing import sim_study
+from tuner_testing.inprocess import tuner_in_process as tuner
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
 

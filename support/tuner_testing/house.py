@@ -25,9 +25,17 @@ from tuner_testing.cli import REPO
 
 PACKAGE = REPO / "tuner"
 DOCS = REPO / "docs"
-# The objective package: the object and the modules that hold its decisions.
+# The objective package (docs/architecture.md, "One object per decision"): the object, its words,
+# the capacity search and the scoring that packs the runs it judges.
 OBJECTIVE_PACKAGE = frozenset(
-    {"tuner.measure.modes", "tuner.measure.mixes", "tuner.measure.objective"}
+    {
+        "tuner.measure.objective",
+        "tuner.measure.modes",
+        "tuner.measure.mixes",
+        "tuner.measure.mode_words",
+        "tuner.measure.capacity",
+        "tuner.trial.scoring",
+    }
 )
 RUN_WORDS = 8  # a docstring sentence "repeats docs/" when it shares this many words in a row
 # A test of the mode by name: `<x>.mode == "capacity"` and its kin (`!=`, `in`).

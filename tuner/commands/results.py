@@ -225,10 +225,11 @@ def report(
     check_complete(points, study.study_name)
     sim = _is_simulated(study, points)
     verifies = stored_verifies(study.study_name, study_file, storage)
-    html = build_report(study, spec, points, simulated=sim, verifies=verifies)
+    objective = objective_of(spec)  # the study's, built once for the report and its PNG
+    html = build_report(study, spec, objective, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:
-        capacity = objective_of(spec).has_capacity
+        capacity = objective.has_capacity
         write_png(
             points,
             image,

@@ -18,7 +18,9 @@ Modules:
 - `smallest`: which of the best's changed flags carry its gain (pure: the rule);
 - `smallest_check`: each changed flag reverted alone on the calibrated simulator (SIMULATED);
 - `smallest_measured`: the same on the engine (`tuner run --confirm K`);
-- `best_check`: the best config and its baseline, one config's run, the record stored (any runner);
+- `best_check`: the `Check` protocol; the best config and its baseline, one config's run, the
+  record stored (any runner);
+- `checks`: `CHECKS`, every check of the best config at a run's end, in order;
 - `warm_start`: the best configs of another stored study, queued first;
 - `predict_skip`: never launch what the calibrated simulator already rules out (all of the skip);
 - `engine_speed`: how fast the engine is against the study's profile, fitted on one measured trial;

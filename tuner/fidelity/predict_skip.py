@@ -29,8 +29,7 @@ from tuner.fidelity.calibration import Trust
 from tuner.fidelity.engine_speed import fitted_speed, round_speed
 from tuner.measure.capacity import predicted_bracket
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
-from tuner.measure.modes import CAPACITY_RPS
+from tuner.measure.modes import CAPACITY_RPS, Objective
 from tuner.runners.plan import PlanRunner
 from tuner.runners.trial_runner import TrialContext, TrialRunner
 from tuner.sim.fit import apply_factors, speed_factors
@@ -64,10 +63,12 @@ def prediction_skip(spec: Measuring, runner: TrialRunner, wanted: bool) -> Predi
         return None
     if known_model(spec.engine.model) is None:
         return None
-    return PredictionSkip(spec, lambda: runner.requests)
+    return PredictionSkip(spec, runner.objective, lambda: runner.requests)
 
 
-def capacity_bracket(spec: Measuring, p: SkipPrediction | None) -> tuple[float, float] | None:
+def capacity_bracket(
+    spec: Measuring, objective: Objective, p: SkipPrediction | None
+) -> tuple[float, float] | None:
     """Capacity mode's first two rates for a launched config (issue 47; docs/objective.md,
     "Capacity mode"): around its predicted capacity (calibrated: at the reference's speed,
     anchored on its miss), as wide as the simulator's band on a throughput
@@ -75,7 +76,7 @@ def capacity_bracket(spec: Measuring, p: SkipPrediction | None) -> tuple[float, 
     start wins), a scenario mix (each scenario's search starts from its own rate), or no
     capacity predicted."""
     search = spec.objective.search
-    if p is None or spec.objective.mode != "capacity" or spec.workloads or search.start_rps:
+    if p is None or not objective.has_capacity or spec.workloads or search.start_rps:
         return None
     rps = p.metrics.get(CAPACITY_RPS, p.raw.get(CAPACITY_RPS))  # calibrated, else as simulated
     if rps is None or not rps > 0 or not math.isfinite(rps):
@@ -104,7 +105,12 @@ def ruled_out_record(p: SkipPrediction, planned: bool) -> tuple[TrialRecord, dic
 class PredictionSkip:
     """Predicts each config before launch and says whether to skip it."""
 
-    def __init__(self, spec: Measuring, requests: Callable[[], Sequence[BenchRequest]]) -> None:
+    def __init__(
+        self,
+        spec: Measuring,
+        objective: Objective,
+        requests: Callable[[], Sequence[BenchRequest]],
+    ) -> None:
         """`requests()`: the study's workload, asked on the first prediction (the runner
         builds it when the study starts, after this is made)."""
         self.spec = spec
@@ -113,12 +119,13 @@ class PredictionSkip:
         self._simulated: dict[tuple[float, tr.ParamsKey], Measurement | None] = {}
         self._speeds: dict[tuple[int, tuple[tuple[str, float], ...]], float] = {}
         self.slos = spec.slo_limits()
-        self.objective = objective_of(spec)
+        self.objective = objective  # the study's (its runner's)
         self.weights = self.objective.weights
         # a factor on every figure moves the score by Σ|w| times its log; 5 % on the heaviest
         # metric by max|w| times 0.05 (capacity mode's score is one log-ratio)
-        self.score_scale = self.objective.score_scale()
-        self.score_floor = MIN_MARGIN * self.objective.score_floor()
+        self.score_span = self.objective.score_span()
+        self.score_scale = self.score_span.scale
+        self.score_floor = MIN_MARGIN * self.score_span.floor
 
     def simulate(self, params: Params, speed: float = STOCK) -> Measurement | None:
         """The simulator's whole trial of a config (None: it refuses it), on the study's
@@ -156,7 +163,7 @@ class PredictionSkip:
             return None
         keys = [s.metric for s in self.slos if s.metric in m.metrics]
         raw = {k: float(m.metrics[k]) for k in keys if m.metrics[k] > 0}
-        found = m.capacity.capacity_rps if m.capacity is not None else None
+        found = m.found_rps
         if found is not None and found > 0:  # capacity mode: where its search starts
             raw[CAPACITY_RPS] = float(found)
         engine_s = Trust(self.spec, points).engine_s() or m.engine_s
@@ -164,7 +171,7 @@ class PredictionSkip:
         if anchored is None:  # nothing measured yet, or the simulator refuses the reference
             return SkipPrediction(raw=raw, engine_s=engine_s)
         predicted_ref, anchor = anchored
-        raw_score = scoring.score_trial(self.spec, m, predicted_ref).score
+        raw_score = scoring.score_trial(self.spec, self.objective, m, predicted_ref).score
         misses = self.misses(points)
         bias, margin = {}, {}
         for key in [*raw, SCORE]:
@@ -207,7 +214,7 @@ class PredictionSkip:
         m = self.simulate(ref.params, speed)
         if m is None:
             return None
-        predicted = scoring.simulated_reference(self.spec, m, ref.params)
+        predicted = scoring.simulated_reference(self.spec, self.objective, m, ref.params)
         mine, theirs = _figures(ref), _figures(predicted)
         wanted = {s.metric for s in self.slos} | set(self.weights) | {CAPACITY_RPS}
         anchor = {
@@ -227,7 +234,7 @@ class PredictionSkip:
         seen = SAFETY * max((abs(e) for e in found), default=0.0)
         if len(found) < MIN_ERRORS:
             if key == SCORE:
-                off = sum(abs(anchor.get(k, 0.0)) for k in self.objective.searched_figures())
+                off = sum(abs(anchor.get(k, 0.0)) for k in self.score_span.searched)
                 off += sum(w * abs(anchor.get(k, 0.0)) for k, w in self.weights.items())
                 stated = CONSERVATIVE_MARGIN * self.score_scale + off
             else:
@@ -267,7 +274,7 @@ class PredictionSkip:
                 for k, v in raw.items()
                 if k in anchor and tr.is_finite(p.metrics.get(k)) and p.metrics[k] > 0 and v > 0
             }
-            predicted = scoring.score_trial(self.spec, m, predicted_ref).score
+            predicted = scoring.score_trial(self.spec, self.objective, m, predicted_ref).score
             if p.score is not None:
                 e[SCORE] = p.score - predicted
             key = (
@@ -297,7 +304,7 @@ class PredictionSkip:
             return p  # nothing measured yet: nothing calibrates the simulator
         off = p.speed not in (None, STOCK)
         at = f" (at the reference's speed, {p.speed:.3g}× the profile's)" if off else ""
-        if self.objective.slos_judge_figures:
+        if not self.objective.has_capacity:  # else the SLOs chose the rates it ran
             for s in self.slos:
                 if s.metric not in p.metrics:
                     continue

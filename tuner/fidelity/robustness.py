@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.fidelity.best_check import check_stored_best, config_run
+from tuner.fidelity.best_check import CheckInput, check_stored_best, config_run
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import words_of
 from tuner.measure.modes import Objective
+from tuner.measure.stored import Stored
 from tuner.runners.plan import PlanRunner
 from tuner.spec.parts import Measuring
 from tuner.spec.study import StudySpec
@@ -94,11 +95,11 @@ def perturbed(
     return spec.model_copy(update=update), _scaled(requests, p.length_factor)
 
 
-def applicable(spec: StudySpec) -> tuple[Perturbation, ...]:
+def applicable(spec: StudySpec, objective: Objective) -> tuple[Perturbation, ...]:
     """A workload sent all at once (rate inf) has no rate to change; in capacity mode the
     search sets the rate itself, so only the lengths are changed."""
     rates = [w.request_rate for w in (spec.workloads or {"": spec.workload}).values()]
-    if objective_of(spec).rate_can_change(rates):
+    if objective.rate_can_change(rates):
         return PERTURBATIONS
     return tuple(p for p in PERTURBATIONS if p.rate_factor == 1.0)
 
@@ -165,8 +166,12 @@ def gains(
     scored as the study scores: a capacity ratio, a scenario mix) nominal and under each
     perturbation (`compare`), one planner per workload."""
     nominal = _scenario_requests(spec)
-    runs: dict[str, tuple[StudySpec, PlanRunner]] = {}
-    for p in (NOMINAL, *applicable(spec)):
+    s, reqs = perturbed(spec, requests, NOMINAL)
+    runs: dict[str, tuple[StudySpec, PlanRunner]] = {
+        NOMINAL.name: (s, _runner(s, reqs, nominal, NOMINAL))
+    }
+    objective = runs[NOMINAL.name][1].objective  # the study's, built once by its planner
+    for p in applicable(spec, objective):
         s, reqs = perturbed(spec, requests, p)
         runs[p.name] = (s, _runner(s, reqs, nominal, p))
 
@@ -174,8 +179,8 @@ def gains(
         return {name: simulated(runner, config) for name, (_, runner) in runs.items()}
 
     def gain(name: str, mine: Measurement, base: Measurement) -> float:
-        s = runs[name][0]
-        return -score_trial(s, mine, simulated_reference(s, base, dict(base_params))).score
+        s, o = runs[name][0], runs[name][1].objective
+        return -score_trial(s, o, mine, simulated_reference(s, o, base, dict(base_params))).score
 
     return compare(run, gain, params, base_params)[0]
 
@@ -186,17 +191,17 @@ def verdict(
     """(fragile, in words) from the gains: fragile when a perturbation leaves less than
     KEEP_SHARE of the nominal gain; None when there is no nominal gain to keep. The gains
     are in `mode`'s terms (`Objective.run_gain`: ln(capacity ratios) of a capacity study); a
-    nominal gain within its noise (`noise_log`: the search's resolution) is no gain to
+    nominal gain within its noise (`resolution`: the search's, as a log ratio) is no gain to
     check. `source` labels the figures: the simulator's, or measured on the engine
     (`tuner.fidelity.robustness_measured`)."""
-    _figure = mode.gain_figure
+    _figure = words_of(mode).gain_figure
     gain = found.get(NOMINAL.name)
     who, kind = ("the simulator sees", "simulated")
     if source != "SIMULATED":
         who, kind = ("the engine shows", "measured")
     if gain is None or gain <= 0:
         return None, f"not checked: {who} no gain over the baseline on the study's workload"
-    if gain <= mode.noise_log():
+    if gain <= math.log1p(mode.resolution() or 0.0):  # the search's resolution, as a log
         return None, (
             f"not checked: the {kind} gain ({_figure(gain)}) is within the "
             f"capacity search's resolution"
@@ -217,7 +222,7 @@ def verdict(
         )
     kept = min(g for name, g in found.items() if name != NOMINAL.name and g is not None)
     rates_checked = any(p.rate_factor != 1.0 and p.name in found for p in PERTURBATIONS)
-    changed = "prompts ±3%" + mode.fixed_rate_words()
+    changed = "prompts ±3%" + words_of(mode).fixed_rate()
     if rates_checked:
         changed = "prompts ±3% and rate ±10%"
     return False, (
@@ -227,7 +232,7 @@ def verdict(
 
 
 def record(
-    spec: StudySpec,
+    objective: Objective,
     point: TrialPoint,
     found: Gains,
     failure: str | None,
@@ -236,7 +241,7 @@ def record(
 ) -> RobustnessRecord:
     """The record of one check of `point`: its gains judged (`verdict`), or why it was not
     checked."""
-    judged = verdict(found, objective_of(spec), source=source) if failure is None else None
+    judged = verdict(found, objective, source=source) if failure is None else None
     fragile, words = judged or (None, str(failure))
     gains = {k: v for k, v in found.items() if k != NOMINAL.name}
     return RobustnessRecord(point.spec_id, fragile, words, found.get(NOMINAL.name), gains, runs)
@@ -247,7 +252,11 @@ def cannot_simulate(exc: Exception) -> str:
 
 
 def check(
-    spec: StudySpec, requests: Sequence[BenchRequest], point: TrialPoint, base: TrialPoint
+    spec: StudySpec,
+    objective: Objective,
+    requests: Sequence[BenchRequest],
+    point: TrialPoint,
+    base: TrialPoint,
 ) -> RobustnessRecord:
     """The record of one check on the simulator (stored by `check_best`)."""
     found: Gains = {}
@@ -256,17 +265,40 @@ def check(
         found = gains(spec, requests, point.params, base.params)
     except CANNOT_SIMULATE as exc:
         failure = cannot_simulate(exc)
-    return record(spec, point, found, failure, "SIMULATED")
+    return record(objective, point, found, failure, "SIMULATED")
 
 
 def check_best(
     study: tr.AttrsHolder,
     spec: StudySpec,
+    objective: Objective,
     points: Sequence[TrialPoint],
     requests: Sequence[BenchRequest],
 ) -> RobustnessRecord | None:
     """Check the best config of the current spec against its baseline; store and return the
     record (None when there is no best, or the best is the baseline)."""
     return check_stored_best(
-        study, points, lambda best, base: check(spec, requests, best, base), tr.write_robustness
+        study,
+        points,
+        lambda best, base: check(spec, objective, requests, best, base),
+        tr.write_robustness,
     )
+
+
+class Robustness:
+    """The check at the end of every run (`tuner.fidelity.best_check.Check`): the best
+    config's gain under small workload changes, on the simulator."""
+
+    name = "robustness"
+    prefix = tr.ROBUSTNESS
+    record: type[Stored] = RobustnessRecord
+    on_engine = False
+    during = "the robustness check"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return True
+
+    def run(self, given: CheckInput) -> RobustnessRecord | None:
+        return check_best(
+            given.study, given.spec, given.runner.objective, given.points, given.runner.requests
+        )

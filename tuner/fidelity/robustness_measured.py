@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 from tuner import trial as tr
 from tuner.fidelity import robustness
-from tuner.fidelity.best_check import best_pair, config_run
+from tuner.fidelity.best_check import CheckInput, best_pair, config_run
 from tuner.fidelity.robustness import NOMINAL, Perturbation, applicable, perturbed
-from tuner.measure.mixes import objective_of
-from tuner.measure.modes import RunFigures
+from tuner.measure.modes import Objective, RunFigures
+from tuner.measure.stored import Stored
 from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.sections import ScenarioSpec
 from tuner.spec.study import StudySpec
@@ -54,14 +54,17 @@ def run_name(p: Perturbation) -> str:
 
 
 def perturbation_runs(
-    spec: StudySpec, requests: Sequence[BenchRequest], tokenizer: HFTokenizer
+    spec: StudySpec,
+    objective: Objective,
+    requests: Sequence[BenchRequest],
+    tokenizer: HFTokenizer,
 ) -> tuple[StudySpec, dict[str, list[BenchRequest]]]:
     """The study's workload and each perturbation of it as the scenarios of one spec, with
     each one's requests: one engine start measures them all. An engine reads the prompt's
     text, not its stated length, so the prompts themselves are cut or extended."""
     scenarios: list[ScenarioSpec] = []
     reqs: dict[str, list[BenchRequest]] = {}
-    for p in (NOMINAL, *applicable(spec)):
+    for p in (NOMINAL, *applicable(spec, objective)):
         s, _ = perturbed(spec, requests, p)
         name = run_name(p)
         scenarios.append(ScenarioSpec(**s.workload.model_dump(), name=name))
@@ -83,9 +86,10 @@ def measured_gains(
     """(gain per perturbation, the runs' figures, a failure) from one engine start of the
     config and one of the baseline (their logs `<log_name>-config-<ts>.log` and
     `<log_name>-baseline-<ts>.log`), each gain the mode's (`Objective.run_gain`)."""
-    pspec, reqs = perturbation_runs(spec, runner.requests, runner.tokenizer)
+    objective = runner.objective  # the study's
+    pspec, reqs = perturbation_runs(spec, objective, runner.requests, runner.tokenizer)
     check = runner.with_spec(pspec, Workload(scenarios={n: tuple(r) for n, r in reqs.items()}))
-    slugs = {p.name: run_name(p) for p in (NOMINAL, *applicable(spec))}
+    slugs = {p.name: run_name(p) for p in (NOMINAL, *applicable(spec, objective))}
 
     def run(config: Params, who: str) -> dict[str, ScenarioEntry | None] | str:
         m = config_run(check, config, f"{log_name}-{who}")
@@ -96,7 +100,6 @@ def measured_gains(
     def gain(_: str, mine: ScenarioEntry, base: ScenarioEntry) -> float | None:
         return objective.run_gain(_figures(mine), _figures(base))
 
-    objective = objective_of(spec)
     found, pairs, failure = robustness.compare(run, gain, params, base_params)
     runs = {
         name: {"config": dict(m.metrics) if m else {}, "baseline": dict(b.metrics) if b else {}}
@@ -116,10 +119,10 @@ def check_best_measured(
     (None when there is no best, the best is the baseline, or the study has no one workload
     a deployment serves to perturb: a scenario mix, `Objective.served_workload`)."""
     pair = best_pair(points)
-    if pair is None or objective_of(spec).served_workload(spec.workload) is None:
+    if pair is None or runner.objective.served_workload(spec.workload) is None:
         return None
     best, base = pair
-    changes = [p.name for p in applicable(spec)]
+    changes = [p.name for p in applicable(spec, runner.objective)]
     say(
         f"re-measuring trial {best.number} and the baseline on the engine under "
         f"{', '.join(changes)} (2 engine starts, {len(changes) + 1} runs each)"
@@ -136,6 +139,36 @@ def check_best_measured(
         tr.write_robustness(study, best.number, replace(unfinished, verdict=words))
         raise
     failure = f"not checked on the engine: {failure}" if failure is not None else None
-    record = robustness.record(spec, best, found, failure, SOURCE, runs)
+    record = robustness.record(runner.objective, best, found, failure, SOURCE, runs)
     tr.write_robustness(study, best.number, record)
     return record
+
+
+class MeasuredRobustness:
+    """The robustness check measured on the engine (`tuner.fidelity.best_check.Check`): after
+    a `--confirm` on a real engine (it then wins in `best`), or again when an earlier run's
+    measured check of this config did not finish."""
+
+    name = "robustness_measured"
+    prefix = tr.ROBUSTNESS_MEASURED
+    record: type[Stored] = RobustnessRecord
+    on_engine = True
+    during = "the measured robustness check"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return not given.runner.planned and (bool(given.confirm) or _unfinished(given))
+
+    def run(self, given: CheckInput) -> RobustnessRecord | None:
+        return check_best_measured(
+            given.study, given.spec, given.points, given.runner, say=given.say
+        )
+
+
+def _unfinished(given: CheckInput) -> bool:
+    """The best config's measured check started and did not finish (interrupted, killed)."""
+    best = tr.best(given.points)
+    if best is None:
+        return False
+    stored = tr.StudyRecord.of(given.study).checked(MeasuredRobustness.prefix, RobustnessRecord)
+    found = stored.get(best.number)
+    return found is not None and not found.finished and found.spec_id == best.spec_id

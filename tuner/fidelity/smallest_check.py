@@ -22,15 +22,17 @@ from pydantic import ValidationError
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.fidelity.best_check import check_stored_best, config_run
+from tuner.fidelity.best_check import CheckInput, check_stored_best, config_run
 from tuner.fidelity.robustness import CANNOT_SIMULATE, cannot_simulate, nominal_runner
 from tuner.fidelity.smallest import smallest_change
 from tuner.measure.measurement import Measurement
+from tuner.measure.modes import Objective
+from tuner.measure.stored import Stored
 from tuner.runners.trial_runner import TrialRunner
 from tuner.sim.flags import models
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.flag_values import long_flag
-from tuner.spec.parts import Judging, Measuring
+from tuner.spec.parts import Measuring
 from tuner.spec.sections import SearchSpace
 from tuner.spec.values import Params
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
@@ -65,10 +67,10 @@ def _calibrated(study: StudyRecord) -> tuple[GpuProfile | None, str]:
     return None, "the simulator with the study's own profile (no calibration stored)"
 
 
-def loses(spec: Judging) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
+def loses(objective: Objective) -> Callable[[ScoredConfig, ScoredConfig], tuple[bool, str]]:
     """The rule: the other config loses the config's gain when it breaks an SLO the config
     meets, or scores worse and the config is clearly better than it (`ClearlyBetter`)."""
-    clear = ClearlyBetter(spec)
+    clear = ClearlyBetter(objective)
 
     def rule(full: ScoredConfig, other: ScoredConfig) -> tuple[bool, str]:
         broken = [b for b in other.broken if b not in full.broken]
@@ -120,7 +122,7 @@ def on_runner(
         base_m = measure(base.params)
         if base_m is None:
             raise UserError("the simulator refuses vLLM's defaults")
-        ref = simulated_reference(spec, base_m, dict(base.params))
+        ref = simulated_reference(spec, runner.objective, base_m, dict(base.params))
 
     def score(params: Params) -> ScoredConfig | None:
         if known is not None and tr.params_key(params) == tr.params_key(point.params):
@@ -128,9 +130,10 @@ def on_runner(
         m = measure(params)
         if m is None:
             return None
-        scored = score_trial(spec, m, ref)
+        scored = score_trial(spec, runner.objective, m, ref)
         record = TrialRecord(metrics=dict(m.metrics or {}), cis=dict(m.ci), **scored.fields())
-        slos = judge(spec, dict(m.metrics or {}), m.capacity, dict(m.scenarios), ref).slos
+        found = dict(m.metrics or {})
+        slos = judge(spec, runner.objective, found, m.capacity, dict(m.scenarios), ref).slos
         broken = tuple(name for name, v in slos.items() if v > 0)
         return ScoredConfig(TrialPoint.measured_as(-1, params, record), broken)
 
@@ -138,7 +141,7 @@ def on_runner(
         own = own_trial(points or (), point, params)
         return None if own is None else ScoredConfig(own, tuple(own.broken_constraints))
 
-    rule, score_of = loses(spec), lambda s: s.point.score
+    rule, score_of = loses(runner.objective), lambda s: s.point.score
     blind = unmodelled_params(spec.search_space) if points is not None else ()
     found = smallest_change(point.params, base.params, score, rule, score_of, only, blind, measured)
     if found is None:
@@ -226,3 +229,22 @@ def unchanged(study: StudyRecord, best: TrialPoint) -> SmallestChange | None:
     if found.spec_id != best.spec_id or found.note != _calibrated(study)[1]:
         return None
     return found
+
+
+class Smallest:
+    """The check at the end of every run (`tuner.fidelity.best_check.Check`): which of the
+    best config's changed flags carry its gain, on the calibrated simulator."""
+
+    name = "smallest"
+    prefix = tr.SMALLEST
+    record: type[Stored] = SmallestChange
+    on_engine = False
+    during = "the check of which flags carry the gain"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return True
+
+    def run(self, given: CheckInput) -> SmallestChange | None:
+        return check_best(
+            given.study, given.spec, given.points, given.runner.requests, say=given.say
+        )

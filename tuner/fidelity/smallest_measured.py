@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tuner import trial as tr
-from tuner.fidelity.best_check import best_pair
+from tuner.fidelity.best_check import CheckInput, best_pair
 from tuner.fidelity.smallest_check import on_runner
+from tuner.measure.stored import Stored
 from tuner.runners.trial_runner import TrialRunner
 from tuner.spec.parts import Measuring
 from tuner.trial import SmallestChange, TrialPoint
@@ -74,3 +75,23 @@ def _latest_rerun(points: Sequence[TrialPoint], best: TrialPoint) -> TrialPoint 
     config as this session's engine runs it, so it is not started again."""
     runs = [p for p in tr.reruns(points).get(best.number, []) if p.feasible and p.record.cis]
     return max(runs, key=lambda p: p.number) if runs else None
+
+
+class MeasuredSmallest:
+    """Which flags carry the gain, re-measured on the engine (`tuner.fidelity.best_check.Check`):
+    after a `--confirm` on a real engine, the flags the simulator's check (`Smallest`, before
+    it in `CHECKS`) dropped, unless `--no-confirm-flags`."""
+
+    name = "smallest_measured"
+    prefix = tr.SMALLEST_MEASURED
+    record: type[Stored] = SmallestChange
+    on_engine = True
+    during = "the measured check of which flags carry the gain"
+
+    def wanted(self, given: CheckInput) -> bool:
+        return not given.runner.planned and bool(given.confirm) and given.confirm_flags
+
+    def run(self, given: CheckInput) -> SmallestChange | None:
+        return check_best_measured(
+            given.study, given.spec, given.points, given.runner, say=given.say
+        )

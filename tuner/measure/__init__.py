@@ -11,6 +11,7 @@ Modules:
 - `modes`: the objective object, one class per mode: every decision that depends on the mode;
 - `mixes`: a scenario mix as the composite of one mode's object per scenario, and the
   factory `objective_of` (a study's mode, or its mix): every decision that depends on the mix;
+- `mode_words`: what each kind of objective object says to a person (`words_of`);
 - `capacity`: the rate search of `objective.mode: capacity` (pure); `rate_verdicts`: the
   evidence of its rates (each run's excess, a rate's verdict by a t bound over its seeds, the
   capacity's 95 % interval, where the next run goes);

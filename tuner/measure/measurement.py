@@ -49,6 +49,12 @@ class Measurement:
     # The start-up's phases as the engine's log told them (`parse_startup_phases`' keys)
     startup_phases: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def found_rps(self) -> float | None:
+        """The capacity its rate search found (req/s); None: it ran no search (a mix's
+        are each scenario's own)."""
+        return self.capacity.capacity_rps if self.capacity is not None else None
+
 
 def ended_after(m: Measurement, done: list[Measurement]) -> Measurement:
     """A trial of several runs ended by `m` (a failure, an early stop) after the runs `done`:

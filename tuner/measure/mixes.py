@@ -10,7 +10,7 @@ docs/objective.md has the formulas.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement, ended_after
@@ -49,12 +49,14 @@ class MixOf(Objective):
         self.parts = {s.name: MODES[spec.mode](spec) for s in scenarios}
         self.scenario_weights = {s.name: s.weight for s in scenarios}
 
-    def measure(self, workload: WorkloadSpec, one: RunOne, combine: Combine) -> Measurement:
+    def measure(
+        self, workload: WorkloadSpec, run: RunOne, search: RunOne, combine: Combine
+    ) -> Measurement:
         """Each scenario in turn; a failure or an early stop ends the trial there, with the
         time of every run before it."""
         parts: dict[str, Measurement] = {}
         for name, s in self.scenarios.items():
-            m = one(name, s.workload())
+            m = self._run_one(name, s.workload(), run, search)
             if m.metrics is None or m.pruned_reason:
                 return ended_after(m, list(parts.values()))
             parts[name] = m
@@ -67,18 +69,16 @@ class MixOf(Objective):
         """Each scenario's run, by its name (the pooled figures are no one workload's)."""
         return dict(scenarios)
 
-    def trial_score(self, run_scores: Mapping[str, float]) -> float:
-        """The scenarios' scores aggregated: their weighted mean, or the worst."""
-        return aggregate(run_scores, self.scenario_weights, self.spec.aggregate)
-
-    def trial_capacity(self, found_rps: Mapping[str, float | None]) -> float | None:
-        """The scenarios' capacities aggregated (a scenario whose search found none counts
-        0), shown as the mix's; None with no scenario."""
-        caps = {name: rps or 0.0 for name, rps in found_rps.items()}
+    def trial_figures(
+        self, run_scores: Mapping[str, float], found_rps: Mapping[str, float | None]
+    ) -> tuple[float, float | None]:
+        """The scenarios' scores aggregated (their weighted mean, or the worst), and their
+        capacities (a scenario whose search found none counts 0), shown as the mix's."""
         how = self.spec.aggregate
-        return self.capacity_figure(
-            aggregate_capacity(caps, self.scenario_weights, how) if caps else None
-        )
+        score = aggregate(run_scores, self.scenario_weights, how)
+        caps = {name: rps or 0.0 for name, rps in found_rps.items()}
+        found = aggregate_capacity(caps, self.scenario_weights, how) if caps else None
+        return score, self._capacity_figure(found)
 
     def score_constraints(
         self, slos: Mapping[str, float], found_rps: Mapping[str, float | None]
@@ -86,7 +86,7 @@ class MixOf(Objective):
         """The SLOs judged per scenario (never on the pooled figures: `trial_constraints`),
         then each scenario's search's (`scenario:capacity`)."""
         found = {f"{name}:capacity": rps or 0.0 for name, rps in found_rps.items()}
-        return {**slos, **self.found_constraints(found)}
+        return {**slos, **self._found_constraints(found)}
 
     def trial_constraints(
         self, metrics: Mapping[str, float] | None, failed_fraction: float
@@ -97,16 +97,6 @@ class MixOf(Objective):
 
     def served_workload(self, workload: WorkloadSpec) -> WorkloadSpec | None:
         return None
-
-    def workload_lines(
-        self, workload: WorkloadSpec, describe: Callable[[WorkloadSpec], str]
-    ) -> list[str]:
-        head = f"workload: {len(self.scenarios)} scenarios, the score is "
-        return [f"{head}{self.aggregate_words()} of theirs:"] + [
-            f"  {s.name} (weight {s.weight:g}): {describe(s.workload())}"
-            + (f"; SLO {', '.join(s.slo)}" if s.slo else "")
-            for s in self.scenarios.values()
-        ]
 
 
 class ScenarioMix(MixOf, Objective):

@@ -14,6 +14,8 @@ Modules:
 - `capacity_words`: capacity mode's export lines and JSON (the words: `tuner.trial.words`);
 - `smallest`: the command less the flags that do not carry the gain, and why (in words);
 - `setting`: the hardware, workload and SLO a choice was made under, in words;
+- `section`: the `Section` protocol: one block of `tuner best` and of the report;
+- `sections`: `SECTIONS`, every block of `tuner best` and the report, in order;
 - `selection`: the trial to ship (the best, or the one asked for, under the SLO or `--slo`),
   judged once for every output that shows it (pure);
 - `export`: the chosen trial as its `vllm serve` command (shell, `--config` YAML, JSON), never

@@ -49,15 +49,10 @@ def capacity_lines(p: TrialPoint, baseline: TrialPoint | None) -> list[str]:
             f"{bound}{good_text}{exact}{base_text}"
         )
 
-    out = []
-    if p.record.capacity is not None:
-        base = baseline.record.capacity if baseline is not None else None
-        out.append(one(p.record.capacity, "", base))
-    for name in p.scenario_names:
-        entry = p.scenario(name)
-        if entry is not None and entry.capacity is not None:
-            theirs = baseline.scenario(name) if baseline is not None else None
-            out.append(one(entry.capacity, f"{name}: ", theirs.capacity if theirs else None))
+    theirs = baseline.searches() if baseline is not None else {}
+    out = [
+        one(c, f"{name}: " if name else "", theirs.get(name)) for name, c in p.searches().items()
+    ]
     if p.scenario_names and p.capacity_rps is not None:
         mix = rate(p.capacity_rps, p.capacity_capped)
         out.append(f"  capacity over the scenarios = {mix}")
@@ -77,9 +72,5 @@ def capacity_json(p: TrialPoint) -> dict[str, object] | None:
         "text": rate(p.capacity_rps, p.capacity_capped, bounds),
         "goodput_rps": found.goodput_rps if found is not None else None,
         "goodput_means": GOODPUT_NOTE.strip("()"),
-        "scenarios": {
-            name: e.capacity.encode()
-            for name in p.scenario_names
-            if (e := p.scenario(name)) is not None and e.capacity is not None
-        },
+        "scenarios": {name: c.encode() for name, c in p.searches().items() if name},
     }

@@ -21,10 +21,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import THROUGHPUTS, direction, metric_words, parse_latency_key
-from tuner.spec.parts import Judging
 from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint
 from tuner.trial.words import CAPPED_NOTE
 
@@ -174,13 +173,13 @@ def _changes(
 
 
 def against_defaults(
-    spec: Judging, point: TrialPoint, baseline: TrialPoint | None
+    objective: Objective, point: TrialPoint, baseline: TrialPoint | None
 ) -> DefaultsComparison:
     """The change `point` makes against the baseline trial, per headline metric (per scenario
     in a mix)."""
     if baseline is None:
         return DefaultsComparison(point.number, None)
-    names = objective_of(spec).stated_metrics()
+    names = objective.stated_metrics()
     if point.number == baseline.number:
         return DefaultsComparison(point.number, baseline.number)
     rows: list[tuple[str | None, tuple[Change, ...]]] = []
@@ -280,13 +279,13 @@ def moved(
 
 
 def moved_from_defaults(
-    spec: Judging, point: TrialPoint, baseline: TrialPoint | None
+    objective: Objective, point: TrialPoint, baseline: TrialPoint | None
 ) -> tuple[Moved, ...]:
     """`moved` for `point` against the baseline trial; nothing where no comparison is made (no
     baseline, the baseline itself, capacity mode: each config's latencies at its own rate)."""
     if baseline is None or baseline.number == point.number:
         return ()
-    if not objective_of(spec).figures_against_baseline:
+    if objective.has_capacity:  # each trial's figures at its own rate
         return ()
     names = [n for n in point.metrics if moved_metric(n)]
     return moved(baseline.metrics, point.metrics, baseline.cis(names), point.cis(names))
@@ -310,11 +309,11 @@ def moved_lines(found: Sequence[Moved], baseline: int) -> list[str]:
     return lines
 
 
-def worse_lines(spec: Judging, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
+def worse_lines(objective: Objective, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
     """`moved_lines` for `point` against the baseline trial; nothing where no comparison is
     made (no baseline, the baseline itself, capacity mode)."""
     if baseline is None or baseline.number == point.number:
         return []
-    if not objective_of(spec).figures_against_baseline:
+    if objective.has_capacity:  # each trial's figures at its own rate
         return []
-    return moved_lines(moved_from_defaults(spec, point, baseline), baseline.number)
+    return moved_lines(moved_from_defaults(objective, point, baseline), baseline.number)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from tuner import trial as tr
 from tuner.errors import UserError
+from tuner.measure.modes import Objective
 from tuner.results.change import (
     DefaultsComparison,
     Moved,
@@ -73,6 +74,7 @@ def judge(
     choice: Selection,
     points: Sequence[TrialPoint],
     spec: Measuring,
+    objective: Objective,
     study: StudyRecord | None,
     baseline: TrialPoint | None,
     *,
@@ -85,12 +87,19 @@ def judge(
     beyond the study's own)."""
     ranked = choice.ranked or tuple(tr.ranked(points))
     found = verdicts(
-        choice.point, points, spec, study, ranked=ranked, notes=choice.notes, limits=choice.limits
+        choice.point,
+        points,
+        spec,
+        objective,
+        study,
+        ranked=ranked,
+        notes=choice.notes,
+        limits=choice.limits,
     )
     # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
     flags = study.smallest.get(choice.point.number) if study is not None else None
     rec = recommendation(choice.point, found, ranked, spec.trial, baseline, flags)
-    comparison = against_defaults(spec, choice.point, baseline)
+    comparison = against_defaults(objective, choice.point, baseline)
     # the check judged the study's own SLO: trimmed under `--slo` limits only when among them
     judged = {str(limit) for limit in spec.slo_limits()}
     trim = trim and {str(limit) for limit in choice.limits} <= judged
@@ -99,8 +108,8 @@ def judge(
         choice,
         zero=zero_words(choice.point, points),
         comparison=comparison,
-        worse=tuple(worse_lines(spec, choice.point, baseline)),
-        moved=moved_from_defaults(spec, choice.point, baseline),
+        worse=tuple(worse_lines(objective, choice.point, baseline)),
+        moved=moved_from_defaults(objective, choice.point, baseline),
         verdicts=found,
         recommendation=rec,
         smallest=change,

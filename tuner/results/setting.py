@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.measure.mixes import objective_of
-from tuner.measure.modes import Objective
+from tuner.measure.mode_words import ModeWords, words_of
 from tuner.spec.parts import Judging, Measuring
 from tuner.spec.sections import HardwareSpec
 from tuner.spec.slo import SloLimit
@@ -36,7 +36,7 @@ def _hardware(hw: HardwareSpec) -> str:
     return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
 
 
-def _workload(w: WorkloadSpec, objective: Objective) -> str:
+def _workload(w: WorkloadSpec, words: ModeWords) -> str:
     if w.dataset_name == "random":
         data = f"random {w.random_input_len} in / {w.random_output_len} out"
         if w.random_range_ratio:
@@ -48,12 +48,12 @@ def _workload(w: WorkloadSpec, objective: Objective) -> str:
         data = f"{w.dataset_name} {w.dataset_path}"
         if w.sharegpt_output_len:
             data += f" (output {w.sharegpt_output_len})"
-    rate = objective.rate_words(w.request_rate)
+    rate = words.rate(w.request_rate)
     conc = f", max concurrency {w.max_concurrency}" if w.max_concurrency else ""
     return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
 
 
 def workload_lines(spec: Measuring) -> list[str]:
     """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
-    objective = objective_of(spec)
-    return objective.workload_lines(spec.workload, lambda w: _workload(w, objective))
+    words = words_of(objective_of(spec))
+    return words.workload_lines(spec.workload, lambda w: _workload(w, words))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tuner.errors import UserError
+from tuner.measure.mixes import objective_of
 from tuner.results.selection import Selection, hold, judge, select_trial
 from tuner.spec.slo import SloLimit
 from tuner.spec.study import StudySpec
@@ -46,7 +47,9 @@ def shipped(
     same_spec = [p for p in points if trial_spec_id(record, p) == sid]
     baseline = baseline_of(same_spec)
     # the flags that carry the gain only, unless a trial was asked for by number
-    choice = judge(choice, same_spec, spec, record, baseline, trim=trial is None)
+    choice = judge(
+        choice, same_spec, spec, objective_of(spec), record, baseline, trim=trial is None
+    )
     if trial is None and not candidate:  # `--trial N` and `--candidate` ask for that config
         choice = hold(choice)
     return choice, spec, baseline

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tuner import trial as tr
+from tuner.measure.modes import Objective
 from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
@@ -76,6 +77,7 @@ def verdicts(
     point: TrialPoint,
     points: Sequence[TrialPoint],
     spec: Judging,
+    objective: Objective,
     study: StudyRecord | None,
     *,
     ranked: Sequence[TrialPoint] | None = None,
@@ -115,7 +117,7 @@ def verdicts(
         text = f"confirmed over {len(runs)} runs: score {shown} ± {spread:.3f} (std)"
         out.append(Verdict("confirmed", text, False))
     out += _straddles(point, spec, list(limits) or spec.slo_limits())
-    out += _confidence(point, ranked, spec, tr.confirmation_runs(points))
+    out += _confidence(point, ranked, ClearlyBetter(objective), tr.confirmation_runs(points))
     robust = study.robustness_of(point) if study is not None else None
     if robust is not None and robust.verdict:
         kind: Kind = (
@@ -204,10 +206,9 @@ def _defaults_hold(point: TrialPoint, ranked: list[TrialPoint], clear: ClearlyBe
 def _confidence(
     point: TrialPoint,
     ranked: list[TrialPoint],
-    spec: Judging,
+    clear: ClearlyBetter,
     confirmed: dict[int, list[float]] | None = None,
 ) -> list[Verdict]:
-    clear = ClearlyBetter(spec)
     out = []
     base = [p for p in ranked if p.baseline]
     if point.baseline and ranked and ranked[0].number == point.number:

@@ -6,7 +6,10 @@ identical config, vLLM's rules, the memory precheck, measure (a runner), score (
 
 Modules:
 - `loop`: `StudyLoop`, `Interrupted`;
-- `pipeline`: one trial (`TrialPipeline`, `TrialInput`, `Outcome`);
+- `pipeline`: one trial (`TrialPipeline`): the gates, measure, score;
+- `outcome`: one trial's input and how it ended (`TrialInput`, `Outcome`);
+- `gate`: the `Gate` protocol: one step before a launch that refuses a config or passes it;
+- `gates`: `GATES`, every gate before a launch, in order (reuse, rules, precheck, prediction);
 - `box_faults`: a busy GPU or a GPU fault, the box's and not the config's: why the run stops;
 - `checks`: what `tuner run` refuses before it touches the database or starts an engine;
 - `lock`: one process per SQLite study, many workers per server study, config claims;
@@ -33,7 +36,7 @@ and `tuner.results` never import this package (an import-linter contract).
 
 Nothing is re-exported here: `tuner bench` imports `checks` (the length checks), and a
 re-export of the loop would load it (optuna, the storage, the runners) into every such
-import. Import from the modules: `tuner.run.loop.StudyLoop`, `tuner.run.pipeline.Outcome`,
+import. Import from the modules: `tuner.run.loop.StudyLoop`, `tuner.run.outcome.Outcome`,
 `tuner.run.summary.RunSummary`.
 """
 

@@ -237,7 +237,7 @@ def night_cost(
     except UserError as exc:
         return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout, done=done)
     source = "the simulator's baseline trial"
-    if spec.objective.mode == "capacity":
+    if runner.objective.has_capacity:
         source += ", its rate search as a launch runs it"
     if raced is not None:
         source += (
@@ -341,7 +341,7 @@ def simulated_race_s(spec: StudySpec, runner: PlanRunner, baseline: Measurement)
     draws read 43 min a later trial on the longdoc study whose plan spends 6 to 14 min (issue
     47). None: not capacity mode, early stopping off, or the baseline found no capacity."""
     found = baseline.capacity
-    if spec.objective.mode != "capacity" or not spec.pruning.enabled or spec.workloads:
+    if not runner.objective.has_capacity or not spec.pruning.enabled or spec.workloads:
         return None
     if found is None or not found.capacity_rps > 0:
         return None
@@ -440,14 +440,14 @@ def simulated_baseline(spec: StudySpec, runner: PlanRunner | None = None) -> Mea
     params = baseline_params(spec.search_space) or {}
     ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
     m = runner.measure(ctx)
-    if spec.objective.mode == "capacity" and spec.pruning.enabled:  # its steps stop as launched
+    if runner.objective.has_capacity and spec.pruning.enabled:  # its steps stop as launched
         ctx = replace(ctx, checkpoint=slo_rule(spec), check_every_s=spec.pruning.check_every_s)
         ctx.check_every_requests = spec.pruning.check_every_requests
     if m.failure_kind is not None and not m.workload_s:
         raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
-    found = m.capacity.capacity_rps if m.capacity is not None else None
+    found = m.found_rps
     predicted = SkipPrediction(metrics={CAPACITY_RPS: found}) if found else None
-    bracket = capacity_bracket(spec, predicted)
+    bracket = capacity_bracket(spec, runner.objective, predicted)
     if bracket is not None:
         return runner.measure(replace(ctx, bracket=bracket))
     return m

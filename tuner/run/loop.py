@@ -21,10 +21,10 @@ import optuna
 
 from tuner import trial as tr
 from tuner.errors import UserError
-from tuner.measure.mixes import objective_of
 from tuner.run import rejudge
 from tuner.run.lock import ConfigClaim, StudyLock, Worker, config_key, takes_lock
-from tuner.run.pipeline import Outcome, TrialInput, TrialPipeline
+from tuner.run.outcome import Outcome, TrialInput
+from tuner.run.pipeline import TrialPipeline
 from tuner.run.progress import StudyProgress
 from tuner.run.reading import (
     StudyReading,
@@ -83,12 +83,13 @@ class StudyLoop:
         self.spec, self.store, self.runner, self.say = spec, store, runner, say
         self.progress = progress or StudyProgress()
         self.name = study_name(spec, runner.planned)
+        told = runner.objective.directions()  # Optuna's values, by name
         self.study = store.create_study(
             spec,
             self.name,
             make_sampler(spec),
-            objective_of(spec).directions(),
-            objective_of(spec).names(),
+            list(told.values()),
+            list(told),
             simulated=runner.planned,
         )
         # Checked now (one line before anything runs), stored only under the study's lock.

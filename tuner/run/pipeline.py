@@ -1,5 +1,6 @@
-"""One trial as a pipeline: reuse, then vLLM's rules, then the memory precheck, then measure,
-then score. It returns an `Outcome` value; the loop (`tuner.run.loop`) tells Optuna.
+"""One trial as a pipeline: the gates before a launch (`tuner.run.gates.GATES`: reuse, vLLM's
+rules, the memory precheck, the prediction skip), then measure, then score. It returns an
+`Outcome` value; the loop (`tuner.run.loop`) tells Optuna.
 
 The pipeline reads the study so far as `TrialPoint`s (what was measured, the baseline's
 figures) and writes only our own tables (the trial's argv and request records, the engine's
@@ -10,25 +11,23 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tuner import trial as tr
-from tuner.errors import BOX_FAULTS, RULE_REFUSALS
-from tuner.fidelity.predict_skip import capacity_bracket, ruled_out_record
-from tuner.fidelity.predict_skip import prediction_skip as make_skip
-from tuner.measure import objective as obj
+from tuner.errors import BOX_FAULTS
+from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
 from tuner.run.box_faults import GpuFaults, busy_stop
+from tuner.run.gate import GateSetup, Launch
+from tuner.run.gates import GATES
+from tuner.run.outcome import Outcome, TrialInput, no_measurement, penalty
 from tuner.runners.load_runs import capacity_to_beat
 from tuner.runners.plan import study_platform
-from tuner.runners.precheck import precheck_wrong, predict_refusal, refusal_kind
-from tuner.runners.trial_runner import Checkpoint, PhaseFn, TrialContext, TrialRunner
-from tuner.spec.space import effective_flags, engine_env, spec_rules
+from tuner.runners.precheck import precheck_wrong
+from tuner.runners.trial_runner import Checkpoint, TrialContext, TrialRunner
+from tuner.spec.space import effective_flags, engine_env
 from tuner.spec.study import StudySpec
-from tuner.spec.values import Scalar
 from tuner.store.storage import Store
 from tuner.trial import FailureKind, TrialPoint, TrialRecord, params_key, scoring
 from tuner.trial.payloads import StartupPhases
@@ -38,46 +37,6 @@ if TYPE_CHECKING:
 
 # An engine's words for a flag it does not know: argparse's (vLLM), click's (tuner sim serve).
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|No such option: --")
-
-OutcomeKind = Literal["measured", "reused", "refused", "failed", "pruned"]
-SavedBy = Literal["rules", "precheck", "reuse", "prediction"]  # a launch saved, and by what
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one trial ended: what Optuna is told, and what the run summary counts.
-
-    `values` is None when there is nothing to tell (the trial then ends FAIL); `stop_study`
-    says why no trial of this study can succeed (the loop stops after recording this one).
-    """
-
-    kind: OutcomeKind
-    values: list[float] | None
-    constraints: dict[str, float]
-    record: TrialRecord  # the trial's attrs to store
-    metrics: dict[str, float] | None = None
-    saved_by: SavedBy | None = None
-    stop_study: str | None = None
-
-    @property
-    def feasible(self) -> bool:
-        return self.kind == "measured" and all(v <= 0 for v in self.constraints.values())
-
-
-@dataclass(frozen=True)
-class TrialInput:
-    """The trial to evaluate, and the study as it stood when it was asked for."""
-
-    study_name: str
-    number: int
-    params: dict[str, Scalar]
-    points: list[TrialPoint]  # the trials of this spec as the trial started
-    confirm_of: int | None = None
-    baseline: bool = False  # vLLM's defaults, enqueued until one is measured
-    queued: bool = False  # enqueued (warm start, screen, re-queue): never ruled out on a prediction
-    host: str | None = None  # where it is measured: scores compare to this host's baseline
-    phase: PhaseFn = field(default=lambda text: None)
-    on_launch: Callable[[], None] = field(default=lambda: None)  # each engine launch
 
 
 class TrialPipeline:
@@ -93,38 +52,24 @@ class TrialPipeline:
         pruning: bool = True,
         prediction_skip: bool = True,
     ) -> None:
-        self.spec, self.store, self.runner, self.precheck = spec, store, runner, precheck
+        self.spec, self.store, self.runner = spec, store, runner
+        self.objective = runner.objective  # the study's, built once by its runner
         self.pruning = pruning and spec.pruning.enabled
-        self.skip = make_skip(spec, runner, prediction_skip)
-        self.platform = study_platform(spec)  # whose block sizes vLLM's rules check
+        platform = study_platform(spec)  # whose block sizes vLLM's rules check
+        setup = GateSetup(spec, store, runner, platform, precheck, pruning, prediction_skip)
+        self.gates = [make(setup) for make in GATES]
         self.gpu_faults = GpuFaults()  # this run's configs a GPU fault hit
 
     def evaluate(self, t: TrialInput) -> Outcome:
-        if not self.spec.trial.repeat_measured and t.confirm_of is None and not t.baseline:
-            prev = _measured_before(t, pruning=self.pruning)
-            if prev is not None:
-                return _reuse(prev)
-        flags = effective_flags(self.spec, t.params)
-        refusal = spec_rules(self.spec, flags, self.platform)
-        if refusal is not None:
-            return self._refused(t, refusal_kind(refusal), refusal, saved_by="rules")
-        env = engine_env(self.spec, t.params)
-        predicted = predict_refusal(self.spec.engine.model, self.spec.hardware, flags, env)
-        if predicted is not None and self.precheck:
-            # the simulator also applies vLLM's rules where the study cannot (a built-in
-            # model's length): such a refusal is a rule's, not a memory prediction's
-            rule = predicted[0] in RULE_REFUSALS
-            by: SavedBy = "rules" if rule else "precheck"
-            return self._refused(t, predicted[0], predicted[1], saved_by=by)
-        skip, queued = self.skip, t.baseline or t.queued or t.confirm_of is not None
-        forecast = skip.judge(t.params, t.points, t.host, may_skip=not queued) if skip else None
-        if forecast is not None and forecast.ruled_out:
-            record, cons = ruled_out_record(forecast, self.runner.planned)
-            result: dict[str, object] = {"reason": record.pruned_reason}
-            self.store.save_trial(t.study_name, t.number, "ruled_out", result=result)
-            return Outcome("pruned", None, cons, record, saved_by="prediction")
-        bracket = capacity_bracket(self.spec, forecast)  # where its capacity search starts
-        outcome = self._launch(t, predicted, bracket)  # keeps its prediction: its miss calibrates
+        launch = Launch(effective_flags(self.spec, t.params), engine_env(self.spec, t.params))
+        for gate in self.gates:  # the first gate that refuses ends the trial
+            refusal = gate.judge(t, launch)
+            if refusal is not None:
+                return refusal
+        forecast = launch.forecast  # kept: its miss calibrates; where a capacity search starts
+        outcome = self._launch(
+            t, launch.predicted, capacity_bracket(self.spec, self.objective, forecast)
+        )
         return replace(outcome, record=replace(outcome.record, skip_prediction=forecast))
 
     def _launch(
@@ -161,7 +106,7 @@ class TrialPipeline:
             checkpoints={name: self._stop_rule(t, name) for name in self.spec.workloads},
             check_every_s=self.spec.pruning.check_every_s,
             check_every_requests=self.spec.pruning.check_every_requests,
-            beat=None if whole else capacity_to_beat(self.spec, t.points, t.host),
+            beat=None if whole else capacity_to_beat(self.objective, t.points, t.host),
             bracket=bracket,
         )
 
@@ -172,9 +117,9 @@ class TrialPipeline:
         from tuner.measure import pruning
 
         o = self.spec.objective
-        mode = objective_of(self.spec)
+        mode = self.objective
         reference_run = t.baseline or t.confirm_of is not None
-        if not self.pruning or (reference_run and mode.slos_judge_figures):
+        if not self.pruning or (reference_run and not mode.has_capacity):
             return None  # (a capacity step an SLO stops is above capacity whoever runs it)
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
         one_run = mode.prunes_against_incumbent
@@ -190,31 +135,6 @@ class TrialPipeline:
         return lambda snap: pruning.decide(snap, rule)
 
     # Endings ------------------------------------------------------------------------------
-
-    def _penalty(self, t: TrialInput) -> list[float] | None:
-        measured = [p.metrics for p in t.points if p.measured]
-        return objective_of(self.spec).penalty_values(measured)
-
-    def _no_measurement(self) -> dict[str, float]:
-        return obj.constraints(self.spec.objective, None)
-
-    def _refused(self, t: TrialInput, kind: str, reason: str, *, saved_by: SavedBy) -> Outcome:
-        self.store.save_trial(
-            t.study_name,
-            t.number,
-            "predicted_infeasible",
-            result={tr.FAILURE_KIND: kind, "reason": reason},
-        )
-        record = TrialRecord(
-            failure_kind=str(kind),
-            failure_reason=reason,
-            predicted=True,
-            simulated=self.runner.planned,
-            engine_s=0.0,  # never launched
-        )
-        return Outcome(
-            "refused", self._penalty(t), self._no_measurement(), record, saved_by=saved_by
-        )
 
     def _save(self, t: TrialInput, outcome: str, m: Measurement, result: dict[str, object]) -> None:
         """The trial's row and request records (one transaction), before Optuna is told."""
@@ -253,14 +173,15 @@ class TrialPipeline:
         # the box's state (docs/reliability.md): told as nothing, and the run stops
         box = busy_stop(m, self.spec.trial.busy_wait_s) or self.gpu_faults.stop(key, m)
         if box is not None and m.failure_kind in BOX_FAULTS:
-            return Outcome("failed", None, self._no_measurement(), record, stop_study=box)
+            return Outcome("failed", None, no_measurement(self.spec), record, stop_study=box)
         stop = None  # a GPU fault on this config alone: the config's failure, told as one
         if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
             m.failure_reason or ""
         ):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
-        return Outcome("failed", self._penalty(t), self._no_measurement(), record, stop_study=stop)
+        values, cons = penalty(self.objective, t), no_measurement(self.spec)
+        return Outcome("failed", values, cons, record, stop_study=stop)
 
     def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:
         """Stopped early: the partial figures, labelled partial; never a candidate."""
@@ -305,8 +226,8 @@ class TrialPipeline:
         ref = tr.reference(t.points, t.host)
         total = metrics.get("completed", 0) + metrics.get("failed", 0)
         failed_fraction = metrics.get("failed", 0) / total if total else 1.0
-        s = scoring.score_trial(self.spec, m, ref)
-        cons = objective_of(self.spec).trial_constraints(metrics, failed_fraction)
+        s = scoring.score_trial(self.spec, self.objective, m, ref)
+        cons = self.objective.trial_constraints(metrics, failed_fraction)
         cons.update(s.constraints)
         record = replace(
             self._run_record(m),
@@ -320,54 +241,6 @@ class TrialPipeline:
         self._save(t, "measured", m, {**metrics, "score": s.score})
         stop = self.gpu_faults.stop(params_key(t.params), m)  # measured on its retry: it stands
         return Outcome("measured", s.values, cons, record, metrics=metrics, stop_study=stop)
-
-
-def _reuse(prev: TrialPoint) -> Outcome:
-    """The earlier trial's result, whole (its constraints by name), as this trial's."""
-    record = replace(
-        prev.record,
-        baseline=None,
-        reused_from=prev.number,
-        engine_s=0.0,  # not launched: the earlier trial's engine time is its own
-        startup_s=None,
-        workload_s=None,
-        engine_started_at=None,
-    )
-    assert isinstance(prev.constraints, tr.Constraints)
-    named = dict(prev.constraints.named)
-    values = list(prev.values) if prev.values is not None else None
-    return Outcome("reused", values, named, record, metrics=prev.metrics, saved_by="reuse")
-
-
-def _measured_before(t: TrialInput, *, pruning: bool = True) -> TrialPoint | None:
-    """An earlier trial with the same parameters whose result stands for this one
-    (`_is_result`)."""
-    key = params_key(t.params)
-    for p in t.points:
-        if p.number != t.number and params_key(p.params) == key and _is_result(p, pruning):
-            return p
-    return None
-
-
-# What the engine itself says of a config at start, the same every time it is launched.
-_CONFIG_REFUSALS = tr.PREDICTABLE | {FailureKind.INVALID_ARGUMENT}
-
-
-def _is_result(p: TrialPoint, pruning: bool) -> bool:
-    """Whether a trial's outcome may be reused for the same config: a measurement, or the
-    engine's own refusal of the config at start. Never a prediction (vLLM's rules, the
-    memory precheck: they are checked again, and `--no-precheck` launches), nor a crash or
-    hang a re-run may not repeat; a trial stopped early only while this run stops trials
-    too (`--no-pruning` measures it whole) and under the judging it was stopped under (a
-    looser SLO may not have stopped it: `TrialPoint.stale_stop`)."""
-    if p.status == "pruned":  # a launch ruled out on a prediction measured nothing
-        return pruning and not p.stale_stop and not p.record.ruled_out
-    if p.state != "COMPLETE":
-        return False
-    if not p.failure_kind:
-        return bool(p.metrics) and not p.partial
-    observed = not p.record.predicted and p.record.startup_s is None
-    return observed and p.failure_kind in _CONFIG_REFUSALS
 
 
 def _workload_s(points: list[TrialPoint]) -> float | None:

@@ -25,7 +25,7 @@ from tuner.spec.values import Params
 from tuner.trial.words import figures, trial_line
 
 if TYPE_CHECKING:
-    from tuner.run.pipeline import Outcome
+    from tuner.run.outcome import Outcome
     from tuner.run.summary import RunSummary
     from tuner.trial.point import TrialPoint
 

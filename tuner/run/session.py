@@ -4,9 +4,10 @@
 `tuner.run.slots`) or a single loop; the confirmation of the best configs (`--confirm`), once
 per study, after every slot has ended; then the robustness checks of the best config (on the
 simulator; also on the engine after a confirmation on a real engine), and which of its changed
-flags carry its gain (on the simulator, `tuner.fidelity.smallest_check`). The CLI
-(`tuner.commands.study`) and the benchmarks both call it: commands parse flags, call it and
-print; what the run shows while it runs goes through a `RunView` (silent by default).
+flags carry its gain: every check of `tuner.fidelity.checks.CHECKS`, in order, none named
+here. The CLI (`tuner.commands.study`) and the benchmarks both call it: commands parse flags,
+call it and print; what the run shows while it runs goes through a `RunView` (silent by
+default).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
 
 import optuna
 
 from tuner import trial as tr
 from tuner.errors import RunInterrupted
+from tuner.fidelity.best_check import Check, CheckInput
+from tuner.measure.stored import Stored
 from tuner.run.loop import StudyLoop
 from tuner.run.progress import RunView
 from tuner.run.signals import Interrupted, stopping
@@ -35,9 +37,6 @@ from tuner.trial import TrialPoint
 
 # A runner for one GPU slot, or (None) for a run that measures one trial at a time.
 RunnerFactory = Callable[[Slot | None], TrialRunner]
-
-
-T = TypeVar("T")  # what a measured check returns
 
 
 @dataclass(frozen=True)
@@ -61,14 +60,13 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    """What the run did (`summary`), the study, and the trials of its current spec."""
+    """What the run did (`summary`), the study, the trials of its current spec, and the record
+    of each check of the best config that ran, by its name (`Check.name`)."""
 
     summary: RunSummary
     study: optuna.Study
     points: list[TrialPoint]
-    robustness: tr.RobustnessRecord | None = None  # the simulated check (`fidelity.robustness`)
-    robustness_measured: tr.RobustnessRecord | None = None  # measured on the engine (`--confirm`)
-    smallest: tr.SmallestChange | None = None  # the flags that carry its gain (`fidelity.smallest`)
+    checks: dict[str, Stored] = field(default_factory=dict)
 
     @property
     def best(self) -> TrialPoint | None:
@@ -145,7 +143,7 @@ def run_study(
     view.ran(summary, points)
     result = RunResult(summary, loop.study, points)
     if options.check_robustness and result.best is not None:
-        _check_robustness(result, spec, runner, options, view)
+        _check_best(result, spec, runner, options, view)
     return result
 
 
@@ -209,63 +207,42 @@ def _run_slots(
     return confirming, merge([summary, confirmed])
 
 
-def _check_robustness(
+def _check_best(
     result: RunResult, spec: StudySpec, runner: TrialRunner, options: RunOptions, view: RunView
 ) -> None:
-    """Whether the best config's gain survives small workload changes: on the simulator, and
-    measured on the engine after a confirmation on a real engine (it then wins in `best`), or
-    again when an earlier run's measured check of this config did not finish."""
-    from tuner.fidelity import smallest_check
-    from tuner.fidelity.robustness import check_best
+    """Every check of the best config this run asks for (`Check.wanted`), in `CHECKS`'s
+    order, each record kept in `result.checks`."""
+    from tuner.fidelity.checks import CHECKS
 
     view.say("checking that the best config's gain survives small workload changes")
-    result.robustness = check_best(result.study, spec, result.points, runner.requests)
-    result.smallest = smallest_check.check_best(
-        result.study, spec, result.points, runner.requests, say=view.say
+    given = CheckInput(
+        result.study,
+        spec,
+        result.points,
+        runner,
+        confirm=options.confirm,
+        confirm_flags=options.confirm_flags,
+        say=view.say,
     )
-    if not runner.planned and (options.confirm or _unfinished(result)):
-        from tuner.fidelity.robustness_measured import check_best_measured
-
-        during = "the measured robustness check"
-        result.robustness_measured = _measured_check(
-            result, spec, runner, view, check_best_measured, during
-        )
-    if not runner.planned and options.confirm and options.confirm_flags:
-        from tuner.fidelity import smallest_measured
-
-        during = "the measured check of which flags carry the gain"
-        result.smallest = (
-            _measured_check(
-                result, spec, runner, view, smallest_measured.check_best_measured, during
-            )
-            or result.smallest
-        )
-
-
-def _unfinished(result: RunResult) -> bool:
-    """The best config's measured check started and did not finish (interrupted, killed)."""
-    best = result.best
-    assert best is not None
-    found = tr.StudyRecord.of(result.study).robustness_measured.get(best.number)
-    return found is not None and not found.finished and found.spec_id == best.spec_id
+    for check in (c for c in CHECKS if c.wanted(given)):
+        on_engine = check.on_engine  # its signals handled as a trial's
+        record = _measured_check(result, runner, check, given) if on_engine else check.run(given)
+        if record is not None:
+            result.checks[check.name] = record
 
 
 def _measured_check(
-    result: RunResult,
-    spec: StudySpec,
-    runner: TrialRunner,
-    view: RunView,
-    check: Callable[..., T],
-    during: str,
-) -> T:
-    """A check measured on the engine (`check(study, spec, points, runner, say=...)`), its
-    signals handled as a trial's: the first Ctrl-C, SIGTERM or SIGHUP stops its engine, lets
-    the check record itself as interrupted and raises `RunInterrupted`; a second one kills
-    the engine at once."""
+    result: RunResult, runner: TrialRunner, check: Check, given: CheckInput
+) -> Stored | None:
+    """A check measured on the engine, its signals handled as a trial's: the first Ctrl-C,
+    SIGTERM or SIGHUP stops its engine, lets the check record itself as interrupted and
+    raises `RunInterrupted`; a second one kills the engine at once."""
     try:
         with stopping(runner.kill):
-            return check(result.study, spec, result.points, runner, say=view.say)
+            return check.run(given)
     except Interrupted as exc:
         runner.close()
         best = result.best.number if result.best is not None else None
-        raise RunInterrupted(exc.signum, exc.signal_name, f"{during} of trial {best}") from None
+        raise RunInterrupted(
+            exc.signum, exc.signal_name, f"{check.during} of trial {best}"
+        ) from None

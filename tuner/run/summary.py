@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tuner.errors import BOX_FAULTS
-from tuner.run.pipeline import Outcome
+from tuner.run.outcome import Outcome
 
 
 @dataclass

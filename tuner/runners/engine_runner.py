@@ -191,7 +191,7 @@ class EngineRunner(TrialRunner):
             m.simulated = is_simulated_version(ready.version)
             phases = parse_startup_phases(engine.read_log())  # logged before ready
             run = partial(self._run_workload, ctx, engine, base_url, m)
-            m = measure_all(spec, run, ctx.beat, ctx.bracket)
+            m = measure_all(spec, self.objective, run, ctx.beat, ctx.bracket)
             m.startup_phases = phases
             why = m.failure_kind if m.failure_kind == FailureKind.GPU_FAULT else None
             return m, why
@@ -229,7 +229,7 @@ class EngineRunner(TrialRunner):
         from tuner.workload.benchmark import BenchmarkAborted, BenchmarkPruned, run_benchmark
 
         spec, m = self.spec, replace(base, rate_steps=[], scenarios={}, prefix_cache_runs=[])
-        label = run_label(spec, name, w)
+        label = run_label(self.objective, name, w)
 
         def crashed() -> str | None:
             code = engine.poll()

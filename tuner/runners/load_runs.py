@@ -18,7 +18,7 @@ from tuner.errors import TunerError
 from tuner.measure import capacity
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.measure.stored import is_finite
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
@@ -49,6 +49,7 @@ class CacheRunner(Protocol):
     its memo of the hit rate each scenario's requests imply."""
 
     spec: Measuring
+    objective: Objective
     implied: dict[str, tuple[list[BenchRequest], float]]
 
     @property
@@ -77,7 +78,7 @@ def cache_run(
         hit_rate=result.metrics.get(PREFIX_CACHE_HIT_RATE),
         implied_rate=known[1],
         scenario=name or None,
-        rate_rps=objective_of(runner.spec).stated_rate(w.request_rate),
+        rate_rps=runner.objective.stated_rate(w.request_rate),
         reset=result.cache_reset,
     )
 
@@ -263,12 +264,14 @@ def pooled_runs(
     return replace(last, metrics=metrics, records=records, ci=ci)
 
 
-def capacity_to_beat(spec: Judging, points: Sequence[TrialPoint], host: str | None) -> Beat | None:
+def capacity_to_beat(
+    objective: Objective, points: Sequence[TrialPoint], host: str | None
+) -> Beat | None:
     """What a trial's capacity search must beat, from the study's trials as it started
     (`points`) and its host's reference (None: the objective has no such rule, or no capacity
     is found yet)."""
     top, ref = best(points), reference(points, host)
-    beat = objective_of(spec).to_beat(
+    beat = objective.to_beat(
         top.capacity_rps if top is not None else None,
         ref.capacity_rps if ref is not None else None,
     )
@@ -291,22 +294,19 @@ def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
 
 def measure_all(
     spec: Measuring,
+    objective: Objective,
     run: RunFn,
     beat: Beat | None = None,
     bracket: tuple[float, float] | None = None,
 ) -> Measurement:
     """Every run of one trial against one engine start, as one Measurement: what the
-    objective runs (`Objective.measure`, `run_one`), each workload's run or rate search
+    objective runs (`Objective.measure`), each workload's run or rate search
     (`bracket`: where the single workload's search starts, `search_capacity`)."""
-    objective = objective_of(spec)
 
     def search(name: str, w: WorkloadSpec) -> Measurement:
         return search_capacity(spec, name, w, run, beat, None if name else bracket)
 
-    def one(name: str, w: WorkloadSpec) -> Measurement:
-        return objective.run_one(name, w, run, search)
-
-    return objective.measure(spec.workload, one, lambda parts: _combined(spec, parts))
+    return objective.measure(spec.workload, run, search, lambda parts: _combined(spec, parts))
 
 
 def _combined(spec: Measuring, parts: dict[str, Measurement]) -> Measurement:

@@ -69,7 +69,8 @@ class PlanRunner(TrialRunner):
         flags = simulator_flags(spec, ctx.params)
         ctx.phase("simulating")
         try:
-            m = measure_all(spec, partial(self._simulate, ctx, flags), ctx.beat, ctx.bracket)
+            run = partial(self._simulate, ctx, flags)
+            m = measure_all(spec, self.objective, run, ctx.beat, ctx.bracket)
         except EngineRefused as exc:
             m = Measurement(vllm_version=PLANNED_VERSION, simulated=True)
             m.engine_s = self.startup_s(flags)  # a real engine would fail during start-up
@@ -98,7 +99,7 @@ class PlanRunner(TrialRunner):
 
         spec, reqs = self.spec, self.requests_for(name, w)
         work = study_workload(spec, reqs, w)
-        ctx.phase(f"{run_label(spec, name, w)}simulating")
+        ctx.phase(f"{run_label(self.objective, name, w)}simulating")
         sim = simulate(
             spec.engine.model,
             self.gpu or str(flags.get("gpu", "")),

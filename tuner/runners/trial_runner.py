@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from tuner.errors import FailureKind
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import words_of
+from tuner.measure.modes import Objective
 from tuner.spec.model_source import tokenizer_source
-from tuner.spec.parts import Judging, Measuring
+from tuner.spec.parts import Measuring
 from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 
@@ -67,6 +69,9 @@ class TrialRunner(abc.ABC):
     def __init__(self, spec: Measuring, workload: Workload | None = None) -> None:
         """`workload`: the requests to measure (default: the spec's, built on first use)."""
         self.spec = spec
+        # the study's objective object, built once here: what every trial of this runner
+        # runs (`measure_all`), and what the loop, the pipeline and its judges are passed
+        self.objective = objective_of(spec)
         self._tokenizer: HFTokenizer | None = None
         self._take(workload)
 
@@ -126,7 +131,7 @@ class TrialRunner(abc.ABC):
         """A runner like this one (same engine set-up, slot and tokenizer) for another spec and
         its workload (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
         clone = copy.copy(self)
-        clone.spec = spec
+        clone.spec, clone.objective = spec, objective_of(spec)  # the other spec's, its own
         clone._take(workload)
         return clone
 
@@ -167,10 +172,10 @@ def workload_requests(spec: Measuring, tokenizer: HFTokenizer | None = None) -> 
     )
 
 
-def run_label(spec: Judging, name: str, w: WorkloadSpec) -> str:
+def run_label(objective: Objective, name: str, w: WorkloadSpec) -> str:
     """What the live display says a run is: its scenario, and its rate in capacity mode."""
     parts = [name] if name else []
-    if (label := objective_of(spec).run_label(w.request_rate)) is not None:
+    if (label := words_of(objective).run_label(w.request_rate)) is not None:
         parts.append(label)
     return " ".join(parts) + ": " if parts else ""
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import UserError
+from tuner.measure.modes import MODES
 from tuner.spec import slo
 from tuner.spec.inputs import check_model_name
 from tuner.spec.outputs import check_output_file
@@ -121,7 +122,7 @@ def _check_traffic_shape(opts: InitOptions) -> None:
             f"--input-len/--output-len: random prompts of those lengths, chat traffic only; "
             f"--traffic {opts.traffic} has lengths of its own"
         )
-    if opts.concurrency is not None and opts.mode == "capacity":
+    if opts.concurrency is not None and MODES[opts.mode].has_capacity:
         raise UserError(
             f"--concurrency {opts.concurrency}: capacity mode searches the highest request rate, "
             "and a closed loop of N requests sets none: give --objective scalar, or drop "

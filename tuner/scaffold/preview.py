@@ -19,6 +19,8 @@ from typing import Literal, Protocol
 from tuner.errors import UserError
 from tuner.fidelity.bands import Bands, range_text
 from tuner.measure.mixes import objective_of
+from tuner.measure.mode_words import ModeWords, words_of
+from tuner.measure.modes import Objective
 from tuner.results.verdicts import verdicts
 from tuner.run.reading import budget_used
 from tuner.runners.plan import PlanRunner
@@ -81,24 +83,27 @@ def preview(
     t0, cpu0 = time.monotonic(), time.process_time()
     if known_model(spec.engine.model) is None or PlanRunner(spec).gpu is None:
         return Preview("plan preview: skipped (the simulator knows no model or GPU here)", None, 0)
+    objective = objective_of(spec)  # built once for the preview
     try:
-        points = plan(spec, n_trials, cpu0 + budget_s, lambda found: _gain(found, spec))
+        points = plan(spec, n_trials, cpu0 + budget_s, lambda found: _gain(found, spec, objective))
     except UserError as exc:
         return Preview(f"plan preview: skipped ({exc})", None, time.monotonic() - t0)
     took = time.monotonic() - t0
     done = budget_used(points)[0]
-    cause = cause_of(points, spec, whole=done >= n_trials)
-    line = _line(cause, points, spec, f"{done} of {n_trials}", took)
+    cause = cause_of(points, spec, objective, whole=done >= n_trials)
+    line = _line(cause, points, spec, objective, f"{done} of {n_trials}", took)
     gain = True if cause in GAINS else None if cause == "too-few-trials" else False
     return Preview(line, gain, took, cause, done)
 
 
-def _gain(points: Sequence[TrialPoint], spec: StudySpec) -> bool:
+def _gain(points: Sequence[TrialPoint], spec: StudySpec, objective: Objective) -> bool:
     """The planned trials so far hold a gain: the preview can stop."""
-    return cause_of(points, spec, whole=False) in GAINS
+    return cause_of(points, spec, objective, whole=False) in GAINS
 
 
-def cause_of(points: Sequence[TrialPoint], spec: StudySpec, *, whole: bool) -> Cause:
+def cause_of(
+    points: Sequence[TrialPoint], spec: StudySpec, objective: Objective, *, whole: bool
+) -> Cause:
     """What the planned trials say about the night (pure); `whole`: they are a whole plan, so
     no gain among them means none to find."""
     best = next(iter(ranked(points)), None)
@@ -106,7 +111,7 @@ def cause_of(points: Sequence[TrialPoint], spec: StudySpec, *, whole: bool) -> C
     if best is not None and base is None:
         return "defaults-break-slo"
     if best is not None and base is not None and not best.baseline:
-        kinds = {v.kind for v in verdicts(best, points, spec, None)}
+        kinds = {v.kind for v in verdicts(best, points, spec, objective, None)}
         if "clearly-better-than-baseline" in kinds:  # the verdict `tuner best` gives
             return "gain"
     if not whole:
@@ -116,7 +121,7 @@ def cause_of(points: Sequence[TrialPoint], spec: StudySpec, *, whole: bool) -> C
     assert base is not None
     if not best.baseline:  # a tuned config scored better, within the figures' noise
         return "no-clear-difference"
-    beats = ClearlyBetter(spec)
+    beats = ClearlyBetter(objective)
     tuned = [p for p in points if p.measured and not p.baseline and p.confirm_of is None]
     if any(not p.feasible or beats(base, p) for p in tuned):
         return "defaults-at-limit"  # the flags matter, and the defaults are best at them
@@ -124,26 +129,31 @@ def cause_of(points: Sequence[TrialPoint], spec: StudySpec, *, whole: bool) -> C
 
 
 def _line(
-    cause: Cause, points: Sequence[TrialPoint], spec: StudySpec, trials: str, took_s: float
+    cause: Cause,
+    points: Sequence[TrialPoint],
+    spec: StudySpec,
+    objective: Objective,
+    trials: str,
+    took_s: float,
 ) -> str:
     """The one line the preview prints (every figure it names comes from `_figure`)."""
     head = f"plan preview ({trials} trials, SIMULATED, {took_s:.0f} s):"
     best = next(iter(ranked(points)), None)
     base = next((p for p in points if p.baseline and p.feasible), None)
-    mode = objective_of(spec)
+    words = words_of(objective)
     if cause == "gain" and best is not None:
         return (
-            f"{head} predicted gain, trial {best.number}: {_figure(best, base, spec)}, "
+            f"{head} predicted gain, trial {best.number}: {_figure(best, base, spec, words)}, "
             "CLEARLY better than vLLM's defaults (the verdict `tuner best` gives)"
         )
     if cause == "defaults-break-slo" and best is not None:
         return (
             f"{head} predicted gain: vLLM's defaults break the SLO, trial {best.number} meets "
-            f"it ({_figure(best, None, spec)})"
+            f"it ({_figure(best, None, spec, words)})"
         )
     if cause == "too-few-trials":
         so_far = (
-            f"none clearly beat vLLM's defaults yet ({_figure(best, base, spec)})"
+            f"none clearly beat vLLM's defaults yet ({_figure(best, base, spec, words)})"
             if best is not None and base is not None
             else "no config met the SLO yet, vLLM's defaults included"
         )
@@ -154,15 +164,15 @@ def _line(
             f"runs the whole plan{shorter}"
         )
     if cause == "slo-unreachable":
-        lighter = mode.load_hint(heavier=False)
+        lighter = words.load_hint(heavier=False)
         return (
             f"{head} no config met the SLO, vLLM's defaults included ({_nearest(points, spec)}): "
             "the night may find nothing that meets it; what would change it: a looser SLO "
             f"(--slo){f' or {lighter}' if lighter else ''}"
         )
     assert best is not None and base is not None
-    figure = _figure(best, base, spec)
-    heavier = _heavier(spec)
+    figure = _figure(best, base, spec, words)
+    heavier = _heavier(spec, words)
     if cause == "defaults-at-limit":
         found = (
             "vLLM's defaults are already the best config of the search space at this load "
@@ -172,18 +182,18 @@ def _line(
     else:
         found = (
             f"no config clearly beat vLLM's defaults ({figure}: within the noise, "
-            f"{ClearlyBetter(spec).why})"
+            f"{ClearlyBetter(objective).why})"
         )
-        change = f"{_finer(spec)}, other flags (--search-space)" + (
+        change = f"{_finer(objective)}, other flags (--search-space)" + (
             f", or a heavier load: {heavier}" if heavier else ""
         )
     return f"{head} {found}: the night may find nothing to win; what would change it: {change}"
 
 
-def _heavier(spec: StudySpec) -> str | None:
+def _heavier(spec: StudySpec, words: ModeWords) -> str | None:
     """How to load the engine more, in words; None where nothing would (the capacity search
     sets the rate; every request at once with no concurrency limit to raise)."""
-    hint = objective_of(spec).load_hint(heavier=True)
+    hint = words.load_hint(heavier=True)
     sent = list(spec.workloads.values()) or [spec.workload]
     if hint is None or not all(math.isinf(w.request_rate) for w in sent):
         return hint
@@ -192,23 +202,25 @@ def _heavier(spec: StudySpec) -> str | None:
     return None
 
 
-def _finer(spec: StudySpec) -> str:
+def _finer(objective: Objective) -> str:
     """What would narrow the noise that hides a gain: more prompts (narrower intervals), or a
     finer capacity search."""
-    if ClearlyBetter(spec).resolution is not None:
+    if objective.resolution() is not None:
         return "a finer capacity search (objective.capacity.resolution)"
     return "more prompts per trial (--num-prompts: narrower intervals)"
 
 
-def _figure(best: TrialPoint | None, base: TrialPoint | None, spec: StudySpec) -> str:
+def _figure(
+    best: TrialPoint | None, base: TrialPoint | None, spec: StudySpec, words: ModeWords
+) -> str:
     """The best config's predicted figure, against the defaults' (`base`: None where they
     broke the SLO)."""
     if best is None:
         return "no config measured"
     base_rps = (base.capacity_rps or 0.0) if base is not None else None
-    words = objective_of(spec).gain_words(best.score, best.capacity_rps, base_rps)
+    said = words.gain(best.score, best.capacity_rps, base_rps)
     around = Bands.of_study(spec).around(CAPACITY_RPS, best.capacity_rps)  # capacity mode's
-    return words if around is None else f"{words} ({range_text(around)})"
+    return said if around is None else f"{said} ({range_text(around)})"
 
 
 def _nearest(points: Sequence[TrialPoint], spec: StudySpec) -> str:

@@ -63,6 +63,7 @@ from tuner.trial.study import (
     create,
     mark_simulated,
     write_calibration,
+    write_checked,
     write_robustness,
     write_smallest,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "tally_words",
     "write",
     "write_calibration",
+    "write_checked",
     "write_constraints",
     "write_robustness",
     "write_smallest",

@@ -16,22 +16,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.measure.capacity import clearly_above
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
-from tuner.spec.parts import Judging
 from tuner.trial.point import TrialPoint
 
 
 @dataclass(frozen=True)
 class ClearlyBetter:
-    """`ClearlyBetter(spec)(a, b)`: is trial a clearly better than trial b?"""
+    """`ClearlyBetter(objective)(a, b)`: is trial a clearly better than trial b? `objective`:
+    the study's objective object (its ties, its weights)."""
 
-    spec: Judging
+    objective: Objective
 
     @property
     def resolution(self) -> float | None:
-        return objective_of(self.spec).resolution()
+        return self.objective.resolution()
 
     @property
     def why(self) -> str:
@@ -72,7 +72,7 @@ class ClearlyBetter:
         """The metrics on which a is clearly better than b, in words."""
         if self.resolution is not None:
             return ["capacity"] if self(a, b) else []
-        weights = self.spec.objective.weights
+        weights = self.objective.spec.weights
         return [
             metric_words(m)[0] for m, w in weights.items() if w > 0 and clearly_better_on(a, b, m)
         ]
@@ -89,7 +89,7 @@ class ClearlyBetter:
                 self.resolution,
             )
         h = HEADLINE_METRICS
-        weights = self.spec.objective.weights
+        weights = self.objective.spec.weights
         return clearly_better(a.cis(h), b.cis(h), weights, a.metrics, b.metrics)
 
 

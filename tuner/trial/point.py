@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.errors import RULE_REFUSALS, FailureKind, UserError
-from tuner.measure.runs import PrefixCacheRun, RateStep, ScenarioEntry
+from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.measure.stored import is_finite
 from tuner.spec.values import Params, Scalar
 from tuner.trial import keys as k
@@ -193,6 +193,15 @@ class TrialPoint:
     @property
     def scenario_names(self) -> list[str]:
         return list(self.record.scenarios)
+
+    def searches(self) -> dict[str, CapacityResult]:
+        """Each capacity search the trial ran, by workload ("": the study's one workload,
+        else each scenario's name, in the record's order); empty in a mode with no search."""
+        found = {"": self.record.capacity} if self.record.capacity is not None else {}
+        for name, entry in self.record.scenarios.items():
+            if entry.capacity is not None:
+                found[name] = entry.capacity
+        return found
 
     def scenario(self, name: str) -> ScenarioEntry | None:
         """One scenario's stored entry (None when the trial has none of that name)."""

@@ -16,7 +16,7 @@ from typing import Any
 from tuner.measure import objective as obj
 from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
-from tuner.measure.modes import RunFigures
+from tuner.measure.modes import Objective, RunFigures
 from tuner.measure.runs import CapacityResult, RateStep, ScenarioEntry
 from tuner.spec.parts import Judging
 from tuner.spec.values import Params
@@ -102,6 +102,7 @@ class Judged:
 
 def judge(
     spec: Judging,
+    judging: Objective,
     metrics: dict[str, float],
     capacity: CapacityResult | None,
     scenarios: dict[str, ScenarioEntry],
@@ -112,9 +113,9 @@ def judge(
     `ref` None: the measurement is its own reference (the baseline). The objective object
     says which runs the trial is judged on (`judged_runs`: its one workload's, or each
     scenario's), scores each (`run_score`: its metrics, or its capacity, against the
-    reference's same run) and aggregates them (`trial_score`, `trial_capacity`); here each
-    run is packed from the payloads, and each scenario's entry gets its score."""
-    judging = objective_of(spec)
+    reference's same run) and aggregates them (`trial_figures`: its score and capacity); here each
+    run is packed from the payloads, and each scenario's entry gets its score. `judging`:
+    the study's objective object (built once, by the study's runner or reader)."""
     each = {name: _scenario_run(name, entry, ref) for name, entry in scenarios.items()}
     runs = judging.judged_runs(_whole_run(metrics, capacity, ref), each)
     run_scores, slos = {}, {}
@@ -128,18 +129,19 @@ def judge(
         if name in runs
     }
     found = {name: run.found_rps for name, run in runs.items()}
-    score = judging.trial_score(run_scores)
-    return Judged(score, slos, judging.trial_capacity(found), entries, found)
+    score, capacity_rps = judging.trial_figures(run_scores, found)
+    return Judged(score, slos, capacity_rps, entries, found)
 
 
-def score_trial(spec: Judging, m: Measurement, ref: TrialPoint | None) -> Scored:
+def score_trial(
+    spec: Judging, judging: Objective, m: Measurement, ref: TrialPoint | None
+) -> Scored:
     """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
     `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads; what
     Optuna is told and the constraints the score adds (`score_constraints`: on what the
     search found, and a mix's SLOs per scenario) are the objective object's."""
-    judging = objective_of(spec)
     metrics = m.metrics or {}
-    j = judge(spec, metrics, m.capacity, dict(m.scenarios), ref)
+    j = judge(spec, judging, metrics, m.capacity, dict(m.scenarios), ref)
     cap = j.capacity_rps or 0.0  # 0: none found, or a mode without a capacity
     ref_cap = (ref.capacity_rps or 0.0) if ref is not None else cap
     mine = RunFigures(metrics, cap)
@@ -156,10 +158,12 @@ def score_trial(spec: Judging, m: Measurement, ref: TrialPoint | None) -> Scored
     )
 
 
-def simulated_reference(spec: Judging, m: Measurement, params: Params) -> TrialPoint:
+def simulated_reference(
+    spec: Judging, judging: Objective, m: Measurement, params: Params
+) -> TrialPoint:
     """A simulated run of the reference config as the trial the study would score against
     (robustness's perturbed baselines, prediction skips' predicted baseline)."""
-    scored = score_trial(spec, m, None)
+    scored = score_trial(spec, judging, m, None)
     record = TrialRecord(metrics=dict(m.metrics or {}), **scored.fields())
     return TrialPoint.measured_as(-1, dict(params), record)
 
@@ -172,6 +176,7 @@ def rejudge(points: Sequence[TrialPoint], spec: Judging, judging: str) -> list[T
     `spec`'s) is marked `stale_stop`, and one queued to run again by another judging
     `stale_queue`. What Optuna was told (`values`) stays as told."""
     by_number = {p.number: p for p in points}
+    objective = objective_of(spec)  # once for every trial read
     out = []
     for p in points:
         raw = stored_score(p.record, p.state, p.values)
@@ -187,12 +192,16 @@ def rejudge(points: Sequence[TrialPoint], spec: Judging, judging: str) -> list[T
             continue
         ref = by_number.get(p.reference) if p.reference is not None else None
         ref = p if p.reference == p.number else ref
-        out.append(_rejudged(p, spec, ref, raw))
+        out.append(_rejudged(p, spec, objective, ref, raw))
     return pooled(out)
 
 
 def _rejudged(
-    p: TrialPoint, spec: Judging, ref: TrialPoint | None, raw: float | None
+    p: TrialPoint,
+    spec: Judging,
+    judging: Objective,
+    ref: TrialPoint | None,
+    raw: float | None,
 ) -> TrialPoint:
     """One measured trial judged anew. Its score stays as stored where it cannot be
     recomputed (its reference trial is not among these, or lacks figures; a weighted metric
@@ -201,12 +210,12 @@ def _rejudged(
     scored = ref is not None and bool(ref.metrics)
     try:
         against = ref if scored and ref is not p else None
-        j = judge(spec, p.metrics, rec.capacity, dict(rec.scenarios), against)
+        j = judge(spec, judging, p.metrics, rec.capacity, dict(rec.scenarios), against)
     except (KeyError, ZeroDivisionError):  # a metric, or every scenario, it lacks
         return replace(p, score=raw)
     cons = p.constraints
     assert isinstance(cons, Constraints)
-    if cons.named and objective_of(spec).slos_judge_figures:  # capacity: they are the measurement
+    if cons.named and not judging.has_capacity:  # capacity: they are the measurement
         health = {k: v for k, v in cons.named.items() if k not in cons.slos}
         cons = Constraints({**health, **j.slos})
     status: Status = "infeasible" if cons.any_broken else "feasible"

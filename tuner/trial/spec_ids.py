@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.measure.modes import MODES, Objective
 from tuner.spec.sections import HardwareSpec
 from tuner.spec.space import hardware_gpus
 from tuner.spec.study import stored_spec
@@ -96,7 +97,7 @@ def judging_part(data: Mapping[str, Any]) -> dict[str, Any]:
     """How trials are judged, flat (`path: value`) from a canonical dump. Capacity mode: the
     SLOs choose the rates its search runs, so they stay part of the measurement."""
     objective = data.get("objective", {})
-    capacity = objective.get("mode") == "capacity"
+    capacity = MODES.get(objective.get("mode"), Objective).has_capacity  # by its mode's object
     out = {p: objective.get(p.split(".")[1]) for p in JUDGING if not (capacity and "slo" in p)}
     for scenario in data.get("scenarios") or []:
         for key in SCENARIO_JUDGING:

@@ -37,6 +37,7 @@ class StudyRecord:
     robustness_measured: dict[int, RobustnessRecord] = field(default_factory=dict)
     smallest: dict[int, SmallestChange] = field(default_factory=dict)
     smallest_measured: dict[int, SmallestChange] = field(default_factory=dict)
+    attrs: Mapping[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, study: AttrsHolder) -> StudyRecord:
@@ -60,7 +61,13 @@ class StudyRecord:
             robustness_measured=_per_trial(attrs, k.ROBUSTNESS_MEASURED, RobustnessRecord),
             smallest=_per_trial(attrs, k.SMALLEST, SmallestChange),
             smallest_measured=_per_trial(attrs, k.SMALLEST_MEASURED, SmallestChange),
+            attrs=dict(attrs),
         )
+
+    def checked(self, prefix: str, payload: type[_P]) -> dict[int, _P]:
+        """The records a check of the best config (`tuner.fidelity.best_check.Check`) stored
+        under `<prefix><trial number>` that read as `payload`, by trial number."""
+        return _per_trial(self.attrs, prefix, payload)
 
     def robustness_of(self, point: TrialPoint) -> RobustnessRecord | None:
         """The stored robustness check of this trial's config under the spec it ran under: the
@@ -117,13 +124,16 @@ def write_calibration(study: AttrsHolder, record: CalibrationRecord) -> None:
     study.set_user_attr(k.CALIBRATION, record.encode())
 
 
+def write_checked(study: AttrsHolder, prefix: str, trial: int, record: Stored) -> None:
+    """Store a check's record of trial `trial`'s config under `<prefix><trial number>`."""
+    study.set_user_attr(f"{prefix}{trial}", record.encode())
+
+
 def write_robustness(study: AttrsHolder, trial: int, record: RobustnessRecord) -> None:
     """Store a robustness check of trial `trial`'s config (measured ones apart)."""
-    prefix = k.ROBUSTNESS_MEASURED if record.measured else k.ROBUSTNESS
-    study.set_user_attr(f"{prefix}{trial}", record.encode())
+    write_checked(study, k.ROBUSTNESS_MEASURED if record.measured else k.ROBUSTNESS, trial, record)
 
 
 def write_smallest(study: AttrsHolder, trial: int, record: SmallestChange) -> None:
     """Store which of trial `trial`'s changed flags carry its gain (measured ones apart)."""
-    prefix = k.SMALLEST_MEASURED if record.measured else k.SMALLEST
-    study.set_user_attr(f"{prefix}{trial}", record.encode())
+    write_checked(study, k.SMALLEST_MEASURED if record.measured else k.SMALLEST, trial, record)

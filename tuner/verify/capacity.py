@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tuner.errors import UserError
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.runners.load_runs import goodput_limits
 from tuner.spec.figures import figure
 from tuner.spec.parts import Measuring
@@ -20,12 +20,12 @@ from tuner.trial import TrialPoint
 from tuner.verify.compare import Verdict
 
 
-def verified_workload(spec: Measuring, point: TrialPoint) -> WorkloadSpec:
+def verified_workload(spec: Measuring, objective: Objective, point: TrialPoint) -> WorkloadSpec:
     """The workload verify sends before its caps: the study's; in capacity mode at the shipped
     trial's capacity rate, with the goodput limits its search measured under. A shipped
     config that met the SLOs at no rate has no capacity to verify (a UserError)."""
     w = spec.workload
-    rate = objective_of(spec).stated_rate(point.capacity_rps or 0.0)
+    rate = objective.stated_rate(point.capacity_rps or 0.0)
     if rate is None:
         return w  # the study's own rate
     if not rate:

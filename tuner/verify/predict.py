@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from tuner.errors import UserError
 from tuner.fidelity.bands import Bands, range_text, regime, with_bands
 from tuner.fidelity.calibration import Trust
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.runners.plan import study_workload
 from tuner.sim.fit import predict
 from tuner.sim.profiles import known_model
@@ -98,6 +98,7 @@ class TrafficPrediction:
 
 def predict_traffic(
     spec: Measuring,
+    objective: Objective,
     record: StudyRecord,
     points: Sequence[TrialPoint],
     params: Params,
@@ -109,7 +110,7 @@ def predict_traffic(
     simulator calibrated on the study's measured trials; `not_predicted` says why not when the
     simulator does not know the model, the study names no accelerator, or no trial fits."""
     started = time.perf_counter()
-    if not objective_of(spec).one_run_figures:
+    if not objective.one_run_figures:
         return TrafficPrediction(not_predicted=CAPACITY_NOT_PREDICTED)
     model = known_model(spec.engine.model)
     if model is None:

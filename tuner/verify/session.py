@@ -9,6 +9,7 @@ own state (`engine_info`) and the capped workload, with no warm-ups and no prefi
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from pathlib import Path
 from tuner.errors import UserError
 from tuner.measure.metrics import CI_METRICS
 from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.results.selection import Selection
 from tuner.runners.trial_runner import workload_tokenizer
 from tuner.spec.metric_keys import HEADLINE_METRICS
@@ -55,6 +57,11 @@ class Target:
     record: StudyRecord | None = None  # the study and its trials: what calibrates the
     points: tuple[TrialPoint, ...] = ()  # simulator for a prediction of the user's traffic
     warm_configs: int = WARM_START_K  # of this study's configs a warm start would take
+
+    @functools.cached_property
+    def objective(self) -> Objective:
+        """The study's objective object, built once for the whole verify."""
+        return objective_of(self.spec)
 
 
 def expected_flags(spec: StudySpec, params: Params) -> dict[str, object]:
@@ -96,6 +103,7 @@ def predicted(target: Target, mix: Traffic) -> Traffic:
         return mix
     figures = predict_traffic(
         target.spec,
+        target.objective,
         target.record,
         target.points,
         target.choice.params,
@@ -116,13 +124,13 @@ def run_verify(
     target: Target, base_url: str, caps: Caps, api_key: str | None, log: Path | None = None
 ) -> Outcome:
     spec = target.spec
-    if objective_of(spec).served_workload(spec.workload) is None:  # a scenario mix
+    if target.objective.served_workload(spec.workload) is None:  # a scenario mix
         raise UserError(
             "verify measures one workload: a study with scenarios is not supported yet "
             '(docs/verify.md, "Not done yet")'
         )
     # a mistake here is found before anything is sent
-    work = capped(verified_workload(spec, target.choice.point), caps)
+    work = capped(verified_workload(spec, target.objective, target.choice.point), caps)
     tok = workload_tokenizer(spec)
     # the simulator's part, before sending
     mix = predicted(target, traffic(spec.workload, log, tok))
@@ -210,7 +218,7 @@ def judge(
         result.ci if result is not None else {},
         lighter=work.lighter,
     )
-    capacity_rps = objective_of(spec).stated_rate(point.capacity_rps or 0.0)
+    capacity_rps = target.objective.stated_rate(point.capacity_rps or 0.0)
     found = (
         compare.not_measured(stopped)
         if stopped is not None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from markupsafe import Markup
 
 from tuner.errors import UserError
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.results.commandline import shell_command
 from tuner.results.export import justification
 from tuner.results.report.render import macro
@@ -121,6 +121,7 @@ def _card(
 
 def best_commands(
     spec: Measuring,
+    objective: Objective,
     points: Sequence[TrialPoint],
     study_name: str,
     simulated: bool,
@@ -129,7 +130,7 @@ def best_commands(
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
     baseline = baseline_of(points)
-    capacity = objective_of(spec).has_capacity
+    capacity = objective.has_capacity
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
     rows: list[_Row] = []
@@ -143,7 +144,7 @@ def best_commands(
         except UserError as exc:
             rows.append(_Row(title, error=str(exc)))
             continue
-        choice = hold(judge(choice, points, spec, study, baseline))
+        choice = hold(judge(choice, points, spec, objective, study, baseline))
         row = _row(title, choice, capacity)
         key = (*row.cells, *row.change, *row.doubts)
         if key in said:  # the same trial, figures and verdicts: one row, its titles joined

@@ -18,13 +18,14 @@ import optuna
 import plotly.graph_objects as go
 from markupsafe import Markup
 
-from tuner.measure.mixes import objective_of
+from tuner.measure.modes import Objective
 from tuner.results.report.deploy import best_commands, verify_section
 from tuner.results.report.front import ParetoFrontInfo, front_rows, pareto_front_info
 from tuner.results.report.plots import history_figure, importance_figure, importances, plot_pareto
 from tuner.results.report.plots import scored_points as scored
 from tuner.results.report.render import macro, render
-from tuner.results.shapes import shape_rows
+from tuner.results.section import Shown
+from tuner.results.sections import SECTIONS
 from tuner.results.shipped import shipped_point
 from tuner.results.verifies import VerifyDoc
 from tuner.spec.figures import PARTIAL_NOTE, figure, partial_figure
@@ -169,12 +170,12 @@ def _context(spec: StudySpec, points: Sequence[TrialPoint]) -> Markup:
     )
 
 
-def shapes_section(spec: StudySpec, points: Sequence[TrialPoint]) -> Markup:
-    """The deployment shapes tried, best first; nothing when one shape was."""
-    rows = shape_rows(spec, points)
-    if not rows:
-        return Markup()
-    return macro("sections.html.j2", "shapes", lines=[row.line() for row in rows])
+def blocks_section(shown: Shown) -> Markup:
+    """Every `SECTIONS` block that is in the report (`Section.report`), in its order."""
+    found = [b for s in SECTIONS if (b := s.report(shown)) is not None]
+    return Markup("").join(
+        macro("sections.html.j2", "block", title=b.title, note=b.note, lines=b.lines) for b in found
+    )
 
 
 def hosts_section(points: Sequence[TrialPoint]) -> Markup:
@@ -253,6 +254,7 @@ def front_section(info: ParetoFrontInfo) -> Markup:
 
 def _scenario_fronts(
     spec: StudySpec,
+    capacity: bool,
     points: Sequence[TrialPoint],
     simulated: bool,
     config: Mapping[str, object],
@@ -263,7 +265,6 @@ def _scenario_fronts(
     parts = []
     for s in spec.scenarios:
         texts = [*spec.objective.slo, *s.slo]
-        capacity = objective_of(spec).has_capacity
         seen = for_scenario(points, s.name)
         rec = next((p for p in seen if shipped is not None and p.number == shipped.number), None)
         info = pareto_front_info(seen, texts, simulated, s.name, capacity=capacity, recommended=rec)
@@ -288,6 +289,7 @@ def _counts(points: Sequence[TrialPoint]) -> list[tuple[str, int]]:
 def build_report(
     study: optuna.Study,
     spec: StudySpec,
+    objective: Objective,
     points: Sequence[TrialPoint],
     *,
     simulated: bool,
@@ -295,12 +297,13 @@ def build_report(
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline.
     `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
-    capacity = objective_of(spec).has_capacity
+    capacity = objective.has_capacity
     shipped = shipped_point(study, points)
     pareto = pareto_front_info(
         points, spec.objective.slo, simulated, capacity=capacity, recommended=shipped
     )
     imp = importances(study, points)
+    record = StudyRecord.of(study)
     config = {"displaylogo": False, "responsive": True}
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return render(
@@ -310,15 +313,15 @@ def build_report(
         simulated=simulated,
         counts=_counts(points),
         study_line=study_line(points),
-        deploy=best_commands(spec, points, study.study_name, simulated, StudyRecord.of(study)),
+        deploy=best_commands(spec, objective, points, study.study_name, simulated, record),
         verifies=verify_section(verifies),
         x=pareto.x,
         capacity_front=pareto.front_capacity_rps is not None,
         pareto_div=_div(plot_pareto(pareto), config, with_js=True),
         front_table=front_section(pareto),
-        scenario_fronts=_scenario_fronts(spec, points, simulated, config, shipped),
+        scenario_fronts=_scenario_fronts(spec, capacity, points, simulated, config, shipped),
         load=_load_section(spec, points, config),
-        shapes=shapes_section(spec, points),
+        sections=blocks_section(Shown(points, spec, record, objective=objective)),
         history_div=_div(history_figure(points), config) if scored(points) else None,
         importance_div=_div(importance_figure(imp), config) if isinstance(imp, dict) else None,
         importance_words=imp,
