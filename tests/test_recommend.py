@@ -106,12 +106,12 @@ def test_fragile_holds_the_candidate_back_and_the_cost_of_settling_it(tmp_path: 
     spec = load_study_spec(write_study_file(tmp_path))
     base, cand = (_point(n, engine_s=100.0, startup_s=40.0) for n in (0, 1))
     fragile = Verdict("fragile", "FRAGILE: its gain does not survive prompts +3%", True)
-    rec = recommendation(cand, [fragile], [cand, base], spec, base)
+    rec = recommendation(cand, [fragile], [cand, base], spec.trial, base)
     assert rec.held and rec.recommended is base and rec.confirm_k == 2
     # 2 configs × 3 runs × 100 s, plus 2 starts of 40 s and 5 × 60 s of workload: 1280 s
     assert rec.settle.endswith("about 21 min of engine time at what these trials took")
     # the defaults are no fallback when they are not a candidate (they break the SLO given)
-    assert not recommendation(cand, [fragile], [cand], spec, base).held
+    assert not recommendation(cand, [fragile], [cand], spec.trial, base).held
 
 
 def test_the_cost_of_settling_counts_the_smallest_change_re_measures(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_the_cost_of_settling_counts_the_smallest_change_re_measures(tmp_path: P
     )
     flags = tr.SmallestChange(cand.spec_id, True, reverts=reverts, kept=("y",), trial=1)
     assert flags.remeasure_starts == 3
-    rec = recommendation(cand, [fragile], [cand, base], spec, base, flags)
+    rec = recommendation(cand, [fragile], [cand, base], spec.trial, base, flags)
     assert (
         ", then the flags the simulator dropped (block-size, x) reverted: 3 engine starts of "
         "1 workload run, about 26 min of engine time"  # 1280 s + 3 × 100 s
@@ -133,10 +133,10 @@ def test_the_cost_of_settling_counts_the_smallest_change_re_measures(tmp_path: P
     one = tr.SmallestChange(cand.spec_id, True, reverts=reverts, kept=("x", "y"), trial=1)
     assert (
         "(block-size) reverted: 1 engine start of 1 workload run"
-        in recommendation(cand, [fragile], [cand, base], spec, base, one).settle
+        in recommendation(cand, [fragile], [cand, base], spec.trial, base, one).settle
     )
     other_spec = tr.SmallestChange("another", True, reverts=reverts, trial=1)
-    assert recommendation(cand, [fragile], [cand, base], spec, base, other_spec).settle == (
+    assert recommendation(cand, [fragile], [cand, base], spec.trial, base, other_spec).settle == (
         rec.settle.split(", then the flags")[0] + ", about 21 min of engine time at what these "
         "trials took"
     )
@@ -219,7 +219,7 @@ def test_every_metric_that_moved_is_listed_with_its_size_and_whether_clearly(
 def test_other_doubts_do_not_hold_the_candidate_back(tmp_path: Path, kind: str) -> None:
     spec = load_study_spec(write_study_file(tmp_path))
     base, cand = _point(0), _point(1)
-    assert not recommendation(cand, [Verdict(kind, "x", True)], [cand, base], spec, base).held  # type: ignore[arg-type]
+    assert not recommendation(cand, [Verdict(kind, "x", True)], [cand, base], spec.trial, base).held  # type: ignore[arg-type]
 
 
 def test_export_exits_3_when_no_tuned_config_beat_the_defaults(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 import optuna
 import pytest
 
 from tuner.results.export import shell_command
+from tuner.spec.sections import EngineSpec, HardwareSpec, SearchSpace
 from tuner.spec.space import (
     baseline_params,
     check_rules,
@@ -86,6 +88,31 @@ def test_engine_argv_places_fixed_tuned_and_managed_flags() -> None:
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "4321"]
     assert engine_env(spec, PARAMS) == {"VLLM_CPU_KVCACHE_SPACE": "3"}
     assert "kv" not in " ".join(argv)
+
+
+@dataclass(frozen=True)
+class _Serving:
+    """Just the sections of the `Serving` part (`tuner.spec.parts`), no study around them."""
+
+    engine: EngineSpec
+    search_space: SearchSpace
+    hardware: HardwareSpec
+    simulated_accelerator: str = ""
+
+
+def test_the_argv_and_the_export_take_just_the_serving_part() -> None:
+    spec = _spec(flags={"dtype": "bfloat16"}, env={"HF_HOME": "/hf"})
+    part = _Serving(spec.engine, spec.search_space, spec.hardware)
+    assert engine_argv(part, PARAMS, port=4321) == engine_argv(spec, PARAMS, port=4321)
+    assert (
+        engine_env(part, PARAMS)
+        == engine_env(spec, PARAMS)
+        == {
+            "HF_HOME": "/hf",
+            "VLLM_CPU_KVCACHE_SPACE": "3",
+        }
+    )
+    assert serve_config(part, PARAMS) == serve_config(spec, PARAMS)
 
 
 def test_serve_argv_is_production_vllm_serve_even_for_other_launchers() -> None:

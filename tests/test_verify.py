@@ -165,13 +165,15 @@ def test_the_retune_command_warm_starts_only_from_a_study_with_a_tuned_config(
 ):
     spec = load_study_spec(sim_study(tmp_path, tiny_model_dir, budget={"n_trials": 10}))
     slower = compare.Verdict("slower", "slower than measured by 30.0 %", 3)
-    (two,) = retune_lines("e2e", spec, 30.0, slower, [], [], warm=2)
+    (two,) = retune_lines("e2e", spec.budget, 30.0, slower, [], [], warm=2)
     assert "`tuner run NEW.yaml --warm-start e2e 3` (its first 2 trials after vLLM's" in two
     assert two.endswith(
         "about 5 min of engine time (10 trials at the 30 s each of this study's took)"
     )
     # only vLLM's defaults measured: `--warm-start` would refuse the study, a fresh one runs
-    (none,) = retune_lines("e2e", spec, None, slower, [], ["GPU h100 x4 (study: a6000 x4)"], warm=0)
+    (none,) = retune_lines(
+        "e2e", spec.budget, None, slower, [], ["GPU h100 x4 (study: a6000 x4)"], warm=0
+    )
     assert "run `tuner run NEW.yaml` (this study has no feasible config but vLLM's" in none
     assert "--warm-start" not in none
 

@@ -10,7 +10,7 @@ from tuner.commands.common import NoPreview, Storage, StudyFile, duration_s
 
 if TYPE_CHECKING:
     from tuner.run.preflight import Preflight
-    from tuner.spec.study import StudySpec
+    from tuner.spec.parts import Serving
 
 
 def check(
@@ -56,7 +56,7 @@ def check(
         typer.echo(f"{study_file}: no problem found; `tuner run {study_file}` is ready to start")
 
 
-def gpu_lines(spec: StudySpec) -> list[str]:
+def gpu_lines(spec: Serving) -> list[str]:
     """Each GPU's memory held by other processes, and the gpu-memory-utilization that can
     start now against the study's own (none without a GPU: docs/reliability.md)."""
     from tuner.scaffold.box import memory_lines

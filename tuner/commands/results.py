@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import optuna
 
     from tuner.fidelity.bands import Bands
-    from tuner.spec.study import StudySpec
+    from tuner.spec.parts import Traffic
     from tuner.trial import TrialPoint
 
 
@@ -43,7 +43,7 @@ def _is_simulated(study: optuna.Study, points: list[TrialPoint]) -> bool:
 
 
 def _bands(
-    study: optuna.Study, spec: StudySpec, points: list[TrialPoint], simulated: bool
+    study: optuna.Study, spec: Traffic, points: list[TrialPoint], simulated: bool
 ) -> Bands | None:
     """A simulated study's bands (`tuner.fidelity.bands`): its figures are predictions; None for
     measured figures."""

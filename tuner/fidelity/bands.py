@@ -24,7 +24,7 @@ from tuner.spec.workload import WorkloadSpec
 from tuner.trial.keys import PREDICTED_PREFIX
 
 if TYPE_CHECKING:
-    from tuner.spec.study import StudySpec
+    from tuner.spec.parts import Traffic
 
 Regime = Literal["light", "closed_loop", "poisson", "burst", "long_context"]
 Family = Literal["throughput", "ttft", "tpot"]
@@ -167,7 +167,7 @@ class Bands:
         return cls(found or ("poisson",))
 
     @classmethod
-    def of_study(cls, spec: StudySpec) -> Bands:
+    def of_study(cls, spec: Traffic) -> Bands:
         """The bands of a study's figures: the hull over its workloads' regimes (each
         scenario's, else its one workload)."""
         return cls.of(list(spec.workloads.values()) or [spec.workload])

@@ -18,8 +18,8 @@ from tuner import trial as tr
 from tuner.runners.plan import study_profile, study_workload
 from tuner.sim.fit import LOOP_PRIOR_WEIGHT, Calibration, Observation, fit, median_errors, predict
 from tuner.sim.profiles import load_model
+from tuner.spec.parts import Measuring
 from tuner.spec.space import simulator_flags
-from tuner.spec.study import StudySpec
 from tuner.trial.specs import of_current
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class Trust:
     study's record when `points` are every stored trial (`StudyRead.every`: only its current
     spec's count); None when they are one spec's already (the loop's)."""
 
-    spec: StudySpec
+    spec: Measuring
     points: Sequence[tr.TrialPoint]
     study: tr.StudyRecord | None = None
 
@@ -137,7 +137,7 @@ class Trust:
 
 
 def observations(
-    spec: StudySpec, study: tr.StudyRecord, points: Sequence[tr.TrialPoint]
+    spec: Measuring, study: tr.StudyRecord, points: Sequence[tr.TrialPoint]
 ) -> list[Observation]:
     """`Trust.observations` of a stored study's trials."""
     return Trust(spec, points, study).observations()

@@ -36,8 +36,8 @@ from tuner.sim.fit import apply_factors, speed_factors
 from tuner.sim.profile_file import load_gpu
 from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure
+from tuner.spec.parts import Measuring
 from tuner.spec.slo import metric_direction
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import SkipPrediction, TrialPoint, TrialRecord, scoring
 
@@ -53,7 +53,7 @@ STOCK = 1.0  # the study's profile as it is: speed 1
 RULED_OUT = "ruled out by prediction"  # how a ruled-out trial's `pruned_reason` starts
 
 
-def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> PredictionSkip | None:
+def prediction_skip(spec: Measuring, runner: TrialRunner, wanted: bool) -> PredictionSkip | None:
     """The study's predictor, unless turned off (`--no-prediction-skip`,
     `pruning.prediction_skip: false`), or the study names no accelerator profile to predict
     on, or a model the simulator does not know (`tuner.sim.profiles`)."""
@@ -67,7 +67,7 @@ def prediction_skip(spec: StudySpec, runner: TrialRunner, wanted: bool) -> Predi
 
 
 def capacity_bracket(
-    spec: StudySpec, objective: Objective, p: SkipPrediction | None
+    spec: Measuring, objective: Objective, p: SkipPrediction | None
 ) -> tuple[float, float] | None:
     """Capacity mode's first two rates for a launched config (issue 47; docs/objective.md,
     "Capacity mode"): around its predicted capacity (calibrated: at the reference's speed,
@@ -107,7 +107,7 @@ class PredictionSkip:
 
     def __init__(
         self,
-        spec: StudySpec,
+        spec: Measuring,
         objective: Objective,
         requests: Callable[[], Sequence[BenchRequest]],
     ) -> None:

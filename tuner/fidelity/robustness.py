@@ -34,6 +34,7 @@ from tuner.measure.mode_words import words_of
 from tuner.measure.modes import Objective
 from tuner.measure.stored import Stored
 from tuner.runners.plan import PlanRunner
+from tuner.spec.parts import Measuring
 from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import RobustnessRecord, TrialPoint
@@ -104,7 +105,7 @@ def applicable(spec: StudySpec, objective: Objective) -> tuple[Perturbation, ...
 
 
 def _runner(
-    spec: StudySpec,
+    spec: Measuring,
     requests: Sequence[BenchRequest],
     nominal: Mapping[str, list[BenchRequest]],
     p: Perturbation,
@@ -117,13 +118,13 @@ def _runner(
     return PlanRunner(spec, workload=Workload(tuple(requests), scenarios))
 
 
-def _scenario_requests(spec: StudySpec) -> dict[str, list[BenchRequest]]:
+def _scenario_requests(spec: Measuring) -> dict[str, list[BenchRequest]]:
     """Each scenario's own requests, by name ({} for a single workload: no planner built)."""
     planner = functools.cache(lambda: PlanRunner(spec))
     return {name: planner().requests_for(name) for name in spec.workloads}
 
 
-def nominal_runner(spec: StudySpec, requests: Sequence[BenchRequest]) -> PlanRunner:
+def nominal_runner(spec: Measuring, requests: Sequence[BenchRequest]) -> PlanRunner:
     """A planner on the study's own workload: these requests, and every scenario's."""
     return _runner(spec, requests, _scenario_requests(spec), NOMINAL)
 

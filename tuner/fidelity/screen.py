@@ -31,8 +31,8 @@ from tuner.runners.plan import study_profile, study_workload
 from tuner.runners.precheck import predict_refusal
 from tuner.sim import fit as cal
 from tuner.sim.profiles import GpuProfile, known_model, load_model
+from tuner.spec.parts import Measuring
 from tuner.spec.space import baseline_params, distributions, engine_env, simulator_flags, spec_rules
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Params, Scalar
 from tuner.trial import CalibrationRecord, ScreenInfo, TrialPoint, TrialRecord, params_key
 
@@ -88,7 +88,7 @@ class ScreenChoice:
 
 
 def make_screen(
-    spec: StudySpec, requests: Sequence[BenchRequest], *, seed: int = 0
+    spec: Measuring, requests: Sequence[BenchRequest], *, seed: int = 0
 ) -> Screen | None:
     """The study's screen; None when the simulator does not know its model (an unknown
     model: the sampler proposes every trial, as the preflight's note says)."""
@@ -100,7 +100,7 @@ def make_screen(
 class Screen:
     """Chooses each real trial of one study from the calibrated simulator."""
 
-    def __init__(self, spec: StudySpec, requests: Sequence[BenchRequest], *, seed: int = 0) -> None:
+    def __init__(self, spec: Measuring, requests: Sequence[BenchRequest], *, seed: int = 0) -> None:
         self.spec = spec
         self.base = study_profile(spec)
         self.model = load_model(spec.engine.model)

@@ -32,7 +32,8 @@ from tuner.runners.trial_runner import TrialRunner
 from tuner.sim.flags import models
 from tuner.sim.profile_file import ProfileFile
 from tuner.spec.flag_values import long_flag
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
+from tuner.spec.sections import SearchSpace
 from tuner.spec.values import Params
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint, TrialRecord
 from tuner.trial.clearly import ClearlyBetter
@@ -86,7 +87,7 @@ def loses(objective: Objective) -> Callable[[ScoredConfig, ScoredConfig], tuple[
 
 
 def on_runner(
-    spec: StudySpec,
+    spec: Measuring,
     runner: TrialRunner,
     point: TrialPoint,
     base: TrialPoint,
@@ -141,7 +142,7 @@ def on_runner(
         return None if own is None else ScoredConfig(own, tuple(own.broken_constraints))
 
     rule, score_of = loses(runner.objective), lambda s: s.point.score
-    blind = unmodelled_params(spec) if points is not None else ()
+    blind = unmodelled_params(spec.search_space) if points is not None else ()
     found = smallest_change(point.params, base.params, score, rule, score_of, only, blind, measured)
     if found is None:
         found = SmallestChange(None, False, f"not checked: the config was refused ({source})")
@@ -150,10 +151,10 @@ def on_runner(
     return replace(found, spec_id=point.spec_id, trial=point.number), any(simulated)
 
 
-def unmodelled_params(spec: StudySpec) -> set[str]:
+def unmodelled_params(search_space: SearchSpace) -> set[str]:
     """The search space's parameters the simulator's figures do not depend on: flags it does
     not model (`tuner.sim.flags.models`) and environment variables."""
-    space = spec.search_space.parameters
+    space = search_space.parameters
     return {name for name, p in space.items() if not models(long_flag(name, p))}
 
 
@@ -174,7 +175,7 @@ def own_trial(points: Sequence[TrialPoint], point: TrialPoint, params: Params) -
 
 
 def check(
-    spec: StudySpec,
+    spec: Measuring,
     study: StudyRecord,
     requests: Sequence[BenchRequest],
     point: TrialPoint,
@@ -195,7 +196,7 @@ def check(
 
 def check_best(
     study: tr.AttrsHolder,
-    spec: StudySpec,
+    spec: Measuring,
     points: Sequence[TrialPoint],
     requests: Sequence[BenchRequest],
     say: Callable[[str], None] = lambda _: None,

@@ -25,7 +25,7 @@ from tuner.fidelity.best_check import CheckInput, best_pair
 from tuner.fidelity.smallest_check import on_runner
 from tuner.measure.stored import Stored
 from tuner.runners.trial_runner import TrialRunner
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 from tuner.trial import SmallestChange, TrialPoint
 from tuner.trial.smallest import MEASURED, SIMULATED
 
@@ -35,7 +35,7 @@ SIM_NOTE = "on the study's engine, the simulator (tuner sim serve), " + NOTE.spl
 
 def check_best_measured(
     study: tr.AttrsHolder,
-    spec: StudySpec,
+    spec: Measuring,
     points: Sequence[TrialPoint],
     runner: TrialRunner,
     say: Callable[[str], None] = lambda _: None,

@@ -29,8 +29,8 @@ from tuner.measure.objective import (
     equivalent_capacity,
     health_constraints,
 )
+from tuner.spec.parts import Judging
 from tuner.spec.sections import ObjectiveSpec, ScenarioSpec
-from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 
 
@@ -123,7 +123,7 @@ class CapacityMix(MixOf, CapacityObjective):
 MIXES: dict[str, type[MixOf]] = {"scalar": ScenarioMix, "capacity": CapacityMix}
 
 
-def objective_of(spec: StudySpec) -> Objective:
+def objective_of(spec: Judging) -> Objective:
     """The study file's objective as the object that decides for its mode, and for its
     scenario mix when it has one."""
     if spec.scenarios:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 from tuner.errors import UserError
 from tuner.spec.inputs import POSIX_NAME
+from tuner.spec.parts import Serving
 from tuner.spec.space import serve_argv, serve_config, serve_env
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 
 
@@ -47,7 +47,7 @@ def one_line_quote(value: str) -> str:
     return "$'" + "".join(out) + "'"
 
 
-def shell_command(spec: StudySpec, params: Params) -> str:
+def shell_command(spec: Serving, params: Params) -> str:
     """`VAR=value vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
     env = env_assignments(serve_env(spec, params))
     argv = serve_argv(spec, params)
@@ -61,7 +61,7 @@ def shell_command(spec: StudySpec, params: Params) -> str:
     return " \\\n  ".join(lines)
 
 
-def vllm_config(spec: StudySpec, params: Params) -> dict[str, object]:
+def vllm_config(spec: Serving, params: Params) -> dict[str, object]:
     """The `--config` mapping. A false bool is written `no-<flag>: true`: vLLM's config loader
     looks `--no-<flag>` up on the top-level parser, where serve's flags are missing, and
     silently drops `<flag>: false` (checked on vLLM 0.32)."""

@@ -33,9 +33,9 @@ from tuner.results.smallest import smallest_lines
 from tuner.sim.profile_file import platform_of
 from tuner.spec.figures import exact_all, figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.parts import Measuring, Serving
 from tuner.spec.slo import SloLimit, straddle_words
 from tuner.spec.space import check_rules, effective_flags, max_model_len, serve_argv, serve_env
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.spec.vllm_rules import VLLM_VERSION
 from tuner.trial import TrialPoint
@@ -44,7 +44,7 @@ from tuner.trial.words import at_rate, scenario_parts
 FORMATS = ("shell", "yaml", "json")
 
 
-def check_deployable(spec: StudySpec, number: int, params: Params) -> None:
+def check_deployable(spec: Serving, number: int, params: Params) -> None:
     """UserError when vLLM refuses trial `number`'s flags on the study's platform."""
     platform = platform_of(spec.simulated_accelerator)  # a profile's platform: data, no simulation
     refused = check_rules(effective_flags(spec, params), max_model_len(spec), platform)
@@ -62,7 +62,7 @@ def _provenance(simulated: bool, version: str | None) -> str:
 
 
 def justification(
-    spec: StudySpec,
+    spec: Measuring,
     choice: Selection,
     study_name: str,
     simulated: bool,
@@ -132,7 +132,7 @@ def _candidate_lines(choice: Selection) -> list[str]:
 
 def render(
     fmt: str,
-    spec: StudySpec,
+    spec: Measuring,
     choice: Selection,
     study_name: str,
     *,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tuner.results.study_file import study_file_words
 from tuner.results.verdicts import Verdict
 from tuner.spec.figures import figure
-from tuner.spec.study import StudySpec
+from tuner.spec.sections import TrialSpec
 from tuner.trial import SmallestChange, TrialPoint
 
 HOLDING_KINDS = ("not-clearly-better-than-baseline", "fragile")
@@ -75,7 +75,7 @@ def recommendation(
     candidate: TrialPoint,
     found: Sequence[Verdict],
     ranked: Sequence[TrialPoint],
-    spec: StudySpec,
+    trial: TrialSpec,
     baseline: TrialPoint | None,
     flags: SmallestChange | None = None,
 ) -> Recommendation:
@@ -93,12 +93,12 @@ def recommendation(
     ):
         return Recommendation(candidate, baseline)
     k = order.index(baseline.number) + 1  # the top K configs hold the candidate and the defaults
-    settle = _settle_words(spec, list(ranked[:k]), candidate, baseline, flags)
+    settle = _settle_words(trial, list(ranked[:k]), candidate, baseline, flags)
     return Recommendation(candidate, baseline, held, k, settle)
 
 
 def _settle_words(
-    spec: StudySpec,
+    trial: TrialSpec,
     top: list[TrialPoint],
     candidate: TrialPoint,
     baseline: TrialPoint,
@@ -108,7 +108,7 @@ def _settle_words(
     engine time each config took here, the robustness check's two engine starts, and the
     re-measures of the flags the simulator dropped (`SmallestChange.remeasure_starts`, one
     workload run each at the candidate's start-up and workload seconds)."""
-    k, repeats = len(top), spec.trial.confirm_repeats
+    k, repeats = len(top), trial.confirm_repeats
     text = (
         f"to settle it: tuner run {study_file_words()} --confirm {k} re-measures the top {k} "
         f"configs (the candidate and the defaults among them) {repeats} times each, then both "

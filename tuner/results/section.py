@@ -18,7 +18,7 @@ from tuner.measure.mixes import objective_of
 from tuner.measure.mode_words import ModeWords, words_of
 from tuner.measure.modes import Objective
 from tuner.results.selection import Selection
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 from tuner.trial import StudyRecord, TrialPoint
 
 
@@ -31,7 +31,7 @@ class Shown:
     trial)."""
 
     points: Sequence[TrialPoint]
-    spec: StudySpec
+    spec: Measuring
     study: StudyRecord | None = None
     choice: Selection | None = None
     objective: Objective | None = None  # the study's, built once by the caller; else the spec's

@@ -27,8 +27,8 @@ from tuner.results.recommend import Recommendation, recommendation
 from tuner.results.smallest import shipped_params
 from tuner.results.verdicts import Verdict, verdicts, zero_words
 from tuner.spec.figures import figure
+from tuner.spec.parts import Measuring
 from tuner.spec.slo import SloLimit
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Scalar
 from tuner.trial import SmallestChange, StudyRecord, TrialPoint
 
@@ -73,7 +73,7 @@ class Selection:
 def judge(
     choice: Selection,
     points: Sequence[TrialPoint],
-    spec: StudySpec,
+    spec: Measuring,
     objective: Objective,
     study: StudyRecord | None,
     baseline: TrialPoint | None,
@@ -98,7 +98,7 @@ def judge(
     )
     # the simulator's check, whose dropped flags `--confirm` re-measures (part of its cost)
     flags = study.smallest.get(choice.point.number) if study is not None else None
-    rec = recommendation(choice.point, found, ranked, spec, baseline, flags)
+    rec = recommendation(choice.point, found, ranked, spec.trial, baseline, flags)
     comparison = against_defaults(objective, choice.point, baseline)
     # the check judged the study's own SLO: trimmed under `--slo` limits only when among them
     judged = {str(limit) for limit in spec.slo_limits()}

@@ -7,32 +7,32 @@ from collections.abc import Sequence
 
 from tuner.measure.mixes import objective_of
 from tuner.measure.mode_words import ModeWords, words_of
+from tuner.spec.parts import Judging, Measuring
+from tuner.spec.sections import HardwareSpec
 from tuner.spec.slo import SloLimit
-from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 
 
-def setting_lines(spec: StudySpec, limits: Sequence[SloLimit] = ()) -> list[str]:
+def setting_lines(spec: Measuring, limits: Sequence[SloLimit] = ()) -> list[str]:
     """The hardware, the workload and the SLO a choice was made under: `limits` (`--slo`'s),
     else the study's own."""
     slo = _slo_words(spec, tuple(limits))
-    return [f"hardware: {_hardware(spec)}", *workload_lines(spec), f"SLO: {slo}"]
+    return [f"hardware: {_hardware(spec.hardware)}", *workload_lines(spec), f"SLO: {slo}"]
 
 
-def judged_by(spec: StudySpec, limits: Sequence[SloLimit]) -> list[str]:
+def judged_by(spec: Judging, limits: Sequence[SloLimit]) -> list[str]:
     """The limits a choice was picked under: `--slo`'s (`limits`), else the study's own."""
     return [str(limit) for limit in (limits or spec.slo_limits())]
 
 
-def _slo_words(spec: StudySpec, limits: tuple[SloLimit, ...]) -> str:
+def _slo_words(spec: Judging, limits: tuple[SloLimit, ...]) -> str:
     text = ", ".join(judged_by(spec, limits)) or "none"
     if limits:
         return f"{text} (given with --slo, in place of the study's)"
     return text if spec.objective.slo else f"{text} in the study file"
 
 
-def _hardware(spec: StudySpec) -> str:
-    hw = spec.hardware
+def _hardware(hw: HardwareSpec) -> str:
     return f"{hw.count}× {hw.gpu}" if hw.gpu else "not given in the study file"
 
 
@@ -53,7 +53,7 @@ def _workload(w: WorkloadSpec, words: ModeWords) -> str:
     return f"{data}, {w.num_prompts} prompts, {rate}{conc}, {w.endpoint}"
 
 
-def workload_lines(spec: StudySpec) -> list[str]:
+def workload_lines(spec: Measuring) -> list[str]:
     """The workload in words: one line, or one line per scenario of a mix (every scenario)."""
     words = words_of(objective_of(spec))
     return words.workload_lines(spec.workload, lambda w: _workload(w, words))

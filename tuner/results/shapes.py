@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.spec.figures import figure
+from tuner.spec.parts import Serving
 from tuner.spec.space import effective_flags
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import TrialPoint, words
 from tuner.trial.outcome import tally_words
@@ -42,7 +42,7 @@ class ShapeRow:
         return f"{self.shape}: {ended}; best trial {top.number}: {head}"
 
 
-def shape_of(spec: StudySpec, params: Params) -> str:
+def shape_of(spec: Serving, params: Params) -> str:
     """The shape a trial's flags give its engine, in words."""
     flags = effective_flags(spec, params)
 
@@ -54,7 +54,7 @@ def shape_of(spec: StudySpec, params: Params) -> str:
     return f"{dp} x TP={tp}, prefix caching {'on' if prefix else 'off'}"
 
 
-def shape_rows(spec: StudySpec, points: Sequence[TrialPoint]) -> list[ShapeRow]:
+def shape_rows(spec: Serving, points: Sequence[TrialPoint]) -> list[ShapeRow]:
     """One row per shape tried, best first (feasible ones by score, then the others); [] when
     every trial had the same shape (nothing to compare)."""
     groups: dict[str, list[TrialPoint]] = {}
@@ -79,7 +79,7 @@ def _first_sentence(text: str | None) -> str | None:
     return None if text is None else text.split(". ")[0].rstrip(".")
 
 
-def shape_lines(spec: StudySpec, points: Sequence[TrialPoint]) -> list[str]:
+def shape_lines(spec: Serving, points: Sequence[TrialPoint]) -> list[str]:
     """The comparison in text, for `tuner best`; [] when one shape was tried."""
     rows = shape_rows(spec, points)
     if not rows:

@@ -18,8 +18,8 @@ from tuner.measure.modes import Objective
 from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS, metric_words
+from tuner.spec.parts import Judging
 from tuner.spec.slo import SloLimit, straddle_words
-from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.trial.clearly import ClearlyBetter
 
@@ -76,7 +76,7 @@ def zero_words(point: TrialPoint, points: Sequence[TrialPoint]) -> str:
 def verdicts(
     point: TrialPoint,
     points: Sequence[TrialPoint],
-    spec: StudySpec,
+    spec: Judging,
     objective: Objective,
     study: StudyRecord | None,
     *,
@@ -131,7 +131,7 @@ def verdicts(
     return tuple(out)
 
 
-def _straddles(point: TrialPoint, spec: StudySpec, limits: list[SloLimit]) -> list[Verdict]:
+def _straddles(point: TrialPoint, spec: Judging, limits: list[SloLimit]) -> list[Verdict]:
     """A doubt for each stored interval with an SLO limit inside it: the figure met the SLO (it
     was chosen under it), but as measured it may keep the limit or break it. The same words
     as the figure's own line (`straddle_words`), so that every output says it as a doubt."""

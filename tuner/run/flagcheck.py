@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tuner.engine.vllm_flags import VllmFlags, engine_python, is_simulated_engine, vllm_flags
 from tuner.sim.flags import SIM_FLAGS, VLLM_FLAGS, models
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Serving
 from tuner.spec.suggest import closest
 
 TYPO_CUTOFF = 0.85  # a name this close to a known one is a typo of it (difflib's ratio)
@@ -28,7 +28,7 @@ class FlagCheck:
     against: str = ""
 
 
-def study_flags(spec: StudySpec) -> list[tuple[str, str, bool]]:
+def study_flags(spec: Serving) -> list[tuple[str, str, bool]]:
     """(where in the study file, flag name without dashes, may be False) of every flag the
     engine is given: the fixed ones and the tuned ones (env vars are not flags)."""
     out = [(f"engine.flags.{k}", k, v is False) for k, v in spec.engine.flags.items()]
@@ -42,7 +42,7 @@ def study_flags(spec: StudySpec) -> list[tuple[str, str, bool]]:
     return out
 
 
-def check_flags(spec: StudySpec, *, probe: bool = True) -> FlagCheck:
+def check_flags(spec: Serving, *, probe: bool = True) -> FlagCheck:
     """The study's flag names against what its engine accepts. `probe`: ask the engine's
     vLLM (seconds to a minute); without it a real engine's names are checked only for typos."""
     command, model = spec.engine.command, spec.engine.model
@@ -73,7 +73,7 @@ def _names_vllm(command: list[str]) -> bool:
     return any(Path(part).name == "vllm" or part.startswith("vllm.") for part in command[:4])
 
 
-def _against(spec: StudySpec, accepted: frozenset[str], against: str) -> FlagCheck:
+def _against(spec: Serving, accepted: frozenset[str], against: str) -> FlagCheck:
     result = FlagCheck(against=against)
     for where, name, _ in study_flags(spec):
         if name not in accepted:
@@ -81,7 +81,7 @@ def _against(spec: StudySpec, accepted: frozenset[str], against: str) -> FlagChe
     return result
 
 
-def _against_vllm(spec: StudySpec, vllm: VllmFlags) -> FlagCheck:
+def _against_vllm(spec: Serving, vllm: VllmFlags) -> FlagCheck:
     """vLLM's FlexibleArgumentParser takes `_` for `-`; a bool's False is `--no-NAME`."""
     against = f"vLLM {vllm.version}'s argument parser ({vllm.python})"
     result = FlagCheck(against=against)
@@ -97,7 +97,7 @@ def _against_vllm(spec: StudySpec, vllm: VllmFlags) -> FlagCheck:
     return result
 
 
-def _typos(spec: StudySpec, why: str) -> FlagCheck:
+def _typos(spec: Serving, why: str) -> FlagCheck:
     against = f"the vLLM flags the simulator knows ({why})"
     result = FlagCheck(against=against)
     for where, name, _ in study_flags(spec):
@@ -117,7 +117,7 @@ def _unknown(where: str, name: str, accepted: frozenset[str], against: str) -> s
     return f"{where}: the engine does not accept --{name}{hint} (checked against {against})"
 
 
-def unmodelled(spec: StudySpec) -> list[str]:
+def unmodelled(spec: Serving) -> list[str]:
     """Tuned flags the simulator does not model: `tuner plan` predicts the same figures for
     every value of them."""
     return [

@@ -16,7 +16,7 @@ from typing import Protocol
 from tuner import trial as tr
 from tuner.run.outcome import Outcome, SavedBy, TrialInput, no_measurement, penalty
 from tuner.runners.trial_runner import TrialRunner
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 from tuner.spec.values import Scalar
 from tuner.store.storage import Store
 from tuner.trial import SkipPrediction, TrialRecord
@@ -27,7 +27,7 @@ class GateSetup:
     """What every gate is made with, once per pipeline: the study, its storage (a refusal
     writes the trial's row), the runner the launch would use, and the run's switches."""
 
-    spec: StudySpec
+    spec: Measuring
     store: Store
     runner: TrialRunner
     platform: str | None  # whose block sizes vLLM's rules check (`runners.plan.study_platform`)
@@ -86,5 +86,5 @@ def refused(setup: GateSetup, t: TrialInput, kind: str, reason: str, by: SavedBy
         simulated=setup.runner.planned,
         engine_s=0.0,  # never launched
     )
-    values, cons = penalty(setup.runner.objective, t), no_measurement(setup.spec)
+    values, cons = penalty(setup.runner.objective, t), no_measurement(setup.spec.objective)
     return Outcome("refused", values, cons, record, saved_by=by)

@@ -12,7 +12,7 @@ from typing import Literal
 from tuner.measure import objective as obj
 from tuner.measure.modes import Objective
 from tuner.runners.trial_runner import PhaseFn
-from tuner.spec.study import StudySpec
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.values import Scalar
 from tuner.trial import TrialPoint, TrialRecord
 
@@ -63,6 +63,6 @@ def penalty(objective: Objective, t: TrialInput) -> list[float] | None:
     return objective.penalty_values(measured)
 
 
-def no_measurement(spec: StudySpec) -> dict[str, float]:
+def no_measurement(objective: ObjectiveSpec) -> dict[str, float]:
     """The constraints of a trial with no measurement: every one broken."""
-    return obj.constraints(spec.objective, None)
+    return obj.constraints(objective, None)

@@ -173,14 +173,16 @@ class TrialPipeline:
         # the box's state (docs/reliability.md): told as nothing, and the run stops
         box = busy_stop(m, self.spec.trial.busy_wait_s) or self.gpu_faults.stop(key, m)
         if box is not None and m.failure_kind in BOX_FAULTS:
-            return Outcome("failed", None, no_measurement(self.spec), record, stop_study=box)
+            return Outcome(
+                "failed", None, no_measurement(self.spec.objective), record, stop_study=box
+            )
         stop = None  # a GPU fault on this config alone: the config's failure, told as one
         if m.failure_kind == FailureKind.INVALID_ARGUMENT and _UNKNOWN_FLAG.search(
             m.failure_reason or ""
         ):
             # No tuned value can fix a flag the engine does not know: every trial would fail.
             stop = f"the engine does not accept its command line: {m.failure_reason}"
-        values, cons = penalty(self.objective, t), no_measurement(self.spec)
+        values, cons = penalty(self.objective, t), no_measurement(self.spec.objective)
         return Outcome("failed", values, cons, record, stop_study=stop)
 
     def _pruned(self, t: TrialInput, m: Measurement) -> Outcome:

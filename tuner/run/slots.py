@@ -28,7 +28,7 @@ from tuner.run.lock import StudyLock, takes_lock
 from tuner.run.loop import StudyLoop
 from tuner.run.signals import STOP_SIGNALS, Interrupted
 from tuner.run.summary import RunSummary
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Serving
 
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so that signals reach it
 
@@ -43,7 +43,7 @@ class Slot:
         return "GPU " + ",".join(str(g) for g in self.gpus)
 
 
-def plan_slots(spec: StudySpec) -> list[Slot]:
+def plan_slots(spec: Serving) -> list[Slot]:
     """The study's slots; [] when it runs one trial at a time (the cautious default)."""
     gpu_sets = spec.hardware.gpu_slots()
     if not gpu_sets:

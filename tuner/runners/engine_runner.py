@@ -28,8 +28,8 @@ from tuner.runners.trial_runner import (
     run_label,
 )
 from tuner.spec.inputs import API_KEY_ENV
+from tuner.spec.parts import Measuring
 from tuner.spec.space import engine_argv, engine_env
-from tuner.spec.study import StudySpec
 from tuner.spec.workload import WorkloadSpec
 from tuner.workload.cold import DEV_MODE_ENV, is_loopback
 
@@ -71,7 +71,7 @@ class EngineRunner(TrialRunner):
 
     def __init__(
         self,
-        spec: StudySpec,
+        spec: Measuring,
         log_dir: Path,
         storage_url: str,
         *,

@@ -22,8 +22,9 @@ from tuner.measure.modes import Objective
 from tuner.measure.runs import CapacityResult, PrefixCacheRun, RateStep, ScenarioEntry
 from tuner.measure.stored import is_finite
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE, GoodputMetric, goodput_metric
+from tuner.spec.parts import Judging, Measuring
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import SloLimit
-from tuner.spec.study import StudySpec
 from tuner.spec.workload import SEED_LIMIT, WorkloadSpec
 from tuner.trial.ranking import best, reference
 from tuner.workload.client import CHAT_ENDPOINT
@@ -47,7 +48,7 @@ class CacheRunner(Protocol):
     """A runner as `cache_run` reads it (`EngineRunner`): its requests and their tokenizer, and
     its memo of the hit rate each scenario's requests imply."""
 
-    spec: StudySpec
+    spec: Measuring
     objective: Objective
     implied: dict[str, tuple[list[BenchRequest], float]]
 
@@ -111,9 +112,9 @@ def goodput_limits(slos: list[SloLimit]) -> dict[GoodputMetric, float]:
     return out
 
 
-def start_rate(spec: StudySpec, w: WorkloadSpec) -> float:
+def start_rate(objective: ObjectiveSpec, w: WorkloadSpec) -> float:
     """The search's first rate: the study's, else the workload's finite rate, else 1 req/s."""
-    c = spec.objective.search
+    c = objective.search
     if c.start_rps is not None:
         return c.start_rps
     return w.request_rate if math.isfinite(w.request_rate) else 1.0
@@ -177,7 +178,7 @@ class _RateRuns:
 
 
 def search_capacity(
-    spec: StudySpec,
+    spec: Judging,
     name: str,
     w: WorkloadSpec,
     run: RunFn,
@@ -203,7 +204,7 @@ def search_capacity(
     try:
         result = capacity.search(
             measure,
-            start_rate(spec, w),
+            start_rate(spec.objective, w),
             slos,
             resolution=c.resolution,
             max_runs=c.max_runs,
@@ -291,7 +292,7 @@ def _summed(m: Measurement, runs: Sequence[Measurement]) -> Measurement:
 
 
 def measure_all(
-    spec: StudySpec,
+    spec: Measuring,
     objective: Objective,
     run: RunFn,
     beat: Beat | None = None,
@@ -307,7 +308,7 @@ def measure_all(
     return objective.measure(spec.workload, run, search, lambda parts: _combined(spec, parts))
 
 
-def _combined(spec: StudySpec, parts: dict[str, Measurement]) -> Measurement:
+def _combined(spec: Measuring, parts: dict[str, Measurement]) -> Measurement:
     """The scenarios' runs as one trial: each scenario's figures apart, and the metrics of
     every request pooled (all scenarios' requests over the sum of their durations)."""
     from tuner.measure.metrics import run_metrics

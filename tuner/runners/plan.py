@@ -23,8 +23,8 @@ from tuner.sim.boot import estimated_startup_s
 from tuner.sim.fit import SimWorkload
 from tuner.sim.profile_file import load_gpu, platform_of
 from tuner.sim.profiles import GpuProfile
+from tuner.spec.parts import Measuring, Serving, Traffic
 from tuner.spec.space import simulator_flags
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Flags
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial import PLANNED_VERSION
@@ -43,7 +43,7 @@ class PlanRunner(TrialRunner):
 
     def __init__(
         self,
-        spec: StudySpec,
+        spec: Measuring,
         measured_startup_s: float | None = None,
         workload: Workload | None = None,
     ) -> None:
@@ -160,7 +160,7 @@ class PlanRunner(TrialRunner):
 
 
 def study_workload(
-    spec: StudySpec, requests: Sequence[BenchRequest], w: WorkloadSpec | None = None
+    spec: Traffic, requests: Sequence[BenchRequest], w: WorkloadSpec | None = None
 ) -> SimWorkload:
     """The requests and send times of one workload run (the study's, unless `w` names one of
     its rate steps or scenarios), as `vllm bench serve` would send them."""
@@ -185,7 +185,7 @@ def _shared_prompt_ids(
     return ids if any(i is not None for i in ids) else None
 
 
-def study_profile(spec: StudySpec) -> GpuProfile:
+def study_profile(spec: Serving) -> GpuProfile:
     """The accelerator the study's simulator starts from (the screen's and calibration's one
     definition): `hardware.profile` or `hardware.gpu`, else the simulated engine's own `--gpu`
     flag (`tuner sim serve --gpu`); a study that names none is a UserError."""
@@ -198,7 +198,7 @@ def study_profile(spec: StudySpec) -> GpuProfile:
     return load_gpu(name)
 
 
-def study_platform(spec: StudySpec) -> str | None:
+def study_platform(spec: Serving) -> str | None:
     """The platform ("cuda", "cpu") whose vLLM rules a study's engine meets (its block sizes:
     `tuner.spec.vllm_rules`): `study_profile`'s; None when the study names no accelerator."""
     return platform_of(spec.simulated_accelerator)

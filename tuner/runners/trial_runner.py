@@ -19,7 +19,7 @@ from tuner.measure.mixes import objective_of
 from tuner.measure.mode_words import words_of
 from tuner.measure.modes import Objective
 from tuner.spec.model_source import tokenizer_source
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 from tuner.spec.values import Scalar
 from tuner.spec.workload import WorkloadSpec
 
@@ -66,7 +66,7 @@ class TrialRunner(abc.ABC):
     # its figures are the simulator's: the meanings of "simulated", `tuner.trial.keys`)
     planned: bool = False
 
-    def __init__(self, spec: StudySpec, workload: Workload | None = None) -> None:
+    def __init__(self, spec: Measuring, workload: Workload | None = None) -> None:
         """`workload`: the requests to measure (default: the spec's, built on first use)."""
         self.spec = spec
         # the study's objective object, built once here: what every trial of this runner
@@ -127,7 +127,7 @@ class TrialRunner(abc.ABC):
         given = None if self._requests is None else tuple(self._requests)
         return Workload(given, {k: tuple(v) for k, v in self._scenario_requests.items()})
 
-    def with_spec(self, spec: StudySpec, workload: Workload) -> TrialRunner:
+    def with_spec(self, spec: Measuring, workload: Workload) -> TrialRunner:
         """A runner like this one (same engine set-up, slot and tokenizer) for another spec and
         its workload (`tuner.fidelity.robustness_measured` runs the perturbed ones as scenarios)."""
         clone = copy.copy(self)
@@ -155,7 +155,7 @@ class TrialRunner(abc.ABC):
         """Kill anything still running at once (a second Ctrl-C)."""
 
 
-def workload_tokenizer(spec: StudySpec) -> HFTokenizer:
+def workload_tokenizer(spec: Measuring) -> HFTokenizer:
     """The study's tokenizer: the workload's, else the engine's model directory (a hub id's
     cached snapshot: `tuner.spec.model_source`)."""
     from tuner.workload.tokenizer import load_tokenizer
@@ -163,7 +163,7 @@ def workload_tokenizer(spec: StudySpec) -> HFTokenizer:
     return load_tokenizer(tokenizer_source(spec.workload.tokenizer, spec.engine.model))
 
 
-def workload_requests(spec: StudySpec, tokenizer: HFTokenizer | None = None) -> list[BenchRequest]:
+def workload_requests(spec: Measuring, tokenizer: HFTokenizer | None = None) -> list[BenchRequest]:
     """The study's requests, from its dataset and tokenizer (loaded when not given)."""
     from tuner.workload.datasets import build_requests
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tuner.spec.flag_values import long_flag
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 
 ROOM = 0.05  # 5 % over the longest request: special tokens, a prompt re-tokenized longer
 ROUND_TO = 256  # a multiple of every block size (8 … 256): whole KV blocks
@@ -24,7 +24,7 @@ def model_len_for(longest: int, model_max: int) -> int | None:
     return wanted if wanted < model_max else None
 
 
-def traffic_model_len(spec: StudySpec, model_max: int) -> tuple[int | None, str]:
+def traffic_model_len(spec: Measuring, model_max: int) -> tuple[int | None, str]:
     """`max-model-len` for the study's traffic, and why, in words (None: not set)."""
     if any(long_flag(n, p) == "max-model-len" for n, p in spec.search_space.parameters.items()):
         return None, "max-model-len: searched by the space, not set"
@@ -48,7 +48,7 @@ def traffic_model_len(spec: StudySpec, model_max: int) -> tuple[int | None, str]
     )
 
 
-def _longest(spec: StudySpec) -> int | None:
+def _longest(spec: Measuring) -> int | None:
     """Prompt plus output tokens of the traffic's longest request: from the spec (random,
     longdoc), else read from the file as a trial reads it (its tokenizer, its chat template);
     None when a request of a file leaves its output length to the server (it may run to

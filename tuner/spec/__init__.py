@@ -6,6 +6,8 @@ Every user mistake in a study file is found here, at load time, as one line (`Us
 Modules:
 - `study`: `StudySpec`, `load_study_spec(path)`, `stored_spec` (the spec a trial ran under);
 - `sections`: the file's sections (engine, search space, objective, budget, hardware, ...);
+- `parts`: the study file in parts (`Serving`, `Judging`, `Traffic`, `Measuring`), each a few
+  sections: what a stage below the loop reads of it;
 - `workload`: `WorkloadSpec`, the workload options shared with `tuner bench`;
 - `space`: the search space's distributions and defaults, and a trial's engine argv and env
   (`engine_argv`, `engine_env`), the production command (`serve_argv`), vLLM's flag rules;

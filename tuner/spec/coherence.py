@@ -4,42 +4,21 @@ raises ValueError `section.field: why`, which `StudySpec` turns into one line)."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from tuner.spec.flag_values import long_flag
-from tuner.spec.sections import (
-    EngineSpec,
-    HardwareSpec,
-    ObjectiveSpec,
-    ScenarioSpec,
-    SearchSpace,
-    SearchSpec,
-)
+from tuner.spec.parts import Judging, Serving, Traffic
+from tuner.spec.sections import SearchSpec
 from tuner.spec.slo import parse_slo
-from tuner.spec.workload import WorkloadSpec
 
 
-class StudySections(Protocol):
+class StudySections(Serving, Judging, Traffic, Protocol):
     """The sections of a study (`tuner.spec.study.StudySpec`, which runs these checks in its
-    validator: it imports this module, not the other way round)."""
+    validator: it imports this module, not the other way round): its parts
+    (`tuner.spec.parts`) and the capacity search."""
 
-    @property
-    def engine(self) -> EngineSpec: ...
-    @property
-    def search_space(self) -> SearchSpace: ...
-    @property
-    def workload(self) -> WorkloadSpec: ...
-    @property
-    def scenarios(self) -> Sequence[ScenarioSpec]: ...
-    @property
-    def workloads(self) -> Mapping[str, WorkloadSpec]: ...
-    @property
-    def objective(self) -> ObjectiveSpec: ...
     @property
     def search(self) -> SearchSpec: ...
-    @property
-    def hardware(self) -> HardwareSpec: ...
 
 
 WORLD_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")  # GPUs of one engine

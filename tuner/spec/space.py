@@ -12,8 +12,8 @@ import optuna
 from tuner.spec.figures import exact
 from tuner.spec.flag_values import AUTO_MAX_MODEL_LEN, as_written, long_flag
 from tuner.spec.model_source import model_config
+from tuner.spec.parts import Serving
 from tuner.spec.sections import HardwareSpec, ParameterSpec, SearchSpace
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Flags, Params, Scalar
 from tuner.spec.vllm_rules import block_size_error, scheduler_error
 
@@ -77,7 +77,7 @@ def tuned_env(space: SearchSpace, params: Params) -> dict[str, str]:
     }
 
 
-def effective_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]:
+def effective_flags(spec: Serving, params: Params) -> dict[str, Scalar | None]:
     """Fixed flags overlaid with tuned ones (and the derived data-parallel-size: the trial's
     GPUs over one replica's, tensor-parallel-size x pipeline-parallel-size): what the engine
     is told, minus host/port/key."""
@@ -89,7 +89,7 @@ def effective_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]
     return flags
 
 
-def trial_gpus(spec: StudySpec) -> int | None:
+def trial_gpus(spec: Serving) -> int | None:
     """The GPUs one trial's engine may use: a slot's (`gpus_per_trial`), the listed `gpus`,
     else the box's `hardware.count`; None when the study names no hardware."""
     return hardware_gpus(spec.hardware)
@@ -132,7 +132,7 @@ def shape_error(flags: Flags, gpus: int | None, *, filled: bool = False) -> str 
     return None
 
 
-def spec_rules(spec: StudySpec, flags: Flags, platform: str | None = None) -> str | None:
+def spec_rules(spec: Serving, flags: Flags, platform: str | None = None) -> str | None:
     """The shape's fit on a trial's GPUs, then vLLM's checks (the block size on `platform`,
     "cuda" or "cpu", when known: `tuner.runners.plan.study_platform`): one line, or None."""
     filled = spec.search_space.fill_data_parallel
@@ -180,7 +180,7 @@ def drawn_values(p: ParameterSpec, flag: str, platform: str | None) -> list[Scal
     return list(dict.fromkeys(int(v) if p.type == "int" else v for v in ends))
 
 
-def rule_corners(spec: StudySpec, platform: str | None) -> list[Params] | None:
+def rule_corners(spec: Serving, platform: str | None) -> list[Params] | None:
     """Configs of the search space that stand for all of it under vLLM's rules (`spec_rules`
     on `platform`): every combination of `drawn_values` of the parameters on `RULE_FLAGS`,
     the others at their default (else their first value). Every config is refused before
@@ -200,7 +200,7 @@ def rule_corners(spec: StudySpec, platform: str | None) -> list[Params] | None:
     return corners
 
 
-def engine_argv(spec: StudySpec, params: Params, *, port: int) -> list[str]:
+def engine_argv(spec: Serving, params: Params, *, port: int) -> list[str]:
     """The argv that starts this trial's engine (real vLLM or `tuner sim serve`).
 
     An API key never goes on the command line (vLLM logs its arguments, and `ps` shows them):
@@ -216,22 +216,22 @@ def engine_argv(spec: StudySpec, params: Params, *, port: int) -> list[str]:
     return argv
 
 
-def engine_env(spec: StudySpec, params: Params) -> dict[str, str]:
+def engine_env(spec: Serving, params: Params) -> dict[str, str]:
     return {**spec.engine.env, **tuned_env(spec.search_space, params)}
 
 
-def simulator_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]:
+def simulator_flags(spec: Serving, params: Params) -> dict[str, Scalar | None]:
     """What the simulation core takes for one config: the engine's flags and its env in one
     mapping (it reads VLLM_CPU_KVCACHE_SPACE from there), as `tuner plan` passes them."""
     return {**effective_flags(spec, params), **engine_env(spec, params)}
 
 
-def _production_flags(spec: StudySpec, params: Params) -> dict[str, Scalar | None]:
+def _production_flags(spec: Serving, params: Params) -> dict[str, Scalar | None]:
     drop = SIM_ONLY_FLAGS | set(spec.engine.export_drop_flags)
     return {k: v for k, v in effective_flags(spec, params).items() if k not in drop}
 
 
-def serve_argv(spec: StudySpec, params: Params) -> list[str]:
+def serve_argv(spec: Serving, params: Params) -> list[str]:
     """Production's `vllm serve MODEL ...`, whichever way the study launched the engine."""
     argv = ["vllm", "serve", spec.engine.deployed_model]
     if spec.engine.served_model_name:
@@ -241,11 +241,11 @@ def serve_argv(spec: StudySpec, params: Params) -> list[str]:
     return argv
 
 
-def serve_env(spec: StudySpec, params: Params) -> dict[str, str]:
+def serve_env(spec: Serving, params: Params) -> dict[str, str]:
     return engine_env(spec, params)
 
 
-def serve_config(spec: StudySpec, params: Params) -> dict[str, object]:
+def serve_config(spec: Serving, params: Params) -> dict[str, object]:
     """A `vllm serve --config FILE` mapping: long-form argument names as keys."""
     cfg: dict[str, object] = {"model": spec.engine.deployed_model}
     if spec.engine.served_model_name:
@@ -254,7 +254,7 @@ def serve_config(spec: StudySpec, params: Params) -> dict[str, object]:
     return cfg
 
 
-def max_model_len(spec: StudySpec) -> int | None:
+def max_model_len(spec: Serving) -> int | None:
     """`--max-model-len`, else the model's max_position_embeddings when its config is local
     (also for `-1`/`auto`, vLLM's longest that fits: at most that)."""
     value = spec.engine.flags.get("max-model-len")

@@ -18,7 +18,7 @@ from tuner.measure.measurement import Measurement
 from tuner.measure.mixes import objective_of
 from tuner.measure.modes import Objective, RunFigures
 from tuner.measure.runs import CapacityResult, RateStep, ScenarioEntry
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Judging
 from tuner.spec.values import Params
 from tuner.trial.payloads import Constraints
 from tuner.trial.point import Status, TrialPoint, stored_score
@@ -101,7 +101,7 @@ class Judged:
 
 
 def judge(
-    spec: StudySpec,
+    spec: Judging,
     judging: Objective,
     metrics: dict[str, float],
     capacity: CapacityResult | None,
@@ -134,7 +134,7 @@ def judge(
 
 
 def score_trial(
-    spec: StudySpec, judging: Objective, m: Measurement, ref: TrialPoint | None
+    spec: Judging, judging: Objective, m: Measurement, ref: TrialPoint | None
 ) -> Scored:
     """Score `m` against the reference trial (None: `m` is its own reference, the baseline).
     `m.capacity`, `m.rate_steps` and `m.scenarios` hold this package's payloads; what
@@ -159,7 +159,7 @@ def score_trial(
 
 
 def simulated_reference(
-    spec: StudySpec, judging: Objective, m: Measurement, params: Params
+    spec: Judging, judging: Objective, m: Measurement, params: Params
 ) -> TrialPoint:
     """A simulated run of the reference config as the trial the study would score against
     (robustness's perturbed baselines, prediction skips' predicted baseline)."""
@@ -168,7 +168,7 @@ def simulated_reference(
     return TrialPoint.measured_as(-1, dict(params), record)
 
 
-def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list[TrialPoint]:
+def rejudge(points: Sequence[TrialPoint], spec: Judging, judging: str) -> list[TrialPoint]:
     """The trials of one measurement as `spec` judges them (docs/reliability.md, "Re-judging"):
     each measured trial's score, SLO constraints and so feasibility recomputed from its stored
     metrics against its stored reference trial (`judge`), then pooled over `--confirm`
@@ -198,7 +198,7 @@ def rejudge(points: Sequence[TrialPoint], spec: StudySpec, judging: str) -> list
 
 def _rejudged(
     p: TrialPoint,
-    spec: StudySpec,
+    spec: Judging,
     judging: Objective,
     ref: TrialPoint | None,
     raw: float | None,

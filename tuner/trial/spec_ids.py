@@ -13,10 +13,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from tuner.measure.modes import MODES, Objective
 from tuner.spec.sections import HardwareSpec
 from tuner.spec.space import hardware_gpus
-from tuner.spec.study import StudySpec, stored_spec
+from tuner.spec.study import stored_spec
 
 # Parts of a spec that do not change what a trial measures: trials stay comparable.
 COMPARABLE = (
@@ -104,9 +106,9 @@ def judging_part(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def judging_id(spec: StudySpec | Mapping[str, object]) -> str:
+def judging_id(spec: BaseModel | Mapping[str, object]) -> str:
     """12 hex digits naming how a spec judges trials (its objective and SLOs)."""
-    dump = spec.model_dump() if isinstance(spec, StudySpec) else spec
+    dump = spec.model_dump() if isinstance(spec, BaseModel) else spec
     text = json.dumps(judging_part(canonical(dump)), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 

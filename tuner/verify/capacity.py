@@ -14,13 +14,13 @@ from tuner.errors import UserError
 from tuner.measure.modes import Objective
 from tuner.runners.load_runs import goodput_limits
 from tuner.spec.figures import figure
-from tuner.spec.study import StudySpec
+from tuner.spec.parts import Measuring
 from tuner.spec.workload import WorkloadSpec
 from tuner.trial import TrialPoint
 from tuner.verify.compare import Verdict
 
 
-def verified_workload(spec: StudySpec, objective: Objective, point: TrialPoint) -> WorkloadSpec:
+def verified_workload(spec: Measuring, objective: Objective, point: TrialPoint) -> WorkloadSpec:
     """The workload verify sends before its caps: the study's; in capacity mode at the shipped
     trial's capacity rate, with the goodput limits its search measured under. A shipped
     config that met the SLOs at no rate has no capacity to verify (a UserError)."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from tuner.results.study_file import study_file_words
 from tuner.scaffold.box import builtin_name
-from tuner.spec.study import StudySpec
+from tuner.spec.sections import BudgetSpec, HardwareSpec
 from tuner.trial import TrialPoint
 from tuner.verify.compare import FlagCheck, InferredCheck, Verdict
 from tuner.verify.engine_info import EngineInfo
@@ -38,13 +38,13 @@ def _name(flag: str) -> str:
     return flag if flag.startswith("VLLM_") else f"--{flag}"
 
 
-def platform_changes(info: EngineInfo, spec: StudySpec, point: TrialPoint) -> list[str]:
+def platform_changes(info: EngineInfo, hardware: HardwareSpec, point: TrialPoint) -> list[str]:
     """The engine's vLLM version and GPU where they are not the study's, one phrase each."""
     out = []
     study_version = point.record.vllm_version
     if info.version and study_version and info.version != study_version:
         out.append(f"vLLM {info.version} (study: {study_version})")
-    gpu = gpu_change(info.gpu, spec.hardware.gpu, spec.hardware.count)
+    gpu = gpu_change(info.gpu, hardware.gpu, hardware.count)
     if gpu:
         out.append(gpu)
     return out
@@ -90,7 +90,7 @@ def flag_lines(flags: Sequence[FlagCheck], inferred: Sequence[InferredCheck] = (
 
 def retune_lines(
     study_name: str,
-    spec: StudySpec,
+    budget: BudgetSpec,
     mean_engine_s: float | None,
     found: Verdict,
     flags: Sequence[str],
@@ -109,7 +109,7 @@ def retune_lines(
         out.append(f"to fix: run the engine with the exported command (`{export}`)")
     if not platform and (flags or found.kind not in ("slower", "breaks-slo")):
         return out
-    n = spec.budget.n_trials
+    n = budget.n_trials
     cost = ""
     if mean_engine_s and n:
         total_s = n * mean_engine_s

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 
 from tuner.results.selection import Selection
+from tuner.spec.sections import HardwareSpec
 from tuner.spec.slo import SloLimit
-from tuner.spec.study import StudySpec
 from tuner.verify import compare
 from tuner.verify.caps import CappedWorkload, Caps
 from tuner.verify.changes import flag_lines
@@ -54,7 +54,12 @@ class Findings:
 
 
 def written(
-    study_name: str, choice: Selection, spec: StudySpec, caps: Caps, mix: Traffic, found: Findings
+    study_name: str,
+    choice: Selection,
+    hardware: HardwareSpec,
+    caps: Caps,
+    mix: Traffic,
+    found: Findings,
 ) -> Outcome:
     """The findings against the study's shipped config (`choice`) as the document and the
     lines; `mix`: the user's request log against the study's workload."""
@@ -70,7 +75,7 @@ def written(
         "requests_sent": sent.requests,
         "engine": sent.info.as_json(),
         "study_vllm_version": point.record.vllm_version,
-        "study_gpu": spec.hardware.gpu,
+        "study_gpu": hardware.gpu,
         "capacity_rps": found.capacity_rps,
         "flags": [
             {"flag": c.flag, "exported": c.exported, "engine": c.engine, "differs": c.differs}

@@ -23,8 +23,8 @@ from tuner.runners.plan import study_workload
 from tuner.sim.fit import predict
 from tuner.sim.profiles import known_model
 from tuner.spec.figures import figure
+from tuner.spec.parts import Measuring, Traffic
 from tuner.spec.space import simulator_flags
-from tuner.spec.study import StudySpec
 from tuner.spec.values import Params
 from tuner.trial import StudyRecord, TrialPoint
 from tuner.workload.request import BenchRequest
@@ -97,7 +97,7 @@ class TrafficPrediction:
 
 
 def predict_traffic(
-    spec: StudySpec,
+    spec: Measuring,
     objective: Objective,
     record: StudyRecord,
     points: Sequence[TrialPoint],
@@ -134,7 +134,7 @@ def predict_traffic(
     )
 
 
-def _bands(spec: StudySpec, logged: Sequence[BenchRequest]) -> Bands:
+def _bands(spec: Traffic, logged: Sequence[BenchRequest]) -> Bands:
     """The bands of the prediction: the study's workload's regime, and the one of its
     arrivals at the log's lengths (a long-context log: long context's band too)."""
     w = spec.workload

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import UserError
-from tuner.spec.study import StudySpec
-from tuner.spec.workload import MAX_PROMPTS
+from tuner.spec.workload import MAX_PROMPTS, WorkloadSpec
 from tuner.verify.changes import traffic_change
 from tuner.verify.predict import TrafficPrediction
 from tuner.workload.client import CHAT_ENDPOINT
@@ -31,15 +30,15 @@ class Traffic:
     predicted: TrafficPrediction | None = None  # SIMULATED, when `changed`
 
 
-def traffic(spec: StudySpec, log: Path | None, tok: HFTokenizer) -> Traffic:
+def traffic(workload: WorkloadSpec, log: Path | None, tok: HFTokenizer) -> Traffic:
     """The user's request log (JSONL, as `tuner bench` takes it; its first MAX_PROMPTS lines)
     against the study's workload: lines of figures, and the phrases of what is outside the
     study's range (`changes.traffic_change`)."""
     if log is None:
         return Traffic()
-    chat = spec.workload.endpoint == CHAT_ENDPOINT
+    chat = workload.endpoint == CHAT_ENDPOINT
     logged = jsonl_requests(str(log), tok, _log_size(log), chat=chat)
-    studied = build_requests(spec.workload, tok)
+    studied = build_requests(workload, tok)
     lines, changed = [], []
     for what, of in (("prompt", _prompt_lens), ("output", _output_lens)):
         line, change = traffic_change(what, of(studied), of(logged))

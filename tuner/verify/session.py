@@ -132,7 +132,8 @@ def run_verify(
     # a mistake here is found before anything is sent
     work = capped(verified_workload(spec, target.objective, target.choice.point), caps)
     tok = workload_tokenizer(spec)
-    mix = predicted(target, traffic(spec, log, tok))  # the simulator's part, before sending
+    # the simulator's part, before sending
+    mix = predicted(target, traffic(spec.workload, log, tok))
     model = served_model(spec, base_url, api_key)
     info = read_engine_info(base_url, model, api_key)
     requests = build_requests(work.workload, tok)
@@ -204,7 +205,7 @@ def judge(
     exported, engine = expected_flags(spec, shipped), _engine_flags(info, spec, shipped)
     flags = compare.flag_checks(exported, engine)
     inferred = compare.inferred_checks(exported, engine, bounds)  # `bounds`: from /metrics
-    platform = [*platform_changes(info, spec, point), *mix.changed]
+    platform = [*platform_changes(info, spec.hardware, point), *mix.changed]
     moved_flags = flag_changes(flags, inferred)
     changes = [*moved_flags, *platform]
     measured = result.metrics if result is not None and stopped is None else {}
@@ -228,7 +229,7 @@ def judge(
     sent = None if result is None else len(result.records) + INITIAL_TEST_REQUESTS
     retune = retune_lines(
         target.study_name,
-        spec,
+        spec.budget,
         target.mean_engine_s,
         found,
         moved_flags,
@@ -248,7 +249,7 @@ def judge(
         retune,
         inferred,
     )
-    return written(target.study_name, target.choice, spec, caps, mix, findings)
+    return written(target.study_name, target.choice, spec.hardware, caps, mix, findings)
 
 
 def _engine_flags(info: EngineInfo, spec: StudySpec, params: Params) -> dict[str, object]:

@@ -25,20 +25,21 @@ from tuner.results.smallest import shipped_params
 from tuner.results.study_file import study_file_words
 from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
+from tuner.spec.parts import Measuring, Serving
+from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import parse_slo
-from tuner.spec.study import StudySpec
 from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
 
 if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
 
 
-def _slo_sets(spec: StudySpec) -> list[tuple[str, str | None]]:
+def _slo_sets(objective: ObjectiveSpec) -> list[tuple[str, str | None]]:
     """(title, SLO text) for: no SLO, each SLO entry of the study file, and all of them."""
     sets: list[tuple[str, str | None]] = [
         ("Best feasible trial (the study's own constraints)", None)
     ]
-    entries = list(spec.objective.slo)
+    entries = list(objective.slo)
     for text in entries:
         sets.append((f"Under SLO {text}", text))
     if len(entries) > 1:
@@ -99,7 +100,7 @@ def _row(title: str, choice: Selection, capacity: bool) -> _Row:
 
 
 def _card(
-    title: str, text: str | None, choice: Selection, spec: StudySpec, notes: list[str], first: bool
+    title: str, text: str | None, choice: Selection, spec: Serving, notes: list[str], first: bool
 ) -> _Card:
     """The command with the figures that justify it; held back: the defaults' command, then the
     candidate's, which `tuner export --candidate` writes."""
@@ -119,7 +120,7 @@ def _card(
 
 
 def best_commands(
-    spec: StudySpec,
+    spec: Measuring,
     objective: Objective,
     points: Sequence[TrialPoint],
     study_name: str,
@@ -136,7 +137,7 @@ def best_commands(
     cards: list[_Card] = []
     said: dict[tuple[object, ...], int] = {}  # a row's words -> its index (one row each)
     # a capacity study's SLO chose the rates its searches ran: no other SLO was measured
-    for title, text in _slo_sets(spec)[: 1 if capacity else None]:
+    for title, text in _slo_sets(spec.objective)[: 1 if capacity else None]:
         limits = parse_slo(text) if text else []
         try:
             choice = select_trial(points, study_name, limits=limits)
