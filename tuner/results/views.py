@@ -57,10 +57,10 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             row[f"{name}:score"] = entry.score if entry is not None else None
             found = p.scenario_metrics(name)
             row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_LATENCIES})
-            if entry is not None and entry.capacity is not None:
-                row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
-                row[f"{name}:capacity_capped"] = entry.capacity.capped
-                row.update(_interval_row(f"{name}:", entry.capacity.interval))
+            if (search := p.searches().get(name)) is not None:
+                row[f"{name}:{tr.CAPACITY_RPS}"] = search.capacity_rps
+                row[f"{name}:capacity_capped"] = search.capped
+                row.update(_interval_row(f"{name}:", search.interval))
         row["score"] = p.score
         if confirmed:
             pooled = confirmed.get(p.number)

@@ -195,13 +195,8 @@ class TrialPoint:
         return list(self.record.scenarios)
 
     def searches(self) -> dict[str, CapacityResult]:
-        """Each capacity search the trial ran, by workload ("": the study's one workload,
-        else each scenario's name, in the record's order); empty in a mode with no search."""
-        found = {"": self.record.capacity} if self.record.capacity is not None else {}
-        for name, entry in self.record.scenarios.items():
-            if entry.capacity is not None:
-                found[name] = entry.capacity
-        return found
+        """Each capacity search the trial ran, by workload (`TrialRecord.searches`)."""
+        return self.record.searches()
 
     def scenario(self, name: str) -> ScenarioEntry | None:
         """One scenario's stored entry (None when the trial has none of that name)."""
