@@ -31,7 +31,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     the spec it ran under, when the study has run under more than one."""
     study = study or StudyRecord()
     spec_ids = {specs.trial_spec_id(study, p) for p in points}
-    capacity = any(p.capacity_rps is not None for p in points)
+    capacity = tr.have_capacities(points)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     # `search.fidelity: multi`: the screen's prediction beside each measured figure
     screened = any(p.predictions for p in points)

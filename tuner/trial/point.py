@@ -306,6 +306,12 @@ def owner_of(trial: FrozenTrial) -> dict[str, Any] | None:
     return owner
 
 
+def have_capacities(points: Iterable[TrialPoint]) -> bool:
+    """Whether the trials' figures are capacities, by what they stored (a capacity study's:
+    each trial's latencies at the rate its own search set, never compared with another's)."""
+    return any(p.capacity_rps is not None for p in points)
+
+
 def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:
     """The trials as one scenario saw them: its metrics, their intervals and its score in place
     of the trial's (pooled, aggregated) ones; feasibility stays the trial's. Unknown name: a user

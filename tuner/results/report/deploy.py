@@ -27,7 +27,7 @@ from tuner.spec.figures import figure
 from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.slo import parse_slo
 from tuner.spec.study import StudySpec
-from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, have_capacities, words
 
 if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
@@ -129,7 +129,7 @@ def best_commands(
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
     baseline = baseline_of(points)
-    capacity = objective.has_capacity
+    capacity = have_capacities(points)
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
     rows: list[_Row] = []
