@@ -134,9 +134,10 @@ def test_capacity_mode_front_is_the_recommended_configs() -> None:
     base = _point(0, 900.0, 40.0, capacity_rps=1.0, score=0.0)
     best = _point(1, 1500.0, 55.0, capacity_rps=2.0, score=-0.69)
     tied = _point(2, 1700.0, 60.0, capacity_rps=2.0, score=-0.69)  # same capacity, worse
-    plain = pareto_front_info([base, best, tied], SLO)
+    figures = [(0, 900.0, 40.0), (1, 1500.0, 55.0), (2, 1700.0, 60.0)]
+    plain = pareto_front_info([_point(*f) for f in figures], SLO)  # no capacity stored
     assert [p.number for p in plain.front] == [0]
-    info = pareto_front_info([base, best, tied], SLO, capacity=True)
+    info = pareto_front_info([base, best, tied], SLO)
     assert [p.number for p in info.front] == [1] and info.front_capacity_rps == 2.0
 
 

@@ -187,7 +187,7 @@ def test_every_metric_that_moved_is_listed_with_its_size_and_whether_clearly(
         request_throughput_ci=[1.78, 1.82],
         std_itl_ms=300.0,
     )
-    found = moved_from_defaults(objective_of(spec), tuned, base)
+    found = moved_from_defaults(tuned, base)
     assert [(m.change.metric, m.worse, m.clearly) for m in found] == [
         ("mean_itl_ms", True, True),
         ("request_throughput", True, True),
@@ -207,9 +207,7 @@ def test_every_metric_that_moved_is_listed_with_its_size_and_whether_clearly(
     assert better.startswith("# better than vLLM's defaults (baseline trial 0) by 25 % or more: ")
     assert worse in text.splitlines() and better in text.splitlines()
     # nothing moved: said so, in one line
-    assert moved_lines(
-        moved_from_defaults(objective_of(spec), base, _point(2, **base.metrics)), 2
-    ) == [
+    assert moved_lines(moved_from_defaults(base, _point(2, **base.metrics)), 2) == [
         "nothing stored got worse than vLLM's defaults (baseline trial 2), neither by 25 % or "
         "more nor clearly"
     ]

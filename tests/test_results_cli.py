@@ -91,7 +91,7 @@ def test_pareto_in_capacity_mode_is_the_reports_front(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert [r["trial"] for r in json.loads(done.stdout)] == [6]
     stored = Store(url).load_study("handbuilt")
-    info = pareto_front_info(study_points(stored), capacity=True)
+    info = pareto_front_info(study_points(stored))
     assert [p.number for p in info.front] == [6] and info.front_capacity_rps == 2.0
     out = tuner("pareto", str(study_file), "--storage", url)  # a pipe: 80 columns
     table = " ".join(out.stdout.split())

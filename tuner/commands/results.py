@@ -77,7 +77,6 @@ def pareto(
     """List the non-dominated feasible configs (default: P99 TTFT against mean TPOT), each
     once: a config's `--confirm` re-runs pooled into its row, reused results left out. In
     capacity mode, among the configs that serve the highest capacity (as the report's plot)."""
-    from tuner.measure.mixes import objective_of
     from tuner.results.front_table import front_text, print_front
     from tuner.results.pareto import check_complete, check_stored, noise_front, parse_objectives
     from tuner.trial import configs, for_scenario
@@ -92,7 +91,7 @@ def pareto(
     check_stored(points, [name for name, _ in objs], study.study_name)
     each = {c.point.number: c for c in configs(points)}
     pooled = [c.point for c in each.values()]
-    noise = noise_front(pooled, objs, capacity=objective_of(spec).has_capacity)
+    noise = noise_front(pooled, objs)
     front = [each[p.number] for p in noise.points]
     if not front:
         raise UserError(f"study {study.study_name!r} has no feasible measured trial")
@@ -229,14 +228,12 @@ def report(
     html = build_report(study, spec, objective, points, simulated=sim, verifies=verifies)
     image = io.BytesIO()
     if png is not None:
-        capacity = objective.has_capacity
         write_png(
             points,
             image,
             study.study_name,
             slo_lines=spec.objective.slo,
             simulated=sim,
-            capacity=capacity,
             recommended=shipped_point(study, points),
         )
     write_output_file(output, html, "-o", force=force, keep=kept)

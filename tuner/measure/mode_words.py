@@ -55,6 +55,11 @@ class ModeWords:
         """Why a robustness check changed no rate, when the mode is why."""
         return ""
 
+    def estimated_trial(self) -> str:
+        """What the night's cost adds to its source, the simulated baseline trial: how it ran
+        (nothing: one run of the workload)."""
+        return ""
+
     def aggregate(self) -> str:
         """How a mix's scenarios' scores make the trial's, in words (`objective.aggregate`):
         a mix's workload lines, and `tuner best`'s headline of a trial with scenarios."""
@@ -90,6 +95,9 @@ class CapacityWords(ModeWords):
 
     def fixed_rate(self) -> str:
         return " (the capacity search sets the rate)"
+
+    def estimated_trial(self) -> str:
+        return ", its rate search as a launch runs it"
 
 
 class MixWords(ModeWords):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tuner.measure.modes import Objective
 from tuner.measure.objective import clearly_better
 from tuner.spec.metric_keys import THROUGHPUTS, direction, metric_words, parse_latency_key
-from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint
+from tuner.trial import CAPACITY_RPS, CapacityResult, TrialPoint, have_capacities
 from tuner.trial.words import CAPPED_NOTE
 
 MINUS = "\u2212"  # "−21 %": a minus sign, not a hyphen
@@ -278,14 +278,12 @@ def moved(
     return tuple(sorted(out, key=lambda m: (not m.worse, not m.clearly, m.change.metric)))
 
 
-def moved_from_defaults(
-    objective: Objective, point: TrialPoint, baseline: TrialPoint | None
-) -> tuple[Moved, ...]:
+def moved_from_defaults(point: TrialPoint, baseline: TrialPoint | None) -> tuple[Moved, ...]:
     """`moved` for `point` against the baseline trial; nothing where no comparison is made (no
     baseline, the baseline itself, capacity mode: each config's latencies at its own rate)."""
     if baseline is None or baseline.number == point.number:
         return ()
-    if objective.has_capacity:  # each trial's figures at its own rate
+    if have_capacities((point, baseline)):  # each trial's figures at its own rate
         return ()
     names = [n for n in point.metrics if moved_metric(n)]
     return moved(baseline.metrics, point.metrics, baseline.cis(names), point.cis(names))
@@ -309,11 +307,11 @@ def moved_lines(found: Sequence[Moved], baseline: int) -> list[str]:
     return lines
 
 
-def worse_lines(objective: Objective, point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
+def worse_lines(point: TrialPoint, baseline: TrialPoint | None) -> list[str]:
     """`moved_lines` for `point` against the baseline trial; nothing where no comparison is
     made (no baseline, the baseline itself, capacity mode)."""
     if baseline is None or baseline.number == point.number:
         return []
-    if objective.has_capacity:  # each trial's figures at its own rate
+    if have_capacities((point, baseline)):  # each trial's figures at its own rate
         return []
-    return moved_lines(moved_from_defaults(objective, point, baseline), baseline.number)
+    return moved_lines(moved_from_defaults(point, baseline), baseline.number)

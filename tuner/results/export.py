@@ -86,8 +86,8 @@ def justification(
     if p.scenario_names:
         lines += [f"  {part}" for part in scenario_parts(p.record)]
         lines.append("  pooled over every scenario's requests (a mix no one serves):")
-    elif p.record.capacity is not None:
-        lines.append(f"  {at_rate(p.record.capacity)}:")
+    elif (found := p.searches().get("")) is not None:
+        lines.append(f"  {at_rate(found)}:")
     limits = [*spec.slo_limits(), *choice.limits]
     for name in names:
         if name in p.metrics:

@@ -86,27 +86,28 @@ def front_of(points: Sequence[TrialPoint], objectives: Sequence[Objective]) -> l
 
 
 def _mode_pool(
-    points: Sequence[TrialPoint], *, capacity: bool
+    points: Sequence[TrialPoint],
 ) -> tuple[list[TrialPoint], float | None]:
-    """The configs the study's front is drawn among, and the capacity they serve (below)."""
+    """The configs the study's front is drawn among, and the capacity they serve (below):
+    the trials' own figures say whether they are capacities (a capacity study's)."""
     rated = [p for p in points if p.feasible and p.capacity_rps is not None]
-    if not capacity or not rated:
+    if not rated:
         return list(points), None
     top = max(p.capacity_rps for p in rated if p.capacity_rps is not None)
     return [p for p in rated if p.capacity_rps == top], top
 
 
 def mode_front(
-    points: Sequence[TrialPoint], objectives: Sequence[Objective], *, capacity: bool
+    points: Sequence[TrialPoint], objectives: Sequence[Objective]
 ) -> tuple[list[TrialPoint], float | None]:
-    """The front of the study's mode, and the capacity it is drawn at: not `capacity`, the
-    plain front and None. Capacity mode's: each trial's latencies were measured at its own
-    capacity rate, so a config that serves less traffic sits lower and would make the plain
-    front alone (the baseline, while the study recommends a config that serves more). The
-    front is of the feasible configs that serve the highest capacity (the recommended
-    config's). No capacity stored: the plain front, and None. `tuner pareto` and the report's
-    plot both draw this one (issue 34)."""
-    pool, top = _mode_pool(points, capacity=capacity)
+    """The front of the study's mode, and the capacity it is drawn at. Capacity mode's: each
+    trial's latencies were measured at its own capacity rate, so a config that serves less
+    traffic sits lower and would make the plain front alone (the baseline, while the study
+    recommends a config that serves more). The front is of the feasible configs that serve the
+    highest capacity (the recommended config's). No capacity stored (the trials' own figures
+    say): the plain front, and None. `tuner pareto` and the report's plot both draw this one
+    (issue 34)."""
+    pool, top = _mode_pool(points)
     return front_of(pool, objectives), top
 
 
@@ -132,9 +133,7 @@ class NoiseFront:
         return len(set(self.leaders.values()))
 
 
-def noise_front(
-    points: Sequence[TrialPoint], objectives: Sequence[Objective], *, capacity: bool = False
-) -> NoiseFront:
+def noise_front(points: Sequence[TrialPoint], objectives: Sequence[Objective]) -> NoiseFront:
     """The study's front (`mode_front`: dominance on the figures themselves, so a config that
     another is clearly better than on every axis is never on it), grouped by noise: walking
     the front best first on the first objective, a config within noise of an earlier group's
@@ -143,7 +142,7 @@ def noise_front(
     trade-off the measurements tell apart; its other configs are "within noise" of its first.
     `near`: the configs the front leaves out (dominated on the figures) that are within noise
     of one on it. The one rule `tuner pareto` and the report's plot draw (docs/results.md)."""
-    pool, top = _mode_pool(points, capacity=capacity)
+    pool, top = _mode_pool(points)
     front = front_of(pool, objectives)
     names = [name for name, _ in objectives]
     leaders: dict[int, int] = {}

@@ -108,8 +108,8 @@ def judge(
         choice,
         zero=zero_words(choice.point, points),
         comparison=comparison,
-        worse=tuple(worse_lines(objective, choice.point, baseline)),
-        moved=moved_from_defaults(objective, choice.point, baseline),
+        worse=tuple(worse_lines(choice.point, baseline)),
+        moved=moved_from_defaults(choice.point, baseline),
         verdicts=found,
         recommendation=rec,
         smallest=change,
@@ -152,7 +152,7 @@ def select_trial(
     SLO violation. The order is `tuner.trial.ranked`'s, shared with `tuner best`: configs
     that `--confirm` re-measured rank by their mean score."""
     limits = tuple(limits)
-    if limits and any(p.capacity_rps is not None for p in points):
+    if limits and tr.have_capacities(points):
         # `tuner plan`'s study is re-planned by `tuner plan`, not `tuner run` (a real night)
         command = "tuner plan" if study_name.endswith(tr.PLAN_STUDY_SUFFIX) else "tuner run"
         raise UserError(

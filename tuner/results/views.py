@@ -31,7 +31,7 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
     the spec it ran under, when the study has run under more than one."""
     study = study or StudyRecord()
     spec_ids = {specs.trial_spec_id(study, p) for p in points}
-    capacity = any(p.capacity_rps is not None for p in points)
+    capacity = tr.have_capacities(points)
     scenarios = list(dict.fromkeys(n for p in points for n in p.scenario_names))
     # `search.fidelity: multi`: the screen's prediction beside each measured figure
     screened = any(p.predictions for p in points)
@@ -57,10 +57,10 @@ def trials_frame(points: Sequence[TrialPoint], study: StudyRecord | None = None)
             row[f"{name}:score"] = entry.score if entry is not None else None
             found = p.scenario_metrics(name)
             row.update({f"{name}:{m}": found.get(m) for m in HEADLINE_LATENCIES})
-            if entry is not None and entry.capacity is not None:
-                row[f"{name}:{tr.CAPACITY_RPS}"] = entry.capacity.capacity_rps
-                row[f"{name}:capacity_capped"] = entry.capacity.capped
-                row.update(_interval_row(f"{name}:", entry.capacity.interval))
+            if (search := p.searches().get(name)) is not None:
+                row[f"{name}:{tr.CAPACITY_RPS}"] = search.capacity_rps
+                row[f"{name}:capacity_capped"] = search.capped
+                row.update(_interval_row(f"{name}:", search.interval))
         row["score"] = p.score
         if confirmed:
             pooled = confirmed.get(p.number)

@@ -22,6 +22,7 @@ from tuner.fidelity.bands import Bands
 from tuner.fidelity.predict_skip import capacity_bracket
 from tuner.measure.capacity import Beat, race_high
 from tuner.measure.measurement import Measurement
+from tuner.measure.mode_words import words_of
 from tuner.measure.modes import CAPACITY_RPS
 from tuner.measure.runs import CapacityResult
 from tuner.runners.plan import PlanRunner
@@ -236,9 +237,7 @@ def night_cost(
         raced = simulated_race_s(spec, runner, baseline)
     except UserError as exc:
         return NightCost(n, None, f"the simulator cannot estimate it: {exc}", timeout, done=done)
-    source = "the simulator's baseline trial"
-    if runner.objective.has_capacity:
-        source += ", its rate search as a launch runs it"
+    source = "the simulator's baseline trial" + words_of(runner.objective).estimated_trial()
     if raced is not None:
         source += (
             f"; each later trial the mean of {RACERS} configs drawn at random racing, one "
@@ -341,11 +340,11 @@ def simulated_race_s(spec: StudySpec, runner: PlanRunner, baseline: Measurement)
     draws read 43 min a later trial on the longdoc study whose plan spends 6 to 14 min (issue
     47). None: not capacity mode, early stopping off, or the baseline found no capacity."""
     found = baseline.capacity
-    if not runner.objective.has_capacity or not spec.pruning.enabled or spec.workloads:
-        return None
-    if found is None or not found.capacity_rps > 0:
+    if not spec.pruning.enabled or found is None:
         return None
     reference = found.capacity_rps
+    if runner.objective.to_beat(reference, reference) is None:  # the race a launch runs
+        return None
     beat = _beat(found, reference)
     times = []
     for i, params in enumerate(drawn_configs(spec, RACERS), start=1):
@@ -440,14 +439,14 @@ def simulated_baseline(spec: StudySpec, runner: PlanRunner | None = None) -> Mea
     params = baseline_params(spec.search_space) or {}
     ctx = TrialContext(spec.name, 0, dict(params), phase=lambda _: None)
     m = runner.measure(ctx)
-    if runner.objective.has_capacity and spec.pruning.enabled:  # its steps stop as launched
-        ctx = replace(ctx, checkpoint=slo_rule(spec), check_every_s=spec.pruning.check_every_s)
-        ctx.check_every_requests = spec.pruning.check_every_requests
     if m.failure_kind is not None and not m.workload_s:
         raise UserError(f"vLLM's defaults do not start on the simulator ({m.failure_reason})")
     found = m.found_rps
     predicted = SkipPrediction(metrics={CAPACITY_RPS: found}) if found else None
     bracket = capacity_bracket(spec, runner.objective, predicted)
-    if bracket is not None:
-        return runner.measure(replace(ctx, bracket=bracket))
-    return m
+    if bracket is None:
+        return m
+    if spec.pruning.enabled:  # its steps stop as launched
+        ctx = replace(ctx, checkpoint=slo_rule(spec), check_every_s=spec.pruning.check_every_s)
+        ctx.check_every_requests = spec.pruning.check_every_requests
+    return runner.measure(replace(ctx, bracket=bracket))

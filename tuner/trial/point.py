@@ -195,13 +195,8 @@ class TrialPoint:
         return list(self.record.scenarios)
 
     def searches(self) -> dict[str, CapacityResult]:
-        """Each capacity search the trial ran, by workload ("": the study's one workload,
-        else each scenario's name, in the record's order); empty in a mode with no search."""
-        found = {"": self.record.capacity} if self.record.capacity is not None else {}
-        for name, entry in self.record.scenarios.items():
-            if entry.capacity is not None:
-                found[name] = entry.capacity
-        return found
+        """Each capacity search the trial ran, by workload (`TrialRecord.searches`)."""
+        return self.record.searches()
 
     def scenario(self, name: str) -> ScenarioEntry | None:
         """One scenario's stored entry (None when the trial has none of that name)."""
@@ -309,6 +304,12 @@ def owner_of(trial: FrozenTrial) -> dict[str, Any] | None:
     """The OWNER system attr of a stored trial: who runs it (`tuner.run.lock.Worker.owner`)."""
     owner: dict[str, Any] | None = trial.system_attrs.get(k.OWNER)
     return owner
+
+
+def have_capacities(points: Iterable[TrialPoint]) -> bool:
+    """Whether the trials' figures are capacities, by what they stored (a capacity study's:
+    each trial's latencies at the rate its own search set, never compared with another's)."""
+    return any(p.capacity_rps is not None for p in points)
 
 
 def for_scenario(points: Iterable[TrialPoint], name: str) -> list[TrialPoint]:

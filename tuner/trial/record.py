@@ -154,6 +154,16 @@ class TrialRecord:
             return False
         return bool(min(self.rate_steps, key=lambda x: x.rate_rps).pruned_reason)
 
+    def searches(self) -> dict[str, CapacityResult]:
+        """Each capacity search the trial ran, by workload ("": the study's one workload,
+        else each scenario's name, in the record's order); empty in a mode with no search.
+        The one place a stored trial is asked whether it holds a capacity result."""
+        found = {"": self.capacity} if self.capacity is not None else {}
+        for name, entry in self.scenarios.items():
+            if entry.capacity is not None:
+                found[name] = entry.capacity
+        return found
+
     @property
     def ruled_out(self) -> bool:
         """Never launched: skipped before launch on a prediction (docs/early-stopping.md)."""

@@ -96,8 +96,8 @@ def trial_line(record: TrialRecord, metrics: Mapping[str, float]) -> str:
     score = score_words(record.score)
     if record.scenarios:
         return f"{score} over the scenarios  " + " | ".join(scenario_parts(record))
-    if record.capacity is not None:
-        found = record.capacity
+    found = record.searches().get("")
+    if found is not None:
         if not record.stopped_figures or record.partial:
             return f"{figures(metrics, found)}  ({score})"
         # its only figures are a stopped run's, the SLO already broken for sure: mark them so

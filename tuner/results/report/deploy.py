@@ -28,7 +28,7 @@ from tuner.spec.metric_keys import HEADLINE_METRICS
 from tuner.spec.parts import Measuring, Serving
 from tuner.spec.sections import ObjectiveSpec
 from tuner.spec.slo import parse_slo
-from tuner.trial import StudyRecord, TrialPoint, baseline_of, words
+from tuner.trial import StudyRecord, TrialPoint, baseline_of, have_capacities, words
 
 if TYPE_CHECKING:
     from tuner.results.verifies import VerifyDoc
@@ -130,7 +130,7 @@ def best_commands(
     """What `tuner export --slo` gives for each SLO of the study file: a summary table, then
     each command with the figures that justify it (the first one unfolded)."""
     baseline = baseline_of(points)
-    capacity = objective.has_capacity
+    capacity = have_capacities(points)
     heads = ["trial", *(["capacity"] if capacity else []), *HEADLINE_METRICS, "score"]
     heads += ["against vLLM's defaults", "doubts"]
     rows: list[_Row] = []

@@ -153,14 +153,13 @@ def pareto_front_info(
     simulated: bool = False,
     scenario: str | None = None,
     *,
-    capacity: bool = False,
     recommended: TrialPoint | None = None,
 ) -> ParetoFrontInfo:
     """The Pareto plot's data: axes, plotted trials, front, labels, SLO lines, log scales;
     `scenario`: the points are that scenario's (`tuner.trial.for_scenario`), the title says so;
-    `capacity`: a capacity study, whose front is drawn among the configs that serve the highest
-    capacity (`results.pareto.noise_front`, which `tuner pareto` prints too); `recommended`:
-    the config `tuner export` ships, marked, with why when it is off the front."""
+    trials with capacities (a capacity study's): the front is drawn among the configs that
+    serve the highest capacity (`results.pareto.noise_front`, which `tuner pareto` prints too);
+    `recommended`: the config `tuner export` ships, marked, with why when it is off the front."""
     x, y = ttft_axis(points), TPOT
 
     def plotted(status: str) -> tuple[TrialPoint, ...]:
@@ -178,7 +177,7 @@ def pareto_front_info(
     # the baseline's star and the front's ringed points are bigger than a plain point
     halves = [BASELINE_HALF_PX if p.baseline else MARKER_PX for p in shown]
     positions = place_labels(fractions(shown), [*feasible_labels, *infeasible_labels], halves)
-    noise = noise_front(feasible, [(x, "minimize"), (y, "minimize")], capacity=capacity)
+    noise = noise_front(feasible, [(x, "minimize"), (y, "minimize")])
     return ParetoFrontInfo(
         x=x,
         y=y,

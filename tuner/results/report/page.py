@@ -254,7 +254,6 @@ def front_section(info: ParetoFrontInfo) -> Markup:
 
 def _scenario_fronts(
     spec: StudySpec,
-    capacity: bool,
     points: Sequence[TrialPoint],
     simulated: bool,
     config: Mapping[str, object],
@@ -267,7 +266,7 @@ def _scenario_fronts(
         texts = [*spec.objective.slo, *s.slo]
         seen = for_scenario(points, s.name)
         rec = next((p for p in seen if shipped is not None and p.number == shipped.number), None)
-        info = pareto_front_info(seen, texts, simulated, s.name, capacity=capacity, recommended=rec)
+        info = pareto_front_info(seen, texts, simulated, s.name, recommended=rec)
         if info.feasible or info.infeasible:
             parts.append(_div(plot_pareto(info), config))
     return macro("sections.html.j2", "scenario_fronts", divs=parts) if parts else Markup()
@@ -297,11 +296,8 @@ def build_report(
 ) -> str:
     """The whole report as one HTML string; the first figure carries plotly.js inline.
     `verifies`: the study's stored `tuner verify` documents (`tuner.store.verifies`)."""
-    capacity = objective.has_capacity
     shipped = shipped_point(study, points)
-    pareto = pareto_front_info(
-        points, spec.objective.slo, simulated, capacity=capacity, recommended=shipped
-    )
+    pareto = pareto_front_info(points, spec.objective.slo, simulated, recommended=shipped)
     imp = importances(study, points)
     record = StudyRecord.of(study)
     config = {"displaylogo": False, "responsive": True}
@@ -319,7 +315,7 @@ def build_report(
         capacity_front=pareto.front_capacity_rps is not None,
         pareto_div=_div(plot_pareto(pareto), config, with_js=True),
         front_table=front_section(pareto),
-        scenario_fronts=_scenario_fronts(spec, capacity, points, simulated, config, shipped),
+        scenario_fronts=_scenario_fronts(spec, points, simulated, config, shipped),
         load=_load_section(spec, points, config),
         sections=blocks_section(Shown(points, spec, record, objective=objective)),
         history_div=_div(history_figure(points), config) if scored(points) else None,

@@ -49,14 +49,11 @@ def write_png(
     *,
     slo_lines: Sequence[str] = (),
     simulated: bool = False,
-    capacity: bool = False,
     recommended: TrialPoint | None = None,
 ) -> None:
     """The Pareto plot as a static image (see `draw_png`); `recommended`: what `tuner export`
     ships, marked."""
-    info = pareto_front_info(
-        points, slo_lines, simulated, capacity=capacity, recommended=recommended
-    )
+    info = pareto_front_info(points, slo_lines, simulated, recommended=recommended)
     draw_png(info, path, study_name)
 
 
