@@ -25,6 +25,9 @@ _NAMES = (
     (r"\bh200\b", "h200"),
     (r"\bh100\b.*\bpcie\b", "h100-pcie"),  # "NVIDIA H100 PCIe": not the SXM5 part
     (r"\bh100\b", "h100"),
+    # "NVIDIA A100 80GB PCIe": the PCIe card (P2P assumed; a host without it names
+    # a100-pcie-nop2p itself: the driver's name does not tell)
+    (r"\ba100\b.*80\s*gb.*\bpcie\b", "a100-pcie"),
     (r"\ba100\b.*80\s*gb|\ba100-sxm4?-80", "a100-80g"),
     (r"\bl40s\b", "l40s"),
     (r"\ba6000\b", "a6000"),
