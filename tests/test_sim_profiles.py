@@ -88,6 +88,15 @@ def test_an_a100_pcie_host_without_p2p_pays_its_all_reduce_through_host_memory()
     assert get_gpu("A100-PCIE-NOP2P").constants == GPUS["a100-80g"].constants
 
 
+def test_the_h100_nvl_is_its_own_card():
+    """Issue 45: vLLM #17788's H100 NVL ran on the SXM profile, and the fit slowed every SXM
+    case to explain it. The NVL reads faster and computes slower than the SXM."""
+    nvl, sxm = GPUS["h100-nvl"], GPUS["h100"]
+    assert (nvl.bandwidth_bytes_s, nvl.flops) == (3900e9, 835e12)
+    assert nvl.bandwidth_bytes_s > sxm.bandwidth_bytes_s and nvl.flops < sxm.flops
+    assert nvl.memory_bytes > sxm.memory_bytes and nvl.constants == sxm.constants
+
+
 # Profile files --------------------------------------------------------------------------
 
 

@@ -254,6 +254,19 @@ GPUS: dict[str, GpuProfile] = {
         description="H100 PCIe 80GB",
         constants=HOPPER,
     ),
+    # The H100 NVL (two PCIe cards with an NVLink bridge): 94 GB of HBM3 at 3.9 TB/s, 835 dense
+    # bf16 TFLOP/s (1671 sparse), NVLink 600 GB/s (300 per direction). Memory: nvidia-smi's
+    # figure as users report it (95830 MiB; its CUDA total not found).
+    "h100-nvl": GpuProfile(
+        "h100-nvl",
+        95830 * 2**20,
+        3900e9,
+        835e12,
+        300e9,
+        8e-6,
+        description="H100 NVL 94GB",
+        constants=HOPPER,
+    ),
     "h200": GpuProfile(
         "h200",
         143771 * 2**20,
