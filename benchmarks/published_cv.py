@@ -33,7 +33,8 @@ one source out. The V0 cases are left out (the simulator is V1, reported apart b
 published_gpu.py).
 
     .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
-        [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s ...]
+        [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s|
+        per_seq_overhead|step_overhead ...]
 
 The cases' workloads are prepared once (as `tuner plan` builds them: published_fit.prepared)
 and cached under .cache/published-cv/, keyed by the case's text. CPU seconds (this process
@@ -120,6 +121,10 @@ OPTIONAL = {
     "attention": Param("attention", -1.5, 0.5, _scaled("attention_efficiency")),
     # the all-reduce's cost against the profile's interconnect (slower: PCIe without P2P)
     "allreduce": Param("allreduce", -1.0, 4.0, _factor("allreduce")),
+    # the engine's CPU work per request in a step (sampling, output processing, detokenising),
+    # and per step: costs no model size scales, so a small model's steps are relatively slower
+    "per_seq_overhead": Param("per_seq_overhead", -2.0, 2.5, _factor("per_seq_overhead")),
+    "step_overhead": Param("step_overhead", -2.0, 2.0, _factor("step_overhead")),
 }
 PER_GPU = (
     Param("compute", -2.0, 2.0, _factor("flops")),

@@ -338,10 +338,11 @@ def test_jsonl_traffic(tmp_path: Path) -> None:
     [
         ("NVIDIA RTX A6000", "a6000"),
         ("NVIDIA A100-SXM4-80GB", "a100-80g"),
-        ("NVIDIA A100 80GB PCIe", "a100-80g"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie"),  # issue 45: its own, slower part
         ("NVIDIA A100-SXM4-40GB", None),
         ("NVIDIA H100 80GB HBM3", "h100"),
         ("NVIDIA H100 PCIe", "h100-pcie"),  # issue 33: was read as the SXM5 part
+        ("NVIDIA H100 NVL", "h100-nvl"),  # issue 45
         ("NVIDIA H200", "h200"),
         ("NVIDIA L40S", "l40s"),
         ("Tesla T4", "t4"),

@@ -67,6 +67,36 @@ def test_gpu_table_covers_the_issue():
     assert round(sxm.memory_bytes / GiB, 2) == round(pcie.memory_bytes / GiB, 2) == 79.11
 
 
+def test_an_a100_pcie_host_without_p2p_pays_its_all_reduce_through_host_memory():
+    """Issue 45: dennislee22's TP=2 A100s (no GPU P2P) were run on the SXM card's NVLink."""
+    from tuner.sim.steptime import StepCostModel
+
+    model = load_model("deepseek-r1-0528-qwen3-8b")
+    decode = {"num_tokens": 256, "num_seqs": 256, "num_sampled": 256, "attn_pairs": 0.0}
+
+    def step_s(gpu: str, tp: int) -> float:
+        return StepCostModel(model, GPUS[gpu], tp).step_time(**decode, kv_tokens=256 * 1024)
+
+    # one GPU: the PCIe card reads its weights at 1935 GB/s, the SXM's 2039; P2P is moot
+    assert step_s("a100-pcie", 1) == step_s("a100-pcie-nop2p", 1) > step_s("a100-80g", 1)
+    # two: NVLink, then PCIe peer to peer, then through host memory
+    assert step_s("a100-80g", 2) < step_s("a100-pcie", 2) < step_s("a100-pcie-nop2p", 2)
+    # 2 calls a layer, each 90 us and 256 tokens' hidden states at 16 GB/s: ~13 ms a step more
+    host = step_s("a100-pcie-nop2p", 2) - step_s("a100-pcie", 2)
+    expected = 2 * 36 * ((90e-6 - 30e-6) + 256 * 4096 * 2 * (1 / 16e9 - 1 / 32e9))
+    assert host == pytest.approx(expected)
+    assert get_gpu("A100-PCIE-NOP2P").constants == GPUS["a100-80g"].constants
+
+
+def test_the_h100_nvl_is_its_own_card():
+    """Issue 45: vLLM #17788's H100 NVL ran on the SXM profile, and the fit slowed every SXM
+    case to explain it. The NVL reads faster and computes slower than the SXM."""
+    nvl, sxm = GPUS["h100-nvl"], GPUS["h100"]
+    assert (nvl.bandwidth_bytes_s, nvl.flops) == (3900e9, 835e12)
+    assert nvl.bandwidth_bytes_s > sxm.bandwidth_bytes_s and nvl.flops < sxm.flops
+    assert nvl.memory_bytes > sxm.memory_bytes and nvl.constants == sxm.constants
+
+
 # Profile files --------------------------------------------------------------------------
 
 

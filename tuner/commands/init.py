@@ -113,7 +113,8 @@ def init(
     budget (docs/study-file.md, "tuner init").
 
     Built-in models: deepseek-r1-distill-qwen-32b, deepseek-r1-0528-qwen3-8b, tiny-qwen2.
-    Built-in GPUs: a6000, a100-80g, h100, h100-pcie, h200, l40s, t4, cpu.
+    Built-in GPUs: a6000, a100-80g, a100-pcie, a100-pcie-nop2p, h100, h100-nvl, h100-pcie, h200,
+    l40s, t4, cpu.
     """
     from tuner.scaffold.options import InitOptions, check_options, check_output
 

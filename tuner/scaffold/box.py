@@ -24,7 +24,11 @@ NVIDIA_SMI_TIMEOUT_S = 20.0
 _NAMES = (
     (r"\bh200\b", "h200"),
     (r"\bh100\b.*\bpcie\b", "h100-pcie"),  # "NVIDIA H100 PCIe": not the SXM5 part
+    (r"\bh100\b.*\bnvl\b", "h100-nvl"),  # "NVIDIA H100 NVL": 94 GB, 3.9 TB/s
     (r"\bh100\b", "h100"),
+    # "NVIDIA A100 80GB PCIe": the PCIe card (P2P assumed; a host without it names
+    # a100-pcie-nop2p itself: the driver's name does not tell)
+    (r"\ba100\b.*80\s*gb.*\bpcie\b", "a100-pcie"),
     (r"\ba100\b.*80\s*gb|\ba100-sxm4?-80", "a100-80g"),
     (r"\bl40s\b", "l40s"),
     (r"\ba6000\b", "a6000"),

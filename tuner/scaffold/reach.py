@@ -137,7 +137,8 @@ def _levers(
     others = [
         lever
         for name in GPUS
-        if name not in ("cpu", spec.hardware.gpu)
+        # a host without GPU peer-to-peer is no GPU to move to
+        if name not in ("cpu", spec.hardware.gpu) and not name.endswith("-nop2p")
         for lever in _lever(f"--gpu {name}", replace(base, gpu=name), shape)
     ]
     yield from sorted(others, key=lambda x: x.floor.distance)[:GPU_LEVERS]

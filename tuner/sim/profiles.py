@@ -185,6 +185,22 @@ AMPERE_SXM = StepTimeConstants(
 # cache from, as on the A100 below (docs/simulator.md, "Accelerator profiles").
 H100_CUDA_TOTAL_BYTES = 81009 * 2**20
 
+# The A100 PCIe card (A100 80GB PCIe): HBM2e at 1.935 TB/s, the SXM card's 312 dense bf16
+# TFLOP/s (at 300 W, not 400: its clocks sag sooner under load), and without an NVLink bridge
+# its all-reduce goes over PCIe 4.0 x16 (32 GB/s per direction) peer to peer, at the
+# NCCL-over-PCIe latency of the other PCIe profiles. Memory as the SXM card's (the same 80 GB,
+# the same CUDA total: assumed).
+A100_PCIE = GpuProfile(
+    "a100-pcie",
+    81050 * 2**20,
+    1935e9,
+    312e12,
+    32e9,
+    30e-6,
+    description="A100 80GB PCIe",
+    constants=AMPERE_SXM,
+)
+
 # Figures per device from the vendors' datasheets; sources in docs/simulator.md.
 # Memory is what the driver reports (nvidia-smi MiB), not the marketing GB; the A100 80GB's is
 # what CUDA reports, which vLLM sizes its cache from (docs/simulator.md, "Accelerator profiles").
@@ -201,6 +217,20 @@ GPUS: dict[str, GpuProfile] = {
         10e-6,
         description="A100 80GB SXM",
         constants=AMPERE_SXM,
+    ),
+    "a100-pcie": A100_PCIE,
+    # The same card where the host gives the GPUs no peer-to-peer access (most cloud VMs; vLLM
+    # logs "Custom allreduce is disabled because your platform lacks GPU P2P capability"): NCCL
+    # stages every all-reduce through host memory, so each byte crosses PCIe 4.0 twice (device
+    # to host, host to device: half the link's 32 GB/s per direction) and each call pays two
+    # host-memory hand-offs (3x the P2P latency). Figures reasoned from the link, not fitted
+    # (docs/simulator.md, "Accelerator profiles").
+    "a100-pcie-nop2p": replace(
+        A100_PCIE,
+        name="a100-pcie-nop2p",
+        interconnect_bytes_s=16e9,
+        allreduce_latency_s=90e-6,
+        description="A100 80GB PCIe, no P2P (all-reduce through host memory)",
     ),
     "h100": GpuProfile(
         "h100",
@@ -222,6 +252,19 @@ GPUS: dict[str, GpuProfile] = {
         64e9,
         20e-6,
         description="H100 PCIe 80GB",
+        constants=HOPPER,
+    ),
+    # The H100 NVL (two PCIe cards with an NVLink bridge): 94 GB of HBM3 at 3.9 TB/s, 835 dense
+    # bf16 TFLOP/s (1671 sparse), NVLink 600 GB/s (300 per direction). Memory: nvidia-smi's
+    # figure as users report it (95830 MiB; its CUDA total not found).
+    "h100-nvl": GpuProfile(
+        "h100-nvl",
+        95830 * 2**20,
+        3900e9,
+        835e12,
+        300e9,
+        8e-6,
+        description="H100 NVL 94GB",
         constants=HOPPER,
     ),
     "h200": GpuProfile(
