@@ -130,7 +130,7 @@ def test_a_new_block_of_the_report_is_one_line(monkeypatch) -> None:
         def report(self, shown: Shown) -> Block | None:
             return Block("Doubts", "what <may> be wrong", ("a & b",))
 
-    shown = Shown([], None)  # type: ignore[arg-type]
+    shown = Shown([], None, None)  # type: ignore[arg-type]
     assert blocks_section(shown) == ""  # no trial: no block of the shipped ones has a word
     monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS, Doubts()))
     monkeypatch.setattr("tuner.results.report.page.SECTIONS", sections.SECTIONS)

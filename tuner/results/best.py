@@ -47,7 +47,7 @@ def best_report(points: Sequence[TrialPoint], study_name: str, study: StudyRecor
         f"# best trial {top.number} of study {study_name}{role}"
         + (" (SIMULATED: figures are predictions, not measurements)" if top.simulated else "")
     ]
-    blocks = Shown(points, spec, study, choice, objective)  # what every block reads (`SECTIONS`)
+    blocks = Shown(points, spec, objective, study, choice)  # what every block reads (`SECTIONS`)
     lines += [f"# {line}" for section in SECTIONS for line in section.lines(blocks)]
     tuned = choice.params
     check_deployable(spec, top.number, tuned)

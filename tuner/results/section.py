@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tuner.measure.mixes import objective_of
 from tuner.measure.mode_words import ModeWords, words_of
 from tuner.measure.modes import Objective
 from tuner.results.selection import Selection
@@ -25,20 +24,21 @@ from tuner.trial import StudyRecord, TrialPoint
 @dataclass(frozen=True)
 class Shown:
     """What every section reads, and nothing else: the trials of the current spec, the spec
-    the chosen trial ran under (the study's when none is chosen), the study's attrs (the
+    the chosen trial ran under (the study's when none is chosen), the study's objective (built
+    once by the caller, `measure.mixes.objective_of`), the study's attrs (the
     checks' records: `StudyRecord.checked`), and the choice judged once for every output
     (`selection.judge`; None where there is none: the report of a study without a feasible
     trial)."""
 
     points: Sequence[TrialPoint]
     spec: Measuring
+    objective: Objective
     study: StudyRecord | None = None
     choice: Selection | None = None
-    objective: Objective | None = None  # the study's, built once by the caller; else the spec's
 
     def mode_words(self) -> ModeWords:
-        """The objective's words (`measure.mode_words`): the caller's object, else the spec's."""
-        return words_of(self.objective or objective_of(self.spec))
+        """The objective's words (`measure.mode_words`)."""
+        return words_of(self.objective)
 
 
 @dataclass(frozen=True)

@@ -317,7 +317,7 @@ def build_report(
         front_table=front_section(pareto),
         scenario_fronts=_scenario_fronts(spec, points, simulated, config, shipped),
         load=_load_section(spec, points, config),
-        sections=blocks_section(Shown(points, spec, record, objective=objective)),
+        sections=blocks_section(Shown(points, spec, objective, record)),
         history_div=_div(history_figure(points), config) if scored(points) else None,
         importance_div=_div(importance_figure(imp), config) if isinstance(imp, dict) else None,
         importance_words=imp,
