@@ -78,10 +78,12 @@ def test_one_object_per_mode() -> None:
     assert scalar.stated_metrics() == ["p99_ttft_ms", "mean_tpot_ms", "output_throughput"]
     multi = mode_of(ObjectiveSpec(mode="multi", objectives=["p99_ttft_ms", "mean_e2el_ms"]))
     assert list(multi.directions().values()) == ["minimize", "minimize"]
-    assert not multi.prunes_against_incumbent
+    assert multi.early_stop(False) == "slo" and multi.early_stop(True) is None
+    assert scalar.early_stop(False) == "incumbent" and scalar.early_stop(True) is None
     assert multi.stated_metrics()[-1] == "mean_e2el_ms"
     cap = mode_of(ObjectiveSpec(mode="capacity", slo=["p99_ttft_ms<=800"]))
     assert isinstance(cap, CapacityObjective) and cap.has_capacity and not scalar.has_capacity
+    assert cap.early_stop(True) == cap.early_stop(False) == "slo"  # above capacity whoever runs
     assert cap.directions() == {"capacity_rps": "maximize"}
     assert cap.penalty_values() == [0.0] and cap.stated_metrics() == ["capacity_rps"]
     assert cap.resolution() == 0.05 and cap.score_span().searched == ("capacity_rps",)
@@ -169,7 +171,8 @@ def test_the_factory_builds_a_composite_for_a_mix_and_a_plain_object_otherwise()
     assert isinstance(cap, CapacityMix) and cap.mode == "capacity"
     assert all(isinstance(p, CapacityObjective) for p in cap.parts.values())
     # what the mix changes: no incumbent, no one-run figures, no one served workload, no beat
-    assert not mix.prunes_against_incumbent and not cap.prunes_against_incumbent
+    assert (mix.early_stop(False), mix.early_stop(True)) == ("slo", None)
+    assert cap.early_stop(False) == cap.early_stop(True) == "slo"
     assert not mix.one_run_figures and mix.served_workload(_study().workload) is None
     assert cap.to_beat(6.0, 3.0) is None
     # what the mode decides stays the mode's: the capacity mix searches, the scalar one runs

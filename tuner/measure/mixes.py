@@ -22,6 +22,7 @@ from tuner.measure.modes import (
     Run,
     RunFigures,
     RunOne,
+    StopRule,
 )
 from tuner.measure.objective import (
     aggregate,
@@ -40,7 +41,6 @@ class MixOf(Objective):
     from theirs (weighted mean or worst, `objective.aggregate`). Combined with the mode's
     class (`ScenarioMix`, `CapacityMix`), so what a mix does not change is the mode's."""
 
-    prunes_against_incumbent = False  # each scenario's run has only the SLO rule
     one_run_figures = False  # one run per scenario, the trial's figures pooled
 
     def __init__(self, spec: ObjectiveSpec, scenarios: Sequence[ScenarioSpec]) -> None:
@@ -61,6 +61,11 @@ class MixOf(Objective):
                 return ended_after(m, list(parts.values()))
             parts[name] = m
         return combine(parts)
+
+    def early_stop(self, reference_run: bool) -> StopRule | None:
+        """Each scenario's run has only the SLO rule (no one score to compare with an
+        incumbent's), where the mode stops a run at all."""
+        return "slo" if super().early_stop(reference_run) else None
 
     def to_beat(self, best_rps: float | None, reference_rps: float | None) -> Beat | None:
         return None  # the mix's capacity is aggregated, no one search can be cut short

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from tuner.measure.capacity import Beat
 from tuner.measure.measurement import Measurement
@@ -29,6 +29,9 @@ CAPACITY_RPS = "capacity_rps"  # capacity mode's figure, req/s
 
 RunOne = Callable[[str, WorkloadSpec], Measurement]  # one named workload's run(s)
 Combine = Callable[[dict[str, Measurement]], Measurement]  # a mix's runs as one trial's
+# which early-stopping rule a run answers to: the SLO rule only, or it and the comparison
+# with the incumbent on the one score (docs/early-stopping.md)
+StopRule = Literal["slo", "incumbent"]
 Run = TypeVar("Run")  # one run a trial is judged on, as its judge holds it (`trial.scoring`)
 
 
@@ -57,8 +60,6 @@ class Objective:
     """Scalar mode: Σ w·s·ln(m / m_ref) against the baseline trial, minimised."""
 
     mode: ClassVar[str] = "scalar"
-    # early stopping may compare a running trial with the incumbent on its one score
-    prunes_against_incumbent: ClassVar[bool] = True
     # a trial's figures are one run of the study's one workload at its rate: what one
     # prediction of that workload can be set against (plan notes, verify's prediction)
     one_run_figures: ClassVar[bool] = True
@@ -77,6 +78,12 @@ class Objective:
     def directions(self) -> dict[str, Direction]:
         """Optuna's values: each one's name and direction, in order."""
         return {"score": "minimize"}
+
+    def early_stop(self, reference_run: bool) -> StopRule | None:
+        """What may stop a run early: None, nothing (a reference, the baseline or a
+        `--confirm` re-run, is measured whole); "incumbent", the SLO rule and the comparison
+        with the incumbent on the one score; "slo", the SLO rule only."""
+        return None if reference_run else "incumbent"
 
     def _values(self, metrics: Mapping[str, float], reference: Mapping[str, float]) -> list[float]:
         """What Optuna is told for a measured run of one workload."""
@@ -197,7 +204,9 @@ class MultiObjective(Objective):
     """Multi mode: a Pareto search over the raw objectives, each in its own direction."""
 
     mode = "multi"
-    prunes_against_incumbent = False  # no one score to compare
+
+    def early_stop(self, reference_run: bool) -> StopRule | None:
+        return None if reference_run else "slo"  # no one score to compare
 
     def directions(self) -> dict[str, Direction]:
         return {name: metric_direction(name) for name in self.spec.objectives}
@@ -226,12 +235,16 @@ class CapacityObjective(Objective):
     is −ln(capacity / the reference's)."""
 
     mode = "capacity"
-    prunes_against_incumbent = False  # a rate step has only the SLO rule
     one_run_figures = False  # several rate steps
     has_capacity = True  # the SLOs choose the rate; each trial's figures at its own
 
     def directions(self) -> dict[str, Direction]:
         return {CAPACITY_RPS: "maximize"}
+
+    def early_stop(self, reference_run: bool) -> StopRule | None:
+        """A rate step has only the SLO rule, and a step an SLO stops is above capacity
+        whoever runs it, a reference too."""
+        return "slo"
 
     def _values(self, metrics: Mapping[str, float], reference: Mapping[str, float]) -> list[float]:
         raise NotImplementedError("capacity mode's values come from its search (trial.scoring)")

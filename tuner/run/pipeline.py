@@ -117,12 +117,11 @@ class TrialPipeline:
         from tuner.measure import pruning
 
         o = self.spec.objective
-        mode = self.objective
-        reference_run = t.baseline or t.confirm_of is not None
-        if not self.pruning or (reference_run and not mode.has_capacity):
-            return None  # (a capacity step an SLO stops is above capacity whoever runs it)
+        stop = self.objective.early_stop(t.baseline or t.confirm_of is not None)
+        if not self.pruning or stop is None:
+            return None
         ref, top = tr.reference(t.points, t.host), tr.best(t.points)
-        one_run = mode.prunes_against_incumbent
+        one_run = stop == "incumbent"
         compared = (ref, top) if one_run and ref is not None and top is not None else None
         rule = pruning.study_rule(
             self.spec.pruning,
