@@ -16,7 +16,7 @@ from tuner.fidelity import robustness_measured as rm
 from tuner.runners.engine_runner import EngineRunner
 from tuner.spec.study import load_study_spec
 from tuner.trial import TrialPoint
-from tuner_testing import sim_study, start_run, tuner
+from tuner_testing import sim_study, start_run
 from tuner_testing.inprocess import tuner_in_process
 from tuner_testing.waiting import requests_served, wait_for
 
@@ -180,7 +180,13 @@ def test_a_signal_during_the_measured_check_stops_it_and_a_later_run_redoes_it(
 ):
     """SIGTERM (`timeout`, systemd) as during a trial (SIGINT and SIGHUP take the same
     handler, `tuner.run.signals`): the engine stopped, one line, the check recorded as not
-    finished, 128 + the signal; the next run redoes it."""
+    finished, 128 + the signal; the next run redoes it.
+
+    The process is the behaviour only where the signal lands: the study's two trials are
+    measured in this process (`tuner_testing.inprocess`), then `tuner run --confirm` on
+    `tuner sim serve` (no trial left in the budget: it goes to the confirmation and the check)
+    is signalled while the check's engine serves; the later run that redoes the check is the
+    loop's logic, in this process again."""
     signum = signal.SIGTERM
     # two configs: vLLM's default chunk budget and 1024, which wins on this load (above)
     space = {"max-num-batched-tokens": {"type": "categorical", "choices": [2048, 1024],
@@ -193,6 +199,8 @@ def test_a_signal_during_the_measured_check_stops_it_and_a_later_run_redoes_it(
         budget={"n_trials": 2},
         trial={"stall_timeout_s": 20, "confirm_repeats": 1},
     )
+    trials = tuner_in_process("run", str(study), cwd=tmp_path)
+    assert trials.returncode == 0, trials.stderr
     proc = start_run(study, tmp_path, "--confirm", "1")
     # the check's first engine (the best config's) is up and serving its workload
     logs = wait_for(
@@ -214,15 +222,18 @@ def test_a_signal_during_the_measured_check_stops_it_and_a_later_run_redoes_it(
     number = int(lines[0].split("robustness check of trial ")[1].split(":")[0])
     record = tr.StudyRecord.of(s).robustness_measured[number]
     assert not record.finished and f"interrupted by {signum.name}" in record.verdict
-    best = tuner("best", str(study), cwd=tmp_path)
+    best = tuner_in_process("best", str(study), cwd=tmp_path)
     assert f"the check was interrupted by {signum.name}" in best.stdout
 
     # a later run, without --confirm, knows the check did not finish and redoes it
-    again = tuner("run", str(study), cwd=tmp_path, timeout=600)
+    again = tuner_in_process("run", str(study), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert f"re-measuring trial {number} and the baseline" in again.stderr
     s = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db")
     record = tr.StudyRecord.of(s).robustness_measured[number]
     assert record.finished and set(record.runs) == {"nominal", *(p.name for p in rb.PERTURBATIONS)}
-    assert len(_check_logs(tmp_path, "config")) == 2 and len(_check_logs(tmp_path, "baseline")) == 1
+    # the interrupted check's one engine (the config's), then the redo's two
+    assert len(_check_logs(tmp_path, "config")) == 1 and not _check_logs(tmp_path, "baseline")
+    checks = [name for name in again.starts if name.startswith("robustness-")]
+    assert sorted(checks) == [f"robustness-{number:04d}-{who}" for who in ("baseline", "config")]
     assert all(f"robustness-{number:04d}-" in log.name for log in _check_logs(tmp_path, "*"))

@@ -15,6 +15,7 @@ from tuner.spec.sections import HardwareSpec
 from tuner.spec.study import load_study_spec
 from tuner.store.schema import engines_table, trials_table
 from tuner_testing import measured_at_once, sim_study, tuner
+from tuner_testing.inprocess import tuner_in_process
 from tuner_testing.waiting import serving_engines, wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -61,7 +62,9 @@ def test_two_slots_run_at_once_on_disjoint_gpus_and_leave_no_engine(
 
 def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_path: Path) -> None:
     """`--confirm 1` with `confirm_repeats: 1` is one re-measurement of the best config for the
-    whole study, not one per GPU slot (there used to be one per slot)."""
+    whole study, not one per GPU slot (there used to be one per slot). The session's logic:
+    the slots' loops and the confirmation in this process, each slot's engine the simulation
+    core (`tuner_testing.inprocess`); the slots' engine processes are the tests around it."""
     study = sim_study(
         tmp_path,
         tiny_model_dir,
@@ -72,7 +75,7 @@ def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_pat
         hardware={"gpu": "h200", "count": 1},
     )
     args = ("--gpus", "0-1", "--gpus-per-trial", "1", "--confirm", "1", "--no-confirm-flags")
-    run = tuner("run", str(study), *args, cwd=tmp_path, timeout=600)
+    run = tuner_in_process("run", str(study), *args, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "GPU 0" in run.stderr and "GPU 1" in run.stderr  # it did run in two slots
     trials = optuna.load_study(study_name="e2e", storage=f"sqlite:///{tmp_path}/tuner.db").trials
@@ -80,7 +83,7 @@ def test_slots_with_confirm_confirm_once_per_study(tiny_model_dir: Path, tmp_pat
     assert len(reruns) == 1, [t.user_attrs for t in trials]
     assert reruns[0].state == optuna.trial.TrialState.COMPLETE
     assert reruns[0].number > max(t.number for t in trials if "confirm_of" not in t.user_attrs)
-    best = tuner("best", str(study), cwd=tmp_path)
+    best = tuner_in_process("best", str(study), cwd=tmp_path)
     assert best.returncode == 0, best.stderr
     if f"# best trial {reruns[0].user_attrs['confirm_of']}" in best.stdout:
         assert "confirmed over 2 runs" in best.stdout

@@ -14,6 +14,7 @@ import pytest
 
 from tuner import trial as tr
 from tuner_testing import counted, sim_study, start_workers, tuner
+from tuner_testing.inprocess import tuner_in_process
 from tuner_testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # whole studies: `make test`, not `make test-fast`
@@ -89,9 +90,12 @@ def test_a_worker_outlived_by_accept_changes_scores_and_counts_its_own_spec(
 def test_queued_confirm_reruns_of_the_old_spec_are_not_taken_under_the_new(
     postgres, tiny_model_dir: Path, tmp_path: Path, stamped: bool
 ) -> None:
+    """Two runs one after the other: what a run of the new spec takes from the queue is the
+    loop's logic, so both run in this process on the simulation core
+    (`tuner_testing.inprocess`), on PostgreSQL; the worker above is the processes' test."""
     url = postgres.new_database()
     old = _study(tmp_path, tiny_model_dir, "old", budget={"n_trials": 3})
-    done = tuner("run", str(old), "--storage", url, cwd=tmp_path)
+    done = tuner_in_process("run", str(old), "--storage", url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     # What a kill during `--confirm` leaves behind: the best config's re-runs, WAITING. An
     # older tuner queued them without a spec id.
@@ -113,7 +117,7 @@ def test_queued_confirm_reruns_of_the_old_spec_are_not_taken_under_the_new(
         budget={"n_trials": 3},
         search_space={"parameters": new_space},
     )
-    again = tuner("run", str(new), "--storage", url, "--accept-changes", cwd=tmp_path)
+    again = tuner_in_process("run", str(new), "--storage", url, "--accept-changes", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
 
     trials = {t.number: t for t in _trials(url)}

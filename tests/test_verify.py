@@ -35,6 +35,7 @@ from tuner.verify.changes import gpu_change, retune_lines, traffic_change
 from tuner.verify.engine_info import cache_config_labels
 from tuner.verify.predict import CAPACITY_NOT_PREDICTED, as_many, predict_traffic
 from tuner_testing.cli import TUNER, tuner
+from tuner_testing.inprocess import tuner_in_process
 from tuner_testing.studies import sim_study
 
 # ---- the judgement -------------------------------------------------------------------------
@@ -293,7 +294,9 @@ def study(tmp_path_factory, tiny_model_dir) -> Path:
         budget={"n_trials": 1},
         workload={"num_prompts": 24, "request_rate": 8},
     )
-    done = tuner("run", str(path), cwd=folder, timeout=180, env=REAL_TIME)
+    # its trial measured in this process on the simulation core (`tuner_testing.inprocess`,
+    # virtual time: no lag of the box's in the stored figures); verify's engines are processes
+    done = tuner_in_process("run", str(path), cwd=folder)
     assert done.returncode == 0, done.stderr
     return path
 
@@ -509,8 +512,6 @@ def test_the_warm_started_study_verify_proposes_runs(tmp_path, tiny_model_dir, e
     a new name, warm-started from the verified study (its 2 trials: vLLM's defaults and one
     sampled config; 4 prompts). The two studies' runs are in this process on the simulation
     core (`tuner_testing.inprocess`); verify's engine is `tuner sim serve` on another GPU."""
-    from tuner_testing.inprocess import tuner_in_process
-
     src = sim_study(tmp_path, tiny_model_dir, name="src", budget={"n_trials": 2})
     yaml_text = src.read_text().replace("num_prompts: 16", "num_prompts: 4")
     src.write_text(yaml_text)
@@ -546,7 +547,7 @@ def test_a_capacity_study_is_verified_at_its_capacity_rate(tmp_path, tiny_model_
             "capacity": {"start_rps": 2, "max_rps": 4, "max_runs": 2},
         },
     )
-    run = tuner("run", str(study), cwd=tmp_path, timeout=180, env=REAL_TIME)
+    run = tuner_in_process("run", str(study), cwd=tmp_path)  # the study: the loop's logic
     assert run.returncode == 0, run.stderr
     done = _verify(study, "--base-url", engine, "--format", "json", "--no-store")
     assert done.returncode == compare.HOLDS_EXIT_CODE, done.stdout + done.stderr
