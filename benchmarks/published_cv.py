@@ -11,7 +11,8 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
 - global constants, shared by every GPU and host: the GEMM and attention efficiency and the
   bandwidth efficiency (log-factors on the defaults), the API server's serial cost per request
   (`request_overhead_s`: the rate a burst reaches the engine) and its latency per request
-  (`frontend_latency_s`), and any of `OPTIONAL` named with --also;
+  (`frontend_latency_s`), the engine's CPU work per request in a step (`per_seq_overhead_s`),
+  and any of `OPTIONAL` named with --also;
 - per GPU profile: a log-deviation of its compute and of its bandwidth efficiency from the
   global ones, shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran
   gets no deviation: it is predicted from its datasheet and the global constants.
@@ -34,7 +35,7 @@ published_gpu.py).
 
     .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
         [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s|
-        per_seq_overhead|step_overhead ...]
+        step_overhead ...]
 
 The cases' workloads are prepared once (as `tuner plan` builds them: published_fit.prepared)
 and cached under .cache/published-cv/, keyed by the case's text. CPU seconds (this process
@@ -109,6 +110,11 @@ FITTED = (
     Param("bandwidth", -1.5, 0.5, _factor("bandwidth")),
     Param("request_overhead", -3.0, 2.5, _factor("request_overhead")),  # the burst's rate
     Param("frontend_latency_10ms", 0.0, 10.0, _absolute("frontend_latency_s", 0.01)),
+    # the engine's CPU work per request in a step (the scheduler's bookkeeping, sampling, the
+    # output processing and detokenising): a cost no model size scales, so a step of hundreds
+    # of requests is slower than its roofline, and a request that arrives under load waits
+    # longer for its first token (docs/simulator.md, "How close (real GPUs)")
+    Param("per_seq_overhead", -2.0, 2.5, _factor("per_seq_overhead")),
 )
 # issue 45's size effects, fitted with --also NAME once the cases can tell them apart
 OPTIONAL = {
@@ -121,9 +127,8 @@ OPTIONAL = {
     "attention": Param("attention", -1.5, 0.5, _scaled("attention_efficiency")),
     # the all-reduce's cost against the profile's interconnect (slower: PCIe without P2P)
     "allreduce": Param("allreduce", -1.0, 4.0, _factor("allreduce")),
-    # the engine's CPU work per request in a step (sampling, output processing, detokenising),
-    # and per step: costs no model size scales, so a small model's steps are relatively slower
-    "per_seq_overhead": Param("per_seq_overhead", -2.0, 2.5, _factor("per_seq_overhead")),
+    # the engine's fixed cost per step: no model size scales it, so a small model's steps are
+    # relatively slower
     "step_overhead": Param("step_overhead", -2.0, 2.0, _factor("step_overhead")),
 }
 PER_GPU = (

@@ -51,12 +51,13 @@ def test_regimes(cv):
 
 def test_a_gpu_the_fit_never_saw_gets_its_datasheet_and_the_global_constants(cv):
     fit = cv.Fit(cv.FITTED, ["a6000"])
-    fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0]
+    fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0, math.log(2.0)]
     fit.x[len(cv.FITTED)] = math.log(2.0)  # the A6000's own compute: twice the global
     unseen = fit.profile("h100").constants
     assert unseen.flops_efficiency == pytest.approx(0.3)  # 0.6 (CUDA default) x 0.5
     assert unseen.request_overhead_s == pytest.approx(0.010)
     assert unseen.frontend_latency_s == pytest.approx(0.020)
+    assert unseen.per_seq_overhead_s == pytest.approx(50e-6)  # 25 µs (CUDA default) x 2
     assert fit.profile("h100").flops == cv.GPUS["h100"].flops  # the datasheet's peak
     assert fit.profile("a6000").constants.flops_efficiency == pytest.approx(0.6)
 
@@ -67,7 +68,9 @@ class _Analytic:
     def metrics(self, case: dict, gpu) -> dict:
         c = gpu.constants
         thr = 100.0 * c.flops_efficiency**0.7 * c.bandwidth_efficiency**0.3
-        tpot = 10.0 / c.bandwidth_efficiency + 1e3 * c.frontend_latency_s
+        tpot = (
+            10.0 / c.bandwidth_efficiency + 1e3 * c.frontend_latency_s + 1e5 * c.per_seq_overhead_s
+        )
         return {"output_throughput": thr / (1.0 + c.request_overhead_s), "mean_tpot_ms": tpot}
 
 
