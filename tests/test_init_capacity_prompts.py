@@ -30,12 +30,11 @@ def no_night_cost(monkeypatch: pytest.MonkeyPatch) -> None:
     the rate, and the night's cost of a 1000-prompt capacity study (twelve configs racing, ~29 s
     of CPU, 88 % of a draft's) is the budget's, checked by test_preflight's longdoc night and
     test_night_cost. The trials are given (`H200`), so the draft needs no estimate."""
-    import tuner.scaffold.study as study
 
     def unestimated(spec: StudySpec, **_: object) -> NightCost:
         return NightCost(1, None, "not estimated in this test", spec.budget.timeout_s)
 
-    monkeypatch.setattr(study, "night_cost", unestimated)
+    monkeypatch.setattr("tuner.scaffold.study.night_cost", unestimated)
 
 
 def _draft(tmp_path: Path, **given: object) -> Draft:
