@@ -210,6 +210,7 @@ def _configs(spec: StudySpec) -> list[dict[str, Scalar]]:
 def _measured(spec: StudySpec, params: dict[str, Scalar]) -> dict[str, float]:
     """One simulated run of `params`; empty where the simulator refuses or fails it."""
     runner = length_only_runner(spec)
+    runner.intervals = False  # only its figures are read: no bootstrap
     try:
         m = runner.measure(TrialContext(spec.name, 0, params, phase=lambda _: None))
     except UserError:
