@@ -15,7 +15,11 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
   and any of `OPTIONAL` named with --also;
 - per GPU profile: a log-deviation of its compute and of its bandwidth efficiency from the
   global ones, shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran
-  gets no deviation: it is predicted from its datasheet and the global constants.
+  gets no deviation: it is predicted from its datasheet and the global constants;
+- with --per-host NAME,...: per training source (one host), a log-deviation of the API
+  server's constants (`PER_HOST`: the front end's latency per request, the burst's rate) from
+  the global ones, shrunk the same way. The held-out source is a host no fit saw: it is
+  predicted with the global constants, as an unseen GPU is.
 
 Residuals are log(SIMULATED / published) per figure under a soft-L1 loss (`fit_problem`'s
 scale); `scipy.optimize.least_squares` (trust region, 15 residual evaluations a fit) with a
@@ -35,7 +39,7 @@ published_gpu.py).
 
     .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
         [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s|
-        step_overhead ...]
+        step_overhead ...] [--per-host frontend_latency[,request_overhead]]
 
 The cases' workloads are prepared once (as `tuner plan` builds them: published_fit.prepared)
 and cached under .cache/published-cv/, keyed by the case's text. CPU seconds (this process
