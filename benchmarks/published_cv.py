@@ -554,7 +554,7 @@ def run(
         "wall_s": round(time.perf_counter() - wall, 1),
         "jobs": jobs,
         "full_fit_cost": everything[4] if everything else None,
-        "simulations": s.simulations + sum(d[3]["simulations"] for d in done.values()),
+        "simulations": s.simulations + sum(d[4]["simulations"] for d in done.values()),
     }
 
 
