@@ -15,7 +15,11 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
   and any of `OPTIONAL` named with --also;
 - per GPU profile: a log-deviation of its compute and of its bandwidth efficiency from the
   global ones, shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran
-  gets no deviation: it is predicted from its datasheet and the global constants.
+  gets no deviation: it is predicted from its datasheet and the global constants;
+- with --per-host NAME,...: per training source (one host), a log-deviation of the API
+  server's constants (`PER_HOST`: the front end's latency per request, the burst's rate) from
+  the global ones, shrunk the same way. The held-out source is a host no fit saw: it is
+  predicted with the global constants, as an unseen GPU is.
 
 Residuals are log(SIMULATED / published) per figure under a soft-L1 loss (`fit_problem`'s
 scale); `scipy.optimize.least_squares` (trust region, 15 residual evaluations a fit) with a
@@ -35,7 +39,7 @@ published_gpu.py).
 
     .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
         [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s|
-        step_overhead ...]
+        step_overhead ...] [--per-host frontend_latency[,request_overhead]]
 
 The cases' workloads are prepared once (as `tuner plan` builds them: published_fit.prepared)
 and cached under .cache/published-cv/, keyed by the case's text. CPU seconds (this process
@@ -135,6 +139,14 @@ PER_GPU = (
     Param("compute", -2.0, 2.0, _factor("flops")),
     Param("bandwidth", -1.0, 1.0, _factor("bandwidth")),
 )
+# the host's constants (the API server's: its latency per request and the burst's rate), a
+# log-deviation per training source with --per-host NAME: a source is one host. One named as a
+# global constant moves with it (the Jacobian's sum); the front end's latency is a value
+# globally (10 ms units), so its deviation is a log-factor on it, stepped apart
+PER_HOST = {
+    "frontend_latency": Param("host_frontend_latency", -2.0, 2.0, _scaled("frontend_latency_s")),
+    "request_overhead": Param("request_overhead", -2.0, 2.0, _factor("request_overhead")),
+}
 
 
 def source_of(case: dict) -> str:
@@ -205,31 +217,79 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 
 
 class Fit:
-    """The constants fitted on some cases: globals, and a deviation per GPU they ran on."""
+    """The constants fitted on some cases: globals, and blocks of log-deviations, one per GPU
+    the cases ran on (`PER_GPU`) and one per source they came from (`PER_HOST`, if asked)."""
 
-    def __init__(self, params: tuple[Param, ...], gpus: list[str]) -> None:
+    def __init__(
+        self,
+        params: tuple[Param, ...],
+        gpus: list[str],
+        hosts: list[str] | None = None,
+        per_host: tuple[Param, ...] = (),
+    ) -> None:
         self.params, self.gpus = params, gpus
-        self.x = np.zeros(len(params) + len(PER_GPU) * len(gpus))
+        self.hosts = list(hosts or []) if per_host else []
+        # (the deviations' parameters, the groups that have them), GPUs first
+        self.blocks = ((PER_GPU, self.gpus), (per_host, self.hosts))
+        self.x = np.zeros(len(params) + sum(len(ps) * len(keys) for ps, keys in self.blocks))
         self.evaluations = (0, 0)  # the solver's (residual evaluations, Jacobians)
         # the front end's latency starts at 10 ms, not at its bound: scipy's trust region
         # starts as wide as |x0|, and a start at 0 never leaves it
         self.x[[k for k, p in enumerate(params) if p.name.startswith("frontend_latency")]] = 1.0
 
-    def profile(self, gpu: str, x: np.ndarray | None = None) -> GpuProfile:
+    def at(self, block: int, group: int) -> int:
+        """Where the deviations of a block's group start in x."""
+        before = sum(len(ps) * len(keys) for ps, keys in self.blocks[:block])
+        return len(self.params) + before + len(self.blocks[block][0]) * group
+
+    def column_of(self, block: int, j: int) -> list[int]:
+        """The block's deviation `j`, of every group."""
+        return [self.at(block, g) + j for g in range(len(self.blocks[block][1]))]
+
+    def shared(self, name: str) -> tuple[int, int] | None:
+        """The first block's deviation named as a global constant (the sum's partner)."""
+        for b, (ps, keys) in enumerate(self.blocks):
+            for j, p in enumerate(ps):
+                if p.name == name and keys:
+                    return b, j
+        return None
+
+    def profile(self, gpu: str, x: np.ndarray | None = None, host: str | None = None) -> GpuProfile:
         x = self.x if x is None else x
         profile = prior_profile(gpu)
-        n = len(self.params)
-        offsets = [0.0] * len(PER_GPU)
-        if gpu in self.gpus:
-            at = n + len(PER_GPU) * self.gpus.index(gpu)
-            offsets = list(x[at : at + len(PER_GPU)])
+        names = {p.name for p in self.params}
+        summed: dict[str, float] = {}
+        own: list[tuple[Param, float]] = []  # deviations with no global of their name
+        for b, (ps, keys) in enumerate(self.blocks):
+            group = (gpu, host)[b]
+            if group in keys:
+                at = self.at(b, keys.index(group))
+                for j, p in enumerate(ps):
+                    if p.name in names:
+                        summed[p.name] = summed.get(p.name, 0.0) + float(x[at + j])
+                    else:
+                        own.append((p, float(x[at + j])))
         for k, p in enumerate(self.params):
-            shared = next((j for j, q in enumerate(PER_GPU) if q.name == p.name), None)
-            profile = p.apply(profile, x[k] + (offsets[shared] if shared is not None else 0.0))
+            profile = p.apply(profile, x[k] + summed.get(p.name, 0.0))
+        for p, value in own:
+            profile = p.apply(profile, value)
         return profile
 
+    def case_profile(self, case: dict, x: np.ndarray | None = None) -> GpuProfile:
+        """The profile a case is simulated on: its GPU's, on its source's host."""
+        return self.profile(case["gpu"], x, source_of(case) if self.hosts else None)
+
+    def groups_of(self, cases: list[dict]) -> list[np.ndarray]:
+        """Per block, each figure's group (its case's GPU, its case's source)."""
+        counts = [len(c["published"]) for c in cases]
+        gpu = np.repeat([c["gpu"] for c in cases], counts)
+        hosts = [source_of(c) for c in cases] if self.hosts else [""] * len(cases)
+        return [gpu, np.repeat(hosts, counts)]
+
     def bounds(self) -> tuple[list[float], list[float]]:
-        each = list(self.params) + list(PER_GPU) * len(self.gpus)
+        each = list(self.params)
+        for ps, keys in self.blocks:
+            each += list(ps) * len(keys)
         return [p.low for p in each], [p.high for p in each]
 
     def named(self) -> dict:
@@ -241,13 +301,19 @@ class Fit:
                 "attention_efficiency": round(c.attention_efficiency, 3),
                 "bandwidth_efficiency": round(c.bandwidth_efficiency, 3),
             }
+        for h in self.hosts:
+            c = self.profile(next(iter(GPUS)), host=h).constants
+            out[f"host {h}"] = {
+                "frontend_latency_ms": round(c.frontend_latency_s * 1e3, 1),
+                "request_overhead_ms": round(c.request_overhead_s * 1e3, 2),
+            }
         return out
 
 
 def residuals(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray:
     out = []
     for case in cases:
-        got = s.metrics(case, fit.profile(case["gpu"], x))
+        got = s.metrics(case, fit.case_profile(case, x))
         for row in suite.compare(case, {} if "failure" in got else got):
             ratio = row["ratio"]
             out.append(math.log(ratio) if ratio else MISSING_RESIDUAL)
@@ -255,9 +321,12 @@ def residuals(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarra
     return np.concatenate([np.array(out), prior])
 
 
-def fit_on(s: Suite, cases: list[dict], params: tuple[Param, ...]) -> Fit:
+def fit_on(
+    s: Suite, cases: list[dict], params: tuple[Param, ...], per_host: tuple[Param, ...] = ()
+) -> Fit:
     """The constants fitted on `cases` (from the priors; unchanged when there are none)."""
-    fit = Fit(params, sorted({c["gpu"] for c in cases}))
+    hosts = sorted({source_of(c) for c in cases})
+    fit = Fit(params, sorted({c["gpu"] for c in cases}), hosts, per_host)
     if not cases:
         return fit
     low, high = fit.bounds()
@@ -278,50 +347,70 @@ def fit_on(s: Suite, cases: list[dict], params: tuple[Param, ...]) -> Fit:
 
 def jacobian(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray:
     """d residuals / d x by forward differences, one simulation of the cases per effective
-    direction: a case sees a GPU's deviation and the global constant of the same name only
-    through their sum, so one step of every GPU's deviation at once gives both columns (the
-    global one is every case's, a GPU's deviation its own cases'). 2 + (globals - 2)
-    simulations of the cases per Jacobian, not one per global plus one per deviation."""
+    direction: a case sees a group's deviation (its GPU's, its host's) and the global constant
+    of the same name only through their sum, so one step of every group's deviation at once
+    gives both columns (the global one is every case's, a group's deviation its own cases');
+    a deviation with no global of its name is stepped for every group at once too (a case
+    sees its own group's only). One simulation of the cases per global constant and per such
+    deviation, not one per global plus one per deviation."""
     n = len(fit.params)
     base = residuals(s, fit, cases, x)  # remembered: the solver evaluated x just before
     n_fig = len(base) - (len(x) - n)
     jac = np.zeros((len(base), len(x)))
-    gpu_of_row = np.repeat([c["gpu"] for c in cases], [len(c["published"]) for c in cases])
-    for k, shared, step, moved in _steps(fit, x):
+    group_of_row = fit.groups_of(cases)
+    for k, deviation, step, moved in _steps(fit, x):
         column = (residuals(s, fit, cases, moved)[:n_fig] - base[:n_fig]) / step
-        jac[:n_fig, k] = column
-        if shared is not None:
-            for g, gpu in enumerate(fit.gpus):
-                rows = gpu_of_row == gpu
-                jac[:n_fig, n + len(PER_GPU) * g + shared][rows] = column[rows]
+        if k is not None:
+            jac[:n_fig, k] = column
+        if deviation is not None:
+            b, j = deviation
+            for g, group in enumerate(fit.blocks[b][1]):
+                rows = group_of_row[b] == group
+                jac[:n_fig, fit.at(b, g) + j][rows] = column[rows]
     jac[n_fig:, n:] = GPU_PRIOR_WEIGHT * np.eye(len(x) - n)
     return jac
 
 
-def _steps(fit: Fit, x: np.ndarray) -> list[tuple[int, int | None, float, np.ndarray]]:
-    """`jacobian`'s points: per global constant k, (k, the PER_GPU index of the same name or
-    None, the step, x moved): a shared one moves every GPU's deviation by the step."""
-    n, out = len(fit.params), []
+def _steps(
+    fit: Fit, x: np.ndarray
+) -> list[tuple[int | None, tuple[int, int] | None, float, np.ndarray]]:
+    """`jacobian`'s points: (the global constant's index or None, the (block, deviation) moved
+    or None, the step, x moved). A global with a deviation of its name moves that deviation of
+    every group (the cases' effective constant moves by the step); a deviation with no global
+    of its name is moved alone, for every group."""
+    out, paired = [], set()
     for k, p in enumerate(fit.params):
         step = DIFF_STEP * max(1.0, abs(x[k]))
         moved = x.copy()
-        shared = next((j for j, q in enumerate(PER_GPU) if q.name == p.name), None)
-        if shared is None:
+        deviation = fit.shared(p.name)
+        if deviation is None:
             moved[k] += step
-        else:  # every GPU's deviation: the cases' effective constant moves by `step`
-            moved[[n + len(PER_GPU) * g + shared for g in range(len(fit.gpus))]] += step
-        out.append((k, shared, step, moved))
+        else:
+            moved[fit.column_of(*deviation)] += step
+            paired.add(deviation)
+        out.append((k, deviation, step, moved))
+    for b, (ps, keys) in enumerate(fit.blocks):
+        for j in range(len(ps) if keys else 0):
+            if (b, j) not in paired:
+                at = fit.column_of(b, j)
+                step = DIFF_STEP * max(1.0, float(np.abs(x[at]).max()))
+                moved = x.copy()
+                moved[at] += step
+                out.append((None, (b, j), step, moved))
     return out
 
 
-def _warm(s: Suite, params: tuple[Param, ...], jobs: int, cases: list[dict]) -> None:
+def _warm(
+    s: Suite, params: tuple[Param, ...], per_host: tuple[Param, ...], jobs: int, cases: list[dict]
+) -> None:
     """Simulate, in the workers, what every fit asks first: every case at the common start
     and at its Jacobian's steps (a case's profile there is the same in every fold), and as
     the built-in profiles have it; the fits forked after this find them remembered. `cases`:
     those some fit trains on."""
-    fit = Fit(params, sorted({c["gpu"] for c in s.cases}))
+    hosts = sorted({source_of(c) for c in s.cases})
+    fit = Fit(params, sorted({c["gpu"] for c in s.cases}), hosts, per_host)
     points = [fit.x] + [moved for *_, moved in _steps(fit, fit.x)]
-    wanted = [(c, fit.profile(c["gpu"], x)) for x in points for c in cases]
+    wanted = [(c, fit.case_profile(c, x)) for x in points for c in cases]
     wanted += [(c, GPUS[c["gpu"]]) for c in s.cases]
     with _pool(jobs) as pool:
         got = list(pool.map(_simulate, wanted, chunksize=4))
@@ -336,10 +425,10 @@ def _simulate(job: tuple[dict, GpuProfile]) -> dict:
     return published_fit.simulated(model, gpu, flags, work)
 
 
-def predictions(s: Suite, cases: list[dict], profile: Callable[[str], GpuProfile]) -> list[dict]:
+def predictions(s: Suite, cases: list[dict], profile: Callable[[dict], GpuProfile]) -> list[dict]:
     rows = []
     for case in cases:
-        got = s.metrics(case, profile(case["gpu"]))
+        got = s.metrics(case, profile(case))
         for row in suite.compare(case, {} if "failure" in got else got):
             rows.append(row | {"source": source_of(case), "regime": regime_of(case)})
     return rows
@@ -366,35 +455,47 @@ def _params(also: list[str]) -> tuple[Param, ...]:
     return FITTED + tuple(OPTIONAL[name] for name in also)
 
 
-def _fit_and_predict(job: tuple[str | None, list[str]]) -> tuple:
+def _per_host(names: list[str]) -> tuple[Param, ...]:
+    return tuple(PER_HOST[name] for name in names)
+
+
+def _fit_and_predict(job: tuple[str | None, list[str], list[str]]) -> tuple:
     """One fit (a worker's job): on every source but `held_out` (None: on every source), and
-    its predictions of the held-out source's cases (of every case). Returns the fitted x, the
-    GPUs it fitted, the rows and the simulations it ran."""
-    held_out, also = job
+    its predictions of the held-out source's cases (of every case: a held-out source is a host
+    the fit never saw, predicted with no deviation). Returns the fitted x, the GPUs and the
+    hosts it fitted, the rows and the simulations it ran."""
+    held_out, also, per_host = job
     params, s = _params(also), _SUITE
     assert s is not None
     train = [c for c in s.cases if source_of(c) != held_out]
     test = [c for c in s.cases if held_out is None or source_of(c) == held_out]
     before, cpu = s.simulations, time.process_time()
-    fit = fit_on(s, train, params)
-    rows = predictions(s, test, fit.profile)
+    fit = fit_on(s, train, params, _per_host(per_host))
+    rows = predictions(s, test, fit.case_profile)
     cost = {
         "residuals": fit.evaluations[0],
         "jacobians": fit.evaluations[1],
         "simulations": s.simulations - before,
         "cpu_s": round(time.process_time() - cpu, 1),
     }
-    return fit.x, fit.gpus, rows, cost
+    return fit.x, fit.gpus, fit.hosts, rows, cost
 
 
-def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = None) -> dict:
+def run(
+    cases_path: Path,
+    also: list[str],
+    jobs: int,
+    only: list[str] | None = None,
+    per_host: list[str] | None = None,
+) -> dict:
     global _SUITE
     data = suite.load_cases(cases_path)
     problems = suite.case_problems(data)
     if problems:
         raise SystemExit("cases file malformed: " + "; ".join(problems))
     cases = [c for c in data["cases"] if c["engine"] == "V1"]
-    params = _params(also)
+    params, host_names = _params(also), list(per_host or [])
+    host_params = _per_host(host_names)
     started, wall = time.process_time(), time.perf_counter()
     s = _SUITE = Suite(cases, data.get("models") or {}, jobs)
     prepared_s = time.process_time() - started + _children_cpu_s()
@@ -404,17 +505,27 @@ def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = N
     if only:  # some folds alone (no fit on every source: no in-sample figures)
         sources = [src for src in sources if any(o in src for o in only)]
         order = sources
-    _warm(s, params, jobs, [c for c in cases if len(order) > 1 or source_of(c) != order[0]])
+    _warm(
+        s,
+        params,
+        host_params,
+        jobs,
+        [c for c in cases if len(order) > 1 or source_of(c) != order[0]],
+    )
     with _pool(jobs) as pool:
-        fitted = pool.map(_fit_and_predict, [(o, also) for o in order])
+        fitted = pool.map(_fit_and_predict, [(o, also, host_names) for o in order])
         done = dict(zip(order, fitted, strict=True))
-    shipped = predictions(s, cases, lambda g: GPUS[g])
-    full = Fit(params, done[None][1] if None in done else [])
-    full.x, in_sample = done[None][0] if None in done else full.x, done.get(None, (0, 0, []))[2]
+    shipped = predictions(s, cases, lambda c: GPUS[c["gpu"]])
+    everything = done.get(None)
+    fitted_on = (everything[1], everything[2]) if everything else ([], [])
+    full = Fit(params, *fitted_on, host_params)
+    if everything:
+        full.x = everything[0]
+    in_sample = everything[3] if everything else []
     held_out, folds = [], {}
     for source in sources:
-        x, gpus, rows, cost = done[source]
-        fold = Fit(params, gpus)
+        x, gpus, hosts, rows, cost = done[source]
+        fold = Fit(params, gpus, hosts, host_params)
         fold.x = x
         unseen = sorted({c["gpu"] for c in cases if source_of(c) == source} - set(gpus))
         folds[source] = {"constants": fold.named(), "gpus_from_priors": unseen, "cost": cost}
@@ -423,7 +534,9 @@ def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = N
     figures = sim_bands.figures_of(held_out, {c["id"]: c for c in cases})
     return {
         "sources": sources,
-        "fitted": [p.name for p in params] + [f"per GPU: {p.name}" for p in PER_GPU],
+        "fitted": [p.name for p in params]
+        + [f"per GPU: {p.name}" for p in PER_GPU]
+        + [f"per host: {p.name}" for p in host_params],
         "full_fit": full.named(),
         "folds": folds,
         "summary": {
@@ -440,8 +553,8 @@ def run(cases_path: Path, also: list[str], jobs: int, only: list[str] | None = N
         },
         "wall_s": round(time.perf_counter() - wall, 1),
         "jobs": jobs,
-        "full_fit_cost": done[None][3] if None in done else None,
-        "simulations": s.simulations + sum(d[3]["simulations"] for d in done.values()),
+        "full_fit_cost": everything[4] if everything else None,
+        "simulations": s.simulations + sum(d[4]["simulations"] for d in done.values()),
     }
 
 
@@ -532,9 +645,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-prior-weight", type=float, default=GPU_PRIOR_WEIGHT, help="per GPU deviation"
     )
+    parser.add_argument(
+        "--per-host",
+        type=lambda text: text.split(","),
+        default=[],
+        help="a deviation per training source (host) of these, comma-separated: "
+        + ",".join(PER_HOST),
+    )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.per_host) - set(PER_HOST))
+    if unknown:
+        parser.error(f"--per-host: unknown {', '.join(unknown)} (known: {', '.join(PER_HOST)})")
     globals()["GPU_PRIOR_WEIGHT"] = args.gpu_prior_weight  # the forked workers' too
-    result = run(args.cases, args.also, max(1, args.jobs), args.fold)
+    result = run(args.cases, args.also, max(1, args.jobs), args.fold, args.per_host)
     print_result(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

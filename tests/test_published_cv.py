@@ -74,33 +74,64 @@ class _Analytic:
         return {"output_throughput": thr / (1.0 + c.request_overhead_s), "mean_tpot_ms": tpot}
 
 
-def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv):
-    """One step of every GPU's deviation at once gives the global column and each GPU's
-    (a case sees them only through their sum): the same matrix as one step per column."""
+@pytest.mark.parametrize("per_host", [(), ("frontend_latency", "request_overhead")])
+def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host):
+    """One step of every group's deviation at once gives the global column and each group's
+    (a case sees them only through their sum; a host's own front-end factor, its cases' only):
+    the same matrix as one step per column."""
     published = {
         "output_throughput": {"value": 50.0, "stat": "total"},
         "mean_tpot_ms": {"value": 30.0, "stat": "mean"},
     }
     cases = [
         {"id": f"c{k}", "gpu": gpu, "published": published, "split": "fit", "engine": "V1"}
-        for k, gpu in enumerate(["a6000", "h100", "a6000"])
+        | {"source": {"repo": host}}
+        for k, (gpu, host) in enumerate([("a6000", "p"), ("h100", "q"), ("a6000", "q")])
     ]
     s = _Analytic()
-    fit = cv.Fit(cv.FITTED, ["a6000", "h100"])
+    fit = cv.Fit(cv.FITTED, ["a6000", "h100"], ["p", "q"], cv._per_host(list(per_host)))
     x = fit.x + np.linspace(-0.3, 0.2, len(fit.x))
     got = cv.jacobian(s, fit, cases, x)
     base = cv.residuals(s, fit, cases, x)
-    n = len(cv.FITTED)
+    steps = {}
+    for k, deviation, step, _ in cv._steps(fit, x):
+        for j in ([k] if k is not None else []) + (fit.column_of(*deviation) if deviation else []):
+            steps[j] = step
+    assert sorted(steps) == list(range(len(x)))  # every column is stepped
     for j in range(len(x)):
-        k = j if j < n else [p.name for p in cv.FITTED].index(cv.PER_GPU[(j - n) % 2].name)
-        step = cv.DIFF_STEP * max(1.0, abs(x[k]))
         moved = x.copy()
-        moved[j] += step
-        plain = (cv.residuals(s, fit, cases, moved) - base) / step
+        moved[j] += steps[j]
+        plain = (cv.residuals(s, fit, cases, moved) - base) / steps[j]
         assert got[:, j] == pytest.approx(plain, rel=1e-6, abs=1e-9), j
+    n = len(cv.FITTED)
     # each case's figures move with its own GPU's deviations only (a6000: columns n, n+1)
-    assert not got[[0, 1, 4, 5], n + 2 :].any() and not got[[2, 3], n : n + 2].any()
+    assert not got[[0, 1, 4, 5], n + 2 : n + 4].any() and not got[[2, 3], n : n + 2].any()
     assert got[[0, 2, 4], n : n + 4].any(axis=1).all()
+    if per_host:  # and with its own host's: p's (case 0) at n + 4, n + 5; q's at n + 6, n + 7
+        assert not got[[0, 1], n + 6 : n + 8].any() and not got[2:6, n + 4 : n + 6].any()
+        assert got[[0, 2, 4], n + 4 :].any(axis=1).all()
+        # a Jacobian costs one simulation more than without: the front end's own factor
+        assert len(cv._steps(fit, x)) == n + 1
+
+
+def test_a_host_deviation_moves_its_own_cases_and_a_new_host_gets_the_global_front_end(cv):
+    """--per-host: each training source's front end is a log-factor on the global latency and
+    its burst rate a log-deviation summed with the global one; a held-out source (a host the
+    fit never saw) is predicted with the global constants, as an unseen GPU is."""
+    fit = cv.Fit(cv.FITTED, ["a6000"], ["simon-mo"], cv._per_host(["frontend_latency"]))
+    fit.x[: len(cv.FITTED)] = [0.0, 0.0, math.log(5.0), 5.0, 0.0]  # 50 ms front end
+    fit.x[fit.at(1, 0)] = math.log(3.5)  # simon-mo's host: 3.5x the global front end
+    assert fit.profile("a6000", host="simon-mo").constants.frontend_latency_s == pytest.approx(
+        0.175
+    )
+    assert fit.profile("a6000", host="gpustack").constants.frontend_latency_s == pytest.approx(0.05)
+    assert fit.profile("a6000").constants.request_overhead_s == pytest.approx(0.010)
+    both = cv.Fit(cv.FITTED, ["a6000"], ["p"], cv._per_host(["request_overhead"]))
+    both.x[2], both.x[both.at(1, 0)] = math.log(5.0), math.log(2.0)
+    assert both.profile("h100", host="p").constants.request_overhead_s == pytest.approx(0.020)
+    assert both.profile("h100", host="q").constants.request_overhead_s == pytest.approx(0.010)
+    assert len(both.x) == len(cv.FITTED) + len(cv.PER_GPU) + 1
+    assert cv.Fit(cv.FITTED, ["a6000"], ["p"]).hosts == []  # no --per-host: no host block
 
 
 def test_bands_are_conformal_over_sources_and_their_coverage_is_nested_leave_one_out(cv):
