@@ -65,9 +65,9 @@ class Objective:
     one_run_figures: ClassVar[bool] = True
     # the mode's search sets each trial's rate, and a trial's figure is the capacity it found
     # (req/s: a column, the front drawn at the top one). So the SLOs choose the rate: they
-    # are what the mode measures, not constraints judged on a trial's figures (early
-    # stopping's SLO rule stops a capacity step above capacity whoever runs it, no
-    # prediction rules a config out on them); and a trial's figures are at its own rate,
+    # are what the mode measures, not constraints judged on a trial's figures (no
+    # prediction rules a config out on them; early stopping: `early_stop`); and a trial's
+    # figures are at its own rate,
     # never compared with the baseline's. False: the SLOs judge figures at the study's rate.
     has_capacity: ClassVar[bool] = False
 
