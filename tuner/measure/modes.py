@@ -67,8 +67,8 @@ class Objective:
     # (req/s: a column, the front drawn at the top one). So the SLOs choose the rate: they
     # are what the mode measures, not constraints judged on a trial's figures (no
     # prediction rules a config out on them; early stopping: `early_stop`); and a trial's
-    # figures are at its own rate,
-    # never compared with the baseline's. False: the SLOs judge figures at the study's rate.
+    # figures are at its own rate, never compared with the baseline's. False: the SLOs judge
+    # figures at the study's rate.
     has_capacity: ClassVar[bool] = False
 
     def __init__(self, spec: ObjectiveSpec) -> None:
