@@ -5,7 +5,10 @@ vllm, tuner, tuner, vllm: each goes first as often), each client pinned to a cor
 does not use, every run cold: `tuner bench` empties the engine's prefix cache after its
 warm-ups, and before each `vllm bench serve` run the test does what `vllm bench sweep` does
 (`POST /reset_prefix_cache`, the server in dev mode). Counts must agree exactly; timing
-figures must agree within the noise of these machines (see TOLERANCE).
+figures must agree within the noise of these machines (see TOLERANCE), judged on the median over
+rounds of tuner / vLLM, each round's two runs back to back: the other work of the shared box
+drifts over the test's minute, and a pair sees it alike (a CI run on 7 Dec read vLLM's client
+1.5x slower on the medians of six runs each).
 """
 
 from __future__ import annotations
@@ -123,33 +126,31 @@ def test_tuner_bench_agrees_with_vllm_bench_serve(vllm_server, tmp_path):
         NUM_PROMPTS * INPUT_LEN, rel=0.02
     )
 
-    def medians() -> tuple[dict, dict]:
-        report = {}
-        for key in TIMED_KEYS:
-            ours = statistics.median(r[key] for r in results["tuner"])
-            theirs = statistics.median(r[key] for r in results["vllm"])
-            report[key] = (ours, theirs)
-            assert ours > 0 and theirs > 0
-        return report, {k: abs(a - b) / b for k, (a, b) in report.items()}
+    def pair_ratio(key: str) -> float:
+        """The median over rounds of tuner / vLLM, each pair run back to back: a load that
+        drifts over the minute the test takes moves both runs of a pair alike."""
+        pairs = zip(results["tuner"], results["vllm"], strict=True)
+        return statistics.median(ours[key] / theirs[key] for ours, theirs in pairs)
 
-    def ratios() -> dict[str, float]:
-        out = {}
-        for key in RATIO_KEYS:
-            ours = statistics.median(r[key] for r in results["tuner"])
-            theirs = statistics.median(r[key] for r in results["vllm"])
-            out[key] = max(ours / theirs, theirs / ours)
-        return out
+    def agree() -> bool:
+        return all(abs(pair_ratio(k) - 1) <= TOLERANCE for k in TIMED_KEYS) and all(
+            max(pair_ratio(k), 1 / pair_ratio(k)) <= RATIO for k in RATIO_KEYS
+        )
 
-    report, off = medians()
-    if not all(v <= TOLERANCE for v in off.values()) or max(ratios().values()) > RATIO:
-        # A burst of other work on the shared box can skew one round; a client that times
-        # tokens wrongly misses in every round. Judge the medians of twice the runs.
-        interleaved_runs(RUNS_PER_CLIENT)
-        report, off = medians()
+    # A burst of other work on the shared box can skew a round; a client that times tokens
+    # wrongly misses in every pair of every round. Up to two more rounds while they disagree.
+    for first in (RUNS_PER_CLIENT, 2 * RUNS_PER_CLIENT):
+        if agree():
+            break
+        interleaved_runs(first)
     n = len(results["tuner"])
-    print(f"medians of {n} runs (tuner, vllm): {report}; ratios {ratios()}")  # shown with -s
-    assert all(v <= TOLERANCE for v in off.values()), f"medians of {n} (tuner, vllm): {report}"
-    assert max(ratios().values()) <= RATIO, f"median ratios over {n} runs: {ratios()}"
+    report = {k: round(pair_ratio(k), 3) for k in (*TIMED_KEYS, *RATIO_KEYS)}
+    print(f"median tuner / vllm over {n} pairs: {report}")  # shown with -s
+    pairs = [(round(t["mean_tpot_ms"], 2), round(v["mean_tpot_ms"], 2))
+             for t, v in zip(results["tuner"], results["vllm"], strict=True)]  # fmt: skip
+    why = f"median tuner / vllm over {n} pairs: {report}; mean TPOT ms per pair: {pairs}"
+    assert all(abs(pair_ratio(k) - 1) <= TOLERANCE for k in TIMED_KEYS), why
+    assert all(max(pair_ratio(k), 1 / pair_ratio(k)) <= RATIO for k in RATIO_KEYS), why
     # every run cold: `tuner bench` measured no cached prompt tokens (its own stand-in
     # prompts, distinct from vLLM's and from each other, and the cache emptied first)
     assert all(r["prefix_cache_hit_rate"] < 0.05 for r in results["tuner"])
