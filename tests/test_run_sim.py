@@ -140,7 +140,7 @@ def test_sigterm_and_sighup_end_the_trial_like_ctrl_c(
     proc = _start_and_wait_for_engine(tmp_path, study)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signum
+    assert proc.returncode == 128 + signum, err
     lines = [line for line in err.splitlines() if line.startswith("tuner: error:")]
     assert lines == [lines[0]] and f"interrupted by {signum.name}" in lines[0]
     (trial,) = _trials(tmp_path)
