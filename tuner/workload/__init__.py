@@ -8,6 +8,7 @@ Modules:
 - `benchmark`: `run_benchmark`, one workload against a running server (warm-up, pacing, the
   stall watchdog, early-stopping checkpoints), the code path of `tuner bench` and every trial;
 - `client`: one streamed request in, one `RequestRecord` out (httpx on aiohttp's transport);
+- `loop`: the client's event loop, the run's stop signals taken between its callbacks;
 - `probe`: what a server says about itself before a run: its time scale, its model cards, and
   so which model to request;
 - `sse`: Server-Sent Events decoding (pure: bytes in, events out);

@@ -26,6 +26,7 @@ from tuner.measure.snapshot import EngineSample, Snapshot, known_sum
 from tuner.spec.metric_keys import PREFIX_CACHE_HIT_RATE
 from tuner.spec.workload import WorkloadSpec
 from tuner.tls import tls_context
+from tuner.workload import loop
 from tuner.workload.client import (
     CHAT_ENDPOINT,
     StreamActivity,
@@ -131,7 +132,7 @@ def run_benchmark(
     gc.collect()
     gc.freeze()  # as vLLM does: fewer GC pauses while streaming
     try:
-        records, duration_s = asyncio.run(run.supervised(should_abort, stall_timeout_s))
+        records, duration_s = loop.run(run.supervised(should_abort, stall_timeout_s))
     except _Stopped as stop:
         done = [r for r, d in zip(run.live, run.done, strict=True) if d]
         count_output_tokens(done, tokenizer)
