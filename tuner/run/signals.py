@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING
 
 from tuner.errors import FailureKind
 from tuner.trial import TrialRecord
+from tuner.workload.loop import STOP_SIGNALS
 
 if TYPE_CHECKING:
     import optuna
 
 # what `signal.signal` takes and gives back: a function, SIG_DFL/SIG_IGN, or None (not Python's)
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(KeyboardInterrupt):

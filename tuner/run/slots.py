@@ -26,9 +26,10 @@ import numpy as np
 from tuner.errors import UserError
 from tuner.run.lock import StudyLock, takes_lock
 from tuner.run.loop import StudyLoop
-from tuner.run.signals import STOP_SIGNALS, Interrupted
+from tuner.run.signals import Interrupted
 from tuner.run.summary import RunSummary
 from tuner.spec.parts import Serving
+from tuner.workload.loop import STOP_SIGNALS
 
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so that signals reach it
 

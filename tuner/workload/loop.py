@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# The signals that stop a run (`tuner.run.signals`): Ctrl-C, `timeout`/systemd, a dropped session.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 PythonHandler = Callable[[int, FrameType | None], Any]
@@ -34,7 +35,9 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     between the loop's callbacks rather than inside a task's step, while the loop runs and
     while it is torn down. A signal whose call the loop did not reach before it closed is
     handled once it is closed, before this returns. The handlers in place before are in place
-    after. Off the main thread (a slot's trial), where no handler can be set: `asyncio.run`."""
+    after. What a handler raises leaves the loop if it is a KeyboardInterrupt (the run's
+    `Interrupted` is; asyncio re-raises only those and SystemExit from a callback). Off the
+    main thread (a slot's trial), where no handler can be set: `asyncio.run`."""
     if threading.current_thread() is not threading.main_thread():
         return asyncio.run(main)
     handlers: dict[signal.Signals, PythonHandler] = {}
