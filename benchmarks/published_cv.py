@@ -86,12 +86,15 @@ DIFF_STEP = 0.05  # the finite-difference step, relative (log-factors: 5 %)
 
 @dataclass(frozen=True)
 class Param:
-    """One fitted number: x in the solver's units; `apply` sets it on a profile."""
+    """One fitted number: x in the solver's units; `apply` sets it on a profile. `start`: where
+    the solver starts (scipy's trust region starts as wide as |x0|: a value whose bound is 0
+    and whose start is 0 never leaves it)."""
 
     name: str
     low: float
     high: float
     apply: Callable[[GpuProfile, float], GpuProfile]
+    start: float = 0.0
 
 
 def _factor(name: str) -> Callable[[GpuProfile, float], GpuProfile]:
@@ -113,7 +116,7 @@ FITTED = (
     Param("compute", -2.5, 1.0, _factor("flops")),  # GEMM and attention efficiency
     Param("bandwidth", -1.5, 0.5, _factor("bandwidth")),
     Param("request_overhead", -3.0, 2.5, _factor("request_overhead")),  # the burst's rate
-    Param("frontend_latency_10ms", 0.0, 10.0, _absolute("frontend_latency_s", 0.01)),
+    Param("frontend_latency_10ms", 0.0, 10.0, _absolute("frontend_latency_s", 0.01), 1.0),
     # the engine's CPU work per request in a step (the scheduler's bookkeeping, sampling, the
     # output processing and detokenising): a cost no model size scales, so a step of hundreds
     # of requests is slower than its roofline, and a request that arrives under load waits
@@ -127,6 +130,9 @@ OPTIONAL = {
         "gemm_half_tokens_100", 0.0, 20.0, _absolute("gemm_half_tokens", 100)
     ),
     "layer_floor_s": Param("layer_floor_10us", 0.0, 10.0, _absolute("layer_floor_s", 1e-5)),
+    # the API server's work per streamed chunk, on the thread that admits requests
+    # (`tuner.sim.frontend`): a burst of streams slows its own admission
+    "stream_chunk": Param("stream_chunk_10us", 0.0, 30.0, _absolute("stream_chunk_s", 1e-5), 5.0),
     # attention's share of the peak apart from the GEMMs' (as the built-in profiles have it)
     "attention": Param("attention", -1.5, 0.5, _scaled("attention_efficiency")),
     # the all-reduce's cost against the profile's interconnect (slower: PCIe without P2P)
@@ -233,9 +239,7 @@ class Fit:
         self.blocks = ((PER_GPU, self.gpus), (per_host, self.hosts))
         self.x = np.zeros(len(params) + sum(len(ps) * len(keys) for ps, keys in self.blocks))
         self.evaluations = (0, 0)  # the solver's (residual evaluations, Jacobians)
-        # the front end's latency starts at 10 ms, not at its bound: scipy's trust region
-        # starts as wide as |x0|, and a start at 0 never leaves it
-        self.x[[k for k, p in enumerate(params) if p.name.startswith("frontend_latency")]] = 1.0
+        self.x[: len(params)] = [p.start for p in params]
 
     def at(self, block: int, group: int) -> int:
         """Where the deviations of a block's group start in x."""

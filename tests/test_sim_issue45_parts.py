@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tuner.sim.planner import front_end, simulate
+from tuner.sim.frontend import front_end
+from tuner.sim.planner import simulate
 from tuner.sim.profiles import GPUS, ModelProfile, StepTimeConstants
 from tuner.sim.steptime import StepCostModel, gemm_efficiency, layer_floor
 

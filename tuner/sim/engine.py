@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -62,6 +62,10 @@ class Engine:
         self.scheduler = Scheduler(self.config, self.memory.num_blocks)
         self.cost = StepCostModel(model, gpu, self.config.tensor_parallel_size)
         self.record_times = record_times
+        # when the client receives the tokens of steps ending at these times, each step
+        # giving this many requests a token (`tuner.sim.frontend.ApiThread.stream`); None:
+        # at the steps' ends
+        self.deliver: Callable[[np.ndarray, int], np.ndarray] | None = None
         self.clock = 0.0
         self.steps = 0
         # the steps by their tokens, per bucket of `STEP_TOKEN_EDGES` (not cumulative), the
@@ -147,9 +151,14 @@ class Engine:
         self.steps += 1
         self._observe(batch.num_tokens, 1)
         emitted, finished = self.scheduler.finish_step(batch)
-        if self.record_times:
+        if self.record_times and emitted:
+            seen = (
+                end
+                if self.deliver is None
+                else float(self.deliver(np.array([end]), len(emitted))[0])
+            )
             for req in emitted:
-                req.pending.append(end)
+                req.pending.append(seen)
         for req in finished:
             del self.requests[req.id]
         return duration, emitted, finished
@@ -192,11 +201,12 @@ class Engine:
         self.steps += steps
         self._observe(len(running), steps)
         if self.record_times:
+            seen = ends if self.deliver is None else self.deliver(ends, len(running))
             for req in running:
                 if req.pending:
                     req.segments.append(np.array(req.pending))
                     req.pending = []
-                req.segments.append(ends)
+                req.segments.append(seen)
         finished = sched.advance_decodes(steps)
         for req in finished:
             del self.requests[req.id]

@@ -16,13 +16,8 @@ from dataclasses import dataclass, field
 from tuner.errors import UserError
 from tuner.measure.records import RequestRecord
 from tuner.sim.engine import token_times as _token_times
-from tuner.sim.profiles import (
-    GpuProfile,
-    ModelProfile,
-    StepTimeConstants,
-    get_gpu,
-    load_model,
-)
+from tuner.sim.frontend import Admitted, ApiThread
+from tuner.sim.profiles import GpuProfile, ModelProfile, get_gpu, load_model
 from tuner.sim.replicas import Replicas
 from tuner.sim.scheduler import SimRequest
 from tuner.spec.values import Flags
@@ -79,6 +74,7 @@ def simulate(
     gpu = get_gpu(gpu) if isinstance(gpu, str) else gpu
     fleet = Replicas(model, gpu, flags, record_times=True)
     client = _Client(fleet, prompt_lens, output_lens, arrival_s, max_concurrency)
+    fleet.deliver(client.api.stream)
     client.prompt_ids = prompt_ids
     now = 0.0
     while True:
@@ -88,7 +84,7 @@ def simulate(
         # its step was routed first, with every replica's state as of that time
         engine = fleet.earliest()
         if engine is None:
-            if not client.order:
+            if client.idle:
                 break
             now = client.next_dispatch_s()
             continue
@@ -97,7 +93,7 @@ def simulate(
             duration, _, done = engine.advance(now)
             if not duration:
                 raise RuntimeError("simulated engine made no progress")  # a scheduler bug
-        client.complete(done, engine.clock)
+        client.complete(done)
         following = fleet.earliest()
         now = max(now, following.clock if following is not None else engine.clock)
         client.observe(now)
@@ -114,8 +110,9 @@ def simulate(
 
 class _Client:
     """The client's part of a run: each request sent at its arrival time (or once a
-    concurrency slot frees), reaching the engine once the API server's front end has admitted
-    it (one at a time, in order: vLLM's API server is one process); its record; the engine's
+    concurrency slot frees), admitted by the API server (`tuner.sim.frontend.ApiThread`: one
+    at a time, in order, in the time streaming leaves it), then queued on the engine; its
+    tokens received when the API server has written them; its record; the engine's
     `/metrics` after every dispatch and step."""
 
     def __init__(
@@ -134,15 +131,21 @@ class _Client:
         self.order = deque(sorted(range(n), key=lambda i: arrival_s[i]))
         # heap: the times the concurrency slots free; None: no limit
         self.slots = [0.0] * max_concurrency if max_concurrency else None
-        self.constants = engine.gpu.constants
-        self.frontend_free_s = 0.0  # when the front end has admitted the last request sent
+        self.api = ApiThread(engine.gpu.constants)
+        self.admitted: deque[Admitted] = deque()  # admitted, not yet at the engine
         self.last_s = 0.0
         self.trace: list[tuple[float, int, float, int]] = []
         self.prompt_ids: list[list[int] | None] | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Every request has been sent and has reached the engine (or been refused)."""
+        return not (self.order or self.api.busy or self.admitted)
+
     def next_dispatch_s(self) -> float:
-        """When the next request reaches the engine: sent, then admitted by the front end."""
-        return front_end(self._next_sent_s(), self.frontend_free_s, self.constants)[1]
+        """The client's next event: a request sent, admitted, or reaching the engine."""
+        at_engine = self.admitted[0].at_engine_s if self.admitted else math.inf
+        return min(self._next_sent_s(), self.api.next_admission_s(), at_engine)
 
     def _next_sent_s(self) -> float:
         if not self.order:
@@ -153,56 +156,44 @@ class _Client:
         return max(first, self.slots[0]) if self.slots else math.inf
 
     def dispatch(self, now: float) -> None:
-        engine, slots, order = self.engine, self.slots, self.order
-        while order and self.next_dispatch_s() <= now:
+        slots, order = self.slots, self.order
+        while order and self._next_sent_s() <= now:
             i = order.popleft()
             arrived = self.arrival_s[i]
             sent = arrived if slots is None else max(arrived, heapq.heappop(slots))
             self.start_s[i] = sent
-            error = engine.request_error(self.prompt_lens[i], self.output_lens[i])
+            error = self.engine.request_error(self.prompt_lens[i], self.output_lens[i])
             if error:
                 self.records[i] = RequestRecord(self.prompt_lens[i], error=error, start_s=sent)
                 self.last_s = max(self.last_s, sent)
                 if slots is not None:
                     heapq.heappush(slots, sent)
                 continue
+            self.api.submit(i, sent)
+        self.admitted.extend(self.api.admit(now))
+        while self.admitted and self.admitted[0].at_engine_s <= now:
+            i, at_engine = self.admitted.popleft()
             ids = self.prompt_ids[i] if self.prompt_ids is not None else None
-            self.frontend_free_s, at_engine = front_end(sent, self.frontend_free_s, self.constants)
-            engine.add_request(str(i), self.prompt_lens[i], self.output_lens[i], at_engine, ids)
+            self.engine.add_request(
+                str(i), self.prompt_lens[i], self.output_lens[i], at_engine, ids
+            )
 
-    def complete(self, done: list[SimRequest], clock: float) -> None:
-        """Record finished requests; `clock`: when their replica's step ended."""
+    def complete(self, done: list[SimRequest]) -> None:
+        """Record finished requests; a concurrency slot frees when its last token is read."""
         self.engine.finished([req.id for req in done])
         for req in done:
             i = int(req.id)
             record = self.records[i] = _record(req, self.start_s[i])
-            self.last_s = max(self.last_s, record.start_s + record.latency_s)
+            end = record.start_s + record.latency_s
+            self.last_s = max(self.last_s, end)
             if self.slots is not None:
-                heapq.heappush(self.slots, clock)
+                heapq.heappush(self.slots, end)
 
     def observe(self, t: float) -> None:
         engine, trace = self.engine, self.trace
         state = (engine.num_waiting, engine.kv_cache_usage, engine.num_preemptions)
         if not trace or trace[-1][1:] != state:
             trace.append((t, *state))
-
-
-def front_end(sent_s: float, free_s: float, c: StepTimeConstants) -> tuple[float, float]:
-    """A request through vLLM's API server: (when the server is free for the next request,
-    when this one reaches the engine core's queue).
-
-    The server is one asyncio process (`--api-server-count 1`): the share of its work that
-    holds the event loop (the handler, the chat template, `InputProcessor.process_inputs`,
-    `OutputProcessor.add_request` in `vllm/v1/engine/async_llm.py`, `AsyncLLM.add_request`
-    and `_add_request`) is done one request at a time, `request_overhead_s` each, in order:
-    a burst reaches the engine at 1 / request_overhead_s per second. The rest
-    (`frontend_latency_s`: tokenising off the event loop in `process_inputs_async`, the
-    ZMQ hop of `engine_core.add_request_async` to the engine-core process, and the way back:
-    `output_handler`'s detokenising and the SSE write) runs beside other requests' work: a
-    latency every request pays and none queues for. Both are host constants
-    (docs/simulator.md, "The API server's front end")."""
-    free = max(sent_s, free_s) + c.request_overhead_s
-    return free, free + c.frontend_latency_s
 
 
 def _record(req: SimRequest, sent_s: float) -> RequestRecord:

@@ -38,6 +38,7 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "attention_efficiency": (0.01, 1.0, "(a share of the peak)"),
     "bandwidth_efficiency": (0.01, 1.0, "(a share of the peak)"),
     "frontend_latency_s": (0.0, 10.0, "seconds (0 to 10 s)"),
+    "stream_chunk_s": (0.0, 0.1, "seconds (0 to 0.1 s)"),
     "gemm_half_tokens": (0.0, 1e6, "tokens (0 to 1,000,000)"),
     "gemm_half_hidden": (0.0, 1e6, "hidden units (0 to 1,000,000)"),
     "layer_floor_s": (0.0, 1.0, "seconds (0 to 1 s)"),
@@ -82,6 +83,7 @@ class ConstantsFile(_Strict):
     # issue 45's model parts: optional, a file written before them reads as the model it was
     # made under (each at 0: off)
     frontend_latency_s: float = 0.0
+    stream_chunk_s: float = 0.0
     gemm_half_tokens: float = 0.0
     gemm_half_hidden: float = 0.0
     layer_floor_s: float = 0.0

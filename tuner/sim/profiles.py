@@ -98,6 +98,12 @@ class StepTimeConstants:
     # to every request's way to the engine, after the queue above. A host constant; 0 keeps
     # the model as it was before issue 45.
     frontend_latency_s: float = 0.0
+    # The API server's work per streamed chunk (one request's new token: detokenising, the
+    # SSE event built and written), on the thread that also admits requests, which it takes
+    # first (`tuner.sim.frontend`): many streams slow a burst's admission, and past the
+    # thread's pace the client reads tokens slower than the engine makes them. A host
+    # constant; 0 keeps the model as it was before issue 45's ninth source.
+    stream_chunk_s: float = 0.0
     # GEMM efficiency as a function of matrix size (`steptime.gemm_efficiency`): a step of n
     # tokens through a model of hidden size d reaches flops_efficiency * n / (n + half_tokens)
     # * d / (d + half_hidden) of the peak. 0 (both): one efficiency whatever the size.

@@ -20,8 +20,10 @@ coordinator.py), bumped locally by each routed request. The simulator has one AP
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 from tuner.sim.engine import Engine
 from tuner.sim.memory import EngineConfig
@@ -86,6 +88,12 @@ class Replicas:
         ]
         self.balancer = Balancer(len(self.engines))
         self.owner: dict[str, int] = {}  # request id -> its replica, while unfinished
+
+    def deliver(self, received: Callable[[np.ndarray, int], np.ndarray]) -> None:
+        """Record tokens at the times `received` gives (`Engine.deliver`), on every replica:
+        one API server writes every replica's tokens."""
+        for engine in self.engines:
+            engine.deliver = received
 
     @property
     def config(self) -> EngineConfig:

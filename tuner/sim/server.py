@@ -21,8 +21,8 @@ from aiohttp import web
 
 from tuner import __version__
 from tuner.sim.faults import FaultPlan, FaultState
+from tuner.sim.frontend import front_end
 from tuner.sim.openai_shapes import Chunks, sse, usage_of
-from tuner.sim.planner import front_end
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
 from tuner.sim.server_info import cache_config_info, server_info, step_tokens_histogram
@@ -70,7 +70,7 @@ class SimServer:
     def _admission_delay_s(self) -> float:
         """The wait before this request reaches the engine: vLLM's API server is one process,
         so its front end admits one request at a time, `request_overhead_s` each, in order,
-        and each then pays `frontend_latency_s` (`tuner.sim.planner.front_end`)."""
+        and each then pays `frontend_latency_s` (`tuner.sim.frontend.front_end`)."""
         now = asyncio.get_running_loop().time()
         c = self.engine.gpu.constants
         scaled = replace(
