@@ -88,7 +88,13 @@ def test_a_profile_file_without_issue_45s_constants_reads_them_as_off(tmp_path):
     assert "frontend_latency_s: 0.03" in text
     (tmp_path / "new.yaml").write_text(text)
     assert load_gpu(str(tmp_path / "new.yaml")).constants.frontend_latency_s == 0.03
-    names = ("frontend_latency_s", "gemm_half_tokens", "gemm_half_hidden", "layer_floor_s")
+    names = (
+        "frontend_latency_s",
+        "stream_chunk_s",
+        "gemm_half_tokens",
+        "gemm_half_hidden",
+        "layer_floor_s",
+    )
     old = re.sub(rf"\n *({'|'.join(names)}): [^\n]*", "", text)
     (tmp_path / "old.yaml").write_text(old)
     assert load_gpu(str(tmp_path / "old.yaml")) == GPUS["a100-80g"]

@@ -125,6 +125,26 @@ def test_streams_completions_and_chat_at_simulated_speed(tiny_model_dir):
         assert negative.status_code == 400 and "at least 1" in negative.text
 
 
+@pytest.mark.realtime  # checks the wall-clock pace of the tokens
+def test_the_api_servers_writing_paces_the_stream(tiny_model_dir, tmp_path):
+    """With a cost per streamed chunk past the engine's step, the client reads tokens at the
+    API server's pace, as `tuner plan` predicts them (`tuner.sim.frontend`)."""
+    from tuner.sim.profile_file import profile_to_yaml
+    from tuner.sim.profiles import GPUS
+
+    slow = tmp_path / "slow-writer.yaml"
+    slow.write_text(profile_to_yaml(GPUS["a6000"].with_constants(stream_chunk_s=0.08)))
+    body = {"model": "m32", "prompt": "tell me", "max_tokens": 12, "stream": True,
+            "ignore_eos": True}  # fmt: skip
+    tpot_s = {}
+    for gpu in ("a6000", str(slow)):
+        with sim_server(*SMALL, "--gpu", gpu, "--tokenizer", str(tiny_model_dir)) as sim:
+            _, times = stream(sim, "/v1/completions", body)
+            tpot_s[gpu] = (times[11] - times[0]) / 11
+    assert tpot_s["a6000"] < 0.06  # the engine's ~33 ms step
+    assert tpot_s[str(slow)] == pytest.approx(0.08, rel=0.25)  # 80 ms to write each chunk
+
+
 def test_metrics_show_the_queue_and_the_cache():
     with sim_server(*SMALL, "--max-num-seqs", "2") as sim:
         body = {"model": "m32", "prompt": "a b c d", "max_tokens": 60, "stream": True}

@@ -10,18 +10,21 @@ waits on its own queue.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
 import os
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
+import numpy as np
 from aiohttp import web
 
 from tuner import __version__
 from tuner.sim.faults import FaultPlan, FaultState
-from tuner.sim.frontend import front_end
+from tuner.sim.frontend import ApiThread
 from tuner.sim.openai_shapes import Chunks, sse, usage_of
 from tuner.sim.profiles import GpuProfile, ModelProfile
 from tuner.sim.replicas import Replicas
@@ -54,7 +57,8 @@ class SimServer:
         self.engine = engine
         self.opts = opts
         self.faults = FaultState(opts.faults)
-        self.streams: dict[str, asyncio.Queue[bool]] = {}
+        # per request: (its last token?, the loop time the API server has written it)
+        self.streams: dict[str, asyncio.Queue[tuple[bool, float]]] = {}
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.finished_total = 0
@@ -65,21 +69,39 @@ class SimServer:
         self._arrivals = [deque() for _ in range(n)]
         self._t0 = 0.0
         self.scale = opts.time_scale
-        self._frontend_free = 0.0  # loop time when the front end has admitted the last request
+        # vLLM's API server's one thread, on the engine's clock (`tuner.sim.frontend`, the
+        # planner's too): the requests it is admitting, and a wake-up for a new one
+        self._api = ApiThread(engine.gpu.constants)
+        self._keys = itertools.count()
+        self._admitting: dict[int, asyncio.Future[None]] = {}
+        self._submitted = asyncio.Event()
 
-    def _admission_delay_s(self) -> float:
-        """The wait before this request reaches the engine: vLLM's API server is one process,
-        so its front end admits one request at a time, `request_overhead_s` each, in order,
-        and each then pays `frontend_latency_s` (`tuner.sim.frontend.front_end`)."""
-        now = asyncio.get_running_loop().time()
-        c = self.engine.gpu.constants
-        scaled = replace(
-            c,
-            request_overhead_s=c.request_overhead_s / self.scale,
-            frontend_latency_s=c.frontend_latency_s / self.scale,
-        )
-        self._frontend_free, at_engine = front_end(now, self._frontend_free, scaled)
-        return at_engine - now
+    async def _through_front_end(self) -> None:
+        """Wait until this request reaches the engine: admitted by the API server's thread
+        (one at a time, in order, in the time streaming leaves), then its latency."""
+        key = next(self._keys)
+        reached = self._admitting[key] = asyncio.get_running_loop().create_future()
+        self._api.submit(key, self._now())
+        self._submitted.set()
+        try:
+            await reached
+        finally:
+            self._admitting.pop(key, None)
+
+    async def _run_front_end(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            for key, at_engine in self._api.admit(self._now()):
+                reached = self._admitting.get(key)
+                if reached is not None:  # None: its client went away
+                    loop.call_at(self._loop_time(at_engine), _resolve, reached)
+            due = self._api.next_admission_s()
+            self._submitted.clear()
+            if math.isinf(due):
+                await self._submitted.wait()
+                continue
+            # a new request never ends an admission sooner; streaming only makes it later
+            await asyncio.sleep(max(0.0, self._loop_time(due) - loop.time()))
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 2**20)
@@ -99,7 +121,7 @@ class SimServer:
         self._t0 = asyncio.get_running_loop().time()
         app["engine_tasks"] = [
             asyncio.create_task(self._run_engine(i)) for i in range(len(self._arrivals))
-        ]
+        ] + [asyncio.create_task(self._run_front_end())]
 
     async def _run_engine(self, replica: int) -> None:
         loop = asyncio.get_running_loop()
@@ -121,10 +143,12 @@ class SimServer:
                 self.engine.finished(list(done))
                 self.generation_tokens_total += len(emitted)
                 self.finished_total += len(done)
+                written = self._api.stream(np.array([engine.clock]), len(emitted))
+                due = self._loop_time(float(written[0]))
                 for req in emitted:
                     queue = self.streams.get(req.id)
                     if queue is not None:
-                        queue.put_nowait(req.id in done)
+                        queue.put_nowait((req.id in done, due))
                 self.faults.after_step()
 
     def _admit(self, replica: int) -> None:
@@ -254,9 +278,9 @@ class SimServer:
         if message := self.engine.request_error(prompt_len, max_tokens):
             return _error(400, message)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        queue: asyncio.Queue[bool] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[bool, float]] = asyncio.Queue()
         self.streams[rid] = queue
-        await asyncio.sleep(self._admission_delay_s())
+        await self._through_front_end()
         replica = self.engine.route([len(a) for a in self._arrivals])
         self.engine.owner[rid] = replica
         self._arrivals[replica].append((self._now(), rid, prompt_len, max_tokens, prompt_ids))
@@ -272,7 +296,7 @@ class SimServer:
                 return await self._stream(request, queue, chunks, prompt_len, usage)
             count = 0
             while not finished:
-                finished = await queue.get()
+                finished = await _written(queue)
                 count += 1
             out = "".join(text.token(i) for i in range(count))
             return web.json_response(chunks.full(out, usage_of(prompt_len, count)))
@@ -286,7 +310,7 @@ class SimServer:
     async def _stream(
         self,
         request: web.Request,
-        queue: asyncio.Queue[bool],
+        queue: asyncio.Queue[tuple[bool, float]],
         chunks: Chunks,
         prompt_len: int,
         usage: bool,
@@ -299,7 +323,7 @@ class SimServer:
         finished = False
         try:
             while not finished:
-                finished = await queue.get()
+                finished = await _written(queue)
                 parts = []
                 if count == 0 and chunks.chat:
                     parts.append(chunks.role())
@@ -318,11 +342,29 @@ class SimServer:
         """Seconds on the engine's (simulated) clock since the server started."""
         return (asyncio.get_running_loop().time() - self._t0) * self.scale
 
+    def _loop_time(self, clock_s: float) -> float:
+        """The event loop's time when the engine's clock reads `clock_s`."""
+        return self._t0 + clock_s / self.scale
+
     def _unauthorized(self, request: web.Request) -> web.Response | None:
         key = self.opts.api_key
         if key and request.headers.get("Authorization") != f"Bearer {key}":
             return web.json_response({"error": "Unauthorized"}, status=401)
         return None
+
+
+async def _written(queue: asyncio.Queue[tuple[bool, float]]) -> bool:
+    """The next token of a request, once the API server has written it: its last?"""
+    finished, due = await queue.get()
+    wait = due - asyncio.get_running_loop().time()
+    if wait > 0:
+        await asyncio.sleep(wait)
+    return finished
+
+
+def _resolve(reached: asyncio.Future[None]) -> None:
+    if not reached.done():
+        reached.set_result(None)
 
 
 def dev_mode() -> bool:
