@@ -60,9 +60,8 @@ class ApiThread:
     as the client's; `admit(now)` returns the requests whose admission ended by `now`, given
     the streaming seen so far; `next_admission_s()` is when the next one ends if no more
     streaming arrives before it. A driver that advances the engine no further than
-    `next_admission_s()` (and each request's send time) before asking again sees the thread's
-    schedule exactly, but for the streaming of the one step in progress at that time, which
-    it counts as arrived first.
+    `next_event_s()` before asking again sees the thread's schedule exactly, but for the
+    streaming of the one step in progress at that time, which it counts as arrived first.
     """
 
     def __init__(self, constants: StepTimeConstants) -> None:
@@ -89,6 +88,16 @@ class ApiThread:
             return np.inf
         start = max(self._cursor_s, self.streamed_until_s, self._pending[0][1])
         return start + self._left_s
+
+    def next_event_s(self, next_sent_s: float) -> float:
+        """When a driver must next look, given when the next request is sent: at that send
+        and at the next admission's end; with streaming at no cost, only when the next
+        request reaches the engine (its admission then depends on nothing else)."""
+        if self.chunk_s:
+            return min(next_sent_s, self.next_admission_s())
+        if self._pending:
+            return self.next_admission_s() + self.latency_s
+        return max(self._cursor_s, next_sent_s) + self.admit_s + self.latency_s
 
     def admit(self, now_s: float) -> list[Admitted]:
         """The requests whose admission ended by `now_s`, each with its time at the engine."""

@@ -145,7 +145,7 @@ class _Client:
     def next_dispatch_s(self) -> float:
         """The client's next event: a request sent, admitted, or reaching the engine."""
         at_engine = self.admitted[0].at_engine_s if self.admitted else math.inf
-        return min(self._next_sent_s(), self.api.next_admission_s(), at_engine)
+        return min(self.api.next_event_s(self._next_sent_s()), at_engine)
 
     def _next_sent_s(self) -> float:
         if not self.order:
