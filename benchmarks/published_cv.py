@@ -12,7 +12,8 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
   bandwidth efficiency (log-factors on the defaults), the API server's serial cost per request
   (`request_overhead_s`: the rate a burst reaches the engine) and its latency per request
   (`frontend_latency_s`), the engine's CPU work per request in a step (`per_seq_overhead_s`),
-  and any of `OPTIONAL` named with --also;
+  the API server's work per streamed chunk (`stream_chunk_s`, on the thread that admits
+  requests: `tuner.sim.frontend`), and any of `OPTIONAL` named with --also;
 - per GPU profile: a log-deviation of its compute and of its bandwidth efficiency from the
   global ones, shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran
   gets no deviation: it is predicted from its datasheet and the global constants;
@@ -122,6 +123,10 @@ FITTED = (
     # of requests is slower than its roofline, and a request that arrives under load waits
     # longer for its first token (docs/simulator.md, "How close (real GPUs)")
     Param("per_seq_overhead", -2.0, 2.5, _factor("per_seq_overhead")),
+    # the API server's work per streamed chunk, on the thread that admits requests
+    # (`tuner.sim.frontend`): a burst of streams slows its own admission, and past the
+    # thread's pace the client reads tokens slower than the engine makes them
+    Param("stream_chunk_10us", 0.0, 30.0, _absolute("stream_chunk_s", 1e-5), 5.0),
 )
 # issue 45's size effects, fitted with --also NAME once the cases can tell them apart
 OPTIONAL = {
@@ -130,9 +135,6 @@ OPTIONAL = {
         "gemm_half_tokens_100", 0.0, 20.0, _absolute("gemm_half_tokens", 100)
     ),
     "layer_floor_s": Param("layer_floor_10us", 0.0, 10.0, _absolute("layer_floor_s", 1e-5)),
-    # the API server's work per streamed chunk, on the thread that admits requests
-    # (`tuner.sim.frontend`): a burst of streams slows its own admission
-    "stream_chunk": Param("stream_chunk_10us", 0.0, 30.0, _absolute("stream_chunk_s", 1e-5), 5.0),
     # attention's share of the peak apart from the GEMMs' (as the built-in profiles have it)
     "attention": Param("attention", -1.5, 0.5, _scaled("attention_efficiency")),
     # the all-reduce's cost against the profile's interconnect (slower: PCIe without P2P)
