@@ -51,13 +51,14 @@ def test_regimes(cv):
 
 def test_a_gpu_the_fit_never_saw_gets_its_datasheet_and_the_global_constants(cv):
     fit = cv.Fit(cv.FITTED, ["a6000"])
-    fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0, math.log(2.0)]
+    fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0, math.log(2.0), 3.0]
     fit.x[len(cv.FITTED)] = math.log(2.0)  # the A6000's own compute: twice the global
     unseen = fit.profile("h100").constants
     assert unseen.flops_efficiency == pytest.approx(0.3)  # 0.6 (CUDA default) x 0.5
     assert unseen.request_overhead_s == pytest.approx(0.010)
     assert unseen.frontend_latency_s == pytest.approx(0.020)
     assert unseen.per_seq_overhead_s == pytest.approx(50e-6)  # 25 µs (CUDA default) x 2
+    assert unseen.stream_chunk_s == pytest.approx(30e-6)
     assert fit.profile("h100").flops == cv.GPUS["h100"].flops  # the datasheet's peak
     assert fit.profile("a6000").constants.flops_efficiency == pytest.approx(0.6)
 
@@ -69,7 +70,10 @@ class _Analytic:
         c = gpu.constants
         thr = 100.0 * c.flops_efficiency**0.7 * c.bandwidth_efficiency**0.3
         tpot = (
-            10.0 / c.bandwidth_efficiency + 1e3 * c.frontend_latency_s + 1e5 * c.per_seq_overhead_s
+            10.0 / c.bandwidth_efficiency
+            + 1e3 * c.frontend_latency_s
+            + 1e5 * c.per_seq_overhead_s
+            + 1e5 * c.stream_chunk_s
         )
         return {"output_throughput": thr / (1.0 + c.request_overhead_s), "mean_tpot_ms": tpot}
 
@@ -119,7 +123,7 @@ def test_a_host_deviation_moves_its_own_cases_and_a_new_host_gets_the_global_fro
     its burst rate a log-deviation summed with the global one; a held-out source (a host the
     fit never saw) is predicted with the global constants, as an unseen GPU is."""
     fit = cv.Fit(cv.FITTED, ["a6000"], ["simon-mo"], cv._per_host(["frontend_latency"]))
-    fit.x[: len(cv.FITTED)] = [0.0, 0.0, math.log(5.0), 5.0, 0.0]  # 50 ms front end
+    fit.x[: len(cv.FITTED)] = [0.0, 0.0, math.log(5.0), 5.0, 0.0, 0.0]  # 50 ms front end
     fit.x[fit.at(1, 0)] = math.log(3.5)  # simon-mo's host: 3.5x the global front end
     assert fit.profile("a6000", host="simon-mo").constants.frontend_latency_s == pytest.approx(
         0.175

@@ -15,6 +15,8 @@ import-linter contract holds it):
 - `engine`: scheduler + step times + a clock;
 - `replicas`: data-parallel replicas (one engine each) behind vLLM's DP load balancer;
 - `planner`: the virtual-time driver (`simulate`), what `tuner plan` and the screen call;
+- `frontend`: vLLM's API server in front of the engine, one thread that admits requests and
+  writes every stream's tokens (`ApiThread`), for the planner and the server alike;
 - `fit`: fitting a profile's constants to measured trials (`tuner calibrate`, the screen);
 - `text`, `faults`, `openai_shapes`: token text for the server, injected faults, the
   OpenAI response objects it writes;
