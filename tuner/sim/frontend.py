@@ -11,7 +11,8 @@ Two kinds of work share that thread (`--api-server-count 1`, the default):
 
 The streaming comes first: the output handler runs as soon as a step's outputs arrive, and a
 burst's admissions take the thread's time that streaming leaves (a preemptive priority: the
-event loop runs many short callbacks, so neither waits for the other to finish a request).
+event loop runs many short callbacks, so neither waits for the other to finish a request;
+the output handler yields between slices of `VLLM_V1_OUTPUT_PROC_CHUNK_SIZE` outputs).
 So a burst reaches the engine at 1 / `request_overhead_s` per second while few requests
 stream, and slower as more do; and when streaming takes the whole thread (hundreds of
 requests on a small model), the client receives tokens at the pace the server writes them,
