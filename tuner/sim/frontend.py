@@ -66,6 +66,7 @@ class ApiThread:
     """
 
     def __init__(self, constants: StepTimeConstants) -> None:
+        self.constants = constants
         self.admit_s = constants.request_overhead_s
         self.chunk_s = constants.stream_chunk_s
         self.latency_s = constants.frontend_latency_s
@@ -98,7 +99,7 @@ class ApiThread:
             return min(next_sent_s, self.next_admission_s())
         if self._pending:
             return self.next_admission_s() + self.latency_s
-        return max(self._cursor_s, next_sent_s) + self.admit_s + self.latency_s
+        return front_end(next_sent_s, self._cursor_s, self.constants)[1]
 
     def admit(self, now_s: float) -> list[Admitted]:
         """The requests whose admission ended by `now_s`, each with its time at the engine."""
