@@ -25,6 +25,7 @@ server's front end").
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from typing import NamedTuple
 
@@ -55,14 +56,22 @@ class Admitted(NamedTuple):
 class ApiThread:
     """The API server's one thread in virtual time: admissions and streaming (module doc).
 
+    Streaming comes first, so its schedule depends on the engine's steps alone: each step's
+    chunks are written from the later of its end and the previous step's writes' end
+    (Lindley's recursion), and those spans are kept. An admission takes the thread's idle time
+    between them, from the later of when it was sent and when the one before it ended. A span
+    is known once its step is simulated, and a step's writing starts at its end, so an
+    admission that ends by a time the engine has reached is final; one still in progress
+    keeps the idle time it has had and resumes.
+
     Contract, for a driver that moves time forward: `submit` each request once it is sent,
     in the order sent; call `stream` with each engine step's end time (in the order the steps
     are simulated) and the number of requests it gave a token to, and use the returned times
     as the client's; `admit(now)` returns the requests whose admission ended by `now`, given
-    the streaming seen so far; `next_admission_s()` is when the next one ends if no more
-    streaming arrives before it. A driver that advances the engine no further than
-    `next_event_s()` before asking again sees the thread's schedule exactly, but for the
-    streaming of the one step in progress at that time, which it counts as arrived first.
+    the steps simulated so far (every step that ends by `now`); `next_admission_s()` is when
+    the next one ends if no more streaming arrives before it. A driver that advances the
+    engine no further than `next_event_s()` before asking again sees the thread's schedule
+    exactly.
     """
 
     def __init__(self, constants: StepTimeConstants) -> None:
@@ -75,6 +84,10 @@ class ApiThread:
         self._left_s = self.admit_s  # the first pending admission's work still to do
         self._cursor_s = 0.0  # time up to which the admissions have had the thread's idle time
         self._done: list[Admitted] = []
+        # the streaming's busy spans, disjoint and in order; those before `_first` are past
+        self._span_starts: list[float] = []
+        self._span_ends: list[float] = []
+        self._first = 0
 
     @property
     def busy(self) -> bool:
@@ -88,8 +101,8 @@ class ApiThread:
         """When the first pending admission ends if no streaming arrives before then."""
         if not self._pending:
             return np.inf
-        start = max(self._cursor_s, self.streamed_until_s, self._pending[0][1])
-        return start + self._left_s
+        start = max(self._cursor_s, self._pending[0][1])
+        return self._work(start, self._left_s, np.inf)[0]
 
     def next_event_s(self, next_sent_s: float) -> float:
         """When a driver must next look, given when the next request is sent: at that send
@@ -113,31 +126,66 @@ class ApiThread:
         if not self.chunk_s:
             return ends_s
         work = self.chunk_s * requests
-        if self._pending:  # admissions are waiting: give them each gap, step by step
-            out = np.empty_like(ends_s)
-            for k, end in enumerate(ends_s.tolist()):
-                self._serve(end)
-                self.streamed_until_s = out[k] = max(self.streamed_until_s, end) + work
-            return out
         # Lindley's recursion, in closed form: free_k = max(free_{k-1}, end_k) + work
         step = np.arange(len(ends_s), dtype=np.float64)
         latest = np.maximum.accumulate(ends_s - step * work)
         out = np.maximum(latest, self.streamed_until_s) + (step + 1.0) * work
         self.streamed_until_s = float(out[-1])
-        self._cursor_s = max(self._cursor_s, self.streamed_until_s)
+        self._keep_spans(out - work, out)
         return out
+
+    def _keep_spans(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Add the writing's spans (ascending, each starting after the previous ends),
+        merging those that touch."""
+        if self._span_ends and starts[0] <= self._span_ends[-1] + _EPSILON_S:
+            starts = starts.copy()
+            starts[0] = self._span_starts.pop()
+            self._span_ends.pop()
+        gaps = np.flatnonzero(starts[1:] > ends[:-1] + _EPSILON_S) + 1
+        self._span_starts += starts[np.concatenate(([0], gaps))].tolist()
+        self._span_ends += ends[np.concatenate((gaps - 1, [len(ends) - 1]))].tolist()
+
+    def _work(self, start_s: float, work_s: float, until_s: float) -> tuple[float, float]:
+        """`work_s` of admitting from `start_s` in the idle time the spans leave, stopping
+        at `until_s`: (when it stopped, the work left: 0 if done)."""
+        t, left = start_s, work_s
+        starts, ends = self._span_starts, self._span_ends
+        i = bisect_right(ends, t, self._first)
+        while True:
+            if i < len(starts) and starts[i] <= t:  # in a span: wait for its end
+                t = ends[i]
+                i += 1
+                if t >= until_s:
+                    return until_s, left
+                continue
+            gap_end = min(starts[i] if i < len(starts) else np.inf, until_s)
+            if t + left <= gap_end + _EPSILON_S:
+                return t + left, 0.0
+            left -= gap_end - t
+            if gap_end >= until_s:
+                return until_s, left
+            t = ends[i]
+            i += 1
 
     def _serve(self, until_s: float) -> None:
         """Give the pending admissions the thread's idle time up to `until_s`."""
         while self._pending:
             request, sent = self._pending[0]
-            start = max(self._cursor_s, self.streamed_until_s, sent)
-            end = start + self._left_s
-            if end > until_s + _EPSILON_S:
+            start = max(self._cursor_s, sent)
+            end, left = self._work(start, self._left_s, until_s)
+            if left:
                 if start < until_s:
-                    self._left_s -= until_s - start
-                    self._cursor_s = until_s
-                return
+                    self._left_s, self._cursor_s = left, until_s
+                break
             self._pending.popleft()
             self._done.append(Admitted(request, end + self.latency_s))
             self._cursor_s, self._left_s = end, self.admit_s
+        self._forget()
+
+    def _forget(self) -> None:
+        """Pass the spans that end before the cursor (no admission starts before it), and
+        drop them now and then."""
+        self._first = bisect_right(self._span_ends, self._cursor_s, self._first)
+        if self._first > 256 and self._first * 2 > len(self._span_ends):
+            del self._span_starts[: self._first], self._span_ends[: self._first]
+            self._first = 0
