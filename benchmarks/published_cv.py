@@ -13,10 +13,13 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
   (`request_overhead_s`: the rate a burst reaches the engine) and its latency per request
   (`frontend_latency_s`), the engine's CPU work per request in a step (`per_seq_overhead_s`),
   the API server's work per streamed chunk (`stream_chunk_s`, on the thread that admits
-  requests: `tuner.sim.frontend`), and any of `OPTIONAL` named with --also;
-- per GPU profile: a log-deviation of its compute and of its bandwidth efficiency from the
-  global ones, shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran
-  gets no deviation: it is predicted from its datasheet and the global constants;
+  requests: `tuner.sim.frontend`), the least time of a layer in a step (`layer_floor_s`),
+  and any of `OPTIONAL` named with --also;
+- per GPU generation (`GENERATION`: Ampere, Hopper) and per GPU profile: a log-deviation of
+  its compute and of its bandwidth efficiency, the GPU's on top of its generation's, both
+  shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran gets no
+  deviation of its own: it is predicted from its datasheet, the global constants and its
+  generation's deviation (none, if no training case ran that generation);
 - with --per-host NAME,...: per training source (one host), a log-deviation of the API
   server's constants (`PER_HOST`: the front end's latency per request, the burst's rate) from
   the global ones, shrunk the same way. The held-out source is a host no fit saw: it is
@@ -39,8 +42,8 @@ one source out. The V0 cases are left out (the simulator is V1, reported apart b
 published_gpu.py).
 
     .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
-        [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|layer_floor_s|
-        step_overhead ...] [--per-host frontend_latency[,request_overhead]]
+        [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|step_overhead ...]
+        [--per-host frontend_latency[,request_overhead]]
 
 The cases' workloads are prepared once (as `tuner plan` builds them: published_fit.prepared)
 and cached under .cache/published-cv/, keyed by the case's text. CPU seconds (this process
@@ -127,6 +130,11 @@ FITTED = (
     # (`tuner.sim.frontend`): a burst of streams slows its own admission, and past the
     # thread's pace the client reads tokens slower than the engine makes them
     Param("stream_chunk_10us", 0.0, 30.0, _absolute("stream_chunk_s", 1e-5), 5.0),
+    # the least time a layer's kernels take in a step (launch and synchronisation inside a
+    # CUDA graph, `steptime.layer_floor`): it binds only on small models' decode steps (a
+    # 0.6B model's on a Hopper GPU is its layers', not its weights' read); from 50 us, since
+    # from 0 the solver's trust region starts at one unit and stays there
+    Param("layer_floor_10us", 0.0, 10.0, _absolute("layer_floor_s", 1e-5), 5.0),
 )
 # issue 45's size effects, fitted with --also NAME once the cases can tell them apart
 OPTIONAL = {
@@ -134,7 +142,6 @@ OPTIONAL = {
     "gemm_half_tokens": Param(
         "gemm_half_tokens_100", 0.0, 20.0, _absolute("gemm_half_tokens", 100)
     ),
-    "layer_floor_s": Param("layer_floor_10us", 0.0, 10.0, _absolute("layer_floor_s", 1e-5)),
     # attention's share of the peak apart from the GEMMs' (as the built-in profiles have it)
     "attention": Param("attention", -1.5, 0.5, _scaled("attention_efficiency")),
     # the all-reduce's cost against the profile's interconnect (slower: PCIe without P2P)
@@ -147,6 +154,24 @@ PER_GPU = (
     Param("compute", -2.0, 2.0, _factor("flops")),
     Param("bandwidth", -1.0, 1.0, _factor("bandwidth")),
 )
+# per GPU generation (`GENERATION`), the same deviations, shrunk the same way: a GPU no
+# training case ran is predicted with its generation's, which the fit sets from the GPUs of
+# that generation it saw (an A100 SXM from the A100 PCIe and the A6000; an H100 PCIe from the
+# H100 SXM, NVL and H200): what a decode step reaches of the datasheet's bandwidth, and a
+# GEMM of its peak, is the memory system's and the tensor cores', which a generation shares
+PER_GENERATION = PER_GPU
+GENERATION = {
+    "a6000": "ampere",
+    "a100-80g": "ampere",
+    "a100-pcie": "ampere",
+    "a100-pcie-nop2p": "ampere",
+    "h100": "hopper",
+    "h100-pcie": "hopper",
+    "h100-nvl": "hopper",
+    "h200": "hopper",
+    "l40s": "ada",
+    "t4": "turing",
+}
 # the host's constants (the API server's: its latency per request and the burst's rate), a
 # log-deviation per training source with --per-host NAME: a source is one host. One named as a
 # global constant moves with it (the Jacobian's sum); the front end's latency is a value
@@ -155,6 +180,11 @@ PER_HOST = {
     "frontend_latency": Param("host_frontend_latency", -2.0, 2.0, _scaled("frontend_latency_s")),
     "request_overhead": Param("request_overhead", -2.0, 2.0, _factor("request_overhead")),
 }
+
+
+def generation_of(gpu: str) -> str:
+    """The GPU's generation (`GENERATION`; a GPU not listed is its own)."""
+    return GENERATION.get(gpu, gpu)
 
 
 def source_of(case: dict) -> str:
@@ -226,7 +256,8 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 
 class Fit:
     """The constants fitted on some cases: globals, and blocks of log-deviations, one per GPU
-    the cases ran on (`PER_GPU`) and one per source they came from (`PER_HOST`, if asked)."""
+    the cases ran on (`PER_GPU`), one per generation of those GPUs (`PER_GENERATION`), and
+    one per source they came from (`PER_HOST`, if asked)."""
 
     def __init__(
         self,
@@ -236,9 +267,14 @@ class Fit:
         per_host: tuple[Param, ...] = (),
     ) -> None:
         self.params, self.gpus = params, gpus
+        self.generations = sorted({generation_of(g) for g in gpus})
         self.hosts = list(hosts or []) if per_host else []
         # (the deviations' parameters, the groups that have them), GPUs first
-        self.blocks = ((PER_GPU, self.gpus), (per_host, self.hosts))
+        self.blocks = (
+            (PER_GPU, self.gpus),
+            (PER_GENERATION, self.generations),
+            (per_host, self.hosts),
+        )
         self.x = np.zeros(len(params) + sum(len(ps) * len(keys) for ps, keys in self.blocks))
         self.evaluations = (0, 0)  # the solver's (residual evaluations, Jacobians)
         self.x[: len(params)] = [p.start for p in params]
@@ -252,13 +288,14 @@ class Fit:
         """The block's deviation `j`, of every group."""
         return [self.at(block, g) + j for g in range(len(self.blocks[block][1]))]
 
-    def shared(self, name: str) -> tuple[int, int] | None:
-        """The first block's deviation named as a global constant (the sum's partner)."""
-        for b, (ps, keys) in enumerate(self.blocks):
-            for j, p in enumerate(ps):
-                if p.name == name and keys:
-                    return b, j
-        return None
+    def shared(self, name: str) -> list[tuple[int, int]]:
+        """The blocks' deviations named as a global constant (the sum's partners)."""
+        return [
+            (b, j)
+            for b, (ps, keys) in enumerate(self.blocks)
+            for j, p in enumerate(ps)
+            if p.name == name and keys
+        ]
 
     def profile(self, gpu: str, x: np.ndarray | None = None, host: str | None = None) -> GpuProfile:
         x = self.x if x is None else x
@@ -267,7 +304,7 @@ class Fit:
         summed: dict[str, float] = {}
         own: list[tuple[Param, float]] = []  # deviations with no global of their name
         for b, (ps, keys) in enumerate(self.blocks):
-            group = (gpu, host)[b]
+            group = (gpu, generation_of(gpu), host)[b]
             if group in keys:
                 at = self.at(b, keys.index(group))
                 for j, p in enumerate(ps):
@@ -289,8 +326,9 @@ class Fit:
         """Per block, each figure's group (its case's GPU, its case's source)."""
         counts = [len(c["published"]) for c in cases]
         gpu = np.repeat([c["gpu"] for c in cases], counts)
+        generation = np.repeat([generation_of(c["gpu"]) for c in cases], counts)
         hosts = [source_of(c) for c in cases] if self.hosts else [""] * len(cases)
-        return [gpu, np.repeat(hosts, counts)]
+        return [gpu, generation, np.repeat(hosts, counts)]
 
     def bounds(self) -> tuple[list[float], list[float]]:
         each = list(self.params)
@@ -364,12 +402,11 @@ def jacobian(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray
     n_fig = len(base) - (len(x) - n)
     jac = np.zeros((len(base), len(x)))
     group_of_row = fit.groups_of(cases)
-    for k, deviation, step, moved in _steps(fit, x):
+    for k, deviations, step, moved in _steps(fit, x):
         column = (residuals(s, fit, cases, moved)[:n_fig] - base[:n_fig]) / step
         if k is not None:
             jac[:n_fig, k] = column
-        if deviation is not None:
-            b, j = deviation
+        for b, j in deviations:
             for g, group in enumerate(fit.blocks[b][1]):
                 rows = group_of_row[b] == group
                 jac[:n_fig, fit.at(b, g) + j][rows] = column[rows]
@@ -379,22 +416,24 @@ def jacobian(s: Suite, fit: Fit, cases: list[dict], x: np.ndarray) -> np.ndarray
 
 def _steps(
     fit: Fit, x: np.ndarray
-) -> list[tuple[int | None, tuple[int, int] | None, float, np.ndarray]]:
-    """`jacobian`'s points: (the global constant's index or None, the (block, deviation) moved
-    or None, the step, x moved). A global with a deviation of its name moves that deviation of
-    every group (the cases' effective constant moves by the step); a deviation with no global
-    of its name is moved alone, for every group."""
+) -> list[tuple[int | None, list[tuple[int, int]], float, np.ndarray]]:
+    """`jacobian`'s points: (the global constant's index or None, the (block, deviation)s
+    whose columns the point gives, the step, x moved). A global with deviations of its name
+    moves the first block's deviation of every group (every case has one: the cases'
+    effective constant moves by the step), which gives every block's deviation of that name
+    too (a case sees its GPU's and its generation's only through their sum with the global);
+    a deviation with no global of its name is moved alone, for every group."""
     out, paired = [], set()
     for k, p in enumerate(fit.params):
         step = DIFF_STEP * max(1.0, abs(x[k]))
         moved = x.copy()
-        deviation = fit.shared(p.name)
-        if deviation is None:
+        deviations = fit.shared(p.name)
+        if not deviations:
             moved[k] += step
         else:
-            moved[fit.column_of(*deviation)] += step
-            paired.add(deviation)
-        out.append((k, deviation, step, moved))
+            moved[fit.column_of(*deviations[0])] += step
+            paired.update(deviations)
+        out.append((k, deviations, step, moved))
     for b, (ps, keys) in enumerate(fit.blocks):
         for j in range(len(ps) if keys else 0):
             if (b, j) not in paired:
@@ -402,7 +441,7 @@ def _steps(
                 step = DIFF_STEP * max(1.0, float(np.abs(x[at]).max()))
                 moved = x.copy()
                 moved[at] += step
-                out.append((None, (b, j), step, moved))
+                out.append((None, [(b, j)], step, moved))
     return out
 
 
@@ -542,6 +581,7 @@ def run(
         "sources": sources,
         "fitted": [p.name for p in params]
         + [f"per GPU: {p.name}" for p in PER_GPU]
+        + [f"per generation: {p.name}" for p in PER_GENERATION]
         + [f"per host: {p.name}" for p in host_params],
         "full_fit": full.named(),
         "folds": folds,

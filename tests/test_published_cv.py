@@ -51,16 +51,26 @@ def test_regimes(cv):
 
 def test_a_gpu_the_fit_never_saw_gets_its_datasheet_and_the_global_constants(cv):
     fit = cv.Fit(cv.FITTED, ["a6000"])
-    fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0, math.log(2.0), 3.0]
-    fit.x[len(cv.FITTED)] = math.log(2.0)  # the A6000's own compute: twice the global
-    unseen = fit.profile("h100").constants
+    fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0, math.log(2.0), 3.0, 4.0]
+    fit.x[fit.at(0, 0)] = math.log(2.0)  # the A6000's own compute: twice the global
+    fit.x[fit.at(1, 0) + 1] = math.log(1.1)  # Ampere's bandwidth: 1.1x the global
+    unseen = fit.profile("h100").constants  # a Hopper GPU: no generation the fit saw
     assert unseen.flops_efficiency == pytest.approx(0.3)  # 0.6 (CUDA default) x 0.5
     assert unseen.request_overhead_s == pytest.approx(0.010)
     assert unseen.frontend_latency_s == pytest.approx(0.020)
     assert unseen.per_seq_overhead_s == pytest.approx(50e-6)  # 25 µs (CUDA default) x 2
     assert unseen.stream_chunk_s == pytest.approx(30e-6)
+    assert unseen.layer_floor_s == pytest.approx(40e-6)
+    assert unseen.bandwidth_efficiency == pytest.approx(0.88)  # the CUDA default
     assert fit.profile("h100").flops == cv.GPUS["h100"].flops  # the datasheet's peak
     assert fit.profile("a6000").constants.flops_efficiency == pytest.approx(0.6)
+    assert fit.profile("a6000").constants.bandwidth_efficiency == pytest.approx(0.968)
+    # an A100 the fit never saw: the global constants and its generation's (the A6000's)
+    # deviation, not the A6000's own
+    a100 = fit.profile("a100-80g").constants
+    assert a100.flops_efficiency == pytest.approx(0.3)
+    assert a100.bandwidth_efficiency == pytest.approx(0.968)
+    assert fit.generations == ["ampere"]
 
 
 class _Analytic:
@@ -74,15 +84,16 @@ class _Analytic:
             + 1e3 * c.frontend_latency_s
             + 1e5 * c.per_seq_overhead_s
             + 1e5 * c.stream_chunk_s
+            + 1e5 * c.layer_floor_s
         )
         return {"output_throughput": thr / (1.0 + c.request_overhead_s), "mean_tpot_ms": tpot}
 
 
 @pytest.mark.parametrize("per_host", [(), ("frontend_latency", "request_overhead")])
 def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host):
-    """One step of every group's deviation at once gives the global column and each group's
-    (a case sees them only through their sum; a host's own front-end factor, its cases' only):
-    the same matrix as one step per column."""
+    """One step of every GPU's deviation at once gives the global column, each GPU's and each
+    generation's (a case sees them only through their sum; a host's own front-end factor, its
+    cases' only): the same matrix as one step per column."""
     published = {
         "output_throughput": {"value": 50.0, "stat": "total"},
         "mean_tpot_ms": {"value": 30.0, "stat": "mean"},
@@ -90,16 +101,20 @@ def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host
     cases = [
         {"id": f"c{k}", "gpu": gpu, "published": published, "split": "fit", "engine": "V1"}
         | {"source": {"repo": host}}
-        for k, (gpu, host) in enumerate([("a6000", "p"), ("h100", "q"), ("a6000", "q")])
+        for k, (gpu, host) in enumerate(
+            [("a6000", "p"), ("h100", "q"), ("a6000", "q"), ("a100-80g", "p")]
+        )
     ]
     s = _Analytic()
-    fit = cv.Fit(cv.FITTED, ["a6000", "h100"], ["p", "q"], cv._per_host(list(per_host)))
+    fit = cv.Fit(cv.FITTED, ["a100-80g", "a6000", "h100"], ["p", "q"], cv._per_host(list(per_host)))
     x = fit.x + np.linspace(-0.3, 0.2, len(fit.x))
     got = cv.jacobian(s, fit, cases, x)
     base = cv.residuals(s, fit, cases, x)
     steps = {}
-    for k, deviation, step, _ in cv._steps(fit, x):
-        for j in ([k] if k is not None else []) + (fit.column_of(*deviation) if deviation else []):
+    for k, deviations, step, _ in cv._steps(fit, x):
+        for j in ([k] if k is not None else []) + [
+            j for d in deviations for j in fit.column_of(*d)
+        ]:
             steps[j] = step
     assert sorted(steps) == list(range(len(x)))  # every column is stepped
     for j in range(len(x)):
@@ -108,14 +123,24 @@ def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host
         plain = (cv.residuals(s, fit, cases, moved) - base) / steps[j]
         assert got[:, j] == pytest.approx(plain, rel=1e-6, abs=1e-9), j
     n = len(cv.FITTED)
-    # each case's figures move with its own GPU's deviations only (a6000: columns n, n+1)
-    assert not got[[0, 1, 4, 5], n + 2 : n + 4].any() and not got[[2, 3], n : n + 2].any()
-    assert got[[0, 2, 4], n : n + 4].any(axis=1).all()
-    if per_host:  # and with its own host's: p's (case 0) at n + 4, n + 5; q's at n + 6, n + 7
-        assert not got[[0, 1], n + 6 : n + 8].any() and not got[2:6, n + 4 : n + 6].any()
-        assert got[[0, 2, 4], n + 4 :].any(axis=1).all()
+    # rows: case 0 (a6000, p) 0-1, case 1 (h100, q) 2-3, case 2 (a6000, q) 4-5, case 3
+    # (a100-80g, p) 6-7. Columns: the GPUs' deviations (a100-80g n, n+1; a6000 n+2, n+3;
+    # h100 n+4, n+5), then the generations' (ampere n+6, n+7; hopper n+8, n+9)
+    a100, a6000, h100, ampere, hopper = (slice(n + 2 * i, n + 2 * i + 2) for i in range(5))
+    assert not got[[0, 1, 2, 3, 4, 5], a100].any() and got[[6], a100].any()
+    assert not got[[2, 3, 6, 7], a6000].any() and got[[0, 4], a6000].any(axis=1).all()
+    assert not got[[0, 1, 4, 5, 6, 7], h100].any() and got[[2], h100].any()
+    # each case moves with its generation's deviations too: Ampere's the A6000 and the A100
+    assert not got[[2, 3], ampere].any() and got[[0, 4, 6], ampere].any(axis=1).all()
+    assert not got[[0, 1, 4, 5, 6, 7], hopper].any() and got[[2], hopper].any()
+    if per_host:  # and with its own host's: p's (cases 0, 3) at n + 10, n + 11; q's after
+        p_dev, q_dev = slice(n + 10, n + 12), slice(n + 12, n + 14)
+        assert not got[[2, 3, 4, 5], p_dev].any() and not got[[0, 1, 6, 7], q_dev].any()
+        assert got[[0, 6], p_dev].any(axis=1).all() and got[[2, 4], q_dev].any(axis=1).all()
         # a Jacobian costs one simulation more than without: the front end's own factor
         assert len(cv._steps(fit, x)) == n + 1
+    else:
+        assert len(cv._steps(fit, x)) == n  # one simulation per global constant
 
 
 def test_a_host_deviation_moves_its_own_cases_and_a_new_host_gets_the_global_front_end(cv):
@@ -123,18 +148,18 @@ def test_a_host_deviation_moves_its_own_cases_and_a_new_host_gets_the_global_fro
     its burst rate a log-deviation summed with the global one; a held-out source (a host the
     fit never saw) is predicted with the global constants, as an unseen GPU is."""
     fit = cv.Fit(cv.FITTED, ["a6000"], ["simon-mo"], cv._per_host(["frontend_latency"]))
-    fit.x[: len(cv.FITTED)] = [0.0, 0.0, math.log(5.0), 5.0, 0.0, 0.0]  # 50 ms front end
-    fit.x[fit.at(1, 0)] = math.log(3.5)  # simon-mo's host: 3.5x the global front end
+    fit.x[: len(cv.FITTED)] = [0.0, 0.0, math.log(5.0), 5.0, 0.0, 0.0, 0.0]  # 50 ms front end
+    fit.x[fit.at(2, 0)] = math.log(3.5)  # simon-mo's host: 3.5x the global front end
     assert fit.profile("a6000", host="simon-mo").constants.frontend_latency_s == pytest.approx(
         0.175
     )
     assert fit.profile("a6000", host="gpustack").constants.frontend_latency_s == pytest.approx(0.05)
     assert fit.profile("a6000").constants.request_overhead_s == pytest.approx(0.010)
     both = cv.Fit(cv.FITTED, ["a6000"], ["p"], cv._per_host(["request_overhead"]))
-    both.x[2], both.x[both.at(1, 0)] = math.log(5.0), math.log(2.0)
+    both.x[2], both.x[both.at(2, 0)] = math.log(5.0), math.log(2.0)
     assert both.profile("h100", host="p").constants.request_overhead_s == pytest.approx(0.020)
     assert both.profile("h100", host="q").constants.request_overhead_s == pytest.approx(0.010)
-    assert len(both.x) == len(cv.FITTED) + len(cv.PER_GPU) + 1
+    assert len(both.x) == len(cv.FITTED) + len(cv.PER_GPU) + len(cv.PER_GENERATION) + 1
     assert cv.Fit(cv.FITTED, ["a6000"], ["p"]).hosts == []  # no --per-host: no host block
 
 
