@@ -15,11 +15,12 @@ CUDA defaults, never the built-in profiles' fitted constants. The fit moves
   the API server's work per streamed chunk (`stream_chunk_s`, on the thread that admits
   requests: `tuner.sim.frontend`), the least time of a layer in a step (`layer_floor_s`),
   and any of `OPTIONAL` named with --also;
-- per GPU generation (`GENERATION`: Ampere, Hopper) and per GPU profile: a log-deviation of
-  its compute and of its bandwidth efficiency, the GPU's on top of its generation's, both
-  shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran gets no
-  deviation of its own: it is predicted from its datasheet, the global constants and its
-  generation's deviation (none, if no training case ran that generation);
+- per GPU profile: a log-deviation of its compute and of its bandwidth efficiency from the
+  global ones, shrunk towards 0 (`GPU_PRIOR_WEIGHT`). A GPU that only the held-out source ran
+  gets no deviation: it is predicted from its datasheet and the global constants;
+- with --per-generation, per GPU generation (`GENERATION`: Ampere, Hopper) too: the same
+  deviations, the GPU's on top of its generation's, so an unseen GPU is predicted with its
+  generation's (tried on 7 Dec and worse held out: docs/simulator.md, "How close");
 - with --per-host NAME,...: per training source (one host), a log-deviation of the API
   server's constants (`PER_HOST`: the front end's latency per request, the burst's rate) from
   the global ones, shrunk the same way. The held-out source is a host no fit saw: it is
@@ -42,6 +43,7 @@ one source out. The V0 cases are left out (the simulator is V1, reported apart b
 published_gpu.py).
 
     .venv/bin/python benchmarks/published_cv.py [--json OUT] [--jobs N] [--fold SOURCE ...]
+        [--per-generation]
         [--also attention|allreduce|gemm_half_hidden|gemm_half_tokens|step_overhead ...]
         [--per-host frontend_latency[,request_overhead]]
 
@@ -154,12 +156,13 @@ PER_GPU = (
     Param("compute", -2.0, 2.0, _factor("flops")),
     Param("bandwidth", -1.0, 1.0, _factor("bandwidth")),
 )
-# per GPU generation (`GENERATION`), the same deviations, shrunk the same way: a GPU no
-# training case ran is predicted with its generation's, which the fit sets from the GPUs of
-# that generation it saw (an A100 SXM from the A100 PCIe and the A6000; an H100 PCIe from the
-# H100 SXM, NVL and H200): what a decode step reaches of the datasheet's bandwidth, and a
-# GEMM of its peak, is the memory system's and the tensor cores', which a generation shares
+# with --per-generation, per GPU generation (`GENERATION`), the same deviations, shrunk the
+# same way: a GPU no training case ran is predicted with its generation's, which the fit sets
+# from the GPUs of that generation it saw (an A100 SXM from the A100 PCIe and the A6000; an
+# H100 PCIe from the H100 SXM, NVL and H200). Off by default: held out, the GPUs of one
+# generation differ more than the generations do (docs/simulator.md, "How close")
 PER_GENERATION = PER_GPU
+GENERATIONS = False
 GENERATION = {
     "a6000": "ampere",
     "a100-80g": "ampere",
@@ -267,7 +270,7 @@ class Fit:
         per_host: tuple[Param, ...] = (),
     ) -> None:
         self.params, self.gpus = params, gpus
-        self.generations = sorted({generation_of(g) for g in gpus})
+        self.generations = sorted({generation_of(g) for g in gpus}) if GENERATIONS else []
         self.hosts = list(hosts or []) if per_host else []
         # (the deviations' parameters, the groups that have them), GPUs first
         self.blocks = (
@@ -581,7 +584,7 @@ def run(
         "sources": sources,
         "fitted": [p.name for p in params]
         + [f"per GPU: {p.name}" for p in PER_GPU]
-        + [f"per generation: {p.name}" for p in PER_GENERATION]
+        + [f"per generation: {p.name}" for p in (PER_GENERATION if GENERATIONS else ())]
         + [f"per host: {p.name}" for p in host_params],
         "full_fit": full.named(),
         "folds": folds,
@@ -692,6 +695,11 @@ def main(argv: list[str] | None = None) -> int:
         "--gpu-prior-weight", type=float, default=GPU_PRIOR_WEIGHT, help="per GPU deviation"
     )
     parser.add_argument(
+        "--per-generation",
+        action="store_true",
+        help="a deviation per GPU generation too (an unseen GPU takes its generation's)",
+    )
+    parser.add_argument(
         "--per-host",
         type=lambda text: text.split(","),
         default=[],
@@ -703,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--per-host: unknown {', '.join(unknown)} (known: {', '.join(PER_HOST)})")
     globals()["GPU_PRIOR_WEIGHT"] = args.gpu_prior_weight  # the forked workers' too
+    globals()["GENERATIONS"] = args.per_generation
     result = run(args.cases, args.also, max(1, args.jobs), args.fold, args.per_host)
     print_result(result)
     if args.json:

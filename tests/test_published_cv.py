@@ -49,7 +49,9 @@ def test_regimes(cv):
     assert cv.regime_of({"workload": work | {"input_len": 32000}}) == "long_context"
 
 
-def test_a_gpu_the_fit_never_saw_gets_its_datasheet_and_the_global_constants(cv):
+def test_a_gpu_the_fit_never_saw_gets_its_datasheet_and_the_global_constants(cv, monkeypatch):
+    assert cv.Fit(cv.FITTED, ["a6000"]).generations == []  # no --per-generation: no block
+    monkeypatch.setattr(cv, "GENERATIONS", True)
     fit = cv.Fit(cv.FITTED, ["a6000"])
     fit.x[: len(cv.FITTED)] = [math.log(0.5), 0.0, math.log(5.0), 2.0, math.log(2.0), 3.0, 4.0]
     fit.x[fit.at(0, 0)] = math.log(2.0)  # the A6000's own compute: twice the global
@@ -65,8 +67,8 @@ def test_a_gpu_the_fit_never_saw_gets_its_datasheet_and_the_global_constants(cv)
     assert fit.profile("h100").flops == cv.GPUS["h100"].flops  # the datasheet's peak
     assert fit.profile("a6000").constants.flops_efficiency == pytest.approx(0.6)
     assert fit.profile("a6000").constants.bandwidth_efficiency == pytest.approx(0.968)
-    # an A100 the fit never saw: the global constants and its generation's (the A6000's)
-    # deviation, not the A6000's own
+    # with --per-generation, an A100 the fit never saw: the global constants and its
+    # generation's (the A6000's) deviation, not the A6000's own
     a100 = fit.profile("a100-80g").constants
     assert a100.flops_efficiency == pytest.approx(0.3)
     assert a100.bandwidth_efficiency == pytest.approx(0.968)
@@ -90,7 +92,7 @@ class _Analytic:
 
 
 @pytest.mark.parametrize("per_host", [(), ("frontend_latency", "request_overhead")])
-def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host):
+def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host, monkeypatch):
     """One step of every GPU's deviation at once gives the global column, each GPU's and each
     generation's (a case sees them only through their sum; a host's own front-end factor, its
     cases' only): the same matrix as one step per column."""
@@ -106,6 +108,7 @@ def test_the_structured_jacobian_is_the_plain_finite_difference_one(cv, per_host
         )
     ]
     s = _Analytic()
+    monkeypatch.setattr(cv, "GENERATIONS", True)
     fit = cv.Fit(cv.FITTED, ["a100-80g", "a6000", "h100"], ["p", "q"], cv._per_host(list(per_host)))
     x = fit.x + np.linspace(-0.3, 0.2, len(fit.x))
     got = cv.jacobian(s, fit, cases, x)
@@ -159,7 +162,7 @@ def test_a_host_deviation_moves_its_own_cases_and_a_new_host_gets_the_global_fro
     both.x[2], both.x[both.at(2, 0)] = math.log(5.0), math.log(2.0)
     assert both.profile("h100", host="p").constants.request_overhead_s == pytest.approx(0.020)
     assert both.profile("h100", host="q").constants.request_overhead_s == pytest.approx(0.010)
-    assert len(both.x) == len(cv.FITTED) + len(cv.PER_GPU) + len(cv.PER_GENERATION) + 1
+    assert len(both.x) == len(cv.FITTED) + len(cv.PER_GPU) + 1  # no generation block
     assert cv.Fit(cv.FITTED, ["a6000"], ["p"]).hosts == []  # no --per-host: no host block
 
 
