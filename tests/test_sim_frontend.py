@@ -124,3 +124,16 @@ def test_in_a_closed_loop_an_admission_uses_the_idle_time_of_the_step_in_progres
     free, near = _closed_loop(0.0), _closed_loop(1e-12)
     for metric in ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms"):
         assert near[metric] == pytest.approx(free[metric], rel=1e-6)
+
+
+def test_a_span_merged_with_one_already_passed_still_holds_the_thread():
+    # a 2 ms admission around 1 ms of writing ends at 3 ms, past that span; then a step the
+    # driver streams late queues its writing right behind it (one span, 1-4 ms): a request
+    # admitted from 3 ms waits for its end
+    api = ApiThread(StepTimeConstants(request_overhead_s=0.002, stream_chunk_s=1e-4))
+    api.stream(np.array([0.001]), 10)
+    api.submit(0, 0.0)
+    assert _admitted(api, 0.003) == pytest.approx([0.003])
+    api.stream(np.array([0.0019]), 20)
+    api.submit(1, 0.0025)
+    assert api.next_admission_s() == pytest.approx(0.006)

@@ -141,6 +141,7 @@ class ApiThread:
             starts = starts.copy()
             starts[0] = self._span_starts.pop()
             self._span_ends.pop()
+            self._first = min(self._first, len(self._span_ends))  # the merged span is live
         gaps = np.flatnonzero(starts[1:] > ends[:-1] + _EPSILON_S) + 1
         self._span_starts += starts[np.concatenate(([0], gaps))].tolist()
         self._span_ends += ends[np.concatenate((gaps - 1, [len(ends) - 1]))].tolist()
