@@ -259,8 +259,8 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 
 class Fit:
     """The constants fitted on some cases: globals, and blocks of log-deviations, one per GPU
-    the cases ran on (`PER_GPU`), one per generation of those GPUs (`PER_GENERATION`), and
-    one per source they came from (`PER_HOST`, if asked)."""
+    the cases ran on (`PER_GPU`), one per generation of those GPUs (`PER_GENERATION`, with
+    --per-generation), and one per source they came from (`PER_HOST`, with --per-host)."""
 
     def __init__(
         self,
@@ -326,7 +326,8 @@ class Fit:
         return self.profile(case["gpu"], x, source_of(case) if self.hosts else None)
 
     def groups_of(self, cases: list[dict]) -> list[np.ndarray]:
-        """Per block, each figure's group (its case's GPU, its case's source)."""
+        """Per block, each figure's group (its case's GPU, that GPU's generation, its case's
+        source)."""
         counts = [len(c["published"]) for c in cases]
         gpu = np.repeat([c["gpu"] for c in cases], counts)
         generation = np.repeat([generation_of(c["gpu"]) for c in cases], counts)
